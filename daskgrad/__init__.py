@@ -1,0 +1,24 @@
+"""daskgrad: PyTorch's autograd on chunked, lazy Dask arrays.
+
+Read the engine in data-flow order: ``tensor`` -> ``graph`` -> ``backward`` ->
+``ops`` (rules) -> ``chunk`` (kernels); ``runtime`` is where graphs run.
+"""
+from . import autograd, functional, ops, testing
+from .anomaly import detect_anomaly, set_detect_anomaly
+from .backward import backward, grad
+from .function import Function, map_blocks
+from .graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
+from .ops import __all__ as _ops_all
+from .runtime import set_progress
+from .tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
+
+
+def compute(*tensors, **kwargs):
+    """Compute several tensors in one submission, so shared work runs once."""
+    from .runtime import persist
+
+    return tuple(a.compute(**kwargs) for a in persist([t.array for t in tensors], phase="compute"))
+
+
+__version__ = "0.1.0"

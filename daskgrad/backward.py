@@ -1,0 +1,264 @@
+"""Step 3 of the data flow: the reverse pass.
+
+``backward``/``grad`` do three things, in this order:
+
+1. **check** everything on the client (gradient shapes, requires_grad, freed
+   nodes, version counters), so bad input raises before anything is submitted;
+2. **build** the reverse graph by walking the nodes in topological order and
+   calling each VJP rule on lazy tensors (hooks see lazy gradients too);
+3. **submit once**: every ``.grad`` to write (and, with ``retain_graph``, every
+   saved forward value) is persisted in a single dask submission, so the shared
+   forward runs once; then ``.grad`` is written and the graph is released.
+"""
+from __future__ import annotations
+
+import warnings
+
+from . import graph, runtime
+from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
+from .tensor import Tensor
+
+
+def _as_tuple(x):
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _make_grads(outputs, grad_outputs):
+    """torch's ``_make_grads``: check given gradients, create implicit ones for scalars."""
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    else:
+        grad_outputs = _as_tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grad_outputs)} gradients")
+    grads = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is not None:
+            if not isinstance(g, Tensor):
+                raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
+            if g.shape != out.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {size_repr(g.shape)} "
+                                   f"and output[{i}] has a shape of {size_repr(out.shape)}.")
+            grads.append(g)
+        elif out.requires_grad:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if out.dtype.kind == "c":
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs but got "
+                                   f"daskgrad.{out.dtype}")
+            from .ops import ones_like
+
+            grads.append(ones_like(out))
+        else:
+            grads.append(None)
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    return grads
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None, *,
+             _method=False):
+    """``torch.autograd.backward``: accumulate into ``.grad`` from several roots at once."""
+    tensors = _as_tuple(tensors)
+    grads = _make_grads(tensors, grad_tensors)
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        for t in inputs:
+            if not t.requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    _run(tensors, grads, retain_graph, create_graph, inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False, lazy=False):
+    """``torch.autograd.grad``: return d(outputs)/d(inputs) without touching ``.grad``.
+
+    ``lazy=True`` returns gradients that are not computed yet (nothing is
+    submitted), for composing into further dask graphs.
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    if is_grads_batched:
+        raise NotImplementedError("is_grads_batched=True is not supported; use daskgrad.functional.jacobian")
+    allow_unused = bool(allow_unused) or materialize_grads
+    keys = list(inputs) if isinstance(inputs, dict) else None
+    inputs = _as_tuple(inputs.values() if keys is not None else inputs)
+    outputs = _as_tuple(outputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    grads = _make_grads(outputs, grad_outputs)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    found = _run(outputs, grads, retain_graph, create_graph, inputs, accumulate=False, lazy=lazy,
+                 allow_unused=allow_unused)
+    result = []
+    for t in inputs:
+        g = found.get(id(t))
+        if g is None and materialize_grads:
+            from .ops import zeros_like
+
+            g = zeros_like(t.detach())
+        result.append(g)
+    return dict(zip(keys, result)) if keys is not None else tuple(result)
+
+
+def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy=False,
+         allow_unused=True):
+    if retain_graph is None:
+        retain_graph = create_graph
+    root_nodes = [graph.edge(t) for t in roots]
+    order = graph.toposort(root_nodes)
+    targets = {}  # node -> tensors whose gradient is the cotangent arriving at that node
+    for t in inputs or ():
+        targets.setdefault(graph.edge(t), []).append(t)
+
+    # ---- 1. check: nothing has been submitted or written yet
+    if inputs is not None:
+        reachable = set(order)
+        for i, t in enumerate(inputs):
+            if graph.edge(t) not in reachable and not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
+                                   "the graph. Set allow_unused=True if this is the desired behavior.")
+        needed = set(targets)
+        for n in reversed(order):
+            if any(c in needed for c, _ in n.next_functions):
+                needed.add(n)
+        order = [n for n in order if n in needed]
+        runs = {n for n in order if any(c in needed for c, _ in n.next_functions)}
+    else:
+        runs = {n for n in order if not isinstance(n, AccumulateGrad)}
+    for n in order:
+        if n in runs:
+            if n.freed:
+                raise RuntimeError(FREED_MESSAGE)
+            for v in n._saved.values():
+                if isinstance(v, graph.SavedTensor):
+                    v.check_version()
+
+    # ---- 2. build the reverse graph (lazy; hooks run here, on lazy gradients)
+    cot = {}
+    for n, g in zip(root_nodes, root_grads):
+        if n is not None:
+            g = _conform(g, n._output_meta, "root", 0)
+            cot[n] = cot[n] + g if n in cot else g
+    writes, found, executed, nan_checks = {}, {}, [], []
+    with graph.set_grad_enabled(create_graph):
+        for n in order:
+            g = cot.pop(n, None)
+            if g is None:
+                continue
+            is_leaf_sink = isinstance(n, AccumulateGrad)
+            g = _tensor_hooks(n.variable._hooks if is_leaf_sink else n._tensor_hooks, g)
+            for hook in list(n._prehooks.values()):
+                r = hook((g,))
+                if r is not None:
+                    g = r[0]
+            for t in targets.get(n, ()):
+                found[id(t)] = g
+                if accumulate:
+                    writes[id(t)] = (t, g)
+            if accumulate and inputs is None:
+                if is_leaf_sink:
+                    writes[id(n.variable)] = (n.variable, g)
+                elif n._retained is not None and n._retained() is not None:
+                    t = n._retained()
+                    writes[id(t)] = (t, g)
+            if n not in runs:
+                continue
+            outs = n._vjp(g, graph._Saved(n))
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            if len(outs) != len(n.next_functions):
+                raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
+                                   f"(expected {len(n.next_functions)}, got {len(outs)})")
+            outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
+                         for i, (o, m) in enumerate(zip(outs, n._input_meta)))
+            for hook in list(n._hooks.values()):
+                hook(outs, (g,))
+            executed.append(n)
+            for i, ((child, _), o) in enumerate(zip(n.next_functions, outs)):
+                if child is None or o is None:
+                    continue
+                if graph.is_anomaly_enabled():
+                    nan_checks.append((n, i, o))
+                cot[child] = cot[child] + o if child in cot else o
+        new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes.values()]
+
+    # ---- 3. submit once, then write .grad and release the graph
+    saved = []
+    if retain_graph:
+        saved = [v for n in executed for v in n._saved.values()
+                 if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
+    arrays = [g.array for _, g in new_grads] + [t.array for t in found.values()] * (not accumulate)
+    if not lazy:
+        from .anomaly import nan_flags, raise_for_nan
+
+        flags = nan_flags(nan_checks)
+        out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward")
+        raise_for_nan(nan_checks, out[len(out) - len(flags):])
+        n_writes = len(new_grads)
+        new_grads = [(t, Tensor._make(a, g.grad_fn, g.requires_grad)) for (t, g), a in zip(new_grads, out)]
+        if not accumulate:
+            found = {k: Tensor._make(a, g.grad_fn, g.requires_grad)
+                     for (k, g), a in zip(found.items(), out[n_writes:])}
+        for s, a in zip(saved, out[len(arrays):len(arrays) + len(saved)]):
+            s.data, s.persisted = a, True
+    for t, g in new_grads:
+        if t.grad_fn is not None:
+            t._retains_grad = True
+            import weakref
+            t.grad_fn._retained = weakref.ref(t)
+        t._grad = g
+    for t, _ in new_grads:
+        for hook in list(t._post_hooks.values()):
+            hook(t)
+    if not retain_graph:
+        for n in executed:
+            n.release()
+    return found
+
+
+def _tensor_hooks(hooks, g):
+    for hook in list(hooks.values()):
+        r = hook(g)
+        if r is not None:
+            if not isinstance(r, Tensor) or r.shape != g.shape:
+                name = getattr(hook, "__name__", type(hook).__name__)
+                raise RuntimeError(f"hook '{name}' has changed the size of value")
+            g = r
+    return g
+
+
+def _conform(g, meta, name, index):
+    """Give a cotangent the primal's shape (summing broadcast axes), dtype and chunks."""
+    from .ops import rechunk, sum_to
+
+    shape, dtype, chunks = meta
+    if not isinstance(g, Tensor):
+        raise TypeError(f"function {name} returned a gradient of type {type(g).__name__}, not a Tensor")
+    if g.shape != shape:
+        if not _broadcastable(shape, g.shape):
+            raise RuntimeError(f"Function {name} returned an invalid gradient at index {index} - got "
+                               f"{list(g.shape)} but expected shape compatible with {list(shape)}")
+        g = sum_to(g, shape)
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    if g.chunks != chunks:
+        g = rechunk(g, chunks)
+    return g
+
+
+def _broadcastable(shape, to_shape):
+    if len(shape) > len(to_shape):
+        return False
+    return all(s == t or s == 1 for s, t in zip(shape[::-1], to_shape[::-1]))
+
+
+def warn_once(msg):  # pragma: no cover - helper kept for API parity
+    warnings.warn(msg, UserWarning, stacklevel=3)

@@ -1,0 +1,132 @@
+"""Custom differentiable ops: ``Function`` (torch's ``autograd.Function``) and
+``map_blocks`` (a user's chunk kernel with a chunk-level VJP)."""
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from .graph import no_grad, record
+from .tensor import Tensor
+
+
+class FunctionCtx:
+    """The ``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``, ``needs_input_grad``."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._to_save, self._saved, self._non_differentiable = (), None, set()
+
+    def save_for_backward(self, *tensors):
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self):
+        return tuple(getattr(self._saved, f"t{i}") for i in range(self._n_saved))
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, grad)``; call ``.apply``.
+
+    ``forward`` runs on lazy tensors with recording off; ``backward`` returns one
+    gradient per forward input (``None`` for non-tensors).
+    """
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn(f"{type(self)} should not be instantiated. Methods on autograd functions are all static, "
+                      "so you should invoke them on the class itself. Instantiating an autograd function will "
+                      "raise an error in a future version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        if not isinstance(out, Tensor):
+            raise TypeError("daskgrad.Function.forward must return a single Tensor")
+        if id(out) in ctx._non_differentiable:
+            return out
+        to_save, ctx._to_save = ctx._to_save, ()
+        ctx._n_saved = len(to_save)
+        name = f"{cls.__name__}Backward"
+
+        def rule(g, s):
+            ctx._saved = s
+            grads = cls.backward(ctx, g)
+            grads = grads if isinstance(grads, tuple) else (grads,)
+            if len(grads) != len(args):
+                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                                   f"(expected {len(args)}, got {len(grads)})")
+            for i, (gr, a) in enumerate(zip(grads, args)):
+                if gr is not None and not isinstance(a, Tensor):
+                    raise RuntimeError(f"function {name} returned a gradient different than None at position "
+                                       f"{i + 1}, but the corresponding forward input was not a Variable")
+            return grads
+
+        return record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
+                      {f"t{i}": t for i, t in enumerate(to_save)} or None)
+
+
+def _vjp_all(vjp, kwargs):
+    def call(g, *blocks):
+        out = np.empty((1,) * g.ndim, dtype=object)
+        out.reshape(-1)[0] = tuple(vjp(g, *blocks, **kwargs))
+        return out
+    return call
+
+
+def _pick(i):
+    def pick(cell):
+        return cell.reshape(-1)[0][i]
+    return pick
+
+
+def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
+    """Apply an elementwise-aligned chunk kernel to tensors that share chunks.
+
+    ``vjp(g_block, *input_blocks, **kwargs)`` returns one cotangent block per
+    input.  Backward runs it once per chunk; the layer is named ``<name>-vjp``.
+    """
+    ts = [t if isinstance(t, Tensor) else Tensor._make(t) for t in tensors]
+    arrays = [t.array for t in ts]
+    label = name or getattr(chunk_fn, "__name__", "map_blocks")
+    dtype = np.dtype(dtype) if dtype is not None else arrays[0].dtype
+    out = da.map_blocks(chunk_fn, *arrays, dtype=dtype, meta=arrays[0]._meta.astype(dtype),
+                        name=f"{label}-{tokenize(chunk_fn, *arrays, kwargs)}", **kwargs)
+    if vjp is None:
+        return Tensor._make(out)
+
+    def rule(g, s):
+        ins = [getattr(s, f"t{i}").array for i in range(len(ts))]
+        token = tokenize(vjp, g.array, *ins, kwargs)
+        cells = da.map_blocks(_vjp_all(vjp, kwargs), g.array, *ins, dtype=object,
+                              meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
+        return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
+                                                name=f"{label}-vjp-pick{i}-{token}"))
+                     for i, a in enumerate(ins))
+
+    return record(f"{label}Backward", out, tuple(ts), rule, {f"t{i}": t for i, t in enumerate(ts)})

@@ -1,0 +1,340 @@
+"""Step 2 of the data flow: how an op result remembers where it came from.
+
+Every differentiable op calls :func:`record`.  When grad mode is on and an input
+requires grad, the result gets a ``grad_fn`` node holding the VJP rule, the
+edges to the inputs' nodes (``next_functions``) and the values the rule saved.
+Nodes never hold dask results, only lazy arrays (or persisted ones when a graph
+is retained), so building this graph never computes anything.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import traceback
+import weakref
+
+# --------------------------------------------------------------------- grad mode
+# Grad mode is per client thread, as in torch: worker tasks never record.
+_mode = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_mode, "enabled", True)
+
+
+def _set_enabled(flag: bool) -> None:
+    _mode.enabled = bool(flag)
+
+
+class _GradModeContext(contextlib.ContextDecorator):
+    """Context manager and decorator that sets grad mode and restores it."""
+
+    _target: bool
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _set_enabled(self._target)
+        return self
+
+    def __exit__(self, *exc):
+        _set_enabled(self._prev)
+        return False
+
+    def _recreate_cm(self):  # a fresh instance per decorated call keeps recursion safe
+        return type(self)()
+
+
+class no_grad(_GradModeContext):
+    """Ops inside do not record: results are constant leaves (``requires_grad=False``)."""
+
+    _target = False
+
+
+class enable_grad(_GradModeContext):
+    """Turn recording back on, e.g. inside ``no_grad``."""
+
+    _target = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """``set_grad_enabled(False)`` as a plain call sets the mode for this thread;
+    as a context manager or decorator it restores the previous mode on exit."""
+
+    def __init__(self, mode: bool):
+        self._target = bool(mode)
+        self._prev = is_grad_enabled()
+        _set_enabled(mode)  # torch applies the mode at construction, so a plain call works
+
+    def __enter__(self):
+        _set_enabled(self._target)
+        return self
+
+    def __call__(self, fn):
+        _set_enabled(self._prev)  # used as a decorator: the call above must not leak
+        target = self._target
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(target):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def _recreate_cm(self):
+        return self
+
+
+# ------------------------------------------------------------------ anomaly mode
+_anomaly = threading.local()
+
+
+def is_anomaly_enabled() -> bool:
+    return getattr(_anomaly, "enabled", False)
+
+
+# ------------------------------------------------------------------------ errors
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+def type_repr(dtype) -> str:
+    """``daskgrad.FloatTensor`` in the place where torch prints ``torch.FloatTensor``."""
+    names = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+             "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+    return f"daskgrad.{names.get(str(dtype), str(dtype))}Tensor"
+
+
+def size_repr(shape) -> str:
+    return f"daskgrad.Size({list(shape)})"
+
+
+# ------------------------------------------------------------------ saved values
+class SavedTensor:
+    """A tensor saved for backward: its data at save time and its storage version.
+
+    Dask arrays are immutable, so the data can never be overwritten; the version
+    check exists to give torch's error when the user modified the tensor in place.
+    """
+
+    __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
+                 "persisted")
+
+    def __init__(self, t):
+        self.data = t._storage.array
+        self.storage = t._storage
+        self.version = t._storage.version
+        self.grad_fn = t.grad_fn
+        self.requires_grad = t.requires_grad
+        # a leaf that requires grad must come back as itself so double backward reaches it
+        self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
+        self.dtype, self.shape = t.dtype, t.shape
+        self.persisted = False  # True once its chunks are pinned in (cluster) memory
+
+    def check_version(self) -> None:
+        if self.storage.version != self.version:
+            producer = f", which is output 0 of {self.grad_fn.name()}," if self.grad_fn else ""
+            hint = ("Hint: the backtrace further above shows the operation that failed to compute "
+                    "its gradient. The variable in question was changed in there or anywhere later. "
+                    "Good luck!") if is_anomaly_enabled() else (
+                    "Hint: enable anomaly detection to find the operation that failed to compute its "
+                    "gradient, with daskgrad.autograd.set_detect_anomaly(True, check_nan=False).")
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
+                f"version {self.storage.version}; expected version {self.version} instead. {hint}")
+
+    def unpack(self):
+        from .tensor import Tensor
+
+        if self.leaf is not None:
+            return self.leaf
+        return Tensor._make(self.data, grad_fn=self.grad_fn, requires_grad=self.requires_grad)
+
+
+class _Saved:
+    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access."""
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        self._node = node
+
+    def __getattr__(self, name):
+        if name == "needs":  # which inputs want a cotangent (torch's needs_input_grad)
+            return tuple(m is not None for m in self._node._input_meta)
+        saved = self._node._saved
+        if saved is None:
+            raise RuntimeError(FREED_MESSAGE)
+        v = saved[name]
+        return v.unpack() if isinstance(v, SavedTensor) else v
+
+
+# ------------------------------------------------------------------------- nodes
+class Node:
+    """One recorded op.  ``type(node).__name__`` is torch's name, e.g. ``MulBackward0``."""
+
+    __slots__ = ("_vjp", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
+                 "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "__weakref__")
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def metadata(self):
+        return {}
+
+    def __getattr__(self, attr):  # torch exposes saved values as grad_fn._saved_<name>
+        if attr.startswith("_saved_"):
+            saved = object.__getattribute__(self, "_saved")
+            if saved is None:
+                raise RuntimeError(FREED_MESSAGE)
+            key = attr[len("_saved_"):]
+            if key in saved:
+                v = saved[key]
+                return v.unpack() if isinstance(v, SavedTensor) else v
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node's VJP."""
+        return _Handle(self._hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node's VJP and may replace them."""
+        return _Handle(self._prehooks, fn)
+
+    @property
+    def freed(self) -> bool:
+        return self._had_saved and self._saved is None
+
+    def release(self) -> None:
+        """Drop the saved values (and any persisted chunks they pin on a cluster)."""
+        if self._saved is not None and self._had_saved:
+            self._saved = None
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf that requires grad; ``variable`` is the leaf."""
+
+    __slots__ = ("variable",)
+
+
+_node_classes: dict[str, type] = {"AccumulateGrad": AccumulateGrad}
+
+
+def node_class(name: str) -> type:
+    cls = _node_classes.get(name)
+    if cls is None:
+        cls = _node_classes[name] = type(name, (Node,), {"__slots__": ()})
+    return cls
+
+
+class _Handle:
+    """What ``register_hook`` returns; ``remove()`` unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, table: dict, fn):
+        _Handle._next_id += 1
+        self.id, self._table = _Handle._next_id, table
+        table[self.id] = fn
+
+    def remove(self) -> None:
+        self._table.pop(self.id, None)
+
+
+def _new_node(name):
+    node = node_class(name).__new__(node_class(name))
+    node._saved, node._had_saved, node._tensor_hooks = None, False, {}
+    node._retained, node._hooks, node._prehooks, node._stack = None, {}, {}, None
+    return node
+
+
+def accumulate_node(t) -> AccumulateGrad:
+    """The one AccumulateGrad node of leaf ``t`` (made on first use, then cached)."""
+    node = t._accumulate_node
+    if node is None:
+        node = _new_node("AccumulateGrad")
+        node.variable, node.next_functions, node._vjp = t, (), None
+        node._input_meta, node._output_meta = (), (t.shape, t.dtype, t.chunks)
+        t._accumulate_node = node
+    return node
+
+
+def edge(t):
+    """Where a gradient for input ``t`` flows: its grad_fn, its AccumulateGrad, or nowhere."""
+    if t is None or not getattr(t, "requires_grad", False):
+        return None
+    return t.grad_fn if t.grad_fn is not None else accumulate_node(t)
+
+
+# ------------------------------------------------------------------------ record
+def record(name, out_array, inputs, vjp, save=None):
+    """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node.
+
+    ``inputs``: the op's tensor inputs (``None`` for constants), in the order the
+    rule returns cotangents.  ``vjp(g, s)``: the rule; ``s.<name>`` reads
+    ``save[name]``.  ``save`` may map a name to ``RESULT`` to save the output.
+    """
+    from .tensor import Tensor
+
+    out = Tensor._make(out_array)
+    if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        return out
+    node = _new_node(name)
+    node._vjp = vjp
+    node.next_functions = tuple((edge(t), 0) for t in inputs)
+    node._input_meta = tuple(
+        (t.shape, t.dtype, t.chunks) if isinstance(t, Tensor) and t.requires_grad else None
+        for t in inputs)
+    node._output_meta = (out.shape, out.dtype, out.chunks)
+    out.grad_fn, out._requires_grad = node, True
+    if save:
+        node._saved = {k: SavedTensor(out if v is RESULT else v) if isinstance(v, Tensor) or v is RESULT
+                       else v for k, v in save.items()}
+        node._had_saved = True
+    else:
+        node._saved = {}
+    if is_anomaly_enabled():
+        node._stack = traceback.format_stack()[:-2]
+    return out
+
+
+RESULT = object()  # marker: "save this op's own output"
+
+
+def toposort(roots):
+    """Nodes reachable from ``roots`` with every node after all nodes that feed it.
+
+    Iterative child counting (HIPS autograd's ``toposort``), so deep graphs are fine.
+    """
+    deps: dict[Node, int] = {}
+    stack = [r for r in roots if r is not None]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        for child, _ in n.next_functions:
+            if child is None:
+                continue
+            deps[child] = deps.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    ready = [r for r in dict.fromkeys(roots) if r is not None and deps.get(r, 0) == 0]
+    order = []
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for child, _ in n.next_functions:
+            if child is None:
+                continue
+            deps[child] -= 1
+            if deps[child] == 0:
+                ready.append(child)
+    return order

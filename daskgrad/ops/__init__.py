@@ -1,0 +1,69 @@
+"""Step 5 of the data flow: the ops, each with its VJP rule beside it.
+
+``elementwise`` (the rule contract is at its top), ``reductions``, ``shape``,
+``linalg``, ``nn``.  This module also gives :class:`~daskgrad.Tensor` its
+operators and methods, in one table, so a method is easy to trace to its op.
+"""
+from __future__ import annotations
+
+from ..tensor import Tensor
+from .elementwise import (abs, add, astype, clamp, clip, clone, cos, eq, exp, expm1, full_like, ge, gt, le,
+                          log, log1p, logical_and, logical_or, lt, maximum, minimum, mul, ne, neg, ones_like,
+                          pow, relu, sigmoid, sign, sin, softplus, sqrt, square, sub, tan, tanh, truediv,
+                          where, zeros_like)
+from .linalg import dot, einsum, matmul, tensordot
+from .nn import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mse_loss, nll_loss,
+                 softmax)
+from .reductions import (amax, amin, cumsum, logsumexp, max, mean, min, norm, prod, std, sum, sum_to,
+                         var)
+from .shape import (broadcast_to, concatenate, diff, expand_dims, flatten, flip, getitem, moveaxis, pad,
+                    permute, rechunk, reshape, roll, setitem, split, squeeze, stack, swapaxes, transpose,
+                    unsqueeze)
+
+__all__ = ["abs", "add", "amax", "amin", "astype", "binary_cross_entropy_with_logits", "broadcast_to", "clamp", "clip", "clone", "concatenate", "cos", "cross_entropy", "cumsum", "diff", "dot", "einsum", "eq", "exp", "expand_dims", "expm1", "flatten", "flip", "full_like", "ge", "getitem", "gt", "le", "log", "log1p", "log_softmax", "logical_and", "logical_or", "logsumexp", "lt", "matmul", "max", "maximum", "mean", "min", "minimum", "moveaxis", "mse_loss", "mul", "ne", "neg", "nll_loss", "norm", "ones_like", "pad", "permute", "pow", "prod", "rechunk", "relu", "reshape", "roll", "setitem", "sigmoid", "sign", "sin", "softmax", "softplus", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot", "transpose", "truediv", "unsqueeze", "var", "where", "zeros_like"]
+
+
+def _flip_args(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _shape_args(fn):
+    # torch style x.reshape(2, 3) as well as NumPy style x.reshape((2, 3))
+    return lambda self, *shape: fn(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _inplace(fn):
+    return lambda self, other: self._inplace(fn, other)
+
+
+_METHODS = {
+    "__add__": add, "__radd__": _flip_args(add), "__sub__": sub, "__rsub__": _flip_args(sub),
+    "__mul__": mul, "__rmul__": _flip_args(mul), "__truediv__": truediv, "__rtruediv__": _flip_args(truediv),
+    "__pow__": pow, "__rpow__": _flip_args(pow), "__matmul__": matmul, "__rmatmul__": _flip_args(matmul),
+    "__neg__": neg, "__abs__": abs, "__getitem__": getitem,
+    "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge, "__eq__": eq, "__ne__": ne,
+    "__and__": logical_and, "__or__": logical_or,
+    "__iadd__": _inplace(add), "__isub__": _inplace(sub), "__imul__": _inplace(mul),
+    "__itruediv__": _inplace(truediv),
+    "add_": _inplace(add), "sub_": _inplace(sub), "mul_": _inplace(mul), "div_": _inplace(truediv),
+    "clamp_": lambda self, a_min=None, a_max=None: self._inplace(lambda s: clip(s, a_min, a_max)),
+    "add": add, "sub": sub, "mul": mul, "div": truediv, "pow": pow, "matmul": matmul, "dot": dot,
+    "neg": neg, "exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan,
+    "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "softplus": softplus, "abs": abs, "sqrt": sqrt,
+    "square": square, "sign": sign, "maximum": maximum, "minimum": minimum, "clip": clip, "clamp": clip,
+    "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "prod": prod, "var": var,
+    "std": std, "logsumexp": logsumexp, "cumsum": cumsum, "norm": norm,
+    "softmax": softmax, "log_softmax": log_softmax,
+    "reshape": _shape_args(reshape), "view": _shape_args(reshape), "flatten": flatten,
+    "transpose": lambda self, *axes: (swapaxes(self, *axes) if len(axes) == 2 and self.ndim != 2 else
+                                      transpose(self, axes[0] if len(axes) == 1 else (axes or None))),
+    "permute": _shape_args(permute), "swapaxes": swapaxes, "moveaxis": moveaxis,
+    "broadcast_to": broadcast_to, "expand": _shape_args(broadcast_to), "expand_dims": expand_dims,
+    "unsqueeze": unsqueeze, "squeeze": squeeze, "flip": flip, "roll": roll, "rechunk": rechunk,
+    "astype": astype, "clone": clone,
+    "double": lambda self: astype(self, "float64"), "float": lambda self: astype(self, "float32"),
+}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+Tensor.T = property(lambda self: transpose(self))
+Tensor.mT = property(lambda self: swapaxes(self, -1, -2))

@@ -1,0 +1,194 @@
+"""Elementwise ops and their VJP rules.
+
+Rule contract (every op module): ``rule(g, s)`` gets the output cotangent ``g``
+(a Tensor) and ``s``, whose attributes are the values the op saved; it returns
+one cotangent per input, ``None`` meaning zero.  Rules are written in daskgrad
+ops, so ``create_graph=True`` differentiates them again.  Rules need not undo
+broadcasting, casts or rechunking: the engine sums a cotangent to its input's
+shape and gives it the input's dtype and chunks.
+"""
+from __future__ import annotations
+
+import operator
+
+import dask.array as da
+
+from ..graph import RESULT, record
+from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
+from ..tensor import Tensor
+
+
+# ----------------------------------------------------------------- unary table
+def _unary(name, node, forward, rule, save):
+    def op(x):
+        x = as_tensor(x)
+        saved = {"x": x} if save == "x" else {"r": RESULT} if save == "r" else {"x": x, "r": RESULT}
+        return record(node, forward(x.array), (x,), rule, saved if save else None)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise ``{name}``; gradient node ``{node}``."
+    return op
+
+
+def _sigmoid(a):
+    return da.exp(-da.logaddexp(0, -a))
+
+
+neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), None)
+exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * s.r,), "r")
+expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * (s.r + 1),), "r")
+log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / s.x,), "x")
+log1p = _unary("log1p", "Log1PBackward0", da.log1p, lambda g, s: (g / (s.x + 1),), "x")
+sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * cos(s.x),), "x")
+cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * sin(s.x),), "x")
+tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * (s.r * s.r + 1),), "r")
+tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * (1 - s.r * s.r),), "r")
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _sigmoid, lambda g, s: (g * s.r * (1 - s.r),), "r")
+softplus = _unary("softplus", "SoftplusBackward0", lambda a: da.logaddexp(0, a),
+                  lambda g, s: (g * sigmoid(s.x),), "x")
+# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch
+relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
+              lambda g, s: (where(s.r > 0, g, 0),), "r")
+abs = _unary("abs", "AbsBackward0", da.absolute, lambda g, s: (g * sign(s.x),), "x")
+sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / (2 * s.r),), "r")
+sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), None)
+
+
+def square(x):
+    return pow(x, 2)
+
+
+# ---------------------------------------------------------------- binary ops
+def _binary(node, forward, a, b, rule, save=None):
+    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    check_same_device(a, b)
+    return record(node, forward(raw(a), raw(b)), (only_tensor(a), only_tensor(b)), rule, save)
+
+
+def add(a, b):
+    return _binary("AddBackward0", operator.add, a, b, lambda g, s: (g, g))
+
+
+def sub(a, b):
+    node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
+    return _binary(node, operator.sub, a, b, lambda g, s: (g, -g))
+
+
+def mul(a, b):
+    return _binary("MulBackward0", operator.mul, a, b, lambda g, s: (g * s.b, g * s.a), {"a": a, "b": b})
+
+
+def truediv(a, b):
+    return _binary("DivBackward0", operator.truediv, a, b,
+                   lambda g, s: (g / s.b, -g * s.a / (s.b * s.b)), {"a": a, "b": b})
+
+
+def _pow_rule(g, s):
+    a, b = s.a, s.b
+    ga = g * b * pow(a, b - 1) if not isinstance(b, (int, float)) or b != 0 else zeros_like(g)
+    gb = None
+    if isinstance(b, Tensor):
+        # d(a**b)/db = a**b log a, taken as 0 where a == 0 (torch masks 0 * log 0)
+        gb = where(as_tensor(a) == 0, 0, g * s.r * log(where(as_tensor(a) == 0, 1, a)))
+    return ga, gb
+
+
+def pow(a, b):
+    node = ("PowBackward0" if not isinstance(b, Tensor) else
+            "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
+    return _binary(node, operator.pow, a, b, _pow_rule, {"a": a, "b": b, "r": RESULT})
+
+
+def _tie_rule(strict):
+    # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch
+    def rule(g, s):
+        a, b = as_tensor(s.a), as_tensor(s.b)
+        tie = where(a == b, g * 0.5, 0)
+        return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
+    return rule
+
+
+def maximum(a, b):
+    return _binary("MaximumBackward0", da.maximum, a, b, _tie_rule(operator.gt), {"a": a, "b": b})
+
+
+def minimum(a, b):
+    return _binary("MinimumBackward0", da.minimum, a, b, _tie_rule(operator.lt), {"a": a, "b": b})
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` else ``y``; the condition gets no gradient."""
+    cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
+    check_same_device(cond, x, y)
+    return record("WhereBackward0", da.where(cond.array, raw(x), raw(y)), (only_tensor(x), only_tensor(y)),
+                  lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)), {"c": cond})
+
+
+def clip(x, a_min=None, a_max=None):
+    """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention)."""
+    x, lo, hi = as_tensor(x), tensor_or_scalar(a_min), tensor_or_scalar(a_max)
+    out = x.array
+    if lo is not None:
+        out = da.maximum(out, raw(lo))
+    if hi is not None:
+        out = da.minimum(out, raw(hi))
+
+    def inside(s):
+        keep = None
+        if s.lo is not None:
+            keep = s.x >= s.lo
+        if s.hi is not None:
+            keep = (s.x <= s.hi) if keep is None else keep & (s.x <= s.hi)
+        return keep
+
+    def rule(g, s):
+        keep = inside(s)
+        g_lo = where(s.x < s.lo, g, 0) if isinstance(s.lo, Tensor) else None
+        g_hi = where(s.x > s.hi, g, 0) if isinstance(s.hi, Tensor) else None
+        return (g if keep is None else where(keep, g, 0)), g_lo, g_hi
+
+    tensor_bounds = isinstance(lo, Tensor) or isinstance(hi, Tensor)
+    return record("ClampBackward0" if tensor_bounds else "ClampBackward1", out,
+                  (x, only_tensor(lo), only_tensor(hi)), rule, {"x": x, "lo": lo, "hi": hi})
+
+
+clamp = clip
+
+
+# ------------------------------------------------- comparisons (never differentiable)
+def _compare(fn):
+    def op(a, b):
+        a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+        return Tensor._make(fn(raw(a), raw(b)))
+    op.__name__ = fn.__name__
+    return op
+
+
+lt, le, gt, ge = _compare(operator.lt), _compare(operator.le), _compare(operator.gt), _compare(operator.ge)
+eq, ne = _compare(operator.eq), _compare(operator.ne)
+logical_and, logical_or = _compare(operator.and_), _compare(operator.or_)
+
+
+# ------------------------------------------------------- casts and constants
+def astype(x, dtype):
+    x = as_tensor(x)
+    if x.dtype == dtype:
+        return x
+    return record("ToCopyBackward0", x.array.astype(dtype), (x,), lambda g, s: (g,))
+
+
+def clone(x):
+    x = as_tensor(x)
+    return record("CloneBackward0", x.array.copy(), (x,), lambda g, s: (g,))
+
+
+def zeros_like(x, dtype=None):
+    return Tensor._make(da.zeros_like(raw(x), dtype=dtype))
+
+
+def ones_like(x, dtype=None):
+    return Tensor._make(da.ones_like(raw(x), dtype=dtype))
+
+
+def full_like(x, fill_value, dtype=None):
+    return Tensor._make(da.full_like(raw(x), fill_value, dtype=dtype))

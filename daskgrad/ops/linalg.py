@@ -1,0 +1,139 @@
+"""Matrix products and their (bilinear) VJP rules (contract: see ``elementwise.py``).
+
+``matmul`` builds its own blockwise graph: when the contracted axis is one
+chunk it is a pure ``blockwise`` task per output chunk, with no reduction
+layer, so it fuses with the elementwise work before and after it (a logistic
+regression's forward, loss cotangent and ``X.T @ g`` become one task per row
+chunk plus one tree sum).  Otherwise each chunk pair contributes a partial
+product and the partials are tree-summed, as in ``dask.array.matmul``.
+"""
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+from .. import chunk
+from ..graph import record
+from ._util import as_tensor, check_same_device
+from .shape import expand_dims, squeeze, swapaxes, transpose
+
+
+def _matmul_array(a, b):
+    if a.ndim > 2 or b.ndim > 2:
+        return da.matmul(a, b)
+    li = "ik"[2 - a.ndim:]           # "k" or "ik"
+    ri = "kj"[: b.ndim]              # "k" or "kj"
+    out = li.replace("k", "") + ri.replace("k", "")
+    a, b = da.unify_chunks(a, li, b, ri)[1]
+    dtype = np.result_type(a.dtype, b.dtype)
+    meta = chunk.matmul(a._meta.reshape((0,) * a.ndim), b._meta.reshape((0,) * b.ndim))
+    if len(a.chunks[a.ndim - 1]) == 1:
+        return da.blockwise(chunk.matmul, out, a, li, b, ri, dtype=dtype, concatenate=True, meta=meta)
+    partial = da.blockwise(chunk.matmul_partial, "K" + out, a, li.replace("k", "K"), b, ri.replace("k", "K"),
+                           dtype=dtype, adjust_chunks={"K": 1}, meta=meta.reshape((0,) + meta.shape))
+    return partial.sum(axis=0)
+
+
+def matmul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{a.ndim}D and {b.ndim}D")
+    node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
+            else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
+            else "UnsafeViewBackward0")
+    return record(node, _matmul_array(a.array, b.array), (a, b), _matmul_rule, {"a": a, "b": b})
+
+
+def _matmul_rule(g, s):
+    na, nb = s.needs
+    a, b = s.a, s.b
+    a2 = expand_dims(a, 0) if a.ndim == 1 else a
+    b2 = expand_dims(b, -1) if b.ndim == 1 else b
+    g2 = expand_dims(g, -2) if a.ndim == 1 else g
+    g2 = expand_dims(g2, -1) if b.ndim == 1 else g2
+    ga = gb = None
+    if na:
+        ga = matmul(g2, swapaxes(b2, -1, -2))
+        ga = squeeze(ga, -2) if a.ndim == 1 else ga
+    if nb:
+        gb = matmul(swapaxes(a2, -1, -2), g2)
+        gb = squeeze(gb, -1) if b.ndim == 1 else gb
+    return ga, gb
+
+
+def dot(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return matmul(a, b)
+    return tensordot(a, b, axes=([-1], [-2]))
+
+
+def _norm_tensordot_axes(axes, na, nb):
+    if isinstance(axes, int):
+        return list(range(na - axes, na)), list(range(axes))
+    xa, xb = axes
+    xa = [xa] if isinstance(xa, int) else list(xa)
+    xb = [xb] if isinstance(xb, int) else list(xb)
+    return [i % na for i in xa], [i % nb for i in xb]
+
+
+def tensordot(a, b, axes=2):
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    xa, xb = _norm_tensordot_axes(axes, a.ndim, b.ndim)
+    free_a = [i for i in range(a.ndim) if i not in xa]
+    free_b = [i for i in range(b.ndim) if i not in xb]
+
+    def rule(g, s):
+        na, nb = s.needs
+        fa, fb = len(free_a), len(free_b)
+        ga = gb = None
+        if na:
+            ga = tensordot(g, s.b, axes=(list(range(fa, fa + fb)), free_b))
+            order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
+            ga = transpose(ga, list(np.argsort(order)))
+        if nb:
+            gb = tensordot(s.a, g, axes=(free_a, list(range(fa))))
+            order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
+            gb = transpose(gb, list(np.argsort(order)))
+        return ga, gb
+
+    return record("ViewBackward0", da.tensordot(a.array, b.array, axes=(xa, xb)), (a, b), rule,
+                  {"a": a, "b": b})
+
+
+def einsum(subscripts, *operands):
+    """Explicit-output einsum (``"ij,jk->ik"``); each operand's rule is another einsum."""
+    ts = [as_tensor(t) for t in operands]
+    check_same_device(*ts)
+    if "->" not in subscripts or "." in subscripts:
+        raise NotImplementedError("einsum needs an explicit '->' output and no ellipsis")
+    ins, out = subscripts.replace(" ", "").split("->")
+    ins = ins.split(",")
+    if any(len(set(sub)) != len(sub) for sub in ins):
+        raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
+
+    def rule(g, s):
+        grads = []
+        for k, (sub, need) in enumerate(zip(ins, s.needs)):
+            if not need:
+                grads.append(None)
+                continue
+            others = [(ins[j], getattr(s, f"t{j}")) for j in range(len(ins)) if j != k]
+            have = set(out).union(*[set(o) for o, _ in others])
+            target = "".join(c for c in dict.fromkeys(sub) if c in have)
+            expr = ",".join([out] + [o for o, _ in others]) + "->" + target
+            gk = einsum(expr, g, *[t for _, t in others])
+            missing = tuple(i for i, c in enumerate(sub) if c not in target)
+            if missing:  # an index summed away in forward: broadcast back over it
+                from .shape import broadcast_to
+
+                gk = broadcast_to(expand_dims(gk, missing), getattr(s, f"t{k}").shape)
+            grads.append(gk)
+        return tuple(grads)
+
+    return record("ViewBackward0", da.einsum(subscripts, *[t.array for t in ts]), tuple(ts), rule,
+                  {f"t{j}": t for j, t in enumerate(ts)})
+

@@ -1,0 +1,114 @@
+"""Neural-network ops and losses (contract: see ``elementwise.py``).
+
+Each is one node with a closed-form rule, as in torch, rather than a chain of
+primitives: the reverse graph stays small and the names match torch's.
+"""
+from __future__ import annotations
+
+import dask.array as da
+
+from ..graph import RESULT, record
+from ..tensor import Tensor
+from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
+from .elementwise import exp, sigmoid
+from .reductions import sum
+
+
+def _softmax_array(a, axis):
+    e = da.exp(a - da.max(a, axis=axis, keepdims=True))
+    return e / da.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_array(a, axis):
+    shifted = a - da.max(a, axis=axis, keepdims=True)
+    return shifted - da.log(da.sum(da.exp(shifted), axis=axis, keepdims=True))
+
+
+def softmax(x, axis=-1):
+    x = as_tensor(x)
+    # d softmax: r * (g - sum(g * r))
+    return record("SoftmaxBackward0", _softmax_array(x.array, axis), (x,),
+                  lambda g, s: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),), {"r": RESULT})
+
+
+def log_softmax(x, axis=-1):
+    x = as_tensor(x)
+    return record("LogSoftmaxBackward0", _log_softmax_array(x.array, axis), (x,),
+                  lambda g, s: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),), {"r": RESULT})
+
+
+def _reduce(loss, reduction, n):
+    if reduction == "mean":
+        return da.sum(loss) / n
+    if reduction == "sum":
+        return da.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _scale(g, reduction, n):
+    return g / n if reduction == "mean" else g
+
+
+def _onehot(target, classes, like):
+    cols = da.arange(classes, chunks=(like.chunks[1],))
+    return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
+
+
+def nll_loss(log_probs, target, reduction="mean"):
+    """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C)."""
+    log_probs, target = as_tensor(log_probs), as_tensor(target)
+    n = log_probs.shape[0]
+    onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
+    loss = -da.sum(log_probs.array * onehot, axis=1)
+
+    def rule(g, s):
+        col = g[:, None] if reduction == "none" else g
+        return (-s.onehot * _scale(col, reduction, n), None)
+
+    return record("NllLossBackward0", _reduce(loss, reduction, n), (log_probs, None), rule,
+                  {"onehot": Tensor._make(onehot)})
+
+
+def cross_entropy(input, target, reduction="mean"):
+    """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C)."""
+    input, target = as_tensor(input), as_tensor(target)
+    lsm = log_softmax(input, axis=1)
+    if target.dtype.kind == "f":
+        loss = -sum(target * lsm, axis=1)
+        return {"mean": lambda l: sum(l) / input.shape[0], "sum": sum, "none": lambda l: l}[reduction](loss)
+    return nll_loss(lsm, target, reduction)
+
+
+def mse_loss(input, target, reduction="mean"):
+    input, target = as_tensor(input), tensor_or_scalar(target)
+    check_same_device(input, target)
+    diff = input.array - raw(target)
+    n = input.numel()
+
+    def rule(g, s):
+        d = 2 * (s.input - s.target) * _scale(g, reduction, n)
+        return d, -d
+
+    return record("MseLossBackward0", _reduce(diff * diff, reduction, n), (input, only_tensor(target)), rule,
+                  {"input": input, "target": target})
+
+
+def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight=None):
+    """``-[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))]``, computed stably from logits."""
+    if pos_weight is not None:
+        raise NotImplementedError("pos_weight is not supported yet")
+    z, y = as_tensor(input), tensor_or_scalar(target)
+    check_same_device(z, y)
+    za, ya = z.array, raw(y)
+    loss = da.maximum(za, 0) - za * ya + da.log1p(da.exp(-da.absolute(za)))
+    n = z.numel()
+
+    def rule(g, s):
+        gs = _scale(g, reduction, n)
+        return (sigmoid(s.z) - s.y) * gs, (-s.z * gs if isinstance(s.y, Tensor) else None)
+
+    return record("BinaryCrossEntropyWithLogitsBackward0", _reduce(loss, reduction, n), (z, only_tensor(y)),
+                  rule, {"z": z, "y": y})
+

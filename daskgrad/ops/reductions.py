@@ -1,0 +1,159 @@
+"""Reductions and their VJP rules (contract: see ``elementwise.py``).
+
+The cotangent of a reduction is ``g`` put back on the reduced axes
+(:func:`_spread`) and broadcast with the input's own chunks, so gradients keep
+the primal's chunking without a rechunk.
+"""
+from __future__ import annotations
+
+import dask.array as da
+
+from ..graph import RESULT, record
+from ._util import as_tensor, norm_axes, numel
+from .elementwise import exp, where
+from .shape import broadcast_to, expand_dims, flip
+
+
+def _spread(g, x_shape, x_chunks, axes, keepdims):
+    """Undo a reduction's shape: re-insert the reduced axes and broadcast."""
+    if not keepdims and axes:
+        g = expand_dims(g, axes)
+    return broadcast_to(g, x_shape, chunks=x_chunks)
+
+
+def _keep(r, axes, keepdims):
+    return r if keepdims or not axes else expand_dims(r, axes)
+
+
+def sum(x, axis=None, keepdims=False, dtype=None):
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    return record("SumBackward0" if axis is None else "SumBackward1",
+                  da.sum(x.array, axis=axis, keepdims=keepdims, dtype=dtype), (x,),
+                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims),))
+
+
+def mean(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    n = numel(shape, axes)
+    return record("MeanBackward0" if axis is None else "MeanBackward1",
+                  da.mean(x.array, axis=axis, keepdims=keepdims), (x,),
+                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims),))
+
+
+def sum_to(g, shape):
+    """Sum ``g`` down to ``shape`` (the inverse of broadcasting)."""
+    lead = g.ndim - len(shape)
+    if lead:
+        g = sum(g, axis=tuple(range(lead)))
+    ones = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return sum(g, axis=ones, keepdims=True) if ones else g
+
+
+def _extreme(name_full, name_axis, reduce):
+    def op(x, axis=None, keepdims=False):
+        x = as_tensor(x)
+        axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+
+        # ties share the gradient equally (amax/amin convention: 1/k each)
+        def rule(g, s):
+            mask = s.x == _keep(s.r, axes, keepdims)
+            count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
+            return (where(mask, _spread(g, shape, chunks, axes, keepdims) / count, 0),)
+
+        return record(name_full if axis is None else name_axis,
+                      reduce(x.array, axis=axis, keepdims=keepdims), (x,), rule, {"x": x, "r": RESULT})
+    return op
+
+
+max = _extreme("MaxBackward1", "AmaxBackward0", da.max)
+min = _extreme("MinBackward1", "AminBackward0", da.min)
+amax, amin = max, min
+
+
+def prod(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+
+    # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
+    def rule(g, s):
+        zero = s.x == 0
+        p = prod(where(zero, 1, s.x), axis=axes, keepdims=True)
+        z = sum(zero, axis=axes, keepdims=True)
+        others = where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, s.x))
+        return (_spread(g, shape, chunks, axes, keepdims) * others,)
+
+    return record("ProdBackward0" if axis is None else "ProdBackward1",
+                  da.prod(x.array, axis=axis, keepdims=keepdims), (x,), rule, {"x": x})
+
+
+def var(x, axis=None, ddof=0, keepdims=False):
+    """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    n = numel(shape, axes)
+
+    def rule(g, s):
+        centered = s.x - mean(s.x, axis=axes, keepdims=True)
+        return (_spread(g, shape, chunks, axes, keepdims) * centered * (2 / (n - ddof)),)
+
+    return record("VarBackward0", da.var(x.array, axis=axis, ddof=ddof, keepdims=keepdims), (x,), rule,
+                  {"x": x})
+
+
+def std(x, axis=None, ddof=0, keepdims=False):
+    """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    n = numel(shape, axes)
+
+    def rule(g, s):
+        r = _keep(s.r, axes, keepdims)
+        centered = s.x - mean(s.x, axis=axes, keepdims=True)
+        scaled = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims) / (r * (n - ddof)))
+        return (scaled * centered,)
+
+    return record("StdBackward0", da.std(x.array, axis=axis, ddof=ddof, keepdims=keepdims), (x,), rule,
+                  {"x": x, "r": RESULT})
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    a = x.array
+    m = da.max(a, axis=axes, keepdims=True)
+    m = da.where(da.isfinite(m), m, 0)
+    out = da.log(da.sum(da.exp(a - m), axis=axes, keepdims=True)) + m
+    if not keepdims:
+        out = out.squeeze(axis=axes)
+    return record("LogsumexpBackward0", out, (x,),
+                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims) * exp(s.x - _keep(s.r, axes, keepdims)),),
+                  {"x": x, "r": RESULT})
+
+
+def cumsum(x, axis=None):
+    x = as_tensor(x)
+    if axis is None:
+        from .shape import reshape
+
+        return cumsum(reshape(x, (-1,)), 0)
+    return record("CumsumBackward0", da.cumsum(x.array, axis=axis), (x,),
+                  lambda g, s: (flip(cumsum(flip(g, axis), axis), axis),))
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """Euclidean norm (``ord`` 2 only); its gradient at 0 is 0, as in torch."""
+    if ord not in (None, 2, 2.0, "fro"):
+        raise NotImplementedError("only the 2-norm is implemented")
+    x = as_tensor(x)
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    out = da.sqrt(da.sum(x.array * x.array, axis=axis, keepdims=keepdims))
+
+    def rule(g, s):
+        r = _keep(s.r, axes, keepdims)
+        return (s.x * where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims) / r),)
+
+    return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
+

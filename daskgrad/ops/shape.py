@@ -1,0 +1,301 @@
+"""Shape ops and indexing (contract: see ``elementwise.py``).
+
+These ops are linear, so each rule is the transposed op: reshape back,
+inverse permutation, sum over broadcast axes, scatter for indexing, split for
+concatenation.  None of them saves a tensor (except integer-array indexing,
+which saves its index), so, as in torch, they can be traversed twice.
+"""
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+from ..graph import record
+from ..tensor import Tensor
+from . import _util
+from ._util import as_tensor, norm_axes, raw
+
+
+def _meta(x):
+    return (x.shape, x.dtype, x.chunks, x.array._meta)
+
+
+def _zeros(meta):
+    shape, dtype, chunks, m = meta
+    return da.zeros(shape, dtype=dtype, chunks=chunks, meta=m)
+
+
+# ------------------------------------------------------------------- reshaping
+def reshape(x, shape):
+    x = as_tensor(x)
+    old = x.shape
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    return record("ViewBackward0", x.array.reshape(shape), (x,), lambda g, s: (reshape(g, old),))
+
+
+def flatten(x):
+    return reshape(x, (-1,))
+
+
+def transpose(x, axes=None):
+    """Permute axes (all reversed by default, as in NumPy)."""
+    x = as_tensor(x)
+    perm = tuple(range(x.ndim))[::-1] if axes is None else tuple(a % x.ndim for a in axes)
+    inverse = tuple(np.argsort(perm))
+    node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
+    return record(node, da.transpose(x.array, perm), (x,), lambda g, s: (transpose(g, inverse),))
+
+
+permute = transpose
+
+
+def swapaxes(x, axis1, axis2):
+    x = as_tensor(x)
+    perm = list(range(x.ndim))
+    perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
+    return transpose(x, perm)
+
+
+def moveaxis(x, source, destination):
+    x = as_tensor(x)
+    perm = [i for i in range(x.ndim) if i != source % x.ndim]
+    perm.insert(destination % x.ndim, source % x.ndim)
+    return transpose(x, perm)
+
+
+def broadcast_to(x, shape, chunks=None):
+    """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
+    x = as_tensor(x)
+    shape, old = tuple(shape), x.shape
+    a = x.array
+    if chunks is not None:  # kept axes must already carry the target chunks
+        lead = len(shape) - a.ndim
+        want = tuple(c if a.shape[i] != 1 or shape[lead + i] == 1 else a.chunks[i]
+                     for i, c in enumerate(chunks[lead:]))
+        if want != a.chunks:
+            a = a.rechunk(want)
+    if shape == old and (chunks is None or tuple(chunks) == a.chunks):
+        return x if a is x.array else rechunk(x, a.chunks)
+    from .reductions import sum_to
+
+    return record("ExpandBackward0", da.broadcast_to(a, shape, chunks=chunks), (x,),
+                  lambda g, s: (sum_to(g, old),))
+
+
+def expand_dims(x, axis):
+    x = as_tensor(x)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out_ndim = x.ndim + len(axes)
+    axes = tuple(sorted(a % out_ndim for a in axes))
+    return record("UnsqueezeBackward0", da.expand_dims(x.array, axes), (x,), lambda g, s: (squeeze(g, axes),))
+
+
+unsqueeze = expand_dims
+
+
+def squeeze(x, axis=None):
+    x = as_tensor(x)
+    if axis is None:
+        axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
+    else:
+        axes = tuple(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+    if not axes:
+        return x
+    return record("SqueezeBackward1", da.squeeze(x.array, axis=axes), (x,),
+                  lambda g, s: (expand_dims(g, axes),))
+
+
+def rechunk(x, chunks):
+    x = as_tensor(x)
+    old = x.chunks
+    return record("RechunkBackward0", x.array.rechunk(chunks), (x,), lambda g, s: (rechunk(g, old),))
+
+
+def flip(x, axis=None):
+    x = as_tensor(x)
+    axes = norm_axes(axis, x.ndim)
+    return record("FlipBackward0", da.flip(x.array, axes), (x,), lambda g, s: (flip(g, axes),))
+
+
+def roll(x, shift, axis=None):
+    x = as_tensor(x)
+    back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    return record("RollBackward0", da.roll(x.array, shift, axis), (x,), lambda g, s: (roll(g, back, axis),))
+
+
+# ------------------------------------------------------------ joining, splitting
+def concatenate(tensors, axis=0):
+    ts = [as_tensor(t) for t in tensors]
+    axis = axis % ts[0].ndim
+    bounds = np.cumsum([0] + [t.shape[axis] for t in ts])
+
+    def rule(g, s):
+        return tuple(getitem(g, (slice(None),) * axis + (slice(int(lo), int(hi)),))
+                     for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+    return record("CatBackward0", da.concatenate([t.array for t in ts], axis=axis), tuple(ts), rule)
+
+
+def stack(tensors, axis=0):
+    ts = [as_tensor(t) for t in tensors]
+    axis = axis % (ts[0].ndim + 1)
+    return record("StackBackward0", da.stack([t.array for t in ts], axis=axis), tuple(ts),
+                  lambda g, s: tuple(getitem(g, (slice(None),) * axis + (i,)) for i in range(len(ts))))
+
+
+def split(x, indices_or_sections, axis=0):
+    """NumPy's ``split``: a list of slices, each its own differentiable op."""
+    x = as_tensor(x)
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, int):
+        if n % indices_or_sections:
+            raise ValueError("array split does not result in an equal division")
+        step = n // indices_or_sections
+        cuts = list(range(step, n, step))
+    else:
+        cuts = list(indices_or_sections)
+    edges = [0] + cuts + [n]
+    pre = (slice(None),) * (axis % x.ndim)
+    return [getitem(x, pre + (slice(lo, hi),)) for lo, hi in zip(edges[:-1], edges[1:])]
+
+
+def pad(x, pad_width, mode="constant", constant_values=0):
+    """Constant padding (NumPy's ``pad_width``); the rule slices the padding off."""
+    if mode != "constant":
+        raise NotImplementedError("only mode='constant' is differentiable")
+    x = as_tensor(x)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=int).reshape(-1, 2) if np.ndim(pad_width) else
+                             [[pad_width, pad_width]], (x.ndim, 2))
+    index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
+    return record("ConstantPadNdBackward0",
+                  da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
+                         constant_values=constant_values), (x,), lambda g, s: (getitem(g, index),))
+
+
+def diff(x, n=1, axis=-1):
+    x = as_tensor(x)
+    axis = axis % x.ndim
+    pre = (slice(None),) * axis
+    for _ in range(n):
+        x = getitem(x, pre + (slice(1, None),)) - getitem(x, pre + (slice(None, -1),))
+    return x
+
+
+# --------------------------------------------------------------------- indexing
+def _expand_index(index, ndim):
+    index = index if isinstance(index, tuple) else (index,)
+    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+    out = []
+    for i in index:
+        if i is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+        else:
+            out.append(i)
+    if Ellipsis not in index:
+        out.extend([slice(None)] * (ndim - consumed))
+    return tuple(out)
+
+
+def _is_array_index(i):
+    return isinstance(i, (list, np.ndarray, da.Array, Tensor))
+
+
+def getitem(x, index):
+    """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
+    array (repeated indices accumulate in backward) or a boolean mask."""
+    x = as_tensor(x)
+    index = _expand_index(tuple(raw(i) if isinstance(i, Tensor) else i
+                                for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
+    arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
+    if arrays:
+        first = index[arrays[0]]
+        if getattr(first, "dtype", None) == bool or (isinstance(first, list) and first
+                                                     and isinstance(first[0], bool)):
+            return _mask_select(x, first)
+        if len(arrays) > 1:
+            raise NotImplementedError("only one integer-array index is supported")
+        return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
+    meta = _meta(x)
+    node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
+    out = record(node, x.array[index], (x,), lambda g, s: (_scatter(g, index, meta),))
+    out._base = x if out.grad_fn is not None or x.requires_grad else None
+    return out
+
+
+def _scatter(g, index, meta):
+    """Zeros of the primal's shape with ``g`` written at ``index`` (the VJP of basic indexing)."""
+    kept = tuple(i for i in index if i is not None)
+    new_axes = []
+    pos = 0
+    for i in index:
+        if i is None:
+            new_axes.append(pos)
+        if not isinstance(i, (int, np.integer)):
+            pos += 1
+    src = g.array.squeeze(axis=tuple(new_axes)) if new_axes else g.array
+    out = _zeros(meta)
+    out[kept] = src
+    return record("SliceBackwardBackward0", out, (g,), lambda gg, s: (getitem(gg, index),))
+
+
+def _take(x, idx, axis, index):
+    if any(i != slice(None) for k, i in enumerate(index) if k != axis):
+        raise NotImplementedError("an integer-array index must be combined with full slices only")
+    n, shape, chunks = x.shape[axis], x.shape, x.chunks
+    idx = idx % n if isinstance(idx, np.ndarray) else idx % n
+
+    def rule(g, s):
+        # scatter-add as a one-hot contraction: repeated indices accumulate
+        from .linalg import tensordot
+
+        cols = da.from_array(s.idx, chunks=(g.chunks[axis],)) if isinstance(s.idx, np.ndarray) else s.idx
+        onehot = Tensor._make((da.arange(n, chunks=(chunks[axis],))[:, None] == cols[None, :]).astype(g.dtype))
+        return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
+
+    return record("IndexBackward0", da.take(x.array, idx, axis=axis), (x,), rule, {"idx": idx})
+
+
+def _rows_only(a):
+    return a.rechunk({i: -1 for i in range(1, a.ndim)})
+
+
+def _select_block(xb, mb):
+    return xb[mb]
+
+
+def _scatter_block(gb, mb):
+    out = (mb * 0).astype(gb.dtype)
+    out[mb] = gb
+    return out
+
+
+def _mask_select(x, mask):
+    """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
+    mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
+    if mask.shape != x.shape:
+        mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
+    a, m = _rows_only(x.array), _rows_only(mask.rechunk(x.chunks))
+    letters = "".join(chr(ord("i") + k) for k in range(x.ndim))
+    out = da.blockwise(_select_block, "i", a, letters, m, letters, dtype=x.dtype,
+                       adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
+                       concatenate=True)
+
+    def rule(g, s):
+        return (Tensor._make(da.blockwise(_scatter_block, letters, g.array, "i", s.m.array, letters,
+                                          dtype=g.dtype, align_arrays=False, meta=a._meta)),)
+
+    return record("IndexBackward0", out, (x,), rule, {"m": Tensor._make(m)})
+
+
+def setitem(x, index, value):
+    """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it)."""
+    x, value = as_tensor(x), _util.tensor_or_scalar(value)
+    index = tuple(raw(i) if isinstance(i, Tensor) else i for i in (index if isinstance(index, tuple) else (index,)))
+    out = x.array.copy()
+    out[index] = raw(value)
+    meta_index = _expand_index(index, x.ndim)
+
+    def rule(g, s):
+        return setitem(g, index, 0), (getitem(g, meta_index) if isinstance(value, Tensor) else None)
+
+    return record("CopySlices", out, (x, _util.only_tensor(value)), rule)

@@ -1,0 +1,94 @@
+"""Where graphs run: one submission, on the current distributed Client if any.
+
+Everything daskgrad computes goes through :func:`persist`, so the choice of
+scheduler, the dashboard span and the progress bar live in one place.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import dask
+
+from . import graph
+
+
+def current_client():
+    """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
+    try:
+        from distributed import get_client
+    except ImportError:  # pragma: no cover - distributed is a core dependency
+        return None
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+_progress = {"enabled": False}
+
+
+def set_progress(enabled: bool = True) -> None:
+    """Show a progress bar for each backward submission (distributed's bar, or dask's locally)."""
+    _progress["enabled"] = bool(enabled)
+
+
+def persist(arrays, *, phase: str = "compute", resources=None):
+    """Persist ``arrays`` in one submission and return them once they are in memory."""
+    arrays = list(arrays)
+    if not arrays:
+        return []
+    client = current_client()
+    annotations = {"resources": resources} if resources else {}
+    if client is None:
+        with _local_progress():
+            return list(dask.persist(*arrays))
+    from distributed import span, wait
+
+    # fusion drops layer annotations (GPU placement), so keep it off for our submissions
+    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", phase), \
+            dask.annotate(**annotations):
+        out = client.persist(arrays)
+    if _progress["enabled"]:
+        from distributed import progress
+
+        progress(out)
+    wait(out)
+    return list(out)
+
+
+@contextlib.contextmanager
+def _local_progress():
+    if _progress["enabled"]:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            yield
+    else:
+        yield
+
+
+def force(t, **kwargs):
+    """Compute tensor ``t`` for the user (``item()``, ``float()``, a ``while`` test, ...).
+
+    The values that the not-yet-run backward of ``t``'s graph has saved are
+    persisted in the same submission, so that backward does not compute them a
+    second time; they are released with the graph.
+    """
+    pending = _unpersisted_saved(t.grad_fn)
+    if not pending:
+        return t.array.compute(**kwargs)
+    out = persist([t.array] + [s.data for s in pending], phase="forward")
+    for s, arr in zip(pending, out[1:]):
+        s.data, s.persisted = arr, True
+    return out[0].compute(**kwargs)
+
+
+def _unpersisted_saved(root):
+    if root is None:
+        return []
+    found = []
+    for node in graph.toposort([root]):
+        for v in (node._saved or {}).values():
+            if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted:
+                found.append(v)
+    return found

@@ -1,0 +1,478 @@
+"""Step 1 of the data flow: the Tensor, a thin autograd wrapper around a dask array.
+
+A Tensor holds a shared ``_Storage`` (the lazy dask array plus torch's in-place
+version counter; ``detach()`` shares it, as torch shares storage), and the
+autograd fields ``requires_grad``, ``grad``, ``grad_fn``.  Operators delegate to
+the op functions in :mod:`daskgrad.ops`; nothing here computes except the
+methods whose job is to return values (``item``, ``numpy``, ``compute`` ...).
+"""
+from __future__ import annotations
+
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+
+from . import graph
+from .graph import is_grad_enabled, size_repr
+
+_NONLEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad field "
+    "to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If you "
+    "access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. See "
+    "github.com/pytorch/pytorch/pull/30531 for more information.")
+_GRAD_DTYPE_NAMES = {"float64": ("double", "Double"), "float32": ("float", "Float"),
+                     "float16": ("half", "Half"), "int64": ("long", "Long"), "int32": ("int", "Int")}
+
+
+def _differentiable(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating)
+
+
+class _Storage:
+    __slots__ = ("array", "version")
+
+    def __init__(self, array):
+        self.array, self.version = array, 0
+
+
+class Tensor:
+    """A chunked, lazy array that records operations for reverse-mode autodiff."""
+
+    __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
+                 "_post_hooks", "_accumulate_node", "_base", "__weakref__")
+    __array_ufunc__ = None  # numpy defers to our reflected operators (ndarray + Tensor)
+
+    def __init__(self, data, requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            data = data.array
+        if not isinstance(data, da.Array):
+            data = da.from_array(data, chunks="auto", asarray=False)
+        self._init(_Storage(data))
+        self.requires_grad = requires_grad
+
+    def _init(self, storage, grad_fn=None, requires_grad=False):
+        self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad
+        self._grad = self._accumulate_node = self._base = None
+        self._retains_grad, self._hooks, self._post_hooks = False, {}, {}
+
+    @classmethod
+    def _make(cls, array, grad_fn=None, requires_grad=False, base=None):
+        t = cls.__new__(cls)
+        t._init(_Storage(array), grad_fn, requires_grad)
+        t._base = base
+        return t
+
+    # ------------------------------------------------------------ array facts
+    @property
+    def array(self) -> da.Array:
+        """The underlying (lazy or persisted) dask array."""
+        return self._storage.array
+
+    @property
+    def data(self) -> "Tensor":
+        """A detached alias sharing storage; unlike torch, writes through it bump the version."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        self._storage.array = _as_array(value)
+
+    shape = property(lambda self: self.array.shape)
+    ndim = property(lambda self: self.array.ndim)
+    dtype = property(lambda self: self.array.dtype)
+    chunks = property(lambda self: self.array.chunks)
+    _version = property(lambda self: self._storage.version)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def device(self) -> str:
+        return "cuda" if type(self.array._meta).__module__.startswith("cupy") else "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def __repr__(self):
+        a = self.array
+        extra = ""
+        if self.grad_fn is not None:
+            extra = f", grad_fn=<{self.grad_fn.name()}>"
+        elif self.requires_grad:
+            extra = ", requires_grad=True"
+        kind = f"{type(a._meta).__module__.split('.')[0]}.{type(a._meta).__name__}"
+        return (f"tensor(dask.array<shape={a.shape}, dtype={a.dtype}, chunksize={a.chunksize}, "
+                f"chunktype={kind}>{extra})")
+
+    # ------------------------------------------------------- autograd fields
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self._set_requires_grad(flag, "only Tensors of floating point and complex dtype can require gradients")
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
+        return self
+
+    def _set_requires_grad(self, flag, dtype_message):
+        if self.grad_fn is not None:
+            if not flag:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return
+        if flag and not _differentiable(self.dtype):
+            raise RuntimeError(dtype_message)
+        self._requires_grad = bool(flag)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                    f"'{list(self.shape)}'. Please ensure that the gradient and the tensor are the same size")
+            if value.dtype != self.dtype:
+                got = _GRAD_DTYPE_NAMES.get(str(value.dtype), (str(value.dtype),) * 2)[0]
+                want = _GRAD_DTYPE_NAMES.get(str(self.dtype), (str(self.dtype),) * 2)[1]
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{got}' to a tensor with grad_dtype "
+                    f"'{want}'. The gradient must match the tensor's grad_dtype (defaults to the tensor's "
+                    "dtype). You can set the tensor's grad_dtype attribute with a specific dtype, or None "
+                    "to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
+                    "its gradient may break downstream systems that assume they match.")
+            if value.chunks != self.chunks:
+                value = Tensor._make(value.array.rechunk(self.chunks))
+        self._grad = value
+
+    def retain_grad(self) -> None:
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None and not self._retains_grad:
+            self._retains_grad = True
+            import weakref
+            self.grad_fn._retained = weakref.ref(self)
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs during backward (on the lazy gradient) and may return a replacement."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        table = self._hooks if self.grad_fn is None else self.grad_fn._tensor_hooks
+        return graph._Handle(table, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        return graph._Handle(self._post_hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+
+        Checks everything first, then submits one dask graph for all gradients and
+        returns when they are in memory (on the current distributed Client if any).
+        """
+        from .backward import backward
+
+        if create_graph:
+            warnings.warn(
+                "Using backward() with create_graph=True will create a reference cycle between the "
+                "parameter and its gradient which can cause a memory leak. We recommend using "
+                "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+                "make sure to reset the .grad fields of your parameters to None after use to break the "
+                "cycle and avoid the leak.", UserWarning, stacklevel=2)
+        if gradient is not None and not isinstance(gradient, Tensor):
+            if isinstance(gradient, (list, tuple)):
+                raise TypeError(f"gradients can be either Tensors or None, but got {type(gradient[0]).__name__}")
+            raise TypeError(f"'{type(gradient).__name__}' object is not iterable")
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs,
+                 _method=True)
+
+    def detach(self) -> "Tensor":
+        t = Tensor.__new__(Tensor)
+        t._init(self._storage)
+        return t
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
+                "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
+                "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
+                "torch/optim/optimizer.py as the solution.")
+        self.grad_fn, self._requires_grad = None, False
+        return self
+
+    # ------------------------------------------------------ getting values out
+    def compute(self, **kwargs):
+        """The values as one in-memory array of the chunk type (numpy or cupy)."""
+        from .runtime import force
+
+        return force(self, **kwargs)
+
+    def persist(self) -> "Tensor":
+        """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
+        from .runtime import persist
+
+        (self._storage.array,) = persist([self.array])
+        return self
+
+    def numpy(self):
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self.compute()
+
+    def item(self):
+        if self.requires_grad:
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                          "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
+        return self._scalar().item()
+
+    def _scalar(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self.compute().reshape(())
+
+    def tolist(self):
+        return self.compute().tolist()
+
+    def __float__(self):
+        return float(self._scalar().item())
+
+    def __int__(self):
+        return int(self._scalar().item())
+
+    def __index__(self):
+        if np.issubdtype(self.dtype, np.integer) and self.numel() == 1:
+            return int(self)
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._scalar().item())
+
+    __hash__ = object.__hash__
+
+    # --------------------------------------------------------------- in place
+    def _check_inplace(self):
+        if not is_grad_enabled():
+            return
+        if self.grad_fn is None and self.requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        base = self._base
+        if base is not None and base.grad_fn is None and base.requires_grad:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+
+    def _assign(self, out: "Tensor") -> "Tensor":
+        """Rebind this tensor to ``out`` (the in-place result) and bump the version."""
+        if out.shape != self.shape:
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(out.shape)}")
+        arr = out.array
+        if arr.dtype != self.dtype:
+            arr = arr.astype(self.dtype)
+        if arr.chunks != self.chunks:
+            arr = arr.rechunk(self.chunks)
+        st = self._storage
+        st.array, st.version = arr, st.version + 1
+        node = out.grad_fn
+        if node is not None:
+            self.grad_fn, self._requires_grad = node, True
+            # the op saved self as it was before the write; that copy is still intact
+            for v in (node._saved or {}).values():
+                if isinstance(v, graph.SavedTensor) and v.storage in (st, out._storage):
+                    v.storage, v.version = st, st.version
+        return self
+
+    def _inplace(self, op, *args):
+        self._check_inplace()
+        return self._assign(op(self, *args))
+
+    def __setitem__(self, index, value):
+        from .ops import setitem
+
+        self._check_inplace()
+        self._assign(setitem(self, index, value))
+
+    def zero_(self):
+        from .ops import zeros_like
+
+        self._check_inplace()
+        return self._assign(zeros_like(self))
+
+    def fill_(self, value):
+        from .ops import full_like
+
+        self._check_inplace()
+        return self._assign(full_like(self, value))
+
+    def copy_(self, src):
+        from .ops import add, mul
+
+        return self._inplace(lambda s, o: add(mul(s, 0), o), src)
+
+
+def _as_array(value):
+    return value.array if isinstance(value, Tensor) else value
+
+
+# -------------------------------------------------------------------- factories
+_rng = np.random.default_rng()
+_DEFAULT_FLOAT = np.dtype("float32")
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the generator behind ``rand``/``randn`` (each call draws a fresh dask seed from it)."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def _check_requires_grad(dtype, requires_grad):
+    if requires_grad and not _differentiable(dtype):
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+
+
+def _leaf(array, requires_grad) -> Tensor:
+    _check_requires_grad(array.dtype, requires_grad)
+    return Tensor._make(array, requires_grad=bool(requires_grad))
+
+
+def _backend(device):
+    if device is None:
+        return dask.config.get("array.backend", "numpy")
+    device = str(device)
+    return "cupy" if device.startswith("cuda") else ("numpy" if device == "cpu" else device)
+
+
+def tensor(data, requires_grad=False, dtype=None, chunks="auto", device=None) -> Tensor:
+    """Make a leaf tensor from a list, scalar, NumPy/cupy array, dask array or Tensor.
+
+    As in torch, Python floats become float32 and Python ints int64.
+    """
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() "
+                      "or sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "daskgrad.tensor(sourceTensor).", UserWarning, stacklevel=2)
+        data = data.array
+    if isinstance(data, da.Array):
+        arr = data if chunks == "auto" else data.rechunk(chunks)
+    elif hasattr(data, "__array_function__"):  # numpy or cupy: keep the array type
+        arr = da.from_array(data, chunks=chunks, asarray=False)
+    else:
+        host = np.array(data)  # Python lists and scalars live on the host already
+        if dtype is None and host.dtype == np.float64:
+            host = host.astype(_DEFAULT_FLOAT)
+        arr = da.from_array(host, chunks=chunks)
+    if dtype is not None:
+        arr = arr.astype(dtype)
+    backend = _backend(device)
+    if device is not None and backend != _current_backend(arr):
+        arr = arr.to_backend(backend)
+    return _leaf(arr, requires_grad)
+
+
+def _current_backend(arr):
+    return "cupy" if type(arr._meta).__module__.startswith("cupy") else "numpy"
+
+
+def from_array(x, chunks="auto", requires_grad=False, dtype=None, device=None) -> Tensor:
+    """Like :func:`dask.array.from_array`, keeping the array's dtype (float64 stays float64)."""
+    arr = x if isinstance(x, da.Array) else da.from_array(x, chunks=chunks, asarray=False)
+    if isinstance(x, da.Array) and chunks != "auto":
+        arr = arr.rechunk(chunks)
+    return tensor(arr, requires_grad=requires_grad, dtype=dtype, device=device)
+
+
+def _shape(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
+    with dask.config.set({"array.backend": _backend(device)}):
+        arr = fn(_shape(shape), dtype=np.dtype(dtype or _DEFAULT_FLOAT), chunks=chunks, **kw)
+    return _leaf(arr, requires_grad)
+
+
+def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    return _factory(da.zeros, shape, dtype, chunks, requires_grad, device)
+
+
+def ones(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    return _factory(da.ones, shape, dtype, chunks, requires_grad, device)
+
+
+def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):
+        dtype = np.bool_ if isinstance(fill_value, bool) else np.int64
+    return _factory(da.full, (shape,) if not isinstance(shape, int) else (shape,), dtype, chunks,
+                    requires_grad, device, fill_value=fill_value)
+
+
+def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        dtype = np.int64 if all(isinstance(v, int) for v in (start, stop, step)) else _DEFAULT_FLOAT
+    with dask.config.set({"array.backend": _backend(device)}):
+        arr = da.arange(start, stop, step, dtype=dtype, chunks=chunks)
+    return _leaf(arr, requires_grad)
+
+
+def _random(method, shape, dtype, chunks, requires_grad, device):
+    seed = int(_rng.integers(2**63))
+    with dask.config.set({"array.backend": _backend(device)}):
+        gen = da.random.default_rng(seed)
+        arr = getattr(gen, method)(_shape(shape), chunks=chunks, dtype=np.dtype(dtype or _DEFAULT_FLOAT))
+    return _leaf(arr, requires_grad)
+
+
+def rand(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """Uniform on [0, 1); lazy, and reproducible after :func:`manual_seed`."""
+    return _random("random", shape, dtype, chunks, requires_grad, device)
+
+
+def randn(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """Standard normal; lazy, and reproducible after :func:`manual_seed`."""
+    return _random("standard_normal", shape, dtype, chunks, requires_grad, device)

@@ -1,0 +1,74 @@
+"""Gradient checking shipped with the package (like ``autograd.test_util``).
+
+:func:`gradcheck` is a dot-product test: for random directions ``u`` (input
+space) and ``v`` (output space) it compares ``<VJP(v), u>`` with
+``<v, (f(x + eps u) - f(x - eps u)) / 2 eps>``.  One scalar per input, so it
+scales to large chunked inputs; every number is computed in one submission.
+"""
+from __future__ import annotations
+
+import warnings
+
+import dask.array as da
+import numpy as np
+
+from . import runtime
+from .backward import grad
+from .graph import no_grad
+from .tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Analytic and numerical gradients disagree."""
+
+
+def _random_block(block, seed, block_id=None):
+    rng = np.random.default_rng([seed, *(block_id or ())])
+    return np.array(rng.standard_normal(block.shape), like=block).astype(block.dtype)
+
+
+def random_like(t: Tensor, seed: int) -> Tensor:
+    """Standard-normal values with ``t``'s shape, chunks and chunk type."""
+    a = t.array
+    return Tensor._make(da.map_blocks(_random_block, a, seed=seed, dtype=a.dtype, meta=a._meta))
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0,
+              check_chunks=True):
+    """True when ``func``'s VJP matches central differences for every input that requires grad."""
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not wrt:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them "
+                         "have requires_grad=True.")
+    for i in wrt:
+        if inputs[i].dtype != np.float64:
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point or "
+                          "complex. This check will likely fail if all the inputs are not of double precision "
+                          "floating point or complex. ", UserWarning, stacklevel=2)
+    out = func(*inputs)
+    v = random_like(out.detach(), seed)
+    grads = grad(out, [inputs[i] for i in wrt], v, retain_graph=True, allow_unused=True, lazy=True)
+    checks = []
+    for k, (i, g) in enumerate(zip(wrt, grads)):
+        x = inputs[i]
+        if check_chunks and g is not None and g.chunks != x.chunks:
+            raise GradcheckError(f"gradient chunks {g.chunks} differ from input {i}'s chunks {x.chunks}")
+        u = random_like(x.detach(), seed + 1 + k)
+        with no_grad():
+            def shifted(sign):
+                args = list(inputs)
+                args[i] = x.detach() + u * (sign * eps)
+                return func(*args)
+            numeric = ((shifted(1) - shifted(-1)) * v).sum() / (2 * eps)
+        analytic = (g * u).sum() if g is not None else Tensor._make(da.zeros((), dtype=x.dtype))
+        checks.append((i, numeric.array, analytic.array))
+    values = runtime.persist([c for _, n, a in checks for c in (n, a)], phase="gradcheck")
+    for (i, _, _), num, ana in zip(checks, values[0::2], values[1::2]):
+        num, ana = float(num.compute()), float(ana.compute())
+        if not abs(num - ana) <= atol + rtol * abs(num):
+            if not raise_exception:
+                return False
+            raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {i},\n"
+                                 f"numerical:{num}\nanalytical:{ana}\n")
+    return True
