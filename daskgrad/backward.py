@@ -242,6 +242,8 @@ def _conform(g, meta, name, index):
     shape, dtype, chunks = meta
     if not isinstance(g, Tensor):
         raise TypeError(f"function {name} returned a gradient of type {type(g).__name__}, not a Tensor")
+    if any(n != n for n in shape):  # unknown chunk sizes (after a boolean mask) cannot be checked
+        return g if g.dtype == dtype else g.astype(dtype)
     if g.shape != shape:
         if not _broadcastable(shape, g.shape):
             raise RuntimeError(f"Function {name} returned an invalid gradient at index {index} - got "

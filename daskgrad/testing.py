@@ -24,7 +24,8 @@ class GradcheckError(RuntimeError):
 
 def _random_block(block, seed, block_id=None):
     rng = np.random.default_rng([seed, *(block_id or ())])
-    return np.array(rng.standard_normal(block.shape), like=block).astype(block.dtype)
+    like = block if hasattr(block, "__array_function__") else np.empty(0)  # 0-d chunks may be scalars
+    return np.array(rng.standard_normal(np.shape(block)), like=like).astype(block.dtype)
 
 
 def random_like(t: Tensor, seed: int) -> Tensor:

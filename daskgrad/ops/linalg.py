@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import record
@@ -26,11 +27,11 @@ def _matmul_array(a, b):
     out = li.replace("k", "") + ri.replace("k", "")
     a, b = da.unify_chunks(a, li, b, ri)[1]
     dtype = np.result_type(a.dtype, b.dtype)
-    meta = chunk.matmul(a._meta.reshape((0,) * a.ndim), b._meta.reshape((0,) * b.ndim))
+    meta = meta_from_array(a._meta, ndim=len(out), dtype=dtype)
     if len(a.chunks[a.ndim - 1]) == 1:
         return da.blockwise(chunk.matmul, out, a, li, b, ri, dtype=dtype, concatenate=True, meta=meta)
     partial = da.blockwise(chunk.matmul_partial, "K" + out, a, li.replace("k", "K"), b, ri.replace("k", "K"),
-                           dtype=dtype, adjust_chunks={"K": 1}, meta=meta.reshape((0,) + meta.shape))
+                           dtype=dtype, adjust_chunks={"K": 1}, meta=meta_from_array(meta, ndim=len(out) + 1))
     return partial.sum(axis=0)
 
 

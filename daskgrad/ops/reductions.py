@@ -10,15 +10,21 @@ import dask.array as da
 
 from ..graph import RESULT, record
 from ._util import as_tensor, norm_axes, numel
-from .elementwise import exp, where
+from .elementwise import exp, where, zeros_like
 from .shape import broadcast_to, expand_dims, flip
 
 
-def _spread(g, x_shape, x_chunks, axes, keepdims):
+def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
     """Undo a reduction's shape: re-insert the reduced axes and broadcast."""
     if not keepdims and axes:
         g = expand_dims(g, axes)
+    if like is not None:  # unknown (NaN) chunk sizes, e.g. after a boolean mask: broadcast elementwise
+        return g + zeros_like(like)
     return broadcast_to(g, x_shape, chunks=x_chunks)
+
+
+def _unknown(shape):
+    return any(n != n for n in shape)
 
 
 def _keep(r, axes, keepdims):
@@ -28,9 +34,11 @@ def _keep(r, axes, keepdims):
 def sum(x, axis=None, keepdims=False, dtype=None):
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    unknown = _unknown(shape)
     return record("SumBackward0" if axis is None else "SumBackward1",
                   da.sum(x.array, axis=axis, keepdims=keepdims, dtype=dtype), (x,),
-                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims),))
+                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, s.x if unknown else None),),
+                  {"x": x} if unknown else None)
 
 
 def mean(x, axis=None, keepdims=False):

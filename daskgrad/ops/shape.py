@@ -30,7 +30,18 @@ def reshape(x, shape):
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    return record("ViewBackward0", x.array.reshape(shape), (x,), lambda g, s: (reshape(g, old),))
+    return record("ViewBackward0", _reshape_array(x.array, shape), (x,), lambda g, s: (reshape(g, old),))
+
+
+def _reshape_array(a, shape):
+    try:
+        return a.reshape(shape)
+    except NotImplementedError:  # dask reshapes only even merges/splits of chunks
+        pass
+    try:
+        return a.rechunk({i: -1 for i in range(1, a.ndim)}).reshape(shape)
+    except NotImplementedError:
+        return a.rechunk(-1).reshape(shape)
 
 
 def flatten(x):
@@ -191,7 +202,7 @@ def _expand_index(index, ndim):
             out.extend([slice(None)] * (ndim - consumed))
         else:
             out.append(i)
-    if Ellipsis not in index:
+    if not any(i is Ellipsis for i in index):
         out.extend([slice(None)] * (ndim - consumed))
     return tuple(out)
 
@@ -242,7 +253,7 @@ def _take(x, idx, axis, index):
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, shape, chunks = x.shape[axis], x.shape, x.chunks
-    idx = idx % n if isinstance(idx, np.ndarray) else idx % n
+    idx = idx % n
 
     def rule(g, s):
         # scatter-add as a one-hot contraction: repeated indices accumulate
@@ -263,7 +274,7 @@ def _select_block(xb, mb):
     return xb[mb]
 
 
-def _scatter_block(gb, mb):
+def _scatter_block(mb, gb):
     out = (mb * 0).astype(gb.dtype)
     out[mb] = gb
     return out
@@ -281,7 +292,7 @@ def _mask_select(x, mask):
                        concatenate=True)
 
     def rule(g, s):
-        return (Tensor._make(da.blockwise(_scatter_block, letters, g.array, "i", s.m.array, letters,
+        return (Tensor._make(da.blockwise(_scatter_block, letters, s.m.array, letters, g.array, "i",
                                           dtype=g.dtype, align_arrays=False, meta=a._meta)),)
 
     return record("IndexBackward0", out, (x,), rule, {"m": Tensor._make(m)})

@@ -1,0 +1,36 @@
+# Every target sets up its own virtual environment; only python3 and make are needed.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: demo test bench install clean
+
+$(VENV)/.core: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.core
+	$(PIP) install -e ".[test]"
+	@# optional oracle (a local CPU wheel here); the oracle tests skip without it
+	$(PIP) install "torch==2.13.0" || echo "torch unavailable: PyTorch cross-checks will skip"
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.test
+	$(PIP) install matplotlib
+	touch $@
+
+install: $(VENV)/.core
+
+demo: $(VENV)/.core
+	$(PY) examples/demo.py
+
+test: $(VENV)/.test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.bench
+	$(PY) benchmarks/bench_logreg.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,34 @@
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+# one-chunk, even, uneven and size-1 chunkings of a (6, 4) array and a length-10 vector
+CHUNKINGS_2D = {"one": (6, 4), "even": (3, 2), "uneven": ((4, 2), (3, 1)), "size1": (1, 1)}
+CHUNKINGS_1D = {"one": 10, "even": 5, "uneven": ((3, 3, 4),), "size1": 1}
+
+
+@pytest.fixture(autouse=True)
+def _sync_scheduler():
+    """Small graphs run fastest on the synchronous scheduler; cluster tests opt out with a Client."""
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def leaf(values, chunks, requires_grad=True):
+    return dg.from_array(np.asarray(values, dtype=np.float64), chunks=chunks, requires_grad=requires_grad)
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c

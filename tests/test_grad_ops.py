@@ -1,0 +1,150 @@
+"""Every op: float64 dot-product gradient check over one-chunk, even, uneven and size-1 chunkings,
+and the gradient keeps the primal's chunks."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad.testing import gradcheck
+
+from conftest import CHUNKINGS_2D, leaf
+
+# name -> (function of tensors, input shapes, low, high); inputs are drawn uniform in [low, high]
+# with random signs where low < 0.  Shapes use (6, 4) so every chunking above applies.
+M = (6, 4)
+OPS = {
+    "add": (lambda a, b: a + b, [M, M], -2, 2),
+    "add_broadcast_row": (lambda a, b: a + b, [M, (4,)], -2, 2),
+    "add_broadcast_col": (lambda a, b: a + b, [M, (6, 1)], -2, 2),
+    "sub": (lambda a, b: a - b, [M, M], -2, 2),
+    "rsub_scalar": (lambda a: 2.0 - a, [M], -2, 2),
+    "mul": (lambda a, b: a * b, [M, M], -2, 2),
+    "mul_scalar": (lambda a: a * 3.0, [M], -2, 2),
+    "truediv": (lambda a, b: a / b, [M, M], 0.5, 2),
+    "rtruediv": (lambda a: 2.0 / a, [M], 0.5, 2),
+    "pow_scalar": (lambda a: a ** 3, [M], -2, 2),
+    "pow_tensor": (lambda a, b: a ** b, [M, M], 0.5, 2),
+    "rpow": (lambda a: 2.0 ** a, [M], -2, 2),
+    "neg": (lambda a: -a, [M], -2, 2),
+    "exp": (dg.exp, [M], -2, 2),
+    "log": (dg.log, [M], 0.5, 3),
+    "log1p": (dg.log1p, [M], 0.1, 3),
+    "expm1": (dg.expm1, [M], -2, 2),
+    "sin": (dg.sin, [M], -3, 3),
+    "cos": (dg.cos, [M], -3, 3),
+    "tan": (dg.tan, [M], -1, 1),
+    "tanh": (dg.tanh, [M], -2, 2),
+    "sigmoid": (dg.sigmoid, [M], -4, 4),
+    "relu": (dg.relu, [M], 0.1, 2),
+    "softplus": (dg.softplus, [M], -3, 3),
+    "abs": (dg.abs, [M], 0.1, 2),
+    "sqrt": (dg.sqrt, [M], 0.5, 3),
+    "square": (dg.square, [M], -2, 2),
+    "maximum": (dg.maximum, [M, M], -2, 2),
+    "minimum": (dg.minimum, [M, M], -2, 2),
+    "where": (lambda a, b: dg.where(a > 0, a, b), [M, M], 0.1, 2),
+    "clip": (lambda a: dg.clip(a, -1.0, 1.0), [M], -2, 2),
+    "clip_tensor_bounds": (lambda a, lo: dg.clip(a, lo - 1.0, 1.5), [M, M], -2, 2),
+    "sign_times": (lambda a, b: dg.sign(a) * b, [M, M], -2, 2),
+    "sum": (dg.sum, [M], -2, 2),
+    "sum_axis0": (lambda a: dg.sum(a, axis=0), [M], -2, 2),
+    "sum_axis1_keep": (lambda a: dg.sum(a, axis=1, keepdims=True), [M], -2, 2),
+    "sum_tuple": (lambda a: dg.sum(a, axis=(0, 1)), [M], -2, 2),
+    "mean": (dg.mean, [M], -2, 2),
+    "mean_axis": (lambda a: dg.mean(a, axis=-1), [M], -2, 2),
+    "max": (dg.max, [M], -2, 2),
+    "max_axis": (lambda a: dg.max(a, axis=0), [M], -2, 2),
+    "min_axis_keep": (lambda a: dg.min(a, axis=1, keepdims=True), [M], -2, 2),
+    "prod": (lambda a: dg.prod(a, axis=0), [M], 0.5, 1.5),
+    "prod_full": (dg.prod, [M], 0.8, 1.2),
+    "var": (lambda a: dg.var(a, axis=0, ddof=1), [M], -2, 2),
+    "var_full": (lambda a: dg.var(a), [M], -2, 2),
+    "std": (lambda a: dg.std(a, axis=1, ddof=1), [M], -2, 2),
+    "logsumexp": (lambda a: dg.logsumexp(a, axis=1), [M], -2, 2),
+    "logsumexp_full": (dg.logsumexp, [M], -2, 2),
+    "cumsum": (lambda a: dg.cumsum(a, axis=0), [M], -2, 2),
+    "cumsum_axis1": (lambda a: dg.cumsum(a, axis=1), [M], -2, 2),
+    "norm": (dg.norm, [M], -2, 2),
+    "matmul": (lambda a, b: a @ b, [M, (4, 3)], -2, 2),
+    "matmul_mv": (lambda a, b: a @ b, [M, (4,)], -2, 2),
+    "matmul_vm": (lambda a, b: a @ b, [(6,), M], -2, 2),
+    "matmul_vv": (lambda a, b: a @ b, [(4,), (4,)], -2, 2),
+    "matmul_contract_rows": (lambda a, b: a.T @ b, [M, M], -2, 2),
+    "matmul_batched": (lambda a, b: dg.reshape(a, (2, 3, 4)) @ b, [M, (4, 2)], -2, 2),
+    "dot": (dg.dot, [(4,), (4,)], -2, 2),
+    "tensordot": (lambda a, b: dg.tensordot(a, b, axes=([0], [0])), [M, (6, 2)], -2, 2),
+    "tensordot_int": (lambda a, b: dg.tensordot(a, b, axes=2), [M, M], -2, 2),
+    "einsum_mm": (lambda a, b: dg.einsum("ij,jk->ik", a, b), [M, (4, 3)], -2, 2),
+    "einsum_sum_index": (lambda a, b: dg.einsum("ij,ik->k", a, b), [M, (6, 2)], -2, 2),
+    "transpose": (lambda a: a.T, [M], -2, 2),
+    "permute": (lambda a: dg.transpose(dg.reshape(a, (2, 3, 4)), (2, 0, 1)), [M], -2, 2),
+    "reshape": (lambda a: dg.reshape(a, (4, 6)), [M], -2, 2),
+    "flatten": (dg.flatten, [M], -2, 2),
+    "broadcast_to": (lambda a: dg.broadcast_to(a, (3, 6, 4)), [M], -2, 2),
+    "expand_dims": (lambda a: dg.expand_dims(a, 1), [M], -2, 2),
+    "squeeze": (lambda a: dg.squeeze(dg.expand_dims(a, 0), 0), [M], -2, 2),
+    "concatenate": (lambda a, b: dg.concatenate([a, b], axis=1), [M, M], -2, 2),
+    "stack": (lambda a, b: dg.stack([a, b], axis=1), [M, M], -2, 2),
+    "split": (lambda a: dg.split(a, [1, 4], axis=0)[1] * 2, [M], -2, 2),
+    "pad": (lambda a: dg.pad(a, ((1, 2), (0, 1))), [M], -2, 2),
+    "flip": (lambda a: dg.flip(a, 0), [M], -2, 2),
+    "roll": (lambda a: dg.roll(a, 2, axis=0), [M], -2, 2),
+    "diff": (lambda a: dg.diff(a, axis=0), [M], -2, 2),
+    "getitem_slice": (lambda a: a[1:5, ::2], [M], -2, 2),
+    "getitem_negative_step": (lambda a: a[::-2, 1:], [M], -2, 2),
+    "getitem_int": (lambda a: a[2], [M], -2, 2),
+    "getitem_none_ellipsis": (lambda a: a[None, ..., 1], [M], -2, 2),
+    "getitem_int_array_repeats": (lambda a: a[np.array([0, 2, 2, 5, 0])], [M], -2, 2),
+    "getitem_int_array_axis1": (lambda a: a[:, [3, 3, 1]], [M], -2, 2),
+    "getitem_bool_mask": (lambda a: a[a > 0].sum() + 0 * a.sum(), [M], -2, 2),
+    "setitem": (lambda a, b: _setitem(a, b), [M, (2, 4)], -2, 2),
+    "softmax": (lambda a: dg.softmax(a, axis=1), [M], -2, 2),
+    "log_softmax": (lambda a: dg.log_softmax(a, axis=1), [M], -2, 2),
+    "cross_entropy": (lambda a: dg.cross_entropy(a, dg.tensor(np.array([0, 3, 1, 1, 2, 0]))), [M], -2, 2),
+    "cross_entropy_probs": (lambda a, p: dg.cross_entropy(a, dg.softmax(p, axis=1)), [M, M], -2, 2),
+    "mse_loss": (dg.mse_loss, [M, M], -2, 2),
+    "bce_with_logits": (dg.binary_cross_entropy_with_logits, [M, M], -2, 2),
+    "astype_roundtrip": (lambda a: dg.astype(dg.astype(a, "float32"), "float64") * 0 + a, [M], -2, 2),
+    "rechunk": (lambda a: dg.rechunk(a, (2, 4)), [M], -2, 2),
+}
+
+
+def _setitem(a, b):
+    c = a * 1.0
+    c[1:3] = b * 2.0
+    return c
+
+
+def _inputs(shapes, low, high, chunking, rng):
+    out = []
+    for shape in shapes:
+        vals = rng.uniform(low, high, size=shape)
+        if low < 0:
+            vals = vals  # already signed
+        else:
+            vals = vals  # positive domain
+        if shape == M:
+            chunks = CHUNKINGS_2D[chunking]
+        else:
+            chunks = {"one": -1, "even": 2, "uneven": tuple(((3, 1) if n == 4 else (n - 1, 1)) if n > 1 else (1,)
+                                                               for n in shape), "size1": 1}[chunking]
+        out.append(leaf(vals, chunks))
+    return out
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
+@pytest.mark.parametrize("name", list(OPS))
+def test_gradient_matches_central_differences(name, chunking, rng):
+    fn, shapes, low, high = OPS[name]
+    inputs = _inputs(shapes, low, high, chunking, rng)
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
+@pytest.mark.parametrize("name", ["mul", "add_broadcast_row", "sum_axis0", "matmul", "getitem_slice",
+                                  "concatenate", "reshape", "transpose", "max_axis", "softmax", "setitem"])
+def test_leaf_grad_keeps_shape_dtype_and_chunks(name, chunking, rng):
+    fn, shapes, low, high = OPS[name]
+    inputs = _inputs(shapes, low, high, chunking, rng)
+    fn(*inputs).sum().backward()
+    for t in inputs:
+        assert t.grad.shape == t.shape and t.grad.dtype == t.dtype and t.grad.chunks == t.chunks
