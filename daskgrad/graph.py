@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import traceback
 import weakref
@@ -139,7 +140,8 @@ class SavedTensor:
 
     def check_version(self) -> None:
         if self.storage.version != self.version:
-            producer = f", which is output 0 of {self.grad_fn.name()}," if self.grad_fn else ""
+            op = re.sub(r"Backward\d*$", "", self.grad_fn.name()) if self.grad_fn else ""
+            producer = f", which is output 0 of {op}," if self.grad_fn else ""
             hint = ("Hint: the backtrace further above shows the operation that failed to compute "
                     "its gradient. The variable in question was changed in there or anywhere later. "
                     "Good luck!") if is_anomaly_enabled() else (

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 
 from . import graph
-from .graph import is_grad_enabled, size_repr
+from .graph import is_grad_enabled
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -331,6 +331,8 @@ class Tensor:
     def __setitem__(self, index, value):
         from .ops import setitem
 
+        if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
         self._check_inplace()
         self._assign(setitem(self, index, value))
 

@@ -1,0 +1,293 @@
+"""Each error users meet has torch's type and text, and nothing is written when it fires."""
+import re
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+
+def raises(exc, text):
+    return pytest.raises(exc, match="^" + re.escape(text) + "$")
+
+
+def x3():
+    return dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+
+def test_implicit_grad_only_for_scalar_outputs():
+    with raises(RuntimeError, "grad can be implicitly created only for scalar outputs"):
+        (x3() * 2).backward()
+
+
+@pytest.mark.parametrize("out_shape,grad_shape", [((3,), (4,)), ((2, 3), (3,)), ((2, 3), (3, 2)), ((), (1,))])
+def test_gradient_shape_mismatch(out_shape, grad_shape):
+    x = dg.ones(*out_shape, requires_grad=True)
+    with raises(RuntimeError, f"Mismatch in shape: grad_output[0] has a shape of daskgrad.Size({list(grad_shape)}) "
+                              f"and output[0] has a shape of daskgrad.Size({list(out_shape)})."):
+        (x * 2).backward(dg.ones(*grad_shape))
+    assert x.grad is None
+
+
+def test_second_backward_through_freed_graph():
+    x = x3()
+    y = x.exp().sum()
+    y.backward()
+    with raises(RuntimeError, dg.graph.FREED_MESSAGE):
+        y.backward()
+    with raises(RuntimeError, dg.graph.FREED_MESSAGE):
+        y.grad_fn.next_functions[0][0]._saved_r
+
+
+def test_nodes_that_saved_nothing_can_be_traversed_twice():
+    x = x3()
+    y = (x + 2).sum()
+    y.backward()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2, 2, 2])
+
+
+@pytest.mark.parametrize("make", [lambda: dg.ones(3), lambda: x3().detach(), lambda: _no_grad_out()])
+def test_backward_on_tensor_without_grad(make):
+    with raises(RuntimeError, "element 0 of tensors does not require grad and does not have a grad_fn"):
+        make().sum().backward()
+
+
+def _no_grad_out():
+    x = x3()
+    with dg.no_grad():
+        return x * 2
+
+
+def test_first_order_grad_without_create_graph_is_not_differentiable():
+    x = dg.tensor(2.0, requires_grad=True)
+    (g,) = dg.grad(x ** 3, x)
+    assert g.grad_fn is None
+    with raises(RuntimeError, "element 0 of tensors does not require grad and does not have a grad_fn"):
+        dg.grad(g, x)
+
+
+def test_integer_tensors_cannot_require_grad():
+    with raises(RuntimeError, "Only Tensors of floating point and complex dtype can require gradients"):
+        dg.tensor([1, 2], requires_grad=True)
+    with raises(RuntimeError, "Only Tensors of floating point and complex dtype can require gradients"):
+        dg.ones(3, dtype="int64", requires_grad=True)
+    t = dg.tensor([1, 2])
+    with raises(RuntimeError, "only Tensors of floating point and complex dtype can require gradients"):
+        t.requires_grad = True
+    with raises(RuntimeError, "only Tensors of floating point dtype can require gradients"):
+        t.requires_grad_()
+
+
+def test_inplace_change_of_saved_output():
+    x = x3()
+    y = (x * 1).exp()
+    z = y.sum()
+    y.mul_(2)
+    with raises(RuntimeError, "one of the variables needed for gradient computation has been modified by an "
+                              "inplace operation: [daskgrad.FloatTensor [3]], which is output 0 of Exp, is at "
+                              "version 1; expected version 0 instead. Hint: enable anomaly detection to find the "
+                              "operation that failed to compute its gradient, with "
+                              "daskgrad.autograd.set_detect_anomaly(True, check_nan=False)."):
+        z.backward()
+    assert x.grad is None
+
+
+def test_inplace_change_of_saved_leaf_under_no_grad():
+    x = x3()
+    z = (x * x).sum()
+    with dg.no_grad():
+        x.add_(1)
+    with raises(RuntimeError, "one of the variables needed for gradient computation has been modified by an "
+                              "inplace operation: [daskgrad.FloatTensor [3]] is at version 1; expected version 0 "
+                              "instead. Hint: enable anomaly detection to find the operation that failed to "
+                              "compute its gradient, with daskgrad.autograd.set_detect_anomaly(True, "
+                              "check_nan=False)."):
+        z.backward()
+
+
+def test_inplace_on_leaf_that_requires_grad():
+    a = x3()
+    with raises(RuntimeError, "a leaf Variable that requires grad is being used in an in-place operation."):
+        a.add_(1)
+    with raises(RuntimeError, "a view of a leaf Variable that requires grad is being used in an in-place operation."):
+        a[0] = 5
+    with raises(RuntimeError, "a view of a leaf Variable that requires grad is being used in an in-place operation."):
+        a[:2].add_(1)
+
+
+def test_inplace_on_non_leaf_is_recorded():
+    a = x3()
+    b = a * 1
+    b.add_(1)
+    assert type(b.grad_fn).__name__ == "AddBackward0"
+    b.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [1, 1, 1])
+
+
+def test_grad_on_unused_input():
+    x, w = x3(), x3()
+    with raises(RuntimeError, "The differentiated Tensor at index 1 appears to not have been used in the graph. "
+                              "Set allow_unused=True if this is the desired behavior."):
+        dg.grad((x * 2).sum(), [x, w])
+    assert dg.grad((x * 2).sum(), [x, w], allow_unused=True)[1] is None
+    np.testing.assert_array_equal(dg.grad((x * 2).sum(), [x, w], materialize_grads=True)[1].numpy(), [0, 0, 0])
+    with raises(ValueError, "Expected allow_unused to be True or not passed when materialize_grads=True, but got: "
+                            "allow_unused=False."):
+        dg.grad((x * 2).sum(), [x], allow_unused=False, materialize_grads=True)
+
+
+def test_grad_argument_errors():
+    x = x3()
+    y = (x * 2).sum()
+    with raises(RuntimeError, "One of the differentiated Tensors does not require grad"):
+        dg.grad(y, [dg.ones(3)])
+    with raises(RuntimeError, "`inputs` argument to `grad()` cannot be empty."):
+        dg.grad(y, [])
+    with raises(RuntimeError, "`inputs` argument to `backward()` cannot be empty."):
+        y.backward(inputs=[])
+    with raises(RuntimeError, "can't retain_grad on Tensor that has requires_grad=False"):
+        y.backward(inputs=[dg.ones(3)])
+    with raises(RuntimeError, "got 2 tensors and 1 gradients"):
+        dg.backward([y, y], [dg.tensor(1.0)])
+
+
+def test_gradient_argument_types():
+    y = (x3() * 2).sum()
+    with raises(TypeError, "'float' object is not iterable"):
+        y.backward(1.0)
+    with raises(TypeError, "gradients can be either Tensors or None, but got float"):
+        (x3() * 2).backward([0.1, 1.0, 0.0])
+
+
+def test_requires_grad_flags_of_non_leaf():
+    y = x3() * 2
+    with raises(RuntimeError, "you can only change requires_grad flags of leaf variables. If you want to use a "
+                              "computed variable in a subgraph that doesn't require differentiation use "
+                              "var_no_grad = var.detach()."):
+        y.requires_grad = False
+    y.requires_grad = True  # accepted as a no-op
+
+
+def test_hook_and_retain_grad_errors():
+    t = dg.ones(3)
+    with raises(RuntimeError, "can't retain_grad on Tensor that has requires_grad=False"):
+        t.retain_grad()
+    with raises(RuntimeError, "cannot register a hook on a tensor that doesn't require gradient"):
+        t.register_hook(lambda g: g)
+    x = x3()
+    x.register_hook(lambda g: g.sum())
+    with raises(RuntimeError, "hook '<lambda>' has changed the size of value"):
+        (x * 2).sum().backward()
+    assert x.grad is None
+
+
+def test_grad_assignment_checks():
+    x = x3()
+    with raises(RuntimeError, "attempting to assign a gradient of size '[4]' to a tensor of size '[3]'. Please "
+                              "ensure that the gradient and the tensor are the same size"):
+        x.grad = dg.ones(4)
+    with raises(RuntimeError, "attempting to assign a gradient with dtype 'double' to a tensor with grad_dtype "
+                              "'Float'. The gradient must match the tensor's grad_dtype (defaults to the tensor's "
+                              "dtype). You can set the tensor's grad_dtype attribute with a specific dtype, or None "
+                              "to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor "
+                              "and its gradient may break downstream systems that assume they match."):
+        x.grad = dg.ones(3, dtype="float64")
+    with raises(TypeError, "assigned grad expected to be a Tensor or None but got grad of type int"):
+        x.grad = 3
+    with raises(AttributeError, "'NoneType' object has no attribute 'zero_'"):
+        x.grad.zero_()
+
+
+def test_numpy_on_requires_grad_and_detach_views():
+    with raises(RuntimeError, "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."):
+        x3().numpy()
+    with pytest.raises(RuntimeError, match="^Can't detach views in-place. Use detach"):
+        x3()[1:].detach_()
+
+
+def test_custom_function_errors():
+    class TooFew(dg.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    class WrongShape(dg.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return dg.ones(5)
+
+    class GradForNonTensor(dg.Function):
+        @staticmethod
+        def forward(ctx, a, b, k):
+            return a * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, g
+
+    class SaveInt(dg.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(3)
+            return a
+
+    a = dg.tensor([1.0, 2.0], requires_grad=True)
+    with raises(RuntimeError, "function TooFewBackward returned an incorrect number of gradients (expected 2, got 1)"):
+        TooFew.apply(a, a).sum().backward()
+    with raises(RuntimeError, "Function WrongShapeBackward returned an invalid gradient at index 0 - got [5] but "
+                              "expected shape compatible with [2]"):
+        WrongShape.apply(a).sum().backward()
+    with raises(RuntimeError, "function GradForNonTensorBackward returned a gradient different than None at "
+                              "position 3, but the corresponding forward input was not a Variable"):
+        GradForNonTensor.apply(a, a, 2.0).sum().backward()
+    with raises(TypeError, "save_for_backward can only save variables, but argument 0 is of type int"):
+        SaveInt.apply(a)
+    assert a.grad is None
+
+
+def test_functional_errors():
+    f = dg.functional
+    with raises(RuntimeError, "The vector v can only be None if the user-provided function returns a single Tensor "
+                              "with a single element."):
+        f.vjp(lambda t: t * 2, x3())
+    with raises(RuntimeError, "v has invalid size: should be daskgrad.Size([3]) but got daskgrad.Size([4])."):
+        f.vjp(lambda t: t * 2, x3(), dg.ones(4))
+    with raises(TypeError, "The inputs given to vjp must be either a Tensor or a tuple of Tensors but the given "
+                           "inputs has type <class 'list'>."):
+        f.vjp(lambda t: t * 2, [x3()])
+    with raises(RuntimeError, "The Tensor returned by the function given to hvp should contain a single element"):
+        f.hvp(lambda t: t * 2, x3(), dg.ones(3))
+    with raises(RuntimeError, "Output 0 of the user-provided function does not require gradients. The outputs must "
+                              "be computed in a differentiable manner from the input when running in strict mode."):
+        f.jacobian(lambda t: dg.ones(3), x3(), strict=True)
+
+
+def test_gradcheck_errors():
+    from daskgrad.testing import GradcheckError, gradcheck
+
+    with raises(ValueError, "gradcheck expects at least one input tensor to require gradient, but none of them have "
+                            "requires_grad=True."):
+        gradcheck(lambda t: t * 2, [dg.ones(3, dtype="float64")])
+
+    class Wrong(dg.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    x = dg.ones(3, dtype="float64", requires_grad=True)
+    with pytest.raises(GradcheckError, match="^Jacobian mismatch for output 0 with respect to input 0,\nnumerical:"):
+        gradcheck(Wrong.apply, [x])
+    assert gradcheck(Wrong.apply, [x], raise_exception=False) is False
