@@ -13,6 +13,7 @@ import operator
 
 import dask.array as da
 
+from .. import chunk
 from ..graph import RESULT, record
 from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
 from ..tensor import Tensor
@@ -30,8 +31,9 @@ def _unary(name, node, forward, rule, save):
     return op
 
 
-def _sigmoid(a):
-    return da.exp(-da.logaddexp(0, -a))
+def _kernel(fn):
+    """An elementwise chunk kernel as a fusable blockwise layer that keeps the chunk type."""
+    return lambda a: da.map_blocks(fn, a, dtype=a.dtype, meta=a._meta)
 
 
 neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), None)
@@ -43,8 +45,8 @@ sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * cos(s.x),), "x")
 cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * sin(s.x),), "x")
 tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * (s.r * s.r + 1),), "r")
 tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * (1 - s.r * s.r),), "r")
-sigmoid = _unary("sigmoid", "SigmoidBackward0", _sigmoid, lambda g, s: (g * s.r * (1 - s.r),), "r")
-softplus = _unary("softplus", "SoftplusBackward0", lambda a: da.logaddexp(0, a),
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), "r")
+softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), "x")
 # relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch
 relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),

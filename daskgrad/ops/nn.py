@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dask.array as da
 
+from .. import chunk
 from ..graph import RESULT, record
 from ..tensor import Tensor
 from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
@@ -102,7 +103,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     z, y = as_tensor(input), tensor_or_scalar(target)
     check_same_device(z, y)
     za, ya = z.array, raw(y)
-    loss = da.maximum(za, 0) - za * ya + da.log1p(da.exp(-da.absolute(za)))
+    loss = da.map_blocks(chunk.softplus, za, dtype=za.dtype, meta=za._meta) - za * ya
     n = z.numel()
 
     def rule(g, s):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+from dask.array.utils import meta_from_array
 
+from .. import chunk
 from ..graph import record
 from ..tensor import Tensor
 from . import _util
@@ -98,7 +100,8 @@ def expand_dims(x, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out_ndim = x.ndim + len(axes)
     axes = tuple(sorted(a % out_ndim for a in axes))
-    return record("UnsqueezeBackward0", da.expand_dims(x.array, axes), (x,), lambda g, s: (squeeze(g, axes),))
+    out = da.expand_dims(x.array, axes)
+    return record("UnsqueezeBackward0", out, (x,), lambda g, s: (squeeze(g, axes),))
 
 
 unsqueeze = expand_dims
@@ -112,8 +115,9 @@ def squeeze(x, axis=None):
         axes = tuple(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
     if not axes:
         return x
-    return record("SqueezeBackward1", da.squeeze(x.array, axis=axes), (x,),
-                  lambda g, s: (expand_dims(g, axes),))
+    if any(x.shape[a] != 1 for a in axes):
+        raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+    return record("SqueezeBackward1", da.squeeze(x.array, axis=axes), (x,), lambda g, s: (expand_dims(g, axes),))
 
 
 def rechunk(x, chunks):
