@@ -16,7 +16,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import record
 from ._util import as_tensor, check_same_device
-from .shape import expand_dims, squeeze, swapaxes, transpose
+from .shape import expand_dims, swapaxes, transpose
 
 
 def _matmul_array(a, b):
@@ -56,18 +56,13 @@ def matmul(a, b):
 def _matmul_rule(g, s):
     na, nb = s.needs
     a, b = s.a, s.b
-    a2 = expand_dims(a, 0) if a.ndim == 1 else a
-    b2 = expand_dims(b, -1) if b.ndim == 1 else b
-    g2 = expand_dims(g, -2) if a.ndim == 1 else g
-    g2 = expand_dims(g2, -1) if b.ndim == 1 else g2
-    ga = gb = None
-    if na:
-        ga = matmul(g2, swapaxes(b2, -1, -2))
-        ga = squeeze(ga, -2) if a.ndim == 1 else ga
-    if nb:
-        gb = matmul(swapaxes(a2, -1, -2), g2)
-        gb = squeeze(gb, -1) if b.ndim == 1 else gb
-    return ga, gb
+    if a.ndim == 1 and b.ndim == 1:                      # dot: g is a scalar
+        return (g * b if na else None), (g * a if nb else None)
+    if b.ndim == 1:                                       # matrix @ vector: no reshapes on the hot path
+        return (expand_dims(g, -1) * b if na else None), (matmul(swapaxes(a, -1, -2), g) if nb else None)
+    if a.ndim == 1:                                       # vector @ matrix
+        return (matmul(b, g) if na else None), (expand_dims(a, -1) * expand_dims(g, -2) if nb else None)
+    return (matmul(g, swapaxes(b, -1, -2)) if na else None), (matmul(swapaxes(a, -1, -2), g) if nb else None)
 
 
 def dot(a, b):
