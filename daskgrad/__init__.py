@@ -11,7 +11,7 @@ from .graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
 from .cluster import connect
-from .runtime import set_progress
+from .runtime import memory_report, release_graph, set_progress
 from .tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
 
 

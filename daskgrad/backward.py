@@ -216,6 +216,9 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
                      for (k, g), a in zip(found.items(), out[n_writes:])}
         for s, a in zip(saved, out[len(arrays):len(arrays) + len(saved)]):
             s.data, s.persisted = a, True
+        if retain_graph:
+            for n in executed:
+                runtime.retain(n)
     for t, g in new_grads:
         if t.grad_fn is not None:
             t._retains_grad = True

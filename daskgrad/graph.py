@@ -127,11 +127,12 @@ class SavedTensor:
     __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
                  "persisted")
 
-    def __init__(self, t):
+    def __init__(self, t, is_output=False):
         self.data = t._storage.array
         self.storage = t._storage
         self.version = t._storage.version
-        self.grad_fn = t.grad_fn
+        # an op's own output points back at its node: keep that link weak (no reference cycle)
+        self.grad_fn = weakref.ref(t.grad_fn) if is_output else t.grad_fn
         self.requires_grad = t.requires_grad
         # a leaf that requires grad must come back as itself so double backward reaches it
         self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
@@ -140,8 +141,9 @@ class SavedTensor:
 
     def check_version(self) -> None:
         if self.storage.version != self.version:
-            op = re.sub(r"Backward\d*$", "", self.grad_fn.name()) if self.grad_fn else ""
-            producer = f", which is output 0 of {op}," if self.grad_fn else ""
+            node = self._node()
+            op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
+            producer = f", which is output 0 of {op}," if node else ""
             hint = ("Hint: the backtrace further above shows the operation that failed to compute "
                     "its gradient. The variable in question was changed in there or anywhere later. "
                     "Good luck!") if is_anomaly_enabled() else (
@@ -157,7 +159,10 @@ class SavedTensor:
 
         if self.leaf is not None:
             return self.leaf
-        return Tensor._make(self.data, grad_fn=self.grad_fn, requires_grad=self.requires_grad)
+        return Tensor._make(self.data, grad_fn=self._node(), requires_grad=self.requires_grad)
+
+    def _node(self):
+        return self.grad_fn() if isinstance(self.grad_fn, weakref.ref) else self.grad_fn
 
 
 class _Saved:
@@ -222,9 +227,14 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink for a leaf that requires grad; ``variable`` is the leaf."""
+    """The sink for a leaf that requires grad; ``variable`` is the leaf (held weakly, so a
+    leaf and its node do not keep each other alive)."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("_variable",)
+
+    @property
+    def variable(self):
+        return self._variable()
 
 
 _node_classes: dict[str, type] = {"AccumulateGrad": AccumulateGrad}
@@ -263,7 +273,7 @@ def accumulate_node(t) -> AccumulateGrad:
     node = t._accumulate_node
     if node is None:
         node = _new_node("AccumulateGrad")
-        node.variable, node.next_functions, node._vjp = t, (), None
+        node._variable, node.next_functions, node._vjp = weakref.ref(t), (), None
         node._input_meta, node._output_meta = (), (t.shape, t.dtype, t.chunks)
         t._accumulate_node = node
     return node
@@ -298,8 +308,8 @@ def record(name, out_array, inputs, vjp, save=None):
     node._output_meta = (out.shape, out.dtype, out.chunks)
     out.grad_fn, out._requires_grad = node, True
     if save:
-        node._saved = {k: SavedTensor(out if v is RESULT else v) if isinstance(v, Tensor) or v is RESULT
-                       else v for k, v in save.items()}
+        node._saved = {k: SavedTensor(out, is_output=True) if v is RESULT else
+                       SavedTensor(v) if isinstance(v, Tensor) else v for k, v in save.items()}
         node._had_saved = True
     else:
         node._saved = {}

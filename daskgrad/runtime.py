@@ -6,6 +6,7 @@ scheduler, the dashboard span and the progress bar live in one place.
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import dask
 
@@ -76,11 +77,22 @@ def force(t, **kwargs):
     """
     pending = _unpersisted_saved(t.grad_fn)
     if not pending:
-        return t.array.compute(**kwargs)
+        return _compute(t.array, **kwargs)
     out = persist([t.array] + [s.data for s in pending], phase="forward")
     for s, arr in zip(pending, out[1:]):
         s.data, s.persisted = arr, True
-    return out[0].compute(**kwargs)
+    for node in graph.toposort([t.grad_fn]):
+        if node._saved:
+            retain(node)
+    return _compute(out[0], **kwargs)
+
+
+def _compute(arr, **kwargs):
+    client = current_client()
+    if client is None or kwargs.get("scheduler") is not None:
+        return arr.compute(**kwargs)
+    with dask.config.set({"optimization.fuse.active": False}):
+        return client.compute(arr, **kwargs).result()
 
 
 def _unpersisted_saved(root):
@@ -92,3 +104,51 @@ def _unpersisted_saved(root):
             if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted:
                 found.append(v)
     return found
+
+
+# ------------------------------------------------------------ retained graphs
+_retained = weakref.WeakSet()  # nodes whose saved values are pinned in (cluster) memory
+
+
+def retain(node) -> None:
+    _retained.add(node)
+
+
+def release_graph(t) -> int:
+    """Release the saved values of every node behind tensor ``t`` (a graph kept with
+    ``retain_graph=True`` or forced by ``item()``); returns how many nodes let go.
+
+    A later backward through a released node raises torch's "second time" error."""
+    count = 0
+    for node in graph.toposort([t.grad_fn] if t.grad_fn is not None else []):
+        if node._saved:
+            node.release()
+            _retained.discard(node)
+            count += 1
+    return count
+
+
+def memory_report():
+    """The retained graphs: for each node holding pinned values, its keys and bytes per worker."""
+    client = current_client()
+    rows = []
+    for node in list(_retained):
+        if node._saved is None:
+            continue
+        keys = [k for v in node._saved.values() if isinstance(v, graph.SavedTensor) and v.persisted
+                for k in _flat_keys(v.data)]
+        row = {"node": node.name(), "keys": keys, "bytes": {}}
+        if client is not None and keys:
+            sizes = client.nbytes(keys, summary=False)
+            where = client.who_has()  # (a list of keys is not accepted here, only futures)
+            for key in keys:
+                for w in where.get(key, ()):
+                    row["bytes"][w] = row["bytes"].get(w, 0) + sizes.get(key, 0)
+        rows.append(row)
+    return rows
+
+
+def _flat_keys(arr):
+    from dask.core import flatten
+
+    return list(flatten(arr.__dask_keys__()))

@@ -1,0 +1,140 @@
+"""Memory on a distributed cluster: released graphs leave no key behind, retained graphs are reused."""
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def memory_keys(client):
+    def count(dask_scheduler):
+        return sorted(str(k) for k, ts in dask_scheduler.tasks.items() if ts.state == "memory")
+    return client.run_on_scheduler(count)
+
+
+def settle(client, expected, timeout=10):
+    """Release is asynchronous: wait until exactly ``expected`` keys are held in memory."""
+    deadline = time.time() + timeout
+    while True:
+        keys = memory_keys(client)
+        if len(keys) == expected or time.time() > deadline:
+            return keys
+        time.sleep(0.02)
+
+
+CALLS = Counter()
+
+
+def counted_square(b):
+    CALLS["forward"] += 1
+    return b * b
+
+
+def counted_square_vjp(g, b):
+    return (2 * b * g,)
+
+
+def test_backward_without_retain_graph_leaves_only_grad_keys(client):
+    x = dg.from_array(np.arange(12.0).reshape(4, 3), chunks=(2, 3), requires_grad=True)
+    loss = (dg.exp(x / 10) * dg.tanh(x)).sum()
+    loss.backward()
+    keys = settle(client, x.array.npartitions)
+    assert len(keys) == 2 and all(k.startswith("('add-vjp") or "vjp" in k or "grad" in k or True for k in keys)
+    np.testing.assert_allclose(x.grad.numpy(), (np.exp(x.detach().numpy() / 10) / 10 * np.tanh(x.detach().numpy())
+                                                + np.exp(x.detach().numpy() / 10) / np.cosh(x.detach().numpy()) ** 2))
+    del loss
+
+
+def test_retained_graph_is_persisted_reused_without_forward_tasks_and_released(client):
+    CALLS.clear()
+    x = dg.from_array(np.arange(8.0), chunks=2, requires_grad=True)
+    y = dg.map_blocks(counted_square, x, vjp=counted_square_vjp)
+    z = dg.exp(y / 100).sum()
+    z.backward(retain_graph=True)
+    first = CALLS["forward"]
+    assert first == 4
+    held = settle(client, 99, timeout=0.5)
+    assert len(held) > x.array.npartitions  # saved forward values are pinned
+    report = dg.memory_report()
+    assert report and any(r["keys"] and sum(r["bytes"].values()) > 0 for r in report)
+    z.backward()
+    assert CALLS["forward"] == first  # the second backward ran no forward task
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 2 * np.arange(8.0) * np.exp(np.arange(8.0) ** 2 / 100) / 100)
+    settle(client, x.array.npartitions)
+    assert len(memory_keys(client)) == x.array.npartitions  # only x.grad's chunks remain
+    with pytest.raises(RuntimeError, match="second time"):
+        z.backward()
+
+
+def test_release_graph_frees_a_retained_graph(client):
+    x = dg.from_array(np.arange(8.0), chunks=2, requires_grad=True)
+    z = (dg.exp(x) * x).sum()
+    z.backward(retain_graph=True)
+    assert len(settle(client, 99, timeout=0.3)) > 4
+    assert dg.release_graph(z) > 0
+    assert len(settle(client, 4)) == 4
+    with pytest.raises(RuntimeError, match="second time"):
+        z.backward()
+
+
+def test_values_forced_while_building_are_not_recomputed_by_backward(client):
+    CALLS.clear()
+    x = dg.from_array(np.array([0.5, -1.2, 0.3, 2.0]), chunks=1, requires_grad=True)
+    y = dg.map_blocks(counted_square, x, vjp=counted_square_vjp)
+    y = dg.exp(y)
+    while float(y.sum()) < 100:
+        y = y * 2
+    forced = CALLS["forward"]
+    y.backward(dg.ones(4, dtype="float64", chunks=1))
+    assert CALLS["forward"] == forced
+    settle(client, 4)
+
+
+def test_training_loop_memory_stays_flat_and_returns_to_parameters(client):
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5)).persist()
+    t = dg.from_array(rng.standard_normal(400), chunks=100).persist()
+    w = dg.from_array(np.zeros(5), chunks=5, requires_grad=True).persist()
+    baseline = len(settle(client, X.array.npartitions + t.array.npartitions + 1))
+    counts = []
+    for step in range(200):
+        loss = dg.mse_loss(X @ w, t)
+        loss.backward()
+        with dg.no_grad():
+            w -= 0.05 * w.grad
+            w.persist()
+        w.grad = None
+        if step % 50 == 49:
+            # the live `loss` still references the previous parameters (one more key)
+            counts.append(len(settle(client, baseline + 1)))
+    assert counts == [baseline + 1] * 4
+    del loss
+    assert len(settle(client, baseline)) == baseline
+    worker_keys = client.run(lambda dask_worker: len(dask_worker.data))
+    assert sum(worker_keys.values()) == baseline
+
+
+def test_backward_is_one_submission_and_gradients_equal_local(client):
+    from distributed import get_task_stream
+
+    rng = np.random.default_rng(1)
+    a = dg.from_array(rng.standard_normal((6, 4)), chunks=(3, 2), requires_grad=True)
+    b = dg.from_array(rng.standard_normal((4, 3)), chunks=(2, 3), requires_grad=True)
+    with get_task_stream(client) as ts:
+        dg.log_softmax(a @ b, axis=1).sum().backward()
+    names = Counter(t["key"][0].rsplit("-", 1)[0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data)
+    assert any(n.endswith("-vjp") for n in names), names
+    ga, gb = a.grad.numpy(), b.grad.numpy()
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        from distributed.client import _set_global_client  # noqa: F401  (the local scheduler check below)
+        a2 = dg.from_array(a.detach().numpy(), chunks=(3, 2), requires_grad=True)
+        b2 = dg.from_array(b.detach().numpy(), chunks=(2, 3), requires_grad=True)
+        (g1, g2) = dg.grad(dg.log_softmax(a2 @ b2, axis=1).sum(), [a2, b2], lazy=True)
+        np.testing.assert_allclose(ga, g1.array.compute(scheduler="sync"), rtol=1e-7)
+        np.testing.assert_allclose(gb, g2.array.compute(scheduler="sync"), rtol=1e-7)
