@@ -184,13 +184,15 @@ def clone(x):
     return record("CloneBackward0", x.array.copy(), (x,), lambda g, s: (g,))
 
 
+def full_like(x, fill_value, dtype=None):
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
+    a = raw(x)
+    return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=a._meta))
+
+
 def zeros_like(x, dtype=None):
-    return Tensor._make(da.zeros_like(raw(x), dtype=dtype))
+    return full_like(x, 0, dtype)
 
 
 def ones_like(x, dtype=None):
-    return Tensor._make(da.ones_like(raw(x), dtype=dtype))
-
-
-def full_like(x, fill_value, dtype=None):
-    return Tensor._make(da.full_like(raw(x), fill_value, dtype=dtype))
+    return full_like(x, 1, dtype)
