@@ -47,3 +47,16 @@ def sum_blocks(blocks):
     for b in blocks[1:]:
         total = total + b[0]
     return total
+
+
+def like(host, block):
+    """An explicit host-to-device copy of a small host array (indices) next to ``block``."""
+    return np.array(host, like=block)
+
+
+def take(block, idx, axis):
+    return np.take(block, like(idx, block), axis=axis)
+
+
+def full_like(block, value):
+    return np.full_like(block, value)

@@ -41,6 +41,7 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
     """A device-like array: values on the 'device', never converted to NumPy implicitly."""
 
     __slots__ = ("arr",)
+    __array_priority__ = 0
 
     def __init__(self, arr):
         self.arr = arr.arr if isinstance(arr, StrictArray) else np.array(arr)
@@ -97,6 +98,27 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def sum(self, *args, **kwargs):
         return np.sum(self, *args, **kwargs)
+
+    def squeeze(self, axis=None):
+        return StrictArray(self.arr.squeeze(axis))
+
+    def ravel(self):
+        return StrictArray(self.arr.ravel())
+
+    def any(self, *args, **kwargs):
+        return np.any(self, *args, **kwargs)
+
+    def all(self, *args, **kwargs):
+        return np.all(self, *args, **kwargs)
+
+    def max(self, *args, **kwargs):
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args, **kwargs):
+        return np.min(self, *args, **kwargs)
+
+    def prod(self, *args, **kwargs):
+        return np.prod(self, *args, **kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))

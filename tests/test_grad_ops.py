@@ -99,13 +99,21 @@ OPS = {
     "setitem": (lambda a, b: _setitem(a, b), [M, (2, 4)], -2, 2),
     "softmax": (lambda a: dg.softmax(a, axis=1), [M], -2, 2),
     "log_softmax": (lambda a: dg.log_softmax(a, axis=1), [M], -2, 2),
-    "cross_entropy": (lambda a: dg.cross_entropy(a, dg.tensor(np.array([0, 3, 1, 1, 2, 0]))), [M], -2, 2),
+    "cross_entropy": (lambda a: dg.cross_entropy(a, same_device(dg.tensor(np.array([0, 3, 1, 1, 2, 0])), a)),
+                      [M], -2, 2),
     "cross_entropy_probs": (lambda a, p: dg.cross_entropy(a, dg.softmax(p, axis=1)), [M, M], -2, 2),
     "mse_loss": (dg.mse_loss, [M, M], -2, 2),
     "bce_with_logits": (dg.binary_cross_entropy_with_logits, [M, M], -2, 2),
     "astype_roundtrip": (lambda a: dg.astype(dg.astype(a, "float32"), "float64") * 0 + a, [M], -2, 2),
     "rechunk": (lambda a: dg.rechunk(a, (2, 4)), [M], -2, 2),
 }
+
+
+def same_device(t, like):
+    """Put a host constant on ``like``'s chunk type (as a user would move targets to the GPU)."""
+    from daskgrad.strict import StrictArray, to_strict
+
+    return to_strict(t) if isinstance(like.array._meta, StrictArray) else t
 
 
 def _setitem(a, b):

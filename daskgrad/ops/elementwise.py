@@ -187,6 +187,8 @@ def clone(x):
 def full_like(x, fill_value, dtype=None):
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
     a = raw(x)
+    if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
+        return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
     return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=a._meta))
 
 

@@ -53,7 +53,7 @@ def _scale(g, reduction, n):
 
 
 def _onehot(target, classes, like):
-    cols = da.arange(classes, chunks=(like.chunks[1],))
+    cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)
     return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
 
 

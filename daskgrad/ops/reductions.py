@@ -45,8 +45,9 @@ def mean(x, axis=None, keepdims=False):
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     n = numel(shape, axes)
+    # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
     return record("MeanBackward0" if axis is None else "MeanBackward1",
-                  da.mean(x.array, axis=axis, keepdims=keepdims), (x,),
+                  da.sum(x.array, axis=axis, keepdims=keepdims) / n, (x,),
                   lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims),))
 
 
@@ -106,8 +107,13 @@ def var(x, axis=None, ddof=0, keepdims=False):
         centered = s.x - mean(s.x, axis=axes, keepdims=True)
         return (_spread(g, shape, chunks, axes, keepdims) * centered * (2 / (n - ddof)),)
 
-    return record("VarBackward0", da.var(x.array, axis=axis, ddof=ddof, keepdims=keepdims), (x,), rule,
-                  {"x": x})
+    return record("VarBackward0", _var_array(x.array, axes, ddof, keepdims), (x,), rule, {"x": x})
+
+
+def _var_array(a, axes, ddof, keepdims):
+    n = numel(a.shape, axes)
+    centered = a - da.sum(a, axis=axes, keepdims=True) / n
+    return da.sum(centered * centered, axis=axes, keepdims=keepdims) / (n - ddof)
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
@@ -122,7 +128,7 @@ def std(x, axis=None, ddof=0, keepdims=False):
         scaled = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims) / (r * (n - ddof)))
         return (scaled * centered,)
 
-    return record("StdBackward0", da.std(x.array, axis=axis, ddof=ddof, keepdims=keepdims), (x,), rule,
+    return record("StdBackward0", da.sqrt(_var_array(x.array, axes, ddof, keepdims)), (x,), rule,
                   {"x": x, "r": RESULT})
 
 

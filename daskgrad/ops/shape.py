@@ -263,11 +263,16 @@ def _take(x, idx, axis, index):
         # scatter-add as a one-hot contraction: repeated indices accumulate
         from .linalg import tensordot
 
-        cols = da.from_array(s.idx, chunks=(g.chunks[axis],)) if isinstance(s.idx, np.ndarray) else s.idx
-        onehot = Tensor._make((da.arange(n, chunks=(chunks[axis],))[:, None] == cols[None, :]).astype(g.dtype))
+        cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(chunk.like, g.array._meta, dtype=s.idx.dtype,
+                                                                          meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
+        rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
+        onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
         return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
-    return record("IndexBackward0", da.take(x.array, idx, axis=axis), (x,), rule, {"idx": idx})
+    a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
+    out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
+                        chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
+    return record("IndexBackward0", out, (x,), rule, {"idx": idx})
 
 
 def _rows_only(a):
