@@ -24,14 +24,17 @@ import daskgrad as dg
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def timeit(fn, reps):
-    fn()  # warm-up
-    times = []
+def interleaved(fns, reps):
+    """Median seconds per variant, running the variants round-robin so drift hits all alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    times = {k: [] for k in fns}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _sigmoid(z):
@@ -42,7 +45,7 @@ def _chunk_grad(X, y, w):
     return (X.T @ (_sigmoid(X @ w) - y))[None]
 
 
-def main(n=2_000_000, d=50, nchunks=20, reps=5):
+def main(n=2_000_000, d=50, nchunks=20, reps=15):
     rng = np.random.default_rng(0)
     Xn = rng.standard_normal((n, d), dtype=np.float32)
     yn = (rng.random(n) < 0.5).astype(np.float32)
@@ -62,20 +65,20 @@ def main(n=2_000_000, d=50, nchunks=20, reps=5):
             wt = torch.from_numpy(wn.copy()).requires_grad_()
             torch.nn.functional.binary_cross_entropy_with_logits(Xt @ wt, yt).backward()
             return wt.grad
-        results["pytorch_cpu"] = timeit(run_torch, reps)
+        variants = {"pytorch_cpu": run_torch}
         g_ref = run_torch().numpy()
     except ImportError:
-        g_ref = None
+        variants, g_ref = {}, None
 
     def run_dask():
         return (X.T @ (1 / (1 + da.exp(-(X @ w))) - y) / n).compute()
-    results["dask_handwritten"] = timeit(run_dask, reps)
+    variants["dask_handwritten"] = run_dask
 
     def run_fused():
         parts = da.blockwise(_chunk_grad, "ij", X, "ij", y, "i", w, "j", adjust_chunks={"i": 1},
                              concatenate=True, dtype=np.float32, meta=np.empty((0, 0), np.float32))
         return (parts.sum(axis=0) / n).compute()
-    results["dask_hand_fused"] = timeit(run_fused, reps)
+    variants["dask_hand_fused"] = run_fused
 
     Xg, yg = dg.Tensor(X), dg.Tensor(y)
 
@@ -83,7 +86,8 @@ def main(n=2_000_000, d=50, nchunks=20, reps=5):
         wg = dg.Tensor(w, requires_grad=True)
         dg.binary_cross_entropy_with_logits(Xg @ wg, yg).backward()
         return wg.grad
-    results["daskgrad"] = timeit(run_daskgrad, reps)
+    variants["daskgrad"] = run_daskgrad
+    results.update(interleaved(variants, reps))
     g = run_daskgrad().numpy()
     np.testing.assert_allclose(g, run_dask(), rtol=2e-3, atol=1e-6)
     if g_ref is not None:

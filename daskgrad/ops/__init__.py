@@ -14,13 +14,21 @@ from .elementwise import (abs, add, astype, clamp, clip, clone, cos, eq, exp, ex
 from .linalg import dot, einsum, matmul, tensordot
 from .nn import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mse_loss, nll_loss,
                  softmax)
-from .reductions import (amax, amin, cumsum, logsumexp, max, mean, min, norm, prod, std, sum, sum_to,
+from .reductions import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm, prod, std, sum, sum_to,
                          var)
 from .shape import (broadcast_to, concatenate, diff, expand_dims, flatten, flip, getitem, moveaxis, pad,
                     permute, rechunk, reshape, roll, setitem, split, squeeze, stack, swapaxes, transpose,
                     unsqueeze)
 
-__all__ = ["abs", "add", "amax", "amin", "astype", "binary_cross_entropy_with_logits", "broadcast_to", "clamp", "clip", "clone", "concatenate", "cos", "cross_entropy", "cumsum", "diff", "dot", "einsum", "eq", "exp", "expand_dims", "expm1", "flatten", "flip", "full_like", "ge", "getitem", "gt", "le", "log", "log1p", "log_softmax", "logical_and", "logical_or", "logsumexp", "lt", "matmul", "max", "maximum", "mean", "min", "minimum", "moveaxis", "mse_loss", "mul", "ne", "neg", "nll_loss", "norm", "ones_like", "pad", "permute", "pow", "prod", "rechunk", "relu", "reshape", "roll", "setitem", "sigmoid", "sign", "sin", "softmax", "softplus", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot", "transpose", "truediv", "unsqueeze", "var", "where", "zeros_like"]
+__all__ = ["abs", "add", "amax", "amin", "argmax", "argmin", "astype", "binary_cross_entropy_with_logits",
+           "broadcast_to", "clamp", "clip", "clone", "concatenate", "cos", "cross_entropy", "cumsum", "diff",
+           "dot", "einsum", "eq", "exp", "expand_dims", "expm1", "flatten", "flip", "full_like", "ge",
+           "getitem", "gt", "le", "log", "log1p", "log_softmax", "logical_and", "logical_or", "logsumexp",
+           "lt", "matmul", "max", "maximum", "mean", "min", "minimum", "moveaxis", "mse_loss", "mul", "ne",
+           "neg", "nll_loss", "norm", "ones_like", "pad", "permute", "pow", "prod", "rechunk", "relu",
+           "reshape", "roll", "setitem", "sigmoid", "sign", "sin", "softmax", "softplus", "split", "sqrt",
+           "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot",
+           "transpose", "truediv", "unsqueeze", "var", "where", "zeros_like"]
 
 
 def _flip_args(fn):
@@ -52,7 +60,7 @@ _METHODS = {
     "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "softplus": softplus, "abs": abs, "sqrt": sqrt,
     "square": square, "sign": sign, "maximum": maximum, "minimum": minimum, "clip": clip, "clamp": clip,
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "prod": prod, "var": var,
-    "std": std, "logsumexp": logsumexp, "cumsum": cumsum, "norm": norm,
+    "std": std, "logsumexp": logsumexp, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "norm": norm,
     "softmax": softmax, "log_softmax": log_softmax,
     "reshape": _shape_args(reshape), "view": _shape_args(reshape), "flatten": flatten,
     "transpose": lambda self, *axes: (swapaxes(self, *axes) if len(axes) == 2 and self.ndim != 2 else

@@ -171,3 +171,16 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
 
+
+
+def argmax(x, axis=None):
+    """Index of the largest value (an integer tensor: never differentiable)."""
+    from ..tensor import Tensor
+
+    return Tensor._make(da.argmax(as_tensor(x).array, axis=axis))
+
+
+def argmin(x, axis=None):
+    from ..tensor import Tensor
+
+    return Tensor._make(da.argmin(as_tensor(x).array, axis=axis))

@@ -179,7 +179,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     if mode != "constant":
         raise NotImplementedError("only mode='constant' is differentiable")
     x = as_tensor(x)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=int).reshape(-1, 2) if np.ndim(pad_width) else
+    widths = np.broadcast_to(np.array(pad_width, dtype=int).reshape(-1, 2) if np.ndim(pad_width) else
                              [[pad_width, pad_width]], (x.ndim, 2))
     index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
     return record("ConstantPadNdBackward0",
