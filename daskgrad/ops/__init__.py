@@ -7,7 +7,7 @@ operators and methods, in one table, so a method is easy to trace to its op.
 from __future__ import annotations
 
 from ..tensor import Tensor
-from .elementwise import (abs, add, astype, clamp, clip, clone, cos, eq, exp, expm1, full_like, ge, gt, le,
+from .elementwise import (abs, add, astype, clamp, clip, clone, to_device, cos, eq, exp, expm1, full_like, ge, gt, le,
                           log, log1p, logical_and, logical_or, lt, maximum, minimum, mul, ne, neg, ones_like,
                           pow, relu, sigmoid, sign, sin, softplus, sqrt, square, sub, tan, tanh, truediv,
                           where, zeros_like)
@@ -27,7 +27,7 @@ __all__ = ["abs", "add", "amax", "amin", "argmax", "argmin", "astype", "binary_c
            "lt", "matmul", "max", "maximum", "mean", "min", "minimum", "moveaxis", "mse_loss", "mul", "ne",
            "neg", "nll_loss", "norm", "ones_like", "pad", "permute", "pow", "prod", "rechunk", "relu",
            "reshape", "roll", "setitem", "sigmoid", "sign", "sin", "softmax", "softplus", "split", "sqrt",
-           "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot",
+           "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot", "to_device",
            "transpose", "truediv", "unsqueeze", "var", "where", "zeros_like"]
 
 
@@ -68,7 +68,8 @@ _METHODS = {
     "permute": _shape_args(permute), "swapaxes": swapaxes, "moveaxis": moveaxis,
     "broadcast_to": broadcast_to, "expand": _shape_args(broadcast_to), "expand_dims": expand_dims,
     "unsqueeze": unsqueeze, "squeeze": squeeze, "flip": flip, "roll": roll, "rechunk": rechunk,
-    "astype": astype, "clone": clone,
+    "astype": astype, "clone": clone, "to": to_device,
+    "cuda": lambda self: to_device(self, "cuda"), "cpu": lambda self: to_device(self, "cpu"),
     "double": lambda self: astype(self, "float64"), "float": lambda self: astype(self, "float32"),
 }
 for _name, _fn in _METHODS.items():

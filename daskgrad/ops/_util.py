@@ -43,8 +43,8 @@ def check_same_device(*xs):
     devices = {x.device for x in xs if isinstance(x, Tensor) and x.ndim > 0}
     if len(devices) > 1:
         a, b = sorted(devices, reverse=True)[:2]
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{a}:0 and {b}!" if a == "cuda" else f"{a} and {b}!")
+        a = f"{a}:0" if a == "cuda" else a
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
 def norm_axes(axis, ndim):

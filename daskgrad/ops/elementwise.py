@@ -179,6 +179,17 @@ def astype(x, dtype):
     return record("ToCopyBackward0", x.array.astype(dtype), (x,), lambda g, s: (g,))
 
 
+def to_device(x, device):
+    """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable."""
+    x = as_tensor(x)
+    device = "cuda" if str(device).startswith("cuda") else str(device)
+    if device == x.device:
+        return x
+    old = x.device
+    out = x.array.to_backend("cupy" if device == "cuda" else "numpy")
+    return record("ToCopyBackward0", out, (x,), lambda g, s: (to_device(g, old),))
+
+
 def clone(x):
     x = as_tensor(x)
     return record("CloneBackward0", x.array.copy(), (x,), lambda g, s: (g,))
