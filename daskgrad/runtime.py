@@ -12,6 +12,11 @@ import dask
 
 from . import graph
 
+# Low-level task fusion drops layer annotations (GPU placement) and renames keys, and a key
+# submitted once fused and once not makes the scheduler warn about changed run_specs; Blockwise
+# fusion, which does the real work, stays on.  Users can still override this in their dask config.
+dask.config.update_defaults({"optimization": {"fuse": {"active": False}}})
+
 
 def current_client():
     """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
