@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench bench-gpu test-gpu install clean
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_logreg.py
+
+# on a machine with a CUDA 12 GPU: the gpu-marked tests and the CPU-vs-GPU benchmark
+$(VENV)/.gpu: $(VENV)/.test
+	$(PIP) install -e ".[gpu]"
+	touch $@
+
+test-gpu: $(VENV)/.gpu
+	$(PY) -m pytest -m gpu tests/test_gpu.py
+
+bench-gpu: $(VENV)/.gpu
+	$(PY) benchmarks/bench_gpu.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

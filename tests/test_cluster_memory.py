@@ -26,6 +26,17 @@ def settle(client, expected, timeout=10):
         time.sleep(0.02)
 
 
+def managed_bytes(client, timeout=10):
+    """Bytes the workers hold, once they agree with the scheduler's view."""
+    deadline = time.time() + timeout
+    while True:
+        sizes = client.run(lambda dask_worker: (len(dask_worker.data), dask_worker.state.nbytes))
+        held = sum(n for n, _ in sizes.values())
+        if held == len(memory_keys(client)) or time.time() > deadline:
+            return sum(b for _, b in sizes.values())
+        time.sleep(0.05)
+
+
 CALLS = Counter()
 
 
@@ -100,7 +111,8 @@ def test_training_loop_memory_stays_flat_and_returns_to_parameters(client):
     t = dg.from_array(rng.standard_normal(400), chunks=100).persist()
     w = dg.from_array(np.zeros(5), chunks=5, requires_grad=True).persist()
     baseline = len(settle(client, X.array.npartitions + t.array.npartitions + 1))
-    counts = []
+    base_bytes = managed_bytes(client)
+    counts, sizes = [], []
     for step in range(200):
         loss = dg.mse_loss(X @ w, t)
         loss.backward()
@@ -111,7 +123,9 @@ def test_training_loop_memory_stays_flat_and_returns_to_parameters(client):
         if step % 50 == 49:
             # the live `loss` still references the previous parameters (one more key)
             counts.append(len(settle(client, baseline + 1)))
+            sizes.append(managed_bytes(client))
     assert counts == [baseline + 1] * 4
+    assert max(sizes) == min(sizes) <= base_bytes + 5 * 8  # flat: at most the previous parameters
     del loss
     assert len(settle(client, baseline)) == baseline
     deadline = time.time() + 10
@@ -121,6 +135,7 @@ def test_training_loop_memory_stays_flat_and_returns_to_parameters(client):
             break
         time.sleep(0.05)
     assert held == baseline
+    assert managed_bytes(client) == base_bytes
 
 
 def test_backward_is_one_submission_and_gradients_equal_local(client):

@@ -348,3 +348,14 @@ def test_item_warns_for_requires_grad_and_forced_values_are_not_computed_twice()
     # the backward submission reuses the persisted exp(x): it has no exp task of its own
     assert "exp" in calls[0]
     assert not any("exp" in c for c in calls[1:])
+
+
+def test_progress_bar_on_the_local_scheduler(capsys):
+    x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
+    dg.set_progress(True)
+    try:
+        with dask.config.set(scheduler="threads"):
+            (x * 3).sum().backward()
+    finally:
+        dg.set_progress(False)
+    assert "100%" in capsys.readouterr().out
