@@ -183,25 +183,11 @@ def register() -> None:
         def default_bit_generator(self):
             return np.random.PCG64
 
-        @staticmethod
-        def ones(*args, **kwargs):
-            return da.ones(*args, **kwargs).map_blocks(StrictArray, meta=_META)
-
-        @staticmethod
-        def zeros(*args, **kwargs):
-            return da.zeros(*args, **kwargs).map_blocks(StrictArray, meta=_META)
-
-        @staticmethod
-        def empty(*args, **kwargs):
-            return da.empty(*args, **kwargs).map_blocks(StrictArray, meta=_META)
-
-        @staticmethod
-        def full(*args, **kwargs):
-            return da.full(*args, **kwargs).map_blocks(StrictArray, meta=_META)
-
-        @staticmethod
-        def arange(*args, like=None, **kwargs):
-            return da.arange(*args, **kwargs).map_blocks(StrictArray, meta=_META)
+        ones = staticmethod(_on_numpy(da.ones))
+        zeros = staticmethod(_on_numpy(da.zeros))
+        empty = staticmethod(_on_numpy(da.empty))
+        full = staticmethod(_on_numpy(da.full))
+        arange = staticmethod(_on_numpy(da.arange))
 
         @staticmethod
         def to_backend(data, **kwargs):
@@ -212,6 +198,17 @@ def register() -> None:
 
 
 _META = StrictArray(np.empty((0,)))
+
+
+def _on_numpy(create):
+    """Make the array with NumPy chunks, then wrap each chunk (the strict backend's creators)."""
+    def make(*args, like=None, **kwargs):
+        import dask
+
+        with dask.config.set({"array.backend": "numpy"}):
+            arr = create(*args, **kwargs)
+        return arr.map_blocks(_to_strict_block, dtype=arr.dtype, meta=StrictArray(arr._meta))
+    return make
 
 
 def _to_strict_block(block):

@@ -464,9 +464,12 @@ def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=Fa
 
 def _random(method, shape, dtype, chunks, requires_grad, device):
     seed = int(_rng.integers(2**63))
-    with dask.config.set({"array.backend": _backend(device)}):
+    backend = _backend(device)
+    with dask.config.set({"array.backend": backend}):
         gen = da.random.default_rng(seed)
         arr = getattr(gen, method)(_shape(shape), chunks=chunks, dtype=np.dtype(dtype or _DEFAULT_FLOAT))
+    if backend != "numpy" and type(arr._meta) is np.ndarray:  # a backend without its own generator
+        arr = arr.to_backend(backend)
     return _leaf(arr, requires_grad)
 
 

@@ -42,3 +42,15 @@ def _constants_on_strict(fn):
     def run(*xs):
         return fn(*xs)
     return run
+
+
+def test_factories_create_chunks_of_the_requested_backend():
+    from daskgrad.strict import register
+
+    register()
+    for make in (lambda: dg.ones(4, 3, chunks=2, device="strict"), lambda: dg.zeros(5, device="strict"),
+                 lambda: dg.randn(6, chunks=3, device="strict"), lambda: dg.arange(5, device="strict"),
+                 lambda: dg.full((2, 2), 1.5, device="strict")):
+        t = make()
+        assert isinstance(t.array._meta, StrictArray), t
+        assert isinstance(t.array.blocks[0].compute(), StrictArray)
