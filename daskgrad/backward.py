@@ -119,26 +119,36 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
     if retain_graph is None:
         retain_graph = create_graph
     root_nodes = [graph.edge(t) for t in roots]
+    order, runs, targets = _plan(root_nodes, inputs, allow_unused)
+    _check(order, runs)
+    writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
+                                                 accumulate and inputs is None, accumulate)
+    return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy)
+
+
+def _plan(root_nodes, inputs, allow_unused):
+    """The nodes to visit in order, those whose rule runs, and the nodes whose cotangent is wanted."""
     order = graph.toposort(root_nodes)
     targets = {}  # node -> tensors whose gradient is the cotangent arriving at that node
     for t in inputs or ():
         targets.setdefault(graph.edge(t), []).append(t)
+    if inputs is None:
+        return order, {n for n in order if not isinstance(n, AccumulateGrad)}, targets
+    reachable = set(order)
+    for i, t in enumerate(inputs):
+        if graph.edge(t) not in reachable and not allow_unused:
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
+                               "the graph. Set allow_unused=True if this is the desired behavior.")
+    needed = set(targets)  # nodes from which a wanted node can be reached
+    for n in reversed(order):
+        if any(c in needed for c, _ in n.next_functions):
+            needed.add(n)
+    order = [n for n in order if n in needed]
+    return order, {n for n in order if any(c in needed for c, _ in n.next_functions)}, targets
 
-    # ---- 1. check: nothing has been submitted or written yet
-    if inputs is not None:
-        reachable = set(order)
-        for i, t in enumerate(inputs):
-            if graph.edge(t) not in reachable and not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
-                                   "the graph. Set allow_unused=True if this is the desired behavior.")
-        needed = set(targets)
-        for n in reversed(order):
-            if any(c in needed for c, _ in n.next_functions):
-                needed.add(n)
-        order = [n for n in order if n in needed]
-        runs = {n for n in order if any(c in needed for c, _ in n.next_functions)}
-    else:
-        runs = {n for n in order if not isinstance(n, AccumulateGrad)}
+
+def _check(order, runs):
+    """Freed nodes and in-place modified saved tensors raise before anything is built or sent."""
     for n in order:
         if n in runs:
             if n.freed:
@@ -147,7 +157,9 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
                 if isinstance(v, graph.SavedTensor):
                     v.check_version()
 
-    # ---- 2. build the reverse graph (lazy; hooks run here, on lazy gradients)
+
+def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leaves, accumulate):
+    """Walk the nodes, calling hooks and VJP rules on lazy tensors; returns what to write."""
     cot = {}
     for n, g in zip(root_nodes, root_grads):
         if n is not None:
@@ -159,8 +171,8 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
             g = cot.pop(n, None)
             if g is None:
                 continue
-            is_leaf_sink = isinstance(n, AccumulateGrad)
-            g = _tensor_hooks(n.variable._hooks if is_leaf_sink else n._tensor_hooks, g)
+            sink = isinstance(n, AccumulateGrad)
+            g = _tensor_hooks(n.variable._hooks if sink else n._tensor_hooks, g)
             for hook in list(n._prehooks.values()):
                 r = hook((g,))
                 if r is not None:
@@ -169,25 +181,12 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
                 found[id(t)] = g
                 if accumulate:
                     writes[id(t)] = (t, g)
-            if accumulate and inputs is None:
-                if is_leaf_sink:
-                    writes[id(n.variable)] = (n.variable, g)
-                elif n._retained is not None and n._retained() is not None:
-                    t = n._retained()
-                    writes[id(t)] = (t, g)
+            retained = n.variable if sink else (n._retained() if n._retained is not None else None)
+            if all_leaves and retained is not None:
+                writes[id(retained)] = (retained, g)
             if n not in runs:
                 continue
-            outs = n._vjp(g, graph._Saved(n))
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            if len(outs) != len(n.next_functions):
-                raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
-                                   f"(expected {len(n.next_functions)}, got {len(outs)})")
-            outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
-                         for i, (o, m) in enumerate(zip(outs, n._input_meta)))
-            if not create_graph:
-                outs = tuple(None if o is None else _label(o, n) for o in outs)
-            for hook in list(n._hooks.values()):
-                hook(outs, (g,))
+            outs = _call_rule(n, g, create_graph)
             executed.append(n)
             for i, ((child, _), o) in enumerate(zip(n.next_functions, outs)):
                 if child is None or o is None:
@@ -196,34 +195,50 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
                     nan_checks.append((n, i, o))
                 cot[child] = cot[child] + o if child in cot else o
         new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes.values()]
+    return new_grads, found, executed, nan_checks
 
-    # ---- 3. submit once, then write .grad and release the graph
+
+def _call_rule(n, g, create_graph):
+    outs = n._vjp(g, graph._Saved(n))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    if len(outs) != len(n.next_functions):
+        raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
+                           f"(expected {len(n.next_functions)}, got {len(outs)})")
+    outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
+                 for i, (o, m) in enumerate(zip(outs, n._input_meta)))
+    if not create_graph:
+        outs = tuple(None if o is None else _label(o, n) for o in outs)
+    for hook in list(n._hooks.values()):
+        hook(outs, (g,))
+    return outs
+
+
+def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, lazy):
+    """One persist for every gradient (and retained saved value), then write ``.grad`` and free."""
     saved = []
     if retain_graph:
         saved = [v for n in executed for v in n._saved.values()
                  if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
-    arrays = [g.array for _, g in new_grads] + [t.array for t in found.values()] * (not accumulate)
+    arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
     if not lazy:
         from .anomaly import nan_flags, raise_for_nan
 
         flags = nan_flags(nan_checks)
         out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward")
         raise_for_nan(nan_checks, out[len(out) - len(flags):])
-        n_writes = len(new_grads)
-        new_grads = [(t, Tensor._make(a, g.grad_fn, g.requires_grad)) for (t, g), a in zip(new_grads, out)]
+        grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
+                                           out[len(arrays):len(arrays) + len(saved)])
+        new_grads = [(t, Tensor._make(a, g.grad_fn, g.requires_grad)) for (t, g), a in zip(new_grads, grads_out)]
         if not accumulate:
-            found = {k: Tensor._make(a, g.grad_fn, g.requires_grad)
-                     for (k, g), a in zip(found.items(), out[n_writes:])}
-        for s, a in zip(saved, out[len(arrays):len(arrays) + len(saved)]):
+            found = {k: Tensor._make(a, g.grad_fn, g.requires_grad) for (k, g), a in zip(found.items(), found_out)}
+        for s, a in zip(saved, saved_out):
             s.data, s.persisted = a, True
         if retain_graph:
             for n in executed:
                 runtime.retain(n)
     for t, g in new_grads:
         if t.grad_fn is not None:
-            t._retains_grad = True
-            import weakref
-            t.grad_fn._retained = weakref.ref(t)
+            t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
         t._grad = g
     for t, _ in new_grads:
         for hook in list(t._post_hooks.values()):

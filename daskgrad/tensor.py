@@ -9,6 +9,7 @@ methods whose job is to return values (``item``, ``numpy``, ``compute`` ...).
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import dask
 import dask.array as da
@@ -189,7 +190,6 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is not None and not self._retains_grad:
             self._retains_grad = True
-            import weakref
             self.grad_fn._retained = weakref.ref(self)
 
     def register_hook(self, hook):
