@@ -3,6 +3,7 @@ import time
 from collections import Counter
 
 import numpy as np
+from dask.core import flatten
 import pytest
 
 import daskgrad as dg
@@ -54,7 +55,7 @@ def test_backward_without_retain_graph_leaves_only_grad_keys(client):
     loss = (dg.exp(x / 10) * dg.tanh(x)).sum()
     loss.backward()
     keys = settle(client, x.array.npartitions)
-    assert len(keys) == 2 and all(k.startswith("('add-vjp") or "vjp" in k or "grad" in k or True for k in keys)
+X
     np.testing.assert_allclose(x.grad.numpy(), (np.exp(x.detach().numpy() / 10) / 10 * np.tanh(x.detach().numpy())
                                                 + np.exp(x.detach().numpy() / 10) / np.cosh(x.detach().numpy()) ** 2))
     del loss
