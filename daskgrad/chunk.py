@@ -60,3 +60,11 @@ def take(block, idx, axis):
 
 def full_like(block, value):
     return np.full_like(block, value)
+
+
+def reduce(block, fn, axis, keepdims):
+    """``np.<fn>(block, axis, keepdims)`` for a reduction that stays inside one chunk.  Blockwise
+    hands over nested one-element lists for the dropped axes (``concatenate=False``)."""
+    while isinstance(block, list):
+        (block,) = block
+    return getattr(np, fn)(block, axis=axis, keepdims=keepdims)

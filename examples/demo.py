@@ -20,7 +20,8 @@ def make_data(n=200_000, d=20, chunks=20_000, seed=0):
 
 
 def main(steps=30, lr=0.5):
-    client = dg.connect("local", n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:8787")
+    # worker processes: each gets single-threaded BLAS (the nanny sets OMP_NUM_THREADS=1), no oversubscription
+    client = dg.connect("local", n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:8787")
     print(f"daskgrad {dg.__version__} on {client.dashboard_link}")
     X, y = make_data()
     dg.manual_seed(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numbers
 
 import dask.array as da
+import numpy as np
 
 from ..tensor import Tensor
 
@@ -60,3 +61,22 @@ def numel(shape, axes) -> int:
     for a in axes:
         n *= shape[a]
     return n
+
+
+def reduce_array(a, fn, axes, keepdims=False):
+    """``da.<fn>`` over ``axes``; when every reduced axis is a single chunk (softmax over classes,
+    a row norm), one fusable blockwise task per chunk instead of a reduction tree."""
+    from dask.array.utils import meta_from_array
+
+    from .. import chunk
+
+    axes = norm_axes(axes, a.ndim)
+    if not axes or any(len(a.chunks[ax]) != 1 for ax in axes):
+        return getattr(da, fn)(a, axis=axes, keepdims=keepdims)
+    ind = tuple(range(a.ndim))
+    out_ind = ind if keepdims else tuple(i for i in ind if i not in axes)
+    meta = getattr(np, fn)(a._meta, axis=axes, keepdims=keepdims) if a._meta.size else None
+    dtype = getattr(np, fn)(np.ones((1,) * a.ndim, dtype=a.dtype), axis=axes).dtype
+    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keepdims, concatenate=False,
+                        adjust_chunks={ax: 1 for ax in axes} if keepdims else None, dtype=dtype,
+                        meta=meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype) if meta is None else meta)

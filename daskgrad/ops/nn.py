@@ -10,19 +10,19 @@ import dask.array as da
 from .. import chunk
 from ..graph import RESULT, record
 from ..tensor import Tensor
-from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
+from ._util import as_tensor, check_same_device, only_tensor, raw, reduce_array, tensor_or_scalar
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
 
 def _softmax_array(a, axis):
-    e = da.exp(a - da.max(a, axis=axis, keepdims=True))
-    return e / da.sum(e, axis=axis, keepdims=True)
+    e = da.exp(a - reduce_array(a, "max", axis, True))
+    return e / reduce_array(e, "sum", axis, True)
 
 
 def _log_softmax_array(a, axis):
-    shifted = a - da.max(a, axis=axis, keepdims=True)
-    return shifted - da.log(da.sum(da.exp(shifted), axis=axis, keepdims=True))
+    shifted = a - reduce_array(a, "max", axis, True)
+    return shifted - da.log(reduce_array(da.exp(shifted), "sum", axis, True))
 
 
 def softmax(x, axis=-1):
@@ -62,7 +62,7 @@ def nll_loss(log_probs, target, reduction="mean"):
     log_probs, target = as_tensor(log_probs), as_tensor(target)
     n = log_probs.shape[0]
     onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
-    loss = -da.sum(log_probs.array * onehot, axis=1)
+    loss = -reduce_array(log_probs.array * onehot, "sum", 1)
 
     def rule(g, s):
         col = g[:, None] if reduction == "none" else g

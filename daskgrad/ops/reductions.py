@@ -9,7 +9,7 @@ from __future__ import annotations
 import dask.array as da
 
 from ..graph import RESULT, record
-from ._util import as_tensor, norm_axes, numel
+from ._util import as_tensor, norm_axes, numel, reduce_array
 from .elementwise import exp, where, zeros_like
 from .shape import broadcast_to, expand_dims, flip
 
@@ -36,7 +36,8 @@ def sum(x, axis=None, keepdims=False, dtype=None):
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     unknown = _unknown(shape)
     return record("SumBackward0" if axis is None else "SumBackward1",
-                  da.sum(x.array, axis=axis, keepdims=keepdims, dtype=dtype), (x,),
+                  (reduce_array(x.array, "sum", axes, keepdims) if dtype is None else
+                   da.sum(x.array, axis=axis, keepdims=keepdims, dtype=dtype)), (x,),
                   lambda g, s: (_spread(g, shape, chunks, axes, keepdims, s.x if unknown else None),),
                   {"x": x} if unknown else None)
 
@@ -47,7 +48,7 @@ def mean(x, axis=None, keepdims=False):
     n = numel(shape, axes)
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
     return record("MeanBackward0" if axis is None else "MeanBackward1",
-                  da.sum(x.array, axis=axis, keepdims=keepdims) / n, (x,),
+                  reduce_array(x.array, "sum", axes, keepdims) / n, (x,),
                   lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims),))
 
 
@@ -60,7 +61,7 @@ def sum_to(g, shape):
     return sum(g, axis=ones, keepdims=True) if ones else g
 
 
-def _extreme(name_full, name_axis, reduce):
+def _extreme(name_full, name_axis, fn):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
         axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
@@ -72,12 +73,12 @@ def _extreme(name_full, name_axis, reduce):
             return (where(mask, _spread(g, shape, chunks, axes, keepdims) / count, 0),)
 
         return record(name_full if axis is None else name_axis,
-                      reduce(x.array, axis=axis, keepdims=keepdims), (x,), rule, {"x": x, "r": RESULT})
+                      reduce_array(x.array, fn, axes, keepdims), (x,), rule, {"x": x, "r": RESULT})
     return op
 
 
-max = _extreme("MaxBackward1", "AmaxBackward0", da.max)
-min = _extreme("MinBackward1", "AminBackward0", da.min)
+max = _extreme("MaxBackward1", "AmaxBackward0", "max")
+min = _extreme("MinBackward1", "AminBackward0", "min")
 amax, amin = max, min
 
 
@@ -94,7 +95,7 @@ def prod(x, axis=None, keepdims=False):
         return (_spread(g, shape, chunks, axes, keepdims) * others,)
 
     return record("ProdBackward0" if axis is None else "ProdBackward1",
-                  da.prod(x.array, axis=axis, keepdims=keepdims), (x,), rule, {"x": x})
+                  reduce_array(x.array, "prod", axes, keepdims), (x,), rule, {"x": x})
 
 
 def var(x, axis=None, ddof=0, keepdims=False):
@@ -112,8 +113,8 @@ def var(x, axis=None, ddof=0, keepdims=False):
 
 def _var_array(a, axes, ddof, keepdims):
     n = numel(a.shape, axes)
-    centered = a - da.sum(a, axis=axes, keepdims=True) / n
-    return da.sum(centered * centered, axis=axes, keepdims=keepdims) / (n - ddof)
+    centered = a - reduce_array(a, "sum", axes, True) / n
+    return reduce_array(centered * centered, "sum", axes, keepdims) / (n - ddof)
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
@@ -137,9 +138,9 @@ def logsumexp(x, axis=None, keepdims=False):
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     a = x.array
-    m = da.max(a, axis=axes, keepdims=True)
+    m = reduce_array(a, "max", axes, True)
     m = da.where(da.isfinite(m), m, 0)
-    out = da.log(da.sum(da.exp(a - m), axis=axes, keepdims=True)) + m
+    out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
     if not keepdims:
         out = out.squeeze(axis=axes)
     return record("LogsumexpBackward0", out, (x,),
@@ -163,7 +164,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         raise NotImplementedError("only the 2-norm is implemented")
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    out = da.sqrt(da.sum(x.array * x.array, axis=axis, keepdims=keepdims))
+    out = da.sqrt(reduce_array(x.array * x.array, "sum", axes, keepdims))
 
     def rule(g, s):
         r = _keep(s.r, axes, keepdims)
