@@ -80,13 +80,14 @@ def force(t, **kwargs):
     persisted in the same submission, so that backward does not compute them a
     second time; they are released with the graph.
     """
-    pending = _unpersisted_saved(t.grad_fn)
+    roots = [r.grad_fn for r in (t,) + t._origin if r.grad_fn is not None]
+    pending = _unpersisted_saved(roots)
     if not pending:
         return _compute(t.array, **kwargs)
     out = persist([t.array] + [s.data for s in pending], phase="forward")
     for s, arr in zip(pending, out[1:]):
         s.data, s.persisted = arr, True
-    for node in graph.toposort([t.grad_fn]):
+    for node in graph.toposort(roots):
         if node._saved:
             retain(node)
     return _compute(out[0], **kwargs)
@@ -100,11 +101,9 @@ def _compute(arr, **kwargs):
         return client.compute(arr, **kwargs).result()
 
 
-def _unpersisted_saved(root):
-    if root is None:
-        return []
+def _unpersisted_saved(roots):
     found = []
-    for node in graph.toposort([root]):
+    for node in graph.toposort(roots):
         for v in (node._saved or {}).values():
             if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted:
                 found.append(v)

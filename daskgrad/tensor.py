@@ -43,7 +43,7 @@ class Tensor:
     """A chunked, lazy array that records operations for reverse-mode autodiff."""
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
-                 "_post_hooks", "_accumulate_node", "_base", "__weakref__")
+                 "_post_hooks", "_accumulate_node", "_base", "_origin", "__weakref__")
     __array_ufunc__ = None  # numpy defers to our reflected operators (ndarray + Tensor)
 
     def __init__(self, data, requires_grad: bool = False):
@@ -57,6 +57,7 @@ class Tensor:
     def _init(self, storage, grad_fn=None, requires_grad=False):
         self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad
         self._grad = self._accumulate_node = self._base = None
+        self._origin = ()  # for a comparison: the recorded tensors it was computed from
         self._retains_grad, self._hooks, self._post_hooks = False, {}, {}
 
     @classmethod

@@ -106,6 +106,20 @@ def test_values_forced_while_building_are_not_recomputed_by_backward(client):
     settle(client, 4)
 
 
+def test_comparisons_forced_by_while_persist_what_backward_needs(client):
+    CALLS.clear()
+    x = dg.from_array(np.array([0.5, -1.2, 0.3, 2.0]), chunks=1, requires_grad=True)
+    y = dg.map_blocks(counted_square, x, vjp=counted_square_vjp)
+    doublings = 0
+    while y.norm() < 1000:  # the tutorial's loop: each test computes the norm, hence y
+        y = y * 2
+        doublings += 1
+    forced = CALLS["forward"]
+    y.backward(dg.ones(4, dtype="float64", chunks=1))
+    assert CALLS["forward"] == forced
+    np.testing.assert_allclose(x.grad.numpy(), 2 ** doublings * 2 * x.detach().numpy())
+
+
 def test_training_loop_memory_stays_flat_and_returns_to_parameters(client):
     rng = np.random.default_rng(0)
     X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5)).persist()

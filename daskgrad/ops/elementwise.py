@@ -161,7 +161,10 @@ clamp = clip
 def _compare(fn):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-        return Tensor._make(fn(raw(a), raw(b)))
+        out = Tensor._make(fn(raw(a), raw(b)))
+        # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
+        out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
+        return out
     op.__name__ = fn.__name__
     return op
 
