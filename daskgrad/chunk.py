@@ -68,3 +68,8 @@ def reduce(block, fn, axis, keepdims):
     while isinstance(block, list):
         (block,) = block
     return getattr(np, fn)(block, axis=axis, keepdims=keepdims)
+
+
+def spread(block, axes, block_info=None):
+    """Broadcast a reduced block back over the reduced ``axes`` to this output chunk's shape."""
+    return np.broadcast_to(np.expand_dims(block, axes), block_info[None]["chunk-shape"])

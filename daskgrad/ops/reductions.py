@@ -7,20 +7,31 @@ the primal's chunking without a rechunk.
 from __future__ import annotations
 
 import dask.array as da
+from dask.array.utils import meta_from_array
 
+from .. import chunk
 from ..graph import RESULT, record
 from ._util import as_tensor, norm_axes, numel, reduce_array
 from .elementwise import exp, where, zeros_like
-from .shape import broadcast_to, expand_dims, flip
+from .shape import expand_dims, flip
 
 
 def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
-    """Undo a reduction's shape: re-insert the reduced axes and broadcast."""
-    if not keepdims and axes:
-        g = expand_dims(g, axes)
+    """Undo a reduction's shape: ``g`` broadcast back over the reduced axes, with the input's chunks."""
     if like is not None:  # unknown (NaN) chunk sizes, e.g. after a boolean mask: broadcast elementwise
-        return g + zeros_like(like)
-    return broadcast_to(g, x_shape, chunks=x_chunks)
+        return (expand_dims(g, axes) if not keepdims and axes else g) + zeros_like(like)
+    if not axes:
+        return g
+    return spread(g, axes, keepdims, x_shape, x_chunks)
+
+
+def spread(g, axes, keepdims, shape, chunks):
+    """One blockwise task per output chunk (fuses with what follows), unlike dask's broadcast_to."""
+    g = as_tensor(g)
+    a = da.squeeze(g.array, axis=axes) if keepdims else g.array
+    out = da.map_blocks(chunk.spread, a, axes=axes, new_axis=list(axes), chunks=chunks, dtype=a.dtype,
+                        meta=meta_from_array(a._meta, ndim=len(shape)))
+    return record("ExpandBackward0", out, (g,), lambda gg, s: (sum(gg, axis=axes, keepdims=keepdims),))
 
 
 def _unknown(shape):
