@@ -8,18 +8,24 @@
 All dask variants use the same in-memory chunks and the local threaded scheduler.
 Writes benchmarks/results/logreg.json and logreg.png.  Usage: python benchmarks/bench_logreg.py [n] [reps]
 """
-import json
 import os
+
+# Dask tasks are the parallelism: one BLAS thread per task, as distributed's nanny sets for worker
+# processes (without it, 2 dask threads x 2 BLAS threads oversubscribe 2 cores for every dask variant).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import json  # noqa: E402
 import platform
-import statistics
-import sys
-import time
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-import dask
-import dask.array as da
-import numpy as np
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import numpy as np  # noqa: E402
 
-import daskgrad as dg
+import daskgrad as dg  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -97,6 +103,7 @@ def main(n=2_000_000, d=50, nchunks=20, reps=15):
     report = {"problem": f"logistic regression gradient, {n}x{d} float32, {nchunks} chunks",
               "seconds": results, "ratio_to_pytorch": {k: v / base for k, v in results.items()} if base else None,
               "daskgrad_vs_dask_handwritten": results["daskgrad"] / results["dask_handwritten"],
+              "blas_threads_per_dask_task": os.environ["OPENBLAS_NUM_THREADS"],
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "dask": dask.__version__, "numpy": np.__version__}}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)

@@ -77,6 +77,6 @@ def reduce_array(a, fn, axes, keepdims=False):
     out_ind = ind if keepdims else tuple(i for i in ind if i not in axes)
     meta = getattr(np, fn)(a._meta, axis=axes, keepdims=keepdims) if a._meta.size else None
     dtype = getattr(np, fn)(np.ones((1,) * a.ndim, dtype=a.dtype), axis=axes).dtype
-    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keepdims, concatenate=False,
+    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keepdims,
                         adjust_chunks={ax: 1 for ax in axes} if keepdims else None, dtype=dtype,
                         meta=meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype) if meta is None else meta)

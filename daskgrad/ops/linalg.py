@@ -29,13 +29,13 @@ def _matmul_array(a, b):
     dtype = np.result_type(a.dtype, b.dtype)
     meta = meta_from_array(a._meta, ndim=len(out), dtype=dtype)
     if len(a.chunks[a.ndim - 1]) == 1:
-        return da.blockwise(chunk.matmul, out, a, li, b, ri, dtype=dtype, concatenate=False, meta=meta)
+        return da.blockwise(chunk.matmul, out, a, li, b, ri, dtype=dtype, meta=meta)
     partial = da.blockwise(chunk.matmul_partial, "K" + out, a, li.replace("k", "K"), b, ri.replace("k", "K"),
                            dtype=dtype, adjust_chunks={"K": 1}, meta=meta_from_array(meta, ndim=len(out) + 1))
     if partial.numblocks[0] > FAN_IN:  # many partial products: a tree keeps each task small
         return partial.sum(axis=0, split_every=FAN_IN)
     # one fusable blockwise task adds the few partials (no separate per-chunk sum tasks)
-    return da.blockwise(chunk.sum_blocks, out, partial, "K" + out, concatenate=False, dtype=dtype, meta=meta)
+    return da.blockwise(chunk.sum_blocks, out, partial, "K" + out, dtype=dtype, meta=meta)
 
 
 FAN_IN = 32
