@@ -350,9 +350,16 @@ class Tensor:
         return self._assign(full_like(self, value))
 
     def copy_(self, src):
-        from .ops import add, mul
+        """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
+        from .graph import record
+        from .ops import zeros_like
+        from .ops._util import only_tensor, raw, tensor_or_scalar
 
-        return self._inplace(lambda s, o: add(mul(s, 0), o), src)
+        def copy(s, o):
+            o = tensor_or_scalar(o)
+            return record("CopyBackwards", da.broadcast_to(raw(o), s.shape).astype(s.dtype), (s, only_tensor(o)),
+                          lambda g, _: (zeros_like(g), g))
+        return self._inplace(copy, src)
 
 
 def _as_array(value):
