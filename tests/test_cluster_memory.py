@@ -69,7 +69,7 @@ def test_retained_graph_is_persisted_reused_without_forward_tasks_and_released(c
     z.backward(retain_graph=True)
     first = CALLS["forward"]
     assert first == 4
-    held = settle(client, 99, timeout=0.5)
+    held = memory_keys(client)
     assert len(held) > x.array.npartitions  # saved forward values are pinned
     report = dg.memory_report()
     assert report and any(r["keys"] and sum(r["bytes"].values()) > 0 for r in report)
@@ -86,7 +86,7 @@ def test_release_graph_frees_a_retained_graph(client):
     x = dg.from_array(np.arange(8.0), chunks=2, requires_grad=True)
     z = (dg.exp(x) * x).sum()
     z.backward(retain_graph=True)
-    assert len(settle(client, 99, timeout=0.3)) > 4
+    assert len(memory_keys(client)) > 4
     assert dg.release_graph(z) > 0
     assert len(settle(client, 4)) == 4
     with pytest.raises(RuntimeError, match="second time"):
