@@ -73,3 +73,15 @@ def reduce(block, fn, axis, keepdims):
 def spread(block, axes, block_info=None):
     """Broadcast a reduced block back over the reduced ``axes`` to this output chunk's shape."""
     return np.broadcast_to(np.expand_dims(block, axes), block_info[None]["chunk-shape"])
+
+
+def mask_select(block, mask):
+    """``block[mask]`` for one row block (the forward of boolean-mask indexing)."""
+    return block[mask]
+
+
+def mask_scatter(mask, values):
+    """Zeros shaped like ``mask`` with ``values`` written where it is True (its VJP)."""
+    out = np.zeros_like(mask, dtype=values.dtype)
+    out[mask] = values
+    return out

@@ -279,16 +279,6 @@ def _rows_only(a):
     return a.rechunk({i: -1 for i in range(1, a.ndim)})
 
 
-def _select_block(xb, mb):
-    return xb[mb]
-
-
-def _scatter_block(mb, gb):
-    out = (mb * 0).astype(gb.dtype)
-    out[mb] = gb
-    return out
-
-
 def _mask_select(x, mask):
     """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
@@ -296,12 +286,12 @@ def _mask_select(x, mask):
         mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
     a, m = _rows_only(x.array), _rows_only(mask.rechunk(x.chunks))
     letters = "".join(chr(ord("i") + k) for k in range(x.ndim))
-    out = da.blockwise(_select_block, "i", a, letters, m, letters, dtype=x.dtype,
+    out = da.blockwise(chunk.mask_select, "i", a, letters, m, letters, dtype=x.dtype,
                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
                        concatenate=True)
 
     def rule(g, s):
-        return (Tensor._make(da.blockwise(_scatter_block, letters, s.m.array, letters, g.array, "i",
+        return (Tensor._make(da.blockwise(chunk.mask_scatter, letters, s.m.array, letters, g.array, "i",
                                           dtype=g.dtype, align_arrays=False, meta=a._meta)),)
 
     return record("IndexBackward0", out, (x,), rule, {"m": Tensor._make(m)})
