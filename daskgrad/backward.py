@@ -40,6 +40,11 @@ def _make_grads(outputs, grad_outputs):
         raise RuntimeError(f"got {len(outputs)} tensors and {len(grad_outputs)} gradients")
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if any(n != n for n in out.shape):
+            raise RuntimeError(
+                f"output[{i}] has unknown chunk sizes (a NaN shape, e.g. after boolean-mask indexing), so its "
+                "gradient cannot be checked before submitting; reduce it first (for example .sum()) and call "
+                "backward on the result")
         if g is not None:
             if not isinstance(g, Tensor):
                 raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")

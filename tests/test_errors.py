@@ -291,3 +291,12 @@ def test_gradcheck_errors():
     with pytest.raises(GradcheckError, match="^Jacobian mismatch for output 0 with respect to input 0,\nnumerical:"):
         gradcheck(Wrong.apply, [x])
     assert gradcheck(Wrong.apply, [x], raise_exception=False) is False
+
+
+def test_backward_from_an_output_of_unknown_size_is_refused_before_submitting():
+    x = x3()
+    y = x[x > 1.5]
+    with pytest.raises(RuntimeError, match=r"^output\[0\] has unknown chunk sizes"):
+        y.backward(dg.ones(2))
+    y.sum().backward()  # the reduced loss has a known shape
+    np.testing.assert_allclose(x.grad.numpy(), [0, 1, 1])
