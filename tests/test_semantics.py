@@ -369,3 +369,14 @@ def test_copy_into_a_non_leaf_gives_the_source_the_gradient_and_the_old_value_ze
     c.sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), [2, 2, 2])
     np.testing.assert_allclose(b.grad.numpy(), [0, 0, 0])  # torch's CopyBackwards: zeros for self
+
+
+def test_numpy_and_python_operands_on_either_side_keep_the_tensor_and_torch_dtypes():
+    a = dg.tensor([1.0, 2.0], requires_grad=True)
+    assert a.dtype == np.float32  # Python floats become float32, as in torch
+    assert dg.tensor([1, 2]).dtype == np.int64
+    out = np.ones(2) + a * 2.0 - 1
+    assert isinstance(out, dg.Tensor) and type(out.grad_fn).__name__ == "SubBackward0"
+    assert (a * 2.0).dtype == np.float32  # Python scalars do not promote
+    out.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [2, 2])
