@@ -10,8 +10,8 @@ import numpy as np
 
 
 def matmul(a, b):
-    """``a @ b`` for a contraction within one chunk; blockwise hands over one-element lists
-    (``concatenate=False``), which avoids the copy dask's concatenation would make."""
+    """``a @ b`` for a contraction within one chunk.  Blockwise hands over the contracted axis as
+    one-element lists; unwrapping them avoids the copy that ``concatenate=True`` would make."""
     if isinstance(a, list):
         (a,) = a
     if isinstance(b, list):
@@ -36,14 +36,9 @@ def softplus(x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def expand_dims(x, axis):
-    return np.expand_dims(x, axis)
-
-
-
 def sum_blocks(blocks):
-    """Add a list of equally shaped blocks (the fan-in of a contraction over several chunks)."""
-    total = blocks[0][0] if len(blocks) else blocks
+    """Add the partial products of a contraction over several chunks (each has a leading axis of 1)."""
+    total = blocks[0][0]
     for b in blocks[1:]:
         total = total + b[0]
     return total
