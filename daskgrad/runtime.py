@@ -38,21 +38,19 @@ def set_progress(enabled: bool = True) -> None:
     _progress["enabled"] = bool(enabled)
 
 
-def persist(arrays, *, phase: str = "compute", resources=None):
+def persist(arrays, *, phase: str = "compute"):
     """Persist ``arrays`` in one submission and return them once they are in memory."""
     arrays = list(arrays)
     if not arrays:
         return []
     client = current_client()
-    annotations = {"resources": resources} if resources else {}
     if client is None:
         with _local_progress():
             return list(dask.persist(*arrays))
     from distributed import span, wait
 
-    # fusion drops layer annotations (GPU placement), so keep it off for our submissions
-    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", phase), \
-            dask.annotate(**annotations):
+    # off even if the user turned low-level fusion back on: it drops our GPU placement annotations
+    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", phase):
         out = client.persist(arrays)
     if _progress["enabled"]:
         from distributed import progress
@@ -80,14 +78,15 @@ def force(t, **kwargs):
     persisted in the same submission, so that backward does not compute them a
     second time; they are released with the graph.
     """
-    roots = [r.grad_fn for r in (t,) + t._origin if r.grad_fn is not None]
-    pending = _unpersisted_saved(roots)
+    nodes = graph.toposort([r.grad_fn for r in (t,) + t._origin if r.grad_fn is not None])
+    pending = [v for n in nodes for v in (n._saved or {}).values()
+               if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
     if not pending:
         return _compute(t.array, **kwargs)
     out = persist([t.array] + [s.data for s in pending], phase="forward")
     for s, arr in zip(pending, out[1:]):
         s.data, s.persisted = arr, True
-    for node in graph.toposort(roots):
+    for node in nodes:
         if node._saved:
             retain(node)
     return _compute(out[0], **kwargs)
@@ -100,14 +99,6 @@ def _compute(arr, **kwargs):
     with dask.config.set({"optimization.fuse.active": False}):
         return client.compute(arr, **kwargs).result()
 
-
-def _unpersisted_saved(roots):
-    found = []
-    for node in graph.toposort(roots):
-        for v in (node._saved or {}).values():
-            if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted:
-                found.append(v)
-    return found
 
 
 # ------------------------------------------------------------ retained graphs

@@ -27,8 +27,6 @@ def as_tensor(x) -> Tensor:
     x = tensor_or_scalar(x)
     if isinstance(x, Tensor):
         return x
-    import numpy as np
-
     return Tensor._make(da.from_array(np.array(x), chunks=()))
 
 

@@ -23,8 +23,8 @@ from ..tensor import Tensor
 def _unary(name, node, forward, rule, save):
     def op(x):
         x = as_tensor(x)
-        saved = {"x": x} if save == "x" else {"r": RESULT} if save == "r" else {"x": x, "r": RESULT}
-        return record(node, forward(x.array), (x,), rule, saved if save else None)
+        saved = None if save is None else {save: x if save == "x" else RESULT}
+        return record(node, forward(x.array), (x,), rule, saved)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``; gradient node ``{node}``."

@@ -179,8 +179,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     if mode != "constant":
         raise NotImplementedError("only mode='constant' is differentiable")
     x = as_tensor(x)
-    widths = np.broadcast_to(np.array(pad_width, dtype=int).reshape(-1, 2) if np.ndim(pad_width) else
-                             [[pad_width, pad_width]], (x.ndim, 2))
+    widths = np.broadcast_to(np.array(pad_width, dtype=int), (x.ndim, 2))  # NumPy's pad_width forms
     index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
     return record("ConstantPadNdBackward0",
                   da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
