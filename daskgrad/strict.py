@@ -18,7 +18,7 @@ _MESSAGE = ("Implicit conversion to a NumPy array is not allowed. Please use .ge
 def _unwrap(x):
     if isinstance(x, StrictArray):
         return x.arr
-    if isinstance(x, np.ndarray) and x.ndim > 0:
+    if isinstance(x, np.ndarray):  # cupy refuses 0-d host arrays too; only NumPy scalars pass
         raise TypeError(f"Unsupported type {type(x)} mixed with StrictArray chunks (a host array on a device)")
     if isinstance(x, (list, tuple)):
         return type(x)(_unwrap(v) for v in x)
@@ -121,14 +121,20 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
         return np.prod(self, *args, **kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        CALLS.add((f"ufunc.{ufunc.__name__}", method, tuple(sorted(kwargs))))
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
         return _wrap(result) if method != "at" else None
 
     def __array_function__(self, func, types, args, kwargs):
+        CALLS.add((f"{func.__module__}.{func.__name__}", "__call__", tuple(sorted(kwargs))))
         if func in _EXPLICIT_COPIES:  # np.array(host, like=chunk): an explicit host-to-device copy
             return StrictArray(func(*[a.arr if isinstance(a, StrictArray) else a for a in args], **kwargs))
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
 
+
+# Every NumPy function and ufunc method that reached a StrictArray chunk, with its keyword names:
+# tests check each one exists in cupy, so a kernel cupy lacks fails on CPU too.
+CALLS: set = set()
 
 _EXPLICIT_COPIES = {np.array, np.asarray, np.asanyarray, np.ascontiguousarray}
 

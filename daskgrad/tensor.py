@@ -391,7 +391,33 @@ def _backend(device):
     if device is None:
         return dask.config.get("array.backend", "numpy")
     device = str(device)
-    return "cupy" if device.startswith("cuda") else ("numpy" if device == "cpu" else device)
+    if device.startswith("cuda"):
+        require_cuda()
+        return "cupy"
+    return "numpy" if device == "cpu" else device
+
+
+_cuda_ok = False
+
+
+def require_cuda() -> None:
+    """Fail at the call that asks for ``"cuda"``, in torch's words, rather than deep inside dask: the
+    client builds cupy ``meta`` arrays, so it needs cupy and a GPU it can see."""
+    global _cuda_ok
+    if _cuda_ok:
+        return
+    try:
+        import cupy
+    except ImportError:
+        raise AssertionError("daskgrad not installed with CUDA support (cupy is missing): "
+                             "pip install 'daskgrad[gpu]'") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver or no device: cupy raises its own CUDA errors
+        count = 0
+    if not count:
+        raise RuntimeError("No CUDA GPUs are available")
+    _cuda_ok = True
 
 
 def tensor(data, requires_grad=False, dtype=None, chunks="auto", device=None) -> Tensor:

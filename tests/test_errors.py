@@ -1,5 +1,6 @@
 """Each error users meet has torch's type and text, and nothing is written when it fires."""
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -300,3 +301,30 @@ def test_backward_from_an_output_of_unknown_size_is_refused_before_submitting():
         y.backward(dg.ones(2))
     y.sum().backward()  # the reduced loss has a known shape
     np.testing.assert_allclose(x.grad.numpy(), [0, 1, 1])
+
+
+def _gpu_present():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a GPU is present")
+def test_asking_for_cuda_without_a_gpu_raises_torchs_error_at_the_call():
+    pytest.importorskip("cupy")
+    x = dg.ones(3, requires_grad=True)
+    for make in (lambda: dg.ones(3, device="cuda"), lambda: dg.randn(2, device="cuda:0"), lambda: x.cuda(),
+                 lambda: x.to("cuda"), lambda: dg.tensor([1.0], device="cuda")):
+        with pytest.raises(RuntimeError, match="^No CUDA GPUs are available$"):
+            make()
+    assert x.grad is None and x.device == "cpu"
+
+
+def test_asking_for_cuda_without_cupy_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(sys.modules["daskgrad.tensor"], "_cuda_ok", False)
+    with pytest.raises(AssertionError, match=r"cupy is missing\): pip install 'daskgrad\[gpu\]'"):
+        dg.zeros(2, device="cuda")

@@ -1,4 +1,7 @@
 """Real GPU tests: run only where cupy can allocate on a device (importing cupy is not enough)."""
+import contextlib
+
+import dask
 import numpy as np
 import pytest
 
@@ -24,8 +27,6 @@ def test_op_gradients_on_cupy_chunks_stay_on_the_gpu(name, rng):
 
     fn, shapes, low, high = OPS[name]
     inputs = [to_gpu(t) for t in _inputs(shapes, low, high, "uneven", rng)]
-    if name == "cross_entropy":
-        pytest.skip("host target constant in the spec")
     assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
     fn(*inputs).sum().backward()
     for t in inputs:
@@ -42,3 +43,38 @@ def test_to_cuda_and_back_is_differentiable_and_mixing_devices_raises():
     np.testing.assert_allclose(x.grad.numpy(), 2)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         y + x
+
+
+def test_grad_of_a_cuda_leaf_keeps_device_dtype_chunks_and_cupy_chunks():
+    x = dg.randn(50, 4, chunks=(20, 4), device="cuda", dtype="float32", requires_grad=True)
+    (dg.tanh(x) * 2).sum().backward()
+    assert x.grad.device == "cuda" and x.grad.dtype == x.dtype and x.grad.chunks == x.chunks
+    assert all(isinstance(b, cupy.ndarray) for b in dask.compute(*x.grad.array.to_delayed().ravel()))
+
+
+@contextlib.contextmanager
+def gpu_and_cpu_worker():
+    """One in-process worker that declares a GPU and one that does not."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    workers = {"gpu-worker": {"cls": Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}},
+               "cpu-worker": {"cls": Worker, "options": {"nthreads": 1}}}
+    with SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}}) \
+            as cluster, Client(cluster) as client:
+        yield client
+
+
+def test_vjp_tasks_of_cuda_tensors_run_only_on_the_gpu_worker():
+    from distributed import get_task_stream
+
+    with gpu_and_cpu_worker() as client:
+        names = {addr: info["name"] for addr, info in client.scheduler_info()["workers"].items()}
+        X = dg.randn(400, 8, chunks=(50, 8), device="cuda")
+        w = dg.zeros(8, device="cuda", requires_grad=True)
+        with get_task_stream(client) as ts:
+            dg.binary_cross_entropy_with_logits(X @ w, dg.ones(400, chunks=50, device="cuda")).backward()
+        vjp = [t for t in ts.data if "-vjp" in str(t["key"])]
+        assert vjp and {names[t["worker"]] for t in vjp} == {"gpu-worker"}
+        assert w.grad.device == "cuda"
+        np.testing.assert_allclose(cupy.asnumpy(w.grad.array.compute()),
+                                   cupy.asnumpy((X.array.sum(axis=0) * (0.5 - 1) / 400).compute()), rtol=1e-5)

@@ -41,7 +41,10 @@ OPS = {
     "square": (dg.square, [M], -2, 2),
     "maximum": (dg.maximum, [M, M], -2, 2),
     "minimum": (dg.minimum, [M, M], -2, 2),
+    "maximum_scalar": (lambda a: dg.maximum(a, 0.5), [M], -2, 2),
+    "minimum_scalar_first": (lambda a: dg.minimum(0.5, a), [M], -2, 2),
     "where": (lambda a, b: dg.where(a > 0, a, b), [M, M], 0.1, 2),
+    "where_scalar_branches": (lambda a: dg.where(a > 0, a, 0.0) + dg.where(a < 0.5, 2.0, a), [M], -2, 2),
     "clip": (lambda a: dg.clip(a, -1.0, 1.0), [M], -2, 2),
     "clip_tensor_bounds": (lambda a, lo: dg.clip(a, lo - 1.0, 1.5), [M, M], -2, 2),
     "sign_times": (lambda a, b: dg.sign(a) * b, [M, M], -2, 2),
@@ -113,7 +116,7 @@ def same_device(t, like):
     """Put a host constant on ``like``'s chunk type (as a user would move targets to the GPU)."""
     from daskgrad.strict import StrictArray, to_strict
 
-    return to_strict(t) if isinstance(like.array._meta, StrictArray) else t
+    return to_strict(t) if isinstance(like.array._meta, StrictArray) else t.to(like.device)
 
 
 def _setitem(a, b):
@@ -126,10 +129,6 @@ def _inputs(shapes, low, high, chunking, rng):
     out = []
     for shape in shapes:
         vals = rng.uniform(low, high, size=shape)
-        if low < 0:
-            vals = vals  # already signed
-        else:
-            vals = vals  # positive domain
         if shape == M:
             chunks = CHUNKINGS_2D[chunking]
         else:

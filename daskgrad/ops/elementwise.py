@@ -9,6 +9,7 @@ shape and gives it the input's dtype and chunks.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import dask.array as da
@@ -16,7 +17,7 @@ import dask.array as da
 from .. import chunk
 from ..graph import RESULT, record
 from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
-from ..tensor import Tensor
+from ..tensor import Tensor, require_cuda
 
 
 # ----------------------------------------------------------------- unary table
@@ -91,7 +92,10 @@ def _pow_rule(g, s):
     gb = None
     if isinstance(b, Tensor):
         # d(a**b)/db = a**b log a, taken as 0 where a == 0 (torch masks 0 * log 0)
-        gb = where(as_tensor(a) == 0, 0, g * s.r * log(where(as_tensor(a) == 0, 1, a)))
+        if isinstance(a, Tensor):
+            gb = where(a == 0, 0, g * s.r * log(where(a == 0, 1, a)))
+        else:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
+            gb = g * s.r * (math.log(a) if a > 0 else math.nan) if a != 0 else zeros_like(g)
     return ga, gb
 
 
@@ -104,7 +108,7 @@ def pow(a, b):
 def _tie_rule(strict):
     # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch
     def rule(g, s):
-        a, b = as_tensor(s.a), as_tensor(s.b)
+        a, b = s.a, s.b  # a Python bound stays a number: a host 0-d chunk would meet device chunks
         tie = where(a == b, g * 0.5, 0)
         return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
     return rule
@@ -188,6 +192,8 @@ def to_device(x, device):
     device = "cuda" if str(device).startswith("cuda") else str(device)
     if device == x.device:
         return x
+    if device == "cuda":
+        require_cuda()
     old = x.device
     out = x.array.to_backend("cupy" if device == "cuda" else "numpy")
     return record("ToCopyBackward0", out, (x,), lambda g, s: (to_device(g, old),))
