@@ -80,3 +80,13 @@ def mask_scatter(mask, values):
     out = np.zeros_like(mask, dtype=values.dtype)
     out[mask] = values
     return out
+
+
+def one_hot(block, index, block_info=None):
+    """Zeros like ``block`` with a 1 at the global ``index`` when it falls in this chunk (the
+    Jacobian's basis cotangents, made on the chunk's device)."""
+    out = np.zeros_like(block)
+    loc = block_info[0]["array-location"]
+    if all(lo <= i < hi for i, (lo, hi) in zip(index, loc)):
+        out[tuple(i - lo for i, (lo, _) in zip(index, loc))] = 1
+    return out

@@ -5,9 +5,10 @@ All are built on :func:`daskgrad.grad`; ``jvp`` uses the double-vjp trick and
 """
 from __future__ import annotations
 
+import dask.array as da
 import numpy as np
 
-from . import runtime
+from . import chunk, runtime
 from .backward import grad
 from .graph import size_repr
 from .ops import ones_like, stack, zeros_like
@@ -115,9 +116,9 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     n = out.numel()
     rows = [[] for _ in inputs]
     for i in range(n):
-        onehot = np.zeros(n, dtype=out.dtype)
-        onehot[i] = 1
-        v = Tensor(onehot.reshape(out.shape)).rechunk(out.chunks)
+        index = np.unravel_index(i, out.shape)
+        v = Tensor._make(da.map_blocks(chunk.one_hot, out.array, index=tuple(int(k) for k in index),
+                                       dtype=out.dtype, meta=out.array._meta))
         if out.requires_grad:
             gs = grad(out, inputs, v, retain_graph=True, create_graph=create_graph, allow_unused=True,
                       lazy=True)

@@ -78,3 +78,10 @@ def test_vjp_tasks_of_cuda_tensors_run_only_on_the_gpu_worker():
         assert w.grad.device == "cuda"
         np.testing.assert_allclose(cupy.asnumpy(w.grad.array.compute()),
                                    cupy.asnumpy((X.array.sum(axis=0) * (0.5 - 1) / 400).compute()), rtol=1e-5)
+
+
+def test_numpy_of_a_cuda_tensor_asks_for_cpu_first_as_torch_does():
+    x = dg.ones(3, device="cuda")
+    with pytest.raises(TypeError, match=r"^can't convert cuda:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"):
+        x.numpy()
+    np.testing.assert_allclose(x.cpu().numpy(), 1)

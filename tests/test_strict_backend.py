@@ -1,5 +1,6 @@
 """The whole op gradcheck suite on StrictArray chunks, which fail like cupy does: code that would
 copy a chunk to the host, or mix host arrays into device chunks, fails here on CPU."""
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -90,6 +91,7 @@ def _missing_in_cupy(cupy, call):
     return f"cupy's {qualname} takes no {sorted(bad)}" if bad else None
 
 
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
 def test_every_numpy_call_that_reaches_a_chunk_exists_in_cupy(rng):
     """Every NumPy function and ufunc method the ops and their VJPs call on chunks, checked against
     cupy's namespace (cupy imports without a GPU), so a kernel cupy lacks fails here on CPU."""
@@ -104,6 +106,86 @@ def test_every_numpy_call_that_reaches_a_chunk_exists_in_cupy(rng):
         (g,) = dg.autograd.grad(fn(*inputs).sum(), [x], create_graph=True)
         if g.requires_grad:  # double backward runs the VJP rules' own VJPs
             (g * g).sum().backward()
+    _api_flows(lambda v, c: to_strict(dg.from_array(v, chunks=c)))
     assert len(strict.CALLS) > 20
     missing = sorted({why for call in strict.CALLS if (why := _missing_in_cupy(cupy, call))})
     assert not missing, missing
+
+
+def _api_flows(make):
+    """The autograd API beyond single ops, on tensors from ``make(values, chunks)``; returns checks."""
+    from daskgrad import functional as F
+
+    rng = np.random.default_rng(1)
+    x = make(rng.uniform(0.5, 2, (6, 4)), (4, 3))
+    w = make(rng.uniform(-1, 1, (4,)), 3)
+    x.requires_grad_(), w.requires_grad_()
+    # accumulation, gradient=v, retain_grad, hooks, retain_graph
+    h = dg.tanh(x @ w)
+    h.retain_grad()
+    h.register_hook(lambda g: g * 2)
+    h.backward(dg.ones_like(h), retain_graph=True)
+    h.backward(dg.ones_like(h))
+    # optimiser step and zero_ under no_grad, in-place ops
+    with dg.no_grad():
+        w -= 0.1 * w.grad
+        x.mul_(1.0)
+    w.grad.zero_()
+    x.grad = None
+    # custom Function and map_blocks with a chunk VJP
+    y = Cube.apply(x) + dg.map_blocks(_cube_block, x, vjp=_cube_block_vjp)
+    y.sum().backward()
+    # functional API, double backward
+    jac = F.jacobian(lambda t: dg.exp(t) * 2, w.detach())
+    hv = F.hvp(lambda t: (t ** 3).sum(), w.detach(), dg.ones_like(w))[1]
+    jv = F.jvp(lambda t: dg.sin(t), w.detach(), dg.ones_like(w))[1]
+    (g,) = dg.grad((x ** 3).sum(), x, create_graph=True)
+    with dg.detect_anomaly():
+        g.sum().backward()
+    assert float(dg.sum(x.detach())) > 0 and x.detach().max().item() > 0
+    # setitem with a scalar and a tensor, boolean masks, integer targets
+    z = x * 1.0
+    z[0] = 0.0
+    z[1:3] = w * 2
+    loss = dg.cross_entropy(z, dg.tensor(np.array([0, 1, 2, 3, 0, 1])).to(x.device) if not _is_strict(x)
+                            else to_strict(dg.tensor(np.array([0, 1, 2, 3, 0, 1]))))
+    loss.backward()
+    return [x.grad, w.grad, h.grad, jac, hv, jv]
+
+
+def _is_strict(t):
+    return isinstance(t.array._meta, StrictArray)
+
+
+class Cube(dg.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return 3 * t ** 2 * g
+
+
+def _cube_block(b):
+    return b ** 3
+
+
+def _cube_block_vjp(g, b):
+    return (3 * b ** 2 * g,)
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+def test_autograd_api_beyond_single_ops_keeps_chunks_on_the_device():
+    """Hooks, retain_grad, accumulation, optimiser steps, Function, map_blocks, functional, double
+    backward, setitem and losses with integer targets: same numbers on strict chunks as on NumPy,
+    and every result on strict chunks."""
+    host = _api_flows(lambda v, c: dg.from_array(v, chunks=c))
+    device = _api_flows(lambda v, c: to_strict(dg.from_array(v, chunks=c)))
+    for a, b in zip(host, device):
+        assert _is_strict(b), b
+        blocks = dask.compute(*b.array.to_delayed().ravel())
+        assert all(isinstance(blk, StrictArray) for blk in blocks)
+        np.testing.assert_allclose(a.numpy(), b.array.map_blocks(lambda s: s.get(), meta=np.empty(0)).compute())
