@@ -7,7 +7,8 @@ from . import autograd, functional, ops, testing
 from .anomaly import detect_anomaly, set_detect_anomaly
 from .backward import backward, grad
 from .function import Function, map_blocks
-from .graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .graph import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                    set_grad_enabled)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
 from .cluster import connect

@@ -94,20 +94,21 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
-    if is_grads_batched:
-        raise NotImplementedError("is_grads_batched=True is not supported; use daskgrad.functional.jacobian")
     allow_unused = bool(allow_unused) or materialize_grads
     keys = list(inputs) if isinstance(inputs, dict) else None
     inputs = _as_tuple(inputs.values() if keys is not None else inputs)
     outputs = _as_tuple(outputs)
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    batch = None
+    if is_grads_batched:
+        grad_outputs, batch = _unbatch(outputs, grad_outputs)
     grads = _make_grads(outputs, grad_outputs)
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     found = _run(outputs, grads, retain_graph, create_graph, inputs, accumulate=False, lazy=lazy,
-                 allow_unused=allow_unused)
+                 allow_unused=allow_unused, batch=batch)
     result = []
     for t in inputs:
         g = found.get(id(t))
@@ -115,17 +116,48 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             from .ops import zeros_like
 
             g = zeros_like(t.detach())
+            if batch is not None:
+                from .ops import stack
+
+                g = stack([g] * len(batch))
         result.append(g)
     return dict(zip(keys, result)) if keys is not None else tuple(result)
 
 
+def _unbatch(outputs, grad_outputs):
+    """``is_grads_batched``: the first axis of every grad_output is a batch of cotangents.  Returns
+    the first cotangent of each (for the checks) and the whole batch, one tuple per batch entry."""
+    if grad_outputs is None:
+        raise RuntimeError("is_grads_batched=True needs grad_outputs, batched along their first dimension")
+    batched = _as_tuple(grad_outputs)
+    for i, (out, g) in enumerate(zip(outputs, batched)):
+        if isinstance(g, Tensor) and tuple(g.shape[1:]) != tuple(out.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the batch "
+                "dimension. The sizes of the remaining dimensions are expected to match the shape of "
+                f"corresponding output, but a mismatch was detected: grad_output[{i}] has a shape of "
+                f"{size_repr(g.shape)} and output[{i}] has a shape of {size_repr(out.shape)}. If you only want "
+                "some tensors in `grad_output` to be considered batched, consider using vmap.")
+    n = batched[0].shape[0]
+    batch = [tuple(g[b] for g in batched) for b in range(n)]
+    return batch[0], batch
+
+
 def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy=False,
-         allow_unused=True):
+         allow_unused=True, batch=None):
     if retain_graph is None:
         retain_graph = create_graph
     root_nodes = [graph.edge(t) for t in roots]
     order, runs, targets = _plan(root_nodes, inputs, allow_unused)
     _check(order, runs)
+    if batch is not None:  # one reverse pass per cotangent, stacked, still one submission
+        from .ops import stack
+
+        passes = [_build(order, runs, targets, root_nodes, _make_grads(roots, gs), create_graph, False, False)
+                  for gs in batch]
+        found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
+        executed = list({n: None for p in passes for n in p[2]})
+        return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy)
     writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
                                                  accumulate and inputs is None, accumulate)
     return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy)

@@ -86,6 +86,44 @@ class set_grad_enabled(_GradModeContext):
         return self
 
 
+class inference_mode(contextlib.ContextDecorator):
+    """``no_grad`` whose results are *inference tensors*: they can never be saved for backward,
+    take ``requires_grad_()`` or be written in place outside the mode.  ``inference_mode(False)``
+    records normally.  A context manager or decorator, with or without the call."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # @inference_mode on a function
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = (is_grad_enabled(), is_inference_mode_enabled())
+        _set_enabled(not self.mode)
+        _mode.inference = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _set_enabled(self._prev[0])
+        _mode.inference = self._prev[1]
+        return False
+
+    def _recreate_cm(self):
+        return type(self)(self.mode)
+
+
+def is_inference_mode_enabled() -> bool:
+    return getattr(_mode, "inference", False)
+
+
+INFERENCE_SAVE_MESSAGE = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in "
+    "computation tracked by autograd. To work around this, you can make a clone to get a normal tensor and use "
+    "it in autograd, or use `daskgrad.no_grad()` instead of `daskgrad.inference_mode()`.")
+
+
 # ------------------------------------------------------------------ anomaly mode
 _anomaly = threading.local()
 
@@ -308,6 +346,8 @@ def record(name, out_array, inputs, vjp, save=None):
     node._output_meta = (out.shape, out.dtype, out.chunks)
     out.grad_fn, out._requires_grad = node, True
     if save:
+        if any(isinstance(v, Tensor) and v._storage.inference for v in save.values()):
+            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         node._saved = {k: SavedTensor(out, is_output=True) if v is RESULT else
                        SavedTensor(v) if isinstance(v, Tensor) else v for k, v in save.items()}
         node._had_saved = True

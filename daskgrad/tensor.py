@@ -33,10 +33,11 @@ def _differentiable(dtype) -> bool:
 
 
 class _Storage:
-    __slots__ = ("array", "version")
+    __slots__ = ("array", "version", "inference")
 
     def __init__(self, array):
         self.array, self.version = array, 0
+        self.inference = graph.is_inference_mode_enabled()  # made under inference_mode: an inference tensor
 
 
 class Tensor:
@@ -137,7 +138,13 @@ class Tensor:
         self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
 
+    def is_inference(self) -> bool:
+        """Whether this tensor was made under :class:`daskgrad.inference_mode`."""
+        return self._storage.inference
+
     def _set_requires_grad(self, flag, dtype_message):
+        if flag and self._storage.inference and not graph.is_inference_mode_enabled():
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         if self.grad_fn is not None:
             if not flag:
                 raise RuntimeError(
@@ -299,6 +306,10 @@ class Tensor:
 
     # --------------------------------------------------------------- in place
     def _check_inplace(self):
+        if self._storage.inference and not graph.is_inference_mode_enabled():
+            raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
+                               "a clone to get a normal tensor before doing inplace update.See "
+                               "https://github.com/pytorch/rfcs/pull/17 for more details.")
         if not is_grad_enabled():
             return
         if self.grad_fn is None and self.requires_grad:

@@ -328,3 +328,41 @@ def test_asking_for_cuda_without_cupy_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(sys.modules["daskgrad.tensor"], "_cuda_ok", False)
     with pytest.raises(AssertionError, match=r"cupy is missing\): pip install 'daskgrad\[gpu\]'"):
         dg.zeros(2, device="cuda")
+
+
+def test_inference_tensors_cannot_be_saved_given_requires_grad_or_written_outside_the_mode():
+    w = dg.ones(3, requires_grad=True)
+    with dg.inference_mode():
+        y = dg.ones(3) * 2
+    with raises(RuntimeError, "Inference tensors cannot be saved for backward. Please do not use Tensors created "
+                              "in inference mode in computation tracked by autograd. To work around this, you can "
+                              "make a clone to get a normal tensor and use it in autograd, or use "
+                              "`daskgrad.no_grad()` instead of `daskgrad.inference_mode()`."):
+        y * w
+    with raises(RuntimeError, "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed."):
+        y.requires_grad_()
+    inplace = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to "
+               "get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
+               "more details.")
+    for write in (lambda: y.add_(1), lambda: y.zero_(), lambda: y.__setitem__(0, 5.0)):
+        with raises(RuntimeError, inplace):
+            write()
+    with dg.no_grad(), raises(RuntimeError, inplace):
+        y.mul_(2)
+    assert y._version == 0 and w.grad is None
+    with raises(RuntimeError, "element 0 of tensors does not require grad and does not have a grad_fn"):
+        y.sum().backward()
+
+
+def test_is_grads_batched_checks_the_trailing_shape_before_submitting():
+    x = x3()
+    with raises(RuntimeError, "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as "
+                              "the batch dimension. The sizes of the remaining dimensions are expected to match the "
+                              "shape of corresponding output, but a mismatch was detected: grad_output[0] has a "
+                              "shape of daskgrad.Size([4, 2]) and output[0] has a shape of daskgrad.Size([3]). If "
+                              "you only want some tensors in `grad_output` to be considered batched, consider "
+                              "using vmap."):
+        dg.grad(x * 2, x, dg.ones(4, 2), is_grads_batched=True)
+    y = x * 2
+    (g,) = dg.grad(y, x, dg.ones(2, 3), is_grads_batched=True)  # the failed call freed nothing
+    np.testing.assert_allclose(g.numpy(), 2)

@@ -380,3 +380,66 @@ def test_numpy_and_python_operands_on_either_side_keep_the_tensor_and_torch_dtyp
     assert (a * 2.0).dtype == np.float32  # Python scalars do not promote
     out.sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), [2, 2])
+
+
+def test_inference_mode_records_nothing_and_marks_results_as_inference_tensors():
+    w = dg.ones(3, requires_grad=True)
+    with dg.inference_mode():
+        assert dg.is_inference_mode_enabled() and not dg.is_grad_enabled()
+        y = w * 2
+        z = dg.zeros(3)
+        assert y.grad_fn is None and not y.requires_grad and y.is_leaf and y.is_inference() and z.is_inference()
+        z.add_(1)  # in place inside the mode is fine
+        with dg.inference_mode(False):  # records again, and makes normal tensors
+            assert dg.is_grad_enabled() and not dg.is_inference_mode_enabled()
+            n = w * 2
+            assert n.grad_fn is not None and not n.is_inference()
+    assert not dg.is_inference_mode_enabled() and dg.is_grad_enabled() and not w.is_inference()
+    # outside: usable where nothing is saved, and a clone is a normal tensor
+    (w + y).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 1)
+    c = y.clone()
+    assert not c.is_inference()
+    c.requires_grad_()
+    (c * w).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), 1)
+
+
+def test_inference_mode_works_as_decorator_with_and_without_the_call():
+    @dg.inference_mode
+    def f(x):
+        return x * 2
+
+    @dg.inference_mode()
+    def g(x):
+        return x * 3
+
+    x = dg.ones(2, requires_grad=True)
+    assert f(x).is_inference() and g(x).is_inference() and not f(x).requires_grad
+    assert dg.is_grad_enabled() and not dg.is_inference_mode_enabled()
+
+
+def test_grad_with_is_grads_batched_maps_over_cotangents_in_one_submission():
+    from daskgrad import functional as F
+
+    calls = []
+
+    def counting(dsk, keys, **kw):
+        calls.append(keys)
+        return dask.get(dsk, keys, **kw)
+
+    x = dg.from_array(np.array([[1.0, 2.0], [3.0, 4.0]]), chunks=1, requires_grad=True)
+    m = dg.from_array(np.array([[1.0, -1.0], [0.5, 2.0]]), chunks=1)
+    y = dg.sin(x) @ m
+    with dask.config.set(scheduler=counting):
+        (jac,) = dg.grad(y, x, dg.from_array(np.eye(4).reshape(4, 2, 2), chunks=2), is_grads_batched=True)
+    assert len(calls) == 1 and jac.shape == (4, 2, 2) and jac.chunks[1:] == x.chunks
+    expected = F.jacobian(lambda t: dg.sin(t) @ m, x.detach()).numpy().reshape(4, 2, 2)
+    np.testing.assert_allclose(jac.numpy(), expected, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="^Trying to backward through the graph a second time"):
+        dg.grad(y, x, dg.ones(3, 2, 2), is_grads_batched=True)
+    z = x * 3.0  # unused input with materialize_grads: a batch of zeros
+    w = dg.ones(2, requires_grad=True)
+    gz, gw = dg.grad(z, [x, w], dg.ones(5, 2, 2), is_grads_batched=True, materialize_grads=True)
+    assert gz.shape == (5, 2, 2) and gw.shape == (5, 2) and not gw.numpy().any()
+    np.testing.assert_allclose(gz.numpy(), 3.0)
