@@ -265,9 +265,9 @@ def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, la
         raise_for_nan(nan_checks, out[len(out) - len(flags):])
         grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
                                            out[len(arrays):len(arrays) + len(saved)])
-        new_grads = [(t, Tensor._make(a, g.grad_fn, g.requires_grad)) for (t, g), a in zip(new_grads, grads_out)]
+        new_grads = [(t, _computed(g, a)) for (t, g), a in zip(new_grads, grads_out)]
         if not accumulate:
-            found = {k: Tensor._make(a, g.grad_fn, g.requires_grad) for (k, g), a in zip(found.items(), found_out)}
+            found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
         for s, a in zip(saved, saved_out):
             s.data, s.persisted = a, True
         if retain_graph:
@@ -284,6 +284,15 @@ def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, la
         for n in executed:
             n.release()
     return found
+
+
+def _computed(g, array):
+    """The gradient ``g`` holding its persisted ``array``.  A leaf that requires grad (a cotangent
+    passed through unchanged, e.g. ``grad(x + 0, x, v, create_graph=True)``) is returned as itself:
+    a copy would cut double backward off from it, since a leaf is reached through its identity."""
+    if g.grad_fn is None and g.requires_grad:
+        return g
+    return Tensor._make(array, g.grad_fn, g.requires_grad)
 
 
 def _label(t, node):

@@ -73,3 +73,30 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {i},\n"
                                  f"numerical:{num}\nanalytical:{ana}\n")
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+                  seed=0):
+    """True when second derivatives are right: :func:`gradcheck` of the map
+    ``(inputs, v) -> vᵀJ`` built with ``create_graph=True``, so the VJP rules' own VJPs are
+    checked against central differences of the first-order VJP."""
+    from .graph import enable_grad
+    from .ops import concatenate
+
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if grad_outputs is None:
+        with no_grad():
+            out = func(*inputs)
+        grad_outputs = random_like(out, seed + 101)
+    v = grad_outputs.detach().requires_grad_()
+
+    def vjp(*args):
+        xs = [x if not isinstance(x, Tensor) or x.requires_grad or i not in wrt else x.detach().requires_grad_()
+              for i, x in enumerate(args[:-1])]  # the shifted copies gradcheck passes are constants
+        with enable_grad():
+            gs = grad(func(*xs), [xs[i] for i in wrt], args[-1], create_graph=True, materialize_grads=True)
+        return gs[0] if len(gs) == 1 else concatenate([g.reshape(-1) for g in gs])
+
+    return gradcheck(vjp, inputs + (v,), eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception,
+                     seed=seed, check_chunks=False)

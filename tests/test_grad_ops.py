@@ -155,3 +155,33 @@ def test_leaf_grad_keeps_shape_dtype_and_chunks(name, chunking, rng):
     fn(*inputs).sum().backward()
     for t in inputs:
         assert t.grad.shape == t.shape and t.grad.dtype == t.dtype and t.grad.chunks == t.chunks
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_second_derivatives_match_central_differences(name, rng):
+    """gradgradcheck: every VJP rule is itself differentiable (create_graph) and right."""
+    from daskgrad.testing import gradgradcheck
+
+    fn, shapes, low, high = OPS[name]
+    assert gradgradcheck(fn, _inputs(shapes, low, high, "uneven", rng), eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_gradgradcheck_catches_a_backward_that_is_not_differentiable():
+    from daskgrad.testing import GradcheckError, gradcheck, gradgradcheck
+
+    class DetachedCube(dg.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 3 * a.detach() ** 2 * g  # right first derivative, no second one
+
+    x = leaf(np.linspace(0.5, 2, 6), 4)
+    assert gradcheck(DetachedCube.apply, [x])
+    assert gradgradcheck(DetachedCube.apply, [x], raise_exception=False) is False
+    with pytest.raises(GradcheckError, match="Jacobian mismatch"):
+        dg.autograd.gradgradcheck(DetachedCube.apply, [x])

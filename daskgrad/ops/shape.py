@@ -289,11 +289,16 @@ def _mask_select(x, mask):
                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
                        concatenate=True)
 
-    def rule(g, s):
-        return (Tensor._make(da.blockwise(chunk.mask_scatter, letters, s.m.array, letters, g.array, "i",
-                                          dtype=g.dtype, align_arrays=False, meta=a._meta)),)
+    return record("IndexBackward0", out, (x,), lambda g, s: (_mask_scatter(g, s.m),), {"m": Tensor._make(m)})
 
-    return record("IndexBackward0", out, (x,), rule, {"m": Tensor._make(m)})
+
+def _mask_scatter(g, m):
+    """Zeros shaped like mask ``m`` with ``g`` written where it is True: the VJP of ``x[mask]``,
+    itself recorded (its VJP selects again) so double backward passes through it."""
+    letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
+    out = da.blockwise(chunk.mask_scatter, letters, m.array, letters, g.array, "i", dtype=g.dtype,
+                       align_arrays=False, meta=g.array._meta.reshape((0,) * m.ndim))
+    return record("IndexPutBackward0", out, (g,), lambda gg, s: (_mask_select(gg, s.m),), {"m": m})
 
 
 def setitem(x, index, value):
