@@ -18,9 +18,9 @@ from .tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, 
 
 def compute(*tensors, **kwargs):
     """Compute several tensors in one submission, so shared work runs once."""
-    from .runtime import persist
+    from .runtime import values
 
-    return tuple(a.compute(**kwargs) for a in persist([t.array for t in tensors], phase="compute"))
+    return tuple(values(tensors, **kwargs))
 
 
 __version__ = "0.1.0"

@@ -157,10 +157,10 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
                   for gs in batch]
         found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
         executed = list({n: None for p in passes for n in p[2]})
-        return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy)
+        return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy, roots)
     writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
                                                  accumulate and inputs is None, accumulate)
-    return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy)
+    return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots)
 
 
 def _plan(root_nodes, inputs, allow_unused):
@@ -250,8 +250,12 @@ def _call_rule(n, g, create_graph):
     return outs
 
 
-def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, lazy):
-    """One persist for every gradient (and retained saved value), then write ``.grad`` and free."""
+def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, lazy, roots):
+    """One persist for every gradient (and retained saved value), then write ``.grad`` and free.
+
+    The same submission computes the values the user holds and will ask for next: the roots
+    (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to, whose
+    values every later step reads."""
     saved = []
     if retain_graph:
         saved = [v for n in executed for v in n._saved.values()
@@ -260,8 +264,15 @@ def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, la
     if not lazy:
         from .anomaly import nan_flags, raise_for_nan
 
+        held = {id(t._storage): t._storage for t in list(roots) + [t for t, _ in new_grads]
+                if not runtime.materialized(t.array)}
+        held = [(st, st.array) for st in held.values()]
         flags = nan_flags(nan_checks)
-        out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward")
+        out = runtime.persist(arrays + [s.data for s in saved] + flags + [a for _, a in held], phase="backward")
+        for (st, old), new in zip(held, out[len(out) - len(held):]):
+            if st.array is old:
+                st.array = new
+        out = out[:len(out) - len(held)]
         raise_for_nan(nan_checks, out[len(out) - len(flags):])
         grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
                                            out[len(arrays):len(arrays) + len(saved)])

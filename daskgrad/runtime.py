@@ -6,16 +6,14 @@ scheduler, the dashboard span and the progress bar live in one place.
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 
 import dask
+import dask.array as da
 
 from . import graph
 
-# Low-level task fusion drops layer annotations (GPU placement) and renames keys, and a key
-# submitted once fused and once not makes the scheduler warn about changed run_specs; Blockwise
-# fusion, which does the real work, stays on.  Users can still override this in their dask config.
-dask.config.update_defaults({"optimization": {"fuse": {"active": False}}})
 
 
 def current_client():
@@ -39,18 +37,35 @@ def set_progress(enabled: bool = True) -> None:
 
 
 def persist(arrays, *, phase: str = "compute"):
-    """Persist ``arrays`` in one submission and return them once they are in memory."""
+    """Persist ``arrays`` in one submission and return them once they are in memory.
+
+    The same submission materializes every storage that an in-place write left lazy
+    (:func:`mark_pending`) and swaps the result in, so a parameter updated once per step
+    never grows a lineage of updates (each step would recompute all earlier ones).
+    """
     arrays = list(arrays)
-    if not arrays:
+    pending = _take_pending()
+    if not arrays and not pending:
         return []
+    out = _submit(arrays + [a for _, a in pending], phase)
+    for (st, old), new in zip(pending, out[len(arrays):]):
+        with _lock:
+            if st.array is old:  # unless another thread wrote it meanwhile
+                st.array = new
+            else:
+                _pending.add(st)
+    return out[:len(arrays)]
+
+
+def _submit(arrays, phase):
+    arrays = _prefer_stored(arrays)
     client = current_client()
     if client is None:
-        with _local_progress():
+        with _no_low_level_fusion(user_may_override=True), _local_progress():
             return list(dask.persist(*arrays))
     from distributed import span, wait
 
-    # off even if the user turned low-level fusion back on: it drops our GPU placement annotations
-    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", phase):
+    with _no_low_level_fusion(user_may_override=False), span("daskgrad", phase):
         out = client.persist(arrays)
     if _progress["enabled"]:
         from distributed import progress
@@ -58,6 +73,17 @@ def persist(arrays, *, phase: str = "compute"):
         progress(out)
     wait(out)
     return list(out)
+
+
+def _no_low_level_fusion(user_may_override):
+    """Low-level task fusion drops layer annotations (GPU placement) and renames keys, and a key
+    submitted once fused and once not makes the scheduler warn about changed run_specs; Blockwise
+    fusion, which does the real work, stays on.  Set on daskgrad's own submissions only (importing
+    daskgrad changes no global config); locally a user's explicit setting wins, on a cluster it
+    cannot, since the placement annotations must survive."""
+    if user_may_override and dask.config.get("optimization.fuse.active", None) is not None:
+        return contextlib.nullcontext()
+    return dask.config.set({"optimization.fuse.active": False})
 
 
 @contextlib.contextmanager
@@ -71,34 +97,120 @@ def _local_progress():
         yield
 
 
+def _prefer_stored(arrays):
+    """One graph for the whole submission in which a layer already in memory (held by another
+    array of the submission, or by a retained or forced graph) replaces the lazy layer of the same
+    name, so nothing in memory is computed again."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    stored = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained)
+              for s in (node._saved or {}).values() if isinstance(s, graph.SavedTensor) and s.persisted}
+    layers, deps, replaced = {}, {}, False
+    for a in arrays:
+        hlg = a.dask
+        for name, layer in hlg.layers.items():
+            if name not in layers:
+                layers[name], deps[name] = layer, hlg.dependencies.get(name, set())
+            elif layer is not layers[name] and _holds_data(layer) != _holds_data(layers[name]):
+                replaced = True
+                if _holds_data(layer):
+                    layers[name], deps[name] = layer, set()
+    for name in layers.keys() & stored.keys():
+        if layers[name] is not stored[name] and not _holds_data(layers[name]):
+            layers[name], deps[name], replaced = stored[name], set(), True
+    if not replaced:
+        return arrays
+    hlg = HighLevelGraph(layers, {n: d & layers.keys() for n, d in deps.items()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _holds_data(layer):
+    from dask._task_spec import DataNode, GraphNode
+    from dask.highlevelgraph import MaterializedLayer
+
+    return isinstance(layer, MaterializedLayer) and all(isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in layer.values())
+
+
+# ------------------------------------------------------------ pending storages
+_pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
+_lock = threading.Lock()
+
+
+def mark_pending(storage) -> None:
+    """``storage`` (a leaf's, after an in-place write) holds a lazy value built on its old one;
+    the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
+    with _lock:
+        _pending.add(storage)
+
+
+def _take_pending():
+    with _lock:
+        taken = [(st, st.array) for st in _pending]
+        _pending.clear()
+    return [(st, a) for st, a in taken if not materialized(a)]
+
+
+def materialized(arr) -> bool:
+    """Whether every chunk of ``arr`` is already in (cluster) memory: a persisted array's graph
+    holds its chunks themselves (or distributed Futures), one per key and nothing else."""
+    from dask._task_spec import DataNode, GraphNode
+
+    graph = arr.dask
+    if len(graph) != arr.npartitions:
+        return False
+    return all(isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in dict(graph).values())
+
+
+def values(tensors, **kwargs):
+    """The in-memory values of ``tensors``: one submission for those not yet computed (their
+    results are swapped into their storage, so asking again computes nothing), then a gather."""
+    if kwargs:  # an explicit scheduler or compute option: dask's own compute, as asked
+        return list(dask.compute(*[t.array for t in tensors], **kwargs))
+    todo = [t for t in tensors if not materialized(t.array)]
+    if todo:
+        nodes = graph.toposort([n for t in todo for r in (t,) + t._origin if (n := r.grad_fn) is not None])
+        # `while y.norm() < 1000`: the values y's backward saved are persisted by this same
+        # submission, so that backward does not compute them again; released with the graph
+        saved = [v for n in nodes for v in (n._saved or {}).values()
+                 if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
+        olds = [t.array for t in todo]
+        out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute")
+        for s, arr in zip(saved, out[len(todo):]):
+            s.data, s.persisted = arr, True
+        for node in nodes:
+            if node._saved:
+                retain(node)
+        for t, old, new in zip(todo, olds, out):
+            if t._storage.array is old:
+                t._storage.array = new
+    return [_gather(t.array) for t in tensors]
+
+
+def _gather(arr):
+    """A materialized array's chunks assembled into one array, with no new tasks to run."""
+    from dask._task_spec import DataNode
+    from dask.core import flatten
+
+    keys = arr.__dask_keys__()
+    graph = dict(arr.dask)
+    blocks = [b.value if isinstance(b, DataNode) else b for b in (graph[k] for k in flatten(keys))]
+    futures = [b for b in blocks if type(b).__name__ == "Future"]
+    if futures:
+        got = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
+        blocks = [got[b.key] if type(b).__name__ == "Future" else b for b in blocks]
+    it = iter(blocks)
+    nested = _nest(keys, it)
+    finalize, args = arr.__dask_postcompute__()
+    return finalize(nested, *args)
+
+
+def _nest(keys, it):
+    return [_nest(k, it) for k in keys] if isinstance(keys, list) else next(it)
+
+
 def force(t, **kwargs):
-    """Compute tensor ``t`` for the user (``item()``, ``float()``, a ``while`` test, ...).
-
-    The values that the not-yet-run backward of ``t``'s graph has saved are
-    persisted in the same submission, so that backward does not compute them a
-    second time; they are released with the graph.
-    """
-    nodes = graph.toposort([r.grad_fn for r in (t,) + t._origin if r.grad_fn is not None])
-    pending = [v for n in nodes for v in (n._saved or {}).values()
-               if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
-    if not pending:
-        return _compute(t.array, **kwargs)
-    out = persist([t.array] + [s.data for s in pending], phase="forward")
-    for s, arr in zip(pending, out[1:]):
-        s.data, s.persisted = arr, True
-    for node in nodes:
-        if node._saved:
-            retain(node)
-    return _compute(out[0], **kwargs)
-
-
-def _compute(arr, **kwargs):
-    client = current_client()
-    if client is None or kwargs.get("scheduler") is not None:
-        return arr.compute(**kwargs)
-    with dask.config.set({"optimization.fuse.active": False}):
-        return client.compute(arr, **kwargs).result()
-
+    """Compute tensor ``t`` for the user (``item()``, ``float()``, a ``while`` test, ...)."""
+    return values([t], **kwargs)[0]
 
 
 # ------------------------------------------------------------ retained graphs

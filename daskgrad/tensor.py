@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import graph
+from . import graph, runtime
 from .graph import is_grad_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -33,7 +33,7 @@ def _differentiable(dtype) -> bool:
 
 
 class _Storage:
-    __slots__ = ("array", "version", "inference")
+    __slots__ = ("array", "version", "inference", "__weakref__")
 
     def __init__(self, array):
         self.array, self.version = array, 0
@@ -82,6 +82,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         self._storage.array = _as_array(value)
+        runtime.mark_pending(self._storage)
 
     shape = property(lambda self: self.array.shape)
     ndim = property(lambda self: self.array.ndim)
@@ -252,16 +253,13 @@ class Tensor:
 
     # ------------------------------------------------------ getting values out
     def compute(self, **kwargs):
-        """The values as one in-memory array of the chunk type (numpy or cupy)."""
-        from .runtime import force
-
-        return force(self, **kwargs)
+        """The values as one in-memory array of the chunk type (numpy or cupy).  The chunks stay
+        in (cluster) memory while this tensor lives, so asking again computes nothing."""
+        return runtime.force(self, **kwargs)
 
     def persist(self) -> "Tensor":
         """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
-        from .runtime import persist
-
-        (self._storage.array,) = persist([self.array])
+        (self._storage.array,) = runtime.persist([self.array])
         return self
 
     def numpy(self):
@@ -337,6 +335,8 @@ class Tensor:
             for v in (node._saved or {}).values():
                 if isinstance(v, graph.SavedTensor) and v.storage in (st, out._storage):
                     v.storage, v.version = st, st.version
+        if self.grad_fn is None:  # a leaf (a parameter, optimizer state): its next value is due
+            runtime.mark_pending(st)
         return self
 
     def _inplace(self, op, *args):

@@ -14,15 +14,14 @@ import daskgrad as dg
 
 def train(steps=10, n=40_000, d=8, chunks=10_000, lr=0.5):
     dg.manual_seed(0)
-    X = dg.randn(n, d, chunks=(chunks, d)).persist()
-    y = (X @ dg.ones(d) > 0).astype("float32").persist()
+    X = dg.randn(n, d, chunks=(chunks, d))  # lazy: each step makes its chunks on the workers again
+    y = (X @ dg.ones(d) > 0).astype("float32")
     w = dg.zeros(d, requires_grad=True)
     for step in range(steps):
         loss = dg.binary_cross_entropy_with_logits(X @ w, y)
         loss.backward()
         with dg.no_grad():
             w -= lr * w.grad
-            w.persist()
         w.grad = None
     final = loss.detach().item()
     print(f"final loss {final:.4f}")
