@@ -271,9 +271,6 @@ class Tensor:
         return self.compute()
 
     def item(self):
-        if self.requires_grad:
-            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
-                          "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
         return self._scalar().item()
 
     def _scalar(self):
@@ -285,6 +282,9 @@ class Tensor:
         return self.compute().tolist()
 
     def __float__(self):
+        if self.requires_grad:  # torch 2.13 warns here, not in item()
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                          "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
         return float(self._scalar().item())
 
     def __int__(self):
