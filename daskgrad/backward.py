@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
+import weakref
 
 import dask
 import dask.array as da
@@ -149,18 +151,57 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
         retain_graph = create_graph
     root_nodes = [graph.edge(t) for t in roots]
     order, runs, targets = _plan(root_nodes, inputs, allow_unused)
-    _check(order, runs)
-    if batch is not None:  # one reverse pass per cotangent, stacked, still one submission
-        from .ops import stack
+    with _claim(order, runs, retain_graph):
+        if batch is not None:  # one reverse pass per cotangent, stacked, still one submission
+            from .ops import stack
 
-        passes = [_build(order, runs, targets, root_nodes, _make_grads(roots, gs), create_graph, False, False)
-                  for gs in batch]
-        found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
-        executed = list({n: None for p in passes for n in p[2]})
-        return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy, roots)
-    writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
-                                                 accumulate and inputs is None, accumulate)
-    return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots)
+            passes = [_build(order, runs, targets, root_nodes, _make_grads(roots, gs), create_graph, False, False)
+                      for gs in batch]
+            found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
+            executed = list({n: None for p in passes for n in p[2]})
+            return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy, roots,
+                           create_graph)
+        writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
+                                                     accumulate and inputs is None, accumulate)
+        return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots, create_graph)
+
+
+_claim_lock = threading.Lock()
+_claimed = weakref.WeakSet()  # nodes that a running backward will free
+
+
+@contextlib.contextmanager
+def _claim(order, runs, retain_graph):
+    """Check the graph, and take the nodes a backward will free: a second thread backpropagating
+    through the same graph meanwhile gets torch's "second time" error, as if it came after."""
+    with _claim_lock:
+        _check(order, runs)
+        mine = [] if retain_graph else [n for n in order if n in runs and n._had_saved]
+        if any(n in _claimed for n in mine):
+            raise RuntimeError(FREED_MESSAGE)
+        _claimed.update(mine)
+    try:
+        yield
+    finally:
+        with _claim_lock:
+            for n in mine:
+                _claimed.discard(n)
+
+
+_grad_locks = weakref.WeakKeyDictionary()  # a tensor's node (compared by identity) -> its lock
+
+
+@contextlib.contextmanager
+def _grads_locked(tensors):
+    """Hold the ``.grad`` of each tensor from reading it to writing the sum, so that threads
+    accumulating into a shared leaf add up (ordered by id: no two threads wait on each other)."""
+    with _claim_lock:
+        nodes = {id(n): n for n in map(graph.edge, tensors)}
+        locks = [_grad_locks.setdefault(n, threading.Lock()) for _, n in sorted(nodes.items())]
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)
+        yield
 
 
 def _plan(root_nodes, inputs, allow_unused):
@@ -231,63 +272,36 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
                 if graph.is_anomaly_enabled():
                     nan_checks.append((n, i, o))
                 cot[child] = cot[child] + o if child in cot else o
-        new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes.values()]
-    return new_grads, found, executed, nan_checks
+    return list(writes.values()), found, executed, nan_checks
 
 
 def _call_rule(n, g, create_graph):
-    outs = n._vjp(g, graph._Saved(n))
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    if len(outs) != len(n.next_functions):
-        raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
-                           f"(expected {len(n.next_functions)}, got {len(outs)})")
-    outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
-                 for i, (o, m) in enumerate(zip(outs, n._input_meta)))
-    if not create_graph:
-        outs = tuple(None if o is None else _label(o, n) for o in outs)
+    with _placement(g):
+        outs = n._vjp(g, graph._Saved(n))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        if len(outs) != len(n.next_functions):
+            raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
+                               f"(expected {len(n.next_functions)}, got {len(outs)})")
+        outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
+                     for i, (o, m) in enumerate(zip(outs, n._input_meta)))
+        if not create_graph:
+            outs = tuple(None if o is None else _label(o, n) for o in outs)
     for hook in list(n._hooks.values()):
         hook(outs, (g,))
     return outs
 
 
-def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, lazy, roots):
-    """One persist for every gradient (and retained saved value), then write ``.grad`` and free.
-
-    The same submission computes the values the user holds and will ask for next: the roots
-    (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to, whose
-    values every later step reads."""
-    saved = []
-    if retain_graph:
-        saved = [v for n in executed for v in n._saved.values()
-                 if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
-    arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
-    if not lazy:
-        from .anomaly import nan_flags, raise_for_nan
-
-        held = {id(t._storage): t._storage for t in list(roots) + [t for t, _ in new_grads]
-                if not runtime.materialized(t.array)}
-        held = [(st, st.array) for st in held.values()]
-        flags = nan_flags(nan_checks)
-        out = runtime.persist(arrays + [s.data for s in saved] + flags + [a for _, a in held], phase="backward")
-        for (st, old), new in zip(held, out[len(out) - len(held):]):
-            if st.array is old:
-                st.array = new
-        out = out[:len(out) - len(held)]
-        raise_for_nan(nan_checks, out[len(out) - len(flags):])
-        grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
-                                           out[len(arrays):len(arrays) + len(saved)])
-        new_grads = [(t, _computed(g, a)) for (t, g), a in zip(new_grads, grads_out)]
-        if not accumulate:
-            found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
-        for s, a in zip(saved, saved_out):
-            s.data, s.persisted = a, True
-        if retain_graph:
-            for n in executed:
-                runtime.retain(n)
-    for t, g in new_grads:
-        if t.grad_fn is not None:
-            t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
-        t._grad = g
+def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots, create_graph):
+    """One persist for every gradient (and retained saved value), then write ``.grad`` and free."""
+    with _grads_locked(t for t, _ in writes):
+        with graph.set_grad_enabled(create_graph):
+            new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes]
+        if not lazy:
+            new_grads, found = _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, roots)
+        for t, g in new_grads:
+            if t.grad_fn is not None:
+                t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
+            t._grad = g
     for t, _ in new_grads:
         for hook in list(t._post_hooks.values()):
             hook(t)
@@ -295,6 +309,40 @@ def _submit(new_grads, found, executed, nan_checks, retain_graph, accumulate, la
         for n in executed:
             n.release()
     return found
+
+
+def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, roots):
+    """The submission.  It also computes the values the user holds and will ask for next: the
+    roots (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to,
+    whose values every later step reads; they are swapped into their storage."""
+    from .anomaly import nan_flags, raise_for_nan
+
+    saved = []
+    if retain_graph:
+        saved = [v for n in executed for v in n._saved.values()
+                 if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
+    arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
+    held = {id(t._storage): t._storage for t in list(roots) + [t for t, _ in new_grads]
+            if not runtime.materialized(t.array)}
+    held = [(st, st.array) for st in held.values()]
+    flags = nan_flags(nan_checks)
+    out = runtime.persist(arrays + [s.data for s in saved] + flags + [a for _, a in held], phase="backward")
+    for (st, old), new in zip(held, out[len(out) - len(held):]):
+        if st.array is old:
+            st.array = new
+    out = out[:len(out) - len(held)]
+    raise_for_nan(nan_checks, out[len(out) - len(flags):])
+    grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
+                                       out[len(arrays):len(arrays) + len(saved)])
+    new_grads = [(t, _computed(g, a)) for (t, g), a in zip(new_grads, grads_out)]
+    if not accumulate:
+        found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
+    for s, a in zip(saved, saved_out):
+        s.data, s.persisted = a, True
+    if retain_graph:
+        for n in executed:
+            runtime.retain(n)
+    return new_grads, found
 
 
 def _computed(g, array):
@@ -308,15 +356,19 @@ def _computed(g, array):
 
 def _label(t, node):
     """End the rule's output in a layer named ``<op>-vjp-<token>``: fusion keeps the name of a
-    chain's last layer, so the dashboard shows which rule ran.  GPU work is pinned to GPU workers."""
+    chain's last layer, so the dashboard shows which rule ran."""
     a = t.array
     op = re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
+    return Tensor._make(da.map_blocks(_identity, a, name=f"{op}-vjp-{tokenize(a.name)}", dtype=a.dtype, meta=a._meta))
+
+
+def _placement(g):
+    """GPU work is pinned to GPU workers.  Every layer a rule makes (its rechunks too) carries the
+    annotation, since Blockwise fusion gives a fused task the annotations of all its parts."""
     resources = dask.config.get("daskgrad.vjp-resources", None)
-    if resources is None and t.device == "cuda":
+    if resources is None and g.device == "cuda":
         resources = {"GPU": 1}
-    with dask.annotate(resources=resources) if resources else contextlib.nullcontext():
-        out = da.map_blocks(_identity, a, name=f"{op}-vjp-{tokenize(a.name)}", dtype=a.dtype, meta=a._meta)
-    return Tensor._make(out)
+    return dask.annotate(resources=resources) if resources else contextlib.nullcontext()
 
 
 def _identity(block):

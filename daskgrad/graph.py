@@ -265,14 +265,11 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink for a leaf that requires grad; ``variable`` is the leaf (held weakly, so a
-    leaf and its node do not keep each other alive)."""
+    """The sink for a leaf that requires grad.  As in torch, the node holds its ``variable``
+    and the leaf holds its node weakly: a graph keeps alive the leaves it writes to, even one
+    nobody else references (``(dg.tensor([1.], requires_grad=True) + 1).sum().backward()``)."""
 
-    __slots__ = ("_variable",)
-
-    @property
-    def variable(self):
-        return self._variable()
+    __slots__ = ("variable",)
 
 
 _node_classes: dict[str, type] = {"AccumulateGrad": AccumulateGrad}
@@ -308,12 +305,12 @@ def _new_node(name):
 
 def accumulate_node(t) -> AccumulateGrad:
     """The one AccumulateGrad node of leaf ``t`` (made on first use, then cached)."""
-    node = t._accumulate_node
+    node = t._accumulate_node() if t._accumulate_node is not None else None
     if node is None:
         node = _new_node("AccumulateGrad")
-        node._variable, node.next_functions, node._vjp = weakref.ref(t), (), None
+        node.variable, node.next_functions, node._vjp = t, (), None
         node._input_meta, node._output_meta = (), (t.shape, t.dtype, t.chunks)
-        t._accumulate_node = node
+        t._accumulate_node = weakref.ref(node)
     return node
 
 
@@ -367,7 +364,7 @@ def toposort(roots):
     Iterative child counting (HIPS autograd's ``toposort``), so deep graphs are fine.
     """
     deps: dict[Node, int] = {}
-    stack = [r for r in roots if r is not None]
+    stack = list(dict.fromkeys(r for r in roots if r is not None))  # a root given twice counts once
     seen = set(stack)
     while stack:
         n = stack.pop()

@@ -58,32 +58,21 @@ def persist(arrays, *, phase: str = "compute"):
 
 
 def _submit(arrays, phase):
-    arrays = _prefer_stored(arrays)
+    arrays = _optimize(arrays)
     client = current_client()
     if client is None:
-        with _no_low_level_fusion(user_may_override=True), _local_progress():
-            return list(dask.persist(*arrays))
+        with _local_progress():
+            return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
 
-    with _no_low_level_fusion(user_may_override=False), span("daskgrad", phase):
-        out = client.persist(arrays)
+    with span("daskgrad", phase):
+        out = client.persist(arrays, optimize_graph=False)
     if _progress["enabled"]:
         from distributed import progress
 
         progress(out)
     wait(out)
     return list(out)
-
-
-def _no_low_level_fusion(user_may_override):
-    """Low-level task fusion drops layer annotations (GPU placement) and renames keys, and a key
-    submitted once fused and once not makes the scheduler warn about changed run_specs; Blockwise
-    fusion, which does the real work, stays on.  Set on daskgrad's own submissions only (importing
-    daskgrad changes no global config); locally a user's explicit setting wins, on a cluster it
-    cannot, since the placement annotations must survive."""
-    if user_may_override and dask.config.get("optimization.fuse.active", None) is not None:
-        return contextlib.nullcontext()
-    return dask.config.set({"optimization.fuse.active": False})
 
 
 @contextlib.contextmanager
@@ -97,38 +86,70 @@ def _local_progress():
         yield
 
 
-def _prefer_stored(arrays):
-    """One graph for the whole submission in which a layer already in memory (held by another
-    array of the submission, or by a retained or forced graph) replaces the lazy layer of the same
-    name, so nothing in memory is computed again."""
-    from dask.highlevelgraph import HighLevelGraph
+FUSE_DEPTH = 40  # longest chain of Blockwise layers fused into one task (see _optimize)
+
+
+def _optimize(arrays):
+    """dask.array's graph optimization, done here on one graph for the whole submission.
+
+    * A layer already in memory (held by another array of the submission, or by a retained or
+      forced graph) replaces the lazy layer of the same name, so nothing is computed again.
+    * Blockwise fusion (the real win: an elementwise chain runs as one task per chunk), but no
+      low-level fusion: it drops layer annotations (GPU placement) and renames keys, and a key
+      submitted once fused and once not makes the scheduler warn about changed run_specs.  Done
+      on the client because a distributed scheduler would optimize with its own config.
+    * Fusion cost grows with the square of a fused chain's length (dask's rewrite_blockwise), so
+      every ``FUSE_DEPTH``-th layer of a long chain is made a plain layer, which stops fusion
+      there: deep graphs (thousands of recorded ops) cost linear time.
+    """
+    from dask.array.optimization import fuse_roots
+    from dask.blockwise import Blockwise, optimize_blockwise
+    from dask.core import flatten
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
     stored = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained)
               for s in (node._saved or {}).values() if isinstance(s, graph.SavedTensor) and s.persisted}
-    layers, deps, replaced = {}, {}, False
+    layers, deps = {}, {}
     for a in arrays:
         hlg = a.dask
         for name, layer in hlg.layers.items():
-            if name not in layers:
-                layers[name], deps[name] = layer, hlg.dependencies.get(name, set())
-            elif layer is not layers[name] and _holds_data(layer) != _holds_data(layers[name]):
-                replaced = True
-                if _holds_data(layer):
-                    layers[name], deps[name] = layer, set()
+            if name not in layers or (layer is not layers[name] and _holds_data(layer)
+                                      and not _holds_data(layers[name])):
+                layers[name], deps[name] = layer, set(hlg.dependencies.get(name, ()))
     for name in layers.keys() & stored.keys():
         if layers[name] is not stored[name] and not _holds_data(layers[name]):
-            layers[name], deps[name], replaced = stored[name], set(), True
-    if not replaced:
-        return arrays
-    hlg = HighLevelGraph(layers, {n: d & layers.keys() for n, d in deps.items()})
+            layers[name] = stored[name]
+    for name, layer in layers.items():
+        if _holds_data(layer):
+            deps[name] = set()
+    deps = {n: d & layers.keys() for n, d in deps.items()}
+    depth = {}
+    for name in _toposort_layers(deps):
+        layer = layers[name]
+        if not isinstance(layer, Blockwise):
+            depth[name] = 0
+            continue
+        depth[name] = 1 + max((depth[d] for d in deps[name]), default=0)
+        if depth[name] >= FUSE_DEPTH:
+            layers[name], depth[name] = MaterializedLayer(dict(layer), annotations=layer.annotations), 0
+    keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
+    hlg = HighLevelGraph(layers, deps)
+    hlg = fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys).cull(set(keys))
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _toposort_layers(deps):
+    import graphlib
+
+    return graphlib.TopologicalSorter(deps).static_order()
 
 
 def _holds_data(layer):
     from dask._task_spec import DataNode, GraphNode
     from dask.highlevelgraph import MaterializedLayer
 
-    return isinstance(layer, MaterializedLayer) and all(isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in layer.values())
+    return isinstance(layer, MaterializedLayer) and all(
+        isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in layer.values())
 
 
 # ------------------------------------------------------------ pending storages
