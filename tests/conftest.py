@@ -32,3 +32,38 @@ def client():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as c:
         yield c
+
+
+def run_spec_warnings(client) -> int:
+    """How many times the scheduler logged a key resubmitted with a different task."""
+    return sum("Detected different `run_spec`" in msg for _, msg in client.get_scheduler_logs(n=10_000))
+
+
+@pytest.fixture(autouse=True)
+def _no_run_spec_warnings(request):
+    """Cluster tests fail on the scheduler's "different run_spec" warning (a reused key name)."""
+    if "client" not in request.fixturenames:
+        yield
+        return
+    client = request.getfixturevalue("client")
+    before = run_spec_warnings(client)
+    yield
+    assert run_spec_warnings(client) == before, "the scheduler logged 'Detected different `run_spec`'"
+
+
+@pytest.fixture
+def submissions(monkeypatch):
+    """Counts daskgrad's submissions by phase (every compute goes through ``runtime._submit``)."""
+    from collections import Counter
+
+    from daskgrad import runtime
+
+    count = Counter()
+    real = runtime._submit
+
+    def counted(arrays, phase):
+        count[phase] += 1
+        return real(arrays, phase)
+
+    monkeypatch.setattr(runtime, "_submit", counted)
+    return count

@@ -122,7 +122,7 @@ def test_comparisons_forced_by_while_persist_what_backward_needs(client):
     np.testing.assert_allclose(x.grad.numpy(), 2 ** doublings * 2 * x.detach().numpy())
 
 
-def test_backward_is_one_submission_and_gradients_equal_local(client):
+def test_backward_is_one_submission_and_gradients_equal_local(client, submissions):
     from distributed import get_task_stream
 
     rng = np.random.default_rng(1)
@@ -130,6 +130,7 @@ def test_backward_is_one_submission_and_gradients_equal_local(client):
     b = dg.from_array(rng.standard_normal((4, 3)), chunks=(2, 3), requires_grad=True)
     with get_task_stream(client) as ts:
         dg.log_softmax(a @ b, axis=1).sum().backward()
+    assert dict(submissions) == {"backward": 1}
     names = Counter(t["key"][0].rsplit("-", 1)[0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data)
     assert any(n.endswith("-vjp") for n in names), names
     ga, gb = a.grad.numpy(), b.grad.numpy()
@@ -142,3 +143,17 @@ def test_backward_is_one_submission_and_gradients_equal_local(client):
         (g1, g2) = dg.grad(dg.log_softmax(a2 @ b2, axis=1).sum(), [a2, b2], lazy=True)
         np.testing.assert_allclose(ga, g1.array.compute(scheduler="sync"), rtol=1e-7)
         np.testing.assert_allclose(gb, g2.array.compute(scheduler="sync"), rtol=1e-7)
+
+
+def test_readme_while_loop_twice_on_a_client_logs_no_run_spec_warning(client):
+    from conftest import run_spec_warnings
+
+    before = run_spec_warnings(client)
+    for _ in range(2):
+        x = dg.tensor([0.5, -1.2, 0.3], requires_grad=True)
+        y = x * 2
+        while y.norm() < 1000:
+            y = y * 2
+        y.backward(dg.tensor([0.1, 1.0, 0.0001]))
+        np.testing.assert_allclose(x.grad.numpy(), [102.4, 1024.0, 0.1024], rtol=1e-6)
+    assert run_spec_warnings(client) == before

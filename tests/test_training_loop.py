@@ -6,14 +6,12 @@ so a parameter's lineage never grows and no step recomputes an earlier one.
 """
 from collections import Counter
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
 from dask.callbacks import Callback
 
 import daskgrad as dg
-from daskgrad import runtime
 
 READS = Counter()
 
@@ -38,20 +36,6 @@ class TaskCounter(Callback):
 
     def _pretask(self, key, dsk, state):
         self.tasks += 1
-
-
-@pytest.fixture
-def submissions(monkeypatch):
-    """Counts daskgrad's submissions (every compute goes through ``runtime._submit``)."""
-    count = Counter()
-    real = runtime._submit
-
-    def counted(arrays, phase):
-        count[phase] += 1
-        return real(arrays, phase)
-
-    monkeypatch.setattr(runtime, "_submit", counted)
-    return count
 
 
 def test_plain_loop_1000_steps_keeps_graph_size_and_tasks_per_step_constant():
