@@ -322,15 +322,9 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
         saved = [v for n in executed for v in n._saved.values()
                  if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
     arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
-    held = {id(t._storage): t._storage for t in list(roots) + [t for t, _ in new_grads]
-            if not runtime.materialized(t.array)}
-    held = [(st, st.array) for st in held.values()]
     flags = nan_flags(nan_checks)
-    out = runtime.persist(arrays + [s.data for s in saved] + flags + [a for _, a in held], phase="backward")
-    for (st, old), new in zip(held, out[len(out) - len(held):]):
-        if st.array is old:
-            st.array = new
-    out = out[:len(out) - len(held)]
+    out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward",
+                          store=[t._storage for t in list(roots) + [t for t, _ in new_grads]])
     raise_for_nan(nan_checks, out[len(out) - len(flags):])
     grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
                                        out[len(arrays):len(arrays) + len(saved)])

@@ -15,7 +15,6 @@ import dask.array as da
 from . import graph
 
 
-
 def current_client():
     """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
     try:
@@ -36,19 +35,23 @@ def set_progress(enabled: bool = True) -> None:
     _progress["enabled"] = bool(enabled)
 
 
-def persist(arrays, *, phase: str = "compute"):
+def persist(arrays, *, phase: str = "compute", store=()):
     """Persist ``arrays`` in one submission and return them once they are in memory.
 
-    The same submission materializes every storage that an in-place write left lazy
-    (:func:`mark_pending`) and swaps the result in, so a parameter updated once per step
-    never grows a lineage of updates (each step would recompute all earlier ones).
+    The same submission computes the storages in ``store`` (values the user holds and will read
+    again, e.g. the loss a backward computes) and every storage that an in-place write left lazy
+    (:func:`mark_pending`), and swaps the results in: a parameter updated once per step never
+    grows a lineage of updates (each step would recompute all earlier ones).
     """
     arrays = list(arrays)
-    pending = _take_pending()
-    if not arrays and not pending:
+    with _lock:
+        stores = {id(st): st for st in list(_pending) + list(store)}
+        _pending.clear()
+    stores = [(st, st.array) for st in stores.values() if not materialized(st.array)]
+    if not arrays and not stores:
         return []
-    out = _submit(arrays + [a for _, a in pending], phase)
-    for (st, old), new in zip(pending, out[len(arrays):]):
+    out = _submit(arrays + [a for _, a in stores], phase)
+    for (st, old), new in zip(stores, out[len(arrays):]):
         with _lock:
             if st.array is old:  # unless another thread wrote it meanwhile
                 st.array = new
@@ -162,13 +165,6 @@ def mark_pending(storage) -> None:
     the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
     with _lock:
         _pending.add(storage)
-
-
-def _take_pending():
-    with _lock:
-        taken = [(st, st.array) for st in _pending]
-        _pending.clear()
-    return [(st, a) for st, a in taken if not materialized(a)]
 
 
 def materialized(arr) -> bool:
