@@ -71,8 +71,7 @@ def _make_grads(outputs, grad_outputs):
     return grads
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None, *,
-             _method=False):
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """``torch.autograd.backward``: accumulate into ``.grad`` from several roots at once."""
     tensors = _as_tuple(tensors)
     grads = _make_grads(tensors, grad_tensors)

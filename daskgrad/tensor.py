@@ -232,8 +232,7 @@ class Tensor:
             if isinstance(gradient, (list, tuple)):
                 raise TypeError(f"gradients can be either Tensors or None, but got {type(gradient[0]).__name__}")
             raise TypeError(f"'{type(gradient).__name__}' object is not iterable")
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs,
-                 _method=True)
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
     def detach(self) -> "Tensor":
         t = Tensor.__new__(Tensor)
