@@ -4,6 +4,7 @@ Read the engine in data-flow order: ``tensor`` -> ``graph`` -> ``backward`` ->
 ``ops`` (rules) -> ``chunk`` (kernels); ``runtime`` is where graphs run.
 """
 from . import autograd, functional, ops, testing
+from . import optimize
 from .anomaly import detect_anomaly, set_detect_anomaly
 from .backward import backward, grad
 from .function import Function, map_blocks

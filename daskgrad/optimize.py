@@ -1,0 +1,128 @@
+"""``scipy.optimize.minimize`` driven by daskgrad: value and gradient in one submission.
+
+SciPy's optimizers work on a flat float64 vector in host memory; ``fun`` works on a
+chunked Tensor.  Each evaluation rebuilds the Tensor from SciPy's vector (x0's
+shape, dtype, chunks and device), records ``fun``, takes the gradient lazily and
+computes loss and gradient together, so the forward runs once per evaluation.
+SciPy is an optional dependency (the ``optimize`` extra).
+"""
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+from . import runtime
+from .backward import grad
+from .tensor import Tensor, from_array
+
+_GRADIENT = {"cg", "bfgs", "l-bfgs-b", "tnc", "slsqp", "trust-constr"}
+_HESSP = {"newton-cg", "trust-ncg", "trust-krylov"}  # exact H @ p by double backward if none is given
+_HESS = {"dogleg", "trust-exact"}  # need the whole Hessian matrix
+
+
+def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), tol=None, callback=None,
+             options=None, hess=None, hessp=None):
+    """Minimise the scalar Tensor ``fun(x, *args)`` over ``x`` with :func:`scipy.optimize.minimize`.
+
+    ``x0`` is a Tensor, dask or NumPy array (integers become float64); ``fun``
+    receives a Tensor like it and returns a one-element Tensor.  Gradients are
+    exact (reverse mode); for Newton-CG, trust-ncg and trust-krylov the
+    Hessian-vector products are too, unless ``hess``/``hessp`` are given.
+    ``bounds`` takes SciPy's forms; a ``Bounds`` may hold arrays of x0's shape.
+    ``callback(x)`` receives x as a Tensor.  Returns SciPy's ``OptimizeResult``
+    with ``x`` (and ``jac`` where present) as Tensors shaped, typed and chunked like x0.
+    """
+    try:
+        import scipy.optimize as so
+    except ImportError:
+        raise ImportError("daskgrad.optimize needs SciPy: pip install 'daskgrad[optimize]'") from None
+    name = method.lower() if isinstance(method, str) else None
+    if name in _HESS and hess is None:
+        raise ValueError(f"method {method!r} needs the full Hessian matrix: pass hess=, or use a method that "
+                         f"needs only gradients ('L-BFGS-B', 'BFGS', 'CG') or Hessian-vector products "
+                         f"('Newton-CG', 'trust-ncg', 'trust-krylov')")
+    if name not in _GRADIENT | _HESSP | _HESS:
+        raise ValueError(f"method {method!r} is not one daskgrad.optimize.minimize supports (it computes gradients "
+                         f"for SciPy): use one of {sorted(_GRADIENT | _HESSP | _HESS)}, or call "
+                         f"scipy.optimize.minimize directly for a gradient-free method")
+    like, start = _start(x0)
+    shape, dtype, chunks, device = like.shape, like.dtype, like.chunks, like.device
+
+    def tensor(flat, requires_grad=False):
+        host = np.asarray(flat).reshape(shape).astype(dtype, copy=False)
+        return from_array(da.from_array(host, chunks=chunks), requires_grad=requires_grad, device=device)
+
+    def loss_at(flat):
+        x = tensor(flat, requires_grad=True)
+        loss = fun(x, *args)
+        if not isinstance(loss, Tensor) or loss.numel() != 1:
+            raise ValueError(f"fun must return a Tensor with one element, got "
+                             f"{type(loss).__name__}{'' if not isinstance(loss, Tensor) else f' of shape {loss.shape}'}")
+        return x, loss
+
+    def value_and_grad(flat, *_):
+        x, loss = loss_at(flat)
+        (g,) = grad(loss, x, lazy=True)
+        value, g = _compute(loss.array, g.array)  # one submission: the forward runs once
+        return float(_host(value).reshape(())), _host(g).astype(np.float64).ravel()
+
+    def exact_hessp(flat, p, *_):
+        x, loss = loss_at(flat)
+        (g,) = grad(loss, x, create_graph=True, lazy=True)
+        if not g.requires_grad:  # fun is linear in x
+            return np.zeros_like(p, dtype=np.float64)
+        (hp,) = grad(g, x, tensor(p), lazy=True, allow_unused=True, materialize_grads=True)
+        (hp,) = _compute(hp.array)
+        return _host(hp).astype(np.float64).ravel()
+
+    if name in _HESSP and hess is None and hessp is None:
+        hessp = exact_hessp
+    res = so.minimize(value_and_grad, start, args=args,
+                      method=method, jac=True, hess=hess, hessp=hessp, bounds=_flat_bounds(bounds, shape, so),
+                      constraints=constraints, tol=tol, options=options,
+                      callback=None if callback is None else lambda xk, *_: callback(tensor(xk)))
+    res.x = tensor(res.x)
+    if isinstance(res.get("jac"), np.ndarray) and res.jac.size == like.numel():
+        res.jac = tensor(res.jac)
+    return res
+
+
+def _start(x0):
+    """x0 as a floating-point Tensor (SciPy would make integers float64 too) and as SciPy's flat vector;
+    a lazy x0 is computed for that, one submission."""
+    if isinstance(x0, (Tensor, da.Array)):
+        arr = x0.array if isinstance(x0, Tensor) else x0
+        host = None
+    else:
+        host = x0 if hasattr(x0, "__array_function__") else np.asarray(x0)
+        arr = da.from_array(host, chunks="auto", asarray=False)
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if host is None:
+        (host,) = _compute(arr)
+    return from_array(arr), _host(host).astype(np.float64).ravel()
+
+
+def _compute(*arrays):
+    """In-memory results of ``arrays``, one submission, on the current Client if any (as runtime does)."""
+    client = runtime.current_client()
+    if client is None:
+        return dask.compute(*arrays)
+    from distributed import span
+
+    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", "optimize"):
+        return tuple(client.gather(client.compute(list(arrays))))
+
+
+def _host(a):
+    """A computed result as a NumPy array: SciPy works in host memory (cupy chunks come back with .get())."""
+    return np.asarray(a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a)
+
+
+def _flat_bounds(bounds, shape, so):
+    if isinstance(bounds, so.Bounds):
+        lb, ub = (np.broadcast_to(np.asarray(b, dtype=np.float64), shape).ravel() for b in (bounds.lb, bounds.ub))
+        keep = np.broadcast_to(np.asarray(bounds.keep_feasible), shape).ravel()
+        return so.Bounds(lb, ub, keep_feasible=keep)
+    return bounds
