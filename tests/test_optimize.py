@@ -1,0 +1,191 @@
+"""daskgrad.optimize.minimize: SciPy's optimizers on Tensors, one submission per evaluation."""
+import sys
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+so = pytest.importorskip("scipy.optimize", reason="scipy comes with the test extra: pip install 'daskgrad[test]'")
+
+ROSEN_X0 = np.array([-1.2, 1.0, -1.2, 1.0, 0.5, 0.3])
+
+
+def rosen(x):
+    return (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+
+
+def counting_scheduler():
+    calls = []
+
+    def get(dsk, keys, **kwargs):
+        calls.append(keys)
+        return dask.get(dsk, keys, **kwargs)
+    return get, calls
+
+
+@pytest.mark.parametrize("method", ["L-BFGS-B", "BFGS"])
+def test_rosenbrock_on_chunked_vector_matches_scipy_with_exact_gradient(method):
+    x0 = dg.from_array(ROSEN_X0, chunks=3)
+    res = dg.optimize.minimize(rosen, x0, method=method)
+    ref = so.minimize(so.rosen, ROSEN_X0, jac=so.rosen_der, method=method)
+    assert res.success and ref.success
+    assert isinstance(res.x, dg.Tensor) and not res.x.requires_grad
+    assert (res.x.shape, res.x.dtype, res.x.chunks) == (x0.shape, x0.dtype, x0.chunks)
+    np.testing.assert_allclose(res.x.numpy(), ref.x, rtol=1e-6)
+    np.testing.assert_allclose(res.fun, ref.fun, atol=1e-12)
+    assert res.nfev == ref.nfev
+
+
+# a coupled, well-conditioned problem with NumPy derivatives, so CG and Newton-CG converge in a few steps
+A = np.random.default_rng(1).standard_normal((6, 6))
+B = np.arange(6.0)
+
+
+def coupled(x):
+    return ((A @ x - B) ** 2).sum() / 2 + (x ** 4).sum() / 4
+
+
+def coupled_np(x):
+    return ((A @ x - B) ** 2).sum() / 2 + (x ** 4).sum() / 4, A.T @ (A @ x - B) + x ** 3
+
+
+def coupled_hessp(x, p):
+    return A.T @ (A @ p) + 3 * x ** 2 * p
+
+
+@pytest.mark.parametrize("method", ["CG", "Newton-CG", "trust-ncg"])
+def test_cg_and_exact_hessian_vector_methods_match_scipy_with_exact_derivatives(method):
+    x0 = dg.zeros(6, dtype="float64", chunks=2)
+    res = dg.optimize.minimize(coupled, x0, method=method)
+    hessp = None if method == "CG" else coupled_hessp
+    ref = so.minimize(coupled_np, np.zeros(6), jac=True, hessp=hessp, method=method)
+    assert res.success and ref.success and res.x.chunks == x0.chunks
+    np.testing.assert_allclose(res.x.numpy(), ref.x, rtol=1e-6, atol=1e-9)
+    assert (res.nfev, res.get("nhev")) == (ref.nfev, ref.get("nhev"))
+
+
+def test_each_evaluation_is_one_submission():
+    get, calls = counting_scheduler()
+    with dask.config.set(scheduler=get):
+        res = dg.optimize.minimize(coupled, dg.zeros(6, dtype="float64", chunks=2), method="L-BFGS-B")
+    assert res.nfev > 5
+    assert len(calls) == 1 + res.nfev  # computing the lazy x0, then loss and gradient together
+
+
+def test_each_hessian_vector_product_is_one_submission():
+    get, calls = counting_scheduler()
+    with dask.config.set(scheduler=get):
+        res = dg.optimize.minimize(coupled, np.zeros(6), method="Newton-CG")  # a NumPy x0: nothing to compute
+    assert res.success and res.nhev > 0
+    assert len(calls) == res.nfev + res.nhev
+
+
+def test_x_keeps_x0_shape_dtype_chunks_inside_fun_and_in_result(rng):
+    target = rng.standard_normal((5, 4)).astype(np.float32)
+    x0 = dg.zeros(5, 4, dtype="float32", chunks=((3, 2), (1, 3)))
+    seen = []
+
+    def fun(x):
+        seen.append((x.shape, x.dtype, x.chunks, x.is_leaf, x.requires_grad))
+        return ((x - target) ** 2).sum()
+    res = dg.optimize.minimize(fun, x0, method="BFGS")
+    assert set(seen) == {(x0.shape, np.dtype("float32"), x0.chunks, True, True)}
+    assert (res.x.dtype, res.x.chunks) == (np.float32, x0.chunks)
+    assert (res.jac.shape, res.jac.dtype, res.jac.chunks) == (x0.shape, np.float32, x0.chunks)
+    np.testing.assert_allclose(res.x.numpy(), target, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_x0_is_optimised_in_float64_like_scipy():
+    res = dg.optimize.minimize(lambda x: ((x - 0.5) ** 2).sum(), np.array([3, -2]))
+    assert res.x.dtype == np.float64
+    np.testing.assert_allclose(res.x.numpy(), [0.5, 0.5])
+
+
+def test_args_reach_fun():
+    res = dg.optimize.minimize(lambda x, a, b: ((x - a) ** 2).sum() * b, np.zeros(3), args=(2.0, 3.0))
+    np.testing.assert_allclose(res.x.numpy(), [2.0, 2.0, 2.0], rtol=1e-6)
+
+
+def test_bounds_are_respected_as_pairs_and_as_bounds_of_x0_shape():
+    fun = lambda x: ((x - 3.0) ** 2).sum()  # noqa: E731  (unconstrained minimum: all 3)
+    x0 = dg.zeros(2, 3, dtype="float64", chunks=(1, 2))
+    upper = np.array([[1.0, 5.0, 2.0], [3.5, -1.0, 10.0]])
+    seen = []
+    res = dg.optimize.minimize(fun, x0, bounds=so.Bounds(-2.0, upper), callback=lambda x: seen.append(x.numpy()))
+    assert res.success and seen
+    assert all((s >= -2.0).all() and (s <= upper).all() for s in seen)
+    np.testing.assert_allclose(res.x.numpy(), np.minimum(upper, 3.0), atol=1e-8)
+    pairs = [(None, 1.0), (4.0, 6.0), (-1.0, 2.5), (0, None), (None, None), (3.5, 3.5)]
+    res = dg.optimize.minimize(fun, x0, bounds=pairs)
+    np.testing.assert_allclose(res.x.numpy().ravel(), [1.0, 4.0, 2.5, 3.0, 3.0, 3.5], atol=1e-8)
+
+
+def test_callback_receives_x_as_tensor_like_x0():
+    seen = []
+    x0 = dg.zeros(6, dtype="float64", chunks=4)
+    dg.optimize.minimize(coupled, x0, method="BFGS", callback=lambda x: seen.append(x))
+    assert seen and all(isinstance(x, dg.Tensor) and x.chunks == x0.chunks for x in seen)
+
+
+def test_methods_without_gradients_or_needing_full_hessian_raise_before_evaluating():
+    def fun(x):
+        raise AssertionError("fun must not be evaluated")
+    with pytest.raises(ValueError, match="'dogleg' needs the full Hessian matrix: pass hess="):
+        dg.optimize.minimize(fun, np.zeros(2), method="dogleg")
+    with pytest.raises(ValueError, match="'Nelder-Mead' is not one daskgrad.optimize.minimize supports"):
+        dg.optimize.minimize(fun, np.zeros(2), method="Nelder-Mead")
+
+
+def test_fun_returning_a_non_scalar_raises_before_submitting():
+    get, calls = counting_scheduler()
+    with dask.config.set(scheduler=get), pytest.raises(ValueError, match=r"one element, got Tensor of shape \(3,\)"):
+        dg.optimize.minimize(lambda x: x * 2, np.zeros(3))
+    assert calls == []
+
+
+def test_missing_scipy_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    with pytest.raises(ImportError, match=r"pip install 'daskgrad\[optimize\]'"):
+        dg.optimize.minimize(rosen, ROSEN_X0)
+
+
+# --------------------------------------------------------------------- dask-glm
+def _logistic_data(n=20_000, d=5):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([1.0, -2.0, 0.5, 0.0, 0.3]) + 0.7)))).astype(float)
+    return da.from_array(X, chunks=(n // 4, d)), da.from_array(y, chunks=n // 4)
+
+
+@pytest.mark.filterwarnings("ignore:Dask configuration key 'fuse_ave_width':FutureWarning")  # dask-glm's own
+@pytest.mark.filterwarnings("ignore:scipy.optimize. The `disp` and `iprint`:DeprecationWarning")
+@pytest.mark.parametrize("lamduh,intercept", [(0.0, False), (50.0, True)])
+def test_logistic_regression_coefficients_match_dask_glm_lbfgs(lamduh, intercept):
+    algorithms = pytest.importorskip("dask_glm.algorithms",
+                                     reason="dask-glm is installed by `make test` (pip install dask-glm)")
+    X, y = _logistic_data()
+    n, d = X.shape
+    # dask-glm's loss is the summed log-loss + lamduh * |beta|^2 / 2, on standardised columns unless
+    # normalize=False; an intercept is a column of ones (penalised too)
+    Xa = da.concatenate([X, da.ones((n, 1), chunks=(X.chunks[0], 1))], axis=1) if intercept else X
+    regularizer = "l2" if lamduh else None
+    ref = algorithms.lbfgs(Xa, y, regularizer=regularizer, lamduh=lamduh, tol=1e-10, normalize=False)
+
+    Xg, yg = dg.from_array(X), dg.from_array(y)
+
+    def loss(beta):  # the mean log-loss: the same minimiser as dask-glm's sum, better scaled for SciPy
+        z = Xg @ beta[:d] + beta[d] if intercept else Xg @ beta
+        return dg.binary_cross_entropy_with_logits(z, yg) + lamduh / (2 * n) * (beta ** 2).sum()
+    res = dg.optimize.minimize(loss, np.zeros(d + intercept), options={"gtol": 1e-12, "ftol": 1e-15})
+    assert res.success
+    np.testing.assert_allclose(res.x.numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+# last in the file: the module-scoped client stays up until the module ends, and dask-glm would use it
+def test_runs_on_a_distributed_client(client):
+    target = np.arange(6.0)
+    res = dg.optimize.minimize(lambda x: ((x - target) ** 2).sum(), dg.zeros(6, dtype="float64", chunks=3))
+    np.testing.assert_allclose(res.x.numpy(), target, rtol=1e-6)
