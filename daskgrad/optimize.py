@@ -2,7 +2,7 @@
 
 SciPy's optimizers work on a flat float64 vector in host memory; ``fun`` works on a
 chunked Tensor.  Each evaluation rebuilds the Tensor from SciPy's vector (x0's
-shape, dtype, chunks and device), records ``fun``, takes the gradient lazily and
+shape, dtype, chunks and chunk type), records ``fun``, takes the gradient lazily and
 computes loss and gradient together, so the forward runs once per evaluation.
 SciPy is an optional dependency (the ``optimize`` extra).
 """
@@ -12,7 +12,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import runtime
+from . import chunk, runtime
 from .backward import grad
 from .tensor import Tensor, from_array
 
@@ -47,11 +47,13 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
                          f"for SciPy): use one of {sorted(_GRADIENT | _HESSP | _HESS)}, or call "
                          f"scipy.optimize.minimize directly for a gradient-free method")
     like, start = _start(x0)
-    shape, dtype, chunks, device = like.shape, like.dtype, like.chunks, like.device
+    shape, dtype, chunks, meta = like.shape, like.dtype, like.chunks, like.array._meta
 
     def tensor(flat, requires_grad=False):
-        host = np.asarray(flat).reshape(shape).astype(dtype, copy=False)
-        return from_array(da.from_array(host, chunks=chunks), requires_grad=requires_grad, device=device)
+        arr = da.from_array(np.asarray(flat).reshape(shape).astype(dtype, copy=False), chunks=chunks)
+        if type(meta) is not np.ndarray:  # cupy (or other device) chunks: an explicit host-to-device copy
+            arr = arr.map_blocks(chunk.like, meta, dtype=dtype, meta=meta)
+        return from_array(arr, requires_grad=requires_grad)
 
     def loss_at(flat):
         x = tensor(flat, requires_grad=True)

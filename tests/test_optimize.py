@@ -98,6 +98,23 @@ def test_x_keeps_x0_shape_dtype_chunks_inside_fun_and_in_result(rng):
     np.testing.assert_allclose(res.x.numpy(), target, rtol=1e-5, atol=1e-6)
 
 
+def test_device_chunks_stay_device_chunks_inside_fun_and_in_result():
+    from daskgrad.strict import StrictArray, to_strict  # fails like cupy on any implicit host conversion
+
+    x0 = to_strict(dg.zeros(6, dtype="float64", chunks=4))
+    metas = []
+
+    def fun(x):
+        metas.append(type(x.array._meta))
+        return ((x - 1.5) ** 2).sum() + (x ** 4).sum() / 4
+    for method in ("L-BFGS-B", "Newton-CG"):
+        res = dg.optimize.minimize(fun, x0, method=method)
+        assert res.success and set(metas) == {StrictArray}
+        assert isinstance(res.x.array._meta, StrictArray) and res.x.chunks == x0.chunks
+        assert isinstance(res.jac.array._meta, StrictArray)
+        np.testing.assert_allclose(res.x.compute().get(), np.full(6, 1.0), rtol=1e-5)  # 2 (x - 1.5) + x^3 = 0 at x = 1
+
+
 def test_integer_x0_is_optimised_in_float64_like_scipy():
     res = dg.optimize.minimize(lambda x: ((x - 0.5) ** 2).sum(), np.array([3, -2]))
     assert res.x.dtype == np.float64
