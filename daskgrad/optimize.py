@@ -59,8 +59,8 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
         x = tensor(flat, requires_grad=True)
         loss = fun(x, *args)
         if not isinstance(loss, Tensor) or loss.numel() != 1:
-            raise ValueError(f"fun must return a Tensor with one element, got "
-                             f"{type(loss).__name__}{'' if not isinstance(loss, Tensor) else f' of shape {loss.shape}'}")
+            got = f"Tensor of shape {loss.shape}" if isinstance(loss, Tensor) else type(loss).__name__
+            raise ValueError(f"fun must return a Tensor with one element, got {got}")
         return x, loss
 
     def value_and_grad(flat, *_):
