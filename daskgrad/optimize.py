@@ -8,7 +8,6 @@ SciPy is an optional dependency (the ``optimize`` extra).
 """
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 
@@ -66,7 +65,7 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
     def value_and_grad(flat, *_):
         x, loss = loss_at(flat)
         (g,) = grad(loss, x, lazy=True)
-        value, g = _compute(loss.array, g.array)  # one submission: the forward runs once
+        value, g = runtime.values([loss.detach(), g])  # one submission: the forward runs once
         return float(_host(value).reshape(())), _host(g).astype(np.float64).ravel()
 
     def exact_hessp(flat, p, *_):
@@ -75,7 +74,7 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
         if not g.requires_grad:  # fun is linear in x
             return np.zeros_like(p, dtype=np.float64)
         (hp,) = grad(g, x, tensor(p), lazy=True, allow_unused=True, materialize_grads=True)
-        (hp,) = _compute(hp.array)
+        (hp,) = runtime.values([hp])
         return _host(hp).astype(np.float64).ravel()
 
     if name in _HESSP and hess is None and hessp is None:
@@ -101,20 +100,10 @@ def _start(x0):
         arr = da.from_array(host, chunks="auto", asarray=False)
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
+    like = from_array(arr)
     if host is None:
-        (host,) = _compute(arr)
-    return from_array(arr), _host(host).astype(np.float64).ravel()
-
-
-def _compute(*arrays):
-    """In-memory results of ``arrays``, one submission, on the current Client if any (as runtime does)."""
-    client = runtime.current_client()
-    if client is None:
-        return dask.compute(*arrays)
-    from distributed import span
-
-    with dask.config.set({"optimization.fuse.active": False}), span("daskgrad", "optimize"):
-        return tuple(client.gather(client.compute(list(arrays))))
+        (host,) = runtime.values([like])
+    return like, _host(host).astype(np.float64).ravel()
 
 
 def _host(a):
