@@ -35,8 +35,12 @@ $(VENV)/.bench: $(VENV)/.test
 
 install: $(VENV)/.core
 
-demo: $(VENV)/.core
-	$(PY) examples/demo.py
+$(VENV)/.demo: $(VENV)/.core
+	$(PIP) install -e ".[demo]"
+	touch $@
+
+demo: $(VENV)/.demo
+	$(PY) examples/demo.py --out examples/demo_loss.png $(DEMO_ARGS)
 
 test: $(VENV)/.test
 	$(PY) -m pytest $(PYTEST_ARGS)
