@@ -24,7 +24,7 @@ $(VENV)/.test: $(VENV)/.core
 	$(call optional,tls,-e ".[tls]")
 	@# cupy imports without a GPU: CPU tests check every NumPy call on chunks against its namespace
 	$(call optional,gpu,-e ".[gpu]")
-	$(PIP) install -e ".[optimize]"
+	$(PIP) install -e ".[optimize,demo]"
 	@# dask-glm is only the reference of tests/test_optimize.py's logistic-regression comparison
 	$(call optional,dask-glm,"dask-glm>=0.3")
 	touch $@
