@@ -76,3 +76,6 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self))
 Tensor.mT = property(lambda self: swapaxes(self, -1, -2))
+from .layers import dropout_mask, embedding, embedding_backward, erf  # noqa: E402
+__all__ += ["embedding", "erf"]
+Tensor.erf = erf

@@ -1,0 +1,243 @@
+"""``Module`` and ``Parameter``: torch's containers for trainable state.
+
+>>> class Net(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc = nn.Linear(4, 2)   # registered as a child; its weight as "fc.weight"
+...     def forward(self, x):
+...         return self.fc(x)
+"""
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+
+import dask.array as da
+import numpy as np
+
+from ..graph import no_grad
+from ..tensor import Tensor, _check_requires_grad, _Storage
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Parameter(Tensor):
+    """A leaf tensor that a :class:`Module` registers as trainable (``requires_grad=True``).
+    Parameters are small: they live in one chunk."""
+
+    __slots__ = ()
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:  # Tensor._make allocating one
+            return Tensor.__new__(cls)
+        if isinstance(data, Tensor):
+            arr = data.array
+        elif isinstance(data, da.Array):
+            arr = data
+        else:
+            arr = da.from_array(data if hasattr(data, "__array_function__") else np.asarray(data), chunks=-1,
+                                asarray=False)
+        _check_requires_grad(arr.dtype, requires_grad)
+        t = Tensor.__new__(cls)
+        t._init(_Storage(arr.rechunk(arr.shape)), requires_grad=bool(requires_grad))
+        return t
+
+    def __init__(self, data=None, requires_grad=True):
+        pass  # everything happens in __new__
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+def _host(value):
+    """A state_dict value as something ``copy_`` takes: daskgrad Tensors, NumPy/cupy arrays as they
+    are; a torch tensor through NumPy (it is on the host already)."""
+    if type(value).__module__.startswith("torch"):
+        return value.detach().cpu().numpy()
+    return value
+
+
+class Module:
+    """Base class of layers and models: attributes that are Parameters or Modules get registered."""
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------ registration
+    def __setattr__(self, name, value):
+        params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self.__dict__.pop(name, None)
+            modules.pop(name, None)
+            params[name] = value
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            params[name] = None
+        elif isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            modules[name] = value
+        elif modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            modules[name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_modules"):
+            d = self.__dict__.get(table)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for table in ("_parameters", "_modules"):
+            if name in self.__dict__.get(table, ()):
+                del self.__dict__[table][name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def add_module(self, name, module):
+        self._modules[name] = module
+
+    # ----------------------------------------------------------------- walking
+    def named_modules(self, memo=None, prefix=""):
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_children(self):
+        return ((n, m) for n, m in self._modules.items() if m is not None)
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield mprefix + ("." if mprefix else "") + name, p
+
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------ modes
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Forget gradients; lazy (``set_to_none=False`` gives lazy zeros)."""
+        for p in self.parameters():
+            if p.grad is not None:
+                p.grad = None if set_to_none else p.grad.detach() * 0
+
+    def _cast(self, dtype):
+        with no_grad():
+            for p in self.parameters():
+                p.data = p.array.astype(dtype)
+        return self
+
+    def double(self):
+        return self._cast(np.float64)
+
+    def float(self):
+        return self._cast(np.float32)
+
+    # -------------------------------------------------------------- state dict
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """Name -> parameter, detached (sharing storage, as torch's) unless ``keep_vars``."""
+        out = OrderedDict() if destination is None else destination
+        for name, p in self.named_parameters(prefix=prefix.rstrip(".")):
+            out[name] = p if keep_vars else p.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily."""
+        own = dict(self.named_parameters())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        for key, p in own.items():
+            if key in state_dict:
+                value = _host(state_dict[key])
+                if tuple(np.shape(value)) != p.shape:
+                    errors.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"torch.Size({list(np.shape(value))}) from checkpoint, the shape in current model "
+                                  f"is torch.Size({list(p.shape)}).")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
+                                                                                      "\n\t".join(errors)))
+        with no_grad():
+            for key, p in own.items():
+                if key in state_dict:
+                    p.copy_(_host(state_dict[key]))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ------------------------------------------------------------------- repr
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        body = ([extra] if extra else []) + lines
+        return f"{type(self).__name__}(\n  " + "\n  ".join(body) + "\n)"

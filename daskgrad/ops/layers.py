@@ -1,0 +1,129 @@
+"""Ops behind ``daskgrad.nn`` layers (contract: see ``elementwise.py``).
+
+``erf`` (for exact GELU), ``embedding`` (a row gather whose VJP is a scatter-add,
+and back) and ``dropout_mask``.  LayerNorm and GELU themselves are compositions
+of existing ops, so their gradients (and second derivatives) come for free.
+
+erf: NumPy has none and SciPy is not a core dependency.  Chunks of NumPy or cupy
+use ``scipy.special.erf`` / ``cupyx.scipy.special.erf`` when importable; any other
+chunk (or no SciPy) gets :func:`_erf_ufuncs`, built only from ufuncs that every
+duck array has, accurate to a few ulp (checked against ``math.erf`` in the tests).
+"""
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+
+from .. import tensor as _tensor
+from ..graph import record
+from ..tensor import Tensor
+from ._util import as_tensor, check_same_device
+from .elementwise import exp
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _erf_ufuncs(x):
+    """erf from ufuncs alone: the all-positive series ``erf x = 2/sqrt(pi) e^{-x^2} sum 2^n x^{2n+1}
+    / (2n+1)!!`` (no cancellation) for |x| < 3, the continued fraction of erfc beyond, 1 past 6."""
+    a = np.abs(x)
+    small = np.minimum(a, 3.0)
+    term, total = small, small
+    for n in range(1, 60):  # ratio 2x^2/(2n+1) < 1 once n > 9; 60 terms reach double precision at x = 3
+        term = term * (2 * small * small) / (2 * n + 1)
+        total = total + term
+    series = _TWO_OVER_SQRT_PI * np.exp(-small * small) * total
+    big = np.maximum(a, 3.0)
+    frac = big
+    for k in range(60, 0, -1):  # erfc x = e^{-x^2}/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+        frac = big + (k / 2) / frac
+    tail = 1 - np.exp(-big * big) / (math.sqrt(math.pi) * frac)
+    out = np.where(a < 3.0, series, np.where(a < 6.0, tail, 1.0))
+    return np.where(x < 0, -out, out).astype(x.dtype, copy=False)
+
+
+def _erf_block(x):
+    mod = type(x).__module__.split(".")[0]
+    try:
+        if mod == "cupy":
+            from cupyx.scipy.special import erf as fast
+            return fast(x)
+        if type(x) is np.ndarray:
+            from scipy.special import erf as fast
+            return fast(x)
+    except ImportError:
+        pass
+    return _erf_ufuncs(x)
+
+
+def erf(x):
+    """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``."""
+    x = as_tensor(x)
+    a = x.array
+    return record("ErfBackward0", da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), (x,),
+                  lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),), {"x": x})
+
+
+# ------------------------------------------------------------------ embedding
+def _gather_block(idx, weight):
+    return weight[idx]
+
+
+def _scatter_block(idx, g, rows):
+    out = np.zeros_like(g, shape=(rows, g.shape[-1]))
+    np.add.at(out, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
+    return out[None]
+
+
+def _check_indices(idx):
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {idx.dtype} instead (while checking arguments for embedding)")
+
+
+def embedding(indices, weight):
+    """``weight[indices]``: rows of a one-chunk ``weight`` (V, D) picked chunk by chunk of ``indices``."""
+    indices, weight = as_tensor(indices), as_tensor(weight)
+    _check_indices(indices)
+    check_same_device(indices, weight)
+    w = weight.array.rechunk((weight.shape[0], weight.shape[1]))
+    ind = "abcdefgh"[:indices.ndim]
+    out = da.blockwise(_gather_block, ind + "z", indices.array, ind, w, "yz", concatenate=True,
+                       dtype=w.dtype, meta=w._meta)
+    return record("EmbeddingBackward0", out, (None, weight),
+                  lambda g, s: (None, embedding_backward(g, s.idx, s.rows)), {"idx": indices, "rows": weight.shape[0]})
+
+
+def embedding_backward(grad, indices, rows):
+    """Scatter-add of ``grad`` (indices.shape + (D,)) into ``rows`` zero rows; its VJP is the gather."""
+    grad, indices = as_tensor(grad), as_tensor(indices)
+    g = grad.array.reshape(-1, grad.shape[-1])
+    i = indices.array.reshape(-1).rechunk((g.chunks[0],))
+    g = g.rechunk((g.chunks[0], g.shape[1]))
+    parts = da.blockwise(_scatter_block, "kvd", i, "k", g, "kd", rows=rows, new_axes={"v": rows},
+                         adjust_chunks={"k": 1}, dtype=g.dtype, meta=g._meta[None])
+    return record("EmbeddingDenseBackward0", parts.sum(axis=0), (grad, None),
+                  lambda gg, s: (embedding(s.idx, gg), None), {"idx": indices})
+
+
+# -------------------------------------------------------------------- dropout
+def _mask_block(block, seed, keep, block_id=None):
+    shape = np.shape(block)
+    if type(block).__module__.split(".")[0] == "cupy":  # draw on the device, no host round trip
+        import cupy
+        u = cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0])).random(shape)
+    else:
+        u = np.asarray(np.random.default_rng([seed, *block_id]).random(shape))
+        u = u if type(block) is np.ndarray else np.array(u, like=block)
+    return ((u < keep) / keep).astype(block.dtype)
+
+
+def dropout_mask(x, p):
+    """A constant tensor shaped and chunked like ``x``: 0 with probability ``p``, else ``1 / (1 - p)``.
+    Each chunk draws from its own seed (the run seed from :func:`daskgrad.manual_seed` and the block id),
+    so the mask does not depend on the scheduler."""
+    seed = int(_tensor._rng.integers(2**63))
+    a = x.array
+    return Tensor._make(da.map_blocks(_mask_block, a, seed=seed, keep=1.0 - p, dtype=a.dtype, meta=a._meta))
