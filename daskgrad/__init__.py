@@ -5,6 +5,7 @@ Read the engine in data-flow order: ``tensor`` -> ``graph`` -> ``backward`` ->
 """
 from . import autograd, functional, ops, testing
 from . import optimize
+from . import nn, optim  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly
 from .backward import backward, grad
 from .function import Function, map_blocks

@@ -1,0 +1,165 @@
+"""``Optimizer``: torch's base class (param_groups, state, state_dict).
+
+Steps are lazy: every update is an in-place daskgrad op under ``no_grad`` on the
+parameters and on state tensors that live where the parameters live, so ``step()``
+and ``zero_grad()`` compute and submit nothing; the next submission (a
+``backward`` or a ``compute``) runs the pending updates.
+
+>>> opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+>>> loss = loss_fn(model(x), y); loss.backward(); opt.step(); opt.zero_grad()
+"""
+from __future__ import annotations
+
+from copy import deepcopy
+
+
+from ..graph import enable_grad, no_grad
+from ..ops import zeros_like
+from ..tensor import Tensor
+
+_required = object()
+
+
+def _snapshot(value):
+    """A state value as state_dict hands it out: a Tensor gets its own storage (lazy, no copy), so later
+    in-place steps do not change a saved dict."""
+    return Tensor._make(value.array) if isinstance(value, Tensor) else deepcopy(value)
+
+
+def _state_value(key, value, param):
+    """A loaded state value next to ``param``: counters as Python numbers, tensors with the parameter's
+    dtype, chunks and device (torch tensors and arrays are copied in lazily)."""
+    if type(value).__module__.startswith("torch"):
+        value = value.detach().cpu().numpy()
+    if key == "step":
+        return float(value.item() if hasattr(value, "item") else value)
+    if isinstance(value, Tensor) or hasattr(value, "__array_function__"):
+        with no_grad():
+            return zeros_like(param).copy_(value)
+    return deepcopy(value)
+
+
+class _State(dict):
+    """Per-parameter state, indexed by the parameter (``opt.state[p]``) as in torch; stored by ``id``
+    because a Tensor's ``==`` is elementwise."""
+
+    def _key(self, k):
+        return id(k) if isinstance(k, Tensor) else k
+
+    def __getitem__(self, k):
+        k = self._key(k)
+        if k not in self:
+            dict.__setitem__(self, k, {})
+        return dict.__getitem__(self, k)
+
+    def __setitem__(self, k, v):
+        dict.__setitem__(self, self._key(k), v)
+
+    def __contains__(self, k):
+        return dict.__contains__(self, self._key(k))
+
+
+class Optimizer:
+    """Base class: subclasses define ``_update(group)``; ``step`` wraps it in ``no_grad``."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = _State()
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        for group in groups if isinstance(groups[0], dict) else [{"params": groups}]:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        group = dict(param_group)
+        params = group["params"]
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is _required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Forget gradients (``set_to_none=False``: lazy zeros); submits nothing."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = None if set_to_none else p.grad.detach() * 0
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; lazy.  ``closure`` re-evaluates the loss."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update(group)
+        return loss
+
+    def _update(self, group):
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- state dict
+    def state_dict(self):
+        """torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``."""
+        index, groups = {}, []
+        for group in self.param_groups:
+            packed = {k: deepcopy(v) for k, v in group.items() if k != "params"}
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: {k: _snapshot(v) for k, v in s.items()}
+                 for p, s in self._state_items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def _state_items(self):
+        by_id = {id(p): p for g in self.param_groups for p in g["params"]}
+        return [(by_id[k], s) for k, s in self.state.items() if k in by_id]
+
+    def load_state_dict(self, state_dict):
+        """Load a dict from :meth:`state_dict` (ours or torch's); tensors land next to the parameters."""
+        saved = state_dict["param_groups"]
+        if len(saved) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(self.param_groups, saved)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        by_index = {i: p for g, s in zip(self.param_groups, saved) for i, p in zip(s["params"], g["params"])}
+        self.state = _State()
+        for i, s in state_dict["state"].items():
+            if i in by_index:
+                p = by_index[i]
+                self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+        for g, s in zip(self.param_groups, saved):
+            g.update({k: deepcopy(v) for k, v in s.items() if k != "params"})
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+
+def check_lr(lr):
+    if lr is not _required and lr < 0.0:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+

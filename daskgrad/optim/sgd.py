@@ -1,0 +1,41 @@
+"""SGD with momentum, dampening, Nesterov and weight decay: torch's update, lazily.
+
+>>> opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+"""
+from __future__ import annotations
+
+from .optimizer import Optimizer, _required, check_lr
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        check_lr(lr)
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
+
+    def _update(self, group):
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = -p.grad if group["maximize"] else p.grad
+            if group["weight_decay"] != 0:
+                grad = grad + group["weight_decay"] * p
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = grad.detach().clone()
+                else:
+                    buf.mul_(momentum)
+                    buf += (1 - dampening) * grad
+                grad = grad + momentum * buf if group["nesterov"] else buf
+            p -= lr * grad
