@@ -1,0 +1,199 @@
+"""Optimizers and schedulers against torch (float64), lazily: step() and zero_grad() submit nothing."""
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import nn, optim
+
+N, D, H, C = 24, 5, 6, 3
+
+
+def _data(rng):
+    x = rng.standard_normal((N, D))
+    y = rng.integers(0, C, N)
+    return x, y
+
+
+def _weights(rng):
+    return [rng.standard_normal((H, D)) * 0.5, rng.standard_normal(H) * 0.1,
+            rng.standard_normal((C, H)) * 0.5, rng.standard_normal(C) * 0.1]
+
+
+def _dg_model(ws):
+    m = nn.Sequential(nn.Linear(D, H, dtype="float64"), nn.Tanh(), nn.Linear(H, C, dtype="float64"))
+    m.load_state_dict(dict(zip(["0.weight", "0.bias", "2.weight", "2.bias"], ws)))
+    return m
+
+
+def _torch_model(torch, ws):
+    m = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.Tanh(), torch.nn.Linear(H, C)).double()
+    m.load_state_dict({k: torch.tensor(w) for k, w in zip(["0.weight", "0.bias", "2.weight", "2.bias"], ws)})
+    return m
+
+
+CONFIGS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("SGD", dict(lr=0.05, momentum=0.5, dampening=0.3, maximize=True)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, amsgrad=True)),
+    ("AdamW", dict(lr=0.01)),
+    ("AdamW", dict(lr=0.02, weight_decay=0.1, amsgrad=True, eps=1e-6)),
+]
+
+
+def _train_dg(model, opt, x, y, steps):
+    loss_fn = nn.CrossEntropyLoss()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+
+def _train_torch(torch, model, opt, x, y, steps):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+
+def _assert_same(model, tmodel):
+    for (name, p), tp in zip(model.named_parameters(), tmodel.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("name,kwargs", CONFIGS, ids=[f"{n}-{'-'.join(k)}" for n, k in CONFIGS])
+def test_optimizer_matches_torch_over_20_steps_on_chunked_data(name, kwargs, rng):
+    torch = pytest.importorskip("torch")
+    xs, ys = _data(rng)
+    ws = _weights(rng)
+    x, y = dg.from_array(xs, chunks=7), dg.from_array(ys, chunks=7)  # four uneven chunks
+    model, tmodel = _dg_model(ws), _torch_model(torch, ws)
+    opt = getattr(optim, name)(model.parameters(), **kwargs)
+    topt = getattr(torch.optim, name)(tmodel.parameters(), **kwargs)
+    for _ in range(4):
+        _train_dg(model, opt, x, y, 5)
+        _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 5)
+        _assert_same(model, tmodel)
+
+
+@pytest.mark.parametrize("name,kwargs", [CONFIGS[2], CONFIGS[5]], ids=["SGD", "Adam"])
+def test_state_dict_round_trip_continues_like_uninterrupted_training(name, kwargs, rng):
+    xs, ys = _data(rng)
+    ws = _weights(rng)
+    x, y = dg.from_array(xs, chunks=7), dg.from_array(ys, chunks=7)
+    a = _dg_model(ws)
+    opt_a = getattr(optim, name)(a.parameters(), **kwargs)
+    _train_dg(a, opt_a, x, y, 3)
+    saved_model, saved_opt = a.state_dict(), opt_a.state_dict()
+    b = _dg_model(ws)
+    b.load_state_dict({k: v.numpy() for k, v in saved_model.items()})
+    opt_b = getattr(optim, name)(b.parameters(), **kwargs)
+    opt_b.load_state_dict(saved_opt)
+    _train_dg(a, opt_a, x, y, 4)
+    _train_dg(b, opt_b, x, y, 4)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())
+
+
+def test_state_dict_has_torch_layout_and_loads_torch_state(rng):
+    torch = pytest.importorskip("torch")
+    xs, ys = _data(rng)
+    ws = _weights(rng)
+    kwargs = dict(lr=0.01, amsgrad=True)
+    tmodel = _torch_model(torch, ws)
+    topt = torch.optim.Adam(tmodel.parameters(), **kwargs)
+    _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 3)
+    model = _dg_model(ws)
+    model.load_state_dict(tmodel.state_dict())
+    opt = optim.Adam(model.parameters(), **kwargs)
+    opt.load_state_dict(topt.state_dict())
+    sd = opt.state_dict()
+    assert sorted(sd) == ["param_groups", "state"] and sd["param_groups"][0]["params"] == [0, 1, 2, 3]
+    assert sorted(sd["state"][0]) == sorted(topt.state_dict()["state"][0])
+    assert set(sd["param_groups"][0]) == set(topt.state_dict()["param_groups"][0])
+    x, y = dg.from_array(xs, chunks=7), dg.from_array(ys, chunks=7)
+    _train_dg(model, opt, x, y, 3)
+    _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 3)
+    _assert_same(model, tmodel)
+
+
+def _lrs(sched, opt, n):
+    out = list(sched.get_last_lr())
+    for _ in range(n):
+        opt.step()
+        sched.step()
+        out += sched.get_last_lr()
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda m, o: m.StepLR(o, step_size=3, gamma=0.5),
+    lambda m, o: m.CosineAnnealingLR(o, T_max=5, eta_min=0.01),
+    lambda m, o: m.CosineAnnealingLR(o, T_max=4),
+], ids=["StepLR", "Cosine-eta_min", "Cosine"])
+def test_scheduler_lr_sequence_equals_torch(make):
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    opt = optim.SGD([dg.zeros(2, dtype="float64", requires_grad=True)], lr=0.3)
+    topt = torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = _lrs(make(torch.optim.lr_scheduler, topt), topt, 13)
+    sched = make(optim.lr_scheduler, opt)
+    assert _lrs(sched, opt, 13) == pytest.approx(expected, rel=1e-12)
+    restored = make(optim.lr_scheduler, optim.SGD([dg.zeros(2, requires_grad=True)], lr=0.3))
+    restored.load_state_dict(sched.state_dict())
+    assert restored.last_epoch == sched.last_epoch and restored.get_last_lr() == sched.get_last_lr()
+
+
+def test_model_forward_step_and_zero_grad_compute_nothing(rng):
+    """Building a model, the forward pass, optimizer.step() and zero_grad() never run a task graph."""
+    calls = []
+
+    def counting_scheduler(dsk, keys, **kwargs):
+        calls.append(keys)
+        return dask.get(dsk, keys, **kwargs)
+
+    xs, ys = _data(rng)
+    with dask.config.set(scheduler=counting_scheduler):
+        model = nn.Sequential(nn.Linear(D, H), nn.GELU(), nn.LayerNorm(H), nn.Dropout(0.1), nn.Linear(H, C))
+        x, y = dg.from_array(xs.astype("float32"), chunks=7), dg.from_array(ys, chunks=7)
+        opt = optim.AdamW(model.parameters(), lr=0.01)
+        loss = nn.CrossEntropyLoss()(model(x), y)
+        assert calls == []
+        loss.backward()
+        n = len(calls)
+        opt.step()
+        opt.zero_grad()
+        sgd = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for p in model.parameters():
+            p.grad = dg.ones(p.shape, chunks=-1)
+        sgd.step()
+        sgd.zero_grad(set_to_none=False)
+        assert len(calls) == n
+
+
+def test_bad_arguments_raise_torch_errors():
+    p = dg.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        optim.SGD([p], lr=-1)
+    with pytest.raises(ValueError, match="Nesterov momentum requires a momentum and zero dampening"):
+        optim.SGD([p], lr=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 1: 1.0"):
+        optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="optimizer got an empty parameter list"):
+        optim.Adam([])
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        optim.SGD([p * 2], lr=0.1)
+    opt = optim.SGD([p], lr=0.1)
+    with pytest.raises(ValueError, match="some parameters appear in more than one parameter group"):
+        opt.add_param_group({"params": [p]})
+    q = dg.zeros(3, requires_grad=True)
+    opt.add_param_group({"params": q, "lr": 0.5})
+    assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[1]["momentum"] == 0
