@@ -109,7 +109,19 @@ OPS = {
     "bce_with_logits": (dg.binary_cross_entropy_with_logits, [M, M], -2, 2),
     "astype_roundtrip": (lambda a: dg.astype(dg.astype(a, "float32"), "float64") * 0 + a, [M], -2, 2),
     "rechunk": (lambda a: dg.rechunk(a, (2, 4)), [M], -2, 2),
+    "erf": (dg.erf, [M], -2.5, 2.5),
+    "gelu": (lambda a: dg.nn.functional.gelu(a), [M], -3, 3),
+    "gelu_tanh": (lambda a: dg.nn.functional.gelu(a, approximate="tanh"), [M], -3, 3),
+    "layer_norm": (lambda a, w: dg.nn.functional.layer_norm(a, 4, w[0], w[1]), [M, M], -2, 2),
+    "embedding": (lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
+                  [M], -2, 2),
+    "dropout": (lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
 }
+
+
+def _seeded(fn):
+    dg.manual_seed(0)  # the same masks at every call gradcheck makes
+    return fn()
 
 
 def same_device(t, like):
