@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import math
 
-from ..graph import no_grad  # noqa: F401  (re-exported for symmetry with torch)
-from ..ops import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mse_loss, nll_loss,  # noqa: F401
-                   relu, sigmoid, softmax, tanh)
+from ..ops import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mean, mse_loss,  # noqa: F401
+                   nll_loss, relu, sigmoid, softmax, sqrt, tanh)
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
-from ..ops import mean, sqrt
 
 
 def linear(input, weight, bias=None):

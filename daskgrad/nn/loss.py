@@ -27,7 +27,8 @@ class CrossEntropyLoss(_Loss):
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__(reduction)
         if weight is not None or ignore_index != -100 or label_smoothing != 0.0:
-            raise NotImplementedError("CrossEntropyLoss: weight, ignore_index and label_smoothing are not supported yet")
+            raise NotImplementedError("CrossEntropyLoss: weight, ignore_index and label_smoothing are not "
+                                      "supported yet")
 
     def forward(self, input, target):
         return F.cross_entropy(input, target, reduction=self.reduction)

@@ -15,6 +15,7 @@ import dask.array as da
 import numpy as np
 
 from ..graph import no_grad
+from ..ops import zeros_like
 from ..tensor import Tensor, _check_requires_grad, _Storage
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -181,7 +182,7 @@ class Module:
         """Forget gradients; lazy (``set_to_none=False`` gives lazy zeros)."""
         for p in self.parameters():
             if p.grad is not None:
-                p.grad = None if set_to_none else p.grad.detach() * 0
+                p.grad = None if set_to_none else zeros_like(p.grad.detach())
 
     def _cast(self, dtype):
         with no_grad():
@@ -218,7 +219,8 @@ class Module:
                                   f"is torch.Size({list(p.shape)}).")
         if strict:
             if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
             if missing:
                 errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
         if errors:

@@ -73,5 +73,6 @@ class CosineAnnealingLR(LRScheduler):
         if (self.last_epoch - 1 - t_max) % (2 * t_max) == 0:
             return [g["lr"] + (base - eta_min) * (1 - math.cos(math.pi / t_max)) / 2
                     for base, g in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * self.last_epoch / t_max)) / (1 + math.cos(math.pi * (self.last_epoch - 1) / t_max))
-                * (g["lr"] - eta_min) + eta_min for g in groups]
+        epoch = self.last_epoch
+        ratio = (1 + math.cos(math.pi * epoch / t_max)) / (1 + math.cos(math.pi * (epoch - 1) / t_max))
+        return [ratio * (g["lr"] - eta_min) + eta_min for g in groups]

@@ -101,7 +101,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    p.grad = None if set_to_none else p.grad.detach() * 0
+                    p.grad = None if set_to_none else zeros_like(p.grad.detach())
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; lazy.  ``closure`` re-evaluates the loss."""
