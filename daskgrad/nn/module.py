@@ -57,6 +57,14 @@ def _host(value):
     return value
 
 
+def _on_device_of(value, param):
+    """``value`` as a one-chunk tensor on ``param``'s device: loading a checkpoint saved on the host
+    into a GPU model is an explicit copy the user asked for, as torch's load_state_dict does."""
+    value = _host(value)
+    t = value if isinstance(value, Tensor) else Tensor._make(da.from_array(value, chunks=-1, asarray=False))
+    return t if t.device == param.device else t.to(param.device)
+
+
 class Module:
     """Base class of layers and models: attributes that are Parameters or Modules get registered."""
 
@@ -229,7 +237,7 @@ class Module:
         with no_grad():
             for key, p in own.items():
                 if key in state_dict:
-                    p.copy_(_host(state_dict[key]))
+                    p.copy_(_on_device_of(state_dict[key], p))
         return _IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------- repr

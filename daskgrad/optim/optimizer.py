@@ -29,13 +29,14 @@ def _snapshot(value):
 def _state_value(key, value, param):
     """A loaded state value next to ``param``: counters as Python numbers, tensors with the parameter's
     dtype, chunks and device (torch tensors and arrays are copied in lazily)."""
-    if type(value).__module__.startswith("torch"):
-        value = value.detach().cpu().numpy()
+    from ..nn.module import _host, _on_device_of
+
+    value = _host(value)
     if key == "step":
         return float(value.item() if hasattr(value, "item") else value)
     if isinstance(value, Tensor) or hasattr(value, "__array_function__"):
         with no_grad():
-            return zeros_like(param).copy_(value)
+            return zeros_like(param).copy_(_on_device_of(value, param))
     return deepcopy(value)
 
 
