@@ -10,6 +10,7 @@ import dask.array as da
 import numpy as np
 import pytest
 from dask.callbacks import Callback
+from dask.core import flatten
 
 import daskgrad as dg
 
@@ -152,3 +153,57 @@ def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
     assert len(settle(client, 2)) == 2
     w.detach().numpy()  # the pending update is computed and replaces the old value and gradient
     assert len(settle(client, 1)) == 1
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda ps: dg.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda ps: dg.optim.Adam(ps, lr=0.01, amsgrad=True),
+    lambda ps: dg.optim.AdamW(ps, lr=0.01),
+], ids=["sgd-nesterov", "adam-amsgrad", "adamw"])
+def test_nn_optim_training_step_with_logging_is_one_submission_and_stays_flat(make_optimizer, submissions):
+    X, _ = data(d=5)
+    labels = dg.tensor(da.from_array(np.arange(400) % 3, chunks=100))
+    dg.manual_seed(0)
+    model = dg.nn.Sequential(dg.nn.Linear(5, 8, dtype="float64"), dg.nn.Tanh(), dg.nn.Linear(8, 3, dtype="float64"))
+    criterion = dg.nn.CrossEntropyLoss()
+    optimizer = make_optimizer(model.parameters())
+    sizes = []
+    for step in range(60):
+        submissions.clear()
+        loss = criterion(model(X), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss.item()
+        assert sum(submissions.values()) == 1, (step, dict(submissions))
+        sizes.append(max(len(t.array.dask) for t in [*model.parameters(), *optimizer_state(optimizer)]))
+    assert len(set(sizes[5:])) == 1, sizes  # parameters and optimizer state never grow a lineage
+
+
+def optimizer_state(optimizer):
+    return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, dg.Tensor)]
+
+
+@pytest.mark.cluster
+def test_optimizer_state_lives_in_cluster_memory_and_stays_flat(client):
+    from tests.test_cluster_memory import memory_keys
+
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5))
+    t = dg.from_array(rng.standard_normal(400), chunks=100)
+    model = dg.nn.Linear(5, 1, dtype="float64")
+    optimizer = dg.optim.Adam(model.parameters(), lr=0.01)
+    counts = []
+    for step in range(60):
+        loss = dg.nn.MSELoss()(model(X)[:, 0], t)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 20 == 19:
+            counts.append(len(memory_keys(client)))
+    assert counts[0] == counts[1] == counts[2]
+    dg.nn.MSELoss()(model(X)[:, 0], t).backward()  # the next submission computes the last step()
+    state = optimizer_state(optimizer)
+    assert state and all(len(s.array.dask) == 1 for s in state)  # stored values, no lineage
+    keys = set(memory_keys(client))
+    assert all(str(k) in keys for s in state for k in flatten(s.array.__dask_keys__()))  # in cluster memory
