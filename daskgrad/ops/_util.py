@@ -46,12 +46,29 @@ def check_same_device(*xs):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
+def norm_axis(axis, ndim):
+    """One axis in ``[0, ndim)``; out of range raises torch's IndexError rather than wrapping.
+    A 0-d tensor accepts -1 and 0, as in torch."""
+    n = ndim if ndim else 1
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"dim must be an int, not {type(axis).__name__}")
+    if not -n <= axis < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {axis})")
+    return int(axis) % n
+
+
 def norm_axes(axis, ndim):
+    """Sorted axes in ``[0, ndim)``: every op taking ``axis``/``axes`` validates through here, so a
+    bad axis raises torch's error on the client instead of silently wrapping."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
+    if isinstance(axis, (int, np.integer)):
         axis = (axis,)
-    return tuple(sorted(a % ndim if ndim else 0 for a in axis))
+    axes = [norm_axis(a, ndim) for a in axis]
+    for i, a in enumerate(axes):
+        if a in axes[:i]:
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+    return tuple(sorted(axes)) if ndim else ()
 
 
 def numel(shape, axes) -> int:

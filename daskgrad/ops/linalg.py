@@ -15,7 +15,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import record
-from ._util import as_tensor, check_same_device
+from ._util import as_tensor, check_same_device, norm_axis
 from .shape import expand_dims, swapaxes, transpose
 
 
@@ -47,10 +47,29 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
+    _check_matmul(a.shape, b.shape)
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
             else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
             else "UnsafeViewBackward0")
     return record(node, _matmul_array(a.array, b.array), (a, b), _matmul_rule, {"a": a, "b": b})
+
+
+def _check_matmul(sa, sb):
+    """torch's error texts for a contracted size mismatch (dask would fail late or obscurely)."""
+    k, kb = sa[-1], sb[-1] if len(sb) == 1 else sb[-2]
+    if k == kb or k != k or kb != kb:
+        return
+    if len(sa) == len(sb) == 1:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src [{kb}] to have the same number "
+                           f"of elements, but got {k} and {kb} elements respectively")
+    rows = int(np.prod(sa[:-1]))
+    if len(sb) == 1:
+        raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), vec ({kb})")
+    if len(sb) == 2:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {kb}x{sb[-1]})")
+    batch = int(np.prod(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))))
+    raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
+                       f"[{batch}, {kb}].")
 
 
 def _matmul_rule(g, s):
@@ -78,7 +97,7 @@ def _norm_tensordot_axes(axes, na, nb):
     xa, xb = axes
     xa = [xa] if isinstance(xa, int) else list(xa)
     xb = [xb] if isinstance(xb, int) else list(xb)
-    return [i % na for i in xa], [i % nb for i in xb]
+    return [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
 
 
 def tensordot(a, b, axes=2):

@@ -10,7 +10,7 @@ import dask.array as da
 from .. import chunk
 from ..graph import RESULT, record
 from ..tensor import Tensor
-from ._util import as_tensor, check_same_device, only_tensor, raw, reduce_array, tensor_or_scalar
+from ._util import as_tensor, check_same_device, norm_axis, only_tensor, raw, reduce_array, tensor_or_scalar
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
@@ -27,6 +27,7 @@ def _log_softmax_array(a, axis):
 
 def softmax(x, axis=-1):
     x = as_tensor(x)
+    axis = norm_axis(axis, x.ndim)
     # d softmax: r * (g - sum(g * r))
     return record("SoftmaxBackward0", _softmax_array(x.array, axis), (x,),
                   lambda g, s: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),), {"r": RESULT})
@@ -34,6 +35,7 @@ def softmax(x, axis=-1):
 
 def log_softmax(x, axis=-1):
     x = as_tensor(x)
+    axis = norm_axis(axis, x.ndim)
     return record("LogSoftmaxBackward0", _log_softmax_array(x.array, axis), (x,),
                   lambda g, s: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),), {"r": RESULT})
 

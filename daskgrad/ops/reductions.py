@@ -11,7 +11,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, record
-from ._util import as_tensor, norm_axes, numel, reduce_array
+from ._util import as_tensor, norm_axes, norm_axis, numel, reduce_array
 from .elementwise import exp, where, zeros_like
 from .shape import expand_dims, flip
 
@@ -165,6 +165,7 @@ def cumsum(x, axis=None):
         from .shape import reshape
 
         return cumsum(reshape(x, (-1,)), 0)
+    axis = norm_axis(axis, x.ndim)
     return record("CumsumBackward0", da.cumsum(x.array, axis=axis), (x,),
                   lambda g, s: (flip(cumsum(flip(g, axis), axis), axis),))
 
@@ -189,10 +190,12 @@ def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
     from ..tensor import Tensor
 
-    return Tensor._make(da.argmax(as_tensor(x).array, axis=axis))
+    x = as_tensor(x)
+    return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
 
 
 def argmin(x, axis=None):
     from ..tensor import Tensor
 
-    return Tensor._make(da.argmin(as_tensor(x).array, axis=axis))
+    x = as_tensor(x)
+    return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))

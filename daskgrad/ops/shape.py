@@ -15,7 +15,7 @@ from .. import chunk
 from ..graph import record
 from ..tensor import Tensor
 from . import _util
-from ._util import as_tensor, norm_axes, raw
+from ._util import as_tensor, norm_axes, norm_axis, raw
 
 
 def _meta(x):
@@ -32,7 +32,23 @@ def reshape(x, shape):
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    _check_reshape(shape, old)
     return record("ViewBackward0", _reshape_array(x.array, shape), (x,), lambda g, s: (reshape(g, old),))
+
+
+def _check_reshape(shape, old):
+    """torch's errors for a shape that does not fit (dask's ValueError or a silent NaN size otherwise)."""
+    if any(n != n for n in old):
+        return  # unknown size after a boolean mask: dask decides
+    if sum(1 for n in shape if n == -1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for n in shape:
+        if n < -1:
+            raise RuntimeError(f"invalid shape dimension {n}")
+    size = int(np.prod(old, dtype=np.int64))
+    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    if (size != known if -1 not in shape else (known == 0 or size % known)):
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {size}")
 
 
 def _reshape_array(a, shape):
@@ -53,7 +69,7 @@ def flatten(x):
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
-    perm = tuple(range(x.ndim))[::-1] if axes is None else tuple(a % x.ndim for a in axes)
+    perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
     inverse = tuple(np.argsort(perm))
     node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
     return record(node, da.transpose(x.array, perm), (x,), lambda g, s: (transpose(g, inverse),))
@@ -62,17 +78,31 @@ def transpose(x, axes=None):
 permute = transpose
 
 
+def _perm(axes, ndim):
+    axes = tuple(axes)
+    if len(axes) != ndim:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                           f"of the desired ordering of dimensions i.e. input.dim() = {ndim} is not equal to "
+                           f"len(dims) = {len(axes)}")
+    perm = tuple(norm_axis(a, ndim) for a in axes)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return perm
+
+
 def swapaxes(x, axis1, axis2):
     x = as_tensor(x)
     perm = list(range(x.ndim))
+    axis1, axis2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
     perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
     return transpose(x, perm)
 
 
 def moveaxis(x, source, destination):
     x = as_tensor(x)
-    perm = [i for i in range(x.ndim) if i != source % x.ndim]
-    perm.insert(destination % x.ndim, source % x.ndim)
+    source, destination = norm_axis(source, x.ndim), norm_axis(destination, x.ndim)
+    perm = [i for i in range(x.ndim) if i != source]
+    perm.insert(destination, source)
     return transpose(x, perm)
 
 
@@ -97,9 +127,8 @@ def broadcast_to(x, shape, chunks=None):
 
 def expand_dims(x, axis):
     x = as_tensor(x)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out_ndim = x.ndim + len(axes)
-    axes = tuple(sorted(a % out_ndim for a in axes))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = norm_axes(axes, x.ndim + len(axes))
     out = da.expand_dims(x.array, axes)
     return record("UnsqueezeBackward0", out, (x,), lambda g, s: (squeeze(g, axes),))
 
@@ -112,7 +141,7 @@ def squeeze(x, axis=None):
     if axis is None:
         axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
     else:
-        axes = tuple(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+        axes = norm_axes(axis, x.ndim)
     if not axes:
         return x
     if any(x.shape[a] != 1 for a in axes):
@@ -135,13 +164,23 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     x = as_tensor(x)
     back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    if axis is not None:
+        axis = (tuple(norm_axis(a, x.ndim) for a in axis) if isinstance(axis, (tuple, list))
+                else norm_axis(axis, x.ndim))
     return record("RollBackward0", da.roll(x.array, shift, axis), (x,), lambda g, s: (roll(g, back, axis),))
 
 
 # ------------------------------------------------------------ joining, splitting
 def concatenate(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
-    axis = axis % ts[0].ndim
+    axis = norm_axis(axis, ts[0].ndim)
+    for k, t in enumerate(ts[1:], 1):
+        for d in range(ts[0].ndim):
+            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]):
+                if t.ndim != ts[0].ndim:
+                    raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
+                                   f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
     bounds = np.cumsum([0] + [t.shape[axis] for t in ts])
 
     def rule(g, s):
@@ -153,7 +192,11 @@ def concatenate(tensors, axis=0):
 
 def stack(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
-    axis = axis % (ts[0].ndim + 1)
+    axis = norm_axis(axis, ts[0].ndim + 1)
+    for k, t in enumerate(ts[1:], 1):
+        if t.shape != ts[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
+                               f"and {list(t.shape)} at entry {k}")
     return record("StackBackward0", da.stack([t.array for t in ts], axis=axis), tuple(ts),
                   lambda g, s: tuple(getitem(g, (slice(None),) * axis + (i,)) for i in range(len(ts))))
 
@@ -161,6 +204,7 @@ def stack(tensors, axis=0):
 def split(x, indices_or_sections, axis=0):
     """NumPy's ``split``: a list of slices, each its own differentiable op."""
     x = as_tensor(x)
+    axis = norm_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(indices_or_sections, int):
         if n % indices_or_sections:
@@ -170,7 +214,7 @@ def split(x, indices_or_sections, axis=0):
     else:
         cuts = list(indices_or_sections)
     edges = [0] + cuts + [n]
-    pre = (slice(None),) * (axis % x.ndim)
+    pre = (slice(None),) * axis
     return [getitem(x, pre + (slice(lo, hi),)) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
@@ -188,7 +232,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 def diff(x, n=1, axis=-1):
     x = as_tensor(x)
-    axis = axis % x.ndim
+    axis = norm_axis(axis, x.ndim)
     pre = (slice(None),) * axis
     for _ in range(n):
         x = getitem(x, pre + (slice(1, None),)) - getitem(x, pre + (slice(None, -1),))
