@@ -77,25 +77,48 @@ def sub(a, b):
     return _binary(node, operator.sub, a, b, lambda g, s: (g, -g))
 
 
+def _needs_grad(t):
+    return isinstance(t, Tensor) and t.requires_grad
+
+
+def _save_for_other(a, b):
+    """Save each operand only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
+    do the same): ``h = x * 1; h *= 2; h += 1`` must not keep ``h`` and then refuse its in-place edit."""
+    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    return a, b, {"a": a if _needs_grad(b) else None, "b": b}
+
+
 def mul(a, b):
-    return _binary("MulBackward0", operator.mul, a, b, lambda g, s: (g * s.b, g * s.a), {"a": a, "b": b})
+    a, b, save = _save_for_other(a, b)
+    if not _needs_grad(a):
+        save["b"] = None
+    return _binary("MulBackward0", operator.mul, a, b,
+                   lambda g, s: ((g * s.b if s.needs[0] else None), (g * s.a if s.needs[1] else None)), save)
 
 
 def truediv(a, b):
+    a, b, save = _save_for_other(a, b)
     return _binary("DivBackward0", operator.truediv, a, b,
-                   lambda g, s: (g / s.b, -g * s.a / (s.b * s.b)), {"a": a, "b": b})
+                   lambda g, s: (g / s.b if s.needs[0] else None,
+                                 -g * s.a / (s.b * s.b) if s.needs[1] else None), save)
 
 
 def _pow_rule(g, s):
+    # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
+    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
     a, b = s.a, s.b
-    ga = g * b * pow(a, b - 1) if not isinstance(b, (int, float)) or b != 0 else zeros_like(g)
+    if isinstance(b, Tensor):
+        ga = where(b == 0, 0, g * b * pow(a, b - 1))
+    else:
+        ga = g * b * pow(a, b - 1) if b != 0 else zeros_like(g)
     gb = None
     if isinstance(b, Tensor):
-        # d(a**b)/db = a**b log a, taken as 0 where a == 0 (torch masks 0 * log 0)
         if isinstance(a, Tensor):
-            gb = where(a == 0, 0, g * s.r * log(where(a == 0, 1, a)))
-        else:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
-            gb = g * s.r * (math.log(a) if a > 0 else math.nan) if a != 0 else zeros_like(g)
+            gb = where((a == 0) & (b >= 0), 0, g * s.r * log(a))
+        elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
+            gb = where(b >= 0, 0, g * s.r * -math.inf)
+        else:
+            gb = g * s.r * (math.log(a) if a > 0 else math.nan)
     return ga, gb
 
 

@@ -72,25 +72,34 @@ def sum_to(g, shape):
     return sum(g, axis=ones, keepdims=True) if ones else g
 
 
-def _extreme(name_full, name_axis, fn):
+def _extreme(name_full, name_axis, fn, amax_rule=False):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
         axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+        full = axis is None and not amax_rule
 
-        # ties share the gradient equally (amax/amin convention: 1/k each)
         def rule(g, s):
-            mask = s.x == _keep(s.r, axes, keepdims)
+            r = _keep(s.r, axes, keepdims)
+            mask = s.x == r
+            if full:  # torch's max(): the gradient is shared evenly by the positions holding the result,
+                # NaN ones included (a NaN max sends it to the NaNs)
+                mask = mask | ((s.x != s.x) & (r != r))
+                count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
+                return (where(mask, _spread(g, shape, chunks, axes, keepdims) / count, 0),)
+            # torch's amax/amin: grad / count * mask, so a slice whose extreme is NaN (no position
+            # equals it, count 0) gets NaN, as in torch, rather than a silent zero
             count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
-            return (where(mask, _spread(g, shape, chunks, axes, keepdims) / count, 0),)
+            return (_spread(g, shape, chunks, axes, keepdims) / count * mask.astype(g.dtype),)
 
-        return record(name_full if axis is None else name_axis,
+        return record(name_full if full else name_axis,
                       reduce_array(x.array, fn, axes, keepdims), (x,), rule, {"x": x, "r": RESULT})
     return op
 
 
 max = _extreme("MaxBackward1", "AmaxBackward0", "max")
 min = _extreme("MinBackward1", "AminBackward0", "min")
-amax, amin = max, min
+amax = _extreme("MaxBackward1", "AmaxBackward0", "max", amax_rule=True)
+amin = _extreme("MinBackward1", "AminBackward0", "min", amax_rule=True)
 
 
 def prod(x, axis=None, keepdims=False):

@@ -264,6 +264,7 @@ def getitem(x, index):
     x = as_tensor(x)
     index = _expand_index(tuple(raw(i) if isinstance(i, Tensor) else i
                                 for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
+    _check_bounds(index, x.shape)
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
     if arrays:
         first = index[arrays[0]]
@@ -278,6 +279,27 @@ def getitem(x, index):
     out = record(node, x.array[index], (x,), lambda g, s: (_scatter(g, index, meta),))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
+
+
+def _check_bounds(index, shape):
+    """torch's IndexError for an integer (or a concrete integer-array) index out of range, where
+    NumPy-style wrapping or dask's own text would otherwise answer.  A lazy index array is checked
+    in its chunk kernel instead (see ``_take``)."""
+    dim = 0
+    for pos, i in enumerate(index):  # torch names an int index's place in the index, None included
+        if i is None:
+            continue
+        if isinstance(i, (bool, np.bool_)):
+            continue
+        if isinstance(i, (int, np.integer)) or isinstance(i, (list, np.ndarray)):
+            n = shape[dim]
+            idx = np.asarray(i) if not isinstance(i, (int, np.integer)) else np.array([i])
+            if idx.dtype.kind in "iu" and idx.size and n == n:
+                bad = idx[(idx < -n) | (idx >= n)]
+                if bad.size:
+                    where = pos if isinstance(i, (int, np.integer)) else 0  # torch reports 0 for array indices
+                    raise IndexError(f"index {int(bad[0])} is out of bounds for dimension {where} with size {n}")
+        dim += 1
 
 
 def _scatter(g, index, meta):
@@ -349,9 +371,10 @@ def setitem(x, index, value):
     """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it)."""
     x, value = as_tensor(x), _util.tensor_or_scalar(value)
     index = tuple(raw(i) if isinstance(i, Tensor) else i for i in (index if isinstance(index, tuple) else (index,)))
+    meta_index = _expand_index(index, x.ndim)
+    _check_bounds(meta_index, x.shape)
     out = x.array.copy()
     out[index] = raw(value)
-    meta_index = _expand_index(index, x.ndim)
 
     def rule(g, s):
         return setitem(g, index, 0), (getitem(g, meta_index) if isinstance(value, Tensor) else None)
