@@ -46,6 +46,17 @@ def check_same_device(*xs):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
+def check_broadcast(sa, sb):
+    """torch's RuntimeError for shapes that do not broadcast (dask's ValueError otherwise)."""
+    nd = max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + tuple(sa), (1,) * (nd - len(sb)) + tuple(sb)
+    for i in range(nd - 1, -1, -1):  # torch reports the last mismatching dimension
+        a, b = sa[i], sb[i]
+        if a != b and a != 1 and b != 1 and a == a and b == b:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) "
+                               f"at non-singleton dimension {i}")
+
+
 def norm_axis(axis, ndim):
     """One axis in ``[0, ndim)``; out of range raises torch's IndexError rather than wrapping.
     A 0-d tensor accepts -1 and 0, as in torch."""

@@ -16,7 +16,7 @@ import dask.array as da
 
 from .. import chunk
 from ..graph import RESULT, record
-from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
+from ._util import as_tensor, check_broadcast, check_same_device, only_tensor, raw, tensor_or_scalar
 from ..tensor import Tensor, require_cuda
 
 
@@ -65,6 +65,7 @@ def square(x):
 def _binary(node, forward, a, b, rule, save=None):
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)
     check_same_device(a, b)
+    check_broadcast(getattr(a, "shape", ()), getattr(b, "shape", ()))
     return record(node, forward(raw(a), raw(b)), (only_tensor(a), only_tensor(b)), rule, save)
 
 
