@@ -46,6 +46,20 @@ def check_same_device(*xs):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
+def _is_complex(x):
+    return isinstance(x, complex) or (isinstance(x, Tensor) and x.dtype.kind == "c")
+
+
+def refuse_complex(name, *xs):
+    """Ops whose rule does not implement torch's complex convention (the conjugate Wirtinger
+    derivative) refuse complex inputs under autograd rather than return a wrong gradient."""
+    from ..graph import is_grad_enabled
+
+    if (is_grad_enabled() and any(_is_complex(x) for x in xs)
+            and any(isinstance(x, Tensor) and x.requires_grad for x in xs)):
+        raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
+
+
 def check_broadcast(sa, sb):
     """torch's RuntimeError for shapes that do not broadcast (dask's ValueError otherwise)."""
     nd = max(len(sa), len(sb))

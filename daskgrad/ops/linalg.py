@@ -16,6 +16,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import record
 from ._util import as_tensor, check_same_device, norm_axis
+from .elementwise import conj
 from .shape import expand_dims, swapaxes, transpose
 
 
@@ -74,7 +75,7 @@ def _check_matmul(sa, sb):
 
 def _matmul_rule(g, s):
     na, nb = s.needs
-    a, b = s.a, s.b
+    a, b = conj(s.a), conj(s.b)  # torch's complex convention: each side meets the other's conjugate
     if a.ndim == 1 and b.ndim == 1:                      # dot: g is a scalar
         return (g * b if na else None), (g * a if nb else None)
     if b.ndim == 1:                                       # matrix @ vector: no reshapes on the hot path
@@ -112,11 +113,11 @@ def tensordot(a, b, axes=2):
         fa, fb = len(free_a), len(free_b)
         ga = gb = None
         if na:
-            ga = tensordot(g, s.b, axes=(list(range(fa, fa + fb)), free_b))
+            ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
             order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
             ga = transpose(ga, list(np.argsort(order)))
         if nb:
-            gb = tensordot(s.a, g, axes=(free_a, list(range(fa))))
+            gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
             order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
             gb = transpose(gb, list(np.argsort(order)))
         return ga, gb
@@ -146,7 +147,7 @@ def einsum(subscripts, *operands):
             have = set(out).union(*[set(o) for o, _ in others])
             target = "".join(c for c in dict.fromkeys(sub) if c in have)
             expr = ",".join([out] + [o for o, _ in others]) + "->" + target
-            gk = einsum(expr, g, *[t for _, t in others])
+            gk = einsum(expr, g, *[conj(t) for _, t in others])
             missing = tuple(i for i, c in enumerate(sub) if c not in target)
             if missing:  # an index summed away in forward: broadcast back over it
                 from .shape import broadcast_to

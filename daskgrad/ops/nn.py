@@ -13,7 +13,8 @@ import numpy as np
 from .. import chunk
 from ..graph import RESULT, record, size_repr, type_repr
 from ..tensor import Tensor
-from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array, tensor_or_scalar
+from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
+                    refuse_complex, tensor_or_scalar)
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
@@ -30,6 +31,7 @@ def _log_softmax_array(a, axis):
 
 def softmax(x, axis=-1):
     x = as_tensor(x)
+    refuse_complex("softmax", x)
     axis = norm_axis(axis, x.ndim)
     # d softmax: r * (g - sum(g * r))
     return record("SoftmaxBackward0", _softmax_array(x.array, axis), (x,),
@@ -38,6 +40,7 @@ def softmax(x, axis=-1):
 
 def log_softmax(x, axis=-1):
     x = as_tensor(x)
+    refuse_complex("log_softmax", x)
     axis = norm_axis(axis, x.ndim)
     return record("LogSoftmaxBackward0", _log_softmax_array(x.array, axis), (x,),
                   lambda g, s: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),), {"r": RESULT})
@@ -95,6 +98,7 @@ def _onehot(target, classes, like):
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C)."""
     log_probs, target = as_tensor(log_probs), as_tensor(target)
+    refuse_complex("nll_loss", log_probs)
     _check_class_target(log_probs, target)
     n = log_probs.shape[0]
     onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
@@ -124,6 +128,7 @@ def cross_entropy(input, target, reduction="mean"):
 def mse_loss(input, target, reduction="mean"):
     input, target = as_tensor(input), tensor_or_scalar(target)
     check_same_device(input, target)
+    refuse_complex("mse_loss", input, target)
     check_broadcast(input.shape, getattr(target, "shape", ()))
     if isinstance(target, Tensor) and target.shape != input.shape:
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
@@ -146,6 +151,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
         raise NotImplementedError("pos_weight is not supported yet")
     z, y = as_tensor(input), tensor_or_scalar(target)
     check_same_device(z, y)
+    refuse_complex("binary_cross_entropy_with_logits", z, y)
     if isinstance(y, Tensor) and y.shape != z.shape:
         raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
     za, ya = z.array, raw(y)

@@ -11,8 +11,8 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, record
-from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array
-from .elementwise import exp, where, zeros_like
+from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array, refuse_complex
+from .elementwise import conj, exp, where, zeros_like
 from .shape import expand_dims, flip, squeeze
 
 
@@ -74,12 +74,13 @@ def sum(x, axis=None, keepdims=False, dtype=None):
 def mean(x, axis=None, keepdims=False):
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n_keep, n = _count(x, axes, keepdims)
+    unknown = _unknown(shape)
+    n = _count(x, axes, keepdims)[1]
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
     return record("MeanBackward0" if axis is None else "MeanBackward1",
                   reduce_array(x.array, "sum", axes, keepdims) / raw(n), (x,),
-                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims, _like(s.x)),),
-                  {"x": x} if _unknown(shape) else None)
+                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims, s.x if unknown else None),),
+                  {"x": x} if unknown else None)
 
 
 def sum_to(g, shape):
@@ -94,6 +95,7 @@ def sum_to(g, shape):
 def _extreme(name_full, name_axis, fn, amax_rule=False):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
+        refuse_complex(fn, x)
         axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
         full = axis is None and not amax_rule
 
@@ -131,7 +133,7 @@ def prod(x, axis=None, keepdims=False):
         p = prod(where(zero, 1, s.x), axis=axes, keepdims=True)
         z = sum(zero, axis=axes, keepdims=True)
         others = where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, s.x))
-        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * others,)
+        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * conj(others),)
 
     return record("ProdBackward0" if axis is None else "ProdBackward1",
                   reduce_array(x.array, "prod", axes, keepdims), (x,), rule, {"x": x})
@@ -140,6 +142,7 @@ def prod(x, axis=None, keepdims=False):
 def var(x, axis=None, ddof=0, keepdims=False):
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
     x = as_tensor(x)
+    refuse_complex("var", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     n, n_out = _count(x, axes, keepdims)
 
@@ -158,6 +161,7 @@ def _var_array(a, axes, ddof, keepdims, n, n_out):
 def std(x, axis=None, ddof=0, keepdims=False):
     """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
     x = as_tensor(x)
+    refuse_complex("std", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     n, n_out = _count(x, axes, keepdims)
 
@@ -174,6 +178,7 @@ def std(x, axis=None, ddof=0, keepdims=False):
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
     x = as_tensor(x)
+    refuse_complex("logsumexp", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     a = x.array
     m = reduce_array(a, "max", axes, True)
@@ -182,7 +187,8 @@ def logsumexp(x, axis=None, keepdims=False):
     if not keepdims:
         out = out.squeeze(axis=axes)
     return record("LogsumexpBackward0", out, (x,),
-                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * exp(s.x - _keep(s.r, axes, keepdims)),),
+                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, _like(s.x))
+                                * exp(s.x - _keep(s.r, axes, keepdims)),),
                   {"x": x, "r": RESULT})
 
 
@@ -202,6 +208,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if ord not in (None, 2, 2.0, "fro"):
         raise NotImplementedError("only the 2-norm is implemented")
     x = as_tensor(x)
+    refuse_complex("linalg_vector_norm", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     out = da.sqrt(reduce_array(x.array * x.array, "sum", axes, keepdims))
 
