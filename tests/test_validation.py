@@ -145,6 +145,23 @@ def test_shape_misuse_raises_torchs_errors():
     with raises(RuntimeError, "The size of tensor a (3) must match the size of tensor b (4) at non-singleton "
                               "dimension 1"):
         m23() + dg.ones(4)
+    with raises(RuntimeError, "The size of tensor a (3) must match the size of tensor b (4) at non-singleton "
+                              "dimension 1"):
+        dg.where(m23() > 0, m23(), dg.ones(4))
+    with raises(RuntimeError, "The expanded size of the tensor (3) must match the existing size (2) at "
+                              "non-singleton dimension 0.  Target sizes: [3, 3].  Tensor sizes: [2, 3]"):
+        m23().broadcast_to((3, 3))
+    with raises(RuntimeError, "invalid shape dimension -2 at index 0 of shape [-2, 3]"):
+        m23().reshape(-2, 3)
+    with raises(RuntimeError, "contracted dimensions need to match, but first has size 3 in dim 1 and second "
+                              "has size 2 in dim 0"):
+        dg.tensordot(m23(), m23(), axes=([1], [0]))
+    with raises(RuntimeError, "einsum(): subscript j has size 2 for operand 1 which does not broadcast with "
+                              "previously seen size 3"):
+        dg.einsum("ij,jk->ik", m23(), m23())
+    with raises(IndexError, "The shape of the mask [3] at index 0 does not match the shape of the indexed tensor "
+                            "[2, 3] at index 0"):
+        m23()[dg.tensor([True, False, True])]
 
 
 # ------------------------------------------------------------------- numerics

@@ -87,7 +87,7 @@ def norm_axes(axis, ndim):
     bad axis raises torch's error on the client instead of silently wrapping."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
+    if not isinstance(axis, (tuple, list)):
         axis = (axis,)
     axes = [norm_axis(a, ndim) for a in axis]
     for i, a in enumerate(axes):

@@ -18,6 +18,7 @@ import math
 import operator
 
 import dask.array as da
+import numpy as np
 
 from .. import chunk
 from ..graph import RESULT, record
@@ -184,6 +185,8 @@ def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; the condition gets no gradient."""
     cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
     check_same_device(cond, x, y)
+    check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
+    check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
     return record("WhereBackward0", da.where(cond.array, raw(x), raw(y)), (only_tensor(x), only_tensor(y)),
                   lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)), {"c": cond})
 

@@ -105,6 +105,10 @@ def tensordot(a, b, axes=2):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
     xa, xb = _norm_tensordot_axes(axes, a.ndim, b.ndim)
+    for i, j in zip(xa, xb):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                               f"and second has size {b.shape[j]} in dim {j}")
     free_a = [i for i in range(a.ndim) if i not in xa]
     free_b = [i for i in range(b.ndim) if i not in xb]
 
@@ -134,6 +138,12 @@ def einsum(subscripts, *operands):
         raise NotImplementedError("einsum needs an explicit '->' output and no ellipsis")
     ins, out = subscripts.replace(" ", "").split("->")
     ins = ins.split(",")
+    seen = {}
+    for k, (sub, t) in enumerate(zip(ins, ts)):
+        for c, n in zip(sub, t.shape):
+            if seen.setdefault(c, n) != n and n != 1 and seen[c] != 1:
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
+                                   f"with previously seen size {seen[c]}")
     if any(len(set(sub)) != len(sub) for sub in ins):
         raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
 

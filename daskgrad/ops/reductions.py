@@ -199,6 +199,10 @@ def cumsum(x, axis=None):
 
         return cumsum(reshape(x, (-1,)), 0)
     axis = norm_axis(axis, x.ndim)
+    if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
+        from .shape import reshape
+
+        return reshape(cumsum(reshape(x, (1,)), 0), ())
     return record("CumsumBackward0", da.cumsum(x.array, axis=axis), (x,),
                   lambda g, s: (flip(cumsum(flip(g, axis), axis), axis),))
 

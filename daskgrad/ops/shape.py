@@ -42,9 +42,9 @@ def _check_reshape(shape, old):
         return  # unknown size after a boolean mask: dask decides
     if sum(1 for n in shape if n == -1) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    for n in shape:
+    for i, n in enumerate(shape):
         if n < -1:
-            raise RuntimeError(f"invalid shape dimension {n}")
+            raise RuntimeError(f"invalid shape dimension {n} at index {i} of shape {list(shape)}")
     size = int(np.prod(old, dtype=np.int64))
     known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
     if (size != known if -1 not in shape else (known == 0 or size % known)):
@@ -110,6 +110,12 @@ def broadcast_to(x, shape, chunks=None):
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
     x = as_tensor(x)
     shape, old = tuple(shape), x.shape
+    lead = len(shape) - len(old)
+    for i, n in enumerate(old):
+        if n != 1 and n == n and shape[lead + i] != n and shape[lead + i] != -1:
+            raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
+                               f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
+                               f"Tensor sizes: {list(old)}")
     a = x.array
     if chunks is not None:  # kept axes must already carry the target chunks
         lead = len(shape) - a.ndim
@@ -207,6 +213,8 @@ def split(x, indices_or_sections, axis=0):
     axis = norm_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(indices_or_sections, int):
+        if indices_or_sections <= 0:
+            raise ValueError("number sections must be larger than 0.")
         if n % indices_or_sections:
             raise ValueError("array split does not result in an equal division")
         step = n // indices_or_sections
@@ -347,6 +355,10 @@ def _rows_only(a):
 def _mask_select(x, mask):
     """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
+    for i, (m, n) in enumerate(zip(mask.shape, x.shape)):
+        if m != n and m == m and n == n:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {i} does not match the shape of the "
+                             f"indexed tensor {list(x.shape)} at index {i}")
     if mask.shape != x.shape:
         mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
     a, m = _rows_only(x.array), _rows_only(mask.rechunk(x.chunks))
