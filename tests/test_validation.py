@@ -213,3 +213,15 @@ def test_inplace_updates_with_plain_numbers_save_no_tensor():
     assert h.grad_fn._saved_a is None  # the division by a plain number kept no copy of h
     h.sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), [3, 3])
+
+
+def test_lazy_integer_index_is_checked_in_its_task_and_gives_torchs_gradient():
+    x = dg.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    y = x[dg.tensor([0, -1, 2])]
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 2], [0, 0], [16, 20]])
+    z = dg.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    out = z[dg.tensor([0, 5])].sum()
+    with raises(IndexError, "index 5 is out of bounds for dimension 0 with size 3"):
+        out.backward()
+    assert z.grad is None

@@ -330,22 +330,43 @@ def _take(x, idx, axis, index):
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, shape, chunks = x.shape[axis], x.shape, x.chunks
-    idx = idx % n
+    lazy = isinstance(idx, da.Array)
+    idx = _checked_lazy_index(idx, n) if lazy else idx % n
 
     def rule(g, s):
         # scatter-add as a one-hot contraction: repeated indices accumulate
         from .linalg import tensordot
 
-        cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(chunk.like, g.array._meta, dtype=s.idx.dtype,
-                                                                          meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
+        if isinstance(s.idx, da.Array):  # a lazy index (already checked and wrapped in its kernel)
+            cols = s.idx.rechunk((g.chunks[axis],))
+        else:
+            cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(
+                chunk.like, g.array._meta, dtype=s.idx.dtype, meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
         rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
         onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
         return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
+    if lazy:
+        return record("IndexBackward0", x.array[(slice(None),) * axis + (idx,)], (x,), rule, {"idx": idx})
     a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
     out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
                         chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
     return record("IndexBackward0", out, (x,), rule, {"idx": idx})
+
+
+def _check_index(block, n):
+    """Chunk kernel for a lazy integer index: torch's IndexError (the values are unknown on the
+    client, so the check runs in the task that reads them), negative indices wrapped."""
+    bad = (block < -n) | (block >= n)
+    if bad.any():
+        raise IndexError(f"index {int(block[bad][0])} is out of bounds for dimension 0 with size {n}")
+    return block % n
+
+
+def _checked_lazy_index(idx, n):
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise NotImplementedError("a lazy index must be a 1-D integer array")
+    return idx.map_blocks(_check_index, n, dtype=idx.dtype, meta=idx._meta)
 
 
 def _rows_only(a):
