@@ -46,12 +46,54 @@ def check_same_device(*xs):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
 
 
+def _is_complex(x):
+    return isinstance(x, complex) or (isinstance(x, Tensor) and x.dtype.kind == "c")
+
+
+def refuse_complex(name, *xs):
+    """Ops whose rule does not implement torch's complex convention (the conjugate Wirtinger
+    derivative) refuse complex inputs under autograd rather than return a wrong gradient."""
+    from ..graph import is_grad_enabled
+
+    if (is_grad_enabled() and any(_is_complex(x) for x in xs)
+            and any(isinstance(x, Tensor) and x.requires_grad for x in xs)):
+        raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
+
+
+def check_broadcast(sa, sb):
+    """torch's RuntimeError for shapes that do not broadcast (dask's ValueError otherwise)."""
+    nd = max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + tuple(sa), (1,) * (nd - len(sb)) + tuple(sb)
+    for i in range(nd - 1, -1, -1):  # torch reports the last mismatching dimension
+        a, b = sa[i], sb[i]
+        if a != b and a != 1 and b != 1 and a == a and b == b:
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b ({b}) "
+                               f"at non-singleton dimension {i}")
+
+
+def norm_axis(axis, ndim):
+    """One axis in ``[0, ndim)``; out of range raises torch's IndexError rather than wrapping.
+    A 0-d tensor accepts -1 and 0, as in torch."""
+    n = ndim if ndim else 1
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"dim must be an int, not {type(axis).__name__}")
+    if not -n <= axis < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {axis})")
+    return int(axis) % n
+
+
 def norm_axes(axis, ndim):
+    """Sorted axes in ``[0, ndim)``: every op taking ``axis``/``axes`` validates through here, so a
+    bad axis raises torch's error on the client instead of silently wrapping."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
+    if not isinstance(axis, (tuple, list)):
         axis = (axis,)
-    return tuple(sorted(a % ndim if ndim else 0 for a in axis))
+    axes = [norm_axis(a, ndim) for a in axis]
+    for i, a in enumerate(axes):
+        if a in axes[:i]:
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+    return tuple(sorted(axes)) if ndim else ()
 
 
 def numel(shape, axes) -> int:

@@ -6,6 +6,11 @@ one cotangent per input, ``None`` meaning zero.  Rules are written in daskgrad
 ops, so ``create_graph=True`` differentiates them again.  Rules need not undo
 broadcasting, casts or rechunking: the engine sums a cotangent to its input's
 shape and gives it the input's dtype and chunks.
+
+Complex inputs follow torch's convention: the cotangent is the conjugate Wirtinger derivative,
+so a holomorphic ``f`` gets ``g * conj(f'(z))`` (``conj`` is free on real tensors) and ``abs``
+gets ``g * z / |z|``.  Ops without such a rule refuse complex inputs under autograd
+(:func:`~._util.refuse_complex`) instead of returning a wrong number.
 """
 from __future__ import annotations
 
@@ -13,17 +18,21 @@ import math
 import operator
 
 import dask.array as da
+import numpy as np
 
 from .. import chunk
 from ..graph import RESULT, record
-from ._util import as_tensor, check_same_device, only_tensor, raw, tensor_or_scalar
+from ._util import (as_tensor, check_broadcast, check_same_device, only_tensor, raw, refuse_complex,
+                    tensor_or_scalar)
 from ..tensor import Tensor, require_cuda
 
 
 # ----------------------------------------------------------------- unary table
-def _unary(name, node, forward, rule, save):
+def _unary(name, node, forward, rule, save, complex_ok=True):
     def op(x):
         x = as_tensor(x)
+        if not complex_ok:
+            refuse_complex(name, x)
         saved = None if save is None else {save: x if save == "x" else RESULT}
         return record(node, forward(x.array), (x,), rule, saved)
 
@@ -37,24 +46,45 @@ def _kernel(fn):
     return lambda a: da.map_blocks(fn, a, dtype=a.dtype, meta=a._meta)
 
 
+def conj(x):
+    """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node."""
+    if isinstance(x, (int, float)):
+        return x
+    if isinstance(x, complex):
+        return x.conjugate()
+    x = as_tensor(x)
+    if x.dtype.kind != "c":
+        return x
+    return record("ConjBackward0", da.conj(x.array), (x,), lambda g, s: (conj(g),))
+
+
+# holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
 neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), None)
-exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * s.r,), "r")
-expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * (s.r + 1),), "r")
-log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / s.x,), "x")
-log1p = _unary("log1p", "Log1PBackward0", da.log1p, lambda g, s: (g / (s.x + 1),), "x")
-sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * cos(s.x),), "x")
-cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * sin(s.x),), "x")
-tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * (s.r * s.r + 1),), "r")
-tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * (1 - s.r * s.r),), "r")
-sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), "r")
+exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), "r")
+expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * conj(s.r + 1),), "r")
+log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / conj(s.x),), "x")
+log1p = _unary("log1p", "Log1PBackward0", da.log1p, lambda g, s: (g / conj(s.x + 1),), "x")
+sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * conj(cos(s.x)),), "x")
+cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * conj(sin(s.x)),), "x")
+tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * conj(s.r * s.r + 1),), "r")
+tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * conj(1 - s.r * s.r),), "r")
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), "r",
+                 complex_ok=False)
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
-                  lambda g, s: (g * sigmoid(s.x),), "x")
+                  lambda g, s: (g * sigmoid(s.x),), "x", complex_ok=False)
 # relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch
 relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
-              lambda g, s: (where(s.r > 0, g, 0),), "r")
-abs = _unary("abs", "AbsBackward0", da.absolute, lambda g, s: (g * sign(s.x),), "x")
-sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / (2 * s.r),), "r")
-sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), None)
+              lambda g, s: (where(s.r > 0, g, 0),), "r", complex_ok=False)
+def _abs_rule(g, s):
+    if s.x.dtype.kind != "c":
+        return (g * sign(s.x),)
+    r = abs(s.x)  # z / |z|, 0 at 0, built from differentiable ops so double backward stays right
+    return (g * where(r == 0, 0, s.x / where(r == 0, 1, r)),)
+
+
+abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, "x")
+sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), "r")
+sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), None, complex_ok=False)
 
 
 def square(x):
@@ -65,6 +95,7 @@ def square(x):
 def _binary(node, forward, a, b, rule, save=None):
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)
     check_same_device(a, b)
+    check_broadcast(getattr(a, "shape", ()), getattr(b, "shape", ()))
     return record(node, forward(raw(a), raw(b)), (only_tensor(a), only_tensor(b)), rule, save)
 
 
@@ -77,29 +108,55 @@ def sub(a, b):
     return _binary(node, operator.sub, a, b, lambda g, s: (g, -g))
 
 
+def _needs_grad(t):
+    return isinstance(t, Tensor) and t.requires_grad
+
+
+def _save_for_other(a, b):
+    """Save each operand only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
+    do the same): ``h = x * 1; h *= 2; h += 1`` must not keep ``h`` and then refuse its in-place edit."""
+    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    return a, b, {"a": a if _needs_grad(b) else None, "b": b}
+
+
 def mul(a, b):
-    return _binary("MulBackward0", operator.mul, a, b, lambda g, s: (g * s.b, g * s.a), {"a": a, "b": b})
+    a, b, save = _save_for_other(a, b)
+    if not _needs_grad(a):
+        save["b"] = None
+    return _binary("MulBackward0", operator.mul, a, b,
+                   lambda g, s: ((g * conj(s.b) if s.needs[0] else None),
+                                 (g * conj(s.a) if s.needs[1] else None)), save)
 
 
 def truediv(a, b):
+    a, b, save = _save_for_other(a, b)
     return _binary("DivBackward0", operator.truediv, a, b,
-                   lambda g, s: (g / s.b, -g * s.a / (s.b * s.b)), {"a": a, "b": b})
+                   lambda g, s: (g / conj(s.b) if s.needs[0] else None,
+                                 -g * conj(s.a / (s.b * s.b)) if s.needs[1] else None), save)
 
 
 def _pow_rule(g, s):
+    # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
+    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
     a, b = s.a, s.b
-    ga = g * b * pow(a, b - 1) if not isinstance(b, (int, float)) or b != 0 else zeros_like(g)
+    if isinstance(b, Tensor):
+        ga = where(b == 0, 0, g * b * pow(a, b - 1))
+    else:  # a real exponent (complex ones are refused): conj(b * a**(b-1)) = b * conj(a**(b-1))
+        ga = g * b * conj(pow(a, b - 1)) if b != 0 else zeros_like(g)
     gb = None
     if isinstance(b, Tensor):
-        # d(a**b)/db = a**b log a, taken as 0 where a == 0 (torch masks 0 * log 0)
         if isinstance(a, Tensor):
-            gb = where(a == 0, 0, g * s.r * log(where(a == 0, 1, a)))
-        else:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
-            gb = g * s.r * (math.log(a) if a > 0 else math.nan) if a != 0 else zeros_like(g)
+            gb = where((a == 0) & (b >= 0), 0, g * s.r * log(a))
+        elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
+            gb = where(b >= 0, 0, g * s.r * -math.inf)
+        else:
+            gb = g * s.r * (math.log(a) if a > 0 else math.nan)
     return ga, gb
 
 
 def pow(a, b):
+    if isinstance(b, Tensor) or isinstance(b, complex):
+        refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
     return _binary(node, operator.pow, a, b, _pow_rule, {"a": a, "b": b, "r": RESULT})
@@ -115,10 +172,12 @@ def _tie_rule(strict):
 
 
 def maximum(a, b):
+    refuse_complex("maximum", a, b)
     return _binary("MaximumBackward0", da.maximum, a, b, _tie_rule(operator.gt), {"a": a, "b": b})
 
 
 def minimum(a, b):
+    refuse_complex("minimum", a, b)
     return _binary("MinimumBackward0", da.minimum, a, b, _tie_rule(operator.lt), {"a": a, "b": b})
 
 
@@ -126,6 +185,8 @@ def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; the condition gets no gradient."""
     cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
     check_same_device(cond, x, y)
+    check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
+    check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
     return record("WhereBackward0", da.where(cond.array, raw(x), raw(y)), (only_tensor(x), only_tensor(y)),
                   lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)), {"c": cond})
 
@@ -133,6 +194,7 @@ def where(condition, x, y):
 def clip(x, a_min=None, a_max=None):
     """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention)."""
     x, lo, hi = as_tensor(x), tensor_or_scalar(a_min), tensor_or_scalar(a_max)
+    refuse_complex("clamp", x, lo, hi)
     out = x.array
     if lo is not None:
         out = da.maximum(out, raw(lo))

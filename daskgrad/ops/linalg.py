@@ -15,7 +15,8 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import record
-from ._util import as_tensor, check_same_device
+from ._util import as_tensor, check_same_device, norm_axis
+from .elementwise import conj
 from .shape import expand_dims, swapaxes, transpose
 
 
@@ -47,15 +48,34 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
+    _check_matmul(a.shape, b.shape)
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
             else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
             else "UnsafeViewBackward0")
     return record(node, _matmul_array(a.array, b.array), (a, b), _matmul_rule, {"a": a, "b": b})
 
 
+def _check_matmul(sa, sb):
+    """torch's error texts for a contracted size mismatch (dask would fail late or obscurely)."""
+    k, kb = sa[-1], sb[-1] if len(sb) == 1 else sb[-2]
+    if k == kb or k != k or kb != kb:
+        return
+    if len(sa) == len(sb) == 1:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src [{kb}] to have the same number "
+                           f"of elements, but got {k} and {kb} elements respectively")
+    rows = int(np.prod(sa[:-1]))
+    if len(sb) == 1:
+        raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), vec ({kb})")
+    if len(sb) == 2:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {kb}x{sb[-1]})")
+    batch = int(np.prod(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))))
+    raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
+                       f"[{batch}, {kb}].")
+
+
 def _matmul_rule(g, s):
     na, nb = s.needs
-    a, b = s.a, s.b
+    a, b = conj(s.a), conj(s.b)  # torch's complex convention: each side meets the other's conjugate
     if a.ndim == 1 and b.ndim == 1:                      # dot: g is a scalar
         return (g * b if na else None), (g * a if nb else None)
     if b.ndim == 1:                                       # matrix @ vector: no reshapes on the hot path
@@ -78,13 +98,17 @@ def _norm_tensordot_axes(axes, na, nb):
     xa, xb = axes
     xa = [xa] if isinstance(xa, int) else list(xa)
     xb = [xb] if isinstance(xb, int) else list(xb)
-    return [i % na for i in xa], [i % nb for i in xb]
+    return [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
 
 
 def tensordot(a, b, axes=2):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
     xa, xb = _norm_tensordot_axes(axes, a.ndim, b.ndim)
+    for i, j in zip(xa, xb):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                               f"and second has size {b.shape[j]} in dim {j}")
     free_a = [i for i in range(a.ndim) if i not in xa]
     free_b = [i for i in range(b.ndim) if i not in xb]
 
@@ -93,11 +117,11 @@ def tensordot(a, b, axes=2):
         fa, fb = len(free_a), len(free_b)
         ga = gb = None
         if na:
-            ga = tensordot(g, s.b, axes=(list(range(fa, fa + fb)), free_b))
+            ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
             order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
             ga = transpose(ga, list(np.argsort(order)))
         if nb:
-            gb = tensordot(s.a, g, axes=(free_a, list(range(fa))))
+            gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
             order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
             gb = transpose(gb, list(np.argsort(order)))
         return ga, gb
@@ -114,6 +138,12 @@ def einsum(subscripts, *operands):
         raise NotImplementedError("einsum needs an explicit '->' output and no ellipsis")
     ins, out = subscripts.replace(" ", "").split("->")
     ins = ins.split(",")
+    seen = {}
+    for k, (sub, t) in enumerate(zip(ins, ts)):
+        for c, n in zip(sub, t.shape):
+            if seen.setdefault(c, n) != n and n != 1 and seen[c] != 1:
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
+                                   f"with previously seen size {seen[c]}")
     if any(len(set(sub)) != len(sub) for sub in ins):
         raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
 
@@ -127,7 +157,7 @@ def einsum(subscripts, *operands):
             have = set(out).union(*[set(o) for o, _ in others])
             target = "".join(c for c in dict.fromkeys(sub) if c in have)
             expr = ",".join([out] + [o for o, _ in others]) + "->" + target
-            gk = einsum(expr, g, *[t for _, t in others])
+            gk = einsum(expr, g, *[conj(t) for _, t in others])
             missing = tuple(i for i, c in enumerate(sub) if c not in target)
             if missing:  # an index summed away in forward: broadcast back over it
                 from .shape import broadcast_to

@@ -5,12 +5,16 @@ primitives: the reverse graph stays small and the names match torch's.
 """
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
+import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, record
+from ..graph import RESULT, record, size_repr, type_repr
 from ..tensor import Tensor
-from ._util import as_tensor, check_same_device, only_tensor, raw, reduce_array, tensor_or_scalar
+from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
+                    refuse_complex, tensor_or_scalar)
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
@@ -27,6 +31,8 @@ def _log_softmax_array(a, axis):
 
 def softmax(x, axis=-1):
     x = as_tensor(x)
+    refuse_complex("softmax", x)
+    axis = norm_axis(axis, x.ndim)
     # d softmax: r * (g - sum(g * r))
     return record("SoftmaxBackward0", _softmax_array(x.array, axis), (x,),
                   lambda g, s: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),), {"r": RESULT})
@@ -34,6 +40,8 @@ def softmax(x, axis=-1):
 
 def log_softmax(x, axis=-1):
     x = as_tensor(x)
+    refuse_complex("log_softmax", x)
+    axis = norm_axis(axis, x.ndim)
     return record("LogSoftmaxBackward0", _log_softmax_array(x.array, axis), (x,),
                   lambda g, s: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),), {"r": RESULT})
 
@@ -52,7 +60,37 @@ def _scale(g, reduction, n):
     return g / n if reduction == "mean" else g
 
 
+def _check_targets(block, classes):
+    """Chunk kernel: torch's error for a class label outside ``[0, classes)``.  Labels are lazy, so
+    they cannot be checked on the client without computing them; the check runs in the task that
+    reads them, and the error reaches the user as IndexError from ``.item()``/``.numpy()`` or from
+    ``backward()`` (whose one submission fails before any ``.grad`` is written) instead of a loss
+    computed from a one-hot row of zeros."""
+    bad = (block < 0) | (block >= classes)
+    if bad.any():
+        raise IndexError(f"Target {int(block[bad][0])} is out of bounds.")
+    return block
+
+
+def _dtype_name(dtype):
+    return type_repr(dtype)[len("daskgrad."):-len("Tensor")]
+
+
+def _check_class_target(input, target):
+    """torch's client-side checks of class-index targets: dtype, rank and batch size."""
+    if target.dtype.kind not in "iu":
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_dtype_name(target.dtype)}")
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input.ndim != 2:
+        raise NotImplementedError("class-index losses take (N, C) input here")
+    batch = target.shape[0] if target.ndim else 0
+    if batch != input.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
+
+
 def _onehot(target, classes, like):
+    target = da.map_blocks(_check_targets, target, classes, dtype=target.dtype, meta=target._meta)
     cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)
     return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
 
@@ -60,6 +98,8 @@ def _onehot(target, classes, like):
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C)."""
     log_probs, target = as_tensor(log_probs), as_tensor(target)
+    refuse_complex("nll_loss", log_probs)
+    _check_class_target(log_probs, target)
     n = log_probs.shape[0]
     onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
     loss = -reduce_array(log_probs.array * onehot, "sum", 1)
@@ -76,7 +116,10 @@ def cross_entropy(input, target, reduction="mean"):
     """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C)."""
     input, target = as_tensor(input), as_tensor(target)
     lsm = log_softmax(input, axis=1)
-    if target.dtype.kind == "f":
+    if target.shape == input.shape:  # class probabilities (torch decides by shape, then checks the dtype)
+        if target.dtype.kind not in "fc":
+            raise RuntimeError("Expected floating point type for target with class probabilities, got "
+                               f"{_dtype_name(target.dtype)}")
         loss = -sum(target * lsm, axis=1)
         return {"mean": lambda l: sum(l) / input.shape[0], "sum": sum, "none": lambda l: l}[reduction](loss)
     return nll_loss(lsm, target, reduction)
@@ -85,8 +128,14 @@ def cross_entropy(input, target, reduction="mean"):
 def mse_loss(input, target, reduction="mean"):
     input, target = as_tensor(input), tensor_or_scalar(target)
     check_same_device(input, target)
+    refuse_complex("mse_loss", input, target)
+    check_broadcast(input.shape, getattr(target, "shape", ()))
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
+                      f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", UserWarning, stacklevel=2)
     diff = input.array - raw(target)
-    n = input.numel()
+    n = int(np.prod(diff.shape))  # torch averages over the broadcast shape, not the input's
 
     def rule(g, s):
         d = 2 * (s.input - s.target) * _scale(g, reduction, n)
@@ -102,6 +151,9 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
         raise NotImplementedError("pos_weight is not supported yet")
     z, y = as_tensor(input), tensor_or_scalar(target)
     check_same_device(z, y)
+    refuse_complex("binary_cross_entropy_with_logits", z, y)
+    if isinstance(y, Tensor) and y.shape != z.shape:
+        raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
     za, ya = z.array, raw(y)
     loss = da.map_blocks(chunk.softplus, za, dtype=za.dtype, meta=za._meta) - za * ya
     n = z.numel()

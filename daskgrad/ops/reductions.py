@@ -11,9 +11,9 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, record
-from ._util import as_tensor, norm_axes, numel, reduce_array
-from .elementwise import exp, where, zeros_like
-from .shape import expand_dims, flip
+from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array, refuse_complex
+from .elementwise import conj, exp, where, zeros_like
+from .shape import expand_dims, flip, squeeze
 
 
 def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
@@ -38,6 +38,24 @@ def _unknown(shape):
     return any(n != n for n in shape)
 
 
+def _like(x):
+    """The saved input when its size is unknown (NaN, after a boolean mask): cotangents follow its chunks."""
+    return x if _unknown(x.shape) else None
+
+
+def _count(x, axes, keepdims):
+    """How many elements each output averages: a Python int when the reduced sizes are known, else
+    (after a boolean mask) a lazy constant tensor counted from the chunks themselves, so ``x[x > 0].mean()``
+    is not divided by NaN.  Returns ``(count with keepdims=True, count as the output is shaped)``."""
+    if not _unknown([x.shape[a] for a in axes]):
+        n = numel(x.shape, axes)
+        return n, n
+    from .elementwise import ones_like
+
+    n = sum(ones_like(x), axis=axes, keepdims=True)
+    return n, (n if keepdims or not axes else squeeze(n, axes))
+
+
 def _keep(r, axes, keepdims):
     return r if keepdims or not axes else expand_dims(r, axes)
 
@@ -56,11 +74,13 @@ def sum(x, axis=None, keepdims=False, dtype=None):
 def mean(x, axis=None, keepdims=False):
     x = as_tensor(x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n = numel(shape, axes)
+    unknown = _unknown(shape)
+    n = _count(x, axes, keepdims)[1]
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
     return record("MeanBackward0" if axis is None else "MeanBackward1",
-                  reduce_array(x.array, "sum", axes, keepdims) / n, (x,),
-                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims),))
+                  reduce_array(x.array, "sum", axes, keepdims) / raw(n), (x,),
+                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims, s.x if unknown else None),),
+                  {"x": x} if unknown else None)
 
 
 def sum_to(g, shape):
@@ -72,25 +92,35 @@ def sum_to(g, shape):
     return sum(g, axis=ones, keepdims=True) if ones else g
 
 
-def _extreme(name_full, name_axis, fn):
+def _extreme(name_full, name_axis, fn, amax_rule=False):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
+        refuse_complex(fn, x)
         axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+        full = axis is None and not amax_rule
 
-        # ties share the gradient equally (amax/amin convention: 1/k each)
         def rule(g, s):
-            mask = s.x == _keep(s.r, axes, keepdims)
+            r = _keep(s.r, axes, keepdims)
+            mask = s.x == r
+            if full:  # torch's max(): the gradient is shared evenly by the positions holding the result,
+                # NaN ones included (a NaN max sends it to the NaNs)
+                mask = mask | ((s.x != s.x) & (r != r))
+                count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
+                return (where(mask, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / count, 0),)
+            # torch's amax/amin: grad / count * mask, so a slice whose extreme is NaN (no position
+            # equals it, count 0) gets NaN, as in torch, rather than a silent zero
             count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
-            return (where(mask, _spread(g, shape, chunks, axes, keepdims) / count, 0),)
+            return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) / count * mask.astype(g.dtype),)
 
-        return record(name_full if axis is None else name_axis,
+        return record(name_full if full else name_axis,
                       reduce_array(x.array, fn, axes, keepdims), (x,), rule, {"x": x, "r": RESULT})
     return op
 
 
 max = _extreme("MaxBackward1", "AmaxBackward0", "max")
 min = _extreme("MinBackward1", "AminBackward0", "min")
-amax, amin = max, min
+amax = _extreme("MaxBackward1", "AmaxBackward0", "max", amax_rule=True)
+amin = _extreme("MinBackward1", "AminBackward0", "min", amax_rule=True)
 
 
 def prod(x, axis=None, keepdims=False):
@@ -103,7 +133,7 @@ def prod(x, axis=None, keepdims=False):
         p = prod(where(zero, 1, s.x), axis=axes, keepdims=True)
         z = sum(zero, axis=axes, keepdims=True)
         others = where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, s.x))
-        return (_spread(g, shape, chunks, axes, keepdims) * others,)
+        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * conj(others),)
 
     return record("ProdBackward0" if axis is None else "ProdBackward1",
                   reduce_array(x.array, "prod", axes, keepdims), (x,), rule, {"x": x})
@@ -112,41 +142,43 @@ def prod(x, axis=None, keepdims=False):
 def var(x, axis=None, ddof=0, keepdims=False):
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
     x = as_tensor(x)
+    refuse_complex("var", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n = numel(shape, axes)
+    n, n_out = _count(x, axes, keepdims)
 
     def rule(g, s):
         centered = s.x - mean(s.x, axis=axes, keepdims=True)
-        return (_spread(g, shape, chunks, axes, keepdims) * centered * (2 / (n - ddof)),)
+        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * centered * (2 / (n - ddof)),)
 
-    return record("VarBackward0", _var_array(x.array, axes, ddof, keepdims), (x,), rule, {"x": x})
+    return record("VarBackward0", _var_array(x.array, axes, ddof, keepdims, n, n_out), (x,), rule, {"x": x})
 
 
-def _var_array(a, axes, ddof, keepdims):
-    n = numel(a.shape, axes)
-    centered = a - reduce_array(a, "sum", axes, True) / n
-    return reduce_array(centered * centered, "sum", axes, keepdims) / (n - ddof)
+def _var_array(a, axes, ddof, keepdims, n, n_out):
+    centered = a - reduce_array(a, "sum", axes, True) / raw(n)
+    return reduce_array(centered * centered, "sum", axes, keepdims) / (raw(n_out) - ddof)
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
     """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
     x = as_tensor(x)
+    refuse_complex("std", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n = numel(shape, axes)
+    n, n_out = _count(x, axes, keepdims)
 
     def rule(g, s):
         r = _keep(s.r, axes, keepdims)
         centered = s.x - mean(s.x, axis=axes, keepdims=True)
-        scaled = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims) / (r * (n - ddof)))
+        scaled = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / (r * (n - ddof)))
         return (scaled * centered,)
 
-    return record("StdBackward0", da.sqrt(_var_array(x.array, axes, ddof, keepdims)), (x,), rule,
+    return record("StdBackward0", da.sqrt(_var_array(x.array, axes, ddof, keepdims, n, n_out)), (x,), rule,
                   {"x": x, "r": RESULT})
 
 
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
     x = as_tensor(x)
+    refuse_complex("logsumexp", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     a = x.array
     m = reduce_array(a, "max", axes, True)
@@ -155,7 +187,8 @@ def logsumexp(x, axis=None, keepdims=False):
     if not keepdims:
         out = out.squeeze(axis=axes)
     return record("LogsumexpBackward0", out, (x,),
-                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims) * exp(s.x - _keep(s.r, axes, keepdims)),),
+                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, _like(s.x))
+                                * exp(s.x - _keep(s.r, axes, keepdims)),),
                   {"x": x, "r": RESULT})
 
 
@@ -165,6 +198,11 @@ def cumsum(x, axis=None):
         from .shape import reshape
 
         return cumsum(reshape(x, (-1,)), 0)
+    axis = norm_axis(axis, x.ndim)
+    if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
+        from .shape import reshape
+
+        return reshape(cumsum(reshape(x, (1,)), 0), ())
     return record("CumsumBackward0", da.cumsum(x.array, axis=axis), (x,),
                   lambda g, s: (flip(cumsum(flip(g, axis), axis), axis),))
 
@@ -174,12 +212,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if ord not in (None, 2, 2.0, "fro"):
         raise NotImplementedError("only the 2-norm is implemented")
     x = as_tensor(x)
+    refuse_complex("linalg_vector_norm", x)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     out = da.sqrt(reduce_array(x.array * x.array, "sum", axes, keepdims))
 
     def rule(g, s):
         r = _keep(s.r, axes, keepdims)
-        return (s.x * where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims) / r),)
+        return (s.x * where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / r),)
 
     return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
 
@@ -189,10 +228,12 @@ def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
     from ..tensor import Tensor
 
-    return Tensor._make(da.argmax(as_tensor(x).array, axis=axis))
+    x = as_tensor(x)
+    return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
 
 
 def argmin(x, axis=None):
     from ..tensor import Tensor
 
-    return Tensor._make(da.argmin(as_tensor(x).array, axis=axis))
+    x = as_tensor(x)
+    return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))

@@ -15,7 +15,7 @@ from .. import chunk
 from ..graph import record
 from ..tensor import Tensor
 from . import _util
-from ._util import as_tensor, norm_axes, raw
+from ._util import as_tensor, norm_axes, norm_axis, raw
 
 
 def _meta(x):
@@ -32,7 +32,23 @@ def reshape(x, shape):
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    _check_reshape(shape, old)
     return record("ViewBackward0", _reshape_array(x.array, shape), (x,), lambda g, s: (reshape(g, old),))
+
+
+def _check_reshape(shape, old):
+    """torch's errors for a shape that does not fit (dask's ValueError or a silent NaN size otherwise)."""
+    if any(n != n for n in old):
+        return  # unknown size after a boolean mask: dask decides
+    if sum(1 for n in shape if n == -1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for i, n in enumerate(shape):
+        if n < -1:
+            raise RuntimeError(f"invalid shape dimension {n} at index {i} of shape {list(shape)}")
+    size = int(np.prod(old, dtype=np.int64))
+    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    if (size != known if -1 not in shape else (known == 0 or size % known)):
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {size}")
 
 
 def _reshape_array(a, shape):
@@ -53,7 +69,7 @@ def flatten(x):
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
-    perm = tuple(range(x.ndim))[::-1] if axes is None else tuple(a % x.ndim for a in axes)
+    perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
     inverse = tuple(np.argsort(perm))
     node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
     return record(node, da.transpose(x.array, perm), (x,), lambda g, s: (transpose(g, inverse),))
@@ -62,17 +78,31 @@ def transpose(x, axes=None):
 permute = transpose
 
 
+def _perm(axes, ndim):
+    axes = tuple(axes)
+    if len(axes) != ndim:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                           f"of the desired ordering of dimensions i.e. input.dim() = {ndim} is not equal to "
+                           f"len(dims) = {len(axes)}")
+    perm = tuple(norm_axis(a, ndim) for a in axes)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return perm
+
+
 def swapaxes(x, axis1, axis2):
     x = as_tensor(x)
     perm = list(range(x.ndim))
+    axis1, axis2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
     perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
     return transpose(x, perm)
 
 
 def moveaxis(x, source, destination):
     x = as_tensor(x)
-    perm = [i for i in range(x.ndim) if i != source % x.ndim]
-    perm.insert(destination % x.ndim, source % x.ndim)
+    source, destination = norm_axis(source, x.ndim), norm_axis(destination, x.ndim)
+    perm = [i for i in range(x.ndim) if i != source]
+    perm.insert(destination, source)
     return transpose(x, perm)
 
 
@@ -80,6 +110,12 @@ def broadcast_to(x, shape, chunks=None):
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
     x = as_tensor(x)
     shape, old = tuple(shape), x.shape
+    lead = len(shape) - len(old)
+    for i, n in enumerate(old):
+        if n != 1 and n == n and shape[lead + i] != n and shape[lead + i] != -1:
+            raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
+                               f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
+                               f"Tensor sizes: {list(old)}")
     a = x.array
     if chunks is not None:  # kept axes must already carry the target chunks
         lead = len(shape) - a.ndim
@@ -97,9 +133,8 @@ def broadcast_to(x, shape, chunks=None):
 
 def expand_dims(x, axis):
     x = as_tensor(x)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out_ndim = x.ndim + len(axes)
-    axes = tuple(sorted(a % out_ndim for a in axes))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = norm_axes(axes, x.ndim + len(axes))
     out = da.expand_dims(x.array, axes)
     return record("UnsqueezeBackward0", out, (x,), lambda g, s: (squeeze(g, axes),))
 
@@ -112,7 +147,7 @@ def squeeze(x, axis=None):
     if axis is None:
         axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
     else:
-        axes = tuple(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+        axes = norm_axes(axis, x.ndim)
     if not axes:
         return x
     if any(x.shape[a] != 1 for a in axes):
@@ -135,13 +170,23 @@ def flip(x, axis=None):
 def roll(x, shift, axis=None):
     x = as_tensor(x)
     back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    if axis is not None:
+        axis = (tuple(norm_axis(a, x.ndim) for a in axis) if isinstance(axis, (tuple, list))
+                else norm_axis(axis, x.ndim))
     return record("RollBackward0", da.roll(x.array, shift, axis), (x,), lambda g, s: (roll(g, back, axis),))
 
 
 # ------------------------------------------------------------ joining, splitting
 def concatenate(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
-    axis = axis % ts[0].ndim
+    axis = norm_axis(axis, ts[0].ndim)
+    for k, t in enumerate(ts[1:], 1):
+        for d in range(ts[0].ndim):
+            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]):
+                if t.ndim != ts[0].ndim:
+                    raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
+                                   f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
     bounds = np.cumsum([0] + [t.shape[axis] for t in ts])
 
     def rule(g, s):
@@ -153,7 +198,11 @@ def concatenate(tensors, axis=0):
 
 def stack(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
-    axis = axis % (ts[0].ndim + 1)
+    axis = norm_axis(axis, ts[0].ndim + 1)
+    for k, t in enumerate(ts[1:], 1):
+        if t.shape != ts[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
+                               f"and {list(t.shape)} at entry {k}")
     return record("StackBackward0", da.stack([t.array for t in ts], axis=axis), tuple(ts),
                   lambda g, s: tuple(getitem(g, (slice(None),) * axis + (i,)) for i in range(len(ts))))
 
@@ -161,8 +210,11 @@ def stack(tensors, axis=0):
 def split(x, indices_or_sections, axis=0):
     """NumPy's ``split``: a list of slices, each its own differentiable op."""
     x = as_tensor(x)
+    axis = norm_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(indices_or_sections, int):
+        if indices_or_sections <= 0:
+            raise ValueError("number sections must be larger than 0.")
         if n % indices_or_sections:
             raise ValueError("array split does not result in an equal division")
         step = n // indices_or_sections
@@ -170,7 +222,7 @@ def split(x, indices_or_sections, axis=0):
     else:
         cuts = list(indices_or_sections)
     edges = [0] + cuts + [n]
-    pre = (slice(None),) * (axis % x.ndim)
+    pre = (slice(None),) * axis
     return [getitem(x, pre + (slice(lo, hi),)) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
@@ -188,7 +240,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 def diff(x, n=1, axis=-1):
     x = as_tensor(x)
-    axis = axis % x.ndim
+    axis = norm_axis(axis, x.ndim)
     pre = (slice(None),) * axis
     for _ in range(n):
         x = getitem(x, pre + (slice(1, None),)) - getitem(x, pre + (slice(None, -1),))
@@ -220,6 +272,7 @@ def getitem(x, index):
     x = as_tensor(x)
     index = _expand_index(tuple(raw(i) if isinstance(i, Tensor) else i
                                 for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
+    _check_bounds(index, x.shape)
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
     if arrays:
         first = index[arrays[0]]
@@ -234,6 +287,27 @@ def getitem(x, index):
     out = record(node, x.array[index], (x,), lambda g, s: (_scatter(g, index, meta),))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
+
+
+def _check_bounds(index, shape):
+    """torch's IndexError for an integer (or a concrete integer-array) index out of range, where
+    NumPy-style wrapping or dask's own text would otherwise answer.  A lazy index array is checked
+    in its chunk kernel instead (see ``_take``)."""
+    dim = 0
+    for pos, i in enumerate(index):  # torch names an int index's place in the index, None included
+        if i is None:
+            continue
+        if isinstance(i, (bool, np.bool_)):
+            continue
+        if isinstance(i, (int, np.integer)) or isinstance(i, (list, np.ndarray)):
+            n = shape[dim]
+            idx = np.asarray(i) if not isinstance(i, (int, np.integer)) else np.array([i])
+            if idx.dtype.kind in "iu" and idx.size and n == n:
+                bad = idx[(idx < -n) | (idx >= n)]
+                if bad.size:
+                    where = pos if isinstance(i, (int, np.integer)) else 0  # torch reports 0 for array indices
+                    raise IndexError(f"index {int(bad[0])} is out of bounds for dimension {where} with size {n}")
+        dim += 1
 
 
 def _scatter(g, index, meta):
@@ -256,22 +330,43 @@ def _take(x, idx, axis, index):
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, shape, chunks = x.shape[axis], x.shape, x.chunks
-    idx = idx % n
+    lazy = isinstance(idx, da.Array)
+    idx = _checked_lazy_index(idx, n) if lazy else idx % n
 
     def rule(g, s):
         # scatter-add as a one-hot contraction: repeated indices accumulate
         from .linalg import tensordot
 
-        cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(chunk.like, g.array._meta, dtype=s.idx.dtype,
-                                                                          meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
+        if isinstance(s.idx, da.Array):  # a lazy index (already checked and wrapped in its kernel)
+            cols = s.idx.rechunk((g.chunks[axis],))
+        else:
+            cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(
+                chunk.like, g.array._meta, dtype=s.idx.dtype, meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
         rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
         onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
         return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
+    if lazy:
+        return record("IndexBackward0", x.array[(slice(None),) * axis + (idx,)], (x,), rule, {"idx": idx})
     a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
     out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
                         chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
     return record("IndexBackward0", out, (x,), rule, {"idx": idx})
+
+
+def _check_index(block, n):
+    """Chunk kernel for a lazy integer index: torch's IndexError (the values are unknown on the
+    client, so the check runs in the task that reads them), negative indices wrapped."""
+    bad = (block < -n) | (block >= n)
+    if bad.any():
+        raise IndexError(f"index {int(block[bad][0])} is out of bounds for dimension 0 with size {n}")
+    return block % n
+
+
+def _checked_lazy_index(idx, n):
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise NotImplementedError("a lazy index must be a 1-D integer array")
+    return idx.map_blocks(_check_index, n, dtype=idx.dtype, meta=idx._meta)
 
 
 def _rows_only(a):
@@ -281,6 +376,10 @@ def _rows_only(a):
 def _mask_select(x, mask):
     """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
+    for i, (m, n) in enumerate(zip(mask.shape, x.shape)):
+        if m != n and m == m and n == n:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {i} does not match the shape of the "
+                             f"indexed tensor {list(x.shape)} at index {i}")
     if mask.shape != x.shape:
         mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
     a, m = _rows_only(x.array), _rows_only(mask.rechunk(x.chunks))
@@ -305,9 +404,10 @@ def setitem(x, index, value):
     """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it)."""
     x, value = as_tensor(x), _util.tensor_or_scalar(value)
     index = tuple(raw(i) if isinstance(i, Tensor) else i for i in (index if isinstance(index, tuple) else (index,)))
+    meta_index = _expand_index(index, x.ndim)
+    _check_bounds(meta_index, x.shape)
     out = x.array.copy()
     out[index] = raw(value)
-    meta_index = _expand_index(index, x.ndim)
 
     def rule(g, s):
         return setitem(g, index, 0), (getitem(g, meta_index) if isinstance(value, Tensor) else None)
