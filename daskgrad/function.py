@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .graph import no_grad, record
+from .graph import RESULT, is_grad_enabled, no_grad, record
 from .tensor import Tensor
 
 
@@ -17,7 +17,8 @@ class FunctionCtx:
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
-        self._to_save, self._saved, self._non_differentiable = (), None, set()
+        self._to_save, self._saved, self._non_differentiable, self._dirty = (), None, set(), set()
+        self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
         for i, t in enumerate(tensors):
@@ -34,10 +35,14 @@ class FunctionCtx:
         self._non_differentiable.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors):
-        pass
+        """Inputs that ``forward`` modified in place; the one returned becomes the output."""
+        self._dirty.update(id(t) for t in tensors)
 
     def set_materialize_grads(self, value):
-        pass
+        """torch passes ``None`` instead of zeros for undefined output gradients when False.
+        A daskgrad Function has one output and backward runs only when it received a
+        cotangent, so ``backward`` never sees an undefined gradient either way."""
+        self.materialize_grads = bool(value)
 
 
 class Function:
@@ -70,6 +75,9 @@ class Function:
             raise TypeError("daskgrad.Function.forward must return a single Tensor")
         if id(out) in ctx._non_differentiable:
             return out
+        dirty = id(out) in ctx._dirty
+        if dirty and is_grad_enabled() and out.grad_fn is None and out.requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         to_save, ctx._to_save = ctx._to_save, ()
         ctx._n_saved = len(to_save)
         name = f"{cls.__name__}Backward"
@@ -87,16 +95,65 @@ class Function:
                                        f"{i + 1}, but the corresponding forward input was not a Variable")
             return grads
 
-        return record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
-                      {f"t{i}": t for i, t in enumerate(to_save)} or None)
+        # the output saved by forward must come back as the recorded output (with this node as
+        # its grad_fn), or a second derivative through it would see a constant
+        res = record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
+                     {f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)} or None)
+        if dirty and res.grad_fn is not None:  # torch returns the modified input, now this node's output
+            out.grad_fn, out._requires_grad = res.grad_fn, True
+            return out
+        return res
 
 
-def _vjp_all(vjp, kwargs):
+def _vjp_mismatch(label, i, got, want):
+    return (f"map_blocks vjp of {label} returned a block of shape {tuple(got.shape)} and dtype {got.dtype} "
+            f"for input {i}, whose block has shape {tuple(want.shape)} and dtype {want.dtype}; a vjp "
+            "must return one cotangent block per input, each with that input block's shape and dtype")
+
+
+def _vjp_results(vjp, label, g, blocks, kwargs):
+    """The user's cotangent blocks, refused unless one per input with each input block's shape and dtype."""
+    outs = vjp(g, *blocks, **kwargs)
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(blocks):
+        raise RuntimeError(f"map_blocks vjp of {label} returned {len(outs)} cotangent blocks for "
+                           f"{len(blocks)} inputs")
+    for i, (o, b) in enumerate(zip(outs, blocks)):
+        if getattr(o, "shape", None) != b.shape or getattr(o, "dtype", None) != b.dtype:
+            if not hasattr(o, "shape"):
+                raise TypeError(f"map_blocks vjp of {label} returned a {type(o).__name__} for input {i}, "
+                                "not an array block")
+            raise RuntimeError(_vjp_mismatch(label, i, o, b))
+    return outs
+
+
+def _vjp_all(vjp, label, kwargs):
     def call(g, *blocks):
         out = np.empty((1,) * g.ndim, dtype=object)
-        out.reshape(-1)[0] = tuple(vjp(g, *blocks, **kwargs))
+        out.reshape(-1)[0] = _vjp_results(vjp, label, g, blocks, kwargs)
         return out
     return call
+
+
+def _check_on_meta(vjp, label, g, ins, kwargs):
+    """Run the vjp on the empty meta blocks, so a wrong count, rank or dtype fails on the client
+    before anything is submitted.  A vjp that cannot run on empty blocks is left to the
+    per-block check."""
+    try:
+        metas = tuple(a._meta.reshape((0,) * a.ndim) for a in ins)
+        outs = vjp(g._meta.reshape((0,) * g.ndim), *metas, **kwargs)
+    except Exception:
+        return
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(ins):
+        raise RuntimeError(f"map_blocks vjp of {label} returned {len(outs)} cotangent blocks for "
+                           f"{len(ins)} inputs")
+    for i, (o, a, m) in enumerate(zip(outs, ins, metas)):
+        if not hasattr(o, "dtype") or o.ndim != a.ndim or o.dtype != a.dtype:
+            if not hasattr(o, "dtype"):
+                raise TypeError(f"map_blocks vjp of {label} returned a {type(o).__name__} for input {i}, "
+                                "not an array block")
+            raise RuntimeError(_vjp_mismatch(label, i, o, m))
 
 
 def _pick(i):
@@ -122,8 +179,9 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
 
     def rule(g, s):
         ins = [getattr(s, f"t{i}").array for i in range(len(ts))]
+        _check_on_meta(vjp, label, g.array, ins, kwargs)
         token = tokenize(vjp, g.array, *ins, kwargs)
-        cells = da.map_blocks(_vjp_all(vjp, kwargs), g.array, *ins, dtype=object,
+        cells = da.map_blocks(_vjp_all(vjp, label, kwargs), g.array, *ins, dtype=object,
                               meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
         return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
                                                 name=f"{label}-vjp-pick{i}-{token}"))
