@@ -86,6 +86,8 @@ class Function:
             ctx._saved = s
             grads = cls.backward(ctx, g)
             grads = grads if isinstance(grads, tuple) else (grads,)
+            if len(grads) > len(args) and all(gr is None for gr in grads[len(args):]):
+                grads = grads[:len(args)]  # torch drops extra gradients when they are all None
             if len(grads) != len(args):
                 raise RuntimeError(f"function {name} returned an incorrect number of gradients "
                                    f"(expected {len(args)}, got {len(grads)})")

@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 import traceback
+import warnings
 import weakref
 
 # --------------------------------------------------------------------- grad mode
@@ -220,7 +221,7 @@ class SavedTensor:
     """
 
     __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
-                 "persisted")
+                 "persisted", "consumer")
 
     def __init__(self, t, is_output=False):
         self.data = t._storage.array
@@ -233,9 +234,14 @@ class SavedTensor:
         self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
         self.dtype, self.shape = t.dtype, t.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
+        self.consumer = None  # weakref to the node that saved it (set by record)
 
     def check_version(self) -> None:
         if self.storage.version != self.version:
+            consumer = self.consumer() if self.consumer is not None else None
+            if is_anomaly_enabled() and consumer is not None:  # torch names the node that failed
+                warnings.warn(f"Error detected in {consumer.name()}. Traceback of forward call that caused "
+                              f"the error:\n{''.join(consumer._stack or [])}", UserWarning, stacklevel=2)
             node = self._node()
             op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
             producer = f", which is output 0 of {op}," if node else ""
@@ -408,6 +414,9 @@ def record(name, out_array, inputs, vjp, save=None):
         node._saved = {k: SavedTensor(out, is_output=True) if v is RESULT else
                        SavedTensor(v) if isinstance(v, Tensor) else v for k, v in save.items()}
         node._had_saved = True
+        for v in node._saved.values():
+            if isinstance(v, SavedTensor):
+                v.consumer = weakref.ref(node)
     else:
         node._saved = {}
     if is_anomaly_enabled():

@@ -117,3 +117,55 @@ def test_map_blocks_vjp_wrong_shape_only_in_some_blocks_raises_per_block():
     with pytest.raises(RuntimeError, match=r"returned a block of shape \(2,\).*block has shape \(1,\)"):
         dg.map_blocks(_square, x, vjp=vjp).sum().backward()
     assert x.grad is None
+
+
+def test_function_backward_may_return_extra_none_gradients():
+    class Id(dg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, None
+
+    x = vec([1.0, 2.0])
+    Id.apply(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 1.0])
+
+
+def test_gradcheck_of_a_function_without_differentiable_outputs_checks_the_numerical_gradient_is_zero():
+    x = vec([1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="Numerical gradient for function expected to be zero"):
+        dg.testing.gradcheck(lambda t: t.detach(), x)
+    assert dg.testing.gradcheck(lambda t: dg.zeros_like(t), x)
+
+
+def test_gradcheck_of_a_function_with_tuple_outputs():
+    x = vec([1.0, 2.0, 3.0])
+    assert dg.testing.gradcheck(lambda t: (t * t, dg.exp(t)), x)
+
+    class Wrong(dg.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * t
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # should be 2 t g
+
+    with pytest.raises(dg.testing.GradcheckError):
+        dg.testing.gradcheck(lambda t: (dg.exp(t), Wrong.apply(t)), x)
+
+
+def test_anomaly_mode_names_the_node_whose_saved_value_was_modified():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            with dg.autograd.detect_anomaly():
+                a = vec([1.0, 2.0, 3.0])
+                d1 = a + 1
+                d2 = d1 ** 2
+                d1 += 1
+                dg.grad(d2.sum(), a)
+    assert "Error detected in PowBackward0" in str(w[-1].message)
