@@ -66,9 +66,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         u = random_like(x.detach(), seed + 1 + k)
         with no_grad():
             def shifted(sign):
-                args = list(inputs)
-                args[i] = x.detach() + u * (sign * eps)
-                return _as_outputs(func(*args))
+                # perturb the input itself, as torch does, so a func that closes over it sees the shift
+                orig = x.array
+                x.data = x.detach() + u * (sign * eps)
+                try:  # cloned: an output that aliases the input must keep the shifted value
+                    return tuple(o.clone() for o in _as_outputs(func(*inputs)))
+                finally:
+                    x.data = orig
             plus, minus = shifted(1), shifted(-1)
             numeric = sum(((p - m) * v).sum() for p, m, v in zip(plus, minus, vs)) / (2 * eps)
         analytic = (g * u).sum() if g is not None else Tensor._make(da.zeros((), dtype=x.dtype))
@@ -94,22 +98,26 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     ``(inputs, v) -> vᵀJ`` built with ``create_graph=True``, so the VJP rules' own VJPs are
     checked against central differences of the first-order VJP."""
     from .graph import enable_grad
-    from .ops import concatenate
+    from .ops import concatenate, zeros_like
 
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if grad_outputs is None:
         with no_grad():
-            out = func(*inputs)
-        grad_outputs = random_like(out, seed + 101)
-    v = grad_outputs.detach().requires_grad_()
+            outs = _as_outputs(func(*inputs))
+        grad_outputs = tuple(random_like(o, seed + 101 + j) for j, o in enumerate(outs))
+    vs = tuple(g.detach().requires_grad_() for g in _as_outputs(grad_outputs))
 
     def vjp(*args):
-        xs = [x if not isinstance(x, Tensor) or x.requires_grad or i not in wrt else x.detach().requires_grad_()
-              for i, x in enumerate(args[:-1])]  # the shifted copies gradcheck passes are constants
+        xs, cots = args[:len(inputs)], args[len(inputs):]
         with enable_grad():
-            gs = grad(func(*xs), [xs[i] for i in wrt], args[-1], create_graph=True, materialize_grads=True)
+            outs = _as_outputs(func(*xs))
+            pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
+            if not pairs:
+                return tuple(zeros_like(xs[i]) for i in wrt)
+            gs = grad([o for o, _ in pairs], [xs[i] for i in wrt], [c for _, c in pairs], create_graph=True,
+                      materialize_grads=True)
         return gs[0] if len(gs) == 1 else concatenate([g.reshape(-1) for g in gs])
 
-    return gradcheck(vjp, inputs + (v,), eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception,
+    return gradcheck(vjp, inputs + vs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception,
                      seed=seed, check_chunks=False)

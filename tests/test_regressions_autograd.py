@@ -169,3 +169,35 @@ def test_anomaly_mode_names_the_node_whose_saved_value_was_modified():
                 d1 += 1
                 dg.grad(d2.sum(), a)
     assert "Error detected in PowBackward0" in str(w[-1].message)
+
+
+def test_functional_jacobian_of_several_outputs_and_inputs_is_nested_like_torch():
+    x, y = vec([1.0, 2.0]), vec([3.0, 4.0, 5.0])
+    (jxx, jxy), (jyx, jyy) = dg.functional.jacobian(lambda a, b: (a * 2, b.sum()), (x, y))
+    np.testing.assert_allclose(jxx.numpy(), 2 * np.eye(2))
+    np.testing.assert_allclose(jxy.numpy(), np.zeros((2, 3)))
+    np.testing.assert_allclose(jyx.numpy(), np.zeros(2))
+    np.testing.assert_allclose(jyy.numpy(), np.ones(3))
+
+
+def test_functional_hessian_of_several_inputs():
+    x, y = vec([1.0, 2.0]), vec([3.0, 4.0])
+    (hxx, hxy), (hyx, hyy) = dg.functional.hessian(lambda a, b: (a * b).sum(), (x, y))
+    np.testing.assert_allclose(hxy.numpy(), np.eye(2))
+    np.testing.assert_allclose(hxx.numpy(), np.zeros((2, 2)))
+
+
+def test_functional_vjp_strict_raises_for_an_output_independent_of_the_input():
+    with pytest.raises(RuntimeError, match="The output of the user-provided function is independent of input 0"):
+        dg.functional.vjp(lambda a: a.detach().requires_grad_().clone(), vec([1.0, 2.0]), vec([1.0, 1.0]),
+                          strict=True)
+
+
+def test_gradcheck_perturbs_the_input_itself_so_closures_see_it():
+    x = vec([1.0, 2.0, 3.0])
+    assert dg.testing.gradcheck(lambda t: (x * x, t * 1), x)
+
+
+def test_gradgradcheck_of_tuple_outputs():
+    x = vec([1.0, 2.0, 3.0])
+    assert dg.testing.gradgradcheck(lambda t: (t ** 3, dg.exp(t)), x)
