@@ -59,7 +59,7 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
-        raise NotImplementedError
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):

@@ -201,3 +201,13 @@ def test_gradcheck_perturbs_the_input_itself_so_closures_see_it():
 def test_gradgradcheck_of_tuple_outputs():
     x = vec([1.0, 2.0, 3.0])
     assert dg.testing.gradgradcheck(lambda t: (t ** 3, dg.exp(t)), x)
+
+
+def test_function_without_forward_raises_torchs_text():
+    class BadFw(dg.Function):
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(NotImplementedError, match="You must implement the forward function for custom autograd"):
+        BadFw.apply(vec([1.0]))
