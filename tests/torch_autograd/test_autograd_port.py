@@ -6,6 +6,15 @@ with one chunk or chunks of 2, through the name-only adapter in ``adapter.py``. 
 dtype; the adapter does the same.  Failures rooted in code outside this port are strict
 xfails on the daskgrad variants, naming the root cause.
 
+Upstream source: the stored pytorch/pytorch test/test_autograd.py (a 2020 revision, class
+TestAutograd); texts that changed since are taken from torch 2 (noted where they are).
+Calls rewritten to an equivalent that both libraries have (same meaning, not a workaround):
+``x.chunk(n)`` -> ``T.chunk``; ``x.unbind()`` -> ``[x[i] for i ...]``; ``x.select(0, i)`` -> ``x[i]``;
+``x.masked_fill(m, 0)`` -> ``T.where(m, 0.0, x)``; ``Variable(x, requires_grad=True)`` ->
+``x.detach().requires_grad_(True)``; ``torch.empty`` -> ``T.zeros``; ``torch.max(a, 1, True)[1]``
+(indices) -> ``T.amax(...).detach()`` (both constants in the graph); ``torch.Tensor(...)`` expected
+values -> NumPy arrays; the SimulateBackwardError exception -> RuntimeError.
+
 Not ported (category: reason), upstream names:
 * views / storage (daskgrad has no views; slicing copies): test_detach_base,
   test_inplace_view_*, test_as_strided, test_variable_traverse (view cycles), test_set_data_tensorimpl_type,
@@ -26,6 +35,16 @@ Not ported (category: reason), upstream names:
   test_resize, test_pickle (torch.save protocol), test_free_deep_graph* (C++ destructor recursion),
   test_attribute_deletion beyond ``del x.grad`` (C++ attribute guards), test_mul_out*
   (``out=``), test_once_differentiable's Error node, test_function's assertExpected graph dumps.
+* engine internals: test_deep_reentrant (2000 nested backward calls: tests the C++ engine's
+  stack-overflow escape), test_reentrant_with_callbacks_* (Variable._execution_engine.queue_callback),
+  test_checkpointing (torch.utils.checkpoint), test_autograd_views_codegen,
+  test_autograd_simple_views_python / test_autograd_complex_views_python (views; complex),
+  test_custom_function_return_view_in_nograd (views), test_nansum_* (no nansum).
+* the rest of the file: the generated per-op method tests (method_tests / run_functional_checks:
+  test_grad_ops.py checks every daskgrad op), TestAutogradDeviceType (device-generic, mostly CUDA),
+  TestMultithreadAutograd (threads driving the engine), TestAutogradComplex (complex),
+  TestAutogradFunctional (superseded by test/autograd/test_functional.py, ported in
+  test_functional_port.py).
 * LAPACK decompositions and ops daskgrad does not have as a chunked op (cholesky, eig, symeig, svd,
   pinverse, triangular_solve, cholesky_solve/inverse, slogdet, lerp, put_, trapz, block_diag,
   chain_matmul, var_mean, logcumsumexp, diagonal) and ``run_functional_checks`` op tests
