@@ -71,40 +71,134 @@ class Function:
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with no_grad():
             out = cls.forward(ctx, *args)
+        if isinstance(out, tuple):
+            return _apply_many(cls, ctx, args, out)
         if not isinstance(out, Tensor):
-            raise TypeError("daskgrad.Function.forward must return a single Tensor")
+            raise TypeError("daskgrad.Function.forward must return a Tensor or a tuple of Tensors")
         if id(out) in ctx._non_differentiable:
             return out
-        dirty = id(out) in ctx._dirty
-        if dirty and is_grad_enabled() and out.grad_fn is None and out.requires_grad:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        _check_dirty(ctx, out)
         to_save, ctx._to_save = ctx._to_save, ()
         ctx._n_saved = len(to_save)
         name = f"{cls.__name__}Backward"
 
         def rule(g, s):
             ctx._saved = s
-            grads = cls.backward(ctx, g)
-            grads = grads if isinstance(grads, tuple) else (grads,)
-            if len(grads) > len(args) and all(gr is None for gr in grads[len(args):]):
-                grads = grads[:len(args)]  # torch drops extra gradients when they are all None
-            if len(grads) != len(args):
-                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
-                                   f"(expected {len(args)}, got {len(grads)})")
-            for i, (gr, a) in enumerate(zip(grads, args)):
-                if gr is not None and not isinstance(a, Tensor):
-                    raise RuntimeError(f"function {name} returned a gradient different than None at position "
-                                       f"{i + 1}, but the corresponding forward input was not a Variable")
-            return grads
+            return _input_grads(cls.backward(ctx, g), args, name)
 
         # the output saved by forward must come back as the recorded output (with this node as
         # its grad_fn), or a second derivative through it would see a constant
         res = record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
                      {f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)} or None)
-        if dirty and res.grad_fn is not None:  # torch returns the modified input, now this node's output
-            out.grad_fn, out._requires_grad = res.grad_fn, True
-            return out
-        return res
+        return _rebase_dirty(ctx, out, res)
+
+
+def _check_dirty(ctx, out):
+    if id(out) in ctx._dirty and is_grad_enabled() and out.grad_fn is None and out.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _rebase_dirty(ctx, out, res):
+    """torch returns a modified (dirty) input itself, now an output of the Function's node."""
+    if id(out) in ctx._dirty and res.grad_fn is not None:
+        out._storage.array = res.array
+        out.grad_fn, out._requires_grad = res.grad_fn, True
+        return out
+    return res
+
+
+def _input_grads(grads, args, name):
+    """One gradient per forward input, as torch validates what ``backward`` returned."""
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    if len(grads) > len(args) and all(gr is None for gr in grads[len(args):]):
+        grads = grads[:len(args)]  # torch drops extra gradients when they are all None
+    if len(grads) != len(args):
+        raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                           f"(expected {len(args)}, got {len(grads)})")
+    for i, (gr, a) in enumerate(zip(grads, args)):
+        if gr is not None and not isinstance(a, Tensor):
+            raise RuntimeError(f"function {name} returned a gradient different than None at position "
+                               f"{i + 1}, but the corresponding forward input was not a Variable")
+    return grads
+
+
+def _apply_many(cls, ctx, args, outs):
+    """A Function with several outputs.  The engine's nodes have one output each, so the
+    differentiable outputs are packed into one flat tensor recorded with ``backward``'s rule;
+    each output is a slice of it whose VJP notes that this output received a gradient, so
+    ``backward`` gets ``None`` (``set_materialize_grads(False)``) or zeros for the others."""
+    from .ops import concatenate, zeros_like
+
+    name = f"{cls.__name__}Backward"
+    diff, first = [], {}
+    for i, o in enumerate(outs):
+        if (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable and np.issubdtype(o.dtype, np.floating)
+                and id(o) not in first):
+            first[id(o)] = i
+            diff.append(i)
+        if isinstance(o, Tensor):
+            _check_dirty(ctx, o)
+    inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+    if not diff or not is_grad_enabled() or not any(a is not None and a.requires_grad for a in inputs):
+        return outs
+    dtypes = {outs[i].dtype for i in diff}
+    if len(dtypes) > 1:
+        raise NotImplementedError(f"{cls.__name__}: differentiable outputs of different dtypes {sorted(map(str, dtypes))}")
+    sizes = [outs[i].numel() for i in diff]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    with no_grad():
+        flat = concatenate([outs[i].reshape(-1) for i in diff]) if len(diff) > 1 else outs[diff[0]].reshape(-1)
+    used = set()
+    to_save, ctx._to_save = ctx._to_save, ()
+    ctx._n_saved = len(to_save)
+
+    def rule(g, s):
+        got, _ = set(used), used.clear()
+        grads = []
+        for i, o in enumerate(outs):
+            if i in first.values() and i in got:
+                k = diff.index(i)
+                grads.append(g[int(offsets[k]):int(offsets[k + 1])].reshape(o.shape))
+            elif isinstance(o, Tensor) and ctx.materialize_grads:
+                grads.append(zeros_like(o))
+            else:
+                grads.append(None)
+        ctx._saved = s
+        return _input_grads(cls.backward(ctx, *grads), args, name)
+
+    packed = record(name, flat.array, inputs, rule)
+    total = int(offsets[-1])
+
+    def piece(k, i):
+        lo, hi, shape = int(offsets[k]), int(offsets[k + 1]), outs[i].shape
+
+        def vjp(g, s):
+            used.add(i)
+            z = zeros_like(packed.detach())  # on the packed tensor's chunks and device
+            parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < total else [])
+            return (concatenate(parts) if len(parts) > 1 else parts[0],)
+
+        arr = packed.array[lo:hi].reshape(shape)
+        arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
+            n != n for n in arr.shape) else arr
+        return _rebase_dirty(ctx, outs[i], record(name, arr, (packed,), vjp))
+
+    made = {i: piece(k, i) for k, i in enumerate(diff)}
+    result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
+    saved = {}
+    for j, t in enumerate(to_save):
+        saved[f"t{j}"] = made[first[id(t)]] if isinstance(t, Tensor) and id(t) in first else t
+    node = packed.grad_fn
+    if saved:
+        from .graph import SavedTensor
+        import weakref
+
+        node._saved = {k: SavedTensor(v) if isinstance(v, Tensor) else v for k, v in saved.items()}
+        node._had_saved = True
+        for v in node._saved.values():
+            if isinstance(v, SavedTensor):
+                v.consumer = weakref.ref(node)
+    return result
 
 
 def _vjp_mismatch(label, i, got, want):

@@ -211,3 +211,26 @@ def test_function_without_forward_raises_torchs_text():
 
     with pytest.raises(NotImplementedError, match="You must implement the forward function for custom autograd"):
         BadFw.apply(vec([1.0]))
+
+
+class _TwoOut(dg.Function):
+    @staticmethod
+    def forward(ctx, x, materialize):
+        ctx.set_materialize_grads(materialize)
+        return x * 1, x * 2
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        _TwoOut.seen = (ga is None, gb is None)
+        return (ga if ga is not None else 0) + 2 * (gb if gb is not None else 0), None
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+def test_function_with_two_outputs_and_set_materialize_grads(materialize):
+    x = vec([1.0, 2.0, 3.0])
+    a, b = _TwoOut.apply(x, materialize)
+    assert type(a.grad_fn).__name__ == "_TwoOutBackward"
+    b.sum().backward()  # a unused: torch passes zeros, or None when not materialized
+    assert _TwoOut.seen == (not materialize, False)
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, 2.0])
+    assert dg.testing.gradgradcheck(lambda t: _TwoOut.apply(t, materialize)[0] ** 2, x)

@@ -63,8 +63,6 @@ from adapter import T, dg_xfail  # noqa: F401  (T is the fixture)
 ENGINE_DUP_ROOT = ("engine (backward.py): backward([y, y], [g, g]) writes no gradient; torch sums the two "
                    "roots' gradients")
 ENGINE_DUP_INPUT = "engine (backward.py): grad(y, [x, x]) says x is not used; torch returns its gradient twice"
-ONE_OUTPUT = ("function.py: daskgrad.Function.forward must return a single Tensor; torch allows a tuple of "
-              "outputs (each with its own grad)")
 LEAF_UNREFERENCED = ("engine (backward.py): a leaf nobody references (T.randn(5, requires_grad=True).clone()) "
                      "crashes backward: AttributeError 'NoneType' object has no attribute '_hooks'")
 MUL_SAVES = ("ops/elementwise.py: mul saves both operands even when only one needs a gradient; torch saves "
@@ -441,7 +439,7 @@ def test_hooks(T):
     T.assert_equal(y.grad, (x + 1) * 4)
 
 
-@dg_xfail(ONE_OUTPUT)
+
 def test_hook_none(T):
     class NoneGradientFunction(T.autograd.Function):
         @staticmethod
@@ -918,7 +916,7 @@ def test_mark_non_differentiable(T):
     y.sum().backward()
 
 
-@dg_xfail(ONE_OUTPUT)
+
 def test_mark_non_differentiable_mixed(T):
     class MyFunction(T.autograd.Function):
         @staticmethod
@@ -959,7 +957,7 @@ def test_mark_non_differentiable_none(T):
     (r * x).sum().backward()
 
 
-@dg_xfail(ONE_OUTPUT)
+
 def test_return_duplicate(T):
     class DoubleDuplicate(T.autograd.Function):
         @staticmethod
@@ -1362,7 +1360,7 @@ def test_too_many_grads(T):
     T.assert_equal(x.grad, T.ones_like(x))
 
 
-@dg_xfail(ONE_OUTPUT)
+
 def test_dep_nograd(T):
     class F1(T.autograd.Function):
         @staticmethod
@@ -1879,3 +1877,53 @@ def test_integer_outputs(T):
     out = inp.argmin()
     assert not np.issubdtype(np.dtype(str(out.dtype).replace("torch.", "")), np.floating)
     assert not out.requires_grad
+
+
+def test_return_leaf(T):
+    class Identity(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a, a + b
+
+        @staticmethod
+        def backward(ctx, grad_a, grad_b):
+            return grad_a + grad_b, grad_b
+
+    hook_called = [False]
+    x = T.randn(5, 5, requires_grad=True)
+    y = T.randn(5, 5, requires_grad=True)
+    q, p = Identity.apply(x, y)
+
+    def hook(grad):
+        hook_called[0] = True
+        T.assert_equal(grad, T.ones(5, 5))
+
+    q.register_hook(hook)
+    (q + p + x).sum().backward()
+    T.assert_equal(x.grad, T.ones(5, 5) * 3)
+    T.assert_equal(y.grad, T.ones(5, 5))
+    assert hook_called[0]
+
+
+def test_return_duplicate_inplace(T):
+    class DoubleInplace(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x, x
+
+        @staticmethod
+        def backward(ctx, grad1, grad2):
+            return grad1 * 2 + grad2 * 2
+
+    def inplace_fn(x):
+        a, b = DoubleInplace.apply(x.clone())
+        assert a is b
+        return a + b
+
+    x = T.randn(5, 5, requires_grad=True)
+    T.gradcheck(inplace_fn, [x])
+    T.gradgradcheck(inplace_fn, [x])
+    with pytest.raises(RuntimeError):
+        DoubleInplace.apply(x)
