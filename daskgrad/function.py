@@ -13,7 +13,8 @@ from .tensor import Tensor
 
 
 class FunctionCtx:
-    """The ``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``, ``needs_input_grad``."""
+    """The ``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``, ``needs_input_grad``,
+    ``mark_non_differentiable``, ``mark_dirty``, ``set_materialize_grads``."""
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -39,9 +40,9 @@ class FunctionCtx:
         self._dirty.update(id(t) for t in tensors)
 
     def set_materialize_grads(self, value):
-        """torch passes ``None`` instead of zeros for undefined output gradients when False.
-        A daskgrad Function has one output and backward runs only when it received a
-        cotangent, so ``backward`` never sees an undefined gradient either way."""
+        """With False, ``backward`` gets ``None`` instead of zeros for an output that received no
+        gradient (an unused output of a Function with several outputs; a single output always
+        has one, since backward runs only when it received a cotangent)."""
         self.materialize_grads = bool(value)
 
 
