@@ -24,26 +24,52 @@ class detect_anomaly:
         warnings.warn(_ENTER_WARNING, UserWarning, stacklevel=2)
 
     def __enter__(self):
-        self._prev = graph.is_anomaly_enabled()
-        graph._anomaly.enabled = True
+        self._prev = (graph.is_anomaly_enabled(), _check_nan())
+        graph._anomaly.enabled, graph._anomaly.check_nan = True, self.check_nan
         return self
 
     def __exit__(self, *exc):
-        graph._anomaly.enabled = self._prev
+        graph._anomaly.enabled, graph._anomaly.check_nan = self._prev
         return False
 
     def __call__(self, fn):
-        def wrapper(*args, **kwargs):
-            with self:
-                return fn(*args, **kwargs)
-        return wrapper
+        check_nan = self.check_nan
+
+        def factory():
+            with warnings.catch_warnings():  # the warning was given once, at decoration
+                warnings.simplefilter("ignore")
+                return detect_anomaly(check_nan)
+
+        return graph.decorate(factory, fn)
 
 
-def set_detect_anomaly(mode: bool, check_nan: bool = True) -> None:
-    graph._anomaly.enabled = bool(mode)
+class set_detect_anomaly:
+    """Sets anomaly mode as a plain call; as a context manager it restores the previous mode."""
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self._prev = (graph.is_anomaly_enabled(), _check_nan())
+        graph._anomaly.enabled, graph._anomaly.check_nan = bool(mode), bool(check_nan)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        graph._anomaly.enabled, graph._anomaly.check_nan = self._prev
+        return False
+
+
+def _check_nan() -> bool:
+    return getattr(graph._anomaly, "check_nan", True)
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _check_nan()
 
 
 def nan_flags(checks):
+    """One flag per VJP output; none when anomaly mode runs with ``check_nan=False``."""
+    if not _check_nan():
+        return []
     return [da.isnan(o.array).any() for _, _, o in checks]
 
 

@@ -8,16 +8,18 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .graph import no_grad, record
+from .graph import RESULT, is_grad_enabled, no_grad, record
 from .tensor import Tensor
 
 
 class FunctionCtx:
-    """The ``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``, ``needs_input_grad``."""
+    """The ``ctx`` of a custom Function: ``save_for_backward``, ``saved_tensors``, ``needs_input_grad``,
+    ``mark_non_differentiable``, ``mark_dirty``, ``set_materialize_grads``."""
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
-        self._to_save, self._saved, self._non_differentiable = (), None, set()
+        self._to_save, self._saved, self._non_differentiable, self._dirty = (), None, set(), set()
+        self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
         for i, t in enumerate(tensors):
@@ -34,10 +36,14 @@ class FunctionCtx:
         self._non_differentiable.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors):
-        pass
+        """Inputs that ``forward`` modified in place; the one returned becomes the output."""
+        self._dirty.update(id(t) for t in tensors)
 
     def set_materialize_grads(self, value):
-        pass
+        """With False, ``backward`` gets ``None`` instead of zeros for an output that received no
+        gradient (an unused output of a Function with several outputs; a single output always
+        has one, since backward runs only when it received a cotangent)."""
+        self.materialize_grads = bool(value)
 
 
 class Function:
@@ -54,7 +60,7 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
-        raise NotImplementedError
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -66,37 +72,185 @@ class Function:
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with no_grad():
             out = cls.forward(ctx, *args)
+        if isinstance(out, tuple):
+            return _apply_many(cls, ctx, args, out)
         if not isinstance(out, Tensor):
-            raise TypeError("daskgrad.Function.forward must return a single Tensor")
+            raise TypeError("daskgrad.Function.forward must return a Tensor or a tuple of Tensors")
         if id(out) in ctx._non_differentiable:
             return out
+        _check_dirty(ctx, out)
         to_save, ctx._to_save = ctx._to_save, ()
         ctx._n_saved = len(to_save)
         name = f"{cls.__name__}Backward"
 
         def rule(g, s):
             ctx._saved = s
-            grads = cls.backward(ctx, g)
-            grads = grads if isinstance(grads, tuple) else (grads,)
-            if len(grads) != len(args):
-                raise RuntimeError(f"function {name} returned an incorrect number of gradients "
-                                   f"(expected {len(args)}, got {len(grads)})")
-            for i, (gr, a) in enumerate(zip(grads, args)):
-                if gr is not None and not isinstance(a, Tensor):
-                    raise RuntimeError(f"function {name} returned a gradient different than None at position "
-                                       f"{i + 1}, but the corresponding forward input was not a Variable")
-            return grads
+            return _input_grads(cls.backward(ctx, g), args, name)
 
-        return record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
-                      {f"t{i}": t for i, t in enumerate(to_save)} or None)
+        # the output saved by forward must come back as the recorded output (with this node as
+        # its grad_fn), or a second derivative through it would see a constant
+        res = record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
+                     {f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)} or None)
+        return _rebase_dirty(ctx, out, res)
 
 
-def _vjp_all(vjp, kwargs):
+def _check_dirty(ctx, out):
+    if id(out) in ctx._dirty and is_grad_enabled() and out.grad_fn is None and out.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _rebase_dirty(ctx, out, res):
+    """torch returns a modified (dirty) input itself, now an output of the Function's node."""
+    if id(out) in ctx._dirty and res.grad_fn is not None:
+        out._storage.array = res.array
+        out.grad_fn, out._requires_grad = res.grad_fn, True
+        return out
+    return res
+
+
+def _input_grads(grads, args, name):
+    """One gradient per forward input, as torch validates what ``backward`` returned."""
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    if len(grads) > len(args) and all(gr is None for gr in grads[len(args):]):
+        grads = grads[:len(args)]  # torch drops extra gradients when they are all None
+    if len(grads) != len(args):
+        raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                           f"(expected {len(args)}, got {len(grads)})")
+    for i, (gr, a) in enumerate(zip(grads, args)):
+        if gr is not None and not isinstance(a, Tensor):
+            raise RuntimeError(f"function {name} returned a gradient different than None at position "
+                               f"{i + 1}, but the corresponding forward input was not a Variable")
+    return grads
+
+
+def _apply_many(cls, ctx, args, outs):
+    """A Function with several outputs.  The engine's nodes have one output each, so the
+    differentiable outputs are packed into one flat tensor recorded with ``backward``'s rule;
+    each output is a slice of it whose VJP notes that this output received a gradient, so
+    ``backward`` gets ``None`` (``set_materialize_grads(False)``) or zeros for the others."""
+    from .ops import concatenate, zeros_like
+
+    name = f"{cls.__name__}Backward"
+    diff, first = [], {}
+    for i, o in enumerate(outs):
+        if (isinstance(o, Tensor) and id(o) not in ctx._non_differentiable and np.issubdtype(o.dtype, np.floating)
+                and id(o) not in first):
+            first[id(o)] = i
+            diff.append(i)
+        if isinstance(o, Tensor):
+            _check_dirty(ctx, o)
+    inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+    if not diff or not is_grad_enabled() or not any(a is not None and a.requires_grad for a in inputs):
+        return outs
+    dtypes = {outs[i].dtype for i in diff}
+    if len(dtypes) > 1:
+        raise NotImplementedError(f"{cls.__name__}: differentiable outputs of different dtypes {sorted(map(str, dtypes))}")
+    sizes = [outs[i].numel() for i in diff]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    with no_grad():
+        flat = concatenate([outs[i].reshape(-1) for i in diff]) if len(diff) > 1 else outs[diff[0]].reshape(-1)
+    used = set()
+    to_save, ctx._to_save = ctx._to_save, ()
+    ctx._n_saved = len(to_save)
+
+    def rule(g, s):
+        got, _ = set(used), used.clear()
+        grads = []
+        for i, o in enumerate(outs):
+            if i in first.values() and i in got:
+                k = diff.index(i)
+                grads.append(g[int(offsets[k]):int(offsets[k + 1])].reshape(o.shape))
+            elif isinstance(o, Tensor) and ctx.materialize_grads:
+                grads.append(zeros_like(o))
+            else:
+                grads.append(None)
+        ctx._saved = s
+        return _input_grads(cls.backward(ctx, *grads), args, name)
+
+    packed = record(name, flat.array, inputs, rule)
+    total = int(offsets[-1])
+
+    def piece(k, i):
+        lo, hi, shape = int(offsets[k]), int(offsets[k + 1]), outs[i].shape
+
+        def vjp(g, s):
+            used.add(i)
+            z = zeros_like(packed.detach())  # on the packed tensor's chunks and device
+            parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < total else [])
+            return (concatenate(parts) if len(parts) > 1 else parts[0],)
+
+        arr = packed.array[lo:hi].reshape(shape)
+        arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
+            n != n for n in arr.shape) else arr
+        return _rebase_dirty(ctx, outs[i], record(name, arr, (packed,), vjp))
+
+    made = {i: piece(k, i) for k, i in enumerate(diff)}
+    result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
+    saved = {}
+    for j, t in enumerate(to_save):
+        saved[f"t{j}"] = made[first[id(t)]] if isinstance(t, Tensor) and id(t) in first else t
+    node = packed.grad_fn
+    if saved:
+        from .graph import SavedTensor
+        import weakref
+
+        node._saved = {k: SavedTensor(v) if isinstance(v, Tensor) else v for k, v in saved.items()}
+        node._had_saved = True
+        for v in node._saved.values():
+            if isinstance(v, SavedTensor):
+                v.consumer = weakref.ref(node)
+    return result
+
+
+def _vjp_mismatch(label, i, got, want):
+    return (f"map_blocks vjp of {label} returned a block of shape {tuple(got.shape)} and dtype {got.dtype} "
+            f"for input {i}, whose block has shape {tuple(want.shape)} and dtype {want.dtype}; a vjp "
+            "must return one cotangent block per input, each with that input block's shape and dtype")
+
+
+def _vjp_results(vjp, label, g, blocks, kwargs):
+    """The user's cotangent blocks, refused unless one per input with each input block's shape and dtype."""
+    outs = vjp(g, *blocks, **kwargs)
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(blocks):
+        raise RuntimeError(f"map_blocks vjp of {label} returned {len(outs)} cotangent blocks for "
+                           f"{len(blocks)} inputs")
+    for i, (o, b) in enumerate(zip(outs, blocks)):
+        if getattr(o, "shape", None) != b.shape or getattr(o, "dtype", None) != b.dtype:
+            if not hasattr(o, "shape"):
+                raise TypeError(f"map_blocks vjp of {label} returned a {type(o).__name__} for input {i}, "
+                                "not an array block")
+            raise RuntimeError(_vjp_mismatch(label, i, o, b))
+    return outs
+
+
+def _vjp_all(vjp, label, kwargs):
     def call(g, *blocks):
         out = np.empty((1,) * g.ndim, dtype=object)
-        out.reshape(-1)[0] = tuple(vjp(g, *blocks, **kwargs))
+        out.reshape(-1)[0] = _vjp_results(vjp, label, g, blocks, kwargs)
         return out
     return call
+
+
+def _check_on_meta(vjp, label, g, ins, kwargs):
+    """Run the vjp on the empty meta blocks, so a wrong count, rank or dtype fails on the client
+    before anything is submitted.  A vjp that cannot run on empty blocks is left to the
+    per-block check."""
+    try:
+        metas = tuple(a._meta.reshape((0,) * a.ndim) for a in ins)
+        outs = vjp(g._meta.reshape((0,) * g.ndim), *metas, **kwargs)
+    except Exception:
+        return
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    if len(outs) != len(ins):
+        raise RuntimeError(f"map_blocks vjp of {label} returned {len(outs)} cotangent blocks for "
+                           f"{len(ins)} inputs")
+    for i, (o, a, m) in enumerate(zip(outs, ins, metas)):
+        if not hasattr(o, "dtype") or o.ndim != a.ndim or o.dtype != a.dtype:
+            if not hasattr(o, "dtype"):
+                raise TypeError(f"map_blocks vjp of {label} returned a {type(o).__name__} for input {i}, "
+                                "not an array block")
+            raise RuntimeError(_vjp_mismatch(label, i, o, m))
 
 
 def _pick(i):
@@ -122,8 +276,9 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
 
     def rule(g, s):
         ins = [getattr(s, f"t{i}").array for i in range(len(ts))]
+        _check_on_meta(vjp, label, g.array, ins, kwargs)
         token = tokenize(vjp, g.array, *ins, kwargs)
-        cells = da.map_blocks(_vjp_all(vjp, kwargs), g.array, *ins, dtype=object,
+        cells = da.map_blocks(_vjp_all(vjp, label, kwargs), g.array, *ins, dtype=object,
                               meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
         return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
                                                 name=f"{label}-vjp-pick{i}-{token}"))

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import re
+import sys
 import threading
 import traceback
+import warnings
 import weakref
 
 # --------------------------------------------------------------------- grad mode
@@ -28,10 +31,65 @@ def _set_enabled(flag: bool) -> None:
     _mode.enabled = bool(flag)
 
 
+def _wrap_generator(factory, gen_fn):
+    """Run each step of the generator under a fresh context, as torch's
+    ``_DecoratorContextManager`` does: the mode holds inside the body and the
+    caller's mode is back whenever the generator is suspended at a ``yield``."""
+
+    @functools.wraps(gen_fn)
+    def generator_context(*args, **kwargs):
+        gen = gen_fn(*args, **kwargs)
+        try:
+            with factory():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with factory():
+                        gen.close()
+                    raise
+                except BaseException:
+                    with factory():
+                        response = gen.throw(*sys.exc_info())
+                else:
+                    with factory():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+
+    return generator_context
+
+
+def decorate(factory, fn):
+    """``fn`` run under ``factory()``; a generator function gets the mode in its body, not
+    just while the generator object is created (which runs none of the body)."""
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator(factory, fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with factory():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 class _GradModeContext(contextlib.ContextDecorator):
     """Context manager and decorator that sets grad mode and restores it."""
 
     _target: bool
+
+    def __new__(cls, orig_func=None):
+        if orig_func is not None and callable(orig_func):  # bare ``@no_grad``, as torch accepts
+            return cls()(orig_func)
+        return super().__new__(cls)
+
+    def __init__(self, orig_func=None):
+        pass
+
+    def __call__(self, fn):
+        return decorate(self._recreate_cm, fn)
 
     def __enter__(self):
         self._prev = is_grad_enabled()
@@ -62,6 +120,9 @@ class set_grad_enabled(_GradModeContext):
     """``set_grad_enabled(False)`` as a plain call sets the mode for this thread;
     as a context manager or decorator it restores the previous mode on exit."""
 
+    def __new__(cls, mode: bool):
+        return object.__new__(cls)
+
     def __init__(self, mode: bool):
         self._target = bool(mode)
         self._prev = is_grad_enabled()
@@ -74,13 +135,7 @@ class set_grad_enabled(_GradModeContext):
     def __call__(self, fn):
         _set_enabled(self._prev)  # used as a decorator: the call above must not leak
         target = self._target
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(target):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return decorate(lambda: set_grad_enabled(target), fn)
 
     def _recreate_cm(self):
         return self
@@ -98,6 +153,9 @@ class inference_mode(contextlib.ContextDecorator):
 
     def __init__(self, mode=True):
         self.mode = bool(mode)
+
+    def __call__(self, fn):
+        return decorate(self._recreate_cm, fn)
 
     def __enter__(self):
         self._prev = (is_grad_enabled(), is_inference_mode_enabled())
@@ -163,7 +221,7 @@ class SavedTensor:
     """
 
     __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
-                 "persisted")
+                 "persisted", "consumer")
 
     def __init__(self, t, is_output=False):
         self.data = t._storage.array
@@ -176,9 +234,14 @@ class SavedTensor:
         self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
         self.dtype, self.shape = t.dtype, t.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
+        self.consumer = None  # weakref to the node that saved it (set by record)
 
     def check_version(self) -> None:
         if self.storage.version != self.version:
+            consumer = self.consumer() if self.consumer is not None else None
+            if is_anomaly_enabled() and consumer is not None:  # torch names the node that failed
+                warnings.warn(f"Error detected in {consumer.name()}. Traceback of forward call that caused "
+                              f"the error:\n{''.join(consumer._stack or [])}", UserWarning, stacklevel=2)
             node = self._node()
             op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
             producer = f", which is output 0 of {op}," if node else ""
@@ -348,6 +411,9 @@ def record(name, out_array, inputs, vjp, save=None):
         node._saved = {k: SavedTensor(out, is_output=True) if v is RESULT else
                        SavedTensor(v) if isinstance(v, Tensor) else v for k, v in save.items()}
         node._had_saved = True
+        for v in node._saved.values():
+            if isinstance(v, SavedTensor):
+                v.consumer = weakref.ref(node)
     else:
         node._saved = {}
     if is_anomaly_enabled():
