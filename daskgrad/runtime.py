@@ -11,6 +11,7 @@ import weakref
 import dask
 
 from . import graph
+from . import dashboard
 
 # Low-level task fusion drops layer annotations (GPU placement) and renames keys, and a key
 # submitted once fused and once not makes the scheduler warn about changed run_specs; Blockwise
@@ -107,6 +108,7 @@ _retained = weakref.WeakSet()  # nodes whose saved values are pinned in (cluster
 
 def retain(node) -> None:
     _retained.add(node)
+    dashboard.publish_retained(node)  # the scheduler cannot tell which keys are retained graphs
 
 
 def release_graph(t) -> int:
@@ -119,6 +121,7 @@ def release_graph(t) -> int:
         if node._saved:
             node.release()
             _retained.discard(node)
+            dashboard.publish_retained(node, released=True)
             count += 1
     return count
 
