@@ -91,8 +91,8 @@ def is_loopback(host: str) -> bool:
 
 def warn_if_exposed(address: str) -> bool:
     """Warn (:class:`InsecureClusterWarning`) when ``address`` is plain TCP beyond the loopback."""
-    if not address or "://" in address and not address.startswith("tcp://"):
-        return False  # tls://, inproc://, ucx://: not plain TCP
+    if not address or "://" in address and address.split("://")[0] not in ("tcp", "ws"):
+        return False  # tls://, wss://, inproc://, ucx://
     from distributed.comm import get_address_host
 
     host = get_address_host(address if "://" in address else "tcp://" + address)

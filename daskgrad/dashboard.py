@@ -112,7 +112,7 @@ def _backward_span(scheduler, tasks):
             continue
         seen.add(id(group))
         span = spans.get(getattr(group, "span_id", None))
-        if span is not None and tuple(span.name[:2]) == ("daskgrad", "backward"):
+        if span is not None and tuple(span.name[-2:]) == ("daskgrad", "backward"):  # maybe in a user's span
             return "/".join(span.name)
     vjp = any("-vjp-" in (k[0] if isinstance(k, tuple) else k) for k in tasks
               if isinstance(k[0] if isinstance(k, tuple) else k, str))
