@@ -313,11 +313,12 @@ class _View:
         self.progress = figure(y_range=["tasks"], height=90, sizing_mode="stretch_width", tools="",
                                toolbar_location=None, title="Backward progress: tasks done / total")
         self.progress.hbar(y="y", right="right", height=0.6, color="color", source=self.progress_src)
-        self.rules_src = ColumnDataSource({"rule": [], "seconds": [], "tasks": []})
+        self.rules_src = ColumnDataSource({"rule": [], "seconds": [], "tasks": [], "color": []})
         self.rules = figure(y_range=FactorRange(), height=220, sizing_mode="stretch_width", tools="",
-                            toolbar_location=None, title="Task-seconds per VJP rule (last backward)",
-                            x_axis_label="seconds")
-        self.rules.hbar(y="rule", right="seconds", height=0.7, color="#1f77b4", source=self.rules_src)
+                            toolbar_location=None, x_axis_label="seconds",
+                            title="Task-seconds per VJP rule in the last backward (grey: forward values "
+                                  "and sums it needed, and rules fused into them)")
+        self.rules.hbar(y="rule", right="seconds", height=0.7, color="color", source=self.rules_src)
         self.rules.add_tools(HoverTool(tooltips=[("rule", "@rule"), ("seconds", "@seconds{0.000}"),
                                                  ("tasks", "@tasks")]))
         self.retained_title = Div(name="daskgrad-retained")
@@ -349,12 +350,13 @@ class _View:
                                 + (f", {b['erred']} erred" if b["erred"] else ""))
             self.progress_src.data = {"y": ["tasks"] * 2, "right": [b["total"], b["done"]],
                                       "color": ["#dddddd", "#2ca02c"]}
-            rules = b["rules"]
-            names = sorted(rules, key=lambda r: rules[r]["seconds"])
+            rules = {**b["other"], **b["rules"]}
+            names = sorted(rules, key=lambda r: (r.endswith("-vjp"), rules[r]["seconds"]))
             self.rules.y_range.factors = names
             self.rules.height = 80 + 28 * max(len(names), 3)
             self.rules_src.data = {"rule": names, "seconds": [rules[r]["seconds"] for r in names],
-                                   "tasks": [rules[r]["tasks"] for r in names]}
+                                   "tasks": [rules[r]["tasks"] for r in names],
+                                   "color": ["#1f77b4" if r.endswith("-vjp") else "#aaaaaa" for r in names]}
         rows = snap["retained"]
         self.retained_title.text = (f"<h3>Retained graphs: {len(rows)} nodes, "
                                     f"{format_bytes(snap['retained_nbytes'])}</h3>")
