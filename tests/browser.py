@@ -42,7 +42,7 @@ class Chromium:
         self.proc = subprocess.Popen([path, *FLAGS, f"--user-data-dir={self._tmp.name}",
                                       f"--window-size={width},{height}", "about:blank"],
                                      preexec_fn=fds, pass_fds=(to_child, from_child, 3, 4),
-                                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(self._tmp.name, 'stderr'), 'wb'))
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_child)
         os.close(from_child)
         self._buf, self._id, self.errors = b"", 0, []
@@ -112,7 +112,8 @@ PAGE_STATE_JS = """(() => {
     for (const c of n.children || []) walk(c);
     if (n.tagName === 'CANVAS') acc.canvases += 1;
     if (!['STYLE', 'SCRIPT'].includes(n.tagName))
-      for (const t of n.childNodes || []) if (t.nodeType === 3 && t.textContent.trim()) acc.text.push(t.textContent.trim());
+      for (const t of n.childNodes || [])
+        if (t.nodeType === 3 && t.textContent.trim()) acc.text.push(t.textContent.trim());
   };
   walk(document.documentElement);
   return {title: document.title, canvases: acc.canvases, text: acc.text.join(' | ')};
