@@ -5,8 +5,8 @@ and the scheduler plugin that feeds both.
     daskgrad.connect(...)                           # installs the plugin on any scheduler
 
 It shows the graphs kept with ``retain_graph=True`` or forced by ``item()`` (their keys and bytes
-per worker), the running backward's progress (VJP tasks done / total) and the task-seconds of each
-VJP rule (``<op>-vjp``) in the last backward.  The scheduler cannot tell which keys are retained
+per worker), the running backward's progress (tasks done / total, VJP rule outputs among them) and
+the task-seconds of each VJP rule (``<op>-vjp``) in the last backward.  The scheduler cannot tell which keys are retained
 graphs, so the client publishes them (``runtime.retain`` calls :func:`publish_retained`); progress
 and times come from task transitions.  Heavy imports (bokeh) happen on the scheduler only.
 """
@@ -114,9 +114,8 @@ def _backward_span(scheduler, tasks):
         span = spans.get(getattr(group, "span_id", None))
         if span is not None and tuple(span.name[-2:]) == ("daskgrad", "backward"):  # maybe in a user's span
             return "/".join(span.name)
-    vjp = any("-vjp-" in (k[0] if isinstance(k, tuple) else k) for k in tasks
-              if isinstance(k[0] if isinstance(k, tuple) else k, str))
-    return "(no span)" if vjp else None
+    names = (k[0] if isinstance(k, tuple) else k for k in tasks)
+    return "(no span)" if any(isinstance(n, str) and "-vjp-" in n for n in names) else None
 
 
 class _Backward:
@@ -169,7 +168,7 @@ class DaskgradPlugin(SchedulerPlugin):
         self.retained: dict = {}        # (client, node id) -> {"node": name, "keys": set}
         self._by_key: dict = {}         # retained key -> {(client, node id)}
         self.backwards: deque = deque(maxlen=20)
-        self._pending: dict = {}        # VJP key still to run -> [_Backward]
+        self._pending: dict = {}        # backward task still to run -> [_Backward]
         self._ids = itertools.count(1)
 
     async def start(self, scheduler):
