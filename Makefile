@@ -29,6 +29,21 @@ $(VENV)/.test: $(VENV)/.core
 	$(call optional,dask-glm,"dask-glm>=0.3")
 	touch $@
 
+# Debian's chromium for the dashboard's browser test (as root, via apt-get); when it cannot be
+# installed the reason goes to $(VENV)/.chromium-skip-reason and that test skips with it
+$(VENV)/.chromium: $(VENV)/.core
+	@rm -f $(VENV)/.chromium-skip-reason
+	@if command -v chromium >/dev/null 2>&1; then touch $@; \
+	elif [ "$$(id -u)" != 0 ]; then echo "not root: cannot apt-get install chromium" > $(VENV)/.chromium-skip-reason; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "no apt-get on this system" > $(VENV)/.chromium-skip-reason; \
+	elif (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) > $(VENV)/chromium-install.log 2>&1; \
+	then touch $@; \
+	else echo "apt-get install chromium failed, see $(VENV)/chromium-install.log: $$(tail -n 1 $(VENV)/chromium-install.log)" \
+	  > $(VENV)/.chromium-skip-reason; fi
+	@if [ -f $(VENV)/.chromium-skip-reason ]; then echo "browser test will skip: $$(cat $(VENV)/.chromium-skip-reason)" >&2; fi
+
+test: $(VENV)/.chromium
+
 $(VENV)/.bench: $(VENV)/.test
 	$(PIP) install matplotlib
 	touch $@

@@ -1,23 +1,104 @@
 """One entry point for scripts: ``daskgrad.connect(...)`` returns a distributed Client.
 
-* ``connect("local")`` (default): an embedded LocalCluster with the dashboard;
+* ``connect("local")`` (default): an embedded LocalCluster whose servers listen on 127.0.0.1 only
+  (dashboard on ``127.0.0.1:8787``); ``host=``, ``dashboard_address=`` and
+  ``worker_dashboard_address=`` open them wider on request;
 * ``connect("tcp://host:8786")`` or ``connect("tls://...", security=...)``: an existing scheduler;
 * ``connect(scheduler_file="scheduler.json")``: the SLURM / PBS recipes in ``cluster/``;
 * ``connect("auto-mpi")``: after ``dask_mpi.initialize()``, the scheduler it configured.
+
+Every path installs daskgrad's dashboard page (:mod:`daskgrad.dashboard`) on the scheduler, and
+warns when the scheduler is plain TCP on a non-loopback address: anyone who can reach it can
+run code on the workers (see ``cluster/README.md``).
 """
 from __future__ import annotations
 
+import ipaddress
+import json
+import socket
+import warnings
+
+LOOPBACK = "127.0.0.1"
+
+
+class InsecureClusterWarning(UserWarning):
+    """A plain-TCP scheduler reachable from other machines."""
+
 
 def connect(address: str = "local", *, scheduler_file=None, n_workers=None, threads_per_worker=None,
-            processes=False, dashboard_address=":8787", security=None, **kwargs):
+            processes=False, host=None, dashboard_address=LOOPBACK + ":8787",
+            worker_dashboard_address=LOOPBACK + ":0", security=None, **kwargs):
     from distributed import Client, LocalCluster
 
-    if scheduler_file is not None:
-        return Client(scheduler_file=scheduler_file, security=security, **kwargs)
-    if address == "auto-mpi":  # dask_mpi.initialize() put the scheduler address in dask's config
-        return Client(security=security, **kwargs)
-    if address != "local":
-        return Client(address, security=security, **kwargs)
+    if address != "local" or scheduler_file is not None:
+        if scheduler_file is not None:
+            with open(scheduler_file) as f:
+                target = json.load(f).get("address", "")
+        elif address == "auto-mpi":  # dask_mpi.initialize() put the scheduler address in dask's config
+            import dask
+
+            target = dask.config.get("scheduler-address", None) or ""
+        else:
+            target = address
+        warn_if_exposed(target)  # before any byte is sent
+        if scheduler_file is not None:
+            client = Client(scheduler_file=scheduler_file, security=security, **kwargs)
+        elif address == "auto-mpi":
+            client = Client(security=security, **kwargs)
+        else:
+            client = Client(address, security=security, **kwargs)
+        return _install_dashboard(client)
+
+    options = {}
+    if host is not None:
+        options["host"] = host
+        if not processes and security is None:
+            options["protocol"] = "tcp"  # the in-process default (inproc://) takes no host
+    if dashboard_address is None:
+        # LocalCluster would still serve the scheduler's HTTP routes (/json, /metrics, ...) on every
+        # interface: keep them, dashboard-less, on the loopback
+        options["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": LOOPBACK + ":0"}
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                           dashboard_address=dashboard_address, security=security)
-    return Client(cluster, security=security, **kwargs)  # client.cluster.close() stops it
+                           dashboard_address=dashboard_address, worker_dashboard_address=worker_dashboard_address,
+                           security=security, **options)
+    warn_if_exposed(cluster.scheduler_address)
+    return _install_dashboard(Client(cluster, security=security, **kwargs))  # client.cluster.close() stops it
+
+
+def _install_dashboard(client):
+    from .dashboard import install
+
+    try:
+        install(client)
+    except Exception as e:  # e.g. a scheduler without daskgrad installed: training still works
+        warnings.warn(f"daskgrad's dashboard page is not available on this scheduler: {e!r}", stacklevel=3)
+    return client
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an IP or a name, resolved locally) only reaches this machine."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def warn_if_exposed(address: str) -> bool:
+    """Warn (:class:`InsecureClusterWarning`) when ``address`` is plain TCP beyond the loopback."""
+    if not address or "://" in address and address.split("://")[0] not in ("tcp", "ws"):
+        return False  # tls://, wss://, inproc://, ucx://
+    from distributed.comm import get_address_host
+
+    host = get_address_host(address if "://" in address else "tcp://" + address)
+    if is_loopback(host):
+        return False
+    warnings.warn(f"{address} is plain TCP on a non-loopback address: any process that can reach it can run "
+                  "code on the workers. Use TLS (cluster/tls) or bind the scheduler to 127.0.0.1 or a "
+                  "private interface; see cluster/README.md.", InsecureClusterWarning, stacklevel=3)
+    return True

@@ -13,6 +13,7 @@ import dask
 import dask.array as da
 
 from . import graph
+from . import dashboard
 
 
 def current_client():
@@ -236,6 +237,7 @@ _retained = weakref.WeakSet()  # nodes whose saved values are pinned in (cluster
 
 def retain(node) -> None:
     _retained.add(node)
+    dashboard.publish_retained(node)  # the scheduler cannot tell which keys are retained graphs
 
 
 def release_graph(t) -> int:
@@ -248,6 +250,7 @@ def release_graph(t) -> int:
         if node._saved:
             node.release()
             _retained.discard(node)
+            dashboard.publish_retained(node, released=True)
             count += 1
     return count
 

@@ -2,10 +2,14 @@
 
     python cluster/tls/make_certs.py DIR [--host 127.0.0.1]
 
-writes DIR/ca.pem, DIR/cert.pem, DIR/key.pem.  Start the cluster with
-    dask scheduler --protocol tls --tls-ca-file DIR/ca.pem --tls-cert DIR/cert.pem --tls-key DIR/key.pem
-    dask worker tls://HOST:8786 --tls-ca-file DIR/ca.pem --tls-cert DIR/cert.pem --tls-key DIR/key.pem
-and connect with
+writes DIR/ca.pem, DIR/cert.pem, DIR/key.pem and prints the commands that start the cluster:
+    dask scheduler --protocol tls --host HOST --port 8786 --dashboard-address 127.0.0.1:8787 \
+        --tls-ca-file DIR/ca.pem --tls-cert DIR/cert.pem --tls-key DIR/key.pem
+    dask worker tls://HOST:8786 --host WORKER_HOST --dashboard-address 127.0.0.1:0 \
+        --tls-ca-file DIR/ca.pem --tls-cert DIR/cert.pem --tls-key DIR/key.pem
+TLS covers the scheduler and worker ports only: the dashboards are plain, unauthenticated HTTP, so
+they stay on 127.0.0.1 (reach the scheduler's through ``ssh -L 8787:127.0.0.1:8787 HOST``), and the
+TLS ports listen on the interface given by --host.  Connect with
     daskgrad.connect("tls://HOST:8786", security=Security(tls_ca_file=..., tls_client_cert=...,
                      tls_client_key=..., require_encryption=True))
 A client without these files is refused.  Needs the `tls` extra (cryptography).  One cert for all
@@ -57,9 +61,27 @@ def make_certs(directory, host="127.0.0.1", days=7):
     return paths
 
 
+def _tls_args(paths):
+    return ["--tls-ca-file", paths["ca"], "--tls-cert", paths["cert"], "--tls-key", paths["key"]]
+
+
+def scheduler_command(paths, host="127.0.0.1", port=8786, dashboard="127.0.0.1:8787"):
+    """The recipe's scheduler: TLS on ``host``, its plain-HTTP dashboard on the loopback."""
+    return ["dask", "scheduler", "--protocol", "tls", "--host", host, "--port", str(port),
+            "--dashboard-address", dashboard, *_tls_args(paths)]
+
+
+def worker_command(paths, scheduler, host="127.0.0.1", dashboard="127.0.0.1:0"):
+    """The recipe's worker: TLS on ``host``, its HTTP server on the loopback."""
+    return ["dask", "worker", scheduler, "--host", host, "--dashboard-address", dashboard, *_tls_args(paths)]
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("directory")
     p.add_argument("--host", default="127.0.0.1")
     a = p.parse_args()
-    print(make_certs(a.directory, a.host))
+    paths = make_certs(a.directory, a.host)
+    print(paths)
+    print(" ".join(scheduler_command(paths, a.host)))
+    print(" ".join(worker_command(paths, f"tls://{a.host}:8786", "WORKER_HOST")))

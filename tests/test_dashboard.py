@@ -1,0 +1,130 @@
+"""daskgrad's dashboard page: the JSON route's retained graphs, backward progress and per-rule times,
+the `--preload daskgrad.dashboard` path of a CLI scheduler, and the page rendered in a real headless
+chromium.  Every request goes to 127.0.0.1."""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+from browser import PAGE_STATE_JS, Chromium, chromium_or_reason
+
+pytestmark = pytest.mark.cluster
+
+
+def _get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return r.status, r.read()
+
+
+def _api(port):
+    return json.loads(_get(port, "/daskgrad/api.json")[1])
+
+
+def _eventually(port, pred, timeout=30):
+    """The client publishes retained keys asynchronously: wait until the route shows them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = _api(port)
+        if pred(data) or time.monotonic() > deadline:
+            return data
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    client = dg.connect("local", n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    yield client, client.cluster.scheduler.http_server.port
+    client.close()
+    client.cluster.close()
+
+
+def _retained_backward():
+    a = dg.from_array(np.arange(8.0), chunks=2, requires_grad=True)
+    b = dg.from_array(np.ones(8), chunks=2, requires_grad=True)
+    c = dg.from_array(np.full(8, 2.0), chunks=2, requires_grad=True)
+    loss = (dg.exp(a) + b * c).sum()
+    loss.backward(retain_graph=True)  # ExpBackward0 keeps its result: 4 chunks of 2 float64
+    return loss
+
+
+def test_json_route_shows_retained_keys_bytes_progress_and_rule_times(cluster):
+    client, port = cluster
+    loss = _retained_backward()
+    try:
+        data = _eventually(port, lambda d: any(r["node"] == "ExpBackward0" for r in d["retained"]))
+        (row,) = [r for r in data["retained"] if r["node"] == "ExpBackward0"]
+        (report,) = [r for r in dg.memory_report() if r["node"] == "ExpBackward0"]
+        assert sorted(map(tuple, row["keys"])) == sorted(report["keys"]) and len(row["keys"]) == 4
+        assert row["bytes"] == report["bytes"]  # a chunk copied to both workers counts on both
+        assert row["nbytes"] == sum(row["bytes"].values()) == data["retained_nbytes"] >= 8 * 8
+        assert set(row["bytes"]) <= set(client.scheduler_info()["workers"])
+
+        b = data["backward"]
+        assert b["span"] == "daskgrad/backward" and not b["running"]
+        assert b["done"] == b["total"] > 0 and b["vjp_done"] == b["vjp_total"] > 0 and b["erred"] == 0
+        assert b["rules"]["exp-vjp"]["tasks"] == 4 and b["rules"]["mul-vjp"]["tasks"] == 8  # a; b and c
+        assert all(r["seconds"] >= 0 for r in b["rules"].values())
+    finally:
+        dg.release_graph(loss)
+    data = _eventually(port, lambda d: not d["retained"])
+    assert data["retained"] == [] and data["retained_nbytes"] == 0
+
+
+def test_the_page_is_served_and_linked_from_the_dashboard_nav_bar(cluster):
+    _, port = cluster
+    status, page = _get(port, "/daskgrad")
+    assert status == 200 and b"Bokeh" in page and b">Daskgrad<" in page
+    assert b'href="daskgrad"' in _get(port, "/status")[1]  # the nav bar of the other pages
+
+
+def test_a_cli_scheduler_with_preload_serves_the_json_route(tmp_path):
+    sched_file = tmp_path / "sched.json"
+    proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                             "--port", "0", "--dashboard-address", "127.0.0.1:0", "--preload", "daskgrad.dashboard",
+                             "--scheduler-file", str(sched_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() or not sched_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        port = json.loads(sched_file.read_text())["services"]["dashboard"]
+        data = _api(port)
+        assert data["retained"] == [] and data["backward"] is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_headless_chromium_renders_the_page(cluster, tmp_path):
+    path, why = chromium_or_reason()
+    if path is None:
+        pytest.skip(why)
+    _, port = cluster
+    loss = _retained_backward()
+    _eventually(port, lambda d: d["retained"])
+    browser = Chromium(path)
+    try:
+        browser.goto(f"http://127.0.0.1:{port}/daskgrad")
+        rendered = (f"(() => {{ const s = {PAGE_STATE_JS}; return s.canvases >= 2 "
+                    "&& s.text.includes('ExpBackward0') && s.text.includes('tasks done'); })()")
+        browser.wait_for(rendered, timeout=60)
+        state = browser.evaluate(PAGE_STATE_JS)
+        shot = tmp_path / "dashboard.png"
+        browser.screenshot(str(shot))
+        assert browser.errors == []
+    finally:
+        browser.close()
+        dg.release_graph(loss)
+    assert state["title"] == "Dask: daskgrad"
+    assert "Retained graphs: 1 nodes" in state["text"]
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000  # a blank page compresses to a few kB
