@@ -8,8 +8,7 @@ trying the recipes here before a real cluster.
 
 Nothing global is touched: the config, state, logs, munge key and socket all live in the
 directory, clients find them through SLURM_CONF, and the ports are free ones picked at start,
-so two of these (or a real SLURM) can run side by side. The settings are those measured to work
-on Debian 12's SLURM 22.05 (see /work/shared/docs/dask-facts.md section 8).
+so two of these (or a real SLURM) can run side by side. Tested with Debian 12's SLURM 22.05.
 """
 import os
 import shutil
@@ -20,8 +19,10 @@ import time
 
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 COMMANDS = ["munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo", "squeue", "scancel"]
-# where `install` leaves the reason SLURM is unavailable, for the tests to skip with
-REASON_FILE = os.path.join(sys.prefix, "slurm-unavailable.txt")
+# `install` writes what it did to LOG, and the reason SLURM is unavailable to REASON_FILE (the
+# Makefile's convention for optional installs, which tests/test_optional_installs.py reports)
+LOG = os.path.join(sys.prefix, "optional-slurm.log")
+REASON_FILE = os.path.join(sys.prefix, "optional-slurm.failed")
 # the daemons live in sbin, which a non-login PATH may lack
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 
@@ -181,9 +182,11 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
         sys.exit(__doc__)
     reason = install()
+    with open(LOG, "w") as f:
+        f.write((reason or "SLURM is installed") + "\n")
     if reason:
         with open(REASON_FILE, "w") as f:
             f.write(reason + "\n")
-        print(f"SLURM unavailable, tests/test_slurm.py will skip: {reason}")
+        print(f"optional install failed: slurm (see test summary): {reason}")
     elif os.path.exists(REASON_FILE):
         os.remove(REASON_FILE)
