@@ -27,6 +27,9 @@ $(VENV)/.test: $(VENV)/.core
 	$(PIP) install -e ".[optimize,demo]"
 	@# dask-glm is only the reference of tests/test_optimize.py's logistic-regression comparison
 	$(call optional,dask-glm,"dask-glm>=0.3")
+	@# SLURM's Debian packages (as root) for tests/test_slurm.py: like an optional install, a
+	@# failure leaves $(VENV)/optional-slurm.failed with the reason the test skips with
+	$(PY) cluster/slurm/local_slurm.py install
 	touch $@
 
 # Debian's chromium for the dashboard's browser test (as root, via apt-get); when it cannot be

@@ -1,6 +1,7 @@
-"""The cluster/ recipes, run here as far as one machine allows: SLURM through a stand-in srun,
-dask-jobqueue job scripts, dask-mpi under mpirun -np 4, TLS with certificates made in the test,
-the local cluster's dashboard, and the Kubernetes manifest (parsed only: no Kubernetes here)."""
+"""The cluster/ recipes, run here as far as one machine allows: dask-jobqueue job scripts, dask-mpi
+under mpirun -np 4, TLS with certificates made in the test, the local cluster's dashboard, and the
+Kubernetes manifest (parsed only: no Kubernetes here). The SLURM batch script runs under a real
+one-node SLURM in tests/test_slurm.py."""
 import os
 import shutil
 import subprocess
@@ -18,31 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
 sys.path.insert(0, ROOT)  # `cluster` recipes are scripts beside the package, not part of it
 
-SRUN = """#!/usr/bin/env bash
-# stand-in for SLURM's srun: start --ntasks copies of the command with SLURM_PROCID set
-n=1; args=()
-for a in "$@"; do case $a in --ntasks=*) n=${a#--ntasks=};; *) args+=("$a");; esac; done
-for ((i = 0; i < n; i++)); do SLURM_PROCID=$i "${args[@]}" & done
-wait
-"""
-
-
 def _env(**extra):
     return dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], **extra)
-
-
-def test_slurm_scheduler_file_batch_script_runs_end_to_end_with_a_stand_in_srun(tmp_path):
-    srun = tmp_path / "srun"
-    srun.write_text(SRUN)
-    srun.chmod(0o755)
-    env = _env(SLURM_JOB_ID="777", SLURM_NTASKS="2", DASK_HOST="127.0.0.1", DASK_DASHBOARD="127.0.0.1:0",
-               SCHED_FILE=str(tmp_path / "sched.json"))
-    env["PATH"] = str(tmp_path) + os.pathsep + env["PATH"]
-    out = subprocess.run(["bash", os.path.join(ROOT, "cluster/slurm/scheduler-file.sbatch"),
-                          os.path.join(ROOT, "examples/train.py"), "--steps", "3"],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "connected: 2 workers" in out.stdout and "final loss" in out.stdout
 
 
 def test_jobqueue_slurm_and_pbs_job_scripts():
