@@ -300,7 +300,12 @@ def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy,
         for t, g in new_grads:
             if t.grad_fn is not None:
                 t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
-            t._grad = g
+            old = t._grad
+            if old is not None and not create_graph and not old.requires_grad and not lazy:
+                # torch accumulates in place: a reference to the old .grad sees the sum
+                old._storage.array, old._storage.version = g.array, old._storage.version + 1
+            else:
+                t._grad = g
     for t, _ in new_grads:
         for hook in list(t._post_hooks.values()):
             hook(t)
@@ -393,6 +398,10 @@ def _conform(g, meta, name, index):
             raise RuntimeError(f"Function {name} returned an invalid gradient at index {index} - got "
                                f"{list(g.shape)} but expected shape compatible with {list(shape)}")
         g = sum_to(g, shape)
+    if g.dtype.kind == "c" and dtype.kind != "c":  # torch keeps the real part, and says nothing
+        from .ops.elementwise import real
+
+        g = real(g)
     if g.dtype != dtype:
         g = g.astype(dtype)
     if g.chunks != chunks:

@@ -194,6 +194,8 @@ def values(tensors, **kwargs):
         olds = [t.array for t in todo]
         out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute")
         for s, arr in zip(saved, out[len(todo):]):
+            if s.storage.array.name == s.data.name:  # the tensor it was saved from still holds that
+                s.storage.array = arr                 # value: later ops on it build on memory
             s.data, s.persisted = arr, True
         for node in nodes:
             if node._saved:

@@ -194,6 +194,10 @@ class Tensor:
                 value = Tensor._make(value.array.rechunk(self.chunks))
         self._grad = value
 
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
     def retain_grad(self) -> None:
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -262,7 +266,7 @@ class Tensor:
         return self
 
     def numpy(self):
-        if self.requires_grad:
+        if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self.device == "cuda":
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
@@ -351,16 +355,24 @@ class Tensor:
         self._assign(setitem(self, index, value))
 
     def zero_(self):
+        return self._fill("ZeroBackward0", 0)
+
+    def fill_(self, value):
+        if isinstance(value, Tensor):  # a 0-d tensor: it gets the whole gradient, as in copy_
+            if value.ndim:
+                raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
+                                   f"{value.ndim} dimensions.")
+            return self.copy_(value)
+        return self._fill("FillBackward0", value)
+
+    def _fill(self, name, value):
+        """Overwrite with a constant; what the old value came from gets a zero gradient."""
+        from .graph import record
         from .ops import zeros_like
 
         self._check_inplace()
-        return self._assign(zeros_like(self))
-
-    def fill_(self, value):
-        from .ops import full_like
-
-        self._check_inplace()
-        return self._assign(full_like(self, value))
+        const = da.full_like(self.array, value, dtype=self.dtype)
+        return self._assign(record(name, const, (self,), lambda g, _: (zeros_like(g),)))
 
     def copy_(self, src):
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""

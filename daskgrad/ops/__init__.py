@@ -36,8 +36,8 @@ def _flip_args(fn):
 
 
 def _shape_args(fn):
-    # torch style x.reshape(2, 3) as well as NumPy style x.reshape((2, 3))
-    return lambda self, *shape: fn(self, shape[0] if len(shape) == 1 else shape)
+    # torch style x.reshape(2, 3) and x.expand(3) as well as NumPy style x.reshape((2, 3))
+    return lambda self, *shape: fn(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 
 
 def _inplace(fn):
@@ -55,6 +55,11 @@ _METHODS = {
     "__itruediv__": _inplace(truediv),
     "add_": _inplace(add), "sub_": _inplace(sub), "mul_": _inplace(mul), "div_": _inplace(truediv),
     "clamp_": lambda self, a_min=None, a_max=None: self._inplace(lambda s: clip(s, a_min, a_max)),
+    "pow_": _inplace(pow), "neg_": lambda self: self._inplace(neg), "abs_": lambda self: self._inplace(abs),
+    "exp_": lambda self: self._inplace(exp), "log_": lambda self: self._inplace(log),
+    "sin_": lambda self: self._inplace(sin), "cos_": lambda self: self._inplace(cos),
+    "tanh_": lambda self: self._inplace(tanh), "sigmoid_": lambda self: self._inplace(sigmoid),
+    "relu_": lambda self: self._inplace(relu), "sqrt_": lambda self: self._inplace(sqrt),
     "add": add, "sub": sub, "mul": mul, "div": truediv, "pow": pow, "matmul": matmul, "dot": dot,
     "neg": neg, "exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "sin": sin, "cos": cos, "tan": tan,
     "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "softplus": softplus, "abs": abs, "sqrt": sqrt,

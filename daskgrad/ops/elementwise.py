@@ -58,6 +58,14 @@ def conj(x):
     return record("ConjBackward0", da.conj(x.array), (x,), lambda g, s: (conj(g),))
 
 
+def real(x):
+    """The real part (differentiable): a complex cotangent reaching a real input keeps its real part."""
+    x = as_tensor(x)
+    if x.dtype.kind != "c":
+        return x
+    return record("RealBackward0", da.real(x.array), (x,), lambda g, s: (g,))
+
+
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
 neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), None)
 exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), "r")

@@ -60,33 +60,12 @@ import pytest
 
 from adapter import T, dg_xfail  # noqa: F401  (T is the fixture)
 
-ENGINE_DUP_ROOT = ("engine (backward.py): backward([y, y], [g, g]) writes no gradient; torch sums the two "
-                   "roots' gradients")
-ENGINE_DUP_INPUT = "engine (backward.py): grad(y, [x, x]) says x is not used; torch returns its gradient twice"
-LEAF_UNREFERENCED = ("engine (backward.py): a leaf nobody references (T.randn(5, requires_grad=True).clone()) "
-                     "crashes backward: AttributeError 'NoneType' object has no attribute '_hooks'")
-MUL_SAVES = ("ops/elementwise.py: mul saves both operands even when only one needs a gradient; torch saves "
-             "`other` only for self's gradient, so modifying x after x * const is no error there")
-NO_GRAD_DELETER = "tensor.py: Tensor.grad has no deleter (`del x.grad` must set it to None)"
-NO_EXP_ = "tensor.py: Tensor has no exp_ (in-place exp)"
 MASK_SETITEM = ("ops/shape.py setitem: y[mask] = v with a 2-D boolean mask Tensor raises dask's IndexError "
                 "'Incorrect shape ((5, 5)) of integer indices'")
-FILL_CONSTANT = ("tensor.py _assign: fill_/zero_ on a non-leaf that requires grad keep the old grad_fn, so the "
-                 "overwritten values still pass a gradient (silent wrong number: ones instead of zeros)")
-NUMPY_NO_GRAD = ("tensor.py numpy(): under no_grad torch lets x.numpy() through for a tensor that requires "
-                 "grad; daskgrad raises")
-POW_ZERO = ("ops/elementwise.py pow VJP: x.pow(zeros tensor) at x = 0 gives nan (0 * 0**-1); torch masks "
-            "exponent 0 to a zero gradient")
-POW_BASE_ZERO = ("ops/elementwise.py pow VJP w.r.t. the exponent: at base 0 it gives 0 for every exponent; torch "
-                 "gives -inf for a negative exponent (0**b * log 0) and 0 for b >= 0")
 REDUCE_DTYPE = "ops/reductions.py: prod (and cumsum) take no dtype= keyword; torch's reductions do"
 EXPAND_INT = ("ops/__init__.py Tensor.expand: expand(10) with one int passes the int as the shape "
               "(TypeError: 'int' object is not iterable); torch takes expand(10) and expand((10,))")
-INDEX_TENSOR = ("ops/shape.py getitem VJP: indexing with an integer Tensor calls da.from_array on a dask "
-                "array (ValueError: Array is already a dask array)")
 NORM_P = "ops/reductions.py norm: only p=2 is implemented (NotImplementedError for p=1, 1.5, 3)"
-GRAD_REFERENCE = ("engine (backward.py/tensor.py): accumulation replaces .grad with a new Tensor; torch adds "
-                  "into the existing .grad in place when create_graph=False, so an earlier reference sees it")
 
 
 def _function_test(T, cls):
@@ -194,7 +173,6 @@ def test_invalid_gradients(T):
         MyFunction.apply(input).sum().backward()
 
 
-@dg_xfail(GRAD_REFERENCE)
 def test_accumulate_grad(T):
     grad_output = T.ones(5, 5)
 
@@ -213,7 +191,6 @@ def test_accumulate_grad(T):
     T.assert_equal(x_grad, x_grad_clone)
 
 
-@dg_xfail(GRAD_REFERENCE)
 def test_accumulate_grad_tensor_reference(T):
     def _test_grad_tensor(params_grad_tensor, backward_grad_tensor, should_preserve_reference, create_graph):
         params = T.tensor([1.5, 1.5]).requires_grad_()
@@ -340,7 +317,6 @@ def test_grad_nonleaf_register_hook(T):
         assert x_list[i].grad is None
 
 
-@dg_xfail(LEAF_UNREFERENCED)
 def test_hook_with_no_name(T):
     class MyHookClass:
         def __call__(self, grad):
@@ -563,7 +539,6 @@ def test_dependent_backward(T):
     T.assert_equal(x.grad, 2 * xd * go_y + 6 * xd.pow(5) * go_z)
 
 
-@dg_xfail(MUL_SAVES)
 def test_no_unnecessary_save(T):
     mu = T.ones(1, requires_grad=True)
     x = T.zeros(1)  # upstream: torch.empty(1)
@@ -666,8 +641,6 @@ def test_indexing(T, shape, idx, request):
     if request.node.callspec.params["T"] != "torch":
         if _needs_multi_list(idx):
             request.applymarker(pytest.mark.xfail(strict=True, reason=_MULTI_LIST))
-        elif idx == "long[0, 2]":
-            request.applymarker(pytest.mark.xfail(strict=True, reason=INDEX_TENSOR))
     n = int(np.prod(shape))
     x = T.reshape(T.arange(1., n + 1), shape)
     y = T.reshape(T.arange(1., n + 1), shape).requires_grad_(True)
@@ -772,14 +745,12 @@ def test_no_requires_grad_inplace(T):
         a.add_(5)
 
 
-@dg_xfail(NO_GRAD_DELETER)
 def test_attribute_deletion(T):
     x = T.randn(5, 5, requires_grad=True)
     del x.grad
     assert x.grad is None
 
 
-@dg_xfail(ENGINE_DUP_ROOT)
 def test_duplicate_backward_root(T):
     a = T.randn(5, 5, requires_grad=True)
     b = T.randn(5, 5, requires_grad=True)
@@ -847,7 +818,6 @@ def test_next_functions(T):
     assert next_functions[1][0] is None
 
 
-@dg_xfail(NO_EXP_)
 def test_inplace(T):
     x = T.ones(5, 5, requires_grad=True)
     y = (T.ones(5, 5) * 4).requires_grad_(True)
@@ -1091,7 +1061,6 @@ def test_stack(T):
     T.assert_equal(z.grad, grad[2])
 
 
-@dg_xfail(FILL_CONSTANT)
 def test_fill(T):
     root = T.randn(4, 5, requires_grad=True)
 
@@ -1242,7 +1211,6 @@ def test_shape(T):
     assert x.shape[1] == 4
 
 
-@dg_xfail(NUMPY_NO_GRAD)
 def test_numpy_requires_grad(T):
     x = T.randn(2, 2, requires_grad=True)
     err_msg_outputs = (r"Can't call numpy\(\) on Tensor that requires grad. Use tensor.detach\(\).numpy\(\) "
@@ -1482,7 +1450,6 @@ def test_norm_subgradient(T, input_size, norm_deg, request):
     T.assert_equal(input.grad.abs().sum(), 0)
 
 
-@dg_xfail(POW_ZERO)
 def test_pow_zero_tensor_gradient(T):
     def run_test(input_size, exponent):
         input = T.zeros(*input_size, requires_grad=True)
@@ -1519,7 +1486,6 @@ def test_reduce_dtype(T):
     test_reduction(T.cumsum, False)
 
 
-@dg_xfail(EXPAND_INT)
 def test_anomaly_detect_nan(T):
     size = 10
 
@@ -1580,7 +1546,6 @@ def test_anomaly_detect_nan_check_nan_false(T):
     assert np.isnan(T.values(inp.grad)[0])
 
 
-@dg_xfail(EXPAND_INT)
 def test_nested_anomaly_detect_nan(T):
     size = 10
 
@@ -1684,7 +1649,6 @@ def test_set_data_preserve_pyobj(T):
     assert b_id_saved == id(b)
 
 
-@dg_xfail(LEAF_UNREFERENCED)
 def test_reentrant_priority(T):
     order = []
 
@@ -1817,7 +1781,6 @@ def test_grad_mode_restored_reentrant(T):
     MyFunction.apply(inp).sum().backward(create_graph=True)
 
 
-@dg_xfail(POW_BASE_ZERO)
 def test_power_function(T):
     a = T.tensor([0., 0., 0.])
     b = T.tensor([-1., 0., 1.], requires_grad=True)
