@@ -124,7 +124,7 @@ def _adjoint(g, w, centre, mode, shape):
     """``Pᵀ Cᵀ g``: full convolution of ``g`` (zero-padded by the halo), then each halo folded back."""
     from .elementwise import add
     from .reductions import sum as sum_
-    from .shape import flip, getitem, pad
+    from .shape import flip, getitem, pad, rechunk
 
     depth = _depths(w.shape, centre)
     flipped = w[(slice(None, None, -1),) * w.ndim]
@@ -137,18 +137,20 @@ def _adjoint(g, w, centre, mode, shape):
         def part(lo, hi, t=full, ax=ax):
             return getitem(t, (slice(None),) * ax + (slice(lo, hi),))
 
-        def widths(lo, hi, ax=ax):
-            return [(0, 0)] * ax + [(lo, hi)] + [(0, 0)] * (len(shape) - ax - 1)
-
         centre_part, left, right = part(d, d + n), part(0, d), part(n + d, n + 2 * d)
+
+        def onto(strip, lo, hi, ax=ax, target=centre_part):
+            # the halo strip padded back to the axis' length, on the centre's chunks: no fragmenting add
+            return rechunk(pad(strip, [(0, 0)] * ax + [(lo, hi)] + [(0, 0)] * (len(shape) - ax - 1)),
+                           target.chunks)
+
         if mode == "constant":
             full = centre_part
         elif mode in ("wrap", "periodic"):  # the left halo holds x[n-d:], the right one x[:d]
-            full = add(add(centre_part, pad(left, widths(n - d, 0))), pad(right, widths(0, n - d)))
+            full = add(add(centre_part, onto(left, n - d, 0)), onto(right, 0, n - d))
         elif mode == "reflect":  # the left halo holds x[d-1::-1], the right one x[:n-d-1:-1]
-            full = add(add(centre_part, pad(flip(left, ax), widths(0, n - d))),
-                       pad(flip(right, ax), widths(n - d, 0)))
+            full = add(add(centre_part, onto(flip(left, ax), 0, n - d)), onto(flip(right, ax), n - d, 0))
         else:  # nearest: every left halo cell is a copy of x[0], every right one of x[n-1]
-            full = add(add(centre_part, pad(sum_(left, axis=ax, keepdims=True), widths(0, n - 1))),
-                       pad(sum_(right, axis=ax, keepdims=True), widths(n - 1, 0)))
+            full = add(add(centre_part, onto(sum_(left, axis=ax, keepdims=True), 0, n - 1)),
+                       onto(sum_(right, axis=ax, keepdims=True), n - 1, 0))
     return full
