@@ -11,6 +11,8 @@ from conftest import CHUNKINGS_2D, leaf
 # name -> (function of tensors, input shapes, low, high); inputs are drawn uniform in [low, high]
 # with random signs where low < 0.  Shapes use (6, 4) so every chunking above applies.
 M = (6, 4)
+K33 = np.array([[0.5, -1.0, 0.25], [2.0, 1.0, -0.5], [0.0, 0.75, 1.5]])
+K53 = np.arange(15.0).reshape(5, 3) / 10 - 0.6
 OPS = {
     "add": (lambda a, b: a + b, [M, M], -2, 2),
     "add_broadcast_row": (lambda a, b: a + b, [M, (4,)], -2, 2),
@@ -116,6 +118,15 @@ OPS = {
     "embedding": (lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
                   [M], -2, 2),
     "dropout": (lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
+    # stencils and shifts whose gradients cross chunk boundaries
+    "correlate_constant": (lambda a: dg.correlate(a, K33, mode="constant", cval=0.5), [M], -2, 2),
+    "correlate_reflect": (lambda a: dg.correlate(a, K33, mode="reflect"), [M], -2, 2),
+    "convolve_nearest_even_kernel": (lambda a: dg.convolve(a, K33[:2], mode="nearest"), [M], -2, 2),
+    "convolve_wrap_wide_kernel": (lambda a: dg.convolve(a, K53, mode="wrap"), [M], -2, 2),
+    "pad_both_axes": (lambda a: dg.pad(a, ((2, 0), (1, 3))) * 1.5, [M], -2, 2),
+    "roll_both_axes": (lambda a: dg.roll(a, (-1, 3), axis=(0, 1)), [M], -2, 2),
+    "diff_twice_axis1": (lambda a: dg.diff(a, n=2, axis=1), [M], -2, 2),
+    "shifted_slices_difference": (lambda a: a[1:, 1:] - a[:-1, :-1], [M], -2, 2),
 }
 
 

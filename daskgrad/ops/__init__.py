@@ -19,6 +19,7 @@ from .reductions import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mea
 from .shape import (broadcast_to, concatenate, diff, expand_dims, flatten, flip, getitem, moveaxis, pad,
                     permute, rechunk, reshape, roll, setitem, split, squeeze, stack, swapaxes, transpose,
                     unsqueeze)
+from .stencil import convolve, correlate
 
 __all__ = ["abs", "add", "amax", "amin", "argmax", "argmin", "astype", "binary_cross_entropy_with_logits",
            "broadcast_to", "clamp", "clip", "clone", "concatenate", "cos", "cross_entropy", "cumsum", "diff",
@@ -29,6 +30,7 @@ __all__ = ["abs", "add", "amax", "amin", "argmax", "argmin", "astype", "binary_c
            "reshape", "roll", "setitem", "sigmoid", "sign", "sin", "softmax", "softplus", "split", "sqrt",
            "square", "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tan", "tanh", "tensordot", "to_device",
            "transpose", "truediv", "unsqueeze", "var", "where", "zeros_like"]
+__all__ += ["convolve", "correlate"]
 
 
 def _flip_args(fn):

@@ -1,0 +1,81 @@
+"""correlate/convolve: same numbers as scipy.ndimage and torch's conv2d, gradients equal to torch's
+across uneven chunks, and bad arguments refused before anything is submitted."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+from conftest import leaf
+
+MODES = ["constant", "reflect", "nearest", "wrap"]
+CHUNKS = ((4, 1, 4), (2, 5))  # uneven, with a chunk narrower than the kernel's reach
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4), (5, 1)])
+def test_correlate_and_convolve_match_scipy_in_every_boundary_mode(mode, shape, rng):
+    ndimage = pytest.importorskip("scipy.ndimage")
+    x, w = rng.standard_normal((9, 7)), rng.standard_normal(shape)
+    t = leaf(x, CHUNKS, requires_grad=False)
+    np.testing.assert_allclose(dg.correlate(t, w, mode=mode, cval=0.5).numpy(),
+                               ndimage.correlate(x, w, mode=mode, cval=0.5))
+    np.testing.assert_allclose(dg.convolve(t, w, mode=mode, origin=(0, -1) if shape[1] > 1 else 0).numpy(),
+                               ndimage.convolve(x, w, mode=mode, origin=(0, -1) if shape[1] > 1 else 0))
+
+
+@pytest.mark.parametrize("mode,torch_mode", [("constant", "constant"), ("nearest", "replicate"),
+                                             ("wrap", "circular")])
+def test_convolve_matches_torch_conv2d_values_and_gradients(mode, torch_mode, rng):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x, w, v = rng.standard_normal((9, 7)), rng.standard_normal((3, 5)), rng.standard_normal((9, 7))
+    t = leaf(x, CHUNKS)
+    y = dg.convolve(t, w, mode=mode)
+    (y * dg.tensor(v)).sum().backward()
+
+    tx = torch.tensor(x, requires_grad=True)
+    padded = F.pad(tx[None, None], (2, 2, 1, 1), mode=torch_mode)
+    ty = F.conv2d(padded, torch.tensor(w).flip(0, 1)[None, None])[0, 0]  # conv2d correlates
+    (ty * torch.tensor(v)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    assert t.grad.chunks == t.chunks
+
+
+def test_convolve_keeps_float32_and_gradient_chunks(rng):
+    t = dg.from_array(rng.standard_normal((10, 8)).astype(np.float32), chunks=((3, 7), (5, 3)), requires_grad=True)
+    y = dg.convolve(t, np.ones((3, 3)) / 9, mode="reflect")
+    assert y.dtype == np.float32 and y.grad_fn.name() == "ConvolutionBackward0"
+    y.sum().backward()
+    assert t.grad.dtype == np.float32 and t.grad.chunks == t.chunks
+    # a 3x3 box sums to one: every interior cell's gradient is 1
+    np.testing.assert_allclose(t.grad.numpy()[1:-1, 1:-1], 1, rtol=1e-6)
+
+
+def test_stencil_adjoint_is_the_transpose_on_a_tiny_grid():
+    """The whole Jacobian of a 'reflect' correlation, built from unit cotangents, is the transpose
+    of the forward's matrix (so the halo fold sends each cotangent to the cell it was copied from)."""
+    n, w = 5, np.array([[1.0, 2.0, 3.0]])
+    basis = np.eye(n)
+    forward = np.stack([dg.correlate(leaf(e[None], ((1,), (2, 3)), False), w, mode="reflect").numpy()[0]
+                        for e in basis], axis=1)
+    rows = []
+    for e in basis:
+        t = leaf(np.zeros((1, n)), ((1,), (2, 3)))
+        (g,) = dg.grad(dg.correlate(t, w, mode="reflect"), [t], dg.tensor(e[None]))
+        rows.append(g.numpy()[0])
+    np.testing.assert_allclose(np.stack(rows, axis=1), forward.T)
+
+
+def test_bad_stencil_arguments_raise_before_submitting():
+    t = dg.ones(6, 4, chunks=2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="filter weights array has incorrect shape"):
+        dg.correlate(t, np.ones(3))
+    with pytest.raises(ValueError, match="boundary mode not supported: 'mirror'"):
+        dg.correlate(t, np.ones((3, 3)), mode="mirror")
+    with pytest.raises(ValueError, match="invalid origin"):
+        dg.correlate(t, np.ones((3, 3)), origin=2)
+    with pytest.raises(ValueError, match="reaches 5 cells past an axis of length 4"):
+        dg.correlate(t, np.ones((1, 11)))
+    with pytest.raises(NotImplementedError, match="the kernel must be a constant"):
+        dg.convolve(t, dg.ones(3, 3, requires_grad=True))
