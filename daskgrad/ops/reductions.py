@@ -123,8 +123,8 @@ amax = _extreme("MaxBackward1", "AmaxBackward0", "max", amax_rule=True)
 amin = _extreme("MinBackward1", "AminBackward0", "min", amax_rule=True)
 
 
-def prod(x, axis=None, keepdims=False):
-    x = as_tensor(x)
+def prod(x, axis=None, keepdims=False, dtype=None):
+    x = _cast(as_tensor(x), dtype)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
 
     # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
@@ -192,8 +192,8 @@ def logsumexp(x, axis=None, keepdims=False):
                   {"x": x, "r": RESULT})
 
 
-def cumsum(x, axis=None):
-    x = as_tensor(x)
+def cumsum(x, axis=None, dtype=None):
+    x = _cast(as_tensor(x), dtype)
     if axis is None:
         from .shape import reshape
 
@@ -208,11 +208,12 @@ def cumsum(x, axis=None):
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
-    """Euclidean norm (``ord`` 2 only); its gradient at 0 is 0, as in torch."""
-    if ord not in (None, 2, 2.0, "fro"):
-        raise NotImplementedError("only the 2-norm is implemented")
+    """Vector ``ord``-norm over ``axis`` (all axes by default; ``ord`` 2 by default, any p > 0 or
+    ``inf``); its gradient where the norm is 0 is 0, as torch's subgradient."""
     x = as_tensor(x)
     refuse_complex("linalg_vector_norm", x)
+    if ord not in (None, 2, 2.0, "fro"):
+        return _p_norm(x, ord, axis, keepdims)
     axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
     out = da.sqrt(reduce_array(x.array * x.array, "sum", axes, keepdims))
 
@@ -222,6 +223,30 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
 
+
+
+def _p_norm(x, p, axis, keepdims):
+    from .elementwise import abs, pow, sign
+
+    if p == float("inf"):
+        return amax(abs(x), axis=axis, keepdims=keepdims)
+    if not isinstance(p, (int, float)) or p <= 0:
+        raise NotImplementedError(f"norm: ord={p!r} is not implemented (any p > 0 and inf are)")
+    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
+    out = reduce_array(da.absolute(x.array) ** p, "sum", axes, keepdims) ** (1 / p)
+
+    def rule(g, s):  # d||x||_p = sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0
+        r = _keep(s.r, axes, keepdims)
+        scale = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / pow(r, p - 1))
+        return (sign(s.x) * pow(abs(s.x), p - 1) * scale,)
+
+    return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
+
+
+def _cast(x, dtype):
+    from .elementwise import astype
+
+    return x if dtype is None else astype(x, dtype)
 
 
 def argmax(x, axis=None):

@@ -62,10 +62,8 @@ from adapter import T, dg_xfail  # noqa: F401  (T is the fixture)
 
 MASK_SETITEM = ("ops/shape.py setitem: y[mask] = v with a 2-D boolean mask Tensor raises dask's IndexError "
                 "'Incorrect shape ((5, 5)) of integer indices'")
-REDUCE_DTYPE = "ops/reductions.py: prod (and cumsum) take no dtype= keyword; torch's reductions do"
 EXPAND_INT = ("ops/__init__.py Tensor.expand: expand(10) with one int passes the int as the shape "
               "(TypeError: 'int' object is not iterable); torch takes expand(10) and expand((10,))")
-NORM_P = "ops/reductions.py norm: only p=2 is implemented (NotImplementedError for p=1, 1.5, 3)"
 
 
 def _function_test(T, cls):
@@ -1442,9 +1440,7 @@ def test_gradcheck_fail_when_no_differentiable_outputs_and_num_grad_not_zero(T):
 
 
 @pytest.mark.parametrize("input_size, norm_deg", [((10,), 2), ((10, 10), 2), ((10,), 3), ((10,), 1), ((10,), 1.5)])
-def test_norm_subgradient(T, input_size, norm_deg, request):
-    if norm_deg != 2 and request.node.callspec.params["T"] != "torch":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NORM_P))
+def test_norm_subgradient(T, input_size, norm_deg):
     input = T.zeros(*input_size, requires_grad=True)
     T.norm(input, norm_deg).backward()
     T.assert_equal(input.grad.abs().sum(), 0)
@@ -1466,7 +1462,6 @@ def test_pow_scalar_base(T):
     T.gradcheck(lambda a: T.pow(2, a), (a,))
 
 
-@dg_xfail(REDUCE_DTYPE)
 def test_reduce_dtype(T):
     def test_reduction(op, has_no_dim):
         x = T.randn(3, 3, dtype=T.float, requires_grad=True)
