@@ -16,14 +16,16 @@ def train(steps=10, n=40_000, d=8, chunks=10_000, lr=0.5):
     dg.manual_seed(0)
     X = dg.randn(n, d, chunks=(chunks, d))  # lazy: each step makes its chunks on the workers again
     y = (X @ dg.ones(d) > 0).astype("float32")
-    w = dg.zeros(d, requires_grad=True)
+    model = dg.nn.Linear(d, 1)
+    criterion = dg.nn.BCEWithLogitsLoss()
+    optimizer = dg.optim.SGD(model.parameters(), lr=lr, momentum=0.5)
     for step in range(steps):
-        loss = dg.binary_cross_entropy_with_logits(X @ w, y)
-        loss.backward()
-        with dg.no_grad():
-            w -= lr * w.grad
-        w.grad = None
-    final = loss.detach().item()
+        loss = criterion(model(X)[:, 0], y)
+        optimizer.zero_grad()
+        loss.backward()      # one submission: gradients, the loss, the previous step's update
+        optimizer.step()
+        print(f"step {step}: loss {loss.item():.4f}", flush=True)
+    final = loss.item()
     print(f"final loss {final:.4f}")
     return final
 
