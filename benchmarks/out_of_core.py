@@ -92,7 +92,7 @@ def run(n=22_500_000, d=20, nchunks=100, memory_limit=300e6, n_workers=2, check=
 
     data_bytes = n * d * 4
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=int(memory_limit),
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=None, worker_dashboard_address=None) as cluster, Client(cluster) as client:
         before = client.run(_identity)
         baseline = client.run(_start_sampler)
         X, y, w = problem(n, d, nchunks)
