@@ -46,6 +46,12 @@ def _stop_sampler(dask_worker=None):
             "memory_limit": dask_worker.memory_manager.memory_limit}
 
 
+def _warm():
+    import dask.array  # noqa: F401
+
+    import daskgrad  # noqa: F401
+
+
 def _identity(dask_worker=None):
     import os
 
@@ -93,6 +99,7 @@ def run(n=22_500_000, d=20, nchunks=100, memory_limit=300e6, n_workers=2, check=
     data_bytes = n * d * 4
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=int(memory_limit),
                       dashboard_address=None, worker_dashboard_address=None) as cluster, Client(cluster) as client:
+        client.run(_warm)  # the baseline includes the modules tasks import
         before = client.run(_identity)
         baseline = client.run(_start_sampler)
         X, y, w = problem(n, d, nchunks)
