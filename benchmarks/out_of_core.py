@@ -91,7 +91,7 @@ def numpy_gradient(X, y, w):
     return total / n
 
 
-def run(n=22_500_000, d=20, nchunks=100, memory_limit=300e6, n_workers=2, check=True):
+def run(n=22_500_000, d=20, nchunks=150, memory_limit=300e6, n_workers=2, check=True):
     """Runs ``loss.backward()`` on a fresh LocalCluster; returns a dict of what was measured."""
     import daskgrad as dg
     from distributed import Client, LocalCluster

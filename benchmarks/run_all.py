@@ -371,7 +371,7 @@ def out_of_core():
     if QUICK:
         r = ooc.run(n=200_000, d=10, nchunks=10, memory_limit=400e6)
     else:
-        r = ooc.run(n=22_500_000, d=20, nchunks=100, memory_limit=300e6)
+        r = ooc.run(n=22_500_000, d=20, nchunks=150, memory_limit=300e6)
     r.pop("grad")
     # the prediction is the bytes of task results held at once on one thread; the measured number
     # each worker adds over its idle process (RSS) includes allocator slack and NumPy temporaries

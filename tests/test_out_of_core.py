@@ -22,8 +22,8 @@ def _sync_scheduler():
 
 
 def test_backward_over_data_3x_cluster_memory_streams_without_restart_under_the_limit():
-    # 1.8 GB of float32 in 100 chunks of 18 MB; the cluster may hold 600 MB
-    r = out_of_core.run(n=22_500_000, d=20, nchunks=100, memory_limit=LIMIT, n_workers=2)
+    # 1.8 GB of float32 in 150 chunks of 12 MB; the cluster may hold 600 MB
+    r = out_of_core.run(n=22_500_000, d=20, nchunks=150, memory_limit=LIMIT, n_workers=2)
     assert r["data_over_limit"] >= 3
     assert not r["restarted"], r["restart_events"]
     for addr, w in r["workers"].items():
