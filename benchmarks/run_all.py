@@ -254,13 +254,20 @@ def mlp(n=200_000, d=20, h=64, c=3, nchunks=10, rounds=7):
     if _torch() is not None:
         fns["pytorch_cpu"], _ = mlp_torch_step(Xn, tn, params)
     with dask.config.set(scheduler="threads"):
-        fns["daskgrad"], ps = mlp_daskgrad_step(Xn, tn, params, nchunks)
+        fns["daskgrad[default_blas]"], ps = mlp_daskgrad_step(Xn, tn, params, nchunks)
+        if _importable("threadpoolctl"):
+            step1, ps1 = mlp_daskgrad_step(Xn, tn, params, nchunks)
+
+            def one_blas_thread():
+                with blas_threads(1):
+                    return step1()
+            fns["daskgrad[one_blas_thread_per_task]"], ps = one_blas_thread, ps + ps1
         seconds = interleaved(fns, rounds)
         for p in ps:
             assert np.all(np.isfinite(p.detach().numpy()))
     out["seconds"] = seconds
     if "pytorch_cpu" in seconds:
-        out["daskgrad_over_pytorch"] = seconds["daskgrad"] / seconds["pytorch_cpu"]
+        out["daskgrad_over_pytorch"] = {k: v / seconds["pytorch_cpu"] for k, v in seconds.items()}
     _bars("mlp", out["problem"], seconds)
     return out
 
