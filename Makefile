@@ -49,6 +49,8 @@ test: $(VENV)/.chromium
 
 $(VENV)/.bench: $(VENV)/.test
 	$(PIP) install matplotlib
+	$(PIP) install -e ".[bench]"
+	$(call optional,jax,jax jaxlib)
 	touch $@
 
 install: $(VENV)/.core
@@ -64,7 +66,8 @@ test: $(VENV)/.test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.bench
-	$(PY) benchmarks/bench_logreg.py
+	@# the whole suite (~5 min on 2 cores); BENCH_QUICK=1 make bench for a smoke run at tiny sizes
+	$(PY) benchmarks/run_all.py
 
 # on a machine with a CUDA 12 GPU: the gpu-marked tests and the CPU-vs-GPU benchmark
 test-gpu: $(VENV)/.test

@@ -15,6 +15,7 @@ from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad
 from .ops import __all__ as _ops_all
 from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress
+from .memory import estimate_memory
 from .tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
 
 

@@ -1,0 +1,648 @@
+"""The benchmark suite (``make bench``): every comparison side by side in one run.
+
+    python benchmarks/run_all.py [component ...]      BENCH_QUICK=1 for a smoke run at tiny sizes
+
+Components (each a function below, each returning a JSON-able dict):
+
+* ``logreg``     logistic-regression gradient, 2M x 50 float32 in 20 chunks: daskgrad vs a hand-written
+                 dask gradient, a hand-fused one, PyTorch and JAX (when importable), with the default
+                 BLAS threading and with one BLAS thread per dask task;
+* ``mlp``        a 2-layer MLP training step (200k x 20 -> 64 -> 3, cross-entropy, 10 chunks) vs PyTorch;
+* ``chain``      a 50-op elementwise chain and its gradient vs plain dask;
+* ``graph_cost`` client-side cost of building forward + backward, and task counts, 10 to 100,000 chunks;
+* ``out_of_core`` backward over lazily generated data 3x a LocalCluster's memory: peak worker memory
+                 and estimate_memory's prediction;
+* ``cluster``    logreg and MLP on a LocalCluster of 2 worker processes vs the threaded scheduler;
+* ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes.
+
+Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared
+machine hits all alike).  Writes benchmarks/results/suite.json and one PNG per component.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "results"))
+
+
+def interleaved(fns, rounds):
+    """Median seconds per variant over ``rounds`` round-robin rounds, after one warm-up each."""
+    for fn in fns.values():
+        fn()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+@contextlib.contextmanager
+def blas_threads(n):
+    """``n`` BLAS threads (None: the library's default, what users get)."""
+    if n is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
+
+
+def _importable(name):
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _jax():
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None, None
+    return jax, jnp
+
+
+# ------------------------------------------------------------------ (a) logistic regression
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def _chunk_grad(X, y, w):
+    return (X.T @ (_sigmoid(X @ w) - y))[None]
+
+
+def logreg_variants(Xn, yn, wn, nchunks, blas=None):
+    """{name: zero-argument function computing the gradient}; data already in memory."""
+    import dask.array as da
+
+    import daskgrad as dg
+
+    n = Xn.shape[0]
+    rows = -(-n // nchunks)
+    X, y = dg.from_array(Xn, chunks=(rows, Xn.shape[1])).persist(), dg.from_array(yn, chunks=rows).persist()
+    Xd, yd, wd = X.array, y.array, da.from_array(wn, chunks=-1)
+    variants = {}
+
+    def limited(fn):
+        def run():
+            with blas_threads(blas):
+                return fn()
+        return run
+
+    def run_dask():
+        return (Xd.T @ (1 / (1 + da.exp(-(Xd @ wd))) - yd) / n).compute()
+    variants["dask_handwritten"] = limited(run_dask)
+
+    def run_fused():
+        parts = da.blockwise(_chunk_grad, "ij", Xd, "ij", yd, "i", wd, "j", adjust_chunks={"i": 1},
+                             concatenate=True, dtype=np.float32, meta=np.empty((0, 0), np.float32))
+        return (parts.sum(axis=0) / n).compute()
+    variants["dask_hand_fused"] = limited(run_fused)
+
+    def run_daskgrad():
+        w = dg.from_array(wn, chunks=-1, requires_grad=True)
+        dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+        return w.grad.numpy()
+    variants["daskgrad"] = limited(run_daskgrad)
+    return variants
+
+
+def logreg_references(Xn, yn, wn):
+    refs = {}
+    torch = _torch()
+    if torch is not None:
+        Xt, yt = torch.from_numpy(Xn), torch.from_numpy(yn)
+
+        def run_torch():
+            wt = torch.from_numpy(wn.copy()).requires_grad_()
+            torch.nn.functional.binary_cross_entropy_with_logits(Xt @ wt, yt).backward()
+            return wt.grad.numpy()
+        refs["pytorch_cpu"] = run_torch
+    jax, jnp = _jax()
+    if jax is not None:
+        Xj, yj = jnp.asarray(Xn), jnp.asarray(yn)
+
+        def loss(w):
+            z = Xj @ w
+            return jnp.mean(jnp.maximum(z, 0) - z * yj + jnp.log1p(jnp.exp(-jnp.abs(z))))
+        g = jax.jit(jax.grad(loss))
+
+        def run_jax():
+            return np.asarray(g(jnp.asarray(wn)).block_until_ready())
+        refs["jax_cpu_jit"] = run_jax
+    return refs
+
+
+def logreg(n=2_000_000, d=50, nchunks=20, rounds=7):
+    if QUICK:
+        n, d, nchunks, rounds = 20_000, 10, 4, 2
+    rng = np.random.default_rng(0)
+    Xn = rng.standard_normal((n, d), dtype=np.float32)
+    yn = (rng.random(n) < 0.5).astype(np.float32)
+    wn = (0.01 * rng.standard_normal(d)).astype(np.float32)
+    import dask
+
+    out = {"problem": f"logistic-regression gradient, {n}x{d} float32, {nchunks} chunks, threaded scheduler",
+           "notes": []}
+    refs = logreg_references(Xn, yn, wn)
+    if "jax_cpu_jit" not in refs:
+        out["notes"].append("jax not importable: skipped")
+    if "pytorch_cpu" not in refs:
+        out["notes"].append("torch not importable: skipped")
+    fns = dict(refs)
+    with dask.config.set(scheduler="threads"):
+        modes = [("default_blas", None)]
+        if _importable("threadpoolctl"):
+            modes.append(("one_blas_thread_per_task", 1))
+        else:
+            out["notes"].append("threadpoolctl not importable: one-BLAS-thread mode skipped")
+        for mode, blas in modes:
+            fns.update({f"{k}[{mode}]": v for k, v in logreg_variants(Xn, yn, wn, nchunks, blas=blas).items()})
+        ref = fns["dask_handwritten[default_blas]"]()
+        for k, fn in fns.items():
+            np.testing.assert_allclose(fn(), ref, rtol=3e-3, atol=1e-6, err_msg=k)
+        seconds = interleaved(fns, rounds)
+    out["seconds"] = seconds
+    base = seconds.get("pytorch_cpu")
+    if base:
+        out["ratio_to_pytorch"] = {k: v / base for k, v in seconds.items()}
+    for mode, _ in modes:
+        out[f"daskgrad_vs_dask_handwritten[{mode}]"] = (seconds[f"daskgrad[{mode}]"]
+                                                         / seconds[f"dask_handwritten[{mode}]"])
+    _bars("logreg", out["problem"], seconds)
+    return out
+
+
+# ------------------------------------------------------------------ (b) MLP training step
+def mlp_problem(n, d, h, c, nchunks, seed=0):
+    rng = np.random.default_rng(seed)
+    Xn = rng.standard_normal((n, d), dtype=np.float32)
+    tn = rng.integers(0, c, n)
+    params = [(rng.standard_normal((d, h)) / np.sqrt(d)).astype(np.float32), np.zeros(h, np.float32),
+              (rng.standard_normal((h, c)) / np.sqrt(h)).astype(np.float32), np.zeros(c, np.float32)]
+    return Xn, tn, params
+
+
+def mlp_daskgrad_step(Xn, tn, params, nchunks, lr=0.1, persisted=False):
+    """A zero-argument training step written as a user would: functional ops, backward, p -= lr * p.grad."""
+    import daskgrad as dg
+
+    rows = -(-Xn.shape[0] // nchunks)
+    X, t = dg.from_array(Xn, chunks=(rows, Xn.shape[1])), dg.from_array(tn, chunks=rows)
+    if persisted:
+        X, t = X.persist(), t.persist()
+    w1, b1, w2, b2 = ps = [dg.from_array(p.copy(), chunks=-1, requires_grad=True) for p in params]
+
+    def step():
+        loss = dg.cross_entropy(dg.relu(X @ w1 + b1) @ w2 + b2, t)
+        loss.backward()
+        with dg.no_grad():
+            for p in ps:
+                p -= lr * p.grad
+                p.grad = None
+        return loss
+    return step, ps
+
+
+def mlp_torch_step(Xn, tn, params, lr=0.1):
+    torch = _torch()
+    X, t = torch.from_numpy(Xn), torch.from_numpy(tn)
+    w1, b1, w2, b2 = ps = [torch.from_numpy(p.copy()).requires_grad_() for p in params]
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(torch.relu(X @ w1 + b1) @ w2 + b2, t)
+        loss.backward()
+        with torch.no_grad():
+            for p in ps:
+                p -= lr * p.grad
+                p.grad = None
+        return loss
+    return step, ps
+
+
+def mlp(n=200_000, d=20, h=64, c=3, nchunks=10, rounds=7):
+    if QUICK:
+        n, nchunks, rounds = 2_000, 2, 2
+    import dask
+
+    Xn, tn, params = mlp_problem(n, d, h, c, nchunks)
+    out = {"problem": f"2-layer MLP training step, {n}x{d} -> {h} -> {c}, cross-entropy, {nchunks} chunks, "
+                      "threaded scheduler (forward, backward, p -= lr * p.grad)"}
+    fns = {}
+    if _torch() is not None:
+        fns["pytorch_cpu"], _ = mlp_torch_step(Xn, tn, params)
+    with dask.config.set(scheduler="threads"):
+        fns["daskgrad[default_blas]"], ps = mlp_daskgrad_step(Xn, tn, params, nchunks)
+        if _importable("threadpoolctl"):
+            step1, ps1 = mlp_daskgrad_step(Xn, tn, params, nchunks)
+
+            def one_blas_thread():
+                with blas_threads(1):
+                    return step1()
+            fns["daskgrad[one_blas_thread_per_task]"], ps = one_blas_thread, ps + ps1
+        seconds = interleaved(fns, rounds)
+        for p in ps:
+            assert np.all(np.isfinite(p.detach().numpy()))
+    out["seconds"] = seconds
+    if "pytorch_cpu" in seconds:
+        out["daskgrad_over_pytorch"] = {k: v / seconds["pytorch_cpu"] for k, v in seconds.items()}
+    _bars("mlp", out["problem"], seconds)
+    return out
+
+
+# ------------------------------------------------------------------ (c) elementwise chain
+def _chain_np(x, ops, xp):
+    """The chain on arrays of module ``xp`` (numpy or dask.array) with its derivative, forward mode."""
+    y, dy = x, 1.0
+    for i in range(ops):
+        if i % 2:
+            y, dy = y * 0.9 + 0.05, dy * 0.9
+        else:
+            y = xp.tanh(y)
+            dy = dy * (1 - y * y)
+    return y, dy
+
+
+def chain(n=20_000_000, ops=50, nchunks=20, rounds=5):
+    """1e8 elements in the brief; 2e7 here (x, its gradient and the temporaries of 2 threads fit
+    comfortably and one round stays ~1 s on 2 cores); the per-element work is the same."""
+    if QUICK:
+        n, nchunks, rounds = 20_000, 2, 2
+    import dask
+    import dask.array as da
+
+    import daskgrad as dg
+
+    xn = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    xd = da.from_array(xn, chunks=-(-n // nchunks)).persist()
+    x = dg.from_array(xd)
+
+    def daskgrad_chain(t):
+        for i in range(ops):
+            t = t * 0.9 + 0.05 if i % 2 else dg.tanh(t)
+        return t
+
+    def run_dask_forward():
+        return _chain_np(xd, ops, da)[0].sum().compute()
+
+    def run_daskgrad_forward():
+        return daskgrad_chain(x).sum().item()
+
+    def run_dask_gradient():  # hand-derived forward-mode gradient of sum(chain(x)), one dask graph
+        return _chain_np(xd, ops, da)[1].compute()
+
+    def run_daskgrad_gradient():
+        xg = dg.from_array(xd, requires_grad=True)
+        daskgrad_chain(xg).sum().backward()
+        return xg.grad.numpy()
+
+    fns = {"dask_forward": run_dask_forward, "daskgrad_forward": run_daskgrad_forward,
+           "dask_handwritten_gradient": run_dask_gradient, "daskgrad_backward": run_daskgrad_gradient}
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_allclose(run_daskgrad_gradient(), run_dask_gradient(), rtol=1e-4, atol=1e-6)
+        seconds = interleaved(fns, rounds)
+    out = {"problem": f"{ops}-op elementwise chain (tanh, affine alternating) on {n:.0e} float32 elements, "
+                      f"{nchunks} chunks, threaded scheduler", "seconds": seconds,
+           "forward_ratio": seconds["daskgrad_forward"] / seconds["dask_forward"],
+           "gradient_ratio": seconds["daskgrad_backward"] / seconds["dask_handwritten_gradient"]}
+    if not QUICK:
+        out["note"] = "scaled down from 1e8 to 2e7 elements to keep the suite within ~10 minutes on 2 cores"
+    _bars("chain", out["problem"], seconds)
+    return out
+
+
+# ------------------------------------------------------------------ (d) graph cost
+def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
+    """Client-side cost of one backward before anything runs: building the forward and reverse
+    graphs and optimizing the submission (what runtime does), with the task counts."""
+    if QUICK:
+        sizes, budget_s = (10, 100), 20.0
+    import daskgrad as dg
+    from daskgrad import runtime
+
+    rows = []
+    spent = 0.0
+    for nchunks in sizes:
+        X = dg.zeros(nchunks * 4, 8, chunks=(4, 8))
+        y = dg.zeros(nchunks * 4, chunks=4)
+        t0 = time.perf_counter()
+        w = dg.zeros(8, requires_grad=True)
+        loss = dg.binary_cross_entropy_with_logits(X @ w, y)
+        t1 = time.perf_counter()
+        (g,) = dg.grad(loss, [w], lazy=True)
+        t2 = time.perf_counter()
+        (opt_g, opt_loss) = runtime._optimize([g.array, loss.array])
+        tasks = len(opt_g.__dask_graph__())
+        t3 = time.perf_counter()
+        raw_tasks = len(dict(g.array.__dask_graph__()))
+        rows.append({"chunks": nchunks, "forward_s": t1 - t0, "backward_build_s": t2 - t1,
+                     "optimize_s": t3 - t2, "total_s": t3 - t0, "tasks_unoptimized": raw_tasks,
+                     "tasks_submitted": tasks})
+        spent += time.perf_counter() - t0
+        if spent > budget_s:
+            break
+    out = {"problem": "logistic-regression loss over n chunks: build forward, build reverse graph, optimize",
+           "rows": rows, "largest_measured": rows[-1]["chunks"]}
+    if rows[-1]["chunks"] != sizes[-1]:
+        out["note"] = f"stopped after {rows[-1]['chunks']} chunks: the time budget ({budget_s} s) was spent"
+    _plot_graph_cost(out)
+    return out
+
+
+# ------------------------------------------------------------------ (e) out of core
+def out_of_core():
+    import out_of_core as ooc
+
+    if QUICK:
+        r = ooc.run(n=200_000, d=10, nchunks=10, memory_limit=400e6)
+    else:
+        r = ooc.run(n=22_500_000, d=20, nchunks=150, memory_limit=300e6)
+    r.pop("grad")
+    # the prediction is the bytes of task results held at once on one thread; the measured number
+    # each worker adds over its idle process (RSS) includes allocator slack and NumPy temporaries
+    r["measured_peak_over_baseline"] = max(w["peak_rss"] - r["baseline_rss"][a] for a, w in r["workers"].items())
+    return r
+
+
+# ------------------------------------------------------------------ (f) cluster vs threads
+def _logreg_generated(n, d, nchunks, wn):
+    """daskgrad's logreg gradient on data generated where it runs (the workers' memory for a
+    cluster: 400 MB are not shipped through the scheduler)."""
+    import daskgrad as dg
+
+    rows = -(-n // nchunks)
+    dg.manual_seed(0)
+    X, y = dg.randn(n, d, chunks=(rows, d)).persist(), dg.rand(n, chunks=rows).persist()
+
+    def run():
+        w = dg.from_array(wn, chunks=-1, requires_grad=True)
+        dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+        return w.grad.numpy()
+    return run
+
+
+def cluster(rounds=5):
+    if QUICK:
+        rounds = 1
+    import dask
+    from distributed import Client, LocalCluster
+
+    n, d, nchunks = (20_000, 10, 4) if QUICK else (2_000_000, 50, 20)
+    wn = (0.01 * np.random.default_rng(0).standard_normal(d)).astype(np.float32)
+    mn, mchunks = (2_000, 2) if QUICK else (200_000, 10)
+    mX, mt, mparams = mlp_problem(mn, 20, 64, 3, mchunks)
+    out = {"problem": f"logreg gradient ({n}x{d}, {nchunks} chunks) and MLP step ({mn}x20->64->3, {mchunks} "
+                      "chunks): LocalCluster of 2 worker processes x 1 thread vs the threaded scheduler"}
+    with dask.config.set(scheduler="threads"):
+        fns = {"logreg_threads": _logreg_generated(n, d, nchunks, wn),
+               "mlp_threads": mlp_daskgrad_step(mX, mt, mparams, mchunks, persisted=True)[0]}
+        out["threads_seconds"] = interleaved(fns, rounds)
+    # quick mode (the smoke test) starts in-process workers: process start-up would dominate its time
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=not QUICK, dashboard_address=None,
+                      worker_dashboard_address=None) as lc, Client(lc):
+        fns = {"logreg_cluster": _logreg_generated(n, d, nchunks, wn),
+               "mlp_cluster": mlp_daskgrad_step(mX, mt, mparams, mchunks, persisted=True)[0]}
+        out["cluster_seconds"] = interleaved(fns, rounds)
+    s = {**out["threads_seconds"], **out["cluster_seconds"]}
+    out["cluster_over_threads"] = {"logreg": s["logreg_cluster"] / s["logreg_threads"],
+                                   "mlp": s["mlp_cluster"] / s["mlp_threads"]}
+    out["note"] = ("cluster rounds run after the threaded ones (a cluster cannot be interleaved with "
+                   "the threaded scheduler cheaply); data is in (worker) memory before timing, the logreg data "
+                   "generated there")
+    _bars("cluster", out["problem"], s)
+    return out
+
+
+# ------------------------------------------------------------------ (g) training-loop flatness
+def loop(steps=310, n=20_000, d=10, nchunks=4, lr=0.05):
+    """The plain loop; late steps (last 100) vs early ones (10-110), and the graph each step sends."""
+    if QUICK:
+        steps = 30
+    import dask
+
+    import daskgrad as dg
+    from daskgrad import runtime
+
+    window = min(100, steps // 3)
+    rng = np.random.default_rng(0)
+    Xn = rng.standard_normal((n, d)).astype(np.float32)
+    yn = (Xn @ np.linspace(-1, 1, d, dtype=np.float32)).astype(np.float32)
+    X, y = dg.from_array(Xn, chunks=(n // nchunks, d)), dg.from_array(yn, chunks=n // nchunks)
+    w = dg.zeros(d, requires_grad=True)
+    tasks = []
+    real = runtime._submit
+
+    def counted(arrays, phase):  # the size of the first and last submitted graphs, after optimization
+        if len(times) in (0, steps - 1):
+            tasks.append(len(runtime._optimize(arrays)[0].__dask_graph__()))
+        return real(arrays, phase)
+
+    times = []
+    runtime._submit = counted
+    try:
+        with dask.config.set(scheduler="threads"):
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                loss = ((X @ w - y) ** 2).mean()
+                loss.backward()
+                with dg.no_grad():
+                    w -= lr * w.grad
+                w.grad = None
+                times.append(time.perf_counter() - t0)
+            final = loss.item()
+    finally:
+        runtime._submit = real
+    early = statistics.median(times[10:10 + window])
+    late = statistics.median(times[-window - 1:-1])  # the last step also counted its graph
+    out = {"problem": f"loss = ((X @ w - y) ** 2).mean(); loss.backward(); w -= lr * w.grad; {steps} steps, "
+                      f"X {n}x{d} in {nchunks} chunks, threaded scheduler",
+           "early_window": [10, 10 + window], "late_window": [steps - window - 1, steps - 1],
+           "early_step_s": early, "late_step_s": late, "late_over_early": late / early, "goal": 1.3,
+           "tasks_per_submission_first_last": [tasks[0], tasks[-1]],
+           "w_graph_keys_at_end": len(w.array.__dask_graph__()), "final_loss": final,
+           "step_times_s": times}
+    out["scheduler_keys"] = _loop_scheduler_keys(Xn, yn, lr, 12 if QUICK else 150)
+    _plot_loop(out)
+    return out
+
+
+def _loop_scheduler_keys(Xn, yn, lr, steps):
+    """The same loop on a (in-process) distributed cluster: keys the scheduler holds after a few
+    steps and at the end; flat means the parameter's lineage is not kept alive."""
+    import daskgrad as dg
+    from distributed import Client, LocalCluster
+
+    counts = {}
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        n, d = Xn.shape
+        X, y = dg.from_array(Xn, chunks=(n // 4, d)), dg.from_array(yn, chunks=n // 4)
+        w = dg.zeros(d, requires_grad=True)
+        for i in range(steps):
+            loss = ((X @ w - y) ** 2).mean()
+            loss.backward()
+            with dg.no_grad():
+                w -= lr * w.grad
+            w.grad = None
+            if i + 1 in (10, steps):
+                time.sleep(0.2)  # releases reach the scheduler asynchronously
+                counts[f"after_step_{i + 1}"] = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+    return counts
+
+
+# ------------------------------------------------------------------ plots and driver
+def _plt():
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bars(name, title, seconds):
+    plt = _plt()
+    if plt is None:
+        return
+    names = list(seconds)
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(names) + 1.2))
+    ax.barh(names, [seconds[k] for k in names], color=["#d62" if "daskgrad" in k else "#888" for k in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median of interleaved rounds)")
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, f"{name}.png"), dpi=100)
+    plt.close(fig)
+
+
+def _plot_graph_cost(out):
+    plt = _plt()
+    if plt is None:
+        return
+    rows = out["rows"]
+    x = [r["chunks"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3))
+    for key in ("forward_s", "backward_build_s", "optimize_s", "total_s"):
+        a.loglog(x, [r[key] for r in rows], marker="o", label=key)
+    a.set_xlabel("chunks")
+    a.set_ylabel("seconds")
+    a.legend(fontsize=7)
+    b.loglog(x, [r["tasks_unoptimized"] for r in rows], marker="o", label="gradient graph")
+    b.loglog(x, [r["tasks_submitted"] for r in rows], marker="o", label="submitted (optimized)")
+    b.set_xlabel("chunks")
+    b.set_ylabel("tasks")
+    b.legend(fontsize=7)
+    fig.suptitle(out["problem"], fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "graph_cost.png"), dpi=100)
+    plt.close(fig)
+
+
+def _plot_loop(out):
+    plt = _plt()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot([1e3 * t for t in out["step_times_s"]], lw=0.7)
+    for lo, hi in (out["early_window"], out["late_window"]):
+        ax.axvspan(lo, hi, alpha=0.15)
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"{out['problem']}\nlate/early = {out['late_over_early']:.2f}", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "loop.png"), dpi=100)
+    plt.close(fig)
+
+
+COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost,
+              "out_of_core": out_of_core, "cluster": cluster, "loop": loop}
+
+
+def main(names=None):
+    import dask
+
+    os.makedirs(RESULTS, exist_ok=True)
+    names = names or list(COMPONENTS)
+    report = {"quick": QUICK, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                          "dask": dask.__version__, "numpy": np.__version__,
+                                          "load_average_at_start": os.getloadavg()}}
+    for name in names:
+        t0 = time.perf_counter()
+        report[name] = COMPONENTS[name]()
+        report[name]["component_seconds"] = time.perf_counter() - t0
+        print(f"{name}: {time.perf_counter() - t0:.1f} s", flush=True)
+        with open(os.path.join(RESULTS, "suite.json" if not QUICK else "suite-quick.json"), "w") as f:
+            json.dump(report, f, indent=2, default=str)
+    report["machine"]["load_average_at_end"] = os.getloadavg()
+    with open(os.path.join(RESULTS, "suite.json" if not QUICK else "suite-quick.json"), "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    print(summary(report))
+    return report
+
+
+def summary(report):
+    """The headline numbers as a Markdown table (what the README shows)."""
+    lines = ["| benchmark | variant | seconds | ratio |", "|---|---|---|---|"]
+    if "logreg" in report:
+        r = report["logreg"]
+        base = r["seconds"].get("pytorch_cpu")
+        for k, v in r["seconds"].items():
+            lines.append(f"| logreg | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base else f"| logreg | {k} | {v:.4f} | |")
+    if "mlp" in report:
+        r = report["mlp"]
+        base = r["seconds"].get("pytorch_cpu")
+        for k, v in r["seconds"].items():
+            lines.append(f"| MLP step | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base else f"| MLP step | {k} | {v:.4f} | |")
+    if "chain" in report:
+        r = report["chain"]
+        for k, v in r["seconds"].items():
+            lines.append(f"| 50-op chain | {k} | {v:.4f} | |")
+        lines.append(f"| 50-op chain | daskgrad / dask | | forward {r['forward_ratio']:.2f}, gradient {r['gradient_ratio']:.2f} |")
+    if "cluster" in report:
+        r = report["cluster"]
+        for k, v in {**r["threads_seconds"], **r["cluster_seconds"]}.items():
+            lines.append(f"| cluster vs threads | {k} | {v:.4f} | |")
+    if "graph_cost" in report:
+        for row in report["graph_cost"]["rows"]:
+            lines.append(f"| graph cost | {row['chunks']} chunks | {row['total_s']:.3f} | "
+                         f"{row['tasks_submitted']} tasks submitted |")
+    if "out_of_core" in report:
+        r = report["out_of_core"]
+        lines.append(f"| out of core | {r['data_bytes'] / 1e9:.2f} GB over {r['cluster_memory_limit'] / 1e9:.2f} GB "
+                     f"limit | {r['seconds']:.2f} | peak RSS {r['peak_rss'] / 1e6:.0f} MB of "
+                     f"{r['cluster_memory_limit'] / 2e6:.0f} MB per worker; predicted {r['predicted_peak_bytes'] / 1e6:.0f} MB, "
+                     f"measured over idle {r['measured_peak_over_baseline'] / 1e6:.0f} MB |")
+    if "loop" in report:
+        r = report["loop"]
+        lines.append(f"| training loop | steps 10-110 vs last 100 | {r['early_step_s']:.4f} / {r['late_step_s']:.4f} | "
+                     f"{r['late_over_early']:.2f} (goal <= 1.3); tasks/submission {r['tasks_per_submission_first_last']}; "
+                     f"scheduler keys {r['scheduler_keys']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or None)

@@ -1,0 +1,43 @@
+"""The benchmark suite runs end to end in quick mode (tiny sizes), so `make bench` cannot rot:
+every component reports, its numbers are finite, and the plots are written."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path):
+    env = dict(os.environ, BENCH_QUICK="1", BENCH_RESULTS=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py")], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "suite-quick.json").read_text())
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import run_all
+
+    assert set(run_all.COMPONENTS) <= set(report)
+    for name in ("logreg", "mlp", "chain"):
+        assert all(math.isfinite(v) and v > 0 for v in report[name]["seconds"].values()), name
+    assert "daskgrad[default_blas]" in report["logreg"]["seconds"]
+    assert report["out_of_core"]["restarted"] is False
+    assert report["out_of_core"]["predicted_peak_bytes"] > 0
+    assert [r["chunks"] for r in report["graph_cost"]["rows"]] == [10, 100]
+    assert report["loop"]["late_over_early"] > 0
+    assert "| logreg |" in proc.stdout  # the README table
+    if "matplotlib" in sys.modules or _importable("matplotlib"):
+        for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop"):
+            assert (tmp_path / f"{png}.png").stat().st_size > 0, png
+
+
+def _importable(name):
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None

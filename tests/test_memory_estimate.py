@@ -1,0 +1,70 @@
+"""estimate_memory: the peak a backward will hold, predicted before it runs, within 2x of the peak
+measured while it runs (result bytes held at once on dask's single-thread scheduler, which runs
+tasks in dask.order's order, the order the prediction replays)."""
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad.memory import PeakTracker
+
+
+def logistic_regression():
+    dg.manual_seed(0)
+    X = dg.randn(200_000, 20, chunks=(20_000, 20))
+    y = dg.rand(200_000, chunks=20_000)
+    w = dg.zeros(20, requires_grad=True)
+    return dg.binary_cross_entropy_with_logits(X @ w, y), [w]
+
+
+def least_squares_in_memory_data():
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((100_000, 10)), chunks=(10_000, 10))
+    y = dg.from_array(rng.standard_normal(100_000), chunks=10_000)
+    w = dg.zeros(10, dtype=np.float64, requires_grad=True)
+    return ((X @ w - y) ** 2).mean(), [w]
+
+
+def elementwise_chain_with_a_large_gradient():
+    dg.manual_seed(1)
+    x = dg.randn(1_000_000, chunks=100_000).requires_grad_()
+    return (dg.exp(x / 4) * dg.tanh(x) + x ** 2).sum(), [x]
+
+
+def two_layer_mlp():
+    dg.manual_seed(2)
+    X = dg.randn(50_000, 20, chunks=(5_000, 20))
+    target = dg.from_array(np.arange(50_000) % 3, chunks=5_000)
+    w1 = dg.randn(20, 64, requires_grad=True)
+    w2 = dg.randn(64, 3, requires_grad=True)
+    return dg.cross_entropy(dg.relu(X @ w1) @ w2, target), [w1, w2]
+
+
+GRAPHS = [logistic_regression, least_squares_in_memory_data, elementwise_chain_with_a_large_gradient, two_layer_mlp]
+
+
+@pytest.mark.parametrize("make", GRAPHS, ids=lambda f: f.__name__)
+def test_predicted_peak_is_within_2x_of_the_measured_peak(make):
+    loss, _ = make()
+    predicted = dg.estimate_memory(loss)
+    loss, _ = make()
+    with dask.config.set(scheduler="sync"), PeakTracker() as tracker:
+        loss.backward()
+    assert tracker.peak > 0
+    assert 0.5 <= predicted / tracker.peak <= 2, (predicted, tracker.peak)
+
+
+def test_estimate_computes_nothing_and_leaves_the_graph_usable_for_backward():
+    loss, (w,) = logistic_regression()
+    with PeakTracker() as tracker:
+        est = dg.estimate_memory(loss, report=True)
+    assert tracker.peak == 0  # nothing ran
+    assert w.grad is None
+    assert int(est) == est.peak > 0 and est.tasks > 0 and est.kept >= w.numel() * 4
+    loss.backward()  # the graph was not freed
+    assert w.grad is not None
+
+
+def test_estimate_counts_the_gradient_kept_in_memory():
+    loss, (x,) = elementwise_chain_with_a_large_gradient()
+    assert dg.estimate_memory(loss) >= x.numel() * x.dtype.itemsize
