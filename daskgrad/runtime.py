@@ -65,7 +65,7 @@ def _submit(arrays, phase):
     arrays = _optimize(arrays)
     client = current_client()
     if client is None:
-        with _local_progress():
+        with _local_progress(), _one_blas_thread_per_task():
             return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
 
@@ -77,6 +77,27 @@ def _submit(arrays, phase):
         progress(out)
     wait(out)
     return list(out)
+
+
+_blas = {}
+
+
+def _one_blas_thread_per_task():
+    """On dask's threaded scheduler each task's BLAS call would start a BLAS thread pool of its own,
+    and 2 dask threads x 2 BLAS threads oversubscribe 2 cores (distributed's nanny sets one BLAS
+    thread per worker process for the same reason).  Limit BLAS while the submission runs, when
+    threadpoolctl is installed (it is an optional dependency)."""
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        return contextlib.nullcontext()
+    if "controller" not in _blas:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas["controller"] = ThreadpoolController()
+        except ImportError:
+            _blas["controller"] = None
+    controller = _blas["controller"]
+    return contextlib.nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
 @contextlib.contextmanager
