@@ -52,6 +52,9 @@ def persist(arrays, *, phase: str = "compute", store=()):
     if not arrays and not stores:
         return []
     out = _submit(arrays + [a for _, a in stores], phase)
+    client = current_client() if stores else None
+    if client is not None:
+        out[len(arrays):] = [_without_lineage(client, a) for a in out[len(arrays):]]
     for (st, old), new in zip(stores, out[len(arrays):]):
         with _lock:
             if st.array is old:  # unless another thread wrote it meanwhile
@@ -59,6 +62,45 @@ def persist(arrays, *, phase: str = "compute", store=()):
             else:
                 _pending.add(st)
     return out[:len(arrays)]
+
+
+def _without_lineage(client, arr):
+    """``arr`` (persisted) under new keys that the scheduler holds as plain data, as if scattered.
+
+    The scheduler keeps the (released) tasks a key in memory was computed from, to recompute it if
+    a worker dies; a parameter updated once per step would make that lineage grow by every step's
+    tasks.  The chunks are not copied or moved: each worker files the same object under the new key.
+    """
+    from dask.core import flatten
+    from dask.highlevelgraph import HighLevelGraph
+    from distributed import Future
+
+    graph = dict(arr.dask)
+    keys = list(flatten(arr.__dask_keys__()))
+    name = "stored-" + arr.name
+    renamed = {k: (name,) + tuple(k[1:]) for k in keys}
+    owners = client.who_has([graph[k] for k in keys])
+    by_worker = {}
+    for k in keys:
+        by_worker.setdefault(owners[k][0], []).append((k, renamed[k]))
+    who_has, nbytes = {}, {}
+    for worker, pairs in by_worker.items():
+        nbytes.update(client.run(_file_under, pairs, workers=[worker])[worker])
+        who_has.update({new: [worker] for _, new in pairs})
+    client.sync(client.scheduler.update_data, who_has=who_has, nbytes=nbytes, client=client.id)
+    futures = {}
+    for new in renamed.values():
+        futures[new] = Future(new, client)
+        client.futures[new].finish()
+    return da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
+
+
+def _file_under(pairs, dask_worker=None):
+    """On a worker: the same chunk objects under new keys; their sizes."""
+    from dask.sizeof import sizeof
+
+    dask_worker.update_data(data={new: dask_worker.data[old] for old, new in pairs})
+    return {new: sizeof(dask_worker.data[new]) for _, new in pairs}
 
 
 def _submit(arrays, phase):

@@ -135,7 +135,7 @@ def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
     X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5))
     t = dg.from_array(rng.standard_normal(400), chunks=100)
     w = dg.from_array(np.zeros(5), chunks=5, requires_grad=True)
-    counts, sizes = [], []
+    counts, sizes, tasks = [], [], []
     for step in range(300):
         loss = dg.mse_loss(X @ w, t)
         loss.backward()
@@ -146,8 +146,11 @@ def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
             # held now: w's stored value, the last gradient (the lazy update reads it), the loss
             counts.append(len(settle(client, 3)))
             sizes.append(managed_bytes(client))
+            # every task the scheduler knows, released ones included: no lineage of earlier steps
+            tasks.append(client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)))
     assert counts == [3] * 6
     assert max(sizes) == min(sizes)
+    assert len(set(tasks)) == 1, tasks
     loss.item()  # read from memory: still three keys
     del loss
     assert len(settle(client, 2)) == 2
