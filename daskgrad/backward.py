@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import weakref
 
@@ -276,7 +275,7 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
 
 def _call_rule(n, g, create_graph):
     with _placement(g):
-        outs = n._vjp(g, graph._Saved(n))
+        outs = n._prim.rule(g, graph._Saved(n), **n._params)
         outs = outs if isinstance(outs, tuple) else (outs,)
         if len(outs) != len(n.next_functions):
             raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
@@ -356,7 +355,7 @@ def _label(t, node):
     """End the rule's output in a layer named ``<op>-vjp-<token>``: fusion keeps the name of a
     chain's last layer, so the dashboard shows which rule ran."""
     a = t.array
-    op = re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
+    op = node._prim.label(node)
     return Tensor._make(da.map_blocks(_identity, a, name=f"{op}-vjp-{tokenize(a.name)}", dtype=a.dtype, meta=a._meta))
 
 

@@ -1,8 +1,11 @@
 """Step 2 of the data flow: how an op result remembers where it came from.
 
-Every differentiable op calls :func:`record`.  When grad mode is on and an input
-requires grad, the result gets a ``grad_fn`` node holding the VJP rule, the
-edges to the inputs' nodes (``next_functions``) and the values the rule saved.
+Every differentiable op is a :class:`Primitive` in one table, :data:`PRIMITIVES`: its name,
+torch's node name(s) and its VJP rule ``rule(g, s, **params)``.  An op binds its result with
+``p.bind(out, *inputs, save={...}, **params)``; when grad mode is on and an input requires grad,
+the result gets a ``grad_fn`` node holding the primitive, the plain params, the edges to the
+inputs' nodes (``next_functions``) and the tensors the rule saved -- tensors live only there,
+so releasing the saved values frees everything.
 Nodes never hold dask results, only lazy arrays (or persisted ones when a graph
 is retained), so building this graph never computes anything.
 """
@@ -288,7 +291,7 @@ class _Saved:
 class Node:
     """One recorded op.  ``type(node).__name__`` is torch's name, e.g. ``MulBackward0``."""
 
-    __slots__ = ("_vjp", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
+    __slots__ = ("_prim", "_params", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
                  "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "__weakref__")
 
     def name(self) -> str:
@@ -371,7 +374,7 @@ def accumulate_node(t) -> AccumulateGrad:
     node = t._accumulate_node() if t._accumulate_node is not None else None
     if node is None:
         node = _new_node("AccumulateGrad")
-        node.variable, node.next_functions, node._vjp = t, (), None
+        node.variable, node.next_functions, node._prim, node._params = t, (), None, {}
         node._input_meta, node._output_meta = (), (t.shape, t.dtype, t.chunks)
         t._accumulate_node = weakref.ref(node)
     return node
@@ -384,41 +387,118 @@ def edge(t):
     return t.grad_fn if t.grad_fn is not None else accumulate_node(t)
 
 
-# ------------------------------------------------------------------------ record
-def record(name, out_array, inputs, vjp, save=None):
-    """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node.
+# ------------------------------------------------------------------- primitives
+PRIMITIVES: dict[str, "Primitive"] = {}  # every differentiable op, by name: what the coverage test walks
 
-    ``inputs``: the op's tensor inputs (``None`` for constants), in the order the
-    rule returns cotangents.  ``vjp(g, s)``: the rule; ``s.<name>`` reads
-    ``save[name]``.  ``save`` may map a name to ``RESULT`` to save the output.
+
+class Primitive:
+    """One differentiable op, declared once, as data (JAX's rule table, HIPS autograd's ``defvjp``).
+
+    ``torch``: torch's node name, or the names of the op's variants (the op picks one when it
+    binds: ``SumBackward0`` over all axes, ``SumBackward1`` over some); ``None`` for ops whose node
+    is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).  ``@p.vjp`` registers
+    ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved tensor, ``params``
+    the plain values the op bound; it returns one cotangent per input, ``None`` meaning zero.
     """
+
+    __slots__ = ("name", "torch", "rule")
+
+    def __init__(self, name, torch=None):
+        if name in PRIMITIVES:
+            raise ValueError(f"primitive {name!r} is declared twice")
+        self.name = name
+        self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
+        self.rule = None
+        PRIMITIVES[name] = self
+
+    def __repr__(self):
+        return f"primitive({self.name!r}, torch={self.torch!r})"
+
+    def vjp(self, rule):
+        self.rule = rule
+        return rule
+
+    def bind(self, out_array, *inputs, save=None, node=None, **params):
+        """Wrap ``out_array`` as a Tensor recorded as this op on ``inputs`` (``None`` for a
+        constant operand).  ``save`` maps a name to a tensor, ``RESULT`` (the output) or ``None``;
+        ``params`` are plain values (ints, tuples, strings, dtypes, shapes, chunks, numbers)
+        handed back to the rule as keywords.  ``node`` picks one of the declared torch names."""
+        if node is None:
+            node = self.torch[0]
+        elif self.torch and node not in self.torch:
+            raise ValueError(f"{node} is not a node name of {self!r}")
+        return record(node, out_array, inputs, self, save, params)
+
+    def label(self, node) -> str:
+        """The name of the rule's layers on the dashboard: ``<label>-vjp-<token>``."""
+        if self.torch:
+            return self.name
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
+
+
+class _Legacy:  # TRANSITIONAL
+    def __init__(self, rule):
+        self.rule, self.torch = rule, ()
+
+    label = Primitive.label
+
+
+def primitive(name, torch=None) -> Primitive:
+    return Primitive(name, torch)
+
+
+# ------------------------------------------------------------------------ record
+def record(name, out_array, inputs, prim, save=None, params=None):
+    """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
+    :meth:`Primitive.bind`, the one caller)."""
     from .tensor import Tensor
 
     out = Tensor._make(out_array)
     if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
         return out
     node = _new_node(name)
-    node._vjp = vjp
+    if not isinstance(prim, Primitive):  # TRANSITIONAL: a bare rule, until every op is in the table
+        prim = _Legacy(prim)
+    node._prim, node._params = prim, params or {}
     node.next_functions = tuple((edge(t), 0) for t in inputs)
     node._input_meta = tuple(
         (t.shape, t.dtype, t.chunks) if isinstance(t, Tensor) and t.requires_grad else None
         for t in inputs)
     node._output_meta = (out.shape, out.dtype, out.chunks)
     out.grad_fn, out._requires_grad = node, True
-    if save:
-        if any(isinstance(v, Tensor) and v._storage.inference for v in save.values()):
-            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-        node._saved = {k: SavedTensor(out, is_output=True) if v is RESULT else
-                       SavedTensor(v) if isinstance(v, Tensor) else v for k, v in save.items()}
-        node._had_saved = True
+    save = {k: out if v is RESULT else v for k, v in (save or {}).items()}
+    if isinstance(node._prim, _Legacy):  # TRANSITIONAL
+        node._saved = {k: SavedTensor(v, is_output=v is out) if isinstance(v, Tensor) else v for k, v in save.items()}
+        node._had_saved = bool(save)
         for v in node._saved.values():
             if isinstance(v, SavedTensor):
                 v.consumer = weakref.ref(node)
     else:
-        node._saved = {}
+        save_tensors(node, save, out)
     if is_anomaly_enabled():
-        node._stack = traceback.format_stack()[:-2]
+        node._stack = traceback.format_stack()[:-3]
     return out
+
+
+def save_tensors(node, save, out=None):
+    """Attach the saved values of ``node``: tensors (or ``None``) only -- a plain value is a
+    param -- so that :meth:`Node.release` frees every tensor the rule could read."""
+    from .tensor import Tensor
+
+    for k, v in save.items():
+        if v is not None and not isinstance(v, Tensor):
+            raise TypeError(f"{node.name()} saves {k!r} of type {type(v).__name__}: only tensors are saved, "
+                            "plain values are params")
+    if not save:
+        node._saved = {}
+        return
+    if any(v._storage.inference for v in save.values() if v is not None):
+        raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+    node._saved = {k: None if v is None else SavedTensor(v, is_output=v is out) for k, v in save.items()}
+    node._had_saved = True
+    for v in node._saved.values():
+        if v is not None:
+            v.consumer = weakref.ref(node)
 
 
 RESULT = object()  # marker: "save this op's own output"

@@ -367,24 +367,16 @@ class Tensor:
 
     def _fill(self, name, value):
         """Overwrite with a constant; what the old value came from gets a zero gradient."""
-        from .graph import record
-        from .ops import zeros_like
+        from .ops.elementwise import fill  # ops import this module: the op table binds late
 
         self._check_inplace()
-        const = da.full_like(self.array, value, dtype=self.dtype)
-        return self._assign(record(name, const, (self,), lambda g, _: (zeros_like(g),)))
+        return self._assign(fill(self, value, name))
 
     def copy_(self, src):
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
-        from .graph import record
-        from .ops import zeros_like
-        from .ops._util import only_tensor, raw, tensor_or_scalar
+        from .ops.elementwise import copy_to  # ops import this module: the op table binds late
 
-        def copy(s, o):
-            o = tensor_or_scalar(o)
-            return record("CopyBackwards", da.broadcast_to(raw(o), s.shape).astype(s.dtype), (s, only_tensor(o)),
-                          lambda g, _: (zeros_like(g), g))
-        return self._inplace(copy, src)
+        return self._inplace(copy_to, src)
 
 
 def _as_array(value):

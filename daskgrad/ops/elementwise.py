@@ -1,8 +1,10 @@
 """Elementwise ops and their VJP rules.
 
-Rule contract (every op module): ``rule(g, s)`` gets the output cotangent ``g``
-(a Tensor) and ``s``, whose attributes are the values the op saved; it returns
-one cotangent per input, ``None`` meaning zero.  Rules are written in daskgrad
+Rule contract (every op module): each op is a table entry (:func:`~daskgrad.graph.primitive`);
+its rule ``rule(g, s, **params)`` gets the output cotangent ``g`` (a Tensor), ``s``, whose
+attributes are the tensors the op saved, and the plain params the op bound; it returns one
+cotangent per input, ``None`` meaning zero.  Rules are module-level (or one-line lambdas of
+``g``, ``s`` and params): they close over no tensor, so nothing outlives a released node.  Rules are written in daskgrad
 ops, so ``create_graph=True`` differentiates them again.  Rules need not undo
 broadcasting, casts or rechunking: the engine sums a cotangent to its input's
 shape and gives it the input's dtype and chunks.
@@ -21,7 +23,7 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, record
+from ..graph import RESULT, primitive
 from ._util import (as_tensor, check_broadcast, check_same_device, only_tensor, raw, refuse_complex,
                     tensor_or_scalar)
 from ..tensor import Tensor, require_cuda
@@ -29,21 +31,33 @@ from ..tensor import Tensor, require_cuda
 
 # ----------------------------------------------------------------- unary table
 def _unary(name, node, forward, rule, save, complex_ok=True):
+    """An elementwise op of one tensor: its table entry (rule ``rule(g, s)``, saving the input
+    ``"x"``, the result ``"r"`` or nothing) and the public function that binds it."""
+    p = primitive(name, torch=node)
+    p.vjp(rule)
+
     def op(x):
         x = as_tensor(x)
         if not complex_ok:
             refuse_complex(name, x)
         saved = None if save is None else {save: x if save == "x" else RESULT}
-        return record(node, forward(x.array), (x,), rule, saved)
+        return p.bind(forward(x.array), x, save=saved)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``; gradient node ``{node}``."
+    op.primitive = p
     return op
 
 
 def _kernel(fn):
     """An elementwise chunk kernel as a fusable blockwise layer that keeps the chunk type."""
     return lambda a: da.map_blocks(fn, a, dtype=a.dtype, meta=a._meta)
+
+
+conj_p = primitive("conj", torch="ConjBackward0")
+conj_p.vjp(lambda g, s: (conj(g),))
+real_p = primitive("real", torch="RealBackward0")
+real_p.vjp(lambda g, s: (g,))
 
 
 def conj(x):
@@ -55,7 +69,7 @@ def conj(x):
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x
-    return record("ConjBackward0", da.conj(x.array), (x,), lambda g, s: (conj(g),))
+    return conj_p.bind(da.conj(x.array), x)
 
 
 def real(x):
@@ -63,7 +77,7 @@ def real(x):
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x
-    return record("RealBackward0", da.real(x.array), (x,), lambda g, s: (g,))
+    return real_p.bind(da.real(x.array), x)
 
 
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
@@ -100,20 +114,38 @@ def square(x):
 
 
 # ---------------------------------------------------------------- binary ops
-def _binary(node, forward, a, b, rule, save=None):
-    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-    check_same_device(a, b)
-    check_broadcast(getattr(a, "shape", ()), getattr(b, "shape", ()))
-    return record(node, forward(raw(a), raw(b)), (only_tensor(a), only_tensor(b)), rule, save)
+def _binary(p, forward, x, y, save=None, node=None, **params):
+    x, y = tensor_or_scalar(x), tensor_or_scalar(y)
+    check_same_device(x, y)
+    check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
+    return p.bind(forward(raw(x), raw(y)), only_tensor(x), only_tensor(y), save=save, node=node, **params)
+
+
+def _operands(**values):
+    """Split operands into saved tensors and plain params: a Python number is a param, a tensor is
+    saved (``None`` leaves it unsaved).  A rule reads either back with :func:`_value`."""
+    save = {k: v if isinstance(v, Tensor) else None for k, v in values.items()}
+    params = {k: v for k, v in values.items() if v is not None and not isinstance(v, Tensor)}
+    return save, params
+
+
+def _value(s, name, param):
+    v = getattr(s, name)
+    return param if v is None else v
+
+
+add_p = primitive("add", torch="AddBackward0")
+add_p.vjp(lambda g, s: (g, g))
+sub_p = primitive("sub", torch=("SubBackward0", "RsubBackward1"))
+sub_p.vjp(lambda g, s: (g, -g))
 
 
 def add(a, b):
-    return _binary("AddBackward0", operator.add, a, b, lambda g, s: (g, g))
+    return _binary(add_p, operator.add, a, b)
 
 
 def sub(a, b):
-    node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
-    return _binary(node, operator.sub, a, b, lambda g, s: (g, -g))
+    return _binary(sub_p, operator.sub, a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
 def _needs_grad(t):
@@ -124,29 +156,46 @@ def _save_for_other(a, b):
     """Save each operand only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
     do the same): ``h = x * 1; h *= 2; h += 1`` must not keep ``h`` and then refuse its in-place edit."""
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-    return a, b, {"a": a if _needs_grad(b) else None, "b": b}
+    return a, b, _operands(a=a if _needs_grad(b) else None, b=b)
+
+
+mul_p = primitive("mul", torch="MulBackward0")
+truediv_p = primitive("truediv", torch="DivBackward0")
+
+
+@mul_p.vjp
+def _mul_rule(g, s, a=None, b=None):
+    a, b = _value(s, "a", a), _value(s, "b", b)
+    return (g * conj(b) if s.needs[0] else None), (g * conj(a) if s.needs[1] else None)
+
+
+@truediv_p.vjp
+def _truediv_rule(g, s, a=None, b=None):
+    a, b = _value(s, "a", a), _value(s, "b", b)
+    return (g / conj(b) if s.needs[0] else None), (-g * conj(a / (b * b)) if s.needs[1] else None)
 
 
 def mul(a, b):
-    a, b, save = _save_for_other(a, b)
+    a, b, (save, params) = _save_for_other(a, b)
     if not _needs_grad(a):
         save["b"] = None
-    return _binary("MulBackward0", operator.mul, a, b,
-                   lambda g, s: ((g * conj(s.b) if s.needs[0] else None),
-                                 (g * conj(s.a) if s.needs[1] else None)), save)
+        params.pop("b", None)
+    return _binary(mul_p, operator.mul, a, b, save, **params)
 
 
 def truediv(a, b):
-    a, b, save = _save_for_other(a, b)
-    return _binary("DivBackward0", operator.truediv, a, b,
-                   lambda g, s: (g / conj(s.b) if s.needs[0] else None,
-                                 -g * conj(s.a / (s.b * s.b)) if s.needs[1] else None), save)
+    a, b, (save, params) = _save_for_other(a, b)
+    return _binary(truediv_p, operator.truediv, a, b, save, **params)
 
 
-def _pow_rule(g, s):
+pow_p = primitive("pow", torch=("PowBackward0", "PowBackward1", "PowBackward2"))
+
+
+@pow_p.vjp
+def _pow_rule(g, s, a=None, b=None):
     # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
     # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
-    a, b = s.a, s.b
+    a, b = _value(s, "a", a), _value(s, "b", b)
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
     else:  # a real exponent (complex ones are refused): conj(b * a**(b-1)) = b * conj(a**(b-1))
@@ -167,26 +216,37 @@ def pow(a, b):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
-    return _binary(node, operator.pow, a, b, _pow_rule, {"a": a, "b": b, "r": RESULT})
+    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
+    return _binary(pow_p, operator.pow, a, b, {**save, "r": RESULT}, node=node, **params)
 
 
-def _tie_rule(strict):
+def _tie(g, s, strict, a, b):
     # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch
-    def rule(g, s):
-        a, b = s.a, s.b  # a Python bound stays a number: a host 0-d chunk would meet device chunks
-        tie = where(a == b, g * 0.5, 0)
-        return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
-    return rule
+    a, b = _value(s, "a", a), _value(s, "b", b)  # a Python bound stays a number: a host 0-d chunk would meet device chunks
+    tie = where(a == b, g * 0.5, 0)
+    return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
+
+
+maximum_p = primitive("maximum", torch="MaximumBackward0")
+maximum_p.vjp(lambda g, s, a=None, b=None: _tie(g, s, operator.gt, a, b))
+minimum_p = primitive("minimum", torch="MinimumBackward0")
+minimum_p.vjp(lambda g, s, a=None, b=None: _tie(g, s, operator.lt, a, b))
 
 
 def maximum(a, b):
     refuse_complex("maximum", a, b)
-    return _binary("MaximumBackward0", da.maximum, a, b, _tie_rule(operator.gt), {"a": a, "b": b})
+    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
+    return _binary(maximum_p, da.maximum, a, b, save, **params)
 
 
 def minimum(a, b):
     refuse_complex("minimum", a, b)
-    return _binary("MinimumBackward0", da.minimum, a, b, _tie_rule(operator.lt), {"a": a, "b": b})
+    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
+    return _binary(minimum_p, da.minimum, a, b, save, **params)
+
+
+where_p = primitive("where", torch="WhereBackward0")
+where_p.vjp(lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)))
 
 
 def where(condition, x, y):
@@ -195,8 +255,23 @@ def where(condition, x, y):
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    return record("WhereBackward0", da.where(cond.array, raw(x), raw(y)), (only_tensor(x), only_tensor(y)),
-                  lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)), {"c": cond})
+    return where_p.bind(da.where(cond.array, raw(x), raw(y)), only_tensor(x), only_tensor(y), save={"c": cond})
+
+
+clamp_p = primitive("clamp", torch=("ClampBackward0", "ClampBackward1"))
+
+
+@clamp_p.vjp
+def _clamp_rule(g, s, lo=None, hi=None):
+    lo, hi = _value(s, "lo", lo), _value(s, "hi", hi)
+    keep = None
+    if lo is not None:
+        keep = s.x >= lo
+    if hi is not None:
+        keep = (s.x <= hi) if keep is None else keep & (s.x <= hi)
+    g_lo = where(s.x < lo, g, 0) if isinstance(lo, Tensor) else None
+    g_hi = where(s.x > hi, g, 0) if isinstance(hi, Tensor) else None
+    return (g if keep is None else where(keep, g, 0)), g_lo, g_hi
 
 
 def clip(x, a_min=None, a_max=None):
@@ -208,24 +283,10 @@ def clip(x, a_min=None, a_max=None):
         out = da.maximum(out, raw(lo))
     if hi is not None:
         out = da.minimum(out, raw(hi))
-
-    def inside(s):
-        keep = None
-        if s.lo is not None:
-            keep = s.x >= s.lo
-        if s.hi is not None:
-            keep = (s.x <= s.hi) if keep is None else keep & (s.x <= s.hi)
-        return keep
-
-    def rule(g, s):
-        keep = inside(s)
-        g_lo = where(s.x < s.lo, g, 0) if isinstance(s.lo, Tensor) else None
-        g_hi = where(s.x > s.hi, g, 0) if isinstance(s.hi, Tensor) else None
-        return (g if keep is None else where(keep, g, 0)), g_lo, g_hi
-
+    save, params = _operands(lo=lo, hi=hi)
     tensor_bounds = isinstance(lo, Tensor) or isinstance(hi, Tensor)
-    return record("ClampBackward0" if tensor_bounds else "ClampBackward1", out,
-                  (x, only_tensor(lo), only_tensor(hi)), rule, {"x": x, "lo": lo, "hi": hi})
+    return clamp_p.bind(out, x, only_tensor(lo), only_tensor(hi), save={"x": x, **save},
+                        node="ClampBackward0" if tensor_bounds else "ClampBackward1", **params)
 
 
 clamp = clip
@@ -249,11 +310,19 @@ logical_and, logical_or = _compare(operator.and_), _compare(operator.or_)
 
 
 # ------------------------------------------------------- casts and constants
+astype_p = primitive("astype", torch="ToCopyBackward0")
+astype_p.vjp(lambda g, s: (g,))
+to_device_p = primitive("to_device", torch="ToCopyBackward0")
+to_device_p.vjp(lambda g, s, *, device: (to_device(g, device),))
+clone_p = primitive("clone", torch="CloneBackward0")
+clone_p.vjp(lambda g, s: (g,))
+
+
 def astype(x, dtype):
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
-    return record("ToCopyBackward0", x.array.astype(dtype), (x,), lambda g, s: (g,))
+    return astype_p.bind(x.array.astype(dtype), x)
 
 
 def to_device(x, device):
@@ -264,14 +333,30 @@ def to_device(x, device):
         return x
     if device == "cuda":
         require_cuda()
-    old = x.device
     out = x.array.to_backend("cupy" if device == "cuda" else "numpy")
-    return record("ToCopyBackward0", out, (x,), lambda g, s: (to_device(g, old),))
+    return to_device_p.bind(out, x, device=x.device)  # the rule moves the cotangent back
 
 
 def clone(x):
     x = as_tensor(x)
-    return record("CloneBackward0", x.array.copy(), (x,), lambda g, s: (g,))
+    return clone_p.bind(x.array.copy(), x)
+
+
+fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"))
+fill_p.vjp(lambda g, s: (zeros_like(g),))
+copy_p = primitive("copy", torch="CopyBackwards")
+copy_p.vjp(lambda g, s: (zeros_like(g), g))
+
+
+def fill(x, value, node="FillBackward0"):
+    """``x.fill_(value)``'s out-of-place result: what ``x`` came from gets a zero gradient."""
+    return fill_p.bind(da.full_like(x.array, value, dtype=x.dtype), x, node=node)
+
+
+def copy_to(x, src):
+    """``x.copy_(src)``'s out-of-place result: ``src`` broadcast to ``x``; ``x`` gets no gradient."""
+    src = tensor_or_scalar(src)
+    return copy_p.bind(da.broadcast_to(raw(src), x.shape).astype(x.dtype), x, only_tensor(src))
 
 
 def full_like(x, fill_value, dtype=None):
