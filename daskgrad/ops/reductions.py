@@ -1,8 +1,10 @@
 """Reductions and their VJP rules (contract: see ``elementwise.py``).
 
-The cotangent of a reduction is ``g`` put back on the reduced axes
-(:func:`_spread`) and broadcast with the input's own chunks, so gradients keep
-the primal's chunking without a rechunk.
+Each reduction is a :class:`Reduction` table entry: the entry owns the preamble every
+reduction shares (coercion, axes, ``keepdims``, unknown chunk sizes, the torch name by
+``axis is None``) and puts the cotangent back on the reduced axes (:func:`_spread`) with the
+input's own chunks, so a reduction's rule is only its local derivative, ``local(gx, x, r,
+axes=..., ...)``, where ``gx`` is the cotangent already broadcast back to ``x``.
 """
 from __future__ import annotations
 
@@ -10,10 +12,55 @@ import dask.array as da
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import RESULT, record
+from ..graph import RESULT, Primitive, primitive
+from ..tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array, refuse_complex
-from .elementwise import conj, exp, where, zeros_like
-from .shape import expand_dims, flip, squeeze
+from .elementwise import abs, astype, conj, exp, ones_like, pow, sign, where, zeros_like
+from .shape import expand_dims, flip, reshape, squeeze
+
+
+class Reduction(Primitive):
+    """A reduction's table entry (style.md section 11, sketch 3).  ``torch``: the node name over all
+    axes and over some (one name for both when they agree); ``saves``: ``"x"`` and/or ``"r"`` (the
+    result) for ``local``; ``counts``: ``local`` gets ``n``, the number of elements each output
+    reduces (a lazy tensor after a boolean mask); ``refuse``: the op's name in torch's error for
+    complex inputs, ``None`` when complex inputs are differentiable."""
+
+    __slots__ = ("local", "saves", "counts", "refuse")
+
+    def __init__(self, name, torch, local, saves=(), counts=False, refuse=None):
+        super().__init__(name, torch)
+        self.local, self.saves, self.counts, self.refuse = local, saves, counts, refuse
+        self.rule = self._rule
+
+    def __call__(self, x, axis, keepdims, forward, **params):
+        """Bind ``x`` reduced over ``axis``; ``forward(a, axes, n, n_out)`` makes the result array
+        (``n``, ``n_out``: the element counts with and without ``keepdims``, when ``counts``)."""
+        x = as_tensor(x)
+        if self.refuse:
+            refuse_complex(self.refuse, x)
+        axes, unknown = norm_axes(axis, x.ndim), _unknown(x.shape)
+        n = n_out = None
+        if self.counts:
+            n, n_out = _count(x, axes, keepdims)
+        save = {"x": x} if unknown or "x" in self.saves else {}
+        if "r" in self.saves:
+            save["r"] = RESULT
+        if isinstance(n, Tensor):  # counted from the chunks: a lazy constant, saved like any tensor
+            save["n"] = n
+        elif self.counts:
+            params["n"] = n
+        out = forward(x.array, axes, raw(n), raw(n_out))
+        return self.bind(out, x, save=save, node=self.torch[0] if axis is None else self.torch[-1], axes=axes,
+                         keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
+
+    def _rule(self, g, s, *, axes, keepdims, shape, chunks, unknown, **params):
+        x = s.x if unknown or "x" in self.saves else None
+        gx = _spread(g, shape, chunks, axes, keepdims, x if unknown else None)
+        r = _keep(s.r, axes, keepdims) if "r" in self.saves else None
+        if self.counts and "n" not in params:
+            params["n"] = s.n
+        return (self.local(gx, x, r, axes=axes, **params),)
 
 
 def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
@@ -25,22 +72,21 @@ def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
     return spread(g, axes, keepdims, x_shape, x_chunks)
 
 
+spread_p = primitive("spread", torch="ExpandBackward0")
+spread_p.vjp(lambda g, s, *, axes, keepdims: (sum(g, axis=axes, keepdims=keepdims),))
+
+
 def spread(g, axes, keepdims, shape, chunks):
     """One blockwise task per output chunk (fuses with what follows), unlike dask's broadcast_to."""
     g = as_tensor(g)
     a = da.squeeze(g.array, axis=axes) if keepdims else g.array
     out = da.map_blocks(chunk.spread, a, axes=axes, new_axis=list(axes), chunks=chunks, dtype=a.dtype,
                         meta=meta_from_array(a._meta, ndim=len(shape)))
-    return record("ExpandBackward0", out, (g,), lambda gg, s: (sum(gg, axis=axes, keepdims=keepdims),))
+    return spread_p.bind(out, g, axes=axes, keepdims=keepdims)
 
 
 def _unknown(shape):
     return any(n != n for n in shape)
-
-
-def _like(x):
-    """The saved input when its size is unknown (NaN, after a boolean mask): cotangents follow its chunks."""
-    return x if _unknown(x.shape) else None
 
 
 def _count(x, axes, keepdims):
@@ -50,8 +96,6 @@ def _count(x, axes, keepdims):
     if not _unknown([x.shape[a] for a in axes]):
         n = numel(x.shape, axes)
         return n, n
-    from .elementwise import ones_like
-
     n = sum(ones_like(x), axis=axes, keepdims=True)
     return n, (n if keepdims or not axes else squeeze(n, axes))
 
@@ -60,27 +104,75 @@ def _keep(r, axes, keepdims):
     return r if keepdims or not axes else expand_dims(r, axes)
 
 
+# ------------------------------------------------------------------ the table
+sum_p = Reduction("sum", ("SumBackward0", "SumBackward1"), lambda gx, x, r, axes: gx)
+mean_p = Reduction("mean", ("MeanBackward0", "MeanBackward1"), lambda gx, x, r, axes, n: gx / n, counts=True)
+
+
+def _max_local(gx, x, r, axes):
+    # torch's max(): the gradient is shared evenly by the positions holding the result, NaN ones
+    # included (a NaN max sends it to the NaNs)
+    mask = (x == r) | ((x != x) & (r != r))
+    return where(mask, gx / sum(mask, axis=axes, keepdims=True).astype(gx.dtype), 0)
+
+
+def _amax_local(gx, x, r, axes):
+    # torch's amax/amin: grad / count * mask, so a slice whose extreme is NaN (no position equals
+    # it, count 0) gets NaN, as in torch, rather than a silent zero
+    mask = x == r
+    return gx / sum(mask, axis=axes, keepdims=True).astype(gx.dtype) * mask.astype(gx.dtype)
+
+
+# max/min over all axes share the result evenly (MaxBackward1); over some axes, as amax/amin
+max_all_p = Reduction("max", "MaxBackward1", _max_local, saves=("x", "r"), refuse="max")
+min_all_p = Reduction("min", "MinBackward1", _max_local, saves=("x", "r"), refuse="min")
+amax_p = Reduction("amax", "AmaxBackward0", _amax_local, saves=("x", "r"), refuse="max")
+amin_p = Reduction("amin", "AminBackward0", _amax_local, saves=("x", "r"), refuse="min")
+
+
+def _prod_local(gx, x, r, axes):
+    # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
+    zero = x == 0
+    p = prod(where(zero, 1, x), axis=axes, keepdims=True)
+    z = sum(zero, axis=axes, keepdims=True)
+    return gx * conj(where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, x)))
+
+
+def _centered(x, axes):
+    return x - mean(x, axis=axes, keepdims=True)
+
+
+prod_p = Reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, saves=("x",))
+var_p = Reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
+                  saves=("x",), counts=True, refuse="var")
+# the gradient of std is 0 where it is 0, as in torch
+std_p = Reduction("std", "StdBackward0",
+                  lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
+                  saves=("x", "r"), counts=True, refuse="std")
+logsumexp_p = Reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
+                        saves=("x", "r"), refuse="logsumexp")
+
+
+def _norm_local(gx, x, r, axes, p):
+    if p == 2:
+        return x * where(r == 0, 0, gx / r)
+    # d||x||_p = sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0
+    return sign(x) * pow(abs(x), p - 1) * where(r == 0, 0, gx / pow(r, p - 1))
+
+
+norm_p = Reduction("norm", "LinalgVectorNormBackward0", _norm_local, saves=("x", "r"), refuse="linalg_vector_norm")
+
+
+# ------------------------------------------------------------------ the ops
 def sum(x, axis=None, keepdims=False, dtype=None):
-    x = as_tensor(x)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    unknown = _unknown(shape)
-    return record("SumBackward0" if axis is None else "SumBackward1",
-                  (reduce_array(x.array, "sum", axes, keepdims) if dtype is None else
-                   da.sum(x.array, axis=axis, keepdims=keepdims, dtype=dtype)), (x,),
-                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, s.x if unknown else None),),
-                  {"x": x} if unknown else None)
+    return sum_p(x, axis, keepdims, lambda a, axes, n, n_out: (
+        reduce_array(a, "sum", axes, keepdims) if dtype is None else
+        da.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)))
 
 
 def mean(x, axis=None, keepdims=False):
-    x = as_tensor(x)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    unknown = _unknown(shape)
-    n = _count(x, axes, keepdims)[1]
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
-    return record("MeanBackward0" if axis is None else "MeanBackward1",
-                  reduce_array(x.array, "sum", axes, keepdims) / raw(n), (x,),
-                  lambda g, s: (_spread(g / n, shape, chunks, axes, keepdims, s.x if unknown else None),),
-                  {"x": x} if unknown else None)
+    return mean_p(x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "sum", axes, keepdims) / n_out)
 
 
 def sum_to(g, shape):
@@ -92,119 +184,66 @@ def sum_to(g, shape):
     return sum(g, axis=ones, keepdims=True) if ones else g
 
 
-def _extreme(name_full, name_axis, fn, amax_rule=False):
+def _extreme(all_p, axis_p, fn):
     def op(x, axis=None, keepdims=False):
-        x = as_tensor(x)
-        refuse_complex(fn, x)
-        axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-        full = axis is None and not amax_rule
-
-        def rule(g, s):
-            r = _keep(s.r, axes, keepdims)
-            mask = s.x == r
-            if full:  # torch's max(): the gradient is shared evenly by the positions holding the result,
-                # NaN ones included (a NaN max sends it to the NaNs)
-                mask = mask | ((s.x != s.x) & (r != r))
-                count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
-                return (where(mask, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / count, 0),)
-            # torch's amax/amin: grad / count * mask, so a slice whose extreme is NaN (no position
-            # equals it, count 0) gets NaN, as in torch, rather than a silent zero
-            count = sum(mask, axis=axes, keepdims=True).astype(g.dtype)
-            return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) / count * mask.astype(g.dtype),)
-
-        return record(name_full if full else name_axis,
-                      reduce_array(x.array, fn, axes, keepdims), (x,), rule, {"x": x, "r": RESULT})
+        return (all_p if axis is None else axis_p)(
+            x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
+    op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
     return op
 
 
-max = _extreme("MaxBackward1", "AmaxBackward0", "max")
-min = _extreme("MinBackward1", "AminBackward0", "min")
-amax = _extreme("MaxBackward1", "AmaxBackward0", "max", amax_rule=True)
-amin = _extreme("MinBackward1", "AminBackward0", "min", amax_rule=True)
+max = _extreme(max_all_p, amax_p, "max")
+min = _extreme(min_all_p, amin_p, "min")
+amax = _extreme(amax_p, amax_p, "max")
+amin = _extreme(amin_p, amin_p, "min")
 
 
 def prod(x, axis=None, keepdims=False, dtype=None):
-    x = _cast(as_tensor(x), dtype)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-
-    # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
-    def rule(g, s):
-        zero = s.x == 0
-        p = prod(where(zero, 1, s.x), axis=axes, keepdims=True)
-        z = sum(zero, axis=axes, keepdims=True)
-        others = where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, s.x))
-        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * conj(others),)
-
-    return record("ProdBackward0" if axis is None else "ProdBackward1",
-                  reduce_array(x.array, "prod", axes, keepdims), (x,), rule, {"x": x})
+    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    return prod_p(x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
 
 
 def var(x, axis=None, ddof=0, keepdims=False):
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
-    x = as_tensor(x)
-    refuse_complex("var", x)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n, n_out = _count(x, axes, keepdims)
-
-    def rule(g, s):
-        centered = s.x - mean(s.x, axis=axes, keepdims=True)
-        return (_spread(g, shape, chunks, axes, keepdims, _like(s.x)) * centered * (2 / (n - ddof)),)
-
-    return record("VarBackward0", _var_array(x.array, axes, ddof, keepdims, n, n_out), (x,), rule, {"x": x})
+    return var_p(x, axis, keepdims, lambda a, axes, n, n_out: _var_array(a, axes, ddof, keepdims, n, n_out),
+                 ddof=ddof)
 
 
 def _var_array(a, axes, ddof, keepdims, n, n_out):
-    centered = a - reduce_array(a, "sum", axes, True) / raw(n)
-    return reduce_array(centered * centered, "sum", axes, keepdims) / (raw(n_out) - ddof)
+    centered = a - reduce_array(a, "sum", axes, True) / n
+    return reduce_array(centered * centered, "sum", axes, keepdims) / (n_out - ddof)
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
     """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
-    x = as_tensor(x)
-    refuse_complex("std", x)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    n, n_out = _count(x, axes, keepdims)
+    return std_p(x, axis, keepdims,
+                 lambda a, axes, n, n_out: da.sqrt(_var_array(a, axes, ddof, keepdims, n, n_out)), ddof=ddof)
 
-    def rule(g, s):
-        r = _keep(s.r, axes, keepdims)
-        centered = s.x - mean(s.x, axis=axes, keepdims=True)
-        scaled = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / (r * (n - ddof)))
-        return (scaled * centered,)
 
-    return record("StdBackward0", da.sqrt(_var_array(x.array, axes, ddof, keepdims, n, n_out)), (x,), rule,
-                  {"x": x, "r": RESULT})
+def _logsumexp_array(a, axes, keepdims):
+    m = reduce_array(a, "max", axes, True)
+    m = da.where(da.isfinite(m), m, 0)
+    out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
+    return out if keepdims else out.squeeze(axis=axes)
 
 
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
-    x = as_tensor(x)
-    refuse_complex("logsumexp", x)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    a = x.array
-    m = reduce_array(a, "max", axes, True)
-    m = da.where(da.isfinite(m), m, 0)
-    out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
-    if not keepdims:
-        out = out.squeeze(axis=axes)
-    return record("LogsumexpBackward0", out, (x,),
-                  lambda g, s: (_spread(g, shape, chunks, axes, keepdims, _like(s.x))
-                                * exp(s.x - _keep(s.r, axes, keepdims)),),
-                  {"x": x, "r": RESULT})
+    return logsumexp_p(x, axis, keepdims, lambda a, axes, n, n_out: _logsumexp_array(a, axes, keepdims))
+
+
+cumsum_p = primitive("cumsum", torch="CumsumBackward0")
+cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 
 
 def cumsum(x, axis=None, dtype=None):
-    x = _cast(as_tensor(x), dtype)
+    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
     if axis is None:
-        from .shape import reshape
-
         return cumsum(reshape(x, (-1,)), 0)
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
-        from .shape import reshape
-
         return reshape(cumsum(reshape(x, (1,)), 0), ())
-    return record("CumsumBackward0", da.cumsum(x.array, axis=axis), (x,),
-                  lambda g, s: (flip(cumsum(flip(g, axis), axis), axis),))
+    return cumsum_p.bind(da.cumsum(x.array, axis=axis), x, axis=axis)
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -212,41 +251,16 @@ def norm(x, ord=None, axis=None, keepdims=False):
     ``inf``); its gradient where the norm is 0 is 0, as torch's subgradient."""
     x = as_tensor(x)
     refuse_complex("linalg_vector_norm", x)
-    if ord not in (None, 2, 2.0, "fro"):
-        return _p_norm(x, ord, axis, keepdims)
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    out = da.sqrt(reduce_array(x.array * x.array, "sum", axes, keepdims))
-
-    def rule(g, s):
-        r = _keep(s.r, axes, keepdims)
-        return (s.x * where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / r),)
-
-    return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
-
-
-
-def _p_norm(x, p, axis, keepdims):
-    from .elementwise import abs, pow, sign
-
+    p = 2 if ord in (None, 2, 2.0, "fro") else ord
     if p == float("inf"):
         return amax(abs(x), axis=axis, keepdims=keepdims)
     if not isinstance(p, (int, float)) or p <= 0:
         raise NotImplementedError(f"norm: ord={p!r} is not implemented (any p > 0 and inf are)")
-    axes, shape, chunks = norm_axes(axis, x.ndim), x.shape, x.chunks
-    out = reduce_array(da.absolute(x.array) ** p, "sum", axes, keepdims) ** (1 / p)
-
-    def rule(g, s):  # d||x||_p = sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0
-        r = _keep(s.r, axes, keepdims)
-        scale = where(r == 0, 0, _spread(g, shape, chunks, axes, keepdims, _like(s.x)) / pow(r, p - 1))
-        return (sign(s.x) * pow(abs(s.x), p - 1) * scale,)
-
-    return record("LinalgVectorNormBackward0", out, (x,), rule, {"x": x, "r": RESULT})
-
-
-def _cast(x, dtype):
-    from .elementwise import astype
-
-    return x if dtype is None else astype(x, dtype)
+    if p == 2:
+        forward = lambda a, axes, n, n_out: da.sqrt(reduce_array(a * a, "sum", axes, keepdims))  # noqa: E731
+    else:
+        forward = lambda a, axes, n, n_out: reduce_array(da.absolute(a) ** p, "sum", axes, keepdims) ** (1 / p)  # noqa: E731
+    return norm_p(x, axis, keepdims, forward, p=p)
 
 
 def argmax(x, axis=None):

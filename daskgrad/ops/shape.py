@@ -12,7 +12,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import record
+from ..graph import primitive
 from ..tensor import Tensor
 from . import _util
 from ._util import as_tensor, norm_axes, norm_axis, raw
@@ -28,12 +28,17 @@ def _zeros(meta):
 
 
 # ------------------------------------------------------------------- reshaping
+# torch names x.reshape(...) of a contiguous tensor ViewBackward0 (daskgrad tracks no strides)
+reshape_p = primitive("reshape", torch="ViewBackward0")
+reshape_p.vjp(lambda g, s, *, old: (reshape(g, old),))
+
+
 def reshape(x, shape):
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     _check_reshape(shape, old)
-    return record("ViewBackward0", _reshape_array(x.array, shape), (x,), lambda g, s: (reshape(g, old),))
+    return reshape_p.bind(_reshape_array(x.array, shape), x, old=old)
 
 
 def _check_reshape(shape, old):
@@ -66,13 +71,17 @@ def flatten(x):
     return reshape(x, (-1,))
 
 
+transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"))
+transpose_p.vjp(lambda g, s, *, inverse: (transpose(g, inverse),))
+
+
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
     perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
-    inverse = tuple(np.argsort(perm))
+    inverse = tuple(int(i) for i in np.argsort(perm))
     node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
-    return record(node, da.transpose(x.array, perm), (x,), lambda g, s: (transpose(g, inverse),))
+    return transpose_p.bind(da.transpose(x.array, perm), x, node=node, inverse=inverse)
 
 
 permute = transpose
@@ -106,6 +115,16 @@ def moveaxis(x, source, destination):
     return transpose(x, perm)
 
 
+def _sum_to(g, shape):
+    from .reductions import sum_to  # reductions import this module
+
+    return sum_to(g, shape)
+
+
+broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0")
+broadcast_to_p.vjp(lambda g, s, *, old: (_sum_to(g, old),))
+
+
 def broadcast_to(x, shape, chunks=None):
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
     x = as_tensor(x)
@@ -125,18 +144,20 @@ def broadcast_to(x, shape, chunks=None):
             a = a.rechunk(want)
     if shape == old and (chunks is None or tuple(chunks) == a.chunks):
         return x if a is x.array else rechunk(x, a.chunks)
-    from .reductions import sum_to
+    return broadcast_to_p.bind(da.broadcast_to(a, shape, chunks=chunks), x, old=old)
 
-    return record("ExpandBackward0", da.broadcast_to(a, shape, chunks=chunks), (x,),
-                  lambda g, s: (sum_to(g, old),))
+
+expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0")
+expand_dims_p.vjp(lambda g, s, *, axes: (squeeze(g, axes),))
+squeeze_p = primitive("squeeze", torch="SqueezeBackward1")
+squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 
 def expand_dims(x, axis):
     x = as_tensor(x)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = norm_axes(axes, x.ndim + len(axes))
-    out = da.expand_dims(x.array, axes)
-    return record("UnsqueezeBackward0", out, (x,), lambda g, s: (squeeze(g, axes),))
+    return expand_dims_p.bind(da.expand_dims(x.array, axes), x, axes=axes)
 
 
 unsqueeze = expand_dims
@@ -152,19 +173,26 @@ def squeeze(x, axis=None):
         return x
     if any(x.shape[a] != 1 for a in axes):
         raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
-    return record("SqueezeBackward1", da.squeeze(x.array, axis=axes), (x,), lambda g, s: (expand_dims(g, axes),))
+    return squeeze_p.bind(da.squeeze(x.array, axis=axes), x, axes=axes)
+
+
+rechunk_p = primitive("rechunk", torch="RechunkBackward0")
+rechunk_p.vjp(lambda g, s, *, old: (rechunk(g, old),))
+flip_p = primitive("flip", torch="FlipBackward0")
+flip_p.vjp(lambda g, s, *, axes: (flip(g, axes),))
+roll_p = primitive("roll", torch="RollBackward0")
+roll_p.vjp(lambda g, s, *, back, axis: (roll(g, back, axis),))
 
 
 def rechunk(x, chunks):
     x = as_tensor(x)
-    old = x.chunks
-    return record("RechunkBackward0", x.array.rechunk(chunks), (x,), lambda g, s: (rechunk(g, old),))
+    return rechunk_p.bind(x.array.rechunk(chunks), x, old=x.chunks)
 
 
 def flip(x, axis=None):
     x = as_tensor(x)
     axes = norm_axes(axis, x.ndim)
-    return record("FlipBackward0", da.flip(x.array, axes), (x,), lambda g, s: (flip(g, axes),))
+    return flip_p.bind(da.flip(x.array, axes), x, axes=axes)
 
 
 def roll(x, shift, axis=None):
@@ -173,10 +201,17 @@ def roll(x, shift, axis=None):
     if axis is not None:
         axis = (tuple(norm_axis(a, x.ndim) for a in axis) if isinstance(axis, (tuple, list))
                 else norm_axis(axis, x.ndim))
-    return record("RollBackward0", da.roll(x.array, shift, axis), (x,), lambda g, s: (roll(g, back, axis),))
+    return roll_p.bind(da.roll(x.array, shift, axis), x, back=back, axis=axis)
 
 
 # ------------------------------------------------------------ joining, splitting
+concatenate_p = primitive("concatenate", torch="CatBackward0")
+concatenate_p.vjp(lambda g, s, *, axis, bounds: tuple(getitem(g, (slice(None),) * axis + (slice(lo, hi),))
+                                                      for lo, hi in zip(bounds[:-1], bounds[1:])))
+stack_p = primitive("stack", torch="StackBackward0")
+stack_p.vjp(lambda g, s, *, axis, n: tuple(getitem(g, (slice(None),) * axis + (i,)) for i in range(n)))
+
+
 def concatenate(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
     axis = norm_axis(axis, ts[0].ndim)
@@ -187,13 +222,8 @@ def concatenate(tensors, axis=0):
                     raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
                                    f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
-    bounds = np.cumsum([0] + [t.shape[axis] for t in ts])
-
-    def rule(g, s):
-        return tuple(getitem(g, (slice(None),) * axis + (slice(int(lo), int(hi)),))
-                     for lo, hi in zip(bounds[:-1], bounds[1:]))
-
-    return record("CatBackward0", da.concatenate([t.array for t in ts], axis=axis), tuple(ts), rule)
+    bounds = tuple(int(b) for b in np.cumsum([0] + [t.shape[axis] for t in ts]))
+    return concatenate_p.bind(da.concatenate([t.array for t in ts], axis=axis), *ts, axis=axis, bounds=bounds)
 
 
 def stack(tensors, axis=0):
@@ -203,8 +233,7 @@ def stack(tensors, axis=0):
         if t.shape != ts[0].shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
                                f"and {list(t.shape)} at entry {k}")
-    return record("StackBackward0", da.stack([t.array for t in ts], axis=axis), tuple(ts),
-                  lambda g, s: tuple(getitem(g, (slice(None),) * axis + (i,)) for i in range(len(ts))))
+    return stack_p.bind(da.stack([t.array for t in ts], axis=axis), *ts, axis=axis, n=len(ts))
 
 
 def split(x, indices_or_sections, axis=0):
@@ -226,6 +255,10 @@ def split(x, indices_or_sections, axis=0):
     return [getitem(x, pre + (slice(lo, hi),)) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
+pad_p = primitive("pad", torch="ConstantPadNdBackward0")
+pad_p.vjp(lambda g, s, *, index: (getitem(g, index),))
+
+
 def pad(x, pad_width, mode="constant", constant_values=0):
     """Constant padding (NumPy's ``pad_width``); the rule slices the padding off."""
     if mode != "constant":
@@ -233,9 +266,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     x = as_tensor(x)
     widths = np.broadcast_to(np.array(pad_width, dtype=int), (x.ndim, 2))  # NumPy's pad_width forms
     index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
-    return record("ConstantPadNdBackward0",
-                  da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
-                         constant_values=constant_values), (x,), lambda g, s: (getitem(g, index),))
+    return pad_p.bind(da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
+                             constant_values=constant_values), x, index=index)
 
 
 def diff(x, n=1, axis=-1):
@@ -266,6 +298,12 @@ def _is_array_index(i):
     return isinstance(i, (list, np.ndarray, da.Array, Tensor))
 
 
+getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0"))
+getitem_p.vjp(lambda g, s, *, index, meta: (_scatter(g, index, meta),))
+scatter_p = primitive("scatter", torch="SliceBackwardBackward0")
+scatter_p.vjp(lambda g, s, *, index: (getitem(g, index),))
+
+
 def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
@@ -282,9 +320,8 @@ def getitem(x, index):
         if len(arrays) > 1:
             raise NotImplementedError("only one integer-array index is supported")
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
-    meta = _meta(x)
     node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
-    out = record(node, x.array[index], (x,), lambda g, s: (_scatter(g, index, meta),))
+    out = getitem_p.bind(x.array[index], x, node=node, index=index, meta=_meta(x))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
 
@@ -323,7 +360,24 @@ def _scatter(g, index, meta):
     src = g.array.squeeze(axis=tuple(new_axes)) if new_axes else g.array
     out = _zeros(meta)
     out[kept] = src
-    return record("SliceBackwardBackward0", out, (g,), lambda gg, s: (getitem(gg, index),))
+    return scatter_p.bind(out, g, index=index)
+
+
+take_p = primitive("take", torch="IndexBackward0")
+
+
+@take_p.vjp
+def _take_rule(g, s, *, axis, n, chunks, lazy):
+    # scatter-add as a one-hot contraction: repeated indices accumulate
+    from .linalg import tensordot  # linalg imports this module
+
+    cols = s.idx.array.rechunk((g.chunks[axis],))
+    if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
+        cols = cols.map_blocks(chunk.like, g.array._meta, dtype=cols.dtype,
+                               meta=meta_from_array(g.array._meta, 1, cols.dtype))
+    rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
+    onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
+    return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
 
 def _take(x, idx, axis, index):
@@ -333,25 +387,15 @@ def _take(x, idx, axis, index):
     lazy = isinstance(idx, da.Array)
     idx = _checked_lazy_index(idx, n) if lazy else idx % n
 
-    def rule(g, s):
-        # scatter-add as a one-hot contraction: repeated indices accumulate
-        from .linalg import tensordot
-
-        if isinstance(s.idx, da.Array):  # a lazy index (already checked and wrapped in its kernel)
-            cols = s.idx.rechunk((g.chunks[axis],))
-        else:
-            cols = da.from_array(s.idx, chunks=(g.chunks[axis],)).map_blocks(
-                chunk.like, g.array._meta, dtype=s.idx.dtype, meta=meta_from_array(g.array._meta, 1, s.idx.dtype))
-        rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
-        onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
-        return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
-
+    # the index is saved as a tensor, as torch's IndexBackward0 saves its indices
     if lazy:
-        return record("IndexBackward0", x.array[(slice(None),) * axis + (idx,)], (x,), rule, {"idx": idx})
+        return take_p.bind(x.array[(slice(None),) * axis + (idx,)], x, save={"idx": Tensor._make(idx)},
+                           axis=axis, n=n, chunks=chunks, lazy=True)
     a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
     out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
                         chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
-    return record("IndexBackward0", out, (x,), rule, {"idx": idx})
+    return take_p.bind(out, x, save={"idx": Tensor._make(da.from_array(idx, chunks=-1))}, axis=axis, n=n,
+                       chunks=chunks, lazy=False)
 
 
 def _check_index(block, n):
@@ -373,6 +417,12 @@ def _rows_only(a):
     return a.rechunk({i: -1 for i in range(1, a.ndim)})
 
 
+mask_select_p = primitive("mask_select", torch="IndexBackward0")
+mask_select_p.vjp(lambda g, s: (_mask_scatter(g, s.m),))
+mask_scatter_p = primitive("mask_scatter", torch="IndexPutBackward0")
+mask_scatter_p.vjp(lambda g, s: (_mask_select(g, s.m),))
+
+
 def _mask_select(x, mask):
     """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
@@ -388,7 +438,7 @@ def _mask_select(x, mask):
                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
                        concatenate=True)
 
-    return record("IndexBackward0", out, (x,), lambda g, s: (_mask_scatter(g, s.m),), {"m": Tensor._make(m)})
+    return mask_select_p.bind(out, x, save={"m": Tensor._make(m)})
 
 
 def _mask_scatter(g, m):
@@ -397,7 +447,12 @@ def _mask_scatter(g, m):
     letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
     out = da.blockwise(chunk.mask_scatter, letters, m.array, letters, g.array, "i", dtype=g.dtype,
                        align_arrays=False, meta=g.array._meta.reshape((0,) * m.ndim))
-    return record("IndexPutBackward0", out, (g,), lambda gg, s: (_mask_select(gg, s.m),), {"m": m})
+    return mask_scatter_p.bind(out, g, save={"m": m})
+
+
+setitem_p = primitive("setitem", torch="CopySlices")
+setitem_p.vjp(lambda g, s, *, index, meta_index: (setitem(g, index, 0),
+                                                  getitem(g, meta_index) if s.needs[1] else None))
 
 
 def setitem(x, index, value):
@@ -408,8 +463,4 @@ def setitem(x, index, value):
     _check_bounds(meta_index, x.shape)
     out = x.array.copy()
     out[index] = raw(value)
-
-    def rule(g, s):
-        return setitem(g, index, 0), (getitem(g, meta_index) if isinstance(value, Tensor) else None)
-
-    return record("CopySlices", out, (x, _util.only_tensor(value)), rule)
+    return setitem_p.bind(out, x, _util.only_tensor(value), index=index, meta_index=meta_index)
