@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .graph import RESULT, is_grad_enabled, no_grad, record
+from .graph import RESULT, is_grad_enabled, no_grad, primitive, save_tensors
 from .tensor import Tensor
 
 
@@ -81,17 +81,31 @@ class Function:
         _check_dirty(ctx, out)
         to_save, ctx._to_save = ctx._to_save, ()
         ctx._n_saved = len(to_save)
-        name = f"{cls.__name__}Backward"
-
-        def rule(g, s):
-            ctx._saved = s
-            return _input_grads(cls.backward(ctx, g), args, name)
-
         # the output saved by forward must come back as the recorded output (with this node as
         # its grad_fn), or a second derivative through it would see a constant
-        res = record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
-                     {f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)} or None)
+        res = function_p.bind(out.array, *_tensor_args(args),
+                              save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
+                              node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
         return _rebase_dirty(ctx, out, res)
+
+
+# A user's Function: its node is named <Class>Backward; the params hold the class and its ctx, and
+# the inputs' tensors live only in the saved values (``save_for_backward``), as in torch.
+function_p = primitive("function")
+
+
+@function_p.vjp
+def _function_rule(g, s, *, cls, ctx, is_tensor):
+    ctx._saved = s
+    return _input_grads(cls.backward(ctx, g), is_tensor, f"{cls.__name__}Backward")
+
+
+def _tensor_args(args):
+    return tuple(a if isinstance(a, Tensor) else None for a in args)
+
+
+def _is_tensor(args):
+    return tuple(isinstance(a, Tensor) for a in args)
 
 
 def _check_dirty(ctx, out):
@@ -108,16 +122,16 @@ def _rebase_dirty(ctx, out, res):
     return res
 
 
-def _input_grads(grads, args, name):
+def _input_grads(grads, is_tensor, name):
     """One gradient per forward input, as torch validates what ``backward`` returned."""
     grads = grads if isinstance(grads, tuple) else (grads,)
-    if len(grads) > len(args) and all(gr is None for gr in grads[len(args):]):
-        grads = grads[:len(args)]  # torch drops extra gradients when they are all None
-    if len(grads) != len(args):
+    if len(grads) > len(is_tensor) and all(gr is None for gr in grads[len(is_tensor):]):
+        grads = grads[:len(is_tensor)]  # torch drops extra gradients when they are all None
+    if len(grads) != len(is_tensor):
         raise RuntimeError(f"function {name} returned an incorrect number of gradients "
-                           f"(expected {len(args)}, got {len(grads)})")
-    for i, (gr, a) in enumerate(zip(grads, args)):
-        if gr is not None and not isinstance(a, Tensor):
+                           f"(expected {len(is_tensor)}, got {len(grads)})")
+    for i, (gr, t) in enumerate(zip(grads, is_tensor)):
+        if gr is not None and not t:
             raise RuntimeError(f"function {name} returned a gradient different than None at position "
                                f"{i + 1}, but the corresponding forward input was not a Variable")
     return grads
@@ -139,7 +153,7 @@ def _apply_many(cls, ctx, args, outs):
             diff.append(i)
         if isinstance(o, Tensor):
             _check_dirty(ctx, o)
-    inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+    inputs = _tensor_args(args)
     if not diff or not is_grad_enabled() or not any(a is not None and a.requires_grad for a in inputs):
         return outs
     dtypes = {outs[i].dtype for i in diff}
@@ -149,57 +163,65 @@ def _apply_many(cls, ctx, args, outs):
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     with no_grad():
         flat = concatenate([outs[i].reshape(-1) for i in diff]) if len(diff) > 1 else outs[diff[0]].reshape(-1)
-    used = set()
+    used = set()  # which outputs received a cotangent in this backward (filled by the pieces' rules)
     to_save, ctx._to_save = ctx._to_save, ()
     ctx._n_saved = len(to_save)
-
-    def rule(g, s):
-        got, _ = set(used), used.clear()
-        grads = []
-        for i, o in enumerate(outs):
-            if i in first.values() and i in got:
-                k = diff.index(i)
-                grads.append(g[int(offsets[k]):int(offsets[k + 1])].reshape(o.shape))
-            elif isinstance(o, Tensor) and ctx.materialize_grads:
-                grads.append(zeros_like(o))
-            else:
-                grads.append(None)
-        ctx._saved = s
-        return _input_grads(cls.backward(ctx, *grads), args, name)
-
-    packed = record(name, flat.array, inputs, rule)
-    total = int(offsets[-1])
+    offsets = tuple(int(o) for o in offsets)
+    # zeros for the outputs that get no cotangent: lazy constants, made now so the node holds no output
+    zeros = tuple(zeros_like(o).array if isinstance(o, Tensor) else None for o in outs)
+    packed = function_many_p.bind(flat.array, *inputs, node=name, cls=cls, ctx=ctx, is_tensor=_is_tensor(args),
+                                  used=used, diff=tuple(diff), offsets=offsets,
+                                  shapes=tuple(getattr(o, "shape", None) for o in outs), zeros=zeros)
+    packed_zeros = zeros_like(packed).array  # on the packed tensor's chunks and device
 
     def piece(k, i):
-        lo, hi, shape = int(offsets[k]), int(offsets[k + 1]), outs[i].shape
-
-        def vjp(g, s):
-            used.add(i)
-            z = zeros_like(packed.detach())  # on the packed tensor's chunks and device
-            parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < total else [])
-            return (concatenate(parts) if len(parts) > 1 else parts[0],)
-
+        lo, hi, shape = offsets[k], offsets[k + 1], outs[i].shape
         arr = packed.array[lo:hi].reshape(shape)
         arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
             n != n for n in arr.shape) else arr
-        return _rebase_dirty(ctx, outs[i], record(name, arr, (packed,), vjp))
+        return _rebase_dirty(ctx, outs[i], function_output_p.bind(arr, packed, node=name, i=i, lo=lo, hi=hi,
+                                                                  used=used, zeros=packed_zeros))
 
     made = {i: piece(k, i) for k, i in enumerate(diff)}
     result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
     saved = {}
     for j, t in enumerate(to_save):
         saved[f"t{j}"] = made[first[id(t)]] if isinstance(t, Tensor) and id(t) in first else t
-    node = packed.grad_fn
     if saved:
-        from .graph import SavedTensor
-        import weakref
-
-        node._saved = {k: SavedTensor(v) if isinstance(v, Tensor) else v for k, v in saved.items()}
-        node._had_saved = True
-        for v in node._saved.values():
-            if isinstance(v, SavedTensor):
-                v.consumer = weakref.ref(node)
+        save_tensors(packed.grad_fn, saved)
     return result
+
+
+# A Function with several outputs: one node packs the differentiable outputs into one flat tensor
+# (its rule unpacks the cotangent and calls ``backward``); each output is a slice of it.
+function_many_p = primitive("function_many")
+function_output_p = primitive("function_output")
+
+
+@function_many_p.vjp
+def _function_many_rule(g, s, *, cls, ctx, is_tensor, used, diff, offsets, shapes, zeros):
+    got, _ = set(used), used.clear()
+    grads = []
+    for i, (shape, z) in enumerate(zip(shapes, zeros)):
+        if i in diff and i in got:
+            k = diff.index(i)
+            grads.append(g[offsets[k]:offsets[k + 1]].reshape(shape))
+        elif z is not None and ctx.materialize_grads:
+            grads.append(Tensor._make(z))
+        else:
+            grads.append(None)
+    ctx._saved = s
+    return _input_grads(cls.backward(ctx, *grads), is_tensor, f"{cls.__name__}Backward")
+
+
+@function_output_p.vjp
+def _function_output_rule(g, s, *, i, lo, hi, used, zeros):
+    from .ops import concatenate
+
+    used.add(i)
+    z = Tensor._make(zeros)
+    parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < zeros.shape[0] else [])
+    return (concatenate(parts) if len(parts) > 1 else parts[0],)
 
 
 def _vjp_mismatch(label, i, got, want):
@@ -273,15 +295,21 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
                         name=f"{label}-{tokenize(chunk_fn, *arrays, kwargs)}", **kwargs)
     if vjp is None:
         return Tensor._make(out)
+    return map_blocks_p.bind(out, *ts, save={f"t{i}": t for i, t in enumerate(ts)}, node=f"{label}Backward",
+                             vjp=vjp, label=label, kwargs=kwargs, n=len(ts))
 
-    def rule(g, s):
-        ins = [getattr(s, f"t{i}").array for i in range(len(ts))]
-        _check_on_meta(vjp, label, g.array, ins, kwargs)
-        token = tokenize(vjp, g.array, *ins, kwargs)
-        cells = da.map_blocks(_vjp_all(vjp, label, kwargs), g.array, *ins, dtype=object,
-                              meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
-        return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
-                                                name=f"{label}-vjp-pick{i}-{token}"))
-                     for i, a in enumerate(ins))
 
-    return record(f"{label}Backward", out, tuple(ts), rule, {f"t{i}": t for i, t in enumerate(ts)})
+# A user's chunk kernel: its node is named <name>Backward; the params hold the chunk-level vjp.
+map_blocks_p = primitive("map_blocks")
+
+
+@map_blocks_p.vjp
+def _map_blocks_rule(g, s, *, vjp, label, kwargs, n):
+    ins = [getattr(s, f"t{i}").array for i in range(n)]
+    _check_on_meta(vjp, label, g.array, ins, kwargs)
+    token = tokenize(vjp, g.array, *ins, kwargs)
+    cells = da.map_blocks(_vjp_all(vjp, label, kwargs), g.array, *ins, dtype=object,
+                          meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
+    return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
+                                            name=f"{label}-vjp-pick{i}-{token}"))
+                 for i, a in enumerate(ins))

@@ -436,13 +436,6 @@ class Primitive:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
 
 
-class _Legacy:  # TRANSITIONAL
-    def __init__(self, rule):
-        self.rule, self.torch = rule, ()
-
-    label = Primitive.label
-
-
 def primitive(name, torch=None) -> Primitive:
     return Primitive(name, torch)
 
@@ -457,8 +450,6 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
         return out
     node = _new_node(name)
-    if not isinstance(prim, Primitive):  # TRANSITIONAL: a bare rule, until every op is in the table
-        prim = _Legacy(prim)
     node._prim, node._params = prim, params or {}
     node.next_functions = tuple((edge(t), 0) for t in inputs)
     node._input_meta = tuple(
@@ -466,15 +457,7 @@ def record(name, out_array, inputs, prim, save=None, params=None):
         for t in inputs)
     node._output_meta = (out.shape, out.dtype, out.chunks)
     out.grad_fn, out._requires_grad = node, True
-    save = {k: out if v is RESULT else v for k, v in (save or {}).items()}
-    if isinstance(node._prim, _Legacy):  # TRANSITIONAL
-        node._saved = {k: SavedTensor(v, is_output=v is out) if isinstance(v, Tensor) else v for k, v in save.items()}
-        node._had_saved = bool(save)
-        for v in node._saved.values():
-            if isinstance(v, SavedTensor):
-                v.consumer = weakref.ref(node)
-    else:
-        save_tensors(node, save, out)
+    save_tensors(node, {k: out if v is RESULT else v for k, v in (save or {}).items()}, out)
     if is_anomaly_enabled():
         node._stack = traceback.format_stack()[:-3]
     return out

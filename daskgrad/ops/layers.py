@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 
 from .. import tensor as _tensor
-from ..graph import record
+from ..graph import primitive
 from ..tensor import Tensor
 from ._util import as_tensor, check_same_device
 from .elementwise import exp
@@ -62,8 +62,11 @@ def erf(x):
     """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``."""
     x = as_tensor(x)
     a = x.array
-    return record("ErfBackward0", da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), (x,),
-                  lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),), {"x": x})
+    return erf_p.bind(da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), x, save={"x": x})
+
+
+erf_p = primitive("erf", torch="ErfBackward0")
+erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 
 
 # ------------------------------------------------------------------ embedding
@@ -92,8 +95,13 @@ def embedding(indices, weight):
     ind = "abcdefgh"[:indices.ndim]
     out = da.blockwise(_gather_block, ind + "z", indices.array, ind, w, "yz", concatenate=True,
                        dtype=w.dtype, meta=w._meta)
-    return record("EmbeddingBackward0", out, (None, weight),
-                  lambda g, s: (None, embedding_backward(g, s.idx, s.rows)), {"idx": indices, "rows": weight.shape[0]})
+    return embedding_p.bind(out, None, weight, save={"idx": indices}, rows=weight.shape[0])
+
+
+embedding_p = primitive("embedding", torch="EmbeddingBackward0")
+embedding_p.vjp(lambda g, s, *, rows: (None, embedding_backward(g, s.idx, rows)))
+embedding_backward_p = primitive("embedding_backward", torch="EmbeddingDenseBackward0")
+embedding_backward_p.vjp(lambda g, s: (embedding(s.idx, g), None))
 
 
 def embedding_backward(grad, indices, rows):
@@ -104,8 +112,7 @@ def embedding_backward(grad, indices, rows):
     g = g.rechunk((g.chunks[0], g.shape[1]))
     parts = da.blockwise(_scatter_block, "kvd", i, "k", g, "kd", rows=rows, new_axes={"v": rows},
                          adjust_chunks={"k": 1}, dtype=g.dtype, meta=g._meta[None])
-    return record("EmbeddingDenseBackward0", parts.sum(axis=0), (grad, None),
-                  lambda gg, s: (embedding(s.idx, gg), None), {"idx": indices})
+    return embedding_backward_p.bind(parts.sum(axis=0), grad, None, save={"idx": indices})
 
 
 # -------------------------------------------------------------------- dropout

@@ -14,10 +14,10 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import record
+from ..graph import primitive
 from ._util import as_tensor, check_same_device, norm_axis
 from .elementwise import conj
-from .shape import expand_dims, swapaxes, transpose
+from .shape import broadcast_to, expand_dims, swapaxes, transpose
 
 
 def _matmul_array(a, b):
@@ -42,6 +42,10 @@ def _matmul_array(a, b):
 FAN_IN = 32
 
 
+matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward0", "SqueezeBackward4",
+                                      "UnsafeViewBackward0"))
+
+
 def matmul(a, b):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
@@ -52,7 +56,7 @@ def matmul(a, b):
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
             else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
             else "UnsafeViewBackward0")
-    return record(node, _matmul_array(a.array, b.array), (a, b), _matmul_rule, {"a": a, "b": b})
+    return matmul_p.bind(_matmul_array(a.array, b.array), a, b, save={"a": a, "b": b}, node=node)
 
 
 def _check_matmul(sa, sb):
@@ -73,6 +77,7 @@ def _check_matmul(sa, sb):
                        f"[{batch}, {kb}].")
 
 
+@matmul_p.vjp
 def _matmul_rule(g, s):
     na, nb = s.needs
     a, b = conj(s.a), conj(s.b)  # torch's complex convention: each side meets the other's conjugate
@@ -109,25 +114,32 @@ def tensordot(a, b, axes=2):
         if a.shape[i] != b.shape[j]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
                                f"and second has size {b.shape[j]} in dim {j}")
-    free_a = [i for i in range(a.ndim) if i not in xa]
-    free_b = [i for i in range(b.ndim) if i not in xb]
+    return tensordot_p.bind(da.tensordot(a.array, b.array, axes=(xa, xb)), a, b, save={"a": a, "b": b},
+                            xa=tuple(xa), xb=tuple(xb))
 
-    def rule(g, s):
-        na, nb = s.needs
-        fa, fb = len(free_a), len(free_b)
-        ga = gb = None
-        if na:
-            ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
-            order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
-            ga = transpose(ga, list(np.argsort(order)))
-        if nb:
-            gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
-            order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
-            gb = transpose(gb, list(np.argsort(order)))
-        return ga, gb
 
-    return record("ViewBackward0", da.tensordot(a.array, b.array, axes=(xa, xb)), (a, b), rule,
-                  {"a": a, "b": b})
+# torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
+# names them apart (the dashboard's tensordot-vjp, einsum-vjp)
+tensordot_p = primitive("tensordot", torch="ViewBackward0")
+
+
+@tensordot_p.vjp
+def _tensordot_rule(g, s, *, xa, xb):
+    xa, xb = list(xa), list(xb)
+    free_a = [i for i in range(s.a.ndim) if i not in xa]
+    free_b = [i for i in range(s.b.ndim) if i not in xb]
+    na, nb = s.needs
+    fa, fb = len(free_a), len(free_b)
+    ga = gb = None
+    if na:
+        ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
+        order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
+        ga = transpose(ga, list(np.argsort(order)))
+    if nb:
+        gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
+        order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
+        gb = transpose(gb, list(np.argsort(order)))
+    return ga, gb
 
 
 def einsum(subscripts, *operands):
@@ -147,25 +159,28 @@ def einsum(subscripts, *operands):
     if any(len(set(sub)) != len(sub) for sub in ins):
         raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
 
-    def rule(g, s):
-        grads = []
-        for k, (sub, need) in enumerate(zip(ins, s.needs)):
-            if not need:
-                grads.append(None)
-                continue
-            others = [(ins[j], getattr(s, f"t{j}")) for j in range(len(ins)) if j != k]
-            have = set(out).union(*[set(o) for o, _ in others])
-            target = "".join(c for c in dict.fromkeys(sub) if c in have)
-            expr = ",".join([out] + [o for o, _ in others]) + "->" + target
-            gk = einsum(expr, g, *[conj(t) for _, t in others])
-            missing = tuple(i for i, c in enumerate(sub) if c not in target)
-            if missing:  # an index summed away in forward: broadcast back over it
-                from .shape import broadcast_to
+    return einsum_p.bind(da.einsum(subscripts, *[t.array for t in ts]), *ts,
+                         save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
 
-                gk = broadcast_to(expand_dims(gk, missing), getattr(s, f"t{k}").shape)
-            grads.append(gk)
-        return tuple(grads)
 
-    return record("ViewBackward0", da.einsum(subscripts, *[t.array for t in ts]), tuple(ts), rule,
-                  {f"t{j}": t for j, t in enumerate(ts)})
+einsum_p = primitive("einsum", torch="ViewBackward0")
+
+
+@einsum_p.vjp
+def _einsum_rule(g, s, *, ins, out):
+    grads = []
+    for k, (sub, need) in enumerate(zip(ins, s.needs)):
+        if not need:
+            grads.append(None)
+            continue
+        others = [(ins[j], getattr(s, f"t{j}")) for j in range(len(ins)) if j != k]
+        have = set(out).union(*[set(o) for o, _ in others])
+        target = "".join(c for c in dict.fromkeys(sub) if c in have)
+        expr = ",".join([out] + [o for o, _ in others]) + "->" + target
+        gk = einsum(expr, g, *[conj(t) for _, t in others])
+        missing = tuple(i for i, c in enumerate(sub) if c not in target)
+        if missing:  # an index summed away in forward: broadcast back over it
+            gk = broadcast_to(expand_dims(gk, missing), getattr(s, f"t{k}").shape)
+        grads.append(gk)
+    return tuple(grads)
 

@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, record, size_repr, type_repr
+from ..graph import RESULT, primitive, size_repr, type_repr
 from ..tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
                     refuse_complex, tensor_or_scalar)
@@ -29,21 +29,24 @@ def _log_softmax_array(a, axis):
     return shifted - da.log(reduce_array(da.exp(shifted), "sum", axis, True))
 
 
+softmax_p = primitive("softmax", torch="SoftmaxBackward0")
+softmax_p.vjp(lambda g, s, *, axis: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),))  # r * (g - sum(g r))
+log_softmax_p = primitive("log_softmax", torch="LogSoftmaxBackward0")
+log_softmax_p.vjp(lambda g, s, *, axis: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),))
+
+
 def softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("softmax", x)
     axis = norm_axis(axis, x.ndim)
-    # d softmax: r * (g - sum(g * r))
-    return record("SoftmaxBackward0", _softmax_array(x.array, axis), (x,),
-                  lambda g, s: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),), {"r": RESULT})
+    return softmax_p.bind(_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
 
 
 def log_softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("log_softmax", x)
     axis = norm_axis(axis, x.ndim)
-    return record("LogSoftmaxBackward0", _log_softmax_array(x.array, axis), (x,),
-                  lambda g, s: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),), {"r": RESULT})
+    return log_softmax_p.bind(_log_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
 
 
 def _reduce(loss, reduction, n):
@@ -103,13 +106,13 @@ def nll_loss(log_probs, target, reduction="mean"):
     n = log_probs.shape[0]
     onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
     loss = -reduce_array(log_probs.array * onehot, "sum", 1)
+    return nll_loss_p.bind(_reduce(loss, reduction, n), log_probs, None, save={"onehot": Tensor._make(onehot)},
+                           reduction=reduction, n=n)
 
-    def rule(g, s):
-        col = g[:, None] if reduction == "none" else g
-        return (-s.onehot * _scale(col, reduction, n), None)
 
-    return record("NllLossBackward0", _reduce(loss, reduction, n), (log_probs, None), rule,
-                  {"onehot": Tensor._make(onehot)})
+nll_loss_p = primitive("nll_loss", torch="NllLossBackward0")
+nll_loss_p.vjp(lambda g, s, *, reduction, n: (
+    -s.onehot * _scale(g[:, None] if reduction == "none" else g, reduction, n), None))
 
 
 def cross_entropy(input, target, reduction="mean"):
@@ -136,13 +139,18 @@ def mse_loss(input, target, reduction="mean"):
                       "Please ensure they have the same size.", UserWarning, stacklevel=2)
     diff = input.array - raw(target)
     n = int(np.prod(diff.shape))  # torch averages over the broadcast shape, not the input's
+    const = {} if isinstance(target, Tensor) else {"target": target}
+    return mse_loss_p.bind(_reduce(diff * diff, reduction, n), input, only_tensor(target),
+                           save={"input": input, "target": only_tensor(target)}, reduction=reduction, n=n, **const)
 
-    def rule(g, s):
-        d = 2 * (s.input - s.target) * _scale(g, reduction, n)
-        return d, -d
 
-    return record("MseLossBackward0", _reduce(diff * diff, reduction, n), (input, only_tensor(target)), rule,
-                  {"input": input, "target": target})
+mse_loss_p = primitive("mse_loss", torch="MseLossBackward0")
+
+
+@mse_loss_p.vjp
+def _mse_loss_rule(g, s, *, reduction, n, target=None):
+    d = 2 * (s.input - (s.target if target is None else target)) * _scale(g, reduction, n)
+    return d, -d
 
 
 def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight=None):
@@ -157,11 +165,16 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     za, ya = z.array, raw(y)
     loss = da.map_blocks(chunk.softplus, za, dtype=za.dtype, meta=za._meta) - za * ya
     n = z.numel()
+    const = {} if isinstance(y, Tensor) else {"y": y}
+    return bce_with_logits_p.bind(_reduce(loss, reduction, n), z, only_tensor(y),
+                                  save={"z": z, "y": only_tensor(y)}, reduction=reduction, n=n, **const)
 
-    def rule(g, s):
-        gs = _scale(g, reduction, n)
-        return (sigmoid(s.z) - s.y) * gs, (-s.z * gs if isinstance(s.y, Tensor) else None)
 
-    return record("BinaryCrossEntropyWithLogitsBackward0", _reduce(loss, reduction, n), (z, only_tensor(y)),
-                  rule, {"z": z, "y": y})
+bce_with_logits_p = primitive("binary_cross_entropy_with_logits", torch="BinaryCrossEntropyWithLogitsBackward0")
+
+
+@bce_with_logits_p.vjp
+def _bce_with_logits_rule(g, s, *, reduction, n, y=None):
+    gs = _scale(g, reduction, n)
+    return (sigmoid(s.z) - (s.y if y is None else y)) * gs, (-s.z * gs if y is None else None)
 

@@ -23,7 +23,7 @@ import numpy as np
 from dask.array.overlap import ensure_minimum_chunksize
 from dask.array.overlap import overlap as _overlap
 
-from ..graph import record
+from ..graph import primitive
 from ..tensor import Tensor
 from ._util import as_tensor
 
@@ -99,12 +99,12 @@ def _correlate(x, w, centre, mode, cval):
     halo = _overlap(a, depth=dict(enumerate(depth)), boundary=dict.fromkeys(range(a.ndim), boundary))
     out = da.map_blocks(_correlate_block, halo, taps=taps, depth=depth, chunks=a.chunks, dtype=a.dtype,
                         meta=a._meta)
-    shape = x.shape
+    return correlate_p.bind(out, x, w=w, centre=centre, mode=mode, shape=x.shape)
 
-    def rule(g, s):
-        return (_adjoint(g, w, centre, mode, shape),)
 
-    return record("ConvolutionBackward0", out, (x,), rule)
+# w: the small host kernel (a NumPy constant, never a chunk)
+correlate_p = primitive("correlate", torch="ConvolutionBackward0")
+correlate_p.vjp(lambda g, s, *, w, centre, mode, shape: (_adjoint(g, w, centre, mode, shape),))
 
 
 def _correlate_block(block, taps, depth):
