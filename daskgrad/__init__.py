@@ -1,13 +1,15 @@
 """daskgrad: PyTorch's autograd on chunked, lazy Dask arrays.
 
-Read the engine in data-flow order: ``tensor`` -> ``graph`` -> ``backward`` ->
-``ops`` (rules) -> ``chunk`` (kernels); ``runtime`` is where graphs run.
+Read the engine in data-flow order: ``_tensor`` -> ``graph`` (the op table) -> ``ops``
+(primitives and rules) -> ``engine`` (the reverse pass); ``chunk`` holds the kernels and
+``runtime`` is where graphs run.  ``daskgrad.tensor`` and ``daskgrad.backward`` are the
+functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
 from . import autograd, functional, ops, testing
 from . import optimize
 from . import nn, optim  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly
-from .backward import backward, grad
+from .engine import backward, grad
 from .function import Function, map_blocks
 from .graph import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                     set_grad_enabled)
@@ -16,7 +18,7 @@ from .ops import __all__ as _ops_all
 from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress
 from .memory import estimate_memory
-from .tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
+from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
 
 
 def compute(*tensors, **kwargs):

@@ -1,4 +1,4 @@
-"""Step 6 of the data flow: what runs on a worker, one chunk at a time.
+"""Step 5 of the data flow: what runs on a worker, one chunk at a time.
 
 Kernels take whatever array type the chunk is (NumPy, cupy, a test double) and
 use only operators and NumPy functions that dispatch on it (NEP 13/18/35), so

@@ -9,7 +9,8 @@ import numpy as np
 from dask.base import tokenize
 
 from .graph import RESULT, is_grad_enabled, no_grad, primitive, save_tensors
-from .tensor import Tensor
+from ._tensor import Tensor
+from .ops import concatenate, zeros_like
 
 
 class FunctionCtx:
@@ -142,8 +143,6 @@ def _apply_many(cls, ctx, args, outs):
     differentiable outputs are packed into one flat tensor recorded with ``backward``'s rule;
     each output is a slice of it whose VJP notes that this output received a gradient, so
     ``backward`` gets ``None`` (``set_materialize_grads(False)``) or zeros for the others."""
-    from .ops import concatenate, zeros_like
-
     name = f"{cls.__name__}Backward"
     diff, first = [], {}
     for i, o in enumerate(outs):
@@ -216,8 +215,6 @@ def _function_many_rule(g, s, *, cls, ctx, is_tensor, used, diff, offsets, shape
 
 @function_output_p.vjp
 def _function_output_rule(g, s, *, i, lo, hi, used, zeros):
-    from .ops import concatenate
-
     used.add(i)
     z = Tensor._make(zeros)
     parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < zeros.shape[0] else [])

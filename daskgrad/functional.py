@@ -12,10 +12,10 @@ import dask.array as da
 import numpy as np
 
 from . import chunk, runtime
-from .backward import grad
+from .engine import grad
 from .graph import enable_grad, is_grad_enabled, set_grad_enabled, size_repr
 from .ops import stack, zeros_like
-from .tensor import Tensor
+from ._tensor import Tensor
 
 
 # ------------------------------------------------------------------- helpers

@@ -259,7 +259,7 @@ class SavedTensor:
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
     def unpack(self):
-        from .tensor import Tensor
+        from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
         if self.leaf is not None:
             return self.leaf
@@ -444,7 +444,7 @@ def primitive(name, torch=None) -> Primitive:
 def record(name, out_array, inputs, prim, save=None, params=None):
     """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
     :meth:`Primitive.bind`, the one caller)."""
-    from .tensor import Tensor
+    from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
     out = Tensor._make(out_array)
     if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
@@ -466,7 +466,7 @@ def record(name, out_array, inputs, prim, save=None, params=None):
 def save_tensors(node, save, out=None):
     """Attach the saved values of ``node``: tensors (or ``None``) only -- a plain value is a
     param -- so that :meth:`Node.release` frees every tensor the rule could read."""
-    from .tensor import Tensor
+    from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
     for k, v in save.items():
         if v is not None and not isinstance(v, Tensor):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import dask.array as da
 
 from . import graph, runtime
+from .engine import grad
 
 _record_lock = threading.Lock()
 
@@ -52,8 +53,6 @@ def estimate_memory(*roots, report=False):
     Tensor hooks run, as they would during the backward.  Returns an ``int`` or, with
     ``report=True``, a :class:`MemoryEstimate`.
     """
-    from .backward import grad
-
     roots = list(roots[0]) if len(roots) == 1 and isinstance(roots[0], (list, tuple)) else list(roots)
     leaves = {}
     for node in graph.toposort([r.grad_fn for r in roots if r.grad_fn is not None]):

@@ -12,8 +12,8 @@ import dask.array as da
 import numpy as np
 
 from . import chunk, runtime
-from .backward import grad
-from .tensor import Tensor, from_array
+from .engine import grad
+from ._tensor import Tensor, from_array
 
 _GRADIENT = {"cg", "bfgs", "l-bfgs-b", "tnc", "slsqp", "trust-constr"}
 _HESSP = {"newton-cg", "trust-ncg", "trust-krylov"}  # exact H @ p by double backward if none is given

@@ -225,7 +225,7 @@ def to_strict(t):
     """The same tensor values with StrictArray chunks (a leaf keeps ``requires_grad``)."""
     import dask.array as da
 
-    from .tensor import Tensor
+    from ._tensor import Tensor
 
     register()
     a = t.array

@@ -13,9 +13,10 @@ import dask.array as da
 import numpy as np
 
 from . import runtime
-from .backward import grad
-from .graph import no_grad
-from .tensor import Tensor
+from .engine import grad
+from .graph import enable_grad, no_grad
+from ._tensor import Tensor
+from .ops import concatenate, zeros_like
 
 
 class GradcheckError(RuntimeError):
@@ -97,9 +98,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     """True when second derivatives are right: :func:`gradcheck` of the map
     ``(inputs, v) -> vᵀJ`` built with ``create_graph=True``, so the VJP rules' own VJPs are
     checked against central differences of the first-order VJP."""
-    from .graph import enable_grad
-    from .ops import concatenate, zeros_like
-
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if grad_outputs is None:

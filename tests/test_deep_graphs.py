@@ -3,7 +3,7 @@ import numpy as np
 
 import daskgrad as dg
 from daskgrad import graph, runtime
-from daskgrad.backward import _plan
+from daskgrad.engine import _plan
 
 
 def test_planning_a_100000_node_chain_needs_no_recursion():

@@ -325,7 +325,7 @@ def test_asking_for_cuda_without_a_gpu_raises_torchs_error_at_the_call():
 
 def test_asking_for_cuda_without_cupy_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
-    monkeypatch.setattr(sys.modules["daskgrad.tensor"], "_cuda_ok", False)
+    monkeypatch.setattr(sys.modules["daskgrad._tensor"], "_cuda_ok", False)
     with pytest.raises(AssertionError, match=r"cupy is missing\): pip install 'daskgrad\[gpu\]'"):
         dg.zeros(2, device="cuda")
 

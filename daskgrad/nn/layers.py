@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..tensor import ones, rand, randn, zeros
+from .._tensor import ones, rand, randn, zeros
 from . import functional as F
 from .module import Module, Parameter
 

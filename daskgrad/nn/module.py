@@ -16,7 +16,7 @@ import numpy as np
 
 from ..graph import no_grad
 from ..ops import zeros_like
-from ..tensor import Tensor, _check_requires_grad, _Storage
+from .._tensor import Tensor, _check_requires_grad, _Storage
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 

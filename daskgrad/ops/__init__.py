@@ -1,4 +1,4 @@
-"""Step 5 of the data flow: the ops, each with its VJP rule beside it.
+"""Step 3 of the data flow: the ops, each a table entry (primitive) with its VJP rule beside it.
 
 ``elementwise`` (the rule contract is at its top), ``reductions``, ``shape``,
 ``linalg``, ``nn``.  This module also gives :class:`~daskgrad.Tensor` its
@@ -6,7 +6,7 @@ operators and methods, in one table, so a method is easy to trace to its op.
 """
 from __future__ import annotations
 
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .elementwise import (abs, add, astype, clamp, clip, clone, to_device, cos, eq, exp, expm1, full_like, ge, gt, le,
                           log, log1p, logical_and, logical_or, lt, maximum, minimum, mul, ne, neg, ones_like,
                           pow, relu, sigmoid, sign, sin, softplus, sqrt, square, sub, tan, tanh, truediv,

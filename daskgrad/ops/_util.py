@@ -6,7 +6,9 @@ import numbers
 import dask.array as da
 import numpy as np
 
-from ..tensor import Tensor
+from .. import chunk
+from .._tensor import Tensor
+from ..graph import is_grad_enabled
 
 SCALARS = (numbers.Number,)
 
@@ -53,8 +55,6 @@ def _is_complex(x):
 def refuse_complex(name, *xs):
     """Ops whose rule does not implement torch's complex convention (the conjugate Wirtinger
     derivative) refuse complex inputs under autograd rather than return a wrong gradient."""
-    from ..graph import is_grad_enabled
-
     if (is_grad_enabled() and any(_is_complex(x) for x in xs)
             and any(isinstance(x, Tensor) and x.requires_grad for x in xs)):
         raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
@@ -107,8 +107,6 @@ def reduce_array(a, fn, axes, keepdims=False):
     """``da.<fn>`` over ``axes``; when every reduced axis is a single chunk (softmax over classes,
     a row norm), one fusable blockwise task per chunk instead of a reduction tree."""
     from dask.array.utils import meta_from_array
-
-    from .. import chunk
 
     axes = norm_axes(axes, a.ndim)
     if not axes or any(len(a.chunks[ax]) != 1 for ax in axes):

@@ -26,7 +26,7 @@ from .. import chunk
 from ..graph import RESULT, primitive
 from ._util import (as_tensor, check_broadcast, check_same_device, only_tensor, raw, refuse_complex,
                     tensor_or_scalar)
-from ..tensor import Tensor, require_cuda
+from .._tensor import Tensor, require_cuda
 
 
 # ----------------------------------------------------------------- unary table

@@ -16,9 +16,9 @@ import math
 import dask.array as da
 import numpy as np
 
-from .. import tensor as _tensor
+from .. import _tensor
 from ..graph import primitive
-from ..tensor import Tensor
+from .._tensor import Tensor
 from ._util import as_tensor, check_same_device
 from .elementwise import exp
 

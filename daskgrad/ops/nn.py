@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import chunk
 from ..graph import RESULT, primitive, size_repr, type_repr
-from ..tensor import Tensor
+from .._tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
                     refuse_complex, tensor_or_scalar)
 from .elementwise import exp, sigmoid

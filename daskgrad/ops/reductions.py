@@ -13,7 +13,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, Primitive, primitive
-from ..tensor import Tensor
+from .._tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array, refuse_complex
 from .elementwise import abs, astype, conj, exp, ones_like, pow, sign, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
@@ -265,14 +265,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
 def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
-    from ..tensor import Tensor
-
     x = as_tensor(x)
     return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
 
 
 def argmin(x, axis=None):
-    from ..tensor import Tensor
-
     x = as_tensor(x)
     return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))

@@ -13,7 +13,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import primitive
-from ..tensor import Tensor
+from .._tensor import Tensor
 from . import _util
 from ._util import as_tensor, norm_axes, norm_axis, raw
 

@@ -24,8 +24,11 @@ from dask.array.overlap import ensure_minimum_chunksize
 from dask.array.overlap import overlap as _overlap
 
 from ..graph import primitive
-from ..tensor import Tensor
+from .._tensor import Tensor
 from ._util import as_tensor
+from .elementwise import add
+from .reductions import sum as sum_
+from .shape import flip, getitem, pad, rechunk
 
 MODES = {"constant": None, "reflect": "reflect", "nearest": "nearest", "wrap": "periodic", "periodic": "periodic"}
 
@@ -122,10 +125,6 @@ def _correlate_block(block, taps, depth):
 # ------------------------------------------------------------------------- backward
 def _adjoint(g, w, centre, mode, shape):
     """``Pᵀ Cᵀ g``: full convolution of ``g`` (zero-padded by the halo), then each halo folded back."""
-    from .elementwise import add
-    from .reductions import sum as sum_
-    from .shape import flip, getitem, pad, rechunk
-
     depth = _depths(w.shape, centre)
     flipped = w[(slice(None, None, -1),) * w.ndim]
     full = _correlate(pad(g, [(d, d) for d in depth]), flipped, tuple(k - 1 - c for k, c in zip(w.shape, centre)),

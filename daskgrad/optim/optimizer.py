@@ -15,7 +15,7 @@ from copy import deepcopy
 
 from ..graph import enable_grad, no_grad
 from ..ops import zeros_like
-from ..tensor import Tensor
+from .._tensor import Tensor
 
 _required = object()
 

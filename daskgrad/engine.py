@@ -1,4 +1,4 @@
-"""Step 3 of the data flow: the reverse pass.
+"""Step 4 of the data flow: the reverse pass.
 
 ``backward``/``grad`` do three things, in this order:
 
@@ -21,8 +21,11 @@ import dask.array as da
 from dask.base import tokenize
 
 from . import graph, runtime
+from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
-from .tensor import Tensor
+from ._tensor import Tensor
+from .ops import ones_like, rechunk, stack, sum_to, zeros_like
+from .ops.elementwise import real
 
 
 def _as_tuple(x):
@@ -59,8 +62,6 @@ def _make_grads(outputs, grad_outputs):
             if out.dtype.kind == "c":
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got "
                                    f"daskgrad.{out.dtype}")
-            from .ops import ones_like
-
             grads.append(ones_like(out))
         else:
             grads.append(None)
@@ -113,12 +114,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         g = found.get(id(t))
         if g is None and materialize_grads:
-            from .ops import zeros_like
-
             g = zeros_like(t.detach())
             if batch is not None:
-                from .ops import stack
-
                 g = stack([g] * len(batch))
         result.append(g)
     return dict(zip(keys, result)) if keys is not None else tuple(result)
@@ -151,8 +148,6 @@ def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy
     order, runs, targets = _plan(root_nodes, inputs, allow_unused)
     with _claim(order, runs, retain_graph):
         if batch is not None:  # one reverse pass per cotangent, stacked, still one submission
-            from .ops import stack
-
             passes = [_build(order, runs, targets, root_nodes, _make_grads(roots, gs), create_graph, False, False)
                       for gs in batch]
             found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
@@ -318,8 +313,6 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     """The submission.  It also computes the values the user holds and will ask for next: the
     roots (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to,
     whose values every later step reads; they are swapped into their storage."""
-    from .anomaly import nan_flags, raise_for_nan
-
     saved = []
     if retain_graph:
         saved = [v for n in executed for v in n._saved.values()
@@ -385,8 +378,6 @@ def _tensor_hooks(hooks, g):
 
 def _conform(g, meta, name, index):
     """Give a cotangent the primal's shape (summing broadcast axes), dtype and chunks."""
-    from .ops import rechunk, sum_to
-
     shape, dtype, chunks = meta
     if not isinstance(g, Tensor):
         raise TypeError(f"function {name} returned a gradient of type {type(g).__name__}, not a Tensor")
@@ -398,8 +389,6 @@ def _conform(g, meta, name, index):
                                f"{list(g.shape)} but expected shape compatible with {list(shape)}")
         g = sum_to(g, shape)
     if g.dtype.kind == "c" and dtype.kind != "c":  # torch keeps the real part, and says nothing
-        from .ops.elementwise import real
-
         g = real(g)
     if g.dtype != dtype:
         g = g.astype(dtype)

@@ -223,7 +223,7 @@ class Tensor:
         Checks everything first, then submits one dask graph for all gradients and
         returns when they are in memory (on the current distributed Client if any).
         """
-        from .backward import backward
+        from .engine import backward  # the engine imports this module
 
         if create_graph:
             warnings.warn(
@@ -347,7 +347,7 @@ class Tensor:
         return self._assign(op(self, *args))
 
     def __setitem__(self, index, value):
-        from .ops import setitem
+        from .ops import setitem  # ops import this module: the op table binds late
 
         if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
