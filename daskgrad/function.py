@@ -179,7 +179,7 @@ def _apply_many(cls, ctx, args, outs):
         arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
             n != n for n in arr.shape) else arr
         return _rebase_dirty(ctx, outs[i], function_output_p.bind(arr, packed, node=name, i=i, lo=lo, hi=hi,
-                                                                  used=used, zeros=packed_zeros))
+                                                                  total=offsets[-1], used=used, zeros=packed_zeros))
 
     made = {i: piece(k, i) for k, i in enumerate(diff)}
     result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
@@ -214,10 +214,10 @@ def _function_many_rule(g, s, *, cls, ctx, is_tensor, used, diff, offsets, shape
 
 
 @function_output_p.vjp
-def _function_output_rule(g, s, *, i, lo, hi, used, zeros):
+def _function_output_rule(g, s, *, i, lo, hi, total, used, zeros):
     used.add(i)
     z = Tensor._make(zeros)
-    parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < zeros.shape[0] else [])
+    parts = ([z[:lo]] if lo else []) + [g.reshape(-1)] + ([z[hi:]] if hi < total else [])
     return (concatenate(parts) if len(parts) > 1 else parts[0],)
 
 
