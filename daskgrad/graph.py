@@ -258,24 +258,26 @@ class SavedTensor:
                 f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
-    def unpack(self):
+    def unpack(self, wrap=None):
         from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
         if self.leaf is not None:
             return self.leaf
-        return Tensor._make(self.data, grad_fn=self._node(), requires_grad=self.requires_grad)
+        data = self.data if wrap is None else wrap(self.data)
+        return Tensor._make(data, grad_fn=self._node(), requires_grad=self.requires_grad)
 
     def _node(self):
         return self.grad_fn() if isinstance(self.grad_fn, weakref.ref) else self.grad_fn
 
 
 class _Saved:
-    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access."""
+    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access.  ``wrap``, when
+    given, replaces each saved array (the engine passes stand-ins that carry no lineage)."""
 
-    __slots__ = ("_node",)
+    __slots__ = ("_node", "_wrap")
 
-    def __init__(self, node):
-        self._node = node
+    def __init__(self, node, wrap=None):
+        self._node, self._wrap = node, wrap
 
     def __getattr__(self, name):
         if name == "needs":  # which inputs want a cotangent (torch's needs_input_grad)
@@ -284,7 +286,7 @@ class _Saved:
         if saved is None:
             raise RuntimeError(FREED_MESSAGE)
         v = saved[name]
-        return v.unpack() if isinstance(v, SavedTensor) else v
+        return v.unpack(self._wrap) if isinstance(v, SavedTensor) else v
 
 
 # ------------------------------------------------------------------------- nodes
@@ -396,19 +398,21 @@ class Primitive:
 
     ``torch``: torch's node name, or the names of the op's variants (the op picks one when it
     binds: ``SumBackward0`` over all axes, ``SumBackward1`` over some); ``None`` for ops whose node
-    is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).  ``@p.vjp`` registers
+    is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).  ``user_code``: the rule
+    runs a user's ``backward``, which may compute or keep what it is given, so the engine hands it
+    whole tensors rather than stand-ins.  ``@p.vjp`` registers
     ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved tensor, ``params``
     the plain values the op bound; it returns one cotangent per input, ``None`` meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule")
+    __slots__ = ("name", "torch", "rule", "user_code")
 
-    def __init__(self, name, torch=None):
+    def __init__(self, name, torch=None, user_code=False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
-        self.rule = None
+        self.rule, self.user_code = None, user_code
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -436,8 +440,8 @@ class Primitive:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
 
 
-def primitive(name, torch=None) -> Primitive:
-    return Primitive(name, torch)
+def primitive(name, torch=None, user_code=False) -> Primitive:
+    return Primitive(name, torch, user_code)
 
 
 # ------------------------------------------------------------------------ record
