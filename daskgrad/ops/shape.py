@@ -294,6 +294,10 @@ def _expand_index(index, ndim):
     return tuple(out)
 
 
+def _is_mask(i):
+    return getattr(i, "dtype", None) == bool or (isinstance(i, list) and bool(i) and isinstance(i[0], bool))
+
+
 def _is_array_index(i):
     return isinstance(i, (list, np.ndarray, da.Array, Tensor))
 
@@ -308,22 +312,107 @@ def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
     x = as_tensor(x)
+    if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
+                                       or i is None or i is Ellipsis for i in index):
+        index = tuple(index)  # torch (and old NumPy) read a list holding sequences as a tuple of indices
     index = _expand_index(tuple(raw(i) if isinstance(i, Tensor) else i
                                 for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
     _check_bounds(index, x.shape)
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
     if arrays:
         first = index[arrays[0]]
-        if getattr(first, "dtype", None) == bool or (isinstance(first, list) and first
-                                                     and isinstance(first[0], bool)):
+        if _is_mask(first):
             return _mask_select(x, first)
-        if len(arrays) > 1:
-            raise NotImplementedError("only one integer-array index is supported")
+        points = [k for k, i in enumerate(index) if _is_array_index(i) or isinstance(i, (int, np.integer))]
+        if len(points) > 1:
+            return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
     node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
     out = getitem_p.bind(x.array[index], x, node=node, index=index, meta=_meta(x))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
+
+
+def _points(x, index, axes):
+    """NumPy's pointwise indexing by several integer arrays (ints count as 0-d arrays) as one
+    integer array over those axes flattened: ``(linear indices, broadcast shape, position of the
+    result's broadcast axes)``.  dask.array has no such indexing; a take along one flattened axis
+    is what it has (and its VJP accumulates repeated points)."""
+    if any(index[k] != slice(None) for k in range(len(index)) if k not in axes) or any(i is None for i in index):
+        raise NotImplementedError("integer-array indices on several axes must be combined with full slices only")
+    if any(isinstance(index[k], (da.Array, Tensor)) for k in axes):
+        raise NotImplementedError("integer-array indices on several axes must be concrete (lists or NumPy arrays)")
+    idx = np.broadcast_arrays(*[np.asarray(index[k]) for k in axes])
+    sizes = tuple(x.shape[k] for k in axes)
+    lin = np.ravel_multi_index(tuple(i % n for i, n in zip(idx, sizes)), sizes).ravel()
+    adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    return lin, idx[0].shape, axes[0] if adjacent else 0
+
+
+def _move(x, source, destination):
+    """``np.moveaxis`` with lists of axes, as one permute (identity: no node)."""
+    order = [n for n in range(x.ndim) if n not in source]
+    for dst, src in sorted(zip(destination, source)):
+        order.insert(dst, src)
+    return x if order == list(range(x.ndim)) else permute(x, tuple(order))
+
+
+def _flat_over(x, axes):
+    """``x`` with ``axes`` moved to the front and flattened into one (and how to undo it)."""
+    rest = tuple(n for k, n in enumerate(x.shape) if k not in axes)
+    moved = _move(x, list(axes), list(range(len(axes))))
+    return reshape(moved, (int(np.prod([x.shape[k] for k in axes])),) + rest), rest
+
+
+def _take_points(x, index, axes):
+    lin, bshape, pos = _points(x, index, axes)
+    flat, rest = _flat_over(x, axes)
+    out = reshape(_take(flat, lin, 0, (slice(None),) * flat.ndim), bshape + rest)
+    if pos:  # adjacent advanced axes keep their place, as in NumPy (separated ones go first)
+        out = _move(out, list(range(len(bshape))), list(range(pos, pos + len(bshape))))
+    return out
+
+
+def _set_points(x, index, axes, value):
+    """``x[index] = value`` for pointwise integer-array indices, through one flattened axis."""
+    lin, bshape, pos = _points(x, index, axes)
+    flat, rest = _flat_over(x, axes)
+    if isinstance(value, Tensor):
+        nb = len(bshape)
+        shape = rest[:pos] + bshape + rest[pos:]
+        value = broadcast_to(value, shape) if value.shape != shape else value
+        if pos:
+            value = _move(value, list(range(pos, pos + nb)), list(range(nb)))
+        value = reshape(value, (len(lin),) + rest)
+    out = setitem(flat, (lin,), value)
+    return _move(reshape(out, tuple(x.shape[k] for k in axes) + rest), list(range(len(axes))), list(axes))
+
+
+def _set_mask(x, mask, value):
+    """``x[mask] = value`` as a ``where``: dask.array assigns through a boolean mask only with a scalar
+    and a 1-D mask.  A tensor value's elements are gathered to the mask's true places in order (the
+    running count of the mask indexes it), so its gradient is the cotangent at those places."""
+    from .elementwise import where
+    from .reductions import cumsum
+
+    concrete = not isinstance(mask, (da.Array, Tensor))
+    m = as_tensor(da.from_array(np.asarray(mask), chunks=-1) if concrete else mask)
+    if m.ndim > x.ndim or tuple(x.shape[:m.ndim]) != tuple(m.shape):
+        raise IndexError(f"The shape of the mask {list(m.shape)} at index 0 does not match the shape of the "
+                         f"indexed tensor {list(x.shape)} at index 0")
+    rest = x.shape[m.ndim:]
+    if isinstance(value, Tensor) and value.ndim and value.shape[0] != 1:
+        if concrete:
+            k = int(np.asarray(mask).sum())
+            if value.shape[0] != k:
+                raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                                   f"broadcast to indexing result of shape {[k] + list(rest)}")
+        order = reshape(cumsum(reshape(m, (-1,)).astype("int64")) - 1, (-1,))
+        order = where(order < 0, 0, order)
+        gathered = _take(value, order.array, 0, (slice(None),) * value.ndim)
+        value = reshape(gathered, tuple(m.shape) + tuple(value.shape[1:]))
+    cond = reshape(m, tuple(m.shape) + (1,) * len(rest)) if rest else m
+    return where(cond, value, x)
 
 
 def _check_bounds(index, shape):
@@ -461,6 +550,16 @@ def setitem(x, index, value):
     index = tuple(raw(i) if isinstance(i, Tensor) else i for i in (index if isinstance(index, tuple) else (index,)))
     meta_index = _expand_index(index, x.ndim)
     _check_bounds(meta_index, x.shape)
+    arrays = [k for k, i in enumerate(meta_index) if _is_array_index(i)]
+    if arrays:
+        first = meta_index[arrays[0]]
+        if _is_mask(first):
+            if (np.ndim(first) > 1 or isinstance(value, Tensor) and value.ndim) and len(index) == 1:
+                return _set_mask(x, first, value)
+        else:
+            points = [k for k, i in enumerate(meta_index) if k in arrays or isinstance(i, (int, np.integer))]
+            if len(points) > 1:
+                return _set_points(x, meta_index, points, value)
     out = x.array.copy()
     out[index] = raw(value)
     return setitem_p.bind(out, x, _util.only_tensor(value), index=index, meta_index=meta_index)

@@ -60,8 +60,6 @@ import pytest
 
 from adapter import T, dg_xfail  # noqa: F401  (T is the fixture)
 
-MASK_SETITEM = ("ops/shape.py setitem: y[mask] = v with a 2-D boolean mask Tensor raises dask's IndexError "
-                "'Incorrect shape ((5, 5)) of integer indices'")
 EXPAND_INT = ("ops/__init__.py Tensor.expand: expand(10) with one int passes the int as the shape "
               "(TypeError: 'int' object is not iterable); torch takes expand(10) and expand((10,))")
 
@@ -625,20 +623,9 @@ INDEXES_3D = [(slice(None), [0], [0]), ([0], [0], slice(None)), (slice(None), [0
               (slice(None), slice(None), [2, 1]), (slice(None), [2, 1], slice(None)),
               ([2, 1], slice(None), slice(None)), ([0],), ([0], slice(None)), ([0], Ellipsis), ([1, 2], [0, 1]),
               ([1, 2], [0, 1], Ellipsis), (Ellipsis, [1, 2], [0, 1])]
-_MULTI_LIST = ("ops/shape.py getitem: indexing with lists on more than one axis (numpy's pointwise advanced "
-               "indexing) is not supported by dask.array, so the forward raises NotImplementedError")
-
-
-def _needs_multi_list(idx):
-    return isinstance(idx, tuple) and sum(isinstance(i, list) for i in idx) > 1
-
-
 @pytest.mark.parametrize("shape, idx", [((4, 4), i) for i in INDEXES_2D] + [((4, 3, 4), i) for i in INDEXES_3D],
                          ids=[f"2d-{i!r}" for i in INDEXES_2D] + [f"3d-{i!r}" for i in INDEXES_3D])
-def test_indexing(T, shape, idx, request):
-    if request.node.callspec.params["T"] != "torch":
-        if _needs_multi_list(idx):
-            request.applymarker(pytest.mark.xfail(strict=True, reason=_MULTI_LIST))
+def test_indexing(T, shape, idx):
     n = int(np.prod(shape))
     x = T.reshape(T.arange(1., n + 1), shape)
     y = T.reshape(T.arange(1., n + 1), shape).requires_grad_(True)
@@ -658,7 +645,6 @@ def test_indexing(T, shape, idx, request):
     T.assert_equal(y.grad, expected)
 
 
-@dg_xfail(_MULTI_LIST)
 def test_indexing_duplicates(T):
     y = T.reshape(T.arange(1., 17), (4, 4)).requires_grad_(True)
     idx = T.tensor([1, 1, 3, 2, 1, 2])
@@ -1020,13 +1006,10 @@ SETITEM_CASES = [("scalar", (5, 5), 1), ("scalar", (5,), 1), ("scalar", (1,), 0)
 
 @pytest.mark.parametrize("kind, size, index", SETITEM_CASES,
                          ids=[f"{k}-{s}-{i!r}".replace(" ", "") for k, s, i in SETITEM_CASES])
-def test_setitem(T, kind, size, index, request):
-    if _needs_multi_list(index) and request.node.callspec.params["T"] != "torch":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_MULTI_LIST))
+def test_setitem(T, kind, size, index):
     (_test_setitem if kind == "scalar" else _test_setitem_tensor)(T, size, index)
 
 
-@dg_xfail(MASK_SETITEM)
 @pytest.mark.parametrize("kind", ["scalar", "tensor"])
 def test_setitem_mask(T, kind):
     mask = np.random.default_rng(1).random((5, 5)) > 0.5
