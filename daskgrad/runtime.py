@@ -80,14 +80,26 @@ def _without_lineage(client, arr):
     keys = list(flatten(arr.__dask_keys__()))
     name = "stored-" + arr.name
     renamed = {k: (name,) + tuple(k[1:]) for k in keys}
-    owners = client.who_has([graph[k] for k in keys])
-    by_worker = {}
-    for k in keys:
-        by_worker.setdefault(owners[k][0], []).append((k, renamed[k]))
-    who_has, nbytes = {}, {}
-    for worker, pairs in by_worker.items():
-        nbytes.update(client.run(_file_under, pairs, workers=[worker])[worker])
-        who_has.update({new: [worker] for _, new in pairs})
+    who_has, nbytes, todo = {}, {}, keys
+    # a replica can be dropped (the active memory manager) between asking who holds a key and
+    # filing it: every holder files what it still has, and what none had is asked about again
+    for _ in range(3):
+        owners = client.who_has([graph[k] for k in todo])
+        by_worker = {}
+        for k in todo:
+            for worker in owners.get(k, ()):
+                by_worker.setdefault(worker, []).append((k, renamed[k]))
+        for worker, pairs in by_worker.items():
+            for new, size in client.run(_file_under, pairs, workers=[worker])[worker].items():
+                who_has.setdefault(new, []).append(worker)
+                nbytes[new] = size
+        todo = [k for k in todo if renamed[k] not in who_has]
+        if not todo:
+            break
+    else:  # keep the computed keys (and their lineage) rather than lose a value
+        for worker in {w for ws in who_has.values() for w in ws}:
+            client.run(_unfile, list(who_has), workers=[worker])
+        return arr
     client.sync(client.scheduler.update_data, who_has=who_has, nbytes=nbytes, client=client.id)
     futures = {}
     for new in renamed.values():
@@ -97,11 +109,17 @@ def _without_lineage(client, arr):
 
 
 def _file_under(pairs, dask_worker=None):
-    """On a worker: the same chunk objects under new keys; their sizes."""
+    """On a worker: the chunks it still holds, the same objects, under new keys; their sizes."""
     from dask.sizeof import sizeof
 
-    dask_worker.update_data(data={new: dask_worker.data[old] for old, new in pairs})
-    return {new: sizeof(dask_worker.data[new]) for _, new in pairs}
+    data = {new: dask_worker.data[old] for old, new in pairs if old in dask_worker.data}
+    dask_worker.update_data(data=data)
+    return {new: sizeof(v) for new, v in data.items()}
+
+
+def _unfile(keys, dask_worker=None):
+    for k in keys:
+        dask_worker.data.pop(k, None)
 
 
 def _submit(arrays, phase):
