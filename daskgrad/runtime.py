@@ -156,7 +156,7 @@ def _local_progress():
 FUSE_DEPTH = 40  # longest chain of Blockwise layers fused into one task (see _optimize)
 
 
-def _optimize(arrays, fuse_chunks=True):
+def _optimize(arrays, fuse_chunks=None):
     """dask.array's graph optimization, done here on one graph for the whole submission.
 
     * A layer already in memory (held by another array of the submission, or by a retained or
@@ -202,7 +202,7 @@ def _optimize(arrays, fuse_chunks=True):
     keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
     hlg = HighLevelGraph(layers, deps)
     hlg = fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys).cull(set(keys))
-    if fuse_chunks:
+    if dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks:
         hlg = _fuse_chunks(hlg, keys)
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
@@ -279,6 +279,10 @@ def _fuse_chunks(hlg, keys):
         closed.append(not can_join)
         return len(parent) - 1
 
+    # A value the submission keeps and other tasks read stays a task of its own, read like data
+    # in memory: fused, it would be held twice (in the group's result and under its own key).
+    requested = set(keys)
+    kept = {k for k in requested if k in readers}
     group, anchor, reach, position = {}, {}, {}, {}
     for k in _toposort_keys(deps, nodes):
         position[k] = len(position)
@@ -298,7 +302,8 @@ def _fuse_chunks(hlg, keys):
                     r = None
         reach[k] = r
         note = annotated.get(layer(k))
-        if not isinstance(node, (Task, Alias)) or node.block_fusion or any(callable(v) for v in (note or {}).values()):
+        if (k in kept or not isinstance(node, (Task, Alias)) or node.block_fusion
+                or any(callable(v) for v in (note or {}).values())):
             group[k] = new_group(k, note, can_join=False)
             continue
         per_layer = {}
@@ -315,15 +320,17 @@ def _fuse_chunks(hlg, keys):
             for d in ds:
                 if d in group:
                     g = find(group[d])
-                    if d in shared or closed[g] or not _annotations_fuse(notes[g], note):
+                    if d in shared or closed[g] or notes[g] != note and not _annotations_fuse(notes[g], note):
                         external.append(d)
                     else:
                         cand.add(g)
-                elif d not in shared:
+                    if d not in kept:
+                        continue
+                if d not in shared:
                     sources.append(d)
                     if d in anchor:
                         g = find(anchor[d])
-                        if _annotations_fuse(notes[g], note):
+                        if notes[g] == note or _annotations_fuse(notes[g], note):
                             cand.add(g)
         target = None
         if cand and not reduction:
@@ -358,7 +365,7 @@ def _fuse_chunks(hlg, keys):
               if ms is not None and len(ms) > 1]
     if not groups:
         return hlg
-    return _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, set(keys), shared)
+    return _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, shared)
 
 
 def _groups_on_cycles(deps, group, find, members):
@@ -512,17 +519,18 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
                    or any(r not in inside for r in readers[m])]
         exports.sort(key=repr)
         token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
-        last = exports[-1]
-        index = last[1:] if isinstance(last, tuple) else ()
         if len(exports) == 1:
-            fkey = last
-        else:
-            fkey = (f"fused-{key_split(last)}-{token}",) + tuple(index)
-        # getitem tasks keep memory tight (the tuple dies as soon as they ran); inlining saves
-        # a task per value where every reader is a Task reducing across chunks anyway
+            fkey = exports[0]
+        else:  # named after its last task (the dashboard groups by the name before the token)
+            last = ms[-1]
+            fkey = (f"{key_split(last)}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
+        # The values handed on are getitem tasks: they run right after the group, which then
+        # dies, so a value is held once and only as long as before.  Where every value goes to a
+        # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
+        # inlined into the reduction instead, saving a task per value (the values are small).
         inline = len(exports) > 1 and all(
-            e in requested or all(r not in inside and isinstance(nodes.get(r), Task) and (e in shared or
-                                  _reads_several_of_a_layer(deps[r], e, layer_of)) for r in readers.get(e, ()))
+            e not in requested and all(isinstance(nodes.get(r), Task) and (e in shared or _reads_several_of_a_layer(
+                deps[r], e, layer_of)) for r in readers.get(e, ()) if r not in inside)
             for e in exports)
         for m in ms:
             if m != fkey:
@@ -571,7 +579,9 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
         if name is None:
             note = fused_notes[k]
             sig = repr(sorted(note.items())) if note else ""
-            name = fused_layers.setdefault(sig, f"fused-{tokenize(sig)}")
+            name = fused_layers.get(sig)
+            if name is None:
+                name = fused_layers[sig] = f"fused-{tokenize(sig)}"
             out_layer[k] = name
         by_layer.setdefault(name, {})[k] = v
     notes = {name: hlg.layers[name].annotations for name in by_layer if name in hlg.layers}
