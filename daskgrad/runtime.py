@@ -203,7 +203,7 @@ def _optimize(arrays, fuse_chunks=None):
     hlg = HighLevelGraph(layers, deps)
     hlg = fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys).cull(set(keys))
     if dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks:
-        hlg = _fuse_chunks(hlg, keys)
+        hlg = _fuse_chunks(hlg, keys, arrays[0].name)
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
@@ -211,7 +211,7 @@ FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), 
 _REACH_CAP = 32  # groups tracked upstream of a task; beyond it, treat every group as upstream
 
 
-def _fuse_chunks(hlg, keys):
+def _fuse_chunks(hlg, keys, name):
     """Sibling fusion of the low-level tasks of one chunk, after Blockwise fusion.
 
     Blockwise fusion stops where a value has two readers: the forward ``X_i @ w`` and the VJP
@@ -241,16 +241,14 @@ def _fuse_chunks(hlg, keys):
             raw[k] = v
             layer_of[k] = name
     nodes, deps = {}, {}
-    at = {k: i for i, k in enumerate(raw)}  # inputs in graph order, not set order: same groups every run
     for k, v in raw.items():
         node = v if isinstance(v, GraphNode) else convert_legacy_task(k, v, raw)
         if isinstance(node, Task) or isinstance(node, Alias) and node.target != k:
             nodes[k] = node
-            ds = node.dependencies
-            deps[k] = sorted(ds, key=lambda d: at.get(d, -1)) if len(ds) > 1 else list(ds)
+            deps[k] = node.dependencies
     if not nodes:
         return hlg
-    readers = {}
+    readers = {}  # in graph order, whatever the order of a task's inputs: the same groups every run
     for k, ds in deps.items():
         for d in ds:
             readers.setdefault(d, []).append(k)
@@ -284,7 +282,8 @@ def _fuse_chunks(hlg, keys):
     requested = set(keys)
     kept = {k for k in requested if k in readers}
     group, anchor, reach, position = {}, {}, {}, {}
-    for k in _toposort_keys(deps, nodes):
+    gathers = {}  # task -> the layers it reads several chunks of (a reduction's or a rechunk's)
+    for k in _toposort_keys(deps, nodes, readers):
         position[k] = len(position)
         node = nodes[k]
         r = frozenset()
@@ -302,8 +301,7 @@ def _fuse_chunks(hlg, keys):
                     r = None
         reach[k] = r
         note = annotated.get(layer(k))
-        if (k in kept or not isinstance(node, (Task, Alias)) or node.block_fusion
-                or any(callable(v) for v in (note or {}).values())):
+        if k in kept or node.block_fusion or note is not None and any(callable(v) for v in note.values()):
             group[k] = new_group(k, note, can_join=False)
             continue
         per_layer = {}
@@ -312,6 +310,7 @@ def _fuse_chunks(hlg, keys):
         cand, external, sources, reduction = set(), [], [], False
         for dl, ds in per_layer.items():
             if len(ds) > 1:
+                gathers.setdefault(k, set()).add(dl)
                 gs = {find(group[d]) if d in group else None for d in ds}
                 if len(gs) > 1 or None in gs:
                     reduction = True
@@ -365,7 +364,7 @@ def _fuse_chunks(hlg, keys):
               if ms is not None and len(ms) > 1]
     if not groups:
         return hlg
-    return _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, shared)
+    return _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name)
 
 
 def _groups_on_cycles(deps, group, find, members):
@@ -459,14 +458,9 @@ def _merge_annotations(a, b):
     return _fuse_annotations(a, b)
 
 
-def _toposort_keys(deps, nodes):
+def _toposort_keys(deps, nodes, readers):
     """The tasks of ``nodes`` in an order where a task comes after all the tasks it reads."""
-    waiting = {k: sum(1 for d in ds if d in nodes) for k, ds in deps.items()}
-    readers = {}
-    for k, ds in deps.items():
-        for d in ds:
-            if d in nodes:
-                readers.setdefault(d, []).append(k)
+    waiting = {k: len(ds) if ds <= nodes.keys() else sum(1 for d in ds if d in nodes) for k, ds in deps.items()}
     ready = [k for k, n in waiting.items() if n == 0]
     ready.reverse()
     while ready:
@@ -498,7 +492,7 @@ def _run_fused(order, drops, inputs, outputs, *values):
     return cache[outputs]
 
 
-def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, shared):
+def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name):
     import hashlib
     import operator
 
@@ -507,21 +501,20 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
     from dask.utils import key_split
 
-    out = dict(raw)
-    out_layer = dict(layer_of)
-    fused_notes = {}
-    substitutions = {}
-    built = []
+    out = {k: nodes.get(k, v) for k, v in raw.items()}  # converted once here, not again downstream
+    notes = {k: layer.annotations for k, layer in hlg.layers.items() if layer.annotations}
+    note_of = {k: notes[n] for k, n in layer_of.items() if n in notes} if notes else {}
+    substitutions, built = {}, []
     for ms, note in groups:
         inside = set(ms)
         # (a task nobody reads, left by a cull that keeps whole blocks, stays a key as well)
         exports = [m for m in ms if m in requested or m not in readers
                    or any(r not in inside for r in readers[m])]
         exports.sort(key=repr)
-        token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
         if len(exports) == 1:
             fkey = exports[0]
         else:  # named after its last task (the dashboard groups by the name before the token)
+            token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
             last = ms[-1]
             fkey = (f"{key_split(last)}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
         # The values handed on are getitem tasks: they run right after the group, which then
@@ -529,8 +522,8 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
         # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
         # inlined into the reduction instead, saving a task per value (the values are small).
         inline = len(exports) > 1 and all(
-            e not in requested and all(isinstance(nodes.get(r), Task) and (e in shared or _reads_several_of_a_layer(
-                deps[r], e, layer_of)) for r in readers.get(e, ()) if r not in inside)
+            e not in requested and all(isinstance(nodes.get(r), Task) and (e in shared or layer_of.get(e) in gathers.get(
+                r, ())) for r in readers.get(e, ()) if r not in inside)
             for e in exports)
         for m in ms:
             if m != fkey:
@@ -543,16 +536,19 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
                         substitutions.setdefault(r, {})[e] = ref
             else:
                 out[e] = Task(e, operator.getitem, TaskRef(fkey), i)
-        built.append((fkey, ms, exports, note))
+        built.append((fkey, ms, exports))
+        if note:
+            note_of[fkey] = note
+        elif fkey in note_of:
+            del note_of[fkey]
     fused = {m for ms, _ in groups for m in ms}
     for r, subs in substitutions.items():
         nodes[r] = nodes[r].substitute(subs)
         if r not in fused:
             out[r] = nodes[r]
-    for fkey, ms, exports, note in built:
+    for fkey, ms, exports in built:
         inside = set(ms)
-        inputs, seen = [], set()
-        last_read = {}
+        inputs, seen, last_read = [], set(), {}
         for i, m in enumerate(ms):
             for d in nodes[m].dependencies:
                 if d in inside:
@@ -560,47 +556,37 @@ def _build_fused(hlg, raw, nodes, deps, readers, layer_of, groups, requested, sh
                 elif d not in seen:
                     seen.add(d)
                     inputs.append(d)
-        keep = set(exports)
         drops = [[] for _ in ms]
         for d, i in last_read.items():
-            if d not in keep:
+            if d not in exports:
                 drops[i].append(d)
         order = tuple(nodes[m] for m in ms)
         outputs = list(exports) if len(exports) > 1 else exports[0]
         out[fkey] = Task(fkey, _run_fused, order, tuple(map(tuple, drops)), tuple(inputs), outputs,
                          *(TaskRef(d) for d in inputs),
                          _data_producer=any(n.data_producer for n in order))
-        out_layer[fkey] = None
-        fused_notes[fkey] = note
-    by_layer = {}
-    fused_layers = {}
+    # The layers are only what carries annotations now: one per distinct set (the scheduler
+    # reads annotations by layer), everything else in one layer named after the first array.
+    if not note_of:
+        return HighLevelGraph({name: MaterializedLayer(out)}, {name: set()})
+    sigs, by_layer = {}, {}
     for k, v in out.items():
-        name = out_layer.get(k)
-        if name is None:
-            note = fused_notes[k]
-            sig = repr(sorted(note.items())) if note else ""
-            name = fused_layers.get(sig)
-            if name is None:
-                name = fused_layers[sig] = f"fused-{tokenize(sig)}"
-            out_layer[k] = name
-        by_layer.setdefault(name, {})[k] = v
-    notes = {name: hlg.layers[name].annotations for name in by_layer if name in hlg.layers}
-    for sig, name in fused_layers.items():
-        notes[name] = fused_notes[next(k for k in by_layer[name])] or None
-    layer_deps = {name: set() for name in by_layer}
+        note = note_of.get(k)
+        sig = repr(sorted(note.items())) if note else ""
+        if sig not in sigs:
+            sigs[sig] = (f"{name}-{tokenize(sig)}" if sig else name, note)
+        by_layer.setdefault(sigs[sig][0], {})[k] = v
+    layer_name = {k: sigs[repr(sorted(n.items()))][0] for k, n in note_of.items()}
+    layer_deps = {n: set() for n in by_layer}
     for k, v in out.items():
-        name = out_layer[k]
-        for d in getattr(v, "dependencies", None) or deps.get(k, ()):
-            dn = out_layer.get(d)
-            if dn is not None and dn != name and dn in by_layer:
-                layer_deps[name].add(dn)
-    layers = {name: MaterializedLayer(ts, annotations=notes.get(name)) for name, ts in by_layer.items()}
+        n = layer_name.get(k, name)
+        for d in getattr(v, "dependencies", ()):
+            dn = layer_name.get(d, name)
+            if dn != n and dn in by_layer:
+                layer_deps[n].add(dn)
+    layers = {n: MaterializedLayer(ts, annotations=note) for n, (ts, note) in
+              ((n, (by_layer[n], note)) for n, note in sigs.values())}
     return HighLevelGraph(layers, layer_deps)
-
-
-def _reads_several_of_a_layer(ds, e, layer_of):
-    name = layer_of.get(e)
-    return sum(1 for d in ds if layer_of.get(d) == name) > 1
 
 
 def _toposort_layers(deps):
