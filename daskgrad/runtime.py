@@ -161,13 +161,15 @@ def _optimize(arrays, fuse_chunks=None):
 
     * A layer already in memory (held by another array of the submission, or by a retained or
       forced graph) replaces the lazy layer of the same name, so nothing is computed again.
-    * Blockwise fusion (the real win: an elementwise chain runs as one task per chunk), but no
+    * Blockwise fusion (an elementwise chain runs as one task per chunk), but not dask's
       low-level fusion: it drops layer annotations (GPU placement) and renames keys, and a key
       submitted once fused and once not makes the scheduler warn about changed run_specs.  Done
       on the client because a distributed scheduler would optimize with its own config.
     * Fusion cost grows with the square of a fused chain's length (dask's rewrite_blockwise), so
       every ``FUSE_DEPTH``-th layer of a long chain is made a plain layer, which stops fusion
       there: deep graphs (thousands of recorded ops) cost linear time.
+    * Then the tasks of each chunk are fused into one (:func:`_fuse_chunks`; config
+      ``daskgrad.fuse-chunks``, default on), keeping annotations and deterministic keys.
     """
     from dask.array.optimization import fuse_roots
     from dask.blockwise import Blockwise, optimize_blockwise
@@ -513,10 +515,12 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
         exports.sort(key=repr)
         if len(exports) == 1:
             fkey = exports[0]
-        else:  # named after its last task (the dashboard groups by the name before the token)
+        else:  # named after its last VJP rule's task, or its last task: "mm-vjp-fused" on the dashboard
             token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
-            last = ms[-1]
-            fkey = (f"{key_split(last)}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
+            prefixes = [key_split(m) for m in ms]
+            i = max((i for i, p in enumerate(prefixes) if p.endswith("-vjp")), default=len(ms) - 1)
+            last = ms[i]
+            fkey = (f"{prefixes[i]}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
         # The values handed on are getitem tasks: they run right after the group, which then
         # dies, so a value is held once and only as long as before.  Where every value goes to a
         # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
