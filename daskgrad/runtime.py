@@ -573,14 +573,14 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
     # reads annotations by layer), everything else in one layer named after the first array.
     if not note_of:
         return HighLevelGraph({name: MaterializedLayer(out)}, {name: set()})
-    sigs, by_layer = {}, {}
+    sigs, by_layer, layer_name = {}, {}, {}
     for k, v in out.items():
         note = note_of.get(k)
         sig = repr(sorted(note.items())) if note else ""
         if sig not in sigs:
             sigs[sig] = (f"{name}-{tokenize(sig)}" if sig else name, note)
-        by_layer.setdefault(sigs[sig][0], {})[k] = v
-    layer_name = {k: sigs[repr(sorted(n.items()))][0] for k, n in note_of.items()}
+        layer_name[k] = sigs[sig][0]
+        by_layer.setdefault(layer_name[k], {})[k] = v
     layer_deps = {n: set() for n in by_layer}
     for k, v in out.items():
         n = layer_name.get(k, name)

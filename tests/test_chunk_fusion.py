@@ -195,3 +195,19 @@ def test_a_step_resubmitted_on_a_cluster_reuses_its_keys_without_run_spec_warnin
     for loss, g in grads[1:]:
         assert loss == grads[0][0]
         np.testing.assert_array_equal(g, grads[0][1])
+
+
+def test_fused_tasks_merge_the_annotations_of_their_parts(optimized):
+    # a forward layer asking for retries, VJPs asking for a GPU: the chunk's task asks for both
+    X, y, w0 = logreg_data()
+    w = dg.from_array(w0, chunks=-1, requires_grad=True)
+    with dask.annotate(retries=2):
+        z = X @ w
+    optimized.clear()
+    with dask.config.set({"daskgrad.vjp-resources": {"GPU": 1}}):
+        dg.binary_cross_entropy_with_logits(z, y).backward()
+    (arrays,) = optimized
+    hlg = arrays[0].dask
+    fused = {r[0] for r in readers(arrays, X).values()}
+    (layer,) = [layer for layer in hlg.layers.values() if fused & set(layer)]
+    assert fused <= set(layer) and layer.annotations == {"retries": 2, "resources": {"GPU": 1}}
