@@ -387,6 +387,41 @@ def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
     return out
 
 
+# ------------------------------------------------------------------ (d') depth
+def depth(sizes=(250, 500, 1_000, 2_000), budget_s=120.0):
+    """Backward through a chain of n recorded ops (4 elements, 2 chunks: all graph, no data) vs
+    plain dask building and computing the same n-op forward.  Goal: within 2x at 2,000 ops."""
+    if QUICK:
+        sizes, budget_s = (50, 100), 20.0
+    import dask.array as da
+
+    import daskgrad as dg
+
+    rows, spent = [], 0.0
+    for n in sizes:
+        t0 = time.perf_counter()
+        y = da.ones(4, chunks=2)
+        for _ in range(n):
+            y = da.sin(y)
+        y.sum().compute(scheduler="threads")
+        t1 = time.perf_counter()
+        x = dg.ones(4, chunks=2, dtype="float64", requires_grad=True)
+        z = x
+        for _ in range(n):
+            z = dg.sin(z)
+        loss = z.sum()
+        t2 = time.perf_counter()
+        loss.backward()
+        t3 = time.perf_counter()
+        rows.append({"ops": n, "dask_forward_build_and_compute_s": t1 - t0, "daskgrad_forward_build_s": t2 - t1,
+                     "daskgrad_backward_s": t3 - t2, "backward_over_dask_forward": (t3 - t2) / (t1 - t0)})
+        spent += t3 - t0
+        if spent > budget_s:
+            break
+    return {"problem": "chain of n sin ops on 4 elements in 2 chunks: backward() vs plain dask forward "
+                       "(build + compute)", "rows": rows}
+
+
 # ------------------------------------------------------------------ (e) out of core
 def out_of_core():
     import out_of_core as ooc
@@ -594,7 +629,7 @@ def _plot_loop(out):
     plt.close(fig)
 
 
-COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost,
+COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop}
 
 
@@ -646,6 +681,11 @@ def summary(report):
         for row in report["graph_cost"]["rows"]:
             lines.append(f"| graph cost | {row['chunks']} chunks | {row['total_s']:.3f} | "
                          f"{row['tasks_submitted']} tasks submitted |")
+    if "depth" in report:
+        for row in report["depth"]["rows"]:
+            lines.append(f"| deep chain | {row['ops']} ops: backward vs dask forward | "
+                         f"{row['daskgrad_backward_s']:.2f} / {row['dask_forward_build_and_compute_s']:.2f} | "
+                         f"{row['backward_over_dask_forward']:.2f} (goal <= 2 at 2,000 ops) |")
     if "out_of_core" in report:
         r = report["out_of_core"]
         lines.append(f"| out of core | {r['data_bytes'] / 1e9:.2f} GB over {r['cluster_memory_limit'] / 1e9:.2f} GB "

@@ -20,9 +20,11 @@ import weakref
 import dask
 import dask.array as da
 from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from . import graph, runtime
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
+from .runtime import _holds_data
 from .tensor import Tensor
 
 
@@ -237,11 +239,14 @@ def _check(order, runs):
 
 def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leaves, accumulate):
     """Walk the nodes, calling hooks and VJP rules on lazy tensors; returns what to write."""
+    # with create_graph the cotangents are user-visible tensors of the graph, so they keep their lineage
+    lin = _Lineage() if not create_graph else None
+    take = lin.take if lin else (lambda t: t)
     cot = {}
     for n, g in zip(root_nodes, root_grads):
         if n is not None:
-            g = _conform(g, n._output_meta, "root", 0)
-            cot[n] = cot[n] + g if n in cot else g
+            g = take(_conform(g, n._output_meta, "root", 0))
+            cot[n] = take(cot[n] + g) if n in cot else g
     writes, found, executed, nan_checks = {}, {}, [], []
     with graph.set_grad_enabled(create_graph):
         for n in order:
@@ -249,11 +254,15 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
             if g is None:
                 continue
             sink = isinstance(n, AccumulateGrad)
-            g = _tensor_hooks(n.variable._hooks if sink else n._tensor_hooks, g)
+            hooks = n.variable._hooks if sink else n._tensor_hooks
+            if (hooks or n._prehooks) and lin:  # user code sees whole tensors it can compute
+                g = lin.full(g)
+            g = _tensor_hooks(hooks, g)
             for hook in list(n._prehooks.values()):
                 r = hook((g,))
                 if r is not None:
                     g = r[0]
+            g = take(g)
             for t in targets.get(n, ()):
                 found[id(t)] = g
                 if accumulate:
@@ -263,20 +272,102 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
                 writes[id(retained)] = (retained, g)
             if n not in runs:
                 continue
-            outs = _call_rule(n, g, create_graph)
+            outs = _call_rule(n, g, create_graph, lin)
             executed.append(n)
             for i, ((child, _), o) in enumerate(zip(n.next_functions, outs)):
                 if child is None or o is None:
                     continue
+                o = take(o)
                 if graph.is_anomaly_enabled():
                     nan_checks.append((n, i, o))
-                cot[child] = cot[child] + o if child in cot else o
-    return list(writes.values()), found, executed, nan_checks
+                cot[child] = take(cot[child] + o) if child in cot else o
+    writes = list(writes.values())
+    if lin:
+        writes = [(t, lin.full(g)) for t, g in writes]
+        found = {k: lin.full(g) for k, g in found.items()}
+        nan_checks = [(n, i, lin.full(o)) for n, i, o in nan_checks]
+    return writes, found, executed, nan_checks
 
 
-def _call_rule(n, g, create_graph):
+class _Stub(MaterializedLayer):
+    """Stands in for a layer kept elsewhere: building on an array needs only its name, chunks and meta."""
+
+    def __init__(self):
+        super().__init__({})
+
+
+class _Lineage:
+    """Where the reverse graph's layers are kept while the rules run.
+
+    dask copies every layer of every input into each new array (``HighLevelGraph.from_collections``),
+    so rules called on arrays that carry their lineage cost time in proportion to the graph so far,
+    and a backward through N recorded ops O(N²) (a 1,000-op chain took 6 s).  Rules here see
+    stand-ins with the real names, chunks and meta but a one-layer graph; the layers they make are
+    collected as they come (:meth:`take`), the forward arrays are remembered by name (:meth:`stub`),
+    and :meth:`full` joins both into one graph for what leaves the pass.
+    """
+
+    def __init__(self):
+        self.layers, self.deps, self.forward, self._stubs, self._graph = {}, {}, {}, {}, None
+
+    def stub(self, a):
+        """A forward array as a stand-in (a one-layer array is cheap to merge as it is)."""
+        if len(a.dask.layers) <= 1:
+            return a
+        if self.forward.setdefault(a.name, a) is not a and _holds_data(a.dask.layers[a.name]):
+            self.forward[a.name] = a  # a retained (persisted) value wins over a lazy twin
+        self._graph = None
+        return self._stub(a)
+
+    def _stub(self, a):
+        s = self._stubs.get(a.name)
+        if s is None or s.chunks != a.chunks:
+            s = self._stubs[a.name] = da.Array(HighLevelGraph({a.name: _Stub()}, {a.name: set()}), a.name,
+                                               a.chunks, meta=a._meta)
+        return s
+
+    def take(self, t):
+        """Keep the layers ``t``'s graph made; ``t`` back on a stand-in."""
+        a = t.array
+        hlg = a.dask
+        if len(hlg.layers) == 1 and isinstance(hlg.layers.get(a.name), _Stub):
+            return t
+        for name, layer in hlg.layers.items():
+            if not isinstance(layer, _Stub) and name not in self.layers:
+                self.layers[name], self.deps[name] = layer, set(hlg.dependencies.get(name, ()))
+                if type(layer) is MaterializedLayer:  # dask's setitem inlines its value's graph into
+                    self.deps[name] |= _layers_read(layer)  # one layer: of a stand-in, only the keys
+                self._graph = None
+        return Tensor._make(self._stub(a), t.grad_fn, t.requires_grad)
+
+    def full(self, t):
+        """``t`` with its whole graph: the forward arrays' layers and every layer collected."""
+        if self._graph is None:
+            layers, deps = {}, {}
+            for hlg in [a.dask for a in self.forward.values()] + [HighLevelGraph(self.layers, self.deps)]:
+                for name, layer in hlg.layers.items():
+                    if name not in layers or (layer is not layers[name] and _holds_data(layer)
+                                              and not _holds_data(layers[name])):
+                        layers[name], deps[name] = layer, hlg.dependencies.get(name, set())
+            self._graph = HighLevelGraph(layers, {n: d & layers.keys() for n, d in deps.items()})
+        a = t.array
+        return Tensor._make(da.Array(self._graph, a.name, a.chunks, meta=a._meta), t.grad_fn, t.requires_grad)
+
+
+def _layers_read(layer):
+    """Names of the layers whose keys the tasks of ``layer`` read."""
+    from dask._task_spec import GraphNode
+
+    return {k[0] if isinstance(k, tuple) else k for v in layer.mapping.values() if isinstance(v, GraphNode)
+            for k in v.dependencies}
+
+
+def _call_rule(n, g, create_graph, lin=None):
+    user = lin is not None and getattr(n._vjp, "user_code", False)
+    if user:  # a custom Function's backward is user code: it may compute or keep what it is given
+        g = lin.full(g)
     with _placement(g):
-        outs = n._vjp(g, graph._Saved(n))
+        outs = n._vjp(g, graph._Saved(n, None if lin is None or user else lin.stub))
         outs = outs if isinstance(outs, tuple) else (outs,)
         if len(outs) != len(n.next_functions):
             raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
@@ -285,6 +376,8 @@ def _call_rule(n, g, create_graph):
                      for i, (o, m) in enumerate(zip(outs, n._input_meta)))
         if not create_graph:
             outs = tuple(None if o is None else _label(o, n) for o in outs)
+    if n._hooks and lin is not None:
+        outs, g = tuple(None if o is None else lin.full(lin.take(o)) for o in outs), lin.full(g)
     for hook in list(n._hooks.values()):
         hook(outs, (g,))
     return outs
@@ -355,9 +448,15 @@ def _computed(g, array):
 def _label(t, node):
     """End the rule's output in a layer named ``<op>-vjp-<token>``: fusion keeps the name of a
     chain's last layer, so the dashboard shows which rule ran."""
+    from dask.blockwise import blockwise
+
     a = t.array
     op = re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
-    return Tensor._make(da.map_blocks(_identity, a, name=f"{op}-vjp-{tokenize(a.name)}", dtype=a.dtype, meta=a._meta))
+    name, ind = f"{op}-vjp-{tokenize(a.name)}", tuple(range(a.ndim))
+    # the layer da.map_blocks would make, without its signature inspection and meta checks (a
+    # third of a rule's build time): it is fused away, only its name stays
+    layer = blockwise(_identity, name, ind, a.name, ind, numblocks={a.name: a.numblocks})
+    return Tensor._make(da.Array(HighLevelGraph.from_collections(name, layer, [a]), name, a.chunks, meta=a._meta))
 
 
 def _placement(g):

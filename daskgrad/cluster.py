@@ -58,11 +58,40 @@ def connect(address: str = "local", *, scheduler_file=None, n_workers=None, thre
         # LocalCluster would still serve the scheduler's HTTP routes (/json, /metrics, ...) on every
         # interface: keep them, dashboard-less, on the loopback
         options["scheduler_kwargs"] = {"dashboard": False, "dashboard_address": LOOPBACK + ":0"}
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
+    cluster = _local_cluster_type(LocalCluster)(
+                           n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
                            dashboard_address=dashboard_address, worker_dashboard_address=worker_dashboard_address,
                            security=security, **options)
+    host = (dashboard_address or "").rpartition(":")[0].strip("[]")
+    cluster.dashboard_host = host if host and host not in ("0.0.0.0", "::") else None
     warn_if_exposed(cluster.scheduler_address)
     return _install_dashboard(Client(cluster, security=security, **kwargs))  # client.cluster.close() stops it
+
+
+_LocalCluster = None
+
+
+def _local_cluster_type(base):
+    """LocalCluster whose ``dashboard_link`` names the host its dashboard listens on: distributed
+    names the machine's LAN address for an in-process cluster, where nothing listens (the
+    dashboard is on 127.0.0.1), so the printed link led nowhere."""
+    global _LocalCluster
+    if _LocalCluster is None:
+        class LocalCluster(base):
+            dashboard_host = None  # the host of ``dashboard_address``, when it names one
+
+            @property
+            def dashboard_link(self):
+                from urllib.parse import urlsplit
+
+                link, host = super().dashboard_link, self.dashboard_host
+                if not link or not host:
+                    return link
+                parts = urlsplit(link)
+                return parts._replace(netloc=f"{host}:{parts.port}").geturl()
+
+        _LocalCluster = LocalCluster
+    return _LocalCluster
 
 
 def _install_dashboard(client):

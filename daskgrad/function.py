@@ -87,6 +87,8 @@ class Function:
             ctx._saved = s
             return _input_grads(cls.backward(ctx, g), args, name)
 
+        rule.user_code = True  # the engine gives user code whole tensors (see backward._call_rule)
+
         # the output saved by forward must come back as the recorded output (with this node as
         # its grad_fn), or a second derivative through it would see a constant
         res = record(name, out.array, tuple(a if isinstance(a, Tensor) else None for a in args), rule,
@@ -166,6 +168,8 @@ def _apply_many(cls, ctx, args, outs):
                 grads.append(None)
         ctx._saved = s
         return _input_grads(cls.backward(ctx, *grads), args, name)
+
+    rule.user_code = True
 
     packed = record(name, flat.array, inputs, rule)
     total = int(offsets[-1])

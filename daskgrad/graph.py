@@ -255,24 +255,26 @@ class SavedTensor:
                 f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
-    def unpack(self):
+    def unpack(self, wrap=None):
         from .tensor import Tensor
 
         if self.leaf is not None:
             return self.leaf
-        return Tensor._make(self.data, grad_fn=self._node(), requires_grad=self.requires_grad)
+        data = self.data if wrap is None else wrap(self.data)
+        return Tensor._make(data, grad_fn=self._node(), requires_grad=self.requires_grad)
 
     def _node(self):
         return self.grad_fn() if isinstance(self.grad_fn, weakref.ref) else self.grad_fn
 
 
 class _Saved:
-    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access."""
+    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access.  ``wrap``, when
+    given, replaces each saved array (the engine passes stand-ins that carry no lineage)."""
 
-    __slots__ = ("_node",)
+    __slots__ = ("_node", "_wrap")
 
-    def __init__(self, node):
-        self._node = node
+    def __init__(self, node, wrap=None):
+        self._node, self._wrap = node, wrap
 
     def __getattr__(self, name):
         if name == "needs":  # which inputs want a cotangent (torch's needs_input_grad)
@@ -281,7 +283,7 @@ class _Saved:
         if saved is None:
             raise RuntimeError(FREED_MESSAGE)
         v = saved[name]
-        return v.unpack() if isinstance(v, SavedTensor) else v
+        return v.unpack(self._wrap) if isinstance(v, SavedTensor) else v
 
 
 # ------------------------------------------------------------------------- nodes

@@ -36,7 +36,7 @@ class _Storage:
     __slots__ = ("array", "version", "inference", "__weakref__")
 
     def __init__(self, array):
-        self.array, self.version = array, 0
+        self.array, self.version = runtime.bounded(array), 0
         self.inference = graph.is_inference_mode_enabled()  # made under inference_mode: an inference tensor
 
 

@@ -39,3 +39,99 @@ def test_a_300_op_chain_differentiates_exactly_with_fusion_bounded():
     np.testing.assert_allclose(opt.compute(optimize_graph=False), d, rtol=1e-12)
     loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), d, rtol=1e-12)
+
+
+def _layers_copied_by_backward(n, monkeypatch):
+    """How many layers dask's HighLevelGraph constructor copies while backward builds the reverse
+    graph of an ``n``-op chain (the work that used to grow with the square of ``n``)."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    x = dg.ones(4, dtype="float64", requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = dg.sin(y) * 1.0
+    loss = y.sum()
+    copied = [0]
+    init = HighLevelGraph.__init__
+
+    def counting(self, layers, *args, **kwargs):
+        copied[0] += len(layers)
+        init(self, layers, *args, **kwargs)
+
+    monkeypatch.setattr(runtime, "persist", lambda arrays, *a, **k: arrays)  # building only
+    monkeypatch.setattr(HighLevelGraph, "__init__", counting)
+    dg.grad(loss, x, lazy=True)
+    monkeypatch.undo()
+    return copied[0]
+
+
+def test_building_the_reverse_graph_of_a_chain_costs_linear_work(monkeypatch):
+    # rules build on stand-ins of their inputs (one layer each), not on arrays carrying the whole
+    # lineage: doubling the chain doubles the layers copied instead of quadrupling them
+    small, large = _layers_copied_by_backward(150, monkeypatch), _layers_copied_by_backward(300, monkeypatch)
+    assert large < 2.3 * small, (small, large)
+
+
+def test_a_hook_and_a_custom_function_inside_a_long_chain_see_computable_tensors():
+    seen = []
+
+    class Double(dg.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(g.numpy().copy())  # user code may compute what it is given
+            return g * 2
+
+    x = dg.from_array(np.arange(1.0, 5.0), chunks=2, requires_grad=True)
+    y = x
+    for i in range(60):
+        y = dg.sin(y) * 0.5 + 0.1
+        if i == 30:
+            y = Double.apply(y)
+            y.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y.sum().backward()
+    v, d = np.arange(1.0, 5.0), np.ones(4)
+    for i in range(60):
+        d, v = d * np.cos(v) * 0.5, np.sin(v) * 0.5 + 0.1
+        if i == 30:
+            d, v = d * 2, v * 2
+    assert len(seen) == 2 and seen[0].shape == (4,)
+    np.testing.assert_allclose(x.grad.numpy(), d, rtol=1e-12)
+
+
+def test_a_100000_op_graph_builds_and_plans_its_backward_without_recursion():
+    x = dg.ones(4, chunks=2, dtype="float64", requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = -y
+    # folded history: every array's graph stays a few layers, so each op costs the same
+    assert len(y.array.dask.layers) <= runtime.LINEAGE_LAYERS + 1
+    order, runs, _ = _plan([y.sum().grad_fn], None, True)
+    assert len(order) == 100_002 and len(runs) == 100_001
+
+
+def test_a_folded_history_computes_the_same_through_daskgrad_and_through_dask_directly():
+    x0 = np.linspace(-1.0, 1.0, 7)
+    x = dg.from_array(x0, chunks=((3, 1, 3),), requires_grad=True)
+    y, v = x, x0.copy()
+    for i in range(500):
+        y, v = (y * 0.99 + 0.01, v * 0.99 + 0.01) if i % 2 else (dg.sin(y), np.sin(v))
+    assert any(isinstance(layer, runtime.Folded) for layer in y.array.dask.layers.values())
+    np.testing.assert_allclose(y.array.compute(), v, rtol=1e-12)  # dask's own optimization and cull
+    np.testing.assert_allclose(y.detach().numpy(), v, rtol=1e-12)  # unfolded, fused, culled by daskgrad
+
+
+def test_culling_keeps_exactly_the_tasks_dask_keeps():
+    import dask.array as da
+
+    from dask.core import flatten
+
+    a = da.arange(100.0, chunks=10)
+    b = (a * 2).rechunk(15)[3:40] + da.ones(37, chunks=37)
+    c = da.concatenate([b[:5], (a[::7] ** 2)[:5]]).sum()
+    for arr in (b, c, b[7:9]):
+        keys = list(flatten(arr.__dask_keys__()))
+        assert dict(runtime._cull(arr.dask, keys)).keys() == dict(arr.dask.cull(set(keys))).keys()

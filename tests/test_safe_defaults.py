@@ -61,6 +61,22 @@ def test_connect_local_listens_on_the_loopback_only(kwargs):
         client.cluster.close()
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"processes": True}], ids=["in-process", "processes"])
+def test_the_printed_dashboard_link_is_where_the_dashboard_listens(kwargs):
+    import urllib.request
+
+    client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0", **kwargs)
+    try:
+        # distributed names the machine's LAN address for an in-process cluster, where nothing listens
+        assert client.dashboard_link.startswith("http://127.0.0.1:")
+        assert client.cluster.dashboard_link == client.dashboard_link
+        with urllib.request.urlopen(client.dashboard_link, timeout=30) as r:
+            assert r.status == 200
+    finally:
+        client.close()
+        client.cluster.close()
+
+
 def test_connect_warns_before_contacting_a_plain_tcp_scheduler_beyond_the_loopback(monkeypatch, tmp_path):
     import distributed
 
