@@ -37,16 +37,20 @@ RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "results"))
 
 
 def interleaved(fns, rounds):
-    """Median seconds per variant over ``rounds`` round-robin rounds, after one warm-up each.
+    """Median seconds per variant over ``rounds`` rounds, after one warm-up each.
 
-    Each round starts one variant later: whichever runs first after another's memory was freed
-    pays more (measured: the same MLP step took 1.8x the CPU time in first place)."""
+    Each round runs the variants in a new (seeded) random order: a variant run right after
+    PyTorch pays for PyTorch's spinning OpenMP threads, and one run first after another's memory
+    was freed pays more (measured: the same MLP step took 1.8x the time in such a place)."""
+    import random
+
     for fn in fns.values():
         fn()
     times = {k: [] for k in fns}
-    names = list(fns)
-    for r in range(rounds):
-        for k in names[r % len(names):] + names[:r % len(names)]:
+    names, rng = list(fns), random.Random(0)
+    for _ in range(rounds):
+        rng.shuffle(names)
+        for k in names:
             t0 = time.perf_counter()
             fns[k]()
             times[k].append(time.perf_counter() - t0)
