@@ -37,14 +37,22 @@ RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "results"))
 
 
 def interleaved(fns, rounds):
-    """Median seconds per variant over ``rounds`` round-robin rounds, after one warm-up each."""
+    """Median seconds per variant over ``rounds`` rounds, after one warm-up each.
+
+    Each round runs the variants in a new (seeded) random order: a variant run right after
+    PyTorch pays for PyTorch's spinning OpenMP threads, and one run first after another's memory
+    was freed pays more (measured: the same MLP step took 1.8x the time in such a place)."""
+    import random
+
     for fn in fns.values():
         fn()
     times = {k: [] for k in fns}
+    names, rng = list(fns), random.Random(0)
     for _ in range(rounds):
-        for k, fn in fns.items():
+        rng.shuffle(names)
+        for k in names:
             t0 = time.perf_counter()
-            fn()
+            fns[k]()
             times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -95,6 +103,7 @@ def _chunk_grad(X, y, w):
 
 def logreg_variants(Xn, yn, wn, nchunks, blas=None):
     """{name: zero-argument function computing the gradient}; data already in memory."""
+    import dask
     import dask.array as da
 
     import daskgrad as dg
@@ -126,6 +135,11 @@ def logreg_variants(Xn, yn, wn, nchunks, blas=None):
         dg.binary_cross_entropy_with_logits(X @ w, y).backward()
         return w.grad.numpy()
     variants["daskgrad"] = limited(run_daskgrad)
+
+    def run_daskgrad_unfused():  # without runtime's chunk fusion: each chunk of X read by two tasks
+        with dask.config.set({"daskgrad.fuse-chunks": False}):
+            return run_daskgrad()
+    variants["daskgrad_unfused"] = limited(run_daskgrad_unfused)
     return variants
 
 
@@ -255,6 +269,12 @@ def mlp(n=200_000, d=20, h=64, c=3, nchunks=10, rounds=7):
         fns["pytorch_cpu"], _ = mlp_torch_step(Xn, tn, params)
     with dask.config.set(scheduler="threads"):
         fns["daskgrad[default_blas]"], ps = mlp_daskgrad_step(Xn, tn, params, nchunks)
+        step0, ps0 = mlp_daskgrad_step(Xn, tn, params, nchunks)
+
+        def unfused():  # without runtime's chunk fusion
+            with dask.config.set({"daskgrad.fuse-chunks": False}):
+                return step0()
+        fns["daskgrad_unfused[default_blas]"], ps = unfused, ps + ps0
         if _importable("threadpoolctl"):
             step1, ps1 = mlp_daskgrad_step(Xn, tn, params, nchunks)
 

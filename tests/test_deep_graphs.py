@@ -26,10 +26,13 @@ def test_a_300_op_chain_differentiates_exactly_with_fusion_bounded():
         y = dg.sin(y) * 0.9 + 0.1
     loss = y.sum()
     (g,) = dg.grad(loss, x, retain_graph=True, lazy=True)
-    (opt,) = runtime._optimize([g.array])
-    # fused tasks never chain more than FUSE_DEPTH Blockwise layers: the graph keeps a layer
+    (blockwise,) = runtime._optimize([g.array], fuse_chunks=False)
+    # Blockwise fusion never chains more than FUSE_DEPTH layers: the graph keeps a layer
     # boundary at least every FUSE_DEPTH of the ~1,500 layers of the reverse graph
-    assert len(opt.dask.layers) >= len(g.array.dask.layers) // runtime.FUSE_DEPTH
+    assert len(blockwise.dask.layers) >= len(g.array.dask.layers) // runtime.FUSE_DEPTH
+    (opt,) = runtime._optimize([g.array])
+    # then each chunk's whole forward-and-reverse chain is one task: 3 input chunks, 3 tasks
+    assert len(dict(opt.dask)) == 3 + 3
     v, d = x0.copy(), np.ones_like(x0)
     for _ in range(300):
         d, v = d * np.cos(v) * 0.9, np.sin(v) * 0.9 + 0.1
