@@ -188,7 +188,7 @@ def _optimize(arrays, fuse_chunks=None):
       every ``FUSE_DEPTH``-th layer of a long chain is made a plain layer, which stops fusion
       there: deep graphs (thousands of recorded ops) cost linear time.
     * Then the tasks of each chunk are fused into one (:func:`_fuse_chunks`; config
-      ``daskgrad.fuse-chunks``, default on), keeping annotations and deterministic keys.
+      ``daskgrad.fuse-chunks``, default off), keeping annotations and deterministic keys.
     """
     from dask.array.optimization import fuse_roots
     from dask.blockwise import Blockwise, optimize_blockwise
@@ -222,7 +222,9 @@ def _optimize(arrays, fuse_chunks=None):
     keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
     hlg = HighLevelGraph(layers, deps)
     hlg = _cull(fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys), keys)
-    if dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks:
+    # opt-in: the pass costs ~1.4 ms per chunk on the client (10,000 chunks: 14 s) and the memory
+    # estimate does not model fused tasks yet
+    if dask.config.get("daskgrad.fuse-chunks", False) if fuse_chunks is None else fuse_chunks:
         hlg = _fuse_chunks(hlg, keys, arrays[0].name)
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 

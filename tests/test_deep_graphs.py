@@ -30,8 +30,8 @@ def test_a_300_op_chain_differentiates_exactly_with_fusion_bounded():
     # Blockwise fusion never chains more than FUSE_DEPTH layers: the graph keeps a layer
     # boundary at least every FUSE_DEPTH of the ~1,500 layers of the reverse graph
     assert len(blockwise.dask.layers) >= len(g.array.dask.layers) // runtime.FUSE_DEPTH
-    (opt,) = runtime._optimize([g.array])
-    # then each chunk's whole forward-and-reverse chain is one task: 3 input chunks, 3 tasks
+    (opt,) = runtime._optimize([g.array], fuse_chunks=True)
+    # with the opt-in chunk fusion each chunk's whole forward-and-reverse chain is one task
     assert len(dict(opt.dask)) == 3 + 3
     v, d = x0.copy(), np.ones_like(x0)
     for _ in range(300):
