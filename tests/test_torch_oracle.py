@@ -62,3 +62,24 @@ def test_tie_and_kink_conventions_match_pytorch():
     f_t.backward()
     f_d.backward()
     np.testing.assert_allclose(d.grad.numpy(), t.grad.numpy())
+
+
+def test_sigmoid_and_bce_at_extreme_logits_match_pytorch_without_warnings():
+    """torch's sigmoid is ``1 / (1 + exp(-x))``: 0 where exp overflows, quietly; the loss and its
+    gradient from logits stay finite over float32's whole range."""
+    import warnings
+
+    v = np.array([-1e4, -200.0, -90.0, -88.0, -30.0, -1e-8, 0.0, 1e-8, 30.0, 90.0, 1e4], dtype=np.float32)
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0], dtype=np.float32)
+    t = torch.tensor(v, requires_grad=True)
+    loss_t = torch.nn.functional.binary_cross_entropy_with_logits(t, torch.tensor(y)) + torch.sigmoid(t).sum()
+    loss_t.backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = dg.from_array(v, chunks=4, requires_grad=True)
+        loss_d = dg.binary_cross_entropy_with_logits(d, dg.from_array(y, chunks=4)) + dg.sigmoid(d).sum()
+        loss_d.backward()
+        np.testing.assert_allclose(dg.sigmoid(d).detach().numpy(), torch.sigmoid(t).detach().numpy(),
+                                   rtol=2e-7, atol=0)
+        np.testing.assert_allclose(loss_d.item(), loss_t.item(), rtol=1e-6)
+        np.testing.assert_allclose(d.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-12)

@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, primitive, size_repr, type_repr
+from ..graph import RESULT, is_grad_enabled, primitive, size_repr, type_repr
 from .._tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
                     refuse_complex, tensor_or_scalar)
@@ -163,7 +163,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     if isinstance(y, Tensor) and y.shape != z.shape:
         raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
     za, ya = z.array, raw(y)
-    loss = da.map_blocks(chunk.softplus, za, dtype=za.dtype, meta=za._meta) - za * ya
+    loss = _elementwise(chunk.bce_with_logits, za, ya)
     n = z.numel()
     const = {} if isinstance(y, Tensor) else {"y": y}
     return bce_with_logits_p.bind(_reduce(loss, reduction, n), z, only_tensor(y),
@@ -176,5 +176,16 @@ bce_with_logits_p = primitive("binary_cross_entropy_with_logits", torch="BinaryC
 @bce_with_logits_p.vjp
 def _bce_with_logits_rule(g, s, *, reduction, n, y=None):
     gs = _scale(g, reduction, n)
-    return (sigmoid(s.z) - (s.y if y is None else y)) * gs, (-s.z * gs if y is None else None)
+    target = s.y if y is None else y
+    if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (s.z, target, gs)):
+        dz = (sigmoid(s.z) - target) * gs  # differentiable again (create_graph=True)
+    else:  # one kernel, as torch's fused backward: one pass, no temporaries between ops
+        dz = Tensor._make(_elementwise(chunk.bce_with_logits_grad, s.z.array, raw(target), gs.array))
+    return dz, (-s.z * gs if y is None else None)
+
+
+def _elementwise(kernel, *arrays):
+    """One fusable blockwise layer applying ``kernel`` chunk by chunk, with NumPy broadcasting and
+    type promotion (``elemwise`` gives both, and no signature inspection of ``kernel``)."""
+    return da.core.elemwise(kernel, *arrays)
 
