@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import dask.array as da
 
-from . import graph, runtime
+from . import fusion, graph, runtime
 from .engine import grad
 
 _record_lock = threading.Lock()
@@ -145,17 +145,20 @@ def simulate(arrays, known=()):
     for k in run:
         if k in sizes:
             size[k] = sizes[k]
+        elif _fused_outputs(dsk[k]) and all(e in sizes for e in _fused_outputs(dsk[k])):
+            size[k] = sum(sizes[e] for e in _fused_outputs(dsk[k]))  # the values it hands on
         else:
             unknown += 1
             size[k] = min((size[d] for d in deps[k]), default=8)
     resident = sum(size[k] for k in dsk if is_data(dsk[k]))
+    inner = {k: _inner_peak(dsk[k], size, sizes) for k in run}
     remaining = {k: len(dependents[k]) for k in dsk}
     live = peak = resident
     peak_at = 0
     for i, k in enumerate(run):
+        if live + max(inner[k], size[k]) > peak:
+            peak, peak_at = live + max(inner[k], size[k]), i + 1
         live += size[k]
-        if live > peak:
-            peak, peak_at = live, i + 1
         for d in deps[k]:
             remaining[d] -= 1
             if remaining[d] == 0 and d not in outputs and not is_data(dsk[d]):
@@ -165,6 +168,33 @@ def simulate(arrays, known=()):
     largest = sorted(((size[k], k) for k in run), key=lambda t: -t[0])[:5]
     return MemoryEstimate(peak=int(peak), resident=int(resident), kept=int(sum(size.get(k, 0) for k in outputs)),
                           tasks=len(run), peak_at=peak_at, unknown_sizes=unknown, largest=largest)
+
+
+def _fused_outputs(task):
+    from dask._task_spec import Task
+
+    if isinstance(task, Task) and task.func is fusion._run_fused and task.args[3] != task.key:
+        return tuple(task.args[3])  # several values (a single one is the task's own key)
+    return ()
+
+
+def _inner_peak(task, size, sizes):
+    """The most a chunk-fused task (``fusion._run_fused``) holds inside while it runs: its parts'
+    outputs, each from when it is made to its last reader in the task.  0 for other tasks."""
+    from dask._task_spec import Task
+
+    if not (isinstance(task, Task) and task.func is fusion._run_fused):
+        return 0
+    order, drops = task.args[0], task.args[1]
+    made, live, peak = {}, 0, 0
+    for node, drop in zip(order, drops):
+        inputs = [made.get(d, size.get(d, 8)) for d in node.dependencies]
+        made[node.key] = sizes.get(node.key, min(inputs, default=8))
+        live += made[node.key]
+        peak = max(peak, live)
+        for d in drop:
+            live -= made.get(d, 0)
+    return peak
 
 
 def _run_order(dsk, deps, dependents, prio):
@@ -227,5 +257,18 @@ class PeakTracker:
                         self._remaining[d] -= 1
                         if self._remaining[d] == 0 and d in self._size:
                             self.live -= self._size.pop(d)
+
+            def __enter__(self):
+                super().__enter__()
+                fusion._inner_observer = self._inside
+                return self
+
+            def __exit__(self, *args):
+                fusion._inner_observer = None
+                super().__exit__(*args)
+
+            def _inside(self, held):  # a fused task's own peak, on top of what was held before it
+                with self._lock:
+                    self.peak = max(self.peak, self.live + held)
 
         return _Tracker()

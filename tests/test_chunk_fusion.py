@@ -15,13 +15,6 @@ import daskgrad as dg
 from daskgrad import runtime
 
 
-@pytest.fixture(autouse=True)
-def _fusion_on():
-    """Chunk fusion is opt-in (``daskgrad.fuse-chunks``), as a user turns it on."""
-    with dask.config.set({"daskgrad.fuse-chunks": True}):
-        yield
-
-
 @pytest.fixture
 def optimized(monkeypatch):
     """The graphs daskgrad submits, as runtime._optimize returns them."""

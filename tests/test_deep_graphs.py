@@ -31,7 +31,7 @@ def test_a_300_op_chain_differentiates_exactly_with_fusion_bounded():
     # boundary at least every FUSE_DEPTH of the ~1,500 layers of the reverse graph
     assert len(blockwise.dask.layers) >= len(g.array.dask.layers) // runtime.FUSE_DEPTH
     (opt,) = runtime._optimize([g.array], fuse_chunks=True)
-    # with the opt-in chunk fusion each chunk's whole forward-and-reverse chain is one task
+    # with chunk fusion (the default) each chunk's whole forward-and-reverse chain is one task
     assert len(dict(opt.dask)) == 3 + 3
     v, d = x0.copy(), np.ones_like(x0)
     for _ in range(300):

@@ -68,3 +68,16 @@ def test_estimate_computes_nothing_and_leaves_the_graph_usable_for_backward():
 def test_estimate_counts_the_gradient_kept_in_memory():
     loss, (x,) = elementwise_chain_with_a_large_gradient()
     assert dg.estimate_memory(loss) >= x.numel() * x.dtype.itemsize
+
+
+def test_a_chunk_fused_task_counts_the_chunks_it_makes_and_frees_inside():
+    """X is generated inside the task that reads it (chunk fusion): a chunk of X is never a task's
+    result, yet it is in memory while the task runs; both the prediction and the measurement count it."""
+    chunk_of_x = 20_000 * 20 * 4
+    loss, _ = logistic_regression()
+    predicted = dg.estimate_memory(loss)
+    loss, _ = logistic_regression()
+    with dask.config.set(scheduler="sync"), PeakTracker() as tracker:
+        loss.backward()
+    assert predicted >= chunk_of_x and tracker.peak >= chunk_of_x
+    assert 0.5 <= predicted / tracker.peak <= 2, (predicted, tracker.peak)
