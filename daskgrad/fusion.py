@@ -284,6 +284,53 @@ class _Outputs(tuple):
 _inner_observer = None  # memory.PeakTracker's: told the most bytes a fused task held inside
 
 
+class _Subgraph:
+    """A Blockwise-fused task inside a group, with its inner tasks ordered once, on the client.
+
+    Run as itself, such a task (``_execute_subgraph``) orders its inner graph with ``dask.order``
+    on every call, about 0.3 ms a chunk on the worker; re-keying its inner tasks into the group
+    instead cost ~0.5 ms a chunk on the client.  Here the inner tasks stay as they are and only
+    their order is computed (a topological sort of a few tasks)."""
+
+    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs")
+
+    def __init__(self, node):
+        import graphlib
+
+        inner, self.outkey, inkeys = node.args[:3]
+        self.key, self.dependencies, self.data_producer = node.key, node.dependencies, node.data_producer
+        self.inputs = tuple(zip(inkeys, node.args[3:]))
+        order = graphlib.TopologicalSorter({k: [d for d in t.dependencies if d in inner] for k, t in inner.items()})
+        self.tasks = tuple(inner[k] for k in order.static_order())
+
+    @staticmethod
+    def applies(node):
+        from dask._task_spec import Alias, DataNode, Task, TaskRef, _execute_subgraph
+
+        return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
+                and all(isinstance(a, (TaskRef, DataNode)) for a in node.args[3:])
+                and all(isinstance(t, (Task, Alias)) for t in node.args[0].values()))
+
+    def __call__(self, cache):
+        from dask._task_spec import TaskRef
+
+        local = {k: cache[a.key] if isinstance(a, TaskRef) else a.value for k, a in self.inputs}
+        for t in self.tasks:
+            local[t.key] = t(local)
+        return local[self.outkey]
+
+    def __reduce__(self):
+        return (_Subgraph._restore, (self.key, self.dependencies, self.data_producer, self.tasks, self.outkey,
+                                     self.inputs))
+
+    @staticmethod
+    def _restore(*state):
+        new = object.__new__(_Subgraph)
+        for name, value in zip(_Subgraph.__slots__, state):
+            setattr(new, name, value)
+        return new
+
+
 def _run_fused(order, drops, inputs, outputs, *values):
     """Run a fused group: its tasks in ``order``, each temporary dropped after its last reader."""
     cache = dict(zip(inputs, values))
@@ -361,7 +408,7 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
         if r not in fused:
             out[r] = nodes[r]
     for fkey, ms, exports in built:
-        order = [nodes[m] for m in ms]
+        order = [_Subgraph(nodes[m]) if _Subgraph.applies(nodes[m]) else nodes[m] for m in ms]
         inside = {t.key for t in order}
         inputs, seen, last_read = [], set(), {}
         for i, t in enumerate(order):
