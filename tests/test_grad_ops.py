@@ -164,12 +164,38 @@ def _inputs(shapes, low, high, chunking, rng):
     return out
 
 
+def gradchecks(case, chunking, rng):
+    """A case of the table above (or of test_op_table's) passes the float64 gradcheck."""
+    fn, shapes, low, high = case
+    return gradcheck(fn, _inputs(shapes, low, high, chunking, rng), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+# the custom ops' cases (a Function and a map_blocks chunk VJP), shared with test_op_table and
+# test_strict_backend
+class Cube(dg.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return 3 * a ** 2 * g
+
+
+def _cube_block(b):
+    return b ** 3
+
+
+def _cube_block_vjp(g, b):
+    return (3 * b ** 2 * g,)
+
+
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
 @pytest.mark.parametrize("name", list(OPS))
 def test_gradient_matches_central_differences(name, chunking, rng):
-    fn, shapes, low, high = OPS[name]
-    inputs = _inputs(shapes, low, high, chunking, rng)
-    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradchecks(OPS[name], chunking, rng)
 
 
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
@@ -195,12 +221,7 @@ def test_second_derivatives_match_central_differences(name, rng):
 def test_gradgradcheck_catches_a_backward_that_is_not_differentiable():
     from daskgrad.testing import GradcheckError, gradcheck, gradgradcheck
 
-    class DetachedCube(dg.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(a)
-            return a ** 3
-
+    class DetachedCube(Cube):
         @staticmethod
         def backward(ctx, g):
             (a,) = ctx.saved_tensors

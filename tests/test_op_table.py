@@ -10,24 +10,11 @@ import pytest
 import daskgrad as dg
 from daskgrad import graph, ops
 from daskgrad.ops.elementwise import conj, real
-from daskgrad.testing import gradcheck
 
 from conftest import CHUNKINGS_2D, leaf
-from test_grad_ops import OPS, _inputs
+from test_grad_ops import OPS, Cube, _cube_block, _cube_block_vjp, _inputs, gradchecks
 
 M = (6, 4)
-
-
-class Cube(dg.Function):
-    @staticmethod
-    def forward(ctx, a):
-        ctx.save_for_backward(a)
-        return a ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (a,) = ctx.saved_tensors
-        return 3 * a ** 2 * g
 
 
 class SquareAndDouble(dg.Function):
@@ -40,14 +27,6 @@ class SquareAndDouble(dg.Function):
     def backward(ctx, g_square, g_double):
         (a,) = ctx.saved_tensors
         return 2 * a * g_square + 2 * g_double
-
-
-def _cube_block(b):
-    return b ** 3
-
-
-def _cube_block_vjp(g, b):
-    return (3 * b ** 2 * g,)
 
 
 def _filled(a, value):
@@ -90,8 +69,7 @@ GPU_ONLY = {"to_device"}  # moves chunks to cupy and back: gradchecked in tests/
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
 @pytest.mark.parametrize("name", list(EXTRA))
 def test_extra_cases_match_central_differences(name, chunking, rng):
-    fn, shapes, low, high = EXTRA[name]
-    assert gradcheck(fn, _inputs(shapes, low, high, chunking, rng), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradchecks(EXTRA[name], chunking, rng)
 
 
 def _nodes(tensors):

@@ -9,7 +9,7 @@ import daskgrad as dg
 from daskgrad.strict import StrictArray, to_strict
 from daskgrad.testing import gradcheck
 
-from test_grad_ops import OPS, _inputs, same_device
+from test_grad_ops import OPS, Cube, _cube_block, _cube_block_vjp, _inputs, same_device
 
 
 def test_strict_array_refuses_host_conversion_and_host_operands():
@@ -147,26 +147,6 @@ def _api_flows(make):
 
 def _is_strict(t):
     return isinstance(t.array._meta, StrictArray)
-
-
-class Cube(dg.Function):
-    @staticmethod
-    def forward(ctx, t):
-        ctx.save_for_backward(t)
-        return t ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (t,) = ctx.saved_tensors
-        return 3 * t ** 2 * g
-
-
-def _cube_block(b):
-    return b ** 3
-
-
-def _cube_block_vjp(g, b):
-    return (3 * b ** 2 * g,)
 
 
 @pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")

@@ -1,7 +1,7 @@
 """Step 3 of the data flow: the ops, each a table entry (primitive) with its VJP rule beside it.
 
 ``elementwise`` (the rule contract is at its top), ``reductions``, ``shape``,
-``linalg``, ``nn``.  This module also gives :class:`~daskgrad.Tensor` its
+``indexing``, ``linalg``, ``nn``.  This module also gives :class:`~daskgrad.Tensor` its
 operators and methods, in one table, so a method is easy to trace to its op.
 """
 from __future__ import annotations
@@ -11,14 +11,14 @@ from .elementwise import (abs, add, astype, clamp, clip, clone, to_device, cos, 
                           log, log1p, logical_and, logical_or, lt, maximum, minimum, mul, ne, neg, ones_like,
                           pow, relu, sigmoid, sign, sin, softplus, sqrt, square, sub, tan, tanh, truediv,
                           where, zeros_like)
+from .indexing import getitem, setitem
 from .linalg import dot, einsum, matmul, tensordot
 from .nn import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mse_loss, nll_loss,
                  softmax)
 from .reductions import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, norm, prod, std, sum, sum_to,
                          var)
-from .shape import (broadcast_to, concatenate, diff, expand_dims, flatten, flip, getitem, moveaxis, pad,
-                    permute, rechunk, reshape, roll, setitem, split, squeeze, stack, swapaxes, transpose,
-                    unsqueeze)
+from .shape import (broadcast_to, concatenate, diff, expand_dims, flatten, flip, moveaxis, pad, permute, rechunk,
+                    reshape, roll, split, squeeze, stack, swapaxes, transpose, unsqueeze)
 from .stencil import convolve, correlate
 
 __all__ = ["abs", "add", "amax", "amin", "argmax", "argmin", "astype", "binary_cross_entropy_with_logits",

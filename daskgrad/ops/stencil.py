@@ -27,8 +27,9 @@ from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor
 from .elementwise import add
+from .indexing import getitem
 from .reductions import sum as sum_
-from .shape import flip, getitem, pad, rechunk
+from .shape import flip, pad, rechunk
 
 MODES = {"constant": None, "reflect": "reflect", "nearest": "nearest", "wrap": "periodic", "periodic": "periodic"}
 
