@@ -292,7 +292,7 @@ class _Subgraph:
     instead cost ~0.5 ms a chunk on the client.  Here the inner tasks stay as they are and only
     their order is computed (a topological sort of a few tasks)."""
 
-    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs")
+    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs", "drops")
 
     def __init__(self, node):
         import graphlib
@@ -302,6 +302,15 @@ class _Subgraph:
         self.inputs = tuple(zip(inkeys, node.args[3:]))
         order = graphlib.TopologicalSorter({k: [d for d in t.dependencies if d in inner] for k, t in inner.items()})
         self.tasks = tuple(inner[k] for k in order.static_order())
+        last = {}  # each value is dropped after its last reader: a long chain holds one or two chunks
+        for i, t in enumerate(self.tasks):
+            for d in t.dependencies:
+                last[d] = i
+        drops = [[] for _ in self.tasks]
+        for d, i in last.items():
+            if d != self.outkey:
+                drops[i].append(d)
+        self.drops = tuple(map(tuple, drops))
 
     @staticmethod
     def applies(node):
@@ -315,13 +324,15 @@ class _Subgraph:
         from dask._task_spec import TaskRef
 
         local = {k: cache[a.key] if isinstance(a, TaskRef) else a.value for k, a in self.inputs}
-        for t in self.tasks:
+        for t, drop in zip(self.tasks, self.drops):
             local[t.key] = t(local)
+            for d in drop:
+                local.pop(d, None)
         return local[self.outkey]
 
     def __reduce__(self):
         return (_Subgraph._restore, (self.key, self.dependencies, self.data_producer, self.tasks, self.outkey,
-                                     self.inputs))
+                                     self.inputs, self.drops))
 
     @staticmethod
     def _restore(*state):

@@ -214,3 +214,34 @@ def test_fused_tasks_merge_the_annotations_of_their_parts():
     fused = {r[0] for r in readers(arrays, X).values()}
     (layer,) = [layer for layer in hlg.layers.values() if fused & set(layer)]
     assert fused <= set(layer) and layer.annotations == {"retries": 2, "resources": {"GPU": 1}}
+
+
+def test_a_blockwise_chain_inside_a_fused_task_frees_each_temporary_after_its_last_reader():
+    """A Blockwise-fused chain joins a chunk's task whole and runs its inner tasks in an order
+    computed on the client: it must still free each intermediate chunk as soon as it is read, or a
+    30-op chain would hold 30 chunks at once."""
+    import tracemalloc
+
+    import dask.array as da
+    from dask._task_spec import Task, _execute_subgraph
+    from dask.blockwise import optimize_blockwise
+
+    from daskgrad import fusion
+
+    x = da.from_array(np.random.default_rng(0).standard_normal(1_000_000), chunks=-1)  # 8 MB
+    y = x
+    for i in range(30):
+        y = da.tanh(y) if i % 2 else y * 0.9 + 0.05
+    graph = convert_legacy_graph(dict(optimize_blockwise(y.dask, keys=list(flatten(y.__dask_keys__())))))
+    (task,) = [t for t in graph.values() if isinstance(t, Task) and t.func is _execute_subgraph]
+    assert fusion._Subgraph.applies(task)
+    sub = fusion._Subgraph(task)
+    inputs = {k: graph[k]({}) for k in task.dependencies}
+    tracemalloc.start()
+    try:
+        out = sub(inputs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(out, y.compute())
+    assert peak < 4 * x.nbytes, peak / x.nbytes
