@@ -295,13 +295,19 @@ class _Subgraph:
     __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs", "drops")
 
     def __init__(self, node):
-        import graphlib
-
         inner, self.outkey, inkeys = node.args[:3]
         self.key, self.dependencies, self.data_producer = node.key, node.dependencies, node.data_producer
         self.inputs = tuple(zip(inkeys, node.args[3:]))
-        order = graphlib.TopologicalSorter({k: [d for d in t.dependencies if d in inner] for k, t in inner.items()})
-        self.tasks = tuple(inner[k] for k in order.static_order())
+        order, seen, stack = [], set(), [(self.outkey, False)]  # depth-first post-order from the output
+        while stack:
+            k, done = stack.pop()
+            if done:
+                order.append(inner[k])
+            elif k not in seen:
+                seen.add(k)
+                stack.append((k, True))
+                stack.extend((d, False) for d in inner[k].dependencies if d in inner and d not in seen)
+        self.tasks = tuple(order)
         last = {}  # each value is dropped after its last reader: a long chain holds one or two chunks
         for i, t in enumerate(self.tasks):
             for d in t.dependencies:
