@@ -37,8 +37,9 @@ def _as_tuple(x):
 
 
 def _implicit_ones(out):
-    """The gradient of a one-element output: a one-chunk ones array, as one task made here (``da.ones``
-    spends ~2 ms a call on tokenizing and meta inference, a tenth of a small step's client time)."""
+    """The gradient of a one-element output: ones in one chunk of the output's array type, built
+    directly (``da.ones`` spends ~2 ms a call on tokenizing and meta inference, a tenth of a small
+    step's client time)."""
     a = out.array
     if a.npartitions != 1:
         return ones_like(out)
