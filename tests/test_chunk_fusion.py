@@ -59,8 +59,8 @@ def unfused(step):
 
 def logreg_data(n=4000, d=5, chunks=500):
     rng = np.random.default_rng(0)
-    X = dg.from_array(rng.standard_normal((n, d)), chunks=(chunks, d)).persist()
-    y = dg.from_array((rng.random(n) < 0.5).astype(float), chunks=chunks).persist()
+    X = dg.from_array(rng.standard_normal((n, d)), chunks=(chunks, d))
+    y = dg.from_array((rng.random(n) < 0.5).astype(float), chunks=chunks)
     return X, y, rng.standard_normal(d)
 
 
@@ -86,8 +86,8 @@ def test_logistic_regression_gradient_reads_each_chunk_of_x_and_y_in_one_task(op
 
 def test_mlp_training_step_reads_each_chunk_once_and_updates_the_same(optimized):
     rng = np.random.default_rng(1)
-    X = dg.from_array(rng.standard_normal((600, 4)), chunks=(100, 4)).persist()
-    t = dg.from_array(rng.integers(0, 3, 600), chunks=100).persist()
+    X = dg.from_array(rng.standard_normal((600, 4)), chunks=(100, 4))
+    t = dg.from_array(rng.integers(0, 3, 600), chunks=100)
     init = [rng.standard_normal((4, 8)), np.zeros(8), rng.standard_normal((8, 3)), np.zeros(3)]
 
     def step():
