@@ -18,6 +18,7 @@ from .ops import __all__ as _ops_all
 from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress
 from .memory import estimate_memory
+from .lost import LostTensorError
 from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
 
 

@@ -262,7 +262,7 @@ class Tensor:
 
     def persist(self) -> "Tensor":
         """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
-        (self._storage.array,) = runtime.persist([self.array])
+        (self._storage.array,) = runtime.persist([self.array], keep=slice(0, 1))
         return self
 
     def numpy(self):

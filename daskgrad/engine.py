@@ -429,7 +429,8 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
     flags = nan_flags(nan_checks)
     out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward",
-                          store=[t._storage for t in list(roots) + [t for t, _ in new_grads]])
+                          store=[t._storage for t in list(roots) + [t for t, _ in new_grads]],
+                          keep=slice(0, len(arrays) + len(saved)))  # all the user holds
     raise_for_nan(nan_checks, out[len(out) - len(flags):])
     grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
                                        out[len(arrays):len(arrays) + len(saved)])

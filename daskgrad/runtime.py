@@ -36,13 +36,15 @@ def set_progress(enabled: bool = True) -> None:
     _progress["enabled"] = bool(enabled)
 
 
-def persist(arrays, *, phase: str = "compute", store=()):
+def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     """Persist ``arrays`` in one submission and return them once they are in memory.
 
     The same submission computes the storages in ``store`` (values the user holds and will read
     again, e.g. the loss a backward computes) and every storage that an in-place write left lazy
     (:func:`mark_pending`), and swaps the results in: a parameter updated once per step never
-    grows a lineage of updates (each step would recompute all earlier ones).
+    grows a lineage of updates (each step would recompute all earlier ones).  On a cluster the
+    stored values and ``arrays[keep]`` (saved values of a retained graph) are held on two workers
+    (:mod:`daskgrad.replicas`).
     """
     arrays = list(arrays)
     with _lock:
@@ -52,9 +54,10 @@ def persist(arrays, *, phase: str = "compute", store=()):
     if not arrays and not stores:
         return []
     out = _submit(arrays + [a for _, a in stores], phase)
-    client = current_client() if stores else None
-    if client is not None:
-        out[len(arrays):] = [_without_lineage(client, a) for a in out[len(arrays):]]
+    client = current_client()
+    if client is not None and (stores or keep.stop > keep.start):
+        out[len(arrays):] = [_without_lineage(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
+        _keep(client, [k for a in out[keep] for k in _flat_keys(a)])
     for (st, old), new in zip(stores, out[len(arrays):]):
         with _lock:
             if st.array is old:  # unless another thread wrote it meanwhile
@@ -64,53 +67,62 @@ def persist(arrays, *, phase: str = "compute", store=()):
     return out[:len(arrays)]
 
 
-def _without_lineage(client, arr):
-    """``arr`` (persisted) under new keys that the scheduler holds as plain data, as if scattered.
+def _without_lineage(client, arr, storage):
+    """``arr`` (persisted) under new keys that the scheduler holds as plain data, as if scattered,
+    on two workers.
 
     The scheduler keeps the (released) tasks a key in memory was computed from, to recompute it if
     a worker dies; a parameter updated once per step would make that lineage grow by every step's
-    tasks.  The chunks are not copied or moved: each worker files the same object under the new key.
+    tasks.  The chunks are not copied or moved: each worker files the same object under the new key
+    (then one copy goes to a second worker).  The names are the client's own: two clients training
+    identical models on one cluster must not release each other's values.
     """
-    from dask.core import flatten
-    from dask.highlevelgraph import HighLevelGraph
-    from distributed import Future
+    from distributed import Future, wait
 
+    keys = _flat_keys(arr)
     graph = dict(arr.dask)
-    keys = list(flatten(arr.__dask_keys__()))
-    name = "stored-" + arr.name
+    name = f"stored-{_client_token(client)}-{arr.name}"
     renamed = {k: (name,) + tuple(k[1:]) for k in keys}
-    who_has, nbytes, todo = {}, {}, keys
-    # a replica can be dropped (the active memory manager) between asking who holds a key and
-    # filing it: every holder files what it still has, and what none had is asked about again
-    for _ in range(3):
+    futures = [graph[k] for k in keys]
+    todo, held = keys, set()
+    # a worker can die (its chunks are then recomputed from values still held) or a replica be
+    # dropped between asking who holds a key and filing it: what no holder filed is asked again
+    for _ in range(10):
+        wait([f for f in futures if f.key in todo])
         owners = client.who_has([graph[k] for k in todo])
         by_worker = {}
         for k in todo:
             for worker in owners.get(k, ()):
                 by_worker.setdefault(worker, []).append((k, renamed[k]))
-        for worker, pairs in by_worker.items():
-            for new, size in client.run(_file_under, pairs, workers=[worker])[worker].items():
-                who_has.setdefault(new, []).append(worker)
-                nbytes[new] = size
-        todo = [k for k in todo if renamed[k] not in who_has]
+        filed = client.run(_file_under, by_worker, workers=list(by_worker), on_error="return")
+        who_has, nbytes = {}, {}
+        for worker, sizes in filed.items():
+            if isinstance(sizes, dict):
+                for new, size in sizes.items():
+                    who_has.setdefault(new, []).append(worker)
+                    nbytes[new] = size
+        filed = list(who_has)
+        held.update(k for k, n in zip(filed, _keep(client, filed, who_has, nbytes)) if n)
+        todo = [k for k in todo if renamed[k] not in held]
         if not todo:
             break
     else:  # keep the computed keys (and their lineage) rather than lose a value
         for worker in {w for ws in who_has.values() for w in ws}:
             client.run(_unfile, list(who_has), workers=[worker])
         return arr
-    client.sync(client.scheduler.update_data, who_has=who_has, nbytes=nbytes, client=client.id)
     futures = {}
     for new in renamed.values():
         futures[new] = Future(new, client)
         client.futures[new].finish()
+    _kept_names[name] = storage
     return da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
 
 
-def _file_under(pairs, dask_worker=None):
+def _file_under(pairs_by_worker, dask_worker=None):
     """On a worker: the chunks it still holds, the same objects, under new keys; their sizes."""
     from dask.sizeof import sizeof
 
+    pairs = pairs_by_worker.get(dask_worker.address, ())
     data = {new: dask_worker.data[old] for old, new in pairs if old in dask_worker.data}
     dask_worker.update_data(data=data)
     return {new: sizeof(v) for new, v in data.items()}
@@ -121,22 +133,103 @@ def _unfile(keys, dask_worker=None):
         dask_worker.data.pop(k, None)
 
 
+def _keep(client, keys, who_has=None, nbytes=None):
+    """Hold ``keys`` on two workers (:class:`daskgrad.replicas.Keeper`, installed on first use and
+    after a scheduler restart); returns how many workers hold each, in order."""
+    from . import replicas
+
+    if not keys:
+        return []
+    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id)
+    scheduler = (client.id, getattr(client, "_scheduler_identity", {}).get("id"))
+    if scheduler not in _installed:
+        replicas.install(client)
+        _installed.add(scheduler)
+    try:
+        held = client.sync(client.scheduler.daskgrad_keep, **call)
+    except ValueError as e:  # "No handler daskgrad_keep found" (or None, depending on the version)
+        held = None
+        if "daskgrad_keep" not in str(e):
+            raise
+    if held is None:
+        replicas.install(client)
+        held = client.sync(client.scheduler.daskgrad_keep, **call)
+    return list(held)
+
+
+_tokens = {}
+_installed = set()  # (client, scheduler) pairs whose scheduler has the Keeper
+
+
+def _client_token(client):
+    from dask.base import tokenize
+
+    if client.id not in _tokens:
+        _tokens[client.id] = tokenize(client.id)[:8]
+    return _tokens[client.id]
+
+
+_kept_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)
+
+
 def _submit(arrays, phase):
-    arrays = _optimize(arrays)
+    given, arrays = arrays, _optimize(arrays)
     client = current_client()
     if client is None:
         with _local_progress(), _one_blas_thread_per_task():
             return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
 
+    _raise_if_lost(given, arrays[0].dask)  # before submitting: dask would name internal keys, later
     with span("daskgrad", phase):
         out = client.persist(arrays, optimize_graph=False)
     if _progress["enabled"]:
         from distributed import progress
 
         progress(out)
-    wait(out)
+    try:
+        wait(out)
+    except Exception as e:  # "lost dependencies": lost while the submission ran
+        _raise_if_lost(given, arrays[0].dask, e)
+        raise
     return list(out)
+
+
+def _data_futures(hlg):
+    """The distributed Futures that ``hlg``'s in-memory layers hold (a submission's inputs)."""
+    from dask._task_spec import DataNode
+
+    for layer in hlg.layers.values():
+        if _holds_data(layer):
+            for v in layer.values():
+                v = v.value if isinstance(v, DataNode) else v
+                if type(v).__name__ == "Future":
+                    yield v
+
+
+def _raise_if_lost(arrays, hlg, cause=None):
+    """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of ``hlg`` (the
+    submission of ``arrays``): the kept values, and the ``arrays`` (a parameter's pending update,
+    say) that can no longer be computed from them."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    from . import lost
+
+    futures = list(_data_futures(hlg))
+    dead = {f.key for f in futures if lost.dead(f)}
+    if cause is not None and futures:  # the client may not have heard yet: ask who holds them
+        held = futures[0].client.who_has(futures)
+        dead |= {f.key for f in futures if not held.get(f.key)}
+    if not dead:
+        return
+    names = {k[0] if isinstance(k, tuple) else k for k in dead}
+    for a in arrays:
+        layers = {n: layer for n, layer, _ in _flat_layers(a.dask)}
+        if any(f.key in dead for f in _data_futures(HighLevelGraph(layers, {n: set() for n in layers}))):
+            names.add(a.name)
+    shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
+    shapes.update((a.name, a) for a in arrays if a.name in names)
+    raise lost.LostTensorError(lost.describe(names, shapes)) from cause
 
 
 _blas = {}
@@ -385,7 +478,8 @@ def values(tensors, **kwargs):
         saved = [v for n in nodes for v in (n._saved or {}).values()
                  if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
         olds = [t.array for t in todo]
-        out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute")
+        out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute",
+                      keep=slice(0, len(olds) + len(saved)))
         for s, arr in zip(saved, out[len(todo):]):
             if s.storage.array.name == s.data.name:  # the tensor it was saved from still holds that
                 s.storage.array = arr                 # value: later ops on it build on memory
@@ -409,6 +503,7 @@ def _gather(arr):
     blocks = [b.value if isinstance(b, DataNode) else b for b in (graph[k] for k in flatten(keys))]
     futures = [b for b in blocks if type(b).__name__ == "Future"]
     if futures:
+        _raise_if_lost([arr], arr.dask)
         got = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
         blocks = [got[b.key] if type(b).__name__ == "Future" else b for b in blocks]
     it = iter(blocks)

@@ -1,0 +1,106 @@
+"""Two copies of every value daskgrad keeps on a cluster, so losing one worker loses nothing.
+
+Parameters, optimizer state, ``.grad``, a backward's loss value and the saved values of retained
+graphs are held on the workers between submissions.  The stored ones have no lineage (it would
+grow by a step every step), so Dask cannot recompute them: a single copy dies with its worker.
+:class:`Keeper`, a scheduler plugin, keeps each such key on two workers:
+
+* ``keep`` (one RPC per submission, from :func:`daskgrad.runtime.persist`) files the keys the
+  client stored and copies each to a second worker before the client lets go of the previous
+  values, so at every moment each value has two holders;
+* after a worker leaves (or joins, when only one was left) the surviving copies are copied again;
+* distributed's Active Memory Manager, which drops every replica nobody is waiting for, spares
+  the kept keys.
+
+This module imports nothing from daskgrad: it is pickled by value into the scheduler, so a
+scheduler started without daskgrad installed protects the values all the same.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from distributed.active_memory_manager import ReduceReplicas
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+COPIES = 2
+NAME = "daskgrad-keeper"
+
+
+class SparingReduceReplicas(ReduceReplicas):
+    """distributed's ReduceReplicas, except for the keys daskgrad keeps twice."""
+
+    def __init__(self, kept):
+        super().__init__()
+        self.kept = kept
+
+    def run(self):
+        for suggestion in super().run():
+            if suggestion.ts.key not in self.kept:
+                yield suggestion
+
+
+class Keeper(SchedulerPlugin):
+    name = NAME
+
+    def __init__(self):
+        self.kept = set()
+        self._repairs = set()
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+        scheduler.handlers["daskgrad_keep"] = self.keep
+        amm = scheduler.extensions.get("amm")
+        for policy in list(getattr(amm, "policies", ())):
+            if type(policy) is ReduceReplicas:
+                amm.policies.discard(policy)
+                amm.add_policy(SparingReduceReplicas(self.kept))
+
+    async def keep(self, keys, who_has=None, nbytes=None, client=None):
+        """File ``who_has`` (keys the client re-filed on workers, as ``update_data``) and hold every
+        key of ``keys`` on two workers; returns how many workers hold each key, in order (a list:
+        tuple keys do not survive msgpack as mapping keys)."""
+        s = self.scheduler
+        if who_has:
+            running = {ws.address for ws in s.running}  # a filing worker may have died since
+            who_has = {k: [w for w in ws if w in running] for k, ws in who_has.items()}
+            who_has = {k: ws for k, ws in who_has.items() if ws}
+            if who_has:
+                s.update_data(who_has=who_has, nbytes={k: nbytes[k] for k in who_has}, client=client)
+        keys = [k if isinstance(k, str) else tuple(k) for k in keys]
+        present = [k for k in keys if k in s.tasks and s.tasks[k].who_has]
+        self.kept.update(present)
+        if len(self.kept) > 4 * len(present) + 1000:  # forget keys released since (not every call)
+            self.kept.intersection_update(s.tasks)
+        if present and len(s.running) > 1:
+            await s.replicate(keys=present, n=COPIES, delete=False)
+        return [len(s.tasks[k].who_has) if k in s.tasks else 0 for k in keys]
+
+    def remove_worker(self, scheduler, worker, **kwargs):
+        self._repair_soon()
+
+    def add_worker(self, scheduler, worker):
+        self._repair_soon()
+
+    def _repair_soon(self):
+        task = asyncio.get_running_loop().create_task(self._repair())
+        self._repairs.add(task)
+        task.add_done_callback(self._repairs.discard)
+
+    async def _repair(self):
+        s = self.scheduler
+        await asyncio.sleep(0)  # after the worker's removal has been filed
+        self.kept.intersection_update(s.tasks)
+        want = min(COPIES, len(s.running))
+        short = [k for k in self.kept if s.tasks[k].state == "memory" and len(s.tasks[k].who_has) < want]
+        if short:
+            await s.replicate(keys=short, n=COPIES, delete=False)
+
+
+def install(client):
+    """Register :class:`Keeper` on ``client``'s scheduler (again after a scheduler restart)."""
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    client.register_plugin(Keeper(), name=NAME)

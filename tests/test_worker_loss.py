@@ -1,0 +1,212 @@
+"""A lost worker costs a recompute, never the model: real `dask scheduler` / `dask worker`
+processes on 127.0.0.1, workers killed with SIGKILL, training written as users write it.
+
+Every value daskgrad keeps between submissions (parameters, optimizer state, ``.grad``, the
+loss value, retained graphs) is held on two workers; the final parameters and optimizer state
+must equal a run without faults exactly (float64, fixed seeds).
+"""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import nn, optim
+
+from test_cluster_processes import Processes
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420), pytest.mark.filterwarnings("ignore::UserWarning")]
+
+
+@pytest.fixture
+def three_workers():
+    procs = Processes([[], [], []])
+    client = procs.client()
+    yield procs, client
+    client.close()
+    procs.close()
+
+
+def worker_pids(client):
+    """Worker process ids (the CLI process is the nanny: killing the worker lets it restart one)."""
+    return client.run(os.getpid)
+
+
+def kill_worker(client):
+    """SIGKILL one worker process; returns once the scheduler has noticed."""
+    pids = worker_pids(client)
+    victim = sorted(pids)[0]
+    os.kill(pids[victim], signal.SIGKILL)
+    deadline = time.time() + 30
+    while victim in client.scheduler_info()["workers"]:
+        assert time.time() < deadline, "the scheduler did not notice the killed worker"
+        time.sleep(0.05)
+    return victim
+
+
+def plain_loop(steps, on_step=lambda step: None):
+    """The README's loop: ``w -= lr * w.grad`` under no_grad, ``w.grad = None``, the loss logged."""
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((400, 6)), chunks=(100, 6))
+    y = dg.from_array(rng.standard_normal(400), chunks=100)
+    w = dg.zeros(6, requires_grad=True)
+    history = []
+    for step in range(steps):
+        on_step(step)
+        loss = dg.mse_loss(X @ w, y)
+        loss.backward()
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+        history.append(loss.item())
+    return w.detach().numpy(), history
+
+
+def adam_loop(steps, on_step=lambda step: None):
+    """nn.Sequential + MSELoss + Adam, as in torch."""
+    dg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((200, 10)), chunks=(50, 10))
+    y = dg.from_array(rng.standard_normal((200, 1)), chunks=(50, 1))
+    model = nn.Sequential(nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 1)).double()
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(steps):
+        on_step(step)
+        opt.zero_grad()
+        loss = nn.MSELoss()(model(X), y)
+        loss.backward()
+        opt.step()
+    return model, opt
+
+
+def state(model, opt):
+    """Parameters and every optimizer state tensor, as NumPy arrays."""
+    out = [p.detach().numpy() for p in model.parameters()]
+    for s in opt.state_dict()["state"].values():
+        out += [v.numpy() if isinstance(v, dg.Tensor) else np.float64(v) for _, v in sorted(s.items())]
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.fixture(scope="module")
+def adam_reference():
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        return state(*adam_loop(30))
+
+
+def test_plain_loop_survives_a_worker_killed_between_steps(three_workers):
+    procs, client = three_workers
+    with __import__("dask").config.set(scheduler="sync"):
+        want_w, want_hist = plain_loop(20)
+    got_w, got_hist = plain_loop(20, on_step=lambda s: s == 10 and kill_worker(client))
+    np.testing.assert_array_equal(got_w, want_w)
+    assert got_hist == want_hist
+
+
+def test_adam_loop_survives_a_worker_killed_between_steps(three_workers, adam_reference):
+    procs, client = three_workers
+    got = state(*adam_loop(30, on_step=lambda s: s == 15 and kill_worker(client)))
+    assert_same(got, adam_reference)
+
+
+def test_adam_loop_survives_a_worker_killed_during_a_backward(three_workers, adam_reference):
+    procs, client = three_workers
+    killed, killer = [], threading.Timer(0.15, lambda: killed.append(kill_worker(client)))
+
+    def arm(step):
+        if step == 10:  # SIGKILL from another thread while the steps run
+            killer.start()
+
+    got = state(*adam_loop(30, on_step=arm))
+    killer.join()
+    assert killed and killed[0] not in client.scheduler_info()["workers"]  # (a nanny starts a new one)
+    assert_same(got, adam_reference)
+
+
+def test_retained_graph_and_held_grad_survive_a_killed_worker(three_workers):
+    procs, client = three_workers
+    rng = np.random.default_rng(1)
+    x = dg.from_array(rng.standard_normal(40), chunks=5, requires_grad=True)
+    w = dg.from_array(rng.standard_normal(40), chunks=5, requires_grad=True)
+    z = (dg.exp(x * w) * x).sum()
+    z.backward(retain_graph=True)
+    kill_worker(client)  # while the retained graph and both .grad values are held
+    xv, wv = x.detach().numpy(), w.detach().numpy()
+    gx, gw = x.grad.numpy(), w.grad.numpy()
+    np.testing.assert_allclose(gx, np.exp(xv * wv) * (1 + xv * wv))
+    np.testing.assert_allclose(gw, np.exp(xv * wv) * xv * xv)
+    z.backward()  # through the graph retained before the kill
+    np.testing.assert_allclose(x.grad.numpy(), 2 * gx)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * gw)
+    assert z.item() == pytest.approx(float((np.exp(xv * wv) * xv).sum()))
+
+
+def test_adam_loop_survives_workers_killed_repeatedly_while_nannies_restart_them(three_workers):
+    procs, client = three_workers
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        want = state(*adam_loop(200))
+    killed = []
+
+    def every_20th(step):
+        if step and step % 20 == 0:
+            pids = worker_pids(client)
+            victim = sorted(pids)[(step // 20) % len(pids)]
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+
+    got = state(*adam_loop(200, on_step=every_20th))
+    assert len(killed) == 9
+    assert_same(got, want)
+
+
+def test_losing_both_copies_names_the_lost_tensors_and_the_checkpoint_recipe(three_workers):
+    procs, client = three_workers
+    model, opt = adam_loop(3)
+    pids = worker_pids(client)
+    for address in sorted(pids)[:2]:  # two of three: some values had both copies there
+        os.kill(pids[address], signal.SIGKILL)
+    deadline = time.time() + 30
+    while len(client.scheduler_info()["workers"]) > 1 and time.time() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(dg.LostTensorError, match="Checkpoint and resume") as info:
+        for _ in range(3):  # the loop goes on as users write it
+            X = dg.from_array(np.ones((4, 10)))
+            loss = model(X).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    text = str(info.value)
+    assert "parameter '" in text and "FutureCancelledError" not in text
+    assert all(name.startswith(("parameter '", "Adam state", "a tensor", "cluster data", "0.", "2."))
+               or "computed from" in name for name in info.value.names)
+
+
+def test_a_restarted_scheduler_raises_lost_tensor_error_on_next_use():
+    procs = Processes([[], []])
+    try:
+        client = procs.client()
+        w = dg.zeros(6, requires_grad=True)
+        (w * 2.0).sum().backward()
+        w.grad.numpy()
+        procs.procs[0].send_signal(signal.SIGKILL)  # the scheduler
+        procs.procs[0].wait()
+        deadline = time.time() + 30
+        while client.status == "running" and time.time() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(dg.LostTensorError, match=r"\.grad|a tensor of shape \(6,\)"):
+            w.grad.numpy()
+        client.close(timeout=5)
+    finally:
+        procs.close()
