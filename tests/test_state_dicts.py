@@ -1,0 +1,150 @@
+"""State dicts, module walks and size checks against torch (issue 16): tied weights and shared modules
+under every name, loads that change nothing when they fail, torch's errors for bad indices and sizes."""
+import copy
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import nn, optim
+
+
+def _raised(fn):
+    with pytest.raises(Exception) as err:
+        fn()
+    return type(err.value), str(err.value)
+
+
+def _gpt(m, **kw):
+    """GPT-2's weight tying: the output head reuses the embedding matrix."""
+    class GPT(m.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.ln = m.Embedding(5, 3, **kw), m.LayerNorm(3, **kw)
+            self.head = m.Linear(3, 5, bias=False, **kw)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.head(self.ln(self.emb(idx)))
+
+    return GPT()
+
+
+def test_tied_weights_state_dict_and_load_keep_the_tie_as_torch():
+    torch = pytest.importorskip("torch")
+    model, tmodel = _gpt(nn, dtype="float64"), _gpt(torch.nn).double()
+    sd = model.state_dict()
+    assert list(sd) == list(tmodel.state_dict()) == ["emb.weight", "ln.weight", "ln.bias", "head.weight"]
+    assert sd["head.weight"]._storage is sd["emb.weight"]._storage
+    assert [n for n, _ in model.named_parameters()] == [n for n, _ in tmodel.named_parameters()]
+
+    result = model.load_state_dict(tmodel.state_dict())
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert model.head.weight is model.emb.weight
+    np.testing.assert_array_equal(model.head.weight.detach().numpy(), tmodel.emb.weight.detach().numpy())
+
+    idx = np.array([[0, 4, 2], [1, 1, 3]])
+    opt, topt = optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(tmodel.parameters(), lr=0.1)
+    model(dg.from_array(idx, chunks=(1, 3))).sum().backward()
+    tmodel(torch.tensor(idx)).sum().backward()
+    opt.step()
+    topt.step()
+    after = model.state_dict()
+    for k, v in tmodel.state_dict().items():
+        np.testing.assert_allclose(after[k].numpy(), v.numpy(), rtol=1e-12, err_msg=k)
+
+    fresh = _gpt(nn, dtype="float64")
+    fresh.load_state_dict(after)  # our own dict, strictly
+    assert fresh.head.weight is fresh.emb.weight
+    np.testing.assert_array_equal(fresh.emb.weight.detach().numpy(), after["emb.weight"].numpy())
+
+
+def test_load_without_the_tied_name_reports_it_missing_as_torch():
+    torch = pytest.importorskip("torch")
+    model, tmodel = _gpt(nn), _gpt(torch.nn)
+    sd = {k: v for k, v in tmodel.state_dict().items() if k != "head.weight"}
+    assert _raised(lambda: model.load_state_dict(sd)) == _raised(lambda: tmodel.load_state_dict(sd))
+    assert model.load_state_dict(sd, strict=False) == tuple(tmodel.load_state_dict(sd, strict=False))
+
+
+def _shared(m, param):
+    """A child module and a parameter, each registered under two names."""
+    class Shared(m.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = m.Parameter(param)
+            self.v = self.w
+            self.a = m.Sequential(m.Linear(2, 2), m.ReLU())
+            self.b = self.a
+            self.c = m.Linear(2, 1)
+
+    return Shared()
+
+
+def _walks(model):
+    names = lambda it: [n for n, _ in it]  # noqa: E731
+    return {
+        "children": names(model.named_children()),
+        "modules": names(model.named_modules()),
+        "modules_all": names(model.named_modules(remove_duplicate=False)),
+        "modules_prefix": names(model.named_modules(prefix="m")),
+        "n_modules": [len(list(model.modules())), len(list(model.modules(remove_duplicate=False)))],
+        "params": names(model.named_parameters()),
+        "params_all": names(model.named_parameters(remove_duplicate=False)),
+        "params_local": names(model.named_parameters(recurse=False, remove_duplicate=False)),
+        "params_prefix": names(model.named_parameters(prefix="pre")),
+        "n_params": len(list(model.parameters())),
+        "n_children": len(list(model.children())),
+        "state_dict": list(model.state_dict()),
+        "state_dict_prefix": list(model.state_dict(prefix="p.")),
+    }
+
+
+def test_shared_modules_and_parameters_walk_and_save_as_torch():
+    torch = pytest.importorskip("torch")
+    model, tmodel = _shared(nn, np.zeros(2, dtype=np.float32)), _shared(torch.nn, torch.zeros(2))
+    assert _walks(model) == _walks(tmodel)
+    lin = nn.Linear(2, 2)
+    seq, tlin = nn.Sequential(lin, nn.ReLU(), lin), torch.nn.Linear(2, 2)
+    tseq = torch.nn.Sequential(tlin, torch.nn.ReLU(), tlin)
+    assert list(seq.state_dict()) == list(tseq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert [n for n, _ in seq.named_children()] == [n for n, _ in tseq.named_children()] == ["0", "1"]
+    seq.load_state_dict(tseq.state_dict())
+    np.testing.assert_array_equal(seq[2].weight.detach().numpy(), tlin.weight.detach().numpy())
+
+
+def test_load_state_dict_errors_have_torch_types_texts_and_key_order():
+    torch = pytest.importorskip("torch")
+    model, tmodel = _shared(nn, np.zeros(2, dtype=np.float32)), _shared(torch.nn, torch.zeros(2))
+    extra = {"a.0.x": torch.zeros(1), "y": torch.zeros(1), "c.weight.z": torch.zeros(1), "a": torch.zeros(1)}
+    sd = {**tmodel.state_dict(), **extra}
+    assert _raised(lambda: model.load_state_dict(sd)) == _raised(lambda: tmodel.load_state_dict(sd))
+    assert model.load_state_dict(sd, strict=False) == tuple(tmodel.load_state_dict(sd, strict=False))
+    assert _raised(lambda: model.load_state_dict([1])) == _raised(lambda: tmodel.load_state_dict([1]))
+    listed = {**tmodel.state_dict(), "c.weight": [[1.0, 2.0]]}
+    assert _raised(lambda: model.load_state_dict(listed)) == _raised(lambda: tmodel.load_state_dict(listed))
+
+
+def _values(model):
+    return {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+
+def test_failed_module_load_changes_nothing():
+    """torch copies every parameter that fits before it raises; daskgrad checks them all first."""
+    torch = pytest.importorskip("torch")
+    model = _gpt(nn)
+    params, before = [id(p) for p in model.parameters()], _values(model)
+    good = {k: torch.full(tuple(v.shape), 7.0) for k, v in before.items()}
+    bad_shape = {**good, "head.weight": torch.zeros(5, 4)}
+    not_a_tensor = {**good, "ln.bias": [0.0, 0.0, 0.0]}
+    missing = {k: v for k, v in good.items() if k != "ln.bias"}
+    for sd in (bad_shape, not_a_tensor, missing):
+        tmodel = _gpt(torch.nn)
+        expected = _raised(lambda: tmodel.load_state_dict(sd))
+        assert _raised(lambda: model.load_state_dict(sd)) == expected
+        assert (tmodel.ln.weight == 7).all()  # torch: loaded in part
+        assert [id(p) for p in model.parameters()] == params and model.head.weight is model.emb.weight
+        for k, v in _values(model).items():
+            np.testing.assert_array_equal(v, before[k], err_msg=k)
+
+
