@@ -148,3 +148,95 @@ def test_failed_module_load_changes_nothing():
             np.testing.assert_array_equal(v, before[k], err_msg=k)
 
 
+def _adam_after_a_step():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    opt = optim.Adam([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.01}])
+    model(dg.ones(4, 3, chunks=2)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def _opt_snapshot(opt):
+    """Everything a load may change: the state's objects and values, the groups' settings and parameters."""
+    state = {id(p): {k: (v, v.numpy().copy() if isinstance(v, dg.Tensor) else v) for k, v in s.items()}
+             for p, s in opt._state_items()}
+    groups = [({k: v for k, v in g.items() if k != "params"}, [id(p) for p in g["params"]]) for g in opt.param_groups]
+    return state, copy.deepcopy(groups)
+
+
+def _assert_unchanged(opt, snapshot):
+    state, groups = snapshot
+    now_state, now_groups = _opt_snapshot(opt)
+    assert now_groups == groups
+    assert {i: list(s) for i, s in now_state.items()} == {i: list(s) for i, s in state.items()}
+    for i, s in state.items():
+        for k, (obj, value) in s.items():
+            assert now_state[i][k][0] is obj
+            np.testing.assert_array_equal(now_state[i][k][1], value)
+
+
+def _wrong_exp_avg(sd):
+    sd["state"][1]["exp_avg"] = np.zeros(1, dtype=np.float32)  # a (1,) moment for a (2,) bias
+
+
+def _wrong_group_size(sd):
+    sd["param_groups"][1]["params"] = [2, 3, 4]
+
+
+def _wrong_group_count(sd):
+    del sd["param_groups"][1]
+
+
+def _step_not_a_scalar(sd):
+    sd["state"][3]["step"] = np.array([1.0, 2.0])
+
+
+@pytest.mark.parametrize("spoil, error, text", [
+    (_wrong_exp_avg, ValueError, "loaded state dict has exp_avg of shape [1] for a parameter of shape [2]"),
+    (_wrong_group_size, ValueError, "loaded state dict contains a parameter group that doesn't match the size of "
+                                    "optimizer's group"),
+    (_wrong_group_count, ValueError, "loaded state dict has a different number of parameter groups"),
+    (_step_not_a_scalar, ValueError, None),
+], ids=["exp_avg_shape", "group_size", "group_count", "step_not_scalar"])
+def test_failed_optimizer_load_changes_nothing(spoil, error, text):
+    model, opt = _adam_after_a_step()
+    sd = copy.deepcopy(opt.state_dict())
+    for g in sd["param_groups"]:
+        g["lr"] = 0.5  # a group update that must not land
+    spoil(sd)
+    snapshot = _opt_snapshot(opt)
+    with pytest.raises(error) as err:
+        opt.load_state_dict(sd)
+    assert text is None or str(err.value) == text
+    _assert_unchanged(opt, snapshot)
+    assert [g["lr"] for g in opt.param_groups] == [1e-3, 0.01]
+
+
+def test_torch_loads_a_wrong_shaped_moment_and_fails_at_the_next_step():
+    """Why daskgrad raises at load time: torch takes a wrong-shaped ``exp_avg`` silently and breaks the
+    next ``step()``; daskgrad's ``copy_`` would broadcast a (1,) moment and train on with it."""
+    torch = pytest.importorskip("torch")
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.Adam([p])
+    p.grad = torch.ones(2)
+    opt.step()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0]["exp_avg"] = torch.zeros(1)
+    opt.load_state_dict(sd)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        opt.step()
+
+
+def test_sgd_momentum_buffer_of_the_wrong_shape_is_refused_at_load():
+    model = nn.Linear(3, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(dg.ones(4, 3, chunks=2)).sum().backward()
+    opt.step()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][0]["momentum_buffer"] = np.zeros((3, 2), dtype=np.float32)  # transposed
+    snapshot = _opt_snapshot(opt)
+    with pytest.raises(ValueError, match=r"momentum_buffer of shape \[3, 2\] for a parameter of shape \[2, 3\]"):
+        opt.load_state_dict(sd)
+    _assert_unchanged(opt, snapshot)
+
+
