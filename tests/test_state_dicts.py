@@ -240,3 +240,18 @@ def test_sgd_momentum_buffer_of_the_wrong_shape_is_refused_at_load():
     _assert_unchanged(opt, snapshot)
 
 
+@pytest.mark.parametrize("bad", [-1, 5, 9, -6])
+def test_embedding_index_out_of_range_raises_torch_index_error(bad):
+    torch = pytest.importorskip("torch")
+    emb, temb = nn.Embedding(5, 3), torch.nn.Embedding(5, 3)
+    idx = np.array([[0, 1, 2], [3, bad, 4]])
+    expected = _raised(lambda: temb(torch.tensor(idx)))
+    assert expected == (IndexError, "index out of range in self")
+    assert _raised(lambda: emb(idx)) == expected  # host indices: at the call, as torch
+    lazy = dg.from_array(idx, chunks=(1, 2))  # lazy indices: from the task that reads them
+    assert _raised(lambda: emb(lazy).detach().numpy()) == expected
+    assert _raised(lambda: emb(lazy).sum().backward()) == expected  # the backward reads no forward rows
+    assert emb.weight.grad is None
+    assert _raised(lambda: nn.functional.embedding(lazy, emb.weight).detach().numpy()) == expected
+
+
