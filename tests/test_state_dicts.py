@@ -255,3 +255,18 @@ def test_embedding_index_out_of_range_raises_torch_index_error(bad):
     assert _raised(lambda: nn.functional.embedding(lazy, emb.weight).detach().numpy()) == expected
 
 
+@pytest.mark.parametrize("layer, args, kwargs", [
+    ("Linear", (4, -1), {}), ("Linear", (-1, 4), {}), ("Linear", (-2, -3), {}), ("Linear", (4, -1), {"bias": False}),
+    ("Embedding", (-1, 4), {}), ("Embedding", (4, -1), {}),
+    ("LayerNorm", (-1,), {}), ("LayerNorm", ((2, -1),), {}), ("LayerNorm", (-1,), {"bias": False}),
+])
+def test_negative_layer_sizes_raise_as_torch(layer, args, kwargs):
+    torch = pytest.importorskip("torch")
+    expected = _raised(lambda: getattr(torch.nn, layer)(*args, **kwargs))
+    assert expected[0] is RuntimeError
+    assert _raised(lambda: getattr(nn, layer)(*args, **kwargs)) == expected
+
+
+def test_layer_sizes_torch_accepts_are_accepted():
+    assert nn.LayerNorm(-1, elementwise_affine=False).normalized_shape == (-1,)  # torch allocates nothing
+    assert nn.Linear(4, 0).weight.shape == (0, 4) and nn.Embedding(0, 3).weight.shape == (0, 3)
