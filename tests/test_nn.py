@@ -126,7 +126,7 @@ class _Net(nn.Module):
         self.body = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
         self.head = nn.Linear(4, 1)
         self.scale = nn.Parameter(np.ones(1, dtype=np.float32))
-        self.tied = self.head  # the same module twice: its parameters are listed once
+        self.tied = self.head  # the same module twice: walks list it once, state_dict under both names
 
     def forward(self, x):
         return self.head(self.body(x)) * self.scale
@@ -136,7 +136,7 @@ def test_module_registration_walks_and_modes():
     net = _Net()
     names = [n for n, _ in net.named_parameters()]
     assert names == ["scale", "body.0.weight", "body.0.bias", "head.weight", "head.bias"]
-    assert [n for n, _ in net.named_children()] == ["body", "head", "tied"]
+    assert [n for n, _ in net.named_children()] == ["body", "head"]
     assert [n for n, _ in net.named_modules()] == ["", "body", "body.0", "body.1", "head"]
     assert isinstance(net.scale, nn.Parameter) and net.scale.is_leaf and net.scale.requires_grad
     assert net.training and not any(m.training for m in net.eval().modules())
@@ -155,7 +155,8 @@ def test_module_registration_walks_and_modes():
 def test_load_state_dict_checks_keys_with_torch_error_text():
     net = _Net()
     sd = net.state_dict()
-    assert list(sd) == ["scale", "body.0.weight", "body.0.bias", "head.weight", "head.bias"]
+    assert list(sd) == ["scale", "body.0.weight", "body.0.bias", "head.weight", "head.bias", "tied.weight",
+                        "tied.bias"]
     assert not sd["scale"].requires_grad
     bad = dict(sd)
     del bad["head.bias"]

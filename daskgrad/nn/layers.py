@@ -18,6 +18,14 @@ from . import functional as F
 from .module import Module, Parameter
 
 
+def _check_size(*shape):
+    """torch's error for a negative size: its layers allocate their parameters with ``torch.empty``.
+    dask would make an array of negative shape and fail later, far from the cause."""
+    for n in shape:
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
+
+
 def _uniform(shape, bound, dtype, device):
     """U(-bound, bound): torch's kaiming_uniform(a=sqrt(5)) for a Linear weight, and its bias."""
     return Parameter(rand(*shape, dtype=dtype, chunks=-1, device=device) * (2 * bound) - bound)
@@ -29,6 +37,7 @@ class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
+        _check_size(out_features, in_features)
         bound = 1 / math.sqrt(in_features) if in_features > 0 else 0
         self.weight = _uniform((out_features, in_features), bound, dtype, device)
         self.bias = _uniform((out_features,), bound, dtype, device) if bias else None
@@ -127,6 +136,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        _check_size(num_embeddings, embedding_dim)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype, chunks=-1, device=device))
 
     def forward(self, input):
@@ -143,6 +153,8 @@ class LayerNorm(Module):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        if elementwise_affine:  # torch checks only what it allocates
+            _check_size(*shape)
         self.weight = Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device)) if elementwise_affine else None
         self.bias = Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device)) \
             if elementwise_affine and bias else None

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import dask.array as da
 import numpy as np
@@ -133,33 +134,40 @@ class Module:
         self._modules[name] = module
 
     # ----------------------------------------------------------------- walking
-    def named_modules(self, memo=None, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         memo = set() if memo is None else memo
-        if id(self) in memo:
+        if self in memo:
             return
-        memo.add(id(self))
+        if remove_duplicate:
+            memo.add(self)
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
-    def modules(self):
-        return (m for _, m in self.named_modules())
+    def modules(self, remove_duplicate=True):
+        return (m for _, m in self.named_modules(remove_duplicate=remove_duplicate))
 
     def named_children(self):
-        return ((n, m) for n, m in self._modules.items() if m is not None)
+        memo = set()
+        for name, m in self._modules.items():
+            if m is not None and m not in memo:
+                memo.add(m)
+                yield name, m
 
     def children(self):
         return (m for _, m in self.named_children())
 
-    def named_parameters(self, prefix="", recurse=True):
-        seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()  # ids: a Tensor's == is elementwise
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mprefix, m in mods:
             for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
+                if p is None or id(p) in seen:
+                    continue
+                if remove_duplicate:
                     seen.add(id(p))
-                    yield mprefix + ("." if mprefix else "") + name, p
+                yield mprefix + ("." if mprefix else "") + name, p
 
     def parameters(self, recurse=True):
         return (p for _, p in self.named_parameters(recurse=recurse))
@@ -206,25 +214,45 @@ class Module:
 
     # -------------------------------------------------------------- state dict
     def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """Name -> parameter, detached (sharing storage, as torch's) unless ``keep_vars``."""
+        """Name -> parameter, detached (sharing storage, as torch's) unless ``keep_vars``.  As in torch, a
+        tied parameter or a shared module is listed under each of its names."""
         out = OrderedDict() if destination is None else destination
-        for name, p in self.named_parameters(prefix=prefix.rstrip(".")):
-            out[name] = p if keep_vars else p.detach()
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.detach()
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily."""
-        own = dict(self.named_parameters())
+        """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily.
+        All or nothing: every value is checked before the first copy (torch copies the ones that fit,
+        then raises).  Copying in place keeps tied parameters tied."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
+        unexpected = self._unexpected_keys(list(state_dict))
+        errors, copies = [], []
         for key, p in own.items():
-            if key in state_dict:
-                value = _host(state_dict[key])
-                if tuple(np.shape(value)) != p.shape:
-                    errors.append(f"size mismatch for {key}: copying a param with shape "
-                                  f"torch.Size({list(np.shape(value))}) from checkpoint, the shape in current model "
-                                  f"is torch.Size({list(p.shape)}).")
+            if key not in state_dict:
+                continue
+            value = _host(state_dict[key])
+            if not (isinstance(value, Tensor) or hasattr(value, "__array_function__")):
+                errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
+                              f"object from checkpoint but received {type(state_dict[key])}")
+            elif tuple(np.shape(value)) != p.shape:
+                errors.append(f"size mismatch for {key}: copying a param with shape "
+                              f"torch.Size({list(np.shape(value))}) from checkpoint, the shape in current model "
+                              f"is torch.Size({list(p.shape)}).")
+            else:
+                try:
+                    copies.append((p, _on_device_of(value, p)))
+                except Exception as ex:
+                    errors.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
+                                  f"torch.Size({list(p.shape)}) and whose dimensions in the checkpoint are "
+                                  f"torch.Size({list(np.shape(value))}), an exception occurred : {ex.args}.")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
@@ -235,10 +263,23 @@ class Module:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
                                                                                       "\n\t".join(errors)))
         with no_grad():
-            for key, p in own.items():
-                if key in state_dict:
-                    p.copy_(_on_device_of(state_dict[key], p))
+            for p, value in copies:
+                p.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _unexpected_keys(self, keys, prefix=""):
+        """The keys no parameter takes, in torch's order: this module's own, then each child's.  As in
+        torch, a key under a child set to None is not reported."""
+        out = []
+        for key in keys:
+            name, dot, _ = key[len(prefix):].partition(".")
+            if (name not in self._modules) if dot else self._parameters.get(name) is None:
+                out.append(key)
+        for name, m in self._modules.items():
+            if m is not None:
+                sub = prefix + name + "."
+                out += m._unexpected_keys([k for k in keys if k.startswith(sub)], sub)
+        return out
 
     # ------------------------------------------------------------------- repr
     def extra_repr(self):

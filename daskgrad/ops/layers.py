@@ -70,11 +70,22 @@ erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 
 
 # ------------------------------------------------------------------ embedding
+def _check_rows(idx, rows):
+    """torch's IndexError for a row outside ``[0, rows)``; -1 too, which NumPy would wrap to the last row.
+    Indices are lazy, so this runs in the tasks that read them (gather and scatter alike: a backward
+    needs no forward rows), and the error reaches the user from the submission, before any value or
+    ``.grad`` comes back; host indices are checked on the client as well, as torch does."""
+    if ((idx < 0) | (idx >= rows)).any():
+        raise IndexError("index out of range in self")
+
+
 def _gather_block(idx, weight):
+    _check_rows(idx, weight.shape[0])
     return weight[idx]
 
 
 def _scatter_block(idx, g, rows):
+    _check_rows(idx, rows)
     out = np.zeros_like(g, shape=(rows, g.shape[-1]))
     np.add.at(out, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
     return out[None]
@@ -88,8 +99,11 @@ def _check_indices(idx):
 
 def embedding(indices, weight):
     """``weight[indices]``: rows of a one-chunk ``weight`` (V, D) picked chunk by chunk of ``indices``."""
+    host = indices if isinstance(indices, (np.ndarray, list)) else None
     indices, weight = as_tensor(indices), as_tensor(weight)
     _check_indices(indices)
+    if host is not None:
+        _check_rows(np.asarray(host), weight.shape[0])
     check_same_device(indices, weight)
     w = weight.array.rechunk((weight.shape[0], weight.shape[1]))
     ind = "abcdefgh"[:indices.ndim]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from copy import deepcopy
 
+import numpy as np
 
 from ..graph import enable_grad, no_grad
 from ..ops import zeros_like
@@ -35,6 +36,10 @@ def _state_value(key, value, param):
     if key == "step":
         return float(value.item() if hasattr(value, "item") else value)
     if isinstance(value, Tensor) or hasattr(value, "__array_function__"):
+        if tuple(np.shape(value)) != param.shape:
+            # torch loads it and fails at the next step; copy_ here would broadcast a (1,) moment silently
+            raise ValueError(f"loaded state dict has {key} of shape {list(np.shape(value))} for a parameter "
+                             f"of shape {list(param.shape)}")
         with no_grad():
             return zeros_like(param).copy_(_on_device_of(value, param))
     return deepcopy(value)
@@ -135,7 +140,8 @@ class Optimizer:
         return [(by_id[k], s) for k, s in self.state.items() if k in by_id]
 
     def load_state_dict(self, state_dict):
-        """Load a dict from :meth:`state_dict` (ours or torch's); tensors land next to the parameters."""
+        """Load a dict from :meth:`state_dict` (ours or torch's); tensors land next to the parameters.
+        All or nothing: on any error ``state`` and ``param_groups`` stay as they were."""
         saved = state_dict["param_groups"]
         if len(saved) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -143,13 +149,15 @@ class Optimizer:
             raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
                              "optimizer's group")
         by_index = {i: p for g, s in zip(self.param_groups, saved) for i, p in zip(s["params"], g["params"])}
-        self.state = _State()
+        state = _State()  # built aside: a value that fails leaves the optimizer as it was
         for i, s in state_dict["state"].items():
             if i in by_index:
                 p = by_index[i]
-                self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
-        for g, s in zip(self.param_groups, saved):
-            g.update({k: deepcopy(v) for k, v in s.items() if k != "params"})
+                state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+        groups = [{k: deepcopy(v) for k, v in s.items() if k != "params"} for s in saved]
+        self.state = state
+        for g, new in zip(self.param_groups, groups):
+            g.update(new)
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
