@@ -126,8 +126,10 @@ def _dumps(obj, names, tensors):
 
 
 def _free_name(*taken):
+    """``tensor-N``, neither an array nor a group (a prefix of a readable name) already."""
+    names = [name for t in taken for name in t]
     n = 0
-    while any(f"tensor-{n}" in t for t in taken):
+    while any(name == f"tensor-{n}" or name.startswith(f"tensor-{n}/") for name in names):
         n += 1
     return f"tensor-{n}"
 

@@ -99,6 +99,17 @@ def test_module_and_adam_state_dicts_resume_the_same_trajectory(tmp_path):
         np.testing.assert_array_equal(values(p), values(q))
 
 
+def test_a_whole_module_saves_as_torch_save_of_a_model_does(tmp_path):
+    model, _, X = trained()
+    odd = {"tensor-0": {"a": dg.ones(2)}, "x/y": dg.zeros(3)}  # names that cannot be Zarr paths as they are
+    dg.save({"model": model, **odd}, tmp_path / "ck")
+    got = dg.load(tmp_path / "ck")
+    assert type(got["model"]) is nn.Sequential and type(got["model"][0].weight) is nn.Parameter
+    np.testing.assert_array_equal(values(got["model"](X)), values(model(X)))
+    np.testing.assert_array_equal(values(got["x/y"]), np.zeros(3))
+    np.testing.assert_array_equal(values(got["tensor-0"]["a"]), np.ones(2))
+
+
 def test_a_step_not_yet_run_is_saved_as_its_result(tmp_path):
     model, opt, X = trained(steps=1)
     step(model, opt, X)  # the second update is lazy until something submits
