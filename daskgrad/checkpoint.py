@@ -193,7 +193,8 @@ def load(path, map_location=None):
     """Read what :func:`save` wrote, or a torch checkpoint file, into daskgrad tensors in memory.
 
     ``map_location="cpu"`` (or ``"cuda"``) puts every tensor there; by default each goes back to the
-    device it was saved from, as torch.load does.
+    device it was saved from, as torch.load does.  A torch file is read with torch's safe loader
+    (``weights_only=True``): tensors, containers, numbers, strings -- what state_dicts hold.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
