@@ -15,6 +15,7 @@ from .graph import (enable_grad, inference_mode, is_grad_enabled, is_inference_m
                     set_grad_enabled)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
+from .checkpoint import load, save
 from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress
 from .memory import estimate_memory

@@ -265,6 +265,25 @@ class Tensor:
         (self._storage.array,) = runtime.persist([self.array], keep=slice(0, 1))
         return self
 
+    def __reduce_ex__(self, protocol):
+        """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
+        loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
+        keeps ``requires_grad``, and ``.grad`` is not pickled."""
+        value = runtime.force(self.detach())
+        return _rebuild, (type(self), value, self.chunks, self.requires_grad)
+
+    def __deepcopy__(self, memo):
+        """A copy in memory of the process would be a gather: share the dask array instead (it is
+        immutable; writes rebind storage).  As in torch, leaves only, and ``.grad`` is copied."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the "
+                "moment.  If you were attempting to deepcopy a module, this may be because of a "
+                "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+        t = memo[id(self)] = type(self)._make(self.array, requires_grad=self.requires_grad)
+        t._grad = None if self._grad is None else self._grad.__deepcopy__(memo)
+        return t
+
     def numpy(self):
         if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
@@ -377,6 +396,11 @@ class Tensor:
         from .ops.elementwise import copy_to  # ops import this module: the op table binds late
 
         return self._inplace(copy_to, src)
+
+
+def _rebuild(cls, value, chunks, requires_grad):
+    """Unpickle a tensor: its values in the chunks it had, of the array type they were pickled as."""
+    return cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
 
 
 def _as_array(value):
