@@ -121,13 +121,16 @@ def chunk_bytes(arrays):
 
 def simulate(arrays, known=()):
     """Replay ``dask.order``'s order of the graph behind ``arrays`` (already optimized)."""
-    from dask._task_spec import DataNode, GraphNode
+    from dask._task_spec import DataNode, GraphNode, TaskRef
     from dask.core import flatten, get_deps
     from dask.order import order
 
     dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}
     for a in arrays:
         dsk.update(a.dask)
+    # a distributed Future is a reference to its own key (a TaskRef): as a graph value it is data
+    # already in memory, not a task depending on itself
+    dsk = {k: DataNode(k, None) if isinstance(v, TaskRef) and v.key == k else v for k, v in dsk.items()}
     sizes = chunk_bytes(list(known) + list(arrays))
     deps, dependents = get_deps(dsk)
     outputs = {k for a in arrays for k in flatten(a.__dask_keys__())}

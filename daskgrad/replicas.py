@@ -55,9 +55,9 @@ class Keeper(SchedulerPlugin):
                 amm.policies.discard(policy)
                 amm.add_policy(SparingReduceReplicas(self.kept))
 
-    async def keep(self, keys, who_has=None, nbytes=None, client=None):
+    async def keep(self, keys, who_has=None, nbytes=None, client=None, copies=COPIES):
         """File ``who_has`` (keys the client re-filed on workers, as ``update_data``) and hold every
-        key of ``keys`` on two workers; returns how many workers hold each key, in order (a list:
+        key of ``keys`` on ``copies`` workers (2; 1 turns the protection off); returns how many workers hold each key, in order (a list:
         tuple keys do not survive msgpack as mapping keys)."""
         s = self.scheduler
         if who_has:
@@ -68,11 +68,12 @@ class Keeper(SchedulerPlugin):
                 s.update_data(who_has=who_has, nbytes={k: nbytes[k] for k in who_has}, client=client)
         keys = [k if isinstance(k, str) else tuple(k) for k in keys]
         present = [k for k in keys if k in s.tasks and s.tasks[k].who_has]
-        self.kept.update(present)
+        if copies > 1:
+            self.kept.update(present)
         if len(self.kept) > 4 * len(present) + 1000:  # forget keys released since (not every call)
             self.kept.intersection_update(s.tasks)
-        if present and len(s.running) > 1:
-            await s.replicate(keys=present, n=COPIES, delete=False)
+        if present and copies > 1 and len(s.running) > 1:
+            await s.replicate(keys=present, n=copies, delete=False)
         return [len(s.tasks[k].who_has) if k in s.tasks else 0 for k in keys]
 
     def remove_worker(self, scheduler, worker, **kwargs):

@@ -5,6 +5,7 @@ scheduler, the dashboard span and the progress bar live in one place.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import weakref
@@ -140,10 +141,13 @@ def _keep(client, keys, who_has=None, nbytes=None):
 
     if not keys:
         return []
-    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id)
+    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id,
+                copies=int(dask.config.get("daskgrad.copies", replicas.COPIES)))
     scheduler = (client.id, getattr(client, "_scheduler_identity", {}).get("id"))
     if scheduler not in _installed:
         replicas.install(client)
+        if not any(c == client.id for c, _ in _installed):
+            atexit.register(_close_before_its_cluster, weakref.ref(client))
         _installed.add(scheduler)
     try:
         held = client.sync(client.scheduler.daskgrad_keep, **call)
@@ -155,6 +159,18 @@ def _keep(client, keys, who_has=None, nbytes=None):
         replicas.install(client)
         held = client.sync(client.scheduler.daskgrad_keep, **call)
     return list(held)
+
+
+def _close_before_its_cluster(ref):
+    """At exit, a client of an in-process cluster lets go of its values before the cluster stops.
+
+    distributed closes such a cluster at exit before the client, and each worker it stops then
+    "loses" the values still wanted: the scheduler logs an ERROR for every stored value (and a
+    WARNING for computed ones) at the end of a script that never called ``client.close()``.
+    Registered after distributed's own exit handlers, this runs first."""
+    client = ref()
+    if client is not None and client.status == "running" and getattr(client, "cluster", None) is not None:
+        client.close()
 
 
 _tokens = {}

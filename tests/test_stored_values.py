@@ -1,0 +1,137 @@
+"""Stored values are ordinary citizens: after training steps on a distributed cluster every tool
+works on them, two clients never share their keys, and a script that never closes its client
+exits quietly."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+from test_cluster_processes import Processes
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOGGED = re.compile(r" - (ERROR|WARNING|CRITICAL) - |Traceback")
+
+
+def adam_steps(steps=3):
+    dg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((200, 10)), chunks=(50, 10))
+    y = dg.from_array(rng.standard_normal((200, 1)), chunks=(50, 1))
+    model = dg.nn.Sequential(dg.nn.Linear(10, 16), dg.nn.Tanh(), dg.nn.Linear(16, 1)).double()
+    opt = dg.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = dg.nn.MSELoss()(model(X), y)
+        loss.backward()
+        opt.step()
+    return model, opt, X, y
+
+
+def test_estimate_memory_report_release_and_compute_work_after_training_steps(client):
+    model, opt, X, y = adam_steps()
+    loss = dg.nn.MSELoss()(model(X), y)
+    est = dg.estimate_memory(loss, report=True)  # raised "Cycle detected ... stored-..." before
+    assert est.peak > 0 and est.resident > 0  # the stored parameters count as held
+    loss.backward(retain_graph=True)
+    rows = dg.memory_report()
+    assert rows and all(isinstance(r["bytes"], dict) for r in rows)
+    assert sum(sum(r["bytes"].values()) for r in rows) > 0
+    assert dg.release_graph(loss) > 0
+    value, weight = dg.compute(loss, model[0].weight.detach())
+    assert np.isfinite(value) and weight.shape == (16, 10)
+
+
+def test_two_clients_keep_their_values_under_their_own_names(client):
+    from distributed import Client
+
+    def step():
+        w = dg.zeros(3, requires_grad=True)
+        (w * 2.0).sum().backward()
+        with dg.no_grad():
+            w -= w.grad
+        (w * 2.0).sum().backward()  # computes and stores the update
+        return w
+
+    other = Client(client.scheduler.address, set_as_default=False)
+    try:
+        w = step()
+        with other.as_current():
+            v = step()
+            np.testing.assert_array_equal(v.detach().numpy(), [-2.0] * 3)
+        assert w.detach().array.name.startswith("stored-") and v.detach().array.name.startswith("stored-")
+        assert w.detach().array.name != v.detach().array.name  # identical values, stored apart
+        other.close()  # releases the other client's values only
+        np.testing.assert_array_equal(w.detach().numpy(), [-2.0] * 3)
+    finally:
+        other.close()
+
+
+TRAIN = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import daskgrad as dg
+
+    client = dg.connect(scheduler_file=sys.argv[1])
+    dg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((200, 10)), chunks=(50, 10))
+    y = dg.from_array(rng.standard_normal((200, 1)), chunks=(50, 1))
+    model = dg.nn.Sequential(dg.nn.Linear(10, 16), dg.nn.Tanh(), dg.nn.Linear(16, 1)).double()
+    opt = dg.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(25):
+        opt.zero_grad()
+        loss = dg.nn.MSELoss()(model(X), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+    print(repr(float(model[0].weight.detach().numpy().sum())))
+    client.close()
+""")
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(300)
+def test_two_processes_training_identical_models_on_one_cluster_both_finish_alike(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    procs = Processes([[], []])
+    try:
+        runs = [subprocess.Popen([sys.executable, str(script), procs.file], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)]
+        outs = [r.communicate(timeout=240) for r in runs]
+    finally:
+        procs.close()
+    assert [r.returncode for r in runs] == [0, 0], [e[-2000:] for _, e in outs]
+    assert outs[0][0] == outs[1][0]
+    assert not [line for _, err in outs for line in err.splitlines() if LOGGED.search(line)]
+
+
+def readme_block(after):
+    """The first ```python block after the line containing ``after`` in README.md."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    start = text.index("```python", text.index(after)) + len("```python")
+    return textwrap.dedent(text[start:text.index("```", start)])
+
+
+def test_readme_snippets_as_a_script_that_never_closes_its_client_exit_quietly(tmp_path):
+    script = "\n".join([
+        "import daskgrad as dg",
+        'client = dg.connect("local")  # as the README says: connect first, the same code runs there',
+        readme_block("## Quick start"),
+        "steps, lr, history = 3, 0.1, []",
+        readme_block("### Logging the loss without stalling the cluster"),
+        "print(len(history))",
+    ])
+    path = tmp_path / "snippets.py"
+    path.write_text(script)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("3")
+    assert not [line for line in out.stderr.splitlines() if LOGGED.search(line)], out.stderr[-3000:]
