@@ -57,8 +57,8 @@ class Keeper(SchedulerPlugin):
 
     async def keep(self, keys, who_has=None, nbytes=None, client=None, copies=COPIES):
         """File ``who_has`` (keys the client re-filed on workers, as ``update_data``) and hold every
-        key of ``keys`` on ``copies`` workers (2; 1 turns the protection off); returns how many workers hold each key, in order (a list:
-        tuple keys do not survive msgpack as mapping keys)."""
+        key of ``keys`` on ``copies`` workers (2; 1 turns the protection off).  Returns how many
+        workers hold each key, in order (a list: tuple keys do not survive msgpack as dict keys)."""
         s = self.scheduler
         if who_has:
             running = {ws.address for ws in s.running}  # a filing worker may have died since
@@ -68,12 +68,11 @@ class Keeper(SchedulerPlugin):
                 s.update_data(who_has=who_has, nbytes={k: nbytes[k] for k in who_has}, client=client)
         keys = [k if isinstance(k, str) else tuple(k) for k in keys]
         present = [k for k in keys if k in s.tasks and s.tasks[k].who_has]
-        if copies > 1:
-            self.kept.update(present)
         if len(self.kept) > 4 * len(present) + 1000:  # forget keys released since (not every call)
             self.kept.intersection_update(s.tasks)
-        if present and copies > 1 and len(s.running) > 1:
-            await s.replicate(keys=present, n=copies, delete=False)
+        if copies > 1:
+            self.kept.update(present)
+            await self._copy(present, copies)
         return [len(s.tasks[k].who_has) if k in s.tasks else 0 for k in keys]
 
     def remove_worker(self, scheduler, worker, **kwargs):
@@ -93,8 +92,32 @@ class Keeper(SchedulerPlugin):
         self.kept.intersection_update(s.tasks)
         want = min(COPIES, len(s.running))
         short = [k for k in self.kept if s.tasks[k].state == "memory" and len(s.tasks[k].who_has) < want]
-        if short:
-            await s.replicate(keys=short, n=COPIES, delete=False)
+        await self._copy(short, COPIES)
+
+    async def _copy(self, keys, copies):
+        """Copy each of ``keys`` held by fewer than ``copies`` workers to others, least filled first.
+
+        Scheduler.replicate would do it too, but it logs two events a call, and the event logs
+        keep 100,000 entries a topic: scheduler memory would grow by every step's call."""
+        s = self.scheduler
+        for _ in range(3):  # a recipient may die meanwhile: its copies are tried again elsewhere
+            order = sorted(s.running, key=lambda ws: ws.nbytes)
+            gathers = {}
+            for i, k in enumerate(keys):
+                ts = s.tasks.get(k)
+                if ts is None or ts.state != "memory" or not ts.who_has:
+                    continue
+                missing = min(copies, len(order)) - len(ts.who_has)
+                for j in range(len(order)):  # spread the copies: start at a different worker each key
+                    ws = order[(i + j) % len(order)]
+                    if missing <= 0:
+                        break
+                    if ws not in ts.who_has:
+                        gathers.setdefault(ws.address, {})[k] = [h.address for h in ts.who_has]
+                        missing -= 1
+            if not gathers:
+                return
+            await asyncio.gather(*(s.gather_on_worker(w, who_has) for w, who_has in gathers.items()))
 
 
 def install(client):
