@@ -38,6 +38,7 @@ class _Storage:
     def __init__(self, array):
         self.array, self.version = runtime.bounded(array), 0
         self.inference = graph.is_inference_mode_enabled()  # made under inference_mode: an inference tensor
+        runtime.share(self)
 
 
 class Tensor:
@@ -263,6 +264,7 @@ class Tensor:
     def persist(self) -> "Tensor":
         """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
         (self._storage.array,) = runtime.persist([self.array], keep=slice(0, 1))
+        runtime.hold(self._storage, runtime._flat_keys(self._storage.array))
         return self
 
     def __reduce_ex__(self, protocol):

@@ -407,6 +407,7 @@ def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy,
             if old is not None and not create_graph and not old.requires_grad and not lazy:
                 # torch accumulates in place: a reference to the old .grad sees the sum
                 old._storage.array, old._storage.version = g.array, old._storage.version + 1
+                runtime.hold(old._storage)
             else:
                 t._grad = g
     for t, _ in new_grads:
@@ -437,6 +438,8 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     new_grads = [(t, _computed(g, a)) for (t, g), a in zip(new_grads, grads_out)]
     if not accumulate:
         found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
+    for g in [g for _, g in new_grads] + ([] if accumulate else list(found.values())):
+        runtime.hold(g._storage, runtime._flat_keys(g.array))  # kept on two workers while held
     for s, a in zip(saved, saved_out):
         s.data, s.persisted = a, True
     if retain_graph:

@@ -55,11 +55,13 @@ class Keeper(SchedulerPlugin):
                 amm.policies.discard(policy)
                 amm.add_policy(SparingReduceReplicas(self.kept))
 
-    async def keep(self, keys, who_has=None, nbytes=None, client=None, copies=COPIES):
+    async def keep(self, keys, who_has=None, nbytes=None, client=None, copies=COPIES, unkeep=()):
         """File ``who_has`` (keys the client re-filed on workers, as ``update_data``) and hold every
         key of ``keys`` on ``copies`` workers (2; 1 turns the protection off).  Returns how many
-        workers hold each key, in order (a list: tuple keys do not survive msgpack as dict keys)."""
+        workers hold each key, in order (a list: tuple keys do not survive msgpack as dict keys).
+        ``unkeep``: keys the client no longer holds (only lazy graphs do): one copy is enough."""
         s = self.scheduler
+        self.kept.difference_update(k if isinstance(k, str) else tuple(k) for k in unkeep)
         if who_has:
             running = {ws.address for ws in s.running}  # a filing worker may have died since
             who_has = {k: [w for w in ws if w in running] for k, ws in who_has.items()}

@@ -48,6 +48,7 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     (:mod:`daskgrad.replicas`).
     """
     arrays = list(arrays)
+    _let_go()
     with _lock:
         stores = {id(st): st for st in list(_pending) + list(store)}
         _pending.clear()
@@ -56,16 +57,62 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
         return []
     out = _submit(arrays + [a for _, a in stores], phase)
     client = current_client()
-    if client is not None and (stores or keep.stop > keep.start):
+    if client is not None and stores:
         out[len(arrays):] = [_without_lineage(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
-        _keep(client, [k for a in out[keep] for k in _flat_keys(a)])
     for (st, old), new in zip(stores, out[len(arrays):]):
         with _lock:
             if st.array is old:  # unless another thread wrote it meanwhile
                 st.array = new
+                hold(st)
             else:
                 _pending.add(st)
+    if client is not None:
+        _let_go()  # what this submission superseded: the pending updates that read it have run
+        _keep(client, [k for a in out[keep] for k in _flat_keys(a)])
     return out[:len(arrays)]
+
+
+# ------------------------------------------------------------ who holds a kept value
+# A kept value (a stored parameter, a .grad) goes on being referenced by lazy graphs after its
+# tensor has let go of it: the loop's `residual = A(u) - f`, built on a pending update, pins the
+# previous u and u.grad until it is dropped.  Those need no second copy: once no storage holds a
+# value, the Keeper is told (with the next submission's call, so pending updates that read it have
+# run) and distributed's memory manager drops the extra copy.  Saved values of retained graphs are
+# not registered here: they keep both copies until released.
+_holders = {}  # kept array name -> [WeakSet of storages holding it, its keys]
+_held = weakref.WeakKeyDictionary()  # storage -> the kept name it holds
+_unkeep = []  # keys of values no storage holds any more, for the Keeper's next call
+
+
+def hold(storage, keys=None):
+    """``storage`` holds its (kept) array; ``keys`` registers the array as kept (else it is
+    registered only if it already is)."""
+    name = storage.array.name
+    with _lock:
+        entry = _holders.get(name)
+        if entry is None:
+            if keys is None and not name.startswith("stored-"):
+                return
+            entry = _holders[name] = [weakref.WeakSet(), keys or _flat_keys(storage.array)]
+        prev = _held.get(storage)
+        if prev is not None and prev != name and prev in _holders:
+            _holders[prev][0].discard(storage)
+        _held[storage] = name
+        entry[0].add(storage)
+
+
+def share(storage):
+    """A new storage over an array that may be kept (a snapshot, a detached view) holds it too."""
+    if storage.array.name in _holders:
+        hold(storage)
+
+
+def _let_go():
+    """Queue the keys of kept values no storage holds any more (called before a submission)."""
+    with _lock:
+        gone = [n for n, (holders, _) in _holders.items() if not holders]
+        for n in gone:
+            _unkeep.extend(_holders.pop(n)[1])
 
 
 def _without_lineage(client, arr, storage):
@@ -139,9 +186,11 @@ def _keep(client, keys, who_has=None, nbytes=None):
     after a scheduler restart); returns how many workers hold each, in order."""
     from . import replicas
 
-    if not keys:
+    if not keys and not _unkeep:
         return []
-    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id,
+    with _lock:
+        unkeep, _unkeep[:] = list(_unkeep), []
+    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id, unkeep=unkeep,
                 copies=int(dask.config.get("daskgrad.copies", replicas.COPIES)))
     scheduler = (client.id, getattr(client, "_scheduler_identity", {}).get("id"))
     if scheduler not in _installed:
@@ -460,7 +509,7 @@ def _holds_data(layer):
 
 # ------------------------------------------------------------ pending storages
 _pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
-_lock = threading.Lock()
+_lock = threading.RLock()  # (hold() runs inside the swap)
 
 
 def mark_pending(storage) -> None:
@@ -506,6 +555,7 @@ def values(tensors, **kwargs):
         for t, old, new in zip(todo, olds, out):
             if t._storage.array is old:
                 t._storage.array = new
+                hold(t._storage, _flat_keys(new))
     return [_gather(t.array) for t in tensors]
 
 

@@ -135,3 +135,42 @@ def test_readme_snippets_as_a_script_that_never_closes_its_client_exit_quietly(t
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("3")
     assert not [line for line in out.stderr.splitlines() if LOGGED.search(line)], out.stderr[-3000:]
+
+
+def copies_by_name(client):
+    def count(dask_scheduler):
+        out = {}
+        for k, ts in dask_scheduler.tasks.items():
+            if ts.state == "memory" and isinstance(k, tuple):
+                out.setdefault(k[0], set()).add(len(ts.who_has))
+        return out
+    return client.run_on_scheduler(count)
+
+
+def test_a_value_only_lazy_graphs_still_reference_keeps_one_copy(client):
+    """The loop's `residual`, built on the pending update, pins the previous u and u.grad: they
+    are no longer held by any tensor, so they need no second copy (memory ≤ 2x what is held)."""
+    import time
+
+    rng = np.random.default_rng(0)
+    f = dg.from_array(rng.standard_normal((40, 40)), chunks=(20, 20))
+    u = dg.zeros(40, 40, chunks=(20, 20), dtype="float64", requires_grad=True)
+    for _ in range(3):
+        residual = u * 2 - f
+        loss = 0.5 * dg.sum(residual * residual)
+        loss.backward()
+        with dg.no_grad():
+            u -= 0.1 * u.grad
+        u.grad = None
+    pending = u.detach().array  # u - 0.1 * grad, built on the kept u and grad
+    pinned = {n for n in residual.array.dask.layers} - {n for n in pending.dask.layers}
+    deadline = time.time() + 20  # distributed's memory manager drops extra copies every 2 s
+    while True:
+        copies = copies_by_name(client)
+        held = {n: c for n, c in copies.items() if n in pending.dask.layers}
+        only_pinned = {n: c for n, c in copies.items() if n in pinned}
+        if only_pinned and all(c == {1} for c in only_pinned.values()) or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert held and all(c == {2} for c in held.values()), held  # what the pending update reads: two
+    assert only_pinned and all(c == {1} for c in only_pinned.values()), only_pinned
