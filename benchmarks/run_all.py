@@ -13,7 +13,12 @@ Components (each a function below, each returning a JSON-able dict):
 * ``out_of_core`` backward over lazily generated data 3x a LocalCluster's memory: peak worker memory
                  and estimate_memory's prediction;
 * ``cluster``    logreg and MLP on a LocalCluster of 2 worker processes vs the threaded scheduler;
-* ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes.
+* ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes;
+* ``protection`` the cost of keeping two copies of every kept value on a cluster (``daskgrad.copies``
+                 2 vs 1): an nn + Adam step and the plain loop, and TV denoising's managed memory
+                 for a 1 GB unknown (benchmarks/bench_protection.py);
+* ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
+                 scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
 
 Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared
 machine hits all alike).  Writes benchmarks/results/suite.json and one PNG per component.
@@ -571,6 +576,26 @@ def _loop_scheduler_keys(Xn, yn, lr, steps):
     return counts
 
 
+# ------------------------------------------------------------------ (h) protection of kept values
+def protection():
+    """Two copies of every kept value (daskgrad.copies=2, the default) vs one: step time, memory."""
+    import bench_protection
+
+    out = bench_protection.run(QUICK)
+    _plot_protection(out)
+    return out
+
+
+# ------------------------------------------------------------------ (i) memory soak
+def memory_soak():
+    """Memory of scheduler, workers and client over a long plain loop, daskgrad's span on and off."""
+    import memory_soak as soak
+
+    out = soak.soak(QUICK)
+    _plot_soak(out)
+    return out
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -637,8 +662,59 @@ def _plot_loop(out):
     plt.close(fig)
 
 
+def _plot_protection(out):
+    plt = _plt()
+    if plt is None:
+        return
+    st, mem = out["step_time"], out["memory"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3))
+    rows = [(f"{name} {k}", v) for name in ("mlp_adam", "plain_loop") if name in st
+            for k, v in st[name]["seconds_per_step"].items()]
+    a.barh([r[0] for r in rows], [r[1] for r in rows], color=["#d62" if "copies=2" in r[0] else "#888" for r in rows])
+    a.invert_yaxis()
+    a.set_xlabel("seconds per step (median of interleaved rounds)")
+    a.tick_params(labelsize=7)
+    unknown = mem["unknown_bytes"]
+    for k in ("copies=2", "copies=1"):
+        after = mem[k]["managed_bytes_after_each_step"]
+        b.plot(range(1, len(after) + 1), [x / unknown for x in after], marker="o", label=k)
+    b.axhline(2, ls="--", c="k", lw=0.7)
+    b.set_xlabel("after step")
+    b.set_ylabel("managed bytes / unknown bytes")
+    b.legend(fontsize=7)
+    fig.suptitle(f"protection cost; unknown {unknown / 1e9:.2f} GB", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "protection.png"), dpi=100)
+    plt.close(fig)
+
+
+def _plot_soak(out):
+    plt = _plt()
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3))
+    for variant, style in (("with_daskgrad_span", "-"), ("without_daskgrad_span", "--")):
+        r = out.get(variant)
+        if not r:
+            continue
+        steps = [s["step"] for s in r["samples"]]
+        for key, label in (("scheduler_rss", "scheduler"), ("worker_rss_sum", "workers"), ("client_rss", "client")):
+            axes[0].plot(steps, [s[key] / 1e6 for s in r["samples"]], style, label=f"{label} {variant}")
+        axes[1].plot(steps, [s["tasks"] for s in r["samples"]], style, label=f"tasks {variant}")
+        axes[2].plot(steps, [s["spans"] for s in r["samples"]], style, label=f"spans {variant}")
+    axes[0].set_ylabel("RSS (MB)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.legend(fontsize=5)
+    fig.suptitle(out["problem"], fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "memory_soak.png"), dpi=100)
+    plt.close(fig)
+
+
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
-              "out_of_core": out_of_core, "cluster": cluster, "loop": loop}
+              "out_of_core": out_of_core, "cluster": cluster, "loop": loop,
+              "protection": protection, "memory_soak": memory_soak}
 
 
 def main(names=None):
@@ -705,6 +781,26 @@ def summary(report):
         lines.append(f"| training loop | steps 10-110 vs last 100 | {r['early_step_s']:.4f} / {r['late_step_s']:.4f} | "
                      f"{r['late_over_early']:.2f} (goal <= 1.3); tasks/submission {r['tasks_per_submission_first_last']}; "
                      f"scheduler keys {r['scheduler_keys']} |")
+    if "protection" in report:
+        r = report["protection"]
+        for name in ("mlp_adam", "plain_loop"):
+            if name in r["step_time"]:
+                sec = r["step_time"][name]["seconds_per_step"]
+                lines.append(f"| protection ({name}) | copies=2 / copies=1 | {sec['copies=2']:.4f} / "
+                             f"{sec['copies=1']:.4f} | {sec['copies=2'] / sec['copies=1']:.2f}x (goal <= 1.1) |")
+        m = r["memory"]
+        for k in ("copies=2", "copies=1"):
+            lines.append(f"| protection (TV memory) | {k}, unknown {m['unknown_bytes'] / 1e9:.2f} GB | | peak between "
+                         f"steps {m[k]['peak_between_steps_bytes'] / 1e9:.2f} GB = {m[k]['peak_over_unknown']:.2f}x; "
+                         f"u alone {m[k]['u_alone_over_unknown']:.2f}x |")
+    if "memory_soak" in report:
+        for variant in ("with_daskgrad_span", "without_daskgrad_span"):
+            r = report["memory_soak"].get(variant)
+            if r:
+                sl = r["slopes_kB_per_step"]
+                lines.append(f"| memory soak ({variant}) | {r['steps']} steps | {r['loop_s']:.1f} | kB/step: scheduler "
+                             f"{sl['scheduler_rss']:.2f}, workers {sl['worker_rss_sum']:.2f}, client "
+                             f"{sl['client_rss']:.2f}; spans {r['samples'][-1]['spans']} |")
     return "\n".join(lines)
 
 

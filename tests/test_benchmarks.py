@@ -31,9 +31,17 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert report["out_of_core"]["predicted_peak_bytes"] > 0
     assert [r["chunks"] for r in report["graph_cost"]["rows"]] == [10, 100]
     assert report["loop"]["late_over_early"] > 0
+    prot = report["protection"]
+    assert prot["step_time"]["mlp_adam"]["protected_over_unprotected"] > 0
+    held = prot["step_time"]["mlp_adam"]["holders_of_parameter_chunks"]
+    assert min(held["copies=2"]) >= 2 and min(held["copies=1"]) == 1, held  # the setting took effect
+    assert min(prot["memory"]["copies=2"]["holders_of_u_chunks"]) >= 2
+    assert min(prot["memory"]["copies=1"]["holders_of_u_chunks"]) == 1
+    for variant in ("with_daskgrad_span", "without_daskgrad_span"):
+        assert math.isfinite(report["memory_soak"][variant]["slopes_per_step_second_half"]["client_rss"]), variant
     assert "| logreg |" in proc.stdout  # the README table
     if "matplotlib" in sys.modules or _importable("matplotlib"):
-        for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop"):
+        for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak"):
             assert (tmp_path / f"{png}.png").stat().st_size > 0, png
 
 
