@@ -48,10 +48,15 @@ class Keeper(SchedulerPlugin):
 
     async def start(self, scheduler):
         self.scheduler = scheduler
+        # one set of kept keys per scheduler, whichever client registered the Keeper last (a
+        # second Keeper with a set of its own would leave the first one's policy dropping copies)
+        if not hasattr(scheduler, "_daskgrad_kept"):
+            scheduler._daskgrad_kept = set()
+        self.kept = scheduler._daskgrad_kept
         scheduler.handlers["daskgrad_keep"] = self.keep
         amm = scheduler.extensions.get("amm")
         for policy in list(getattr(amm, "policies", ())):
-            if type(policy) is ReduceReplicas:
+            if type(policy).__name__ in ("ReduceReplicas", "SparingReduceReplicas"):  # (by value: new classes)
                 amm.policies.discard(policy)
                 amm.add_policy(SparingReduceReplicas(self.kept))
 
@@ -128,5 +133,9 @@ def install(client):
 
     import cloudpickle
 
+    def installed(dask_scheduler=None):
+        return "daskgrad_keep" in dask_scheduler.handlers
+
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    client.register_plugin(Keeper(), name=NAME)
+    if not client.run_on_scheduler(installed):
+        client.register_plugin(Keeper(), name=NAME)

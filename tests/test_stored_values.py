@@ -69,6 +69,13 @@ def test_two_clients_keep_their_values_under_their_own_names(client):
         assert w.detach().array.name != v.detach().array.name  # identical values, stored apart
         other.close()  # releases the other client's values only
         np.testing.assert_array_equal(w.detach().numpy(), [-2.0] * 3)
+        import time
+
+        with dg.no_grad():
+            w -= w.grad
+        (w * 2.0).sum().backward()  # stores a new value, after the other client's first submission
+        time.sleep(2.5)  # a memory-manager cycle: it must not drop the second copy
+        assert copies_by_name(client)[w.detach().array.name] == {2}
     finally:
         other.close()
 
