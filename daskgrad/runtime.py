@@ -69,6 +69,9 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     if client is not None:
         _let_go()  # what this submission superseded: the pending updates that read it have run
         _keep(client, [k for a in out[keep] for k in _flat_keys(a)])
+    else:
+        with _lock:
+            _unkeep.clear()  # no Keeper to tell: nothing is held twice
     return out[:len(arrays)]
 
 
