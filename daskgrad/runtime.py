@@ -44,8 +44,8 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     again, e.g. the loss a backward computes) and every storage that an in-place write left lazy
     (:func:`mark_pending`), and swaps the results in: a parameter updated once per step never
     grows a lineage of updates (each step would recompute all earlier ones).  On a cluster the
-    stored values and ``arrays[keep]`` (saved values of a retained graph) are held on two workers
-    (:mod:`daskgrad.replicas`).
+    stored values and ``arrays[keep]`` (gradients, forced values, saved values of a retained graph)
+    are held on two workers (:mod:`daskgrad.replicas`).
     """
     arrays = list(arrays)
     _let_go()
@@ -111,7 +111,8 @@ def share(storage):
 
 
 def _let_go():
-    """Queue the keys of kept values no storage holds any more (called before a submission)."""
+    """Queue the keys of kept values no storage holds any more; they are sent with the next call
+    to the Keeper, which comes after a submission has run."""
     with _lock:
         gone = [n for n, (holders, _) in _holders.items() if not holders]
         for n in gone:
