@@ -294,14 +294,19 @@ class Node:
     """One recorded op.  ``type(node).__name__`` is torch's name, e.g. ``MulBackward0``."""
 
     __slots__ = ("_prim", "_params", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
-                 "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "__weakref__")
+                 "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "_metadata", "__weakref__")
 
     def name(self) -> str:
         return type(self).__name__
 
     @property
     def metadata(self):
-        return {}
+        """A dict that stays with the node, as torch's (made on first use: most nodes never need one)."""
+        try:
+            return object.__getattribute__(self, "_metadata")
+        except AttributeError:
+            self._metadata = {}
+            return self._metadata
 
     def __getattr__(self, attr):  # torch exposes saved values as grad_fn._saved_<name>
         if attr.startswith("_saved_"):

@@ -197,3 +197,26 @@ def test_bad_arguments_raise_torch_errors():
     q = dg.zeros(3, requires_grad=True)
     opt.add_param_group({"params": q, "lr": 0.5})
     assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[1]["momentum"] == 0
+
+
+@pytest.mark.parametrize("flag", ["foreach", "fused", "capturable", "differentiable"])
+@pytest.mark.parametrize("make", [lambda ps, **kw: dg.optim.Adam(ps, lr=0.1, **kw),
+                                  lambda ps, **kw: dg.optim.AdamW(ps, lr=0.1, **kw),
+                                  lambda ps, **kw: dg.optim.SGD(ps, lr=0.1, momentum=0.9, **kw)],
+                         ids=["adam", "adamw", "sgd"])
+def test_torch_performance_flags_are_accepted_for_compatibility_and_change_no_number(make, flag):
+    """foreach/fused/capturable/differentiable choose torch kernels (or CUDA graphs); daskgrad has
+    one implementation, so the flags are accepted and the numbers are the default's, exactly."""
+    def run(**kw):
+        w = dg.from_array(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+        try:
+            opt = make([w], **kw)
+        except TypeError:
+            pytest.skip(f"{flag} is not an argument of this optimizer (nor of torch's)")
+        for _ in range(3):
+            opt.zero_grad()
+            (w * w).sum().backward()
+            opt.step()
+        return w.detach().numpy()
+
+    np.testing.assert_array_equal(run(**{flag: True}), run())

@@ -234,3 +234,15 @@ def test_function_with_two_outputs_and_set_materialize_grads(materialize):
     assert _TwoOut.seen == (not materialize, False)
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, 2.0])
     assert dg.testing.gradgradcheck(lambda t: _TwoOut.apply(t, materialize)[0] ** 2, x)
+
+
+def test_grad_fn_metadata_keeps_what_is_written_to_it_as_torch():
+    x = dg.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * 2).sum()
+    y.grad_fn.metadata["tag"] = "loss"
+    assert y.grad_fn.metadata == {"tag": "loss"}
+    assert y.grad_fn.next_functions[0][0].metadata == {}
+    torch = pytest.importorskip("torch")
+    t = (torch.tensor([1.0, 2.0], requires_grad=True) * 2).sum()
+    t.grad_fn.metadata["tag"] = "loss"
+    assert t.grad_fn.metadata == {"tag": "loss"}
