@@ -49,14 +49,17 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     """
     arrays = list(arrays)
     _let_go()
+    client = current_client()
     with _lock:
-        stores = {id(st): st for st in list(_pending) + list(store)}
-        _pending.clear()
+        # an update built on another client's values waits for that client (if it is closed,
+        # reading the tensor raises LostTensorError): it cannot run here
+        pending = [st for st in _pending if _client_of(st.array) in (None, client)]
+        _pending.difference_update(pending)
+        stores = {id(st): st for st in pending + list(store)}
     stores = [(st, st.array) for st in stores.values() if not materialized(st.array)]
     if not arrays and not stores:
         return []
     out = _submit(arrays + [a for _, a in stores], phase)
-    client = current_client()
     if client is not None and stores:
         out[len(arrays):] = [_without_lineage(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
     for (st, old), new in zip(stores, out[len(arrays):]):
@@ -220,10 +223,13 @@ def _close_before_its_cluster(ref):
     distributed closes such a cluster at exit before the client, and each worker it stops then
     "loses" the values still wanted: the scheduler logs an ERROR for every stored value (and a
     WARNING for computed ones) at the end of a script that never called ``client.close()``.
+    The cluster is closed here too, in the order a script would (workers before the scheduler).
     Registered after distributed's own exit handlers, this runs first."""
     client = ref()
-    if client is not None and client.status == "running" and getattr(client, "cluster", None) is not None:
+    cluster = getattr(client, "cluster", None)
+    if client is not None and client.status == "running" and cluster is not None:
         client.close()
+        cluster.close()  # then its workers, before the scheduler (worker processes log failed heartbeats otherwise)
 
 
 _tokens = {}
@@ -245,6 +251,7 @@ def _submit(arrays, phase):
     given, arrays = arrays, _optimize(arrays)
     client = current_client()
     if client is None:
+        _raise_if_lost(given, arrays[0].dask)  # values a closed client held
         with _local_progress(), _one_blas_thread_per_task():
             return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
@@ -274,6 +281,11 @@ def _data_futures(hlg):
                 v = v.value if isinstance(v, DataNode) else v
                 if type(v).__name__ == "Future":
                     yield v
+
+
+def _client_of(arr):
+    """The client whose values ``arr`` is computed from, or ``None``."""
+    return next((f.client for f in _data_futures(arr.dask)), None)
 
 
 def _raise_if_lost(arrays, hlg, cause=None):

@@ -123,8 +123,6 @@ def main(argv=None):
           "passed" if check_gradients(model, X, y) else "FAILED")
     plot(losses, args.out)
     print(f"loss curve written to {args.out}")
-    if cluster is not None:  # workers leave through the scheduler first: a quiet shutdown
-        client.retire_workers(close_workers=True)
     client.close()
     if cluster is not None:
         cluster.close()

@@ -181,3 +181,25 @@ def test_a_value_only_lazy_graphs_still_reference_keeps_one_copy(client):
         time.sleep(0.1)
     assert held and all(c == {2} for c in held.values()), held  # what the pending update reads: two
     assert only_pinned and all(c == {1} for c in only_pinned.values()), only_pinned
+
+
+def test_an_update_left_pending_by_a_closed_client_spares_the_next_local_run_and_reading_it_names_the_loss():
+    """A loop on a cluster whose client closes after ``optimizer.step()`` leaves a lazy update built
+    on values that client held: later work on the local scheduler must not try to run it, and
+    reading the parameter names what was lost."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster):
+        model = dg.nn.Linear(3, 1, dtype="float64")
+        optimizer = dg.optim.Adam(model.parameters(), lr=0.01)
+        X = dg.from_array(np.ones((8, 3)), chunks=(4, 3))
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(X).sum().backward()
+            optimizer.step()
+    x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    ((2 * x) ** 3).backward(dg.tensor([1.0, 0.1, 0.5]))
+    np.testing.assert_allclose(x.grad.numpy(), 24 * np.array([1.0, 4.0, 9.0]) * [1.0, 0.1, 0.5])
+    with pytest.raises(dg.LostTensorError, match="parameter 'weight'.*client holding them was closed|client holding them was closed.*parameter 'weight'"):
+        model.weight.detach().numpy()
