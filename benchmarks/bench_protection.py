@@ -1,5 +1,5 @@
 """The cost of daskgrad's protection of kept values: two copies of every value it keeps on a
-cluster (parameters, optimizer state, ``.grad``, loss values; :mod:`daskgrad.replicas`), so a killed
+cluster (parameters, optimizer state, ``.grad``, loss values; :mod:`daskgrad._dask.replicas`), so a killed
 worker loses nothing.  ``daskgrad.copies`` = 2 (the default) vs 1 (protection off), on a cluster made
 as users make it: ``daskgrad.connect("local", n_workers=3, processes=True, threads_per_worker=1)``
 (in-process workers with BENCH_QUICK=1: process start-up would dominate a smoke run).
@@ -51,9 +51,9 @@ def by_array(client):
 
 def holders(client, tensors):
     """How many workers hold each chunk of ``tensors`` (sorted distinct counts)."""
-    from daskgrad import runtime
+    from daskgrad import _dask
 
-    keys = [k for t in tensors for k in runtime._flat_keys(t.detach().array)]
+    keys = [k for t in tensors for k in _dask.flat_keys(t.detach().array)]
     counts = client.run_on_scheduler(lambda keys, dask_scheduler: sorted({
         len(dask_scheduler.tasks[k].who_has) if k in dask_scheduler.tasks else 0 for k in keys}), keys=keys)
     return counts
@@ -86,14 +86,14 @@ def _connect(quick):
 
 
 class _Timed:
-    """Seconds spent in daskgrad.runtime's ``_without_lineage`` and ``_keep`` (the protection's RPCs)
+    """Seconds spent in ``daskgrad._dask``'s ``store`` and ``keep`` (the protection's RPCs)
     per variant: which one runs is set by the caller."""
 
     def __init__(self):
-        from daskgrad import runtime
+        from daskgrad import _dask
 
-        self.runtime, self.current, self.acc = runtime, None, {}
-        self.real = {name: getattr(runtime, name) for name in ("_without_lineage", "_keep")}
+        self.runtime, self.current, self.acc = _dask, None, {}
+        self.real = {name: getattr(_dask, name) for name in ("store", "keep")}
         for name, fn in self.real.items():
             setattr(runtime, name, self._wrap(name, fn))
 

@@ -380,7 +380,7 @@ def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
         t1 = time.perf_counter()
         (g,) = dg.grad(loss, [w], lazy=True)
         t2 = time.perf_counter()
-        (opt_g, opt_loss) = runtime._optimize([g.array, loss.array])
+        (opt_g, opt_loss) = runtime.optimize([g.array, loss.array])
         t3 = time.perf_counter()
         # the task graph the scheduler gets (Blockwise layers expand here, or in chunk fusion)
         tasks = len(dict(collections_to_expr([opt_g, opt_loss], optimize_graph=False).__dask_graph__()))
@@ -516,28 +516,22 @@ def loop(steps=310, n=20_000, d=10, nchunks=4, lr=0.05):
     X, y = dg.from_array(Xn, chunks=(n // nchunks, d)), dg.from_array(yn, chunks=n // nchunks)
     w = dg.zeros(d, requires_grad=True)
     tasks = []
-    real = runtime._submit
 
-    def counted(arrays, phase):  # the size of the first and last submitted graphs, after optimization
+    def counted(phase, arrays):  # the size of the first and last submitted graphs, after optimization
         if len(times) in (0, steps - 1):
-            tasks.append(len(runtime._optimize(arrays)[0].__dask_graph__()))
-        return real(arrays, phase)
+            tasks.append(len(arrays[0].__dask_graph__()))
 
     times = []
-    runtime._submit = counted
-    try:
-        with dask.config.set(scheduler="threads"):
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                loss = ((X @ w - y) ** 2).mean()
-                loss.backward()
-                with dg.no_grad():
-                    w -= lr * w.grad
-                w.grad = None
-                times.append(time.perf_counter() - t0)
-            final = loss.item()
-    finally:
-        runtime._submit = real
+    with runtime.observe(counted), dask.config.set(scheduler="threads"):
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            loss = ((X @ w - y) ** 2).mean()
+            loss.backward()
+            with dg.no_grad():
+                w -= lr * w.grad
+            w.grad = None
+            times.append(time.perf_counter() - t0)
+        final = loss.item()
     early = statistics.median(times[10:10 + window])
     late = statistics.median(times[-window - 1:-1])  # the last step also counted its graph
     out = {"problem": f"loss = ((X @ w - y) ** 2).mean(); loss.backward(); w -= lr * w.grad; {steps} steps, "

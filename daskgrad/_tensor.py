@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import graph, runtime
+from . import _dask as door, graph, runtime
 from .graph import is_grad_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -36,7 +36,7 @@ class _Storage:
     __slots__ = ("array", "version", "inference", "__weakref__")
 
     def __init__(self, array):
-        self.array, self.version = runtime.bounded(array), 0
+        self.array, self.version = door.fold(array), 0
         self.inference = graph.is_inference_mode_enabled()  # made under inference_mode: an inference tensor
         runtime.share(self)
 
@@ -264,7 +264,7 @@ class Tensor:
     def persist(self) -> "Tensor":
         """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
         (self._storage.array,) = runtime.persist([self.array], keep=slice(0, 1))
-        runtime.hold(self._storage, runtime._flat_keys(self._storage.array))
+        runtime.hold(self._storage, door.flat_keys(self._storage.array))
         return self
 
     def __reduce_ex__(self, protocol):

@@ -95,7 +95,7 @@ def _local_cluster_type(base):
 
 
 def _install_dashboard(client):
-    from .dashboard import install
+    from ._dask.dashboard import install
 
     try:
         install(client)

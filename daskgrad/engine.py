@@ -17,17 +17,13 @@ import threading
 import weakref
 
 import dask
-import dask.array as da
-from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from . import chunk, graph, runtime
+from . import _dask as door, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._tensor import Tensor
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
-from .runtime import _holds_data
 
 
 def _as_tuple(x):
@@ -37,19 +33,11 @@ def _as_tuple(x):
 
 
 def _implicit_ones(out):
-    """The gradient of a one-element output: ones in one chunk of the output's array type, built
-    directly (``da.ones`` spends ~2 ms a call on tokenizing and meta inference, a tenth of a small
-    step's client time)."""
+    """The gradient of a one-element output: ones in one chunk of the output's array type."""
     a = out.array
     if a.npartitions != 1:
         return ones_like(out)
-    from dask.blockwise import blockwise
-
-    name, ind = "ones_like-" + tokenize(a.name), tuple(range(a.ndim))
-    # a Blockwise layer (not one materialized task): fused into the tasks that read it
-    layer = blockwise(chunk.ones, name, ind, a._meta, None, a.shape, None, a.dtype, None,
-                      numblocks={}, new_axes={i: 1 for i in ind})
-    return Tensor._make(da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta))
+    return Tensor._make(door.one_chunk(a, chunk.ones, "ones_like"))
 
 
 def _make_grads(outputs, grad_outputs):
@@ -250,7 +238,7 @@ def _check(order, runs):
 def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leaves, accumulate):
     """Walk the nodes, calling hooks and VJP rules on lazy tensors; returns what to write."""
     # with create_graph the cotangents are user-visible tensors of the graph, so they keep their lineage
-    lin = _Lineage() if not create_graph else None
+    lin = _Arena() if not create_graph else None
     take = lin.take if lin else (lambda t: t)
     cot = {}
     for n, g in zip(root_nodes, root_grads):
@@ -299,77 +287,15 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
     return writes, found, executed, nan_checks
 
 
-class _Stub(MaterializedLayer):
-    """Stands in for a layer kept elsewhere: building on an array needs only its name, chunks and meta."""
-
-    def __init__(self):
-        super().__init__({})
-
-
-class _Lineage:
-    """Where the reverse graph's layers are kept while the rules run.
-
-    dask copies every layer of every input into each new array (``HighLevelGraph.from_collections``),
-    so rules called on arrays that carry their lineage cost time in proportion to the graph so far,
-    and a backward through N recorded ops O(N²) (a 1,000-op chain took 6 s).  Rules here see
-    stand-ins with the real names, chunks and meta but a one-layer graph; the layers they make are
-    collected as they come (:meth:`take`), the forward arrays are remembered by name (:meth:`stub`),
-    and :meth:`full` joins both into one graph for what leaves the pass.
-    """
-
-    def __init__(self):
-        self.layers, self.deps, self.forward, self._stubs, self._graph = {}, {}, {}, {}, None
-
-    def stub(self, a):
-        """A forward array as a stand-in (a one-layer array is cheap to merge as it is)."""
-        if len(a.dask.layers) <= 1:
-            return a
-        if self.forward.setdefault(a.name, a) is not a and _holds_data(a.dask.layers[a.name]):
-            self.forward[a.name] = a  # a retained (persisted) value wins over a lazy twin
-        self._graph = None
-        return self._stub(a)
-
-    def _stub(self, a):
-        s = self._stubs.get(a.name)
-        if s is None or s.chunks != a.chunks:
-            s = self._stubs[a.name] = da.Array(HighLevelGraph({a.name: _Stub()}, {a.name: set()}), a.name,
-                                               a.chunks, meta=a._meta)
-        return s
+class _Arena(door.Arena):
+    """:class:`._dask.Arena` for tensors: the rules' outputs go in on stand-ins, come out whole."""
 
     def take(self, t):
-        """Keep the layers ``t``'s graph made; ``t`` back on a stand-in."""
-        a = t.array
-        hlg = a.dask
-        if len(hlg.layers) == 1 and isinstance(hlg.layers.get(a.name), _Stub):
-            return t
-        for name, layer in hlg.layers.items():
-            if not isinstance(layer, _Stub) and name not in self.layers:
-                self.layers[name], self.deps[name] = layer, set(hlg.dependencies.get(name, ()))
-                if type(layer) is MaterializedLayer:  # dask's setitem inlines its value's graph into
-                    self.deps[name] |= _layers_read(layer)  # one layer: of a stand-in, only the keys
-                self._graph = None
-        return Tensor._make(self._stub(a), t.grad_fn, t.requires_grad)
+        a = super().take(t.array)
+        return t if a is t.array else Tensor._make(a, t.grad_fn, t.requires_grad)
 
     def full(self, t):
-        """``t`` with its whole graph: the forward arrays' layers and every layer collected."""
-        if self._graph is None:
-            layers, deps = {}, {}
-            for hlg in [a.dask for a in self.forward.values()] + [HighLevelGraph(self.layers, self.deps)]:
-                for name, layer in hlg.layers.items():
-                    if name not in layers or (layer is not layers[name] and _holds_data(layer)
-                                              and not _holds_data(layers[name])):
-                        layers[name], deps[name] = layer, hlg.dependencies.get(name, set())
-            self._graph = HighLevelGraph(layers, {n: d & layers.keys() for n, d in deps.items()})
-        a = t.array
-        return Tensor._make(da.Array(self._graph, a.name, a.chunks, meta=a._meta), t.grad_fn, t.requires_grad)
-
-
-def _layers_read(layer):
-    """Names of the layers whose keys the tasks of ``layer`` read."""
-    from dask._task_spec import GraphNode
-
-    return {k[0] if isinstance(k, tuple) else k for v in layer.mapping.values() if isinstance(v, GraphNode)
-            for k in v.dependencies}
+        return Tensor._make(super().full(t.array), t.grad_fn, t.requires_grad)
 
 
 def _call_rule(n, g, create_graph, lin=None):
@@ -425,8 +351,7 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     whose values every later step reads; they are swapped into their storage."""
     saved = []
     if retain_graph:
-        saved = [v for n in executed for v in n._saved.values()
-                 if isinstance(v, graph.SavedTensor) and v.leaf is None and not v.persisted]
+        saved = [v for n in executed for v in n.saved_tensors() if v.leaf is None and not v.persisted]
     arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
     flags = nan_flags(nan_checks)
     out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward",
@@ -439,9 +364,9 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     if not accumulate:
         found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
     for g in [g for _, g in new_grads] + ([] if accumulate else list(found.values())):
-        runtime.hold(g._storage, runtime._flat_keys(g.array))  # kept on two workers while held
+        runtime.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
     for s, a in zip(saved, saved_out):
-        s.data, s.persisted = a, True
+        s.pin(a)
     if retain_graph:
         for n in executed:
             runtime.retain(n)
@@ -458,17 +383,8 @@ def _computed(g, array):
 
 
 def _label(t, node):
-    """End the rule's output in a layer named ``<op>-vjp-<token>``: fusion keeps the name of a
-    chain's last layer, so the dashboard shows which rule ran."""
-    from dask.blockwise import blockwise
-
-    a = t.array
-    op = node._prim.label(node)
-    name, ind = f"{op}-vjp-{tokenize(a.name)}", tuple(range(a.ndim))
-    # the layer da.map_blocks would make, without its signature inspection and meta checks (a
-    # third of a rule's build time): it is fused away, only its name stays
-    layer = blockwise(_identity, name, ind, a.name, ind, numblocks={a.name: a.numblocks})
-    return Tensor._make(da.Array(HighLevelGraph.from_collections(name, layer, [a]), name, a.chunks, meta=a._meta))
+    """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
+    return Tensor._make(door.relabel(t.array, f"{node._prim.label(node)}-vjp"))
 
 
 def _placement(g):
@@ -478,10 +394,6 @@ def _placement(g):
     if resources is None and g.device == "cuda":
         resources = {"GPU": 1}
     return dask.annotate(resources=resources) if resources else contextlib.nullcontext()
-
-
-def _identity(block):
-    return block
 
 
 def _tensor_hooks(hooks, g):

@@ -258,6 +258,10 @@ class SavedTensor:
                 f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
+    def pin(self, array):
+        """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory."""
+        self.data, self.persisted = array, True
+
     def unpack(self, wrap=None):
         from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
@@ -318,6 +322,14 @@ class Node:
                 v = saved[key]
                 return v.unpack() if isinstance(v, SavedTensor) else v
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    def saved_tensors(self):
+        """The saved tensors a rule may read; () once released."""
+        return tuple(v for v in (self._saved or {}).values() if isinstance(v, SavedTensor))
+
+    def pinned(self):
+        """The saved values held in (cluster) memory: those of a retained or forced graph."""
+        return [v for v in self.saved_tensors() if v.persisted]
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` runs after this node's VJP."""

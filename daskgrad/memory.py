@@ -14,36 +14,11 @@ Chunks already in memory (persisted data) are counted as held throughout.
 """
 from __future__ import annotations
 
-import contextlib
-import math
-import threading
-from dataclasses import dataclass, field
-
-import dask.array as da
-
-from . import fusion, graph, runtime
+from . import _dask as door, graph, runtime
+from ._dask import MemoryEstimate, PeakTracker
 from .engine import grad
 
-_record_lock = threading.Lock()
-
-
-@dataclass
-class MemoryEstimate:
-    """The prediction: ``peak`` bytes (held throughout + the most held at once while running)."""
-
-    peak: int
-    resident: int  # chunks already in memory before the submission (persisted inputs)
-    kept: int  # results the submission keeps: gradients, roots, leaves written in place
-    tasks: int
-    peak_at: int  # how many tasks had run when the peak was reached
-    unknown_sizes: int = 0  # tasks sized from their inputs (no array with their name)
-    largest: list = field(default_factory=list)  # (bytes, key) of the largest outputs
-
-    def __int__(self):
-        return self.peak
-
-    def __index__(self):
-        return self.peak
+__all__ = ["estimate_memory", "MemoryEstimate", "PeakTracker"]
 
 
 def estimate_memory(*roots, report=False):
@@ -51,7 +26,7 @@ def estimate_memory(*roots, report=False):
 
     Nothing is computed and the graph stays usable: the same ``loss.backward()`` can follow.
     Tensor hooks run, as they would during the backward.  Returns an ``int`` or, with
-    ``report=True``, a :class:`MemoryEstimate`.
+    ``report=True``, a :class:`~daskgrad._dask.MemoryEstimate`.
     """
     roots = list(roots[0]) if len(roots) == 1 and isinstance(roots[0], (list, tuple)) else list(roots)
     leaves = {}
@@ -62,216 +37,17 @@ def estimate_memory(*roots, report=False):
     leaves = list(leaves.values())
     if not leaves:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-    with _recording() as made:
+    with door.recording() as made:
         grads = grad(roots, leaves, allow_unused=True, retain_graph=True, lazy=True)
         with graph.no_grad():
             writes = [g if t.grad is None else t.grad + g for t, g in zip(leaves, grads) if g is not None]
-    arrays = [g.array for g in writes] + [r.array for r in roots if not runtime.materialized(r.array)]
-    with runtime._lock:
-        arrays += [st.array for st in list(runtime._pending) if not runtime.materialized(st.array)]
+    arrays = [g.array for g in writes] + [r.array for r in roots if not door.materialized(r.array)]
+    arrays += runtime.pending_arrays()
     known = list(made) + [a for a in arrays]
     for node in graph.toposort([r.grad_fn for r in roots if r.grad_fn is not None]):
-        for v in (node._saved or {}).values():
-            if isinstance(v, graph.SavedTensor):
-                known.append(v.data)
+        known += [v.data for v in node.saved_tensors()]
         var = getattr(node, "variable", None)
         if var is not None:
             known.append(var.array)
-    optimized = runtime._optimize(arrays)
-    est = simulate(optimized, known)
+    est = door.simulate(runtime.optimize(arrays), known)
     return est if report else est.peak
-
-
-@contextlib.contextmanager
-def _recording():
-    """Every dask array created meanwhile (in this process) is recorded: their chunks size the tasks."""
-    made = []
-    real = da.Array.__new__
-
-    def new(cls, *args, **kwargs):
-        arr = real(cls, *args, **kwargs)
-        made.append(arr)
-        return arr
-
-    with _record_lock:
-        da.Array.__new__ = new
-        try:
-            yield made
-        finally:
-            da.Array.__new__ = real
-
-
-def chunk_bytes(arrays):
-    """{key: bytes} for every chunk of ``arrays`` (shape x itemsize; NaN sizes count as 0)."""
-    import itertools
-
-    from dask.core import flatten
-
-    sizes, seen = {}, set()
-    for a in arrays:
-        if a.name in seen:
-            continue
-        seen.add(a.name)
-        item = a.dtype.itemsize
-        for key, shape in zip(flatten(a.__dask_keys__()), itertools.product(*a.chunks)):
-            n = math.prod(shape)
-            sizes[key] = 0 if n != n else int(n) * item
-    return sizes
-
-
-def simulate(arrays, known=()):
-    """Replay ``dask.order``'s order of the graph behind ``arrays`` (already optimized)."""
-    from dask._task_spec import DataNode, GraphNode, TaskRef
-    from dask.core import flatten, get_deps
-    from dask.order import order
-
-    dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}
-    for a in arrays:
-        dsk.update(a.dask)
-    # a distributed Future is a reference to its own key (a TaskRef): as a graph value it is data
-    # already in memory, not a task depending on itself
-    dsk = {k: DataNode(k, None) if isinstance(v, TaskRef) and v.key == k else v for k, v in dsk.items()}
-    sizes = chunk_bytes(list(known) + list(arrays))
-    deps, dependents = get_deps(dsk)
-    outputs = {k for a in arrays for k in flatten(a.__dask_keys__())}
-
-    def is_data(v):
-        return isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str))
-
-    unknown = 0
-    run = _run_order(dsk, deps, dependents, order(dsk))
-    size = {}
-    for k in dsk:
-        if is_data(dsk[k]):
-            size[k] = sizes.get(k, _nbytes(dsk[k]))
-    run = [k for k in run if not is_data(dsk[k])]
-    for k in run:
-        if k in sizes:
-            size[k] = sizes[k]
-        elif _fused_outputs(dsk[k]) and all(e in sizes for e in _fused_outputs(dsk[k])):
-            size[k] = sum(sizes[e] for e in _fused_outputs(dsk[k]))  # the values it hands on
-        else:
-            unknown += 1
-            size[k] = min((size[d] for d in deps[k]), default=8)
-    resident = sum(size[k] for k in dsk if is_data(dsk[k]))
-    inner = {k: _inner_peak(dsk[k], size, sizes) for k in run}
-    remaining = {k: len(dependents[k]) for k in dsk}
-    live = peak = resident
-    peak_at = 0
-    for i, k in enumerate(run):
-        if live + max(inner[k], size[k]) > peak:
-            peak, peak_at = live + max(inner[k], size[k]), i + 1
-        live += size[k]
-        for d in deps[k]:
-            remaining[d] -= 1
-            if remaining[d] == 0 and d not in outputs and not is_data(dsk[d]):
-                live -= size[d]
-        if not dependents[k] and k not in outputs:
-            live -= size[k]
-    largest = sorted(((size[k], k) for k in run), key=lambda t: -t[0])[:5]
-    return MemoryEstimate(peak=int(peak), resident=int(resident), kept=int(sum(size.get(k, 0) for k in outputs)),
-                          tasks=len(run), peak_at=peak_at, unknown_sizes=unknown, largest=largest)
-
-
-def _fused_outputs(task):
-    from dask._task_spec import Task
-
-    if isinstance(task, Task) and task.func is fusion._run_fused and task.args[3] != task.key:
-        return tuple(task.args[3])  # several values (a single one is the task's own key)
-    return ()
-
-
-def _inner_peak(task, size, sizes):
-    """The most a chunk-fused task (``fusion._run_fused``) holds inside while it runs: its parts'
-    outputs, each from when it is made to its last reader in the task.  0 for other tasks."""
-    from dask._task_spec import Task
-
-    if not (isinstance(task, Task) and task.func is fusion._run_fused):
-        return 0
-    order, drops = task.args[0], task.args[1]
-    made, live, peak = {}, 0, 0
-    for node, drop in zip(order, drops):
-        inputs = [made.get(d, size.get(d, 8)) for d in node.dependencies]
-        made[node.key] = sizes.get(node.key, min(inputs, default=8))
-        live += made[node.key]
-        peak = max(peak, live)
-        for d in drop:
-            live -= made.get(d, 0)
-    return peak
-
-
-def _run_order(dsk, deps, dependents, prio):
-    """The order dask's local scheduler runs tasks in on one thread: ``dask.order``'s priorities
-    steer a depth-first walk (ready tasks are a stack; a finished task pushes the dependents it
-    made ready, lowest priority on top), not a global sort.  Distributed workers run by priority
-    too; with several threads or workers the order differs a little."""
-    waiting = {k: len(deps[k]) for k in dsk}
-    ready = sorted((k for k in dsk if not deps[k]), key=prio.__getitem__, reverse=True)
-    run = []
-    while ready:
-        k = ready.pop()
-        run.append(k)
-        for d in sorted(dependents[k], key=prio.__getitem__, reverse=True):
-            waiting[d] -= 1
-            if waiting[d] == 0:
-                ready.append(d)
-    return run
-
-
-def _nbytes(v):
-    from dask._task_spec import DataNode
-
-    v = v.value if isinstance(v, DataNode) else v
-    return int(getattr(v, "nbytes", 0) or 0)
-
-
-class PeakTracker:
-    """A dask local-scheduler callback measuring the most result bytes held at once.
-
-    A result is counted from when its task finishes until its last dependent has finished (as
-    the local scheduler releases it), the final results until the end.  ``peak`` is in bytes.
-    """
-
-    def __new__(cls, *args, **kwargs):
-        from dask.callbacks import Callback
-
-        class _Tracker(Callback):
-            def __init__(self):
-                super().__init__()
-                self.peak = self.live = 0
-                self._lock = threading.Lock()
-
-            def _start_state(self, dsk, state):
-                self._deps = {k: set(v) for k, v in state["dependencies"].items()}
-                self._remaining = {k: len(v) for k, v in state["dependents"].items()}
-                self._size = {}
-                with self._lock:
-                    for k in state["cache"]:
-                        self._size[k] = _nbytes(state["cache"][k])
-                        self.live += self._size[k]
-                    self.peak = max(self.peak, self.live)
-
-            def _posttask(self, key, result, dsk, state, worker_id):
-                with self._lock:
-                    self._size[key] = _nbytes(result)
-                    self.live += self._size[key]
-                    self.peak = max(self.peak, self.live)
-                    for d in self._deps.get(key, ()):
-                        self._remaining[d] -= 1
-                        if self._remaining[d] == 0 and d in self._size:
-                            self.live -= self._size.pop(d)
-
-            def __enter__(self):
-                super().__enter__()
-                fusion._inner_observer = self._inside
-                return self
-
-            def __exit__(self, *args):
-                fusion._inner_observer = None
-                super().__exit__(*args)
-
-            def _inside(self, held):  # a fused task's own peak, on top of what was held before it
-                with self._lock:
-                    self.peak = max(self.peak, self.live + held)
-
-        return _Tracker()

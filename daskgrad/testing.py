@@ -7,6 +7,7 @@ scales to large chunked inputs; every number is computed in one submission.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import dask.array as da
@@ -17,6 +18,16 @@ from .engine import grad
 from .graph import enable_grad, no_grad
 from ._tensor import Tensor
 from .ops import concatenate, zeros_like
+
+
+@contextlib.contextmanager
+def submissions():
+    """The submissions daskgrad makes meanwhile, as a list of ``(phase, arrays)``: ``phase`` is
+    "forward", "backward" or "compute", ``arrays`` what was submitted, optimized into one graph.
+    A training step that logs its loss is one submission: ``len(subs) == 1``."""
+    seen = []
+    with runtime.observe(lambda phase, arrays: seen.append((phase, arrays))):
+        yield seen
 
 
 class GradcheckError(RuntimeError):

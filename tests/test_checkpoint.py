@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad import nn, optim, runtime
+from daskgrad import _dask, nn, optim, runtime
 
 zarr = pytest.importorskip("zarr", reason='zarr is not installed: pip install "daskgrad[io]"')
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -200,7 +200,7 @@ def test_save_on_a_cluster_is_written_by_the_workers_and_load_puts_chunks_on_the
     assert {t["worker"] for t in writes} == workers  # both workers wrote their chunks
 
     ck = dg.load(tmp_path / "ck")
-    assert runtime.materialized(ck["y"].array)  # its chunks are read into the workers' memory
+    assert _dask.materialized(ck["y"].array)  # its chunks are read into the workers' memory
     where = client.who_has()
     assert all(where.get(k) for k in flatten(ck["y"].array.__dask_keys__()))
     np.testing.assert_array_equal(values(ck["y"]), values(y))

@@ -16,18 +16,11 @@ from daskgrad import runtime
 
 
 @pytest.fixture
-def optimized(monkeypatch):
-    """The graphs daskgrad submits, as runtime._optimize returns them."""
+def optimized():
+    """The graphs daskgrad submits, optimized, as each submission's observer sees them."""
     graphs = []
-    real = runtime._optimize
-
-    def recording(arrays, **kwargs):
-        out = real(arrays, **kwargs)
-        graphs.append(out)
-        return out
-
-    monkeypatch.setattr(runtime, "_optimize", recording)
-    return graphs
+    with runtime.observe(lambda phase, arrays: graphs.append(arrays)):
+        yield graphs
 
 
 def readers(arrays, data):
@@ -131,7 +124,7 @@ def test_the_same_step_fuses_to_the_same_keys():
         w = dg.from_array(w0, chunks=-1, requires_grad=True)
         loss = dg.binary_cross_entropy_with_logits(X @ w, y)
         (g,) = dg.grad(loss, [w], lazy=True)
-        return set(dict(runtime._optimize([g.array, loss.array])[0].dask))
+        return set(dict(runtime.optimize([g.array, loss.array])[0].dask))
 
     first = keys()
     assert any("-fused-" in str(k) for k in first)
@@ -154,7 +147,7 @@ def lazy_submission(loss, w):
     """The optimized graph a backward of ``loss`` would submit (nothing runs: a module's cluster
     without GPU workers may be up)."""
     (g,) = dg.grad(loss, [w], lazy=True)
-    return runtime._optimize([g.array, loss.array])
+    return runtime.optimize([g.array, loss.array])
 
 
 def test_fused_tasks_keep_the_gpu_placement_of_their_vjps():
@@ -226,7 +219,7 @@ def test_a_blockwise_chain_inside_a_fused_task_frees_each_temporary_after_its_la
     from dask._task_spec import Task, _execute_subgraph
     from dask.blockwise import optimize_blockwise
 
-    from daskgrad import fusion
+    from daskgrad._dask import fuse as fusion
 
     x = da.from_array(np.random.default_rng(0).standard_normal(1_000_000), chunks=-1)  # 8 MB
     y = x

@@ -2,7 +2,7 @@
 import numpy as np
 
 import daskgrad as dg
-from daskgrad import graph, runtime
+from daskgrad import _dask, graph, runtime
 from daskgrad.engine import _plan
 
 
@@ -26,11 +26,11 @@ def test_a_300_op_chain_differentiates_exactly_with_fusion_bounded():
         y = dg.sin(y) * 0.9 + 0.1
     loss = y.sum()
     (g,) = dg.grad(loss, x, retain_graph=True, lazy=True)
-    (blockwise,) = runtime._optimize([g.array], fuse_chunks=False)
+    (blockwise,) = _dask.optimize([g.array], fuse_chunks=False)
     # Blockwise fusion never chains more than FUSE_DEPTH layers: the graph keeps a layer
     # boundary at least every FUSE_DEPTH of the ~1,500 layers of the reverse graph
-    assert len(blockwise.dask.layers) >= len(g.array.dask.layers) // runtime.FUSE_DEPTH
-    (opt,) = runtime._optimize([g.array], fuse_chunks=True)
+    assert len(blockwise.dask.layers) >= len(g.array.dask.layers) // _dask.FUSE_DEPTH
+    (opt,) = _dask.optimize([g.array], fuse_chunks=True)
     # with chunk fusion (the default) each chunk's whole forward-and-reverse chain is one task
     assert len(dict(opt.dask)) == 3 + 3
     v, d = x0.copy(), np.ones_like(x0)
@@ -108,7 +108,7 @@ def test_a_100000_op_graph_builds_and_plans_its_backward_without_recursion():
     for _ in range(100_000):
         y = -y
     # folded history: every array's graph stays a few layers, so each op costs the same
-    assert len(y.array.dask.layers) <= runtime.LINEAGE_LAYERS + 1
+    assert len(y.array.dask.layers) <= _dask.LINEAGE_LAYERS + 1
     order, runs, _ = _plan([y.sum().grad_fn], None, True)
     assert len(order) == 100_002 and len(runs) == 100_001
 
@@ -119,7 +119,7 @@ def test_a_folded_history_computes_the_same_through_daskgrad_and_through_dask_di
     y, v = x, x0.copy()
     for i in range(500):
         y, v = (y * 0.99 + 0.01, v * 0.99 + 0.01) if i % 2 else (dg.sin(y), np.sin(v))
-    assert any(isinstance(layer, runtime.Folded) for layer in y.array.dask.layers.values())
+    assert any(isinstance(layer, _dask.Folded) for layer in y.array.dask.layers.values())
     np.testing.assert_allclose(y.array.compute(), v, rtol=1e-12)  # dask's own optimization and cull
     np.testing.assert_allclose(y.detach().numpy(), v, rtol=1e-12)  # unfolded, fused, culled by daskgrad
 
@@ -134,4 +134,4 @@ def test_culling_keeps_exactly_the_tasks_dask_keeps():
     c = da.concatenate([b[:5], (a[::7] ** 2)[:5]]).sum()
     for arr in (b, c, b[7:9]):
         keys = list(flatten(arr.__dask_keys__()))
-        assert dict(runtime._cull(arr.dask, keys)).keys() == dict(arr.dask.cull(set(keys))).keys()
+        assert dict(_dask.cull(arr.dask, keys)).keys() == dict(arr.dask.cull(set(keys))).keys()

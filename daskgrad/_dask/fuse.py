@@ -3,10 +3,19 @@
 A reverse graph reads each forward chunk twice (the forward ``X_i @ w`` and the VJP ``X_i.T @ g_i``),
 and Blockwise fusion stops where a value has two readers.  :func:`fuse_chunks` merges the tasks of
 one chunk into one task that reads the chunk once and frees its temporaries inside, while chunks
-stay separate tasks and reductions stay trees.  Called by ``runtime._optimize`` on every
+stay separate tasks and reductions stay trees.  Called by :func:`.optimize.optimize` on every
 submission (config ``daskgrad.fuse-chunks``, default on).
 """
 from __future__ import annotations
+
+import hashlib
+import operator
+
+from dask._task_spec import Alias, DataNode, GraphNode, Task, TaskRef, _execute_subgraph, convert_legacy_task
+from dask.base import tokenize
+from dask.blockwise import _fuse_annotations
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from dask.utils import key_split
 
 FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), never a chunk's own
 _REACH_CAP = 32  # groups tracked upstream of a task; beyond it, treat every group as upstream
@@ -31,8 +40,6 @@ def fuse_chunks(hlg, keys, name):
     inputs depends on that group), carry the annotations of their parts (GPU ``resources``), and
     are named by a token of their parts, so the same graph fuses to the same keys every time.
     """
-    from dask._task_spec import Alias, GraphNode, Task, TaskRef, convert_legacy_task
-    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
     raw, layer_of, annotated = {}, {}, {}
     for name, layer in hlg.layers.items():
@@ -254,7 +261,6 @@ def _merge_annotations(a, b):
         return a
     if not a:
         return b
-    from dask.blockwise import _fuse_annotations
 
     return _fuse_annotations(a, b)
 
@@ -281,7 +287,13 @@ class _Outputs(tuple):
         return sum(int(getattr(v, "nbytes", 0) or 0) for v in self)
 
 
-_inner_observer = None  # memory.PeakTracker's: told the most bytes a fused task held inside
+_inner_observer = None  # replay.PeakTracker's: told the most bytes a fused task held inside
+
+
+def observe_inner(observer):
+    """``observer(bytes)`` is told the most a fused task held inside while it ran (``None``: nobody)."""
+    global _inner_observer
+    _inner_observer = observer
 
 
 class _Subgraph:
@@ -320,14 +332,12 @@ class _Subgraph:
 
     @staticmethod
     def applies(node):
-        from dask._task_spec import Alias, DataNode, Task, TaskRef, _execute_subgraph
 
         return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
                 and all(isinstance(a, (TaskRef, DataNode)) for a in node.args[3:])
                 and all(isinstance(t, (Task, Alias)) for t in node.args[0].values()))
 
     def __call__(self, cache):
-        from dask._task_spec import TaskRef
 
         local = {k: cache[a.key] if isinstance(a, TaskRef) else a.value for k, a in self.inputs}
         for t, drop in zip(self.tasks, self.drops):
@@ -368,14 +378,32 @@ def _run_fused(order, drops, inputs, outputs, *values):
     return cache[outputs]
 
 
-def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name):
-    import hashlib
-    import operator
+def fused_outputs(task):
+    """The keys of the values a chunk-fused task hands on, when it hands on several."""
+    if isinstance(task, Task) and task.func is _run_fused and task.args[3] != task.key:
+        return tuple(task.args[3])  # several values (a single one is the task's own key)
+    return ()
 
-    from dask._task_spec import Task, TaskRef
-    from dask.base import tokenize
-    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-    from dask.utils import key_split
+
+def inner_peak(task, size, sizes):
+    """The most a chunk-fused task (:func:`_run_fused`) holds inside while it runs: its parts'
+    outputs, each from when it is made to its last reader in the task.  0 for other tasks."""
+    if not (isinstance(task, Task) and task.func is _run_fused):
+        return 0
+    order, drops = task.args[0], task.args[1]
+    made, live, peak = {}, 0, 0
+    for node, drop in zip(order, drops):
+        inputs = [made.get(d, size.get(d, 8)) for d in node.dependencies]
+        made[node.key] = sizes.get(node.key, min(inputs, default=8))
+        live += made[node.key]
+        peak = max(peak, live)
+        for d in drop:
+            live -= made.get(d, 0)
+    return peak
+
+
+def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name):
+
 
     out = {k: nodes.get(k, v) for k, v in raw.items()}  # converted once here, not again downstream
     notes = {k: layer.annotations for k, layer in hlg.layers.items() if layer.annotations}

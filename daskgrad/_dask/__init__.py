@@ -1,0 +1,26 @@
+"""Dask's graph internals behind one door.
+
+Everything here takes and returns dask arrays, keys and clients, and imports nothing of daskgrad
+but :mod:`daskgrad.chunk`: the only package that imports ``dask.highlevelgraph``,
+``dask.blockwise``, ``dask._task_spec`` or distributed's internals (one compatibility point, and
+the reason dask is pinned to a tested range).  Read in this order:
+
+* :mod:`.fold`: a long lineage held as one layer (graphs stay a few layers deep);
+* :mod:`.arena`: stand-ins for the reverse pass's rules, joined once for what leaves the pass;
+* :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
+* :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
+* :mod:`.replicas`: the scheduler plugin keeping stored values on two workers;
+* :mod:`.replay`: memory predicted by replaying a graph, and measured on a real run;
+* :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
+"""
+from .arena import Arena, one_chunk, relabel
+from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
+from .optimize import FUSE_DEPTH, cull, holds_data, materialized, optimize, toposort_layers
+from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
+from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
+                     submit)
+
+__all__ = ["Arena", "one_chunk", "relabel", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "FUSE_DEPTH", "cull",
+           "holds_data", "materialized", "optimize", "toposort_layers", "MemoryEstimate", "PeakTracker",
+           "chunk_bytes", "recording", "simulate", "client_of", "current_client", "data_futures", "flat_keys",
+           "gather", "keep", "lost_keys", "reads_any", "store", "submit"]

@@ -1,0 +1,198 @@
+"""Replaying a submission's graph to predict the memory it holds, and measuring a real run's.
+
+:func:`simulate` orders the graph with ``dask.order`` (the order a single worker thread runs it
+in) and replays that order: a task's output is held from when it runs until its last dependent
+has run; the submission's results are held to the end.  Sizes are shape x itemsize of each task's
+output chunk, read from the chunks of the dask arrays behind the graph (:func:`recording` collects
+every array made while the reverse graph is built).  A task belonging to no known array (inside a
+fused op, e.g. a reduction's partial sums) is sized as its smallest input, an upper bound for the
+reductions that make them.  Chunks already in memory are counted as held throughout.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+from dataclasses import dataclass, field
+
+import dask.array as da
+from dask._task_spec import DataNode, GraphNode, TaskRef
+from dask.callbacks import Callback
+from dask.core import flatten, get_deps
+from dask.order import order
+
+from . import fuse
+
+_record_lock = threading.Lock()
+
+
+@dataclass
+class MemoryEstimate:
+    """The prediction: ``peak`` bytes (held throughout + the most held at once while running)."""
+
+    peak: int
+    resident: int  # chunks already in memory before the submission (persisted inputs)
+    kept: int  # results the submission keeps: gradients, roots, leaves written in place
+    tasks: int
+    peak_at: int  # how many tasks had run when the peak was reached
+    unknown_sizes: int = 0  # tasks sized from their inputs (no array with their name)
+    largest: list = field(default_factory=list)  # (bytes, key) of the largest outputs
+
+    def __int__(self):
+        return self.peak
+
+    def __index__(self):
+        return self.peak
+
+
+@contextlib.contextmanager
+def recording():
+    """Every dask array created meanwhile (in this process) is recorded: their chunks size the tasks."""
+    made = []
+    real = da.Array.__new__
+
+    def new(cls, *args, **kwargs):
+        arr = real(cls, *args, **kwargs)
+        made.append(arr)
+        return arr
+
+    with _record_lock:
+        da.Array.__new__ = new
+        try:
+            yield made
+        finally:
+            da.Array.__new__ = real
+
+
+def chunk_bytes(arrays):
+    """{key: bytes} for every chunk of ``arrays`` (shape x itemsize; NaN sizes count as 0)."""
+    sizes, seen = {}, set()
+    for a in arrays:
+        if a.name in seen:
+            continue
+        seen.add(a.name)
+        item = a.dtype.itemsize
+        for key, shape in zip(flatten(a.__dask_keys__()), itertools.product(*a.chunks)):
+            n = math.prod(shape)
+            sizes[key] = 0 if n != n else int(n) * item
+    return sizes
+
+
+def simulate(arrays, known=()):
+    """Replay ``dask.order``'s order of the graph behind ``arrays`` (already optimized)."""
+    dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}
+    for a in arrays:
+        dsk.update(a.dask)
+    # a distributed Future is a reference to its own key (a TaskRef): as a graph value it is data
+    # already in memory, not a task depending on itself
+    dsk = {k: DataNode(k, None) if isinstance(v, TaskRef) and v.key == k else v for k, v in dsk.items()}
+    sizes = chunk_bytes(list(known) + list(arrays))
+    deps, dependents = get_deps(dsk)
+    outputs = {k for a in arrays for k in flatten(a.__dask_keys__())}
+
+    def is_data(v):
+        return isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str))
+
+    unknown = 0
+    run = _run_order(dsk, deps, dependents, order(dsk))
+    size = {}
+    for k in dsk:
+        if is_data(dsk[k]):
+            size[k] = sizes.get(k, _nbytes(dsk[k]))
+    run = [k for k in run if not is_data(dsk[k])]
+    for k in run:
+        if k in sizes:
+            size[k] = sizes[k]
+        elif fuse.fused_outputs(dsk[k]) and all(e in sizes for e in fuse.fused_outputs(dsk[k])):
+            size[k] = sum(sizes[e] for e in fuse.fused_outputs(dsk[k]))  # the values it hands on
+        else:
+            unknown += 1
+            size[k] = min((size[d] for d in deps[k]), default=8)
+    resident = sum(size[k] for k in dsk if is_data(dsk[k]))
+    inner = {k: fuse.inner_peak(dsk[k], size, sizes) for k in run}
+    remaining = {k: len(dependents[k]) for k in dsk}
+    live = peak = resident
+    peak_at = 0
+    for i, k in enumerate(run):
+        if live + max(inner[k], size[k]) > peak:
+            peak, peak_at = live + max(inner[k], size[k]), i + 1
+        live += size[k]
+        for d in deps[k]:
+            remaining[d] -= 1
+            if remaining[d] == 0 and d not in outputs and not is_data(dsk[d]):
+                live -= size[d]
+        if not dependents[k] and k not in outputs:
+            live -= size[k]
+    largest = sorted(((size[k], k) for k in run), key=lambda t: -t[0])[:5]
+    return MemoryEstimate(peak=int(peak), resident=int(resident), kept=int(sum(size.get(k, 0) for k in outputs)),
+                          tasks=len(run), peak_at=peak_at, unknown_sizes=unknown, largest=largest)
+
+
+def _run_order(dsk, deps, dependents, prio):
+    """The order dask's local scheduler runs tasks in on one thread: ``dask.order``'s priorities
+    steer a depth-first walk (ready tasks are a stack; a finished task pushes the dependents it
+    made ready, lowest priority on top), not a global sort.  Distributed workers run by priority
+    too; with several threads or workers the order differs a little."""
+    waiting = {k: len(deps[k]) for k in dsk}
+    ready = sorted((k for k in dsk if not deps[k]), key=prio.__getitem__, reverse=True)
+    run = []
+    while ready:
+        k = ready.pop()
+        run.append(k)
+        for d in sorted(dependents[k], key=prio.__getitem__, reverse=True):
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+    return run
+
+
+def _nbytes(v):
+    v = v.value if isinstance(v, DataNode) else v
+    return int(getattr(v, "nbytes", 0) or 0)
+
+
+class PeakTracker(Callback):
+    """A dask local-scheduler callback measuring the most result bytes held at once.
+
+    A result is counted from when its task finishes until its last dependent has finished (as
+    the local scheduler releases it), the final results until the end.  ``peak`` is in bytes.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.peak = self.live = 0
+        self._lock = threading.Lock()
+
+    def _start_state(self, dsk, state):
+        self._deps = {k: set(v) for k, v in state["dependencies"].items()}
+        self._remaining = {k: len(v) for k, v in state["dependents"].items()}
+        self._size = {}
+        with self._lock:
+            for k in state["cache"]:
+                self._size[k] = _nbytes(state["cache"][k])
+                self.live += self._size[k]
+            self.peak = max(self.peak, self.live)
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        with self._lock:
+            self._size[key] = _nbytes(result)
+            self.live += self._size[key]
+            self.peak = max(self.peak, self.live)
+            for d in self._deps.get(key, ()):
+                self._remaining[d] -= 1
+                if self._remaining[d] == 0 and d in self._size:
+                    self.live -= self._size.pop(d)
+
+    def __enter__(self):
+        super().__enter__()
+        fuse.observe_inner(self._inside)
+        return self
+
+    def __exit__(self, *args):
+        fuse.observe_inner(None)
+        super().__exit__(*args)
+
+    def _inside(self, held):  # a fused task's own peak, on top of what was held before it
+        with self._lock:
+            self.peak = max(self.peak, self.live + held)

@@ -1,0 +1,257 @@
+"""Running graphs and holding their results.
+
+One submission runs on the current distributed Client, or on dask's local scheduler when there is
+none.  A result the caller stores between submissions is re-keyed as plain data (no lineage) and
+kept on two workers (:mod:`.replicas`); reading results back is a gather, with no new tasks.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import weakref
+
+import dask
+import dask.array as da
+from dask._task_spec import DataNode
+from dask.base import tokenize
+from dask.core import flatten
+from dask.highlevelgraph import HighLevelGraph
+
+from . import replicas
+from .fold import flat_layers
+from .optimize import holds_data
+
+
+def current_client():
+    """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
+    try:
+        from distributed import get_client
+    except ImportError:  # pragma: no cover - distributed is a core dependency
+        return None
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+def submit(arrays, phase, progress=False):
+    """Persist ``arrays`` (already optimized) and return them once in memory: on the current client
+    in a span named ``phase`` (the dashboard groups its tasks under it), else on dask's local
+    scheduler.  ``progress``: distributed's progress bar, or dask's locally."""
+    client = current_client()
+    if client is None:
+        with _local_progress(progress), _one_blas_thread_per_task():
+            return list(dask.persist(*arrays, optimize_graph=False))
+    from distributed import span, wait
+
+    with span("daskgrad", phase):
+        out = client.persist(arrays, optimize_graph=False)
+    if progress:
+        from distributed import progress as bar
+
+        bar(out)
+    wait(out)
+    return list(out)
+
+
+_blas = {}  # the threadpoolctl controller, made once (it inspects the loaded libraries)
+
+
+def _one_blas_thread_per_task():
+    """On dask's threaded scheduler each task's BLAS call would start a BLAS thread pool of its own,
+    and 2 dask threads x 2 BLAS threads oversubscribe 2 cores (distributed's nanny sets one BLAS
+    thread per worker process for the same reason).  Limit BLAS while the submission runs, when
+    threadpoolctl is installed (it is an optional dependency)."""
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        return contextlib.nullcontext()
+    if "controller" not in _blas:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas["controller"] = ThreadpoolController()
+        except ImportError:
+            _blas["controller"] = None
+    controller = _blas["controller"]
+    return contextlib.nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
+
+
+@contextlib.contextmanager
+def _local_progress(enabled):
+    if enabled:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            yield
+    else:
+        yield
+
+
+# ------------------------------------------------------------ stored values
+def store(client, arr):
+    """``arr`` (persisted) under new keys that the scheduler holds as plain data, as if scattered,
+    on two workers; ``arr`` itself if that could not be done (it keeps its keys and lineage).
+
+    The scheduler keeps the (released) tasks a key in memory was computed from, to recompute it if
+    a worker dies; a parameter updated once per step would make that lineage grow by every step's
+    tasks.  The chunks are not copied or moved: each worker files the same object under the new key
+    (then one copy goes to a second worker).  The names are the client's own: two clients training
+    identical models on one cluster must not release each other's values.
+    """
+    from distributed import Future, wait
+
+    keys = flat_keys(arr)
+    graph = dict(arr.dask)
+    name = f"stored-{client_token(client)}-{arr.name}"
+    renamed = {k: (name,) + tuple(k[1:]) for k in keys}
+    futures = [graph[k] for k in keys]
+    todo, held = keys, set()
+    # a worker can die (its chunks are then recomputed from values still held) or a replica be
+    # dropped between asking who holds a key and filing it: what no holder filed is asked again
+    for _ in range(10):
+        wait([f for f in futures if f.key in todo])
+        owners = client.who_has([graph[k] for k in todo])
+        by_worker = {}
+        for k in todo:
+            for worker in owners.get(k, ()):
+                by_worker.setdefault(worker, []).append((k, renamed[k]))
+        filed = client.run(_file_under, by_worker, workers=list(by_worker), on_error="return")
+        who_has, nbytes = {}, {}
+        for worker, sizes in filed.items():
+            if isinstance(sizes, dict):
+                for new, size in sizes.items():
+                    who_has.setdefault(new, []).append(worker)
+                    nbytes[new] = size
+        filed = list(who_has)
+        held.update(k for k, n in zip(filed, keep(client, filed, who_has=who_has, nbytes=nbytes)) if n)
+        todo = [k for k in todo if renamed[k] not in held]
+        if not todo:
+            break
+    else:  # keep the computed keys (and their lineage) rather than lose a value
+        for worker in {w for ws in who_has.values() for w in ws}:
+            client.run(_unfile, list(who_has), workers=[worker])
+        return arr
+    futures = {}
+    for new in renamed.values():
+        futures[new] = Future(new, client)
+        client.futures[new].finish()
+    return da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
+
+
+def _file_under(pairs_by_worker, dask_worker=None):
+    """On a worker: the chunks it still holds, the same objects, under new keys; their sizes."""
+    from dask.sizeof import sizeof
+
+    pairs = pairs_by_worker.get(dask_worker.address, ())
+    data = {new: dask_worker.data[old] for old, new in pairs if old in dask_worker.data}
+    dask_worker.update_data(data=data)
+    return {new: sizeof(v) for new, v in data.items()}
+
+
+def _unfile(keys, dask_worker=None):
+    for k in keys:
+        dask_worker.data.pop(k, None)
+
+
+_tokens = {}  # client id -> the short token in its stored names
+_installed = set()  # (client, scheduler) pairs whose scheduler has the Keeper
+
+
+def client_token(client):
+    if client.id not in _tokens:
+        _tokens[client.id] = tokenize(client.id)[:8]
+    return _tokens[client.id]
+
+
+def keep(client, keys, unkeep=(), who_has=None, nbytes=None):
+    """Hold ``keys`` on two workers and let ``unkeep`` go back to one (:class:`.replicas.Keeper`,
+    installed on first use and after a scheduler restart); returns how many workers hold each key
+    of ``keys``, in order."""
+    if not keys and not unkeep:
+        return []
+    call = dict(keys=keys, who_has=who_has, nbytes=nbytes, client=client.id, unkeep=list(unkeep),
+                copies=int(dask.config.get("daskgrad.copies", replicas.COPIES)))
+    scheduler = (client.id, getattr(client, "_scheduler_identity", {}).get("id"))
+    if scheduler not in _installed:
+        replicas.install(client)
+        if not any(c == client.id for c, _ in _installed):
+            atexit.register(_close_before_its_cluster, weakref.ref(client))
+        _installed.add(scheduler)
+    try:
+        held = client.sync(client.scheduler.daskgrad_keep, **call)
+    except ValueError as e:  # "No handler daskgrad_keep found" (or None, depending on the version)
+        held = None
+        if "daskgrad_keep" not in str(e):
+            raise
+    if held is None:
+        replicas.install(client)
+        held = client.sync(client.scheduler.daskgrad_keep, **call)
+    return list(held)
+
+
+def _close_before_its_cluster(ref):
+    """At exit, a client of an in-process cluster lets go of its values before the cluster stops.
+
+    distributed closes such a cluster at exit before the client, and each worker it stops then
+    "loses" the values still wanted: the scheduler logs an ERROR for every stored value (and a
+    WARNING for computed ones) at the end of a script that never called ``client.close()``.
+    The cluster is closed here too, in the order a script would (workers before the scheduler).
+    Registered after distributed's own exit handlers, this runs first."""
+    client = ref()
+    cluster = getattr(client, "cluster", None)
+    if client is not None and client.status == "running" and cluster is not None:
+        client.close()
+        cluster.close()  # then its workers, before the scheduler (worker processes log failed heartbeats otherwise)
+
+
+# ------------------------------------------------------------ reading back, and what was lost
+def gather(arr):
+    """A materialized array's chunks assembled into one array, with no new tasks to run."""
+    keys = arr.__dask_keys__()
+    graph = dict(arr.dask)
+    blocks = [b.value if isinstance(b, DataNode) else b for b in (graph[k] for k in flatten(keys))]
+    futures = [b for b in blocks if type(b).__name__ == "Future"]
+    if futures:
+        got = dict(zip((f.key for f in futures), futures[0].client.gather(futures)))
+        blocks = [got[b.key] if type(b).__name__ == "Future" else b for b in blocks]
+    finalize, args = arr.__dask_postcompute__()
+    return finalize(_nest(keys, iter(blocks)), *args)
+
+
+def _nest(keys, it):
+    return [_nest(k, it) for k in keys] if isinstance(keys, list) else next(it)
+
+
+def flat_keys(arr):
+    return list(flatten(arr.__dask_keys__()))
+
+
+def data_futures(hlg):
+    """The distributed Futures that ``hlg``'s in-memory layers hold (a submission's inputs)."""
+    for layer in hlg.layers.values():
+        if holds_data(layer):
+            for v in layer.values():
+                v = v.value if isinstance(v, DataNode) else v
+                if type(v).__name__ == "Future":
+                    yield v
+
+
+def client_of(arr):
+    """The client whose values ``arr`` is computed from, or ``None``."""
+    return next((f.client for f in data_futures(arr.dask)), None)
+
+
+def lost_keys(hlg, ask=False):
+    """Keys of the values ``hlg`` reads that the cluster no longer has (their client was closed,
+    or every worker holding them died); ``ask``: ask the scheduler (the client may not have heard)."""
+    futures = list(data_futures(hlg))
+    dead = {f.key for f in futures if f.status in ("cancelled", "lost", "error")}
+    if ask and futures and futures[0].client.status == "running":
+        held = futures[0].client.who_has(futures)
+        dead |= {f.key for f in futures if not held.get(f.key)}
+    return dead
+
+
+def reads_any(arr, keys):
+    """Whether ``arr`` is computed from any of the values ``keys`` (folds unfolded)."""
+    layers = {n: layer for n, layer, _ in flat_layers(arr.dask)}
+    return any(f.key in keys for f in data_futures(HighLevelGraph(layers, {n: set() for n in layers})))
