@@ -23,6 +23,7 @@ import dask.array as da
 
 from . import fusion, graph, runtime
 from .engine import grad
+from ._modes import no_grad
 
 _record_lock = threading.Lock()
 
@@ -64,7 +65,7 @@ def estimate_memory(*roots, report=False):
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     with _recording() as made:
         grads = grad(roots, leaves, allow_unused=True, retain_graph=True, lazy=True)
-        with graph.no_grad():
+        with no_grad():
             writes = [g if t.grad is None else t.grad + g for t, g in zip(leaves, grads) if g is not None]
     arrays = [g.array for g in writes] + [r.array for r in roots if not runtime.materialized(r.array)]
     with runtime._lock:
