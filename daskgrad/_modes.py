@@ -99,8 +99,9 @@ class _Mode(contextlib.ContextDecorator):
     _target: dict
 
     def __new__(cls, *args, **kwargs):
-        if cls._bare and len(args) == 1 and not kwargs and callable(args[0]):
-            return cls()(args[0])
+        given = (*args, *kwargs.values())
+        if cls._bare and len(given) == 1 and callable(given[0]):  # also ``inference_mode(mode=fn)``, as torch
+            return cls()(given[0])
         self = super().__new__(cls)
         self._args = (args, kwargs)  # for _recreate_cm: each decorated call gets its own instance
         return self
@@ -153,6 +154,7 @@ class set_grad_enabled(_Mode):
     _eager = True
 
     def __init__(self, mode: bool):
+        self.mode = mode
         self._target = {"grad": bool(mode)}
         self._apply_now()
 
