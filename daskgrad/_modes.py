@@ -27,19 +27,19 @@ def _swap(values: dict) -> dict:
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "grad", True)
+    return getattr(_state, "grad", _DEFAULTS["grad"])
 
 
 def is_inference_mode_enabled() -> bool:
-    return getattr(_state, "inference", False)
+    return getattr(_state, "inference", _DEFAULTS["inference"])
 
 
 def is_anomaly_enabled() -> bool:
-    return getattr(_state, "anomaly", False)
+    return getattr(_state, "anomaly", _DEFAULTS["anomaly"])
 
 
 def is_anomaly_check_nan_enabled() -> bool:
-    return getattr(_state, "check_nan", True)
+    return getattr(_state, "check_nan", _DEFAULTS["check_nan"])
 
 
 def _wrap_generator(factory, gen_fn):
