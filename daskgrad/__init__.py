@@ -8,11 +8,10 @@ functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 from . import autograd, functional, ops, testing
 from . import optimize
 from . import nn, optim  # noqa: E402,F401
-from .anomaly import detect_anomaly, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, map_blocks
-from .graph import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
-                    set_grad_enabled)
+from ._modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                     is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly, set_grad_enabled)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
 from .checkpoint import load, save

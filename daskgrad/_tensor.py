@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 
 from . import _dask as door, graph, runtime
-from .graph import is_grad_enabled
+from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -37,7 +37,7 @@ class _Storage:
 
     def __init__(self, array):
         self.array, self.version = door.fold(array), 0
-        self.inference = graph.is_inference_mode_enabled()  # made under inference_mode: an inference tensor
+        self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
         runtime.share(self)
 
 
@@ -145,7 +145,7 @@ class Tensor:
         return self._storage.inference
 
     def _set_requires_grad(self, flag, dtype_message):
-        if flag and self._storage.inference and not graph.is_inference_mode_enabled():
+        if flag and self._storage.inference and not is_inference_mode_enabled():
             raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         if self.grad_fn is not None:
             if not flag:
@@ -328,7 +328,7 @@ class Tensor:
 
     # --------------------------------------------------------------- in place
     def _check_inplace(self):
-        if self._storage.inference and not graph.is_inference_mode_enabled():
+        if self._storage.inference and not is_inference_mode_enabled():
             raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
                                "a clone to get a normal tensor before doing inplace update.See "
                                "https://github.com/pytorch/rfcs/pull/17 for more details.")

@@ -21,6 +21,7 @@ import dask
 from . import _dask as door, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
+from ._modes import is_anomaly_enabled, set_grad_enabled
 from ._tensor import Tensor
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
@@ -246,7 +247,7 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
             g = take(_conform(g, n._output_meta, "root", 0))
             cot[n] = take(cot[n] + g) if n in cot else g
     writes, found, executed, nan_checks = {}, {}, [], []
-    with graph.set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph):
         for n in order:
             g = cot.pop(n, None)
             if g is None:
@@ -276,7 +277,7 @@ def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leave
                 if child is None or o is None:
                     continue
                 o = take(o)
-                if graph.is_anomaly_enabled():
+                if is_anomaly_enabled():
                     nan_checks.append((n, i, o))
                 cot[child] = take(cot[child] + o) if child in cot else o
     writes = list(writes.values())
@@ -322,7 +323,7 @@ def _call_rule(n, g, create_graph, lin=None):
 def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots, create_graph):
     """One persist for every gradient (and retained saved value), then write ``.grad`` and free."""
     with _grads_locked(t for t, _ in writes):
-        with graph.set_grad_enabled(create_graph):
+        with set_grad_enabled(create_graph):
             new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes]
         if not lazy:
             new_grads, found = _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, roots)

@@ -8,7 +8,8 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .graph import RESULT, is_grad_enabled, no_grad, primitive, save_tensors
+from .graph import RESULT, primitive, save_tensors
+from ._modes import is_grad_enabled, no_grad
 from ._tensor import Tensor
 from .ops import concatenate, zeros_like
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from . import chunk, runtime
 from .engine import grad
-from .graph import enable_grad, is_grad_enabled, set_grad_enabled, size_repr
+from .graph import size_repr
+from ._modes import enable_grad, is_grad_enabled, set_grad_enabled
 from .ops import stack, zeros_like
 from ._tensor import Tensor
 

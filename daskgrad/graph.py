@@ -11,189 +11,19 @@ is retained), so building this graph never computes anything.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import inspect
 import re
-import sys
-import threading
 import traceback
 import warnings
 import weakref
 
-# --------------------------------------------------------------------- grad mode
-# Grad mode is per client thread, as in torch: worker tasks never record.
-_mode = threading.local()
+from ._modes import is_anomaly_enabled, is_grad_enabled
 
-
-def is_grad_enabled() -> bool:
-    return getattr(_mode, "enabled", True)
-
-
-def _set_enabled(flag: bool) -> None:
-    _mode.enabled = bool(flag)
-
-
-def _wrap_generator(factory, gen_fn):
-    """Run each step of the generator under a fresh context, as torch's
-    ``_DecoratorContextManager`` does: the mode holds inside the body and the
-    caller's mode is back whenever the generator is suspended at a ``yield``."""
-
-    @functools.wraps(gen_fn)
-    def generator_context(*args, **kwargs):
-        gen = gen_fn(*args, **kwargs)
-        try:
-            with factory():
-                response = gen.send(None)
-            while True:
-                try:
-                    request = yield response
-                except GeneratorExit:
-                    with factory():
-                        gen.close()
-                    raise
-                except BaseException:
-                    with factory():
-                        response = gen.throw(*sys.exc_info())
-                else:
-                    with factory():
-                        response = gen.send(request)
-        except StopIteration as e:
-            return e.value
-
-    return generator_context
-
-
-def decorate(factory, fn):
-    """``fn`` run under ``factory()``; a generator function gets the mode in its body, not
-    just while the generator object is created (which runs none of the body)."""
-    if inspect.isgeneratorfunction(fn):
-        return _wrap_generator(factory, fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with factory():
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
-class _GradModeContext(contextlib.ContextDecorator):
-    """Context manager and decorator that sets grad mode and restores it."""
-
-    _target: bool
-
-    def __new__(cls, orig_func=None):
-        if orig_func is not None and callable(orig_func):  # bare ``@no_grad``, as torch accepts
-            return cls()(orig_func)
-        return super().__new__(cls)
-
-    def __init__(self, orig_func=None):
-        pass
-
-    def __call__(self, fn):
-        return decorate(self._recreate_cm, fn)
-
-    def __enter__(self):
-        self._prev = is_grad_enabled()
-        _set_enabled(self._target)
-        return self
-
-    def __exit__(self, *exc):
-        _set_enabled(self._prev)
-        return False
-
-    def _recreate_cm(self):  # a fresh instance per decorated call keeps recursion safe
-        return type(self)()
-
-
-class no_grad(_GradModeContext):
-    """Ops inside do not record: results are constant leaves (``requires_grad=False``)."""
-
-    _target = False
-
-
-class enable_grad(_GradModeContext):
-    """Turn recording back on, e.g. inside ``no_grad``."""
-
-    _target = True
-
-
-class set_grad_enabled(_GradModeContext):
-    """``set_grad_enabled(False)`` as a plain call sets the mode for this thread;
-    as a context manager or decorator it restores the previous mode on exit."""
-
-    def __new__(cls, mode: bool):
-        return object.__new__(cls)
-
-    def __init__(self, mode: bool):
-        self._target = bool(mode)
-        self._prev = is_grad_enabled()
-        _set_enabled(mode)  # torch applies the mode at construction, so a plain call works
-
-    def __enter__(self):
-        _set_enabled(self._target)
-        return self
-
-    def __call__(self, fn):
-        _set_enabled(self._prev)  # used as a decorator: the call above must not leak
-        target = self._target
-        return decorate(lambda: set_grad_enabled(target), fn)
-
-    def _recreate_cm(self):
-        return self
-
-
-class inference_mode(contextlib.ContextDecorator):
-    """``no_grad`` whose results are *inference tensors*: they can never be saved for backward,
-    take ``requires_grad_()`` or be written in place outside the mode.  ``inference_mode(False)``
-    records normally.  A context manager or decorator, with or without the call."""
-
-    def __new__(cls, mode=True):
-        if callable(mode):  # @inference_mode on a function
-            return cls()(mode)
-        return super().__new__(cls)
-
-    def __init__(self, mode=True):
-        self.mode = bool(mode)
-
-    def __call__(self, fn):
-        return decorate(self._recreate_cm, fn)
-
-    def __enter__(self):
-        self._prev = (is_grad_enabled(), is_inference_mode_enabled())
-        _set_enabled(not self.mode)
-        _mode.inference = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        _set_enabled(self._prev[0])
-        _mode.inference = self._prev[1]
-        return False
-
-    def _recreate_cm(self):
-        return type(self)(self.mode)
-
-
-def is_inference_mode_enabled() -> bool:
-    return getattr(_mode, "inference", False)
-
-
+# ------------------------------------------------------------------------ errors
 INFERENCE_SAVE_MESSAGE = (
     "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in "
     "computation tracked by autograd. To work around this, you can make a clone to get a normal tensor and use "
     "it in autograd, or use `daskgrad.no_grad()` instead of `daskgrad.inference_mode()`.")
 
-
-# ------------------------------------------------------------------ anomaly mode
-_anomaly = threading.local()
-
-
-def is_anomaly_enabled() -> bool:
-    return getattr(_anomaly, "enabled", False)
-
-
-# ------------------------------------------------------------------------ errors
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "

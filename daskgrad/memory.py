@@ -17,6 +17,7 @@ from __future__ import annotations
 from . import _dask as door, graph, runtime
 from ._dask import MemoryEstimate, PeakTracker
 from .engine import grad
+from ._modes import no_grad
 
 __all__ = ["estimate_memory", "MemoryEstimate", "PeakTracker"]
 
@@ -39,7 +40,7 @@ def estimate_memory(*roots, report=False):
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     with door.recording() as made:
         grads = grad(roots, leaves, allow_unused=True, retain_graph=True, lazy=True)
-        with graph.no_grad():
+        with no_grad():
             writes = [g if t.grad is None else t.grad + g for t, g in zip(leaves, grads) if g is not None]
     arrays = [g.array for g in writes] + [r.array for r in roots if not door.materialized(r.array)]
     arrays += runtime.pending_arrays()

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import runtime
 from .engine import grad
-from .graph import enable_grad, no_grad
+from ._modes import enable_grad, no_grad
 from ._tensor import Tensor
 from .ops import concatenate, zeros_like
 

@@ -46,8 +46,8 @@ def test_detect_anomaly_check_nan_false_does_not_raise_for_nan():
 
 def test_set_detect_anomaly_is_a_context_manager_that_restores():
     with dg.autograd.set_detect_anomaly(True, check_nan=False):
-        assert dg.graph.is_anomaly_enabled()
-    assert not dg.graph.is_anomaly_enabled()
+        assert dg.is_anomaly_enabled()
+    assert not dg.is_anomaly_enabled()
 
 
 def test_function_saving_its_own_output_has_the_right_second_derivative():

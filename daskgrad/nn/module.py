@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import dask.array as da
 import numpy as np
 
-from ..graph import no_grad
+from .._modes import no_grad
 from ..ops import zeros_like
 from .._tensor import Tensor, _check_requires_grad, _Storage
 

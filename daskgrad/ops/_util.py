@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import chunk
 from .._tensor import Tensor
-from ..graph import is_grad_enabled
+from .._modes import is_grad_enabled
 
 SCALARS = (numbers.Number,)
 

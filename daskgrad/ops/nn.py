@@ -11,7 +11,8 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, is_grad_enabled, primitive, size_repr, type_repr
+from ..graph import RESULT, primitive, size_repr, type_repr
+from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
                     refuse_complex, tensor_or_scalar)

@@ -14,7 +14,7 @@ from copy import deepcopy
 
 import numpy as np
 
-from ..graph import enable_grad, no_grad
+from .._modes import enable_grad, no_grad
 from ..ops import zeros_like
 from .._tensor import Tensor
 

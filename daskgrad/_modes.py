@@ -1,0 +1,203 @@
+"""Every mode a thread runs under: grad mode, inference mode and anomaly detection.
+
+Each mode is a :class:`_Mode`: a context manager that is also a decorator (of plain and of
+generator functions), as torch's are.  This module imports nothing from daskgrad, so every other
+module may read the modes from it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+import threading
+import warnings
+
+# Modes are per client thread, as in torch: a thread (or a worker task) never sees another's mode.
+_state = threading.local()
+_DEFAULTS = {"grad": True, "inference": False, "anomaly": False, "check_nan": True}
+
+
+def _swap(values: dict) -> dict:
+    """Set this thread's modes to ``values``; returns what they were, ready to be swapped back."""
+    prev = {name: getattr(_state, name, _DEFAULTS[name]) for name in values}
+    for name, value in values.items():
+        setattr(_state, name, value)
+    return prev
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "grad", _DEFAULTS["grad"])
+
+
+def is_inference_mode_enabled() -> bool:
+    return getattr(_state, "inference", _DEFAULTS["inference"])
+
+
+def is_anomaly_enabled() -> bool:
+    return getattr(_state, "anomaly", _DEFAULTS["anomaly"])
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return getattr(_state, "check_nan", _DEFAULTS["check_nan"])
+
+
+def _wrap_generator(factory, gen_fn):
+    """Run each step of the generator under a fresh context, as torch's
+    ``_DecoratorContextManager`` does: the mode holds inside the body and the
+    caller's mode is back whenever the generator is suspended at a ``yield``."""
+
+    @functools.wraps(gen_fn)
+    def generator_context(*args, **kwargs):
+        gen = gen_fn(*args, **kwargs)
+        try:
+            with factory():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with factory():
+                        gen.close()
+                    raise
+                except BaseException:
+                    with factory():
+                        response = gen.throw(*sys.exc_info())
+                else:
+                    with factory():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+
+    return generator_context
+
+
+def _decorate(factory, fn):
+    """``fn`` run under ``factory()``; a generator function gets the mode in its body, not
+    just while the generator object is created (which runs none of the body)."""
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator(factory, fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with factory():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _Mode(contextlib.ContextDecorator):
+    """Sets ``self._target`` (mode name -> value) on entry and restores the previous values on exit.
+
+    A subclass's ``__init__`` fills ``_target``.  ``_bare``: the class also decorates without the
+    call (``@no_grad``).  ``_eager``: the mode is applied at construction, so a plain call sets it
+    for the thread (``set_grad_enabled(False)``), and exit restores what was there before that call.
+    """
+
+    _bare = False
+    _eager = False
+    _target: dict
+
+    def __new__(cls, *args, **kwargs):
+        given = (*args, *kwargs.values())
+        if cls._bare and len(given) == 1 and callable(given[0]):  # also ``inference_mode(mode=fn)``, as torch
+            return cls()(given[0])
+        self = super().__new__(cls)
+        self._args = (args, kwargs)  # for _recreate_cm: each decorated call gets its own instance
+        return self
+
+    def _apply_now(self) -> None:
+        self._prev = _swap(self._target)
+
+    def __enter__(self):
+        prev = _swap(self._target)
+        if not self._eager:
+            self._prev = prev
+        return self
+
+    def __exit__(self, *exc):
+        _swap(self._prev)
+        return False
+
+    def __call__(self, fn):
+        if self._eager:  # used as a decorator: constructing it must not have switched the mode
+            _swap(self._prev)
+        return _decorate(self._recreate_cm, fn)
+
+    def _recreate_cm(self):  # a fresh instance per decorated call keeps recursion and threads safe
+        args, kwargs = self._args
+        return type(self)(*args, **kwargs)
+
+
+class no_grad(_Mode):
+    """Ops inside do not record: results are constant leaves (``requires_grad=False``)."""
+
+    _bare = True
+
+    def __init__(self, orig_func=None):
+        self._target = {"grad": False}
+
+
+class enable_grad(_Mode):
+    """Turn recording back on, e.g. inside ``no_grad``."""
+
+    _bare = True
+
+    def __init__(self, orig_func=None):
+        self._target = {"grad": True}
+
+
+class set_grad_enabled(_Mode):
+    """``set_grad_enabled(False)`` as a plain call sets the mode for this thread;
+    as a context manager or decorator it restores the previous mode on exit."""
+
+    _eager = True
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+        self._target = {"grad": bool(mode)}
+        self._apply_now()
+
+
+class inference_mode(_Mode):
+    """``no_grad`` whose results are *inference tensors*: they can never be saved for backward,
+    take ``requires_grad_()`` or be written in place outside the mode.  ``inference_mode(False)``
+    records normally.  A context manager or decorator, with or without the call."""
+
+    _bare = True
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+        self._target = {"grad": not self.mode, "inference": self.mode}
+
+
+_ANOMALY_WARNING = ("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
+                    "enabled for debugging.")
+
+
+class detect_anomaly(_Mode):
+    """Anomaly detection for this thread: forward stacks are kept, so a NaN made in backward
+    (unless ``check_nan=False``) or a failed saved-value check names the forward line behind it."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+        self._target = {"anomaly": True, "check_nan": bool(check_nan)}
+        warnings.warn(_ANOMALY_WARNING, UserWarning, stacklevel=2)
+
+    def _recreate_cm(self):
+        with warnings.catch_warnings():  # the warning was given once, at decoration
+            warnings.simplefilter("ignore")
+            return super()._recreate_cm()
+
+
+class set_detect_anomaly(_Mode):
+    """Sets anomaly mode as a plain call; as a context manager it restores the previous mode."""
+
+    _eager = True
+
+    def __init__(self, mode: bool, check_nan: bool = True):
+        self._target = {"anomaly": bool(mode), "check_nan": bool(check_nan)}
+        self._apply_now()
+
+    def __enter__(self):  # torch's enters without setting again: the call already did
+        return self
