@@ -16,7 +16,7 @@ from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad
 from .ops import __all__ as _ops_all
 from .checkpoint import load, save
 from .cluster import connect
-from .runtime import memory_report, release_graph, set_progress
+from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
 from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
@@ -24,8 +24,6 @@ from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand,
 
 def compute(*tensors, **kwargs):
     """Compute several tensors in one submission, so shared work runs once."""
-    from .runtime import values
-
     return tuple(values(tensors, **kwargs))
 
 

@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, graph, runtime
+from . import _dask as door, _state
 from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -32,13 +32,27 @@ def _differentiable(dtype) -> bool:
     return np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating)
 
 
+class _Handle:
+    """What ``register_hook`` returns; ``remove()`` unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, table: dict, fn):
+        _Handle._next_id += 1
+        self.id, self._table = _Handle._next_id, table
+        table[self.id] = fn
+
+    def remove(self) -> None:
+        self._table.pop(self.id, None)
+
+
 class _Storage:
     __slots__ = ("array", "version", "inference", "__weakref__")
 
     def __init__(self, array):
         self.array, self.version = door.fold(array), 0
         self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
-        runtime.share(self)
+        _state.share(self)
 
 
 class Tensor:
@@ -83,7 +97,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         self._storage.array = _as_array(value)
-        runtime.mark_pending(self._storage)
+        _state.mark_pending(self._storage)
 
     shape = property(lambda self: self.array.shape)
     ndim = property(lambda self: self.array.ndim)
@@ -211,33 +225,12 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         table = self._hooks if self.grad_fn is None else self.grad_fn._tensor_hooks
-        return graph._Handle(table, hook)
+        return _Handle(table, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-        return graph._Handle(self._post_hooks, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
-
-        Checks everything first, then submits one dask graph for all gradients and
-        returns when they are in memory (on the current distributed Client if any).
-        """
-        from .engine import backward  # the engine imports this module
-
-        if create_graph:
-            warnings.warn(
-                "Using backward() with create_graph=True will create a reference cycle between the "
-                "parameter and its gradient which can cause a memory leak. We recommend using "
-                "autograd.grad when creating the graph to avoid this. If you have to use this function, "
-                "make sure to reset the .grad fields of your parameters to None after use to break the "
-                "cycle and avoid the leak.", UserWarning, stacklevel=2)
-        if gradient is not None and not isinstance(gradient, Tensor):
-            if isinstance(gradient, (list, tuple)):
-                raise TypeError(f"gradients can be either Tensors or None, but got {type(gradient[0]).__name__}")
-            raise TypeError(f"'{type(gradient).__name__}' object is not iterable")
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+        return _Handle(self._post_hooks, hook)
 
     def detach(self) -> "Tensor":
         t = Tensor.__new__(Tensor)
@@ -256,24 +249,6 @@ class Tensor:
         return self
 
     # ------------------------------------------------------ getting values out
-    def compute(self, **kwargs):
-        """The values as one in-memory array of the chunk type (numpy or cupy).  The chunks stay
-        in (cluster) memory while this tensor lives, so asking again computes nothing."""
-        return runtime.force(self, **kwargs)
-
-    def persist(self) -> "Tensor":
-        """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
-        (self._storage.array,) = runtime.persist([self.array], keep=slice(0, 1))
-        runtime.hold(self._storage, door.flat_keys(self._storage.array))
-        return self
-
-    def __reduce_ex__(self, protocol):
-        """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
-        loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
-        keeps ``requires_grad``, and ``.grad`` is not pickled."""
-        value = runtime.force(self.detach())
-        return _rebuild, (type(self), value, self.chunks, self.requires_grad)
-
     def __deepcopy__(self, memo):
         """A copy in memory of the process would be a gather: share the dask array instead (it is
         immutable; writes rebind storage).  As in torch, leaves only, and ``.grad`` is copied."""
@@ -321,7 +296,7 @@ class Tensor:
 
     def __bool__(self):
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._scalar().item())
 
     __hash__ = object.__hash__
@@ -356,24 +331,16 @@ class Tensor:
         if node is not None:
             self.grad_fn, self._requires_grad = node, True
             # the op saved self as it was before the write; that copy is still intact
-            for v in (node._saved or {}).values():
-                if isinstance(v, graph.SavedTensor) and v.storage in (st, out._storage):
+            for v in node.saved_tensors():
+                if v.storage in (st, out._storage):
                     v.storage, v.version = st, st.version
         if self.grad_fn is None:  # a leaf (a parameter, optimizer state): its next value is due
-            runtime.mark_pending(st)
+            _state.mark_pending(st)
         return self
 
     def _inplace(self, op, *args):
         self._check_inplace()
         return self._assign(op(self, *args))
-
-    def __setitem__(self, index, value):
-        from .ops import setitem  # ops import this module: the op table binds late
-
-        if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-        self._check_inplace()
-        self._assign(setitem(self, index, value))
 
     def zero_(self):
         return self._fill("ZeroBackward0", 0)
@@ -385,25 +352,6 @@ class Tensor:
                                    f"{value.ndim} dimensions.")
             return self.copy_(value)
         return self._fill("FillBackward0", value)
-
-    def _fill(self, name, value):
-        """Overwrite with a constant; what the old value came from gets a zero gradient."""
-        from .ops.elementwise import fill  # ops import this module: the op table binds late
-
-        self._check_inplace()
-        return self._assign(fill(self, value, name))
-
-    def copy_(self, src):
-        """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
-        from .ops.elementwise import copy_to  # ops import this module: the op table binds late
-
-        return self._inplace(copy_to, src)
-
-
-def _rebuild(cls, value, chunks, requires_grad):
-    """Unpickle a tensor: its values in the chunks it had, of the array type they were pickled as."""
-    return cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
-
 
 def _as_array(value):
     return value.array if isinstance(value, Tensor) else value

@@ -45,6 +45,7 @@ import numpy as np
 
 from . import runtime
 from ._tensor import Tensor
+from .nn.module import Parameter
 
 STRUCTURE = "structure.pkl"
 _FORMAT = 1
@@ -181,8 +182,6 @@ def _write(t, path, name):
         arr = arr.map_blocks(_to_host, dtype=arr.dtype, meta=np.empty((0,) * arr.ndim, arr.dtype))
     if not _regular(arr.chunks):
         arr = arr.rechunk(tuple(max(c, default=1) for c in arr.chunks))
-    from .nn.module import Parameter  # nn imports this package
-
     attrs = {"chunks": [list(c) for c in t.chunks], "requires_grad": t.requires_grad,
              "parameter": isinstance(t, Parameter), "device": t.device}
     return da.to_zarr(arr, path, component=name, compute=False, attributes={"daskgrad": attrs})
@@ -241,8 +240,6 @@ def _read(z, map_location):
 
 
 def _make(arr, requires_grad, parameter):
-    from .nn.module import Parameter  # nn imports this package
-
     return (Parameter if parameter else Tensor)._make(arr, requires_grad=bool(requires_grad))
 
 

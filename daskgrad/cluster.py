@@ -18,6 +18,11 @@ import json
 import socket
 import warnings
 
+from distributed import Client, LocalCluster
+from distributed.comm import get_address_host
+
+from ._dask.dashboard import install
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -28,8 +33,6 @@ class InsecureClusterWarning(UserWarning):
 def connect(address: str = "local", *, scheduler_file=None, n_workers=None, threads_per_worker=None,
             processes=False, host=None, dashboard_address=LOOPBACK + ":8787",
             worker_dashboard_address=LOOPBACK + ":0", security=None, **kwargs):
-    from distributed import Client, LocalCluster
-
     if address != "local" or scheduler_file is not None:
         if scheduler_file is not None:
             with open(scheduler_file) as f:
@@ -95,7 +98,6 @@ def _local_cluster_type(base):
 
 
 def _install_dashboard(client):
-    from ._dask.dashboard import install
 
     try:
         install(client)
@@ -122,8 +124,6 @@ def warn_if_exposed(address: str) -> bool:
     """Warn (:class:`InsecureClusterWarning`) when ``address`` is plain TCP beyond the loopback."""
     if not address or "://" in address and address.split("://")[0] not in ("tcp", "ws"):
         return False  # tls://, wss://, inproc://, ucx://
-    from distributed.comm import get_address_host
-
     host = get_address_host(address if "://" in address else "tcp://" + address)
     if is_loopback(host):
         return False

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 import weakref
 
 import dask
 
-from . import _dask as door, chunk, graph, runtime
+from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._modes import is_anomaly_enabled, set_grad_enabled
@@ -334,7 +335,7 @@ def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy,
             if old is not None and not create_graph and not old.requires_grad and not lazy:
                 # torch accumulates in place: a reference to the old .grad sees the sum
                 old._storage.array, old._storage.version = g.array, old._storage.version + 1
-                runtime.hold(old._storage)
+                _state.hold(old._storage)
             else:
                 t._grad = g
     for t, _ in new_grads:
@@ -365,7 +366,7 @@ def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, r
     if not accumulate:
         found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
     for g in [g for _, g in new_grads] + ([] if accumulate else list(found.values())):
-        runtime.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
+        _state.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
     for s, a in zip(saved, saved_out):
         s.pin(a)
     if retain_graph:
@@ -433,3 +434,27 @@ def _broadcastable(shape, to_shape):
     if len(shape) > len(to_shape):
         return False
     return all(s == t or s == 1 for s, t in zip(shape[::-1], to_shape[::-1]))
+
+
+# Tensor.backward, installed here: the tensor sits on a floor below the engine
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+
+    Checks everything first, then submits one dask graph for all gradients and
+    returns when they are in memory (on the current distributed Client if any).
+    """
+    if create_graph:
+        warnings.warn(
+            "Using backward() with create_graph=True will create a reference cycle between the "
+            "parameter and its gradient which can cause a memory leak. We recommend using "
+            "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+            "make sure to reset the .grad fields of your parameters to None after use to break the "
+            "cycle and avoid the leak.", UserWarning, stacklevel=2)
+    if gradient is not None and not isinstance(gradient, Tensor):
+        if isinstance(gradient, (list, tuple)):
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(gradient[0]).__name__}")
+        raise TypeError(f"'{type(gradient).__name__}' object is not iterable")
+    backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+
+Tensor.backward = _tensor_backward

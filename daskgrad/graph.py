@@ -17,6 +17,7 @@ import warnings
 import weakref
 
 from ._modes import is_anomaly_enabled, is_grad_enabled
+from ._tensor import Tensor, _Handle
 
 # ------------------------------------------------------------------------ errors
 INFERENCE_SAVE_MESSAGE = (
@@ -93,8 +94,6 @@ class SavedTensor:
         self.data, self.persisted = array, True
 
     def unpack(self, wrap=None):
-        from ._tensor import Tensor  # _tensor imports this module (grad mode)
-
         if self.leaf is not None:
             return self.leaf
         data = self.data if wrap is None else wrap(self.data)
@@ -197,20 +196,6 @@ def node_class(name: str) -> type:
     return cls
 
 
-class _Handle:
-    """What ``register_hook`` returns; ``remove()`` unregisters the hook."""
-
-    _next_id = 0
-
-    def __init__(self, table: dict, fn):
-        _Handle._next_id += 1
-        self.id, self._table = _Handle._next_id, table
-        table[self.id] = fn
-
-    def remove(self) -> None:
-        self._table.pop(self.id, None)
-
-
 def _new_node(name):
     node = node_class(name).__new__(node_class(name))
     node._saved, node._had_saved, node._tensor_hooks = None, False, {}
@@ -295,7 +280,6 @@ def primitive(name, torch=None, user_code=False) -> Primitive:
 def record(name, out_array, inputs, prim, save=None, params=None):
     """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
     :meth:`Primitive.bind`, the one caller)."""
-    from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
     out = Tensor._make(out_array)
     if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
@@ -317,7 +301,6 @@ def record(name, out_array, inputs, prim, save=None, params=None):
 def save_tensors(node, save, out=None):
     """Attach the saved values of ``node``: tensors (or ``None``) only -- a plain value is a
     param -- so that :meth:`Node.release` frees every tensor the rule could read."""
-    from ._tensor import Tensor  # _tensor imports this module (grad mode)
 
     for k, v in save.items():
         if v is not None and not isinstance(v, Tensor):

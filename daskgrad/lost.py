@@ -31,14 +31,11 @@ def dead(future) -> bool:
 def describe(lost, shapes) -> list[str]:
     """Names for the lost dask array names ``lost``: a module's parameter, a ``.grad``, an
     optimizer's state entry, or else the shape and dtype (``shapes``: name -> array) or the name."""
-    from ._tensor import Tensor
-    from .nn.module import Module  # (only here, when reporting: the layers above us, found by type)
-    from .optim.optimizer import Optimizer
-
+    # the modules and optimizers holding them sit floors above: found by what they have, not by type
     objects = gc.get_objects()
     params, by_id = {}, {}  # id(parameter) -> its name in the outermost module holding it
     for obj in objects:
-        if isinstance(obj, Module):
+        if _is_module(obj):
             for name, p in obj.named_parameters():
                 by_id[id(p)] = p
                 if len(name) > len(params.get(id(p), "")):
@@ -49,10 +46,10 @@ def describe(lost, shapes) -> list[str]:
         if p._grad is not None:
             names[p._grad.array.name] = f"{params[pid]}.grad"
     for obj in objects:
-        if isinstance(obj, Optimizer):
+        if _is_optimizer(obj):
             for pid, state in obj.state.items():
                 for key, v in state.items():
-                    if isinstance(v, Tensor):
+                    if hasattr(v, "_storage") and hasattr(v, "array"):
                         owner = repr(params[pid]) if pid in params else "a parameter"
                         names[v.array.name] = f"{type(obj).__name__} state {key!r} of {owner}"
     named = sorted(names[n] for n in lost if n in names)
@@ -61,3 +58,11 @@ def describe(lost, shapes) -> list[str]:
     if named and others:  # the values the named ones were computed from: noise to the user
         return named + [f"{len(others)} value(s) they were computed from"]
     return named + others
+
+
+def _is_module(obj) -> bool:
+    return any(c.__name__ == "Module" and c.__module__ == "daskgrad.nn.module" for c in type(obj).__mro__)
+
+
+def _is_optimizer(obj) -> bool:
+    return any(c.__name__ == "Optimizer" and c.__module__ == "daskgrad.optim.optimizer" for c in type(obj).__mro__)

@@ -14,7 +14,7 @@ Chunks already in memory (persisted data) are counted as held throughout.
 """
 from __future__ import annotations
 
-from . import _dask as door, graph, runtime
+from . import _dask as door, _state, graph, runtime
 from ._dask import MemoryEstimate, PeakTracker
 from .engine import grad
 from ._modes import no_grad
@@ -43,7 +43,7 @@ def estimate_memory(*roots, report=False):
         with no_grad():
             writes = [g if t.grad is None else t.grad + g for t, g in zip(leaves, grads) if g is not None]
     arrays = [g.array for g in writes] + [r.array for r in roots if not door.materialized(r.array)]
-    arrays += runtime.pending_arrays()
+    arrays += _state.pending_arrays(door.materialized)
     known = list(made) + [a for a in arrays]
     for node in graph.toposort([r.grad_fn for r in roots if r.grad_fn is not None]):
         known += [v.data for v in node.saved_tensors()]

@@ -8,12 +8,14 @@ values a storage still holds (:func:`hold`), and the retained graphs.
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 
 import dask
+import dask.array as da
 
 from . import _dask as door, graph, lost
+from ._tensor import Tensor
+from ._state import _lock, _pending, _unkeep, hold, let_go
 from ._dask import current_client, dashboard
 
 _progress = {"enabled": False}
@@ -47,7 +49,7 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     are held on two workers (:mod:`daskgrad.replicas`).
     """
     arrays = list(arrays)
-    _let_go()
+    let_go()
     client = current_client()
     with _lock:
         # an update built on another client's values waits for that client (if it is closed,
@@ -69,7 +71,7 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
             else:
                 _pending.add(st)
     if client is not None:
-        _let_go()  # what this submission superseded: the pending updates that read it have run
+        let_go()  # what this submission superseded: the pending updates that read it have run
         with _lock:
             unkeep, _unkeep[:] = list(_unkeep), []
         door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], unkeep)
@@ -77,50 +79,6 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
         with _lock:
             _unkeep.clear()  # no Keeper to tell: nothing is held twice
     return out[:len(arrays)]
-
-
-# ------------------------------------------------------------ who holds a kept value
-# A kept value (a stored parameter, a .grad) goes on being referenced by lazy graphs after its
-# tensor has let go of it: the loop's `residual = A(u) - f`, built on a pending update, pins the
-# previous u and u.grad until it is dropped.  Those need no second copy: once no storage holds a
-# value, the Keeper is told (with the next submission's call, so pending updates that read it have
-# run) and distributed's memory manager drops the extra copy.  Saved values of retained graphs are
-# not registered here: they keep both copies until released.
-_holders = {}  # kept array name -> [WeakSet of storages holding it, its keys]
-_held = weakref.WeakKeyDictionary()  # storage -> the kept name it holds
-_unkeep = []  # keys of values no storage holds any more, for the Keeper's next call
-
-
-def hold(storage, keys=None):
-    """``storage`` holds its (kept) array; ``keys`` registers the array as kept (else it is
-    registered only if it already is)."""
-    name = storage.array.name
-    with _lock:
-        entry = _holders.get(name)
-        if entry is None:
-            if keys is None and not name.startswith("stored-"):
-                return
-            entry = _holders[name] = [weakref.WeakSet(), keys or door.flat_keys(storage.array)]
-        prev = _held.get(storage)
-        if prev is not None and prev != name and prev in _holders:
-            _holders[prev][0].discard(storage)
-        _held[storage] = name
-        entry[0].add(storage)
-
-
-def share(storage):
-    """A new storage over an array that may be kept (a snapshot, a detached view) holds it too."""
-    if storage.array.name in _holders:
-        hold(storage)
-
-
-def _let_go():
-    """Queue the keys of kept values no storage holds any more; they are sent with the next call
-    to the Keeper, which comes after a submission has run."""
-    with _lock:
-        gone = [n for n, (holders, _) in _holders.items() if not holders]
-        for n in gone:
-            _unkeep.extend(_holders.pop(n)[1])
 
 
 def _store(client, arr, storage):
@@ -168,24 +126,6 @@ def _raise_if_lost(arrays, hlg, cause=None):
     shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
     shapes.update((a.name, a) for a in arrays if a.name in names)
     raise lost.LostTensorError(lost.describe(names, shapes)) from cause
-
-
-# ------------------------------------------------------------ pending storages
-_pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
-_lock = threading.RLock()  # (hold() runs inside the swap)
-
-
-def mark_pending(storage) -> None:
-    """``storage`` (a leaf's, after an in-place write) holds a lazy value built on its old one;
-    the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
-    with _lock:
-        _pending.add(storage)
-
-
-def pending_arrays():
-    """The lazy values in-place writes left, which the next submission computes."""
-    with _lock:
-        return [st.array for st in list(_pending) if not door.materialized(st.array)]
 
 
 def values(tensors, **kwargs):
@@ -268,3 +208,32 @@ def memory_report():
                     row["bytes"][w] = row["bytes"].get(w, 0) + sizes.get(key, 0)
         rows.append(row)
     return rows
+
+
+# ------------------------------------------------------------ Tensor methods that compute
+# installed here (as HIPS's numpy_boxes and tinygrad's register do): the tensor sits on a floor below
+def _compute(self, **kwargs):
+    """The values as one in-memory array of the chunk type (numpy or cupy).  The chunks stay
+    in (cluster) memory while this tensor lives, so asking again computes nothing."""
+    return force(self, **kwargs)
+
+def _persist_tensor(self):
+    """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
+    (self._storage.array,) = persist([self.array], keep=slice(0, 1))
+    hold(self._storage, door.flat_keys(self._storage.array))
+    return self
+
+def _reduce_ex(self, protocol):
+    """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
+    loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
+    keeps ``requires_grad``, and ``.grad`` is not pickled."""
+    value = force(self.detach())
+    return _rebuild, (type(self), value, self.chunks, self.requires_grad)
+
+
+def _rebuild(cls, value, chunks, requires_grad):
+    """Unpickle a tensor: its values in the chunks it had, of the array type they were pickled as."""
+    return cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
+
+
+Tensor.compute, Tensor.persist, Tensor.__reduce_ex__ = _compute, _persist_tensor, _reduce_ex

@@ -86,3 +86,5 @@ Tensor.mT = property(lambda self: swapaxes(self, -1, -2))
 from .layers import dropout_mask, embedding, embedding_backward, erf  # noqa: E402
 __all__ += ["embedding", "erf"]
 Tensor.erf = erf
+
+from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_)

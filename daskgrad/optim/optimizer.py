@@ -17,6 +17,7 @@ import numpy as np
 from .._modes import enable_grad, no_grad
 from ..ops import zeros_like
 from .._tensor import Tensor
+from ..nn.module import _host, _on_device_of
 
 _required = object()
 
@@ -30,8 +31,6 @@ def _snapshot(value):
 def _state_value(key, value, param):
     """A loaded state value next to ``param``: counters as Python numbers, tensors with the parameter's
     dtype, chunks and device (torch tensors and arrays are copied in lazily)."""
-    from ..nn.module import _host, _on_device_of
-
     value = _host(value)
     if key == "step":
         return float(value.item() if hasattr(value, "item") else value)

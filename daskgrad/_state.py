@@ -1,0 +1,92 @@
+"""Process-wide state of daskgrad, and why each piece exists.
+
+Here, the registries of tensor storages every floor above reads (they hold storages weakly, and
+know nothing of tensors or Dask):
+
+* ``_pending``: storages holding a lazy value that an in-place write made (``w -= lr * w.grad``);
+  the next submission computes them, so a parameter updated once per step never grows a lineage.
+* ``_holders``/``_held``/``_unkeep``: which storages hold each value kept on two workers, so that a
+  value no tensor holds any more goes back to one copy (:mod:`daskgrad._dask.replicas`).
+* ``_lock``: guards both; re-entrant because :func:`hold` runs inside a submission's swap.
+
+Elsewhere, each beside the code that needs it:
+
+* ``_modes._state``: grad, inference and anomaly modes, per thread, as torch's;
+* ``graph.PRIMITIVES``: the op table; ``runtime._retained``: nodes whose saved values are pinned
+  (their layers are reused by later submissions); ``runtime._kept_names``: stored names, to name
+  what a lost worker took; ``runtime._observers``/``_progress``: submission observers, progress bar;
+* ``engine._claimed``/``_grad_locks``: nodes a running backward will free, and per-leaf locks, so
+  threads backpropagating at once behave as torch's;
+* ``_tensor._rng``: ``manual_seed``'s generator; ``_tensor._cuda_ok``: a GPU was found once;
+* ``_dask.submit._tokens``/``_installed``/``_blas``: per-client stored-name tokens, schedulers that
+  have the Keeper, the BLAS thread limiter; ``_dask.fuse._inner_observer``: a memory tracker;
+  ``_dask.dashboard._outbox``/``_node_ids``: retained graphs not yet published to the scheduler.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+from ._dask import flat_keys
+
+# ------------------------------------------------------------ pending storages
+_pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
+_lock = threading.RLock()  # (hold() runs inside the swap)
+
+
+def mark_pending(storage) -> None:
+    """``storage`` (a leaf's, after an in-place write) holds a lazy value built on its old one;
+    the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
+    with _lock:
+        _pending.add(storage)
+
+
+def pending_arrays(materialized):
+    """The lazy values in-place writes left, which the next submission computes (those not
+    ``materialized`` already)."""
+    with _lock:
+        return [st.array for st in list(_pending) if not materialized(st.array)]
+
+
+# ------------------------------------------------------------ who holds a kept value
+# A kept value (a stored parameter, a .grad) goes on being referenced by lazy graphs after its
+# tensor has let go of it: the loop's `residual = A(u) - f`, built on a pending update, pins the
+# previous u and u.grad until it is dropped.  Those need no second copy: once no storage holds a
+# value, the Keeper is told (with the next submission's call, so pending updates that read it have
+# run) and distributed's memory manager drops the extra copy.  Saved values of retained graphs are
+# not registered here: they keep both copies until released.
+_holders = {}  # kept array name -> [WeakSet of storages holding it, its keys]
+_held = weakref.WeakKeyDictionary()  # storage -> the kept name it holds
+_unkeep = []  # keys of values no storage holds any more, for the Keeper's next call
+
+
+def hold(storage, keys=None):
+    """``storage`` holds its (kept) array; ``keys`` registers the array as kept (else it is
+    registered only if it already is)."""
+    name = storage.array.name
+    with _lock:
+        entry = _holders.get(name)
+        if entry is None:
+            if keys is None and not name.startswith("stored-"):
+                return
+            entry = _holders[name] = [weakref.WeakSet(), keys or flat_keys(storage.array)]
+        prev = _held.get(storage)
+        if prev is not None and prev != name and prev in _holders:
+            _holders[prev][0].discard(storage)
+        _held[storage] = name
+        entry[0].add(storage)
+
+
+def share(storage):
+    """A new storage over an array that may be kept (a snapshot, a detached view) holds it too."""
+    if storage.array.name in _holders:
+        hold(storage)
+
+
+def let_go():
+    """Queue the keys of kept values no storage holds any more; they are sent with the next call
+    to the Keeper, which comes after a submission has run."""
+    with _lock:
+        gone = [n for n, (holders, _) in _holders.items() if not holders]
+        for n in gone:
+            _unkeep.extend(_holders.pop(n)[1])

@@ -1,0 +1,111 @@
+"""The package is a house on floors: a module imports only from floors below it, at module top.
+
+The one knot allowed sits inside ``ops/``: linear ops whose rules are each other's transposes
+(shape, reductions, indexing, linalg) import each other late.  Dask's graph internals and
+distributed's private API are imported only behind one door, ``daskgrad/_dask``, which imports
+nothing of daskgrad but ``chunk``.  Read with ``ast``: nothing is imported to check it.
+"""
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "daskgrad"
+
+# bottom to top; a module may import modules of its own floor only where said below
+FLOORS = [
+    ["chunk", "_dask", "_modes", "lost"],
+    ["_state"],
+    ["_tensor"],
+    ["graph"],
+    ["runtime"],
+    ["ops"],
+    ["engine", "anomaly"],
+    ["function", "functional", "testing", "memory", "optimize", "checkpoint", "strict"],
+    ["nn", "optim", "cluster", "dashboard", "autograd"],
+    ["__init__"],
+]
+SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),
+              ("autograd", "function"), ("autograd", "testing"), ("memory", "engine"), ("checkpoint", "nn"),
+              ("engine", "anomaly")}
+OPS_KNOT = {"shape", "reductions", "indexing", "linalg", "elementwise"}  # late imports among these are allowed
+DASK_INTERNALS = ("dask.highlevelgraph", "dask.blockwise", "dask._task_spec", "dask.core", "dask.order",
+                  "dask.callbacks", "dask.array.optimization", "distributed.active_memory_manager",
+                  "distributed.diagnostics", "distributed.http", "distributed.dashboard", "distributed.scheduler",
+                  "distributed.worker")
+
+
+def _unit(path):
+    """The floor unit of a module: its top-level name in the package (``ops``, ``_dask``, ``engine``)."""
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return rel.parts[0]
+
+
+def _imports(path):
+    """(line, imported module, at module top?) of every import in ``path``, made absolute."""
+    tree = ast.parse(path.read_text())
+    package = ["daskgrad", *path.relative_to(PACKAGE).with_suffix("").parts[:-1]]
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, id(node) in top
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module
+            names = [mod] if node.module or not node.level else [f"{mod}.{a.name}" for a in node.names]
+            for m in names:
+                yield node.lineno, m, id(node) in top
+
+
+def _floor(unit):
+    for i, floor in enumerate(FLOORS):
+        if unit in floor:
+            return i
+    raise AssertionError(f"daskgrad/{unit} is on no floor: add it to FLOORS in tests/test_floors.py")
+
+
+def test_every_module_imports_only_from_floors_below_it_at_module_top():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        unit = _unit(path)
+        for line, mod, at_top in _imports(path):
+            if not mod.startswith("daskgrad.") and mod != "daskgrad":
+                continue
+            parts = mod.split(".")
+            if len(parts) < 2:
+                continue
+            other = parts[1]
+            where = f"{path.relative_to(PACKAGE.parent)}:{line} imports {mod}"
+            if other == unit:
+                inner = path.relative_to(PACKAGE).with_suffix("").parts
+                if unit == "ops" and not at_top and inner[-1] in OPS_KNOT and len(parts) > 2 and parts[2] in OPS_KNOT:
+                    continue  # the documented knot of linear ops
+                if not at_top and unit == "ops":
+                    wrong.append(where + " (late, inside ops but outside the knot)")
+                elif not at_top:
+                    wrong.append(where + " (late)")
+                continue
+            if unit == "__init__" or (unit, other) in SAME_FLOOR:
+                if not at_top:
+                    wrong.append(where + " (late)")
+                continue
+            if _floor(other) >= _floor(unit):
+                wrong.append(where + f" (floor {_floor(other)} from floor {_floor(unit)})")
+            elif not at_top:
+                wrong.append(where + " (late)")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_dask_internals_are_imported_only_behind_the_door_which_imports_only_chunk():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = _unit(path) == "_dask"
+        for line, mod, _ in _imports(path):
+            where = f"{path.relative_to(PACKAGE.parent)}:{line} imports {mod}"
+            if not inside and mod.startswith(DASK_INTERNALS):
+                wrong.append(where)
+            if inside and mod.startswith("daskgrad.") and not mod.startswith(("daskgrad._dask", "daskgrad.chunk")):
+                wrong.append(where)
+    assert not wrong, "\n".join(wrong)
