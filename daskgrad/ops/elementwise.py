@@ -110,6 +110,8 @@ def _abs_rule(g, s):
 abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, ("x",), methods=("__abs__", "abs_", "abs"))
 sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), ("r",), methods=("sqrt_", "sqrt"))
 sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("sign",))
+sinh = _unary("sinh", "SinhBackward0", da.sinh, lambda g, s: (g * conj(cosh(s.x)),), ("x",), methods=("sinh",))
+cosh = _unary("cosh", "CoshBackward0", da.cosh, lambda g, s: (g * conj(sinh(s.x)),), ("x",), methods=("cosh",))
 
 
 @public("square")
