@@ -85,9 +85,9 @@ class Function:
         ctx._n_saved = len(to_save)
         # the output saved by forward must come back as the recorded output (with this node as
         # its grad_fn), or a second derivative through it would see a constant
-        res = function_p.bind(out.array, *_tensor_args(args),
-                              save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
-                              node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
+        res = function_p.record(out.array, *_tensor_args(args),
+                                save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
+                                node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
         return _rebase_dirty(ctx, out, res)
 
 
@@ -169,9 +169,9 @@ def _apply_many(cls, ctx, args, outs):
     offsets = tuple(int(o) for o in offsets)
     # zeros for the outputs that get no cotangent: lazy constants, made now so the node holds no output
     zeros = tuple(zeros_like(o).array if isinstance(o, Tensor) else None for o in outs)
-    packed = function_many_p.bind(flat.array, *inputs, node=name, cls=cls, ctx=ctx, is_tensor=_is_tensor(args),
-                                  used=used, diff=tuple(diff), offsets=offsets,
-                                  shapes=tuple(getattr(o, "shape", None) for o in outs), zeros=zeros)
+    packed = function_many_p.record(flat.array, *inputs, node=name, cls=cls, ctx=ctx, is_tensor=_is_tensor(args),
+                                    used=used, diff=tuple(diff), offsets=offsets,
+                                    shapes=tuple(getattr(o, "shape", None) for o in outs), zeros=zeros)
     packed_zeros = zeros_like(packed).array  # on the packed tensor's chunks and device
 
     def piece(k, i):
@@ -179,8 +179,8 @@ def _apply_many(cls, ctx, args, outs):
         arr = packed.array[lo:hi].reshape(shape)
         arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
             n != n for n in arr.shape) else arr
-        return _rebase_dirty(ctx, outs[i], function_output_p.bind(arr, packed, node=name, i=i, lo=lo, hi=hi,
-                                                                  total=offsets[-1], used=used, zeros=packed_zeros))
+        return _rebase_dirty(ctx, outs[i], function_output_p.record(arr, packed, node=name, i=i, lo=lo, hi=hi,
+                                                                    total=offsets[-1], used=used, zeros=packed_zeros))
 
     made = {i: piece(k, i) for k, i in enumerate(diff)}
     result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
@@ -293,8 +293,8 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
                         name=f"{label}-{tokenize(chunk_fn, *arrays, kwargs)}", **kwargs)
     if vjp is None:
         return Tensor._make(out)
-    return map_blocks_p.bind(out, *ts, save={f"t{i}": t for i, t in enumerate(ts)}, node=f"{label}Backward",
-                             vjp=vjp, label=label, kwargs=kwargs, n=len(ts))
+    return map_blocks_p.record(out, *ts, save={f"t{i}": t for i, t in enumerate(ts)}, node=f"{label}Backward",
+                               vjp=vjp, label=label, kwargs=kwargs, n=len(ts))
 
 
 # A user's chunk kernel: its node is named <name>Backward; the params hold the chunk-level vjp.

@@ -1,8 +1,8 @@
 """Step 2 of the data flow: how an op result remembers where it came from.
 
 Every differentiable op is a :class:`Primitive` in one table, :data:`PRIMITIVES`: its name,
-torch's node name(s) and its VJP rule ``rule(g, s, **params)``.  An op binds its result with
-``p.bind(out, *inputs, save={...}, **params)``; when grad mode is on and an input requires grad,
+torch's node name(s), its forward ``impl`` and its VJP rule ``rule(g, s, **params)``.  An op is
+applied with ``p.bind(*inputs, **params)``; when grad mode is on and an input requires grad,
 the result gets a ``grad_fn`` node holding the primitive, the plain params, the edges to the
 inputs' nodes (``next_functions``) and the tensors the rule saved -- tensors live only there,
 so releasing the saved values frees everything.
@@ -11,6 +11,7 @@ is retained), so building this graph never computes anything.
 """
 from __future__ import annotations
 
+import numbers
 import re
 import traceback
 import warnings
@@ -226,25 +227,34 @@ PRIMITIVES: dict[str, "Primitive"] = {}  # every differentiable op, by name: wha
 
 
 class Primitive:
-    """One differentiable op, declared once, as data (JAX's rule table, HIPS autograd's ``defvjp``).
+    """One differentiable op, declared once with its forward (JAX's ``impl_rules``, HIPS's ``primitive``).
 
     ``torch``: torch's node name, or the names of the op's variants (the op picks one when it
     binds: ``SumBackward0`` over all axes, ``SumBackward1`` over some); ``None`` for ops whose node
     is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).  ``user_code``: the rule
     runs a user's ``backward``, which may compute or keep what it is given, so the engine hands it
-    whole tensors rather than stand-ins.  ``@p.vjp`` registers
-    ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved tensor, ``params``
-    the plain values the op bound; it returns one cotangent per input, ``None`` meaning zero.
+    whole tensors rather than stand-ins.
+
+    ``impl(*operands, **params)``: the forward on dask arrays; an operand that is a Python number
+    arrives as itself.  ``args``: the operands' names.  ``save``: what the rule reads, by name:
+    an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
+    only when input ``i`` needs a gradient.  ``prepare(*inputs)``: coerces and checks the operands
+    (the op modules' families supply it), returning them.
+
+    ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
+    value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
+    meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code")
+    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "prepare")
 
-    def __init__(self, name, torch=None, user_code=False):
+    def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), prepare=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
         self.rule, self.user_code = None, user_code
+        self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -254,11 +264,27 @@ class Primitive:
         self.rule = rule
         return rule
 
-    def bind(self, out_array, *inputs, save=None, node=None, **params):
-        """Wrap ``out_array`` as a Tensor recorded as this op on ``inputs`` (``None`` for a
-        constant operand).  ``save`` maps a name to a tensor, ``RESULT`` (the output) or ``None``;
+    def bind(self, *inputs, node=None, **params):
+        """Apply the op: coerce and check ``inputs``, run ``impl`` on their arrays, save what the
+        rule reads, record.  ``node`` picks one of the declared torch names."""
+        if self.prepare is not None:
+            inputs = self.prepare(*inputs)
+        out = self.impl(*(x.array if isinstance(x, Tensor) else x for x in inputs), **params)
+        needs = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
+        save = {}
+        for entry in self.save:
+            name, when = entry if isinstance(entry, tuple) else (entry, None)
+            v = RESULT if name == "r" else inputs[self.args.index(name)]
+            save[name] = v if when is None or needs[when] else None
+        return self.record(out, *(x if isinstance(x, Tensor) else None for x in inputs), save=save, node=node,
+                           **params)
+
+    def record(self, out_array, *inputs, save=None, node=None, **params):
+        """Wrap ``out_array``, made by the caller, as a Tensor recorded as this op on ``inputs``
+        (``None`` for a constant operand): the path of ops whose forward does not fit ``impl``.
+        ``save`` maps a name to a tensor, a Python number, ``RESULT`` (the output) or ``None``;
         ``params`` are plain values (ints, tuples, strings, dtypes, shapes, chunks, numbers)
-        handed back to the rule as keywords.  ``node`` picks one of the declared torch names."""
+        handed back to the rule as keywords."""
         if node is None:
             node = self.torch[0]
         elif self.torch and node not in self.torch:
@@ -272,14 +298,14 @@ class Primitive:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
 
 
-def primitive(name, torch=None, user_code=False) -> Primitive:
-    return Primitive(name, torch, user_code)
+def primitive(name, torch=None, user_code=False, **forward) -> Primitive:
+    return Primitive(name, torch, user_code, **forward)
 
 
 # ------------------------------------------------------------------------ record
 def record(name, out_array, inputs, prim, save=None, params=None):
     """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
-    :meth:`Primitive.bind`, the one caller)."""
+    :meth:`Primitive.record`, the one caller)."""
 
     out = Tensor._make(out_array)
     if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
@@ -294,27 +320,31 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     out.grad_fn, out._requires_grad = node, True
     save_tensors(node, {k: out if v is RESULT else v for k, v in (save or {}).items()}, out)
     if is_anomaly_enabled():
-        node._stack = traceback.format_stack()[:-3]
+        frames = traceback.extract_stack()
+        while frames and frames[-1].filename == __file__:  # record and bind
+            frames.pop()
+        node._stack = traceback.format_list(frames[:-1])  # and the op that bound: the user's line comes last
     return out
 
 
 def save_tensors(node, save, out=None):
-    """Attach the saved values of ``node``: tensors (or ``None``) only -- a plain value is a
-    param -- so that :meth:`Node.release` frees every tensor the rule could read."""
+    """Attach the saved values of ``node``: tensors, ``None``, or a Python number operand, which
+    holds no memory; any other plain value is a param, so that :meth:`Node.release` frees every
+    tensor the rule could read."""
 
     for k, v in save.items():
-        if v is not None and not isinstance(v, Tensor):
+        if v is not None and not isinstance(v, (Tensor, numbers.Number)):
             raise TypeError(f"{node.name()} saves {k!r} of type {type(v).__name__}: only tensors are saved, "
                             "plain values are params")
     if not save:
         node._saved = {}
         return
-    if any(v._storage.inference for v in save.values() if v is not None):
+    if any(v._storage.inference for v in save.values() if isinstance(v, Tensor)):
         raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-    node._saved = {k: None if v is None else SavedTensor(v, is_output=v is out) for k, v in save.items()}
+    node._saved = {k: SavedTensor(v, is_output=v is out) if isinstance(v, Tensor) else v for k, v in save.items()}
     node._had_saved = True
     for v in node._saved.values():
-        if v is not None:
+        if isinstance(v, SavedTensor):
             v.consumer = weakref.ref(node)
 
 

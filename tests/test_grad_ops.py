@@ -35,6 +35,8 @@ OPS = {
     "cos": (dg.cos, [M], -3, 3),
     "tan": (dg.tan, [M], -1, 1),
     "tanh": (dg.tanh, [M], -2, 2),
+    "sinh": (dg.sinh, [M], -2, 2),
+    "cosh": (dg.cosh, [M], -2, 2),
     "sigmoid": (dg.sigmoid, [M], -4, 4),
     "relu": (dg.relu, [M], 0.1, 2),
     "softplus": (dg.softplus, [M], -3, 3),

@@ -12,6 +12,24 @@ from .._modes import is_grad_enabled
 
 SCALARS = (numbers.Number,)
 
+# The public ops, by name: ``daskgrad.ops.__all__`` and the Tensor methods come from here
+OPS: dict[str, tuple] = {}
+
+
+def public(*methods, name=None):
+    """Decorator: the op is public (in ``daskgrad.ops.__all__`` under ``name``, its own by default)
+    and ``methods`` are the Tensor methods that call it.  A method name ``__rX__`` swaps the operands,
+    ``__iX__`` and ``X_`` write in place; ``(name, wrap)`` installs ``wrap(op)`` instead."""
+    def register(fn):
+        OPS[name or fn.__name__] = (fn, methods)
+        return fn
+    return register
+
+
+def shape_args(fn):
+    """torch style ``x.reshape(2, 3)`` and ``x.expand(3)`` as well as NumPy style ``x.reshape((2, 3))``."""
+    return lambda self, *shape: fn(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
 
 def tensor_or_scalar(x):
     """Tensors and Python scalars pass through (scalars stay weakly typed, as in torch);
@@ -23,6 +41,24 @@ def tensor_or_scalar(x):
     if hasattr(x, "__array_function__"):
         return Tensor._make(da.from_array(x, chunks=-1, asarray=False))
     raise TypeError(f"unsupported operand type: {type(x).__name__}")
+
+
+def tensor_operand(x, refuse=None):
+    """A unary op's operand as a tensor; ``refuse``: the op's name in torch's error for complex inputs."""
+    x = as_tensor(x)
+    if refuse:
+        refuse_complex(refuse, x)
+    return (x,)
+
+
+def binary_operands(a, b, refuse=None):
+    """Two operands that broadcast, on one device; a Python number stays a number."""
+    if refuse:
+        refuse_complex(refuse, a, b)
+    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    check_same_device(a, b)
+    check_broadcast(getattr(a, "shape", ()), getattr(b, "shape", ()))
+    return a, b
 
 
 def as_tensor(x) -> Tensor:

@@ -1,8 +1,10 @@
 """Elementwise ops and their VJP rules.
 
-Rule contract (every op module): each op is a table entry (:func:`~daskgrad.graph.primitive`);
+Rule contract (every op module): each op is a table entry (:func:`~daskgrad.graph.primitive`)
+that owns its forward (``impl``) and names what its rule reads (``save``);
 its rule ``rule(g, s, **params)`` gets the output cotangent ``g`` (a Tensor), ``s``, whose
-attributes are the tensors the op saved, and the plain params the op bound; it returns one
+attributes are the values the op saved (a Python number operand stays a number there: a host
+0-d chunk would meet device chunks), and the plain params the op bound; it returns one
 cotangent per input, ``None`` meaning zero.  Rules are module-level (or one-line lambdas of
 ``g``, ``s`` and params): they close over no tensor, so nothing outlives a released node.  Rules are written in daskgrad
 ops, so ``create_graph=True`` differentiates them again.  Rules need not undo
@@ -16,6 +18,7 @@ gets ``g * z / |z|``.  Ops without such a rule refuse complex inputs under autog
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -23,30 +26,27 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, primitive
-from ._util import (as_tensor, check_broadcast, check_same_device, only_tensor, raw, refuse_complex,
-                    tensor_or_scalar)
+from ..graph import primitive
+from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
+                    refuse_complex, SCALARS, tensor_operand, tensor_or_scalar)
 from .._tensor import Tensor, require_cuda
 
 
 # ----------------------------------------------------------------- unary table
-def _unary(name, node, forward, rule, save, complex_ok=True):
-    """An elementwise op of one tensor: its table entry (rule ``rule(g, s)``, saving the input
-    ``"x"``, the result ``"r"`` or nothing) and the public function that binds it."""
-    p = primitive(name, torch=node)
+def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
+    """An elementwise op of one tensor as one line: its primitive, whose rule ``rule(g, s)`` reads
+    the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it."""
+    p = primitive(name, torch=node, impl=impl, save=save,
+                  prepare=functools.partial(tensor_operand, refuse=None if complex_ok else name))
     p.vjp(rule)
 
     def op(x):
-        x = as_tensor(x)
-        if not complex_ok:
-            refuse_complex(name, x)
-        saved = None if save is None else {save: x if save == "x" else RESULT}
-        return p.bind(forward(x.array), x, save=saved)
+        return p.bind(x)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise ``{name}``; gradient node ``{node}``."
     op.primitive = p
-    return op
+    return public(*methods)(op)
 
 
 def _kernel(fn):
@@ -54,9 +54,9 @@ def _kernel(fn):
     return lambda a: da.map_blocks(fn, a, dtype=a.dtype, meta=a._meta)
 
 
-conj_p = primitive("conj", torch="ConjBackward0")
+conj_p = primitive("conj", torch="ConjBackward0", impl=da.conj)
 conj_p.vjp(lambda g, s: (conj(g),))
-real_p = primitive("real", torch="RealBackward0")
+real_p = primitive("real", torch="RealBackward0", impl=da.real)
 real_p.vjp(lambda g, s: (g,))
 
 
@@ -69,7 +69,7 @@ def conj(x):
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x
-    return conj_p.bind(da.conj(x.array), x)
+    return conj_p.bind(x)
 
 
 def real(x):
@@ -77,26 +77,29 @@ def real(x):
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x
-    return real_p.bind(da.real(x.array), x)
+    return real_p.bind(x)
 
 
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
-neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), None)
-exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), "r")
-expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * conj(s.r + 1),), "r")
-log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / conj(s.x),), "x")
-log1p = _unary("log1p", "Log1PBackward0", da.log1p, lambda g, s: (g / conj(s.x + 1),), "x")
-sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * conj(cos(s.x)),), "x")
-cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * conj(sin(s.x)),), "x")
-tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * conj(s.r * s.r + 1),), "r")
-tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * conj(1 - s.r * s.r),), "r")
-sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), "r",
-                 complex_ok=False)
+neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), methods=("__neg__", "neg_", "neg"))
+exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), ("r",), methods=("exp_", "exp"))
+expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * conj(s.r + 1),), ("r",), methods=("expm1",))
+log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / conj(s.x),), ("x",), methods=("log_", "log"))
+log1p = _unary("log1p", "Log1PBackward0", da.log1p, lambda g, s: (g / conj(s.x + 1),), ("x",), methods=("log1p",))
+sin = _unary("sin", "SinBackward0", da.sin, lambda g, s: (g * conj(cos(s.x)),), ("x",), methods=("sin_", "sin"))
+cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * conj(sin(s.x)),), ("x",), methods=("cos_", "cos"))
+tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * conj(s.r * s.r + 1),), ("r",), methods=("tan",))
+tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * conj(1 - s.r * s.r),), ("r",),
+              methods=("tanh_", "tanh"))
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), ("r",),
+                 complex_ok=False, methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
-                  lambda g, s: (g * sigmoid(s.x),), "x", complex_ok=False)
+                  lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
 # relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch
 relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
-              lambda g, s: (where(s.r > 0, g, 0),), "r", complex_ok=False)
+              lambda g, s: (where(s.r > 0, g, 0),), ("r",), complex_ok=False, methods=("relu_", "relu"))
+
+
 def _abs_rule(g, s):
     if s.x.dtype.kind != "c":
         return (g * sign(s.x),)
@@ -104,98 +107,77 @@ def _abs_rule(g, s):
     return (g * where(r == 0, 0, s.x / where(r == 0, 1, r)),)
 
 
-abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, "x")
-sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), "r")
-sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), None, complex_ok=False)
+abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, ("x",), methods=("__abs__", "abs_", "abs"))
+sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), ("r",), methods=("sqrt_", "sqrt"))
+sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("sign",))
+sinh = _unary("sinh", "SinhBackward0", da.sinh, lambda g, s: (g * conj(cosh(s.x)),), ("x",), methods=("sinh",))
+cosh = _unary("cosh", "CoshBackward0", da.cosh, lambda g, s: (g * conj(sinh(s.x)),), ("x",), methods=("cosh",))
 
 
+@public("square")
 def square(x):
     return pow(x, 2)
 
 
 # ---------------------------------------------------------------- binary ops
-def _binary(p, forward, x, y, save=None, node=None, **params):
-    x, y = tensor_or_scalar(x), tensor_or_scalar(y)
-    check_same_device(x, y)
-    check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
-    return p.bind(forward(raw(x), raw(y)), only_tensor(x), only_tensor(y), save=save, node=node, **params)
+def _binary(name, torch, impl, save=(), refuse=None):
+    """A primitive of two operands that broadcast; either may be a Python number, which reaches the
+    rule as itself (``s.a``/``s.b``) when ``save`` names it."""
+    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save,
+                     prepare=functools.partial(binary_operands, refuse=refuse))
 
 
-def _operands(**values):
-    """Split operands into saved tensors and plain params: a Python number is a param, a tensor is
-    saved (``None`` leaves it unsaved).  A rule reads either back with :func:`_value`."""
-    save = {k: v if isinstance(v, Tensor) else None for k, v in values.items()}
-    params = {k: v for k, v in values.items() if v is not None and not isinstance(v, Tensor)}
-    return save, params
-
-
-def _value(s, name, param):
-    v = getattr(s, name)
-    return param if v is None else v
-
-
-add_p = primitive("add", torch="AddBackward0")
+add_p = _binary("add", "AddBackward0", operator.add)
 add_p.vjp(lambda g, s: (g, g))
-sub_p = primitive("sub", torch=("SubBackward0", "RsubBackward1"))
+sub_p = _binary("sub", ("SubBackward0", "RsubBackward1"), operator.sub)
 sub_p.vjp(lambda g, s: (g, -g))
 
 
+@public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b):
-    return _binary(add_p, operator.add, a, b)
+    return add_p.bind(a, b)
 
 
+@public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b):
-    return _binary(sub_p, operator.sub, a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
+    return sub_p.bind(a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
-def _needs_grad(t):
-    return isinstance(t, Tensor) and t.requires_grad
-
-
-def _save_for_other(a, b):
-    """Save each operand only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
-    do the same): ``h = x * 1; h *= 2; h += 1`` must not keep ``h`` and then refuse its in-place edit."""
-    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-    return a, b, _operands(a=a if _needs_grad(b) else None, b=b)
-
-
-mul_p = primitive("mul", torch="MulBackward0")
-truediv_p = primitive("truediv", torch="DivBackward0")
+# each operand is saved only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
+# do the same): `h = x * 1; h *= 2; h += 1` must not keep `h` and then refuse its in-place edit
+mul_p = _binary("mul", "MulBackward0", operator.mul, save=(("a", 1), ("b", 0)))
+truediv_p = _binary("truediv", "DivBackward0", operator.truediv, save=(("a", 1), "b"))
 
 
 @mul_p.vjp
-def _mul_rule(g, s, a=None, b=None):
-    a, b = _value(s, "a", a), _value(s, "b", b)
-    return (g * conj(b) if s.needs[0] else None), (g * conj(a) if s.needs[1] else None)
+def _mul_rule(g, s):
+    return (g * conj(s.b) if s.needs[0] else None), (g * conj(s.a) if s.needs[1] else None)
 
 
 @truediv_p.vjp
-def _truediv_rule(g, s, a=None, b=None):
-    a, b = _value(s, "a", a), _value(s, "b", b)
+def _truediv_rule(g, s):
+    a, b = s.a, s.b
     return (g / conj(b) if s.needs[0] else None), (-g * conj(a / (b * b)) if s.needs[1] else None)
 
 
+@public("__mul__", "__rmul__", "__imul__", "mul_", "mul")
 def mul(a, b):
-    a, b, (save, params) = _save_for_other(a, b)
-    if not _needs_grad(a):
-        save["b"] = None
-        params.pop("b", None)
-    return _binary(mul_p, operator.mul, a, b, save, **params)
+    return mul_p.bind(a, b)
 
 
+@public("__truediv__", "__rtruediv__", "__itruediv__", "div_", "div")
 def truediv(a, b):
-    a, b, (save, params) = _save_for_other(a, b)
-    return _binary(truediv_p, operator.truediv, a, b, save, **params)
+    return truediv_p.bind(a, b)
 
 
-pow_p = primitive("pow", torch=("PowBackward0", "PowBackward1", "PowBackward2"))
+pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operator.pow, save=("a", "b", "r"))
 
 
 @pow_p.vjp
-def _pow_rule(g, s, a=None, b=None):
+def _pow_rule(g, s):
     # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
     # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
-    a, b = _value(s, "a", a), _value(s, "b", b)
+    a, b = s.a, s.b
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
     else:  # a real exponent (complex ones are refused): conj(b * a**(b-1)) = b * conj(a**(b-1))
@@ -211,59 +193,75 @@ def _pow_rule(g, s, a=None, b=None):
     return ga, gb
 
 
+@public("__pow__", "__rpow__", "pow_", "pow")
 def pow(a, b):
     if isinstance(b, Tensor) or isinstance(b, complex):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
-    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
-    return _binary(pow_p, operator.pow, a, b, {**save, "r": RESULT}, node=node, **params)
+    return pow_p.bind(a, b, node=node)
 
 
-def _tie(g, s, strict, a, b):
-    # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch
-    a, b = _value(s, "a", a), _value(s, "b", b)  # a Python bound stays a number: a host 0-d chunk would meet device chunks
+def _tie(g, s, strict):
+    # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch.  A Python
+    # bound stays a number: a host 0-d chunk would meet device chunks
+    a, b = s.a, s.b
     tie = where(a == b, g * 0.5, 0)
     return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
 
 
-maximum_p = primitive("maximum", torch="MaximumBackward0")
-maximum_p.vjp(lambda g, s, a=None, b=None: _tie(g, s, operator.gt, a, b))
-minimum_p = primitive("minimum", torch="MinimumBackward0")
-minimum_p.vjp(lambda g, s, a=None, b=None: _tie(g, s, operator.lt, a, b))
+maximum_p = _binary("maximum", "MaximumBackward0", da.maximum, save=("a", "b"), refuse="maximum")
+maximum_p.vjp(lambda g, s: _tie(g, s, operator.gt))
+minimum_p = _binary("minimum", "MinimumBackward0", da.minimum, save=("a", "b"), refuse="minimum")
+minimum_p.vjp(lambda g, s: _tie(g, s, operator.lt))
 
 
+@public("maximum")
 def maximum(a, b):
-    refuse_complex("maximum", a, b)
-    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
-    return _binary(maximum_p, da.maximum, a, b, save, **params)
+    return maximum_p.bind(a, b)
 
 
+@public("minimum")
 def minimum(a, b):
-    refuse_complex("minimum", a, b)
-    save, params = _operands(a=tensor_or_scalar(a), b=tensor_or_scalar(b))
-    return _binary(minimum_p, da.minimum, a, b, save, **params)
+    return minimum_p.bind(a, b)
 
 
 where_p = primitive("where", torch="WhereBackward0")
 where_p.vjp(lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)))
 
 
+@public()
 def where(condition, x, y):
-    """``x`` where ``condition`` else ``y``; the condition gets no gradient."""
+    """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
+    torch's node has two edges, so this op records its own forward)."""
     cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    return where_p.bind(da.where(cond.array, raw(x), raw(y)), only_tensor(x), only_tensor(y), save={"c": cond})
+    return where_p.record(da.where(cond.array, raw(x), raw(y)), only_tensor(x), only_tensor(y), save={"c": cond})
 
 
-clamp_p = primitive("clamp", torch=("ClampBackward0", "ClampBackward1"))
+def _clamp_operands(x, lo, hi):
+    x, lo, hi = as_tensor(x), tensor_or_scalar(lo), tensor_or_scalar(hi)
+    refuse_complex("clamp", x, lo, hi)
+    return x, lo, hi
+
+
+def _clamp_array(a, lo, hi):
+    if lo is not None:
+        a = da.maximum(a, lo)
+    if hi is not None:
+        a = da.minimum(a, hi)
+    return a
+
+
+clamp_p = primitive("clamp", torch=("ClampBackward0", "ClampBackward1"), impl=_clamp_array, args=("x", "lo", "hi"),
+                    save=("x", "lo", "hi"), prepare=_clamp_operands)
 
 
 @clamp_p.vjp
-def _clamp_rule(g, s, lo=None, hi=None):
-    lo, hi = _value(s, "lo", lo), _value(s, "hi", hi)
+def _clamp_rule(g, s):
+    lo, hi = s.lo, s.hi
     keep = None
     if lo is not None:
         keep = s.x >= lo
@@ -274,26 +272,18 @@ def _clamp_rule(g, s, lo=None, hi=None):
     return (g if keep is None else where(keep, g, 0)), g_lo, g_hi
 
 
+@public("clip", "clamp", "clamp_")
 def clip(x, a_min=None, a_max=None):
     """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention)."""
-    x, lo, hi = as_tensor(x), tensor_or_scalar(a_min), tensor_or_scalar(a_max)
-    refuse_complex("clamp", x, lo, hi)
-    out = x.array
-    if lo is not None:
-        out = da.maximum(out, raw(lo))
-    if hi is not None:
-        out = da.minimum(out, raw(hi))
-    save, params = _operands(lo=lo, hi=hi)
-    tensor_bounds = isinstance(lo, Tensor) or isinstance(hi, Tensor)
-    return clamp_p.bind(out, x, only_tensor(lo), only_tensor(hi), save={"x": x, **save},
-                        node="ClampBackward0" if tensor_bounds else "ClampBackward1", **params)
+    tensor_bounds = any(not isinstance(v, SCALARS) for v in (a_min, a_max))  # None is refused by the coercion
+    return clamp_p.bind(x, a_min, a_max, node="ClampBackward0" if tensor_bounds else "ClampBackward1")
 
 
-clamp = clip
+clamp = public(name="clamp")(clip)
 
 
 # ------------------------------------------------- comparisons (never differentiable)
-def _compare(fn):
+def _compare(fn, name):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
         out = Tensor._make(fn(raw(a), raw(b)))
@@ -301,12 +291,13 @@ def _compare(fn):
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
     op.__name__ = fn.__name__
-    return op
+    return public(f"__{fn.__name__.rstrip('_')}__", name=name)(op)
 
 
-lt, le, gt, ge = _compare(operator.lt), _compare(operator.le), _compare(operator.gt), _compare(operator.ge)
-eq, ne = _compare(operator.eq), _compare(operator.ne)
-logical_and, logical_or = _compare(operator.and_), _compare(operator.or_)
+lt, le = _compare(operator.lt, "lt"), _compare(operator.le, "le")
+gt, ge = _compare(operator.gt, "gt"), _compare(operator.ge, "ge")
+eq, ne = _compare(operator.eq, "eq"), _compare(operator.ne, "ne")
+logical_and, logical_or = _compare(operator.and_, "logical_and"), _compare(operator.or_, "logical_or")
 
 
 # ------------------------------------------------------- casts and constants
@@ -314,17 +305,21 @@ astype_p = primitive("astype", torch="ToCopyBackward0")
 astype_p.vjp(lambda g, s: (g,))
 to_device_p = primitive("to_device", torch="ToCopyBackward0")
 to_device_p.vjp(lambda g, s, *, device: (to_device(g, device),))
-clone_p = primitive("clone", torch="CloneBackward0")
+clone_p = primitive("clone", torch="CloneBackward0", impl=lambda a: a.copy(), prepare=tensor_operand)
 clone_p.vjp(lambda g, s: (g,))
 
 
+@public("astype", ("double", lambda astype: lambda self: astype(self, "float64")),
+        ("float", lambda astype: lambda self: astype(self, "float32")))
 def astype(x, dtype):
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
-    return astype_p.bind(x.array.astype(dtype), x)
+    return astype_p.record(x.array.astype(dtype), x)
 
 
+@public("to", ("cuda", lambda to_device: lambda self: to_device(self, "cuda")),
+        ("cpu", lambda to_device: lambda self: to_device(self, "cpu")))
 def to_device(x, device):
     """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable."""
     x = as_tensor(x)
@@ -334,12 +329,12 @@ def to_device(x, device):
     if device == "cuda":
         require_cuda()
     out = x.array.to_backend("cupy" if device == "cuda" else "numpy")
-    return to_device_p.bind(out, x, device=x.device)  # the rule moves the cotangent back
+    return to_device_p.record(out, x, device=x.device)  # the rule moves the cotangent back
 
 
+@public("clone")
 def clone(x):
-    x = as_tensor(x)
-    return clone_p.bind(x.array.copy(), x)
+    return clone_p.bind(x)
 
 
 fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"))
@@ -350,15 +345,16 @@ copy_p.vjp(lambda g, s: (zeros_like(g), g))
 
 def fill(x, value, node="FillBackward0"):
     """``x.fill_(value)``'s out-of-place result: what ``x`` came from gets a zero gradient."""
-    return fill_p.bind(da.full_like(x.array, value, dtype=x.dtype), x, node=node)
+    return fill_p.record(da.full_like(x.array, value, dtype=x.dtype), x, node=node)
 
 
 def copy_to(x, src):
     """``x.copy_(src)``'s out-of-place result: ``src`` broadcast to ``x``; ``x`` gets no gradient."""
     src = tensor_or_scalar(src)
-    return copy_p.bind(da.broadcast_to(raw(src), x.shape).astype(x.dtype), x, only_tensor(src))
+    return copy_p.record(da.broadcast_to(raw(src), x.shape).astype(x.dtype), x, only_tensor(src))
 
 
+@public()
 def full_like(x, fill_value, dtype=None):
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
     a = raw(x)
@@ -367,9 +363,11 @@ def full_like(x, fill_value, dtype=None):
     return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=a._meta))
 
 
+@public()
 def zeros_like(x, dtype=None):
     return full_like(x, 0, dtype)
 
 
+@public()
 def ones_like(x, dtype=None):
     return full_like(x, 1, dtype)

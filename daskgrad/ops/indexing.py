@@ -20,7 +20,7 @@ from .. import chunk
 from ..graph import primitive
 from .._tensor import Tensor
 from . import _util
-from ._util import as_tensor, raw
+from ._util import as_tensor, public, raw
 from .shape import broadcast_to, moveaxis, permute, reshape
 
 
@@ -61,6 +61,7 @@ scatter_p = primitive("scatter", torch="SliceBackwardBackward0")
 scatter_p.vjp(lambda g, s, *, index: (getitem(g, index),))
 
 
+@public("__getitem__")
 def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
@@ -81,7 +82,7 @@ def getitem(x, index):
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
     node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
-    out = getitem_p.bind(x.array[index], x, node=node, index=index, meta=_meta(x))
+    out = getitem_p.record(x.array[index], x, node=node, index=index, meta=_meta(x))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
 
@@ -202,7 +203,7 @@ def _scatter(g, index, meta):
     src = g.array.squeeze(axis=tuple(new_axes)) if new_axes else g.array
     out = _zeros(meta)
     out[kept] = src
-    return scatter_p.bind(out, g, index=index)
+    return scatter_p.record(out, g, index=index)
 
 
 take_p = primitive("take", torch="IndexBackward0")
@@ -231,13 +232,13 @@ def _take(x, idx, axis, index):
 
     # the index is saved as a tensor, as torch's IndexBackward0 saves its indices
     if lazy:
-        return take_p.bind(x.array[(slice(None),) * axis + (idx,)], x, save={"idx": Tensor._make(idx)},
-                           axis=axis, n=n, chunks=chunks, lazy=True)
+        return take_p.record(x.array[(slice(None),) * axis + (idx,)], x, save={"idx": Tensor._make(idx)},
+                             axis=axis, n=n, chunks=chunks, lazy=True)
     a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
     out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
                         chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
-    return take_p.bind(out, x, save={"idx": Tensor._make(da.from_array(idx, chunks=-1))}, axis=axis, n=n,
-                       chunks=chunks, lazy=False)
+    return take_p.record(out, x, save={"idx": Tensor._make(da.from_array(idx, chunks=-1))}, axis=axis, n=n,
+                         chunks=chunks, lazy=False)
 
 
 def _check_index(block, n):
@@ -280,7 +281,7 @@ def _mask_select(x, mask):
                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
                        concatenate=True)
 
-    return mask_select_p.bind(out, x, save={"m": Tensor._make(m)})
+    return mask_select_p.record(out, x, save={"m": Tensor._make(m)})
 
 
 def _mask_scatter(g, m):
@@ -289,7 +290,7 @@ def _mask_scatter(g, m):
     letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
     out = da.blockwise(chunk.mask_scatter, letters, m.array, letters, g.array, "i", dtype=g.dtype,
                        align_arrays=False, meta=g.array._meta.reshape((0,) * m.ndim))
-    return mask_scatter_p.bind(out, g, save={"m": m})
+    return mask_scatter_p.record(out, g, save={"m": m})
 
 
 setitem_p = primitive("setitem", torch="CopySlices")
@@ -297,6 +298,7 @@ setitem_p.vjp(lambda g, s, *, index, meta_index: (setitem(g, index, 0),
                                                   getitem(g, meta_index) if s.needs[1] else None))
 
 
+@public()
 def setitem(x, index, value):
     """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it)."""
     x, value = as_tensor(x), _util.tensor_or_scalar(value)
@@ -315,4 +317,4 @@ def setitem(x, index, value):
                 return _set_points(x, meta_index, points, value)
     out = x.array.copy()
     out[index] = raw(value)
-    return setitem_p.bind(out, x, _util.only_tensor(value), index=index, meta_index=meta_index)
+    return setitem_p.record(out, x, _util.only_tensor(value), index=index, meta_index=meta_index)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _tensor
 from ..graph import primitive
 from .._tensor import Tensor
-from ._util import as_tensor, check_same_device
+from ._util import as_tensor, check_same_device, public
 from .elementwise import exp
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -58,11 +58,12 @@ def _erf_block(x):
     return _erf_ufuncs(x)
 
 
+@public("erf")
 def erf(x):
     """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``."""
     x = as_tensor(x)
     a = x.array
-    return erf_p.bind(da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), x, save={"x": x})
+    return erf_p.record(da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), x, save={"x": x})
 
 
 erf_p = primitive("erf", torch="ErfBackward0")
@@ -97,6 +98,7 @@ def _check_indices(idx):
                            f"Long, Int; but got {idx.dtype} instead (while checking arguments for embedding)")
 
 
+@public()
 def embedding(indices, weight):
     """``weight[indices]``: rows of a one-chunk ``weight`` (V, D) picked chunk by chunk of ``indices``."""
     host = indices if isinstance(indices, (np.ndarray, list)) else None
@@ -109,7 +111,7 @@ def embedding(indices, weight):
     ind = "abcdefgh"[:indices.ndim]
     out = da.blockwise(_gather_block, ind + "z", indices.array, ind, w, "yz", concatenate=True,
                        dtype=w.dtype, meta=w._meta)
-    return embedding_p.bind(out, None, weight, save={"idx": indices}, rows=weight.shape[0])
+    return embedding_p.record(out, None, weight, save={"idx": indices}, rows=weight.shape[0])
 
 
 embedding_p = primitive("embedding", torch="EmbeddingBackward0")
@@ -126,7 +128,7 @@ def embedding_backward(grad, indices, rows):
     g = g.rechunk((g.chunks[0], g.shape[1]))
     parts = da.blockwise(_scatter_block, "kvd", i, "k", g, "kd", rows=rows, new_axes={"v": rows},
                          adjust_chunks={"k": 1}, dtype=g.dtype, meta=g._meta[None])
-    return embedding_backward_p.bind(parts.sum(axis=0), grad, None, save={"idx": indices})
+    return embedding_backward_p.record(parts.sum(axis=0), grad, None, save={"idx": indices})
 
 
 # -------------------------------------------------------------------- dropout

@@ -15,7 +15,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import primitive
-from ._util import as_tensor, check_same_device, norm_axis
+from ._util import as_tensor, check_same_device, norm_axis, public
 from .elementwise import conj
 from .shape import broadcast_to, expand_dims, swapaxes, transpose
 
@@ -46,6 +46,7 @@ matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward
                                       "UnsafeViewBackward0"))
 
 
+@public("__matmul__", "__rmatmul__", "matmul")
 def matmul(a, b):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
@@ -56,7 +57,7 @@ def matmul(a, b):
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
             else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
             else "UnsafeViewBackward0")
-    return matmul_p.bind(_matmul_array(a.array, b.array), a, b, save={"a": a, "b": b}, node=node)
+    return matmul_p.record(_matmul_array(a.array, b.array), a, b, save={"a": a, "b": b}, node=node)
 
 
 def _check_matmul(sa, sb):
@@ -90,6 +91,7 @@ def _matmul_rule(g, s):
     return (matmul(g, swapaxes(b, -1, -2)) if na else None), (matmul(swapaxes(a, -1, -2), g) if nb else None)
 
 
+@public("dot")
 def dot(a, b):
     a, b = as_tensor(a), as_tensor(b)
     if a.ndim <= 2 and b.ndim <= 2:
@@ -106,6 +108,7 @@ def _norm_tensordot_axes(axes, na, nb):
     return [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
 
 
+@public()
 def tensordot(a, b, axes=2):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
@@ -114,8 +117,8 @@ def tensordot(a, b, axes=2):
         if a.shape[i] != b.shape[j]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
                                f"and second has size {b.shape[j]} in dim {j}")
-    return tensordot_p.bind(da.tensordot(a.array, b.array, axes=(xa, xb)), a, b, save={"a": a, "b": b},
-                            xa=tuple(xa), xb=tuple(xb))
+    return tensordot_p.record(da.tensordot(a.array, b.array, axes=(xa, xb)), a, b, save={"a": a, "b": b},
+                              xa=tuple(xa), xb=tuple(xb))
 
 
 # torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
@@ -142,6 +145,7 @@ def _tensordot_rule(g, s, *, xa, xb):
     return ga, gb
 
 
+@public()
 def einsum(subscripts, *operands):
     """Explicit-output einsum (``"ij,jk->ik"``); each operand's rule is another einsum."""
     ts = [as_tensor(t) for t in operands]
@@ -159,8 +163,8 @@ def einsum(subscripts, *operands):
     if any(len(set(sub)) != len(sub) for sub in ins):
         raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
 
-    return einsum_p.bind(da.einsum(subscripts, *[t.array for t in ts]), *ts,
-                         save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
+    return einsum_p.record(da.einsum(subscripts, *[t.array for t in ts]), *ts,
+                           save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
 
 
 einsum_p = primitive("einsum", torch="ViewBackward0")

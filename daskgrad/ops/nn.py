@@ -14,8 +14,8 @@ from .. import chunk
 from ..graph import RESULT, primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, raw, reduce_array,
-                    refuse_complex, tensor_or_scalar)
+from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, public, raw,
+                    reduce_array, refuse_complex, tensor_or_scalar)
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
@@ -36,18 +36,20 @@ log_softmax_p = primitive("log_softmax", torch="LogSoftmaxBackward0")
 log_softmax_p.vjp(lambda g, s, *, axis: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),))
 
 
+@public("softmax")
 def softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("softmax", x)
     axis = norm_axis(axis, x.ndim)
-    return softmax_p.bind(_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
+    return softmax_p.record(_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
 
 
+@public("log_softmax")
 def log_softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("log_softmax", x)
     axis = norm_axis(axis, x.ndim)
-    return log_softmax_p.bind(_log_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
+    return log_softmax_p.record(_log_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
 
 
 def _reduce(loss, reduction, n):
@@ -99,6 +101,7 @@ def _onehot(target, classes, like):
     return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
 
 
+@public()
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C)."""
     log_probs, target = as_tensor(log_probs), as_tensor(target)
@@ -107,8 +110,8 @@ def nll_loss(log_probs, target, reduction="mean"):
     n = log_probs.shape[0]
     onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
     loss = -reduce_array(log_probs.array * onehot, "sum", 1)
-    return nll_loss_p.bind(_reduce(loss, reduction, n), log_probs, None, save={"onehot": Tensor._make(onehot)},
-                           reduction=reduction, n=n)
+    return nll_loss_p.record(_reduce(loss, reduction, n), log_probs, None, save={"onehot": Tensor._make(onehot)},
+                             reduction=reduction, n=n)
 
 
 nll_loss_p = primitive("nll_loss", torch="NllLossBackward0")
@@ -116,6 +119,7 @@ nll_loss_p.vjp(lambda g, s, *, reduction, n: (
     -s.onehot * _scale(g[:, None] if reduction == "none" else g, reduction, n), None))
 
 
+@public()
 def cross_entropy(input, target, reduction="mean"):
     """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C)."""
     input, target = as_tensor(input), as_tensor(target)
@@ -129,6 +133,7 @@ def cross_entropy(input, target, reduction="mean"):
     return nll_loss(lsm, target, reduction)
 
 
+@public()
 def mse_loss(input, target, reduction="mean"):
     input, target = as_tensor(input), tensor_or_scalar(target)
     check_same_device(input, target)
@@ -141,8 +146,8 @@ def mse_loss(input, target, reduction="mean"):
     diff = input.array - raw(target)
     n = int(np.prod(diff.shape))  # torch averages over the broadcast shape, not the input's
     const = {} if isinstance(target, Tensor) else {"target": target}
-    return mse_loss_p.bind(_reduce(diff * diff, reduction, n), input, only_tensor(target),
-                           save={"input": input, "target": only_tensor(target)}, reduction=reduction, n=n, **const)
+    return mse_loss_p.record(_reduce(diff * diff, reduction, n), input, only_tensor(target),
+                             save={"input": input, "target": only_tensor(target)}, reduction=reduction, n=n, **const)
 
 
 mse_loss_p = primitive("mse_loss", torch="MseLossBackward0")
@@ -154,6 +159,7 @@ def _mse_loss_rule(g, s, *, reduction, n, target=None):
     return d, -d
 
 
+@public()
 def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight=None):
     """``-[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))]``, computed stably from logits."""
     if pos_weight is not None:
@@ -167,8 +173,8 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     loss = _elementwise(chunk.bce_with_logits, za, ya)
     n = z.numel()
     const = {} if isinstance(y, Tensor) else {"y": y}
-    return bce_with_logits_p.bind(_reduce(loss, reduction, n), z, only_tensor(y),
-                                  save={"z": z, "y": only_tensor(y)}, reduction=reduction, n=n, **const)
+    return bce_with_logits_p.record(_reduce(loss, reduction, n), z, only_tensor(y),
+                                    save={"z": z, "y": only_tensor(y)}, reduction=reduction, n=n, **const)
 
 
 bce_with_logits_p = primitive("binary_cross_entropy_with_logits", torch="BinaryCrossEntropyWithLogitsBackward0")

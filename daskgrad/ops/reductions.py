@@ -1,6 +1,6 @@
 """Reductions and their VJP rules (contract: see ``elementwise.py``).
 
-Each reduction is a :class:`Reduction` table entry: the entry owns the preamble every
+Each reduction is a table entry made by :func:`_reduction`, bound by :func:`_reduce`, which own the preamble every
 reduction shares (coercion, axes, ``keepdims``, unknown chunk sizes, the torch name by
 ``axis is None``) and puts the cotangent back on the reduced axes (:func:`_spread`) with the
 input's own chunks, so a reduction's rule is only its local derivative, ``local(gx, x, r,
@@ -8,59 +8,62 @@ axes=..., ...)``, where ``gx`` is the cotangent already broadcast back to ``x``.
 """
 from __future__ import annotations
 
+import functools
+
 import dask.array as da
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import RESULT, Primitive, primitive
+from ..graph import RESULT, primitive
 from .._tensor import Tensor
-from ._util import as_tensor, norm_axes, norm_axis, numel, raw, reduce_array, refuse_complex
+from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, refuse_complex,
+                    tensor_operand)
 from .elementwise import abs, astype, conj, exp, ones_like, pow, sign, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
 
-class Reduction(Primitive):
-    """A reduction's table entry (style.md section 11, sketch 3).  ``torch``: the node name over all
-    axes and over some (one name for both when they agree); ``saves``: ``"x"`` and/or ``"r"`` (the
-    result) for ``local``; ``counts``: ``local`` gets ``n``, the number of elements each output
-    reduces (a lazy tensor after a boolean mask); ``refuse``: the op's name in torch's error for
-    complex inputs, ``None`` when complex inputs are differentiable."""
+def _reduction(name, torch, local, save=(), refuse=None):
+    """A reduction's table entry.  ``torch``: the node name over all axes and over some (one name
+    for both when they agree); ``save``: what ``local`` reads, ``"x"``, ``"r"`` (the result) and
+    ``"n"``, the number of elements each output reduces (a lazy tensor after a boolean mask);
+    ``refuse``: the op's name in torch's error for complex inputs, ``None`` when they are
+    differentiable."""
+    p = primitive(name, torch, save=save, prepare=functools.partial(tensor_operand, refuse=refuse))
+    p.vjp(functools.partial(_reduction_rule, local=local, save=p.save))
+    return p
 
-    __slots__ = ("local", "saves", "counts", "refuse")
 
-    def __init__(self, name, torch, local, saves=(), counts=False, refuse=None):
-        super().__init__(name, torch)
-        self.local, self.saves, self.counts, self.refuse = local, saves, counts, refuse
-        self.rule = self._rule
+def _reduce(prim, x, axis, keepdims, forward, **params):
+    """Bind ``x`` reduced over ``axis``: the preamble every reduction shares (axes, ``keepdims``,
+    unknown chunk sizes, the torch name by ``axis is None``) and so its own path rather than
+    ``impl``.  ``forward(a, axes, n, n_out)`` makes the result array (``n``, ``n_out``: the element
+    counts with and without ``keepdims``, when ``"n"`` is saved)."""
+    (x,) = prim.prepare(x)
+    axes, unknown = norm_axes(axis, x.ndim), _unknown(x.shape)
+    n = n_out = None
+    if "n" in prim.save:
+        n, n_out = _count(x, axes, keepdims)
+    save = {"x": x} if unknown or "x" in prim.save else {}
+    if "r" in prim.save:
+        save["r"] = RESULT
+    if isinstance(n, Tensor):  # counted from the chunks: a lazy constant, saved like any tensor
+        save["n"] = n
+    elif "n" in prim.save:
+        params["n"] = n
+    out = forward(x.array, axes, raw(n), raw(n_out))
+    return prim.record(out, x, save=save, node=prim.torch[0] if axis is None else prim.torch[-1], axes=axes,
+                       keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
 
-    def __call__(self, x, axis, keepdims, forward, **params):
-        """Bind ``x`` reduced over ``axis``; ``forward(a, axes, n, n_out)`` makes the result array
-        (``n``, ``n_out``: the element counts with and without ``keepdims``, when ``counts``)."""
-        x = as_tensor(x)
-        if self.refuse:
-            refuse_complex(self.refuse, x)
-        axes, unknown = norm_axes(axis, x.ndim), _unknown(x.shape)
-        n = n_out = None
-        if self.counts:
-            n, n_out = _count(x, axes, keepdims)
-        save = {"x": x} if unknown or "x" in self.saves else {}
-        if "r" in self.saves:
-            save["r"] = RESULT
-        if isinstance(n, Tensor):  # counted from the chunks: a lazy constant, saved like any tensor
-            save["n"] = n
-        elif self.counts:
-            params["n"] = n
-        out = forward(x.array, axes, raw(n), raw(n_out))
-        return self.bind(out, x, save=save, node=self.torch[0] if axis is None else self.torch[-1], axes=axes,
-                         keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
 
-    def _rule(self, g, s, *, axes, keepdims, shape, chunks, unknown, **params):
-        x = s.x if unknown or "x" in self.saves else None
-        gx = _spread(g, shape, chunks, axes, keepdims, x if unknown else None)
-        r = _keep(s.r, axes, keepdims) if "r" in self.saves else None
-        if self.counts and "n" not in params:
-            params["n"] = s.n
-        return (self.local(gx, x, r, axes=axes, **params),)
+def _reduction_rule(g, s, *, local, save, axes, keepdims, shape, chunks, unknown, **params):
+    """Put the cotangent back on the reduced axes with the input's own chunks, so a reduction's
+    ``local(gx, x, r, axes=..., ...)`` is only its local derivative."""
+    x = s.x if unknown or "x" in save else None
+    gx = _spread(g, shape, chunks, axes, keepdims, x if unknown else None)
+    r = _keep(s.r, axes, keepdims) if "r" in save else None
+    if "n" in save and "n" not in params:
+        params["n"] = s.n
+    return (local(gx, x, r, axes=axes, **params),)
 
 
 def _spread(g, x_shape, x_chunks, axes, keepdims, like=None):
@@ -82,7 +85,7 @@ def spread(g, axes, keepdims, shape, chunks):
     a = da.squeeze(g.array, axis=axes) if keepdims else g.array
     out = da.map_blocks(chunk.spread, a, axes=axes, new_axis=list(axes), chunks=chunks, dtype=a.dtype,
                         meta=meta_from_array(a._meta, ndim=len(shape)))
-    return spread_p.bind(out, g, axes=axes, keepdims=keepdims)
+    return spread_p.record(out, g, axes=axes, keepdims=keepdims)
 
 
 def _unknown(shape):
@@ -105,8 +108,8 @@ def _keep(r, axes, keepdims):
 
 
 # ------------------------------------------------------------------ the table
-sum_p = Reduction("sum", ("SumBackward0", "SumBackward1"), lambda gx, x, r, axes: gx)
-mean_p = Reduction("mean", ("MeanBackward0", "MeanBackward1"), lambda gx, x, r, axes, n: gx / n, counts=True)
+sum_p = _reduction("sum", ("SumBackward0", "SumBackward1"), lambda gx, x, r, axes: gx)
+mean_p = _reduction("mean", ("MeanBackward0", "MeanBackward1"), lambda gx, x, r, axes, n: gx / n, save=("n",))
 
 
 def _max_local(gx, x, r, axes):
@@ -124,10 +127,10 @@ def _amax_local(gx, x, r, axes):
 
 
 # max/min over all axes share the result evenly (MaxBackward1); over some axes, as amax/amin
-max_all_p = Reduction("max", "MaxBackward1", _max_local, saves=("x", "r"), refuse="max")
-min_all_p = Reduction("min", "MinBackward1", _max_local, saves=("x", "r"), refuse="min")
-amax_p = Reduction("amax", "AmaxBackward0", _amax_local, saves=("x", "r"), refuse="max")
-amin_p = Reduction("amin", "AminBackward0", _amax_local, saves=("x", "r"), refuse="min")
+max_all_p = _reduction("max", "MaxBackward1", _max_local, save=("x", "r"), refuse="max")
+min_all_p = _reduction("min", "MinBackward1", _max_local, save=("x", "r"), refuse="min")
+amax_p = _reduction("amax", "AmaxBackward0", _amax_local, save=("x", "r"), refuse="max")
+amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refuse="min")
 
 
 def _prod_local(gx, x, r, axes):
@@ -142,15 +145,15 @@ def _centered(x, axes):
     return x - mean(x, axis=axes, keepdims=True)
 
 
-prod_p = Reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, saves=("x",))
-var_p = Reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
-                  saves=("x",), counts=True, refuse="var")
+prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
+var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
+                   save=("x", "n"), refuse="var")
 # the gradient of std is 0 where it is 0, as in torch
-std_p = Reduction("std", "StdBackward0",
-                  lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
-                  saves=("x", "r"), counts=True, refuse="std")
-logsumexp_p = Reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
-                        saves=("x", "r"), refuse="logsumexp")
+std_p = _reduction("std", "StdBackward0",
+                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
+                   save=("x", "r", "n"), refuse="std")
+logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
+                         save=("x", "r"), refuse="logsumexp")
 
 
 def _norm_local(gx, x, r, axes, p):
@@ -160,19 +163,21 @@ def _norm_local(gx, x, r, axes, p):
     return sign(x) * pow(abs(x), p - 1) * where(r == 0, 0, gx / pow(r, p - 1))
 
 
-norm_p = Reduction("norm", "LinalgVectorNormBackward0", _norm_local, saves=("x", "r"), refuse="linalg_vector_norm")
+norm_p = _reduction("norm", "LinalgVectorNormBackward0", _norm_local, save=("x", "r"), refuse="linalg_vector_norm")
 
 
 # ------------------------------------------------------------------ the ops
+@public("sum")
 def sum(x, axis=None, keepdims=False, dtype=None):
-    return sum_p(x, axis, keepdims, lambda a, axes, n, n_out: (
+    return _reduce(sum_p, x, axis, keepdims, lambda a, axes, n, n_out: (
         reduce_array(a, "sum", axes, keepdims) if dtype is None else
         da.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)))
 
 
+@public("mean")
 def mean(x, axis=None, keepdims=False):
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
-    return mean_p(x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "sum", axes, keepdims) / n_out)
+    return _reduce(mean_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "sum", axes, keepdims) / n_out)
 
 
 def sum_to(g, shape):
@@ -186,26 +191,28 @@ def sum_to(g, shape):
 
 def _extreme(all_p, axis_p, fn):
     def op(x, axis=None, keepdims=False):
-        return (all_p if axis is None else axis_p)(
-            x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
+        return _reduce(all_p if axis is None else axis_p, x, axis, keepdims,
+                       lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
     op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
     return op
 
 
-max = _extreme(max_all_p, amax_p, "max")
-min = _extreme(min_all_p, amin_p, "min")
-amax = _extreme(amax_p, amax_p, "max")
-amin = _extreme(amin_p, amin_p, "min")
+max = public("max")(_extreme(max_all_p, amax_p, "max"))
+min = public("min")(_extreme(min_all_p, amin_p, "min"))
+amax = public("amax")(_extreme(amax_p, amax_p, "max"))
+amin = public("amin")(_extreme(amin_p, amin_p, "min"))
 
 
+@public("prod")
 def prod(x, axis=None, keepdims=False, dtype=None):
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
-    return prod_p(x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
+    return _reduce(prod_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
 
 
+@public("var")
 def var(x, axis=None, ddof=0, keepdims=False):
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
-    return var_p(x, axis, keepdims, lambda a, axes, n, n_out: _var_array(a, axes, ddof, keepdims, n, n_out),
+    return _reduce(var_p, x, axis, keepdims, lambda a, axes, n, n_out: _var_array(a, axes, ddof, keepdims, n, n_out),
                  ddof=ddof)
 
 
@@ -214,9 +221,10 @@ def _var_array(a, axes, ddof, keepdims, n, n_out):
     return reduce_array(centered * centered, "sum", axes, keepdims) / (n_out - ddof)
 
 
+@public("std")
 def std(x, axis=None, ddof=0, keepdims=False):
     """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
-    return std_p(x, axis, keepdims,
+    return _reduce(std_p, x, axis, keepdims,
                  lambda a, axes, n, n_out: da.sqrt(_var_array(a, axes, ddof, keepdims, n, n_out)), ddof=ddof)
 
 
@@ -227,15 +235,17 @@ def _logsumexp_array(a, axes, keepdims):
     return out if keepdims else out.squeeze(axis=axes)
 
 
+@public("logsumexp")
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
-    return logsumexp_p(x, axis, keepdims, lambda a, axes, n, n_out: _logsumexp_array(a, axes, keepdims))
+    return _reduce(logsumexp_p, x, axis, keepdims, lambda a, axes, n, n_out: _logsumexp_array(a, axes, keepdims))
 
 
 cumsum_p = primitive("cumsum", torch="CumsumBackward0")
 cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 
 
+@public("cumsum")
 def cumsum(x, axis=None, dtype=None):
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
     if axis is None:
@@ -243,9 +253,10 @@ def cumsum(x, axis=None, dtype=None):
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
         return reshape(cumsum(reshape(x, (1,)), 0), ())
-    return cumsum_p.bind(da.cumsum(x.array, axis=axis), x, axis=axis)
+    return cumsum_p.record(da.cumsum(x.array, axis=axis), x, axis=axis)
 
 
+@public("norm")
 def norm(x, ord=None, axis=None, keepdims=False):
     """Vector ``ord``-norm over ``axis`` (all axes by default; ``ord`` 2 by default, any p > 0 or
     ``inf``); its gradient where the norm is 0 is 0, as torch's subgradient."""
@@ -260,15 +271,17 @@ def norm(x, ord=None, axis=None, keepdims=False):
         forward = lambda a, axes, n, n_out: da.sqrt(reduce_array(a * a, "sum", axes, keepdims))  # noqa: E731
     else:
         forward = lambda a, axes, n, n_out: reduce_array(da.absolute(a) ** p, "sum", axes, keepdims) ** (1 / p)  # noqa: E731
-    return norm_p(x, axis, keepdims, forward, p=p)
+    return _reduce(norm_p, x, axis, keepdims, forward, p=p)
 
 
+@public("argmax")
 def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
     return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
 
 
+@public("argmin")
 def argmin(x, axis=None):
     x = as_tensor(x)
     return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))

@@ -10,7 +10,7 @@ import dask.array as da
 import numpy as np
 
 from ..graph import primitive
-from ._util import as_tensor, norm_axes, norm_axis
+from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
 
 
@@ -20,12 +20,13 @@ reshape_p = primitive("reshape", torch="ViewBackward0")
 reshape_p.vjp(lambda g, s, *, old: (reshape(g, old),))
 
 
+@public(("reshape", shape_args), ("view", shape_args))
 def reshape(x, shape):
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     _check_reshape(shape, old)
-    return reshape_p.bind(_reshape_array(x.array, shape), x, old=old)
+    return reshape_p.record(_reshape_array(x.array, shape), x, old=old)
 
 
 def _check_reshape(shape, old):
@@ -54,24 +55,33 @@ def _reshape_array(a, shape):
         return a.rechunk(-1).reshape(shape)
 
 
+@public("flatten")
 def flatten(x):
     return reshape(x, (-1,))
+
+
+def _transpose_method(transpose):
+    """``x.transpose(0, 1)`` swaps two axes, as torch's; ``x.transpose()`` and ``x.transpose(axes)``
+    permute, as NumPy's."""
+    return lambda self, *axes: (swapaxes(self, *axes) if len(axes) == 2 and self.ndim != 2 else
+                                transpose(self, axes[0] if len(axes) == 1 else (axes or None)))
 
 
 transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"))
 transpose_p.vjp(lambda g, s, *, inverse: (transpose(g, inverse),))
 
 
+@public(("transpose", _transpose_method))
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
     perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
     inverse = tuple(int(i) for i in np.argsort(perm))
     node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
-    return transpose_p.bind(da.transpose(x.array, perm), x, node=node, inverse=inverse)
+    return transpose_p.record(da.transpose(x.array, perm), x, node=node, inverse=inverse)
 
 
-permute = transpose
+permute = public(("permute", shape_args), name="permute")(transpose)
 
 
 def _perm(axes, ndim):
@@ -86,6 +96,7 @@ def _perm(axes, ndim):
     return perm
 
 
+@public("swapaxes")
 def swapaxes(x, axis1, axis2):
     x = as_tensor(x)
     perm = list(range(x.ndim))
@@ -94,6 +105,7 @@ def swapaxes(x, axis1, axis2):
     return transpose(x, perm)
 
 
+@public("moveaxis")
 def moveaxis(x, source, destination):
     x = as_tensor(x)
     source, destination = norm_axis(source, x.ndim), norm_axis(destination, x.ndim)
@@ -112,6 +124,7 @@ broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0")
 broadcast_to_p.vjp(lambda g, s, *, old: (_sum_to(g, old),))
 
 
+@public("broadcast_to", ("expand", shape_args))
 def broadcast_to(x, shape, chunks=None):
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
     x = as_tensor(x)
@@ -131,7 +144,7 @@ def broadcast_to(x, shape, chunks=None):
             a = a.rechunk(want)
     if shape == old and (chunks is None or tuple(chunks) == a.chunks):
         return x if a is x.array else rechunk(x, a.chunks)
-    return broadcast_to_p.bind(da.broadcast_to(a, shape, chunks=chunks), x, old=old)
+    return broadcast_to_p.record(da.broadcast_to(a, shape, chunks=chunks), x, old=old)
 
 
 expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0")
@@ -140,16 +153,18 @@ squeeze_p = primitive("squeeze", torch="SqueezeBackward1")
 squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 
+@public("expand_dims")
 def expand_dims(x, axis):
     x = as_tensor(x)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = norm_axes(axes, x.ndim + len(axes))
-    return expand_dims_p.bind(da.expand_dims(x.array, axes), x, axes=axes)
+    return expand_dims_p.record(da.expand_dims(x.array, axes), x, axes=axes)
 
 
-unsqueeze = expand_dims
+unsqueeze = public("unsqueeze", name="unsqueeze")(expand_dims)
 
 
+@public("squeeze")
 def squeeze(x, axis=None):
     x = as_tensor(x)
     if axis is None:
@@ -160,7 +175,7 @@ def squeeze(x, axis=None):
         return x
     if any(x.shape[a] != 1 for a in axes):
         raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
-    return squeeze_p.bind(da.squeeze(x.array, axis=axes), x, axes=axes)
+    return squeeze_p.record(da.squeeze(x.array, axis=axes), x, axes=axes)
 
 
 rechunk_p = primitive("rechunk", torch="RechunkBackward0")
@@ -171,24 +186,27 @@ roll_p = primitive("roll", torch="RollBackward0")
 roll_p.vjp(lambda g, s, *, back, axis: (roll(g, back, axis),))
 
 
+@public("rechunk")
 def rechunk(x, chunks):
     x = as_tensor(x)
-    return rechunk_p.bind(x.array.rechunk(chunks), x, old=x.chunks)
+    return rechunk_p.record(x.array.rechunk(chunks), x, old=x.chunks)
 
 
+@public("flip")
 def flip(x, axis=None):
     x = as_tensor(x)
     axes = norm_axes(axis, x.ndim)
-    return flip_p.bind(da.flip(x.array, axes), x, axes=axes)
+    return flip_p.record(da.flip(x.array, axes), x, axes=axes)
 
 
+@public("roll")
 def roll(x, shift, axis=None):
     x = as_tensor(x)
     back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
     if axis is not None:
         axis = (tuple(norm_axis(a, x.ndim) for a in axis) if isinstance(axis, (tuple, list))
                 else norm_axis(axis, x.ndim))
-    return roll_p.bind(da.roll(x.array, shift, axis), x, back=back, axis=axis)
+    return roll_p.record(da.roll(x.array, shift, axis), x, back=back, axis=axis)
 
 
 # ------------------------------------------------------------ joining, splitting
@@ -205,6 +223,7 @@ stack_p = primitive("stack", torch="StackBackward0")
 stack_p.vjp(lambda g, s, *, axis, n: tuple(_getitem(g, (slice(None),) * axis + (i,)) for i in range(n)))
 
 
+@public()
 def concatenate(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
     axis = norm_axis(axis, ts[0].ndim)
@@ -216,9 +235,10 @@ def concatenate(tensors, axis=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
                                    f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
     bounds = tuple(int(b) for b in np.cumsum([0] + [t.shape[axis] for t in ts]))
-    return concatenate_p.bind(da.concatenate([t.array for t in ts], axis=axis), *ts, axis=axis, bounds=bounds)
+    return concatenate_p.record(da.concatenate([t.array for t in ts], axis=axis), *ts, axis=axis, bounds=bounds)
 
 
+@public()
 def stack(tensors, axis=0):
     ts = [as_tensor(t) for t in tensors]
     axis = norm_axis(axis, ts[0].ndim + 1)
@@ -226,9 +246,10 @@ def stack(tensors, axis=0):
         if t.shape != ts[0].shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
                                f"and {list(t.shape)} at entry {k}")
-    return stack_p.bind(da.stack([t.array for t in ts], axis=axis), *ts, axis=axis, n=len(ts))
+    return stack_p.record(da.stack([t.array for t in ts], axis=axis), *ts, axis=axis, n=len(ts))
 
 
+@public()
 def split(x, indices_or_sections, axis=0):
     """NumPy's ``split``: a list of slices, each its own differentiable op."""
     x = as_tensor(x)
@@ -252,6 +273,7 @@ pad_p = primitive("pad", torch="ConstantPadNdBackward0")
 pad_p.vjp(lambda g, s, *, index: (_getitem(g, index),))
 
 
+@public()
 def pad(x, pad_width, mode="constant", constant_values=0):
     """Constant padding (NumPy's ``pad_width``); the rule slices the padding off."""
     if mode != "constant":
@@ -259,10 +281,11 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     x = as_tensor(x)
     widths = np.broadcast_to(np.array(pad_width, dtype=int), (x.ndim, 2))  # NumPy's pad_width forms
     index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
-    return pad_p.bind(da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
+    return pad_p.record(da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
                              constant_values=constant_values), x, index=index)
 
 
+@public()
 def diff(x, n=1, axis=-1):
     x = as_tensor(x)
     axis = norm_axis(axis, x.ndim)

@@ -25,7 +25,7 @@ from dask.array.overlap import overlap as _overlap
 
 from ..graph import primitive
 from .._tensor import Tensor
-from ._util import as_tensor
+from ._util import as_tensor, public
 from .elementwise import add
 from .indexing import getitem
 from .reductions import sum as sum_
@@ -34,6 +34,7 @@ from .shape import flip, pad, rechunk
 MODES = {"constant": None, "reflect": "reflect", "nearest": "nearest", "wrap": "periodic", "periodic": "periodic"}
 
 
+@public()
 def correlate(x, weights, mode="reflect", cval=0.0, origin=0):
     """``scipy.ndimage.correlate`` on a chunked tensor: ``out[i] = sum_j w[j] x[i + j - c]``,
     ``c = k // 2 + origin`` per axis, same shape as ``x``.  ``weights`` is a small constant
@@ -46,6 +47,7 @@ def correlate(x, weights, mode="reflect", cval=0.0, origin=0):
     return _correlate(x, w, centre, mode, cval)
 
 
+@public()
 def convolve(x, weights, mode="reflect", cval=0.0, origin=0):
     """``scipy.ndimage.convolve``: correlation with the flipped kernel (same origin convention,
     so even-sized kernels line up as in scipy)."""
@@ -103,7 +105,7 @@ def _correlate(x, w, centre, mode, cval):
     halo = _overlap(a, depth=dict(enumerate(depth)), boundary=dict.fromkeys(range(a.ndim), boundary))
     out = da.map_blocks(_correlate_block, halo, taps=taps, depth=depth, chunks=a.chunks, dtype=a.dtype,
                         meta=a._meta)
-    return correlate_p.bind(out, x, w=w, centre=centre, mode=mode, shape=x.shape)
+    return correlate_p.record(out, x, w=w, centre=centre, mode=mode, shape=x.shape)
 
 
 # w: the small host kernel (a NumPy constant, never a chunk)
