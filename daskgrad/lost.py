@@ -1,6 +1,6 @@
 """The error for values daskgrad kept on a cluster that the cluster no longer has.
 
-Each kept value lives on two workers (:mod:`daskgrad.replicas`); it is gone only when both die
+Each kept value lives on two workers (:mod:`daskgrad._dask.replicas`); it is gone only when both die
 before a copy is made, or the scheduler restarts (a new scheduler knows none of the old keys).
 Dask would then report ``FutureCancelledError: lost dependencies`` about internal keys; this
 names what the user lost instead, found by looking, at that moment, for the modules and

@@ -46,7 +46,7 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     (:func:`mark_pending`), and swaps the results in: a parameter updated once per step never
     grows a lineage of updates (each step would recompute all earlier ones).  On a cluster the
     stored values and ``arrays[keep]`` (gradients, forced values, saved values of a retained graph)
-    are held on two workers (:mod:`daskgrad.replicas`).
+    are held on two workers (:mod:`daskgrad._dask.replicas`).
     """
     arrays = list(arrays)
     let_go()
