@@ -254,16 +254,3 @@ def _module_level_imports(path):
     return {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)} | {
         alias.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module is None
         for alias in node.names}
-
-
-def test_module_level_imports_go_one_way_tensor_graph_ops_engine():
-    """No module imports a later layer at its top (_tensor and graph import each other's names only
-    inside functions: _tensor needs graph's grad mode at import, graph needs Tensor only when run)."""
-    import pathlib
-
-    root = pathlib.Path(dg.__file__).parent
-    later = {"_tensor.py": {"ops", "engine"}, "graph.py": {"_tensor", "ops", "engine"}}
-    later.update({f"ops/{p.name}": {"engine", "function"} for p in (root / "ops").glob("*.py")})
-    for name, forbidden in later.items():
-        found = {m.lstrip(".").split(".")[0] for m in _module_level_imports(root / name)} & forbidden
-        assert not found, (name, found)
