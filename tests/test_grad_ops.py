@@ -140,7 +140,7 @@ def _seeded(fn):
 
 def same_device(t, like):
     """Put a host constant on ``like``'s chunk type (as a user would move targets to the GPU)."""
-    from daskgrad.strict import StrictArray, to_strict
+    from strict_array import StrictArray, to_strict
 
     return to_strict(t) if isinstance(like.array._meta, StrictArray) else t.to(like.device)
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad.strict import StrictArray, to_strict
 from daskgrad.testing import gradcheck
 
+from strict_array import StrictArray, register, to_strict
 from test_grad_ops import OPS, Cube, _cube_block, _cube_block_vjp, _inputs, same_device
 
 
@@ -39,8 +39,6 @@ def test_op_gradients_on_strict_chunks(name, chunking, rng):
 
 
 def test_factories_create_chunks_of_the_requested_backend():
-    from daskgrad.strict import register
-
     register()
     for make in (lambda: dg.ones(4, 3, chunks=2, device="strict"), lambda: dg.zeros(5, device="strict"),
                  lambda: dg.randn(6, chunks=3, device="strict"), lambda: dg.arange(5, device="strict"),
@@ -89,7 +87,7 @@ def test_every_numpy_call_that_reaches_a_chunk_exists_in_cupy(rng):
     """Every NumPy function and ufunc method the ops and their VJPs call on chunks, checked against
     cupy's namespace (cupy imports without a GPU), so a kernel cupy lacks fails here on CPU."""
     cupy = pytest.importorskip("cupy")
-    from daskgrad import strict
+    import strict_array as strict
 
     strict.CALLS.clear()
     for name, (fn, shapes, low, high) in OPS.items():
