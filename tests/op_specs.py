@@ -30,14 +30,12 @@ class OpSpec:
     low: float
     high: float
 
-    def __post_init__(self):
+    def __post_init__(self):  # the table writes shapes as lists; a frozen spec must not share a mutable one
         object.__setattr__(self, "shapes", tuple(tuple(s) for s in self.shapes))
 
-    def __str__(self):
-        return self.name
-
     def inputs(self, chunking, rng):
-        """Leaves requiring grad; shape M takes CHUNKINGS_2D[chunking], other shapes the like."""
+        """Leaves requiring grad: shape M chunked by CHUNKINGS_2D[chunking]; another shape in one
+        chunk, chunks of 2, its last element alone ("uneven"; 3 + 1 for 4) or one element each."""
         out = []
         for shape in self.shapes:
             vals = rng.uniform(self.low, self.high, size=shape)
