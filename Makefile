@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench bench-gpu test-gpu install clean
+.PHONY: demo test lint bench bench-gpu test-gpu install clean
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ demo: $(VENV)/.demo
 
 test: $(VENV)/.test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff comes with the test extra; its rules are pyproject.toml's [tool.ruff]
+lint: $(VENV)/.test
+	$(PY) -m ruff check .
 
 bench: $(VENV)/.bench
 	@# the whole suite (~5 min on 2 cores); BENCH_QUICK=1 make bench for a smoke run at tiny sizes

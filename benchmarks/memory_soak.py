@@ -85,8 +85,8 @@ def run(steps=2000, every=200, n=4000, d=5, nchunks=4, lr=0.05, spans=True, n_wo
 
         cluster = SubprocessCluster(n_workers=n_workers, threads_per_worker=1, dashboard_address=None)
     else:  # quick mode: in-process (scheduler, workers and client share one process)
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
-                               worker_dashboard_address=None)
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
+                               dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
     client = Client(cluster)
     client.wait_for_workers(n_workers)
     startup = time.perf_counter() - t_start

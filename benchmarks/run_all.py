@@ -566,7 +566,8 @@ def _loop_scheduler_keys(Xn, yn, lr, steps):
             w.grad = None
             if i + 1 in (10, steps):
                 time.sleep(0.2)  # releases reach the scheduler asynchronously
-                counts[f"after_step_{i + 1}"] = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+                counts[f"after_step_{i + 1}"] = client.run_on_scheduler(
+                    lambda dask_scheduler: len(dask_scheduler.tasks))
     return counts
 
 
@@ -740,17 +741,20 @@ def summary(report):
         r = report["logreg"]
         base = r["seconds"].get("pytorch_cpu")
         for k, v in r["seconds"].items():
-            lines.append(f"| logreg | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base else f"| logreg | {k} | {v:.4f} | |")
+            lines.append(f"| logreg | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base
+                         else f"| logreg | {k} | {v:.4f} | |")
     if "mlp" in report:
         r = report["mlp"]
         base = r["seconds"].get("pytorch_cpu")
         for k, v in r["seconds"].items():
-            lines.append(f"| MLP step | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base else f"| MLP step | {k} | {v:.4f} | |")
+            lines.append(f"| MLP step | {k} | {v:.4f} | {v / base:.2f} x PyTorch |" if base
+                         else f"| MLP step | {k} | {v:.4f} | |")
     if "chain" in report:
         r = report["chain"]
         for k, v in r["seconds"].items():
             lines.append(f"| 50-op chain | {k} | {v:.4f} | |")
-        lines.append(f"| 50-op chain | daskgrad / dask | | forward {r['forward_ratio']:.2f}, gradient {r['gradient_ratio']:.2f} |")
+        lines.append(f"| 50-op chain | daskgrad / dask | | forward {r['forward_ratio']:.2f}, "
+                     f"gradient {r['gradient_ratio']:.2f} |")
     if "cluster" in report:
         r = report["cluster"]
         for k, v in {**r["threads_seconds"], **r["cluster_seconds"]}.items():
@@ -768,12 +772,14 @@ def summary(report):
         r = report["out_of_core"]
         lines.append(f"| out of core | {r['data_bytes'] / 1e9:.2f} GB over {r['cluster_memory_limit'] / 1e9:.2f} GB "
                      f"limit | {r['seconds']:.2f} | peak RSS {r['peak_rss'] / 1e6:.0f} MB of "
-                     f"{r['cluster_memory_limit'] / 2e6:.0f} MB per worker; predicted {r['predicted_peak_bytes'] / 1e6:.0f} MB, "
+                     f"{r['cluster_memory_limit'] / 2e6:.0f} MB per worker; "
+                     f"predicted {r['predicted_peak_bytes'] / 1e6:.0f} MB, "
                      f"measured over idle {r['measured_peak_over_baseline'] / 1e6:.0f} MB |")
     if "loop" in report:
         r = report["loop"]
         lines.append(f"| training loop | steps 10-110 vs last 100 | {r['early_step_s']:.4f} / {r['late_step_s']:.4f} | "
-                     f"{r['late_over_early']:.2f} (goal <= 1.3); tasks/submission {r['tasks_per_submission_first_last']}; "
+                     f"{r['late_over_early']:.2f} (goal <= 1.3); "
+                     f"tasks/submission {r['tasks_per_submission_first_last']}; "
                      f"scheduler keys {r['scheduler_keys']} |")
     if "protection" in report:
         r = report["protection"]

@@ -167,7 +167,7 @@ def test_without_zarr_save_says_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_strict_chunks_are_copied_to_the_host_explicitly_for_the_write(tmp_path):
-    from daskgrad.strict import StrictArray, to_strict
+    from strict_array import StrictArray, to_strict
 
     x = dg.from_array(np.arange(12.0).reshape(3, 4), chunks=(2, 3))
     dg.save({"x": to_strict(x)}, tmp_path / "ck")  # StrictArray refuses np.asarray, as cupy does

@@ -56,7 +56,8 @@ def test_backward_without_retain_graph_leaves_only_grad_and_the_held_loss(client
     loss.backward()
     keys = settle(client, x.array.npartitions + 1)
     # x.grad's chunks and the loss value backward computed (the user holds `loss`; item() reads it)
-    assert keys == sorted(str(k) for k in [*flatten(x.grad.array.__dask_keys__()), *flatten(loss.array.__dask_keys__())])
+    assert keys == sorted(str(k) for k in [*flatten(x.grad.array.__dask_keys__()),
+                                           *flatten(loss.array.__dask_keys__())])
     np.testing.assert_allclose(x.grad.numpy(), (np.exp(x.detach().numpy() / 10) / 10 * np.tanh(x.detach().numpy())
                                                 + np.exp(x.detach().numpy() / 10) / np.cosh(x.detach().numpy()) ** 2))
     del loss

@@ -14,21 +14,20 @@ try:
 except Exception as exc:  # no device, no driver
     pytest.skip(f"cupy cannot allocate on a GPU here: {exc}", allow_module_level=True)
 
-from test_grad_ops import OPS, _inputs  # noqa: E402
+from op_specs import SPECS, spec_id  # noqa: E402
 
 
 def to_gpu(t):
     return dg.Tensor(t.array.to_backend("cupy"), requires_grad=t.requires_grad)
 
 
-@pytest.mark.parametrize("name", list(OPS))
-def test_op_gradients_on_cupy_chunks_stay_on_the_gpu(name, rng):
+@pytest.mark.parametrize("spec", SPECS, ids=spec_id)
+def test_op_gradients_on_cupy_chunks_stay_on_the_gpu(spec, rng):
     from daskgrad.testing import gradcheck
 
-    fn, shapes, low, high = OPS[name]
-    inputs = [to_gpu(t) for t in _inputs(shapes, low, high, "uneven", rng)]
-    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
-    fn(*inputs).sum().backward()
+    inputs = [to_gpu(t) for t in spec.inputs("uneven", rng)]
+    assert gradcheck(spec.fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+    spec.fn(*inputs).sum().backward()
     for t in inputs:
         assert t.device == "cuda" and t.grad.device == "cuda"
         assert isinstance(t.grad.array.blocks[0].compute(), cupy.ndarray)

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad.strict import StrictArray, to_strict
 from daskgrad.testing import gradcheck
+
+from strict_array import StrictArray, to_strict
 
 CHUNKINGS = {"one": -1, "uneven": ((1, 3), (2, 1), (3, 1)), "ones": 1}
 INDEXES = [([1, 2], [2, 0]), (slice(None), [0, 2, 2], [1, 1, 3]), ([[1, 0], [3, 3]], slice(None), [[0, 1], [2, 2]]),

@@ -12,9 +12,7 @@ from daskgrad import graph, ops
 from daskgrad.ops.elementwise import conj, real
 
 from conftest import CHUNKINGS_2D, leaf
-from test_grad_ops import OPS, Cube, _cube_block, _cube_block_vjp, _inputs, gradchecks
-
-M = (6, 4)
+from op_specs import M, SPECS, Cube, OpSpec, cube_block, cube_block_vjp, spec_id
 
 
 class SquareAndDouble(dg.Function):
@@ -47,49 +45,48 @@ def _copied(a, b):
     return c * a
 
 
-# entries the cases in test_grad_ops.OPS do not reach: custom ops, in-place writes, complex parts
+# entries the specs of op_specs.SPECS do not reach: custom ops, in-place writes, complex parts
 # (reached from real float64 inputs through a complex intermediate) and both extremes over all axes
-EXTRA = {
-    "conj_real": (lambda a: real(conj(a * (1 + 2j)) * a), [M], -2, 2),
-    "clone": (lambda a: dg.clone(a) * a, [M], -2, 2),
-    "min_full": (dg.min, [M], -2, 2),
-    "amax": (lambda a: dg.amax(a, axis=1), [M], -2, 2),
-    "amin_full": (dg.amin, [M], -2, 2),
-    "fill_": (lambda a: _filled(a, 1.5), [M], -2, 2),
-    "zero_": (_zeroed, [M], -2, 2),
-    "copy_": (_copied, [M, M], -2, 2),
-    "function": (Cube.apply, [M], -2, 2),
-    "function_many_outputs": (lambda a: (lambda s, d: s * d)(*SquareAndDouble.apply(a)), [M], -2, 2),
-    "map_blocks": (lambda a: dg.map_blocks(_cube_block, a, vjp=_cube_block_vjp), [M], -2, 2),
-}
-CASES = {**OPS, **EXTRA}
+EXTRA = (
+    OpSpec("conj_real", lambda a: real(conj(a * (1 + 2j)) * a), [M], -2, 2),
+    OpSpec("clone", lambda a: dg.clone(a) * a, [M], -2, 2),
+    OpSpec("min_full", dg.min, [M], -2, 2),
+    OpSpec("amax", lambda a: dg.amax(a, axis=1), [M], -2, 2),
+    OpSpec("amin_full", dg.amin, [M], -2, 2),
+    OpSpec("fill_", lambda a: _filled(a, 1.5), [M], -2, 2),
+    OpSpec("zero_", _zeroed, [M], -2, 2),
+    OpSpec("copy_", _copied, [M, M], -2, 2),
+    OpSpec("function", Cube.apply, [M], -2, 2),
+    OpSpec("function_many_outputs", lambda a: (lambda s, d: s * d)(*SquareAndDouble.apply(a)), [M], -2, 2),
+    OpSpec("map_blocks", lambda a: dg.map_blocks(cube_block, a, vjp=cube_block_vjp), [M], -2, 2),
+)
+CASES = SPECS + EXTRA
 GPU_ONLY = {"to_device"}  # moves chunks to cupy and back: gradchecked in tests/test_gpu.py where a GPU is
 
 
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
-@pytest.mark.parametrize("name", list(EXTRA))
-def test_extra_cases_match_central_differences(name, chunking, rng):
-    assert gradchecks(EXTRA[name], chunking, rng)
+@pytest.mark.parametrize("spec", EXTRA, ids=spec_id)
+def test_extra_cases_match_central_differences(spec, chunking, rng):
+    assert spec.gradchecks(chunking, rng)
 
 
 def _nodes(tensors):
     return graph.toposort([t.grad_fn for t in tensors if t is not None and t.grad_fn is not None])
 
 
-def _reached(name, rng):
+def _reached(spec, rng):
     """(primitive name, node name) of every node in a case's forward graph and in the graph of its
     gradient built with create_graph from a cotangent that requires grad, as gradgradcheck builds it
     (which reaches the rules' own ops: spread, scatter, mask_scatter, embedding_backward)."""
-    fn, shapes, low, high = CASES[name]
-    inputs = _inputs(shapes, low, high, "uneven", rng)
-    out = fn(*inputs)
+    inputs = spec.inputs("uneven", rng)
+    out = spec.fn(*inputs)
     v = leaf(np.ones(out.shape), out.chunks)
     grads = dg.grad(out, inputs, v, create_graph=True, allow_unused=True, lazy=True)
     return {(n._prim.name, n.name()) for n in _nodes([out, *grads]) if not isinstance(n, graph.AccumulateGrad)}
 
 
 def test_every_primitive_and_each_of_its_node_names_has_a_gradcheck_case(rng):
-    reached = set().union(*(_reached(name, rng) for name in CASES))
+    reached = set().union(*(_reached(spec, rng) for spec in CASES))
     for prim, node in reached:
         assert graph.PRIMITIVES[prim] is not None and (not graph.PRIMITIVES[prim].torch
                                                        or node in graph.PRIMITIVES[prim].torch), (prim, node)
@@ -164,14 +161,13 @@ def test_tensor_methods_are_public_ops_or_wrap_them():
 def test_a_node_holds_no_tensor_outside_its_saved_values(rng):
     """Params are plain values (numbers, tuples, strings, dtypes, shapes, chunks, a user's class and
     ctx): releasing the saved values frees every tensor a rule could read."""
-    for name in CASES:
-        fn, shapes, low, high = CASES[name]
-        out = fn(*_inputs(shapes, low, high, "even", rng))
+    for spec in CASES:
+        out = spec.fn(*spec.inputs("even", rng))
         for n in _nodes([out]):
             for k, v in getattr(n, "_params", {}).items():
-                assert not isinstance(v, dg.Tensor), (name, n.name(), k)
+                assert not isinstance(v, dg.Tensor), (spec.name, n.name(), k)
                 if isinstance(v, tuple):
-                    assert not any(isinstance(e, dg.Tensor) for e in v), (name, n.name(), k)
+                    assert not any(isinstance(e, dg.Tensor) for e in v), (spec.name, n.name(), k)
 
 
 def test_tensordot_einsum_and_reshape_keep_torchs_node_name_but_name_their_rules_apart():

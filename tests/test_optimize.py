@@ -99,7 +99,7 @@ def test_x_keeps_x0_shape_dtype_chunks_inside_fun_and_in_result(rng):
 
 
 def test_device_chunks_stay_device_chunks_inside_fun_and_in_result():
-    from daskgrad.strict import StrictArray, to_strict  # fails like cupy on any implicit host conversion
+    from strict_array import StrictArray, to_strict  # fails like cupy on any implicit host conversion
 
     x0 = to_strict(dg.zeros(6, dtype="float64", chunks=4))
     metas = []

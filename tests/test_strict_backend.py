@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad.strict import StrictArray, to_strict
 from daskgrad.testing import gradcheck
 
-from test_grad_ops import OPS, Cube, _cube_block, _cube_block_vjp, _inputs, same_device
+from strict_array import StrictArray, register, to_strict
+from op_specs import SPECS, Cube, cube_block, cube_block_vjp, same_device, spec_id
 
 
 def test_strict_array_refuses_host_conversion_and_host_operands():
@@ -25,12 +25,11 @@ def test_strict_array_refuses_host_conversion_and_host_operands():
 
 
 @pytest.mark.parametrize("chunking", ["uneven", "size1"])
-@pytest.mark.parametrize("name", list(OPS))
-def test_op_gradients_on_strict_chunks(name, chunking, rng):
-    fn, shapes, low, high = OPS[name]
-    inputs = [to_strict(t) for t in _inputs(shapes, low, high, chunking, rng)]
-    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
-    out = fn(*inputs)
+@pytest.mark.parametrize("spec", SPECS, ids=spec_id)
+def test_op_gradients_on_strict_chunks(spec, chunking, rng):
+    inputs = [to_strict(t) for t in spec.inputs(chunking, rng)]
+    assert gradcheck(spec.fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+    out = spec.fn(*inputs)
     assert isinstance(out.array._meta, StrictArray)
     out.sum().backward()
     for t in inputs:
@@ -39,8 +38,6 @@ def test_op_gradients_on_strict_chunks(name, chunking, rng):
 
 
 def test_factories_create_chunks_of_the_requested_backend():
-    from daskgrad.strict import register
-
     register()
     for make in (lambda: dg.ones(4, 3, chunks=2, device="strict"), lambda: dg.zeros(5, device="strict"),
                  lambda: dg.randn(6, chunks=3, device="strict"), lambda: dg.arange(5, device="strict"),
@@ -89,14 +86,14 @@ def test_every_numpy_call_that_reaches_a_chunk_exists_in_cupy(rng):
     """Every NumPy function and ufunc method the ops and their VJPs call on chunks, checked against
     cupy's namespace (cupy imports without a GPU), so a kernel cupy lacks fails here on CPU."""
     cupy = pytest.importorskip("cupy")
-    from daskgrad import strict
+    import strict_array as strict
 
     strict.CALLS.clear()
-    for name, (fn, shapes, low, high) in OPS.items():
-        inputs = [to_strict(t) for t in _inputs(shapes, low, high, "uneven", rng)]
-        fn(*inputs).sum().backward()
+    for spec in SPECS:
+        inputs = [to_strict(t) for t in spec.inputs("uneven", rng)]
+        spec.fn(*inputs).sum().backward()
         x = inputs[0]
-        (g,) = dg.autograd.grad(fn(*inputs).sum(), [x], create_graph=True)
+        (g,) = dg.autograd.grad(spec.fn(*inputs).sum(), [x], create_graph=True)
         if g.requires_grad:  # double backward runs the VJP rules' own VJPs
             (g * g).sum().backward()
     _api_flows(lambda v, c: to_strict(dg.from_array(v, chunks=c)))
@@ -126,7 +123,7 @@ def _api_flows(make):
     w.grad.zero_()
     x.grad = None
     # custom Function and map_blocks with a chunk VJP
-    y = Cube.apply(x) + dg.map_blocks(_cube_block, x, vjp=_cube_block_vjp)
+    y = Cube.apply(x) + dg.map_blocks(cube_block, x, vjp=cube_block_vjp)
     y.sum().backward()
     # functional API, double backward
     jac = F.jacobian(lambda t: dg.exp(t) * 2, w.detach())

@@ -129,7 +129,7 @@ def test_importing_daskgrad_leaves_dask_config_alone():
 
 @pytest.mark.cluster
 def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
-    from tests.test_cluster_memory import managed_bytes, memory_keys, settle
+    from tests.test_cluster_memory import managed_bytes, settle
 
     rng = np.random.default_rng(0)
     X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-import numpy as np
-
 from .._tensor import ones, rand, randn, zeros
 from . import functional as F
 from .module import Module, Parameter

@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _required, check_lr
+from .optimizer import Optimizer, check_lr
 
 
 class SGD(Optimizer):

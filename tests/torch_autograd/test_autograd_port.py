@@ -325,18 +325,18 @@ def test_hook_with_no_name(T):
 
 def test_sharded_grad(T):
     leaves = [T.zeros(5, 5, requires_grad=True) for _ in range(10)]
-    intermediates = [l * i + l * l for i, l in enumerate(leaves)]
+    intermediates = [leaf * i + leaf * leaf for i, leaf in enumerate(leaves)]
     loss = sum(v * i for i, v in enumerate(intermediates)).sum()
 
-    def group(l, group_size):
-        return (l[i:i + group_size] for i in range(0, len(l), group_size))
+    def group(seq, group_size):
+        return (seq[i:i + group_size] for i in range(0, len(seq), group_size))
 
     shard_size = 2
     d_intermediates = [d_i for intermediates_batch in group(intermediates, shard_size)
                        for d_i in T.autograd.grad(loss, intermediates_batch)]
     T.autograd.backward(intermediates, d_intermediates)
-    for i, l in enumerate(leaves):
-        T.assert_equal(l.grad, i * i * (1 + l))
+    for i, leaf in enumerate(leaves):
+        T.assert_equal(leaf.grad, i * i * (1 + leaf))
 
 
 def test_backward_badcalls(T):

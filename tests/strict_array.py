@@ -1,4 +1,5 @@
-"""A strict duck-array chunk type that fails the way cupy fails, for CPU CI.
+"""A strict duck-array chunk type that fails the way cupy fails, for CPU CI (a test double: no
+package code needs it, so it lives with the tests).
 
 ``StrictArray`` wraps a NumPy array but refuses implicit conversion to NumPy
 (NumPy's asarray on a chunk raises, as on cupy) and refuses NumPy array operands in
@@ -225,7 +226,7 @@ def to_strict(t):
     """The same tensor values with StrictArray chunks (a leaf keeps ``requires_grad``)."""
     import dask.array as da
 
-    from ._tensor import Tensor
+    from daskgrad import Tensor
 
     register()
     a = t.array

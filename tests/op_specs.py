@@ -1,0 +1,224 @@
+"""The op table the gradient tests share: one :class:`OpSpec` per differentiable case.
+
+test_grad_ops gradchecks every spec (first and second order, every chunking), test_strict_backend
+runs them on strict chunks, test_gpu on cupy chunks and test_op_table checks that together they
+reach every primitive of daskgrad.graph.PRIMITIVES."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+import daskgrad as dg
+from daskgrad.testing import gradcheck
+
+from conftest import CHUNKINGS_2D, leaf
+
+M = (6, 4)  # every chunking of CHUNKINGS_2D applies to it
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """A differentiable case: ``fn`` of float64 leaf tensors of ``shapes``, drawn uniform in
+    [low, high], the domain where ``fn`` is smooth (log, sqrt and division need low > 0; relu and
+    abs stay off their kink at 0)."""
+
+    name: str
+    fn: Callable
+    shapes: tuple
+    low: float
+    high: float
+
+    def __post_init__(self):  # the table writes shapes as lists; a frozen spec must not share a mutable one
+        object.__setattr__(self, "shapes", tuple(tuple(s) for s in self.shapes))
+
+    def inputs(self, chunking, rng):
+        """Leaves requiring grad: shape M chunked by CHUNKINGS_2D[chunking]; another shape in one
+        chunk, chunks of 2, its last element alone ("uneven"; 3 + 1 for 4) or one element each."""
+        out = []
+        for shape in self.shapes:
+            vals = rng.uniform(self.low, self.high, size=shape)
+            if shape == M:
+                chunks = CHUNKINGS_2D[chunking]
+            else:
+                chunks = {"one": -1, "even": 2, "size1": 1,
+                          "uneven": tuple(((3, 1) if n == 4 else (n - 1, 1)) if n > 1 else (1,) for n in shape)
+                          }[chunking]
+            out.append(leaf(vals, chunks))
+        return out
+
+    def gradchecks(self, chunking, rng):
+        """The float64 dot-product gradcheck on inputs of ``chunking``."""
+        return gradcheck(self.fn, self.inputs(chunking, rng), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def spec_id(spec):
+    """A test id that is the op's name, so a failure names the op."""
+    return spec.name
+
+
+K33 = np.array([[0.5, -1.0, 0.25], [2.0, 1.0, -0.5], [0.0, 0.75, 1.5]])
+K53 = np.arange(15.0).reshape(5, 3) / 10 - 0.6
+SPECS = (
+    OpSpec("add", lambda a, b: a + b, [M, M], -2, 2),
+    OpSpec("add_broadcast_row", lambda a, b: a + b, [M, (4,)], -2, 2),
+    OpSpec("add_broadcast_col", lambda a, b: a + b, [M, (6, 1)], -2, 2),
+    OpSpec("sub", lambda a, b: a - b, [M, M], -2, 2),
+    OpSpec("rsub_scalar", lambda a: 2.0 - a, [M], -2, 2),
+    OpSpec("mul", lambda a, b: a * b, [M, M], -2, 2),
+    OpSpec("mul_scalar", lambda a: a * 3.0, [M], -2, 2),
+    OpSpec("truediv", lambda a, b: a / b, [M, M], 0.5, 2),
+    OpSpec("rtruediv", lambda a: 2.0 / a, [M], 0.5, 2),
+    OpSpec("pow_scalar", lambda a: a ** 3, [M], -2, 2),
+    OpSpec("pow_tensor", lambda a, b: a ** b, [M, M], 0.5, 2),
+    OpSpec("rpow", lambda a: 2.0 ** a, [M], -2, 2),
+    OpSpec("neg", lambda a: -a, [M], -2, 2),
+    OpSpec("exp", dg.exp, [M], -2, 2),
+    OpSpec("log", dg.log, [M], 0.5, 3),
+    OpSpec("log1p", dg.log1p, [M], 0.1, 3),
+    OpSpec("expm1", dg.expm1, [M], -2, 2),
+    OpSpec("sin", dg.sin, [M], -3, 3),
+    OpSpec("cos", dg.cos, [M], -3, 3),
+    OpSpec("tan", dg.tan, [M], -1, 1),
+    OpSpec("tanh", dg.tanh, [M], -2, 2),
+    OpSpec("sinh", dg.sinh, [M], -2, 2),
+    OpSpec("cosh", dg.cosh, [M], -2, 2),
+    OpSpec("sigmoid", dg.sigmoid, [M], -4, 4),
+    OpSpec("relu", dg.relu, [M], 0.1, 2),
+    OpSpec("softplus", dg.softplus, [M], -3, 3),
+    OpSpec("abs", dg.abs, [M], 0.1, 2),
+    OpSpec("sqrt", dg.sqrt, [M], 0.5, 3),
+    OpSpec("square", dg.square, [M], -2, 2),
+    OpSpec("maximum", dg.maximum, [M, M], -2, 2),
+    OpSpec("minimum", dg.minimum, [M, M], -2, 2),
+    OpSpec("maximum_scalar", lambda a: dg.maximum(a, 0.5), [M], -2, 2),
+    OpSpec("minimum_scalar_first", lambda a: dg.minimum(0.5, a), [M], -2, 2),
+    OpSpec("where", lambda a, b: dg.where(a > 0, a, b), [M, M], 0.1, 2),
+    OpSpec("where_scalar_branches", lambda a: dg.where(a > 0, a, 0.0) + dg.where(a < 0.5, 2.0, a), [M], -2, 2),
+    OpSpec("clip", lambda a: dg.clip(a, -1.0, 1.0), [M], -2, 2),
+    OpSpec("clip_tensor_bounds", lambda a, lo: dg.clip(a, lo - 1.0, 1.5), [M, M], -2, 2),
+    OpSpec("sign_times", lambda a, b: dg.sign(a) * b, [M, M], -2, 2),
+    OpSpec("sum", dg.sum, [M], -2, 2),
+    OpSpec("sum_axis0", lambda a: dg.sum(a, axis=0), [M], -2, 2),
+    OpSpec("sum_axis1_keep", lambda a: dg.sum(a, axis=1, keepdims=True), [M], -2, 2),
+    OpSpec("sum_tuple", lambda a: dg.sum(a, axis=(0, 1)), [M], -2, 2),
+    OpSpec("mean", dg.mean, [M], -2, 2),
+    OpSpec("mean_axis", lambda a: dg.mean(a, axis=-1), [M], -2, 2),
+    OpSpec("max", dg.max, [M], -2, 2),
+    OpSpec("max_axis", lambda a: dg.max(a, axis=0), [M], -2, 2),
+    OpSpec("min_axis_keep", lambda a: dg.min(a, axis=1, keepdims=True), [M], -2, 2),
+    OpSpec("prod", lambda a: dg.prod(a, axis=0), [M], 0.5, 1.5),
+    OpSpec("prod_full", dg.prod, [M], 0.8, 1.2),
+    OpSpec("var", lambda a: dg.var(a, axis=0, ddof=1), [M], -2, 2),
+    OpSpec("var_full", lambda a: dg.var(a), [M], -2, 2),
+    OpSpec("std", lambda a: dg.std(a, axis=1, ddof=1), [M], -2, 2),
+    OpSpec("logsumexp", lambda a: dg.logsumexp(a, axis=1), [M], -2, 2),
+    OpSpec("logsumexp_full", dg.logsumexp, [M], -2, 2),
+    OpSpec("cumsum", lambda a: dg.cumsum(a, axis=0), [M], -2, 2),
+    OpSpec("cumsum_axis1", lambda a: dg.cumsum(a, axis=1), [M], -2, 2),
+    OpSpec("norm", dg.norm, [M], -2, 2),
+    OpSpec("norm_p3_axis1", lambda a: dg.norm(a, 3, axis=1), [M], -2, 2),
+    OpSpec("norm_p1_5", lambda a: dg.norm(a, 1.5), [M], 0.5, 2),
+    OpSpec("prod_dtype", lambda a: dg.prod(a, axis=0, dtype="float64"), [M], 0.5, 2),
+    OpSpec("matmul", lambda a, b: a @ b, [M, (4, 3)], -2, 2),
+    OpSpec("matmul_mv", lambda a, b: a @ b, [M, (4,)], -2, 2),
+    OpSpec("matmul_vm", lambda a, b: a @ b, [(6,), M], -2, 2),
+    OpSpec("matmul_vv", lambda a, b: a @ b, [(4,), (4,)], -2, 2),
+    OpSpec("matmul_contract_rows", lambda a, b: a.T @ b, [M, M], -2, 2),
+    OpSpec("matmul_batched", lambda a, b: dg.reshape(a, (2, 3, 4)) @ b, [M, (4, 2)], -2, 2),
+    OpSpec("dot", dg.dot, [(4,), (4,)], -2, 2),
+    OpSpec("tensordot", lambda a, b: dg.tensordot(a, b, axes=([0], [0])), [M, (6, 2)], -2, 2),
+    OpSpec("tensordot_int", lambda a, b: dg.tensordot(a, b, axes=2), [M, M], -2, 2),
+    OpSpec("einsum_mm", lambda a, b: dg.einsum("ij,jk->ik", a, b), [M, (4, 3)], -2, 2),
+    OpSpec("einsum_sum_index", lambda a, b: dg.einsum("ij,ik->k", a, b), [M, (6, 2)], -2, 2),
+    OpSpec("transpose", lambda a: a.T, [M], -2, 2),
+    OpSpec("permute", lambda a: dg.transpose(dg.reshape(a, (2, 3, 4)), (2, 0, 1)), [M], -2, 2),
+    OpSpec("reshape", lambda a: dg.reshape(a, (4, 6)), [M], -2, 2),
+    OpSpec("flatten", dg.flatten, [M], -2, 2),
+    OpSpec("broadcast_to", lambda a: dg.broadcast_to(a, (3, 6, 4)), [M], -2, 2),
+    OpSpec("expand_dims", lambda a: dg.expand_dims(a, 1), [M], -2, 2),
+    OpSpec("squeeze", lambda a: dg.squeeze(dg.expand_dims(a, 0), 0), [M], -2, 2),
+    OpSpec("concatenate", lambda a, b: dg.concatenate([a, b], axis=1), [M, M], -2, 2),
+    OpSpec("stack", lambda a, b: dg.stack([a, b], axis=1), [M, M], -2, 2),
+    OpSpec("split", lambda a: dg.split(a, [1, 4], axis=0)[1] * 2, [M], -2, 2),
+    OpSpec("pad", lambda a: dg.pad(a, ((1, 2), (0, 1))), [M], -2, 2),
+    OpSpec("flip", lambda a: dg.flip(a, 0), [M], -2, 2),
+    OpSpec("roll", lambda a: dg.roll(a, 2, axis=0), [M], -2, 2),
+    OpSpec("diff", lambda a: dg.diff(a, axis=0), [M], -2, 2),
+    OpSpec("getitem_slice", lambda a: a[1:5, ::2], [M], -2, 2),
+    OpSpec("getitem_negative_step", lambda a: a[::-2, 1:], [M], -2, 2),
+    OpSpec("getitem_int", lambda a: a[2], [M], -2, 2),
+    OpSpec("getitem_none_ellipsis", lambda a: a[None, ..., 1], [M], -2, 2),
+    OpSpec("getitem_int_array_repeats", lambda a: a[np.array([0, 2, 2, 5, 0])], [M], -2, 2),
+    OpSpec("getitem_int_array_axis1", lambda a: a[:, [3, 3, 1]], [M], -2, 2),
+    OpSpec("getitem_bool_mask", lambda a: a[a > 0].sum() + 0 * a.sum(), [M], -2, 2),
+    OpSpec("setitem", lambda a, b: _setitem(a, b), [M, (2, 4)], -2, 2),
+    OpSpec("softmax", lambda a: dg.softmax(a, axis=1), [M], -2, 2),
+    OpSpec("log_softmax", lambda a: dg.log_softmax(a, axis=1), [M], -2, 2),
+    OpSpec("cross_entropy", lambda a: dg.cross_entropy(a, same_device(dg.tensor(np.array([0, 3, 1, 1, 2, 0])), a)),
+           [M], -2, 2),
+    OpSpec("cross_entropy_probs", lambda a, p: dg.cross_entropy(a, dg.softmax(p, axis=1)), [M, M], -2, 2),
+    OpSpec("mse_loss", dg.mse_loss, [M, M], -2, 2),
+    OpSpec("bce_with_logits", dg.binary_cross_entropy_with_logits, [M, M], -2, 2),
+    OpSpec("astype_roundtrip", lambda a: dg.astype(dg.astype(a, "float32"), "float64") * 0 + a, [M], -2, 2),
+    OpSpec("rechunk", lambda a: dg.rechunk(a, (2, 4)), [M], -2, 2),
+    OpSpec("erf", dg.erf, [M], -2.5, 2.5),
+    OpSpec("gelu", lambda a: dg.nn.functional.gelu(a), [M], -3, 3),
+    OpSpec("gelu_tanh", lambda a: dg.nn.functional.gelu(a, approximate="tanh"), [M], -3, 3),
+    OpSpec("layer_norm", lambda a, w: dg.nn.functional.layer_norm(a, 4, w[0], w[1]), [M, M], -2, 2),
+    OpSpec("embedding",
+           lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
+           [M], -2, 2),
+    OpSpec("dropout", lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
+    # stencils and shifts whose gradients cross chunk boundaries
+    OpSpec("correlate_constant", lambda a: dg.correlate(a, K33, mode="constant", cval=0.5), [M], -2, 2),
+    OpSpec("correlate_reflect", lambda a: dg.correlate(a, K33, mode="reflect"), [M], -2, 2),
+    OpSpec("convolve_nearest_even_kernel", lambda a: dg.convolve(a, K33[:2], mode="nearest"), [M], -2, 2),
+    OpSpec("convolve_wrap_wide_kernel", lambda a: dg.convolve(a, K53, mode="wrap"), [M], -2, 2),
+    OpSpec("pad_both_axes", lambda a: dg.pad(a, ((2, 0), (1, 3))) * 1.5, [M], -2, 2),
+    OpSpec("roll_both_axes", lambda a: dg.roll(a, (-1, 3), axis=(0, 1)), [M], -2, 2),
+    OpSpec("diff_twice_axis1", lambda a: dg.diff(a, n=2, axis=1), [M], -2, 2),
+    OpSpec("shifted_slices_difference", lambda a: a[1:, 1:] - a[:-1, :-1], [M], -2, 2),
+)
+BY_NAME = {s.name: s for s in SPECS}
+assert len(BY_NAME) == len(SPECS), "two specs share a name"
+
+
+def _seeded(fn):
+    dg.manual_seed(0)  # the same masks at every call gradcheck makes
+    return fn()
+
+
+def same_device(t, like):
+    """Put a host constant on ``like``'s chunk type (as a user would move targets to the GPU)."""
+    from strict_array import StrictArray, to_strict
+
+    return to_strict(t) if isinstance(like.array._meta, StrictArray) else t.to(like.device)
+
+
+def _setitem(a, b):
+    c = a * 1.0
+    c[1:3] = b * 2.0
+    return c
+
+
+# the custom ops (a Function and a map_blocks chunk VJP) of test_op_table's and test_strict_backend's cases
+class Cube(dg.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return 3 * a ** 2 * g
+
+
+def cube_block(b):
+    return b ** 3
+
+
+def cube_block_vjp(g, b):
+    return (3 * b ** 2 * g,)
