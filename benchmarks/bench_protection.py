@@ -95,7 +95,7 @@ class _Timed:
         self.runtime, self.current, self.acc = _dask, None, {}
         self.real = {name: getattr(_dask, name) for name in ("store", "keep")}
         for name, fn in self.real.items():
-            setattr(runtime, name, self._wrap(name, fn))
+            setattr(_dask, name, self._wrap(name, fn))
 
     def _wrap(self, name, fn):
         def timed(*args, **kwargs):

@@ -158,7 +158,8 @@ def _apply_many(cls, ctx, args, outs):
         return outs
     dtypes = {outs[i].dtype for i in diff}
     if len(dtypes) > 1:
-        raise NotImplementedError(f"{cls.__name__}: differentiable outputs of different dtypes {sorted(map(str, dtypes))}")
+        raise NotImplementedError(
+            f"{cls.__name__}: differentiable outputs of different dtypes {sorted(map(str, dtypes))}")
     sizes = [outs[i].numel() for i in diff]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     with no_grad():

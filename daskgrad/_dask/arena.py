@@ -82,7 +82,8 @@ def _layers_read(layer):
 
 def one_chunk(a, fill, prefix):
     """An array ``<prefix>-<token>`` of ``a``'s shape, dtype and chunk type in one chunk,
-    ``fill(meta, shape, dtype)`` making the block, built directly: ``da.ones`` spends ~2 ms a call on tokenizing and meta
+    ``fill(meta, shape, dtype)`` making the block, built directly: ``da.ones`` spends ~2 ms a call on tokenizing and
+    meta
     inference, a tenth of a small step's client time.  A Blockwise layer (not one materialized
     task): fused into the tasks that read it."""
     name, ind = f"{prefix}-" + tokenize(a.name), tuple(range(a.ndim))

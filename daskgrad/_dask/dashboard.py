@@ -6,9 +6,10 @@ and the scheduler plugin that feeds both.
 
 It shows the graphs kept with ``retain_graph=True`` or forced by ``item()`` (their keys and bytes
 per worker), the running backward's progress (tasks done / total, VJP rule outputs among them) and
-the task-seconds of each VJP rule (``<op>-vjp``) in the last backward.  The scheduler cannot tell which keys are retained
-graphs, so the client publishes them (``daskgrad.runtime.retain`` calls :func:`publish_retained`); progress
-and times come from task transitions.  Heavy imports (bokeh) happen on the scheduler only.
+the task-seconds of each VJP rule (``<op>-vjp``) in the last backward.  The scheduler cannot tell
+which keys are retained graphs, so the client publishes them (``daskgrad.runtime.retain`` calls
+:func:`publish_retained`); progress and times come from task transitions.
+Heavy imports (bokeh) happen on the scheduler only.
 """
 from __future__ import annotations
 

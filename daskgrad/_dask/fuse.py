@@ -428,8 +428,9 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
         # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
         # inlined into the reduction instead, saving a task per value (the values are small).
         inline = len(exports) > 1 and all(
-            e not in requested and all(isinstance(nodes.get(r), Task) and (e in shared or layer_of.get(e) in gathers.get(
-                r, ())) for r in readers.get(e, ()) if r not in inside)
+            e not in requested and all(isinstance(nodes.get(r), Task)
+                                       and (e in shared or layer_of.get(e) in gathers.get(r, ()))
+                                       for r in readers.get(e, ()) if r not in inside)
             for e in exports)
         for m in ms:
             if m != fkey:

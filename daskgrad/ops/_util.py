@@ -81,7 +81,8 @@ def check_same_device(*xs):
     if len(devices) > 1:
         a, b = sorted(devices, reverse=True)[:2]
         a = f"{a}:0" if a == "cuda" else a
-        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{a} and {b}!")
 
 
 def _is_complex(x):

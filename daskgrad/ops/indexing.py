@@ -48,7 +48,8 @@ def _expand_index(index, ndim):
 
 
 def _is_mask(i):
-    return getattr(i, "dtype", None) == bool or (isinstance(i, list) and bool(i) and isinstance(i[0], bool))
+    # a numpy dtype equals the type bool (`is` would not see it)
+    return getattr(i, "dtype", None) == bool or (isinstance(i, list) and bool(i) and isinstance(i[0], bool))  # noqa: E721
 
 
 def _is_array_index(i):
@@ -226,7 +227,7 @@ def _take_rule(g, s, *, axis, n, chunks, lazy):
 def _take(x, idx, axis, index):
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
-    n, shape, chunks = x.shape[axis], x.shape, x.chunks
+    n, chunks = x.shape[axis], x.chunks
     lazy = isinstance(idx, da.Array)
     idx = _checked_lazy_index(idx, n) if lazy else idx % n
 

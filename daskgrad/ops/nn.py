@@ -129,7 +129,7 @@ def cross_entropy(input, target, reduction="mean"):
             raise RuntimeError("Expected floating point type for target with class probabilities, got "
                                f"{_dtype_name(target.dtype)}")
         loss = -sum(target * lsm, axis=1)
-        return {"mean": lambda l: sum(l) / input.shape[0], "sum": sum, "none": lambda l: l}[reduction](loss)
+        return {"mean": lambda v: sum(v) / input.shape[0], "sum": sum, "none": lambda v: v}[reduction](loss)
     return nll_loss(lsm, target, reduction)
 
 
