@@ -18,7 +18,6 @@ import json
 import socket
 import warnings
 
-from distributed import Client, LocalCluster
 from distributed.comm import get_address_host
 
 from ._dask.dashboard import install
@@ -33,6 +32,8 @@ class InsecureClusterWarning(UserWarning):
 def connect(address: str = "local", *, scheduler_file=None, n_workers=None, threads_per_worker=None,
             processes=False, host=None, dashboard_address=LOOPBACK + ":8787",
             worker_dashboard_address=LOOPBACK + ":0", security=None, **kwargs):
+    from distributed import Client, LocalCluster  # looked up per call: tests replace Client to stay offline
+
     if address != "local" or scheduler_file is not None:
         if scheduler_file is not None:
             with open(scheduler_file) as f:
