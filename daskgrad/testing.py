@@ -7,6 +7,7 @@ scales to large chunked inputs; every number is computed in one submission.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import warnings
 
@@ -20,13 +21,27 @@ from ._tensor import Tensor
 from .ops import concatenate, zeros_like
 
 
+class Submissions(collections.Counter):
+    """How many submissions daskgrad made meanwhile, by phase ("forward", "backward", "compute");
+    ``graphs``: what each submitted, optimized into one graph (kept only when asked for: holding a
+    graph holds the values it reads in cluster memory)."""
+
+    graphs: list
+
+
 @contextlib.contextmanager
-def submissions():
-    """The submissions daskgrad makes meanwhile, as a list of ``(phase, arrays)``: ``phase`` is
-    "forward", "backward" or "compute", ``arrays`` what was submitted, optimized into one graph.
-    A training step that logs its loss is one submission: ``len(subs) == 1``."""
-    seen = []
-    with runtime.observe(lambda phase, arrays: seen.append((phase, arrays))):
+def submissions(graphs=False):
+    """Observe daskgrad's submissions: a training step that logs its loss is one,
+    ``sum(subs.values()) == 1``.  ``graphs=True`` also keeps each submitted graph in ``subs.graphs``."""
+    seen = Submissions()
+    seen.graphs = []
+
+    def observer(phase, arrays):
+        seen[phase] += 1
+        if graphs:
+            seen.graphs.append(arrays)
+
+    with runtime.observe(observer):
         yield seen
 
 

@@ -54,10 +54,5 @@ def _no_run_spec_warnings(request):
 @pytest.fixture
 def submissions():
     """Counts daskgrad's submissions by phase (every compute is one submission)."""
-    from collections import Counter
-
-    from daskgrad import runtime
-
-    count = Counter()
-    with runtime.observe(lambda phase, arrays: count.update([phase])):
+    with dg.testing.submissions() as count:
         yield count

@@ -18,9 +18,8 @@ from daskgrad import runtime
 @pytest.fixture
 def optimized():
     """The graphs daskgrad submits, optimized, as each submission's observer sees them."""
-    graphs = []
-    with runtime.observe(lambda phase, arrays: graphs.append(arrays)):
-        yield graphs
+    with dg.testing.submissions(graphs=True) as seen:
+        yield seen.graphs
 
 
 def readers(arrays, data):
