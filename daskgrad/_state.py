@@ -41,6 +41,25 @@ def mark_pending(storage) -> None:
         _pending.add(storage)
 
 
+def take_pending(runs_here):
+    """The pending storages whose value ``runs_here(array)``, no longer pending (the caller computes them)."""
+    with _lock:
+        mine = [st for st in _pending if runs_here(st.array)]
+        _pending.difference_update(mine)
+    return mine
+
+
+def swap(storage, old, new) -> None:
+    """``storage`` holds ``new``, the computed ``old``, unless another thread wrote it meanwhile
+    (then what it holds is pending again)."""
+    with _lock:
+        if storage.array is old:
+            storage.array = new
+            hold(storage)
+        else:
+            _pending.add(storage)
+
+
 def pending_arrays(materialized):
     """The lazy values in-place writes left, which the next submission computes (those not
     ``materialized`` already)."""
@@ -90,3 +109,11 @@ def let_go():
         gone = [n for n, (holders, _) in _holders.items() if not holders]
         for n in gone:
             _unkeep.extend(_holders.pop(n)[1])
+
+
+def take_unkeep(send=True):
+    """The queued keys of values no storage holds any more, emptying the queue (``send=False``:
+    there is no Keeper to tell; they are dropped)."""
+    with _lock:
+        keys, _unkeep[:] = list(_unkeep), []
+    return keys if send else []

@@ -15,7 +15,7 @@ import dask.array as da
 
 from . import _dask as door, graph, lost
 from ._tensor import Tensor
-from ._state import _lock, _pending, _unkeep, hold, let_go
+from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
 
 _progress = {"enabled": False}
@@ -51,12 +51,10 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     arrays = list(arrays)
     let_go()
     client = current_client()
-    with _lock:
-        # an update built on another client's values waits for that client (if it is closed,
-        # reading the tensor raises LostTensorError): it cannot run here
-        pending = [st for st in _pending if door.client_of(st.array) in (None, client)]
-        _pending.difference_update(pending)
-        stores = {id(st): st for st in pending + list(store)}
+    # an update built on another client's values waits for that client (if it is closed, reading
+    # the tensor raises LostTensorError): it cannot run here
+    pending = take_pending(lambda a: door.client_of(a) in (None, client))
+    stores = {id(st): st for st in pending + list(store)}
     stores = [(st, st.array) for st in stores.values() if not door.materialized(st.array)]
     if not arrays and not stores:
         return []
@@ -64,20 +62,12 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     if client is not None and stores:
         out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
     for (st, old), new in zip(stores, out[len(arrays):]):
-        with _lock:
-            if st.array is old:  # unless another thread wrote it meanwhile
-                st.array = new
-                hold(st)
-            else:
-                _pending.add(st)
+        swap(st, old, new)
     if client is not None:
         let_go()  # what this submission superseded: the pending updates that read it have run
-        with _lock:
-            unkeep, _unkeep[:] = list(_unkeep), []
-        door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], unkeep)
+        door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
     else:
-        with _lock:
-            _unkeep.clear()  # no Keeper to tell: nothing is held twice
+        take_unkeep(send=False)  # no Keeper to tell: nothing is held twice
     return out[:len(arrays)]
 
 
