@@ -80,7 +80,8 @@ class Keeper(SchedulerPlugin):
         if copies > 1:
             self.kept.update(present)
             await self._copy(present, copies)
-        return [len(s.tasks[k].who_has) if k in s.tasks else 0 for k in keys]
+        # a holder may have died meanwhile: an emptied who_has reads None on recent distributed
+        return [len(s.tasks[k].who_has or ()) if k in s.tasks else 0 for k in keys]
 
     def remove_worker(self, scheduler, worker, **kwargs):
         self._repair_soon()
