@@ -95,20 +95,20 @@ def _submit(arrays, phase):
     optimized = optimize(arrays)
     for observer in list(_observers):
         observer(phase, optimized)
-    _raise_if_lost(arrays, optimized[0].dask)  # before submitting: dask would name internal keys, later
+    _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
     try:
         return door.submit(optimized, phase, progress=_progress["enabled"])
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
-            _raise_if_lost(arrays, optimized[0].dask, e)
+            _raise_if_lost(arrays, e)
         raise
 
 
-def _raise_if_lost(arrays, hlg, cause=None):
-    """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of ``hlg`` (the
-    submission of ``arrays``): the kept values, and the ``arrays`` (a parameter's pending update,
-    say) that can no longer be computed from them."""
-    dead = door.lost_keys(hlg, ask=cause is not None)
+def _raise_if_lost(arrays, cause=None):
+    """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values
+    ``arrays`` read: the kept values, and the ``arrays`` (a parameter's pending update, say) that
+    can no longer be computed from them."""
+    dead = door.lost_keys(arrays, ask=cause is not None)
     if not dead:
         return
     names = {k[0] if isinstance(k, tuple) else k for k in dead}
@@ -147,7 +147,7 @@ def values(tensors, **kwargs):
 
 
 def _gather(arr):
-    _raise_if_lost([arr], arr.dask)
+    _raise_if_lost([arr])
     return door.gather(arr)
 
 

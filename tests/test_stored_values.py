@@ -204,3 +204,24 @@ def test_an_update_left_pending_by_a_closed_client_spares_the_next_local_run_and
     with pytest.raises(dg.LostTensorError, match="parameter 'weight'.*client holding them was closed"
                                                  "|client holding them was closed.*parameter 'weight'"):
         model.weight.detach().numpy()
+
+
+
+def test_values_lost_under_a_fused_step_are_named_before_it_is_submitted(client):
+    """Chunk fusion moves the stored values a step reads inside its fused tasks: the check for
+    lost values must still see them (it let dask's FuturesCancelledError through once, under load)."""
+    from distributed import futures_of
+
+    X = dg.from_array(np.ones((40, 3)), chunks=(10, 3))
+    w = dg.zeros(3, requires_grad=True)
+    for _ in range(2):
+        (X @ w).sum().backward()
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+    w.detach().numpy()  # the update is stored: w's next reads are inside the step's fused tasks
+    client.cancel(futures_of(w.array))  # as if both workers holding its value died
+    with pytest.raises(dg.LostTensorError, match="Checkpoint and resume") as info:
+        (X @ w).sum().backward()
+    assert "FutureCancelledError" not in str(info.value)
+    assert "a tensor of shape (3,), float32" in info.value.names

@@ -226,8 +226,9 @@ def flat_keys(arr):
 
 
 def data_futures(hlg):
-    """The distributed Futures that ``hlg``'s in-memory layers hold (a submission's inputs)."""
-    for layer in hlg.layers.values():
+    """The distributed Futures that ``hlg``'s in-memory layers hold (a submission's inputs), folds
+    unfolded.  Read it before :func:`.optimize`: chunk fusion moves them inside fused tasks."""
+    for _, layer, _ in flat_layers(hlg):
         if holds_data(layer):
             for v in layer.values():
                 v = v.value if isinstance(v, DataNode) else v
@@ -240,18 +241,19 @@ def client_of(arr):
     return next((f.client for f in data_futures(arr.dask)), None)
 
 
-def lost_keys(hlg, ask=False):
-    """Keys of the values ``hlg`` reads that the cluster no longer has (their client was closed,
+def lost_keys(arrays, ask=False):
+    """Keys of the values ``arrays`` read that the cluster no longer has (their client was closed,
     or every worker holding them died); ``ask``: ask the scheduler (the client may not have heard)."""
-    futures = list(data_futures(hlg))
-    dead = {f.key for f in futures if f.status in ("cancelled", "lost", "error")}
-    if ask and futures and futures[0].client.status == "running":
-        held = futures[0].client.who_has(futures)
-        dead |= {f.key for f in futures if not held.get(f.key)}
+    futures = {f.key: f for a in arrays for f in data_futures(a.dask)}
+    dead = {k for k, f in futures.items() if f.status in ("cancelled", "lost", "error")}
+    if ask and futures:
+        client = next(iter(futures.values())).client
+        if client.status == "running":
+            held = client.who_has(list(futures.values()))
+            dead |= {k for k in futures if not held.get(k)}
     return dead
 
 
 def reads_any(arr, keys):
     """Whether ``arr`` is computed from any of the values ``keys`` (folds unfolded)."""
-    layers = {n: layer for n, layer, _ in flat_layers(arr.dask)}
-    return any(f.key in keys for f in data_futures(HighLevelGraph(layers, {n: set() for n in layers})))
+    return any(f.key in keys for f in data_futures(arr.dask))
