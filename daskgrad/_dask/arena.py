@@ -9,12 +9,10 @@ they make as they come and joins everything once, for what leaves the pass.
 from __future__ import annotations
 
 import dask.array as da
-from dask._task_spec import GraphNode
 from dask.base import tokenize
-from dask.blockwise import blockwise
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .optimize import holds_data
+from .internals import GraphNode, HighLevelGraph, MaterializedLayer, blockwise
 
 
 class _Stub(MaterializedLayer):

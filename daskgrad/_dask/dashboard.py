@@ -23,9 +23,9 @@ from collections import deque
 
 from dask.utils import format_bytes, key_split
 
-from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .submit import current_client
+from .internals import SchedulerPlugin
 
 logger = logging.getLogger(__name__)
 NAME = "daskgrad-dashboard"

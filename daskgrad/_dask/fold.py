@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dask.array as da
-from dask.highlevelgraph import HighLevelGraph, Layer
+from .internals import HighLevelGraph, Layer
 
 LINEAGE_LAYERS = 64  # an array's graph holds at most this many layers before its history is folded
 

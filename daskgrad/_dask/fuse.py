@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import operator
 
-from dask._task_spec import Alias, DataNode, GraphNode, Task, TaskRef, _execute_subgraph, convert_legacy_task
 from dask.base import tokenize
-from dask.blockwise import _fuse_annotations
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import key_split
+
+from .internals import (Alias, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef,
+                        _execute_subgraph, _fuse_annotations, convert_legacy_task)
 
 FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), never a chunk's own
 _REACH_CAP = 32  # groups tracked upstream of a task; beyond it, treat every group as upstream

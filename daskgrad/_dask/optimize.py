@@ -6,14 +6,11 @@ import graphlib
 
 import dask
 import dask.array as da
-from dask._task_spec import DataNode, GraphNode
-from dask.array.optimization import fuse_roots
-from dask.blockwise import Blockwise, optimize_blockwise
-from dask.core import flatten
-from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from .fold import flat_layers
 from . import fuse
+from .internals import (Blockwise, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, flatten, fuse_roots,
+                        optimize_blockwise)
 
 FUSE_DEPTH = 40  # longest chain of Blockwise layers fused into one task (see optimize)
 

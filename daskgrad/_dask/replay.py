@@ -17,12 +17,9 @@ import threading
 from dataclasses import dataclass, field
 
 import dask.array as da
-from dask._task_spec import DataNode, GraphNode, TaskRef
-from dask.callbacks import Callback
-from dask.core import flatten, get_deps
-from dask.order import order
 
 from . import fuse
+from .internals import Callback, DataNode, GraphNode, TaskRef, flatten, get_deps, order
 
 _record_lock = threading.Lock()
 

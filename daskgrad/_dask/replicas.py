@@ -18,9 +18,8 @@ scheduler started without daskgrad installed protects the values all the same.
 from __future__ import annotations
 
 import asyncio
+from .internals import ReduceReplicas, SchedulerPlugin
 
-from distributed.active_memory_manager import ReduceReplicas
-from distributed.diagnostics.plugin import SchedulerPlugin
 
 COPIES = 2
 NAME = "daskgrad-keeper"

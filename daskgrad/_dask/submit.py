@@ -12,14 +12,12 @@ import weakref
 
 import dask
 import dask.array as da
-from dask._task_spec import DataNode
 from dask.base import tokenize
-from dask.core import flatten
-from dask.highlevelgraph import HighLevelGraph
 
 from . import replicas
 from .fold import flat_layers
 from .optimize import holds_data
+from .internals import DataNode, HighLevelGraph, flatten
 
 
 def current_client():

@@ -1,0 +1,19 @@
+"""Every private name of dask and distributed that daskgrad uses, imported here once.
+
+dask's task spec, high-level graph layers, blockwise rewriting, ordering and the scheduler's
+plugin hooks have no stability promise.  Listing them in one module means a dask upgrade is
+checked in one place: pyproject.toml pins the tested range (``dask>=2025.12.0,<2026.9``), and
+if a name moves, this import fails at ``import daskgrad`` with dask's own message instead of
+deep inside a backward.  (The dashboard page's imports of distributed's web internals stay in
+:mod:`.dashboard`, imported only when a scheduler serves the page.)
+"""
+from dask._task_spec import (  # noqa: F401  (re-exported)
+    Alias, DataNode, GraphNode, Task, TaskRef, _execute_subgraph, convert_legacy_task)
+from dask.array.optimization import fuse_roots  # noqa: F401
+from dask.blockwise import Blockwise, _fuse_annotations, blockwise, optimize_blockwise  # noqa: F401
+from dask.callbacks import Callback  # noqa: F401
+from dask.core import flatten, get_deps  # noqa: F401
+from dask.highlevelgraph import HighLevelGraph, Layer, MaterializedLayer  # noqa: F401
+from dask.order import order  # noqa: F401
+from distributed.active_memory_manager import ReduceReplicas  # noqa: F401
+from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
