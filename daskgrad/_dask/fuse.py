@@ -40,139 +40,185 @@ def fuse_chunks(hlg, keys, name):
     inputs depends on that group), carry the annotations of their parts (GPU ``resources``), and
     are named by a token of their parts, so the same graph fuses to the same keys every time.
     """
-
-    raw, layer_of, annotated = {}, {}, {}
-    for name, layer in hlg.layers.items():
-        if layer.annotations:
-            annotated[name] = layer.annotations
-        for k, v in layer.items():
-            raw[k] = v
-            layer_of[k] = name
-    nodes, deps = {}, {}
-    for k, v in raw.items():
-        node = v if isinstance(v, GraphNode) else convert_legacy_task(k, v, raw)
-        if isinstance(node, Task) or isinstance(node, Alias) and node.target != k:
-            nodes[k] = node
-            deps[k] = node.dependencies
-    if not nodes:
+    tasks = _Tasks(hlg)
+    if not tasks.nodes:
         return hlg
-    readers = {}  # in graph order, whatever the order of a task's inputs: the same groups every run
-    for k, ds in deps.items():
-        for d in ds:
-            readers.setdefault(d, []).append(k)
+    requested = set(keys)
+    groups = _Groups(tasks, requested)
+    fused = groups.fused()
+    if not fused:
+        return hlg
+    return _build_fused(hlg, tasks, fused, requested, groups.gathers, name)
 
-    def layer(k):
-        return layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
 
-    shared = set()  # values read by many tasks, or by several tasks of one layer
-    for d, rs in readers.items():
-        if len(rs) > FUSE_WIDTH or len({layer(r) for r in rs}) < len(rs):
-            shared.add(d)
+class _Tasks:
+    """``hlg``'s tasks as fusion reads them: each task's node (legacy tuples converted once), its
+    inputs and readers (in graph order, whatever the order of a task's inputs: the same groups every
+    run), its layer and that layer's annotations, and the values too widely read to join a group."""
 
-    parent, members, outside, notes, closed = [], [], [], [], []
+    def __init__(self, hlg):
+        self.raw, self.layer_of, self.annotated = {}, {}, {}
+        for name, layer in hlg.layers.items():
+            if layer.annotations:
+                self.annotated[name] = layer.annotations
+            for k, v in layer.items():
+                self.raw[k] = v
+                self.layer_of[k] = name
+        self.nodes, self.deps, self.readers = {}, {}, {}
+        for k, v in self.raw.items():
+            node = v if isinstance(v, GraphNode) else convert_legacy_task(k, v, self.raw)
+            if isinstance(node, Task) or isinstance(node, Alias) and node.target != k:
+                self.nodes[k] = node
+                self.deps[k] = node.dependencies
+        for k, ds in self.deps.items():
+            for d in ds:
+                self.readers.setdefault(d, []).append(k)
+        # values read by many tasks, or by several tasks of one layer (a parameter every chunk reads)
+        self.shared = {d for d, rs in self.readers.items()
+                       if len(rs) > FUSE_WIDTH or len({self.layer(r) for r in rs}) < len(rs)}
 
-    def find(g):
-        while parent[g] != g:
-            parent[g] = parent[parent[g]]
-            g = parent[g]
+    def layer(self, k):
+        return self.layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
+
+
+class _Groups:
+    """The chunk groups, made in one pass over the tasks in graph order (a union-find).
+
+    Each task either joins the groups of the chunk-aligned inputs it reads (merging them) or
+    starts a group.  Per group: its ``members``, the inputs it reads from other groups
+    (``outside``: a merge must not make a group depend on itself), its annotations (``notes``)
+    and whether it is ``closed`` to new members (a value the submission keeps, a task that
+    blocks fusion).  Per task: its group, the groups upstream of it (``reach``; ``None`` when
+    too many to track, read as "all"), and for an input chunk the group that first read it
+    (``anchor``: tasks reading the same chunk meet there)."""
+
+    def __init__(self, tasks, requested):
+        self.tasks = tasks
+        # a value the submission keeps and other tasks read stays a task of its own, read like data
+        # in memory: fused, it would be held twice (in the group's result and under its own key)
+        self.kept = {k for k in requested if k in tasks.readers}
+        self.parent, self.members, self.outside, self.notes, self.closed = [], [], [], [], []
+        self.group, self.anchor, self.reach, self.position = {}, {}, {}, {}
+        self.gathers = {}  # task -> the layers it reads several chunks of (a reduction's or a rechunk's)
+        for k in _toposort_keys(tasks.deps, tasks.nodes, tasks.readers):
+            self.position[k] = len(self.position)
+            self.reach[k] = self._upstream(k)
+            self.group[k] = self._place(k)
+        for g in _groups_on_cycles(tasks.deps, self.group, self.find, self.members):
+            for m in self.members[g]:
+                self.group[m] = self._new(m, None, can_join=False)
+            self.members[g] = None
+
+    def fused(self):
+        """``(members in graph order, annotations)`` of every group of more than one task."""
+        return [(sorted(ms, key=self.position.__getitem__), self.notes[g]) for g, ms in enumerate(self.members)
+                if ms is not None and len(ms) > 1]
+
+    def find(self, g):
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
         return g
 
-    def new_group(k, note, can_join=True):
-        parent.append(len(parent))
-        members.append([k])
-        outside.append([])
-        notes.append(note)
-        closed.append(not can_join)
-        return len(parent) - 1
+    def _new(self, k, note, can_join=True):
+        self.parent.append(len(self.parent))
+        self.members.append([k])
+        self.outside.append([])
+        self.notes.append(note)
+        self.closed.append(not can_join)
+        return len(self.parent) - 1
 
-    # A value the submission keeps and other tasks read stays a task of its own, read like data
-    # in memory: fused, it would be held twice (in the group's result and under its own key).
-    requested = set(keys)
-    kept = {k for k in requested if k in readers}
-    group, anchor, reach, position = {}, {}, {}, {}
-    gathers = {}  # task -> the layers it reads several chunks of (a reduction's or a rechunk's)
-    for k in _toposort_keys(deps, nodes, readers):
-        position[k] = len(position)
-        node = nodes[k]
+    def _upstream(self, k):
         r = frozenset()
-        for d in deps[k]:
-            if d in group:
-                rd = reach[d]
+        for d in self.tasks.deps[k]:
+            if d in self.group:
+                rd = self.reach[d]
                 if rd is None or r is None:
                     r = None
                     continue
-                g = group[d]
+                g = self.group[d]
                 if g not in rd:
                     rd = rd | {g}
                 r = rd if not r else r | rd
                 if len(r) > _REACH_CAP:
                     r = None
-        reach[k] = r
-        note = annotated.get(layer(k))
-        if k in kept or node.block_fusion or note is not None and any(callable(v) for v in note.values()):
-            group[k] = new_group(k, note, can_join=False)
-            continue
+        return r
+
+    def _fits(self, g, note):
+        return self.notes[g] == note or _annotations_fuse(self.notes[g], note)
+
+    def _place(self, k):
+        """The group task ``k`` joins, or a new one."""
+        note = self.tasks.annotated.get(self.tasks.layer(k))
+        if (k in self.kept or self.tasks.nodes[k].block_fusion
+                or note is not None and any(callable(v) for v in note.values())):
+            return self._new(k, note, can_join=False)
+        cand, external, sources, reduction = self._inputs(k, note)
+        target = None
+        if cand and not reduction:
+            target = self._join(cand, k, note, external)
+        if target is None:
+            target = self._new(k, note)
+            self.outside[target] += [y for y in external if self.reach[y] is None or self.reach[y]]
+        if not reduction:
+            for d in sources:
+                self.anchor.setdefault(d, target)
+        return target
+
+    def _inputs(self, k, note):
+        """What ``k``'s inputs say: the groups it may join (``cand``), the inputs from groups it
+        may not (``external``), the chunks it reads (``sources``), and whether it gathers several
+        chunks of one layer from different groups (a ``reduction``: it joins none)."""
         per_layer = {}
-        for d in deps[k]:
-            per_layer.setdefault(layer(d), []).append(d)
+        for d in self.tasks.deps[k]:
+            per_layer.setdefault(self.tasks.layer(d), []).append(d)
         cand, external, sources, reduction = set(), [], [], False
         for dl, ds in per_layer.items():
             if len(ds) > 1:
-                gathers.setdefault(k, set()).add(dl)
-                gs = {find(group[d]) if d in group else None for d in ds}
+                self.gathers.setdefault(k, set()).add(dl)
+                gs = {self.find(self.group[d]) if d in self.group else None for d in ds}
                 if len(gs) > 1 or None in gs:
                     reduction = True
-                    external += [d for d in ds if d in group]
+                    external += [d for d in ds if d in self.group]
                     continue
             for d in ds:
-                if d in group:
-                    g = find(group[d])
-                    if d in shared or closed[g] or notes[g] != note and not _annotations_fuse(notes[g], note):
+                if d in self.group:
+                    g = self.find(self.group[d])
+                    if d in self.tasks.shared or self.closed[g] or not self._fits(g, note):
                         external.append(d)
                     else:
                         cand.add(g)
-                    if d not in kept:
+                    if d not in self.kept:
                         continue
-                if d not in shared:
+                if d not in self.tasks.shared:
                     sources.append(d)
-                    if d in anchor:
-                        g = find(anchor[d])
-                        if notes[g] == note or _annotations_fuse(notes[g], note):
+                    if d in self.anchor:
+                        g = self.find(self.anchor[d])
+                        if self._fits(g, note):
                             cand.add(g)
-        target = None
-        if cand and not reduction:
-            union = set(cand)
-            # the groups' own outside inputs were checked against each group alone when they joined
-            checks = external + [y for g in cand for y in outside[g]] if len(cand) > 1 else external
-            if all(not _upstream_of(reach[y], union, find) for y in checks if find(group[y]) not in union):
-                target = min(cand)
-                for g in cand:
-                    if g != target:
-                        parent[g] = target
-                        members[target] += members[g]
-                        outside[target] += outside[g]
-                        notes[target] = _merge_annotations(notes[target], notes[g])
-                        members[g] = outside[g] = None
-                members[target].append(k)
-                outside[target] += [y for y in external if reach[y] is None or reach[y]]
-                notes[target] = _merge_annotations(notes[target], note)
-        if target is None:
-            target = new_group(k, note)
-            outside[target] += [y for y in external if reach[y] is None or reach[y]]
-        group[k] = target
-        if not reduction:
-            for d in sources:
-                anchor.setdefault(d, target)
+        return cand, external, sources, reduction
 
-    for g in _groups_on_cycles(deps, group, find, members):
-        for m in members[g]:
-            group[m] = new_group(m, None, can_join=False)
-        members[g] = None
-    groups = [(sorted(ms, key=position.__getitem__), notes[g]) for g, ms in enumerate(members)
-              if ms is not None and len(ms) > 1]
-    if not groups:
-        return hlg
-    return _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name)
+    def _join(self, cand, k, note, external):
+        """Merge the groups ``cand`` and add ``k``, unless an outside input of the result depends
+        on one of them (the group would read itself); the merged group, or ``None``."""
+        union = set(cand)
+        # the groups' own outside inputs were checked against each group alone when they joined
+        checks = external + [y for g in cand for y in self.outside[g]] if len(cand) > 1 else external
+        if any(_upstream_of(self.reach[y], union, self.find) for y in checks
+               if self.find(self.group[y]) not in union):
+            return None
+        target = min(cand)
+        for g in cand:
+            if g != target:
+                self.parent[g] = target
+                self.members[target] += self.members[g]
+                self.outside[target] += self.outside[g]
+                self.notes[target] = _merge_annotations(self.notes[target], self.notes[g])
+                self.members[g] = self.outside[g] = None
+        self.members[target].append(k)
+        self.outside[target] += [y for y in external if self.reach[y] is None or self.reach[y]]
+        self.notes[target] = _merge_annotations(self.notes[target], note)
+        return target
 
 
 def _groups_on_cycles(deps, group, find, members):
@@ -402,12 +448,13 @@ def inner_peak(task, size, sizes):
     return peak
 
 
-def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, gathers, name):
-
-
-    out = {k: nodes.get(k, v) for k, v in raw.items()}  # converted once here, not again downstream
+def _build_fused(hlg, tasks, groups, requested, gathers, name):
+    """The graph with each group as one task (:func:`_run_fused`) and the values the rest of the
+    graph reads of it handed on, re-layered by annotations (:func:`_by_annotations`)."""
+    nodes, readers = tasks.nodes, tasks.readers
+    out = {k: nodes.get(k, v) for k, v in tasks.raw.items()}  # converted once here, not again downstream
     notes = {k: layer.annotations for k, layer in hlg.layers.items() if layer.annotations}
-    note_of = {k: notes[n] for k, n in layer_of.items() if n in notes} if notes else {}
+    note_of = {k: notes[n] for k, n in tasks.layer_of.items() if n in notes} if notes else {}
     substitutions, built = {}, []
     for ms, note in groups:
         inside = set(ms)
@@ -415,21 +462,14 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
         exports = [m for m in ms if m in requested or m not in readers
                    or any(r not in inside for r in readers[m])]
         exports.sort(key=repr)
-        if len(exports) == 1:
-            fkey = exports[0]
-        else:  # named after its last VJP rule's task, or its last task: "mm-vjp-fused" on the dashboard
-            token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
-            prefixes = [key_split(m) for m in ms]
-            i = max((i for i, p in enumerate(prefixes) if p.endswith("-vjp")), default=len(ms) - 1)
-            last = ms[i]
-            fkey = (f"{prefixes[i]}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
+        fkey = _fused_key(ms, exports)
         # The values handed on are getitem tasks: they run right after the group, which then
         # dies, so a value is held once and only as long as before.  Where every value goes to a
         # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
         # inlined into the reduction instead, saving a task per value (the values are small).
         inline = len(exports) > 1 and all(
             e not in requested and all(isinstance(nodes.get(r), Task)
-                                       and (e in shared or layer_of.get(e) in gathers.get(r, ()))
+                                       and (e in tasks.shared or tasks.layer_of.get(e) in gathers.get(r, ()))
                                        for r in readers.get(e, ()) if r not in inside)
             for e in exports)
         for m in ms:
@@ -454,27 +494,46 @@ def _build_fused(hlg, raw, nodes, readers, layer_of, groups, requested, shared, 
         if r not in fused:
             out[r] = nodes[r]
     for fkey, ms, exports in built:
-        order = [_Subgraph(nodes[m]) if _Subgraph.applies(nodes[m]) else nodes[m] for m in ms]
-        inside = {t.key for t in order}
-        inputs, seen, last_read = [], set(), {}
-        for i, t in enumerate(order):
-            for d in t.dependencies:
-                if d in inside:
-                    last_read[d] = i
-                elif d not in seen:
-                    seen.add(d)
-                    inputs.append(d)
-        drops = [[] for _ in order]
-        for d, i in last_read.items():
-            if d not in exports:
-                drops[i].append(d)
-        order = tuple(order)
-        outputs = list(exports) if len(exports) > 1 else exports[0]
-        out[fkey] = Task(fkey, _run_fused, order, tuple(map(tuple, drops)), tuple(inputs), outputs,
-                         *(TaskRef(d) for d in inputs),
-                         _data_producer=any(n.data_producer for n in order))
-    # The layers are only what carries annotations now: one per distinct set (the scheduler
-    # reads annotations by layer), everything else in one layer named after the first array.
+        out[fkey] = _fused_task(fkey, [nodes[m] for m in ms], exports)
+    return _by_annotations(out, note_of, name)
+
+
+def _fused_key(ms, exports):
+    """A group's key: its one exported value's, else named after its last VJP rule's task (or its
+    last task) with a token of its parts: "mm-vjp-fused" on the dashboard, the same every run."""
+    if len(exports) == 1:
+        return exports[0]
+    token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
+    prefixes = [key_split(m) for m in ms]
+    i = max((i for i, p in enumerate(prefixes) if p.endswith("-vjp")), default=len(ms) - 1)
+    last = ms[i]
+    return (f"{prefixes[i]}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
+
+
+def _fused_task(fkey, parts, exports):
+    """One task running ``parts`` in order, each temporary dropped after its last reader."""
+    order = tuple(_Subgraph(n) if _Subgraph.applies(n) else n for n in parts)
+    inside = {t.key for t in order}
+    inputs, seen, last_read = [], set(), {}
+    for i, t in enumerate(order):
+        for d in t.dependencies:
+            if d in inside:
+                last_read[d] = i
+            elif d not in seen:
+                seen.add(d)
+                inputs.append(d)
+    drops = [[] for _ in order]
+    for d, i in last_read.items():
+        if d not in exports:
+            drops[i].append(d)
+    outputs = list(exports) if len(exports) > 1 else exports[0]
+    return Task(fkey, _run_fused, order, tuple(map(tuple, drops)), tuple(inputs), outputs,
+                *(TaskRef(d) for d in inputs), _data_producer=any(n.data_producer for n in order))
+
+
+def _by_annotations(out, note_of, name):
+    """The tasks ``out`` as layers that only carry annotations now: one per distinct set (the
+    scheduler reads annotations by layer), everything else in one layer named after ``name``."""
     if not note_of:
         return HighLevelGraph({name: MaterializedLayer(out)}, {name: set()})
     sigs, by_layer, layer_name = {}, {}, {}
