@@ -36,6 +36,23 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
         import scipy.optimize as so
     except ImportError:
         raise ImportError("daskgrad.optimize needs SciPy: pip install 'daskgrad[optimize]'") from None
+    name = _check_method(method, hess)
+    like, start = _start(x0)
+    problem = _Problem(fun, args, like)
+    if name in _HESSP and hess is None and hessp is None:
+        hessp = problem.exact_hessp
+    res = so.minimize(problem.value_and_grad, start, args=args,
+                      method=method, jac=True, hess=hess, hessp=hessp, bounds=_flat_bounds(bounds, like.shape, so),
+                      constraints=constraints, tol=tol, options=options,
+                      callback=None if callback is None else lambda xk, *_: callback(problem.tensor(xk)))
+    res.x = problem.tensor(res.x)
+    if isinstance(res.get("jac"), np.ndarray) and res.jac.size == like.numel():
+        res.jac = problem.tensor(res.jac)
+    return res
+
+
+def _check_method(method, hess):
+    """SciPy's method name, lower-cased, once it is one daskgrad can feed gradients to."""
     name = method.lower() if isinstance(method, str) else None
     if name in _HESS and hess is None:
         raise ValueError(f"method {method!r} needs the full Hessian matrix: pass hess=, or use a method that "
@@ -45,48 +62,45 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
         raise ValueError(f"method {method!r} is not one daskgrad.optimize.minimize supports (it computes gradients "
                          f"for SciPy): use one of {sorted(_GRADIENT | _HESSP | _HESS)}, or call "
                          f"scipy.optimize.minimize directly for a gradient-free method")
-    like, start = _start(x0)
-    shape, dtype, chunks, meta = like.shape, like.dtype, like.chunks, like.array._meta
+    return name
 
-    def tensor(flat, requires_grad=False):
-        arr = da.from_array(np.asarray(flat).reshape(shape).astype(dtype, copy=False), chunks=chunks)
-        if type(meta) is not np.ndarray:  # cupy (or other device) chunks: an explicit host-to-device copy
-            arr = arr.map_blocks(chunk.like, meta, dtype=dtype, meta=meta)
+
+class _Problem:
+    """``fun(x, *args)`` as SciPy calls it: on flat float64 vectors, with x made a Tensor shaped,
+    typed and chunked like x0 (on x0's device) each time."""
+
+    def __init__(self, fun, args, like):
+        self.fun, self.args = fun, args
+        self.shape, self.dtype, self.chunks, self.meta = like.shape, like.dtype, like.chunks, like.array._meta
+
+    def tensor(self, flat, requires_grad=False):
+        arr = da.from_array(np.asarray(flat).reshape(self.shape).astype(self.dtype, copy=False), chunks=self.chunks)
+        if type(self.meta) is not np.ndarray:  # cupy (or other device) chunks: an explicit host-to-device copy
+            arr = arr.map_blocks(chunk.like, self.meta, dtype=self.dtype, meta=self.meta)
         return from_array(arr, requires_grad=requires_grad)
 
-    def loss_at(flat):
-        x = tensor(flat, requires_grad=True)
-        loss = fun(x, *args)
+    def loss_at(self, flat):
+        x = self.tensor(flat, requires_grad=True)
+        loss = self.fun(x, *self.args)
         if not isinstance(loss, Tensor) or loss.numel() != 1:
             got = f"Tensor of shape {loss.shape}" if isinstance(loss, Tensor) else type(loss).__name__
             raise ValueError(f"fun must return a Tensor with one element, got {got}")
         return x, loss
 
-    def value_and_grad(flat, *_):
-        x, loss = loss_at(flat)
+    def value_and_grad(self, flat, *_):
+        x, loss = self.loss_at(flat)
         (g,) = grad(loss, x, lazy=True)
         value, g = runtime.values([loss.detach(), g])  # one submission: the forward runs once
         return float(_host(value).reshape(())), _host(g).astype(np.float64).ravel()
 
-    def exact_hessp(flat, p, *_):
-        x, loss = loss_at(flat)
+    def exact_hessp(self, flat, p, *_):
+        x, loss = self.loss_at(flat)
         (g,) = grad(loss, x, create_graph=True, lazy=True)
         if not g.requires_grad:  # fun is linear in x
             return np.zeros_like(p, dtype=np.float64)
-        (hp,) = grad(g, x, tensor(p), lazy=True, allow_unused=True, materialize_grads=True)
+        (hp,) = grad(g, x, self.tensor(p), lazy=True, allow_unused=True, materialize_grads=True)
         (hp,) = runtime.values([hp])
         return _host(hp).astype(np.float64).ravel()
-
-    if name in _HESSP and hess is None and hessp is None:
-        hessp = exact_hessp
-    res = so.minimize(value_and_grad, start, args=args,
-                      method=method, jac=True, hess=hess, hessp=hessp, bounds=_flat_bounds(bounds, shape, so),
-                      constraints=constraints, tol=tol, options=options,
-                      callback=None if callback is None else lambda xk, *_: callback(tensor(xk)))
-    res.x = tensor(res.x)
-    if isinstance(res.get("jac"), np.ndarray) and res.jac.size == like.numel():
-        res.jac = tensor(res.jac)
-    return res
 
 
 def _start(x0):
