@@ -110,3 +110,15 @@ def test_dask_internals_are_imported_only_by_the_door_s_list_which_imports_only_
             if inside and mod.startswith("daskgrad.") and not mod.startswith(("daskgrad._dask", "daskgrad.chunk")):
                 wrong.append(where)
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_function_is_over_60_lines_unless_its_docstring_says_why():
+    """A function longer than a screen says in its docstring why it is one piece ("Long because")."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60 and "Long because" not in (ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "\n".join(long)
