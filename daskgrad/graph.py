@@ -11,6 +11,7 @@ is retained), so building this graph never computes anything.
 """
 from __future__ import annotations
 
+import itertools
 import numbers
 import re
 import traceback
@@ -128,7 +129,8 @@ class Node:
     """One recorded op.  ``type(node).__name__`` is torch's name, e.g. ``MulBackward0``."""
 
     __slots__ = ("_prim", "_params", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
-                 "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "_metadata", "__weakref__")
+                 "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "_metadata", "_seq",
+                 "__weakref__")
 
     def name(self) -> str:
         return type(self).__name__
@@ -197,8 +199,12 @@ def node_class(name: str) -> type:
     return cls
 
 
+_made = itertools.count()  # nodes made so far: a node's _seq tells what was made after a point (checkpoint)
+
+
 def _new_node(name):
     node = node_class(name).__new__(node_class(name))
+    node._seq = next(_made)
     node._saved, node._had_saved, node._tensor_hooks = None, False, {}
     node._retained, node._hooks, node._prehooks, node._stack = None, {}, {}, None
     return node

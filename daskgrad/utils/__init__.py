@@ -1,0 +1,4 @@
+"""torch.utils's counterparts: :mod:`daskgrad.utils.checkpoint` (activation checkpointing)."""
+from . import checkpoint
+
+__all__ = ["checkpoint"]
