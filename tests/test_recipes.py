@@ -119,7 +119,29 @@ def test_progress_bar_prints_on_a_cluster(capsys):
         dg.set_progress(False)
         client.close()
         client.cluster.close()
-    assert "100%" in capsys.readouterr().out
+    seen = capsys.readouterr()
+    assert "100%" in seen.out + seen.err
+
+
+def test_progress_in_a_notebook_without_ipywidgets_shows_text_and_never_raises(capsys, monkeypatch):
+    """distributed's bar needs ipywidgets in a notebook (it raised ModuleNotFoundError from
+    backward); daskgrad's bar falls back to text."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # not installed
+    monkeypatch.setattr("distributed.diagnostics.progressbar.is_kernel", lambda: True)  # as in a Jupyter kernel
+    client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address=None)
+    try:
+        dg.set_progress(True)
+        x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
+        (x * 3).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 3.0)
+    finally:
+        dg.set_progress(False)
+        client.close()
+        client.cluster.close()
+    seen = capsys.readouterr()
+    assert "100%" in seen.out + seen.err
 
 
 def test_kubernetes_manifest_parses():

@@ -45,11 +45,31 @@ def submit(arrays, phase, progress=False):
     with span("daskgrad", phase):
         out = client.persist(arrays, optimize_graph=False)
     if progress:
-        from distributed import progress as bar
-
-        bar(out)
+        _cluster_progress(out, phase)
     wait(out)
     return list(out)
+
+
+def _cluster_progress(arrays, phase):
+    """A bar over the submission's output chunks until they are in memory: tqdm's (``tqdm.auto``: a
+    widget in a notebook that has ipywidgets, text elsewhere) when installed, else distributed's
+    text bar -- never its notebook widget, which needs ipywidgets and shows nothing from a call
+    that blocks until the work is done."""
+    from distributed import futures_of
+
+    futures = futures_of(arrays)
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        from distributed import progress
+
+        progress(futures, notebook=False)
+        return
+    from distributed import as_completed
+
+    with tqdm(total=len(futures), desc=f"daskgrad {phase}", unit="chunk") as bar:
+        for _ in as_completed(futures):
+            bar.update()
 
 
 _blas = {}  # the threadpoolctl controller, made once (it inspects the loaded libraries)
