@@ -227,7 +227,7 @@ def _take_rule(g, s, *, axis, n, chunks, lazy):
 
 
 def _take(x, idx, axis, index):
-    """On ``record``: two forwards (a host index is a constant of one task per block, a lazy one is dask's take)."""
+    """On ``record``, not ``impl``: a host index is a constant of each block's task, a lazy one goes to dask's take."""
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, chunks = x.shape[axis], x.chunks
