@@ -244,23 +244,27 @@ class Primitive:
     ``impl(*operands, **params)``: the forward on dask arrays; an operand that is a Python number
     arrives as itself.  ``args``: the operands' names.  ``save``: what the rule reads, by name:
     an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
-    only when input ``i`` needs a gradient.  ``prepare(*inputs)``: coerces and checks the operands
-    (the op modules' families supply it), returning them.
+    only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward
+    reads but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0``
+    keeps its indices: a mask or index tensor the op derives and saves.  ``prepare(*inputs)``:
+    coerces and checks the operands (the op modules' families supply it), returning them.
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
     meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "prepare")
+    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare")
 
-    def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), prepare=None):
+    def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), consts=(),
+                 prepare=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
         self.rule, self.user_code = None, user_code
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
+        self.consts = tuple(consts)
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -282,6 +286,7 @@ class Primitive:
             name, when = entry if isinstance(entry, tuple) else (entry, None)
             v = RESULT if name == "r" else inputs[self.args.index(name)]
             save[name] = v if when is None or needs[when] else None
+        inputs = inputs[:len(inputs) - len(self.consts)]
         return self.record(out, *(x if isinstance(x, Tensor) else None for x in inputs), save=save, node=node,
                            **params)
 

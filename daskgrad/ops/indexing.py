@@ -56,10 +56,8 @@ def _is_array_index(i):
     return isinstance(i, (list, np.ndarray, da.Array, Tensor))
 
 
-getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0"))
-getitem_p.vjp(lambda g, s, *, index, meta: (_scatter(g, index, meta),))
-scatter_p = primitive("scatter", torch="SliceBackwardBackward0")
-scatter_p.vjp(lambda g, s, *, index: (getitem(g, index),))
+getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0"), impl=lambda a, *, index, meta: a[index])
+getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
 
 @public("__getitem__")
@@ -83,7 +81,7 @@ def getitem(x, index):
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
     node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
-    out = getitem_p.record(x.array[index], x, node=node, index=index, meta=_meta(x))
+    out = getitem_p.bind(x, node=node, index=index, meta=_meta(x))
     out._base = x if out.grad_fn is not None or x.requires_grad else None
     return out
 
@@ -191,7 +189,7 @@ def _check_bounds(index, shape):
         dim += 1
 
 
-def _scatter(g, index, meta):
+def _scatter_array(g, *, index, meta):
     """Zeros of the primal's shape with ``g`` written at ``index`` (the VJP of basic indexing)."""
     kept = tuple(i for i in index if i is not None)
     new_axes = []
@@ -201,10 +199,14 @@ def _scatter(g, index, meta):
             new_axes.append(pos)
         if not isinstance(i, (int, np.integer)):
             pos += 1
-    src = g.array.squeeze(axis=tuple(new_axes)) if new_axes else g.array
+    src = g.squeeze(axis=tuple(new_axes)) if new_axes else g
     out = _zeros(meta)
     out[kept] = src
-    return scatter_p.record(out, g, index=index)
+    return out
+
+
+scatter_p = primitive("scatter", torch="SliceBackwardBackward0", impl=_scatter_array)
+scatter_p.vjp(lambda g, s, *, index, meta: (getitem(g, index),))
 
 
 take_p = primitive("take", torch="IndexBackward0")
@@ -225,6 +227,7 @@ def _take_rule(g, s, *, axis, n, chunks, lazy):
 
 
 def _take(x, idx, axis, index):
+    """On ``record``, not ``impl``: a host index is a constant of each block's task, a lazy one goes to dask's take."""
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, chunks = x.shape[axis], x.chunks
@@ -261,9 +264,25 @@ def _rows_only(a):
     return a.rechunk({i: -1 for i in range(1, a.ndim)})
 
 
-mask_select_p = primitive("mask_select", torch="IndexBackward0")
+def _mask_select_array(a, m):
+    a = _rows_only(a)
+    letters = "".join(chr(ord("i") + k) for k in range(a.ndim))
+    return da.blockwise(chunk.mask_select, "i", a, letters, m, letters, dtype=a.dtype,
+                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)), concatenate=True)
+
+
+def _mask_scatter_array(g, m):
+    letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
+    return da.blockwise(chunk.mask_scatter, letters, m, letters, g, "i", dtype=g.dtype, align_arrays=False,
+                        meta=g._meta.reshape((0,) * m.ndim))
+
+
+# the mask is saved but is no input (torch's nodes have one edge)
+mask_select_p = primitive("mask_select", torch="IndexBackward0", impl=_mask_select_array, args=("x", "m"),
+                          save=("m",), consts=("m",))
 mask_select_p.vjp(lambda g, s: (_mask_scatter(g, s.m),))
-mask_scatter_p = primitive("mask_scatter", torch="IndexPutBackward0")
+mask_scatter_p = primitive("mask_scatter", torch="IndexPutBackward0", impl=_mask_scatter_array, args=("g", "m"),
+                           save=("m",), consts=("m",))
 mask_scatter_p.vjp(lambda g, s: (_mask_select(g, s.m),))
 
 
@@ -276,25 +295,22 @@ def _mask_select(x, mask):
                              f"indexed tensor {list(x.shape)} at index {i}")
     if mask.shape != x.shape:
         mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
-    a, m = _rows_only(x.array), _rows_only(mask.rechunk(x.chunks))
-    letters = "".join(chr(ord("i") + k) for k in range(x.ndim))
-    out = da.blockwise(chunk.mask_select, "i", a, letters, m, letters, dtype=x.dtype,
-                       adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)),
-                       concatenate=True)
-
-    return mask_select_p.record(out, x, save={"m": Tensor._make(m)})
+    return mask_select_p.bind(x, Tensor._make(_rows_only(mask.rechunk(x.chunks))))
 
 
 def _mask_scatter(g, m):
     """Zeros shaped like mask ``m`` with ``g`` written where it is True: the VJP of ``x[mask]``,
     itself recorded (its VJP selects again) so double backward passes through it."""
-    letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
-    out = da.blockwise(chunk.mask_scatter, letters, m.array, letters, g.array, "i", dtype=g.dtype,
-                       align_arrays=False, meta=g.array._meta.reshape((0,) * m.ndim))
-    return mask_scatter_p.record(out, g, save={"m": m})
+    return mask_scatter_p.bind(g, m)
 
 
-setitem_p = primitive("setitem", torch="CopySlices")
+def _setitem_array(a, value, *, index, meta_index):
+    out = a.copy()
+    out[index] = value
+    return out
+
+
+setitem_p = primitive("setitem", torch="CopySlices", impl=_setitem_array, args=("x", "value"))
 setitem_p.vjp(lambda g, s, *, index, meta_index: (setitem(g, index, 0),
                                                   getitem(g, meta_index) if s.needs[1] else None))
 
@@ -316,6 +332,4 @@ def setitem(x, index, value):
             points = [k for k, i in enumerate(meta_index) if k in arrays or isinstance(i, (int, np.integer))]
             if len(points) > 1:
                 return _set_points(x, meta_index, points, value)
-    out = x.array.copy()
-    out[index] = raw(value)
-    return setitem_p.record(out, x, _util.only_tensor(value), index=index, meta_index=meta_index)
+    return setitem_p.bind(x, value, index=index, meta_index=meta_index)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _tensor
 from ..graph import primitive
 from .._tensor import Tensor
-from ._util import as_tensor, check_same_device, public
+from ._util import as_tensor, check_same_device, public, tensor_operand
 from .elementwise import exp
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -58,16 +58,15 @@ def _erf_block(x):
     return _erf_ufuncs(x)
 
 
+erf_p = primitive("erf", torch="ErfBackward0", impl=lambda a: da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta),
+                  save=("x",), prepare=tensor_operand)
+erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
+
+
 @public("erf")
 def erf(x):
     """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``."""
-    x = as_tensor(x)
-    a = x.array
-    return erf_p.record(da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta), x, save={"x": x})
-
-
-erf_p = primitive("erf", torch="ErfBackward0")
-erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
+    return erf_p.bind(x)
 
 
 # ------------------------------------------------------------------ embedding
@@ -107,28 +106,36 @@ def embedding(indices, weight):
     if host is not None:
         _check_rows(np.asarray(host), weight.shape[0])
     check_same_device(indices, weight)
-    w = weight.array.rechunk((weight.shape[0], weight.shape[1]))
-    ind = "abcdefgh"[:indices.ndim]
-    out = da.blockwise(_gather_block, ind + "z", indices.array, ind, w, "yz", concatenate=True,
-                       dtype=w.dtype, meta=w._meta)
-    return embedding_p.record(out, None, weight, save={"idx": indices}, rows=weight.shape[0])
+    # detached: the indices take no gradient (their slot has no edge) even if cast from a float that does
+    return embedding_p.bind(indices.detach(), weight, rows=weight.shape[0])
 
 
-embedding_p = primitive("embedding", torch="EmbeddingBackward0")
+def _embedding_array(idx, weight, *, rows):
+    w = weight.rechunk((weight.shape[0], weight.shape[1]))
+    ind = "abcdefgh"[:idx.ndim]
+    return da.blockwise(_gather_block, ind + "z", idx, ind, w, "yz", concatenate=True, dtype=w.dtype, meta=w._meta)
+
+
+def _embedding_backward_array(grad, idx, *, rows):
+    g = grad.reshape(-1, grad.shape[-1])
+    i = idx.reshape(-1).rechunk((g.chunks[0],))
+    g = g.rechunk((g.chunks[0], g.shape[1]))
+    parts = da.blockwise(_scatter_block, "kvd", i, "k", g, "kd", rows=rows, new_axes={"v": rows},
+                         adjust_chunks={"k": 1}, dtype=g.dtype, meta=g._meta[None])
+    return parts.sum(axis=0)
+
+
+embedding_p = primitive("embedding", torch="EmbeddingBackward0", impl=_embedding_array, args=("idx", "weight"),
+                        save=("idx",))
 embedding_p.vjp(lambda g, s, *, rows: (None, embedding_backward(g, s.idx, rows)))
-embedding_backward_p = primitive("embedding_backward", torch="EmbeddingDenseBackward0")
-embedding_backward_p.vjp(lambda g, s: (embedding(s.idx, g), None))
+embedding_backward_p = primitive("embedding_backward", torch="EmbeddingDenseBackward0",
+                                 impl=_embedding_backward_array, args=("grad", "idx"), save=("idx",))
+embedding_backward_p.vjp(lambda g, s, *, rows: (embedding(s.idx, g), None))
 
 
 def embedding_backward(grad, indices, rows):
     """Scatter-add of ``grad`` (indices.shape + (D,)) into ``rows`` zero rows; its VJP is the gather."""
-    grad, indices = as_tensor(grad), as_tensor(indices)
-    g = grad.array.reshape(-1, grad.shape[-1])
-    i = indices.array.reshape(-1).rechunk((g.chunks[0],))
-    g = g.rechunk((g.chunks[0], g.shape[1]))
-    parts = da.blockwise(_scatter_block, "kvd", i, "k", g, "kd", rows=rows, new_axes={"v": rows},
-                         adjust_chunks={"k": 1}, dtype=g.dtype, meta=g._meta[None])
-    return embedding_backward_p.record(parts.sum(axis=0), grad, None, save={"idx": indices})
+    return embedding_backward_p.bind(as_tensor(grad), as_tensor(indices).detach(), rows=rows)
 
 
 # -------------------------------------------------------------------- dropout

@@ -11,10 +11,10 @@ import dask.array as da
 import numpy as np
 
 from .. import chunk
-from ..graph import RESULT, primitive, size_repr, type_repr
+from ..graph import primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, only_tensor, public, raw,
+from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, raw,
                     reduce_array, refuse_complex, tensor_or_scalar)
 from .elementwise import exp, sigmoid
 from .reductions import sum
@@ -30,9 +30,9 @@ def _log_softmax_array(a, axis):
     return shifted - da.log(reduce_array(da.exp(shifted), "sum", axis, True))
 
 
-softmax_p = primitive("softmax", torch="SoftmaxBackward0")
+softmax_p = primitive("softmax", torch="SoftmaxBackward0", impl=_softmax_array, save=("r",))
 softmax_p.vjp(lambda g, s, *, axis: (s.r * (g - sum(g * s.r, axis=axis, keepdims=True)),))  # r * (g - sum(g r))
-log_softmax_p = primitive("log_softmax", torch="LogSoftmaxBackward0")
+log_softmax_p = primitive("log_softmax", torch="LogSoftmaxBackward0", impl=_log_softmax_array, save=("r",))
 log_softmax_p.vjp(lambda g, s, *, axis: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),))
 
 
@@ -41,7 +41,7 @@ def softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("softmax", x)
     axis = norm_axis(axis, x.ndim)
-    return softmax_p.record(_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
+    return softmax_p.bind(x, axis=axis)
 
 
 @public("log_softmax")
@@ -49,7 +49,7 @@ def log_softmax(x, axis=-1):
     x = as_tensor(x)
     refuse_complex("log_softmax", x)
     axis = norm_axis(axis, x.ndim)
-    return log_softmax_p.record(_log_softmax_array(x.array, axis), x, save={"r": RESULT}, axis=axis)
+    return log_softmax_p.bind(x, axis=axis)
 
 
 def _reduce(loss, reduction, n):
@@ -64,6 +64,13 @@ def _reduce(loss, reduction, n):
 
 def _scale(g, reduction, n):
     return g / n if reduction == "mean" else g
+
+
+def _loss(name, torch, pointwise, args, save):
+    """A loss's table entry: ``pointwise(*operands)`` reduced as ``reduction`` says (a mean divides by
+    ``n``); a Python number target reaches the rule as itself."""
+    return primitive(name, torch=torch, args=args, save=save,
+                     impl=lambda *operands, reduction, n: _reduce(pointwise(*operands), reduction, n))
 
 
 def _check_targets(block, classes):
@@ -107,14 +114,13 @@ def nll_loss(log_probs, target, reduction="mean"):
     log_probs, target = as_tensor(log_probs), as_tensor(target)
     refuse_complex("nll_loss", log_probs)
     _check_class_target(log_probs, target)
-    n = log_probs.shape[0]
-    onehot = _onehot(target.array, log_probs.shape[1], log_probs.array)
-    loss = -reduce_array(log_probs.array * onehot, "sum", 1)
-    return nll_loss_p.record(_reduce(loss, reduction, n), log_probs, None, save={"onehot": Tensor._make(onehot)},
-                             reduction=reduction, n=n)
+    # the target enters as its one-hot rows, a constant: its slot gets no edge
+    onehot = Tensor._make(_onehot(target.array, log_probs.shape[1], log_probs.array))
+    return nll_loss_p.bind(log_probs, onehot, reduction=reduction, n=log_probs.shape[0])
 
 
-nll_loss_p = primitive("nll_loss", torch="NllLossBackward0")
+nll_loss_p = _loss("nll_loss", "NllLossBackward0", lambda a, onehot: -reduce_array(a * onehot, "sum", 1),
+                   args=("log_probs", "onehot"), save=("onehot",))
 nll_loss_p.vjp(lambda g, s, *, reduction, n: (
     -s.onehot * _scale(g[:, None] if reduction == "none" else g, reduction, n), None))
 
@@ -143,19 +149,22 @@ def mse_loss(input, target, reduction="mean"):
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=2)
-    diff = input.array - raw(target)
-    n = int(np.prod(diff.shape))  # torch averages over the broadcast shape, not the input's
-    const = {} if isinstance(target, Tensor) else {"target": target}
-    return mse_loss_p.record(_reduce(diff * diff, reduction, n), input, only_tensor(target),
-                             save={"input": input, "target": only_tensor(target)}, reduction=reduction, n=n, **const)
+    # torch averages over the broadcast shape, not the input's
+    n = int(np.prod(da.core.broadcast_shapes(input.shape, getattr(target, "shape", ()))))
+    return mse_loss_p.bind(input, target, reduction=reduction, n=n)
 
 
-mse_loss_p = primitive("mse_loss", torch="MseLossBackward0")
+def _squared_error(a, t):
+    diff = a - t
+    return diff * diff
+
+
+mse_loss_p = _loss("mse_loss", "MseLossBackward0", _squared_error, args=("input", "target"), save=("input", "target"))
 
 
 @mse_loss_p.vjp
-def _mse_loss_rule(g, s, *, reduction, n, target=None):
-    d = 2 * (s.input - (s.target if target is None else target)) * _scale(g, reduction, n)
+def _mse_loss_rule(g, s, *, reduction, n):
+    d = 2 * (s.input - s.target) * _scale(g, reduction, n)
     return d, -d
 
 
@@ -169,26 +178,21 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     refuse_complex("binary_cross_entropy_with_logits", z, y)
     if isinstance(y, Tensor) and y.shape != z.shape:
         raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
-    za, ya = z.array, raw(y)
-    loss = _elementwise(chunk.bce_with_logits, za, ya)
-    n = z.numel()
-    const = {} if isinstance(y, Tensor) else {"y": y}
-    return bce_with_logits_p.record(_reduce(loss, reduction, n), z, only_tensor(y),
-                                    save={"z": z, "y": only_tensor(y)}, reduction=reduction, n=n, **const)
+    return bce_with_logits_p.bind(z, y, reduction=reduction, n=z.numel())
 
 
-bce_with_logits_p = primitive("binary_cross_entropy_with_logits", torch="BinaryCrossEntropyWithLogitsBackward0")
+bce_with_logits_p = _loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
+                          lambda z, y: _elementwise(chunk.bce_with_logits, z, y), args=("z", "y"), save=("z", "y"))
 
 
 @bce_with_logits_p.vjp
-def _bce_with_logits_rule(g, s, *, reduction, n, y=None):
-    gs = _scale(g, reduction, n)
-    target = s.y if y is None else y
+def _bce_with_logits_rule(g, s, *, reduction, n):
+    gs, target = _scale(g, reduction, n), s.y
     if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (s.z, target, gs)):
         dz = (sigmoid(s.z) - target) * gs  # differentiable again (create_graph=True)
     else:  # one kernel, as torch's fused backward: one pass, no temporaries between ops
         dz = Tensor._make(_elementwise(chunk.bce_with_logits_grad, s.z.array, raw(target), gs.array))
-    return dz, (-s.z * gs if y is None else None)
+    return dz, (-s.z * gs if isinstance(target, Tensor) else None)
 
 
 def _elementwise(kernel, *arrays):

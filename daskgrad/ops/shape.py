@@ -16,8 +16,8 @@ from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
 # ------------------------------------------------------------------- reshaping
 # torch names x.reshape(...) of a contiguous tensor ViewBackward0 (daskgrad tracks no strides)
-reshape_p = primitive("reshape", torch="ViewBackward0")
-reshape_p.vjp(lambda g, s, *, old: (reshape(g, old),))
+reshape_p = primitive("reshape", torch="ViewBackward0", impl=lambda a, *, shape, old: _reshape_array(a, shape))
+reshape_p.vjp(lambda g, s, *, shape, old: (reshape(g, old),))
 
 
 @public(("reshape", shape_args), ("view", shape_args))
@@ -26,7 +26,7 @@ def reshape(x, shape):
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     _check_reshape(shape, old)
-    return reshape_p.record(_reshape_array(x.array, shape), x, old=old)
+    return reshape_p.bind(x, shape=shape, old=old)
 
 
 def _check_reshape(shape, old):
@@ -67,8 +67,9 @@ def _transpose_method(transpose):
                                 transpose(self, axes[0] if len(axes) == 1 else (axes or None)))
 
 
-transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"))
-transpose_p.vjp(lambda g, s, *, inverse: (transpose(g, inverse),))
+transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"),
+                        impl=lambda a, *, perm, inverse: da.transpose(a, perm))
+transpose_p.vjp(lambda g, s, *, perm, inverse: (transpose(g, inverse),))
 
 
 @public(("transpose", _transpose_method))
@@ -78,7 +79,7 @@ def transpose(x, axes=None):
     perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
     inverse = tuple(int(i) for i in np.argsort(perm))
     node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
-    return transpose_p.record(da.transpose(x.array, perm), x, node=node, inverse=inverse)
+    return transpose_p.bind(x, node=node, perm=perm, inverse=inverse)
 
 
 permute = public(("permute", shape_args), name="permute")(transpose)
@@ -120,8 +121,20 @@ def _sum_to(g, shape):
     return sum_to(g, shape)
 
 
-broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0")
-broadcast_to_p.vjp(lambda g, s, *, old: (_sum_to(g, old),))
+def _kept(a, shape, chunks):
+    """``a`` with its kept axes on the target ``chunks``: dask's broadcast_to sets only the chunks of
+    new and size-1 axes."""
+    if chunks is None:
+        return a
+    lead = len(shape) - a.ndim
+    want = tuple(c if a.shape[i] != 1 or shape[lead + i] == 1 else a.chunks[i] for i, c in enumerate(chunks[lead:]))
+    return a if want == a.chunks else a.rechunk(want)
+
+
+broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
+                           impl=lambda a, *, shape, chunks, old: da.broadcast_to(_kept(a, shape, chunks), shape,
+                                                                                 chunks=chunks))
+broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
 
 @public("broadcast_to", ("expand", shape_args))
@@ -135,21 +148,16 @@ def broadcast_to(x, shape, chunks=None):
             raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
                                f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
                                f"Tensor sizes: {list(old)}")
-    a = x.array
-    if chunks is not None:  # kept axes must already carry the target chunks
-        lead = len(shape) - a.ndim
-        want = tuple(c if a.shape[i] != 1 or shape[lead + i] == 1 else a.chunks[i]
-                     for i, c in enumerate(chunks[lead:]))
-        if want != a.chunks:
-            a = a.rechunk(want)
-    if shape == old and (chunks is None or tuple(chunks) == a.chunks):
-        return x if a is x.array else rechunk(x, a.chunks)
-    return broadcast_to_p.record(da.broadcast_to(a, shape, chunks=chunks), x, old=old)
+    if shape == old:  # nothing to broadcast: at most a rechunk, no ExpandBackward0
+        a = _kept(x.array, shape, chunks)
+        if chunks is None or tuple(chunks) == a.chunks:
+            return x if a is x.array else rechunk(x, a.chunks)
+    return broadcast_to_p.bind(x, shape=shape, chunks=chunks, old=old)
 
 
-expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0")
+expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0", impl=lambda a, *, axes: da.expand_dims(a, axes))
 expand_dims_p.vjp(lambda g, s, *, axes: (squeeze(g, axes),))
-squeeze_p = primitive("squeeze", torch="SqueezeBackward1")
+squeeze_p = primitive("squeeze", torch="SqueezeBackward1", impl=lambda a, *, axes: da.squeeze(a, axis=axes))
 squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 
@@ -158,7 +166,7 @@ def expand_dims(x, axis):
     x = as_tensor(x)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = norm_axes(axes, x.ndim + len(axes))
-    return expand_dims_p.record(da.expand_dims(x.array, axes), x, axes=axes)
+    return expand_dims_p.bind(x, axes=axes)
 
 
 unsqueeze = public("unsqueeze", name="unsqueeze")(expand_dims)
@@ -175,38 +183,39 @@ def squeeze(x, axis=None):
         return x
     if any(x.shape[a] != 1 for a in axes):
         raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
-    return squeeze_p.record(da.squeeze(x.array, axis=axes), x, axes=axes)
+    return squeeze_p.bind(x, axes=axes)
 
 
-rechunk_p = primitive("rechunk", torch="RechunkBackward0")
-rechunk_p.vjp(lambda g, s, *, old: (rechunk(g, old),))
-flip_p = primitive("flip", torch="FlipBackward0")
+rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chunks, old: a.rechunk(chunks))
+rechunk_p.vjp(lambda g, s, *, chunks, old: (rechunk(g, old),))
+flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: da.flip(a, axes))
 flip_p.vjp(lambda g, s, *, axes: (flip(g, axes),))
-roll_p = primitive("roll", torch="RollBackward0")
-roll_p.vjp(lambda g, s, *, back, axis: (roll(g, back, axis),))
+roll_p = primitive("roll", torch="RollBackward0", impl=lambda a, *, shift, axis: da.roll(a, shift, axis))
+roll_p.vjp(lambda g, s, *, shift, axis: (roll(g, tuple(-n for n in shift) if isinstance(shift, tuple) else -shift,
+                                              axis),))
 
 
 @public("rechunk")
 def rechunk(x, chunks):
     x = as_tensor(x)
-    return rechunk_p.record(x.array.rechunk(chunks), x, old=x.chunks)
+    return rechunk_p.bind(x, chunks=chunks, old=x.chunks)
 
 
 @public("flip")
 def flip(x, axis=None):
     x = as_tensor(x)
     axes = norm_axes(axis, x.ndim)
-    return flip_p.record(da.flip(x.array, axes), x, axes=axes)
+    return flip_p.bind(x, axes=axes)
 
 
 @public("roll")
 def roll(x, shift, axis=None):
     x = as_tensor(x)
-    back = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    shift = tuple(shift) if isinstance(shift, (tuple, list)) else shift
     if axis is not None:
         axis = (tuple(norm_axis(a, x.ndim) for a in axis) if isinstance(axis, (tuple, list))
                 else norm_axis(axis, x.ndim))
-    return roll_p.record(da.roll(x.array, shift, axis), x, back=back, axis=axis)
+    return roll_p.bind(x, shift=shift, axis=axis)
 
 
 # ------------------------------------------------------------ joining, splitting
@@ -216,10 +225,11 @@ def _getitem(x, index):
     return getitem(x, index)
 
 
-concatenate_p = primitive("concatenate", torch="CatBackward0")
+concatenate_p = primitive("concatenate", torch="CatBackward0",
+                          impl=lambda *arrays, axis, bounds: da.concatenate(list(arrays), axis=axis))
 concatenate_p.vjp(lambda g, s, *, axis, bounds: tuple(_getitem(g, (slice(None),) * axis + (slice(lo, hi),))
                                                       for lo, hi in zip(bounds[:-1], bounds[1:])))
-stack_p = primitive("stack", torch="StackBackward0")
+stack_p = primitive("stack", torch="StackBackward0", impl=lambda *arrays, axis, n: da.stack(list(arrays), axis=axis))
 stack_p.vjp(lambda g, s, *, axis, n: tuple(_getitem(g, (slice(None),) * axis + (i,)) for i in range(n)))
 
 
@@ -235,7 +245,7 @@ def concatenate(tensors, axis=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
                                    f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
     bounds = tuple(int(b) for b in np.cumsum([0] + [t.shape[axis] for t in ts]))
-    return concatenate_p.record(da.concatenate([t.array for t in ts], axis=axis), *ts, axis=axis, bounds=bounds)
+    return concatenate_p.bind(*ts, axis=axis, bounds=bounds)
 
 
 @public()
@@ -246,7 +256,7 @@ def stack(tensors, axis=0):
         if t.shape != ts[0].shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
                                f"and {list(t.shape)} at entry {k}")
-    return stack_p.record(da.stack([t.array for t in ts], axis=axis), *ts, axis=axis, n=len(ts))
+    return stack_p.bind(*ts, axis=axis, n=len(ts))
 
 
 @public()
@@ -269,8 +279,9 @@ def split(x, indices_or_sections, axis=0):
     return [_getitem(x, pre + (slice(lo, hi),)) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-pad_p = primitive("pad", torch="ConstantPadNdBackward0")
-pad_p.vjp(lambda g, s, *, index: (_getitem(g, index),))
+pad_p = primitive("pad", torch="ConstantPadNdBackward0", impl=lambda a, *, widths, constant_values, index: da.pad(
+    a, widths, mode="constant", constant_values=constant_values))
+pad_p.vjp(lambda g, s, *, widths, constant_values, index: (_getitem(g, index),))
 
 
 @public()
@@ -281,8 +292,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     x = as_tensor(x)
     widths = np.broadcast_to(np.array(pad_width, dtype=int), (x.ndim, 2))  # NumPy's pad_width forms
     index = tuple(slice(int(lo), int(lo) + n) for (lo, _), n in zip(widths, x.shape))
-    return pad_p.record(da.pad(x.array, [tuple(int(v) for v in w) for w in widths], mode="constant",
-                             constant_values=constant_values), x, index=index)
+    return pad_p.bind(x, widths=tuple(tuple(int(v) for v in w) for w in widths), constant_values=constant_values,
+                      index=index)
 
 
 @public()

@@ -44,7 +44,7 @@ def correlate(x, weights, mode="reflect", cval=0.0, origin=0):
     w = _weights(weights, x.ndim)
     centre = _centre(w.shape, origin)
     _check(x, w, centre, mode)
-    return _correlate(x, w, centre, mode, cval)
+    return correlate_p.bind(x, w=w, centre=centre, mode=mode, cval=cval)
 
 
 @public()
@@ -94,8 +94,7 @@ def _depths(shape, centre):
 
 
 # -------------------------------------------------------------------------- forward
-def _correlate(x, w, centre, mode, cval):
-    a = x.array
+def _correlate_array(a, *, w, centre, mode, cval):
     if a.dtype.kind not in "fc":
         a = a.astype(np.float64)
     depth = _depths(w.shape, centre)
@@ -103,14 +102,13 @@ def _correlate(x, w, centre, mode, cval):
     a = a.rechunk(tuple(ensure_minimum_chunksize(d, c) if d else c for d, c in zip(depth, a.chunks)))
     boundary = cval if MODES[mode] is None else MODES[mode]
     halo = _overlap(a, depth=dict(enumerate(depth)), boundary=dict.fromkeys(range(a.ndim), boundary))
-    out = da.map_blocks(_correlate_block, halo, taps=taps, depth=depth, chunks=a.chunks, dtype=a.dtype,
-                        meta=a._meta)
-    return correlate_p.record(out, x, w=w, centre=centre, mode=mode, shape=x.shape)
+    return da.map_blocks(_correlate_block, halo, taps=taps, depth=depth, chunks=a.chunks, dtype=a.dtype,
+                         meta=a._meta)
 
 
 # w: the small host kernel (a NumPy constant, never a chunk)
-correlate_p = primitive("correlate", torch="ConvolutionBackward0")
-correlate_p.vjp(lambda g, s, *, w, centre, mode, shape: (_adjoint(g, w, centre, mode, shape),))
+correlate_p = primitive("correlate", torch="ConvolutionBackward0", impl=_correlate_array)
+correlate_p.vjp(lambda g, s, *, w, centre, mode, cval: (_adjoint(g, w, centre, mode),))
 
 
 def _correlate_block(block, taps, depth):
@@ -126,12 +124,13 @@ def _correlate_block(block, taps, depth):
 
 
 # ------------------------------------------------------------------------- backward
-def _adjoint(g, w, centre, mode, shape):
+def _adjoint(g, w, centre, mode):
     """``Pᵀ Cᵀ g``: full convolution of ``g`` (zero-padded by the halo), then each halo folded back."""
     depth = _depths(w.shape, centre)
     flipped = w[(slice(None, None, -1),) * w.ndim]
-    full = _correlate(pad(g, [(d, d) for d in depth]), flipped, tuple(k - 1 - c for k, c in zip(w.shape, centre)),
-                      "constant", 0.0)
+    full = correlate_p.bind(pad(g, [(d, d) for d in depth]), w=flipped,
+                            centre=tuple(k - 1 - c for k, c in zip(w.shape, centre)), mode="constant", cval=0.0)
+    shape = g.shape  # the output's, which is the input's
     for ax, (n, d) in enumerate(zip(shape, depth)):
         if d == 0:
             continue
