@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import operator
 
 import dask.array as da
@@ -371,3 +372,113 @@ def zeros_like(x, dtype=None):
 @public()
 def ones_like(x, dtype=None):
     return full_like(x, 1, dtype)
+
+
+# ------------------------------------------------- the rest of NumPy's elementwise functions
+# Each is one line: NumPy's name, torch's node, the dask kernel, the rule (torch's derivatives.yaml
+# formula, conjugated for complex inputs) and the torch-named methods.  Aliases under torch's names
+# (asin, atan2, ...) are set below.
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+arcsin = _unary("arcsin", "AsinBackward0", da.arcsin, lambda g, s: (g / conj(sqrt(1 - s.x * s.x)),), ("x",),
+                methods=("asin", "arcsin"))
+arccos = _unary("arccos", "AcosBackward0", da.arccos, lambda g, s: (-g / conj(sqrt(1 - s.x * s.x)),), ("x",),
+                methods=("acos", "arccos"))
+arctan = _unary("arctan", "AtanBackward0", da.arctan, lambda g, s: (g / conj(1 + s.x * s.x),), ("x",),
+                methods=("atan", "arctan"))
+arcsinh = _unary("arcsinh", "AsinhBackward0", da.arcsinh, lambda g, s: (g / conj(sqrt(s.x * s.x + 1)),), ("x",),
+                 methods=("asinh", "arcsinh"))
+arccosh = _unary("arccosh", "AcoshBackward0", da.arccosh, lambda g, s: (g / conj(sqrt(s.x * s.x - 1)),), ("x",),
+                 methods=("acosh", "arccosh"))
+arctanh = _unary("arctanh", "AtanhBackward0", da.arctanh, lambda g, s: (g / conj(1 - s.x * s.x),), ("x",),
+                 methods=("atanh", "arctanh"))
+log2 = _unary("log2", "Log2Backward0", da.log2, lambda g, s: (g / conj(s.x * _LN2),), ("x",), methods=("log2",))
+log10 = _unary("log10", "Log10Backward0", da.log10, lambda g, s: (g / conj(s.x * _LN10),), ("x",),
+               methods=("log10",))
+exp2 = _unary("exp2", "Exp2Backward0", da.exp2, lambda g, s: (g * conj(s.r * _LN2),), ("r",), methods=("exp2",))
+reciprocal = _unary("reciprocal", "ReciprocalBackward0", da.reciprocal, lambda g, s: (-g * conj(s.r * s.r),),
+                    ("r",), methods=("reciprocal",))
+# piecewise constant: a zero gradient everywhere, as torch's
+floor = _unary("floor", "FloorBackward0", da.floor, lambda g, s: (zeros_like(g),), complex_ok=False,
+               methods=("floor",))
+ceil = _unary("ceil", "CeilBackward0", da.ceil, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("ceil",))
+trunc = _unary("trunc", "TruncBackward0", da.trunc, lambda g, s: (zeros_like(g),), complex_ok=False,
+               methods=("trunc", "fix"))
+round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"),
+                    impl=lambda a, decimals=0: da.round(a, decimals),
+                    prepare=functools.partial(tensor_operand, refuse="round"))
+round_p.vjp(lambda g, s, decimals=0: (zeros_like(g),))
+
+
+@public("round")
+def round(x, decimals=0):
+    """NumPy's ``round`` (half to even, as torch's); a zero gradient."""
+    if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
+        raise TypeError(f"round(): argument 'decimals' must be int, not {type(decimals).__name__}")
+    return round_p.bind(x, decimals=decimals, node="RoundBackward1" if decimals else "RoundBackward0")
+
+
+
+def _atan2_rule(g, s):
+    a, b = s.a, s.b
+    r = a * a + b * b
+    return g * b / r, g * -a / r
+
+
+def _logaddexp_rule(g, s, base_exp):
+    a, b = s.a, s.b
+    return g / (1 + base_exp(b - a)), g / (1 + base_exp(a - b))
+
+
+def _remainder_rule(g, s, rounding):
+    return g, -g * rounding(s.a / s.b)
+
+
+arctan2_p = _binary("arctan2", "Atan2Backward0", da.arctan2, save=("a", "b"), refuse="atan2")
+arctan2_p.vjp(_atan2_rule)
+hypot_p = _binary("hypot", "HypotBackward0", da.hypot, save=("a", "b", "r"), refuse="hypot")
+hypot_p.vjp(lambda g, s: (g * s.a / s.r, g * s.b / s.r))
+logaddexp_p = _binary("logaddexp", "LogaddexpBackward0", da.logaddexp, save=("a", "b"), refuse="logaddexp")
+logaddexp_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp(t)))
+logaddexp2_p = _binary("logaddexp2", "Logaddexp2Backward0", da.logaddexp2, save=("a", "b"), refuse="logaddexp2")
+logaddexp2_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp2(t)))
+fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=("a", "b"), refuse="fmod")
+fmod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: trunc(t)))
+mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mod, save=("a", "b"), refuse="remainder")
+mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
+
+
+@public("atan2", "arctan2")
+def arctan2(a, b):
+    return arctan2_p.bind(a, b)
+
+
+@public("hypot")
+def hypot(a, b):
+    return hypot_p.bind(a, b)
+
+
+@public("logaddexp")
+def logaddexp(a, b):
+    return logaddexp_p.bind(a, b)
+
+
+@public("logaddexp2")
+def logaddexp2(a, b):
+    return logaddexp2_p.bind(a, b)
+
+
+@public("fmod")
+def fmod(a, b):
+    """C's remainder (the sign of ``a``), as ``torch.fmod``."""
+    return fmod_p.bind(a, b, node="FmodBackward1" if isinstance(b, Tensor) else "FmodBackward0")
+
+
+@public("__mod__", "__rmod__", "remainder")
+def mod(a, b):
+    """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``."""
+    return mod_p.bind(a, b, node="RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0")
+
+
+for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),
+                   ("atanh", arctanh), ("atan2", arctan2), ("fix", trunc), ("around", round), ("remainder", mod)):
+    public(name=_alias)(_op)  # torch's (and NumPy's other) names for the same op

@@ -1,0 +1,69 @@
+"""NumPy's elementwise functions beyond the first table: values as NumPy's, gradients and node
+names as torch's (the oracle, when installed), torch's aliases as the same ops."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+UNARY = [  # (numpy name, torch name, low, high)
+    ("arcsin", "asin", -0.9, 0.9), ("arccos", "acos", -0.9, 0.9), ("arctan", "atan", -3, 3),
+    ("arcsinh", "asinh", -3, 3), ("arccosh", "acosh", 1.1, 3), ("arctanh", "atanh", -0.9, 0.9),
+    ("log2", "log2", 0.2, 3), ("log10", "log10", 0.2, 3), ("exp2", "exp2", -2, 2),
+    ("reciprocal", "reciprocal", 0.3, 2), ("floor", "floor", -3, 3), ("ceil", "ceil", -3, 3),
+    ("trunc", "trunc", -3, 3), ("round", "round", -3, 3),
+]
+BINARY = [("arctan2", "atan2"), ("hypot", "hypot"), ("logaddexp", "logaddexp"), ("logaddexp2", "logaddexp2"),
+          ("fmod", "fmod"), ("mod", "remainder")]
+
+
+def values(low, high, seed=0):
+    return np.random.default_rng(seed).uniform(low, high, (5, 4))
+
+
+@pytest.mark.parametrize("name,torch_name,low,high", UNARY)
+def test_unary_values_are_numpy_s_and_gradients_and_nodes_torch_s(name, torch_name, low, high):
+    torch = pytest.importorskip("torch")
+    v = values(low, high)
+    x = dg.from_array(v, chunks=(2, 3), requires_grad=True)
+    y = getattr(dg, name)(x)
+    np.testing.assert_allclose(y.detach().numpy(), getattr(np, name)(v), rtol=1e-14)
+    w = np.random.default_rng(1).standard_normal(v.shape)
+    (y * dg.tensor(w)).sum().backward()
+    tx = torch.tensor(v, requires_grad=True)
+    ty = getattr(torch, torch_name)(tx)
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    assert type(y.grad_fn).__name__ == type(ty.grad_fn).__name__
+    assert getattr(dg, torch_name) is getattr(dg, name) and getattr(x, torch_name)().shape == x.shape
+
+
+@pytest.mark.parametrize("name,torch_name", BINARY)
+@pytest.mark.parametrize("second", ["tensor", "number"])
+def test_binary_values_are_numpy_s_and_gradients_and_nodes_torch_s(name, torch_name, second):
+    torch = pytest.importorskip("torch")
+    a, b = values(0.3, 2, 0), values(0.3, 2, 1)
+    x = dg.from_array(a, chunks=(2, 3), requires_grad=True)
+    y = dg.from_array(b, chunks=(3, 2), requires_grad=True) if second == "tensor" else 0.7
+    out = getattr(dg, name)(x, y)
+    np.testing.assert_allclose(out.detach().numpy(), getattr(np, name)(a, b if second == "tensor" else 0.7),
+                               rtol=1e-14)
+    out.sum().backward()
+    tx = torch.tensor(a, requires_grad=True)
+    ty = torch.tensor(b, requires_grad=True) if second == "tensor" else torch.tensor(0.7, dtype=torch.float64)
+    tout = getattr(torch, torch_name)(tx, ty if second == "tensor" or name in ("fmod", "mod") else ty)
+    tout.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    if second == "tensor":
+        np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-12)
+        assert type(out.grad_fn).__name__ == type(tout.grad_fn).__name__
+
+
+def test_operator_percent_and_round_decimals_as_numpy():
+    v = values(-3, 3)
+    x = dg.from_array(v, chunks=2)
+    np.testing.assert_allclose((x % 0.7).numpy(), v % 0.7)
+    np.testing.assert_allclose((2.5 % (x + 4)).numpy(), 2.5 % (v + 4))
+    np.testing.assert_array_equal(dg.round(x, decimals=1).numpy(), np.round(v, 1))
+    np.testing.assert_array_equal(dg.around(x).numpy(), np.around(v))
+    with pytest.raises(TypeError, match="decimals"):
+        dg.round(x, decimals=1.5)
