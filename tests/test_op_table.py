@@ -105,7 +105,7 @@ def test_every_entry_has_a_rule_and_torch_names_are_torch_style():
 
 # public ops that are not differentiable: comparisons, index results and constants
 NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-                      "full_like", "ones_like", "zeros_like"}
+                      "full_like", "ones_like", "zeros_like", "linspace"}
 
 
 def _probe(name, x, y):
@@ -129,6 +129,13 @@ def _probe(name, x, y):
         "convolve": lambda: fn(x, np.ones((3, 3))), "correlate": lambda: fn(x, np.ones((3, 3))),
         "argmax": lambda: fn(x, 0), "argmin": lambda: fn(x, 0), "ones_like": lambda: fn(x),
         "zeros_like": lambda: fn(x), "logical_and": lambda: fn(x > 1, y > 1), "logical_or": lambda: fn(x > 1, y > 1),
+        "atleast_1d": lambda: fn(x.sum()), "atleast_2d": lambda: fn(x[0]), "atleast_3d": lambda: fn(x),
+        "vstack": lambda: fn([x, y]), "hstack": lambda: fn([x, y]), "dstack": lambda: fn([x, y]),
+        "column_stack": lambda: fn([x, y]), "array_split": lambda: fn(x, 3)[0], "hsplit": lambda: fn(x, 2)[0],
+        "vsplit": lambda: fn(x, 2)[0], "dsplit": lambda: fn(x[None], 2)[0], "linspace": lambda: fn(0, 1, 5),
+        "repeat": lambda: fn(x, 2), "repeat_interleave": lambda: fn(x, 2), "tile": lambda: fn(x, 2),
+        "rot90": lambda: fn(x), "real": lambda: fn(x + 1j), "imag": lambda: fn(x + 1j), "conj": lambda: fn(x + 1j),
+        "conjugate": lambda: fn(x + 1j), "angle": lambda: fn(x + 1j),
     }
     if name in special:
         return special[name]()
