@@ -1,21 +1,26 @@
-"""Step 4 of the data flow: the reverse pass.
+"""Step 4 of the data flow: the reverse pass, read as HIPS autograd's ``backward_pass``.
 
-``backward``/``grad`` do three things, in this order:
+``backward``/``grad`` check their arguments on the client, then:
 
-1. **check** everything on the client (gradient shapes, requires_grad, freed
-   nodes, version counters), so bad input raises before anything is submitted;
-2. **build** the reverse graph by walking the nodes in topological order and
-   calling each VJP rule on lazy tensors (hooks see lazy gradients too);
-3. **submit once**: every ``.grad`` to write (and, with ``retain_graph``, every
-   saved forward value) is persisted in a single dask submission, so the shared
-   forward runs once; then ``.grad`` is written and the graph is released.
+1. **plan** (:class:`Plan`): what the call asks for and the nodes that answer it, checked
+   (freed nodes, version counters) so that bad input raises before anything is built or sent;
+2. **walk** the nodes in reverse topological order (:func:`_reverse_pass`), summing the cotangents
+   each receives, and **call** its VJP rule on lazy tensors (hooks see lazy gradients too);
+3. **deliver** each node's cotangent (:class:`Delivery`): a ``.grad`` to write, or a gradient
+   that ``grad()`` returns;
+4. **submit once**: every ``.grad`` to write (and, with ``retain_graph``, every saved forward
+   value) is persisted in a single dask submission, so the shared forward runs once; then
+   ``.grad`` is written and the graph is released.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import warnings
 import weakref
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import dask
 
@@ -28,18 +33,127 @@ from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
 
 
+# ------------------------------------------------------------------ the records a backward passes on
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One ``backward``/``grad`` call: what it asks for, and the part of the graph that answers it."""
+
+    roots: tuple            # the tensors differentiated
+    grads: list             # their cotangents, checked (torch's _make_grads)
+    inputs: tuple | None    # the tensors whose gradients are wanted; None: every leaf reached
+    retain_graph: bool      # keep the saved values (pinned in memory) for another backward
+    create_graph: bool      # the gradients are tensors of a graph, to differentiate again
+    accumulate: bool        # backward(): sum into .grad; grad(): return the gradients
+    lazy: bool              # grad(lazy=True): return them unsubmitted
+    batch: list | None      # is_grads_batched: one tuple of root cotangents per pass
+    nodes: list             # the roots' nodes
+    order: list             # the nodes to visit, each after every node that reads it
+    runs: set               # those whose rule runs
+    targets: dict           # node -> the tensors whose gradient is the cotangent arriving there
+    all_leaves: bool        # backward() without inputs=: write every leaf reached, and every retain_grad()
+
+
+class GradWrite(NamedTuple):
+    """A pending ``tensor.grad`` write: the gradient this backward adds (then the sum)."""
+
+    tensor: Tensor
+    grad: Tensor
+
+
+class NanCheck(NamedTuple):
+    """Anomaly mode's check of one rule output: ``node``'s cotangent for its input ``index``."""
+
+    node: graph.Node
+    index: int
+    cotangent: Tensor
+
+
+@dataclass(slots=True)
+class Delivery:
+    """What a reverse pass hands to the submission."""
+
+    writes: dict = field(default_factory=dict)      # id(tensor) -> GradWrite: the .grad to write
+    found: dict = field(default_factory=dict)       # id(input) -> its gradient: what grad() returns
+    executed: list = field(default_factory=list)    # nodes whose rule ran, in order: released or retained
+    nan_checks: list = field(default_factory=list)  # anomaly mode: a NanCheck per rule output
+
+    def deliver(self, plan, node, g):
+        """``g`` arrived at ``node``: it is the gradient of the tensors ``node`` stands for."""
+        for t in plan.targets.get(node, ()):
+            self.found[id(t)] = g
+            if plan.accumulate:
+                self.writes[id(t)] = GradWrite(t, g)
+        if plan.all_leaves:
+            t = node.variable if isinstance(node, AccumulateGrad) else (
+                node._retained() if node._retained is not None else None)
+            if t is not None:
+                self.writes[id(t)] = GradWrite(t, g)
+
+    def whole(self, cot):
+        """The gradients with their whole graphs: what leaves the pass joins the arena's layers once."""
+        if cot.arena is None:
+            return self
+        return Delivery(writes={k: GradWrite(w.tensor, cot.full(w.grad)) for k, w in self.writes.items()},
+                        found={k: cot.full(g) for k, g in self.found.items()}, executed=self.executed,
+                        nan_checks=[NanCheck(c.node, c.index, cot.full(c.cotangent)) for c in self.nan_checks])
+
+
+# ------------------------------------------------------------------ the entry points
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """``torch.autograd.backward``: accumulate into ``.grad`` from several roots at once."""
+    tensors = _as_tuple(tensors)
+    grads = _make_grads(tensors, grad_tensors)
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        for t in inputs:
+            if not t.requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    _run(_plan(tensors, grads, inputs=inputs, retain_graph=retain_graph, create_graph=create_graph,
+               accumulate=True))
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False, lazy=False):
+    """``torch.autograd.grad``: return d(outputs)/d(inputs) without touching ``.grad``.
+
+    ``lazy=True`` returns gradients that are not computed yet (nothing is
+    submitted), for composing into further dask graphs.
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    allow_unused = bool(allow_unused) or materialize_grads
+    keys = list(inputs) if isinstance(inputs, dict) else None
+    inputs = _as_tuple(inputs.values() if keys is not None else inputs)
+    outputs = _as_tuple(outputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    batch = None
+    if is_grads_batched:
+        grad_outputs, batch = _unbatch(outputs, grad_outputs)
+    grads = _make_grads(outputs, grad_outputs)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    found = _run(_plan(outputs, grads, inputs=inputs, retain_graph=retain_graph, create_graph=create_graph,
+                       accumulate=False, lazy=lazy, allow_unused=allow_unused, batch=batch))
+    result = []
+    for t in inputs:
+        g = found.get(id(t))
+        if g is None and materialize_grads:
+            g = zeros_like(t.detach())
+            if batch is not None:
+                g = stack([g] * len(batch))
+        result.append(g)
+    return dict(zip(keys, result)) if keys is not None else tuple(result)
+
+
 def _as_tuple(x):
     if isinstance(x, Tensor):
         return (x,)
     return tuple(x)
-
-
-def _implicit_ones(out):
-    """The gradient of a one-element output: ones in one chunk of the output's array type."""
-    a = out.array
-    if a.npartitions != 1:
-        return ones_like(out)
-    return Tensor._make(door.one_chunk(a, chunk.ones, "ones_like"))
 
 
 def _make_grads(outputs, grad_outputs):
@@ -79,54 +193,12 @@ def _make_grads(outputs, grad_outputs):
     return grads
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """``torch.autograd.backward``: accumulate into ``.grad`` from several roots at once."""
-    tensors = _as_tuple(tensors)
-    grads = _make_grads(tensors, grad_tensors)
-    if inputs is not None:
-        inputs = _as_tuple(inputs)
-        if not inputs:
-            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-        for t in inputs:
-            if not t.requires_grad:
-                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-    _run(tensors, grads, retain_graph, create_graph, inputs, accumulate=True)
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
-         is_grads_batched=False, materialize_grads=False, lazy=False):
-    """``torch.autograd.grad``: return d(outputs)/d(inputs) without touching ``.grad``.
-
-    ``lazy=True`` returns gradients that are not computed yet (nothing is
-    submitted), for composing into further dask graphs.
-    """
-    if materialize_grads and allow_unused is False:
-        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
-                         "but got: allow_unused=False.")
-    allow_unused = bool(allow_unused) or materialize_grads
-    keys = list(inputs) if isinstance(inputs, dict) else None
-    inputs = _as_tuple(inputs.values() if keys is not None else inputs)
-    outputs = _as_tuple(outputs)
-    if not inputs:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    batch = None
-    if is_grads_batched:
-        grad_outputs, batch = _unbatch(outputs, grad_outputs)
-    grads = _make_grads(outputs, grad_outputs)
-    for t in inputs:
-        if not t.requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-    found = _run(outputs, grads, retain_graph, create_graph, inputs, accumulate=False, lazy=lazy,
-                 allow_unused=allow_unused, batch=batch)
-    result = []
-    for t in inputs:
-        g = found.get(id(t))
-        if g is None and materialize_grads:
-            g = zeros_like(t.detach())
-            if batch is not None:
-                g = stack([g] * len(batch))
-        result.append(g)
-    return dict(zip(keys, result)) if keys is not None else tuple(result)
+def _implicit_ones(out):
+    """The gradient of a one-element output: ones in one chunk of the output's array type."""
+    a = out.array
+    if a.npartitions != 1:
+        return ones_like(out)
+    return Tensor._make(door.one_chunk(a, chunk.ones, "ones_like"))
 
 
 def _unbatch(outputs, grad_outputs):
@@ -148,23 +220,46 @@ def _unbatch(outputs, grad_outputs):
     return batch[0], batch
 
 
-def _run(roots, root_grads, retain_graph, create_graph, inputs, accumulate, lazy=False,
-         allow_unused=True, batch=None):
-    if retain_graph is None:
-        retain_graph = create_graph
-    root_nodes = [graph.edge(t) for t in roots]
-    order, runs, targets = _plan(root_nodes, inputs, allow_unused)
-    with _claim(order, runs, retain_graph):
-        if batch is not None:  # one reverse pass per cotangent, stacked, still one submission
-            passes = [_build(order, runs, targets, root_nodes, _make_grads(roots, gs), create_graph, False, False)
-                      for gs in batch]
-            found = {k: stack([p[1][k] for p in passes]) for k in passes[0][1]}
-            executed = list({n: None for p in passes for n in p[2]})
-            return _submit([], found, executed, [c for p in passes for c in p[3]], retain_graph, False, lazy, roots,
-                           create_graph)
-        writes, found, executed, nan_checks = _build(order, runs, targets, root_nodes, root_grads, create_graph,
-                                                     accumulate and inputs is None, accumulate)
-        return _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots, create_graph)
+# ------------------------------------------------------------------ plan
+def _plan(roots, grads, *, inputs, retain_graph, create_graph, accumulate, lazy=False, allow_unused=True,
+          batch=None):
+    """The :class:`Plan` of a call whose arguments are checked; ``retain_graph`` defaults to
+    ``create_graph``, as in torch."""
+    nodes = [graph.edge(t) for t in roots]
+    route = _route(nodes, inputs, allow_unused)
+    return Plan(roots=roots, grads=grads, inputs=inputs,
+                retain_graph=create_graph if retain_graph is None else retain_graph, create_graph=create_graph,
+                accumulate=accumulate, lazy=lazy, batch=batch, nodes=nodes,
+                order=route.order, runs=route.runs, targets=route.targets, all_leaves=accumulate and inputs is None)
+
+
+class Route(NamedTuple):
+    """The part of the graph a call walks (the fields of :class:`Plan` of the same names)."""
+
+    order: list    # the nodes to visit, each after every node that reads it
+    runs: set      # those whose rule runs
+    targets: dict  # node -> the tensors whose gradient is the cotangent arriving there
+
+
+def _route(nodes, inputs, allow_unused):
+    """The nodes below ``nodes`` that a gradient of ``inputs`` (of every leaf if None) passes through."""
+    order = graph.toposort(nodes)
+    targets = {}
+    for t in inputs or ():
+        targets.setdefault(graph.edge(t), []).append(t)
+    if inputs is None:
+        return Route(order, {n for n in order if not isinstance(n, AccumulateGrad)}, targets)
+    reachable = set(order)
+    for i, t in enumerate(inputs):
+        if graph.edge(t) not in reachable and not allow_unused:
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
+                               "the graph. Set allow_unused=True if this is the desired behavior.")
+    needed = set(targets)  # nodes from which a wanted node can be reached
+    for n in reversed(order):
+        if any(c in needed for c, _ in n.next_functions):
+            needed.add(n)
+    order = [n for n in order if n in needed]
+    return Route(order, {n for n in order if any(c in needed for c, _ in n.next_functions)}, targets)
 
 
 _claim_lock = threading.Lock()
@@ -172,12 +267,12 @@ _claimed = weakref.WeakSet()  # nodes that a running backward will free
 
 
 @contextlib.contextmanager
-def _claim(order, runs, retain_graph):
+def _claim(plan):
     """Check the graph, and take the nodes a backward will free: a second thread backpropagating
     through the same graph meanwhile gets torch's "second time" error, as if it came after."""
     with _claim_lock:
-        _check(order, runs)
-        mine = [] if retain_graph else [n for n in order if n in runs and n._had_saved]
+        _check(plan)
+        mine = [] if plan.retain_graph else [n for n in plan.order if n in plan.runs and n._had_saved]
         if any(n in _claimed for n in mine):
             raise RuntimeError(FREED_MESSAGE)
         _claimed.update(mine)
@@ -189,47 +284,10 @@ def _claim(order, runs, retain_graph):
                 _claimed.discard(n)
 
 
-_grad_locks = weakref.WeakKeyDictionary()  # a tensor's node (compared by identity) -> its lock
-
-
-@contextlib.contextmanager
-def _grads_locked(tensors):
-    """Hold the ``.grad`` of each tensor from reading it to writing the sum, so that threads
-    accumulating into a shared leaf add up (ordered by id: no two threads wait on each other)."""
-    with _claim_lock:
-        nodes = {id(n): n for n in map(graph.edge, tensors)}
-        locks = [_grad_locks.setdefault(n, threading.Lock()) for _, n in sorted(nodes.items())]
-    with contextlib.ExitStack() as stack:
-        for lock in locks:
-            stack.enter_context(lock)
-        yield
-
-
-def _plan(root_nodes, inputs, allow_unused):
-    """The nodes to visit in order, those whose rule runs, and the nodes whose cotangent is wanted."""
-    order = graph.toposort(root_nodes)
-    targets = {}  # node -> tensors whose gradient is the cotangent arriving at that node
-    for t in inputs or ():
-        targets.setdefault(graph.edge(t), []).append(t)
-    if inputs is None:
-        return order, {n for n in order if not isinstance(n, AccumulateGrad)}, targets
-    reachable = set(order)
-    for i, t in enumerate(inputs):
-        if graph.edge(t) not in reachable and not allow_unused:
-            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
-                               "the graph. Set allow_unused=True if this is the desired behavior.")
-    needed = set(targets)  # nodes from which a wanted node can be reached
-    for n in reversed(order):
-        if any(c in needed for c, _ in n.next_functions):
-            needed.add(n)
-    order = [n for n in order if n in needed]
-    return order, {n for n in order if any(c in needed for c, _ in n.next_functions)}, targets
-
-
-def _check(order, runs):
+def _check(plan):
     """Freed nodes and in-place modified saved tensors raise before anything is built or sent."""
-    for n in order:
-        if n in runs:
+    for n in plan.order:
+        if n in plan.runs:
             if n.freed:
                 raise RuntimeError(FREED_MESSAGE)
             for v in n._saved.values():
@@ -237,56 +295,83 @@ def _check(order, runs):
                     v.check_version()
 
 
-def _build(order, runs, targets, root_nodes, root_grads, create_graph, all_leaves, accumulate):
-    """Walk the nodes, calling hooks and VJP rules on lazy tensors; returns what to write."""
-    # with create_graph the cotangents are user-visible tensors of the graph, so they keep their lineage
-    lin = _Arena() if not create_graph else None
-    take = lin.take if lin else (lambda t: t)
-    cot = {}
-    for n, g in zip(root_nodes, root_grads):
-        if n is not None:
-            g = take(_conform(g, n._output_meta, "root", 0))
-            cot[n] = take(cot[n] + g) if n in cot else g
-    writes, found, executed, nan_checks = {}, {}, [], []
-    with set_grad_enabled(create_graph):
-        for n in order:
-            g = cot.pop(n, None)
+# ------------------------------------------------------------------ walk, call rules, deliver
+def _run(plan):
+    """The reverse pass and its one submission, holding the nodes the call frees; returns the
+    gradients of ``plan.inputs`` by ``id``."""
+    with _claim(plan):
+        if plan.batch is None:
+            out = _reverse_pass(plan, plan.grads)
+        else:  # one reverse pass per cotangent, stacked, still one submission
+            out = _stacked([_reverse_pass(plan, _make_grads(plan.roots, gs)) for gs in plan.batch])
+        return _submit(plan, out)
+
+
+def _reverse_pass(plan, seeds):
+    """HIPS autograd's ``backward_pass``: each node, after every node that reads it, receives the sum
+    of their cotangents, delivers it, and sends its rule's outputs on.  Builds lazy tensors only."""
+    cot = _Cotangents(plan.create_graph)
+    for node, g in zip(plan.nodes, seeds):
+        if node is not None:
+            cot.add(node, _conform(g, node._output_meta, "root", 0))
+    out = Delivery()
+    with set_grad_enabled(plan.create_graph):
+        for node in plan.order:
+            g = cot.pop(node)
             if g is None:
                 continue
-            sink = isinstance(n, AccumulateGrad)
-            hooks = n.variable._hooks if sink else n._tensor_hooks
-            if (hooks or n._prehooks) and lin:  # user code sees whole tensors it can compute
-                g = lin.full(g)
-            g = _tensor_hooks(hooks, g)
-            for hook in list(n._prehooks.values()):
-                r = hook((g,))
-                if r is not None:
-                    g = r[0]
-            g = take(g)
-            for t in targets.get(n, ()):
-                found[id(t)] = g
-                if accumulate:
-                    writes[id(t)] = (t, g)
-            retained = n.variable if sink else (n._retained() if n._retained is not None else None)
-            if all_leaves and retained is not None:
-                writes[id(retained)] = (retained, g)
-            if n not in runs:
+            g = _run_prehooks(node, g, cot)
+            out.deliver(plan, node, g)
+            if node not in plan.runs:
                 continue
-            outs = _call_rule(n, g, create_graph, lin)
-            executed.append(n)
-            for i, ((child, _), o) in enumerate(zip(n.next_functions, outs)):
-                if child is None or o is None:
+            cts = _call_rule(node, g, cot)
+            out.executed.append(node)
+            for i, ((parent, _), ct) in enumerate(zip(node.next_functions, cts)):
+                if parent is None or ct is None:
                     continue
-                o = take(o)
+                ct = cot.add(parent, ct)
                 if is_anomaly_enabled():
-                    nan_checks.append((n, i, o))
-                cot[child] = take(cot[child] + o) if child in cot else o
-    writes = list(writes.values())
-    if lin:
-        writes = [(t, lin.full(g)) for t, g in writes]
-        found = {k: lin.full(g) for k, g in found.items()}
-        nan_checks = [(n, i, lin.full(o)) for n, i, o in nan_checks]
-    return writes, found, executed, nan_checks
+                    out.nan_checks.append(NanCheck(node, i, ct))
+    return out.whole(cot)
+
+
+def _stacked(passes):
+    """The passes of ``is_grads_batched`` as one: each gradient stacked along a new first axis."""
+    return Delivery(found={k: stack([p.found[k] for p in passes]) for k in passes[0].found},
+                    executed=list(dict.fromkeys(n for p in passes for n in p.executed)),
+                    nan_checks=[c for p in passes for c in p.nan_checks])
+
+
+class _Cotangents:
+    """The cotangents in flight: per node, the sum of what the nodes reading it sent.
+
+    Without ``create_graph`` they live in an arena (``arena``): rules build on stand-ins with a
+    one-layer graph, since building on whole graphs makes a backward through N ops cost O(N²), and
+    :meth:`full` joins the layers kept for what user code sees or the pass delivers.  With it,
+    ``arena`` is None: the cotangents are tensors of the graph the user differentiates again, and
+    keep their lineage."""
+
+    __slots__ = ("arena", "_sums")
+
+    def __init__(self, create_graph):
+        self.arena = None if create_graph else _Arena()
+        self._sums = {}
+
+    def take(self, t):
+        return t if self.arena is None else self.arena.take(t)
+
+    def full(self, t):
+        return t if self.arena is None else self.arena.full(t)
+
+    def add(self, node, g):
+        """Sum ``g`` into ``node``'s cotangent; returns ``g`` as kept."""
+        g = self.take(g)
+        total = self._sums.get(node)
+        self._sums[node] = g if total is None else self.take(total + g)
+        return g
+
+    def pop(self, node):
+        return self._sums.pop(node, None)
 
 
 class _Arena(door.Arena):
@@ -300,102 +385,19 @@ class _Arena(door.Arena):
         return Tensor._make(super().full(t.array), t.grad_fn, t.requires_grad)
 
 
-def _call_rule(n, g, create_graph, lin=None):
-    user = lin is not None and n._prim.user_code
-    if user:  # a custom Function's backward is user code: it may compute or keep what it is given
-        g = lin.full(g)
-    with _placement(g):
-        outs = n._prim.rule(g, graph._Saved(n, None if lin is None or user else lin.stub), **n._params)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        if len(outs) != len(n.next_functions):
-            raise RuntimeError(f"function {n.name()} returned an incorrect number of gradients "
-                               f"(expected {len(n.next_functions)}, got {len(outs)})")
-        outs = tuple(None if o is None or m is None else _conform(o, m, n.name(), i)
-                     for i, (o, m) in enumerate(zip(outs, n._input_meta)))
-        if not create_graph:
-            outs = tuple(None if o is None else _label(o, n) for o in outs)
-    if n._hooks and lin is not None:
-        outs, g = tuple(None if o is None else lin.full(lin.take(o)) for o in outs), lin.full(g)
-    for hook in list(n._hooks.values()):
-        hook(outs, (g,))
-    return outs
-
-
-def _submit(writes, found, executed, nan_checks, retain_graph, accumulate, lazy, roots, create_graph):
-    """One persist for every gradient (and retained saved value), then write ``.grad`` and free."""
-    with _grads_locked(t for t, _ in writes):
-        with set_grad_enabled(create_graph):
-            new_grads = [(t, g if t._grad is None else t._grad + g) for t, g in writes]
-        if not lazy:
-            new_grads, found = _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, roots)
-        for t, g in new_grads:
-            if t.grad_fn is not None:
-                t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
-            old = t._grad
-            if old is not None and not create_graph and not old.requires_grad and not lazy:
-                # torch accumulates in place: a reference to the old .grad sees the sum
-                old._storage.array, old._storage.version = g.array, old._storage.version + 1
-                _state.hold(old._storage)
-            else:
-                t._grad = g
-    for t, _ in new_grads:
-        for hook in list(t._post_hooks.values()):
-            hook(t)
-    if not retain_graph:
-        for n in executed:
-            n.release()
-    return found
-
-
-def _persist(new_grads, found, executed, nan_checks, retain_graph, accumulate, roots):
-    """The submission.  It also computes the values the user holds and will ask for next: the
-    roots (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to,
-    whose values every later step reads; they are swapped into their storage."""
-    saved = []
-    if retain_graph:
-        saved = [v for n in executed for v in n.saved_tensors() if v.leaf is None and not v.persisted]
-    arrays = [g.array for _, g in new_grads] + ([] if accumulate else [t.array for t in found.values()])
-    flags = nan_flags(nan_checks)
-    out = runtime.persist(arrays + [s.data for s in saved] + flags, phase="backward",
-                          store=[t._storage for t in list(roots) + [t for t, _ in new_grads]],
-                          keep=slice(0, len(arrays) + len(saved)))  # all the user holds
-    raise_for_nan(nan_checks, out[len(out) - len(flags):])
-    grads_out, found_out, saved_out = (out[:len(new_grads)], out[len(new_grads):len(arrays)],
-                                       out[len(arrays):len(arrays) + len(saved)])
-    new_grads = [(t, _computed(g, a)) for (t, g), a in zip(new_grads, grads_out)]
-    if not accumulate:
-        found = {k: _computed(g, a) for (k, g), a in zip(found.items(), found_out)}
-    for g in [g for _, g in new_grads] + ([] if accumulate else list(found.values())):
-        _state.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
-    for s, a in zip(saved, saved_out):
-        s.pin(a)
-    if retain_graph:
-        for n in executed:
-            runtime.retain(n)
-    return new_grads, found
-
-
-def _computed(g, array):
-    """The gradient ``g`` holding its persisted ``array``.  A leaf that requires grad (a cotangent
-    passed through unchanged, e.g. ``grad(x + 0, x, v, create_graph=True)``) is returned as itself:
-    a copy would cut double backward off from it, since a leaf is reached through its identity."""
-    if g.grad_fn is None and g.requires_grad:
-        return g
-    return Tensor._make(array, g.grad_fn, g.requires_grad)
-
-
-def _label(t, node):
-    """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
-    return Tensor._make(door.relabel(t.array, f"{node._prim.label(node)}-vjp"))
-
-
-def _placement(g):
-    """GPU work is pinned to GPU workers.  Every layer a rule makes (its rechunks too) carries the
-    annotation, since Blockwise fusion gives a fused task the annotations of all its parts."""
-    resources = dask.config.get("daskgrad.vjp-resources", None)
-    if resources is None and g.device == "cuda":
-        resources = {"GPU": 1}
-    return dask.annotate(resources=resources) if resources else contextlib.nullcontext()
+def _run_prehooks(node, g, cot):
+    """The tensor's hooks, then the node's prehooks, as torch orders them.  User code sees whole
+    tensors, which it may compute."""
+    hooks = node.variable._hooks if isinstance(node, AccumulateGrad) else node._tensor_hooks
+    if not hooks and not node._prehooks:
+        return g  # no user code sees it: it stays a stand-in
+    g = cot.full(g)
+    g = _tensor_hooks(hooks, g)
+    for hook in list(node._prehooks.values()):
+        r = hook((g,))
+        if r is not None:
+            g = r[0]
+    return cot.take(g)
 
 
 def _tensor_hooks(hooks, g):
@@ -407,6 +409,39 @@ def _tensor_hooks(hooks, g):
                 raise RuntimeError(f"hook '{name}' has changed the size of value")
             g = r
     return g
+
+
+def _call_rule(node, g, cot):
+    """``node``'s VJP rule on ``g``, then the node's hooks: one cotangent per input, conformed to
+    it (``None``: zero)."""
+    arena = cot.arena
+    user = arena is not None and node._prim.user_code
+    if user:  # a custom Function's backward is user code: it may compute or keep what it is given
+        g = cot.full(g)
+    with _placement(g):
+        cts = node._prim.rule(g, graph._Saved(node, None if arena is None or user else arena.stub), **node._params)
+        cts = cts if isinstance(cts, tuple) else (cts,)
+        if len(cts) != len(node.next_functions):
+            raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                               f"(expected {len(node.next_functions)}, got {len(cts)})")
+        cts = tuple(None if ct is None or m is None else _conform(ct, m, node.name(), i)
+                    for i, (ct, m) in enumerate(zip(cts, node._input_meta)))
+        if arena is not None:  # named for the dashboard; with create_graph they are the graph's own tensors
+            cts = tuple(None if ct is None else _label(ct, node) for ct in cts)
+    if node._hooks and arena is not None:
+        cts, g = tuple(None if ct is None else cot.full(cot.take(ct)) for ct in cts), cot.full(g)
+    for hook in list(node._hooks.values()):
+        hook(cts, (g,))
+    return cts
+
+
+def _placement(g):
+    """GPU work is pinned to GPU workers.  Every layer a rule makes (its rechunks too) carries the
+    annotation, since Blockwise fusion gives a fused task the annotations of all its parts."""
+    resources = dask.config.get("daskgrad.vjp-resources", None)
+    if resources is None and g.device == "cuda":
+        resources = {"GPU": 1}
+    return dask.annotate(resources=resources) if resources else contextlib.nullcontext()
 
 
 def _conform(g, meta, name, index):
@@ -434,6 +469,110 @@ def _broadcastable(shape, to_shape):
     if len(shape) > len(to_shape):
         return False
     return all(s == t or s == 1 for s, t in zip(shape[::-1], to_shape[::-1]))
+
+
+def _label(t, node):
+    """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
+    return Tensor._make(door.relabel(t.array, f"{node._prim.label(node)}-vjp"))
+
+
+# ------------------------------------------------------------------ submit
+_grad_locks = weakref.WeakKeyDictionary()  # a tensor's node (compared by identity) -> its lock
+
+
+def _submit(plan, out):
+    """One persist for every gradient (and retained saved value), then ``.grad`` written, the
+    post-accumulate hooks run and the graph released; returns the gradients by input ``id``."""
+    with _grads_locked(w.tensor for w in out.writes.values()):
+        with set_grad_enabled(plan.create_graph):
+            out = replace(out, writes={k: _summed(w) for k, w in out.writes.items()})
+        if not plan.lazy:
+            out = _persist(plan, out)
+        for w in out.writes.values():
+            _write_grad(plan, w)
+    for w in out.writes.values():
+        for hook in list(w.tensor._post_hooks.values()):
+            hook(w.tensor)
+    if not plan.retain_graph:
+        for n in out.executed:
+            n.release()
+    return out.found
+
+
+@contextlib.contextmanager
+def _grads_locked(tensors):
+    """Hold the ``.grad`` of each tensor from reading it to writing the sum, so that threads
+    accumulating into a shared leaf add up (ordered by id: no two threads wait on each other)."""
+    with _claim_lock:
+        nodes = {id(n): n for n in map(graph.edge, tensors)}
+        locks = [_grad_locks.setdefault(n, threading.Lock()) for _, n in sorted(nodes.items())]
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            stack.enter_context(lock)
+        yield
+
+
+def _summed(w):
+    """The write of the sum with what ``.grad`` holds: backward accumulates."""
+    old = w.tensor._grad
+    return w if old is None else GradWrite(w.tensor, old + w.grad)
+
+
+def _persist(plan, out):
+    """The submission.  It also computes the values the user holds and will ask for next: the
+    roots (``loss.item()`` after ``backward()`` then runs nothing) and the leaves written to,
+    whose values every later step reads; they are swapped into their storage."""
+    writes = out.writes.items()
+    returned = [] if plan.accumulate else out.found.items()  # backward(inputs=) writes .grad, returns nothing
+    saved = [v for n in out.executed for v in n.saved_tensors()
+             if v.leaf is None and not v.persisted] if plan.retain_graph else []
+    flags = nan_flags(out.nan_checks)
+    arrays = [w.grad.array for _, w in writes] + [g.array for _, g in returned] + [s.data for s in saved]
+    done = runtime.persist(arrays + flags, phase="backward",
+                           store=[t._storage for t in plan.roots] + [w.tensor._storage for _, w in writes],
+                           keep=slice(0, len(arrays)))  # all the user holds
+    grads_out, found_out, saved_out, flags_out = _split(done, writes, returned, saved, flags)
+    raise_for_nan(out.nan_checks, flags_out)
+    out = replace(out, writes={k: GradWrite(w.tensor, _computed(w.grad, a)) for (k, w), a in zip(writes, grads_out)})
+    if not plan.accumulate:
+        out = replace(out, found={k: _computed(g, a) for (k, g), a in zip(returned, found_out)})
+    for g in [w.grad for w in out.writes.values()] + ([] if plan.accumulate else list(out.found.values())):
+        _state.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
+    for s, a in zip(saved, saved_out):
+        s.pin(a)
+    if plan.retain_graph:
+        for n in out.executed:
+            runtime.retain(n)
+    return out
+
+
+def _split(seq, *parts):
+    """``seq`` cut into consecutive pieces, one as long as each of ``parts``."""
+    it = iter(seq)
+    return [list(itertools.islice(it, len(p))) for p in parts]
+
+
+def _computed(g, array):
+    """The gradient ``g`` holding its persisted ``array``.  A leaf that requires grad (a cotangent
+    passed through unchanged, e.g. ``grad(x + 0, x, v, create_graph=True)``) is returned as itself:
+    a copy would cut double backward off from it, since a leaf is reached through its identity."""
+    if g.grad_fn is None and g.requires_grad:
+        return g
+    return Tensor._make(array, g.grad_fn, g.requires_grad)
+
+
+def _write_grad(plan, w):
+    """``w.tensor.grad = w.grad``."""
+    t, g = w.tensor, w.grad
+    if t.grad_fn is not None:
+        t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
+    old = t._grad
+    if old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy:
+        # torch accumulates in place: a reference to the old .grad sees the sum
+        old._storage.array, old._storage.version = g.array, old._storage.version + 1
+        _state.hold(old._storage)
+    else:
+        t._grad = g
 
 
 # Tensor.backward, installed here: the tensor sits on a floor below the engine

@@ -3,7 +3,7 @@ import numpy as np
 
 import daskgrad as dg
 from daskgrad import _dask, graph, runtime
-from daskgrad.engine import _plan
+from daskgrad.engine import _route
 
 
 def test_planning_a_100000_node_chain_needs_no_recursion():
@@ -13,7 +13,7 @@ def test_planning_a_100000_node_chain_needs_no_recursion():
         node = graph._new_node("MulBackward0")
         node.next_functions, node._input_meta = ((head, 0),), (None,)
         head = node
-    order, runs, targets = _plan([head], None, True)
+    order, runs, targets = _route([head], None, True)
     assert len(order) == 100_001 and order[-1] is graph.accumulate_node(x)
     assert len(runs) == 100_000
 
@@ -109,7 +109,7 @@ def test_a_100000_op_graph_builds_and_plans_its_backward_without_recursion():
         y = -y
     # folded history: every array's graph stays a few layers, so each op costs the same
     assert len(y.array.dask.layers) <= _dask.LINEAGE_LAYERS + 1
-    order, runs, _ = _plan([y.sum().grad_fn], None, True)
+    order, runs, _ = _route([y.sum().grad_fn], None, True)
     assert len(order) == 100_002 and len(runs) == 100_001
 
 
