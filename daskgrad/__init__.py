@@ -5,6 +5,8 @@ Read the engine in data-flow order: ``_tensor`` -> ``graph`` (the op table) -> `
 ``runtime`` is where graphs run.  ``daskgrad.tensor`` and ``daskgrad.backward`` are the
 functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
+import numpy as np
+
 from . import autograd, functional, ops, testing
 from . import optimize
 from . import nn, optim, utils  # noqa: E402,F401
@@ -26,5 +28,12 @@ def compute(*tensors, **kwargs):
     """Compute several tensors in one submission, so shared work runs once."""
     return tuple(values(tensors, **kwargs))
 
+
+# dtypes under torch's names (NumPy dtypes: ``x.dtype == dg.float32``, ``dtype=dg.float64`` anywhere)
+float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
+int8, int16, int32, int64, uint8 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64", "uint8"))
+complex64, complex128, bool = np.dtype("complex64"), np.dtype("complex128"), np.dtype("bool")
+half, float, double, short, int, long = float16, float32, float64, int16, int32, int64
+cfloat, cdouble = complex64, complex128
 
 __version__ = "0.1.0"

@@ -7,6 +7,9 @@ come from those marks, so a method is easy to trace to its op.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+
 from .._tensor import Tensor
 from ._util import OPS
 from . import elementwise, indexing, layers, linalg, nn, reductions, shape, stencil  # noqa: F401  (each marks its ops)
@@ -15,7 +18,32 @@ from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and 
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)
 from .shape import swapaxes, transpose
 
-globals().update({name: fn for name, (fn, _) in OPS.items()})  # an op added by one table line needs no import here
+
+
+def _torch_keywords(fn):
+    """``fn`` also taking torch's spellings ``dim=``/``keepdim=`` where it takes NumPy's ``axis=``/``keepdims=``."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn
+    renames = {t: n for t, n in (("dim", "axis"), ("keepdim", "keepdims")) if n in params and t not in params}
+    if not renames:
+        return fn
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        for torch_name, numpy_name in renames.items():
+            if torch_name in kwargs:
+                if numpy_name in kwargs:
+                    raise TypeError(f"{fn.__name__}() got both {numpy_name!r} and {torch_name!r} (the same argument)")
+                kwargs[numpy_name] = kwargs.pop(torch_name)
+        return fn(*args, **kwargs)
+    return op
+
+
+_wrapped = {}
+_PUBLIC = {name: _wrapped.setdefault(id(fn), _torch_keywords(fn)) for name, (fn, _) in OPS.items()}
+globals().update(_PUBLIC)  # an op added by one table line needs no import here
 __all__ = list(OPS)
 
 
@@ -31,7 +59,7 @@ def _method(fn, name):
     return name, fn
 
 
-_METHODS = dict(_method(fn, m) for fn, methods in OPS.values() for m in methods)
+_METHODS = dict(_method(_PUBLIC[name], m) for name, (_, methods) in OPS.items() for m in methods)
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self))

@@ -17,6 +17,9 @@ from .indexing import getitem
 from .shape import concatenate, flip, reshape, split, transpose
 
 
+public(name="cat")(concatenate)  # torch's name
+
+
 @public("ravel")
 def ravel(x):
     """The elements in C order, as a 1-D tensor."""

@@ -1,0 +1,47 @@
+"""torch's spellings beside NumPy's: ``dim=``/``keepdim=`` wherever ``axis=``/``keepdims=`` is taken,
+``cat``, and dtypes under torch's names."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import ops
+
+
+def test_dim_and_keepdim_are_taken_wherever_axis_and_keepdims_are():
+    torch = pytest.importorskip("torch")
+    v = np.random.default_rng(0).standard_normal((3, 4))
+    x = dg.from_array(v, chunks=2, requires_grad=True)
+    t = torch.tensor(v, requires_grad=True)
+    for name in ("sum", "mean", "prod", "logsumexp"):
+        np.testing.assert_allclose(getattr(dg, name)(x, dim=1, keepdim=True).detach().numpy(),
+                                   getattr(torch, name)(t, dim=1, keepdim=True).detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(getattr(x, name)(dim=0).detach().numpy(),
+                                   getattr(t, name)(dim=0).detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(dg.softmax(x, dim=1).detach().numpy(), torch.softmax(t, dim=1).detach().numpy())
+    np.testing.assert_allclose(dg.cat([x, x], dim=1).detach().numpy(), torch.cat([t, t], dim=1).detach().numpy())
+    dg.sum(x, dim=0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.ones((3, 4)))
+
+
+def test_every_public_op_taking_axis_takes_dim_too():
+    import inspect
+
+    for name in ops.__all__:
+        fn = getattr(ops, name)
+        params = inspect.signature(fn).parameters  # (functools.wraps shows the NumPy signature)
+        if "axis" in params:
+            assert hasattr(fn, "__wrapped__") or "dim" in params, name
+
+
+def test_axis_and_dim_together_are_refused():
+    x = dg.ones((2, 3))
+    with pytest.raises(TypeError, match="got both 'axis' and 'dim'"):
+        dg.sum(x, axis=0, dim=0)
+
+
+def test_dtypes_under_torch_s_names():
+    assert dg.float32 == np.float32 and dg.float == dg.float32 and dg.double == dg.float64
+    assert dg.long == np.int64 and dg.int == np.int32 and dg.half == np.float16 and dg.bool == np.bool_
+    assert dg.cfloat == np.complex64 and dg.cdouble == np.complex128
+    x = dg.zeros(3, dtype=dg.float64)
+    assert x.dtype == dg.float64 and dg.tensor([1, 2], dtype=dg.long).dtype == np.int64
