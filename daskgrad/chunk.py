@@ -112,3 +112,15 @@ def one_hot(block, index, block_info=None):
     if all(lo <= i < hi for i, (lo, hi) in zip(index, loc)):
         out[tuple(i - lo for i, (lo, _) in zip(index, loc))] = 1
     return out
+
+
+def permute_along(block, key, axis, inverse):
+    """``block`` reordered along ``axis`` as sorting ``key`` would order it (``inverse``: put back)."""
+    order = np.argsort(key, axis=axis, kind="stable")  # (dispatched to cupy for cupy chunks)
+    if inverse:
+        order = np.argsort(order, axis=axis, kind="stable")
+    return np.take_along_axis(block, order, axis)
+
+
+def argsort(block, axis):
+    return np.argsort(block, axis=axis, kind="stable")

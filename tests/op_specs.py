@@ -115,6 +115,7 @@ SPECS = (
     OpSpec("rot90_flips", lambda a: (dg.rot90(a)[:4, :4] * dg.fliplr(a)[:4]).sum() + dg.rot90(a, 3).T * dg.flipud(a),
            [M], -2, 2),
     OpSpec("imag_angle", lambda a, b: dg.imag(a + 1j * b) * dg.angle(a + 1j * b), [M, M], 0.5, 2),
+    OpSpec("sort", lambda a: dg.sort(a, axis=0) * dg.sort(a ** 2, axis=1) + dg.sort(a, axis=None)[:4], [M], -2, 2),
     OpSpec("sigmoid", dg.sigmoid, [M], -4, 4),
     OpSpec("relu", dg.relu, [M], 0.1, 2),
     OpSpec("softplus", dg.softplus, [M], -3, 3),

@@ -67,3 +67,21 @@ def test_operator_percent_and_round_decimals_as_numpy():
     np.testing.assert_array_equal(dg.around(x).numpy(), np.around(v))
     with pytest.raises(TypeError, match="decimals"):
         dg.round(x, decimals=1.5)
+
+
+def test_sort_is_numpy_s_and_its_gradient_torch_s_across_chunkings():
+    torch = pytest.importorskip("torch")
+    v = np.random.default_rng(3).standard_normal((5, 7))
+    w = np.random.default_rng(4).standard_normal((5, 7))
+    for chunks in [(5, 7), (2, 3), (1, 1)]:
+        for axis in (0, 1, -1):
+            x = dg.from_array(v, chunks=chunks, requires_grad=True)
+            y = dg.sort(x, axis=axis)
+            np.testing.assert_array_equal(y.detach().numpy(), np.sort(v, axis=axis))
+            (y * dg.tensor(w)).sum().backward()
+            t = torch.tensor(v, requires_grad=True)
+            (torch.sort(t, dim=axis).values * torch.tensor(w)).sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy())
+            assert type(y.grad_fn).__name__ == "SortBackward0"
+            np.testing.assert_array_equal(dg.argsort(x, axis=axis).numpy(), np.argsort(v, axis=axis, kind="stable"))
+    np.testing.assert_array_equal(dg.sort(dg.from_array(v, chunks=2), axis=None).numpy(), np.sort(v, axis=None))

@@ -105,7 +105,7 @@ def test_every_entry_has_a_rule_and_torch_names_are_torch_style():
 
 # public ops that are not differentiable: comparisons, index results and constants
 NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-                      "full_like", "ones_like", "zeros_like", "linspace"}
+                      "full_like", "ones_like", "zeros_like", "linspace", "argsort"}
 
 
 def _probe(name, x, y):
@@ -135,7 +135,7 @@ def _probe(name, x, y):
         "vsplit": lambda: fn(x, 2)[0], "dsplit": lambda: fn(x[None], 2)[0], "linspace": lambda: fn(0, 1, 5),
         "repeat": lambda: fn(x, 2), "repeat_interleave": lambda: fn(x, 2), "tile": lambda: fn(x, 2),
         "rot90": lambda: fn(x), "real": lambda: fn(x + 1j), "imag": lambda: fn(x + 1j), "conj": lambda: fn(x + 1j),
-        "conjugate": lambda: fn(x + 1j), "angle": lambda: fn(x + 1j),
+        "conjugate": lambda: fn(x + 1j), "angle": lambda: fn(x + 1j), "sort": lambda: fn(x), "argsort": lambda: fn(x),
     }
     if name in special:
         return special[name]()

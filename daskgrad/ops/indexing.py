@@ -21,7 +21,7 @@ from ..graph import primitive
 from .._tensor import Tensor
 from . import _util
 from ._util import as_tensor, public, raw
-from .shape import broadcast_to, moveaxis, permute, reshape
+from .shape import broadcast_to, moveaxis, permute, rechunk, reshape
 
 
 def _meta(x):
@@ -333,3 +333,42 @@ def setitem(x, index, value):
             if len(points) > 1:
                 return _set_points(x, meta_index, points, value)
     return setitem_p.bind(x, value, index=index, meta_index=meta_index)
+
+
+# ------------------------------------------------------------------- sorting
+def _permute_array(a, key, *, axis, inverse):
+    return da.map_blocks(chunk.permute_along, a, key, axis=axis, inverse=inverse, dtype=a.dtype, meta=a._meta)
+
+
+# a permutation along an axis, given by sorting a key; its VJP is the inverse permutation (and back)
+permute_along_p = primitive("permute_along", torch="SortBackward0", impl=_permute_array, args=("x", "key"),
+                            save=("key",), consts=("key",))
+permute_along_p.vjp(lambda g, s, *, axis, inverse: (permute_along_p.bind(g, s.key, axis=axis, inverse=not inverse),))
+
+
+def _along_one_chunk(x, axis):
+    x = as_tensor(x)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    axis = _util.norm_axis(axis, x.ndim)
+    if len(x.chunks[axis]) > 1:
+        x = rechunk(x, {axis: -1})
+    return x, axis
+
+
+@public()
+def sort(x, axis=-1, kind=None):
+    """NumPy's ``sort`` (values, ascending, NaN last; the flattened tensor when ``axis`` is None),
+    differentiable as torch's: each value's gradient goes back to where it came from.  The sorted
+    axis is rechunked into one chunk (the other axes stay chunked)."""
+    x, axis = _along_one_chunk(x, axis)
+    return permute_along_p.bind(x, x.detach(), axis=axis, inverse=False)
+
+
+@public()
+def argsort(x, axis=-1, kind=None):
+    """NumPy's ``argsort`` (stable; not differentiable); the axis is rechunked into one chunk."""
+    x, axis = _along_one_chunk(x, axis)
+    a = x.array
+    meta = meta_from_array(a, dtype=np.int64)
+    return Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, dtype=np.int64, meta=meta))
