@@ -116,6 +116,17 @@ SPECS = (
            [M], -2, 2),
     OpSpec("imag_angle", lambda a, b: dg.imag(a + 1j * b) * dg.angle(a + 1j * b), [M, M], 0.5, 2),
     OpSpec("sort", lambda a: dg.sort(a, axis=0) * dg.sort(a ** 2, axis=1) + dg.sort(a, axis=None)[:4], [M], -2, 2),
+    OpSpec("float_power_deg2rad", lambda a, b: dg.float_power(a, b) + dg.deg2rad(a) * dg.rad2deg(b), [M, M], 0.5, 2),
+    OpSpec("cbrt", dg.cbrt, [M], 0.5, 2),
+    OpSpec("copysign", lambda a, b: dg.copysign(a, b) + dg.copysign(b, -1.0), [M, M], 0.5, 2),
+    OpSpec("sinc", dg.sinc, [M], 0.1, 2),
+    OpSpec("nan_to_num", lambda a: dg.nan_to_num(a) * a, [M], -2, 2),
+    OpSpec("nan_reductions", lambda a: dg.nansum(a, axis=0) * dg.nanmean(a, axis=0) + dg.nanmax(a, axis=0)
+           - dg.nanmin(a, axis=0, keepdims=True)[0], [M], -2, 2),
+    OpSpec("ptp_average", lambda a, w: dg.ptp(a, axis=1) + dg.average(a, axis=1, weights=w[0]), [M, M], 0.5, 2),
+    OpSpec("quantile_median", lambda a: dg.quantile(a, [0.3, 0.9], axis=0) * dg.median(a, axis=0)
+           + dg.percentile(a, 40), [M], -2, 2),
+    OpSpec("cov_corrcoef", lambda a: dg.cov(a) + dg.corrcoef(a, rowvar=False).sum(), [M], -2, 2),
     OpSpec("sigmoid", dg.sigmoid, [M], -4, 4),
     OpSpec("relu", dg.relu, [M], 0.1, 2),
     OpSpec("softplus", dg.softplus, [M], -3, 3),

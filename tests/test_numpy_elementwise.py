@@ -85,3 +85,24 @@ def test_sort_is_numpy_s_and_its_gradient_torch_s_across_chunkings():
             assert type(y.grad_fn).__name__ == "SortBackward0"
             np.testing.assert_array_equal(dg.argsort(x, axis=axis).numpy(), np.argsort(v, axis=axis, kind="stable"))
     np.testing.assert_array_equal(dg.sort(dg.from_array(v, chunks=2), axis=None).numpy(), np.sort(v, axis=None))
+
+
+def test_quantile_and_nan_reductions_give_torch_s_gradients_with_nans_present():
+    torch = pytest.importorskip("torch")
+    v = np.random.default_rng(5).standard_normal((6, 5))
+    v[2, 1] = np.nan
+    for name, dg_fn, torch_fn in [
+        ("nansum", lambda a: dg.nansum(a, axis=0), lambda t: torch.nansum(t, dim=0)),
+        ("nanmean", lambda a: dg.nanmean(a, axis=1), lambda t: torch.nanmean(t, dim=1)),
+        ("quantile", lambda a: dg.quantile(a[3:], [0.2, 0.75], axis=0), lambda t: torch.quantile(t[3:], torch.tensor(
+            [0.2, 0.75], dtype=torch.float64), dim=0)),
+        ("nan_to_num", lambda a: dg.nan_to_num(a, nan=1.5), lambda t: torch.nan_to_num(t, nan=1.5)),
+    ]:
+        x = dg.from_array(v, chunks=(4, 2), requires_grad=True)
+        t = torch.tensor(v, requires_grad=True)
+        y, ty = dg_fn(x), torch_fn(t)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, err_msg=name)
+        w = np.random.default_rng(6).standard_normal(ty.shape)
+        (y * dg.tensor(w)).sum().backward()
+        (ty * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12, err_msg=name)

@@ -12,9 +12,11 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._util import as_tensor, norm_axis, public
-from .elementwise import arctan2, conj, real, sign, where
-from .indexing import getitem
-from .shape import concatenate, flip, reshape, split, transpose
+from . import elementwise as ew
+from .elementwise import abs, arctan2, conj, real, sign, sin, sqrt, where
+from .indexing import getitem, sort
+from .reductions import amax, amin, mean, sum
+from .shape import concatenate, expand_dims, flip, reshape, split, stack, transpose
 
 
 public(name="cat")(concatenate)  # torch's name
@@ -217,3 +219,208 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks="auto", requ
     """NumPy's ``linspace`` as a leaf tensor, chunked like dask's."""
     t = Tensor._make(da.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, chunks=chunks))
     return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+
+# ------------------------------------------------------------- NumPy's other names
+def _predicate(fn, name):
+    """A test of each element (no gradient: the result is boolean)."""
+    def op(x):
+        return Tensor._make(fn(as_tensor(x).array))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"NumPy's ``{name}`` (boolean; not differentiable)."
+    return public(name)(op)
+
+
+isnan, isinf, isfinite = (_predicate(getattr(da, n), n) for n in ("isnan", "isinf", "isfinite"))
+signbit, isreal, isposinf, isneginf = (_predicate(getattr(da, n), n) for n in ("signbit", "isreal", "isposinf",
+                                                                              "isneginf"))
+
+for _alias, _op in (("absolute", ew.abs), ("fabs", ew.abs), ("negative", ew.neg), ("multiply", ew.mul),
+                    ("subtract", ew.sub), ("divide", ew.truediv), ("true_divide", ew.truediv), ("power", ew.pow),
+                    ("rint", ew.round), ("equal", ew.eq), ("not_equal", ew.ne), ("greater", ew.gt),
+                    ("greater_equal", ew.ge), ("less", ew.lt), ("less_equal", ew.le)):
+    public(name=_alias)(_op)
+
+
+@public("positive")
+def positive(x):
+    return as_tensor(x) * 1
+
+
+@public()
+def float_power(a, b):
+    """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's."""
+    def wide(t):
+        if not isinstance(t, Tensor):
+            return t
+        return t.astype(np.complex128 if t.dtype.kind == "c" else np.float64)
+    return wide(as_tensor(a)) ** (wide(b) if isinstance(b, Tensor) else b)
+
+
+@public("deg2rad")
+def deg2rad(x):
+    return x * (math.pi / 180)
+
+
+@public("rad2deg")
+def rad2deg(x):
+    return x * (180 / math.pi)
+
+
+public(name="radians")(deg2rad)
+public(name="degrees")(rad2deg)
+
+
+@public()
+def cbrt(x):
+    """The real cube root (negative for negative ``x``)."""
+    x = as_tensor(x)
+    return sign(x) * abs(x) ** (1 / 3)
+
+
+@public("copysign")
+def copysign(a, b):
+    """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's)."""
+    b = as_tensor(b) if not isinstance(b, numbers.Number) else b
+    negative = signbit(b) if isinstance(b, Tensor) else math.copysign(1.0, b) < 0
+    return where(negative, -abs(a), abs(a)) if isinstance(b, Tensor) else (-abs(a) if negative else abs(a))
+
+
+@public("sinc")
+def sinc(x):
+    """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's)."""
+    x = as_tensor(x)
+    zero = x == 0
+    safe = where(zero, 1.0, x) * math.pi  # the other branch of the where never divides by 0
+    return where(zero, 1.0, sin(safe) / safe)
+
+
+@public("nan_to_num")
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
+    gradient passes where the value was finite, as torch's."""
+    x = as_tensor(x)
+    info = np.finfo(x.dtype) if x.dtype.kind in "fc" else None
+    hi = posinf if posinf is not None else (float(info.max) if info is not None else None)
+    lo = neginf if neginf is not None else (float(info.min) if info is not None else None)
+    if info is None:
+        return x
+    out = where(isnan(x), nan, x)
+    out = where(out == math.inf, hi, out)
+    return where(out == -math.inf, lo, out)
+
+
+# ---------------------------------------------------- NaN-ignoring and other reductions
+@public("nansum")
+def nansum(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
+
+
+@public("nanmean")
+def nanmean(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    kept = where(isnan(x), 0.0, ew.ones_like(x))
+    return nansum(x, axis=axis, keepdims=keepdims) / sum(kept, axis=axis, keepdims=keepdims)
+
+
+@public("nanmax")
+def nanmax(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    return amax(where(isnan(x), -math.inf, x), axis=axis, keepdims=keepdims)
+
+
+@public("nanmin")
+def nanmin(x, axis=None, keepdims=False):
+    x = as_tensor(x)
+    return amin(where(isnan(x), math.inf, x), axis=axis, keepdims=keepdims)
+
+
+@public()
+def ptp(x, axis=None, keepdims=False):
+    """Peak to peak: ``max - min``."""
+    return amax(x, axis=axis, keepdims=keepdims) - amin(x, axis=axis, keepdims=keepdims)
+
+
+@public()
+def average(x, axis=None, weights=None, keepdims=False):
+    """NumPy's ``average``: the mean, or ``sum(x * w) / sum(w)`` (``weights`` 1-D along one ``axis``,
+    or shaped like ``x``)."""
+    x = as_tensor(x)
+    if weights is None:
+        return mean(x, axis=axis, keepdims=keepdims)
+    w = as_tensor(weights)
+    if w.shape != x.shape:
+        if axis is None or not isinstance(axis, numbers.Integral) or w.ndim != 1:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        ax = norm_axis(axis, x.ndim)
+        if w.shape[0] != x.shape[ax]:
+            raise ValueError("Length of weights not compatible with specified axis.")
+        w = reshape(w, tuple(-1 if d == ax else 1 for d in range(x.ndim)))
+    return sum(x * w, axis=axis, keepdims=keepdims) / sum(w * ew.ones_like(x), axis=axis, keepdims=keepdims)
+
+
+@public("quantile")
+def quantile(x, q, axis=None, keepdims=False):
+    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
+    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
+    a sequence of numbers (a leading axis of the result, as NumPy's)."""
+    x = as_tensor(x)
+    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    if ((qs < 0) | (qs > 1)).any():
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    ndim, flat = x.ndim, axis is None
+    if flat:
+        x, axis = ravel(x), 0
+    axis = norm_axis(axis, x.ndim)
+    n, pick = x.shape[axis], (slice(None),) * axis
+    s = sort(x, axis=axis)
+    out = []
+    for p in qs:
+        pos = float(p) * (n - 1)
+        lo, frac = int(math.floor(pos)), pos - math.floor(pos)
+        v = getitem(s, pick + (lo,))
+        if frac:
+            v = v + (getitem(s, pick + (min(lo + 1, n - 1),)) - v) * frac
+        out.append(v)
+    lead = 0 if np.ndim(q) == 0 else 1
+    res = out[0] if not lead else stack(out, axis=0)
+    if keepdims:
+        res = reshape(res, res.shape[:lead] + (1,) * ndim) if flat else expand_dims(res, lead + axis)
+    return res
+
+
+@public("median")
+def median(x, axis=None, keepdims=False):
+    """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
+    lower one), differentiable through the values it reads."""
+    return quantile(x, 0.5, axis=axis, keepdims=keepdims)
+
+
+@public()
+def percentile(x, q, axis=None, keepdims=False):
+    return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+
+
+@public()
+def cov(m, rowvar=True, bias=False, ddof=None):
+    """NumPy's ``cov`` of the variables in the rows of ``m`` (its columns when ``rowvar`` is False)."""
+    m = atleast_2d(m)
+    if not rowvar and m.shape[0] != 1:
+        m = transpose(m)
+    n = m.shape[1]
+    ddof = ddof if ddof is not None else (0 if bias else 1)
+    centered = m - mean(m, axis=1, keepdims=True)
+    c = (centered @ conj(transpose(centered))) / (n - ddof)
+    return reshape(c, ()) if c.shape == (1, 1) else c
+
+
+@public()
+def corrcoef(x, rowvar=True):
+    c = cov(x, rowvar=rowvar)
+    if c.ndim == 0:
+        return c / c
+    k = c.shape[0]
+    d = sqrt(real(getitem(c, (np.arange(k), np.arange(k)))))
+    return c / reshape(d, (-1, 1)) / reshape(d, (1, -1))
