@@ -19,7 +19,8 @@ from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
-from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
+from ._tensor import (Tensor, arange, as_tensor, from_array, from_torch, full, manual_seed, ones, rand, randn,
+                      tensor, zeros)
 
 
 def compute(*tensors, **kwargs):
