@@ -5,6 +5,11 @@ version counter; ``detach()`` shares it, as torch shares storage), and the
 autograd fields ``requires_grad``, ``grad``, ``grad_fn``.  Operators delegate to
 the op functions in :mod:`daskgrad.ops`; nothing here computes except the
 methods whose job is to return values (``item``, ``numpy``, ``compute`` ...).
+
+A Tensor speaks the protocols of its neighbours as their owners define them: it is a dask
+collection (``dask.compute``/``persist``/``visualize``; ``to_dask()``), a NumPy array-like
+(``np.asarray`` computes, torch's way) and a DLPack producer (``torch.from_dlpack(t)``,
+``to_torch()``).
 """
 from __future__ import annotations
 
@@ -261,13 +266,82 @@ class Tensor:
         t._grad = None if self._grad is None else self._grad.__deepcopy__(memo)
         return t
 
-    def numpy(self):
+    def numpy(self, *, force=False):
+        """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
+        refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first."""
+        if force:
+            t = self.detach()
+            return (t.cpu() if t.device == "cuda" else t).numpy()
         if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self.device == "cuda":
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
                             "to host memory first.")
-        return self.compute()
+        out = self.compute()
+        return np.asarray(out) if isinstance(out, np.generic) else out  # a 0-d tensor: a 0-d array, as torch's
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(t)``: ``numpy()``, torch's rules included.  The values are computed into a
+        new array, so NumPy's ``copy=False`` (never copy) cannot be honoured and raises, as NumPy says."""
+        if copy is False:
+            raise ValueError("Unable to avoid copy while creating an array as requested: a daskgrad Tensor's "
+                             "values are computed into a new array (use np.asarray(t)).")
+        out = self.numpy()
+        if not isinstance(out, np.ndarray):  # a chunk type of another library: its own conversion, or refusal
+            out = np.asarray(out)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    # ------------------------------------------------------------ DLPack (torch.from_dlpack, to_torch)
+    def __dlpack__(self, **kwargs):
+        """Export the computed values (NumPy or cupy) through DLPack.  As torch's exporter, a tensor
+        that requires grad refuses, in grad mode or not."""
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        return self.compute().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        meta = self.array._meta  # the chunk type's empty array: its device, with nothing computed
+        return meta.__dlpack_device__() if hasattr(meta, "__dlpack_device__") else (1, 0)
+
+    def to_torch(self):
+        """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
+        sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
+        export, it refuses a tensor that requires grad (``detach()`` first); the result is a torch leaf
+        with ``requires_grad=False``: gradients do not flow between the two libraries."""
+        import torch
+
+        return torch.from_dlpack(self)
+
+    # ------------------------------------------ a dask collection (dask.compute, persist, visualize)
+    def to_dask(self) -> da.Array:
+        """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
+        it, and, dask arrays being immutable, a later in-place write to this tensor does not show
+        through (torch's ``detach()`` shares memory; here the snapshot is the current value)."""
+        return self.array
+
+    to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
+
+    def __dask_graph__(self):
+        return self.array.__dask_graph__()
+
+    def __dask_keys__(self):
+        return self.array.__dask_keys__()
+
+    def __dask_layers__(self):
+        return self.array.__dask_layers__()
+
+    def __dask_tokenize__(self):
+        return "daskgrad.Tensor", self.array.name
+
+    __dask_optimize__ = da.Array.__dict__["__dask_optimize__"]  # dask's descriptor: the array optimizer dask configures
+    __dask_scheduler__ = staticmethod(da.Array.__dask_scheduler__)
+
+    def __dask_postcompute__(self):
+        return self.array.__dask_postcompute__()  # dask.compute(t): the values, as t.compute()
+
+    def __dask_postpersist__(self):
+        rebuild, state = self.array.__dask_postpersist__()
+        return _rebuilt, (self, self.array, rebuild, state)
 
     def item(self):
         return self._scalar().item()
@@ -355,6 +429,20 @@ class Tensor:
 
 def _as_array(value):
     return value.array if isinstance(value, Tensor) else value
+
+
+def _rebuilt(dsk, t, old, rebuild, state, rename=None):
+    """``dask.persist(t)`` is ``t.persist()``: it returns ``t`` itself, its storage now holding the
+    persisted chunks, so that it keeps its identity (a parameter the optimizer holds), ``requires_grad``,
+    ``grad_fn``, ``.grad`` and hooks.  (Unless an in-place write rebound the storage meanwhile: the
+    newer value stays.)  ``dask.optimize(t)`` also returns ``t`` (daskgrad optimizes its graphs as it
+    submits them); keys renamed by ``dask.graph_manipulation`` make a new tensor, which records nothing."""
+    new = rebuild(dsk, *state, rename=rename)
+    if rename:
+        return Tensor._make(new)
+    if door.materialized(new) and t._storage.array is old:
+        t._storage.array = new
+    return t
 
 
 # -------------------------------------------------------------------- factories

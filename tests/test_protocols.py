@@ -1,14 +1,17 @@
-"""Making tensors from other libraries' arrays: torch's dtype rules for ``daskgrad.tensor``, and NumPy,
-dask, Zarr, h5py, xarray and torch arrays taken by ``from_array``/``as_tensor``/``from_torch``, lazily
-where the source is lazy.  torch and NumPy are the oracles."""
+"""Protocols, as their owners define them: a Tensor is a dask collection, a NumPy array-like that
+dispatches to daskgrad's ops, and a DLPack producer; constructors take arrays from NumPy, dask,
+Zarr, h5py, xarray and torch, lazily where the source is lazy.  torch and NumPy are the oracles."""
 import logging
+import shutil
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 
 import daskgrad as dg
+from daskgrad import _dask as door
 
 torch = pytest.importorskip("torch")
 
@@ -29,6 +32,122 @@ def same_error(torch_fn, ours):
 
 def np_dtype(torch_dtype):
     return np.dtype(str(torch_dtype).removeprefix("torch."))
+
+
+# ------------------------------------------------------------------------ a dask collection
+def test_dask_compute_gives_the_values_as_t_compute_does_also_inside_structures(rng):
+    x = rng.standard_normal((6, 4))
+    w = dg.from_array(x, chunks=(3, 2), requires_grad=True)
+    y = (w * 2).sum(axis=0)
+    assert dask.is_dask_collection(w)
+    (a, nested) = dask.compute(w, {"y": y, "n": 1})
+    assert type(a) is np.ndarray and a.dtype == np.float64
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_allclose(nested["y"], (x * 2).sum(axis=0))
+    assert nested["n"] == 1
+
+
+def test_dask_persist_returns_the_tensor_itself_in_memory_with_its_autograd(rng, submissions):
+    x = rng.standard_normal((6, 4))
+    w = dg.from_array(x, chunks=(3, 2), requires_grad=True)
+    y = (w.exp() * 3).sum()
+    (pw, py) = dask.persist(w, y)
+    # the same objects: a parameter an optimizer holds stays that parameter, and y keeps its graph
+    assert pw is w and py is y and w.requires_grad and w.is_leaf
+    assert type(y.grad_fn).__name__ == "SumBackward0"
+    assert door.materialized(w.array) and door.materialized(y.array)
+    before = sum(submissions.values())
+    assert y.item() == pytest.approx(3 * np.exp(x).sum())
+    assert sum(submissions.values()) == before  # persisted: reading it computes nothing
+    y.backward()
+    tw = torch.tensor(x, requires_grad=True)
+    (tw.exp() * 3).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+
+
+@pytest.mark.cluster
+def test_dask_persist_on_a_cluster_holds_futures_and_keeps_the_tensor(rng):
+    from distributed import Client, LocalCluster
+
+    x = rng.standard_normal((6, 4))
+    # its own cluster: the module's tests after it read memory the client process shares
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        w = dg.from_array(x, chunks=(3, 2), requires_grad=True)
+        y = (w * w).sum()
+        (py,) = dask.persist(y, scheduler=client)
+        assert py is y and door.materialized(y.array)
+        assert type(dict(y.array.dask)[y.array.__dask_keys__()[0]]).__name__ == "Future"
+        assert y.item() == pytest.approx((x * x).sum())
+        (a,) = dask.compute(w * 2, scheduler=client)
+        np.testing.assert_allclose(a, x * 2)
+        y.backward()
+        np.testing.assert_allclose(w.grad.numpy(), 2 * x)
+
+
+def test_dask_optimize_returns_the_tensor_and_tokenize_names_it_without_computing(submissions):
+    t = dg.arange(10, chunks=5) * 2
+    assert dask.optimize(t)[0] is t
+    assert dask.base.tokenize(t) == dask.base.tokenize(t)
+    assert dask.base.tokenize(t) != dask.base.tokenize(t + 1)
+    assert sum(submissions.values()) == 0  # tokenizing once pickled, and pickling computes
+
+
+def test_dask_visualize_draws_the_tensor_graph(tmp_path):
+    pytest.importorskip("graphviz")
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot program is not installed")
+    t = (dg.ones(4, chunks=2, requires_grad=True) * 2).sum()
+    dask.visualize(t, filename=str(tmp_path / "graph.png"))
+    assert (tmp_path / "graph.png").stat().st_size > 0
+
+
+def test_to_dask_is_detached_data_that_da_to_zarr_writes(tmp_path, rng):
+    pytest.importorskip("zarr")
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    w = dg.from_array(x, chunks=(3, 2), requires_grad=True)
+    y = w * 2
+    arr = y.to_dask()  # a requires-grad tensor gives its data, as detach() would
+    assert isinstance(arr, da.Array) and arr.chunks == y.chunks and arr.dtype == np.float32
+    da.to_zarr(arr, str(tmp_path / "y.zarr"))
+    np.testing.assert_array_equal(da.from_zarr(str(tmp_path / "y.zarr")).compute(), x * 2)
+    assert isinstance(da.asarray(w), da.Array)  # dask.array.asarray takes a Tensor through to_dask_array
+    snapshot = w.detach().to_dask()
+    with dg.no_grad():
+        w.add_(1)
+    np.testing.assert_array_equal(snapshot.compute(), x)  # dask arrays are immutable: a snapshot
+
+
+def test_dask_persist_of_a_tensor_written_in_place_meanwhile_keeps_the_newer_value():
+    t = dg.ones(4, chunks=2)
+    rebuild, state = t.__dask_postpersist__()
+    (stale,) = dask.persist(dg.ones(4, chunks=2).array)
+    t.add_(1)  # the storage moved on: the persisted old value must not come back
+    assert rebuild(dict(stale.dask), *state) is t
+    np.testing.assert_array_equal(t.numpy(), [2, 2, 2, 2])
+
+
+# ---------------------------------------------------------------------------------- NumPy
+def test_np_asarray_and_numpy_refuse_a_tensor_requiring_grad_in_torchs_words(rng):
+    x = rng.standard_normal(3).astype(np.float32)
+    t, tt = dg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    same_error(lambda: np.asarray(tt), lambda: np.asarray(t))
+    same_error(lambda: tt.numpy(), lambda: t.numpy())
+    with dg.no_grad(), torch.no_grad():  # torch allows it under no_grad
+        np.testing.assert_array_equal(np.asarray(t), np.asarray(tt))
+    np.testing.assert_array_equal(t.numpy(force=True), tt.numpy(force=True))
+    out = np.asarray(t.detach(), dtype=np.float64)
+    assert type(out) is np.ndarray and out.dtype == np.float64
+    np.testing.assert_array_equal(out, x)
+
+
+def test_np_asarray_is_a_new_array_and_copy_false_raises_as_numpy_says():
+    t = dg.from_array(np.arange(4.0), chunks=4)
+    a = np.asarray(t)
+    a[0] = 100
+    np.testing.assert_array_equal(np.asarray(t), [0, 1, 2, 3])  # the kept chunk was not written
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        np.array(t, copy=False)
 
 
 # ------------------------------------------------------------------------ constructors
@@ -168,6 +287,34 @@ def test_from_array_reads_an_h5py_dataset_only_when_computed(tmp_path):
             dg.tensor(dset)
 
 
+# ------------------------------------------------------------------------------- torch
+def test_torch_as_tensor_and_from_dlpack_read_a_computed_tensor(rng):
+    x = rng.standard_normal((4, 3))
+    t = dg.from_array(x, chunks=2) * 2
+    for conv in (torch.as_tensor, torch.from_dlpack, lambda v: v.to_torch()):
+        out = conv(t)
+        assert out.dtype == torch.float64 and not out.requires_grad
+        np.testing.assert_array_equal(out.numpy(), x * 2)
+    assert t.__dlpack_device__() == torch.ones(1).__dlpack_device__()
+
+
+def test_exporting_a_tensor_requiring_grad_to_torch_raises_torchs_export_error():
+    t, tt = dg.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    for ours in (lambda: torch.as_tensor(t), lambda: torch.from_dlpack(t), t.to_torch):
+        same_error(tt.__dlpack__, ours)
+    with dg.no_grad(), torch.no_grad():  # torch's exporter refuses under no_grad too
+        same_error(tt.__dlpack__, t.to_torch)
+    assert torch.equal(t.detach().to_torch(), torch.ones(3))
+
+
+def test_to_torch_never_shares_memory_with_the_chunks_daskgrad_keeps():
+    t = dg.from_array(np.arange(4.0), chunks=4)
+    t.persist()
+    tt = t.to_torch()
+    tt += 1
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2, 3])
+
+
 def test_from_torch_keeps_dtype_and_chunks_and_refuses_a_tensor_requiring_grad():
     tt = torch.arange(6, dtype=torch.float64).reshape(2, 3)
     t = dg.from_torch(tt, chunks=(1, 3))
@@ -181,3 +328,21 @@ def test_from_torch_keeps_dtype_and_chunks_and_refuses_a_tensor_requiring_grad()
     same_error(rg.__dlpack__, lambda: dg.from_array(rg))
     with pytest.raises(TypeError, match="expected a torch.Tensor"):
         dg.from_torch(np.ones(3))
+    round_trip = dg.from_torch(dg.from_array(np.arange(3.0)).to_torch())
+    np.testing.assert_array_equal(round_trip.numpy(), [0, 1, 2])
+
+
+def test_cuda_tensors_cross_on_the_gpu_without_visiting_the_host():
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.zeros(1)
+    except Exception as exc:  # no device, no driver
+        pytest.skip(f"cupy cannot allocate on a GPU here: {exc}")
+    if not torch.cuda.is_available():
+        pytest.skip("this torch has no CUDA")
+    tt = torch.arange(6, dtype=torch.float64, device="cuda")
+    t = dg.from_torch(tt, chunks=3)
+    assert t.device == "cuda" and isinstance(t.array._meta, cupy.ndarray)
+    out = (t * 2).to_torch()
+    assert out.device.type == "cuda" and torch.equal(out, tt * 2)
+    assert dg.tensor(tt).device == "cuda"
