@@ -5,7 +5,7 @@ Read the engine in data-flow order: ``_tensor`` -> ``graph`` (the op table) -> `
 ``runtime`` is where graphs run.  ``daskgrad.tensor`` and ``daskgrad.backward`` are the
 functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
-from . import autograd, functional, ops, testing
+from . import autograd, functional, interop, ops, testing
 from . import optimize
 from . import nn, optim  # noqa: E402,F401
 from .engine import backward, grad

@@ -8,8 +8,8 @@ methods whose job is to return values (``item``, ``numpy``, ``compute`` ...).
 
 A Tensor speaks the protocols of its neighbours as their owners define them: it is a dask
 collection (``dask.compute``/``persist``/``visualize``; ``to_dask()``), a NumPy array-like
-(``np.asarray`` computes, torch's way) and a DLPack producer (``torch.from_dlpack(t)``,
-``to_torch()``).
+(``np.asarray`` computes, torch's way; :mod:`daskgrad.interop` routes ``np.exp(t)`` to the ops) and
+a DLPack producer (``torch.from_dlpack(t)``, ``to_torch()``).
 """
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ class Tensor:
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
                  "_post_hooks", "_accumulate_node", "_base", "_origin", "__weakref__")
-    __array_ufunc__ = None  # numpy defers to our reflected operators (ndarray + Tensor)
+    # NumPy's dispatch (np.exp(t), ndarray + t) runs the ops: daskgrad.interop installs __array_ufunc__ and
+    # __array_function__ from above; until then numpy defers to the reflected operators
+    __array_ufunc__ = None
 
     def __init__(self, data, requires_grad: bool = False):
         if isinstance(data, Tensor):

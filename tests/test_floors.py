@@ -19,7 +19,7 @@ FLOORS = [
     ["runtime"],
     ["ops"],
     ["engine", "anomaly"],
-    ["function", "functional", "testing", "memory", "optimize", "checkpoint"],
+    ["function", "functional", "testing", "memory", "optimize", "checkpoint", "interop"],
     ["nn", "optim", "cluster", "dashboard", "autograd"],
     ["__init__"],
 ]

@@ -150,6 +150,128 @@ def test_np_asarray_is_a_new_array_and_copy_false_raises_as_numpy_says():
         np.array(t, copy=False)
 
 
+def test_ufuncs_run_differentiable_ops_with_torchs_values_and_gradients(rng):
+    x = rng.uniform(0.5, 2.0, (4, 3))
+    c = rng.standard_normal((4, 3))
+    t, tt = dg.from_array(x, chunks=2, requires_grad=True), torch.tensor(x, requires_grad=True)
+    tc = torch.tensor(c)
+
+    def f(np_, v, k):  # the NumPy spelling; `np_` is numpy for daskgrad, torch for the oracle
+        return np_.sum(np_.exp(v) * k + np_.sin(v) - k / v + v ** 2 + np_.sqrt(v) * np_.tanh(v) - np_.log(v))
+
+    out = f(np, t, c)
+    assert isinstance(out, dg.Tensor) and out.grad_fn is not None
+    ref = f(torch, tt, tc)
+    assert out.item() == pytest.approx(ref.item())
+    out.backward()
+    ref.backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-10)
+
+
+def test_numpy_array_on_the_left_gives_a_tensor_of_torchs_dtype_not_an_object_array():
+    t, tt = dg.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    a = np.arange(3.0)  # float64 on the left of a float32 tensor
+    for op in (np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.less):
+        ours = op(a, t)
+        theirs = getattr(torch, op.__name__ if op is not np.true_divide else "true_divide")(torch.tensor(a), tt)
+        assert isinstance(ours, dg.Tensor) and ours.dtype == np_dtype(theirs.dtype), op
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy())
+    for ours in (a + t, a - t, a * t, a / t, a ** t, a @ t, a < t, a == t):
+        assert isinstance(ours, dg.Tensor) and ours.dtype != object
+    (a * t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), a)
+
+
+def test_array_functions_run_the_ops_of_the_same_name_with_torchs_node_names(rng):
+    x = rng.standard_normal((4, 3))
+    t = dg.from_array(x, chunks=2, requires_grad=True)
+    tt = torch.tensor(x, requires_grad=True)
+    cases = [
+        (lambda v: np.sum(v, axis=0), lambda v: v.sum(0)),
+        (lambda v: np.mean(v, axis=1, keepdims=True), lambda v: v.mean(1, keepdim=True)),
+        (lambda v: np.concatenate([v, np.ones((1, 3))]), lambda v: torch.cat([v, torch.ones(1, 3, dtype=v.dtype)])),
+        (lambda v: np.stack([v, v], axis=1), lambda v: torch.stack([v, v], 1)),
+        (lambda v: np.transpose(v), lambda v: v.t()),
+        (lambda v: np.reshape(v, (3, 4)), lambda v: v.reshape(3, 4)),
+        (lambda v: np.clip(v, -0.5, 0.5), lambda v: v.clamp(-0.5, 0.5)),
+        (lambda v: np.where(v > 0, v, 0.0), lambda v: torch.where(v > 0, v, 0.0)),
+        (lambda v: np.linalg.norm(v), lambda v: torch.linalg.vector_norm(v)),
+        (lambda v: np.dot(v, np.ones(3)), lambda v: v @ torch.ones(3, dtype=v.dtype)),
+        (lambda v: np.copy(v), lambda v: v.clone()),
+        (lambda v: np.abs(v), lambda v: v.abs()),
+    ]
+    for ours_fn, torch_fn in cases:
+        ours, theirs = ours_fn(t), torch_fn(tt)
+        assert isinstance(ours, dg.Tensor)
+        assert type(ours.grad_fn).__name__ == type(theirs.grad_fn).__name__
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+        (g,) = dg.grad(ours.sum(), [t])
+        (tg,) = torch.autograd.grad(theirs.sum(), [tt])
+        np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-12)
+
+
+def test_shape_queries_answer_without_computing(submissions):
+    t = dg.ones(4, 3, chunks=2) * 2
+    assert np.shape(t) == (4, 3) and np.ndim(t) == 2 and np.size(t) == 12 and np.size(t, 1) == 3
+    assert np.result_type(t, np.float64) == np.float64 and not np.iscomplexobj(t)
+    assert sum(submissions.values()) == 0
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda t: np.isnan(t), "numpy.isnan"),
+    (lambda t: np.allclose(t, 1.0), "numpy.allclose"),
+    (lambda t: np.fft.fft(t), "numpy.fft.fft"),
+    (lambda t: np.add.reduce(t), "numpy.add.reduce"),
+    (lambda t: np.sort(t), "numpy.sort"),
+])
+def test_numpy_functions_without_an_op_raise_a_type_error_naming_them(call, named, submissions):
+    t = dg.ones(4, chunks=2, requires_grad=True) * 2
+    with pytest.raises(TypeError, match=named.replace(".", r"\.")) as info:
+        call(t)
+    assert "daskgrad.ops" in str(info.value)
+    assert sum(submissions.values()) == 0  # refused before anything ran
+
+
+def test_numpy_arguments_an_op_does_not_take_raise_instead_of_being_ignored():
+    t = dg.ones(4, chunks=2)
+    with pytest.raises(TypeError, match=r"numpy\.sum: daskgrad\.sum.*'out'"):
+        np.sum(t, out=np.empty(()))
+    with pytest.raises(TypeError, match=r"numpy\.mean: daskgrad\.mean.*'dtype'"):
+        np.mean(t, dtype=np.float64)
+    with pytest.raises(TypeError, match=r"numpy\.exp: daskgrad\.exp takes no where"):
+        np.exp(t, where=np.array([True, False, True, True]))
+    a = np.ones(4)
+    with pytest.raises(TypeError, match=r"out=\.\.\.\) cannot write"):
+        a += t  # NumPy would write a lazy result into `a`: it cannot
+    np.testing.assert_array_equal(np.sum(t, out=None), 4)  # NumPy's defaults ask nothing
+
+
+def test_an_op_added_to_the_table_is_reachable_from_numpy_with_no_other_change(monkeypatch):
+    from daskgrad.ops._util import OPS
+
+    calls = []
+
+    def arctan(x):
+        calls.append(x)
+        return x * 1
+
+    monkeypatch.setitem(OPS, "arctan", (arctan, ()))
+    t = dg.ones(3)
+    assert isinstance(np.arctan(t), dg.Tensor) and calls[0] is t
+
+
+def test_numpy_defers_to_other_operand_types_it_does_not_know():
+    class Other:  # a duck array of another library
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            return "other"
+
+        def __array_function__(self, func, types, args, kwargs):
+            return "other"
+
+    t = dg.ones(3)
+    assert np.add(t, Other()) == "other" and np.concatenate([t, Other()]) == "other"
+
+
 # ------------------------------------------------------------------------ constructors
 DTYPE_CASES = {
     "python float": 1.0, "python int": 1, "bool": True, "complex": 1j, "ints and a float": [1, 2.0],
