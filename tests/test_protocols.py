@@ -468,3 +468,16 @@ def test_cuda_tensors_cross_on_the_gpu_without_visiting_the_host():
     out = (t * 2).to_torch()
     assert out.device.type == "cuda" and torch.equal(out, tt * 2)
     assert dg.tensor(tt).device == "cuda"
+
+
+def test_the_readme_interop_example_runs(tmp_path, monkeypatch):
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("## NumPy, Dask and torch interop"):]
+    code = section[section.index("```python") + len("```python"):section.index("```\n", section.index("```python"))]
+    monkeypatch.chdir(tmp_path)  # it writes w.zarr
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert type(scope["y"].grad_fn).__name__ == "SumBackward1" and scope["values"].shape == (10,)
+    assert (tmp_path / "w.zarr").exists()
