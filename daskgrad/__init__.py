@@ -7,7 +7,7 @@ functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
 import numpy as np
 
-from . import autograd, functional, ops, testing
+from . import autograd, functional, interop, ops, testing
 from . import optimize
 from . import nn, optim, utils  # noqa: E402,F401
 from .engine import backward, grad
@@ -21,7 +21,8 @@ from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
-from ._tensor import (Tensor, arange, from_array, full, manual_seed, ones, rand, randn, tensor, zeros)
+from ._tensor import (Tensor, arange, as_tensor, from_array, from_torch, full, manual_seed, ones, rand, randn,
+                      tensor, zeros)
 
 
 def compute(*tensors, **kwargs):

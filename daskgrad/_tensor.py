@@ -5,6 +5,11 @@ version counter; ``detach()`` shares it, as torch shares storage), and the
 autograd fields ``requires_grad``, ``grad``, ``grad_fn``.  Operators delegate to
 the op functions in :mod:`daskgrad.ops`; nothing here computes except the
 methods whose job is to return values (``item``, ``numpy``, ``compute`` ...).
+
+A Tensor speaks the protocols of its neighbours as their owners define them: it is a dask
+collection (``dask.compute``/``persist``/``visualize``; ``to_dask()``), a NumPy array-like
+(``np.asarray`` computes, torch's way; :mod:`daskgrad.interop` routes ``np.exp(t)`` to the ops) and
+a DLPack producer (``torch.from_dlpack(t)``, ``to_torch()``).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, _state
+from . import _dask as door, _data, _state
 from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -60,7 +65,9 @@ class Tensor:
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
                  "_post_hooks", "_accumulate_node", "_base", "_origin", "__weakref__")
-    __array_ufunc__ = None  # numpy defers to our reflected operators (ndarray + Tensor)
+    # NumPy's dispatch (np.exp(t), ndarray + t) runs the ops: daskgrad.interop installs __array_ufunc__ and
+    # __array_function__ from above; until then numpy defers to the reflected operators
+    __array_ufunc__ = None
 
     def __init__(self, data, requires_grad: bool = False):
         if isinstance(data, Tensor):
@@ -261,13 +268,82 @@ class Tensor:
         t._grad = None if self._grad is None else self._grad.__deepcopy__(memo)
         return t
 
-    def numpy(self):
+    def numpy(self, *, force=False):
+        """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
+        refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first."""
+        if force:
+            t = self.detach()
+            return (t.cpu() if t.device == "cuda" else t).numpy()
         if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self.device == "cuda":
             raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
                             "to host memory first.")
-        return self.compute()
+        out = self.compute()
+        return np.asarray(out) if isinstance(out, np.generic) else out  # a 0-d tensor: a 0-d array, as torch's
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(t)``: ``numpy()``, torch's rules included.  The values are computed into a
+        new array, so NumPy's ``copy=False`` (never copy) cannot be honoured and raises, as NumPy says."""
+        if copy is False:
+            raise ValueError("Unable to avoid copy while creating an array as requested: a daskgrad Tensor's "
+                             "values are computed into a new array (use np.asarray(t)).")
+        out = self.numpy()
+        if not isinstance(out, np.ndarray):  # a chunk type of another library: its own conversion, or refusal
+            out = np.asarray(out)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    # ------------------------------------------------------------ DLPack (torch.from_dlpack, to_torch)
+    def __dlpack__(self, **kwargs):
+        """Export the computed values (NumPy or cupy) through DLPack.  As torch's exporter, a tensor
+        that requires grad refuses, in grad mode or not."""
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        return self.compute().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        meta = self.array._meta  # the chunk type's empty array: its device, with nothing computed
+        return meta.__dlpack_device__() if hasattr(meta, "__dlpack_device__") else (1, 0)
+
+    def to_torch(self):
+        """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
+        sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
+        export, it refuses a tensor that requires grad (``detach()`` first); the result is a torch leaf
+        with ``requires_grad=False``: gradients do not flow between the two libraries."""
+        import torch
+
+        return torch.from_dlpack(self)
+
+    # ------------------------------------------ a dask collection (dask.compute, persist, visualize)
+    def to_dask(self) -> da.Array:
+        """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
+        it, and, dask arrays being immutable, a later in-place write to this tensor does not show
+        through (torch's ``detach()`` shares memory; here the snapshot is the current value)."""
+        return self.array
+
+    to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
+
+    def __dask_graph__(self):
+        return self.array.__dask_graph__()
+
+    def __dask_keys__(self):
+        return self.array.__dask_keys__()
+
+    def __dask_layers__(self):
+        return self.array.__dask_layers__()
+
+    def __dask_tokenize__(self):
+        return "daskgrad.Tensor", self.array.name
+
+    __dask_optimize__ = da.Array.__dict__["__dask_optimize__"]  # dask's descriptor: the array optimizer dask configures
+    __dask_scheduler__ = staticmethod(da.Array.__dask_scheduler__)
+
+    def __dask_postcompute__(self):
+        return self.array.__dask_postcompute__()  # dask.compute(t): the values, as t.compute()
+
+    def __dask_postpersist__(self):
+        rebuild, state = self.array.__dask_postpersist__()
+        return _rebuilt, (self, self.array, rebuild, state)
 
     def item(self):
         return self._scalar().item()
@@ -357,9 +433,23 @@ def _as_array(value):
     return value.array if isinstance(value, Tensor) else value
 
 
+def _rebuilt(dsk, t, old, rebuild, state, rename=None):
+    """``dask.persist(t)`` is ``t.persist()``: it returns ``t`` itself, its storage now holding the
+    persisted chunks, so that it keeps its identity (a parameter the optimizer holds), ``requires_grad``,
+    ``grad_fn``, ``.grad`` and hooks.  (Unless an in-place write rebound the storage meanwhile: the
+    newer value stays.)  ``dask.optimize(t)`` also returns ``t`` (daskgrad optimizes its graphs as it
+    submits them); keys renamed by ``dask.graph_manipulation`` make a new tensor, which records nothing."""
+    new = rebuild(dsk, *state, rename=rename)
+    if rename:
+        return Tensor._make(new)
+    if door.materialized(new) and t._storage.array is old:
+        t._storage.array = new
+    return t
+
+
 # -------------------------------------------------------------------- factories
 _rng = np.random.default_rng()
-_DEFAULT_FLOAT = np.dtype("float32")
+_DEFAULT_FLOAT = _data.DEFAULT_FLOAT
 
 
 def manual_seed(seed: int) -> None:
@@ -411,26 +501,52 @@ def require_cuda() -> None:
     _cuda_ok = True
 
 
-def tensor(data, requires_grad=False, dtype=None, chunks="auto", device=None) -> Tensor:
-    """Make a leaf tensor from a list, scalar, NumPy/cupy array, dask array or Tensor.
+_COPY_CONSTRUCT = ("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                   "sourceTensor.detach().clone().requires_grad_(True), rather than daskgrad.tensor(sourceTensor).")
 
-    As in torch, Python floats become float32 and Python ints int64.
+
+def tensor(data, requires_grad=False, dtype=None, chunks="auto", device=None) -> Tensor:
+    """A leaf tensor holding a copy of ``data``, as ``torch.tensor``: a list or scalar, a NumPy or
+    cupy array, a torch tensor (copied detached), or a Tensor (with torch's warning).
+
+    The dtype follows torch: arrays, NumPy scalars and torch tensors keep theirs (float64 stays
+    float64); Python floats give the default dtype (float32), ints int64, complex numbers complex64,
+    and a list promotes its elements as ``torch.promote_types`` does.  Lazy sources (dask, Zarr,
+    h5py, xarray) are refused: :func:`from_array` reads them chunk by chunk, when computed.
     """
+    dtype = _data.np_dtype(dtype)
     if isinstance(data, Tensor):
-        warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() "
-                      "or sourceTensor.detach().clone().requires_grad_(True), rather than "
-                      "daskgrad.tensor(sourceTensor).", UserWarning, stacklevel=2)
-        data = data.array
-    if isinstance(data, da.Array):
-        arr = data if chunks == "auto" else data.rechunk(chunks)
-    elif hasattr(data, "__array_function__"):  # numpy or cupy: keep the array type
-        arr = da.from_array(data, chunks=chunks, asarray=False)
+        warnings.warn(_COPY_CONSTRUCT, UserWarning, stacklevel=2)
+        arr = data.array if chunks == "auto" else data.array.rechunk(chunks)
+        return _finish(arr, requires_grad, dtype, device)
+    if _data.is_lazy(data):
+        raise TypeError(f"daskgrad.tensor copies data that is in memory, and {type(data).__module__}."
+                        f"{type(data).__name__} is a lazy array: use daskgrad.from_array(x) (or as_tensor), which "
+                        "reads it chunk by chunk when computed")
+    # as torch.tensor, a copy: da.from_array copies an in-memory array (a later write to `data` is not seen)
+    if _data.is_torch(data):
+        host = _torch_array(data.detach())  # torch.tensor(t) copies t's values, detached
+    elif _data.is_array(data):
+        _data.check_supported(data.dtype)
+        host = data
     else:
-        host = np.array(data)  # Python lists and scalars live on the host already
-        if dtype is None and host.dtype == np.float64:
-            host = host.astype(_DEFAULT_FLOAT)
-        arr = da.from_array(host, chunks=chunks)
-    if dtype is not None:
+        if _holds_tensor(data):
+            raise TypeError("daskgrad.tensor got a list holding Tensors, whose values it would compute one by one: "
+                            "use daskgrad.stack(tensors), which stays lazy and differentiable")
+        shape, inferred = _data.infer(data)
+        host = np.array(data, dtype=dtype or inferred)
+        if host.shape != shape:  # (NumPy reads what torch's shape walk accepted the same way)
+            raise ValueError(f"expected a tensor of shape {list(shape)}, got {list(host.shape)}")
+    return _finish(da.from_array(host, chunks=chunks, asarray=False), requires_grad, dtype, device)
+
+
+def _holds_tensor(data):
+    return isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) or _holds_tensor(x) for x in data)
+
+
+def _finish(arr, requires_grad, dtype, device) -> Tensor:
+    """The leaf over ``arr``, cast to ``dtype`` and moved to ``device`` (both lazily)."""
+    if dtype is not None and arr.dtype != dtype:
         arr = arr.astype(dtype)
     backend = _backend(device)
     if device is not None and backend != _current_backend(arr):
@@ -443,11 +559,79 @@ def _current_backend(arr):
 
 
 def from_array(x, chunks="auto", requires_grad=False, dtype=None, device=None) -> Tensor:
-    """Like :func:`dask.array.from_array`, keeping the array's dtype (float64 stays float64)."""
-    arr = x if isinstance(x, da.Array) else da.from_array(x, chunks=chunks, asarray=False)
-    if isinstance(x, da.Array) and chunks != "auto":
-        arr = arr.rechunk(chunks)
-    return tensor(arr, requires_grad=requires_grad, dtype=dtype, device=device)
+    """A leaf over an array, keeping its dtype (float64 stays float64): like
+    :func:`dask.array.from_array`, for dask arrays (rechunked if ``chunks`` is given), Zarr arrays,
+    h5py datasets and xarray DataArrays, read chunk by chunk only when computed (nothing is read
+    onto the client here), and NumPy and cupy arrays and torch tensors (:func:`from_torch`), which
+    ``dask.array.from_array`` copies once: a later write to the source is not seen (where
+    ``torch.as_tensor`` would share its memory, a lazy value would change with it)."""
+    dtype = _data.np_dtype(dtype)
+    if isinstance(x, Tensor):
+        return tensor(x, requires_grad=requires_grad, dtype=dtype, chunks=chunks, device=device)
+    if _data.is_torch(x):
+        arr = da.from_array(_torch_array(x), chunks=chunks, asarray=False)
+    elif isinstance(x, da.Array):
+        arr = x if chunks == "auto" else x.rechunk(chunks)
+    elif _data.package(x) == "xarray":
+        arr = _xarray_array(x, chunks)
+    else:
+        arr = da.from_array(x, chunks=chunks, asarray=False)
+    _data.check_supported(arr.dtype)
+    return _finish(arr, requires_grad, dtype, device)
+
+
+def _xarray_array(x, chunks):
+    """An xarray DataArray's dask array: its own if it has one, else one xarray makes over its (possibly
+    lazily loaded) values, without reading them."""
+    if not hasattr(x, "dims") or not hasattr(x, "chunk"):
+        raise TypeError(f"daskgrad.from_array takes an xarray DataArray, not a {type(x).__name__} "
+                        "(pick a variable: ds['name'])")
+    if x.chunks is not None:  # dask-backed already
+        return x.data if chunks == "auto" else x.data.rechunk(chunks)
+    if chunks == "auto":
+        return x.chunk("auto").data
+    chunks = da.core.normalize_chunks(chunks, x.shape, dtype=x.dtype)
+    return x.chunk(dict(zip(x.dims, chunks))).data
+
+
+def as_tensor(data, dtype=None, device=None, chunks="auto") -> Tensor:
+    """``torch.as_tensor``: a Tensor comes back itself (its autograd history kept; cast or moved by
+    the differentiable ``astype``/``to`` when ``dtype``/``device`` differ); arrays (NumPy, cupy,
+    dask, Zarr, h5py, xarray, torch) go to :func:`from_array`, keeping their dtype (lazy ones stay
+    lazy); Python data goes to :func:`tensor`, with its dtype rules."""
+    dtype = _data.np_dtype(dtype)
+    if isinstance(data, Tensor):
+        out = data
+        if dtype is not None and out.dtype != dtype:
+            out = out.astype(dtype)
+        if device is not None and _backend(device) != _current_backend(out.array):
+            out = out.to(device)
+        return out
+    if _data.is_lazy(data) or _data.is_torch(data) or _data.is_array(data):
+        return from_array(data, chunks=chunks, dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, chunks=chunks, device=device)
+
+
+def from_torch(t, chunks="auto", requires_grad=False) -> Tensor:
+    """A leaf holding a torch tensor's values, read through DLPack (a CPU tensor as NumPy chunks, a
+    CUDA one as cupy chunks on its GPU, never through the host) and copied once by
+    ``dask.array.from_array``, as NumPy arrays are; its dtype kept.  As every torch export, a tensor
+    that requires grad is refused with torch's own error (pass ``t.detach()``): gradients do not flow
+    between the libraries, and the new leaf requires grad only if ``requires_grad=True``."""
+    if not _data.is_torch(t):
+        raise TypeError(f"from_torch() expected a torch.Tensor, but got {type(t).__name__}")
+    return _leaf(da.from_array(_torch_array(t), chunks=chunks, asarray=False), requires_grad)
+
+
+def _torch_array(t):
+    """A NumPy (CPU) or cupy (CUDA) view of torch tensor ``t``'s memory; torch itself refuses a tensor
+    that requires grad (BufferError)."""
+    if t.device.type == "cuda":
+        require_cuda()
+        import cupy
+
+        return cupy.from_dlpack(t)
+    return np.from_dlpack(t)
 
 
 def _shape(shape):

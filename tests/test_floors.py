@@ -13,14 +13,14 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "daskgrad"
 
 # bottom to top; a module may import modules of its own floor only where said below
 FLOORS = [
-    ["chunk", "_dask", "_modes", "lost"],
+    ["chunk", "_dask", "_modes", "lost", "_data"],
     ["_state"],
     ["_tensor"],
     ["graph"],
     ["runtime"],
     ["ops"],
     ["engine", "anomaly"],
-    ["function", "functional", "testing", "memory", "optimize", "checkpoint"],
+    ["function", "functional", "testing", "memory", "optimize", "checkpoint", "interop"],
     ["nn", "optim", "cluster", "dashboard", "autograd", "utils"],
     ["__init__"],
 ]

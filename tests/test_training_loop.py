@@ -25,8 +25,8 @@ def counted_read(block):
 def data(n=400, d=5, chunks=100, seed=0):
     """Chunked data whose every chunk read is counted."""
     rng = np.random.default_rng(seed)
-    X = dg.tensor(da.from_array(rng.standard_normal((n, d)), chunks=(chunks, d)).map_blocks(counted_read))
-    y = dg.tensor(da.from_array(rng.standard_normal(n), chunks=chunks))
+    X = dg.from_array(da.from_array(rng.standard_normal((n, d)), chunks=(chunks, d)).map_blocks(counted_read))
+    y = dg.from_array(da.from_array(rng.standard_normal(n), chunks=chunks))
     return X, y
 
 
@@ -165,7 +165,7 @@ def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
 ], ids=["sgd-nesterov", "adam-amsgrad", "adamw"])
 def test_nn_optim_training_step_with_logging_is_one_submission_and_stays_flat(make_optimizer, submissions):
     X, _ = data(d=5)
-    labels = dg.tensor(da.from_array(np.arange(400) % 3, chunks=100))
+    labels = dg.from_array(da.from_array(np.arange(400) % 3, chunks=100))
     dg.manual_seed(0)
     model = dg.nn.Sequential(dg.nn.Linear(5, 8, dtype="float64"), dg.nn.Tanh(), dg.nn.Linear(8, 3, dtype="float64"))
     criterion = dg.nn.CrossEntropyLoss()

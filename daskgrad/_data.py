@@ -1,0 +1,131 @@
+"""Where a tensor's data comes from: torch's dtype rules for Python data, and which sources are lazy.
+
+``daskgrad.tensor`` copies data that is in memory already (Python lists and scalars, NumPy and
+cupy arrays, torch tensors) and infers its dtype as ``torch.tensor`` does; ``daskgrad.from_array``
+wraps lazy sources (dask arrays, Zarr arrays, h5py datasets, xarray objects) without reading them.
+This module tells those apart and holds torch's inference; it imports nothing of daskgrad.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_FLOAT = np.dtype("float32")  # torch.get_default_dtype()
+DEFAULT_COMPLEX = np.dtype("complex64")  # the complex dtype of that default
+
+# packages whose arrays read their values from disk or a graph only when indexed
+LAZY_PACKAGES = frozenset({"zarr", "h5py", "xarray", "netCDF4", "tiledb", "tensorstore"})
+_KINDS = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # torch's categories: bool < integer < float < complex
+_SUPPORTED = ("float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, uint16, "
+              "uint8, and bool")
+
+
+def package(x) -> str:
+    return type(x).__module__.split(".")[0]
+
+
+def is_torch(x) -> bool:
+    """A ``torch.Tensor`` (or a subclass: ``nn.Parameter``), recognised without importing torch."""
+    return any(c.__module__ == "torch" and c.__name__ == "Tensor" for c in type(x).__mro__)
+
+
+def is_lazy(x) -> bool:
+    """A dask collection or an array of a package that reads values only when indexed (Zarr, h5py, xarray ...)."""
+    if package(x) in LAZY_PACKAGES:
+        return True
+    graph = getattr(x, "__dask_graph__", None)
+    return callable(graph) and not isinstance(x, type)
+
+
+def is_array(x) -> bool:
+    """An in-memory NumPy or cupy array (both implement ``__array_function__``; lazy ones are told apart first)."""
+    return isinstance(x, np.ndarray) or (package(x) == "cupy" and hasattr(x, "__array_function__"))
+
+
+def np_dtype(dtype):
+    """``dtype`` as a NumPy dtype; torch's dtypes (``torch.float64``) are read by name."""
+    if dtype is None:
+        return None
+    if package(dtype) == "torch":
+        return np.dtype(str(dtype).removeprefix("torch."))
+    return np.dtype(dtype)
+
+
+def check_supported(dtype) -> None:
+    """torch's TypeError for a NumPy array torch cannot hold (object, strings, datetimes)."""
+    if dtype.kind not in _KINDS:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{dtype.type.__name__}. The only supported types "
+                        f"are: {_SUPPORTED}.")
+
+
+def promote(a, b):
+    """``torch.promote_types``: within a category NumPy's promotion; across categories the higher
+    category's dtype (int64 with float32 gives float32, where NumPy gives float64)."""
+    if a is None:
+        return b
+    ka, kb = _KINDS[a.kind], _KINDS[b.kind]
+    if ka == kb or min(ka, kb) >= 2:  # same category, or float with complex (complex of the wider float)
+        return np.promote_types(a, b)
+    return a if ka > kb else b
+
+
+def _scalar_dtype(x):
+    """The dtype torch infers for one element (None for an empty sequence)."""
+    if isinstance(x, (np.generic, np.ndarray)) or is_torch(x) or package(x) == "cupy":
+        dtype = np_dtype(x.dtype)  # (before Python's types: np.float64 is a float, and keeps its dtype)
+        check_supported(dtype)
+        return dtype
+    if isinstance(x, bool):
+        return np.dtype(bool)
+    if isinstance(x, int):
+        return np.dtype(np.int64)
+    if isinstance(x, float):
+        return DEFAULT_FLOAT
+    if isinstance(x, complex):
+        return DEFAULT_COMPLEX
+    if isinstance(x, str):
+        raise TypeError("new(): invalid data type 'str'")
+    raise RuntimeError(f"Could not infer dtype of {type(x).__name__}")
+
+
+def _is_sequence(x) -> bool:
+    return isinstance(x, (list, tuple)) or (
+        (isinstance(x, np.ndarray) or is_torch(x) or package(x) == "cupy") and x.ndim > 0)
+
+
+def infer(data):
+    """``(shape, dtype)`` of Python data (nested lists and tuples of scalars, NumPy scalars and arrays,
+    torch tensors) by ``torch.tensor``'s rules: the shape follows first elements, every element's
+    dtype is promoted in (Python floats are float32, ints int64), and a ragged list raises torch's
+    ValueError."""
+    shape = []
+    x = data
+    while _is_sequence(x):
+        shape.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+    return tuple(shape), _walk(data, shape, 0) or DEFAULT_FLOAT
+
+
+def _walk(x, shape, dim):
+    if dim == len(shape):
+        if _is_sequence(x):
+            raise TypeError(f"'{type(x).__name__}' object cannot be interpreted as a scalar of a tensor "
+                            f"with {len(shape)} dimensions")
+        return _scalar_dtype(x)
+    if not _is_sequence(x):
+        raise TypeError("not a sequence")
+    if not isinstance(x, (list, tuple)):  # an array inside the list: its dtype, no walk over its elements
+        for d, (want, got) in enumerate(zip(shape[dim:], x.shape), dim):
+            if want != got:
+                raise ValueError(f"expected sequence of length {want} at dim {d} (got {got})")
+        if x.ndim != len(shape) - dim:
+            raise ValueError(f"expected a tensor of {len(shape) - dim} dimensions at dim {dim} (got {x.ndim})")
+        return _scalar_dtype(x)
+    if len(x) != shape[dim]:
+        raise ValueError(f"expected sequence of length {shape[dim]} at dim {dim} (got {len(x)})")
+    dtype = None
+    for item in x:
+        d = _walk(item, shape, dim + 1)
+        dtype = d if dtype is None else (dtype if d is None else promote(dtype, d))
+    return dtype
