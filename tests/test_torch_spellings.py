@@ -45,3 +45,11 @@ def test_dtypes_under_torch_s_names():
     assert dg.cfloat == np.complex64 and dg.cdouble == np.complex128
     x = dg.zeros(3, dtype=dg.float64)
     assert x.dtype == dg.float64 and dg.tensor([1, 2], dtype=dg.long).dtype == np.int64
+
+
+def test_numpy_scalars_are_weakly_typed_as_torch_takes_them():
+    torch = pytest.importorskip("torch")
+    t, tt = dg.ones(2), torch.ones(2)
+    for s in (np.float64(2.0), np.int64(3), np.float32(0.5)):
+        assert str((t + s).dtype) == str(tt.add(s).dtype).replace("torch.", "")
+        assert str((s * t).dtype) == str((s * tt).dtype).replace("torch.", "")

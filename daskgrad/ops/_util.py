@@ -34,6 +34,8 @@ def shape_args(fn):
 def tensor_or_scalar(x):
     """Tensors and Python scalars pass through (scalars stay weakly typed, as in torch);
     NumPy, cupy and dask arrays become constant tensors."""
+    if isinstance(x, np.generic):  # weakly typed, as torch takes it: t + np.float64(2) keeps t's dtype
+        return x.item()
     if isinstance(x, Tensor) or isinstance(x, SCALARS):
         return x
     if isinstance(x, da.Array):
