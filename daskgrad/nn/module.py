@@ -449,10 +449,13 @@ class Module:
             m._apply(fn)
         with no_grad():
             for p in self._parameters.values():
-                if p is not None:
-                    p.data = fn(p.detach())
-                    if p.grad is not None:
-                        p.grad = fn(p.grad.detach())
+                if p is None:
+                    continue
+                new = fn(p.detach())
+                if new.array is not p.array:  # an unchanged value is not rewritten (nor recomputed)
+                    p.data = new
+                if p.grad is not None:
+                    p.grad = fn(p.grad.detach())
             for name, b in self._buffers.items():
                 if b is not None:
                     self._buffers[name] = fn(b)

@@ -51,7 +51,7 @@ def _check_optimizer(optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
 
 
-def _track_step_called(scheduler, opt):
+def _track_step_called(opt):
     """Wrap ``opt.step`` so that a scheduler stepped before its optimizer warns, as torch does."""
     if hasattr(opt.step, "_wrapped_by_lr_sched"):
         return
@@ -89,7 +89,7 @@ class LRScheduler:
                         "for a fresh training run (not recommended)")
         self.base_lrs = _lrs(optimizer, "initial_lr")
         self.last_epoch = last_epoch
-        _track_step_called(self, optimizer)
+        _track_step_called(optimizer)
         self._initial_step()
 
     def _initial_step(self):
