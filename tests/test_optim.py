@@ -41,6 +41,13 @@ CONFIGS = [
     ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, amsgrad=True)),
     ("AdamW", dict(lr=0.01)),
     ("AdamW", dict(lr=0.02, weight_decay=0.1, amsgrad=True, eps=1e-6)),
+    ("RMSprop", dict()),
+    ("RMSprop", dict(lr=0.005, momentum=0.9)),
+    ("RMSprop", dict(lr=0.005, alpha=0.9, centered=True, weight_decay=0.05)),
+    ("RMSprop", dict(lr=0.002, alpha=0.3, momentum=0.5, centered=True, eps=1e-4, maximize=True)),
+    ("Adagrad", dict()),
+    ("Adagrad", dict(lr=0.05, lr_decay=0.01, weight_decay=0.02)),
+    ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.5, eps=1e-6, maximize=True)),
 ]
 
 
@@ -81,7 +88,8 @@ def test_optimizer_matches_torch_over_20_steps_on_chunked_data(name, kwargs, rng
         _assert_same(model, tmodel)
 
 
-@pytest.mark.parametrize("name,kwargs", [CONFIGS[2], CONFIGS[5]], ids=["SGD", "Adam"])
+@pytest.mark.parametrize("name,kwargs", [CONFIGS[2], CONFIGS[5], CONFIGS[11], CONFIGS[13]],
+                         ids=["SGD", "Adam", "RMSprop-centered-momentum", "Adagrad-lr_decay"])
 def test_state_dict_round_trip_continues_like_uninterrupted_training(name, kwargs, rng):
     xs, ys = _data(rng)
     ws = _weights(rng)
@@ -202,8 +210,10 @@ def test_bad_arguments_raise_torch_errors():
 @pytest.mark.parametrize("flag", ["foreach", "fused", "capturable", "differentiable"])
 @pytest.mark.parametrize("make", [lambda ps, **kw: dg.optim.Adam(ps, lr=0.1, **kw),
                                   lambda ps, **kw: dg.optim.AdamW(ps, lr=0.1, **kw),
-                                  lambda ps, **kw: dg.optim.SGD(ps, lr=0.1, momentum=0.9, **kw)],
-                         ids=["adam", "adamw", "sgd"])
+                                  lambda ps, **kw: dg.optim.SGD(ps, lr=0.1, momentum=0.9, **kw),
+                                  lambda ps, **kw: dg.optim.RMSprop(ps, lr=0.1, momentum=0.9, centered=True, **kw),
+                                  lambda ps, **kw: dg.optim.Adagrad(ps, lr=0.1, lr_decay=0.1, **kw)],
+                         ids=["adam", "adamw", "sgd", "rmsprop", "adagrad"])
 def test_torch_performance_flags_are_accepted_for_compatibility_and_change_no_number(make, flag):
     """foreach/fused/capturable/differentiable choose torch kernels (or CUDA graphs); daskgrad has
     one implementation, so the flags are accepted and the numbers are the default's, exactly."""
@@ -220,3 +230,68 @@ def test_torch_performance_flags_are_accepted_for_compatibility_and_change_no_nu
         return w.detach().numpy()
 
     np.testing.assert_array_equal(run(**{flag: True}), run())
+
+
+@pytest.mark.parametrize("name,kwargs", [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
+                                         ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
+                                         ("Adam", dict(lr=0.01, amsgrad=True))])
+def test_state_of_a_many_chunk_parameter_is_chunked_like_it_and_equals_torch(name, kwargs):
+    """A leaf in 3 x 2 chunks: every state tensor has its chunks, dtype and device, stays one stored value per
+    chunk after each submission (no lineage), and the parameter follows torch's for 20 steps."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0, a = rng.standard_normal((9, 4)), rng.standard_normal((9, 4))
+    w = dg.from_array(w0, chunks=((3, 3, 3), (2, 2)), requires_grad=True)
+    tw = torch.tensor(w0, requires_grad=True)
+    opt, topt = getattr(optim, name)([w], **kwargs), getattr(torch.optim, name)([tw], **kwargs)
+    target = dg.from_array(a, chunks=((3, 3, 3), (2, 2)))
+    for step in range(20):
+        opt.zero_grad()
+        ((w - target) ** 4).sum().backward()
+        state = [v for v in opt.state[w].values() if isinstance(v, dg.Tensor)]
+        # the last step's state, computed by this backward: one stored value per chunk, nothing built on them
+        assert all(len(s.array.dask) == len(w.chunks[0]) * len(w.chunks[1]) for s in [w, *state])
+        opt.step()
+        topt.zero_grad()
+        ((tw - torch.tensor(a)) ** 4).sum().backward()
+        topt.step()
+        state = [v for v in opt.state[w].values() if isinstance(v, dg.Tensor)]
+        assert state and all(s.chunks == w.chunks and s.dtype == w.dtype and s.device == w.device for s in state)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-9, atol=1e-12)
+    assert sorted(opt.state_dict()["state"][0]) == sorted(topt.state_dict()["state"][0])
+    assert set(opt.state_dict()["param_groups"][0]) == set(topt.state_dict()["param_groups"][0])
+
+
+def test_adagrad_state_exists_before_the_first_step_as_torch_and_loads_torchs(rng):
+    torch = pytest.importorskip("torch")
+    xs, ys = _data(rng)
+    ws = _weights(rng)
+    model, tmodel = _dg_model(ws), _torch_model(torch, ws)
+    opt = optim.Adagrad(model.parameters(), lr=0.1, initial_accumulator_value=0.2)
+    topt = torch.optim.Adagrad(tmodel.parameters(), lr=0.1, initial_accumulator_value=0.2)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sorted(sd["state"]) == sorted(tsd["state"]) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(sd["state"][0]["sum"].numpy(), tsd["state"][0]["sum"].numpy())
+    _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 3)
+    model.load_state_dict(tmodel.state_dict())
+    opt.load_state_dict(topt.state_dict())
+    x, y = dg.from_array(xs, chunks=7), dg.from_array(ys, chunks=7)
+    _train_dg(model, opt, x, y, 4)
+    _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 4)
+    _assert_same(model, tmodel)
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("RMSprop", dict(lr=-0.1)), ("RMSprop", dict(eps=-1.0)), ("RMSprop", dict(momentum=-0.5)),
+    ("RMSprop", dict(weight_decay=-1e-3)), ("RMSprop", dict(alpha=-0.9)),
+    ("Adagrad", dict(lr=-0.1)), ("Adagrad", dict(lr_decay=-1.0)), ("Adagrad", dict(weight_decay=-1.0)),
+    ("Adagrad", dict(initial_accumulator_value=-1.0)), ("Adagrad", dict(eps=-1e-10)),
+    ("Adagrad", dict(fused=True, differentiable=True)), ("Adagrad", dict(fused=True, foreach=True)),
+])
+def test_rmsprop_adagrad_bad_arguments_raise_torchs_error(name, kwargs):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as expected:
+        getattr(torch.optim, name)([torch.zeros(2, requires_grad=True)], **kwargs)
+    with pytest.raises(Exception) as got:
+        getattr(optim, name)([dg.zeros(2, requires_grad=True)], **kwargs)
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)

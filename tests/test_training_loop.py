@@ -162,7 +162,9 @@ def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
     lambda ps: dg.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
     lambda ps: dg.optim.Adam(ps, lr=0.01, amsgrad=True),
     lambda ps: dg.optim.AdamW(ps, lr=0.01),
-], ids=["sgd-nesterov", "adam-amsgrad", "adamw"])
+    lambda ps: dg.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True),
+    lambda ps: dg.optim.Adagrad(ps, lr=0.1, lr_decay=1e-3),
+], ids=["sgd-nesterov", "adam-amsgrad", "adamw", "rmsprop-centered-momentum", "adagrad"])
 def test_nn_optim_training_step_with_logging_is_one_submission_and_stays_flat(make_optimizer, submissions):
     X, _ = data(d=5)
     labels = dg.from_array(da.from_array(np.arange(400) % 3, chunks=100))

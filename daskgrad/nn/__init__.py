@@ -4,10 +4,13 @@
 >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 >>> loss = nn.CrossEntropyLoss()(model(x), y)
 """
-from . import functional
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Sequential, Sigmoid, Tanh
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
-from .module import Module, Parameter
+from . import functional, init, utils
+from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, ModuleDict,
+                     ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .module import Module, Parameter, RemovableHandle
 
-__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "Embedding", "GELU", "LayerNorm", "Linear",
-           "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional"]
+__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity", "LayerNorm",
+           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
+           "ReLU", "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "functional", "init",
+           "utils"]

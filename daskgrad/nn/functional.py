@@ -5,9 +5,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 
-from ..ops import (binary_cross_entropy_with_logits, cross_entropy, log_softmax, mean, mse_loss,  # noqa: F401
-                   nll_loss, relu, sigmoid, softmax, sqrt, tanh)
+import dask.array as da
+import numpy as np
+
+from .. import ops
+from ..graph import size_repr, type_repr
+from .._tensor import Tensor
+from ..ops import mean, mse_loss, relu, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 
 
@@ -38,9 +44,41 @@ def dropout(input, p=0.5, training=True):
     return input * dropout_mask(input, p)
 
 
-def embedding(input, weight):
-    """Rows of ``weight`` picked by the integer tensor ``input``."""
-    return _embedding(input, weight)
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input``; the ``padding_idx`` row gets no gradient."""
+    _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+    padding_idx = _padding_index(padding_idx, weight.shape[0])
+    out = _embedding(input, weight)
+    if padding_idx is None:
+        return out
+    pad = ops.unsqueeze(ops.eq(_tensor_of(input), padding_idx), -1)
+    return ops.where(pad, out.detach(), out)  # same values; the padding positions pass no gradient back
+
+
+def _tensor_of(x):
+    return x if isinstance(x, Tensor) else Tensor._make(da.from_array(np.asarray(x), chunks=-1))
+
+
+def _padding_index(padding_idx, rows):
+    """torch's check and normalisation of ``padding_idx`` (a negative one counts from the end)."""
+    if padding_idx is None:
+        return None
+    if padding_idx > 0:
+        assert padding_idx < rows, "Padding_idx must be within num_embeddings"
+    elif padding_idx < 0:
+        assert padding_idx >= -rows, "Padding_idx must be within num_embeddings"
+        padding_idx = rows + padding_idx
+    return padding_idx
+
+
+def _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse):
+    """Options that would change torch's numbers or gradient layout: refused, not ignored."""
+    for name, value, default in (("max_norm", max_norm, None), ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                 ("sparse", sparse, False)):
+        if value != default and value is not default:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported (daskgrad gradients are dense "
+                                      f"and weights are not renormalised in the forward); leave {name}={default}")
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -56,3 +94,187 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if weight is not None:
         out = out * weight
     return out if bias is None else out + bias
+
+
+# ------------------------------------------------------------------ activations
+def _softmax_dim(name, ndim, dim, stacklevel):
+    if dim is not None:
+        return dim
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
+                  "an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim`` (torch's implicit choice, with its warning, when None)."""
+    dim = _softmax_dim("softmax", input.ndim, dim, _stacklevel)
+    return ops.softmax(input if dtype is None else ops.astype(input, dtype), axis=dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``x - logsumexp(x)`` along ``dim`` (torch's implicit choice, with its warning, when None)."""
+    dim = _softmax_dim("log_softmax", input.ndim, dim, _stacklevel)
+    return ops.log_softmax(input if dtype is None else ops.astype(input, dtype), axis=dim)
+
+
+def _refuse_inplace(name, inplace):
+    if inplace:
+        raise NotImplementedError(f"{name}: inplace=True is not supported (daskgrad writes no input in place); "
+                                  "inplace=False gives the same numbers")
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)``."""
+    _refuse_inplace("silu", inplace)
+    return input * sigmoid(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (the slope's side at 0, as torch's gradient)."""
+    _refuse_inplace("leaky_relu", inplace)
+    return ops.where(ops.gt(input, 0), input, input * negative_slope)
+
+
+# ---------------------------------------------------------------------- losses
+def legacy_reduction(size_average, reduce, reduction):
+    """torch's ``_Reduction.legacy_get_string``: the deprecated ``size_average``/``reduce`` pair, when given,
+    decides the reduction (with torch's warning)."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  stacklevel=3)
+    return ret
+
+
+def _check_reduction(reduction):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_weight(weight, classes):
+    if weight is None:
+        return None
+    weight = _tensor_of(weight)
+    if weight.ndim != 1 or weight.shape[0] != classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but got "
+                           f"weight tensor of shape: {list(weight.shape)}")
+    return weight
+
+
+def _row_weights(safe, keep, weight, dtype):
+    """Per-row weights of class-index targets: ``weight[target]`` (1 without weights), 0 where ignored."""
+    keep = ops.astype(keep, dtype)
+    if weight is None:
+        return keep
+    picked = _embedding(safe, ops.reshape(ops.astype(weight, dtype), (weight.shape[0], 1)))
+    return ops.reshape(picked, (safe.shape[0],)) * keep
+
+
+def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoothing):
+    """torch's cross entropy of logits (N, C) against class indices: rows whose target is ``ignore_index`` count
+    nowhere (nor in the mean's denominator), ``weight`` weighs each row by its class, and ``label_smoothing``
+    mixes in the uniform distribution's loss, normalised as torch's."""
+    target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
+    keep = ops.ne(target, ignore_index)
+    safe = ops.where(keep, target, 0)  # ignored rows read class 0; their loss is multiplied by 0
+    nll = ops.cross_entropy(input, safe, reduction="none")  # checks dtype, rank, batch, bounds (as torch)
+    w_row = _row_weights(safe, keep, weight, input.dtype)
+    loss = nll * w_row
+    if label_smoothing > 0:
+        lsm = ops.log_softmax(input, axis=1)
+        smooth = -ops.sum(lsm if weight is None else lsm * ops.astype(weight, input.dtype), axis=1)
+        smooth = smooth * ops.astype(keep, input.dtype)
+        classes = input.shape[1]
+        loss = (1 - label_smoothing) * loss + (label_smoothing / classes) * smooth
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return ops.sum(loss)
+    return ops.sum(loss) / ops.sum(w_row)
+
+
+def _class_probability_loss(input, target, weight, reduction, label_smoothing):
+    """torch's cross entropy against class probabilities (N, C): smoothing mixes the targets with uniform,
+    ``weight`` scales each class's term, and the mean divides by N whatever the weights."""
+    if target.dtype.kind not in "fc":
+        raise RuntimeError("Expected floating point type for target with class probabilities, got "
+                           f"{type_repr(target.dtype)[len('daskgrad.'):-len('Tensor')]}")
+    classes = input.shape[1]
+    if label_smoothing > 0:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    terms = ops.log_softmax(input, axis=1) * target
+    if weight is not None:
+        terms = terms * ops.astype(weight, input.dtype)
+    if reduction == "none":
+        return -ops.sum(terms, axis=1)
+    total = -ops.sum(terms)
+    return total if reduction == "sum" else total / (input.numel() // classes)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C), as torch's."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    if label_smoothing > 1.0:  # torch takes a negative one as no smoothing
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
+    if target.shape == input.shape and target.dtype.kind not in "iu":
+        return _class_probability_loss(input, target, weight, reduction, label_smoothing)
+    return _class_index_loss(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """Negative log likelihood of class indices under log-probabilities (N, C), with torch's options."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
+    target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
+    keep = ops.ne(target, ignore_index)
+    safe = ops.where(keep, target, 0)
+    w_row = _row_weights(safe, keep, weight, input.dtype)
+    loss = ops.nll_loss(input, safe, reduction="none") * w_row
+    if reduction == "none":
+        return loss
+    return ops.sum(loss) if reduction == "sum" else ops.sum(loss) / ops.sum(w_row)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """``-w [pos_weight y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))]`` from logits, stably, as torch's."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if weight is None and pos_weight is None:
+        return ops.binary_cross_entropy_with_logits(input, target, reduction=reduction)  # one fused node
+    input, target = _tensor_of(input), _tensor_of(target)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({size_repr(target.shape)}) must be the same as input size "
+                         f"({size_repr(input.shape)})")
+    neg_log_sigmoid = ops.softplus(-input)  # -log sigmoid(x), stable
+    if pos_weight is not None:
+        log_weight = (_tensor_of(pos_weight) - 1) * target + 1
+        neg_log_sigmoid = neg_log_sigmoid * log_weight
+    loss = (1 - target) * input + neg_log_sigmoid
+    if weight is not None:
+        loss = loss * _tensor_of(weight)
+    if reduction == "none":
+        return loss
+    return ops.sum(loss) if reduction == "sum" else ops.mean(loss)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """Merge the axes ``start_dim..end_dim`` into one, as ``torch.flatten``."""
+    nd = max(input.ndim, 1)
+    for d in (start_dim, end_dim):
+        if not -nd <= d < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {d})")
+    start, end = start_dim % nd, end_dim % nd
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = tuple(input.shape)
+    return ops.reshape(input, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])

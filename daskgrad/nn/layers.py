@@ -1,4 +1,5 @@
-"""Layers: ``Linear``, ``Sequential``, activations, ``Dropout``, ``Embedding``, ``LayerNorm``.
+"""Layers: ``Linear``, containers (``Sequential``, ``ModuleList``, ``ModuleDict``), ``Identity``, ``Flatten``,
+activations, ``Dropout``, ``Embedding``, ``LayerNorm``.
 
 Parameters get torch's default initialisations, drawn lazily from daskgrad's
 generator (reproducible with :func:`daskgrad.manual_seed`), in one chunk each.
@@ -9,8 +10,12 @@ generator (reproducible with :func:`daskgrad.manual_seed`), in one chunk each.
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from itertools import chain
 
+from .._modes import no_grad
 from .._tensor import ones, rand, randn, zeros
 from . import functional as F
 from .module import Module, Parameter
@@ -38,8 +43,9 @@ class Linear(Module):
         _check_size(out_features, in_features)
         bound = 1 / math.sqrt(in_features) if in_features > 0 else 0
         self.weight = _uniform((out_features, in_features), bound, dtype, device)
-        self.bias = _uniform((out_features,), bound, dtype, device) if bias else None
-        if not bias:
+        if bias:
+            self.bias = _uniform((out_features,), bound, dtype, device)
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, input):
@@ -81,6 +87,206 @@ class Sequential(Module):
         for m in self:
             input = m(input)
         return input
+
+
+class ModuleList(Module):
+    """Modules in a list, registered as children ``"0"``, ``"1"``, ... (no ``forward`` of its own)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def _index(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx + len(self) if idx < 0 else idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[self._index(idx)]
+
+    def __setitem__(self, idx, module):
+        setattr(self, self._index(idx), module)
+
+    def __delitem__(self, idx):
+        if isinstance(idx, slice):
+            for k in range(len(self._modules))[idx]:
+                delattr(self, str(k))
+        else:
+            delattr(self, self._index(idx))
+        object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        combined = ModuleList()
+        for i, module in enumerate(chain(self, other)):
+            combined.add_module(str(i), module)
+        return combined
+
+    def insert(self, index, module):
+        for i in range(len(self._modules), index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def extend(self, modules):
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
+        offset = len(self)
+        for i, module in enumerate(modules):
+            self.add_module(str(offset + i), module)
+        return self
+
+
+class ModuleDict(Module):
+    """Modules by name, registered as children, in insertion order (no ``forward`` of its own)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(modules).__name__)
+        if isinstance(modules, (Mapping, ModuleDict)):
+            for key, module in modules.items():
+                self[key] = module
+            return
+        for j, m in enumerate(modules):
+            if not isinstance(m, Iterable):
+                raise TypeError("ModuleDict update sequence element #" + str(j) + " should be Iterable; is"
+                                + type(m).__name__)
+            if not len(m) == 2:
+                raise ValueError("ModuleDict update sequence element #" + str(j) + " has length " + str(len(m))
+                                 + "; 2 is required")
+            self[m[0]] = m[1]
+
+
+class Identity(Module):
+    """Returns its input; takes (and ignores) any arguments, as torch's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Flatten(Module):
+    """Merge the axes ``start_dim..end_dim`` (by default all but the batch axis)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return F.flatten(input, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)``."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        F._refuse_inplace("SiLU", inplace)
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(Module):
+    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        F._refuse_inplace("LeakyReLU", inplace)
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ReLU(Module):
@@ -129,19 +335,42 @@ class Dropout(Module):
 
 
 class Embedding(Module):
-    """A lookup table of ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1)."""
+    """A lookup table of ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1); the
+    ``padding_idx`` row starts at zero and gets no gradient."""
 
-    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         super().__init__()
+        F._refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        _check_size(num_embeddings, embedding_dim)
-        self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype, chunks=-1, device=device))
+        self.padding_idx = F._padding_index(padding_idx, num_embeddings)
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, False
+        if _weight is None:
+            _check_size(num_embeddings, embedding_dim)
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype, chunks=-1, device=device),
+                                    requires_grad=not _freeze)
+            if self.padding_idx is not None:
+                with no_grad():
+                    self.weight[self.padding_idx] = 0.0
+        else:
+            assert list(_weight.shape) == [num_embeddings, embedding_dim], \
+                "Shape of weight does not match num_embeddings and embedding_dim"
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        assert embeddings.dim() == 2, "Embeddings parameter is expected to be 2-dimensional"
+        rows, cols = embeddings.shape
+        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, max_norm=max_norm,
+                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
     def forward(self, input):
-        return F.embedding(input, self.weight)
+        return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        return f"{self.num_embeddings}, {self.embedding_dim}" + \
+            ("" if self.padding_idx is None else f", padding_idx={self.padding_idx}")
 
 
 class LayerNorm(Module):
@@ -153,12 +382,10 @@ class LayerNorm(Module):
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         if elementwise_affine:  # torch checks only what it allocates
             _check_size(*shape)
-        self.weight = Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device)) if elementwise_affine else None
-        self.bias = Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device)) \
-            if elementwise_affine and bias else None
-        for name in ("weight", "bias"):
-            if getattr(self, name) is None:
-                self.register_parameter(name, None)
+        self.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
+                                if elementwise_affine else None)
+        self.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
+                                if elementwise_affine and bias else None)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

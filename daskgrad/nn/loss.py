@@ -1,19 +1,26 @@
-"""Loss modules over the functional losses in ``daskgrad.ops.nn``.
+"""Loss modules over the functional losses, with torch's arguments (and their positional order).
 
->>> loss = nn.CrossEntropyLoss()(logits, labels)
+>>> loss = nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)(logits, labels)
 """
 from __future__ import annotations
 
 from . import functional as F
+from .functional import _tensor_of
 from .module import Module
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"{reduction} is not a valid value for reduction")
-        self.reduction = reduction
+        self.reduction = F.legacy_reduction(size_average, reduce, reduction)  # checked when called, as torch
+
+
+class _WeightedLoss(_Loss):
+    """A loss with a per-class ``weight``, held as a buffer (in ``state_dict``, as torch's)."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", None if weight is None else _tensor_of(weight))
 
 
 class MSELoss(_Loss):
@@ -21,24 +28,40 @@ class MSELoss(_Loss):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
-class CrossEntropyLoss(_Loss):
-    """Logits (N, C) against class indices (N,) or class probabilities (N, C)."""
+class CrossEntropyLoss(_WeightedLoss):
+    """Logits (N, C) against class indices (N,) or class probabilities (N, C).  Targets equal to
+    ``ignore_index`` are skipped (not counted in the mean); ``weight`` weighs classes; ``label_smoothing``
+    mixes the targets with the uniform distribution."""
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(reduction)
-        if weight is not None or ignore_index != -100 or label_smoothing != 0.0:
-            raise NotImplementedError("CrossEntropyLoss: weight, ignore_index and label_smoothing are not "
-                                      "supported yet")
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, reduction=self.reduction)
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_WeightedLoss):
+    """Log-probabilities (N, C) against class indices, with ``weight`` and ``ignore_index``."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
-        if weight is not None or pos_weight is not None:
-            raise NotImplementedError("BCEWithLogitsLoss: weight and pos_weight are not supported yet")
+    """Binary cross entropy from logits; ``weight`` scales each element, ``pos_weight`` the positive term."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", None if weight is None else _tensor_of(weight))
+        self.register_buffer("pos_weight", None if pos_weight is None else _tensor_of(pos_weight))
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
+                                                  reduction=self.reduction)

@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -16,8 +18,109 @@ import dask.array as da
 import numpy as np
 
 from .._modes import no_grad
+from ..graph import type_repr
 from ..ops import zeros_like
 from .._tensor import Tensor, _check_requires_grad, _Storage
+
+def _typename(obj):
+    """``torch.typename``: a tensor's type name, else the qualified name of the object or of its class."""
+    if isinstance(obj, Tensor):
+        return type_repr(obj.dtype)
+    module, qualname = getattr(obj, "__module__", "") or "", ""
+    if hasattr(obj, "__qualname__"):
+        qualname = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        qualname = obj.__name__
+    else:
+        module, qualname = obj.__class__.__module__ or "", obj.__class__.__qualname__
+    return qualname if module in {"", "builtins"} else f"{module}.{qualname}"
+
+
+class RemovableHandle:
+    """What the ``register_*_hook`` methods return: ``remove()`` unregisters the hook (also on leaving a
+    ``with`` block), as ``torch.utils.hooks.RemovableHandle``."""
+
+    next_id = 0
+
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        extras = [extra_dict] if isinstance(extra_dict, dict) else list(extra_dict or ())
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extras)
+
+    def remove(self):
+        for ref in (self.hooks_dict_ref, *self.extra_dict_ref):
+            table = ref()
+            if table is not None:
+                table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, type, value, tb):
+        self.remove()
+
+
+_DEVICES = ("cpu", "cuda")
+
+
+def _as_dtype(value):
+    """A dtype given as NumPy/daskgrad takes it (``"float64"``, ``np.float32``) or as a torch dtype."""
+    if type(value).__module__.startswith("torch"):
+        value = str(value).replace("torch.", "")
+    return np.dtype(value)
+
+
+def _as_device(value):
+    """``"cpu"`` or ``"cuda"`` from a device string or ``torch.device``; the devices daskgrad has no chunks for
+    are refused here rather than at the first op."""
+    name = str(value)
+    kind = name.split(":")[0]
+    if kind not in _DEVICES:
+        raise RuntimeError(f"daskgrad modules live on 'cpu' (NumPy chunks) or 'cuda' (cupy chunks); cannot move "
+                           f"one to device '{name}'")
+    return kind
+
+
+def _is_device(value):
+    if type(value).__name__ == "device" or isinstance(value, int):
+        return True
+    if isinstance(value, str):
+        try:
+            np.dtype(value)
+        except TypeError:
+            return True
+    return False
+
+
+def _parse_to(*args, device=None, dtype=None, non_blocking=False, **kwargs):
+    """``(device, dtype)`` from ``Module.to``'s forms: ``(dtype)``, ``(device)``, ``(device, dtype)``,
+    ``(tensor)`` or keywords.  ``non_blocking`` is a hint torch ignores on the host; it is accepted."""
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if len(args) > 2:
+        raise TypeError(f"to() received an invalid combination of arguments: {len(args)} positional arguments")
+    for a in args:
+        if isinstance(a, Tensor) or type(a).__module__.startswith("torch") and hasattr(a, "dtype") \
+                and hasattr(a, "device"):
+            device, dtype = a.device, a.dtype
+        elif _is_device(a):
+            device = a
+        else:
+            dtype = a
+    if isinstance(device, int):
+        device = f"cuda:{device}"
+    device = None if device is None else _as_device(device)
+    dtype = None if dtype is None else _as_dtype(dtype)
+    if dtype is not None and dtype.kind not in "fc":
+        raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
+    if dtype is not None and dtype.kind == "c":
+        warnings.warn("Complex modules are a new feature under active development whose design may change, and some "
+                      "modules might not work as expected when using complex tensors as parameters or buffers.",
+                      stacklevel=3)
+    return device, dtype
+
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -72,66 +175,191 @@ class Module:
     training: bool
 
     def __init__(self):
-        object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_modules", OrderedDict())
+        for name, value in (("training", True), ("_parameters", OrderedDict()), ("_buffers", OrderedDict()),
+                            ("_non_persistent_buffers_set", set()), ("_modules", OrderedDict()),
+                            ("_forward_pre_hooks", OrderedDict()), ("_forward_pre_hooks_with_kwargs", OrderedDict()),
+                            ("_forward_hooks", OrderedDict()), ("_forward_hooks_with_kwargs", OrderedDict()),
+                            ("_forward_hooks_always_called", OrderedDict())):
+            object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
+    # ------------------------------------------------------------------- hooks
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        """``forward`` between the forward pre-hooks and the forward hooks, as torch's ``_call_impl``."""
+        if not (self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks")):
+            return self.forward(*args, **kwargs)
+        called, result = set(), None
+        try:
+            args, kwargs = self._run_pre_hooks(args, kwargs)
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in self._forward_hooks.items():
+                called.add(hook_id)
+                out = hook(self, args, kwargs, result) if hook_id in self._forward_hooks_with_kwargs else \
+                    hook(self, args, result)
+                result = result if out is None else out
+            return result
+        except Exception:
+            self._run_always_called(called, args, kwargs, result)
+            raise
+
+    def _run_pre_hooks(self, args, kwargs):
+        for hook_id, hook in self._forward_pre_hooks.items():
+            if hook_id in self._forward_pre_hooks_with_kwargs:
+                out = hook(self, args, kwargs)
+                if out is not None:
+                    if not (isinstance(out, tuple) and len(out) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {out}.")
+                    args, kwargs = out
+            else:
+                out = hook(self, args)
+                if out is not None:
+                    args = out if isinstance(out, tuple) else (out,)
+        return args, kwargs
+
+    def _run_always_called(self, called, args, kwargs, result):
+        """After an error in forward or a hook: the ``always_call`` hooks not run yet, their own errors
+        turned into warnings (torch's texts)."""
+        for hook_id, hook in self._forward_hooks.items():
+            if hook_id in self._forward_hooks_always_called and hook_id not in called:
+                try:
+                    out = hook(self, args, kwargs, result) if hook_id in self._forward_hooks_with_kwargs else \
+                        hook(self, args, result)
+                    result = result if out is None else out
+                except Exception as e:
+                    warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
+                                  f"silenced as another error was raised in forward: {str(e)}", stacklevel=3)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)``) before ``forward``; what it returns
+        (not None) replaces the arguments."""
+        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``) after ``forward``; what it
+        returns (not None) replaces the output."""
+        handle = RemovableHandle(self._forward_hooks,
+                                 extra_dict=[self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
 
     # ------------------------------------------------------------ registration
     def __setattr__(self, name, value):
-        params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
+        d = self.__dict__
+        params, modules, buffers = d.get("_parameters"), d.get("_modules"), d.get("_buffers")
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self.__dict__.pop(name, None)
-            modules.pop(name, None)
+            self._remove_name(name, d, buffers, modules, self._non_persistent_buffers_set)
             params[name] = value
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
                                 "(torch.nn.Parameter or None expected)")
             params[name] = None
         elif isinstance(value, Module):
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self.__dict__.pop(name, None)
-            params.pop(name, None)
+            self._remove_name(name, d, params, buffers, self._non_persistent_buffers_set)
             modules[name] = value
         elif modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
                                 "(torch.nn.Module or None expected)")
             modules[name] = None
+        elif buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(torch.nn.Buffer, torch.Tensor or None expected)")
+            buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
+    @staticmethod
+    def _remove_name(name, *tables):
+        for t in tables:
+            if t is not None and name in t:
+                t.discard(name) if isinstance(t, set) else t.pop(name)
+
     def __getattr__(self, name):
-        for table in ("_parameters", "_modules"):
+        for table in ("_parameters", "_buffers", "_modules"):
             d = self.__dict__.get(table)
             if d is not None and name in d:
                 return d[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
-        for table in ("_parameters", "_modules"):
+        for table in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__.get(table, ()):
                 del self.__dict__[table][name]
+                self.__dict__.get("_non_persistent_buffers_set", set()).discard(name)
                 return
         object.__delattr__(self, name)
 
+    def _check_new_name(self, kind, table, name):
+        """torch's checks of a name given to ``register_parameter`` / ``register_buffer``."""
+        if table not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self.__dict__[table]:
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_parameter(self, name, param):
+        self._check_new_name("parameter", "_parameters", name)
         if param is None:
             self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
         else:
             setattr(self, name, param)
 
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor of the module's state that is not trained (running statistics, masks): in ``state_dict``
+        unless ``persistent=False``, converted by ``to``/``double``/``float``, not in ``parameters()``."""
+        self._check_new_name("buffer", "_buffers", name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
     def add_module(self, name, module):
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
         self._modules[name] = module
+
+    register_module = add_module
 
     # ----------------------------------------------------------------- walking
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
@@ -172,6 +400,20 @@ class Module:
     def parameters(self, recurse=True):
         return (p for _, p in self.named_parameters(recurse=recurse))
 
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, b in m._buffers.items():
+                if b is None or id(b) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(b))
+                yield mprefix + ("." if mprefix else "") + name, b
+
+    def buffers(self, recurse=True):
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
     def apply(self, fn):
         for m in self.children():
             m.apply(fn)
@@ -200,26 +442,58 @@ class Module:
             if p.grad is not None:
                 p.grad = None if set_to_none else zeros_like(p.grad.detach())
 
-    def _cast(self, dtype):
+    def _apply(self, fn):
+        """``fn`` on every parameter (in place: optimizers keep their references, as with torch's default),
+        its gradient, and every buffer (replaced), through the children first."""
+        for m in self.children():
+            m._apply(fn)
         with no_grad():
-            for p in self.parameters():
-                p.data = p.array.astype(dtype)
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                new = fn(p.detach())
+                if new.array is not p.array:  # an unchanged value is not rewritten (nor recomputed)
+                    p.data = new
+                if p.grad is not None:
+                    p.grad = fn(p.grad.detach())
+            for name, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[name] = fn(b)
         return self
 
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(tensor)`` or keywords, as torch's: floating
+        parameters and buffers take the dtype, all take the device (``"cpu"``: NumPy chunks, ``"cuda"``: cupy)."""
+        device, dtype = _parse_to(*args, **kwargs)
+
+        def convert(t):
+            if dtype is not None and t.dtype.kind in "fc":
+                t = t.astype(dtype)
+            return t if device is None else t.to(device)
+        return self._apply(convert)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
+
     def double(self):
-        return self._cast(np.float64)
+        return self._apply(lambda t: t.astype(np.float64) if t.dtype.kind == "f" else t)
 
     def float(self):
-        return self._cast(np.float32)
+        return self._apply(lambda t: t.astype(np.float32) if t.dtype.kind == "f" else t)
+
+    def half(self):
+        return self._apply(lambda t: t.astype(np.float16) if t.dtype.kind == "f" else t)
 
     # -------------------------------------------------------------- state dict
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """Name -> parameter, detached (sharing storage, as torch's) unless ``keep_vars``.  As in torch, a
         tied parameter or a shared module is listed under each of its names."""
         out = OrderedDict() if destination is None else destination
-        for name, p in self._parameters.items():
-            if p is not None:
-                out[prefix + name] = p if keep_vars else p.detach()
+        for name, p in self._own_state().items():
+            out[prefix + name] = p if keep_vars else p.detach()
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
@@ -267,13 +541,20 @@ class Module:
                 p.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
 
+    def _own_state(self):
+        """This module's parameters and persistent buffers that are not None, by name (torch's local state)."""
+        own = OrderedDict((k, p) for k, p in self._parameters.items() if p is not None)
+        own.update((k, b) for k, b in self._buffers.items()
+                   if b is not None and k not in self._non_persistent_buffers_set)
+        return own
+
     def _unexpected_keys(self, keys, prefix=""):
         """The keys no parameter takes, in torch's order: this module's own, then each child's.  As in
         torch, a key under a child set to None is not reported."""
-        out = []
+        out, own = [], self._own_state()
         for key in keys:
             name, dot, _ = key[len(prefix):].partition(".")
-            if (name not in self._modules) if dot else self._parameters.get(name) is None:
+            if (name not in self._modules) if dot else name not in own:
                 out.append(key)
         for name, m in self._modules.items():
             if m is not None:

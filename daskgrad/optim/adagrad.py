@@ -1,0 +1,54 @@
+"""Adagrad (torch's single-tensor update: lr_decay, weight decay, initial accumulator, maximize), lazily.
+
+As torch, every parameter's state (``step`` 0 and ``sum`` filled with ``initial_accumulator_value``) is made
+when the optimizer is, shaped and chunked like the parameter, and updated in place (no lineage grows).
+
+>>> opt = optim.Adagrad(model.parameters(), lr=1e-2, lr_decay=1e-4)
+"""
+from __future__ import annotations
+
+from ..ops import full_like, sqrt
+from .optimizer import Optimizer, check_lr
+
+
+class Adagrad(Optimizer):
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        check_lr(lr)
+        for name, value in (("lr_decay", lr_decay), ("weight_decay", weight_decay),
+                            ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
+            if not 0.0 <= value:
+                raise ValueError(f"Invalid {name} value: {value}")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._init_state(p)
+
+    def _init_state(self, p):
+        state = self.state[p]
+        state["step"] = 0.0
+        state["sum"] = full_like(p, self.defaults["initial_accumulator_value"])
+
+    def _update(self, group):
+        lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            if not self.state[p]:  # a parameter of a group added later
+                self._init_state(p)
+            state = self.state[p]
+            state["step"] += 1
+            grad = -p.grad if group["maximize"] else p.grad
+            if wd != 0:
+                grad = grad + wd * p
+            clr = lr / (1 + (state["step"] - 1) * lr_decay)
+            state_sum = state["sum"]
+            state_sum += grad * grad
+            p += -clr * (grad / (sqrt(state_sum) + eps))

@@ -1,0 +1,68 @@
+"""RMSprop (torch's single-tensor update: momentum, centered, weight decay, maximize), lazily.
+
+State tensors are made like the parameter (same shape, dtype, chunks, device) and updated in place, as
+Adam's are: ``step()`` submits nothing, and the next submission computes the new values and stores them
+in place of the old ones, so neither the parameter nor its state grows a lineage.
+
+>>> opt = optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9, centered=True)
+"""
+from __future__ import annotations
+
+from ..ops import sqrt, zeros_like
+from .optimizer import Optimizer, check_lr
+
+
+def lerp_(self, end, weight):
+    """``self.lerp_(end, weight)`` with torch's two formulas (the one with the smaller weight on the far end)."""
+    if weight < 0.5:
+        self += weight * (end - self)
+    else:
+        self.copy_(end - (end - self) * (1 - weight))
+    return self
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        check_lr(lr)
+        for name, value in (("epsilon", eps), ("momentum", momentum), ("weight_decay", weight_decay),
+                            ("alpha", alpha)):
+            if not 0.0 <= value:
+                raise ValueError(f"Invalid {name} value: {value}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                                      weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    def _update(self, group):
+        lr, alpha, eps, wd, momentum = group["lr"], group["alpha"], group["eps"], group["weight_decay"], \
+            group["momentum"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = -p.grad if group["maximize"] else p.grad
+            state = self.state[p]
+            if not state:
+                state["step"] = 0.0
+                state["square_avg"] = zeros_like(p)
+                if momentum > 0:
+                    state["momentum_buffer"] = zeros_like(p)
+                if group["centered"]:
+                    state["grad_avg"] = zeros_like(p)
+            state["step"] += 1
+            if wd != 0:
+                grad = grad + wd * p
+            square_avg = state["square_avg"]
+            square_avg.mul_(alpha)
+            square_avg += (1 - alpha) * grad * grad
+            if group["centered"]:
+                grad_avg = lerp_(state["grad_avg"], grad, 1 - alpha)
+                avg = sqrt(square_avg - grad_avg * grad_avg) + eps
+            else:
+                avg = sqrt(square_avg) + eps
+            if momentum > 0:
+                buf = state["momentum_buffer"]
+                buf.mul_(momentum)
+                buf += grad / avg
+                p += -lr * buf
+            else:
+                p += -lr * (grad / avg)
