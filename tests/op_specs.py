@@ -119,7 +119,14 @@ SPECS = (
     OpSpec("cumsum_axis1", lambda a: dg.cumsum(a, axis=1), [M], -2, 2),
     OpSpec("norm", dg.norm, [M], -2, 2),
     OpSpec("norm_p3_axis1", lambda a: dg.norm(a, 3, axis=1), [M], -2, 2),
-    OpSpec("norm_p1_5", lambda a: dg.norm(a, 1.5), [M], 0.5, 2),
+    OpSpec("vector_norm_p1_5", lambda a: dg.linalg.vector_norm(a, 1.5), [M], 0.5, 2),
+    OpSpec("norm_p1_axis0", lambda a: dg.norm(a, 1, axis=0), [M], 0.5, 2),
+    OpSpec("norm_p0_5_keepdims", lambda a: dg.norm(a, 0.5, axis=1, keepdims=True), [M], 0.5, 2),
+    OpSpec("norm_inf_axis1", lambda a: dg.norm(a, np.inf, axis=1), [M], -2, 2),
+    OpSpec("norm_matrix_1", lambda a: dg.norm(a, 1), [M], -2, 2),
+    OpSpec("norm_matrix_neg_inf", lambda a: dg.norm(a, -np.inf), [M], -2, 2),
+    OpSpec("norm_matrix_2", lambda a: dg.norm(a, 2), [M], -2, 2),
+    OpSpec("norm_matrix_nuc_keepdims", lambda a: dg.norm(a, "nuc", axis=(1, 0), keepdims=True), [M], -2, 2),
     OpSpec("prod_dtype", lambda a: dg.prod(a, axis=0, dtype="float64"), [M], 0.5, 2),
     OpSpec("matmul", lambda a, b: a @ b, [M, (4, 3)], -2, 2),
     OpSpec("matmul_mv", lambda a, b: a @ b, [M, (4,)], -2, 2),
@@ -193,6 +200,10 @@ SPECS = (
            lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
            [M], -2, 2),
     OpSpec("dropout", lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
+    # the SVD of M itself (its row chunks take the TSQR path)
+    OpSpec("svd", lambda a: _joined(dg.linalg.svd(a, full_matrices=False)), [M], -2, 2),
+    OpSpec("svd_wide", lambda a: _joined(dg.linalg.svd(a.T, full_matrices=False)), [M], -2, 2),
+    OpSpec("svd_square_full", lambda a: _joined(dg.linalg.svd(a)), [(4, 4)], -2, 2),
     # stencils and shifts whose gradients cross chunk boundaries
     OpSpec("correlate_constant", lambda a: dg.correlate(a, K33, mode="constant", cval=0.5), [M], -2, 2),
     OpSpec("correlate_reflect", lambda a: dg.correlate(a, K33, mode="reflect"), [M], -2, 2),
@@ -205,6 +216,11 @@ SPECS = (
 )
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "two specs share a name"
+
+
+def _joined(outs):
+    """A decomposition's outputs as one vector, so one cotangent weighs every output."""
+    return dg.concatenate([dg.reshape(o, (-1,)) for o in outs])
 
 
 def _seeded(fn):

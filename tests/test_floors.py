@@ -20,7 +20,7 @@ FLOORS = [
     ["ops"],
     ["engine", "anomaly"],
     ["function", "functional", "testing", "memory", "optimize", "checkpoint"],
-    ["nn", "optim", "cluster", "dashboard", "autograd"],
+    ["nn", "optim", "cluster", "dashboard", "autograd", "linalg"],
     ["__init__"],
 ]
 SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),

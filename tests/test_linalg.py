@@ -1,5 +1,7 @@
-"""Linear algebra: products follow NumPy's shape rules (forward and backward, torch's gradients),
-and wrong shapes raise torch's errors before anything is submitted."""
+"""Linear algebra: norms give numpy.linalg.norm's numbers for every order and torch's gradients;
+products follow NumPy's shape rules (forward and backward); daskgrad.linalg.svd gives torch's
+values and gradients, chunked tall-and-skinny matrices through TSQR; wrong shapes raise torch's
+errors before anything is submitted."""
 import re
 
 import numpy as np
@@ -40,6 +42,93 @@ def dg_grad(fn, values, weights, chunks):
     loss = (out * dg.tensor(np.asarray(weights))).sum()
     (real(loss) if loss.dtype.kind == "c" else loss).backward()
     return out.detach().numpy(), (np.zeros_like(values) if x.grad is None else x.grad.numpy())
+
+
+# ------------------------------------------------------------------------ norms
+def test_matrix_one_norm_is_the_largest_column_sum_not_the_sum_of_all_entries():
+    m = dg.ones(3, 3)
+    assert np.linalg.norm(np.ones((3, 3)), 1) == 3
+    assert dg.norm(m, ord=1).item() == 3
+    assert dg.norm(m, ord=np.inf).item() == 3
+    assert dg.linalg.norm(m, 1).item() == 3
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("values,chunks", [(X, (3, 2)), (Z, ((4, 2), (3, 1))), (X3, (1, 3, 2)), (Z3, (2, 6, 4))],
+                         ids=["real", "complex", "batched", "complex_batched"])
+def test_norm_gives_numpys_values_for_every_ord_and_axis(values, chunks, keepdims):
+    x = chunked(values, chunks)
+    for ord in ORDS:
+        for axis in AXES:
+            try:
+                want = np.linalg.norm(values, ord, axis, keepdims)
+            except ValueError:
+                with pytest.raises((RuntimeError, TypeError)):
+                    dg.norm(x, ord, axis, keepdims)
+                continue
+            got = dg.norm(x, ord, axis, keepdims)
+            assert got.shape == np.shape(want), (ord, axis)
+            assert got.dtype == np.asarray(want).dtype, (ord, axis)
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12, err_msg=f"{ord} {axis}")
+
+
+def test_norm_of_integers_and_of_vectors_with_zeros_follows_numpy():
+    v = np.array([3, 0, -4])
+    for ord in [None, 0, 1, 2, np.inf, -np.inf, -1, 0.5]:
+        with np.errstate(divide="ignore"):
+            want = np.linalg.norm(v, ord)
+        np.testing.assert_allclose(dg.norm(dg.tensor(v), ord).numpy(), want)
+
+
+@pytest.mark.parametrize("values", [X, Z], ids=["real", "complex"])
+@pytest.mark.parametrize("ord,axis", [(None, None), (2, 1), (1, 0), (3, -1), (0.5, 1), (-1.5, 0), (np.inf, 1),
+                                      (-np.inf, 0), (0, 1), ("fro", None), ("nuc", None), (1, (0, 1)),
+                                      (-1, (1, 0)), (np.inf, None), (-np.inf, (0, 1)), (2, None), (-2, (1, 0))])
+def test_norm_gradients_are_torchs(values, ord, axis):
+    """torch.linalg.norm (vector_norm / matrix_norm) as the oracle, over uneven chunks."""
+    weights = RNG.standard_normal(np.shape(np.linalg.norm(values, ord, axis)))
+    want, gwant = torch_grad(lambda t: torch.linalg.norm(t, ord, axis), values, weights)
+    got, ggot = dg_grad(lambda x: dg.norm(x, ord, axis), values, weights, ((4, 2), (3, 1)))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(ggot, gwant, rtol=1e-10, atol=1e-12)
+
+
+def test_vector_and_matrix_norm_keep_torchs_node_names():
+    x = chunked(X, (3, 2), requires_grad=True)
+    assert dg.norm(x).grad_fn.name() == "LinalgVectorNormBackward0"
+    assert dg.norm(x, 1).grad_fn.name() == "AmaxBackward0"
+    assert dg.norm(x, 1).grad_fn.next_functions[0][0].name() == "LinalgVectorNormBackward0"
+    assert dg.norm(x, 2).grad_fn.next_functions[0][0].name() == "LinalgSvdBackward0"
+    assert dg.norm(x, "nuc").grad_fn.name() == "SumBackward1"
+
+
+def test_norm_gradient_at_zero_is_zero_as_torchs():
+    for ord in (2, 1, 3, np.inf):
+        x = dg.zeros(4, requires_grad=True)
+        dg.norm(x, ord).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros(4))
+
+
+def test_wrong_norm_orders_and_axes_raise_torchs_errors():
+    m, v, t3 = chunked(X, 2), chunked(X[0], 2), chunked(X3, 2)
+    with raises(RuntimeError, "linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got 3D."):
+        dg.norm(t3, 1)
+    with raises(RuntimeError, "linalg.matrix_norm: Order 3 not supported."):
+        dg.norm(m, 3)
+    with raises(RuntimeError, "linalg.matrix_norm: Order 0 not supported."):
+        dg.norm(m, 0)
+    with raises(RuntimeError, "linalg.matrix_norm: The input tensor A must have at least 2 dimensions."):
+        dg.norm(v, "fro")
+    with raises(RuntimeError, "linalg.matrix_norm: dims must be different. Got (0, 0)"):
+        dg.norm(m, "fro", axis=(0, -2))
+    with raises(RuntimeError, "linalg.norm: If dim is specified, it must be of length 1 or 2. Got [0, 1, 2]"):
+        dg.norm(t3, axis=(0, 1, 2))
+    with raises(IndexError, "Dimension out of range (expected to be in range of [-2, 1], but got 2)"):
+        dg.norm(m, axis=2)
+    with pytest.raises(TypeError):
+        dg.norm(m, "abc", axis=0)
+    with pytest.raises(TypeError):
+        dg.linalg.vector_norm(v, "fro")
 
 
 # --------------------------------------------------------------------- products
@@ -198,3 +287,52 @@ def test_product_shape_errors_are_torchs_and_raise_before_anything_is_submitted(
                                   "dimension 0"):
             dg.ones(2, 2, 3) @ dg.ones(3, 3, 5)
     assert sum(subs.values()) == 0
+
+
+# --------------------------------------------------------------- decompositions
+def well_conditioned(*shape, complex_=False):
+    a = r(*shape, complex_=complex_)
+    return a + 3 * np.eye(shape[-1])
+
+
+def spd(*shape, complex_=False):
+    a = r(*shape, complex_=complex_)
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])
+
+
+L = dg.linalg
+T = torch.linalg
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("shape,chunks", [((6, 4), (2, 4)), ((6, 4), -1), ((4, 6), (4, 2)), ((2, 5, 3), (1, 2, 2)),
+                                          ((4, 4), 2)], ids=["tall_tsqr", "tall_one_chunk", "wide_tsqr", "batched",
+                                                             "square"])
+def test_svd_values_and_gradients_of_phase_invariant_losses_are_torchs(shape, chunks, complex_):
+    a = r(*shape, complex_=complex_)
+    ts = torch.tensor(a, requires_grad=True)
+    tu, tsv, tvh = T.svd(ts, full_matrices=False)
+    weights = [RNG.standard_normal(tuple(t.shape)) for t in (tu, tsv, tvh)]
+
+    def loss(u, s, vh, m):  # |U|^2 and |Vh|^2 do not depend on the vectors' signs (phases)
+        w = [m.tensor(v) for v in weights]
+        return (abs(u) ** 2 * w[0]).sum() + (s * w[1]).sum() + (abs(vh) ** 2 * w[2]).sum()
+
+    loss(tu, tsv, tvh, torch).backward()
+    x = chunked(a, chunks, requires_grad=True)
+    u, s, vh = L.svd(x, full_matrices=False)
+    np.testing.assert_allclose(s.detach().numpy(), tsv.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose((u * s[..., None, :] @ vh).detach().numpy(), a, atol=1e-12)
+    loss(u, s, vh, dg).backward()
+    np.testing.assert_allclose(x.grad.numpy(), ts.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(L.svdvals(x).detach().numpy(), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+
+
+def test_full_matrices_svd_of_one_chunk_matches_numpy_and_refuses_a_chunked_tall_matrix():
+    a = r(5, 3)
+    u, s, vh = L.svd(dg.tensor(a))
+    assert u.shape == (5, 5) and vh.shape == (3, 3)
+    np.testing.assert_allclose(np.abs(u.numpy()), np.abs(np.linalg.svd(a)[0]), atol=1e-12)
+    check_against_torch(lambda x: L.svd(x).S, lambda t: T.svd(t).S, [a], [-1])
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        L.svd(dg.from_array(a, chunks=(2, 3)))

@@ -1,4 +1,5 @@
-"""Products, triangles and diagonals, with their VJP rules (contract: see ``elementwise.py``).
+"""Products, norms, triangles and diagonals, and the SVD, with their VJP rules
+(contract: see ``elementwise.py``).
 
 ``matmul`` builds its own blockwise graph: when the contracted axis is one
 chunk it is a pure ``blockwise`` task per output chunk, with no reduction
@@ -9,11 +10,26 @@ product and the partials are tree-summed, as in ``dask.array.matmul``.
 
 Shapes follow NumPy (``dot``, ``inner``, ``outer``, ``vdot``, ``kron``, ``trace``, ``diagonal``
 take NumPy's operands and ``axis`` arguments); errors and gradients follow torch.
+
+The SVD (``daskgrad.linalg.svd``, and the 2 and nuclear matrix norms through it) comes in two
+layouts.  A chunked tall-and-skinny matrix (many row chunks, columns in one chunk; or its
+transpose) runs dask's TSQR, so it is never gathered, and so do the rules, whose products with the
+long axis are blockwise or tree sums.  Everything else puts each matrix (the last two axes) in one
+chunk and runs NumPy's (or cupy's) batched kernel per chunk: those matrices must fit in one
+worker's memory.
+
+The engine's nodes have one output each, so a decomposition's outputs are separate nodes
+(torch's one ``LinalgSvdBackward0`` node sums the same terms: its VJP is linear in the output
+cotangents).  A rule that needs another output recomputes it from the input and its own output
+(R = Q^H A, S V^H = U^H A), or saves an output whose node saves nothing back, so the saved values
+form no reference cycle.
+
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import numbers
 import string
 import warnings
 
@@ -22,10 +38,10 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import primitive
-from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public
-from .elementwise import conj
-from .reductions import sum
+from ..graph import RESULT, primitive
+from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
+from .elementwise import abs, astype, conj, ones_like, pow, sign, where
+from .reductions import _reduce, _reduction, amax, amin, sum
 from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, swapaxes, transpose
 
 
@@ -532,3 +548,298 @@ def _triangle(name, node, fn):
 
 tril = _triangle("tril", "TrilBackward0", da.tril)
 triu = _triangle("triu", "TriuBackward0", da.triu)
+
+
+# ========================================================================= norms
+def _sgn(x):
+    """torch's ``sgn``: ``x / |x|`` (0 at 0) for complex ``x``, the sign for real."""
+    if x.dtype.kind != "c":
+        return sign(x)
+    r = abs(x)
+    return where(r == 0, 0, x / where(r == 0, 1, r))
+
+
+def _vector_norm_local(gx, x, r, axes, p):
+    """torch's ``norm_backward`` (FunctionsManual.cpp), every case of ``p``."""
+    if p == 0:
+        return None
+    if p == 1:
+        return _sgn(x) * gx
+    if p == 2:
+        return x * where(r == 0, 0, gx / where(r == 0, 1, r))
+    if p in (np.inf, -np.inf):
+        ax = abs(x)
+        mask = (ax == r) | (ax != ax)  # the extreme positions, NaN ones included
+        return _sgn(x) * (gx / sum(mask, axis=axes, keepdims=True).astype(gx.dtype)) * mask.astype(gx.dtype)
+    if p < 1:
+        scaled = _sgn(x) * where(x == 0, 0, pow(abs(x), p - 1))
+        return scaled * gx * pow(r, 1 - p)
+    scaled = _sgn(x) * pow(abs(x), p - 1) if p < 2 else x * pow(abs(x), p - 2)
+    return scaled * where(r == 0, 0, gx / pow(where(r == 0, 1, r), p - 1))
+
+
+vector_norm_p = _reduction("vector_norm", "LinalgVectorNormBackward0", _vector_norm_local, save=("x", "r"))
+
+
+def _vector_norm_array(a, axes, keepdims, p):
+    if p == 2:
+        sq = a * a if a.dtype.kind != "c" else da.real(a * da.conj(a))
+        return da.sqrt(reduce_array(sq, "sum", axes, keepdims))
+    absa = da.absolute(a)
+    if p == np.inf:
+        return reduce_array(absa, "max", axes, keepdims)
+    if p == -np.inf:
+        return reduce_array(absa, "min", axes, keepdims)
+    if p == 0:
+        return reduce_array((a != 0).astype(absa.dtype), "sum", axes, keepdims)
+    if p == 1:
+        return reduce_array(absa, "sum", axes, keepdims)
+    powered = da.map_blocks(_abs_pow, a, p, dtype=absa.dtype, meta=absa._meta)
+    return reduce_array(powered, "sum", axes, keepdims) ** (1.0 / p)
+
+
+def _abs_pow(block, p):
+    """``|block| ** p``; a zero to a negative power is inf (its norm is 0), as in NumPy, not a warning."""
+    with np.errstate(divide="ignore"):
+        return np.absolute(block) ** p
+
+
+def _inexact(x):
+    """NumPy's norms work in floating point: integer and bool tensors become float64."""
+    x = as_tensor(x)
+    return x if x.dtype.kind in "fc" else astype(x, np.float64)
+
+
+def _check_ord(ord, strings=()):
+    if ord is None or ord in strings:
+        return
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"norm order must be a number{' or one of ' + repr(strings) if strings else ''}, "
+                        f"not {type(ord).__name__}")
+
+
+def vector_norm(x, ord=2, axis=None, keepdims=False):
+    """torch's ``linalg.vector_norm`` (NumPy's vector orders): ``sum(|x|**ord)**(1/ord)`` over ``axis``
+    (all axes by default), ``ord`` any real, ``inf`` / ``-inf`` the max / min of ``|x|``, 0 the count
+    of non-zeros.  Gradients are torch's, 0 where the norm is 0."""
+    if isinstance(ord, str):
+        raise TypeError(f"linalg.vector_norm: ord must be a number, not str ({ord!r})")
+    _check_ord(ord)
+    x = _inexact(x)
+    p = 2.0 if ord is None else float(ord)
+    return _reduce(vector_norm_p, x, axis, keepdims,
+                   lambda a, axes, n, n_out: _vector_norm_array(a, axes, keepdims, p), p=p)
+
+
+def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
+    """torch's ``linalg.matrix_norm``: ``'fro'``, ``'nuc'`` (sum of singular values), ``2`` / ``-2``
+    (largest / smallest singular value), ``1`` / ``-1`` (max / min column sum of ``|x|``), ``inf`` /
+    ``-inf`` (max / min row sum) of the ``axis`` planes."""
+    x = _inexact(x)
+    _check_ord(ord, ("fro", "nuc"))
+    if x.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if isinstance(axis, (int, np.integer)) or len(axis) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {axis}")
+    r, c = norm_axis(axis[0], x.ndim), norm_axis(axis[1], x.ndim)
+    if r == c:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({r}, {c})")
+    if ord == "fro" or ord is None:
+        return vector_norm(x, 2, axis=(r, c), keepdims=keepdims)
+    if ord not in ("nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if ord in ("nuc", 2, -2):
+        s = svdvals(transpose(x, [i for i in range(x.ndim) if i not in (r, c)] + [r, c]))
+        out = sum(s, axis=-1) if ord == "nuc" else amax(s, axis=-1) if ord == 2 else amin(s, axis=-1)
+        return expand_dims(out, tuple(sorted((r, c)))) if keepdims else out
+    if ord in (np.inf, -np.inf):  # the inf norm is the 1 norm of the transpose
+        r, c = c, r
+    if not keepdims and r < c:  # the first reduction removes an axis before c
+        c -= 1
+    return (amax if ord > 0 else amin)(vector_norm(x, 1, axis=r, keepdims=keepdims), axis=c, keepdims=keepdims)
+
+
+@public("norm")
+def norm(x, ord=None, axis=None, keepdims=False):
+    """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
+    vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
+    matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
+    (``linalg.vector_norm`` and ``linalg.matrix_norm``)."""
+    x = _inexact(x)
+    _check_ord(ord, ("fro", "nuc"))
+    if axis is None:
+        if ord is None:
+            return vector_norm(x, 2, None, keepdims)
+        if x.ndim not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+                               f"Got {x.ndim}D.")
+        axis = tuple(range(x.ndim))
+    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axis = (axis,)
+    elif not isinstance(axis, (tuple, list)):
+        raise TypeError("'axis' must be None, an integer or a tuple of integers")
+    if len(axis) == 1:
+        if isinstance(ord, str):
+            if x.ndim < 2:
+                raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {axis[0]}")
+        return vector_norm(x, 2 if ord is None else ord, axis, keepdims)
+    if len(axis) == 2:
+        return matrix_norm(x, "fro" if ord is None else ord, tuple(axis), keepdims)
+    raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(axis)}")
+
+
+# ================================================================ decompositions
+def _check_float(x, name):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_TORCH_DTYPES.get(str(x.dtype), str(x.dtype))}")
+
+
+_TORCH_DTYPES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _matrix(x, name, square=False):
+    """``x`` as a tensor of (batches of) matrices, with torch's errors for the wrong shape."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    _check_float(x, name)
+    if square and x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    return x
+
+
+def _whole(a, axes=2):
+    """``a`` with each matrix (its last ``axes`` axes) in one chunk: a kernel sees whole matrices."""
+    return a.rechunk({a.ndim - i: -1 for i in range(1, axes + 1)})
+
+
+def _gufunc(kernel, signature, args, outs, sizes=None, **kwargs):
+    """``da.apply_gufunc`` of a batched kernel over whole matrices; ``outs``: ``(ndim, dtype)`` of
+    each output (a meta of the chunks' own type, so cupy and test doubles stay as they are)."""
+    metas = tuple(_meta(args[0]._meta, nd, dt) for nd, dt in outs)
+    return da.apply_gufunc(kernel, signature, *args, output_sizes=sizes or {},
+                           meta=metas if len(metas) > 1 else metas[0], **kwargs)
+
+
+def _tall(a):
+    """Whether matrix ``a`` takes dask's TSQR path: 2-D, with several chunks along its long axis.
+    Returns ``a`` rechunked for it (its short axis in one chunk), or None."""
+    if a.ndim != 2:
+        return None
+    m, n = a.shape
+    if m >= n and len(a.chunks[0]) > 1:
+        return a.rechunk({1: -1})
+    if m < n and len(a.chunks[1]) > 1:
+        # dask's short-and-fat QR factors the first column chunk: it must be at least m wide
+        return a.rechunk({0: -1, 1: a.chunks[1] if a.chunks[1][0] >= m else m})
+    return None
+
+
+# -------------------------------------------------------------------------- svd
+SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+svd_u_p = primitive("svd_u", torch="LinalgSvdBackward0", save=("a", "r"))
+svd_s_p = primitive("svd_s", torch="LinalgSvdBackward0", save=("u", "vh"))
+svd_vh_p = primitive("svd_vh", torch="LinalgSvdBackward0", save=("a", "r"))
+
+
+def _svd_kernel(a, full_matrices):
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return u, s, vh
+
+
+def _svd_arrays(a, full_matrices):
+    """``(U, S, Vh)`` dask arrays: TSQR for a chunked tall (or wide) matrix, else one matrix per chunk."""
+    tall = _tall(a)
+    m, n = a.shape[-2:]
+    if tall is not None:
+        if full_matrices and m != n:
+            raise ValueError(f"svd: full_matrices=True on a {m} x {n} matrix chunked along its long axis would "
+                             "build a square factor of that size in one chunk; pass full_matrices=False")
+        with _quiet_meta():
+            return da.linalg.svd(tall)
+    a, k = _whole(a), min(m, n)
+    sig = "(m,n)->(m,m),(k),(n,n)" if full_matrices else "(m,n)->(m,k),(k),(k,n)"
+    return _gufunc(_svd_kernel, sig, (a,), [(a.ndim, a.dtype), (a.ndim - 1, _real_dtype(a.dtype)),
+                                            (a.ndim, a.dtype)], sizes={"k": k}, full_matrices=full_matrices)
+
+
+def _svd_e(s):
+    """torch's E: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it (the diagonal difference is exactly 0)."""
+    s2 = s * s
+    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s.chunks[-1],) * 2)
+
+
+def _skew(x):
+    return x - mH(x)
+
+
+@svd_u_p.vjp
+def _svd_u_rule(g, s, *, m, n, full):
+    """torch's ``svd_backward`` with only gU; S and V come from ``A^H U = V S``."""
+    k = min(m, n)
+    u, gu = (s.r[..., :k], g[..., :k]) if full and m > k else (s.r, g)
+    w = matmul(mH(s.a), u)                          # V S, (n, k)
+    sv = vector_norm(w, 2, axis=-2)
+    vh = mH(w / expand_dims(sv, -2))
+    uhgu = _skew(matmul(mH(u), gu))
+    ret = (uhgu / _svd_e(sv)) * expand_dims(sv, -2)
+    if u.dtype.kind == "c":  # half of torch's i Im(diag(U^H gU)) / S; the Vh node adds the other half
+        ret = ret + diag_embed(diagonal(uhgu, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+    if m > n:
+        ga = matmul(u, ret)
+        gusinv = gu / expand_dims(sv, -2)
+        ga = ga + gusinv - matmul(u, matmul(mH(u), gusinv))
+        return (matmul(ga, vh),)
+    return (matmul(matmul(u, ret), vh),)
+
+
+@svd_vh_p.vjp
+def _svd_vh_rule(g, s, *, m, n, full):
+    """torch's ``svd_backward`` with only gVh; U and S come from ``A V = U S``."""
+    k = min(m, n)
+    vh, gvh = (s.r[..., :k, :], g[..., :k, :]) if full and n > k else (s.r, g)
+    w = matmul(s.a, mH(vh))                         # U S, (m, k)
+    sv = vector_norm(w, 2, axis=-2)
+    u = w / expand_dims(sv, -2)
+    vhgv = _skew(matmul(vh, mH(gvh)))
+    ret = expand_dims(sv, -1) * (vhgv / _svd_e(sv))
+    if vh.dtype.kind == "c":
+        ret = ret - diag_embed(diagonal(vhgv, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+    if m < n:
+        ga = matmul(ret, vh)
+        sinvgvh = gvh / expand_dims(sv, -1)
+        ga = ga + sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)
+        return (matmul(u, ga),)
+    return (matmul(u, matmul(ret, vh)),)
+
+
+@svd_s_p.vjp
+def _svd_s_rule(g, s, *, m, n, full):
+    k = min(m, n)
+    u, vh = (s.u[..., :k], s.vh[..., :k, :]) if full else (s.u, s.vh)
+    g = astype(g, u.dtype) if u.dtype.kind == "c" else g
+    if m >= n:
+        return (matmul(u, expand_dims(g, -1) * vh),)
+    return (matmul(u * expand_dims(g, -2), vh),)
+
+
+def svd(A, full_matrices=True):
+    """torch's ``linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh``.  A chunked tall-and-skinny
+    (or short-and-wide) matrix runs dask's TSQR-based SVD and needs ``full_matrices=False``; other
+    matrices are decomposed one matrix per chunk.  Gradients are torch's (distinct singular values;
+    for complex inputs the loss must not depend on the singular vectors' phases)."""
+    A = _matrix(A, "svd")
+    u, s, vh = _svd_arrays(A.array, full_matrices)
+    m, n = A.shape[-2:]
+    U = svd_u_p.record(u, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
+    Vh = svd_vh_p.record(vh, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
+    S = svd_s_p.record(s, A, save={"u": U, "vh": Vh}, m=m, n=n, full=full_matrices)
+    return SVDResult(U, S, Vh)
+
+
+def svdvals(A):
+    """torch's ``linalg.svdvals`` (descending); its gradient is ``U diag(gS) Vh``, as torch's."""
+    return svd(A, full_matrices=False).S
