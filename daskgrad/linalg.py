@@ -2,7 +2,9 @@
 ``keepdims`` where they take axes).  The ops and their VJP rules live in :mod:`daskgrad.ops.linalg`,
 whose docstring says which matrices are decomposed chunk by chunk (TSQR) and which must fit in one
 chunk."""
-from .ops.linalg import diagonal, matmul, matrix_norm, norm, svd, svdvals, vector_norm
-from .ops.linalg import SVDResult  # noqa: F401  (the result type)
+from .ops.linalg import (cholesky, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_norm, matrix_power,
+                         norm, pinv, qr, slogdet, solve, svd, svdvals, vector_norm)
+from .ops.linalg import (EighResult, LstsqResult, QRResult, SlogdetResult, SVDResult)  # noqa: F401  (result types)
 
-__all__ = ["diagonal", "matmul", "matrix_norm", "norm", "svd", "svdvals", "vector_norm"]
+__all__ = ["cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
+           "matrix_power", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "vector_norm"]

@@ -200,10 +200,29 @@ SPECS = (
            lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
            [M], -2, 2),
     OpSpec("dropout", lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
-    # the SVD of M itself (its row chunks take the TSQR path)
+    # linalg: square solvers on well-conditioned matrices (entries in [0.5, 2] plus their row sums on the
+    # diagonal), decompositions of M itself (its row chunks take the TSQR path)
+    OpSpec("solve", lambda a, b: dg.linalg.solve(_dominant(a), b), [(6, 6), M], 0.5, 2),
+    OpSpec("solve_vector", lambda a, b: dg.linalg.solve(_dominant(a), b), [(4, 4), (4,)], 0.5, 2),
+    OpSpec("inv", lambda a: dg.linalg.inv(_dominant(a)), [(4, 4)], 0.5, 2),
+    OpSpec("det", lambda a: dg.linalg.det(_dominant(a) * 0.3), [(4, 4)], 0.5, 2),
+    OpSpec("slogdet", lambda a: _joined(dg.linalg.slogdet(_dominant(a))), [(4, 4)], 0.5, 2),
+    OpSpec("cholesky", lambda a: dg.linalg.cholesky(a.T @ a), [M], -2, 2),
+    OpSpec("cholesky_upper", lambda a: dg.linalg.cholesky(a.T @ a, upper=True), [M], -2, 2),
+    OpSpec("qr", lambda a: _joined(dg.linalg.qr(a)), [M], -2, 2),
+    OpSpec("qr_wide", lambda a: _joined(dg.linalg.qr(a.T)), [M], -2, 2),
     OpSpec("svd", lambda a: _joined(dg.linalg.svd(a, full_matrices=False)), [M], -2, 2),
     OpSpec("svd_wide", lambda a: _joined(dg.linalg.svd(a.T, full_matrices=False)), [M], -2, 2),
     OpSpec("svd_square_full", lambda a: _joined(dg.linalg.svd(a)), [(4, 4)], -2, 2),
+    OpSpec("eigh", lambda a: _joined(dg.linalg.eigh(a + a.T)), [(4, 4)], -2, 2),
+    OpSpec("eigh_upper", lambda a: _joined(dg.linalg.eigh(a + a.T, UPLO="U")), [(4, 4)], -2, 2),
+    OpSpec("lstsq", lambda a, b: _joined(dg.linalg.lstsq(a, b)[:2]), [M, (6, 2)], -2, 2),
+    OpSpec("lstsq_vector", lambda a, b: _joined(dg.linalg.lstsq(a, b)[:2]), [M, (6,)], -2, 2),
+    OpSpec("pinv", dg.linalg.pinv, [M], -2, 2),
+    OpSpec("pinv_wide", lambda a: dg.linalg.pinv(a.T), [M], -2, 2),
+    OpSpec("matrix_power", lambda a: dg.linalg.matrix_power(a * 0.5, 3), [(4, 4)], -2, 2),
+    OpSpec("matrix_power_negative", lambda a: dg.linalg.matrix_power(_dominant(a), -2), [(4, 4)], 0.5, 2),
+    OpSpec("matrix_power_zero", lambda a: dg.linalg.matrix_power(a, 0) * a, [(4, 4)], -2, 2),
     # stencils and shifts whose gradients cross chunk boundaries
     OpSpec("correlate_constant", lambda a: dg.correlate(a, K33, mode="constant", cval=0.5), [M], -2, 2),
     OpSpec("correlate_reflect", lambda a: dg.correlate(a, K33, mode="reflect"), [M], -2, 2),
@@ -221,6 +240,11 @@ assert len(BY_NAME) == len(SPECS), "two specs share a name"
 def _joined(outs):
     """A decomposition's outputs as one vector, so one cotangent weighs every output."""
     return dg.concatenate([dg.reshape(o, (-1,)) for o in outs])
+
+
+def _dominant(a):
+    """``a`` (entries > 0) plus its row sums on the diagonal: strictly diagonally dominant, so invertible."""
+    return a + dg.diag(dg.sum(a, axis=1))
 
 
 def _seeded(fn):

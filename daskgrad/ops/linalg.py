@@ -1,4 +1,4 @@
-"""Products, norms, triangles and diagonals, and the SVD, with their VJP rules
+"""Products, norms, triangles and diagonals, and matrix decompositions, with their VJP rules
 (contract: see ``elementwise.py``).
 
 ``matmul`` builds its own blockwise graph: when the contracted axis is one
@@ -11,19 +11,19 @@ product and the partials are tree-summed, as in ``dask.array.matmul``.
 Shapes follow NumPy (``dot``, ``inner``, ``outer``, ``vdot``, ``kron``, ``trace``, ``diagonal``
 take NumPy's operands and ``axis`` arguments); errors and gradients follow torch.
 
-The SVD (``daskgrad.linalg.svd``, and the 2 and nuclear matrix norms through it) comes in two
-layouts.  A chunked tall-and-skinny matrix (many row chunks, columns in one chunk; or its
-transpose) runs dask's TSQR, so it is never gathered, and so do the rules, whose products with the
-long axis are blockwise or tree sums.  Everything else puts each matrix (the last two axes) in one
-chunk and runs NumPy's (or cupy's) batched kernel per chunk: those matrices must fit in one
-worker's memory.
+Decompositions (``daskgrad.linalg``) come in two layouts.  A chunked tall-and-skinny matrix (many
+row chunks, columns in one chunk; or its transpose) runs dask's TSQR (``qr``, ``svd``,
+``lstsq``, ``pinv``, ``svdvals`` and the 2 / nuclear norms), so a 10^7 x 50 matrix is never
+gathered, and so do the rules, whose products with the long axis are blockwise or tree sums.
+Everything else puts each matrix (the last two axes) in one chunk and runs NumPy's (or cupy's)
+batched kernel per chunk: those matrices must fit in one worker's memory.
 
 The engine's nodes have one output each, so a decomposition's outputs are separate nodes
 (torch's one ``LinalgSvdBackward0`` node sums the same terms: its VJP is linear in the output
 cotangents).  A rule that needs another output recomputes it from the input and its own output
 (R = Q^H A, S V^H = U^H A), or saves an output whose node saves nothing back, so the saved values
-form no reference cycle.
-
+form no reference cycle.  Single-output ops bind their primitive (its ``impl`` is the forward);
+decompositions compute their outputs together and ``record`` each, as einsum (variadic) does.
 """
 from __future__ import annotations
 
@@ -39,10 +39,11 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, primitive
+from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
-from .elementwise import abs, astype, conj, ones_like, pow, sign, where
+from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
 from .reductions import _reduce, _reduction, amax, amin, sum
-from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, swapaxes, transpose
+from .shape import broadcast_to, expand_dims, moveaxis, pad, reshape, squeeze, swapaxes, transpose
 
 
 # ================================================================== chunk metas
@@ -843,3 +844,479 @@ def svd(A, full_matrices=True):
 def svdvals(A):
     """torch's ``linalg.svdvals`` (descending); its gradient is ``U diag(gS) Vh``, as torch's."""
     return svd(A, full_matrices=False).S
+
+
+# ----------------------------------------------------------------------- solve
+def _solve_block(a, b):
+    return np.linalg.solve(a, b)
+
+
+def _solve_arrays(a, b):
+    """``A^{-1} B`` batched, ``b`` of shape (..., n, k): each matrix of ``a`` in one chunk, ``b``'s
+    columns (and both batches) keep their chunks, so a right-hand side with a long axis of many chunks
+    is solved chunk by chunk, never gathered."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = _whole(da.broadcast_to(a, batch + a.shape[-2:]))
+    b = da.broadcast_to(b, batch + b.shape[-2:]).rechunk({len(batch): -1})
+    ind = tuple(range(len(batch)))
+    i, j, k = len(batch), len(batch) + 1, len(batch) + 2
+    dtype = np.result_type(a.dtype, b.dtype)
+    return da.blockwise(_solve_block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
+                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype))
+
+
+def _vector_rhs(a, b):
+    """torch's rule: B is a (batch of) vector(s) when 1-D or shaped as A without its last axis."""
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+
+
+def _solve_operands(a, b, left=True):
+    a, b = _matrix(a, "solve", square=True), as_tensor(b)
+    check_same_device(a, b)
+    vec = _vector_rhs(a, b)
+    rows = b.shape[-1 if vec else -2] if b.ndim else 0
+    if (b.ndim < 1 or rows != a.shape[-1]) and left:
+        cols = 1 if vec else b.shape[-1]
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({a.shape[-2]}x{a.shape[-1]} and {rows}x{cols})")
+    if not left and (vec or b.shape[-1] != a.shape[-2]):
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                           f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2] if b.ndim > 1 else 1}x{b.shape[-1]})")
+    check_broadcast(a.shape[:-2], b.shape[:-1 if vec else -2])
+    return a, b, vec
+
+
+def _solve_impl(a, b, *, vec):
+    return _solve_arrays(a, b[..., None])[..., 0] if vec else _solve_arrays(a, b)
+
+
+solve_p = primitive("solve", torch="LinalgSolveExBackward0", impl=_solve_impl, args=("a", "b"), save=("a", "r"))
+
+
+def solve(A, B, *, left=True):
+    """torch's ``linalg.solve``: ``X`` with ``A X = B`` (``X A = B`` when ``left=False``), batched.  Each
+    matrix of ``A`` is solved in one chunk (it must fit a worker); ``B``'s columns keep their chunks,
+    so a long right-hand side is solved chunk by chunk.  A singular ``A`` raises when computed."""
+    A, B, vec = _solve_operands(A, B, left)
+    if not left:
+        return mT(solve(mT(A), mT(B)))
+    return solve_p.bind(A, B, vec=vec)
+
+
+@solve_p.vjp
+def _solve_rule(g, s, *, vec):
+    # gB = A^{-H} gX, gA = -gB X^H (torch's linalg_solve_backward)
+    gb = solve(mH(s.a), g)
+    if not s.needs[0]:
+        return None, gb
+    x = s.r
+    ga = -(expand_dims(gb, -1) * expand_dims(conj(x), -2) if vec else matmul(gb, mH(x)))
+    return ga, gb
+
+
+def _solve_right(y, m):
+    """``Y M^{-1}``, by a solve with ``Y``'s rows as right-hand sides (they keep their chunks)."""
+    return mH(solve(mH(m), mH(y)))
+
+
+# ------------------------------------------------------------------- inv / det
+def _square_operand(name):
+    return lambda x: (_matrix(x, name, square=True),)
+
+
+def _per_matrix(kernel, out_ndim=2):
+    """The forward of a square op: ``kernel`` on each whole matrix, ``out_ndim`` core axes out."""
+    sig = "(n,n)->" + ("(n,n)" if out_ndim == 2 else "()")
+
+    def impl(a, **_):
+        a = _whole(a)
+        return _gufunc(kernel, sig, (a,), [(a.ndim - 2 + out_ndim, a.dtype)])
+    return impl
+
+
+inv_p = primitive("inv", torch="LinalgInvExBackward0", impl=_per_matrix(np.linalg.inv), save=("r",),
+                  prepare=_square_operand("inv"))
+inv_p.vjp(lambda g, s: (-matmul(mH(s.r), matmul(g, mH(s.r))),))
+
+
+def inv(A):
+    """torch's ``linalg.inv`` of (batches of) square matrices, each in one chunk."""
+    return inv_p.bind(A)
+
+
+det_p = primitive("det", torch="LinalgDetBackward0", impl=_per_matrix(np.linalg.det, 0), args=("a",), save=("a", "r"),
+                  prepare=_square_operand("det"))
+
+
+@det_p.vjp
+def _det_rule(g, s):
+    # torch's non-singular formula, g conj(det) A^{-H}
+    c = g * conj(s.r)
+    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+
+
+def det(A):
+    """torch's ``linalg.det``; its gradient is torch's for invertible matrices (a singular one raises
+    when the gradient is computed)."""
+    return det_p.bind(A)
+
+
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+slogdet_sign_p = primitive("slogdet_sign", torch="LinalgSlogdetBackward0", save=("a", "r"))
+slogdet_logabs_p = primitive("slogdet_logabsdet", torch="LinalgSlogdetBackward0", save=("a",))
+slogdet_logabs_p.vjp(lambda g, s: (expand_dims(expand_dims(g, -1), -1) * mH(inv(s.a)),))
+
+
+@slogdet_sign_p.vjp
+def _slogdet_sign_rule(g, s):
+    if s.r.dtype.kind != "c":  # the sign of a real determinant is locally constant
+        return (None,)
+    # (d sign)*(g) = -i Im(conj(g) sign) A^{-H} (torch's slogdet_backward)
+    c = real(conj(g) * s.r * -1j) * -1j
+    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+
+
+def _slogdet_kernel(a):
+    sgn, logabs = np.linalg.slogdet(a)
+    return sgn, logabs
+
+
+def slogdet(A):
+    """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``."""
+    A = _matrix(A, "slogdet", square=True)
+    a = _whole(A.array)
+    sgn, logabs = _gufunc(_slogdet_kernel, "(n,n)->(),()", (a,),
+                          [(a.ndim - 2, a.dtype), (a.ndim - 2, _real_dtype(a.dtype))])
+    return SlogdetResult(slogdet_sign_p.record(sgn, A, save={"a": A, "r": RESULT}),
+                         slogdet_logabs_p.record(logabs, A, save={"a": A}))
+
+
+# -------------------------------------------------------------------- cholesky
+def _cholesky_impl(a, *, upper):
+    lo = _per_matrix(np.linalg.cholesky)(a)
+    return da.conj(da.swapaxes(lo, -1, -2)) if upper else lo
+
+
+cholesky_p = primitive("cholesky", torch="LinalgCholeskyExBackward0", impl=_cholesky_impl, save=("r",),
+                       prepare=_square_operand("cholesky"))
+
+
+@cholesky_p.vjp
+def _cholesky_rule(g, s, *, upper):
+    # torch's cholesky_backward (Murray 2016): gA = L^{-H} Phi(L^H gL) L^{-1}
+    lo, gl = (mH(s.r), mH(g)) if upper else (s.r, g)
+    ga = tril(matmul(mH(lo), gl))
+    ga = 0.5 * (ga + mH(tril(ga, -1)))
+    return (_solve_right(solve(mH(lo), ga), lo),)
+
+
+def cholesky(A, *, upper=False):
+    """torch's ``linalg.cholesky``: ``L`` lower triangular with ``A = L L^H`` (``U = L^H`` when
+    ``upper``), each matrix in one chunk.  A matrix that is not positive-definite raises when computed."""
+    return cholesky_p.bind(A, upper=upper)
+
+
+# --------------------------------------------------------------------------- qr
+QRResult = collections.namedtuple("QRResult", ["Q", "R"])
+qr_q_p = primitive("qr_q", torch="LinalgQrBackward0", save=("a", "r"))
+qr_r_p = primitive("qr_r", torch="LinalgQrBackward0", save=("q", "r"))
+
+_QR_MODE_ERROR = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+                  "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+_QR_COMPLETE_ERROR = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+
+
+def _syminvadj(x):
+    y = x + mH(x)
+    return y - 0.5 * diag_embed(real(diagonal(y, 0, -2, -1)), 0, y.chunks[-2:])
+
+
+def _tril_im_inv_adj_skew(x):
+    y = tril(x - mH(x))
+    return y - 0.5 * diag_embed(diagonal(y, 0, -2, -1), 0, y.chunks[-2:])
+
+
+def _qr_backward(gq, gr, q, r, m, n):
+    """torch's ``linalg_qr_backward`` with either cotangent ``None`` (zero)."""
+    if gq is not None and gr is not None:
+        small = matmul(gr, mH(r)) - matmul(mH(q), gq)
+    elif gq is not None:
+        small = -matmul(mH(q), gq)
+    else:
+        small = matmul(gr, mH(r))
+    if m >= n:
+        ga = matmul(q, _syminvadj(triu(small)))
+        if gq is not None:
+            ga = ga + gq
+        return _solve_right(ga, mH(r))  # ga R^{-H}
+    ga = matmul(q, _tril_im_inv_adj_skew(-small))
+    ga = _solve_right(ga, mH(r[..., :, :m]))
+    ga = pad(ga, [(0, 0)] * (ga.ndim - 1) + [(0, n - m)])  # zero gradient for R's columns past m
+    if gr is not None:
+        ga = ga + matmul(q, gr)
+    return ga
+
+
+@qr_q_p.vjp
+def _qr_q_rule(g, s, *, m, n, mode):
+    if mode == "complete" and m > n:
+        raise RuntimeError(_QR_COMPLETE_ERROR)
+    q = s.r
+    r = triu(matmul(mH(q), s.a))  # R = Q^H A, recomputed: the R node saves Q, so Q's node cannot save R
+    return (_qr_backward(g, None, q, r, m, n),)
+
+
+@qr_r_p.vjp
+def _qr_r_rule(g, s, *, m, n, mode):
+    if mode == "r":
+        raise RuntimeError(_QR_MODE_ERROR)
+    if mode == "complete" and m > n:
+        raise RuntimeError(_QR_COMPLETE_ERROR)
+    return (_qr_backward(None, g, s.q, s.r, m, n),)
+
+
+def _qr_kernel(a, mode):
+    q, r = np.linalg.qr(a, mode=mode)
+    return q, r
+
+
+def qr(A, mode="reduced"):
+    """torch's ``linalg.qr``: ``(Q, R)`` with ``A = Q R``; ``mode`` ``'reduced'``, ``'complete'`` or ``'r'``
+    (``Q`` empty).  A chunked tall-and-skinny matrix runs dask's TSQR (never gathered; its Q keeps the
+    row chunks, its R is one chunk); other matrices are factored one matrix per chunk, and so is
+    ``'complete'`` mode, whose m x m ``Q`` must fit a worker."""
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+                           "or 'complete'")
+    A = _matrix(A, "qr")
+    m, n = A.shape[-2:]
+    tall = _tall(A.array) if mode != "complete" else None
+    if tall is not None:
+        with _quiet_meta():
+            q, r = da.linalg.qr(tall)
+        if m < n:  # dask's short-and-fat QR forms R = Q^T A: wrong for complex A, so R = Q^H A here
+            r = da.matmul(da.conj(q.T), tall)
+    else:
+        a, k = _whole(A.array), min(m, n)
+        kq = m if mode == "complete" else k
+        q, r = _gufunc(_qr_kernel, "(m,n)->(m,p),(p,n)" if kq == k else "(m,n)->(m,m),(m,n)", (a,),
+                       [(a.ndim, a.dtype), (a.ndim, a.dtype)], sizes={"p": kq},
+                       mode="reduced" if mode == "r" else mode)
+    Q = qr_q_p.record(q, A, save={"a": A, "r": RESULT}, m=m, n=n, mode=mode)
+    R = qr_r_p.record(r, A, save={"q": Q if mode != "r" else None, "r": RESULT}, m=m, n=n, mode=mode)
+    if mode == "r":
+        Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A.array._meta))
+    return QRResult(Q, R)
+
+
+# ------------------------------------------------------------------------- eigh
+EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+eigh_l_p = primitive("eigh_eigenvalues", torch="LinalgEighBackward0", save=("v",))
+eigh_v_p = primitive("eigh_eigenvectors", torch="LinalgEighBackward0", save=("a", "r"))
+eigh_l_p.vjp(lambda g, s: (matmul(s.v * expand_dims(astype(g, s.v.dtype) if s.v.dtype.kind == "c" else g, -2),
+                                  mH(s.v)),))
+
+
+def _hermitian_part(a, uplo):
+    """The matrix eigh reads: the ``uplo`` triangle and its conjugate transpose."""
+    if uplo == "L":
+        return tril(a) + mH(tril(a, -1))
+    return triu(a) + mH(triu(a, 1))
+
+
+@eigh_v_p.vjp
+def _eigh_v_rule(g, s, *, uplo):
+    """torch's ``linalg_eig_backward`` (Hermitian) with only gV; L = diag(V^H A V)."""
+    v = s.r
+    lam = real(diagonal(matmul(mH(v), matmul(_hermitian_part(s.a, uplo), v)), 0, -2, -1))
+    vhgv = matmul(mH(v), g)
+    vhgv = 0.5 * (vhgv - mH(vhgv))
+    e = expand_dims(lam, -2) - expand_dims(lam, -1) + diag_embed(ones_like(lam), 0, (lam.chunks[-1],) * 2)
+    return (matmul(v, matmul(vhgv / e, mH(v))),)
+
+
+def _eigh_kernel(a, UPLO):
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return w, v
+
+
+def eigh(A, UPLO="L"):
+    """torch's ``linalg.eigh``: ascending eigenvalues and orthonormal eigenvectors of (batches of)
+    Hermitian matrices, read from the ``UPLO`` triangle, each matrix in one chunk.  Gradients are torch's
+    (distinct eigenvalues), the full Hermitian matrix rather than one triangle."""
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    A = _matrix(A, "eigh", square=True)
+    a = _whole(A.array)
+    w, v = _gufunc(_eigh_kernel, "(n,n)->(n),(n,n)", (a,), [(a.ndim - 1, _real_dtype(a.dtype)), (a.ndim, a.dtype)],
+                   UPLO=UPLO)
+    V = eigh_v_p.record(v, A, save={"a": A, "r": RESULT}, uplo=UPLO)
+    return EighResult(eigh_l_p.record(w, A, save={"v": V}), V)
+
+
+def eigvalsh(A, UPLO="L"):
+    """torch's ``linalg.eigvalsh`` (ascending)."""
+    return eigh(A, UPLO).eigenvalues
+
+
+# ------------------------------------------------------------------------- pinv
+def _pinv_impl(a, *, atol, rtol, m, n):
+    u, s, vh = _svd_arrays(a, False)
+    cutoff = da.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True))
+    sinv = da.where(s > cutoff, 1 / da.where(s > cutoff, s, 1), 0).astype(s.dtype)
+    return da.matmul(da.conj(da.swapaxes(vh, -1, -2)) * sinv[..., None, :], da.conj(da.swapaxes(u, -1, -2)))
+
+
+pinv_p = primitive("pinv", torch="LinalgPinvBackward0", impl=_pinv_impl, args=("a",), save=("a", "r"),
+                   prepare=lambda x: (_matrix(x, "pinv"),))
+
+
+@pinv_p.vjp
+def _pinv_rule(g, s, *, atol, rtol, m, n):
+    return (_pinv_backward(g, s.r, s.a, m, n),)
+
+
+def _pinv_backward(g, p, a, m, n):
+    """torch's ``pinv_backward``, with each product grouped so the long axis of a tall matrix never
+    meets itself (no m x m intermediate)."""
+    ph, gh = mH(p), mH(g)
+    if m <= n:
+        k = matmul(gh, p)                                    # (m, m)
+        kph = matmul(k, ph)
+        return (-mH(matmul(p, k)) + kph - matmul(a, matmul(p, kph)) +
+                matmul(ph, matmul(p, gh - matmul(k, a))))
+    k = matmul(p, gh)                                        # (n, n)
+    phk = matmul(ph, k)
+    return -mH(matmul(k, p)) + matmul(gh - matmul(a, k), matmul(p, ph)) + phk - matmul(phk, matmul(p, a))
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None):
+    """torch's ``linalg.pinv`` from the SVD: singular values at most ``max(atol, rtol * S_max)`` count as
+    zero (``rtol`` defaults to ``eps * max(m, n)`` when ``atol`` is not given; NumPy's ``rcond`` is
+    ``rtol``).  A chunked tall-and-skinny matrix uses the TSQR path; ``hermitian`` is accepted and
+    computes the same result through the SVD."""
+    A = _matrix(A, "pinv")
+    m, n = A.shape[-2:]
+    rtol = rcond if rtol is None else rtol
+    if rtol is None:
+        rtol = 0.0 if atol else np.finfo(_real_dtype(A.dtype)).eps * max(m, n)
+    return pinv_p.bind(A, atol=atol, rtol=rtol, m=m, n=n)
+
+
+# ------------------------------------------------------------------------ lstsq
+LstsqResult = collections.namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
+lstsq_x_p = primitive("lstsq_solution", torch="LinalgLstsqBackward0", args=("a", "b"), save=("a", "b"))
+lstsq_res_p = primitive("lstsq_residuals", torch="LinalgLstsqBackward0", args=("a", "b"), save=("a", "b", "x"))
+
+
+@lstsq_x_p.vjp
+def _lstsq_x_rule(g, s, *, vec):
+    # torch's linalg_lstsq_backward, gradient from the solution
+    a, b = s.a, (expand_dims(s.b, -1) if vec else s.b)
+    gx = expand_dims(g, -1) if vec else g
+    p = pinv(a)
+    ga = gb = None
+    if s.needs[0]:
+        ga = _pinv_backward(matmul(gx, mH(b)), p, a, a.shape[-2], a.shape[-1])
+    if s.needs[1]:
+        gb = matmul(mH(p), gx)
+        gb = squeeze(gb, -1) if vec else gb
+    return ga, gb
+
+
+@lstsq_res_p.vjp
+def _lstsq_res_rule(g, s, *, vec):
+    # torch's linalg_lstsq_backward, gradient from the residuals (Danskin: X as a constant)
+    a = s.a
+    b, x = (expand_dims(s.b, -1), expand_dims(s.x, -1)) if vec else (s.b, s.x)
+    r = matmul(a, x) - b
+    gl = expand_dims(g, -2)
+    ga = 2 * matmul(gl * r, mH(x)) if s.needs[0] else None
+    gb = -2 * gl * r if s.needs[1] else None
+    return ga, (squeeze(gb, -1) if vec and gb is not None else gb)
+
+
+def _svdvals_block(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def _rank_block(s, m, n, rcond):
+    """The numerical rank from the singular values (NumPy's ``matrix_rank`` tolerance)."""
+    tol = np.max(s, axis=-1, keepdims=True) * (max(m, n) * np.finfo(s.dtype).eps if rcond is None else rcond)
+    return np.sum(s > tol, axis=-1)
+
+
+def _lstsq_kernel(a, b, rcond):
+    """Least squares of each matrix pair (NumPy's ``lstsq`` takes one matrix at a time)."""
+    if a.ndim == 2:
+        return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    out = np.zeros_like(a, shape=a.shape[:-2] + (a.shape[-1], b.shape[-1]),
+                        dtype=np.result_type(a.dtype, b.dtype))
+    for idx in np.ndindex(*a.shape[:-2]):
+        out[idx] = np.linalg.lstsq(a[idx], b[idx], rcond=rcond)[0]
+    return out
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """torch's ``linalg.lstsq``: ``(solution, residuals, rank, singular_values)`` minimising
+    ``||A X - B||``.  A chunked tall-and-skinny ``A`` (and its ``B``) runs TSQR, never gathered, and
+    assumes full column rank; other matrices are solved one pair per chunk (NumPy's ``lstsq``, rank
+    deficiency handled with ``rcond``).  ``residuals`` are the squared column norms of ``A X - B`` when
+    m > n (whatever the rank), else empty; ``rank`` and ``singular_values`` carry no gradient.
+    ``driver`` is accepted for torch's signature and ignored."""
+    A = as_tensor(A)
+    B = as_tensor(B)
+    check_same_device(A, B)
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    _check_float(A, "lstsq")
+    vec = B.ndim == A.ndim - 1
+    if B.shape[-1 if vec else -2] != A.shape[-2]:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    m, n = A.shape[-2:]
+    a, b = A.array, (B.array[..., None] if vec else B.array)
+    tall = _tall(a) if m >= n else None
+    if tall is not None:
+        with _quiet_meta():
+            q, r = da.linalg.tsqr(tall)
+        x = _solve_arrays(r, da.matmul(da.conj(q.T), b.rechunk({0: tall.chunks[0]})))
+        s = _gufunc(_svdvals_block, "(n,n)->(n)", (r,), [(1, _real_dtype(a.dtype))])
+    else:
+        a = _whole(a)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = _whole(da.broadcast_to(a, batch + a.shape[-2:])), _whole(da.broadcast_to(b, batch + b.shape[-2:]))
+        x = _gufunc(_lstsq_kernel, "(m,n),(m,k)->(n,k)", (a, b), [(a.ndim, np.result_type(a.dtype, b.dtype))],
+                    rcond=rcond)
+        s = _gufunc(_svdvals_block, "(m,n)->(k)", (a,), [(a.ndim - 1, _real_dtype(a.dtype))], sizes={"k": min(m, n)})
+    rank = da.map_blocks(_rank_block, s, m=m, n=n, rcond=rcond, drop_axis=s.ndim - 1, dtype=np.int64,
+                         meta=_meta(s._meta, s.ndim - 1, np.int64))
+    X = lstsq_x_p.record(x[..., 0] if vec else x, A, B, save={"a": A, "b": B}, vec=vec)
+    if m > n:  # one residual per column of B, a vector B's included (torch's shape)
+        res = da.sum(da.absolute(da.matmul(a, x) - b) ** 2, axis=-2)
+        res = lstsq_res_p.record(res, A, B, save={"a": A, "b": B, "x": X}, vec=vec)
+    else:
+        res = Tensor._make(da.zeros((0,), dtype=_real_dtype(A.dtype), like=a._meta))
+    return LstsqResult(X, res, Tensor._make(rank), Tensor._make(s))
+
+
+# ----------------------------------------------------------------- matrix_power
+def matrix_power(A, n):
+    """torch's ``linalg.matrix_power``: ``A`` to the integer power ``n`` by repeated squaring (``n < 0``
+    inverts first); ``n == 0`` gives identities whose gradient is 0."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"linalg_matrix_power(): argument 'n' (position 2) must be int, not {type(n).__name__}")
+    A = _matrix(A, "matrix_power", square=True)
+    if n == 0:
+        eye = diag_embed(ones_like(A[..., 0]), 0, A.chunks[-2:])
+        return where(eye == eye, eye, A)  # exact identities, with A's (zero) gradient path
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
+
