@@ -9,7 +9,7 @@ import numpy as np
 
 from . import autograd, functional, interop, ops, testing
 from . import optimize
-from . import nn, optim, utils  # noqa: E402,F401
+from . import linalg, nn, optim, utils  # noqa: E402,F401
 from .engine import backward, grad
 from .function import Function, map_blocks
 from ._modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,

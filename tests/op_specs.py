@@ -162,7 +162,14 @@ SPECS = (
     OpSpec("cumsum_axis1", lambda a: dg.cumsum(a, axis=1), [M], -2, 2),
     OpSpec("norm", dg.norm, [M], -2, 2),
     OpSpec("norm_p3_axis1", lambda a: dg.norm(a, 3, axis=1), [M], -2, 2),
-    OpSpec("norm_p1_5", lambda a: dg.norm(a, 1.5), [M], 0.5, 2),
+    OpSpec("vector_norm_p1_5", lambda a: dg.linalg.vector_norm(a, 1.5), [M], 0.5, 2),
+    OpSpec("norm_p1_axis0", lambda a: dg.norm(a, 1, axis=0), [M], 0.5, 2),
+    OpSpec("norm_p0_5_keepdims", lambda a: dg.norm(a, 0.5, axis=1, keepdims=True), [M], 0.5, 2),
+    OpSpec("norm_inf_axis1", lambda a: dg.norm(a, np.inf, axis=1), [M], -2, 2),
+    OpSpec("norm_matrix_1", lambda a: dg.norm(a, 1), [M], -2, 2),
+    OpSpec("norm_matrix_neg_inf", lambda a: dg.norm(a, -np.inf), [M], -2, 2),
+    OpSpec("norm_matrix_2", lambda a: dg.norm(a, 2), [M], -2, 2),
+    OpSpec("norm_matrix_nuc_keepdims", lambda a: dg.norm(a, "nuc", axis=(1, 0), keepdims=True), [M], -2, 2),
     OpSpec("prod_dtype", lambda a: dg.prod(a, axis=0, dtype="float64"), [M], 0.5, 2),
     OpSpec("matmul", lambda a, b: a @ b, [M, (4, 3)], -2, 2),
     OpSpec("matmul_mv", lambda a, b: a @ b, [M, (4,)], -2, 2),
@@ -171,7 +178,29 @@ SPECS = (
     OpSpec("matmul_contract_rows", lambda a, b: a.T @ b, [M, M], -2, 2),
     OpSpec("matmul_batched", lambda a, b: dg.reshape(a, (2, 3, 4)) @ b, [M, (4, 2)], -2, 2),
     OpSpec("dot", dg.dot, [(4,), (4,)], -2, 2),
+    OpSpec("matmul_vector_batched", lambda v, a: v @ dg.reshape(a, (2, 3, 4)), [(3,), M], -2, 2),
+    OpSpec("matmul_batched_vector", lambda a, v: dg.reshape(a, (2, 3, 4)) @ v, [M, (4,)], -2, 2),
+    OpSpec("matmul_broadcast_batches", lambda a, b: dg.reshape(a, (2, 1, 3, 4)) @ dg.reshape(b, (2, 4, 3)),
+           [M, M], -2, 2),
+    OpSpec("dot_nd_vector", lambda a, v: dg.dot(dg.reshape(a, (2, 3, 4)), v), [M, (4,)], -2, 2),
+    OpSpec("dot_nd_nd", lambda a, b: dg.dot(dg.reshape(a, (3, 2, 4)), dg.reshape(b, (2, 4, 3))), [M, M], -2, 2),
+    OpSpec("inner", dg.inner, [M, (5, 4)], -2, 2),
+    OpSpec("outer", dg.outer, [(6,), M], -2, 2),
+    OpSpec("vdot", dg.vdot, [M, M], -2, 2),
+    OpSpec("kron", dg.kron, [M, (2, 3)], -2, 2),
+    OpSpec("tensordot_zero_axes", lambda a, b: dg.tensordot(a, b, axes=0), [M, (3,)], -2, 2),
     OpSpec("tensordot", lambda a, b: dg.tensordot(a, b, axes=([0], [0])), [M, (6, 2)], -2, 2),
+    OpSpec("einsum_diagonal", lambda s: dg.einsum("ii->i", s), [(4, 4)], -2, 2),
+    OpSpec("einsum_trace_implicit", lambda a, b: dg.einsum("ij,kj", a, b), [M, (3, 4)], -2, 2),
+    OpSpec("einsum_ellipsis", lambda a, b: dg.einsum("...ij,jk->...ik", dg.reshape(a, (2, 3, 4)), b),
+           [M, (4, 2)], -2, 2),
+    OpSpec("einsum_sublist", lambda a, b: dg.einsum(a, [0, 1], b, [1, 2], [0, 2]), [M, (4, 3)], -2, 2),
+    OpSpec("diagonal", lambda a: dg.diagonal(a, 1), [M], -2, 2),
+    OpSpec("diagonal_axes_reversed", lambda a: dg.diagonal(dg.reshape(a, (2, 3, 4)), -1, 2, 1), [M], -2, 2),
+    OpSpec("diag_of_vector", lambda v: dg.diag(v, -1), [(4,)], -2, 2),
+    OpSpec("trace", lambda a: dg.trace(a, 1), [M], -2, 2),
+    OpSpec("tril", lambda a: dg.tril(a, -1), [M], -2, 2),
+    OpSpec("triu_batched", lambda a: dg.triu(dg.reshape(a, (2, 3, 4)), 1), [M], -2, 2),
     OpSpec("tensordot_int", lambda a, b: dg.tensordot(a, b, axes=2), [M, M], -2, 2),
     OpSpec("einsum_mm", lambda a, b: dg.einsum("ij,jk->ik", a, b), [M, (4, 3)], -2, 2),
     OpSpec("einsum_sum_index", lambda a, b: dg.einsum("ij,ik->k", a, b), [M, (6, 2)], -2, 2),
@@ -214,6 +243,29 @@ SPECS = (
            lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),
            [M], -2, 2),
     OpSpec("dropout", lambda a: _seeded(lambda: dg.nn.functional.dropout(a, 0.4)), [M], -2, 2),
+    # linalg: square solvers on well-conditioned matrices (entries in [0.5, 2] plus their row sums on the
+    # diagonal), decompositions of M itself (its row chunks take the TSQR path)
+    OpSpec("solve", lambda a, b: dg.linalg.solve(_dominant(a), b), [(6, 6), M], 0.5, 2),
+    OpSpec("solve_vector", lambda a, b: dg.linalg.solve(_dominant(a), b), [(4, 4), (4,)], 0.5, 2),
+    OpSpec("inv", lambda a: dg.linalg.inv(_dominant(a)), [(4, 4)], 0.5, 2),
+    OpSpec("det", lambda a: dg.linalg.det(_dominant(a) * 0.3), [(4, 4)], 0.5, 2),
+    OpSpec("slogdet", lambda a: _joined(dg.linalg.slogdet(_dominant(a))), [(4, 4)], 0.5, 2),
+    OpSpec("cholesky", lambda a: dg.linalg.cholesky(a.T @ a), [M], -2, 2),
+    OpSpec("cholesky_upper", lambda a: dg.linalg.cholesky(a.T @ a, upper=True), [M], -2, 2),
+    OpSpec("qr", lambda a: _joined(dg.linalg.qr(a)), [M], -2, 2),
+    OpSpec("qr_wide", lambda a: _joined(dg.linalg.qr(a.T)), [M], -2, 2),
+    OpSpec("svd", lambda a: _joined(dg.linalg.svd(a, full_matrices=False)), [M], -2, 2),
+    OpSpec("svd_wide", lambda a: _joined(dg.linalg.svd(a.T, full_matrices=False)), [M], -2, 2),
+    OpSpec("svd_square_full", lambda a: _joined(dg.linalg.svd(a)), [(4, 4)], -2, 2),
+    OpSpec("eigh", lambda a: _joined(dg.linalg.eigh(a + a.T)), [(4, 4)], -2, 2),
+    OpSpec("eigh_upper", lambda a: _joined(dg.linalg.eigh(a + a.T, UPLO="U")), [(4, 4)], -2, 2),
+    OpSpec("lstsq", lambda a, b: _joined(dg.linalg.lstsq(a, b)[:2]), [M, (6, 2)], -2, 2),
+    OpSpec("lstsq_vector", lambda a, b: _joined(dg.linalg.lstsq(a, b)[:2]), [M, (6,)], -2, 2),
+    OpSpec("pinv", dg.linalg.pinv, [M], -2, 2),
+    OpSpec("pinv_wide", lambda a: dg.linalg.pinv(a.T), [M], -2, 2),
+    OpSpec("matrix_power", lambda a: dg.linalg.matrix_power(a * 0.5, 3), [(4, 4)], -2, 2),
+    OpSpec("matrix_power_negative", lambda a: dg.linalg.matrix_power(_dominant(a), -2), [(4, 4)], 0.5, 2),
+    OpSpec("matrix_power_zero", lambda a: dg.linalg.matrix_power(a, 0) * a, [(4, 4)], -2, 2),
     # stencils and shifts whose gradients cross chunk boundaries
     OpSpec("correlate_constant", lambda a: dg.correlate(a, K33, mode="constant", cval=0.5), [M], -2, 2),
     OpSpec("correlate_reflect", lambda a: dg.correlate(a, K33, mode="reflect"), [M], -2, 2),
@@ -226,6 +278,16 @@ SPECS = (
 )
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "two specs share a name"
+
+
+def _joined(outs):
+    """A decomposition's outputs as one vector, so one cotangent weighs every output."""
+    return dg.concatenate([dg.reshape(o, (-1,)) for o in outs])
+
+
+def _dominant(a):
+    """``a`` (entries > 0) plus its row sums on the diagonal: strictly diagonally dominant, so invertible."""
+    return a + dg.diag(dg.sum(a, axis=1))
 
 
 def _seeded(fn):

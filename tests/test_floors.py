@@ -21,7 +21,7 @@ FLOORS = [
     ["ops"],
     ["engine", "anomaly"],
     ["function", "functional", "testing", "memory", "optimize", "checkpoint", "interop"],
-    ["nn", "optim", "cluster", "dashboard", "autograd", "utils"],
+    ["nn", "optim", "cluster", "dashboard", "autograd", "utils", "linalg"],
     ["__init__"],
 ]
 SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),

@@ -35,8 +35,8 @@ def optimize(arrays, reuse=None, fuse_chunks=None):
     layers, deps = {}, {}
     for a in arrays:
         for name, layer, layer_deps in flat_layers(a.dask):
-            if name not in layers or (layer is not layers[name] and holds_data(layer)
-                                      and not holds_data(layers[name])):
+            if name not in layers or _empty(layers[name]) or (layer is not layers[name] and holds_data(layer)
+                                                              and not holds_data(layers[name])):
                 layers[name], deps[name] = layer, layer_deps
     for name in layers.keys() & stored.keys():
         if layers[name] is not stored[name] and not holds_data(layers[name]):
@@ -105,8 +105,14 @@ def toposort_layers(deps):
 
 def holds_data(layer):
     """Whether ``layer`` holds values (chunks, Futures), not tasks: a persisted array's layer."""
-    return isinstance(layer, MaterializedLayer) and all(
+    return isinstance(layer, MaterializedLayer) and len(layer) > 0 and all(
         isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in layer.values())
+
+
+def _empty(layer):
+    """An empty layer: a reverse-pass stand-in's (a rule's output folded with its stand-ins carries
+    them), never the layer that computes the keys."""
+    return isinstance(layer, MaterializedLayer) and len(layer) == 0
 
 
 def materialized(arr) -> bool:

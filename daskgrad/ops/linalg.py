@@ -1,4 +1,5 @@
-"""Matrix products and their (bilinear) VJP rules (contract: see ``elementwise.py``).
+"""Products, norms, triangles and diagonals, and matrix decompositions, with their VJP rules
+(contract: see ``elementwise.py``).
 
 ``matmul`` builds its own blockwise graph: when the contracted axis is one
 chunk it is a pure ``blockwise`` task per output chunk, with no reduction
@@ -6,21 +7,73 @@ layer, so it fuses with the elementwise work before and after it (a logistic
 regression's forward, loss cotangent and ``X.T @ g`` become one task per row
 chunk plus one tree sum).  Otherwise each chunk pair contributes a partial
 product and the partials are tree-summed, as in ``dask.array.matmul``.
+
+Shapes follow NumPy (``dot``, ``inner``, ``outer``, ``vdot``, ``kron``, ``trace``, ``diagonal``
+take NumPy's operands and ``axis`` arguments); errors and gradients follow torch.
+
+Decompositions (``daskgrad.linalg``) come in two layouts.  A chunked tall-and-skinny matrix (many
+row chunks, columns in one chunk; or its transpose) runs dask's TSQR (``qr``, ``svd``,
+``lstsq``, ``pinv``, ``svdvals`` and the 2 / nuclear norms), so a 10^7 x 50 matrix is never
+gathered, and so do the rules, whose products with the long axis are blockwise or tree sums.
+Everything else puts each matrix (the last two axes) in one chunk and runs NumPy's (or cupy's)
+batched kernel per chunk: those matrices must fit in one worker's memory.
+
+The engine's nodes have one output each, so a decomposition's outputs are separate nodes
+(torch's one ``LinalgSvdBackward0`` node sums the same terms: its VJP is linear in the output
+cotangents).  A rule that needs another output recomputes it from the input and its own output
+(R = Q^H A, S V^H = U^H A), or saves an output whose node saves nothing back, so the saved values
+form no reference cycle.  Single-output ops bind their primitive (its ``impl`` is the forward);
+decompositions compute their outputs together and ``record`` each, as einsum (variadic) does.
 """
 from __future__ import annotations
+
+import collections
+import contextlib
+import numbers
+import string
+import warnings
 
 import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import primitive
-from ._util import as_tensor, check_same_device, norm_axis, public
-from .elementwise import conj
-from .shape import broadcast_to, expand_dims, swapaxes, transpose
+from ..graph import RESULT, primitive
+from .._tensor import Tensor
+from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
+from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
+from .reductions import _reduce, _reduction, amax, amin, sum
+from .shape import broadcast_to, expand_dims, moveaxis, pad, reshape, squeeze, swapaxes, transpose
 
 
-def _matmul_array(a, b):
+# ================================================================== chunk metas
+def _real_dtype(dtype):
+    return np.empty(0, dtype).real.dtype
+
+
+def _meta(meta, ndim, dtype):
+    """A meta of ``meta``'s array type (NumPy, cupy, ...) with ``ndim`` and ``dtype``."""
+    if np.dtype(dtype).kind != "c" and meta.dtype.kind == "c":
+        meta = np.real(meta)  # not a cast: casting complex to real warns
+    return meta_from_array(meta, ndim=ndim, dtype=dtype)
+
+
+@contextlib.contextmanager
+def _quiet_meta():
+    """dask casts a complex meta to a real dtype (TSQR's S, tril's index mask): a meta only, no values,
+    so no warning for users."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        yield
+
+
+def _quiet(fn, *args):
+    with _quiet_meta():
+        return fn(*args)
+
+
+# ====================================================================== products
+def _matmul_array(a, b, **_):
     if a.ndim > 2 or b.ndim > 2:
         return da.matmul(a, b)
     li = "ik"[2 - a.ndim:]           # "k" or "ik"
@@ -42,28 +95,37 @@ def _matmul_array(a, b):
 FAN_IN = 32
 
 
-matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward0", "SqueezeBackward4",
-                                      "UnsafeViewBackward0"))
-
-
-@public("__matmul__", "__rmatmul__", "matmul")
-def matmul(a, b):
+def _matmul_operands(a, b):
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
     _check_matmul(a.shape, b.shape)
+    return a, b
+
+
+# each operand is saved only when the other one needs a gradient, as torch's MmBackward0 does
+matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward0", "SqueezeBackward4",
+                                      "UnsafeViewBackward0"),
+                     impl=_matmul_array, args=("a", "b"), save=(("a", 1), ("b", 0)), prepare=_matmul_operands)
+
+
+@public("__matmul__", "__rmatmul__", "matmul")
+def matmul(a, b):
+    a, b = _matmul_operands(a, b)
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
-            else "SqueezeBackward4" if a.ndim == 1 else "MmBackward0" if a.ndim == b.ndim == 2
+            else "SqueezeBackward4" if a.ndim == 1 and b.ndim == 2 else "MmBackward0" if a.ndim == b.ndim == 2
             else "UnsafeViewBackward0")
-    return matmul_p.record(_matmul_array(a.array, b.array), a, b, save={"a": a, "b": b}, node=node)
+    return matmul_p.bind(a, b, node=node, na=a.ndim, nb=b.ndim)
 
 
 def _check_matmul(sa, sb):
     """torch's error texts for a contracted size mismatch (dask would fail late or obscurely)."""
     k, kb = sa[-1], sb[-1] if len(sb) == 1 else sb[-2]
     if k == kb or k != k or kb != kb:
+        if len(sa) > 2 or len(sb) > 2:  # batch axes must broadcast too
+            check_broadcast(tuple(sa[:-2]), tuple(sb[:-2]))
         return
     if len(sa) == len(sb) == 1:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src [{kb}] to have the same number "
@@ -79,91 +141,275 @@ def _check_matmul(sa, sb):
 
 
 @matmul_p.vjp
-def _matmul_rule(g, s):
-    na, nb = s.needs
-    a, b = conj(s.a), conj(s.b)  # torch's complex convention: each side meets the other's conjugate
-    if a.ndim == 1 and b.ndim == 1:                      # dot: g is a scalar
-        return (g * b if na else None), (g * a if nb else None)
-    if b.ndim == 1:                                       # matrix @ vector: no reshapes on the hot path
-        return (expand_dims(g, -1) * b if na else None), (matmul(swapaxes(a, -1, -2), g) if nb else None)
-    if a.ndim == 1:                                       # vector @ matrix
-        return (matmul(b, g) if na else None), (expand_dims(a, -1) * expand_dims(g, -2) if nb else None)
-    return (matmul(g, swapaxes(b, -1, -2)) if na else None), (matmul(swapaxes(a, -1, -2), g) if nb else None)
+def _matmul_rule(g, s, *, na, nb):
+    need_a, need_b = s.needs
+    a = conj(s.a) if need_b else None  # torch's complex convention: each side meets the other's conjugate
+    b = conj(s.b) if need_a else None
+    if na == 1 and nb == 1:                              # dot: g is a scalar
+        return (g * b if need_a else None), (g * a if need_b else None)
+    if nb == 1 and na == 2:                              # matrix @ vector: no reshapes on the hot path
+        return (expand_dims(g, -1) * b if need_a else None), (matmul(mT(a), g) if need_b else None)
+    if na == 1 and nb == 2:                              # vector @ matrix
+        return (matmul(b, g) if need_a else None), (expand_dims(a, -1) * expand_dims(g, -2) if need_b else None)
+    # batched: a vector operand is a one-row (or one-column) matrix, as NumPy promotes it; the engine
+    # sums the cotangents over the broadcast batch axes
+    if na == 1:
+        g = expand_dims(g, -2)
+    if nb == 1:
+        g = expand_dims(g, -1)
+    ga = gb = None
+    if need_a:
+        ga = matmul(g, mT(expand_dims(b, -1) if nb == 1 else b))
+        ga = squeeze(ga, -2) if na == 1 else ga
+    if need_b:
+        gb = matmul(mT(expand_dims(a, 0) if na == 1 else a), g)
+        gb = squeeze(gb, -1) if nb == 1 else gb
+    return ga, gb
+
+
+def mT(x):
+    """The last two axes swapped (torch's ``Tensor.mT``)."""
+    return swapaxes(x, -1, -2)
+
+
+def mH(x):
+    """The conjugate transpose of the last two axes (torch's ``Tensor.mH``)."""
+    return conj(swapaxes(x, -1, -2))
 
 
 @public("dot")
 def dot(a, b):
-    a, b = as_tensor(a), as_tensor(b)
-    if a.ndim <= 2 and b.ndim <= 2:
-        return matmul(a, b)
-    return tensordot(a, b, axes=([-1], [-2]))
-
-
-def _norm_tensordot_axes(axes, na, nb):
-    if isinstance(axes, int):
-        return list(range(na - axes, na)), list(range(axes))
-    xa, xb = axes
-    xa = [xa] if isinstance(xa, int) else list(xa)
-    xb = [xb] if isinstance(xb, int) else list(xb)
-    return [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
-
-
-@public()
-def tensordot(a, b, axes=2):
+    """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
+    and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``."""
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
-    xa, xb = _norm_tensordot_axes(axes, a.ndim, b.ndim)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    if a.ndim <= 2 and b.ndim <= 2:
+        return matmul(a, b)
+    return tensordot(a, b, axes=([-1], [-1 if b.ndim == 1 else -2]))
+
+
+@public("inner")
+def inner(a, b):
+    """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
+    b.shape[:-1]``."""
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(a.shape)} and {list(b.shape)}")
+    if a.ndim == b.ndim == 1:
+        return matmul(a, b)
+    return tensordot(a, b, axes=([-1], [-1]))
+
+
+@public("outer")
+def outer(a, b):
+    """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only)."""
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    return expand_dims(reshape(a, (-1,)), 1) * expand_dims(reshape(b, (-1,)), 0)
+
+
+@public("vdot")
+def vdot(a, b):
+    """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors)."""
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    return matmul(conj(reshape(a, (-1,))), reshape(b, (-1,)))
+
+
+@public("kron")
+def kron(a, b):
+    """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s."""
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    nd = max(a.ndim, b.ndim)
+    sa, sb = (1,) * (nd - a.ndim) + a.shape, (1,) * (nd - b.ndim) + b.shape
+    # a on the even axes, b on the odd ones: the product's axes pair up (a_i, b_i)
+    pa = reshape(a, tuple(x for n in sa for x in (n, 1)))
+    pb = reshape(b, tuple(x for n in sb for x in (1, n)))
+    return reshape(pa * pb, tuple(m * n for m, n in zip(sa, sb)))
+
+
+def _norm_tensordot_axes(axes, a, b):
+    na, nb = a.ndim, b.ndim
+    if isinstance(axes, (int, np.integer)):
+        if axes < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={axes}")
+        if axes > min(na, nb):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={axes}")
+        xa, xb = list(range(na - axes, na)), list(range(axes))
+    else:
+        xa, xb = axes
+        xa = [xa] if isinstance(xa, (int, np.integer)) else list(xa)
+        xb = [xb] if isinstance(xb, (int, np.integer)) else list(xb)
+        if len(xa) != len(xb):
+            raise RuntimeError("both dimension lists should have same length")
+        xa, xb = [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
+    for axs in (xa, xb):
+        for i, ax in enumerate(axs):
+            if ax in axs[:i]:
+                raise RuntimeError(f"dim {ax} appears multiple times in the list of dims")
     for i, j in zip(xa, xb):
         if a.shape[i] != b.shape[j]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
                                f"and second has size {b.shape[j]} in dim {j}")
-    return tensordot_p.record(da.tensordot(a.array, b.array, axes=(xa, xb)), a, b, save={"a": a, "b": b},
-                              xa=tuple(xa), xb=tuple(xb))
+    return tuple(xa), tuple(xb)
+
+
+def _tensordot_operands(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+    check_same_device(a, b)
+    return a, b
 
 
 # torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
 # names them apart (the dashboard's tensordot-vjp, einsum-vjp)
-tensordot_p = primitive("tensordot", torch="ViewBackward0")
-
-
-@tensordot_p.vjp
-def _tensordot_rule(g, s, *, xa, xb):
-    xa, xb = list(xa), list(xb)
-    free_a = [i for i in range(s.a.ndim) if i not in xa]
-    free_b = [i for i in range(s.b.ndim) if i not in xb]
-    na, nb = s.needs
-    fa, fb = len(free_a), len(free_b)
-    ga = gb = None
-    if na:
-        ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
-        order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
-        ga = transpose(ga, list(np.argsort(order)))
-    if nb:
-        gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
-        order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
-        gb = transpose(gb, list(np.argsort(order)))
-    return ga, gb
+tensordot_p = primitive("tensordot", torch="ViewBackward0", args=("a", "b"), save=(("a", 1), ("b", 0)),
+                        impl=lambda a, b, *, xa, xb, na, nb: da.tensordot(a, b, axes=(list(xa), list(xb))),
+                        prepare=_tensordot_operands)
 
 
 @public()
-def einsum(subscripts, *operands):
-    """Explicit-output einsum (``"ij,jk->ik"``); each operand's rule is another einsum."""
+def tensordot(a, b, axes=2):
+    """NumPy's ``tensordot``: ``axes`` an int N (the last N axes of ``a`` with the first N of ``b``)
+    or a pair of axis lists."""
+    a, b = _tensordot_operands(a, b)
+    xa, xb = _norm_tensordot_axes(axes, a, b)
+    return tensordot_p.bind(a, b, xa=xa, xb=xb, na=a.ndim, nb=b.ndim)
+
+
+@tensordot_p.vjp
+def _tensordot_rule(g, s, *, xa, xb, na, nb):
+    xa, xb = list(xa), list(xb)
+    free_a = [i for i in range(na) if i not in xa]
+    free_b = [i for i in range(nb) if i not in xb]
+    need_a, need_b = s.needs
+    fa, fb = len(free_a), len(free_b)
+    ga = gb = None
+    if need_a:
+        ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
+        order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
+        ga = transpose(ga, [int(i) for i in np.argsort(order)]) if ga.ndim > 1 else ga
+    if need_b:
+        gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
+        order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
+        gb = transpose(gb, [int(i) for i in np.argsort(order)]) if gb.ndim > 1 else gb
+    return ga, gb
+
+
+# ---------------------------------------------------------------------- einsum
+_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # NumPy's sublist integers 0..51
+
+
+def _sublist(sub):
+    out = []
+    for k in sub:
+        if k is Ellipsis:
+            out.append("...")
+        elif isinstance(k, (int, np.integer)) and 0 <= k < 52:
+            out.append(_LETTERS[k])
+        else:
+            raise ValueError(f"subscript is not within the valid range [0, 52): {k!r}")
+    return "".join(out)
+
+
+def _einsum_args(args):
+    """``(equation, operands)`` from ``einsum("ij,jk", a, b)``, ``einsum("ij,jk", [a, b])`` or
+    NumPy's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
+    if not args:
+        raise TypeError("einsum(): must specify the equation string and at least one operand")
+    if isinstance(args[0], str):
+        ops = list(args[1:])
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = list(ops[0])
+        return args[0], ops
+    ops, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(subs) < len(ops):  # an odd count: the last item is the output's sublist
+        out = ops.pop()
+    eq = ",".join(_sublist(s) for s in subs)
+    return (eq + "->" + _sublist(out)) if out is not None else eq, ops
+
+
+def _parse_einsum(equation, ts):
+    """Subscripts with ellipses expanded to letters and an explicit output, checked with torch's errors."""
+    eq = equation.replace(" ", "")
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    ins = lhs.split(",")
+    if len(ins) > len(ts):
+        raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+    if len(ins) < len(ts):
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    for c in eq.replace("...", "").replace(",", "").replace("->", ""):
+        if c not in _LETTERS:
+            raise RuntimeError(f"einsum(): invalid subscript given at index {eq.index(c)} in the equation string, "
+                               "subscripts must be in [a-zA-Z]")
+    free = [c for c in _LETTERS if c not in eq]
+    ranks = []
+    for k, (sub, t) in enumerate(zip(ins, ts)):
+        named = len(sub.replace("...", ""))
+        if "..." in sub:
+            if named > t.ndim:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation ({named}) is more than the "
+                                   f"number of dimensions ({t.ndim}) for operand {k}")
+            ranks.append(t.ndim - named)
+        elif named != t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({named}) does not match the "
+                               f"number of dimensions ({t.ndim}) for operand {k} and no ellipsis was given")
+    ell = "".join(free[:max(ranks, default=0)])
+    ins = [sub.replace("...", ell[len(ell) - (t.ndim - len(sub) + 3):]) if "..." in sub else sub
+           for sub, t in zip(ins, ts)]
+    if out is None:  # NumPy's implicit output: the broadcast axes, then the letters seen once, sorted
+        counts = collections.Counter("".join(ins))
+        out = ell + "".join(sorted((c for c in counts if counts[c] == 1 and c not in ell),
+                                   key=_LETTERS.index))
+    else:
+        out = out.replace("...", ell)
+    for i, c in enumerate(out):
+        if c in out[:i]:
+            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
+        if not any(c in sub for sub in ins):
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input "
+                               "operand")
+    return ins, out
+
+
+@public()
+def einsum(*args, optimize=False):
+    """NumPy's and torch's ``einsum``: ellipses, an implicit output, a repeated index within one
+    operand (its diagonal) and NumPy's sublist form; a size-1 axis broadcasts against its index."""
+    equation, operands = _einsum_args(args)
     ts = [as_tensor(t) for t in operands]
     check_same_device(*ts)
-    if "->" not in subscripts or "." in subscripts:
-        raise NotImplementedError("einsum needs an explicit '->' output and no ellipsis")
-    ins, out = subscripts.replace(" ", "").split("->")
-    ins = ins.split(",")
+    ins, out = _parse_einsum(equation, ts)
+    for k, t in enumerate(ts):  # a repeated index is the diagonal of those axes
+        sub = ins[k]
+        while len(set(sub)) != len(sub):
+            c = next(c for i, c in enumerate(sub) if c in sub[:i])
+            i, j = sub.index(c), sub.index(c, sub.index(c) + 1)
+            if t.shape[i] != t.shape[j]:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but the sizes don't match, "
+                                   f"{t.shape[j]} != {t.shape[i]}")
+            t, sub = diagonal(t, 0, i, j), sub[:i] + sub[i + 1:j] + sub[j + 1:] + c
+        ts[k], ins[k] = t, sub
     seen = {}
     for k, (sub, t) in enumerate(zip(ins, ts)):
         for c, n in zip(sub, t.shape):
             if seen.setdefault(c, n) != n and n != 1 and seen[c] != 1:
                 raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
                                    f"with previously seen size {seen[c]}")
-    if any(len(set(sub)) != len(sub) for sub in ins):
-        raise NotImplementedError("einsum with a repeated index inside one operand is not differentiable here")
-
-    return einsum_p.record(da.einsum(subscripts, *[t.array for t in ts]), *ts,
+            seen[c] = max(seen[c], n)
+    for k, (sub, t) in enumerate(zip(ins, ts)):  # a size-1 axis broadcasting against its index: drop it
+        drop = tuple(i for i, c in enumerate(sub) if t.shape[i] == 1 and seen[c] != 1)
+        if drop:
+            ts[k], ins[k] = squeeze(t, drop), "".join(c for i, c in enumerate(sub) if i not in drop)
+    expr = ",".join(ins) + "->" + out
+    return einsum_p.record(da.einsum(expr, *[t.array for t in ts]), *ts,
                            save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
 
 
@@ -179,7 +425,7 @@ def _einsum_rule(g, s, *, ins, out):
             continue
         others = [(ins[j], getattr(s, f"t{j}")) for j in range(len(ins)) if j != k]
         have = set(out).union(*[set(o) for o, _ in others])
-        target = "".join(c for c in dict.fromkeys(sub) if c in have)
+        target = "".join(c for c in sub if c in have)
         expr = ",".join([out] + [o for o, _ in others]) + "->" + target
         gk = einsum(expr, g, *[conj(t) for _, t in others])
         missing = tuple(i for i, c in enumerate(sub) if c not in target)
@@ -187,4 +433,890 @@ def _einsum_rule(g, s, *, ins, out):
             gk = broadcast_to(expand_dims(gk, missing), getattr(s, f"t{k}").shape)
         grads.append(gk)
     return tuple(grads)
+
+
+# ============================================================ diagonals, triangles
+def _int_arg(v, what):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    return int(v)
+
+
+def _diagonal_operand(x):
+    return (as_tensor(x),)
+
+
+diagonal_p = primitive("diagonal", torch="DiagonalBackward0", prepare=_diagonal_operand,
+                       impl=lambda a, *, offset, axis1, axis2, chunks: da.diagonal(a, offset, axis1, axis2))
+diag_embed_p = primitive("diag_embed", torch="DiagEmbedBackward0", prepare=_diagonal_operand,
+                         impl=lambda a, *, offset, chunks: _embed_array(a, offset, chunks))
+
+
+@public("diagonal")
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis."""
+    x = as_tensor(x)
+    offset = _int_arg(offset, "offset")
+    if x.ndim < 2:
+        raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, but got {x.ndim}")
+    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
+    if a1 == a2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {axis1}, {axis2}")
+    return diagonal_p.bind(x, offset=offset, axis1=a1, axis2=a2, chunks=(x.chunks[a1], x.chunks[a2]))
+
+
+@diagonal_p.vjp
+def _diagonal_rule(g, s, *, offset, axis1, axis2, chunks):
+    e = diag_embed(g, offset, chunks)  # the planes as the last two axes, then back where they were
+    return (moveaxis(moveaxis(e, -2, min(axis1, axis2)), -1, max(axis1, axis2)) if axis1 < axis2 else
+            moveaxis(moveaxis(e, -1, axis2), -1, axis1),)
+
+
+def _embed_block(g, rows, cols, offset):
+    """This chunk of the matrices holding ``g`` (the whole diagonals) on the ``offset`` diagonal;
+    ``rows``/``cols`` are the chunk's global row and column numbers, on the chunk's device."""
+    on = (cols[None, :] - rows[:, None]) == offset
+    n = g.shape[-1]
+    if n == 0:
+        return np.zeros_like(g, shape=g.shape[:-1] + on.shape)
+    pos = np.clip(rows if offset >= 0 else cols, 0, n - 1)  # where each row (column) meets the diagonal
+    vals = np.take(g, pos, axis=-1)
+    vals = vals[..., :, None] if offset >= 0 else vals[..., None, :]
+    return np.where(on, vals, np.zeros_like(vals, shape=(1,) * vals.ndim))
+
+
+def diag_embed(g, offset, chunks):
+    """Matrices, chunked ``chunks`` over the two new last axes, holding ``g``'s last axis on their
+    ``offset`` diagonal and zeros elsewhere (torch's ``diag_embed``)."""
+    return diag_embed_p.bind(g, offset=offset, chunks=tuple(tuple(c) for c in chunks))
+
+
+def _embed_array(a, offset, chunks):
+    n1, n2 = (int(np.sum(c)) for c in chunks)
+    a = a.rechunk({a.ndim - 1: -1})
+    nb = a.ndim - 1
+    ind = tuple(range(nb))
+    like = _meta(a._meta, 1, np.int64)
+    rows = da.arange(n1, chunks=(chunks[0],), like=like)
+    cols = da.arange(n2, chunks=(chunks[1],), like=like)
+    return da.blockwise(_embed_block, ind + (nb, nb + 1), a, ind + (nb + 2,), rows, (nb,), cols, (nb + 1,),
+                        offset=offset, concatenate=True, dtype=a.dtype,
+                        meta=meta_from_array(a._meta, ndim=nb + 2, dtype=a.dtype))
+
+
+diag_embed_p.vjp(lambda g, s, *, offset, chunks: (diagonal(g, offset, -2, -1),))
+
+
+@public("diag")
+def diag(x, k=0):
+    """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
+    its ``k`` diagonal."""
+    x = as_tensor(x)
+    k = _int_arg(k, "k")
+    if x.ndim == 1:
+        n = x.shape[0] + (k if k > 0 else -k)
+        c = x.chunks[0]
+        return diag_embed(x, k, (c + (n - x.shape[0],) if n > x.shape[0] else c,) * 2)
+    if x.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+    return diagonal(x, k)
+
+
+@public("trace")
+def trace(x, offset=0, axis1=0, axis2=1):
+    """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+def _triangle(name, node, fn):
+    p = primitive(name, torch=node, prepare=_diagonal_operand, impl=lambda a, *, k: _quiet(fn, a, k))
+    p.vjp(lambda g, s, *, k: (op(g, k),))
+
+    def op(x, k=0):
+        x = as_tensor(x)
+        k = _int_arg(k, "k")
+        if x.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        return p.bind(x, k=k)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"NumPy's ``{name}`` of the last two axes (``k`` the diagonal); gradient node ``{node}``."
+    return public(name)(op)
+
+
+tril = _triangle("tril", "TrilBackward0", da.tril)
+triu = _triangle("triu", "TriuBackward0", da.triu)
+
+
+# ========================================================================= norms
+def _sgn(x):
+    """torch's ``sgn``: ``x / |x|`` (0 at 0) for complex ``x``, the sign for real."""
+    if x.dtype.kind != "c":
+        return sign(x)
+    r = abs(x)
+    return where(r == 0, 0, x / where(r == 0, 1, r))
+
+
+def _vector_norm_local(gx, x, r, axes, p):
+    """torch's ``norm_backward`` (FunctionsManual.cpp), every case of ``p``."""
+    if p == 0:
+        return None
+    if p == 1:
+        return _sgn(x) * gx
+    if p == 2:
+        return x * where(r == 0, 0, gx / where(r == 0, 1, r))
+    if p in (np.inf, -np.inf):
+        ax = abs(x)
+        mask = (ax == r) | (ax != ax)  # the extreme positions, NaN ones included
+        return _sgn(x) * (gx / sum(mask, axis=axes, keepdims=True).astype(gx.dtype)) * mask.astype(gx.dtype)
+    if p < 1:
+        scaled = _sgn(x) * where(x == 0, 0, pow(abs(x), p - 1))
+        return scaled * gx * pow(r, 1 - p)
+    scaled = _sgn(x) * pow(abs(x), p - 1) if p < 2 else x * pow(abs(x), p - 2)
+    return scaled * where(r == 0, 0, gx / pow(where(r == 0, 1, r), p - 1))
+
+
+vector_norm_p = _reduction("vector_norm", "LinalgVectorNormBackward0", _vector_norm_local, save=("x", "r"))
+
+
+def _vector_norm_array(a, axes, keepdims, p):
+    if p == 2:
+        sq = a * a if a.dtype.kind != "c" else da.real(a * da.conj(a))
+        return da.sqrt(reduce_array(sq, "sum", axes, keepdims))
+    absa = da.absolute(a)
+    if p == np.inf:
+        return reduce_array(absa, "max", axes, keepdims)
+    if p == -np.inf:
+        return reduce_array(absa, "min", axes, keepdims)
+    if p == 0:
+        return reduce_array((a != 0).astype(absa.dtype), "sum", axes, keepdims)
+    if p == 1:
+        return reduce_array(absa, "sum", axes, keepdims)
+    powered = da.map_blocks(_abs_pow, a, p, dtype=absa.dtype, meta=absa._meta)
+    return reduce_array(powered, "sum", axes, keepdims) ** (1.0 / p)
+
+
+def _abs_pow(block, p):
+    """``|block| ** p``; a zero to a negative power is inf (its norm is 0), as in NumPy, not a warning."""
+    with np.errstate(divide="ignore"):
+        return np.absolute(block) ** p
+
+
+def _inexact(x):
+    """NumPy's norms work in floating point: integer and bool tensors become float64."""
+    x = as_tensor(x)
+    return x if x.dtype.kind in "fc" else astype(x, np.float64)
+
+
+def _check_ord(ord, strings=()):
+    if ord is None or ord in strings:
+        return
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"norm order must be a number{' or one of ' + repr(strings) if strings else ''}, "
+                        f"not {type(ord).__name__}")
+
+
+def vector_norm(x, ord=2, axis=None, keepdims=False):
+    """torch's ``linalg.vector_norm`` (NumPy's vector orders): ``sum(|x|**ord)**(1/ord)`` over ``axis``
+    (all axes by default), ``ord`` any real, ``inf`` / ``-inf`` the max / min of ``|x|``, 0 the count
+    of non-zeros.  Gradients are torch's, 0 where the norm is 0."""
+    if isinstance(ord, str):
+        raise TypeError(f"linalg.vector_norm: ord must be a number, not str ({ord!r})")
+    _check_ord(ord)
+    x = _inexact(x)
+    p = 2.0 if ord is None else float(ord)
+    return _reduce(vector_norm_p, x, axis, keepdims,
+                   lambda a, axes, n, n_out: _vector_norm_array(a, axes, keepdims, p), p=p)
+
+
+def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
+    """torch's ``linalg.matrix_norm``: ``'fro'``, ``'nuc'`` (sum of singular values), ``2`` / ``-2``
+    (largest / smallest singular value), ``1`` / ``-1`` (max / min column sum of ``|x|``), ``inf`` /
+    ``-inf`` (max / min row sum) of the ``axis`` planes."""
+    x = _inexact(x)
+    _check_ord(ord, ("fro", "nuc"))
+    if x.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if isinstance(axis, (int, np.integer)) or len(axis) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {axis}")
+    r, c = norm_axis(axis[0], x.ndim), norm_axis(axis[1], x.ndim)
+    if r == c:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({r}, {c})")
+    if ord == "fro" or ord is None:
+        return vector_norm(x, 2, axis=(r, c), keepdims=keepdims)
+    if ord not in ("nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if ord in ("nuc", 2, -2):
+        s = svdvals(transpose(x, [i for i in range(x.ndim) if i not in (r, c)] + [r, c]))
+        out = sum(s, axis=-1) if ord == "nuc" else amax(s, axis=-1) if ord == 2 else amin(s, axis=-1)
+        return expand_dims(out, tuple(sorted((r, c)))) if keepdims else out
+    if ord in (np.inf, -np.inf):  # the inf norm is the 1 norm of the transpose
+        r, c = c, r
+    if not keepdims and r < c:  # the first reduction removes an axis before c
+        c -= 1
+    return (amax if ord > 0 else amin)(vector_norm(x, 1, axis=r, keepdims=keepdims), axis=c, keepdims=keepdims)
+
+
+@public("norm")
+def norm(x, ord=None, axis=None, keepdims=False):
+    """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
+    vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
+    matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
+    (``linalg.vector_norm`` and ``linalg.matrix_norm``)."""
+    x = _inexact(x)
+    _check_ord(ord, ("fro", "nuc"))
+    if axis is None:
+        if ord is None:
+            return vector_norm(x, 2, None, keepdims)
+        if x.ndim not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+                               f"Got {x.ndim}D.")
+        axis = tuple(range(x.ndim))
+    elif isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axis = (axis,)
+    elif not isinstance(axis, (tuple, list)):
+        raise TypeError("'axis' must be None, an integer or a tuple of integers")
+    if len(axis) == 1:
+        if isinstance(ord, str):
+            if x.ndim < 2:
+                raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+            raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {axis[0]}")
+        return vector_norm(x, 2 if ord is None else ord, axis, keepdims)
+    if len(axis) == 2:
+        return matrix_norm(x, "fro" if ord is None else ord, tuple(axis), keepdims)
+    raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(axis)}")
+
+
+# ================================================================ decompositions
+def _check_float(x, name):
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_TORCH_DTYPES.get(str(x.dtype), str(x.dtype))}")
+
+
+_TORCH_DTYPES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _matrix(x, name, square=False):
+    """``x`` as a tensor of (batches of) matrices, with torch's errors for the wrong shape."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    _check_float(x, name)
+    if square and x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    return x
+
+
+def _whole(a, axes=2):
+    """``a`` with each matrix (its last ``axes`` axes) in one chunk: a kernel sees whole matrices."""
+    return a.rechunk({a.ndim - i: -1 for i in range(1, axes + 1)})
+
+
+def _gufunc(kernel, signature, args, outs, sizes=None, **kwargs):
+    """``da.apply_gufunc`` of a batched kernel over whole matrices; ``outs``: ``(ndim, dtype)`` of
+    each output (a meta of the chunks' own type, so cupy and test doubles stay as they are)."""
+    metas = tuple(_meta(args[0]._meta, nd, dt) for nd, dt in outs)
+    return da.apply_gufunc(kernel, signature, *args, output_sizes=sizes or {},
+                           meta=metas if len(metas) > 1 else metas[0], **kwargs)
+
+
+def _tall(a):
+    """Whether matrix ``a`` takes dask's TSQR path: 2-D, with several chunks along its long axis.
+    Returns ``a`` rechunked for it (its short axis in one chunk), or None."""
+    if a.ndim != 2:
+        return None
+    m, n = a.shape
+    if m >= n and len(a.chunks[0]) > 1:
+        return a.rechunk({1: -1})
+    if m < n and len(a.chunks[1]) > 1:
+        # dask's short-and-fat QR factors the first column chunk: it must be at least m wide
+        return a.rechunk({0: -1, 1: a.chunks[1] if a.chunks[1][0] >= m else m})
+    return None
+
+
+# -------------------------------------------------------------------------- svd
+SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+svd_u_p = primitive("svd_u", torch="LinalgSvdBackward0", save=("a", "r"))
+svd_s_p = primitive("svd_s", torch="LinalgSvdBackward0", save=("u", "vh"))
+svd_vh_p = primitive("svd_vh", torch="LinalgSvdBackward0", save=("a", "r"))
+
+
+def _svd_kernel(a, full_matrices):
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return u, s, vh
+
+
+def _svd_arrays(a, full_matrices):
+    """``(U, S, Vh)`` dask arrays: TSQR for a chunked tall (or wide) matrix, else one matrix per chunk."""
+    tall = _tall(a)
+    m, n = a.shape[-2:]
+    if tall is not None:
+        if full_matrices and m != n:
+            raise ValueError(f"svd: full_matrices=True on a {m} x {n} matrix chunked along its long axis would "
+                             "build a square factor of that size in one chunk; pass full_matrices=False")
+        with _quiet_meta():
+            return da.linalg.svd(tall)
+    a, k = _whole(a), min(m, n)
+    sig = "(m,n)->(m,m),(k),(n,n)" if full_matrices else "(m,n)->(m,k),(k),(k,n)"
+    return _gufunc(_svd_kernel, sig, (a,), [(a.ndim, a.dtype), (a.ndim - 1, _real_dtype(a.dtype)),
+                                            (a.ndim, a.dtype)], sizes={"k": k}, full_matrices=full_matrices)
+
+
+def _svd_e(s):
+    """torch's E: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it (the diagonal difference is exactly 0)."""
+    s2 = s * s
+    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s.chunks[-1],) * 2)
+
+
+def _skew(x):
+    return x - mH(x)
+
+
+@svd_u_p.vjp
+def _svd_u_rule(g, s, *, m, n, full):
+    """torch's ``svd_backward`` with only gU; S and V come from ``A^H U = V S``."""
+    k = min(m, n)
+    u, gu = (s.r[..., :k], g[..., :k]) if full and m > k else (s.r, g)
+    w = matmul(mH(s.a), u)                          # V S, (n, k)
+    sv = vector_norm(w, 2, axis=-2)
+    vh = mH(w / expand_dims(sv, -2))
+    uhgu = _skew(matmul(mH(u), gu))
+    ret = (uhgu / _svd_e(sv)) * expand_dims(sv, -2)
+    if u.dtype.kind == "c":  # half of torch's i Im(diag(U^H gU)) / S; the Vh node adds the other half
+        ret = ret + diag_embed(diagonal(uhgu, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+    if m > n:
+        ga = matmul(u, ret)
+        gusinv = gu / expand_dims(sv, -2)
+        ga = ga + gusinv - matmul(u, matmul(mH(u), gusinv))
+        return (matmul(ga, vh),)
+    return (matmul(matmul(u, ret), vh),)
+
+
+@svd_vh_p.vjp
+def _svd_vh_rule(g, s, *, m, n, full):
+    """torch's ``svd_backward`` with only gVh; U and S come from ``A V = U S``."""
+    k = min(m, n)
+    vh, gvh = (s.r[..., :k, :], g[..., :k, :]) if full and n > k else (s.r, g)
+    w = matmul(s.a, mH(vh))                         # U S, (m, k)
+    sv = vector_norm(w, 2, axis=-2)
+    u = w / expand_dims(sv, -2)
+    vhgv = _skew(matmul(vh, mH(gvh)))
+    ret = expand_dims(sv, -1) * (vhgv / _svd_e(sv))
+    if vh.dtype.kind == "c":
+        ret = ret - diag_embed(diagonal(vhgv, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+    if m < n:
+        ga = matmul(ret, vh)
+        sinvgvh = gvh / expand_dims(sv, -1)
+        ga = ga + sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)
+        return (matmul(u, ga),)
+    return (matmul(u, matmul(ret, vh)),)
+
+
+@svd_s_p.vjp
+def _svd_s_rule(g, s, *, m, n, full):
+    k = min(m, n)
+    u, vh = (s.u[..., :k], s.vh[..., :k, :]) if full else (s.u, s.vh)
+    g = astype(g, u.dtype) if u.dtype.kind == "c" else g
+    if m >= n:
+        return (matmul(u, expand_dims(g, -1) * vh),)
+    return (matmul(u * expand_dims(g, -2), vh),)
+
+
+def svd(A, full_matrices=True):
+    """torch's ``linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh``.  A chunked tall-and-skinny
+    (or short-and-wide) matrix runs dask's TSQR-based SVD and needs ``full_matrices=False``; other
+    matrices are decomposed one matrix per chunk.  Gradients are torch's (distinct singular values;
+    for complex inputs the loss must not depend on the singular vectors' phases)."""
+    A = _matrix(A, "svd")
+    u, s, vh = _svd_arrays(A.array, full_matrices)
+    m, n = A.shape[-2:]
+    U = svd_u_p.record(u, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
+    Vh = svd_vh_p.record(vh, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
+    S = svd_s_p.record(s, A, save={"u": U, "vh": Vh}, m=m, n=n, full=full_matrices)
+    return SVDResult(U, S, Vh)
+
+
+def svdvals(A):
+    """torch's ``linalg.svdvals`` (descending); its gradient is ``U diag(gS) Vh``, as torch's."""
+    return svd(A, full_matrices=False).S
+
+
+# ----------------------------------------------------------------------- solve
+def _solve_block(a, b):
+    return np.linalg.solve(a, b)
+
+
+def _solve_arrays(a, b):
+    """``A^{-1} B`` batched, ``b`` of shape (..., n, k): each matrix of ``a`` in one chunk, ``b``'s
+    columns (and both batches) keep their chunks, so a right-hand side with a long axis of many chunks
+    is solved chunk by chunk, never gathered."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = _whole(da.broadcast_to(a, batch + a.shape[-2:]))
+    b = da.broadcast_to(b, batch + b.shape[-2:]).rechunk({len(batch): -1})
+    ind = tuple(range(len(batch)))
+    i, j, k = len(batch), len(batch) + 1, len(batch) + 2
+    dtype = np.result_type(a.dtype, b.dtype)
+    return da.blockwise(_solve_block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
+                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype))
+
+
+def _vector_rhs(a, b):
+    """torch's rule: B is a (batch of) vector(s) when 1-D or shaped as A without its last axis."""
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+
+
+def _solve_operands(a, b, left=True):
+    a, b = _matrix(a, "solve", square=True), as_tensor(b)
+    check_same_device(a, b)
+    vec = _vector_rhs(a, b)
+    rows = b.shape[-1 if vec else -2] if b.ndim else 0
+    if (b.ndim < 1 or rows != a.shape[-1]) and left:
+        cols = 1 if vec else b.shape[-1]
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({a.shape[-2]}x{a.shape[-1]} and {rows}x{cols})")
+    if not left and (vec or b.shape[-1] != a.shape[-2]):
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                           f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2] if b.ndim > 1 else 1}x{b.shape[-1]})")
+    check_broadcast(a.shape[:-2], b.shape[:-1 if vec else -2])
+    return a, b, vec
+
+
+def _solve_impl(a, b, *, vec):
+    return _solve_arrays(a, b[..., None])[..., 0] if vec else _solve_arrays(a, b)
+
+
+solve_p = primitive("solve", torch="LinalgSolveExBackward0", impl=_solve_impl, args=("a", "b"), save=("a", "r"))
+
+
+def solve(A, B, *, left=True):
+    """torch's ``linalg.solve``: ``X`` with ``A X = B`` (``X A = B`` when ``left=False``), batched.  Each
+    matrix of ``A`` is solved in one chunk (it must fit a worker); ``B``'s columns keep their chunks,
+    so a long right-hand side is solved chunk by chunk.  A singular ``A`` raises when computed."""
+    A, B, vec = _solve_operands(A, B, left)
+    if not left:
+        return mT(solve(mT(A), mT(B)))
+    return solve_p.bind(A, B, vec=vec)
+
+
+@solve_p.vjp
+def _solve_rule(g, s, *, vec):
+    # gB = A^{-H} gX, gA = -gB X^H (torch's linalg_solve_backward)
+    gb = solve(mH(s.a), g)
+    if not s.needs[0]:
+        return None, gb
+    x = s.r
+    ga = -(expand_dims(gb, -1) * expand_dims(conj(x), -2) if vec else matmul(gb, mH(x)))
+    return ga, gb
+
+
+def _solve_right(y, m):
+    """``Y M^{-1}``, by a solve with ``Y``'s rows as right-hand sides (they keep their chunks)."""
+    return mH(solve(mH(m), mH(y)))
+
+
+# ------------------------------------------------------------------- inv / det
+def _square_operand(name):
+    return lambda x: (_matrix(x, name, square=True),)
+
+
+def _per_matrix(kernel, out_ndim=2):
+    """The forward of a square op: ``kernel`` on each whole matrix, ``out_ndim`` core axes out."""
+    sig = "(n,n)->" + ("(n,n)" if out_ndim == 2 else "()")
+
+    def impl(a, **_):
+        a = _whole(a)
+        return _gufunc(kernel, sig, (a,), [(a.ndim - 2 + out_ndim, a.dtype)])
+    return impl
+
+
+inv_p = primitive("inv", torch="LinalgInvExBackward0", impl=_per_matrix(np.linalg.inv), save=("r",),
+                  prepare=_square_operand("inv"))
+inv_p.vjp(lambda g, s: (-matmul(mH(s.r), matmul(g, mH(s.r))),))
+
+
+def inv(A):
+    """torch's ``linalg.inv`` of (batches of) square matrices, each in one chunk."""
+    return inv_p.bind(A)
+
+
+det_p = primitive("det", torch="LinalgDetBackward0", impl=_per_matrix(np.linalg.det, 0), args=("a",), save=("a", "r"),
+                  prepare=_square_operand("det"))
+
+
+@det_p.vjp
+def _det_rule(g, s):
+    # torch's non-singular formula, g conj(det) A^{-H}
+    c = g * conj(s.r)
+    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+
+
+def det(A):
+    """torch's ``linalg.det``; its gradient is torch's for invertible matrices (a singular one raises
+    when the gradient is computed)."""
+    return det_p.bind(A)
+
+
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+slogdet_sign_p = primitive("slogdet_sign", torch="LinalgSlogdetBackward0", save=("a", "r"))
+slogdet_logabs_p = primitive("slogdet_logabsdet", torch="LinalgSlogdetBackward0", save=("a",))
+slogdet_logabs_p.vjp(lambda g, s: (expand_dims(expand_dims(g, -1), -1) * mH(inv(s.a)),))
+
+
+@slogdet_sign_p.vjp
+def _slogdet_sign_rule(g, s):
+    if s.r.dtype.kind != "c":  # the sign of a real determinant is locally constant
+        return (None,)
+    # (d sign)*(g) = -i Im(conj(g) sign) A^{-H} (torch's slogdet_backward)
+    c = real(conj(g) * s.r * -1j) * -1j
+    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+
+
+def _slogdet_kernel(a):
+    sgn, logabs = np.linalg.slogdet(a)
+    return sgn, logabs
+
+
+def slogdet(A):
+    """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``."""
+    A = _matrix(A, "slogdet", square=True)
+    a = _whole(A.array)
+    sgn, logabs = _gufunc(_slogdet_kernel, "(n,n)->(),()", (a,),
+                          [(a.ndim - 2, a.dtype), (a.ndim - 2, _real_dtype(a.dtype))])
+    return SlogdetResult(slogdet_sign_p.record(sgn, A, save={"a": A, "r": RESULT}),
+                         slogdet_logabs_p.record(logabs, A, save={"a": A}))
+
+
+# -------------------------------------------------------------------- cholesky
+def _cholesky_impl(a, *, upper):
+    lo = _per_matrix(np.linalg.cholesky)(a)
+    return da.conj(da.swapaxes(lo, -1, -2)) if upper else lo
+
+
+cholesky_p = primitive("cholesky", torch="LinalgCholeskyExBackward0", impl=_cholesky_impl, save=("r",),
+                       prepare=_square_operand("cholesky"))
+
+
+@cholesky_p.vjp
+def _cholesky_rule(g, s, *, upper):
+    # torch's cholesky_backward (Murray 2016): gA = L^{-H} Phi(L^H gL) L^{-1}
+    lo, gl = (mH(s.r), mH(g)) if upper else (s.r, g)
+    ga = tril(matmul(mH(lo), gl))
+    ga = 0.5 * (ga + mH(tril(ga, -1)))
+    return (_solve_right(solve(mH(lo), ga), lo),)
+
+
+def cholesky(A, *, upper=False):
+    """torch's ``linalg.cholesky``: ``L`` lower triangular with ``A = L L^H`` (``U = L^H`` when
+    ``upper``), each matrix in one chunk.  A matrix that is not positive-definite raises when computed."""
+    return cholesky_p.bind(A, upper=upper)
+
+
+# --------------------------------------------------------------------------- qr
+QRResult = collections.namedtuple("QRResult", ["Q", "R"])
+qr_q_p = primitive("qr_q", torch="LinalgQrBackward0", save=("a", "r"))
+qr_r_p = primitive("qr_r", torch="LinalgQrBackward0", save=("q", "r"))
+
+_QR_MODE_ERROR = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+                  "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+_QR_COMPLETE_ERROR = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+
+
+def _syminvadj(x):
+    y = x + mH(x)
+    return y - 0.5 * diag_embed(real(diagonal(y, 0, -2, -1)), 0, y.chunks[-2:])
+
+
+def _tril_im_inv_adj_skew(x):
+    y = tril(x - mH(x))
+    return y - 0.5 * diag_embed(diagonal(y, 0, -2, -1), 0, y.chunks[-2:])
+
+
+def _qr_backward(gq, gr, q, r, m, n):
+    """torch's ``linalg_qr_backward`` with either cotangent ``None`` (zero)."""
+    if gq is not None and gr is not None:
+        small = matmul(gr, mH(r)) - matmul(mH(q), gq)
+    elif gq is not None:
+        small = -matmul(mH(q), gq)
+    else:
+        small = matmul(gr, mH(r))
+    if m >= n:
+        ga = matmul(q, _syminvadj(triu(small)))
+        if gq is not None:
+            ga = ga + gq
+        return _solve_right(ga, mH(r))  # ga R^{-H}
+    ga = matmul(q, _tril_im_inv_adj_skew(-small))
+    ga = _solve_right(ga, mH(r[..., :, :m]))
+    ga = pad(ga, [(0, 0)] * (ga.ndim - 1) + [(0, n - m)])  # zero gradient for R's columns past m
+    if gr is not None:
+        ga = ga + matmul(q, gr)
+    return ga
+
+
+@qr_q_p.vjp
+def _qr_q_rule(g, s, *, m, n, mode):
+    if mode == "complete" and m > n:
+        raise RuntimeError(_QR_COMPLETE_ERROR)
+    q = s.r
+    r = triu(matmul(mH(q), s.a))  # R = Q^H A, recomputed: the R node saves Q, so Q's node cannot save R
+    return (_qr_backward(g, None, q, r, m, n),)
+
+
+@qr_r_p.vjp
+def _qr_r_rule(g, s, *, m, n, mode):
+    if mode == "r":
+        raise RuntimeError(_QR_MODE_ERROR)
+    if mode == "complete" and m > n:
+        raise RuntimeError(_QR_COMPLETE_ERROR)
+    return (_qr_backward(None, g, s.q, s.r, m, n),)
+
+
+def _qr_kernel(a, mode):
+    q, r = np.linalg.qr(a, mode=mode)
+    return q, r
+
+
+def qr(A, mode="reduced"):
+    """torch's ``linalg.qr``: ``(Q, R)`` with ``A = Q R``; ``mode`` ``'reduced'``, ``'complete'`` or ``'r'``
+    (``Q`` empty).  A chunked tall-and-skinny matrix runs dask's TSQR (never gathered; its Q keeps the
+    row chunks, its R is one chunk); other matrices are factored one matrix per chunk, and so is
+    ``'complete'`` mode, whose m x m ``Q`` must fit a worker."""
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
+                           "or 'complete'")
+    A = _matrix(A, "qr")
+    m, n = A.shape[-2:]
+    tall = _tall(A.array) if mode != "complete" else None
+    if tall is not None:
+        with _quiet_meta():
+            q, r = da.linalg.qr(tall)
+        if m < n:  # dask's short-and-fat QR forms R = Q^T A: wrong for complex A, so R = Q^H A here
+            r = da.matmul(da.conj(q.T), tall)
+    else:
+        a, k = _whole(A.array), min(m, n)
+        kq = m if mode == "complete" else k
+        q, r = _gufunc(_qr_kernel, "(m,n)->(m,p),(p,n)" if kq == k else "(m,n)->(m,m),(m,n)", (a,),
+                       [(a.ndim, a.dtype), (a.ndim, a.dtype)], sizes={"p": kq},
+                       mode="reduced" if mode == "r" else mode)
+    Q = qr_q_p.record(q, A, save={"a": A, "r": RESULT}, m=m, n=n, mode=mode)
+    R = qr_r_p.record(r, A, save={"q": Q if mode != "r" else None, "r": RESULT}, m=m, n=n, mode=mode)
+    if mode == "r":
+        Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A.array._meta))
+    return QRResult(Q, R)
+
+
+# ------------------------------------------------------------------------- eigh
+EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+eigh_l_p = primitive("eigh_eigenvalues", torch="LinalgEighBackward0", save=("v",))
+eigh_v_p = primitive("eigh_eigenvectors", torch="LinalgEighBackward0", save=("a", "r"))
+eigh_l_p.vjp(lambda g, s: (matmul(s.v * expand_dims(astype(g, s.v.dtype) if s.v.dtype.kind == "c" else g, -2),
+                                  mH(s.v)),))
+
+
+def _hermitian_part(a, uplo):
+    """The matrix eigh reads: the ``uplo`` triangle and its conjugate transpose."""
+    if uplo == "L":
+        return tril(a) + mH(tril(a, -1))
+    return triu(a) + mH(triu(a, 1))
+
+
+@eigh_v_p.vjp
+def _eigh_v_rule(g, s, *, uplo):
+    """torch's ``linalg_eig_backward`` (Hermitian) with only gV; L = diag(V^H A V)."""
+    v = s.r
+    lam = real(diagonal(matmul(mH(v), matmul(_hermitian_part(s.a, uplo), v)), 0, -2, -1))
+    vhgv = matmul(mH(v), g)
+    vhgv = 0.5 * (vhgv - mH(vhgv))
+    e = expand_dims(lam, -2) - expand_dims(lam, -1) + diag_embed(ones_like(lam), 0, (lam.chunks[-1],) * 2)
+    return (matmul(v, matmul(vhgv / e, mH(v))),)
+
+
+def _eigh_kernel(a, UPLO):
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return w, v
+
+
+def eigh(A, UPLO="L"):
+    """torch's ``linalg.eigh``: ascending eigenvalues and orthonormal eigenvectors of (batches of)
+    Hermitian matrices, read from the ``UPLO`` triangle, each matrix in one chunk.  Gradients are torch's
+    (distinct eigenvalues), the full Hermitian matrix rather than one triangle."""
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    A = _matrix(A, "eigh", square=True)
+    a = _whole(A.array)
+    w, v = _gufunc(_eigh_kernel, "(n,n)->(n),(n,n)", (a,), [(a.ndim - 1, _real_dtype(a.dtype)), (a.ndim, a.dtype)],
+                   UPLO=UPLO)
+    V = eigh_v_p.record(v, A, save={"a": A, "r": RESULT}, uplo=UPLO)
+    return EighResult(eigh_l_p.record(w, A, save={"v": V}), V)
+
+
+def eigvalsh(A, UPLO="L"):
+    """torch's ``linalg.eigvalsh`` (ascending)."""
+    return eigh(A, UPLO).eigenvalues
+
+
+# ------------------------------------------------------------------------- pinv
+def _pinv_impl(a, *, atol, rtol, m, n):
+    u, s, vh = _svd_arrays(a, False)
+    cutoff = da.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True))
+    sinv = da.where(s > cutoff, 1 / da.where(s > cutoff, s, 1), 0).astype(s.dtype)
+    return da.matmul(da.conj(da.swapaxes(vh, -1, -2)) * sinv[..., None, :], da.conj(da.swapaxes(u, -1, -2)))
+
+
+pinv_p = primitive("pinv", torch="LinalgPinvBackward0", impl=_pinv_impl, args=("a",), save=("a", "r"),
+                   prepare=lambda x: (_matrix(x, "pinv"),))
+
+
+@pinv_p.vjp
+def _pinv_rule(g, s, *, atol, rtol, m, n):
+    return (_pinv_backward(g, s.r, s.a, m, n),)
+
+
+def _pinv_backward(g, p, a, m, n):
+    """torch's ``pinv_backward``, with each product grouped so the long axis of a tall matrix never
+    meets itself (no m x m intermediate)."""
+    ph, gh = mH(p), mH(g)
+    if m <= n:
+        k = matmul(gh, p)                                    # (m, m)
+        kph = matmul(k, ph)
+        return (-mH(matmul(p, k)) + kph - matmul(a, matmul(p, kph)) +
+                matmul(ph, matmul(p, gh - matmul(k, a))))
+    k = matmul(p, gh)                                        # (n, n)
+    phk = matmul(ph, k)
+    return -mH(matmul(k, p)) + matmul(gh - matmul(a, k), matmul(p, ph)) + phk - matmul(phk, matmul(p, a))
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None):
+    """torch's ``linalg.pinv`` from the SVD: singular values at most ``max(atol, rtol * S_max)`` count as
+    zero (``rtol`` defaults to ``eps * max(m, n)`` when ``atol`` is not given; NumPy's ``rcond`` is
+    ``rtol``).  A chunked tall-and-skinny matrix uses the TSQR path; ``hermitian`` is accepted and
+    computes the same result through the SVD."""
+    A = _matrix(A, "pinv")
+    m, n = A.shape[-2:]
+    rtol = rcond if rtol is None else rtol
+    if rtol is None:
+        rtol = 0.0 if atol else np.finfo(_real_dtype(A.dtype)).eps * max(m, n)
+    return pinv_p.bind(A, atol=atol, rtol=rtol, m=m, n=n)
+
+
+# ------------------------------------------------------------------------ lstsq
+LstsqResult = collections.namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
+lstsq_x_p = primitive("lstsq_solution", torch="LinalgLstsqBackward0", args=("a", "b"), save=("a", "b"))
+lstsq_res_p = primitive("lstsq_residuals", torch="LinalgLstsqBackward0", args=("a", "b"), save=("a", "b", "x"))
+
+
+@lstsq_x_p.vjp
+def _lstsq_x_rule(g, s, *, vec):
+    # torch's linalg_lstsq_backward, gradient from the solution
+    a, b = s.a, (expand_dims(s.b, -1) if vec else s.b)
+    gx = expand_dims(g, -1) if vec else g
+    p = pinv(a)
+    ga = gb = None
+    if s.needs[0]:
+        ga = _pinv_backward(matmul(gx, mH(b)), p, a, a.shape[-2], a.shape[-1])
+    if s.needs[1]:
+        gb = matmul(mH(p), gx)
+        gb = squeeze(gb, -1) if vec else gb
+    return ga, gb
+
+
+@lstsq_res_p.vjp
+def _lstsq_res_rule(g, s, *, vec):
+    # torch's linalg_lstsq_backward, gradient from the residuals (Danskin: X as a constant)
+    a = s.a
+    b, x = (expand_dims(s.b, -1), expand_dims(s.x, -1)) if vec else (s.b, s.x)
+    r = matmul(a, x) - b
+    gl = expand_dims(g, -2)
+    ga = 2 * matmul(gl * r, mH(x)) if s.needs[0] else None
+    gb = -2 * gl * r if s.needs[1] else None
+    return ga, (squeeze(gb, -1) if vec and gb is not None else gb)
+
+
+def _svdvals_block(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def _rank_block(s, m, n, rcond):
+    """The numerical rank from the singular values (NumPy's ``matrix_rank`` tolerance)."""
+    tol = np.max(s, axis=-1, keepdims=True) * (max(m, n) * np.finfo(s.dtype).eps if rcond is None else rcond)
+    return np.sum(s > tol, axis=-1)
+
+
+def _lstsq_kernel(a, b, rcond):
+    """Least squares of each matrix pair (NumPy's ``lstsq`` takes one matrix at a time)."""
+    if a.ndim == 2:
+        return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    out = np.zeros_like(a, shape=a.shape[:-2] + (a.shape[-1], b.shape[-1]),
+                        dtype=np.result_type(a.dtype, b.dtype))
+    for idx in np.ndindex(*a.shape[:-2]):
+        out[idx] = np.linalg.lstsq(a[idx], b[idx], rcond=rcond)[0]
+    return out
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """torch's ``linalg.lstsq``: ``(solution, residuals, rank, singular_values)`` minimising
+    ``||A X - B||``.  A chunked tall-and-skinny ``A`` (and its ``B``) runs TSQR, never gathered, and
+    assumes full column rank; other matrices are solved one pair per chunk (NumPy's ``lstsq``, rank
+    deficiency handled with ``rcond``).  ``residuals`` are the squared column norms of ``A X - B`` when
+    m > n (whatever the rank), else empty; ``rank`` and ``singular_values`` carry no gradient.
+    ``driver`` is accepted for torch's signature and ignored."""
+    A = as_tensor(A)
+    B = as_tensor(B)
+    check_same_device(A, B)
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
+    _check_float(A, "lstsq")
+    vec = B.ndim == A.ndim - 1
+    if B.shape[-1 if vec else -2] != A.shape[-2]:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    m, n = A.shape[-2:]
+    a, b = A.array, (B.array[..., None] if vec else B.array)
+    tall = _tall(a) if m >= n else None
+    if tall is not None:
+        with _quiet_meta():
+            q, r = da.linalg.tsqr(tall)
+        x = _solve_arrays(r, da.matmul(da.conj(q.T), b.rechunk({0: tall.chunks[0]})))
+        s = _gufunc(_svdvals_block, "(n,n)->(n)", (r,), [(1, _real_dtype(a.dtype))])
+    else:
+        a = _whole(a)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = _whole(da.broadcast_to(a, batch + a.shape[-2:])), _whole(da.broadcast_to(b, batch + b.shape[-2:]))
+        x = _gufunc(_lstsq_kernel, "(m,n),(m,k)->(n,k)", (a, b), [(a.ndim, np.result_type(a.dtype, b.dtype))],
+                    rcond=rcond)
+        s = _gufunc(_svdvals_block, "(m,n)->(k)", (a,), [(a.ndim - 1, _real_dtype(a.dtype))], sizes={"k": min(m, n)})
+    rank = da.map_blocks(_rank_block, s, m=m, n=n, rcond=rcond, drop_axis=s.ndim - 1, dtype=np.int64,
+                         meta=_meta(s._meta, s.ndim - 1, np.int64))
+    X = lstsq_x_p.record(x[..., 0] if vec else x, A, B, save={"a": A, "b": B}, vec=vec)
+    if m > n:  # one residual per column of B, a vector B's included (torch's shape)
+        res = da.sum(da.absolute(da.matmul(a, x) - b) ** 2, axis=-2)
+        res = lstsq_res_p.record(res, A, B, save={"a": A, "b": B, "x": X}, vec=vec)
+    else:
+        res = Tensor._make(da.zeros((0,), dtype=_real_dtype(A.dtype), like=a._meta))
+    return LstsqResult(X, res, Tensor._make(rank), Tensor._make(s))
+
+
+# ----------------------------------------------------------------- matrix_power
+def matrix_power(A, n):
+    """torch's ``linalg.matrix_power``: ``A`` to the integer power ``n`` by repeated squaring (``n < 0``
+    inverts first); ``n == 0`` gives identities whose gradient is 0."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"linalg_matrix_power(): argument 'n' (position 2) must be int, not {type(n).__name__}")
+    A = _matrix(A, "matrix_power", square=True)
+    if n == 0:
+        eye = diag_embed(ones_like(A[..., 0]), 0, A.chunks[-2:])
+        return where(eye == eye, eye, A)  # exact identities, with A's (zero) gradient path
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
 

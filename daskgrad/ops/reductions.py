@@ -16,9 +16,8 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
-from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, refuse_complex,
-                    tensor_operand)
-from .elementwise import abs, astype, conj, exp, ones_like, pow, sign, where, zeros_like
+from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, tensor_operand)
+from .elementwise import astype, conj, exp, ones_like, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
 
@@ -156,16 +155,6 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
                          save=("x", "r"), refuse="logsumexp")
 
 
-def _norm_local(gx, x, r, axes, p):
-    if p == 2:
-        return x * where(r == 0, 0, gx / r)
-    # d||x||_p = sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0
-    return sign(x) * pow(abs(x), p - 1) * where(r == 0, 0, gx / pow(r, p - 1))
-
-
-norm_p = _reduction("norm", "LinalgVectorNormBackward0", _norm_local, save=("x", "r"), refuse="linalg_vector_norm")
-
-
 # ------------------------------------------------------------------ the ops
 @public("sum")
 def sum(x, axis=None, keepdims=False, dtype=None):
@@ -254,24 +243,6 @@ def cumsum(x, axis=None, dtype=None):
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
         return reshape(cumsum(reshape(x, (1,)), 0), ())
     return cumsum_p.record(da.cumsum(x.array, axis=axis), x, axis=axis)
-
-
-@public("norm")
-def norm(x, ord=None, axis=None, keepdims=False):
-    """Vector ``ord``-norm over ``axis`` (all axes by default; ``ord`` 2 by default, any p > 0 or
-    ``inf``); its gradient where the norm is 0 is 0, as torch's subgradient."""
-    x = as_tensor(x)
-    refuse_complex("linalg_vector_norm", x)
-    p = 2 if ord in (None, 2, 2.0, "fro") else ord
-    if p == float("inf"):
-        return amax(abs(x), axis=axis, keepdims=keepdims)
-    if not isinstance(p, (int, float)) or p <= 0:
-        raise NotImplementedError(f"norm: ord={p!r} is not implemented (any p > 0 and inf are)")
-    if p == 2:
-        forward = lambda a, axes, n, n_out: da.sqrt(reduce_array(a * a, "sum", axes, keepdims))  # noqa: E731
-    else:
-        forward = lambda a, axes, n, n_out: reduce_array(da.absolute(a) ** p, "sum", axes, keepdims) ** (1 / p)  # noqa: E731
-    return _reduce(norm_p, x, axis, keepdims, forward, p=p)
 
 
 @public("argmax")

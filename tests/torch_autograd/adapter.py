@@ -75,6 +75,14 @@ def make_torch():
     return T
 
 
+def _torch_norm(x, p="fro", axis=None, keepdims=False):
+    """torch.norm, the old API: a numeric ``p`` is a vector norm over all (or the given) axes, where
+    daskgrad's norm (numpy.linalg.norm's) takes a matrix norm of a matrix."""
+    if p == "nuc":
+        return dg.norm(x, "nuc", axis, keepdims)
+    return dg.linalg.vector_norm(x, 2 if p == "fro" else p, axis, keepdims)
+
+
 def make_daskgrad(chunks):
     """daskgrad under torch's names; factories make chunks of ``chunks`` (``None``: one chunk)."""
     T = types.SimpleNamespace()
@@ -133,8 +141,9 @@ def make_daskgrad(chunks):
         return op
 
     for n in ("sum", "mean", "prod", "amax", "cumsum", "logsumexp", "softmax", "log_softmax", "var", "std",
-              "norm", "squeeze", "unsqueeze", "flip", "argmax"):
+              "squeeze", "unsqueeze", "flip", "argmax"):
         setattr(T, n, axis_op(getattr(dg, n)))
+    T.norm = axis_op(_torch_norm)
     T.stack, T.cat = axis_op(dg.stack), axis_op(dg.concatenate)
     T.chunk = axis_op(dg.split)  # torch.chunk(x, n): n equal parts, numpy's split(x, n) on divisible sizes
     T.matmul, T.reshape, T.transpose, T.clamp = dg.matmul, dg.reshape, dg.swapaxes, dg.clamp
