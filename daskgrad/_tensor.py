@@ -112,8 +112,11 @@ class Tensor:
     chunks = property(lambda self: self.array.chunks)
     _version = property(lambda self: self._storage.version)
 
-    def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+    @property
+    def size(self):
+        """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
+        int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's."""
+        return _Size(self.shape)
 
     def dim(self) -> int:
         return self.ndim
@@ -445,6 +448,19 @@ def _rebuilt(dsk, t, old, rebuild, state, rename=None):
     if door.materialized(new) and t._storage.array is old:
         t._storage.array = new
     return t
+
+
+class _Size(int):
+    """``x.size``: an int (NumPy's number of elements) that, called, answers as torch's ``size()``."""
+
+    def __new__(cls, shape):
+        known = all(n == n for n in shape)  # (unknown lengths after a boolean mask are NaN)
+        self = super().__new__(cls, int(np.prod(shape, dtype=np.int64)) if known else -1)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        return self._shape if dim is None else self._shape[dim]
 
 
 # -------------------------------------------------------------------- factories

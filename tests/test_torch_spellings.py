@@ -53,3 +53,10 @@ def test_numpy_scalars_are_weakly_typed_as_torch_takes_them():
     for s in (np.float64(2.0), np.int64(3), np.float32(0.5)):
         assert str((t + s).dtype) == str(tt.add(s).dtype).replace("torch.", "")
         assert str((s * t).dtype) == str((s * tt).dtype).replace("torch.", "")
+
+
+def test_size_is_numpy_s_attribute_and_torch_s_method():
+    torch = pytest.importorskip("torch")
+    x, t = dg.ones((3, 4)), torch.ones(3, 4)
+    assert x.size == np.ones((3, 4)).size == 12 and isinstance(x.size, int)
+    assert tuple(x.size()) == tuple(t.size()) and x.size(1) == t.size(1) and x.size(-2) == t.size(-2)
