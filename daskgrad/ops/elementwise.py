@@ -302,10 +302,11 @@ logical_and, logical_or = _compare(operator.and_, "logical_and"), _compare(opera
 
 
 # ------------------------------------------------------- casts and constants
-astype_p = primitive("astype", torch="ToCopyBackward0")
-astype_p.vjp(lambda g, s: (g,))
-to_device_p = primitive("to_device", torch="ToCopyBackward0")
-to_device_p.vjp(lambda g, s, *, device: (to_device(g, device),))
+astype_p = primitive("astype", torch="ToCopyBackward0", impl=lambda a, *, dtype: a.astype(dtype))
+astype_p.vjp(lambda g, s, *, dtype: (g,))
+to_device_p = primitive("to_device", torch="ToCopyBackward0",
+                        impl=lambda a, *, to, device: a.to_backend("cupy" if to == "cuda" else "numpy"))
+to_device_p.vjp(lambda g, s, *, to, device: (to_device(g, device),))  # the cotangent goes back where x was
 clone_p = primitive("clone", torch="CloneBackward0", impl=lambda a: a.copy(), prepare=tensor_operand)
 clone_p.vjp(lambda g, s: (g,))
 
@@ -316,7 +317,7 @@ def astype(x, dtype):
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
-    return astype_p.record(x.array.astype(dtype), x)
+    return astype_p.bind(x, dtype=dtype)
 
 
 @public("to", ("cuda", lambda to_device: lambda self: to_device(self, "cuda")),
@@ -329,8 +330,7 @@ def to_device(x, device):
         return x
     if device == "cuda":
         require_cuda()
-    out = x.array.to_backend("cupy" if device == "cuda" else "numpy")
-    return to_device_p.record(out, x, device=x.device)  # the rule moves the cotangent back
+    return to_device_p.bind(x, to=device, device=x.device)
 
 
 @public("clone")
@@ -338,21 +338,22 @@ def clone(x):
     return clone_p.bind(x)
 
 
-fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"))
-fill_p.vjp(lambda g, s: (zeros_like(g),))
-copy_p = primitive("copy", torch="CopyBackwards")
+fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"),
+                   impl=lambda a, *, value: da.full_like(a, value, dtype=a.dtype))
+fill_p.vjp(lambda g, s, *, value: (zeros_like(g),))
+copy_p = primitive("copy", torch="CopyBackwards", args=("x", "src"),
+                   impl=lambda a, src: da.broadcast_to(src, a.shape).astype(a.dtype))
 copy_p.vjp(lambda g, s: (zeros_like(g), g))
 
 
 def fill(x, value, node="FillBackward0"):
     """``x.fill_(value)``'s out-of-place result: what ``x`` came from gets a zero gradient."""
-    return fill_p.record(da.full_like(x.array, value, dtype=x.dtype), x, node=node)
+    return fill_p.bind(x, value=value, node=node)
 
 
 def copy_to(x, src):
     """``x.copy_(src)``'s out-of-place result: ``src`` broadcast to ``x``; ``x`` gets no gradient."""
-    src = tensor_or_scalar(src)
-    return copy_p.record(da.broadcast_to(raw(src), x.shape).astype(x.dtype), x, only_tensor(src))
+    return copy_p.bind(x, tensor_or_scalar(src))
 
 
 @public()

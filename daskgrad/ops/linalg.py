@@ -409,6 +409,7 @@ def einsum(*args, optimize=False):
         if drop:
             ts[k], ins[k] = squeeze(t, drop), "".join(c for i, c in enumerate(sub) if i not in drop)
     expr = ",".join(ins) + "->" + out
+    # on record, not impl: a variable number of operands, each saved under its own name
     return einsum_p.record(da.einsum(expr, *[t.array for t in ts]), *ts,
                            save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
 
@@ -835,6 +836,7 @@ def svd(A, full_matrices=True):
     A = _matrix(A, "svd")
     u, s, vh = _svd_arrays(A.array, full_matrices)
     m, n = A.shape[-2:]
+    # on record, not impl: one computation, one node per output (the engine's nodes have one output)
     U = svd_u_p.record(u, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
     Vh = svd_vh_p.record(vh, A, save={"a": A, "r": RESULT}, m=m, n=n, full=full_matrices)
     S = svd_s_p.record(s, A, save={"u": U, "vh": Vh}, m=m, n=n, full=full_matrices)

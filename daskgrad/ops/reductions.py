@@ -230,7 +230,7 @@ def logsumexp(x, axis=None, keepdims=False):
     return _reduce(logsumexp_p, x, axis, keepdims, lambda a, axes, n, n_out: _logsumexp_array(a, axes, keepdims))
 
 
-cumsum_p = primitive("cumsum", torch="CumsumBackward0")
+cumsum_p = primitive("cumsum", torch="CumsumBackward0", impl=lambda a, *, axis: da.cumsum(a, axis=axis))
 cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 
 
@@ -242,7 +242,7 @@ def cumsum(x, axis=None, dtype=None):
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
         return reshape(cumsum(reshape(x, (1,)), 0), ())
-    return cumsum_p.record(da.cumsum(x.array, axis=axis), x, axis=axis)
+    return cumsum_p.bind(x, axis=axis)
 
 
 @public("argmax")
