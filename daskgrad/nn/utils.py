@@ -17,7 +17,8 @@ import warnings
 
 from .._modes import no_grad
 from .._tensor import Tensor, tensor
-from ..ops import abs as _abs, amin, astype, minimum, ne, norm, stack, sum as _sum
+from ..ops import astype, minimum, stack
+from ..ops.linalg import vector_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
@@ -27,12 +28,8 @@ def _as_list(tensors):
 
 
 def _vector_norm(x, p):
-    """torch's ``linalg.vector_norm`` over all elements."""
-    if p == -math.inf:
-        return amin(_abs(x))
-    if p == 0:
-        return _sum(astype(ne(x, 0), x.dtype))
-    return norm(x, ord=p)
+    """torch's ``linalg.vector_norm`` over all elements (``norm`` of a matrix is a matrix norm, as NumPy's)."""
+    return vector_norm(x, ord=p)
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
