@@ -60,3 +60,22 @@ def test_size_is_numpy_s_attribute_and_torch_s_method():
     x, t = dg.ones((3, 4)), torch.ones(3, 4)
     assert x.size == np.ones((3, 4)).size == 12 and isinstance(x.size, int)
     assert tuple(x.size()) == tuple(t.size()) and x.size(1) == t.size(1) and x.size(-2) == t.size(-2)
+
+
+@pytest.mark.parametrize("args, kwargs", [((), {}), ((1,), {}), ((3,), {"dim": 1, "keepdim": True}),
+                                          (("fro",), {"dim": (0, 1)}), (("nuc",), {}), ((float("inf"),), {"dim": 0}),
+                                          ((2,), {"dim": -1})])
+def test_the_norm_method_is_torch_s_while_dg_norm_is_numpy_s(args, kwargs):
+    """``x.norm(1)`` of a matrix is torch's vector norm of the elements; ``dg.norm(x, 1)`` NumPy's
+    matrix 1-norm: each spelling gives its owner's number, with torch's gradient."""
+    torch = pytest.importorskip("torch")
+    v = np.random.default_rng(0).standard_normal((4, 5))
+    x = dg.from_array(v, chunks=2, requires_grad=True)
+    t = torch.tensor(v, requires_grad=True)
+    ours, theirs = x.norm(*args, **kwargs), t.norm(*args, **kwargs)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+    ours.sum().backward()
+    theirs.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10)
+    assert dg.norm(dg.ones((3, 3)), 1).item() == np.linalg.norm(np.ones((3, 3)), 1) == 3.0
+    assert x.norm(axis=1).shape == (4,)  # NumPy's keyword names work on the method too

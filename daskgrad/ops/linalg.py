@@ -661,7 +661,23 @@ def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
     return (amax if ord > 0 else amin)(vector_norm(x, 1, axis=r, keepdims=keepdims), axis=c, keepdims=keepdims)
 
 
-@public("norm")
+def _torch_norm_method(norm):
+    """``x.norm(p="fro", dim=None, keepdim=False)`` as torch's method (its deprecated ``torch.norm``):
+    a vector norm of the elements over ``dim`` (all of them by default, a matrix too), ``"nuc"`` the
+    nuclear norm.  ``daskgrad.norm`` itself is ``numpy.linalg.norm``, whose ``ord=1`` of a matrix is
+    the matrix 1-norm: the method keeps torch's number for torch's spelling."""
+    def method(self, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None):
+        dim = axis if dim is None else dim  # NumPy's spellings of the same arguments
+        keepdim = keepdims if keepdims is not None else keepdim
+        x = self if dtype is None else self.astype(dtype)
+        if p == "nuc":
+            return matrix_norm(x, "nuc", axis=(-2, -1) if dim is None else dim, keepdims=keepdim)
+        return vector_norm(x, 2 if p == "fro" else p, axis=dim, keepdims=keepdim)
+    method.__wrapped__ = norm  # (traceable to its op, as the lambdas of other methods are)
+    return method
+
+
+@public(("norm", _torch_norm_method))
 def norm(x, ord=None, axis=None, keepdims=False):
     """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
     vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
