@@ -77,7 +77,15 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
         raise _missing(what, name)
     if asked:
         raise TypeError(f"{what}: daskgrad.{name} takes no {', '.join(sorted(asked))} argument")
-    return OPS[name][0](*[np.asarray(x) if isinstance(x, (list, tuple)) else x for x in inputs])
+    return OPS[name][0](*map(_operand, inputs))
+
+
+def _operand(x):
+    """A list operand as NumPy takes it: host numbers become an array, tensors are stacked (lazily,
+    never computed on the client as ``np.asarray`` of tensors would)."""
+    if not isinstance(x, (list, tuple)):
+        return x
+    return OPS["stack"][0](list(x)) if any(isinstance(v, Tensor) for v in x) else np.asarray(x)
 
 
 def _array_function(self, func, types, args, kwargs):

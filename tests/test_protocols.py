@@ -491,3 +491,10 @@ def test_numpy_functions_added_to_the_op_table_are_reached_from_numpy():
     w = dg.from_array(np.array([0.5, 1.5]), chunks=1, requires_grad=True)
     np.arcsinh(w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), 1 / np.sqrt(np.array([0.5, 1.5]) ** 2 + 1))
+
+
+def test_a_list_of_tensors_in_a_ufunc_is_stacked_lazily_not_computed(submissions):
+    a = dg.from_array(np.arange(3.0), chunks=2, requires_grad=True)
+    out = np.add(dg.ones((2, 3)), [a, a * 2])
+    assert sum(submissions.values()) == 0 and out.requires_grad
+    np.testing.assert_allclose(out.detach().numpy(), 1 + np.array([[0, 1, 2], [0, 2, 4]]))

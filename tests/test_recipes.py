@@ -109,16 +109,21 @@ def test_connect_local_serves_the_dashboard_and_backward_runs_there():
         client.cluster.close()
 
 
-def test_progress_bar_prints_on_a_cluster(capsys):
+def _backward_with_progress_on_a_cluster():
     client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address=None)
     try:
         dg.set_progress(True)
         x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
         (x * 3).sum().backward()
+        return x.grad.numpy()
     finally:
         dg.set_progress(False)
         client.close()
         client.cluster.close()
+
+
+def test_progress_bar_prints_on_a_cluster(capsys):
+    _backward_with_progress_on_a_cluster()
     seen = capsys.readouterr()
     assert "100%" in seen.out + seen.err
 
@@ -130,16 +135,7 @@ def test_progress_in_a_notebook_without_ipywidgets_shows_text_and_never_raises(c
 
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # not installed
     monkeypatch.setattr("distributed.diagnostics.progressbar.is_kernel", lambda: True)  # as in a Jupyter kernel
-    client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address=None)
-    try:
-        dg.set_progress(True)
-        x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
-        (x * 3).sum().backward()
-        np.testing.assert_allclose(x.grad.numpy(), 3.0)
-    finally:
-        dg.set_progress(False)
-        client.close()
-        client.cluster.close()
+    np.testing.assert_allclose(_backward_with_progress_on_a_cluster(), 3.0)
     seen = capsys.readouterr()
     assert "100%" in seen.out + seen.err
 
