@@ -54,9 +54,9 @@ def log_softmax(x, axis=-1):
 
 def _reduce(loss, reduction, n):
     if reduction == "mean":
-        return da.sum(loss) / n
+        return reduce_array(loss, "sum", None) / n
     if reduction == "sum":
-        return da.sum(loss)
+        return reduce_array(loss, "sum", None)
     if reduction == "none":
         return loss
     raise ValueError(f"{reduction} is not a valid value for reduction")

@@ -16,7 +16,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
-from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, tensor_operand)
+from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, split_every, tensor_operand)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
@@ -160,7 +160,7 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
 def sum(x, axis=None, keepdims=False, dtype=None):
     return _reduce(sum_p, x, axis, keepdims, lambda a, axes, n, n_out: (
         reduce_array(a, "sum", axes, keepdims) if dtype is None else
-        da.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)))
+        da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))))
 
 
 @public("mean")
