@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, _data, _state
+from . import _dask as door, _data, _repr, _state
 from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -141,15 +141,14 @@ class Tensor:
         return self.device == "cuda"
 
     def __repr__(self):
-        a = self.array
-        extra = ""
-        if self.grad_fn is not None:
-            extra = f", grad_fn=<{self.grad_fn.name()}>"
-        elif self.requires_grad:
-            extra = ", requires_grad=True"
-        kind = f"{type(a._meta).__module__.split('.')[0]}.{type(a._meta).__name__}"
-        return (f"tensor(dask.array<shape={a.shape}, dtype={a.dtype}, chunksize={a.chunksize}, "
-                f"chunktype={kind}>{extra})")
+        """torch's text, with the values when they are few and already in memory (never computed for
+        a repr), else dask's summary of the array: see :mod:`daskgrad._repr`."""
+        return _repr.text(self)
+
+    def _repr_html_(self):
+        """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
+        dtype and device."""
+        return _repr.html_repr(self)
 
     # ------------------------------------------------------- autograd fields
     @property
