@@ -36,8 +36,13 @@ class Tensor:
     def __abs__(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
-    def __add__(self, b) -> Tensor: ...
-    def __and__(self, b) -> Tensor: ...
+    def __add__(self, b) -> Tensor:
+        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+        stays weakly typed, as in torch.
+        """
+    def __and__(self, b) -> Tensor:
+        """``a & b`` elementwise with broadcasting (torch's ``logical_and`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_and`` gives booleans.
+        """
     def __array__(self, dtype=None, copy=None):
         """``np.asarray(t)``: ``numpy()``, torch's rules included.  The values are computed into a
         new array, so NumPy's ``copy=False`` (never copy) cannot be honoured and raises, as NumPy says.
@@ -63,38 +68,73 @@ class Tensor:
         that requires grad refuses, in grad mode or not.
         """
     def __dlpack_device__(self): ...
-    def __eq__(self, b) -> Tensor: ...  # type: ignore[override]
+    def __eq__(self, b) -> Tensor:  # type: ignore[override]
+        """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+        """
     def __float__(self): ...
-    def __ge__(self, b) -> Tensor: ...
+    def __ge__(self, b) -> Tensor:
+        """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
     def __getitem__(self, index) -> Tensor:
         """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
         array (repeated indices accumulate in backward) or a boolean mask.
         """
-    def __gt__(self, b) -> Tensor: ...
+    def __gt__(self, b) -> Tensor:
+        """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
     def __hash__(self, /): ...
-    def __iadd__(self, b) -> Tensor: ...
-    def __imul__(self, b) -> Tensor: ...
+    def __iadd__(self, b) -> Tensor:
+        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+        stays weakly typed, as in torch.
+        """
+    def __imul__(self, b) -> Tensor:
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
     def __index__(self): ...
     def __init__(self, data, requires_grad: bool = False): ...
     def __int__(self): ...
-    def __isub__(self, b) -> Tensor: ...
+    def __isub__(self, b) -> Tensor:
+        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """
     def __iter__(self): ...
-    def __itruediv__(self, b) -> Tensor: ...
-    def __le__(self, b) -> Tensor: ...
+    def __itruediv__(self, b) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+        without ``rounding_mode=``).
+        """
+    def __le__(self, b) -> Tensor:
+        """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+        """
     def __len__(self): ...
-    def __lt__(self, b) -> Tensor: ...
-    def __matmul__(self, b) -> Tensor: ...
+    def __lt__(self, b) -> Tensor:
+        """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    def __matmul__(self, b) -> Tensor:
+        """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
+        axes broadcast as batches.
+        """
     def __mod__(self, b) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
-    def __mul__(self, b) -> Tensor: ...
-    def __ne__(self, b) -> Tensor: ...  # type: ignore[override]
+    def __mul__(self, b) -> Tensor:
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def __ne__(self, b) -> Tensor:  # type: ignore[override]
+        """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+        """
     def __neg__(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
-    def __or__(self, b) -> Tensor: ...
-    def __pow__(self, b) -> Tensor: ...
-    def __radd__(self, other) -> Tensor: ...
+    def __or__(self, b) -> Tensor:
+        """``a | b`` elementwise with broadcasting (torch's ``logical_or`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_or`` gives booleans.
+        """
+    def __pow__(self, b) -> Tensor:
+        """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+        complex inputs that require grad are refused (no rule yet).
+        """
+    def __radd__(self, other) -> Tensor:
+        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+        stays weakly typed, as in torch.
+        """
     def __reduce_ex__(self, protocol):
         """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
         loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
@@ -104,17 +144,35 @@ class Tensor:
         """torch's text, with the values when they are few and already in memory (never computed for
         a repr), else dask's summary of the array: see :mod:`daskgrad._repr`.
         """
-    def __rmatmul__(self, other) -> Tensor: ...
+    def __rmatmul__(self, other) -> Tensor:
+        """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
+        axes broadcast as batches.
+        """
     def __rmod__(self, other) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
-    def __rmul__(self, other) -> Tensor: ...
-    def __rpow__(self, other) -> Tensor: ...
-    def __rsub__(self, other) -> Tensor: ...
-    def __rtruediv__(self, other) -> Tensor: ...
+    def __rmul__(self, other) -> Tensor:
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def __rpow__(self, other) -> Tensor:
+        """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+        complex inputs that require grad are refused (no rule yet).
+        """
+    def __rsub__(self, other) -> Tensor:
+        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """
+    def __rtruediv__(self, other) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+        without ``rounding_mode=``).
+        """
     def __setitem__(self, index, value): ...
-    def __sub__(self, b) -> Tensor: ...
-    def __truediv__(self, b) -> Tensor: ...
+    def __sub__(self, b) -> Tensor:
+        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """
+    def __truediv__(self, b) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+        without ``rounding_mode=``).
+        """
     _accumulate_node: Any
     def _assign(self, out: Tensor) -> Tensor:
         """Rebind this tensor to ``out`` (the in-place result) and bump the version.
@@ -155,10 +213,20 @@ class Tensor:
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
-    def add(self, b) -> Tensor: ...
-    def add_(self, b) -> Tensor: ...
-    def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def amin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
+    def add(self, b) -> Tensor:
+        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+        stays weakly typed, as in torch.
+        """
+    def add_(self, b) -> Tensor:
+        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+        stays weakly typed, as in torch.
+        """
+    def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+        """
+    def amin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+        """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
         """
@@ -177,14 +245,19 @@ class Tensor:
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
         """
-    def arctan2(self, b) -> Tensor: ...
+    def arctan2(self, b) -> Tensor:
+        """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+        torch's ``atan2``).
+        """
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
     def argmax(self, axis=None, *, dim=...) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable).
         """
-    def argmin(self, axis=None, *, dim=...) -> Tensor: ...
+    def argmin(self, axis=None, *, dim=...) -> Tensor:
+        """Index of the smallest value (an integer tensor: never differentiable).
+        """
     @property
     def array(self) -> da.Array:
         """The underlying (lazy or persisted) dask array.
@@ -195,11 +268,17 @@ class Tensor:
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
-    def astype(self, dtype) -> Tensor: ...
+    def astype(self, dtype) -> Tensor:
+        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+        differentiable; ``x`` itself when it has that dtype already.
+        """
     def atan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
         """
-    def atan2(self, b) -> Tensor: ...
+    def atan2(self, b) -> Tensor:
+        """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+        torch's ``atan2``).
+        """
     def atanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
@@ -226,7 +305,9 @@ class Tensor:
     def clip(self, a_min=None, a_max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
         """
-    def clone(self) -> Tensor: ...
+    def clone(self) -> Tensor:
+        """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
+        """
     def compute(self, **kwargs):
         """The values as one in-memory array of the chunk type (numpy or cupy).  The chunks stay
         in (cluster) memory while this tensor lives, so asking again computes nothing.
@@ -255,14 +336,19 @@ class Tensor:
     def cuda(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
-    def cumsum(self, axis=None, dtype=None, *, dim=...) -> Tensor: ...
+    def cumsum(self, axis=None, dtype=None, *, dim=...) -> Tensor:
+        """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
+        None, where torch requires ``dim``).
+        """
     @property
     def data(self) -> Tensor:
         """A detached alias sharing storage; unlike torch, writes through it bump the version.
         """
     @data.setter
     def data(self, value) -> None: ...
-    def deg2rad(self) -> Tensor: ...
+    def deg2rad(self) -> Tensor:
+        """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
+        """
     def detach(self) -> Tensor: ...
     def detach_(self) -> Tensor: ...
     @property
@@ -275,13 +361,22 @@ class Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
         """
     def dim(self) -> int: ...
-    def div(self, b) -> Tensor: ...
-    def div_(self, b) -> Tensor: ...
+    def div(self, b) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+        without ``rounding_mode=``).
+        """
+    def div_(self, b) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+        without ``rounding_mode=``).
+        """
     def dot(self, b) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
         """
-    def double(self) -> Tensor: ...
+    def double(self) -> Tensor:
+        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+        differentiable; ``x`` itself when it has that dtype already.
+        """
     @property
     def dtype(self) -> np.dtype: ...
     def erf(self) -> Tensor:
@@ -299,7 +394,10 @@ class Tensor:
     def expand(self, *shape) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
-    def expand_dims(self, axis, *, dim=...) -> Tensor: ...
+    def expand_dims(self, axis, *, dim=...) -> Tensor:
+        """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
+        ``unsqueeze``).
+        """
     def expm1(self) -> Tensor:
         """Elementwise ``expm1``; gradient node ``Expm1Backward0``.
         """
@@ -307,9 +405,18 @@ class Tensor:
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
-    def flatten(self) -> Tensor: ...
-    def flip(self, axis=None, *, dim=...) -> Tensor: ...
-    def float(self) -> Tensor: ...
+    def flatten(self) -> Tensor:
+        """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
+        ``start_dim``/``end_dim``).
+        """
+    def flip(self, axis=None, *, dim=...) -> Tensor:
+        """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
+        ``dims``).
+        """
+    def float(self) -> Tensor:
+        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+        differentiable; ``x`` itself when it has that dtype already.
+        """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
         """
@@ -323,7 +430,9 @@ class Tensor:
     @grad.deleter
     def grad(self) -> None: ...
     grad_fn: Any
-    def hypot(self, b) -> Tensor: ...
+    def hypot(self, b) -> Tensor:
+        """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
+        """
     def imag(self) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
         """
@@ -375,35 +484,75 @@ class Tensor:
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
-    def log_softmax(self, axis=-1, *, dim=...) -> Tensor: ...
-    def logaddexp(self, b) -> Tensor: ...
-    def logaddexp2(self, b) -> Tensor: ...
+    def log_softmax(self, axis=-1, *, dim=...) -> Tensor:
+        """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
+        one, where ``nn.functional.log_softmax`` asks for ``dim``).
+        """
+    def logaddexp(self, b) -> Tensor:
+        """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``).
+        """
+    def logaddexp2(self, b) -> Tensor:
+        """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
+        """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite.
         """
     @property
     def mT(self) -> Tensor: ...
-    def matmul(self, b) -> Tensor: ...
-    def max(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def maximum(self, b) -> Tensor: ...
-    def mean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
+    def matmul(self, b) -> Tensor:
+        """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
+        axes broadcast as batches.
+        """
+    def max(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+        """
+    def maximum(self, b) -> Tensor:
+        """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
+        half the gradient, as in torch.
+        """
+    def mean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
+        """
     def median(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
         lower one), differentiable through the values it reads.
         """
-    def min(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def minimum(self, b) -> Tensor: ...
-    def moveaxis(self, source, destination) -> Tensor: ...
-    def mul(self, b) -> Tensor: ...
-    def mul_(self, b) -> Tensor: ...
+    def min(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+        """
+    def minimum(self, b) -> Tensor:
+        """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
+        half the gradient, as in torch.
+        """
+    def moveaxis(self, source, destination) -> Tensor:
+        """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
+        ``moveaxis``).
+        """
+    def mul(self, b) -> Tensor:
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def mul_(self, b) -> Tensor:
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
         gradient passes where the value was finite, as torch's.
         """
-    def nanmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def nanmean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-    def nansum(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
+    def nanmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
+        where NumPy warns and gives NaN.
+        """
+    def nanmean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
+        """
+    def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
+        where NumPy warns and gives NaN.
+        """
+    def nansum(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
+        a zero gradient.
+        """
     @property
     def ndim(self) -> int: ...
     def neg(self) -> Tensor:
@@ -432,23 +581,39 @@ class Tensor:
     def persist(self):
         """Keep this tensor's chunks in (cluster) memory; returns ``self``.
         """
-    def positive(self) -> Tensor: ...
-    def pow(self, b) -> Tensor: ...
-    def pow_(self, b) -> Tensor: ...
-    def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor: ...
+    def positive(self) -> Tensor:
+        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
+        """
+    def pow(self, b) -> Tensor:
+        """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+        complex inputs that require grad are refused (no rule yet).
+        """
+    def pow_(self, b) -> Tensor:
+        """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+        complex inputs that require grad are refused (no rule yet).
+        """
+    def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+        """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
+        ``prod`` takes one ``dim``).
+        """
     def quantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
         default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
         a sequence of numbers (a leading axis of the result, as NumPy's).
         """
-    def rad2deg(self) -> Tensor: ...
+    def rad2deg(self) -> Tensor:
+        """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
+        """
     def ravel(self) -> Tensor:
         """The elements in C order, as a 1-D tensor.
         """
     def real(self) -> Tensor:
         """The real part (differentiable): a complex cotangent reaching a real input keeps its real part.
         """
-    def rechunk(self, chunks) -> Tensor: ...
+    def rechunk(self, chunks) -> Tensor:
+        """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
+        in the old chunks.
+        """
     def reciprocal(self) -> Tensor:
         """Elementwise ``reciprocal``; gradient node ``ReciprocalBackward0``.
         """
@@ -474,11 +639,17 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value) -> None: ...
     def requires_grad_(self, requires_grad: bool = True) -> Tensor: ...
-    def reshape(self, *shape) -> Tensor: ...
+    def reshape(self, *shape) -> Tensor:
+        """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
+        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        """
     def retain_grad(self) -> None: ...
     @property
     def retains_grad(self) -> bool: ...
-    def roll(self, shift, axis=None, *, dim=...) -> Tensor: ...
+    def roll(self, shift, axis=None, *, dim=...) -> Tensor:
+        """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
+        (NumPy's and torch's ``roll``).
+        """
     def rot90(self, k=1, axes=...) -> Tensor:
         """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
         """
@@ -516,7 +687,10 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
-    def softmax(self, axis=-1, *, dim=...) -> Tensor: ...
+    def softmax(self, axis=-1, *, dim=...) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
+        one, where ``nn.functional.softmax`` asks for ``dim``).
+        """
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
         """
@@ -526,15 +700,29 @@ class Tensor:
     def sqrt_(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
         """
-    def square(self) -> Tensor: ...
-    def squeeze(self, axis=None, *, dim=...) -> Tensor: ...
+    def square(self) -> Tensor:
+        """``x ** 2`` elementwise (NumPy's and torch's ``square``).
+        """
+    def squeeze(self, axis=None, *, dim=...) -> Tensor:
+        """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
+        not 1 raises ValueError, where torch leaves it).
+        """
     def std(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch.
         """
-    def sub(self, b) -> Tensor: ...
-    def sub_(self, b) -> Tensor: ...
-    def sum(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor: ...
-    def swapaxes(self, axis1, axis2) -> Tensor: ...
+    def sub(self, b) -> Tensor:
+        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """
+    def sub_(self, b) -> Tensor:
+        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """
+    def sum(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+        """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
+        ``dim=``/``keepdim=`` are accepted too).
+        """
+    def swapaxes(self, axis1, axis2) -> Tensor:
+        """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
     def tan(self) -> Tensor:
         """Elementwise ``tan``; gradient node ``TanBackward0``.
         """
@@ -579,14 +767,20 @@ class Tensor:
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
-    def unsqueeze(self, axis, *, dim=...) -> Tensor: ...
+    def unsqueeze(self, axis, *, dim=...) -> Tensor:
+        """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
+        ``unsqueeze``).
+        """
     def var(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``).
         """
     def vdot(self, b) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
         """
-    def view(self, *shape) -> Tensor: ...
+    def view(self, *shape) -> Tensor:
+        """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
+        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        """
     def zero_(self): ...
 
 

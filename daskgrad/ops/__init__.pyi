@@ -274,14 +274,35 @@ def sinh(x) -> Tensor:
 def cosh(x) -> Tensor:
     """Elementwise ``cosh``; gradient node ``CoshBackward0``.
     """
-def square(x) -> Tensor: ...
-def add(a, b) -> Tensor: ...
-def sub(a, b) -> Tensor: ...
-def mul(a, b) -> Tensor: ...
-def truediv(a, b) -> Tensor: ...
-def pow(a, b) -> Tensor: ...
-def maximum(a, b) -> Tensor: ...
-def minimum(a, b) -> Tensor: ...
+def square(x) -> Tensor:
+    """``x ** 2`` elementwise (NumPy's and torch's ``square``).
+    """
+def add(a, b) -> Tensor:
+    """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+    stays weakly typed, as in torch.
+    """
+def sub(a, b) -> Tensor:
+    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    """
+def mul(a, b) -> Tensor:
+    """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+    """
+def truediv(a, b) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+    without ``rounding_mode=``).
+    """
+def pow(a, b) -> Tensor:
+    """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+    complex inputs that require grad are refused (no rule yet).
+    """
+def maximum(a, b) -> Tensor:
+    """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
+    half the gradient, as in torch.
+    """
+def minimum(a, b) -> Tensor:
+    """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
+    half the gradient, as in torch.
+    """
 def where(condition, x, y) -> Tensor:
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
     torch's node has two edges, so this op records its own forward).
@@ -292,24 +313,51 @@ def clip(x, a_min=None, a_max=None) -> Tensor:
 def clamp(x, a_min=None, a_max=None) -> Tensor:
     """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
     """
-def lt(a, b) -> Tensor: ...
-def le(a, b) -> Tensor: ...
-def gt(a, b) -> Tensor: ...
-def ge(a, b) -> Tensor: ...
-def eq(a, b) -> Tensor: ...
-def ne(a, b) -> Tensor: ...
-def logical_and(a, b) -> Tensor: ...
-def logical_or(a, b) -> Tensor: ...
-def astype(x, dtype) -> Tensor: ...
+def lt(a, b) -> Tensor:
+    """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+    """
+def le(a, b) -> Tensor:
+    """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+    """
+def gt(a, b) -> Tensor:
+    """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+    """
+def ge(a, b) -> Tensor:
+    """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+    """
+def eq(a, b) -> Tensor:
+    """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+    """
+def ne(a, b) -> Tensor:
+    """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+    """
+def logical_and(a, b) -> Tensor:
+    """``a & b`` elementwise with broadcasting (torch's ``logical_and`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_and`` gives booleans.
+    """
+def logical_or(a, b) -> Tensor:
+    """``a | b`` elementwise with broadcasting (torch's ``logical_or`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_or`` gives booleans.
+    """
+def astype(x, dtype) -> Tensor:
+    """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+    differentiable; ``x`` itself when it has that dtype already.
+    """
 def to_device(x, device) -> Tensor:
     """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
     """
-def clone(x) -> Tensor: ...
+def clone(x) -> Tensor:
+    """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
+    """
 def full_like(x, fill_value, dtype=None) -> Tensor:
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks.
     """
-def zeros_like(x, dtype=None) -> Tensor: ...
-def ones_like(x, dtype=None) -> Tensor: ...
+def zeros_like(x, dtype=None) -> Tensor:
+    """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
+    no gradient flows to ``x``.
+    """
+def ones_like(x, dtype=None) -> Tensor:
+    """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
+    no gradient flows to ``x``.
+    """
 def arcsin(x) -> Tensor:
     """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
     """
@@ -352,10 +400,19 @@ def trunc(x) -> Tensor:
 def round(x, decimals=0) -> Tensor:
     """NumPy's ``round`` (half to even, as torch's); a zero gradient.
     """
-def arctan2(a, b) -> Tensor: ...
-def hypot(a, b) -> Tensor: ...
-def logaddexp(a, b) -> Tensor: ...
-def logaddexp2(a, b) -> Tensor: ...
+def arctan2(a, b) -> Tensor:
+    """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+    torch's ``atan2``).
+    """
+def hypot(a, b) -> Tensor:
+    """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
+    """
+def logaddexp(a, b) -> Tensor:
+    """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``).
+    """
+def logaddexp2(a, b) -> Tensor:
+    """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
+    """
 def fmod(a, b) -> Tensor:
     """C's remainder (the sign of ``a``), as ``torch.fmod``.
     """
@@ -380,7 +437,10 @@ def acosh(x) -> Tensor:
 def atanh(x) -> Tensor:
     """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
     """
-def atan2(a, b) -> Tensor: ...
+def atan2(a, b) -> Tensor:
+    """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+    torch's ``atan2``).
+    """
 def fix(x) -> Tensor:
     """Elementwise ``trunc``; gradient node ``TruncBackward0``.
     """
@@ -390,34 +450,71 @@ def around(x, decimals=0) -> Tensor:
 def remainder(a, b) -> Tensor:
     """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
     """
-def reshape(x, shape) -> Tensor: ...
-def flatten(x) -> Tensor: ...
+def reshape(x, shape) -> Tensor:
+    """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
+    ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+    """
+def flatten(x) -> Tensor:
+    """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
+    ``start_dim``/``end_dim``).
+    """
 def transpose(x, axes=None) -> Tensor:
     """Permute axes (all reversed by default, as in NumPy).
     """
 def permute(x, axes=None) -> Tensor:
     """Permute axes (all reversed by default, as in NumPy).
     """
-def swapaxes(x, axis1, axis2) -> Tensor: ...
-def moveaxis(x, source, destination) -> Tensor: ...
+def swapaxes(x, axis1, axis2) -> Tensor:
+    """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+    """
+def moveaxis(x, source, destination) -> Tensor:
+    """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
+    ``moveaxis``).
+    """
 def broadcast_to(x, shape, chunks=None) -> Tensor:
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
     """
-def expand_dims(x, axis, *, dim=...) -> Tensor: ...
-def unsqueeze(x, axis, *, dim=...) -> Tensor: ...
-def squeeze(x, axis=None, *, dim=...) -> Tensor: ...
-def rechunk(x, chunks) -> Tensor: ...
-def flip(x, axis=None, *, dim=...) -> Tensor: ...
-def roll(x, shift, axis=None, *, dim=...) -> Tensor: ...
-def concatenate(tensors, axis=0, *, dim=...) -> Tensor: ...
-def stack(tensors, axis=0, *, dim=...) -> Tensor: ...
+def expand_dims(x, axis, *, dim=...) -> Tensor:
+    """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
+    ``unsqueeze``).
+    """
+def unsqueeze(x, axis, *, dim=...) -> Tensor:
+    """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
+    ``unsqueeze``).
+    """
+def squeeze(x, axis=None, *, dim=...) -> Tensor:
+    """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
+    not 1 raises ValueError, where torch leaves it).
+    """
+def rechunk(x, chunks) -> Tensor:
+    """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
+    in the old chunks.
+    """
+def flip(x, axis=None, *, dim=...) -> Tensor:
+    """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
+    ``dims``).
+    """
+def roll(x, shift, axis=None, *, dim=...) -> Tensor:
+    """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
+    (NumPy's and torch's ``roll``).
+    """
+def concatenate(tensors, axis=0, *, dim=...) -> Tensor:
+    """Tensors joined along an existing ``axis`` (NumPy's ``concatenate``, torch's ``cat``); their shapes
+    must agree off that axis.
+    """
+def stack(tensors, axis=0, *, dim=...) -> Tensor:
+    """Tensors of one shape joined along a new ``axis`` (NumPy's and torch's ``stack``).
+    """
 def split(x, indices_or_sections, axis=0, *, dim=...) -> list[Tensor]:
     """NumPy's ``split``: a list of slices, each its own differentiable op.
     """
 def pad(x, pad_width, mode='constant', constant_values=0) -> Tensor:
     """Constant padding (NumPy's ``pad_width``); the rule slices the padding off.
     """
-def diff(x, n=1, axis=-1, *, dim=...) -> Tensor: ...
+def diff(x, n=1, axis=-1, *, dim=...) -> Tensor:
+    """The ``n``-th discrete difference along ``axis``, ``x[1:] - x[:-1]`` (NumPy's ``diff``; torch's
+    ``diff`` without ``prepend``/``append``).
+    """
 def getitem(x, index) -> Tensor:
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask.
@@ -439,13 +536,29 @@ def erf(x) -> Tensor:
 def embedding(indices, weight) -> Tensor:
     """``weight[indices]``: rows of a one-chunk ``weight`` (V, D) picked chunk by chunk of ``indices``.
     """
-def sum(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor: ...
-def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def max(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def min(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def amax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def amin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def prod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor: ...
+def sum(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+    """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
+    ``dim=``/``keepdim=`` are accepted too).
+    """
+def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
+    """
+def max(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    """
+def min(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    """
+def amax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    """
+def amin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    """
+def prod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+    """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
+    ``prod`` takes one ``dim``).
+    """
 def var(x, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``).
     """
@@ -455,12 +568,20 @@ def std(x, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor
 def logsumexp(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite.
     """
-def cumsum(x, axis=None, dtype=None, *, dim=...) -> Tensor: ...
+def cumsum(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
+    None, where torch requires ``dim``).
+    """
 def argmax(x, axis=None, *, dim=...) -> Tensor:
     """Index of the largest value (an integer tensor: never differentiable).
     """
-def argmin(x, axis=None, *, dim=...) -> Tensor: ...
-def matmul(a, b) -> Tensor: ...
+def argmin(x, axis=None, *, dim=...) -> Tensor:
+    """Index of the smallest value (an integer tensor: never differentiable).
+    """
+def matmul(a, b) -> Tensor:
+    """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
+    axes broadcast as batches.
+    """
 def dot(a, b) -> Tensor:
     """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
     and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
@@ -508,15 +629,24 @@ def norm(x, ord=None, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Ten
     matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
     (``linalg.vector_norm`` and ``linalg.matrix_norm``).
     """
-def softmax(x, axis=-1, *, dim=...) -> Tensor: ...
-def log_softmax(x, axis=-1, *, dim=...) -> Tensor: ...
+def softmax(x, axis=-1, *, dim=...) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
+    one, where ``nn.functional.softmax`` asks for ``dim``).
+    """
+def log_softmax(x, axis=-1, *, dim=...) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
+    one, where ``nn.functional.log_softmax`` asks for ``dim``).
+    """
 def nll_loss(log_probs, target, reduction='mean') -> Tensor:
     """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C).
     """
 def cross_entropy(input, target, reduction='mean') -> Tensor:
     """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C).
     """
-def mse_loss(input, target, reduction='mean') -> Tensor: ...
+def mse_loss(input, target, reduction='mean') -> Tensor:
+    """The squared error ``(input - target) ** 2``, averaged, summed or kept per element by ``reduction``
+    (``'mean'``, ``'sum'``, ``'none'``), as torch's ``nn.functional.mse_loss``.
+    """
 def binary_cross_entropy_with_logits(input, target, reduction='mean', pos_weight=None) -> Tensor:
     """``-[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))]``, computed stably from logits.
     """
@@ -530,19 +660,35 @@ def convolve(x, weights, mode='reflect', cval=0.0, origin=0) -> Tensor:
     """``scipy.ndimage.convolve``: correlation with the flipped kernel (same origin convention,
     so even-sized kernels line up as in scipy).
     """
-def cat(tensors, axis=0, *, dim=...) -> Tensor: ...
+def cat(tensors, axis=0, *, dim=...) -> Tensor:
+    """Tensors joined along an existing ``axis`` (NumPy's ``concatenate``, torch's ``cat``); their shapes
+    must agree off that axis.
+    """
 def ravel(x) -> Tensor:
     """The elements in C order, as a 1-D tensor.
     """
-def atleast_1d(x) -> Tensor: ...
-def atleast_2d(x) -> Tensor: ...
+def atleast_1d(x) -> Tensor:
+    """``x`` with a length-1 axis in front if it is 0-d (NumPy's and torch's ``atleast_1d``, one tensor).
+    """
+def atleast_2d(x) -> Tensor:
+    """``x`` with length-1 axes in front up to 2-d (NumPy's and torch's ``atleast_2d``, one tensor).
+    """
 def atleast_3d(x) -> Tensor:
     """NumPy's rule: a 1-D ``(n,)`` becomes ``(1, n, 1)``, a 2-D ``(m, n)`` becomes ``(m, n, 1)``.
     """
-def vstack(tensors) -> Tensor: ...
-def hstack(tensors) -> Tensor: ...
-def dstack(tensors) -> Tensor: ...
-def column_stack(tensors) -> Tensor: ...
+def vstack(tensors) -> Tensor:
+    """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
+    """
+def hstack(tensors) -> Tensor:
+    """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``).
+    """
+def dstack(tensors) -> Tensor:
+    """Tensors joined along axis 2 after ``atleast_3d`` (NumPy's and torch's ``dstack``).
+    """
+def column_stack(tensors) -> Tensor:
+    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
+    torch's ``column_stack``).
+    """
 def append(arr, values, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``append``: both raveled when ``axis`` is None.
     """
@@ -550,9 +696,15 @@ def array_split(x, indices_or_sections, axis=0, *, dim=...) -> list[Tensor]:
     """NumPy's ``array_split``: like ``split``, but ``n`` sections need not divide the axis (the
     first ``len % n`` sections are one longer).
     """
-def hsplit(x, indices_or_sections) -> list[Tensor]: ...
-def vsplit(x, indices_or_sections) -> list[Tensor]: ...
-def dsplit(x, indices_or_sections) -> list[Tensor]: ...
+def hsplit(x, indices_or_sections) -> list[Tensor]:
+    """``split`` along axis 1, or axis 0 for a 1-d tensor: a list of tensors (NumPy's ``hsplit``).
+    """
+def vsplit(x, indices_or_sections) -> list[Tensor]:
+    """``split`` along axis 0 of a tensor of at least 2 dimensions: a list of tensors (NumPy's ``vsplit``).
+    """
+def dsplit(x, indices_or_sections) -> list[Tensor]:
+    """``split`` along axis 2 of a tensor of at least 3 dimensions: a list of tensors (NumPy's ``dsplit``).
+    """
 def repeat(x, repeats, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
     ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
@@ -560,8 +712,12 @@ def repeat(x, repeats, axis=None, *, dim=...) -> Tensor:
 def tile(x, reps) -> Tensor:
     """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones).
     """
-def flipud(x) -> Tensor: ...
-def fliplr(x) -> Tensor: ...
+def flipud(x) -> Tensor:
+    """``x`` reversed along axis 0 (NumPy's and torch's ``flipud``).
+    """
+def fliplr(x) -> Tensor:
+    """``x`` reversed along axis 1, for at least 2 dimensions (NumPy's and torch's ``fliplr``).
+    """
 def rot90(x, k=1, axes=...) -> Tensor:
     """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
     """
@@ -613,28 +769,63 @@ def fabs(x) -> Tensor:
 def negative(x) -> Tensor:
     """Elementwise ``neg``; gradient node ``NegBackward0``.
     """
-def multiply(a, b) -> Tensor: ...
-def subtract(a, b) -> Tensor: ...
-def divide(a, b) -> Tensor: ...
-def true_divide(a, b) -> Tensor: ...
-def power(a, b) -> Tensor: ...
+def multiply(a, b) -> Tensor:
+    """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+    """
+def subtract(a, b) -> Tensor:
+    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    """
+def divide(a, b) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+    without ``rounding_mode=``).
+    """
+def true_divide(a, b) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+    without ``rounding_mode=``).
+    """
+def power(a, b) -> Tensor:
+    """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+    complex inputs that require grad are refused (no rule yet).
+    """
 def rint(x, decimals=0) -> Tensor:
     """NumPy's ``round`` (half to even, as torch's); a zero gradient.
     """
-def equal(a, b) -> Tensor: ...
-def not_equal(a, b) -> Tensor: ...
-def greater(a, b) -> Tensor: ...
-def greater_equal(a, b) -> Tensor: ...
-def less(a, b) -> Tensor: ...
-def less_equal(a, b) -> Tensor: ...
-def positive(x) -> Tensor: ...
+def equal(a, b) -> Tensor:
+    """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+    """
+def not_equal(a, b) -> Tensor:
+    """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+    """
+def greater(a, b) -> Tensor:
+    """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+    """
+def greater_equal(a, b) -> Tensor:
+    """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+    """
+def less(a, b) -> Tensor:
+    """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+    """
+def less_equal(a, b) -> Tensor:
+    """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+    """
+def positive(x) -> Tensor:
+    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
+    """
 def float_power(a, b) -> Tensor:
     """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.
     """
-def deg2rad(x) -> Tensor: ...
-def rad2deg(x) -> Tensor: ...
-def radians(x) -> Tensor: ...
-def degrees(x) -> Tensor: ...
+def deg2rad(x) -> Tensor:
+    """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
+    """
+def rad2deg(x) -> Tensor:
+    """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
+    """
+def radians(x) -> Tensor:
+    """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
+    """
+def degrees(x) -> Tensor:
+    """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
+    """
 def cbrt(x) -> Tensor:
     """The real cube root (negative for negative ``x``).
     """
@@ -648,10 +839,21 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None) -> Tensor:
     """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
     gradient passes where the value was finite, as torch's.
     """
-def nansum(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def nanmean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def nanmax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
-def nanmin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
+def nansum(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
+    a zero gradient.
+    """
+def nanmean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
+    """
+def nanmax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
+    where NumPy warns and gives NaN.
+    """
+def nanmin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
+    where NumPy warns and gives NaN.
+    """
 def ptp(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """Peak to peak: ``max - min``.
     """
@@ -668,8 +870,13 @@ def median(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
     lower one), differentiable through the values it reads.
     """
-def percentile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor: ...
+def percentile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """``quantile(x, q / 100)``: NumPy's ``percentile`` (linear interpolation), ``q`` in [0, 100].
+    """
 def cov(m, rowvar=True, bias=False, ddof=None) -> Tensor:
     """NumPy's ``cov`` of the variables in the rows of ``m`` (its columns when ``rowvar`` is False).
     """
-def corrcoef(x, rowvar=True) -> Tensor: ...
+def corrcoef(x, rowvar=True) -> Tensor:
+    """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
+    ``cov`` (NumPy's ``corrcoef``; torch's takes rows only).
+    """
