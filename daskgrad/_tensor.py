@@ -662,14 +662,18 @@ def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
 
 
 def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy."""
     return _factory(da.zeros, shape, dtype, chunks, requires_grad, device)
 
 
 def ones(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy."""
     return _factory(da.ones, shape, dtype, chunks, requires_grad, device)
 
 
 def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf filled with ``fill_value`` (torch's ``full``: a bool or int value gives bool or int64, a
+    float the default float32), lazy."""
     if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):
         dtype = np.bool_ if isinstance(fill_value, bool) else np.int64
     return _factory(da.full, (shape,) if not isinstance(shape, int) else (shape,), dtype, chunks,
@@ -677,6 +681,8 @@ def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, devi
 
 
 def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
+    arguments, float32 otherwise), lazy."""
     if stop is None:
         start, stop = 0, start
     if dtype is None:

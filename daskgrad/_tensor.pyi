@@ -896,16 +896,26 @@ def _shape(shape): ...
 def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw): ...
 
 
-def zeros(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor: ...
+def zeros(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy.
+    """
 
 
-def ones(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor: ...
+def ones(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy.
+    """
 
 
-def full(shape, fill_value, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor: ...
+def full(shape, fill_value, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf filled with ``fill_value`` (torch's ``full``: a bool or int value gives bool or int64, a
+    float the default float32), lazy.
+    """
 
 
-def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor: ...
+def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
+    arguments, float32 otherwise), lazy.
+    """
 
 
 def _random(method, shape, dtype, chunks, requires_grad, device): ...

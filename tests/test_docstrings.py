@@ -1,6 +1,7 @@
 """Every public name a user reaches has a docstring (what it computes, its NumPy or torch name, how it
 differs): the ops of ``daskgrad.ops.__all__`` (``help(dg.exp)``, an IDE's hover, the stubs), and the
-public names of ``daskgrad.linalg``, ``daskgrad.nn`` and ``daskgrad.optim``."""
+public names of ``daskgrad.linalg``, ``daskgrad.nn`` and ``daskgrad.optim``, and the factories
+(``daskgrad.tensor``, ``zeros``, ...)."""
 import inspect
 
 import pytest
@@ -24,8 +25,8 @@ def _public(module):
             if not inspect.ismodule(getattr(module, name))]
 
 
-@pytest.mark.parametrize("module", [dg.ops, dg.linalg, dg.nn, dg.nn.functional, dg.nn.init, dg.nn.utils, dg.optim,
-                                    dg.optim.lr_scheduler], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [dg._tensor, dg.ops, dg.linalg, dg.nn, dg.nn.functional, dg.nn.init, dg.nn.utils,
+                                    dg.optim, dg.optim.lr_scheduler], ids=lambda m: m.__name__)
 def test_every_public_name_has_a_docstring(module):
     missing = [name for name, obj in _public(module) if not (_own_doc(obj) or "").strip()]
     assert not missing, f"public names without a docstring: {missing}"
