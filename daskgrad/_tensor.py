@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, _data, _state
+from . import _dask as door, _data, _repr, _state
 from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -141,15 +141,14 @@ class Tensor:
         return self.device == "cuda"
 
     def __repr__(self):
-        a = self.array
-        extra = ""
-        if self.grad_fn is not None:
-            extra = f", grad_fn=<{self.grad_fn.name()}>"
-        elif self.requires_grad:
-            extra = ", requires_grad=True"
-        kind = f"{type(a._meta).__module__.split('.')[0]}.{type(a._meta).__name__}"
-        return (f"tensor(dask.array<shape={a.shape}, dtype={a.dtype}, chunksize={a.chunksize}, "
-                f"chunktype={kind}>{extra})")
+        """torch's text, with the values when they are few and already in memory (never computed for
+        a repr), else dask's summary of the array: see :mod:`daskgrad._repr`."""
+        return _repr.text(self)
+
+    def _repr_html_(self):
+        """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
+        dtype and device."""
+        return _repr.html_repr(self)
 
     # ------------------------------------------------------- autograd fields
     @property
@@ -663,14 +662,18 @@ def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
 
 
 def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy."""
     return _factory(da.zeros, shape, dtype, chunks, requires_grad, device)
 
 
 def ones(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy."""
     return _factory(da.ones, shape, dtype, chunks, requires_grad, device)
 
 
 def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf filled with ``fill_value`` (torch's ``full``: a bool or int value gives bool or int64, a
+    float the default float32), lazy."""
     if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):
         dtype = np.bool_ if isinstance(fill_value, bool) else np.int64
     return _factory(da.full, (shape,) if not isinstance(shape, int) else (shape,), dtype, chunks,
@@ -678,6 +681,8 @@ def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, devi
 
 
 def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
+    arguments, float32 otherwise), lazy."""
     if stop is None:
         start, stop = 0, start
     if dtype is None:

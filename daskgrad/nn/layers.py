@@ -243,6 +243,7 @@ class Flatten(Module):
 
 
 class Softmax(Module):
+    """``softmax`` along ``dim`` (torch's ``nn.Softmax``; ``dim=None`` picks an axis with torch's warning)."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -255,6 +256,8 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
+    """``log_softmax`` along ``dim`` (torch's ``nn.LogSoftmax``; ``dim=None`` picks an axis with torch's
+    warning)."""
     def forward(self, input):
         return F.log_softmax(input, self.dim, _stacklevel=5)
 
@@ -290,16 +293,19 @@ class LeakyReLU(Module):
 
 
 class ReLU(Module):
+    """``max(x, 0)`` elementwise (torch's ``nn.ReLU``)."""
     def forward(self, input):
         return F.relu(input)
 
 
 class Tanh(Module):
+    """``tanh(x)`` elementwise (torch's ``nn.Tanh``)."""
     def forward(self, input):
         return F.tanh(input)
 
 
 class Sigmoid(Module):
+    """``1 / (1 + exp(-x))`` elementwise (torch's ``nn.Sigmoid``)."""
     def forward(self, input):
         return F.sigmoid(input)
 

@@ -117,6 +117,7 @@ cosh = _unary("cosh", "CoshBackward0", da.cosh, lambda g, s: (g * conj(sinh(s.x)
 
 @public("square")
 def square(x):
+    """``x ** 2`` elementwise (NumPy's and torch's ``square``)."""
     return pow(x, 2)
 
 
@@ -136,11 +137,14 @@ sub_p.vjp(lambda g, s: (g, -g))
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b):
+    """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+    stays weakly typed, as in torch."""
     return add_p.bind(a, b)
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b):
+    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``)."""
     return sub_p.bind(a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
@@ -163,11 +167,14 @@ def _truediv_rule(g, s):
 
 @public("__mul__", "__rmul__", "__imul__", "mul_", "mul")
 def mul(a, b):
+    """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``)."""
     return mul_p.bind(a, b)
 
 
 @public("__truediv__", "__rtruediv__", "__itruediv__", "div_", "div")
 def truediv(a, b):
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+    without ``rounding_mode=``)."""
     return truediv_p.bind(a, b)
 
 
@@ -196,6 +203,8 @@ def _pow_rule(g, s):
 
 @public("__pow__", "__rpow__", "pow_", "pow")
 def pow(a, b):
+    """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+    complex inputs that require grad are refused (no rule yet)."""
     if isinstance(b, Tensor) or isinstance(b, complex):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
@@ -219,11 +228,15 @@ minimum_p.vjp(lambda g, s: _tie(g, s, operator.lt))
 
 @public("maximum")
 def maximum(a, b):
+    """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
+    half the gradient, as in torch."""
     return maximum_p.bind(a, b)
 
 
 @public("minimum")
 def minimum(a, b):
+    """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
+    half the gradient, as in torch."""
     return minimum_p.bind(a, b)
 
 
@@ -292,7 +305,16 @@ def _compare(fn, name):
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
     op.__name__ = fn.__name__
+    op.__doc__ = (f"``a {_SYMBOLS[name]} b`` elementwise with broadcasting (torch's ``{name}``): a boolean tensor, "
+                  "never differentiable.")
+    if name.startswith("logical"):  # the op behind `&`/`|` too, which are bitwise on integers in torch as here
+        op.__doc__ = (f"``a {_SYMBOLS[name]} b`` elementwise with broadcasting (torch's ``{name}`` of booleans), never "
+                      f"differentiable.  On integer tensors it is bitwise, where torch's ``{name}`` gives booleans.")
     return public(f"__{fn.__name__.rstrip('_')}__", name=name)(op)
+
+
+_SYMBOLS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "logical_and": "&",
+            "logical_or": "|"}
 
 
 lt, le = _compare(operator.lt, "lt"), _compare(operator.le, "le")
@@ -314,6 +336,8 @@ clone_p.vjp(lambda g, s: (g,))
 @public("astype", ("double", lambda astype: lambda self: astype(self, "float64")),
         ("float", lambda astype: lambda self: astype(self, "float32")))
 def astype(x, dtype):
+    """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+    differentiable; ``x`` itself when it has that dtype already."""
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
@@ -335,6 +359,7 @@ def to_device(x, device):
 
 @public("clone")
 def clone(x):
+    """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``)."""
     return clone_p.bind(x)
 
 
@@ -367,11 +392,15 @@ def full_like(x, fill_value, dtype=None):
 
 @public()
 def zeros_like(x, dtype=None):
+    """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
+    no gradient flows to ``x``."""
     return full_like(x, 0, dtype)
 
 
 @public()
 def ones_like(x, dtype=None):
+    """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
+    no gradient flows to ``x``."""
     return full_like(x, 1, dtype)
 
 
@@ -450,21 +479,26 @@ mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
 
 @public("atan2", "arctan2")
 def arctan2(a, b):
+    """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+    torch's ``atan2``)."""
     return arctan2_p.bind(a, b)
 
 
 @public("hypot")
 def hypot(a, b):
+    """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``)."""
     return hypot_p.bind(a, b)
 
 
 @public("logaddexp")
 def logaddexp(a, b):
+    """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``)."""
     return logaddexp_p.bind(a, b)
 
 
 @public("logaddexp2")
 def logaddexp2(a, b):
+    """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``)."""
     return logaddexp2_p.bind(a, b)
 
 

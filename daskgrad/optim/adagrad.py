@@ -12,6 +12,8 @@ from .optimizer import Optimizer, check_lr
 
 
 class Adagrad(Optimizer):
+    """torch's ``optim.Adagrad`` (``lr_decay``, weight decay, ``initial_accumulator_value``,
+    ``maximize``); ``step()`` submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_lr(lr)

@@ -9,6 +9,8 @@ from .optimizer import Optimizer, check_lr
 
 
 class Adam(Optimizer):
+    """torch's ``optim.Adam`` (AMSGrad, ``maximize``, ``decoupled_weight_decay``); ``step()`` submits
+    nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):

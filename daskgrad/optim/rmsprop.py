@@ -22,6 +22,8 @@ def lerp_(self, end, weight):
 
 
 class RMSprop(Optimizer):
+    """torch's ``optim.RMSprop`` (momentum, ``centered``, weight decay, ``maximize``); ``step()``
+    submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         check_lr(lr)

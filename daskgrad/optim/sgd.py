@@ -8,6 +8,8 @@ from .optimizer import Optimizer, check_lr
 
 
 class SGD(Optimizer):
+    """torch's ``optim.SGD``: momentum, dampening, weight decay, Nesterov and ``maximize``; ``step()``
+    submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         check_lr(lr)
