@@ -41,7 +41,7 @@ class Tensor:
         stays weakly typed, as in torch.
         """
     def __and__(self, b) -> Tensor:
-        """``a & b`` elementwise with broadcasting (torch's ``logical_and`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_and`` gives booleans.
+        """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __array__(self, dtype=None, copy=None):
         """``np.asarray(t)``: ``numpy()``, torch's rules included.  The values are computed into a
@@ -93,6 +93,10 @@ class Tensor:
     def __index__(self): ...
     def __init__(self, data, requires_grad: bool = False): ...
     def __int__(self): ...
+    def __invert__(self) -> Tensor:
+        """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+        floating tensors are refused with torch's TypeError.
+        """
     def __isub__(self, b) -> Tensor:
         """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
         """
@@ -125,7 +129,7 @@ class Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
     def __or__(self, b) -> Tensor:
-        """``a | b`` elementwise with broadcasting (torch's ``logical_or`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_or`` gives booleans.
+        """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __pow__(self, b) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
@@ -134,6 +138,9 @@ class Tensor:
     def __radd__(self, other) -> Tensor:
         """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
         stays weakly typed, as in torch.
+        """
+    def __rand__(self, other) -> Tensor:
+        """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __reduce_ex__(self, protocol):
         """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
@@ -154,6 +161,9 @@ class Tensor:
     def __rmul__(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
+    def __ror__(self, other) -> Tensor:
+        """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
+        """
     def __rpow__(self, other) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
@@ -165,6 +175,9 @@ class Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
         without ``rounding_mode=``).
         """
+    def __rxor__(self, other) -> Tensor:
+        """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
+        """
     def __setitem__(self, index, value): ...
     def __sub__(self, b) -> Tensor:
         """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
@@ -172,6 +185,9 @@ class Tensor:
     def __truediv__(self, b) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
         without ``rounding_mode=``).
+        """
+    def __xor__(self, b) -> Tensor:
+        """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
     _accumulate_node: Any
     def _assign(self, out: Tensor) -> Tensor:
@@ -287,6 +303,19 @@ class Tensor:
 
         Checks everything first, then submits one dask graph for all gradients and
         returns when they are in memory (on the current distributed Client if any).
+        """
+    def bitwise_and(self, b) -> Tensor:
+        """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
+        """
+    def bitwise_not(self) -> Tensor:
+        """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+        floating tensors are refused with torch's TypeError.
+        """
+    def bitwise_or(self, b) -> Tensor:
+        """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
+        """
+    def bitwise_xor(self, b) -> Tensor:
+        """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
@@ -493,6 +522,18 @@ class Tensor:
         """
     def logaddexp2(self, b) -> Tensor:
         """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
+        """
+    def logical_and(self, b) -> Tensor:
+        """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
+        """
+    def logical_not(self) -> Tensor:
+        """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable.
+        """
+    def logical_or(self, b) -> Tensor:
+        """NumPy's and torch's ``logical_or``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
+        """
+    def logical_xor(self, b) -> Tensor:
+        """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite.

@@ -105,6 +105,7 @@ def test_every_entry_has_a_rule_and_torch_names_are_torch_style():
 
 # public ops that are not differentiable: comparisons, index results and constants
 NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                      "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
                       "full_like", "ones_like", "zeros_like", "linspace", "argsort", "isnan", "isinf",
                       "isfinite", "signbit", "isreal", "isposinf", "isneginf", "equal", "not_equal", "greater",
                       "greater_equal", "less", "less_equal"}
@@ -131,6 +132,9 @@ def _probe(name, x, y):
         "convolve": lambda: fn(x, np.ones((3, 3))), "correlate": lambda: fn(x, np.ones((3, 3))),
         "argmax": lambda: fn(x, 0), "argmin": lambda: fn(x, 0), "ones_like": lambda: fn(x),
         "zeros_like": lambda: fn(x), "logical_and": lambda: fn(x > 1, y > 1), "logical_or": lambda: fn(x > 1, y > 1),
+        "logical_xor": lambda: fn(x > 1, y > 1), "logical_not": lambda: fn(x > 1),
+        "bitwise_and": lambda: fn(x > 1, y > 1), "bitwise_or": lambda: fn(x > 1, y > 1),
+        "bitwise_xor": lambda: fn(x > 1, y > 1), "bitwise_not": lambda: fn(x > 1),
         "atleast_1d": lambda: fn(x.sum()), "atleast_2d": lambda: fn(x[0]), "atleast_3d": lambda: fn(x),
         "vstack": lambda: fn([x, y]), "hstack": lambda: fn([x, y]), "dstack": lambda: fn([x, y]),
         "column_stack": lambda: fn([x, y]), "array_split": lambda: fn(x, 3)[0], "hsplit": lambda: fn(x, 2)[0],

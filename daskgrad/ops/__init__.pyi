@@ -56,8 +56,14 @@ __all__ = [
     'ge',
     'eq',
     'ne',
+    'bitwise_and',
+    'bitwise_or',
+    'bitwise_xor',
     'logical_and',
     'logical_or',
+    'logical_xor',
+    'logical_not',
+    'bitwise_not',
     'astype',
     'to_device',
     'clone',
@@ -331,11 +337,30 @@ def eq(a, b) -> Tensor:
 def ne(a, b) -> Tensor:
     """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
     """
+def bitwise_and(a, b) -> Tensor:
+    """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
+    """
+def bitwise_or(a, b) -> Tensor:
+    """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
+    """
+def bitwise_xor(a, b) -> Tensor:
+    """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
+    """
 def logical_and(a, b) -> Tensor:
-    """``a & b`` elementwise with broadcasting (torch's ``logical_and`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_and`` gives booleans.
+    """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
     """
 def logical_or(a, b) -> Tensor:
-    """``a | b`` elementwise with broadcasting (torch's ``logical_or`` of booleans), never differentiable.  On integer tensors it is bitwise, where torch's ``logical_or`` gives booleans.
+    """NumPy's and torch's ``logical_or``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
+    """
+def logical_xor(a, b) -> Tensor:
+    """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
+    """
+def logical_not(x) -> Tensor:
+    """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable.
+    """
+def bitwise_not(x) -> Tensor:
+    """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+    floating tensors are refused with torch's TypeError.
     """
 def astype(x, dtype) -> Tensor:
     """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),

@@ -297,30 +297,55 @@ clamp = public(name="clamp")(clip)
 
 
 # ------------------------------------------------- comparisons (never differentiable)
-def _compare(fn, name):
+def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
         out = Tensor._make(fn(raw(a), raw(b)))
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
-    op.__name__ = fn.__name__
-    op.__doc__ = (f"``a {_SYMBOLS[name]} b`` elementwise with broadcasting (torch's ``{name}``): a boolean tensor, "
-                  "never differentiable.")
-    if name.startswith("logical"):  # the op behind `&`/`|` too, which are bitwise on integers in torch as here
-        op.__doc__ = (f"``a {_SYMBOLS[name]} b`` elementwise with broadcasting (torch's ``{name}`` of booleans), never "
-                      f"differentiable.  On integer tensors it is bitwise, where torch's ``{name}`` gives booleans.")
-    return public(f"__{fn.__name__.rstrip('_')}__", name=name)(op)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = _DOCS[name]
+    return public(*methods, name=name)(op)
 
 
-_SYMBOLS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "logical_and": "&",
-            "logical_or": "|"}
+_DOCS = {**{name: f"``a {symbol} b`` elementwise with broadcasting (torch's ``{name}``): a boolean tensor, never "
+                  "differentiable." for name, symbol in
+            (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="), ("ne", "!="))},
+         **{f"logical_{name}": f"NumPy's and torch's ``logical_{name}``: the truth of ``a`` and ``b`` (non-zero is "
+                               "true) combined elementwise, a boolean tensor, never differentiable."
+            for name in ("and", "or", "xor")},
+         **{f"bitwise_{name}": f"``a {symbol} b`` elementwise (NumPy's and torch's ``bitwise_{name}``): bitwise on "
+                               "integers, logical on booleans, never differentiable."
+            for name, symbol in (("and", "&"), ("or", "|"), ("xor", "^"))}}
+
+lt, le = _compare(operator.lt, "lt", "__lt__"), _compare(operator.le, "le", "__le__")
+gt, ge = _compare(operator.gt, "gt", "__gt__"), _compare(operator.ge, "ge", "__ge__")
+eq, ne = _compare(operator.eq, "eq", "__eq__"), _compare(operator.ne, "ne", "__ne__")
+bitwise_and = _compare(operator.and_, "bitwise_and", "__and__", "__rand__", "bitwise_and")
+bitwise_or = _compare(operator.or_, "bitwise_or", "__or__", "__ror__", "bitwise_or")
+bitwise_xor = _compare(operator.xor, "bitwise_xor", "__xor__", "__rxor__", "bitwise_xor")
+# not `&`: on integers torch's and NumPy's logical_and give booleans where `&` is bitwise
+logical_and = _compare(da.logical_and, "logical_and", "logical_and")
+logical_or = _compare(da.logical_or, "logical_or", "logical_or")
+logical_xor = _compare(da.logical_xor, "logical_xor", "logical_xor")
 
 
-lt, le = _compare(operator.lt, "lt"), _compare(operator.le, "le")
-gt, ge = _compare(operator.gt, "gt"), _compare(operator.ge, "ge")
-eq, ne = _compare(operator.eq, "eq"), _compare(operator.ne, "ne")
-logical_and, logical_or = _compare(operator.and_, "logical_and"), _compare(operator.or_, "logical_or")
+@public("logical_not")
+def logical_not(x):
+    """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable."""
+    x = as_tensor(x)
+    return Tensor._make(da.logical_not(x.array))
+
+
+@public("__invert__", "bitwise_not")
+def bitwise_not(x):
+    """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+    floating tensors are refused with torch's TypeError."""
+    x = as_tensor(x)
+    if x.dtype.kind in "fc":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return Tensor._make(da.invert(x.array))
 
 
 # ------------------------------------------------------- casts and constants
