@@ -202,6 +202,7 @@ class Tensor:
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
     def _inplace(self, op, *args): ...
+    _labels: Any
     @classmethod
     def _make(cls, array, grad_fn=None, requires_grad=False, base=None): ...
     _origin: Any
@@ -791,6 +792,16 @@ class Tensor:
         sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
         export, it refuses a tensor that requires grad (``detach()`` first); the result is a torch leaf
         with ``requires_grad=False``: gradients do not flow between the two libraries.
+        """
+    def to_xarray(self, dims=None, coords=None, name=None, attrs=None):
+        """An ``xarray.DataArray`` with the dims, coords, name and attrs of the DataArray this tensor
+        was made from by :func:`from_array` (a leaf, and its ``.grad``), or those given.
+
+        A tensor that requires grad is wrapped itself, so xarray's operations on the DataArray
+        (``(a - a.mean("time")) ** 2``, ``a.sel(...)``) stay differentiable (``loss.data.backward()``);
+        any other is wrapped as its dask array, so all of xarray's dask support works on it
+        (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
+        gradient chunk by chunk, with the coords of ``w``'s DataArray.
         """
     def tolist(self): ...
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
