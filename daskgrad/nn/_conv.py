@@ -99,6 +99,9 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effecti
         else _tuple(stride, nsp)
     padding, dilation = _tuple(padding, nsp), _tuple(dilation, nsp)
     for k, p, d in zip(kernel, padding, dilation):
+        if name == "max_pool1d" and p > k // 2:
+            raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
+                               f"kernel_size={k}")
         if p > ((d * (k - 1) + 1) if effective else k) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
