@@ -325,9 +325,9 @@ def test_batchnorm_leaves_buffers_alone_in_eval_and_uses_batch_stats_without_the
 
 
 def test_batchnorm_errors_as_torch():
-    _same_error(lambda: nn.BatchNorm1d(3)(dg.zeros(2, 3, 4, 5)), lambda: torch.nn.BatchNorm1d(3)(torch.zeros(2, 3, 4, 5)))
-    _same_error(lambda: nn.BatchNorm2d(3)(dg.zeros(2, 3, 4)), lambda: torch.nn.BatchNorm2d(3)(torch.zeros(2, 3, 4)))
-    _same_error(lambda: nn.BatchNorm2d(3)(dg.zeros(2, 4, 2, 2)), lambda: torch.nn.BatchNorm2d(3)(torch.zeros(2, 4, 2, 2)))
+    for cls, shape in (("BatchNorm1d", (2, 3, 4, 5)), ("BatchNorm2d", (2, 3, 4)), ("BatchNorm2d", (2, 4, 2, 2))):
+        _same_error(lambda: getattr(nn, cls)(3)(dg.zeros(*shape)),
+                    lambda: getattr(torch.nn, cls)(3)(torch.zeros(shape)))
     with pytest.raises(ValueError, match=r"^Expected more than 1 value per channel when training, got input size "):
         nn.BatchNorm1d(3)(dg.zeros(1, 3))
     _same_error(lambda: F.batch_norm(dg.zeros(2, 3), None, None), lambda: TF.batch_norm(torch.zeros(2, 3), None, None))

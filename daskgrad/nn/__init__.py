@@ -12,8 +12,8 @@ from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module, Parameter, RemovableHandle
 
-__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d",
-           "Conv1d", "Conv2d", "GroupNorm", "MaxPool1d", "MaxPool2d", "RMSNorm", "BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity", "LayerNorm",
-           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
-           "ReLU", "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "functional", "init",
-           "utils"]
+__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
+           "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU",
+           "GroupNorm", "Identity", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d",
+           "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
+           "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "functional", "init", "utils"]

@@ -42,7 +42,8 @@ class _ConvNd(Module):
         else:
             self.padding = _conv._tuple(padding, n)
         if padding_mode not in _PADDING_MODES:
-            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got padding_mode='{padding_mode}'")
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode='{padding_mode}'")
         if padding_mode != "zeros":  # torch pads by reflection, replication or wrap-around: not built here
             raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported by daskgrad (only 'zeros')")
         self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, "zeros"
