@@ -196,6 +196,19 @@ def test_pooling_values_and_gradients_equal_torch(name):
     _check_layer(make(nn), make(torch.nn), xd, xt)
 
 
+def test_max_pool_gradient_goes_to_the_first_largest_cell_of_a_tie_as_torch():
+    x = np.array([[[[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, 3.0, 3.0], [0.0, 0.0, 0.0, 0.0], [-1.0, -1.0, -2.0, -1.0]]]])
+    for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)):
+        xd = dg.from_array(x, chunks=(1, 1, (1, 3), (3, 1)), requires_grad=True)
+        xt = torch.tensor(x, requires_grad=True)
+        out, tout = F.max_pool2d(xd, **kw), TF.max_pool2d(xt, **kw)
+        _close(out, tout)
+        g = np.arange(1.0, tout.numel() + 1).reshape(tout.shape)
+        (out * dg.from_array(g)).sum().backward()
+        (tout * torch.tensor(g)).sum().backward()
+        _close(xd.grad, xt.grad)
+
+
 def test_functional_pooling_unbatched_and_global():
     xd, xt = _x((3, 8, 8), CHUNKS_2D[1:])
     _close(F.max_pool2d(xd, 3, padding=1), TF.max_pool2d(xt, 3, padding=1))
@@ -412,6 +425,12 @@ def test_relu_and_dropout_inplace_write_their_input_as_torch():
     (tout * tout).sum().backward()
     _close(xd.grad, xt.grad)
     _same_error(lambda: nn.ReLU(inplace=True)(xd), lambda: torch.nn.ReLU(inplace=True)(xt))
+    sd, st = dg.sigmoid(xd), torch.sigmoid(xt)  # sigmoid saves its output: writing it breaks its gradient
+    nn.ReLU(inplace=True)(sd), torch.nn.ReLU(inplace=True)(st)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        st.sum().backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        sd.sum().backward()
     _same_error(lambda: nn.Dropout(0.5, inplace=True)(xd), lambda: torch.nn.Dropout(0.5, inplace=True)(xt))
     dg.manual_seed(0)
     h = dg.ones(40, 5, chunks=(10, 5), dtype="float64", requires_grad=True) * 1.0

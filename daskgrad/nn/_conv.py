@@ -13,7 +13,11 @@ from __future__ import annotations
 import math
 import numbers
 
+import dask.array as da
+import numpy as np
+
 from .. import ops
+from .._tensor import Tensor
 from ..ops._util import as_tensor
 from ..ops.conv import unfold
 
@@ -123,16 +127,27 @@ def _refuse(name, option, value):
 
 
 def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp):
-    """The largest tap of each window (padding never wins).  Where a window holds equal largest values
-    the gradient is shared between them (``amax``'s rule), where torch gives it all to the first."""
+    """The largest tap of each window (padding never wins).  As torch's, the gradient goes to one cell
+    per window, the first largest in row-major order, also where a window holds equal largest values."""
     name = f"max_pool{nsp}d"
     _refuse(name, "ceil_mode", ceil_mode)
     _refuse(name, "return_indices", return_indices)
     input, batched = _batched(input, nsp, name)
     kernel, stride, padding, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True)
     taps = unfold(input, kernel, stride, dilation, tuple((p, p) for p in padding), fill=-math.inf)
-    out = ops.amax(taps, axis=2)
+    out = ops.sum(ops.where(_first_max(taps), taps, 0.0), axis=2)  # the max; its gradient to one tap
     return out if batched else ops.squeeze(out, 0)
+
+
+def _first_max(taps):
+    """A constant mask over the taps axis (2, one chunk): True at each window's first largest tap."""
+    a = taps.array
+    return Tensor._make(da.map_blocks(_first_max_block, a, dtype=bool, meta=a._meta.astype(bool)))
+
+
+def _first_max_block(block):
+    first = np.expand_dims(block.argmax(axis=2), 2)
+    return np.arange(block.shape[2], like=block).reshape((1, 1, -1) + (1,) * (block.ndim - 3)) == first
 
 
 def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp):
