@@ -80,7 +80,9 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nsp):
     taps = unfold(input, kernel, stride, dilation, pads)  # (N, C, K, *out)
     n, k, spatial = input.shape[0], math.prod(kernel), taps.shape[3:]
     taps = ops.reshape(taps, (n, groups, per_group, k) + spatial)
-    w = ops.reshape(weight, (groups, out_ch // groups, per_group, k))
+    # a weight is small: one chunk, so the contraction is one block per taps block (no chunk blow-up)
+    w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
+    w = ops.reshape(w, (groups, out_ch // groups, per_group, k))
     out = ops.reshape(ops.einsum("ngck...,gock->ngo...", taps, w), (n, out_ch) + spatial)
     if bias is not None:
         out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
@@ -146,7 +148,7 @@ def _first_max(taps):
 
 
 def _first_max_block(block):
-    first = np.expand_dims(block.argmax(axis=2), 2)
+    first = np.expand_dims(np.argmax(block, axis=2), 2)
     return np.arange(block.shape[2], like=block).reshape((1, 1, -1) + (1,) * (block.ndim - 3)) == first
 
 
