@@ -144,6 +144,36 @@ def test_conv_and_pool_are_lazy_and_their_output_chunks_follow_the_input():
     assert out.chunks == ((2, 1, 3), (4,), (3, 1, 3), (5, 2))
 
 
+def _input_blocks_read(out, x):
+    """For each output block, the blocks of ``x`` its task reads (through the graph)."""
+    graph, reads = dict(out.array.__dask_graph__()), []
+    for key in dask.core.flatten(out.array.__dask_keys__()):
+        seen, stack, hits = set(), [key], set()
+        while stack:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if isinstance(k, tuple) and k[0] == x.array.name:
+                hits.add(k)
+            elif k in graph:
+                stack.extend(dask.core.get_dependencies(graph, k))
+        reads.append(hits)
+    return reads
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.conv2d(x, dg.ones(2, 1, 3, 3, dtype="float64"), padding=1),
+                                lambda x: F.conv2d(x, dg.ones(2, 1, 3, 3, dtype="float64"), stride=2, dilation=2),
+                                lambda x: F.max_pool2d(x, 3, 2, 1)], ids=["conv", "conv-stride2-dilation2", "maxpool"])
+def test_each_output_chunk_reads_only_its_neighbours_halos(fn):
+    x = dg.zeros(1, 1, 40, 40, chunks=(1, 1, 5, 5), dtype="float64")
+    reads = _input_blocks_read(fn(x), x)
+    assert max(len(r) for r in reads) <= 9  # its own chunk and at most its 8 neighbours, of 64
+    for r in reads:
+        rows, cols = {k[3] for k in r}, {k[4] for k in r}
+        assert max(rows) - min(rows) <= 2 and max(cols) - min(cols) <= 2
+
+
 def test_conv_errors_as_torch():
     xd, xt = _x((2, 4, 5, 5), -1)
     wd, wt = dg.zeros(6, 4, 3, 3, dtype="float64"), torch.zeros(6, 4, 3, 3, dtype=torch.float64)
