@@ -83,6 +83,7 @@ CONV2D = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")  # torch's, about its copy
 @pytest.mark.parametrize("case", list(CONV2D))
 def test_conv2d_values_and_gradients_equal_torch_on_chunked_batch_and_spatial_axes(case):
     kw = dict(dict(in_channels=3, out_channels=4, kernel_size=3), **CONV2D[case])

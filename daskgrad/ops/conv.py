@@ -77,10 +77,13 @@ def _unwindow_axis(w, axis, windows, n, chunks):
     """The transpose of :func:`_window_axis` (zero fill): each input chunk is the sum of the window
     cells copied from it, padding dropped; the result has ``chunks`` along ``axis``."""
     offsets = np.cumsum((0,) + tuple(hi - lo for lo, hi in windows))
+    los, his = np.array([lo for lo, _ in windows]), np.array([hi for _, hi in windows])
     segments, c0 = [], 0
     for size in chunks:
         c1, total = c0 + size, None
-        for (lo, hi), off in zip(windows, offsets):
+        # both ends of the windows increase: only a few windows, found by bisection, meet this chunk
+        for j in range(int(np.searchsorted(his, c0, side="right")), int(np.searchsorted(los, c1, side="left"))):
+            (lo, hi), off = windows[j], offsets[j]
             a, b = max(lo, c0), min(hi, c1)
             if a >= b:
                 continue
