@@ -293,9 +293,17 @@ class LeakyReLU(Module):
 
 
 class ReLU(Module):
-    """``max(x, 0)`` elementwise (torch's ``nn.ReLU``)."""
+    """``max(x, 0)``; ``inplace=True`` writes the input, as torch's (``Tensor.relu_``)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input):
-        return F.relu(input)
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):
@@ -334,7 +342,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

@@ -6,6 +6,7 @@ from typing import Any
 
 from daskgrad._tensor import Tensor as Tensor
 from . import composite as composite
+from . import conv as conv
 from daskgrad.ops.layers import dropout_mask as dropout_mask
 from . import elementwise as elementwise
 from daskgrad.ops.layers import embedding_backward as embedding_backward

@@ -21,14 +21,14 @@ class Adagrad(Optimizer):
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
             if not 0.0 <= value:
                 raise ValueError(f"Invalid {name} value: {value}")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
-                                      maximize=maximize, differentiable=differentiable, fused=fused))
-        if fused:
+        if fused:  # before the base class's refusal of differentiable=True, so torch's words come first
             if differentiable:
                 raise RuntimeError("`fused` does not support `differentiable`")
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p)

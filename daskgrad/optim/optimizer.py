@@ -96,6 +96,10 @@ class Optimizer:
             if default is _required and name not in group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             group.setdefault(name, default)
+        if group.get("differentiable"):
+            # torch records the step for autograd (meta-learning); daskgrad's steps run under no_grad
+            raise NotImplementedError("differentiable=True is not supported by daskgrad: optimizer steps are not "
+                                      "recorded by autograd; leave differentiable=False")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
