@@ -18,7 +18,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from . import runtime
+from . import chunk, runtime
 from ._modes import no_grad
 from ._tensor import Tensor, from_array
 from .engine import grad
@@ -46,11 +46,14 @@ def _bound(b, like, default):
         b = b.array
     if not isinstance(b, da.Array):
         b = np.asarray(b, dtype=np.float64)
-        if b.ndim == 0:
-            return default if np.isnan(b) else float(b)
-        b = np.where(np.isnan(b), default, b)
-    b = da.broadcast_to(b, like.shape).rechunk(like.chunks)
-    return from_array(b.astype(like.dtype))
+        if b.size == 1:  # SciPy's Bounds(0, 1) holds arrays of shape (1,)
+            return default if np.isnan(b).all() else float(b.reshape(()))
+        b = da.from_array(np.where(np.isnan(b), default, b), chunks=-1)
+    b = da.broadcast_to(b, like.shape).rechunk(like.chunks).astype(like.dtype)
+    meta = like.array._meta
+    if type(b._meta) is not type(meta):  # host bounds for device chunks: an explicit host-to-device copy
+        b = b.map_blocks(chunk.like, meta, dtype=like.dtype, meta=meta)
+    return from_array(b)
 
 
 def bounds_of(bounds, like, so):

@@ -266,7 +266,7 @@ def test_lbfgsb_on_the_cluster_never_converts_chunks_to_host_arrays():
 
     x0 = to_strict(dg.zeros(10, dtype="float64", chunks=4))
     res = dg.optimize.minimize(lambda x: ((x - 1.5) ** 2).sum() + (x ** 4).sum() / 4, x0,
-                               bounds=so.Bounds(-1.0, 0.8), options={"on_cluster": True})
+                               bounds=so.Bounds(np.full(10, -1.0), 0.8), options={"on_cluster": True})
     assert res.success and type(res.x.array._meta) is type(x0.array._meta)
     np.testing.assert_allclose(res.x.compute().get(), np.full(10, 0.8))
 
