@@ -155,3 +155,32 @@ def test_lbfgs_unknown_line_search_raises_torchs_error():
         return loss
     with pytest.raises(RuntimeError, match="^only 'strong_wolfe' is supported$"):
         opt.step(closure)
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_loads_torchs_state_and_continues_as_torch(line_search_fn):
+    """torch's flat vectors are cut into one tensor per parameter (two parameters here)."""
+    inits, _, loss = _logistic_problem(np.random.default_rng(0))
+    tps = [torch.tensor(v, requires_grad=True) for v, _ in inits]
+    topt = torch.optim.LBFGS(tps, max_iter=4, line_search_fn=line_search_fn)
+
+    def tclosure():
+        topt.zero_grad()
+        value = loss(torch, *tps)
+        value.backward()
+        return value
+    topt.step(tclosure)
+    ps = [dg.from_array(tp.detach().numpy(), chunks=c, requires_grad=True) for tp, (_, c) in zip(tps, inits)]
+    opt = optim.LBFGS(ps, max_iter=4, line_search_fn=line_search_fn)
+    opt.load_state_dict(topt.state_dict())
+    assert [v.chunks for v in opt.state[ps[0]]["old_dirs"][0]] == [p.chunks for p in ps]
+
+    def closure():
+        opt.zero_grad()
+        value = loss(dg, *ps)
+        value.backward()
+        return value
+    np.testing.assert_allclose(float(opt.step(closure).detach()), float(topt.step(tclosure).detach()), rtol=1e-12)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12)
+    assert opt.state[ps[0]]["n_iter"] == topt.state[tps[0]]["n_iter"]

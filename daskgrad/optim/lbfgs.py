@@ -21,7 +21,8 @@ from .. import runtime
 from .._modes import enable_grad, no_grad
 from .._tensor import Tensor
 from ..ops import maximum, zeros_like
-from .optimizer import Optimizer
+from ..nn.module import _host
+from .optimizer import Optimizer, _state_value
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -141,6 +142,37 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
+
+    def load_state_dict(self, state_dict):
+        """Ours, or torch's: its flat vectors are split into one tensor per parameter (made like it,
+        copied in lazily) and its 0-d tensors become numbers."""
+        saved = state_dict["state"]
+        if 0 in saved:
+            state = dict(saved[0])
+            for key in ("d", "prev_flat_grad"):
+                if key in state:
+                    state[key] = self._vector(state[key])
+            for key in ("old_dirs", "old_stps"):
+                if key in state:
+                    state[key] = [self._vector(v) for v in state[key]]
+            for key in ("ro", "al"):
+                if key in state:
+                    state[key] = [None if v is None else float(v) for v in state[key]]
+            for key in ("t", "H_diag", "prev_loss"):
+                if state.get(key) is not None:
+                    state[key] = float(state[key])
+            state_dict = {**state_dict, "state": {**saved, 0: state}}
+        super().load_state_dict(state_dict)
+
+    def _vector(self, value):
+        """A saved vector as ours: a tuple of per-parameter tensors, or torch's flat vector cut up."""
+        if isinstance(value, (tuple, list)):
+            return tuple(_state_value("vector", v, p) for v, p in zip(value, self._params))
+        flat, pieces, offset = _host(value).reshape(-1), [], 0
+        for p in self._params:
+            pieces.append(_state_value("vector", flat[offset:offset + p.numel()].reshape(p.shape), p))
+            offset += p.numel()
+        return tuple(pieces)
 
     def _stored(self, vec):
         """``vec`` written in place into tensors made like the parameters: the next submission stores
