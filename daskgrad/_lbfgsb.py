@@ -15,6 +15,8 @@ function evaluation, so its memory does not depend on the number of unknowns.
 """
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 
@@ -167,8 +169,10 @@ class _Search:
 def minimize_on_cluster(fun, x0, args, lb, ub, options, callback, so):
     """Projected L-BFGS (module docstring) from the Tensor ``x0``; SciPy's ``OptimizeResult`` with
     ``x`` and ``jac`` as tensors chunked like x0, on the cluster."""
-    opts = dict(_DEFAULTS)
-    opts.update(options)
+    unknown = sorted(set(options) - set(_DEFAULTS))
+    if unknown:  # SciPy's words and warning class for an option its solver does not take
+        warnings.warn(f"Unknown solver options: {', '.join(unknown)}", so.OptimizeWarning, stacklevel=3)
+    opts = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
     run = _Search(fun, args, x0, lb, ub, opts)
     nit, why = 0, "pgtol"
     while run.pg_max > opts["gtol"]:

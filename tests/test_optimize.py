@@ -277,3 +277,11 @@ def test_on_cluster_with_another_method_raises_before_evaluating():
         dg.optimize.minimize(lambda x: calls.append(x) or (x ** 2).sum(), np.ones(3), method="BFGS",
                              options={"on_cluster": True})
     assert not calls
+
+
+def test_on_cluster_unknown_option_warns_as_scipy_and_scipys_options_apply():
+    with pytest.warns(so.OptimizeWarning, match="^Unknown solver options: foo$"):
+        res = dg.optimize.minimize(rosen, dg.from_array(ROSEN_X0, chunks=4), options={"on_cluster": True, "foo": 1,
+                                                                                      "maxiter": 3})
+    assert res.nit == 3 and res.status == 1 and not res.success
+    assert res.message == "STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT"
