@@ -285,3 +285,12 @@ def test_on_cluster_unknown_option_warns_as_scipy_and_scipys_options_apply():
                                                                                       "maxiter": 3})
     assert res.nit == 3 and res.status == 1 and not res.success
     assert res.message == "STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT"
+
+
+def test_lbfgsb_on_a_distributed_client_leaves_x_in_worker_memory(client):
+    target = np.arange(12.0)
+    res = dg.optimize.minimize(lambda x: ((x - target) ** 2).sum(), dg.zeros(12, dtype="float64", chunks=3),
+                               bounds=so.Bounds(1.0, 8.0), options={"on_cluster": True})
+    held = client.who_has()
+    assert all(held.get(k) for k in dask.core.flatten(res.x.array.__dask_keys__()))
+    np.testing.assert_allclose(res.x.numpy(), np.clip(target, 1.0, 8.0), rtol=1e-6)

@@ -261,8 +261,8 @@ class LBFGS(Optimizer):
                 first = state["n_iter"] == 1
                 gtd, d_norm, *rest = _floats(_dot(flat_grad, d), _abs_max(d), *([_abs_sum(flat_grad)] if first else []),
                                              *al)
-                if al:
-                    state["al"] = rest[-len(al):] + [None] * (history_size - len(al))
+                if not first:  # torch's al: history_size slots, the first len(old_dirs) filled
+                    state["al"] = rest[len(rest) - len(al):] + [None] * (history_size - len(al))
                 t = state["t"] = min(1.0, 1.0 / rest[0]) * lr if first else lr
                 if gtd > -tolerance_change:
                     break
