@@ -94,8 +94,8 @@ class _Search:
         return x - clip(x - g, self.lb, self.ub)
 
     def _evaluate(self, x, *more):
-        """f and the stored gradient at ``x``, the max-norm of the projected gradient there, and the
-        lazy scalars ``more(x, g)`` names, all in one submission."""
+        """f and the stored gradient g at ``x``, the max-norm of the projected gradient there, and the
+        lazy scalars each of ``more`` makes of g: all in one submission."""
         leaf = Tensor._make(x.array, requires_grad=True)
         loss = self.fun(leaf, *self.args)
         if not isinstance(loss, Tensor) or loss.numel() != 1:
@@ -183,7 +183,8 @@ def minimize_on_cluster(fun, x0, args, lb, ub, options, callback, so):
             why = "maxfun"
             break
         d, gtd, d_max = run.direction()
-        t = min(1.0, 1.0 / d_max) if not run.s else 1.0  # the first step moves no variable more than 1
+        # a first step (no history to scale d) moves no variable by more than 1
+        t = 1.0 if run.s or d_max <= 1.0 else 1.0 / d_max
         f_old = run.f
         found = run.line_search(d, gtd, t)
         if found is None:
