@@ -184,3 +184,12 @@ def test_lbfgs_loads_torchs_state_and_continues_as_torch(line_search_fn):
     for p, tp in zip(ps, tps):
         np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12)
     assert opt.state[ps[0]]["n_iter"] == topt.state[tps[0]]["n_iter"]
+
+
+def test_lbfgs_on_a_distributed_client_matches_torch_and_keeps_history_in_worker_memory(client):
+    ours, theirs = _run_both("rosenbrock", {"line_search_fn": "strong_wolfe"}, steps=2, max_iter=4)
+    _assert_same_run(ours, theirs)
+    opt, ps, _ = ours
+    held = client.who_has()
+    for vec in opt.state[ps[0]]["old_dirs"]:
+        assert all(held.get(k) for v in vec for k in v.array.__dask_keys__())
