@@ -245,8 +245,15 @@ def test_differentiable_true_is_refused_not_ignored(name):
 
 
 @pytest.mark.parametrize("name,kwargs", [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
+                                         ("RMSprop", dict(lr=0.01, weight_decay=0.1, maximize=True)),
                                          ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
-                                         ("Adam", dict(lr=0.01, amsgrad=True))])
+                                         ("Adagrad", dict(lr=0.1, weight_decay=0.05)),
+                                         ("Adam", dict(lr=0.01, amsgrad=True)),
+                                         ("Adam", dict(lr=0.01, weight_decay=0.1)),
+                                         ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+                                         ("SGD", dict(lr=0.01, momentum=0.9)),
+                                         ("SGD", dict(lr=0.01, momentum=0.9, nesterov=True, weight_decay=0.1)),
+                                         ("SGD", dict(lr=0.01, momentum=0.5, dampening=0.3, maximize=True))])
 def test_state_of_a_many_chunk_parameter_is_chunked_like_it_and_equals_torch(name, kwargs):
     """A leaf in 3 x 2 chunks: every state tensor has its chunks, dtype and device, stays one stored value per
     chunk after each submission (no lineage), and the parameter follows torch's for 20 steps."""

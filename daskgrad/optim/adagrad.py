@@ -39,17 +39,12 @@ class Adagrad(Optimizer):
         state["sum"] = full_like(p, self.defaults["initial_accumulator_value"])
 
     def _update(self, group):
-        lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if not self.state[p]:  # a parameter of a group added later
-                self._init_state(p)
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        for p, grad in self._grads(group):
             state = self.state[p]
+            if not state:  # a parameter of a group added later
+                self._init_state(p)
             state["step"] += 1
-            grad = -p.grad if group["maximize"] else p.grad
-            if wd != 0:
-                grad = grad + wd * p
             clr = lr / (1 + (state["step"] - 1) * lr_decay)
             state_sum = state["sum"]
             state_sum += grad * grad

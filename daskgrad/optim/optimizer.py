@@ -126,6 +126,19 @@ class Optimizer:
     def _update(self, group):
         raise NotImplementedError
 
+    def _grads(self, group, l2=True):
+        """``(p, grad)`` for each parameter of ``group`` that has a gradient: the loop every
+        update runs, with torch's ``maximize`` (the gradient negated) and, if ``l2``, its coupled
+        weight decay (``grad + weight_decay * p``) applied."""
+        wd = group.get("weight_decay", 0) if l2 else 0
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = -p.grad if group.get("maximize") else p.grad
+            if wd != 0:
+                grad = grad + wd * p
+            yield p, grad
+
     # -------------------------------------------------------------- state dict
     def state_dict(self):
         """torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``."""

@@ -36,12 +36,8 @@ class RMSprop(Optimizer):
                                       maximize=maximize, differentiable=differentiable))
 
     def _update(self, group):
-        lr, alpha, eps, wd, momentum = group["lr"], group["alpha"], group["eps"], group["weight_decay"], \
-            group["momentum"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = -p.grad if group["maximize"] else p.grad
+        lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+        for p, grad in self._grads(group):
             state = self.state[p]
             if not state:
                 state["step"] = 0.0
@@ -51,8 +47,6 @@ class RMSprop(Optimizer):
                 if group["centered"]:
                     state["grad_avg"] = zeros_like(p)
             state["step"] += 1
-            if wd != 0:
-                grad = grad + wd * p
             square_avg = state["square_avg"]
             square_avg.mul_(alpha)
             square_avg += (1 - alpha) * grad * grad
