@@ -408,6 +408,11 @@ class Tensor:
         st.array, st.version = arr, st.version + 1
         node = out.grad_fn
         if node is not None:
+            if self._retains_grad and self.grad_fn is not node:  # retain_grad follows the newest version
+                if self.grad_fn is not None and self.grad_fn._retained is not None \
+                        and self.grad_fn._retained() is self:
+                    self.grad_fn._retained = None
+                node._retained = weakref.ref(self)
             self.grad_fn, self._requires_grad = node, True
             # the op saved self as it was before the write; that copy is still intact
             for v in node.saved_tensors():

@@ -2,6 +2,7 @@
 ``map_blocks`` (a user's chunk kernel with a chunk-level VJP)."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import dask.array as da
@@ -65,6 +66,11 @@ class Function:
         raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        """torch 2's style: ``forward(*args)`` takes no ctx, and this fills it from the inputs and output."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("You must implement either the backward or vjp method for your custom "
                                   "autograd.Function to use it with backward mode AD.")
@@ -73,11 +79,15 @@ class Function:
     def apply(cls, *args):
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with no_grad():
-            out = cls.forward(ctx, *args)
+            if cls.setup_context is not Function.setup_context:  # forward(*args) takes no ctx
+                out = cls.forward(*args)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args)
         if isinstance(out, tuple):
             return _apply_many(cls, ctx, args, out)
         if not isinstance(out, Tensor):
-            raise TypeError("daskgrad.Function.forward must return a Tensor or a tuple of Tensors")
+            return out  # torch hands back what forward returned: nothing to differentiate
         if id(out) in ctx._non_differentiable:
             return out
         _check_dirty(ctx, out)
@@ -89,6 +99,40 @@ class Function:
                                 save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
                                 node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
         return _rebase_dirty(ctx, out, res)
+
+
+def once_differentiable(backward):
+    """torch's decorator for a ``backward`` that is not differentiable itself: it runs with grad mode
+    off, and when a higher order gradient is asked for (an incoming gradient requires grad), its
+    results hang off a node that raises if differentiated."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = backward(ctx, *args)
+        if not is_grad_enabled() or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        if not isinstance(outputs, tuple):
+            return _DelayedError.apply(_fake_requires_grad(outputs))
+        return tuple(_DelayedError.apply(_fake_requires_grad(o)) for o in outputs)
+    return wrapper
+
+
+def _fake_requires_grad(t):
+    if isinstance(t, Tensor) and (np.issubdtype(t.dtype, np.floating) or np.issubdtype(t.dtype, np.complexfloating)):
+        return t.detach().requires_grad_(True)
+    return t
+
+
+class _DelayedError(Function):
+    """The identity, whose backward raises torch's error: the gradient of a once_differentiable backward."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
 
 
 # A user's Function: its node is named <Class>Backward; the params hold the class and its ctx, and
