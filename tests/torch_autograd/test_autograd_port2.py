@@ -1370,3 +1370,69 @@ def test_deep_reentrant(T):
     # reusing the threads works too
     v2 = T.tensor(200.0 if T.name == "torch" else 30.0, requires_grad=True)
     DeepReentrant.apply(v2).sum().backward()
+
+
+# ------------------------------------------------------------------ ctx, detach, pickle, set_grad_enabled
+def test_detach_then_inplace_raises_in_autograd(T):
+    x = T.randn((), requires_grad=True)
+    y = x ** 2  # saves x
+    z = x.detach()
+    z.zero_()
+    with pytest.raises(RuntimeError, match="has been modified by an inplace"):
+        y.backward()
+
+
+def test_pickle(T):
+    x = T.randn(10, 10, requires_grad=True)
+    y = T.randn(10, 10, requires_grad=False)
+
+    def assert_strict_equal(var1, var2):
+        T.assert_equal(var1, var2)
+        assert var1.requires_grad == var2.requires_grad
+
+    serialized = [pickle.dumps([x, y], protocol=p) for p in range(3)]
+    for dump in serialized:
+        xc, yc = pickle.loads(dump)
+        assert_strict_equal(xc, x)
+        assert_strict_equal(yc, y)
+
+
+def test_set_grad_enabled_wraps(T):
+    for decorator in [True, False]:
+        with T.enable_grad():
+            assert T.is_grad_enabled()
+            if decorator:
+                @T.set_grad_enabled(False)  # must not change the mode of the thread
+                def inner_func(x):
+                    return x.sin()
+            else:
+                def inner_func(x):
+                    return x.sin()
+
+                obj = T.set_grad_enabled(False)
+                assert not T.is_grad_enabled()
+                inner_func = obj(inner_func)  # consumes the call's switch
+                assert T.is_grad_enabled()
+            assert T.is_grad_enabled()
+            x = T.zeros(1, requires_grad=True)
+            assert not inner_func(x).requires_grad
+
+
+def test_return_leaf_inplace(T):
+    class Inplace(T.autograd.Function):  # upstream: InplaceFunction
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.mark_dirty(a)
+            return a.add_(b), b + 2
+
+        @staticmethod
+        def backward(ctx, grad_a, grad_b):
+            return grad_a, grad_a + grad_b
+
+    x = T.randn(5, 5)
+    y = T.randn(5, 5, requires_grad=True)
+    q, p = Inplace.apply(x, y)
+    assert q is x
+    assert q.requires_grad
+    q.sum().backward()
+    T.assert_equal(y.grad, T.ones(5, 5))
