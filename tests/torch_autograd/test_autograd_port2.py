@@ -1436,3 +1436,167 @@ def test_return_leaf_inplace(T):
     assert q.requires_grad
     q.sum().backward()
     T.assert_equal(y.grad, T.ones(5, 5))
+
+
+# ------------------------------------------------------------------ gradcheck's checks and texts
+def _gradcheck_error(T):
+    import importlib
+
+    return importlib.import_module(f"{T.autograd.__name__}.gradcheck").GradcheckError
+
+
+def test_gradcheck_single_input(T):
+    def check(fast_mode):
+        def f(inp):
+            return inp * 5  # upstream: inp.mul(5)
+
+        T.gradcheck(f, T.rand(10, dtype=T.double, requires_grad=True), fast_mode=fast_mode)
+        T.gradgradcheck(f, T.rand(10, dtype=T.double, requires_grad=True), fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_validates_inputs(T):
+    """The dense half of upstream's test (sparse and stride-0 inputs are not ported)."""
+    def check(fast_mode):
+        x = T.rand(10, requires_grad=False)
+        with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+            T.gradcheck(lambda x: x, (x,), raise_exception=False, fast_mode=fast_mode)
+        x = T.ones(1, dtype=T.float, requires_grad=True)
+        with pytest.warns(UserWarning, match="Input #0 requires gradient and is not a double precision"):
+            assert T.gradcheck(lambda x: x, (x,), atol=1e-1, fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_check_no_differentiable_outputs(T):
+    def check(fast_mode):
+        x = T.ones((1,), requires_grad=True)
+        # upstream: lambda x: torch.tensor([x]) (a copy of the values, detached)
+        with pytest.raises(RuntimeError, match="Numerical gradient for function expected to be zero"):
+            T.gradcheck(lambda x: x.detach().clone(), x)
+        assert not T.gradcheck(lambda x: x.detach().clone(), x, raise_exception=False, fast_mode=fast_mode)
+        assert T.gradcheck(lambda x: (), (x,), fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_backward_mul_by_grad_output(T):
+    """The dense case of upstream's test: a backward that adds a constant."""
+    def check(fast_mode):
+        def fn2(x):
+            y = x.clone()
+            y.register_hook(lambda x: x + 1e-2)
+            return y
+
+        x = T.ones(1, dtype=T.double, requires_grad=True)
+        with pytest.raises(RuntimeError, match="backward not multiplied by grad_output"):
+            T.gradcheck(fn2, (x,), atol=1e-1, fast_mode=fast_mode)
+        assert not T.gradcheck(fn2, (x,), atol=1e-1, raise_exception=False, fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_jacobian_mismatch(T):
+    """The real half of upstream's test (its complex half needs torch.complex)."""
+    def check(fast_mode):
+        def fn(x):
+            y = x.clone()
+            y.register_hook(lambda x: x + 1e-2)
+            return y
+
+        x = T.ones(2, 2, requires_grad=True)
+        with pytest.raises(RuntimeError, match="Jacobian mismatch for output 0 with respect to input 0"):
+            T.gradcheck(fn, (x,), fast_mode=fast_mode)
+        assert not T.gradcheck(fn, (x,), raise_exception=False, fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_output_shape_or_dtype_depend_on_values(T):
+    def check(fast_mode):
+        def fn(x):
+            if x.min() >= 1:  # upstream: torch.all(x >= 1)
+                return T.cat([x, x])
+            return x
+
+        a = T.ones(1, dtype=T.double, requires_grad=True)
+        with pytest.raises(AssertionError, match="return outputs with the same shape when inputs are perturbed"):
+            T.gradcheck(fn, (a,), fast_mode=fast_mode)
+
+        def fn2(x):
+            if x.min() >= 1:
+                return x.astype(T.float) if T.name == "daskgrad" else x.to(T.float)
+            return x
+
+        with pytest.raises(AssertionError, match="return outputs with the same dtype when inputs are perturbed"):
+            T.gradcheck(fn2, (a,), fast_mode=fast_mode)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+def test_gradcheck_custom_error(T):
+    GradcheckError = _gradcheck_error(T)
+
+    def check(fast_mode):
+        def fn(x):
+            y = x.clone()
+            y.register_hook(lambda x: x + 1e-2)
+            return y
+
+        x = T.ones(2, 2, requires_grad=True)
+        with pytest.raises(GradcheckError, match="Jacobian mismatch for output 0 with respect to input 0"):
+            T.gradcheck(fn, (x,), fast_mode=fast_mode)
+        with pytest.raises(RuntimeError, match="Jacobian mismatch for output 0 with respect to input 0"):
+            T.gradcheck(fn, (x,), fast_mode=fast_mode)
+        assert not T.gradcheck(fn, (x,), raise_exception=False, fast_mode=fast_mode)
+
+        def fn2(x):
+            raise RuntimeError("Not a GradcheckError!")
+
+        with pytest.raises(RuntimeError, match="Not a GradcheckError!"):
+            T.gradcheck(fn2, (x,), fast_mode=fast_mode, raise_exception=False)
+
+    check(fast_mode=True)
+    check(fast_mode=False)
+
+
+# ------------------------------------------------------------------ anomaly mode
+def test_anomaly_mode_no_check_nan(T):
+    class MyFunc(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, inp):
+            return inp.clone()
+
+        @staticmethod
+        def backward(ctx, gO):
+            return T.broadcast_to(T.tensor(float("nan")), (10, 10))  # upstream: .expand(10, 10)
+
+    def run_fn(a):
+        out = MyFunc.apply(a)
+        return out.sum()
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with T.autograd.detect_anomaly(check_nan=False):
+            inp = T.rand(10, 10, requires_grad=True)
+            out = run_fn(inp)
+            out.backward(retain_graph=True)
+            with T.autograd.detect_anomaly(check_nan=True):
+                with pytest.raises(RuntimeError, match="Function 'MyFuncBackward' returned nan values in its 0th "
+                                                       "output."):
+                    out.backward(retain_graph=True)
+            out.backward()
+
+
+def test_detect_anomaly_warns_when_enabled(T):
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled. This mode will increase the runtime "
+                                         "and should only be enabled for debugging."):
+        with T.autograd.detect_anomaly():
+            pass
