@@ -623,9 +623,6 @@ def test_grad_fn_prehooks(T):
         T.assert_equal(a.grad, T.ones(3, 3) * 2)
 
 
-@dg_xfail("function.py _apply_many: a Function with several outputs is one node that packs them plus one slice "
-          "node per output (the engine's nodes have one output each), so out.grad_fn is that output's slice node "
-          "and its prehook sees one gradient, not the tuple of all outputs' gradients")
 def test_grad_fn_prehooks_multiple_outputs(T):
     class DoubleMul2(T.autograd.Function):
         @staticmethod
@@ -1798,3 +1795,27 @@ def test_mix_inference_and_normal_tensor_inplace_op(T):
                 a.mul_(c)
         else:
             a.mul_(c)
+
+
+def test_custom_function_outputs_of_different_dtypes(T):
+    """A Function whose differentiable outputs have different precisions: each keeps its dtype, and
+    backward receives each gradient in its output's dtype."""
+    seen = []
+
+    class G(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone(), x.clone().double() if T.name == "torch" else x.clone().astype(T.double)
+
+        @staticmethod
+        def backward(ctx, g, h):
+            seen.append((g.dtype, h.dtype))
+            return g + 2 * h
+
+    x = T.ones(3, dtype=T.float, requires_grad=True)
+    a, b = G.apply(x)
+    assert (a.dtype, b.dtype) == (T.float, T.double)
+    (a.sum() + b.sum()).backward()
+    assert seen == [(T.float, T.double)]
+    assert x.grad.dtype == T.float
+    T.assert_equal(x.grad, np.full(3, 3.0))
