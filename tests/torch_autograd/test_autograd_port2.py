@@ -1310,7 +1310,23 @@ def test_set_grad_coroutines_exit(T):
     assert "GeneratorExit" in state
 
 
-def test_backward_create_graph_warns(T):
+@pytest.fixture
+def warn_always(T):
+    """upstream's set_warn_always_context(True): torch otherwise gives this warning once per process."""
+    if T.name != "torch":
+        yield
+        return
+    import torch
+
+    prev = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        yield
+    finally:
+        torch.set_warn_always(prev)
+
+
+def test_backward_create_graph_warns(T, warn_always):
     b = T.randn(3, requires_grad=True, dtype=T.double)
     c = b * b
     with warnings.catch_warnings(record=True) as ws:
