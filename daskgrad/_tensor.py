@@ -103,6 +103,10 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if not isinstance(value, (Tensor, da.Array)):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self.requires_grad and not _differentiable(value.dtype):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._storage.array = _as_array(value)
         _state.mark_pending(self._storage)
 

@@ -1835,3 +1835,87 @@ def test_custom_function_outputs_of_different_dtypes(T):
     assert seen == [(T.float, T.double)]
     assert x.grad.dtype == T.float
     T.assert_equal(x.grad, np.full(3, 3.0))
+
+
+def test_set_data_self_requires_grad(T):
+    a = T.tensor(1.0, requires_grad=True)
+    b = T.tensor(2.0)
+    c = T.tensor(3, dtype=T.int64)
+    a.data = b
+    with pytest.raises(RuntimeError, match="must be floating point or complex dtype"):
+        a.data = c
+    with pytest.raises(TypeError):  # upstream's test_attribute_deletion: x.data = None
+        a.data = None
+
+
+# ------------------------------------------------------------------ activation checkpointing (non-reentrant)
+def _checkpoint(T):
+    if T.name == "torch":
+        import torch.utils.checkpoint
+
+        return torch.utils.checkpoint.checkpoint
+    import daskgrad.utils.checkpoint
+
+    return daskgrad.utils.checkpoint.checkpoint
+
+
+def test_checkpointing_without_reentrant_correct_grad(T):
+    checkpoint = _checkpoint(T)
+    a = T.randn(2, 2, requires_grad=True)
+    b = T.exp(a).sum()
+    b.backward()
+    b_grad = a.grad
+    a.grad = None
+    c = checkpoint(T.exp, a, use_reentrant=False).sum()
+    c.backward()
+    c_grad = a.grad
+    a.grad = None
+    d = checkpoint(T.exp, a, use_reentrant=False).sum()
+    (d_grad,) = T.autograd.grad(d, (a,))
+    T.assert_equal(b_grad, c_grad)
+    T.assert_equal(b_grad, d_grad)
+
+
+def test_checkpointing_without_reentrant_parameter_used_in_an_out(T):
+    checkpoint = _checkpoint(T)
+    w = T.randn(10, 10, requires_grad=True)
+    count = 0
+
+    def hook(grad):
+        nonlocal count
+        count += 1
+
+    w.register_hook(hook)
+    x = T.rand(10, 10, requires_grad=True)
+    h = w * x  # w outside the checkpoint
+    out = checkpoint(lambda x: w * x, h, use_reentrant=False)  # and inside
+    out.sum().backward()
+    assert count == 1
+
+
+@dg_xfail("utils/checkpoint.py: the recomputation reads each region input through a gate on the incoming "
+          "gradient, so that the lazy recomputed forward is scheduled after the gradient arrives and holds no "
+          "memory before; a Function inside the region therefore saves the gated copy, not the caller's object")
+def test_checkpointing_without_reentrant_saved_object_identity(T):
+    checkpoint = _checkpoint(T)
+    x_backward = None
+
+    class Test(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, x):
+            nonlocal x_backward
+            (x_backward,) = ctx.saved_tensors
+            return x, None
+
+    a = T.tensor(1.0, requires_grad=True)
+    b = T.tensor(1.0, requires_grad=False)
+    Test.apply(a, b).backward()
+    assert b is x_backward
+    x_backward = None
+    checkpoint(Test.apply, a, b, use_reentrant=False).backward()
+    assert b is x_backward
