@@ -26,6 +26,20 @@ def _swap(values: dict) -> dict:
     return prev
 
 
+def carried(fn):
+    """``fn`` to run in another thread under this thread's modes (modes are per thread)."""
+    modes = {name: getattr(_state, name, default) for name, default in _DEFAULTS.items()}
+
+    def run(*args, **kwargs):
+        prev = _swap(modes)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _swap(prev)
+
+    return run
+
+
 def is_grad_enabled() -> bool:
     return getattr(_state, "grad", _DEFAULTS["grad"])
 
@@ -75,6 +89,12 @@ def _wrap_generator(factory, gen_fn):
 def _decorate(factory, fn):
     """``fn`` run under ``factory()``; a generator function gets the mode in its body, not
     just while the generator object is created (which runs none of the body)."""
+    if inspect.isclass(fn):  # torch still calls the class under the mode, and warns
+        warnings.warn("Decorating classes is deprecated and will be disabled in future versions. You should only "
+                      "decorate functions or methods. To preserve the current behavior of class decoration, you "
+                      "can directly decorate the `__init__` method and nothing else.", FutureWarning, stacklevel=3)
+        cls = fn
+        fn = lambda *args, **kwargs: cls(*args, **kwargs)  # noqa: E731
     if inspect.isgeneratorfunction(fn):
         return _wrap_generator(factory, fn)
 

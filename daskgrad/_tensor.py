@@ -104,6 +104,10 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if not isinstance(value, (Tensor, da.Array)):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self.requires_grad and not _differentiable(value.dtype):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._storage.array = _as_array(value)
         _state.mark_pending(self._storage)
 
@@ -427,6 +431,11 @@ class Tensor:
         st.array, st.version = arr, st.version + 1
         node = out.grad_fn
         if node is not None:
+            if self._retains_grad and self.grad_fn is not node:  # retain_grad follows the newest version
+                if self.grad_fn is not None and self.grad_fn._retained is not None \
+                        and self.grad_fn._retained() is self:
+                    self.grad_fn._retained = None
+                node._retained = weakref.ref(self)
             self.grad_fn, self._requires_grad = node, True
             # the op saved self as it was before the write; that copy is still intact
             for v in node.saved_tensors():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sys
 import threading
 import warnings
 import weakref
@@ -27,7 +28,7 @@ import dask
 from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
-from ._modes import is_anomaly_enabled, set_grad_enabled
+from ._modes import carried, is_anomaly_enabled, set_grad_enabled
 from ._tensor import Tensor
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
@@ -143,7 +144,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         g = found.get(id(t))
         if g is None and materialize_grads:
-            g = zeros_like(t.detach())
+            g = zeros_like(t.detach()).requires_grad_(create_graph)
             if batch is not None:
                 g = stack([g] * len(batch))
         result.append(g)
@@ -297,6 +298,37 @@ def _check(plan):
 
 # ------------------------------------------------------------------ walk, call rules, deliver
 def _run(plan):
+    """:func:`_run_here`, on a new thread when this one's stack is deep: a backward called from a
+    custom Function's backward, thousands of levels down, would exhaust the stack (torch's engine
+    hops to a new thread too)."""
+    if not _stack_is_deep():
+        return _run_here(plan)
+    done = {}
+    run = carried(_run_here)  # the new thread runs under this thread's modes
+
+    def target():
+        try:
+            done["value"] = run(plan)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            done["error"] = e
+
+    thread = threading.Thread(target=target, name="daskgrad-reentrant-backward")
+    thread.start()
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
+
+
+def _stack_is_deep():
+    try:
+        sys._getframe(sys.getrecursionlimit() // 3)
+    except ValueError:
+        return False
+    return True
+
+
+def _run_here(plan):
     """The reverse pass and its one submission, holding the nodes the call frees; returns the
     gradients of ``plan.inputs`` by ``id``."""
     with _claim(plan):
@@ -320,8 +352,7 @@ def _reverse_pass(plan, seeds):
             g = cot.pop(node)
             if g is None:
                 continue
-            g = _run_prehooks(node, g, cot)
-            out.deliver(plan, node, g)
+            g = _run_prehooks(node, g, cot, plan, out)
             if node not in plan.runs:
                 continue
             cts = _call_rule(node, g, cot)
@@ -385,19 +416,27 @@ class _Arena(door.Arena):
         return Tensor._make(super().full(t.array), t.grad_fn, t.requires_grad)
 
 
-def _run_prehooks(node, g, cot):
-    """The tensor's hooks, then the node's prehooks, as torch orders them.  User code sees whole
+def _run_prehooks(node, g, cot, plan, out):
+    """The tensor's hooks, then the node's prehooks where the node runs (and, in backward(), at a leaf
+    or a node given as ``inputs=``: not in grad()), as torch orders them; ``g`` is delivered after the tensor's hooks
+    for a non-leaf (what retain_grad sees), after the prehooks for a leaf.  User code sees whole
     tensors, which it may compute."""
-    hooks = node.variable._hooks if isinstance(node, AccumulateGrad) else node._tensor_hooks
-    if not hooks and not node._prehooks:
-        return g  # no user code sees it: it stays a stand-in
-    g = cot.full(g)
-    g = _tensor_hooks(hooks, g)
-    for hook in list(node._prehooks.values()):
-        r = hook((g,))
-        if r is not None:
-            g = r[0]
-    return cot.take(g)
+    leaf = isinstance(node, AccumulateGrad)
+    hooks = node.variable._hooks if leaf else node._tensor_hooks
+    if hooks:
+        g = cot.take(_tensor_hooks(hooks, cot.full(g)))
+    if not leaf:
+        out.deliver(plan, node, g)
+    if node._prehooks and (node in plan.runs or (plan.accumulate and (leaf or node in plan.targets))):
+        g = cot.full(g)
+        for hook in list(node._prehooks.values()):
+            r = hook((g,))
+            if r is not None:
+                g = r[0]
+        g = cot.take(g)
+    if leaf:
+        out.deliver(plan, node, g)
+    return g
 
 
 def _tensor_hooks(hooks, g):
@@ -490,13 +529,24 @@ def _submit(plan, out):
             out = _persist(plan, out)
         for w in out.writes.values():
             _write_grad(plan, w)
-    for w in out.writes.values():
-        for hook in list(w.tensor._post_hooks.values()):
-            hook(w.tensor)
+    with set_grad_enabled(plan.create_graph):  # as the engine runs AccumulateGrad
+        for w in out.writes.values():
+            _post_accumulate(w.tensor)
     if not plan.retain_graph:
         for n in out.executed:
             n.release()
     return out.found
+
+
+def _post_accumulate(t):
+    """After ``.grad`` is written: the tensor's post-accumulate-grad hooks, then its AccumulateGrad
+    node's posthooks (``hook((), (grad,))``), torch's order."""
+    for hook in list(t._post_hooks.values()):
+        if hook(t) is not None:
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+    node = t._accumulate_node() if t.grad_fn is None and t._accumulate_node is not None else None
+    for hook in list(node._hooks.values()) if node is not None else ():
+        hook((), (t._grad,))
 
 
 @contextlib.contextmanager

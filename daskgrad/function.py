@@ -2,15 +2,16 @@
 ``map_blocks`` (a user's chunk kernel with a chunk-level VJP)."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from .graph import RESULT, primitive, save_tensors
+from .graph import RESULT, node_class, primitive, save_tensors
 from ._modes import is_grad_enabled, no_grad
-from ._tensor import Tensor
+from ._tensor import Tensor, _Handle
 from .ops import concatenate, zeros_like
 
 
@@ -65,6 +66,11 @@ class Function:
         raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        """torch 2's style: ``forward(*args)`` takes no ctx, and this fills it from the inputs and output."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("You must implement either the backward or vjp method for your custom "
                                   "autograd.Function to use it with backward mode AD.")
@@ -73,11 +79,15 @@ class Function:
     def apply(cls, *args):
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with no_grad():
-            out = cls.forward(ctx, *args)
+            if cls.setup_context is not Function.setup_context:  # forward(*args) takes no ctx
+                out = cls.forward(*args)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args)
         if isinstance(out, tuple):
             return _apply_many(cls, ctx, args, out)
         if not isinstance(out, Tensor):
-            raise TypeError("daskgrad.Function.forward must return a Tensor or a tuple of Tensors")
+            return out  # torch hands back what forward returned: nothing to differentiate
         if id(out) in ctx._non_differentiable:
             return out
         _check_dirty(ctx, out)
@@ -89,6 +99,40 @@ class Function:
                                 save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
                                 node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
         return _rebase_dirty(ctx, out, res)
+
+
+def once_differentiable(backward):
+    """torch's decorator for a ``backward`` that is not differentiable itself: it runs with grad mode
+    off, and when a higher order gradient is asked for (an incoming gradient requires grad), its
+    results hang off a node that raises if differentiated."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = backward(ctx, *args)
+        if not is_grad_enabled() or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        if not isinstance(outputs, tuple):
+            return _DelayedError.apply(_fake_requires_grad(outputs))
+        return tuple(_DelayedError.apply(_fake_requires_grad(o)) for o in outputs)
+    return wrapper
+
+
+def _fake_requires_grad(t):
+    if isinstance(t, Tensor) and (np.issubdtype(t.dtype, np.floating) or np.issubdtype(t.dtype, np.complexfloating)):
+        return t.detach().requires_grad_(True)
+    return t
+
+
+class _DelayedError(Function):
+    """The identity, whose backward raises torch's error: the gradient of a once_differentiable backward."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
 
 
 # A user's Function: its node is named <Class>Backward; the params hold the class and its ctx, and
@@ -157,13 +201,16 @@ def _apply_many(cls, ctx, args, outs):
     if not diff or not is_grad_enabled() or not any(a is not None and a.requires_grad for a in inputs):
         return outs
     dtypes = {outs[i].dtype for i in diff}
-    if len(dtypes) > 1:
+    if len(dtypes) > 1 and any(d.kind == "c" for d in dtypes):
         raise NotImplementedError(
             f"{cls.__name__}: differentiable outputs of different dtypes {sorted(map(str, dtypes))}")
+    common = np.result_type(*dtypes)  # real outputs of several precisions pack in the widest, exactly
     sizes = [outs[i].numel() for i in diff]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     with no_grad():
-        flat = concatenate([outs[i].reshape(-1) for i in diff]) if len(diff) > 1 else outs[diff[0]].reshape(-1)
+        parts = [outs[i].reshape(-1) if outs[i].dtype == common else outs[i].reshape(-1).astype(common)
+                 for i in diff]
+        flat = concatenate(parts) if len(parts) > 1 else parts[0]
     used = set()  # which outputs received a cotangent in this backward (filled by the pieces' rules)
     to_save, ctx._to_save = ctx._to_save, ()
     ctx._n_saved = len(to_save)
@@ -172,16 +219,21 @@ def _apply_many(cls, ctx, args, outs):
     zeros = tuple(zeros_like(o).array if isinstance(o, Tensor) else None for o in outs)
     packed = function_many_p.record(flat.array, *inputs, node=name, cls=cls, ctx=ctx, is_tensor=_is_tensor(args),
                                     used=used, diff=tuple(diff), offsets=offsets,
-                                    shapes=tuple(getattr(o, "shape", None) for o in outs), zeros=zeros)
+                                    shapes=tuple(getattr(o, "shape", None) for o in outs), zeros=zeros,
+                                    dtypes=tuple(getattr(o, "dtype", None) for o in outs))
     packed_zeros = zeros_like(packed).array  # on the packed tensor's chunks and device
 
     def piece(k, i):
         lo, hi, shape = offsets[k], offsets[k + 1], outs[i].shape
         arr = packed.array[lo:hi].reshape(shape)
+        arr = arr if arr.dtype == outs[i].dtype else arr.astype(outs[i].dtype)
         arr = arr.rechunk(outs[i].chunks) if arr.shape == outs[i].shape and not any(
             n != n for n in arr.shape) else arr
-        return _rebase_dirty(ctx, outs[i], function_output_p.record(arr, packed, node=name, i=i, lo=lo, hi=hi,
-                                                                    total=offsets[-1], used=used, zeros=packed_zeros))
+        out = function_output_p.record(arr, packed, node=name, i=i, lo=lo, hi=hi, total=offsets[-1], used=used,
+                                       zeros=packed_zeros)
+        if out.grad_fn is not None:
+            out.grad_fn.__class__ = _output_node_class(name)
+        return _rebase_dirty(ctx, outs[i], out)
 
     made = {i: piece(k, i) for k, i in enumerate(diff)}
     result = tuple(made[first[id(o)]] if isinstance(o, Tensor) and id(o) in first else o for o in outs)
@@ -193,6 +245,42 @@ def _apply_many(cls, ctx, args, outs):
     return result
 
 
+_output_node_classes = {}
+
+
+def _output_node_class(name):
+    """The class of an output's node of a Function with several outputs: torch's name, and prehooks
+    that go to the Function's one node, seeing (and returning) every output's gradient."""
+    cls = _output_node_classes.get(name)
+    if cls is None:
+        cls = _output_node_classes[name] = type(name, (node_class(name),), {
+            "__slots__": (), "register_prehook": _register_function_prehook})
+    return cls
+
+
+def _register_function_prehook(self, fn):
+    packed = self.next_functions[0][0]
+    p = packed._params
+
+    def hook(grad_outputs):
+        (g,) = grad_outputs
+        gs = tuple(_output_grad(g, p, i) if i in p["diff"] else None for i in range(len(p["shapes"])))
+        r = fn(gs)
+        if r is None:
+            return None
+        parts = [(r[i] if r[i] is not None else _output_grad(g, p, i) * 0).reshape(-1).astype(g.dtype)
+                 for i in p["diff"]]
+        return (concatenate(parts) if len(parts) > 1 else parts[0],)
+
+    return _Handle(packed._prehooks, hook)
+
+
+def _output_grad(g, p, i):
+    k = p["diff"].index(i)
+    gi = g[p["offsets"][k]:p["offsets"][k + 1]].reshape(p["shapes"][i])
+    return gi if gi.dtype == p["dtypes"][i] else gi.astype(p["dtypes"][i])
+
+
 # A Function with several outputs: one node packs the differentiable outputs into one flat tensor
 # (its rule unpacks the cotangent and calls ``backward``); each output is a slice of it.
 function_many_p = primitive("function_many", user_code=True)
@@ -200,13 +288,14 @@ function_output_p = primitive("function_output")
 
 
 @function_many_p.vjp
-def _function_many_rule(g, s, *, cls, ctx, is_tensor, used, diff, offsets, shapes, zeros):
+def _function_many_rule(g, s, *, cls, ctx, is_tensor, used, diff, offsets, shapes, zeros, dtypes):
     got, _ = set(used), used.clear()
     grads = []
     for i, (shape, z) in enumerate(zip(shapes, zeros)):
         if i in diff and i in got:
             k = diff.index(i)
-            grads.append(g[offsets[k]:offsets[k + 1]].reshape(shape))
+            gi = g[offsets[k]:offsets[k + 1]].reshape(shape)
+            grads.append(gi if gi.dtype == dtypes[i] else gi.astype(dtypes[i]))
         elif z is not None and ctx.materialize_grads:
             grads.append(Tensor._make(z))
         else:

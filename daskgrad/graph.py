@@ -57,7 +57,7 @@ class SavedTensor:
     """
 
     __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
-                 "persisted", "consumer")
+                 "persisted", "consumer", "orig")
 
     def __init__(self, t, is_output=False):
         self.data = t._storage.array
@@ -71,6 +71,9 @@ class SavedTensor:
         self.dtype, self.shape = t.dtype, t.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
         self.consumer = None  # weakref to the node that saved it (set by record)
+        # a saved input unpacks as the tensor itself while it lives unchanged, as torch's (not an output:
+        # that would be a cycle)
+        self.orig = None if is_output else weakref.ref(t)
 
     def check_version(self) -> None:
         if self.storage.version != self.version:
@@ -98,6 +101,10 @@ class SavedTensor:
     def unpack(self, wrap=None):
         if self.leaf is not None:
             return self.leaf
+        orig = self.orig() if self.orig is not None and wrap is None else None
+        if (orig is not None and orig._storage is self.storage and self.storage.array is self.data
+                and orig.grad_fn is self._node() and orig.requires_grad == self.requires_grad):
+            return orig  # the very value saved (not one pinned since, which only this record holds)
         data = self.data if wrap is None else wrap(self.data)
         return Tensor._make(data, grad_fn=self._node(), requires_grad=self.requires_grad)
 

@@ -130,8 +130,11 @@ def values(tensors, **kwargs):
         # submission, so that backward does not compute them again; released with the graph
         saved = [v for n in nodes for v in n.saved_tensors() if v.leaf is None and not v.persisted]
         olds = [t.array for t in todo]
+        # and the recorded tensors it compares, which the same submission computes: a test such as
+        # `if ctx.x < 0` in a nested backward, level after level, then builds on memory
+        origins = [r._storage for t in todo for r in t._origin]
         out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute",
-                      keep=slice(0, len(olds) + len(saved)))
+                      keep=slice(0, len(olds) + len(saved)), store=origins)
         for s, arr in zip(saved, out[len(todo):]):
             if s.storage.array.name == s.data.name:  # the tensor it was saved from still holds that
                 s.storage.array = arr                 # value: later ops on it build on memory

@@ -67,9 +67,17 @@ def _as_outputs(out):
     return tuple(o for o in outs if isinstance(o, Tensor))
 
 
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0,
-              check_chunks=True):
-    """True when ``func``'s VJP matches central differences for every input that requires grad."""
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0, check_chunks=True,
+              nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+              check_batched_forward_grad=False, check_forward_ad=False, check_backward_ad=True, fast_mode=False,
+              masked=None):
+    """True when ``func``'s VJP matches central differences for every input that requires grad, and
+    is zero for a zero cotangent (torch's "backward not multiplied by grad_output").
+
+    torch's keywords are accepted; the check is always torch's fast mode (random projections), and
+    forward-mode AD (``check_forward_ad``), which daskgrad does not have, is refused."""
+    if check_forward_ad:
+        raise NotImplementedError("daskgrad has no forward-mode AD: gradcheck checks backward mode only")
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not wrt:
@@ -83,47 +91,85 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     outs = _as_outputs(func(*inputs))
     vs = [random_like(o.detach(), seed + 1000 * j) for j, o in enumerate(outs)]
     diff = [j for j, o in enumerate(outs) if o.requires_grad]
-    grads = (grad([outs[j] for j in diff], [inputs[i] for i in wrt], [vs[j] for j in diff], retain_graph=True,
-                  allow_unused=True, lazy=True) if diff else [None] * len(wrt))
+    grads, zero_grads = [None] * len(wrt), [None] * len(wrt)
+    if diff:
+        roots, wanted = [outs[j] for j in diff], [inputs[i] for i in wrt]
+        grads = grad(roots, wanted, [vs[j] for j in diff], retain_graph=True, allow_unused=True, lazy=True)
+        zero_grads = grad(roots, wanted, [zeros_like(vs[j]) for j in diff], retain_graph=True, allow_unused=True,
+                          lazy=True)
     checks = []
-    for k, (i, g) in enumerate(zip(wrt, grads)):
+    for k, (i, g, g0) in enumerate(zip(wrt, grads, zero_grads)):
         x = inputs[i]
         if check_chunks and g is not None and g.chunks != x.chunks:
             raise GradcheckError(f"gradient chunks {g.chunks} differ from input {i}'s chunks {x.chunks}")
         u = random_like(x.detach(), seed + 1 + k)
-        with no_grad():
-            def shifted(sign):
-                # perturb the input itself, as torch does, so a func that closes over it sees the shift
-                orig = x.array
-                x.data = x.detach() + u * (sign * eps)
-                try:  # cloned: an output that aliases the input must keep the shifted value
-                    return tuple(o.clone() for o in _as_outputs(func(*inputs)))
-                finally:
-                    x.data = orig
-            plus, minus = shifted(1), shifted(-1)
-            numeric = sum(((p - m) * v).sum() for p, m, v in zip(plus, minus, vs)) / (2 * eps)
-        analytic = (g * u).sum() if g is not None else Tensor._make(da.zeros((), dtype=x.dtype))
-        checks.append((i, numeric.array, analytic.array))
-    values = runtime.persist([c for _, n, a in checks for c in (n, a)], phase="gradcheck")
-    for (i, _, _), num, ana in zip(checks, values[0::2], values[1::2]):
-        num, ana = float(num.compute()), float(ana.compute())
-        if not diff and abs(num) > atol:  # torch: outputs that do not require grad must be constant
+        numeric = _central_difference(func, inputs, x, u, outs, vs, eps)
+        zero = Tensor._make(da.zeros((), dtype=x.dtype))
+        analytic = (g * u).sum() if g is not None else zero
+        checks.append((i, numeric.array, analytic.array, (abs(g0).sum() if g0 is not None else zero).array))
+    values = runtime.persist([c for _, n, a, z in checks for c in (n, a, z)], phase="gradcheck")
+    for (i, _, _, _), num, ana, z in zip(checks, values[0::3], values[1::3], values[2::3]):
+        error = _mismatch(i, float(num.compute()), float(ana.compute()), float(z.compute()), bool(diff), atol, rtol)
+        if error is not None:
             if not raise_exception:
                 return False
-            raise GradcheckError("Numerical gradient for function expected to be zero")
-        if not abs(num - ana) <= atol + rtol * abs(num):
-            if not raise_exception:
-                return False
-            raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {i},\n"
-                                 f"numerical:{num}\nanalytical:{ana}\n")
+            raise GradcheckError(error)
     return True
 
 
+def _central_difference(func, inputs, x, u, outs, vs, eps):
+    """``<v, (f(x + eps u) - f(x - eps u)) / 2 eps>``, perturbing the input itself, as torch does, so
+    a func that closes over it sees the shift (and runs in the caller's grad mode, as torch's: it
+    may register hooks); refuses outputs whose shape or dtype then changes."""
+    def shifted(sign):
+        orig = x.array
+        with no_grad():
+            x.data = x.detach() + u * (sign * eps)
+        try:
+            outputs = _as_outputs(func(*inputs))
+            with no_grad():  # cloned: an output that aliases the input must keep the shifted value
+                got = tuple(o.detach().clone() for o in outputs)
+        finally:
+            x.data = orig
+        for o, p in zip(outs, got):
+            _same_shape_and_dtype(o, p, eps)
+        return got
+
+    plus, minus = shifted(1), shifted(-1)
+    with no_grad():  # (a func with no outputs: zero)
+        zero = Tensor._make(da.zeros((), dtype=x.dtype))
+        return sum((((p - m) * v).sum() for p, m, v in zip(plus, minus, vs)), zero) / (2 * eps)
+
+
+def _same_shape_and_dtype(output1, output2, eps):
+    what = ("shape", "shapes", output1.shape, output2.shape) if output1.shape != output2.shape else (
+        ("dtype", "dtypes", output1.dtype, output2.dtype) if output1.dtype != output2.dtype else None)
+    if what is not None:
+        raise AssertionError(f"Expected `func` to return outputs with the same {what[0]} when inputs are perturbed "
+                             f"by {eps}, but got: {what[1]} {what[2]} and {what[3]}.")
+
+
+def _mismatch(i, num, ana, zero_cotangent_grad, any_diff, atol, rtol):
+    """torch's error text for what the numbers of input ``i`` show, or None."""
+    if not any_diff and abs(num) > atol:  # torch: outputs that do not require grad must be constant
+        return "Numerical gradient for function expected to be zero"
+    if not abs(num - ana) <= atol + rtol * abs(num):
+        return f"Jacobian mismatch for output 0 with respect to input {i},\nnumerical:{num}\nanalytical:{ana}\n"
+    if zero_cotangent_grad != 0:
+        return "backward not multiplied by grad_output"
+    return None
+
+
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-                  seed=0):
+                  seed=0, gen_non_contig_grad_outputs=False, nondet_tol=0.0, check_undefined_grad=True,
+                  check_grad_dtypes=False, check_batched_grad=False, check_fwd_over_rev=False,
+                  check_rev_over_rev=True, fast_mode=False, masked=False):
     """True when second derivatives are right: :func:`gradcheck` of the map
     ``(inputs, v) -> vᵀJ`` built with ``create_graph=True``, so the VJP rules' own VJPs are
-    checked against central differences of the first-order VJP."""
+    checked against central differences of the first-order VJP.  torch's keywords are accepted;
+    forward-over-reverse (``check_fwd_over_rev``) needs forward-mode AD, which daskgrad has not."""
+    if check_fwd_over_rev:
+        raise NotImplementedError("daskgrad has no forward-mode AD: gradgradcheck checks reverse over reverse")
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if grad_outputs is None:

@@ -170,8 +170,18 @@ class CheckpointFunction(Function):
         pairs = [(o, g) for o, g in zip(outs, grad_outputs) if isinstance(o, Tensor) and o.requires_grad
                  and g is not None]
         wanted = [i for i in ctx.positions if inputs[i].requires_grad]
-        grads = grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs], allow_unused=True,
-                     create_graph=create_graph, lazy=True) if pairs and wanted else [None] * len(wanted)
+        # a parameter's hooks run once, when the outer backward reaches it, not in this inner grad too
+        params = [inputs[i] for i in wanted if i >= n]
+        hooks = [p._hooks for p in params]
+        for p in params:
+            p._hooks = {}
+        try:
+            grads = grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
+                         allow_unused=True, create_graph=create_graph, lazy=True) if pairs and wanted else [None] * len(
+                wanted)
+        finally:
+            for p, h in zip(params, hooks):
+                p._hooks = h
         out = [None] * (1 + len(inputs))
         for i, g in zip(wanted, grads):
             out[1 + i] = g

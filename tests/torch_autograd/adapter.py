@@ -58,7 +58,7 @@ def make_torch():
     T = types.SimpleNamespace()
     T.name = "torch"
     T.Tensor = torch.Tensor
-    T.double, T.float = torch.float64, torch.float32
+    T.double, T.float, T.int64 = torch.float64, torch.float32, torch.int64
     for n in ("randn", "rand", "ones", "zeros", "full", "arange", "tensor", "ones_like", "zeros_like",
               "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "sqrt", "abs", "pow", "sum", "mean",
               "prod", "stack", "cat", "matmul", "where", "clone", "no_grad", "enable_grad", "set_grad_enabled",
@@ -88,7 +88,7 @@ def make_daskgrad(chunks):
     T = types.SimpleNamespace()
     T.name = "daskgrad"
     T.Tensor = dg.Tensor
-    T.double, T.float = np.float64, np.float32
+    T.double, T.float, T.int64 = np.float64, np.float32, np.int64
 
     def _chunks(shape):
         if chunks is None:
