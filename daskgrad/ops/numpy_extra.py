@@ -334,7 +334,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
 
     out = ew.zeros_like(x)
     if len(funclist) == n + 1:
-        otherwise = ~_any_of([as_tensor(c) for c in condlist])
+        otherwise = ew.eq(_any_of([as_tensor(c) for c in condlist]), False)
         out = where(otherwise, value(funclist[-1]), out)
     for cond, f in zip(condlist, funclist):
         out = where(cond, value(f), out)

@@ -160,19 +160,20 @@ def bincount(x, weights=None, minlength=0):
 
 
 # ------------------------------------------------------------ logic and integers
-def _elementwise(name, fn=None, doc="NumPy's ``{}``"):
-    fn = fn or getattr(da, name)
+def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
+    fn = getattr(da, name)
 
     def op(*args, **kwargs):
         return Tensor._make(fn(*[_arr(a) for a in args], **kwargs))
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc.format(name) + " (not differentiable)."
-    return public()(op)
+    return public(*methods)(op)
 
 
-for _name in ("logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert",
+for _name in ("logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
               "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
     globals()[_name] = _elementwise(_name)
+invert = _elementwise("invert", methods=("__invert__",))  # ~t: NOT of a boolean tensor, bitwise NOT of an integer one
 
 
 def _boolean_reduction(name):

@@ -303,6 +303,8 @@ def diff(x, n=1, axis=-1, prepend=None, append=None):
     (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's)."""
     x = as_tensor(x)
     axis = norm_axis(axis, x.ndim)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"diff(): argument 'n' must be int, not {type(n).__name__}")
     if n < 0:
         raise ValueError(f"order must be non-negative but got {n}")
     pre = (slice(None),) * axis
