@@ -309,6 +309,10 @@ SPECS = (
         b, to_begin=2.0, to_end=b[0])[:3], [M, M], -2, 2),
     OpSpec("delete_insert", lambda a, b: dg.delete(a, [0, 2], axis=0) * dg.insert(a, 1, b[0], axis=0)[:4]
            + dg.insert(a, 2, 1.5, axis=1)[:4, :4], [M, M], -2, 2),
+    OpSpec("nanquantile_nanmedian", lambda a: dg.nanquantile(dg.where(a > 1.2, np.nan, a), [0.3, 0.9], axis=0)
+           * dg.nanmedian(a, axis=0) + dg.nanpercentile(dg.where(a < -1.5, np.nan, a), 40), [M], -2, 2),
+    OpSpec("block_coarsen", lambda a, b: dg.block([[a, b[:, :1]], [b[:1], a[:1, :1]]])[:6, :4] * dg.coarsen(
+        np.mean, a, {0: 2, 1: 2})[:, :1].sum() + dg.coarsen(np.max, b, {0: 3}, trim_excess=True).sum(), [M, M], -2, 2),
     OpSpec("topk", lambda a: dg.topk(a, 2, axis=0) * dg.topk(a, -3)[:2, :2].sum(), [M], -2, 2),
 )
 BY_NAME = {s.name: s for s in SPECS}

@@ -23,7 +23,7 @@ from .composite import isnan, ravel
 from .elementwise import astype, conj, exp2, trunc, where
 from .indexing import argsort, getitem, sort
 from .reductions import cumsum, mean, prod, sum
-from .shape import broadcast_to, concatenate, flip, moveaxis, rechunk, reshape
+from .shape import broadcast_to, concatenate, flip, moveaxis, rechunk, reshape, squeeze, stack
 
 
 # ---------------------------------------------------------------------- cumprod
@@ -534,3 +534,103 @@ def argtopk(a, k, axis=-1, split_every=None):
     ax = norm_axis(axis, i.ndim)
     pre = (slice(None),) * ax
     return flip(getitem(i, pre + (slice(-k, None),)), ax) if k > 0 else getitem(i, pre + (slice(0, -k),))
+
+
+# ------------------------------------------------- NaN-ignoring order statistics
+def _nan_at(s, c, p, axis):
+    """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values:
+    linear interpolation between the two nearest, read by a gather at indices that differ per slice."""
+    pos = (c - 1) * float(p)
+    lo = ew.floor(pos)
+    frac = pos - lo
+    n = s.shape[axis]
+    lo_i = astype(ew.clip(lo, 0, n - 1), np.int64)
+    hi_i = astype(ew.clip(ew.minimum(lo + 1, c - 1), 0, n - 1), np.int64)
+    v = take_along_axis(s, lo_i, axis)
+    v = v + (take_along_axis(s, hi_i, axis) - v) * frac
+    return where(c == 0, math.nan, v)  # an all-NaN slice
+
+
+@public("nanquantile")
+def nanquantile(x, q, axis=None, keepdims=False):
+    """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
+    ``nanquantile``: the gradient goes to the two values interpolated."""
+    x = as_tensor(x)
+    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    if ((qs < 0) | (qs > 1)).any():
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    ndim, flat = x.ndim, axis is None
+    if flat:
+        x, axis = ravel(x), 0
+    axis = norm_axis(axis, x.ndim)
+    s = sort(x, axis=axis)
+    c = sum(where(isnan(s), 0.0, ew.ones_like(s)), axis=axis, keepdims=True)
+    out = [_nan_at(s, c, p, axis) for p in qs]
+    out = [o if keepdims and not flat else squeeze(o, axis) for o in out]
+    if keepdims and flat:
+        out = [reshape(o, (1,) * ndim) for o in out]
+    return out[0] if np.ndim(q) == 0 else stack(out, axis=0)
+
+
+@public()
+def nanpercentile(x, q, axis=None, keepdims=False):
+    return nanquantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+
+
+@public("nanmedian")
+def nanmedian(x, axis=None, keepdims=False):
+    """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
+    torch's ``nanmedian`` returns the lower one)."""
+    return nanquantile(x, 0.5, axis=axis, keepdims=keepdims)
+
+
+# ------------------------------------------------------------------ assembling
+@public()
+def block(arrays):
+    """NumPy's ``block``: nested lists of tensors joined, the innermost lists along the last axis."""
+    def depth(a):
+        return 1 + depth(a[0]) if isinstance(a, list) and a else 0
+
+    def leaves(a):
+        return [t for e in a for t in leaves(e)] if isinstance(a, list) else [as_tensor(a)]
+
+    if isinstance(arrays, tuple):
+        raise TypeError("arrays is a tuple. Only lists can be used to arrange blocks, and np.block does not allow "
+                        "implicit conversion from tuple to ndarray.")
+    d = depth(arrays)
+    ndim = max([d] + [t.ndim for t in leaves(arrays)])
+
+    def join(a, level):
+        if isinstance(a, list):
+            return concatenate([join(e, level + 1) for e in a], axis=ndim - (d - level))
+        t = as_tensor(a)
+        return reshape(t, (1,) * (ndim - t.ndim) + t.shape) if t.ndim < ndim else t
+
+    return join(arrays, 0)
+
+
+@public()
+def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
+    """dask's ``coarsen``: ``reduction`` (``np.sum``, ``np.mean``, ``np.max`` ... or the daskgrad op)
+    over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction."""
+    from . import composite, reductions
+
+    x = as_tensor(x)
+    op = {"sum": sum, "mean": mean, "prod": prod, "max": reductions.amax, "min": reductions.amin,
+          "amax": reductions.amax, "amin": reductions.amin, "nansum": composite.nansum, "nanmean": composite.nanmean,
+          "nanmax": composite.nanmax, "nanmin": composite.nanmin, "nanprod": nanprod,
+          }.get(getattr(reduction, "__name__", None))
+    if op is None:
+        raise NotImplementedError(f"coarsen with {reduction!r}: daskgrad coarsens with sum, mean, prod, max, min "
+                                  "and their nan* forms")
+    axes = {norm_axis(k, x.ndim): int(f) for k, f in axes.items()}
+    if trim_excess:
+        x = getitem(x, tuple(slice(0, n - n % axes[k]) if k in axes else slice(None) for k, n in enumerate(x.shape)))
+    if any(x.shape[k] % f for k, f in axes.items()):
+        raise ValueError(f"Coarsening factors {axes} do not align with array shape {x.shape}.")
+    shape, reduced = [], []
+    for k, n in enumerate(x.shape):
+        f = axes.get(k, 1)
+        shape += [n // f, f]
+        reduced.append(2 * k + 1)
+    return op(reshape(x, tuple(shape)), axis=tuple(reduced), **kwargs)
