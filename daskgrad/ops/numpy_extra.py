@@ -301,6 +301,9 @@ def take_along_axis(arr, indices, axis=-1):
     return gather_p.bind(x, Tensor._make(idx), axis=axis, n=n)
 
 
+public(name="take_along_dim")(take_along_axis)  # torch's name
+
+
 # --------------------------------------------------------------- choosing
 @public()
 def select(condlist, choicelist, default=0):

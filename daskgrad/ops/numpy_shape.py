@@ -90,7 +90,7 @@ def insert(arr, obj, values, axis=None):
     n = arr.shape[axis]
     if not -n <= obj <= n:
         raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {n}")
-    obj = obj % (n + 1) if obj < 0 else obj
+    obj = obj + n if obj < 0 else obj  # NumPy's: -1 goes before the last entry
     v = as_tensor(values) if isinstance(values, Tensor) else _on_device(np.asarray(values), arr)
     v = astype(v, arr.dtype) if v.dtype != arr.dtype else v
     shape = list(arr.shape)
