@@ -62,6 +62,9 @@ EXTRA = (
 )
 CASES = SPECS + EXTRA
 GPU_ONLY = {"to_device"}  # moves chunks to cupy and back: gradchecked in tests/test_gpu.py where a GPU is
+# torch's NotImplemented node (bincount with weights, floor_divide): its backward raises, as torch's
+# (tests/test_numpy_extra.py), so no gradient can be checked
+RAISES = {"not_implemented"}
 
 
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))
@@ -90,7 +93,7 @@ def test_every_primitive_and_each_of_its_node_names_has_a_gradcheck_case(rng):
     for prim, node in reached:
         assert graph.PRIMITIVES[prim] is not None and (not graph.PRIMITIVES[prim].torch
                                                        or node in graph.PRIMITIVES[prim].torch), (prim, node)
-    missing = {name for name in graph.PRIMITIVES if name not in {p for p, _ in reached}} - GPU_ONLY
+    missing = {name for name in graph.PRIMITIVES if name not in {p for p, _ in reached}} - GPU_ONLY - RAISES
     assert not missing, f"primitives without a gradcheck case: {sorted(missing)}"
     names = {(p.name, t) for p in graph.PRIMITIVES.values() for t in p.torch if p.name not in GPU_ONLY}
     assert not names - reached, f"node names without a gradcheck case: {sorted(names - reached)}"

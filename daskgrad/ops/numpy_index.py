@@ -11,10 +11,10 @@ import dask.array as da
 import numpy as np
 
 from .. import _tensor
-from .._modes import is_grad_enabled
+from ..graph import primitive
 from .._tensor import Tensor, arange, full, ones, zeros
 from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
-from .elementwise import mod
+from .elementwise import mod, zeros_like
 from .shape import broadcast_to, reshape
 
 for _name, _fn in (("zeros", zeros), ("ones", ones), ("full", full), ("arange", arange)):
@@ -126,23 +126,21 @@ def _wrap(a):
     return Tensor._make(a if isinstance(a, da.Array) else da.from_array(a, chunks=-1))
 
 
-def _raise_no_derivative(ctx, g):
-    raise RuntimeError(f"derivative for aten::{ctx.op} is not implemented")
+def _raise_no_derivative(g, s, *, op):
+    raise RuntimeError(f"derivative for aten::{op} is not implemented")
+
+
+# torch's ``NotImplemented`` node: the result of inputs requiring grad requires grad too, and
+# reaching it in backward raises (its node is named when it binds, so it has no torch name here)
+not_implemented_p = primitive("not_implemented")
+not_implemented_p.vjp(_raise_no_derivative)
 
 
 def _no_derivative(out, name, *inputs):
-    """torch's ``NotImplemented`` node: the result of inputs requiring grad requires grad too, and
-    reaching it in backward raises."""
-    from ..function import FunctionCtx, function_p  # function imports the ops
-
     ins = tuple(t if isinstance(t, Tensor) and t.requires_grad else None for t in inputs)
-    if not is_grad_enabled() or not any(t is not None for t in ins):
+    if not any(t is not None for t in ins):
         return out
-    ctx = FunctionCtx(tuple(t is not None for t in ins))
-    ctx.op, ctx._n_saved = name, 0
-    cls = type("NotImplemented", (), {"backward": staticmethod(_raise_no_derivative)})
-    return function_p.record(out.array, *ins, save={}, node="NotImplemented", cls=cls, ctx=ctx,
-                             is_tensor=tuple(t is not None for t in ins))
+    return not_implemented_p.record(out.array, *ins, node="NotImplemented", op=name)
 
 
 @public("bincount")
@@ -238,8 +236,6 @@ def empty(*shape, dtype=None, chunks="auto", requires_grad=False, device=None):
 
 @public()
 def empty_like(x, dtype=None, requires_grad=False):
-    from .elementwise import zeros_like
-
     out = zeros_like(x, dtype=dtype)
     return out.requires_grad_(True) if requires_grad else out
 

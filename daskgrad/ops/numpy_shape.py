@@ -10,11 +10,11 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._util import as_tensor, norm_axis, public
-from .composite import ravel
+from .composite import nanmax, nanmean, nanmin, nansum, ravel
 from .elementwise import astype
 from .indexing import argsort, getitem, sort
 from .numpy_extra import _check_host_index, _on_device, nanprod
-from .reductions import mean, prod, sum
+from .reductions import amax, amin, mean, prod, sum
 from .shape import broadcast_to, concatenate, flip, moveaxis, reshape
 
 
@@ -151,12 +151,9 @@ def block(arrays):
 def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
     """dask's ``coarsen``: ``reduction`` (``np.sum``, ``np.mean``, ``np.max`` ... or the daskgrad op)
     over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction."""
-    from . import composite, reductions
-
     x = as_tensor(x)
-    op = {"sum": sum, "mean": mean, "prod": prod, "max": reductions.amax, "min": reductions.amin,
-          "amax": reductions.amax, "amin": reductions.amin, "nansum": composite.nansum, "nanmean": composite.nanmean,
-          "nanmax": composite.nanmax, "nanmin": composite.nanmin, "nanprod": nanprod,
+    op = {"sum": sum, "mean": mean, "prod": prod, "max": amax, "min": amin, "amax": amax, "amin": amin,
+          "nansum": nansum, "nanmean": nanmean, "nanmax": nanmax, "nanmin": nanmin, "nanprod": nanprod,
           }.get(getattr(reduction, "__name__", None))
     if op is None:
         raise NotImplementedError(f"coarsen with {reduction!r}: daskgrad coarsens with sum, mean, prod, max, min "
