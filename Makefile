@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench bench-gpu test-gpu install clean
+.PHONY: demo test lint bench bench-gpu test-gpu install clean stubs
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ demo: $(VENV)/.demo
 
 test: $(VENV)/.test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# daskgrad/_tensor.pyi and daskgrad/ops/__init__.pyi, after adding an op or a Tensor method
+stubs: $(VENV)/.core
+	$(PY) tools/make_stubs.py
 
 # ruff comes with the test extra; its rules are pyproject.toml's [tool.ruff]
 lint: $(VENV)/.test

@@ -13,6 +13,8 @@ Components (each a function below, each returning a JSON-able dict):
 * ``out_of_core`` backward over lazily generated data 3x a LocalCluster's memory: peak worker memory
                  and estimate_memory's prediction;
 * ``cluster``    logreg and MLP on a LocalCluster of 2 worker processes vs the threaded scheduler;
+* ``overhead``   a training step on tiny chunks (pure graph-building and scheduling cost), 20 to 2,000
+                 chunks, vs the same step in hand-written dask: ms per chunk and tasks per step;
 * ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes;
 * ``protection`` the cost of keeping two copies of every kept value on a cluster (``daskgrad.copies``
                  2 vs 1): an nn + Adam step and the plain loop, and TV denoising's managed memory
@@ -571,6 +573,61 @@ def _loop_scheduler_keys(Xn, yn, lr, steps):
     return counts
 
 
+# ------------------------------------------------------------------ (g') per-step overhead
+def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
+    """A logistic-regression training step on tiny chunks (``rows`` x ``d``), so the step is
+    nearly all graph building and scheduling: daskgrad's plain loop vs the same step written by
+    hand in dask, on the threaded scheduler; ms per chunk, and the tasks each step submits."""
+    if QUICK:
+        sizes = (20, 200)
+    import dask
+    import dask.array as da
+
+    from dask._task_spec import DataNode, GraphNode
+
+    import daskgrad as dg
+    from daskgrad import runtime
+
+    out = {"problem": f"logistic-regression step, chunks of {rows}x{d} float64, threaded scheduler: "
+                      "loss.backward(); w -= lr * w.grad (daskgrad) vs the gradient formula in dask "
+                      "and a NumPy update (hand-written)", "rows": []}
+    for nchunks in sizes:
+        rng = np.random.default_rng(0)
+        Xn, yn = rng.standard_normal((nchunks * rows, d)), (rng.random(nchunks * rows) > 0.5) * 1.0
+        X, y = dg.from_array(Xn, chunks=(rows, d)), dg.from_array(yn, chunks=rows)
+        Xd, yd = da.from_array(Xn, chunks=(rows, d)), da.from_array(yn, chunks=rows)
+        w = dg.zeros(d, requires_grad=True)
+        wn = [np.zeros(d)]
+
+        def daskgrad_step():
+            nonlocal w
+            dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+            with dg.no_grad():
+                w -= lr * w.grad
+            w.grad = None
+
+        def dask_step():
+            p = 1 / (1 + da.exp(-(Xd @ wn[0])))
+            wn[0] = wn[0] - lr * (Xd.T @ (p - yd) / len(yn)).compute()
+
+        tasks = []
+
+        def count(phase, arrays):  # tasks to run: the graph's keys less the chunks already in memory
+            graph = dict(arrays[0].__dask_graph__())
+            tasks.append(sum(isinstance(v, GraphNode) and not isinstance(v, DataNode) for v in graph.values()))
+
+        with dask.config.set(scheduler="threads"), runtime.observe(count):
+            rounds = 3 if nchunks >= 2_000 else 7
+            seconds = interleaved({"daskgrad": daskgrad_step, "dask_handwritten": dask_step}, rounds)
+        out["rows"].append({"chunks": nchunks, "seconds": seconds,
+                            "ms_per_chunk": {k: 1e3 * v / nchunks for k, v in seconds.items()},
+                            "daskgrad_over_handwritten": seconds["daskgrad"] / seconds["dask_handwritten"],
+                            "tasks_per_step": tasks[-1], "tasks_per_chunk": tasks[-1] / nchunks})
+    out["goal_ms_per_chunk"] = 0.1
+    _plot_overhead(out)
+    return out
+
+
 # ------------------------------------------------------------------ (h) protection of kept values
 def protection():
     """Two copies of every kept value (daskgrad.copies=2, the default) vs one: step time, memory."""
@@ -657,6 +714,25 @@ def _plot_loop(out):
     plt.close(fig)
 
 
+def _plot_overhead(out):
+    plt = _plt()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs = [r["chunks"] for r in out["rows"]]
+    for variant in ("daskgrad", "dask_handwritten"):
+        ax.plot(xs, [r["ms_per_chunk"][variant] for r in out["rows"]], marker="o", label=variant)
+    ax.axhline(out["goal_ms_per_chunk"], color="grey", linestyle=":", label="goal")
+    ax.set_xscale("log")
+    ax.set_xlabel("chunks")
+    ax.set_ylabel("ms per chunk per step")
+    ax.set_title(out["problem"], fontsize=6)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "overhead.png"), dpi=100)
+    plt.close(fig)
+
+
 def _plot_protection(out):
     plt = _plt()
     if plt is None:
@@ -708,7 +784,7 @@ def _plot_soak(out):
 
 
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
-              "out_of_core": out_of_core, "cluster": cluster, "loop": loop,
+              "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
               "protection": protection, "memory_soak": memory_soak}
 
 
@@ -781,6 +857,13 @@ def summary(report):
                      f"{r['late_over_early']:.2f} (goal <= 1.3); "
                      f"tasks/submission {r['tasks_per_submission_first_last']}; "
                      f"scheduler keys {r['scheduler_keys']} |")
+    if "overhead" in report:
+        for row in report["overhead"]["rows"]:
+            ms = row["ms_per_chunk"]
+            lines.append(f"| tiny-chunk step, {row['chunks']} chunks | daskgrad / hand-written dask | "
+                         f"{ms['daskgrad']:.3f} / {ms['dask_handwritten']:.3f} ms per chunk | "
+                         f"{row['daskgrad_over_handwritten']:.2f} (goal <= 0.1 ms per chunk); "
+                         f"{row['tasks_per_chunk']:.1f} tasks per chunk |")
     if "protection" in report:
         r = report["protection"]
         for name in ("mlp_adam", "plain_loop"):

@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, _data, _state
+from . import _dask as door, _data, _repr, _state
 from ._modes import is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -64,7 +64,7 @@ class Tensor:
     """A chunked, lazy array that records operations for reverse-mode autodiff."""
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
-                 "_post_hooks", "_accumulate_node", "_base", "_origin", "__weakref__")
+                 "_post_hooks", "_accumulate_node", "_base", "_origin", "_labels", "__weakref__")
     # NumPy's dispatch (np.exp(t), ndarray + t) runs the ops: daskgrad.interop installs __array_ufunc__ and
     # __array_function__ from above; until then numpy defers to the reflected operators
     __array_ufunc__ = None
@@ -81,6 +81,7 @@ class Tensor:
         self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad
         self._grad = self._accumulate_node = self._base = None
         self._origin = ()  # for a comparison: the recorded tensors it was computed from
+        self._labels = None  # an xarray DataArray's dims, coords, name, attrs (from_array of one)
         self._retains_grad, self._hooks, self._post_hooks = False, {}, {}
 
     @classmethod
@@ -141,15 +142,14 @@ class Tensor:
         return self.device == "cuda"
 
     def __repr__(self):
-        a = self.array
-        extra = ""
-        if self.grad_fn is not None:
-            extra = f", grad_fn=<{self.grad_fn.name()}>"
-        elif self.requires_grad:
-            extra = ", requires_grad=True"
-        kind = f"{type(a._meta).__module__.split('.')[0]}.{type(a._meta).__name__}"
-        return (f"tensor(dask.array<shape={a.shape}, dtype={a.dtype}, chunksize={a.chunksize}, "
-                f"chunktype={kind}>{extra})")
+        """torch's text, with the values when they are few and already in memory (never computed for
+        a repr), else dask's summary of the array: see :mod:`daskgrad._repr`."""
+        return _repr.text(self)
+
+    def _repr_html_(self):
+        """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
+        dtype and device."""
+        return _repr.html_repr(self)
 
     # ------------------------------------------------------- autograd fields
     @property
@@ -194,6 +194,9 @@ class Tensor:
     def grad(self):
         if self.grad_fn is not None and not self._retains_grad:
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        if self._labels is not None and self._grad is not None and self._grad._labels is None:
+            # the gradient of a DataArray's values has its dims and coords (not its attrs: units differ)
+            self._grad._labels = {**self._labels, "attrs": None}
         return self._grad
 
     @grad.setter
@@ -325,6 +328,22 @@ class Tensor:
         return self.array
 
     to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
+
+    def to_xarray(self, dims=None, coords=None, name=None, attrs=None):
+        """An ``xarray.DataArray`` with the dims, coords, name and attrs of the DataArray this tensor
+        was made from by :func:`from_array` (a leaf, and its ``.grad``), or those given.
+
+        A tensor that requires grad is wrapped itself, so xarray's operations on the DataArray
+        (``(a - a.mean("time")) ** 2``, ``a.sel(...)``) stay differentiable (``loss.data.backward()``);
+        any other is wrapped as its dask array, so all of xarray's dask support works on it
+        (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
+        gradient chunk by chunk, with the coords of ``w``'s DataArray."""
+        import xarray as xr
+
+        given = {"dims": dims, "coords": coords, "name": name, "attrs": attrs}
+        labels = {k: v for k, v in (self._labels or {}).items() if given[k] is None and v is not None}
+        labels.update((k, v) for k, v in given.items() if v is not None)
+        return xr.DataArray(self if self.requires_grad else self.array, **labels)
 
     def __dask_graph__(self):
         return self.array.__dask_graph__()
@@ -593,7 +612,10 @@ def from_array(x, chunks="auto", requires_grad=False, dtype=None, device=None) -
     else:
         arr = da.from_array(x, chunks=chunks, asarray=False)
     _data.check_supported(arr.dtype)
-    return _finish(arr, requires_grad, dtype, device)
+    t = _finish(arr, requires_grad, dtype, device)
+    if _data.package(x) == "xarray":  # its labels, for to_xarray() of the tensor and of its .grad
+        t._labels = {"dims": x.dims, "coords": x.coords, "name": x.name, "attrs": dict(x.attrs)}
+    return t
 
 
 def _xarray_array(x, chunks):
@@ -663,14 +685,18 @@ def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
 
 
 def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy."""
     return _factory(da.zeros, shape, dtype, chunks, requires_grad, device)
 
 
 def ones(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy."""
     return _factory(da.ones, shape, dtype, chunks, requires_grad, device)
 
 
 def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A leaf filled with ``fill_value`` (torch's ``full``: a bool or int value gives bool or int64, a
+    float the default float32), lazy."""
     if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):
         dtype = np.bool_ if isinstance(fill_value, bool) else np.int64
     return _factory(da.full, (shape,) if not isinstance(shape, int) else (shape,), dtype, chunks,
@@ -678,6 +704,8 @@ def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, devi
 
 
 def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
+    """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
+    arguments, float32 otherwise), lazy."""
     if stop is None:
         start, stop = 0, start
     if dtype is None:

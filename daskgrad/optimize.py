@@ -5,19 +5,27 @@ chunked Tensor.  Each evaluation rebuilds the Tensor from SciPy's vector (x0's
 shape, dtype, chunks and chunk type), records ``fun``, takes the gradient lazily and
 computes loss and gradient together, so the forward runs once per evaluation.
 SciPy is an optional dependency (the ``optimize`` extra).
+
+An x0 too big for the client (``daskgrad.optimize.host-limit`` bytes as float64, default 256 MiB;
+or ``options={"on_cluster": True}``) is solved with ``method="L-BFGS-B"`` by a projected L-BFGS that
+keeps x on the cluster (:mod:`daskgrad._lbfgsb`): only scalars come to the client.
 """
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
+from dask.utils import parse_bytes
 
 from . import chunk, runtime
+from ._lbfgsb import bounds_of, minimize_on_cluster
 from .engine import grad
 from ._tensor import Tensor, from_array
 
 _GRADIENT = {"cg", "bfgs", "l-bfgs-b", "tnc", "slsqp", "trust-constr"}
 _HESSP = {"newton-cg", "trust-ncg", "trust-krylov"}  # exact H @ p by double backward if none is given
 _HESS = {"dogleg", "trust-exact"}  # need the whole Hessian matrix
+_HOST_LIMIT = 256 * 2 ** 20  # bytes of SciPy's float64 copy of x0; larger x0 stays on the cluster
 
 
 def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), tol=None, callback=None,
@@ -31,13 +39,33 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
     ``bounds`` takes SciPy's forms; a ``Bounds`` may hold arrays of x0's shape.
     ``callback(x)`` receives x as a Tensor.  Returns SciPy's ``OptimizeResult``
     with ``x`` (and ``jac`` where present) as Tensors shaped, typed and chunked like x0.
+
+    With ``method="L-BFGS-B"``, an x0 whose float64 copy exceeds ``daskgrad.optimize.host-limit``
+    (dask config, bytes; default 256 MiB), or ``options={"on_cluster": True}``, is solved on the
+    cluster by projected L-BFGS (:mod:`daskgrad._lbfgsb`: active set, two-loop direction, projected
+    Armijo backtracking; not SciPy's Cauchy point): x, the gradient and the history stay chunked
+    like x0 there and only scalars reach the client.  Its options are SciPy's (``maxcor``,
+    ``ftol``, ``gtol``, ``maxiter``, ``maxfun``, ``maxls``); ``x`` and ``jac`` are not gathered.
     """
     try:
         import scipy.optimize as so
     except ImportError:
         raise ImportError("daskgrad.optimize needs SciPy: pip install 'daskgrad[optimize]'") from None
     name = _check_method(method, hess)
-    like, start = _start(x0)
+    options = dict(options or {})
+    on_cluster = options.pop("on_cluster", None)
+    like = _tensor_of(x0)
+    if on_cluster is None:
+        limit = dask.config.get("daskgrad.optimize.host-limit", _HOST_LIMIT)
+        on_cluster = name == "l-bfgs-b" and like.numel() * 8 > parse_bytes(limit)
+    if on_cluster:
+        if name != "l-bfgs-b":
+            raise ValueError(f"options={{'on_cluster': True}} needs method='L-BFGS-B', got {method!r}")
+        if tol is not None:
+            options = {"ftol": tol, "gtol": tol, **options}
+        options = {k: v for k, v in options.items() if k not in ("disp", "iprint", "eps")}
+        return minimize_on_cluster(fun, like, args, *bounds_of(bounds, like, so), options, callback, so)
+    start = _start(x0, like)
     problem = _Problem(fun, args, like)
     if name in _HESSP and hess is None and hessp is None:
         hessp = problem.exact_hessp
@@ -103,21 +131,23 @@ class _Problem:
         return _host(hp).astype(np.float64).ravel()
 
 
-def _start(x0):
-    """x0 as a floating-point Tensor (SciPy would make integers float64 too) and as SciPy's flat vector;
-    a lazy x0 is computed for that, one submission."""
-    if isinstance(x0, (Tensor, da.Array)):
-        arr = x0.array if isinstance(x0, Tensor) else x0
-        host = None
-    else:
-        host = x0 if hasattr(x0, "__array_function__") else np.asarray(x0)
-        arr = da.from_array(host, chunks="auto", asarray=False)
+def _tensor_of(x0):
+    """x0 as a floating-point Tensor (SciPy would make integers float64 too), lazily."""
+    arr = x0.array if isinstance(x0, Tensor) else x0
+    if not isinstance(arr, da.Array):
+        arr = da.from_array(x0 if hasattr(x0, "__array_function__") else np.asarray(x0), chunks="auto", asarray=False)
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
-    like = from_array(arr)
-    if host is None:
+    return from_array(arr)
+
+
+def _start(x0, like):
+    """SciPy's flat float64 vector of x0 (one submission if it is lazy)."""
+    if isinstance(x0, (Tensor, da.Array)):
         (host,) = runtime.values([like])
-    return like, _host(host).astype(np.float64).ravel()
+    else:
+        host = x0 if hasattr(x0, "__array_function__") else np.asarray(x0)
+    return _host(host).astype(np.float64).ravel()
 
 
 def _host(a):

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 import daskgrad as dg
+from daskgrad.nn import functional as F
 from daskgrad.testing import gradcheck
 
 from conftest import CHUNKINGS_2D, leaf
@@ -314,9 +315,24 @@ SPECS = (
     OpSpec("block_coarsen", lambda a, b: dg.block([[a, b[:, :1]], [b[:1], a[:1, :1]]])[:6, :4] * dg.coarsen(
         np.mean, a, {0: 2, 1: 2})[:, :1].sum() + dg.coarsen(np.max, b, {0: 3}, trim_excess=True).sum(), [M, M], -2, 2),
     OpSpec("topk", lambda a: dg.topk(a, 2, axis=0) * dg.topk(a, -3)[:2, :2].sum(), [M], -2, 2),
+    # convolution and pooling windows (unfold/fold), halos across chunks of the spatial axes
+    OpSpec("conv2d_strided_dilated", lambda a, w: F.conv2d(_image(a), w, stride=(2, 1), padding=1, dilation=(1, 2)),
+           [M, (2, 1, 3, 2)], -2, 2),
+    OpSpec("conv1d_groups_same", lambda a, w, b: F.conv1d(a[None], w, b, padding="same", groups=2),
+           [M, (4, 3, 3), (4,)], -2, 2),
+    OpSpec("max_pool2d_overlapping", lambda a: F.max_pool2d(_image(a), 3, 1, 1), [M], -2, 2),
+    OpSpec("avg_pool2d_exclude_pad", lambda a: F.avg_pool2d(_image(a), 3, 2, 1, count_include_pad=False), [M], -2, 2),
+    OpSpec("batch_norm_training", lambda a, w, b: F.batch_norm(a, None, None, w, b, training=True), [M, (4,), (4,)],
+           -2, 2),
+    OpSpec("group_norm", lambda a: F.group_norm(a[None], 2), [M], -2, 2),
 )
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "two specs share a name"
+
+
+def _image(a):
+    """A (6, 4) leaf as one (1, 1, 6, 4) image: its chunks become the spatial chunks."""
+    return dg.reshape(a, (1, 1) + a.shape)
 
 
 def _joined(outs):

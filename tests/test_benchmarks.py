@@ -31,6 +31,8 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert report["out_of_core"]["predicted_peak_bytes"] > 0
     assert [r["chunks"] for r in report["graph_cost"]["rows"]] == [10, 100]
     assert report["loop"]["late_over_early"] > 0
+    assert [r["chunks"] for r in report["overhead"]["rows"]] == [20, 200]
+    assert all(r["tasks_per_chunk"] > 0 and r["daskgrad_over_handwritten"] > 0 for r in report["overhead"]["rows"])
     prot = report["protection"]
     assert prot["step_time"]["mlp_adam"]["protected_over_unprotected"] > 0
     held = prot["step_time"]["mlp_adam"]["holders_of_parameter_chunks"]

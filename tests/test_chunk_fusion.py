@@ -8,7 +8,7 @@ every chunk reads joins none of them) and the gradient is unchanged.
 import dask
 import numpy as np
 import pytest
-from dask._task_spec import convert_legacy_graph
+from dask._task_spec import DataNode, convert_legacy_graph
 from dask.core import flatten
 
 import daskgrad as dg
@@ -237,3 +237,29 @@ def test_a_blockwise_chain_inside_a_fused_task_frees_each_temporary_after_its_la
         tracemalloc.stop()
     np.testing.assert_allclose(out, y.compute())
     assert peak < 4 * x.nbytes, peak / x.nbytes
+
+
+@pytest.mark.parametrize("loss", ["bce_mean", "sum_of_squares", "max"])
+def test_a_small_result_over_many_chunks_is_reduced_by_a_wide_tree_not_dasks_four_per_task(optimized, loss):
+    rng = np.random.default_rng(3)
+    Xn, yn, w0 = rng.standard_normal((256 * 4, 3)), (rng.random(256 * 4) > 0.5) * 1.0, rng.standard_normal(3)
+    X, y = dg.from_array(Xn, chunks=(4, 3)), dg.from_array(yn, chunks=4)
+    w = dg.from_array(w0, requires_grad=True)
+    z = X @ w
+    out = {"bce_mean": lambda: dg.binary_cross_entropy_with_logits(z, y),
+           "sum_of_squares": lambda: (z ** 2).sum(), "max": lambda: z.max()}[loss]()
+    optimized.clear()
+    out.backward()
+    (arrays,) = optimized
+    graph = convert_legacy_graph({k: v for a in arrays for k, v in a.dask.items()})
+    tasks = [t for t in graph.values() if not isinstance(t, DataNode)]
+    tree = [t for t in tasks if len(t.dependencies) > 4]  # a chunk's task reads its X, y, w and g
+    # 256 chunks -> 8 -> 1 for the loss, and the same for the gradient's partial products (dask's
+    # default tree, 4 per task, adds 64 + 16 + 4 + 1 tasks to each)
+    assert len(tree) <= 3 * (8 + 1) and max(len(t.dependencies) for t in tree) <= 32
+    if loss != "max":  # (max's rule needs the result, then a count, in each chunk: more tasks)
+        assert len(tasks) <= 256 + 2 * (8 + 1) + 4
+    zn = Xn @ w0
+    expected = {"bce_mean": Xn.T @ (1 / (1 + np.exp(-zn)) - yn) / len(yn), "sum_of_squares": Xn.T @ (2 * zn),
+                "max": Xn[np.argmax(zn)]}[loss]
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-10)

@@ -77,6 +77,24 @@ def test_json_route_shows_retained_keys_bytes_progress_and_rule_times(cluster):
     assert data["retained"] == [] and data["retained_nbytes"] == 0
 
 
+def test_a_fused_backwards_time_is_attributed_to_the_rules_that_ran_inside_its_tasks(cluster):
+    _, port = cluster
+    X = dg.from_array(np.random.default_rng(0).random((64, 3)), chunks=(16, 3))
+    w = dg.from_array(np.ones(3), requires_grad=True)
+    (dg.tanh(X @ w) ** 2).sum().backward()  # per chunk: matmul, tanh, pow and their rules, one task
+
+    def attributed(d):
+        b = d["backward"]
+        return b is not None and not b["running"] and "tanh-vjp" in b["rules"]
+
+    b = _eventually(port, attributed)["backward"]  # the workers' metrics come with their heartbeats
+    assert {"tanh-vjp", "pow-vjp"} <= set(b["rules"]) and {"tanh", "pow"} <= set(b["other"])
+    assert not any(name.endswith("-fused") for name in {**b["rules"], **b["other"]})
+    assert b["rules"]["tanh-vjp"]["tasks"] == 4  # the four fused tasks it ran in, one per chunk
+    assert all(r["seconds"] >= 0 for r in {**b["rules"], **b["other"]}.values())
+    assert w.grad is not None
+
+
 def test_the_page_is_served_and_linked_from_the_dashboard_nav_bar(cluster):
     _, port = cluster
     status, page = _get(port, "/daskgrad")

@@ -14,19 +14,19 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "daskgrad"
 # bottom to top; a module may import modules of its own floor only where said below
 FLOORS = [
     ["chunk", "_dask", "_modes", "lost", "_data"],
-    ["_state"],
+    ["_state", "_repr"],
     ["_tensor"],
     ["graph"],
     ["runtime"],
     ["ops"],
     ["engine", "anomaly"],
-    ["function", "functional", "testing", "memory", "optimize", "checkpoint", "interop"],
+    ["function", "functional", "testing", "memory", "optimize", "_lbfgsb", "checkpoint", "interop"],
     ["nn", "optim", "cluster", "dashboard", "autograd", "utils", "linalg"],
     ["__init__"],
 ]
 SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),
               ("autograd", "function"), ("autograd", "testing"), ("memory", "engine"), ("checkpoint", "nn"),
-              ("engine", "anomaly")}
+              ("engine", "anomaly"), ("optimize", "_lbfgsb")}
 OPS_KNOT = {"shape", "reductions", "indexing", "linalg", "elementwise"}  # late imports among these are allowed
 DASK_INTERNALS = ("dask.highlevelgraph", "dask.blockwise", "dask._task_spec", "dask.core", "dask.order",
                   "dask.callbacks", "dask.array.optimization", "distributed.active_memory_manager",

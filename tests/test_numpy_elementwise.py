@@ -106,3 +106,31 @@ def test_quantile_and_nan_reductions_give_torch_s_gradients_with_nans_present():
         (y * dg.tensor(w)).sum().backward()
         (ty * torch.tensor(w)).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                                  "bitwise_xor"])
+def test_logical_ops_give_booleans_on_integers_and_bitwise_ops_bits_as_numpy_and_torch(name):
+    a, b = np.array([1, 2, 0, -3, 6]), np.array([2, 2, 3, 0, 5])
+    x, y = dg.from_array(a, chunks=2), dg.from_array(b, chunks=3)
+    np.testing.assert_array_equal(getattr(dg, name)(x, y).numpy(), getattr(np, name)(a, b))
+    np.testing.assert_array_equal(getattr(x, name)(y).numpy(), getattr(np, name)(a, b))
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(getattr(dg, name)(x, y).numpy(),
+                                  getattr(torch, name)(torch.tensor(a), torch.tensor(b)).numpy())
+
+
+def test_operators_and_or_xor_invert_are_bitwise_and_never_write_in_place():
+    a, b = np.array([1, 2, 0, 5]), np.array([3, 2, 1, 4])
+    x, y = dg.from_array(a, chunks=2), dg.from_array(b, chunks=2)
+    np.testing.assert_array_equal((x & y).numpy(), a & b)
+    np.testing.assert_array_equal((x | y).numpy(), a | b)
+    np.testing.assert_array_equal((x ^ y).numpy(), a ^ b)
+    np.testing.assert_array_equal((3 & x).numpy(), 3 & a)
+    np.testing.assert_array_equal((~x).numpy(), ~a)
+    np.testing.assert_array_equal(x.numpy(), a)  # `~x` made a new tensor, as in torch
+    np.testing.assert_array_equal(dg.logical_not(x).numpy(), np.logical_not(a))
+    m = dg.from_array(np.array([True, False]))
+    np.testing.assert_array_equal((~m).numpy(), [False, True])
+    with pytest.raises(TypeError, match=r"only implemented on integer and Boolean-type tensors"):
+        ~dg.from_array(np.array([1.0]))

@@ -207,7 +207,7 @@ def test_bad_arguments_raise_torch_errors():
     assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[1]["momentum"] == 0
 
 
-@pytest.mark.parametrize("flag", ["foreach", "fused", "capturable", "differentiable"])
+@pytest.mark.parametrize("flag", ["foreach", "fused", "capturable"])
 @pytest.mark.parametrize("make", [lambda ps, **kw: dg.optim.Adam(ps, lr=0.1, **kw),
                                   lambda ps, **kw: dg.optim.AdamW(ps, lr=0.1, **kw),
                                   lambda ps, **kw: dg.optim.SGD(ps, lr=0.1, momentum=0.9, **kw),
@@ -215,7 +215,7 @@ def test_bad_arguments_raise_torch_errors():
                                   lambda ps, **kw: dg.optim.Adagrad(ps, lr=0.1, lr_decay=0.1, **kw)],
                          ids=["adam", "adamw", "sgd", "rmsprop", "adagrad"])
 def test_torch_performance_flags_are_accepted_for_compatibility_and_change_no_number(make, flag):
-    """foreach/fused/capturable/differentiable choose torch kernels (or CUDA graphs); daskgrad has
+    """foreach/fused/capturable choose torch kernels (or CUDA graphs); daskgrad has
     one implementation, so the flags are accepted and the numbers are the default's, exactly."""
     def run(**kw):
         w = dg.from_array(np.array([1.0, -2.0, 3.0]), requires_grad=True)
@@ -232,9 +232,28 @@ def test_torch_performance_flags_are_accepted_for_compatibility_and_change_no_nu
     np.testing.assert_array_equal(run(**{flag: True}), run())
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_differentiable_true_is_refused_not_ignored(name):
+    """torch's differentiable=True records the step for autograd; daskgrad's steps are not recorded, so the
+    flag is refused (at construction and in an added group) rather than accepted with no graph."""
+    with pytest.raises(NotImplementedError, match="^differentiable=True is not supported by daskgrad"):
+        getattr(optim, name)([dg.zeros(2, requires_grad=True)], lr=0.1, differentiable=True)
+    opt = getattr(optim, name)([dg.zeros(2, requires_grad=True)], lr=0.1)
+    with pytest.raises(NotImplementedError, match="^differentiable=True is not supported by daskgrad"):
+        opt.add_param_group({"params": [dg.zeros(2, requires_grad=True)], "differentiable": True})
+    assert len(opt.param_groups) == 1
+
+
 @pytest.mark.parametrize("name,kwargs", [("RMSprop", dict(lr=0.01, momentum=0.9, centered=True)),
+                                         ("RMSprop", dict(lr=0.01, weight_decay=0.1, maximize=True)),
                                          ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
-                                         ("Adam", dict(lr=0.01, amsgrad=True))])
+                                         ("Adagrad", dict(lr=0.1, weight_decay=0.05)),
+                                         ("Adam", dict(lr=0.01, amsgrad=True)),
+                                         ("Adam", dict(lr=0.01, weight_decay=0.1)),
+                                         ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+                                         ("SGD", dict(lr=0.01, momentum=0.9)),
+                                         ("SGD", dict(lr=0.01, momentum=0.9, nesterov=True, weight_decay=0.1)),
+                                         ("SGD", dict(lr=0.01, momentum=0.5, dampening=0.3, maximize=True))])
 def test_state_of_a_many_chunk_parameter_is_chunked_like_it_and_equals_torch(name, kwargs):
     """A leaf in 3 x 2 chunks: every state tensor has its chunks, dtype and device, stays one stored value per
     chunk after each submission (no lineage), and the parameter follows torch's for 20 steps."""

@@ -206,3 +206,91 @@ def test_runs_on_a_distributed_client(client):
     target = np.arange(6.0)
     res = dg.optimize.minimize(lambda x: ((x - target) ** 2).sum(), dg.zeros(6, dtype="float64", chunks=3))
     np.testing.assert_allclose(res.x.numpy(), target, rtol=1e-6)
+
+
+# ------------------------------------------------------------ L-BFGS-B with x on the cluster
+def _quadratic(x):
+    return ((x - 2.0) ** 2 * dg.from_array(np.arange(1.0, 13.0), chunks=5)).sum()
+
+
+def _tv_problem():
+    rng = np.random.default_rng(0)
+    blocks = np.repeat(np.repeat(rng.random((2, 2)) > 0.5, 4, 0), 4, 1)
+    noisy = np.clip(blocks + 0.3 * rng.standard_normal((8, 8)), -0.2, 1.2)
+
+    def tv_denoise(x):  # smoothed total variation: the minimiser sits on both bounds in places
+        dx, dy = x[1:, :] - x[:-1, :], x[:, 1:] - x[:, :-1]
+        fit = 0.5 * ((x - dg.from_array(noisy, chunks=5)) ** 2).sum()
+        return fit + 0.2 * (((dx ** 2) + 1e-2).sqrt().sum() + ((dy ** 2) + 1e-2).sqrt().sum())
+    return tv_denoise, np.full((8, 8), 0.5), so.Bounds(0.0, 1.0)
+
+
+CLUSTER_PROBLEMS = {
+    "bounded-quadratic": lambda: (_quadratic, np.random.default_rng(1).standard_normal(12),
+                                  [(-1, 1.5)] * 6 + [(None, None)] * 6),
+    "bounded-rosenbrock": lambda: (rosen, np.zeros(12), [(-2, 0.5)] * 6 + [(-2, 2)] * 6),
+    "tv-denoise": _tv_problem,
+}
+
+
+@pytest.mark.parametrize("problem", list(CLUSTER_PROBLEMS))
+def test_lbfgsb_on_the_cluster_reaches_scipys_minimizer_within_1_5x_its_iterations(problem):
+    fun, x0, bounds = CLUSTER_PROBLEMS[problem]()
+    opts = {"ftol": 1e-15, "gtol": 1e-9}
+    ours = dg.optimize.minimize(fun, dg.from_array(x0, chunks=5), bounds=bounds, options={"on_cluster": True, **opts})
+    scipy_ = dg.optimize.minimize(fun, dg.from_array(x0, chunks=5), bounds=bounds, options=opts)
+    assert ours.success and scipy_.success
+    x, xs = ours.x.detach().numpy(), scipy_.x.detach().numpy()
+    assert np.max(np.abs(x - xs)) <= 1e-6 * np.max(np.abs(xs))
+    assert ours.nit <= 1.5 * scipy_.nit
+    np.testing.assert_allclose(ours.fun, scipy_.fun, rtol=1e-12)
+    box = so.Bounds(*np.array(bounds, dtype=float).T) if isinstance(bounds, list) else bounds
+    lb, ub = np.nan_to_num(box.lb, nan=-np.inf), np.nan_to_num(box.ub, nan=np.inf)
+    assert np.all(x.ravel() >= lb) and np.all(x.ravel() <= ub)
+
+
+def test_x0_over_the_host_limit_is_solved_on_the_cluster_and_x_comes_back_chunked_not_gathered():
+    x0 = dg.from_array(np.linspace(-3, 3, 400), chunks=64)
+    with dask.config.set({"daskgrad.optimize.host-limit": "1 KiB"}):  # 400 float64 are 3.2 KB
+        res = dg.optimize.minimize(lambda x: ((x - 1.0) ** 2).sum() + (x ** 4).sum() / 4, x0,
+                                   bounds=so.Bounds(0.0, 0.7))
+    assert isinstance(res, so.OptimizeResult) and res.success and "hess_inv" not in res  # SciPy's would hold one
+    assert isinstance(res.x, dg.Tensor) and res.x.chunks == x0.chunks and isinstance(res.jac, dg.Tensor)
+    # one stored value per chunk: what the cluster holds, not a graph to recompute
+    assert len(res.x.array.dask) == res.x.array.npartitions
+    np.testing.assert_allclose(res.x.numpy(), np.full(400, 0.7))  # 2 (x - 1) + x^3 < 0 below 0.77: x at its bound
+
+
+def test_lbfgsb_on_the_cluster_never_converts_chunks_to_host_arrays():
+    from strict_array import to_strict  # fails like cupy on any implicit host conversion
+
+    x0 = to_strict(dg.zeros(10, dtype="float64", chunks=4))
+    res = dg.optimize.minimize(lambda x: ((x - 1.5) ** 2).sum() + (x ** 4).sum() / 4, x0,
+                               bounds=so.Bounds(np.full(10, -1.0), 0.8), options={"on_cluster": True})
+    assert res.success and type(res.x.array._meta) is type(x0.array._meta)
+    np.testing.assert_allclose(res.x.compute().get(), np.full(10, 0.8))
+
+
+def test_on_cluster_with_another_method_raises_before_evaluating():
+    calls = []
+    with pytest.raises(ValueError, match="needs method='L-BFGS-B'"):
+        dg.optimize.minimize(lambda x: calls.append(x) or (x ** 2).sum(), np.ones(3), method="BFGS",
+                             options={"on_cluster": True})
+    assert not calls
+
+
+def test_on_cluster_unknown_option_warns_as_scipy_and_scipys_options_apply():
+    with pytest.warns(so.OptimizeWarning, match="^Unknown solver options: foo$"):
+        res = dg.optimize.minimize(rosen, dg.from_array(ROSEN_X0, chunks=4), options={"on_cluster": True, "foo": 1,
+                                                                                      "maxiter": 3})
+    assert res.nit == 3 and res.status == 1 and not res.success
+    assert res.message == "STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT"
+
+
+def test_lbfgsb_on_a_distributed_client_leaves_x_in_worker_memory(client):
+    target = np.arange(12.0)
+    res = dg.optimize.minimize(lambda x: ((x - target) ** 2).sum(), dg.zeros(12, dtype="float64", chunks=3),
+                               bounds=so.Bounds(1.0, 8.0), options={"on_cluster": True})
+    held = client.who_has()
+    assert all(held.get(k) for k in dask.core.flatten(res.x.array.__dask_keys__()))
+    np.testing.assert_allclose(res.x.numpy(), np.clip(target, 1.0, 8.0), rtol=1e-6)

@@ -2,6 +2,7 @@
 dispatches to daskgrad's ops, and a DLPack producer; constructors take arrays from NumPy, dask,
 Zarr, h5py, xarray and torch, lazily where the source is lazy.  torch and NumPy are the oracles."""
 import logging
+import os
 import shutil
 import warnings
 
@@ -395,6 +396,43 @@ def test_from_array_reads_a_lazily_loaded_xarray_variable_chunk_by_chunk(tmp_pat
     assert dg.from_array(in_memory).dtype == np.float64
     dask_backed = in_memory.chunk({"a": 1})
     assert dg.from_array(dask_backed).chunks == ((1, 1), (3,))
+
+
+def test_a_dataarray_over_a_leaf_keeps_dims_and_coords_through_differentiable_xarray_ops():
+    xr = pytest.importorskip("xarray")
+    v = np.random.default_rng(0).standard_normal((6, 4))
+    u = xr.DataArray(v, dims=("time", "x"), coords={"time": np.arange(6), "x": [0.0, 0.5, 1.0, 1.5]},
+                     name="u", attrs={"units": "m/s"}).chunk({"time": 2})
+    w = dg.from_array(u, requires_grad=True)
+    a = w.to_xarray()
+    assert isinstance(a.data, dg.Tensor) and a.data is w and a.dims == ("time", "x") and a.attrs == {"units": "m/s"}
+    anomaly = a - a.mean("time")
+    assert isinstance(anomaly.data, dg.Tensor) and anomaly.data.requires_grad
+    np.testing.assert_array_equal(anomaly.coords["x"].values, u.coords["x"].values)
+    loss = (anomaly.sel(x=slice(0.5, 1.5)) ** 2).sum()
+    loss.data.backward()
+    grad = w.grad.to_xarray()
+    assert grad.dims == u.dims and grad.name == "u" and grad.attrs == {}  # a gradient is not in m/s
+    assert isinstance(grad.data, da.Array) and grad.chunks == u.chunks
+    np.testing.assert_array_equal(grad.coords["time"].values, np.arange(6))
+    expected = 2 * (v - v.mean(0))
+    expected[:, 0] = 0
+    np.testing.assert_allclose(grad.values, expected, rtol=1e-13)
+    assert dg.from_array(v).to_xarray(dims=("a", "b")).dims == ("a", "b")  # plain tensors: labels given
+
+
+def test_the_xarray_example_writes_a_gradient_of_a_zarr_field_back_to_zarr_with_its_coords(tmp_path):
+    pytest.importorskip("xarray")
+    pytest.importorskip("zarr")
+    import runpy
+
+    example = runpy.run_path(os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples",
+                                          "xarray_gradient.py"))
+    u, saved = example["main"](str(tmp_path))
+    assert saved.dims == u.dims and saved.chunks == u.chunks
+    np.testing.assert_array_equal(saved.coords["x"].values, u.coords["x"].values)
+    un = u.values
+    np.testing.assert_allclose(saved.values, 2 * (un - un.mean(0)) / un.size, rtol=1e-10, atol=1e-18)
 
 
 def test_from_array_reads_an_h5py_dataset_only_when_computed(tmp_path):

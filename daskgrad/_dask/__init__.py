@@ -15,12 +15,12 @@ the reason dask is pinned to a tested range).  Read in this order:
 """
 from .arena import Arena, one_chunk, relabel
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
-from .optimize import FUSE_DEPTH, cull, holds_data, materialized, optimize, toposort_layers
+from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
 from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
                      submit)
 
 __all__ = ["Arena", "one_chunk", "relabel", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "FUSE_DEPTH", "cull",
-           "holds_data", "materialized", "optimize", "toposort_layers", "MemoryEstimate", "PeakTracker",
+           "holds_data", "local_values", "materialized", "optimize", "toposort_layers", "MemoryEstimate", "PeakTracker",
            "chunk_bytes", "recording", "simulate", "client_of", "current_client", "data_futures", "flat_keys",
            "gather", "keep", "lost_keys", "reads_any", "store", "submit"]

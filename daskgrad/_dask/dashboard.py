@@ -97,7 +97,7 @@ def _as_key(k):
 
 
 def _backward_span(scheduler, tasks):
-    """The span name ("daskgrad/backward") if ``tasks`` are a backward submission, else None.
+    """The span (name "daskgrad/backward", and id) if ``tasks`` are a backward submission, else None.
 
     Blockwise fusion names a fused task after its last layer, so a rule whose output feeds another
     op runs under that op's name: the span, not the ``-vjp-`` names, says what backward submitted."""
@@ -110,17 +110,32 @@ def _backward_span(scheduler, tasks):
         seen.add(id(group))
         span = spans.get(getattr(group, "span_id", None))
         if span is not None and tuple(span.name[-2:]) == ("daskgrad", "backward"):  # maybe in a user's span
-            return "/".join(span.name)
+            return "/".join(span.name), span.id
     names = (k[0] if isinstance(k, tuple) else k for k in tasks)
-    return "(no span)" if any(isinstance(n, str) and "-vjp-" in n for n in names) else None
+    return ("(no span)", None) if any(isinstance(n, str) and "-vjp-" in n for n in names) else None
+
+
+# what distributed itself meters while a task runs; the other labels of a fused task's seconds are
+# the names of the parts daskgrad's fused tasks ran (fuse._run_fused)
+_WORKER_ACTIVITIES = {"thread-cpu", "thread-noncpu", "executor", "other", "offload", "deserialize",
+                      "decompress", "disk-read", "disk-write", "serialize", "compress", "memory-read"}
+
+
+def _parts(metrics):
+    """{fused task prefix: {part name: seconds}} from a span's fine performance metrics."""
+    out = {}
+    for key, value in metrics.items():
+        if len(key) == 4 and key[0] == "execute" and key[3] == "seconds" and key[2] not in _WORKER_ACTIVITIES:
+            out.setdefault(key[1], {})[key[2]] = value
+    return out
 
 
 class _Backward:
     """One backward submission: its tasks (VJP rules, and the forward values and sums they need)
     and the task-seconds of each task prefix."""
 
-    def __init__(self, ident, client, span):
-        self.id, self.client, self.span = ident, client, span
+    def __init__(self, ident, client, span, span_id=None):
+        self.id, self.client, self.span, self.span_id = ident, client, span, span_id
         self.started, self.finished = time.time(), None
         self.total = self.done = self.erred = self.cancelled = self.pending = 0
         self.vjp_total = self.vjp_done = 0
@@ -146,8 +161,19 @@ class _Backward:
         if self.pending == 0:
             self.finished = time.time()
 
-    def as_dict(self):
-        prefixes = sorted(self.prefixes.items())
+    def as_dict(self, parts=None):
+        """``parts``: the seconds of the parts inside fused tasks (:func:`_parts`), which replace
+        those tasks' own rows: the rules inside are shown, each with the tasks it ran in."""
+        prefixes = {k: dict(v) for k, v in self.prefixes.items()}
+        for fused, inside in (parts or {}).items():
+            if fused not in prefixes:
+                continue
+            tasks = prefixes.pop(fused)["tasks"]
+            for name, seconds in inside.items():
+                p = prefixes.setdefault(name, {"tasks": 0, "seconds": 0.0})
+                p["tasks"] += tasks
+                p["seconds"] += seconds
+        prefixes = sorted(prefixes.items())
         return {"id": self.id, "span": self.span, "client": self.client, "started": self.started,
                 "finished": self.finished, "running": self.pending > 0, "total": self.total,
                 "done": self.done, "erred": self.erred, "cancelled": self.cancelled,
@@ -202,7 +228,7 @@ class DaskgradPlugin(SchedulerPlugin):
         span = _backward_span(scheduler, tasks)
         if span is None:
             return
-        rec = _Backward(next(self._ids), client, span)
+        rec = _Backward(next(self._ids), client, *span)
         for k in tasks:
             ts = scheduler.tasks[k]
             prefix = key_split(k)
@@ -243,9 +269,16 @@ class DaskgradPlugin(SchedulerPlugin):
                     per_worker[ws.address] = per_worker.get(ws.address, 0) + ts.get_nbytes()
             rows.append({"node": entry["node"], "id": ident, "client": client, "keys": sorted(keys, key=str),
                          "nbytes": sum(per_worker.values()), "bytes": per_worker})
-        last = self.backwards[-1].as_dict() if self.backwards else None
-        return {"retained": rows, "retained_nbytes": sum(r["nbytes"] for r in rows), "backward": last,
-                "history": [b.as_dict() for b in self.backwards]}
+        history = [b.as_dict(self._fused_parts(b)) for b in self.backwards]
+        return {"retained": rows, "retained_nbytes": sum(r["nbytes"] for r in rows),
+                "backward": history[-1] if history else None, "history": history}
+
+    def _fused_parts(self, backward):
+        """What the workers metered inside the fused tasks of ``backward`` (its span's fine
+        performance metrics; they arrive with the workers' heartbeats, a second or so late)."""
+        spans = getattr(self.scheduler.extensions.get("spans"), "spans", {})
+        span = spans.get(backward.span_id)
+        return _parts(span.cumulative_worker_metrics) if span is not None else {}
 
 
 # ------------------------------------------------------------ HTTP: JSON route and Bokeh page

@@ -17,3 +17,10 @@ from dask.highlevelgraph import HighLevelGraph, Layer, MaterializedLayer  # noqa
 from dask.order import order  # noqa: F401
 from distributed.active_memory_manager import ReduceReplicas  # noqa: F401
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
+from distributed.metrics import context_meter  # noqa: F401
+
+
+def metering() -> bool:
+    """Whether the running task is metered: a distributed worker collects the seconds its code
+    tells ``context_meter`` into fine performance metrics (nothing listens on other schedulers)."""
+    return bool(context_meter._callbacks.get())

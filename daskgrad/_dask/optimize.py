@@ -6,6 +6,8 @@ import graphlib
 
 import dask
 import dask.array as da
+import numpy as np
+from dask.array.core import concatenate3
 
 from .fold import flat_layers
 from . import fuse
@@ -122,3 +124,22 @@ def materialized(arr) -> bool:
     if len(graph.layers) != 1 or len(graph) != arr.npartitions:  # (len of a fold would materialize it)
         return False
     return all(isinstance(v, DataNode) or not isinstance(v, (GraphNode, tuple, str)) for v in dict(graph).values())
+
+
+def local_values(arr):
+    """The values of ``arr`` as one NumPy array if its graph holds them as NumPy chunks (persisted or
+    computed on the local schedulers), else None (a lazy graph, distributed Futures): joining the
+    chunks is all it does, never a compute or a gather."""
+    if not materialized(arr):
+        return None
+    graph = dict(arr.dask)
+    chunks = {k: v.value if isinstance(v, DataNode) else v for k, v in graph.items()}
+    if not all(type(c) is np.ndarray for c in chunks.values()):
+        return None
+    if arr.ndim == 0:
+        return next(iter(chunks.values())).reshape(())
+    return concatenate3(_nested(arr.__dask_keys__(), chunks))
+
+
+def _nested(keys, chunks):
+    return [_nested(k, chunks) if isinstance(k, list) else chunks[k] for k in keys]

@@ -13,8 +13,11 @@ import numpy as np
 from .. import ops
 from ..graph import size_repr, type_repr
 from .._tensor import Tensor
-from ..ops import mean, mse_loss, relu, sigmoid, sqrt, tanh  # noqa: F401
+from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
+from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
+                    max_pool1d, max_pool2d)
+from ._norm import batch_norm, group_norm, rms_norm  # noqa: F401
 
 
 def linear(input, weight, bias=None):
@@ -33,15 +36,46 @@ def gelu(input, approximate="none"):
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
-def dropout(input, p=0.5, training=True):
-    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity unless training."""
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity unless training.
+    ``inplace=True`` writes ``input`` (torch's in-place rules: a leaf requiring grad refuses, the version
+    counter moves) and returns it."""
     if p < 0 or p > 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    if p == 1:
-        return input * 0.0
-    return input * dropout_mask(input, p)
+    scale = 0.0 if p == 1 else dropout_mask(input, p)
+    return input.mul_(scale) if inplace else input * scale
+
+
+def relu(input, inplace=False):
+    """``max(x, 0)``; ``inplace=True`` is ``input.relu_()``, with torch's in-place rules."""
+    return input.relu_() if inplace else ops.relu(input)
+
+
+def one_hot(tensor, num_classes=-1):
+    """torch's ``one_hot``: int64 ``(*tensor.shape, num_classes)``.  ``num_classes=-1`` takes
+    ``max + 1``, which computes the tensor's maximum (one submission, as torch reads it); with
+    ``num_classes`` given nothing is computed and the class values are checked in the tasks that read them."""
+    tensor = _tensor_of(tensor)
+    if tensor.dtype != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(ops.amax(tensor).item()) + 1
+    a = tensor.array
+    return Tensor._make(da.map_blocks(_one_hot_block, a, classes=num_classes, new_axis=a.ndim,
+                                      chunks=a.chunks + ((num_classes,),), dtype=np.int64,
+                                      meta=da.utils.meta_from_array(a._meta, ndim=a.ndim + 1)))
+
+
+def _one_hot_block(block, classes):
+    if (block < 0).any():
+        raise RuntimeError("Class values must be non-negative.")
+    if (block >= classes).any():
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return (block[..., None] == np.arange(classes, like=block)).astype(np.int64)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,

@@ -80,15 +80,18 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def constant_(tensor, val):
+    """Fill ``tensor`` with ``val`` in place, unrecorded (torch's ``nn.init.constant_``)."""
     with no_grad():
         return tensor.fill_(val)
 
 
 def ones_(tensor):
+    """Fill ``tensor`` with ones in place, unrecorded (torch's ``nn.init.ones_``)."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor):
+    """Fill ``tensor`` with zeros in place, unrecorded (torch's ``nn.init.zeros_``)."""
     with no_grad():
         return tensor.zero_()
 

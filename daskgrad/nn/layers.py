@@ -243,6 +243,7 @@ class Flatten(Module):
 
 
 class Softmax(Module):
+    """``softmax`` along ``dim`` (torch's ``nn.Softmax``; ``dim=None`` picks an axis with torch's warning)."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -255,6 +256,8 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
+    """``log_softmax`` along ``dim`` (torch's ``nn.LogSoftmax``; ``dim=None`` picks an axis with torch's
+    warning)."""
     def forward(self, input):
         return F.log_softmax(input, self.dim, _stacklevel=5)
 
@@ -290,16 +293,27 @@ class LeakyReLU(Module):
 
 
 class ReLU(Module):
+    """``max(x, 0)``; ``inplace=True`` writes the input, as torch's (``Tensor.relu_``)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input):
-        return F.relu(input)
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):
+    """``tanh(x)`` elementwise (torch's ``nn.Tanh``)."""
     def forward(self, input):
         return F.tanh(input)
 
 
 class Sigmoid(Module):
+    """``1 / (1 + exp(-x))`` elementwise (torch's ``nn.Sigmoid``)."""
     def forward(self, input):
         return F.sigmoid(input)
 
@@ -328,7 +342,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

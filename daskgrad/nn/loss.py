@@ -24,6 +24,8 @@ class _WeightedLoss(_Loss):
 
 
 class MSELoss(_Loss):
+    """The squared error of ``input`` against ``target`` (torch's ``nn.MSELoss``; ``reduction`` ``'mean'``,
+    ``'sum'`` or ``'none'``)."""
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 

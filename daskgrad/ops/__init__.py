@@ -12,7 +12,7 @@ import inspect
 
 from .._tensor import Tensor
 from ._util import OPS
-from . import elementwise, indexing, layers, linalg, nn, reductions, shape, stencil  # noqa: F401  (each marks its ops)
+from . import conv, elementwise, indexing, layers, linalg, nn, reductions, shape, stencil  # noqa: F401  (each marks its ops)
 from . import composite, numpy_extra, numpy_index, numpy_shape  # noqa: F401,E402  (NumPy functions built from the ops above)
 from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and functional; not public)
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)
@@ -47,14 +47,18 @@ globals().update(_PUBLIC)  # an op added by one table line needs no import here
 __all__ = list(OPS)
 
 
+_BINARY = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+           "rshift", "divmod"}  # the X of Python's __rX__ and __iX__ operator methods
+
+
 def _method(fn, name):
     """``(name, method)``: ``__rX__`` swaps the operands, ``__iX__`` and ``X_`` write in place."""
     if not isinstance(name, str):
         name, wrap = name
         return name, wrap(fn)
-    if name.startswith("__r"):
+    if name.startswith("__r") and name[3:-2] in _BINARY:  # (not __round__, __rshift__ ...)
         return name, lambda self, other: fn(other, self)
-    if name.startswith("__i") or (name.endswith("_") and not name.endswith("__")):
+    if (name.startswith("__i") and name[3:-2] in _BINARY) or (name.endswith("_") and not name.endswith("__")):
         return name, lambda self, *args, **kwargs: self._inplace(lambda s: fn(s, *args, **kwargs))
     return name, fn
 

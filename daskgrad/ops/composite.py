@@ -30,12 +30,14 @@ def ravel(x):
 
 @public()
 def atleast_1d(x):
+    """``x`` with a length-1 axis in front if it is 0-d (NumPy's and torch's ``atleast_1d``, one tensor)."""
     x = as_tensor(x)
     return reshape(x, (1,)) if x.ndim == 0 else x
 
 
 @public()
 def atleast_2d(x):
+    """``x`` with length-1 axes in front up to 2-d (NumPy's and torch's ``atleast_2d``, one tensor)."""
     x = as_tensor(x)
     return reshape(x, (1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
 
@@ -55,22 +57,27 @@ def atleast_3d(x):
 
 @public()
 def vstack(tensors):
+    """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``)."""
     return concatenate([atleast_2d(t) for t in tensors], axis=0)
 
 
 @public()
 def hstack(tensors):
+    """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``)."""
     ts = [atleast_1d(t) for t in tensors]
     return concatenate(ts, axis=0 if ts[0].ndim == 1 else 1)
 
 
 @public()
 def dstack(tensors):
+    """Tensors joined along axis 2 after ``atleast_3d`` (NumPy's and torch's ``dstack``)."""
     return concatenate([atleast_3d(t) for t in tensors], axis=2)
 
 
 @public()
 def column_stack(tensors):
+    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
+    torch's ``column_stack``)."""
     ts = [as_tensor(t) for t in tensors]
     return concatenate([reshape(t, (t.shape[0], 1)) if t.ndim < 2 else t for t in ts], axis=1)
 
@@ -108,17 +115,20 @@ def _split_at_least(x, sections, axis, need, name):
 
 @public()
 def hsplit(x, indices_or_sections):
+    """``split`` along axis 1, or axis 0 for a 1-d tensor: a list of tensors (NumPy's ``hsplit``)."""
     x = as_tensor(x)
     return _split_at_least(x, indices_or_sections, 0 if x.ndim == 1 else 1, 1, "hsplit")
 
 
 @public()
 def vsplit(x, indices_or_sections):
+    """``split`` along axis 0 of a tensor of at least 2 dimensions: a list of tensors (NumPy's ``vsplit``)."""
     return _split_at_least(x, indices_or_sections, 0, 2, "vsplit")
 
 
 @public()
 def dsplit(x, indices_or_sections):
+    """``split`` along axis 2 of a tensor of at least 3 dimensions: a list of tensors (NumPy's ``dsplit``)."""
     return _split_at_least(x, indices_or_sections, 2, 3, "dsplit")
 
 
@@ -156,6 +166,7 @@ def tile(x, reps):
 
 @public()
 def flipud(x):
+    """``x`` reversed along axis 0 (NumPy's and torch's ``flipud``)."""
     x = as_tensor(x)
     if x.ndim < 1:
         raise ValueError("Input must be >= 1-d.")
@@ -164,6 +175,7 @@ def flipud(x):
 
 @public()
 def fliplr(x):
+    """``x`` reversed along axis 1, for at least 2 dimensions (NumPy's and torch's ``fliplr``)."""
     x = as_tensor(x)
     if x.ndim < 2:
         raise ValueError("Input must be >= 2-d.")
@@ -245,6 +257,7 @@ for _alias, _op in (("absolute", ew.abs), ("fabs", ew.abs), ("negative", ew.neg)
 
 @public("positive")
 def positive(x):
+    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``."""
     return as_tensor(x) * 1
 
 
@@ -260,11 +273,13 @@ def float_power(a, b):
 
 @public("deg2rad")
 def deg2rad(x):
+    """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``)."""
     return x * (math.pi / 180)
 
 
 @public("rad2deg")
 def rad2deg(x):
+    """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``)."""
     return x * (180 / math.pi)
 
 
@@ -314,12 +329,15 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 # ---------------------------------------------------- NaN-ignoring and other reductions
 @public("nansum")
 def nansum(x, axis=None, keepdims=False):
+    """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
+    a zero gradient."""
     x = as_tensor(x)
     return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
 
 
 @public("nanmean")
 def nanmean(x, axis=None, keepdims=False):
+    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``)."""
     x = as_tensor(x)
     kept = where(isnan(x), 0.0, ew.ones_like(x))
     return nansum(x, axis=axis, keepdims=keepdims) / sum(kept, axis=axis, keepdims=keepdims)
@@ -327,12 +345,16 @@ def nanmean(x, axis=None, keepdims=False):
 
 @public("nanmax")
 def nanmax(x, axis=None, keepdims=False):
+    """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
+    where NumPy warns and gives NaN."""
     x = as_tensor(x)
     return amax(where(isnan(x), -math.inf, x), axis=axis, keepdims=keepdims)
 
 
 @public("nanmin")
 def nanmin(x, axis=None, keepdims=False):
+    """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
+    where NumPy warns and gives NaN."""
     x = as_tensor(x)
     return amin(where(isnan(x), math.inf, x), axis=axis, keepdims=keepdims)
 
@@ -400,6 +422,7 @@ def median(x, axis=None, keepdims=False):
 
 @public()
 def percentile(x, q, axis=None, keepdims=False):
+    """``quantile(x, q / 100)``: NumPy's ``percentile`` (linear interpolation), ``q`` in [0, 100]."""
     return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
 
 
@@ -418,6 +441,8 @@ def cov(m, rowvar=True, bias=False, ddof=None):
 
 @public()
 def corrcoef(x, rowvar=True):
+    """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
+    ``cov`` (NumPy's ``corrcoef``; torch's takes rows only)."""
     c = cov(x, rowvar=rowvar)
     if c.ndim == 0:
         return c / c

@@ -117,6 +117,7 @@ cosh = _unary("cosh", "CoshBackward0", da.cosh, lambda g, s: (g * conj(sinh(s.x)
 
 @public("square")
 def square(x):
+    """``x ** 2`` elementwise (NumPy's and torch's ``square``)."""
     return pow(x, 2)
 
 
@@ -136,11 +137,14 @@ sub_p.vjp(lambda g, s: (g, -g))
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b):
+    """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
+    stays weakly typed, as in torch."""
     return add_p.bind(a, b)
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b):
+    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``)."""
     return sub_p.bind(a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
@@ -163,11 +167,14 @@ def _truediv_rule(g, s):
 
 @public("__mul__", "__rmul__", "__imul__", "mul_", "mul")
 def mul(a, b):
+    """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``)."""
     return mul_p.bind(a, b)
 
 
 @public("__truediv__", "__rtruediv__", "__itruediv__", "div_", "div")
 def truediv(a, b):
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
+    without ``rounding_mode=``)."""
     return truediv_p.bind(a, b)
 
 
@@ -196,6 +203,8 @@ def _pow_rule(g, s):
 
 @public("__pow__", "__rpow__", "pow_", "pow")
 def pow(a, b):
+    """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
+    complex inputs that require grad are refused (no rule yet)."""
     if isinstance(b, Tensor) or isinstance(b, complex):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
@@ -219,11 +228,15 @@ minimum_p.vjp(lambda g, s: _tie(g, s, operator.lt))
 
 @public("maximum")
 def maximum(a, b):
+    """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
+    half the gradient, as in torch."""
     return maximum_p.bind(a, b)
 
 
 @public("minimum")
 def minimum(a, b):
+    """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
+    half the gradient, as in torch."""
     return minimum_p.bind(a, b)
 
 
@@ -284,21 +297,55 @@ clamp = public(name="clamp")(clip)
 
 
 # ------------------------------------------------- comparisons (never differentiable)
-def _compare(fn, name):
+def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
         out = Tensor._make(fn(raw(a), raw(b)))
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
-    op.__name__ = fn.__name__
-    return public(f"__{fn.__name__.rstrip('_')}__", name=name)(op)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = _DOCS[name]
+    return public(*methods, name=name)(op)
 
 
-lt, le = _compare(operator.lt, "lt"), _compare(operator.le, "le")
-gt, ge = _compare(operator.gt, "gt"), _compare(operator.ge, "ge")
-eq, ne = _compare(operator.eq, "eq"), _compare(operator.ne, "ne")
-logical_and, logical_or = _compare(operator.and_, "logical_and"), _compare(operator.or_, "logical_or")
+_DOCS = {**{name: f"``a {symbol} b`` elementwise with broadcasting (torch's ``{name}``): a boolean tensor, never "
+                  "differentiable." for name, symbol in
+            (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="), ("ne", "!="))},
+         **{f"logical_{name}": f"NumPy's and torch's ``logical_{name}``: the truth of ``a`` and ``b`` (non-zero is "
+                               "true) combined elementwise, a boolean tensor, never differentiable."
+            for name in ("and", "or", "xor")},
+         **{f"bitwise_{name}": f"``a {symbol} b`` elementwise (NumPy's and torch's ``bitwise_{name}``): bitwise on "
+                               "integers, logical on booleans, never differentiable."
+            for name, symbol in (("and", "&"), ("or", "|"), ("xor", "^"))}}
+
+lt, le = _compare(operator.lt, "lt", "__lt__"), _compare(operator.le, "le", "__le__")
+gt, ge = _compare(operator.gt, "gt", "__gt__"), _compare(operator.ge, "ge", "__ge__")
+eq, ne = _compare(operator.eq, "eq", "__eq__"), _compare(operator.ne, "ne", "__ne__")
+bitwise_and = _compare(operator.and_, "bitwise_and", "__and__", "__rand__", "bitwise_and")
+bitwise_or = _compare(operator.or_, "bitwise_or", "__or__", "__ror__", "bitwise_or")
+bitwise_xor = _compare(operator.xor, "bitwise_xor", "__xor__", "__rxor__", "bitwise_xor")
+# not `&`: on integers torch's and NumPy's logical_and give booleans where `&` is bitwise
+logical_and = _compare(da.logical_and, "logical_and", "logical_and")
+logical_or = _compare(da.logical_or, "logical_or", "logical_or")
+logical_xor = _compare(da.logical_xor, "logical_xor", "logical_xor")
+
+
+@public("logical_not")
+def logical_not(x):
+    """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable."""
+    x = as_tensor(x)
+    return Tensor._make(da.logical_not(x.array))
+
+
+@public("__invert__", "bitwise_not")
+def bitwise_not(x):
+    """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+    floating tensors are refused with torch's TypeError."""
+    x = as_tensor(x)
+    if x.dtype.kind in "fc":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return Tensor._make(da.invert(x.array))
 
 
 # ------------------------------------------------------- casts and constants
@@ -314,6 +361,8 @@ clone_p.vjp(lambda g, s: (g,))
 @public("astype", ("double", lambda astype: lambda self: astype(self, "float64")),
         ("float", lambda astype: lambda self: astype(self, "float32")))
 def astype(x, dtype):
+    """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
+    differentiable; ``x`` itself when it has that dtype already."""
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
@@ -335,6 +384,7 @@ def to_device(x, device):
 
 @public("clone")
 def clone(x):
+    """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``)."""
     return clone_p.bind(x)
 
 
@@ -367,11 +417,15 @@ def full_like(x, fill_value, dtype=None):
 
 @public()
 def zeros_like(x, dtype=None):
+    """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
+    no gradient flows to ``x``."""
     return full_like(x, 0, dtype)
 
 
 @public()
 def ones_like(x, dtype=None):
+    """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
+    no gradient flows to ``x``."""
     return full_like(x, 1, dtype)
 
 
@@ -450,21 +504,26 @@ mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
 
 @public("atan2", "arctan2")
 def arctan2(a, b):
+    """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
+    torch's ``atan2``)."""
     return arctan2_p.bind(a, b)
 
 
 @public("hypot")
 def hypot(a, b):
+    """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``)."""
     return hypot_p.bind(a, b)
 
 
 @public("logaddexp")
 def logaddexp(a, b):
+    """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``)."""
     return logaddexp_p.bind(a, b)
 
 
 @public("logaddexp2")
 def logaddexp2(a, b):
+    """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``)."""
     return logaddexp2_p.bind(a, b)
 
 

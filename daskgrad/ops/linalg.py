@@ -113,6 +113,8 @@ matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward
 
 @public("__matmul__", "__rmatmul__", "matmul")
 def matmul(a, b):
+    """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
+    axes broadcast as batches."""
     a, b = _matmul_operands(a, b)
     node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
             else "SqueezeBackward4" if a.ndim == 1 and b.ndim == 2 else "MmBackward0" if a.ndim == b.ndim == 2

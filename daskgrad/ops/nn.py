@@ -38,6 +38,8 @@ log_softmax_p.vjp(lambda g, s, *, axis: (g - exp(s.r) * sum(g, axis=axis, keepdi
 
 @public("softmax")
 def softmax(x, axis=-1):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
+    one, where ``nn.functional.softmax`` asks for ``dim``)."""
     x = as_tensor(x)
     refuse_complex("softmax", x)
     axis = norm_axis(axis, x.ndim)
@@ -46,6 +48,8 @@ def softmax(x, axis=-1):
 
 @public("log_softmax")
 def log_softmax(x, axis=-1):
+    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
+    one, where ``nn.functional.log_softmax`` asks for ``dim``)."""
     x = as_tensor(x)
     refuse_complex("log_softmax", x)
     axis = norm_axis(axis, x.ndim)
@@ -54,9 +58,9 @@ def log_softmax(x, axis=-1):
 
 def _reduce(loss, reduction, n):
     if reduction == "mean":
-        return da.sum(loss) / n
+        return reduce_array(loss, "sum", None) / n
     if reduction == "sum":
-        return da.sum(loss)
+        return reduce_array(loss, "sum", None)
     if reduction == "none":
         return loss
     raise ValueError(f"{reduction} is not a valid value for reduction")
@@ -141,6 +145,8 @@ def cross_entropy(input, target, reduction="mean"):
 
 @public()
 def mse_loss(input, target, reduction="mean"):
+    """The squared error ``(input - target) ** 2``, averaged, summed or kept per element by ``reduction``
+    (``'mean'``, ``'sum'``, ``'none'``), as torch's ``nn.functional.mse_loss``."""
     input, target = as_tensor(input), tensor_or_scalar(target)
     check_same_device(input, target)
     refuse_complex("mse_loss", input, target)

@@ -14,7 +14,7 @@ from .. import _tensor
 from ..graph import primitive
 from .._tensor import Tensor, arange, full, ones, zeros
 from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
-from .elementwise import mod, zeros_like
+from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
 
 for _name, _fn in (("zeros", zeros), ("ones", ones), ("full", full), ("arange", arange)):
@@ -168,10 +168,9 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
     return public(*methods)(op)
 
 
-for _name in ("logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-              "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
     globals()[_name] = _elementwise(_name)
-invert = _elementwise("invert", methods=("__invert__",))  # ~t: NOT of a boolean tensor, bitwise NOT of an integer one
+public(name="invert")(bitwise_not)  # NumPy's name for ~
 
 
 def _boolean_reduction(name):

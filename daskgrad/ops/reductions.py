@@ -16,7 +16,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
-from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, tensor_operand)
+from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, split_every, tensor_operand)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
@@ -158,13 +158,16 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
 # ------------------------------------------------------------------ the ops
 @public("sum")
 def sum(x, axis=None, keepdims=False, dtype=None):
+    """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
+    ``dim=``/``keepdim=`` are accepted too)."""
     return _reduce(sum_p, x, axis, keepdims, lambda a, axes, n, n_out: (
         reduce_array(a, "sum", axes, keepdims) if dtype is None else
-        da.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)))
+        da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))))
 
 
 @public("mean")
 def mean(x, axis=None, keepdims=False):
+    """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``)."""
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
     return _reduce(mean_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "sum", axes, keepdims) / n_out)
 
@@ -183,6 +186,11 @@ def _extreme(all_p, axis_p, fn):
         return _reduce(all_p if axis is None else axis_p, x, axis, keepdims,
                        lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
     op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
+    word = "largest" if fn == "max" else "smallest"
+    op.__doc__ = (f"The {word} value over ``axis``, all elements when None (NumPy's ``{op.__name__}``); tied "
+                  "extremes share the gradient evenly.")
+    if all_p is not axis_p:
+        op.__doc__ += f"  Unlike torch's ``{fn}(dim)``, the values only (no indices)."
     return op
 
 
@@ -194,6 +202,8 @@ amin = public("amin")(_extreme(amin_p, amin_p, "min"))
 
 @public("prod")
 def prod(x, axis=None, keepdims=False, dtype=None):
+    """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
+    ``prod`` takes one ``dim``)."""
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
     return _reduce(prod_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
 
@@ -236,6 +246,8 @@ cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 
 @public("cumsum")
 def cumsum(x, axis=None, dtype=None):
+    """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
+    None, where torch requires ``dim``)."""
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
     if axis is None:
         return cumsum(reshape(x, (-1,)), 0)
@@ -254,5 +266,6 @@ def argmax(x, axis=None):
 
 @public("argmin")
 def argmin(x, axis=None):
+    """Index of the smallest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
     return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))

@@ -23,6 +23,8 @@ reshape_p.vjp(lambda g, s, *, shape, old: (reshape(g, old),))
 
 @public(("reshape", shape_args), ("view", shape_args))
 def reshape(x, shape):
+    """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
+    ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views)."""
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
@@ -58,6 +60,8 @@ def _reshape_array(a, shape):
 
 @public("flatten")
 def flatten(x):
+    """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
+    ``start_dim``/``end_dim``)."""
     return reshape(x, (-1,))
 
 
@@ -100,6 +104,7 @@ def _perm(axes, ndim):
 
 @public("swapaxes")
 def swapaxes(x, axis1, axis2):
+    """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``)."""
     x = as_tensor(x)
     perm = list(range(x.ndim))
     axis1, axis2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
@@ -109,6 +114,8 @@ def swapaxes(x, axis1, axis2):
 
 @public("moveaxis")
 def moveaxis(x, source, destination):
+    """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
+    ``moveaxis``)."""
     x = as_tensor(x)
     source, destination = norm_axis(source, x.ndim), norm_axis(destination, x.ndim)
     perm = [i for i in range(x.ndim) if i != source]
@@ -164,6 +171,8 @@ squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 @public("expand_dims")
 def expand_dims(x, axis):
+    """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
+    ``unsqueeze``)."""
     x = as_tensor(x)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = norm_axes(axes, x.ndim + len(axes))
@@ -175,6 +184,8 @@ unsqueeze = public("unsqueeze", name="unsqueeze")(expand_dims)
 
 @public("squeeze")
 def squeeze(x, axis=None):
+    """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
+    not 1 raises ValueError, where torch leaves it)."""
     x = as_tensor(x)
     if axis is None:
         axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
@@ -198,12 +209,16 @@ roll_p.vjp(lambda g, s, *, shift, axis: (roll(g, tuple(-n for n in shift) if isi
 
 @public("rechunk")
 def rechunk(x, chunks):
+    """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
+    in the old chunks."""
     x = as_tensor(x)
     return rechunk_p.bind(x, chunks=chunks, old=x.chunks)
 
 
 @public("flip")
 def flip(x, axis=None):
+    """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
+    ``dims``)."""
     x = as_tensor(x)
     axes = norm_axes(axis, x.ndim)
     return flip_p.bind(x, axes=axes)
@@ -211,6 +226,8 @@ def flip(x, axis=None):
 
 @public("roll")
 def roll(x, shift, axis=None):
+    """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
+    (NumPy's and torch's ``roll``)."""
     x = as_tensor(x)
     shift = tuple(shift) if isinstance(shift, (tuple, list)) else shift
     if axis is not None:
@@ -236,6 +253,8 @@ stack_p.vjp(lambda g, s, *, axis, n: tuple(_getitem(g, (slice(None),) * axis + (
 
 @public()
 def concatenate(tensors, axis=0):
+    """Tensors joined along an existing ``axis`` (NumPy's ``concatenate``, torch's ``cat``); their shapes
+    must agree off that axis."""
     ts = [as_tensor(t) for t in tensors]
     axis = norm_axis(axis, ts[0].ndim)
     for k, t in enumerate(ts[1:], 1):
@@ -251,6 +270,7 @@ def concatenate(tensors, axis=0):
 
 @public()
 def stack(tensors, axis=0):
+    """Tensors of one shape joined along a new ``axis`` (NumPy's and torch's ``stack``)."""
     ts = [as_tensor(t) for t in tensors]
     axis = norm_axis(axis, ts[0].ndim + 1)
     for k, t in enumerate(ts[1:], 1):

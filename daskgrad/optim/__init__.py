@@ -5,8 +5,9 @@
 from . import lr_scheduler
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]

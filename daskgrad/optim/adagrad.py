@@ -12,6 +12,8 @@ from .optimizer import Optimizer, check_lr
 
 
 class Adagrad(Optimizer):
+    """torch's ``optim.Adagrad`` (``lr_decay``, weight decay, ``initial_accumulator_value``,
+    ``maximize``); ``step()`` submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_lr(lr)
@@ -19,14 +21,14 @@ class Adagrad(Optimizer):
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
             if not 0.0 <= value:
                 raise ValueError(f"Invalid {name} value: {value}")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
-                                      maximize=maximize, differentiable=differentiable, fused=fused))
-        if fused:
+        if fused:  # before the base class's refusal of differentiable=True, so torch's words come first
             if differentiable:
                 raise RuntimeError("`fused` does not support `differentiable`")
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p)
@@ -37,17 +39,12 @@ class Adagrad(Optimizer):
         state["sum"] = full_like(p, self.defaults["initial_accumulator_value"])
 
     def _update(self, group):
-        lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if not self.state[p]:  # a parameter of a group added later
-                self._init_state(p)
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        for p, grad in self._grads(group):
             state = self.state[p]
+            if not state:  # a parameter of a group added later
+                self._init_state(p)
             state["step"] += 1
-            grad = -p.grad if group["maximize"] else p.grad
-            if wd != 0:
-                grad = grad + wd * p
             clr = lr / (1 + (state["step"] - 1) * lr_decay)
             state_sum = state["sum"]
             state_sum += grad * grad

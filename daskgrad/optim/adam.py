@@ -9,6 +9,8 @@ from .optimizer import Optimizer, check_lr
 
 
 class Adam(Optimizer):
+    """torch's ``optim.Adam`` (AMSGrad, ``maximize``, ``decoupled_weight_decay``); ``step()`` submits
+    nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
@@ -27,10 +29,8 @@ class Adam(Optimizer):
 
     def _update(self, group):
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = -p.grad if group["maximize"] else p.grad
+        decoupled = group["decoupled_weight_decay"]
+        for p, grad in self._grads(group, l2=not decoupled):
             state = self.state[p]
             if not state:
                 state["step"] = 0.0
@@ -39,11 +39,8 @@ class Adam(Optimizer):
                     state["max_exp_avg_sq"] = zeros_like(p)
             state["step"] += 1
             step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * wd)
-                else:
-                    grad = grad + wd * p
+            if wd != 0 and decoupled:
+                p.mul_(1 - lr * wd)
             exp_avg += (1 - beta1) * (grad - exp_avg)  # torch's lerp_ for a weight below 0.5
             exp_avg_sq.mul_(beta2)
             exp_avg_sq += (1 - beta2) * grad * grad

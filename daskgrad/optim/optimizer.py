@@ -96,6 +96,10 @@ class Optimizer:
             if default is _required and name not in group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             group.setdefault(name, default)
+        if group.get("differentiable"):
+            # torch records the step for autograd (meta-learning); daskgrad's steps run under no_grad
+            raise NotImplementedError("differentiable=True is not supported by daskgrad: optimizer steps are not "
+                                      "recorded by autograd; leave differentiable=False")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -121,6 +125,19 @@ class Optimizer:
 
     def _update(self, group):
         raise NotImplementedError
+
+    def _grads(self, group, l2=True):
+        """``(p, grad)`` for each parameter of ``group`` that has a gradient: the loop every
+        update runs, with torch's ``maximize`` (the gradient negated) and, if ``l2``, its coupled
+        weight decay (``grad + weight_decay * p``) applied."""
+        wd = group.get("weight_decay", 0) if l2 else 0
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            grad = -p.grad if group.get("maximize") else p.grad
+            if wd != 0:
+                grad = grad + wd * p
+            yield p, grad
 
     # -------------------------------------------------------------- state dict
     def state_dict(self):

@@ -22,6 +22,8 @@ def lerp_(self, end, weight):
 
 
 class RMSprop(Optimizer):
+    """torch's ``optim.RMSprop`` (momentum, ``centered``, weight decay, ``maximize``); ``step()``
+    submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         check_lr(lr)
@@ -34,12 +36,8 @@ class RMSprop(Optimizer):
                                       maximize=maximize, differentiable=differentiable))
 
     def _update(self, group):
-        lr, alpha, eps, wd, momentum = group["lr"], group["alpha"], group["eps"], group["weight_decay"], \
-            group["momentum"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = -p.grad if group["maximize"] else p.grad
+        lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+        for p, grad in self._grads(group):
             state = self.state[p]
             if not state:
                 state["step"] = 0.0
@@ -49,8 +47,6 @@ class RMSprop(Optimizer):
                 if group["centered"]:
                     state["grad_avg"] = zeros_like(p)
             state["step"] += 1
-            if wd != 0:
-                grad = grad + wd * p
             square_avg = state["square_avg"]
             square_avg.mul_(alpha)
             square_avg += (1 - alpha) * grad * grad

@@ -4,10 +4,13 @@
 """
 from __future__ import annotations
 
+from ..ops import zeros_like
 from .optimizer import Optimizer, check_lr
 
 
 class SGD(Optimizer):
+    """torch's ``optim.SGD``: momentum, dampening, weight decay, Nesterov and ``maximize``; ``step()``
+    submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         check_lr(lr)
@@ -23,17 +26,12 @@ class SGD(Optimizer):
 
     def _update(self, group):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            grad = -p.grad if group["maximize"] else p.grad
-            if group["weight_decay"] != 0:
-                grad = grad + group["weight_decay"] * p
+        for p, grad in self._grads(group):
             if momentum != 0:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = grad.detach().clone()
+                if buf is None:  # written in place, as later steps are: stored by the next submission
+                    buf = state["momentum_buffer"] = zeros_like(p).copy_(grad)
                 else:
                     buf.mul_(momentum)
                     buf += (1 - dampening) * grad

@@ -1,0 +1,217 @@
+"""torch.nn.functional's convolutions and pooling, on tensors chunked along any axis.
+
+Each is built on :func:`daskgrad.ops.conv.unfold` (the window taps of every output position,
+gathered with a halo across chunk boundaries): a convolution contracts them with the weight, max
+pooling takes their ``amax`` and average pooling their mean, so every gradient (input, weight,
+bias, and the second order) is the rule of an existing op, exact across chunks.  The output's
+spatial chunks follow the input's.  torch's argument checks and error texts; options that would
+change torch's numbers and are not built (``ceil_mode``, ``return_indices``, padding modes other
+than zeros) are refused, not ignored.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import dask.array as da
+import numpy as np
+
+from .. import ops
+from .._tensor import Tensor
+from ..ops._util import as_tensor
+from ..ops.conv import unfold
+
+
+def _tuple(value, n):
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * n
+    value = tuple(int(v) for v in value)
+    return value * n if len(value) == 1 else value
+
+
+def _batched(input, nsp, name):
+    """The input with a batch axis (torch takes an unbatched ``(C, *spatial)`` too) and whether it had one."""
+    input = as_tensor(input)
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"Expected {nsp + 1}D (unbatched) or {nsp + 2}D (batched) input to {name}, but got "
+                           f"input of size: {list(input.shape)}")
+    return (input, True) if input.ndim == nsp + 2 else (ops.expand_dims(input, 0), False)
+
+
+def _conv_padding(padding, kernel, dilation, stride, nsp):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nsp
+        if padding != "same":
+            raise RuntimeError(f"Invalid padding string: {padding!r}")
+        if any(s != 1 for s in stride):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple((t // 2, t - t // 2) for t in total)  # torch puts the odd cell on the right
+    padding = _tuple(padding, nsp)
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    return tuple((p, p) for p in padding)
+
+
+def conv(input, weight, bias, stride, padding, dilation, groups, nsp):
+    """``conv1d``/``conv2d``: cross-correlation of ``(N, C, *spatial)`` with ``weight``
+    ``(O, C / groups, *kernel)``, as torch's."""
+    name = f"conv{nsp}d"
+    input, batched = _batched(input, nsp, name)
+    weight = as_tensor(weight)
+    stride, dilation = _tuple(stride, nsp), _tuple(dilation, nsp)
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    kernel = tuple(weight.shape[2:])
+    pads = _conv_padding(padding, kernel, dilation, stride, nsp)
+    out_ch, per_group = weight.shape[:2]
+    if input.shape[1] != per_group * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
+                           f"input{list(input.shape)} to have {per_group * groups} channels, but got "
+                           f"{input.shape[1]} channels instead")
+    padded = [n + lo + hi for n, (lo, hi) in zip(input.shape[2:], pads)]
+    reach = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    if any(p < r for p, r in zip(padded, reach)):
+        raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, reach))}). Kernel size can't be greater than actual input size")
+    taps = unfold(input, kernel, stride, dilation, pads)  # (N, C, K, *out)
+    n, k, spatial = input.shape[0], math.prod(kernel), taps.shape[3:]
+    taps = ops.reshape(taps, (n, groups, per_group, k) + spatial)
+    # a weight is small: one chunk, so the contraction is one block per taps block (no chunk blow-up)
+    w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
+    w = ops.reshape(w, (groups, out_ch // groups, per_group, k))
+    out = ops.reshape(ops.einsum("ngck...,gock->ngo...", taps, w), (n, out_ch) + spatial)
+    if bias is not None:
+        out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
+    return out if batched else ops.squeeze(out, 0)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return conv(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+# ----------------------------------------------------------------------------- pooling
+def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effective):
+    """Normalised ``(kernel, stride, padding, dilation)`` after torch's checks of a pooling call."""
+    kernel = _tuple(kernel_size, nsp)
+    stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+        else _tuple(stride, nsp)
+    padding, dilation = _tuple(padding, nsp), _tuple(dilation, nsp)
+    for k, p, d in zip(kernel, padding, dilation):
+        if name == "max_pool1d" and p > k // 2:
+            raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
+                               f"kernel_size={k}")
+        if p > ((d * (k - 1) + 1) if effective else k) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
+                               f"kernel_size={k} and dilation={d}")
+    sizes = [(n + 2 * p - d * (k - 1) - 1) // s + 1
+             for n, k, s, p, d in zip(input.shape[2:], kernel, stride, padding, dilation)]
+    if any(n <= 0 for n in sizes):
+        if name == "max_pool1d":
+            raise RuntimeError(f"max_pool1d() Invalid computed output size: {sizes[0]}")
+        lead = (1,) if nsp == 1 else ()
+        given = "x".join(map(str, (input.shape[1],) + lead + tuple(input.shape[2:])))
+        got = "x".join(map(str, (input.shape[1],) + lead + tuple(sizes)))
+        raise RuntimeError(f"Given input size: ({given}). Calculated output size: ({got}). Output size is too small")
+    return kernel, stride, padding, dilation
+
+
+def _refuse(name, option, value):
+    if value:
+        raise NotImplementedError(f"{name}: {option}=True is not supported by daskgrad; leave {option}=False")
+
+
+def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp):
+    """The largest tap of each window (padding never wins).  As torch's, the gradient goes to one cell
+    per window, the first largest in row-major order, also where a window holds equal largest values."""
+    name = f"max_pool{nsp}d"
+    _refuse(name, "ceil_mode", ceil_mode)
+    _refuse(name, "return_indices", return_indices)
+    input, batched = _batched(input, nsp, name)
+    kernel, stride, padding, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True)
+    taps = unfold(input, kernel, stride, dilation, tuple((p, p) for p in padding), fill=-math.inf)
+    out = ops.sum(ops.where(_first_max(taps), taps, 0.0), axis=2)  # the max; its gradient to one tap
+    return out if batched else ops.squeeze(out, 0)
+
+
+def _first_max(taps):
+    """A constant mask over the taps axis (2, one chunk): True at each window's first largest tap."""
+    a = taps.array
+    return Tensor._make(da.map_blocks(_first_max_block, a, dtype=bool, meta=a._meta.astype(bool)))
+
+
+def _first_max_block(block):
+    first = np.expand_dims(np.argmax(block, axis=2), 2)
+    return np.arange(block.shape[2], like=block).reshape((1, 1, -1) + (1,) * (block.ndim - 3)) == first
+
+
+def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp):
+    """The mean of each window; padding counts as zeros unless ``count_include_pad=False``;
+    ``divisor_override`` replaces the divisor, as torch's."""
+    name = f"avg_pool{nsp}d"
+    _refuse(name, "ceil_mode", ceil_mode)
+    input, batched = _batched(input, nsp, name)
+    kernel, stride, padding, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False)
+    pads, ones = tuple((p, p) for p in padding), (1,) * nsp
+    total = ops.sum(unfold(input, kernel, stride, ones, pads), axis=2)
+    if divisor_override:
+        out = total / divisor_override
+    elif count_include_pad or not any(padding):
+        out = total / math.prod(kernel)
+    else:  # the cells of each window inside the input: the same windows over a constant one
+        cells = ops.ones_like(ops.getitem(input.detach(), (slice(0, 1), slice(0, 1))))
+        out = total / ops.sum(unfold(cells, kernel, stride, ones, pads), axis=2)
+    return out if batched else ops.squeeze(out, 0)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
+
+
+def adaptive_avg_pool(input, output_size, nsp):
+    """torch's adaptive windows ``[floor(i n / o), ceil((i + 1) n / o))`` per axis; the mean over a box
+    is the mean over each of its axes in turn, so each axis is pooled alone.  Output size 1 is one
+    mean over the spatial axes (global pooling)."""
+    input, batched = _batched(input, nsp, f"adaptive_avg_pool{nsp}d")
+    sizes = (output_size,) * nsp if isinstance(output_size, numbers.Integral) or output_size is None \
+        else tuple(output_size)
+    out = input
+    for i, o in enumerate(sizes):
+        axis, n = 2 + i, input.shape[2 + i]
+        if o is None or o == n:
+            continue
+        if o == 1:
+            out = ops.mean(out, axis=axis, keepdims=True)
+            continue
+        parts = [ops.mean(ops.getitem(out, (slice(None),) * axis + (slice((j * n) // o, -((-(j + 1) * n) // o)),)),
+                          axis=axis, keepdims=True) for j in range(o)]
+        out = ops.concatenate(parts, axis=axis)
+    return out if batched else ops.squeeze(out, 0)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return adaptive_avg_pool(input, output_size, 1)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return adaptive_avg_pool(input, output_size, 2)

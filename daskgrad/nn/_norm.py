@@ -1,0 +1,102 @@
+"""torch.nn.functional's ``batch_norm``, ``group_norm`` and ``rms_norm``, as compositions of daskgrad ops
+(so their gradients, and second derivatives, are their parts').
+
+Batch statistics are reductions over the batch and spatial axes, across every chunk of them.  The
+running statistics are updated in place, lazily (no submission), as torch updates its buffers:
+``running = (1 - momentum) * running + momentum * batch``, the variance unbiased (``n / (n - 1)``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from .._modes import no_grad
+from ..graph import size_repr
+from ..ops import mean, sqrt
+from ..ops._util import as_tensor
+
+
+def _channel_shape(input):
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _update_running(running, batch, momentum):
+    """``running = (1 - momentum) running + momentum batch``, in place and lazily; ``momentum`` may be
+    a 0-d tensor (the cumulative average's ``1 / num_batches_tracked``)."""
+    with no_grad():
+        running.mul_(1 - momentum)
+        running += ops.reshape(batch.detach(), running.shape) * momentum
+
+
+def _check_running(name, running, channels):
+    if running is not None and running.shape[0] != channels:
+        raise RuntimeError(f"{name} should contain {channels} elements not {running.shape[0]}")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalise each channel (axis 1) over the batch and spatial axes: with the batch's statistics
+    when ``training`` (updating ``running_mean``/``running_var`` in place when given), else with the
+    running ones."""
+    input = as_tensor(input)
+    channels, shape = input.shape[1], _channel_shape(input)
+    _check_running("running_mean", running_mean, channels)
+    _check_running("running_var", running_var, channels)
+    axes = (0,) + tuple(range(2, input.ndim))
+    if training:
+        n = int(np.prod([input.shape[a] for a in axes]))
+        if n == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{size_repr(input.shape)}")
+        batch_mean = mean(input, axis=axes, keepdims=True)
+        centred = input - batch_mean
+        var = mean(centred * centred, axis=axes, keepdims=True)
+        if running_mean is not None:
+            _update_running(running_mean, batch_mean, momentum)
+        if running_var is not None:
+            _update_running(running_var, var * (n / (n - 1)), momentum)
+        out = centred * (1 / sqrt(var + eps))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean must be defined in evaluation mode")
+        out = (input - ops.reshape(running_mean, shape)) * (1 / sqrt(ops.reshape(running_var, shape) + eps))
+    if weight is not None:
+        out = out * ops.reshape(weight, shape)
+    return out if bias is None else out + ops.reshape(bias, shape)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each sample's channels in ``num_groups`` groups (over the group's channels and the
+    spatial axes), then scale and shift per channel."""
+    input = as_tensor(input)
+    n, channels = input.shape[:2]
+    if channels % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    for w in (weight, bias):
+        if w is not None and (w.ndim != 1 or w.shape[0] != channels):
+            raise RuntimeError(f"Expected weight to be a vector of size equal to the number of channels in input, "
+                               f"but got weight of shape {list(w.shape)} and input of shape {list(input.shape)}")
+    spatial = tuple(input.shape[2:])
+    grouped = ops.reshape(input, (n, num_groups, channels // num_groups) + spatial)  # splits the channel axis only
+    axes = tuple(range(2, grouped.ndim))
+    centred = grouped - mean(grouped, axis=axes, keepdims=True)
+    var = mean(centred * centred, axis=axes, keepdims=True)
+    out = ops.reshape(centred * (1 / sqrt(var + eps)), input.shape)
+    shape = _channel_shape(input)
+    if weight is not None:
+        out = out * ops.reshape(weight, shape)
+    return out if bias is None else out + ops.reshape(bias, shape)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` axes; ``eps=None`` is
+    the machine epsilon of the input's dtype, as torch's."""
+    input = as_tensor(input)
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    eps = float(np.finfo(input.dtype).eps) if eps is None else eps
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    out = input * (1 / sqrt(mean(input * input, axis=axes, keepdims=True) + eps))
+    return out if weight is None else out * weight

@@ -1,0 +1,175 @@
+"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``MaxPool1d/2d``, ``AvgPool1d/2d``,
+``AdaptiveAvgPool1d/2d``, on batches chunked along the batch and the spatial axes.
+
+Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
+``b = 1 / sqrt(fan_in)``, the bias too), drawn from daskgrad's generator: copy torch's values in with
+``load_state_dict`` for identical numbers.
+
+>>> net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
+"""
+from __future__ import annotations
+
+import math
+
+from . import _conv
+from .layers import _check_size, _uniform
+from .module import Module
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _ConvNd(Module):
+    _nsp = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        n = self._nsp
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        self.kernel_size, self.stride = _conv._tuple(kernel_size, n), _conv._tuple(stride, n)
+        self.dilation = _conv._tuple(dilation, n)
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = _conv._tuple(padding, n)
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode='{padding_mode}'")
+        if padding_mode != "zeros":  # torch pads by reflection, replication or wrap-around: not built here
+            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported by daskgrad (only 'zeros')")
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, "zeros"
+        self.output_padding, self.transposed = (0,) * n, False
+        _check_size(out_channels, in_channels // groups, *self.kernel_size)
+        fan_in = in_channels // groups * math.prod(self.kernel_size)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        self.weight = _uniform((out_channels, in_channels // groups) + self.kernel_size, bound, dtype, device)
+        if bias:
+            self.bias = _uniform((out_channels,), bound, dtype, device)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return _conv.conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                          self._nsp)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * len(self.padding):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + (", bias=False" if self.bias is None else "")
+
+
+class Conv1d(_ConvNd):
+    """Cross-correlation over one spatial axis: ``(N, C_in, L) -> (N, C_out, L_out)``."""
+    _nsp = 1
+
+
+class Conv2d(_ConvNd):
+    """Cross-correlation over two spatial axes: ``(N, C_in, H, W) -> (N, C_out, H_out, W_out)``."""
+    _nsp = 2
+
+
+class _MaxPoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
+        _conv._refuse(type(self).__name__, "return_indices", return_indices)
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
+
+    def forward(self, input):
+        return _conv.max_pool(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                              self.return_indices, self._nsp)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max over sliding windows of the last axis (torch's ``nn.MaxPool1d``); the gradient goes to each
+    window's first largest cell, as torch's."""
+    _nsp = 1
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over sliding windows of the last two axes (torch's ``nn.MaxPool2d``), chunked spatial axes
+    included; the gradient goes to each window's first largest cell, as torch's."""
+    _nsp = 2
+
+
+class AvgPool1d(Module):
+    """Mean over sliding windows of the last axis (torch's ``nn.AvgPool1d``)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        _conv._refuse("AvgPool1d", "ceil_mode", ceil_mode)
+        self.kernel_size = _conv._tuple(kernel_size, 1)
+        self.stride = _conv._tuple(stride if stride is not None else kernel_size, 1)
+        self.padding, self.ceil_mode, self.count_include_pad = _conv._tuple(padding, 1), ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return _conv.avg_pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, None, 1)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(Module):
+    """Mean over sliding windows of the last two axes (torch's ``nn.AvgPool2d``), chunked spatial axes
+    included."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        _conv._refuse("AvgPool2d", "ceil_mode", ceil_mode)
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return _conv.avg_pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, self.divisor_override, 2)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class _AdaptiveAvgPoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return _conv.adaptive_avg_pool(input, self.output_size, self._nsp)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """Mean over torch's adaptive windows of the last axis; ``AdaptiveAvgPool1d(1)`` is global pooling."""
+    _nsp = 1
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """Mean over torch's adaptive windows; ``AdaptiveAvgPool2d(1)`` is global average pooling."""
+    _nsp = 2

@@ -1,0 +1,142 @@
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``GroupNorm``, ``RMSNorm``.
+
+BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) axes; its buffers
+``running_mean``, ``running_var`` and ``num_batches_tracked`` are updated in place, lazily, in
+training mode, as torch's (``momentum=None``: the cumulative average, ``1 / num_batches_tracked``),
+and travel in ``state_dict`` under torch's names.
+
+>>> bn = nn.BatchNorm2d(8); y = bn(x)          # x: (N, 8, H, W)
+"""
+from __future__ import annotations
+
+import numbers
+
+from .._modes import no_grad
+from .._tensor import ones, zeros
+from . import _norm
+from .layers import _check_size
+from .module import Module, Parameter
+
+
+def _affine(module, n, dtype, device, bias=True):
+    module.register_parameter("weight", Parameter(ones(n, dtype=dtype, chunks=-1, device=device)))
+    module.register_parameter("bias", Parameter(zeros(n, dtype=dtype, chunks=-1, device=device)) if bias else None)
+
+
+class _BatchNorm(Module):
+    _dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        _check_size(num_features)
+        if affine:
+            _affine(self, num_features, dtype, device, bias)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype, chunks=-1, device=device))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype, chunks=-1, device=device))
+            self.register_buffer("num_batches_tracked", zeros((), dtype="int64", device=device))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            with no_grad():
+                self.weight.fill_(1)
+                if self.bias is not None:
+                    self.bias.zero_()
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._dims:
+            want = " or ".join(f"{d}D" for d in self._dims)
+            raise ValueError(f"expected {want} input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked += 1
+            if self.momentum is None:  # the cumulative average: a lazy 1 / count, nothing is computed
+                factor = 1.0 / self.num_batches_tracked
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        tracked = not self.training or self.track_running_stats
+        return _norm.batch_norm(input, self.running_mean if tracked else None,
+                                self.running_var if tracked else None, self.weight, self.bias, use_batch, factor,
+                                self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Over ``(N, C)`` or ``(N, C, L)``."""
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Over ``(N, C, H, W)``."""
+    _dims = (4,)
+
+
+class GroupNorm(Module):
+    """Each sample's channels normalised in ``num_groups`` groups; weight ones, bias zeros."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            _check_size(num_channels)
+            _affine(self, num_channels, dtype, device, bias)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return _norm.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` axes (torch 2.4's API;
+    ``eps=None`` is the input dtype's machine epsilon)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        if elementwise_affine:
+            _check_size(*shape)
+        self.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
+                                if elementwise_affine else None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            with no_grad():
+                self.weight.fill_(1)
+
+    def forward(self, input):
+        return _norm.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -1,0 +1,195 @@
+"""optim.LBFGS against torch.optim.LBFGS (float64, multi-chunk parameters, 20 iterations)."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import optim
+
+torch = pytest.importorskip("torch")
+
+
+def _rosenbrock(lib, x):
+    return (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+
+
+def _rosenbrock_problem(rng):
+    return [(rng.standard_normal(10), 3)], {}, _rosenbrock
+
+
+def _least_squares_problem(rng):
+    a, b = rng.standard_normal((30, 8)), rng.standard_normal((30, 2))
+
+    def loss(lib, x):
+        A, B = _const(lib, a, (10, 4)), _const(lib, b, (10, 1))
+        return ((A @ x - B) ** 2).sum() / 2
+    return [(rng.standard_normal((8, 2)), ((3, 3, 2), (1, 1)))], {}, loss
+
+
+def _logistic_problem(rng):
+    X = rng.standard_normal((40, 5))
+    y = np.where(X @ rng.standard_normal(5) + 0.3 * rng.standard_normal(40) > 0, 1.0, -1.0)
+
+    def loss(lib, w, b):
+        z = _const(lib, y, 10) * (_const(lib, X, (10, 2)) @ w + b)
+        return lib.log(1 + lib.exp(-z)).mean() + 0.01 * (w * w).sum()
+    return [(rng.standard_normal(5) * 0.1, 2), (np.zeros(1), 1)], {}, loss
+
+
+def _const(lib, value, chunks):
+    return torch.tensor(value) if lib is torch else dg.from_array(value, chunks=chunks)
+
+
+PROBLEMS = {"rosenbrock": _rosenbrock_problem, "least_squares": _least_squares_problem,
+            "logistic": _logistic_problem}
+
+
+def _run_both(problem, kwargs, steps=4, max_iter=5):
+    """``steps`` calls of ``step(closure)`` of ``max_iter`` iterations each (20 in all, the state carried
+    from step to step) by both optimizers; returns them, their parameters and the losses step() returned."""
+    inits, _, loss = PROBLEMS[problem](np.random.default_rng(0))
+    ps = [dg.from_array(v, chunks=c, requires_grad=True) for v, c in inits]
+    tps = [torch.tensor(v, requires_grad=True) for v, _ in inits]
+    opt = optim.LBFGS(ps, max_iter=max_iter, **kwargs)
+    tkwargs = {k: torch.tensor(float(v)) if isinstance(v, dg.Tensor) else v for k, v in kwargs.items()}
+    topt = torch.optim.LBFGS(tps, max_iter=max_iter, **tkwargs)
+    losses, tlosses = [], []
+    for _ in range(steps):
+        def closure():
+            opt.zero_grad()
+            value = loss(dg, *ps)
+            value.backward()
+            return value
+
+        def tclosure():
+            topt.zero_grad()
+            value = loss(torch, *tps)
+            value.backward()
+            return value
+        losses.append(float(opt.step(closure).detach()))
+        tlosses.append(float(topt.step(tclosure).detach()))
+    return (opt, ps, losses), (topt, tps, tlosses)
+
+
+def _assert_same_run(ours, theirs):
+    (opt, ps, losses), (topt, tps, tlosses) = ours, theirs
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-9)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12)
+    state, tstate = opt.state[ps[0]], topt.state[tps[0]]
+    assert (state["n_iter"], state["func_evals"]) == (tstate["n_iter"], tstate["func_evals"])
+    assert len(state["old_dirs"]) == len(tstate["old_dirs"])
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_matches_torch_over_20_iterations_with_history_chunked_like_the_parameters(problem, line_search_fn):
+    kwargs = {"line_search_fn": line_search_fn}
+    if problem == "rosenbrock" and line_search_fn is None:
+        kwargs["lr"] = 0.1  # lr 1 without a line search leaves Rosenbrock's valley (torch's too)
+    ours, theirs = _run_both(problem, kwargs)
+    _assert_same_run(ours, theirs)
+    opt, ps, _ = ours
+    state = opt.state[ps[0]]
+    for vec in [state["d"], state["prev_flat_grad"], *state["old_dirs"], *state["old_stps"]]:
+        assert [v.chunks for v in vec] == [p.chunks for p in ps]
+        assert [v.dtype for v in vec] == [p.dtype for p in ps]
+    # the history is stored on the cluster: one stored value per chunk, no lineage behind it
+    assert all(len(v.array.dask) == v.array.npartitions for vec in state["old_dirs"] for v in vec)
+
+
+# torch.testing._internal.common_optimizers.optim_inputs_func_lbfgs
+TORCH_INPUTS = {"default": {}, "non-default lr": {"lr": 0.01}, "Tensor lr": {"lr": "tensor 0.001"},
+                "tolerance_grad": {"tolerance_grad": 1e-6}, "strong_wolfe": {"line_search_fn": "strong_wolfe"}}
+
+
+@pytest.mark.parametrize("desc", list(TORCH_INPUTS))
+def test_lbfgs_torch_optim_inputs_match_torch_on_least_squares(desc):
+    kwargs = {k: dg.tensor(0.001) if v == "tensor 0.001" else v for k, v in TORCH_INPUTS[desc].items()}
+    _assert_same_run(*_run_both("least_squares", kwargs, steps=2))
+
+
+def test_lbfgs_state_dict_has_torchs_keys_and_round_trips():
+    (opt, ps, _), (topt, _, _) = _run_both("logistic", {"line_search_fn": "strong_wolfe"}, steps=1, max_iter=3)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sorted(sd["state"][0]) == sorted(tsd["state"][0])
+    assert sd["param_groups"][0].keys() == tsd["param_groups"][0].keys()
+    other = optim.LBFGS(ps)
+    other.load_state_dict(sd)
+    assert other.state[ps[0]]["n_iter"] == opt.state[ps[0]]["n_iter"]
+    assert other.param_groups[0]["line_search_fn"] == "strong_wolfe"
+
+
+def test_lbfgs_stops_at_once_on_a_zero_gradient_as_torch():
+    w = dg.zeros(6, chunks=2, requires_grad=True)
+    opt = optim.LBFGS([w])
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+    assert float(opt.step(closure).detach()) == 0.0
+    assert opt.state[w]["func_evals"] == 1 and opt.state[w]["n_iter"] == 0
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, a, b: lib.optim.LBFGS([{"params": [a]}, {"params": [b]}]),
+    lambda lib, a, b: lib.optim.LBFGS([a], lr=-1.0),
+])
+def test_lbfgs_bad_arguments_raise_torchs_error(make):
+    with pytest.raises(Exception) as expected:
+        make(torch, torch.zeros(2, requires_grad=True), torch.zeros(2, requires_grad=True))
+    with pytest.raises(Exception) as got:
+        make(dg, dg.zeros(2, requires_grad=True), dg.zeros(2, requires_grad=True))
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
+
+
+def test_lbfgs_unknown_line_search_raises_torchs_error():
+    w = dg.ones(4, chunks=2, requires_grad=True)
+    opt = optim.LBFGS([w], line_search_fn="backtracking")
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+    with pytest.raises(RuntimeError, match="^only 'strong_wolfe' is supported$"):
+        opt.step(closure)
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_loads_torchs_state_and_continues_as_torch(line_search_fn):
+    """torch's flat vectors are cut into one tensor per parameter (two parameters here)."""
+    inits, _, loss = _logistic_problem(np.random.default_rng(0))
+    tps = [torch.tensor(v, requires_grad=True) for v, _ in inits]
+    topt = torch.optim.LBFGS(tps, max_iter=4, line_search_fn=line_search_fn)
+
+    def tclosure():
+        topt.zero_grad()
+        value = loss(torch, *tps)
+        value.backward()
+        return value
+    topt.step(tclosure)
+    ps = [dg.from_array(tp.detach().numpy(), chunks=c, requires_grad=True) for tp, (_, c) in zip(tps, inits)]
+    opt = optim.LBFGS(ps, max_iter=4, line_search_fn=line_search_fn)
+    opt.load_state_dict(topt.state_dict())
+    assert [v.chunks for v in opt.state[ps[0]]["old_dirs"][0]] == [p.chunks for p in ps]
+
+    def closure():
+        opt.zero_grad()
+        value = loss(dg, *ps)
+        value.backward()
+        return value
+    np.testing.assert_allclose(float(opt.step(closure).detach()), float(topt.step(tclosure).detach()), rtol=1e-12)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12)
+    assert opt.state[ps[0]]["n_iter"] == topt.state[tps[0]]["n_iter"]
+
+
+def test_lbfgs_on_a_distributed_client_matches_torch_and_keeps_history_in_worker_memory(client):
+    ours, theirs = _run_both("rosenbrock", {"line_search_fn": "strong_wolfe"}, steps=2, max_iter=4)
+    _assert_same_run(ours, theirs)
+    opt, ps, _ = ours
+    held = client.who_has()
+    for vec in opt.state[ps[0]]["old_dirs"]:
+        assert all(held.get(k) for v in vec for k in v.array.__dask_keys__())
