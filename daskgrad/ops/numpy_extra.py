@@ -102,6 +102,7 @@ def nanvar(x, axis=None, ddof=0, keepdims=False, dtype=None):
 
 @public()
 def nanstd(x, axis=None, ddof=0, keepdims=False, dtype=None):
+    """``std`` of the non-NaN values, ``sqrt(nanvar)``; NaN positions get a zero gradient."""
     return ew.sqrt(nanvar(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype))
 
 
@@ -406,6 +407,8 @@ def fmax(a, b):
 
 @public("fmin")
 def fmin(a, b):
+    """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+    ``a``, as torch's."""
     return _nan_ignoring(a, b, operator.le)
 
 
@@ -447,6 +450,7 @@ def nanquantile(x, q, axis=None, keepdims=False):
 
 @public()
 def nanpercentile(x, q, axis=None, keepdims=False):
+    """``nanquantile`` at ``q / 100`` (``q`` in [0, 100])."""
     return nanquantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
 
 

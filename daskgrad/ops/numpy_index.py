@@ -55,6 +55,7 @@ def digitize(x, bins, right=False):
 
 @public("count_nonzero")
 def count_nonzero(a, axis=None, keepdims=False):
+    """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor."""
     a = as_tensor(a)
     out = da.count_nonzero(a.array, axis=None if axis is None else tuple(
         norm_axis(k, a.ndim) for k in (axis if isinstance(axis, (tuple, list)) else (axis,))))
@@ -95,6 +96,7 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False):
 
 @public()
 def union1d(ar1, ar2):
+    """The sorted distinct values of both (an unknown length, as dask's); not differentiable."""
     return Tensor._make(da.union1d(raw(as_tensor(ar1)), raw(as_tensor(ar2))))
 
 
@@ -109,6 +111,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
 
 @public()
 def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """``(counts, x_edges, y_edges)`` of the pairs ``(x, y)``, as dask's; not differentiable."""
     h, ex, ey = da.histogram2d(raw(as_tensor(x)), raw(as_tensor(y)), bins=bins, range=range,
                                weights=_arr(weights), density=density)
     return _wrap(h), _wrap(ex), _wrap(ey)
@@ -116,6 +119,7 @@ def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
 
 @public()
 def histogramdd(sample, bins, range=None, weights=None, density=None):
+    """``(counts, [edges per axis])`` of the rows of ``sample``, as dask's; not differentiable."""
     sample = raw(as_tensor(sample)) if not isinstance(sample, (list, tuple)) else [_arr(s) for s in sample]
     h, edges = da.histogramdd(sample, bins=bins, range=range, weights=_arr(weights), density=density)
     return _wrap(h), [_wrap(e) for e in edges]
@@ -218,6 +222,7 @@ def eye(N, M=None, k=0, dtype=None, chunks="auto", requires_grad=False, device=N
 
 @public()
 def identity(n, dtype=None, chunks="auto", requires_grad=False, device=None):
+    """The ``n`` by ``n`` identity (``eye(n)``; float32 by default, as torch's)."""
     return eye(n, dtype=dtype, chunks=chunks, requires_grad=requires_grad, device=device)
 
 
@@ -235,6 +240,7 @@ def empty(*shape, dtype=None, chunks="auto", requires_grad=False, device=None):
 
 @public()
 def empty_like(x, dtype=None, requires_grad=False):
+    """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does."""
     out = zeros_like(x, dtype=dtype)
     return out.requires_grad_(True) if requires_grad else out
 

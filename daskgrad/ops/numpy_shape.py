@@ -149,7 +149,7 @@ def block(arrays):
 
 @public()
 def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
-    """dask's ``coarsen``: ``reduction`` (``np.sum``, ``np.mean``, ``np.max`` ... or the daskgrad op)
+    """dask's ``coarsen``: ``reduction`` (NumPy's ``sum``, ``mean``, ``max`` ... or the daskgrad op)
     over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction."""
     x = as_tensor(x)
     op = {"sum": sum, "mean": mean, "prod": prod, "max": amax, "min": amin, "amax": amax, "amin": amin,
