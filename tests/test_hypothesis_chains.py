@@ -89,7 +89,7 @@ REDUCE = {
 # elementwise ops of the table that return no float (comparisons, casts, constants) or move devices
 NOT_CHAINED = {"eq", "ne", "lt", "le", "gt", "ge", "equal", "not_equal", "greater", "greater_equal", "less",
                "less_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
-               "bitwise_xor", "bitwise_not", "astype", "clone", "to_device", "full_like", "ones_like",
+               "bitwise_xor", "bitwise_not", "invert", "astype", "clone", "to_device", "full_like", "ones_like",
                "zeros_like"}
 COMPOSITE_ELEMENTWISE = {"cbrt", "sinc", "deg2rad", "radians", "rad2deg", "degrees", "positive", "copysign",
                          "float_power", "nan_to_num", "imag", "angle", "erf", "fmax", "fmin", "ldexp", "frexp", "modf"}
