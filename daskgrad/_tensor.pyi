@@ -238,6 +238,9 @@ class Tensor:
         """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
         stays weakly typed, as in torch.
         """
+    def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """NumPy's ``all`` (a boolean tensor).
+        """
     def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
         """
@@ -246,6 +249,9 @@ class Tensor:
         """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
+        """
+    def any(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """NumPy's ``any`` (a boolean tensor).
         """
     def arccos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
@@ -305,6 +311,10 @@ class Tensor:
         Checks everything first, then submits one dask graph for all gradients and
         returns when they are in memory (on the current distributed Client if any).
         """
+    def bincount(self, weights=None, minlength=0) -> Tensor:
+        """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
+        with weights that require grad the result does too, and backward raises, as torch's.
+        """
     def bitwise_and(self, b) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
@@ -360,11 +370,18 @@ class Tensor:
     def cosh(self) -> Tensor:
         """Elementwise ``cosh``; gradient node ``CoshBackward0``.
         """
+    def count_nonzero(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor.
+        """
     def cpu(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
     def cuda(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
+        """
+    def cumprod(self, axis=None, dtype=None, *, dim=...) -> Tensor:
+        """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
+        the input holds zeros, as torch's.
         """
     def cumsum(self, axis=None, dtype=None, *, dim=...) -> Tensor:
         """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
@@ -450,8 +467,20 @@ class Tensor:
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
         """
+    def fmax(self, b) -> Tensor:
+        """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+        ``a``, as torch's.
+        """
+    def fmin(self, b) -> Tensor:
+        """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+        ``a``, as torch's.
+        """
     def fmod(self, b) -> Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
+        """
+    def frexp(self) -> Tensor:
+        """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+        ``g / 2**exponent``, as torch's, the exponent an integer tensor.
         """
     @property
     def grad(self) -> Tensor | None: ...
@@ -498,6 +527,9 @@ class Tensor:
     def item(self): ...
     def kron(self, b) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
+        """
+    def ldexp(self, x2) -> Tensor:
+        """``x1 * 2**x2``, differentiable as torch's.
         """
     def log(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
@@ -587,9 +619,17 @@ class Tensor:
     def nanmean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
         """
+    def nanmedian(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
+        torch's ``nanmedian`` returns the lower one).
+        """
     def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
         where NumPy warns and gives NaN.
+        """
+    def nanquantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
+        ``nanquantile``: the gradient goes to the two values interpolated.
         """
     def nansum(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
@@ -764,6 +804,17 @@ class Tensor:
         """
     def swapaxes(self, axis1, axis2) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def take(self, indices, axis=None, *, dim=...) -> Tensor:
+        """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
+        ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
+        a.shape[axis + 1:]``; repeated indices accumulate in backward.
+        """
+    def take_along_dim(self, indices, axis=-1, *, dim=...) -> Tensor:
+        """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
+        ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
+        None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
+        Backward adds the cotangent back where it was read (repeats accumulate).
         """
     def tan(self) -> Tensor:
         """Elementwise ``tan``; gradient node ``TanBackward0``.

@@ -276,6 +276,45 @@ SPECS = (
     OpSpec("roll_both_axes", lambda a: dg.roll(a, (-1, 3), axis=(0, 1)), [M], -2, 2),
     OpSpec("diff_twice_axis1", lambda a: dg.diff(a, n=2, axis=1), [M], -2, 2),
     OpSpec("shifted_slices_difference", lambda a: a[1:, 1:] - a[:-1, :-1], [M], -2, 2),
+    # the rest of dask.array's NumPy functions (daskgrad/ops/numpy_extra.py)
+    OpSpec("cumprod", lambda a: dg.cumprod(a, axis=0) + dg.cumprod(a, axis=1), [M], -1.5, 1.5),
+    OpSpec("cumprod_flat_with_zeros", lambda a: dg.cumprod(dg.where(dg.abs(a) < 0.3, 0.0, a)), [M], -1.5, 1.5),
+    OpSpec("nan_cumulative_and_prod", lambda a: dg.nancumsum(a, axis=1) * dg.nancumprod(a, axis=0)
+           + dg.nanprod(a, axis=0), [M], 0.5, 1.5),
+    OpSpec("nanvar_nanstd", lambda a: dg.nanvar(a, axis=0, ddof=1) + dg.nanstd(a, axis=1, keepdims=True)[:4],
+           [M], -2, 2),
+    OpSpec("nanvar_with_nans", lambda a: dg.nanvar(dg.where(a > 1.5, np.nan, a), axis=0), [M], -2, 2),
+    OpSpec("moment", lambda a: dg.moment(a, 3, axis=0) + dg.moment(a, 2), [M], -2, 2),
+    OpSpec("gradient_uniform", lambda a: dg.concatenate(dg.gradient(a, 0.5), axis=0), [M], -2, 2),
+    OpSpec("gradient_coordinates_edge2", lambda a: dg.concatenate(dg.gradient(
+        a, np.array([0.0, 0.4, 1.1, 1.5, 2.6, 3.0]), np.array([1.0, 1.5, 2.5, 2.75]), edge_order=2), axis=0),
+           [M], -2, 2),
+    OpSpec("diff_prepend_append", lambda a, b: dg.diff(a, 2, axis=0, prepend=0.5, append=b[:1]), [M, M], -2, 2),
+    OpSpec("take", lambda a: dg.take(a, [[1, 3], [3, 0]], axis=1) * dg.take(a, np.array([[5, 0], [23, 5]])),
+           [M], -2, 2),
+    OpSpec("take_along_axis", lambda a: dg.take_along_axis(a, np.array([[0, 2, 2], [1, 1, 0], [3, 3, 3], [0, 1, 2],
+                                                                         [2, 2, 2], [3, 0, 1]]), axis=1), [M], -2, 2),
+    OpSpec("take_along_axis_argsort", lambda a, b: dg.take_along_axis(b, dg.argsort(a, axis=0), axis=0) * a,
+           [M, M], -2, 2),
+    OpSpec("select_piecewise_choose", lambda a, b: dg.select([a > 1, a < -1], [a * b, b], default=a)
+           + dg.piecewise(a, [a < 0, a > 1], [lambda t: t ** 2, lambda t: t * 3, lambda t: -t])
+           + dg.choose((a > 0).astype("int64") + (b > 0).astype("int64"), [a, b, a * b]), [M, M], -2, 2),
+    OpSpec("compress_extract", lambda a: dg.compress([True, False, True, True], a, axis=1) * 2
+           + dg.extract(a > 0, a).sum() + 0 * a.sum(), [M], -2, 2),
+    OpSpec("fmax_fmin", lambda a, b: dg.fmax(a, b) * dg.fmin(a, 0.5) + dg.fmin(dg.where(b > 1, np.nan, b), a),
+           [M, M], -2, 2),
+    OpSpec("broadcast_arrays_meshgrid", lambda a, b: dg.broadcast_arrays(a, b[0])[1] * a
+           + dg.meshgrid(a[:, 0], b[0], indexing="ij")[0][:, :4] * dg.meshgrid(a[0], a[:, 1])[1], [M, M], -2, 2),
+    OpSpec("ldexp_frexp_modf", lambda a: dg.ldexp(a, 3) + dg.frexp(a)[0] * dg.modf(a * 3)[0], [M], -2, 2),
+    OpSpec("rollaxis_ediff1d", lambda a, b: dg.rollaxis(dg.reshape(a, (2, 3, 4)), 2)[:, 0] * dg.ediff1d(
+        b, to_begin=2.0, to_end=b[0])[:3], [M, M], -2, 2),
+    OpSpec("delete_insert", lambda a, b: dg.delete(a, [0, 2], axis=0) * dg.insert(a, 1, b[0], axis=0)[:4]
+           + dg.insert(a, 2, 1.5, axis=1)[:4, :4], [M, M], -2, 2),
+    OpSpec("nanquantile_nanmedian", lambda a: dg.nanquantile(dg.where(a > 1.2, np.nan, a), [0.3, 0.9], axis=0)
+           * dg.nanmedian(a, axis=0) + dg.nanpercentile(dg.where(a < -1.5, np.nan, a), 40), [M], -2, 2),
+    OpSpec("block_coarsen", lambda a, b: dg.block([[a, b[:, :1]], [b[:1], a[:1, :1]]])[:6, :4] * dg.coarsen(
+        np.mean, a, {0: 2, 1: 2})[:, :1].sum() + dg.coarsen(np.max, b, {0: 3}, trim_excess=True).sum(), [M, M], -2, 2),
+    OpSpec("topk", lambda a: dg.topk(a, 2, axis=0) * dg.topk(a, -3)[:2, :2].sum(), [M], -2, 2),
     # convolution and pooling windows (unfold/fold), halos across chunks of the spatial axes
     OpSpec("conv2d_strided_dilated", lambda a, w: F.conv2d(_image(a), w, stride=(2, 1), padding=1, dilation=(1, 2)),
            [M, (2, 1, 3, 2)], -2, 2),

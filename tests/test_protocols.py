@@ -219,11 +219,11 @@ def test_shape_queries_answer_without_computing(submissions):
 
 
 @pytest.mark.parametrize("call, named", [
-    (lambda t: np.unique(t), "numpy.unique"),
-    (lambda t: np.allclose(t, 1.0), "numpy.allclose"),
+    (lambda t: np.partition(t, 1), "numpy.partition"),
+    (lambda t: np.interp(0.5, t, t), "numpy.interp"),
     (lambda t: np.fft.fft(t), "numpy.fft.fft"),
     (lambda t: np.add.reduce(t), "numpy.add.reduce"),
-    (lambda t: np.searchsorted(t, 0.5), "numpy.searchsorted"),
+    (lambda t: np.trapezoid(t), "numpy.trapezoid"),
 ])
 def test_numpy_functions_without_an_op_raise_a_type_error_naming_them(call, named, submissions):
     t = dg.ones(4, chunks=2, requires_grad=True) * 2

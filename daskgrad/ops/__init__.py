@@ -13,7 +13,7 @@ import inspect
 from .._tensor import Tensor
 from ._util import OPS
 from . import conv, elementwise, indexing, layers, linalg, nn, reductions, shape, stencil  # noqa: F401  (each marks its ops)
-from . import composite  # noqa: F401,E402  (NumPy functions built from the ops above)
+from . import composite, numpy_extra, numpy_index, numpy_shape  # noqa: F401,E402  (NumPy functions built from the ops above)
 from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and functional; not public)
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)
 from .shape import swapaxes, transpose

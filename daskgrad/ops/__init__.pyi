@@ -15,6 +15,9 @@ from . import inplace as inplace
 from . import layers as layers
 from . import linalg as linalg
 from . import nn as nn
+from . import numpy_extra as numpy_extra
+from . import numpy_index as numpy_index
+from . import numpy_shape as numpy_shape
 from . import reductions as reductions
 from . import shape as shape
 from . import stencil as stencil
@@ -228,6 +231,87 @@ __all__ = [
     'percentile',
     'cov',
     'corrcoef',
+    'cumprod',
+    'cumulative_prod',
+    'cumulative_sum',
+    'nancumsum',
+    'nancumprod',
+    'nanprod',
+    'nanvar',
+    'nanstd',
+    'nanargmax',
+    'nanargmin',
+    'moment',
+    'gradient',
+    'take',
+    'take_along_axis',
+    'take_along_dim',
+    'select',
+    'piecewise',
+    'choose',
+    'compress',
+    'extract',
+    'fmax',
+    'fmin',
+    'nanquantile',
+    'nanpercentile',
+    'nanmedian',
+    'ldexp',
+    'frexp',
+    'modf',
+    'zeros',
+    'ones',
+    'full',
+    'arange',
+    'searchsorted',
+    'digitize',
+    'count_nonzero',
+    'argwhere',
+    'nonzero',
+    'flatnonzero',
+    'unravel_index',
+    'ravel_multi_index',
+    'isin',
+    'unique',
+    'union1d',
+    'histogram',
+    'histogram2d',
+    'histogramdd',
+    'bincount',
+    'left_shift',
+    'right_shift',
+    'iscomplex',
+    'isclose',
+    'allclose',
+    'nextafter',
+    'spacing',
+    'invert',
+    'all',
+    'any',
+    'floor_divide',
+    'divmod',
+    'eye',
+    'identity',
+    'tri',
+    'empty',
+    'empty_like',
+    'indices',
+    'meshgrid',
+    'fromfunction',
+    'tril_indices',
+    'triu_indices',
+    'tril_indices_from',
+    'triu_indices_from',
+    'broadcast_arrays',
+    'broadcast_tensors',
+    'rollaxis',
+    'ediff1d',
+    'delete',
+    'insert',
+    'topk',
+    'argtopk',
+    'block',
+    'coarsen',
 ]
 
 def neg(x) -> Tensor:
@@ -537,9 +621,9 @@ def split(x, indices_or_sections, axis=0, *, dim=...) -> list[Tensor]:
 def pad(x, pad_width, mode='constant', constant_values=0) -> Tensor:
     """Constant padding (NumPy's ``pad_width``); the rule slices the padding off.
     """
-def diff(x, n=1, axis=-1, *, dim=...) -> Tensor:
-    """The ``n``-th discrete difference along ``axis``, ``x[1:] - x[:-1]`` (NumPy's ``diff``; torch's
-    ``diff`` without ``prepend``/``append``).
+def diff(x, n=1, axis=-1, prepend=None, append=None, *, dim=...) -> Tensor:
+    """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
+    (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
     """
 def getitem(x, index) -> Tensor:
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
@@ -905,4 +989,282 @@ def cov(m, rowvar=True, bias=False, ddof=None) -> Tensor:
 def corrcoef(x, rowvar=True) -> Tensor:
     """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
     ``cov`` (NumPy's ``corrcoef``; torch's takes rows only).
+    """
+def cumprod(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
+    the input holds zeros, as torch's.
+    """
+def cumulative_prod(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
+    the input holds zeros, as torch's.
+    """
+def cumulative_sum(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
+    None, where torch requires ``dim``).
+    """
+def nancumsum(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """``cumsum`` with NaNs counted as 0.
+    """
+def nancumprod(x, axis=None, dtype=None, *, dim=...) -> Tensor:
+    """``cumprod`` with NaNs counted as 1.
+    """
+def nanprod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+    """``prod`` with NaNs counted as 1.
+    """
+def nanvar(x, axis=None, ddof=0, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+    """``var`` of the non-NaN values (NaN where fewer than ``ddof + 1`` remain); NaN positions get a
+    zero gradient.
+    """
+def nanstd(x, axis=None, ddof=0, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
+    """``std`` of the non-NaN values, ``sqrt(nanvar)``; NaN positions get a zero gradient.
+    """
+def nanargmax(x, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``nanargmax`` (NaNs skipped; an integer tensor, never differentiable).
+    """
+def nanargmin(x, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``nanargmin`` (NaNs skipped; an integer tensor, never differentiable).
+    """
+def moment(x, order, axis=None, dtype=None, keepdims=False, ddof=0, *, dim=..., keepdim=...) -> Tensor:
+    """dask's ``moment``: the ``order``-th central moment, ``sum((x - mean)**order) / (n - ddof)``.
+    """
+def gradient(f, *varargs, axis=None, edge_order=1, dim=...) -> Tensor:
+    """NumPy's ``gradient``: second-order central differences inside, first- or second-order
+    (``edge_order``) one-sided ones at the ends; ``varargs`` one spacing for all axes, or one per
+    axis (a number, or the 1-D coordinates along it).  One tensor for one axis, else a list.
+    Differentiable, across chunk boundaries (each difference reads its neighbours).
+    """
+def take(a, indices, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
+    ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
+    a.shape[axis + 1:]``; repeated indices accumulate in backward.
+    """
+def take_along_axis(arr, indices, axis=-1, *, dim=...) -> Tensor:
+    """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
+    ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
+    None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
+    Backward adds the cotangent back where it was read (repeats accumulate).
+    """
+def take_along_dim(arr, indices, axis=-1, *, dim=...) -> Tensor:
+    """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
+    ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
+    None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
+    Backward adds the cotangent back where it was read (repeats accumulate).
+    """
+def select(condlist, choicelist, default=0) -> Tensor:
+    """NumPy's ``select``: each element from the first choice whose condition holds, else ``default``.
+    """
+def piecewise(x, condlist, funclist, *args, **kw) -> Tensor:
+    """NumPy's ``piecewise``: ``funclist[i](x)`` where ``condlist[i]`` holds (the last true one wins),
+    an extra last function (or value) elsewhere, 0 where none holds.  Each function is applied to the
+    whole tensor and its result chosen by ``where``: it must be finite everywhere (a NaN or infinite
+    derivative outside its piece reaches the gradient as ``0 * inf``, as with torch's ``where``).
+    """
+def choose(a, choices) -> Tensor:
+    """NumPy's ``choose``: ``choices[a[i]][i]`` (``a`` an integer tensor or host array; mode='raise').
+    """
+def compress(condition, a, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``compress``: the slices along ``axis`` (of the raveled tensor when None) where the
+    1-D ``condition`` is true; a host condition gives known sizes, a tensor one unknown (as dask's).
+    """
+def extract(condition, arr) -> Tensor:
+    """NumPy's ``extract``: ``ravel(arr)[ravel(condition)]`` (an unknown length for a tensor condition, as dask's).
+    """
+def fmax(a, b) -> Tensor:
+    """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+    ``a``, as torch's.
+    """
+def fmin(a, b) -> Tensor:
+    """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+    ``a``, as torch's.
+    """
+def nanquantile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
+    ``nanquantile``: the gradient goes to the two values interpolated.
+    """
+def nanpercentile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """``nanquantile`` at ``q / 100`` (``q`` in [0, 100]).
+    """
+def nanmedian(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
+    torch's ``nanmedian`` returns the lower one).
+    """
+def ldexp(x1, x2) -> Tensor:
+    """``x1 * 2**x2``, differentiable as torch's.
+    """
+def frexp(x) -> Tensor:
+    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+    ``g / 2**exponent``, as torch's, the exponent an integer tensor.
+    """
+def modf(x) -> Tensor:
+    """``(fractional part, integral part)``, each with ``x``'s sign; the first passes the gradient,
+    the second's is 0.
+    """
+def zeros(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy.
+    """
+def ones(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy.
+    """
+def full(shape, fill_value, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A leaf filled with ``fill_value`` (torch's ``full``: a bool or int value gives bool or int64, a
+    float the default float32), lazy.
+    """
+def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
+    arguments, float32 otherwise), lazy.
+    """
+def searchsorted(a, v, side='left', sorter=None) -> Tensor:
+    """Where ``v`` would go in the sorted 1-D ``a`` (``torch.searchsorted``); an integer tensor.
+    """
+def digitize(x, bins, right=False) -> Tensor:
+    """The index of the bin each value of ``x`` falls in (host ``bins``, as dask's); an integer tensor.
+    """
+def count_nonzero(a, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor.
+    """
+def argwhere(*args, **kwargs) -> Tensor:
+    """The indices of the non-zero elements, one row each (an unknown number of rows, as dask's) (not differentiable).
+    """
+def nonzero(*args, **kwargs) -> Tensor:
+    """The indices of the non-zero elements, one tensor per axis (unknown lengths, as dask's; ``torch.nonzero`` is ``argwhere``) (not differentiable).
+    """
+def flatnonzero(*args, **kwargs) -> Tensor:
+    """The indices of the non-zero elements of the raveled tensor (not differentiable).
+    """
+def unravel_index(*args, **kwargs) -> Tensor:
+    """Flat indices as a tuple of index tensors (not differentiable).
+    """
+def ravel_multi_index(*args, **kwargs) -> Tensor:
+    """Index tensors as flat indices (not differentiable).
+    """
+def isin(element, test_elements, assume_unique=False, invert=False) -> Tensor:
+    """Whether each element is in ``test_elements`` (``torch.isin``); a boolean tensor.
+    """
+def unique(ar, return_index=False, return_inverse=False, return_counts=False) -> Tensor:
+    """The sorted distinct values (an unknown length, as dask's), with the extras NumPy's returns.
+    """
+def union1d(ar1, ar2) -> Tensor:
+    """The sorted distinct values of both (an unknown length, as dask's); not differentiable.
+    """
+def histogram(a, bins=10, range=None, weights=None, density=None) -> Tensor:
+    """``(counts, bin_edges)`` as dask's (an integer ``bins`` needs ``range``, which dask cannot
+    infer without computing); not differentiable.
+    """
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None) -> Tensor:
+    """``(counts, x_edges, y_edges)`` of the pairs ``(x, y)``, as dask's; not differentiable.
+    """
+def histogramdd(sample, bins, range=None, weights=None, density=None) -> Tensor:
+    """``(counts, [edges per axis])`` of the rows of ``sample``, as dask's; not differentiable.
+    """
+def bincount(x, weights=None, minlength=0) -> Tensor:
+    """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
+    with weights that require grad the result does too, and backward raises, as torch's.
+    """
+def left_shift(*args, **kwargs) -> Tensor:
+    """NumPy's ``left_shift`` (not differentiable).
+    """
+def right_shift(*args, **kwargs) -> Tensor:
+    """NumPy's ``right_shift`` (not differentiable).
+    """
+def iscomplex(*args, **kwargs) -> Tensor:
+    """NumPy's ``iscomplex`` (not differentiable).
+    """
+def isclose(*args, **kwargs) -> Tensor:
+    """NumPy's ``isclose`` (not differentiable).
+    """
+def allclose(*args, **kwargs) -> Tensor:
+    """NumPy's ``allclose`` (not differentiable).
+    """
+def nextafter(*args, **kwargs) -> Tensor:
+    """NumPy's ``nextafter`` (not differentiable).
+    """
+def spacing(*args, **kwargs) -> Tensor:
+    """NumPy's ``spacing`` (not differentiable).
+    """
+def invert(x) -> Tensor:
+    """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
+    floating tensors are refused with torch's TypeError.
+    """
+def all(a, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """NumPy's ``all`` (a boolean tensor).
+    """
+def any(a, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """NumPy's ``any`` (a boolean tensor).
+    """
+def floor_divide(x1, x2) -> Tensor:
+    """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
+    """
+def divmod(x1, x2) -> Tensor:
+    """``(floor_divide(x1, x2), mod(x1, x2))``; the remainder is differentiable, as torch's ``remainder``.
+    """
+def eye(N, M=None, k=0, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """Ones on the ``k``-th diagonal (``torch.eye``; float32 by default, as torch's).
+    """
+def identity(n, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """The ``n`` by ``n`` identity (``eye(n)``; float32 by default, as torch's).
+    """
+def tri(N, M=None, k=0, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """Ones at and below the ``k``-th diagonal.
+    """
+def empty(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
+    """As ``zeros`` (dask's ``empty`` is lazy too: its values are never read before being written).
+    """
+def empty_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does.
+    """
+def indices(dimensions, dtype=..., chunks='auto', sparse=False) -> Tensor:
+    """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's).
+    """
+def meshgrid(*xi, indexing='xy', sparse=False, copy=True) -> Tensor:
+    """Coordinate grids of 1-D tensors (NumPy's default ``indexing='xy'``; ``torch.meshgrid`` defaults
+    to ``'ij'``); differentiable, each grid a broadcast of its input.
+    """
+def fromfunction(function, shape, *, dtype=..., chunks='auto', **kwargs) -> Tensor:
+    """``function(*index_grids)``: it gets one float (``dtype``) tensor of indices per axis.
+    """
+def tril_indices(*args, **kwargs) -> Tensor:
+    """NumPy's ``tril_indices``: two integer index tensors.
+    """
+def triu_indices(*args, **kwargs) -> Tensor:
+    """NumPy's ``triu_indices``: two integer index tensors.
+    """
+def tril_indices_from(*args, **kwargs) -> Tensor:
+    """NumPy's ``tril_indices_from``: two integer index tensors.
+    """
+def triu_indices_from(*args, **kwargs) -> Tensor:
+    """NumPy's ``triu_indices_from``: two integer index tensors.
+    """
+def broadcast_arrays(*args) -> Tensor:
+    """The tensors broadcast to one shape (a list), each differentiable.
+    """
+def broadcast_tensors(*args) -> Tensor:
+    """The tensors broadcast to one shape (a list), each differentiable.
+    """
+def rollaxis(a, axis, start=0, *, dim=...) -> Tensor:
+    """NumPy's ``rollaxis`` (``moveaxis`` with its older convention for the destination).
+    """
+def ediff1d(ary, to_end=None, to_begin=None) -> Tensor:
+    """The differences of the raveled tensor, with ``to_begin``/``to_end`` joined at the ends.
+    """
+def delete(arr, obj, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``delete``: ``arr`` without the entries ``obj`` (an int, a slice or host integers) along ``axis``.
+    """
+def insert(arr, obj, values, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``insert`` for one position ``obj`` (an int): ``values`` broadcast to one slice (or
+    several along ``axis``, as NumPy's for a sequence of values) placed before it.
+    """
+def topk(a, k, axis=-1, split_every=None, *, dim=...) -> Tensor:
+    """dask's ``topk``: the ``k`` largest values along ``axis``, largest first (the ``-k`` smallest,
+    smallest first, for negative ``k``); the axis becomes one chunk.  (torch's ``topk`` returns values
+    and indices: ``take_along_axis(a, argtopk(a, k))`` gives the values this way too.)
+    """
+def argtopk(a, k, axis=-1, split_every=None, *, dim=...) -> Tensor:
+    """The indices :func:`topk` takes (an integer tensor, not differentiable).
+    """
+def block(arrays) -> Tensor:
+    """NumPy's ``block``: nested lists of tensors joined, the innermost lists along the last axis.
+    """
+def coarsen(reduction, x, axes, trim_excess=False, **kwargs) -> Tensor:
+    """dask's ``coarsen``: ``reduction`` (NumPy's ``sum``, ``mean``, ``max`` ... or the daskgrad op)
+    over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction.
     """

@@ -10,6 +10,7 @@ import dask.array as da
 import numpy as np
 
 from ..graph import primitive
+from .._tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
 
@@ -317,12 +318,31 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 
 @public()
-def diff(x, n=1, axis=-1):
-    """The ``n``-th discrete difference along ``axis``, ``x[1:] - x[:-1]`` (NumPy's ``diff``; torch's
-    ``diff`` without ``prepend``/``append``)."""
+def diff(x, n=1, axis=-1, prepend=None, append=None):
+    """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
+    (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's)."""
     x = as_tensor(x)
     axis = norm_axis(axis, x.ndim)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"diff(): argument 'n' must be int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
     pre = (slice(None),) * axis
+    if prepend is not None or append is not None:
+        parts = [_edge(v, x, axis) for v in (prepend,) if v is not None] + [x]
+        x = concatenate(parts + [_edge(v, x, axis) for v in (append,) if v is not None], axis=axis)
     for _ in range(n):
         x = _getitem(x, pre + (slice(1, None),)) - _getitem(x, pre + (slice(None, -1),))
     return x
+
+
+def _edge(v, x, axis):
+    """``prepend``/``append`` as NumPy takes them: a number or 0-d value becomes one slice along
+    ``axis`` (a constant made on ``x``'s chunk type), a tensor of ``x``'s rank joins as it is."""
+    from .elementwise import full_like  # elementwise's where and full_like are below this floor
+
+    one = _getitem(x, (slice(None),) * axis + (slice(0, 1),))
+    if isinstance(v, Tensor) or np.ndim(v):
+        v = as_tensor(v)
+        return v if v.ndim == x.ndim else broadcast_to(v, one.shape)
+    return full_like(one, v, dtype=np.result_type(x.dtype, v))

@@ -1,0 +1,487 @@
+"""The rest of dask.array's differentiable NumPy functions (those that rearrange tensors are in
+``numpy_shape``): ``cumprod`` (its own rule, exact with zeros as torch's), ``take_along_axis`` (its
+own rule, a gather and its scatter-add), and compositions of the ops (NaN-ignoring reductions and
+order statistics, ``gradient``, ``select``, ``piecewise``, ``fmax`` ...), whose gradient is their
+parts'.  NumPy's names and arguments; torch's name as an alias where torch has one.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import dask.array as da
+import numpy as np
+from dask.array.utils import meta_from_array
+
+from .. import chunk
+from ..graph import primitive
+from .._tensor import Tensor
+from ._util import as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
+from . import elementwise as ew
+from .composite import isnan, ravel
+from .elementwise import astype, conj, exp2, trunc, where
+from .indexing import getitem, sort
+from .reductions import cumsum, mean, prod, sum
+from .shape import broadcast_to, concatenate, flip, rechunk, reshape, squeeze, stack
+
+
+# ---------------------------------------------------------------------- cumprod
+def _reverse_cumsum(t, axis):
+    return flip(cumsum(flip(t, axis), axis), axis)
+
+
+def _cumprod_rule(g, s, *, axis):
+    """torch's exact gradient with zeros: before the first zero of a slice, ``sum_{j>=i} g_j r_j / x_i``;
+    at the first zero, the products with that zero left out (``cumprod`` of ``x`` with it set to 1);
+    after it, 0 (each product there holds the first zero)."""
+    x, r = s.x, s.r
+    zero = x == 0
+    seen = cumsum(zero, axis)
+    before, first = seen == 0, zero & (seen == 1)
+    at_before = _reverse_cumsum(g * conj(r), axis) / conj(where(before, x, 1))
+    at_first = _reverse_cumsum(g * conj(cumprod(where(first, 1, x), axis)), axis)
+    return (where(before, at_before, where(first, at_first, 0)),)
+
+
+cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=lambda a, *, axis: da.cumprod(a, axis=axis),
+                      save=("x", "r"), prepare=tensor_operand)
+cumprod_p.vjp(_cumprod_rule)
+
+
+@public("cumprod")
+def cumprod(x, axis=None, dtype=None):
+    """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
+    the input holds zeros, as torch's."""
+    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    if axis is None:
+        return cumprod(ravel(x), 0)
+    axis = norm_axis(axis, x.ndim)
+    if x.ndim == 0:
+        return reshape(cumprod(reshape(x, (1,)), 0), ())
+    return cumprod_p.bind(x, axis=axis)
+
+
+public(name="cumulative_prod")(cumprod)  # NumPy 2's name
+public(name="cumulative_sum")(cumsum)
+
+
+# ----------------------------------------------------------- NaN-ignoring ones
+@public()
+def nancumsum(x, axis=None, dtype=None):
+    """``cumsum`` with NaNs counted as 0."""
+    x = as_tensor(x)
+    return cumsum(where(isnan(x), 0, x), axis=axis, dtype=dtype)
+
+
+@public()
+def nancumprod(x, axis=None, dtype=None):
+    """``cumprod`` with NaNs counted as 1."""
+    x = as_tensor(x)
+    return cumprod(where(isnan(x), 1, x), axis=axis, dtype=dtype)
+
+
+@public()
+def nanprod(x, axis=None, keepdims=False, dtype=None):
+    """``prod`` with NaNs counted as 1."""
+    x = as_tensor(x)
+    return prod(where(isnan(x), 1, x), axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+@public()
+def nanvar(x, axis=None, ddof=0, keepdims=False, dtype=None):
+    """``var`` of the non-NaN values (NaN where fewer than ``ddof + 1`` remain); NaN positions get a
+    zero gradient."""
+    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    nan = isnan(x)
+    kept = where(nan, 0.0, ew.ones_like(x))
+    n = sum(kept, axis=axis, keepdims=True)
+    centered = where(nan, 0.0, x - sum(where(nan, 0.0, x), axis=axis, keepdims=True) / n)
+    return sum(centered * centered, axis=axis, keepdims=keepdims) / (sum(kept, axis=axis, keepdims=keepdims) - ddof)
+
+
+@public()
+def nanstd(x, axis=None, ddof=0, keepdims=False, dtype=None):
+    """``std`` of the non-NaN values, ``sqrt(nanvar)``; NaN positions get a zero gradient."""
+    return ew.sqrt(nanvar(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype))
+
+
+def _nanarg(fn):
+    def op(x, axis=None):
+        x = as_tensor(x)
+        return Tensor._make(getattr(da, fn)(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
+    op.__name__ = op.__qualname__ = fn
+    op.__doc__ = f"NumPy's ``{fn}`` (NaNs skipped; an integer tensor, never differentiable)."
+    return public()(op)
+
+
+nanargmax, nanargmin = _nanarg("nanargmax"), _nanarg("nanargmin")
+
+
+@public()
+def moment(x, order, axis=None, dtype=None, keepdims=False, ddof=0):
+    """dask's ``moment``: the ``order``-th central moment, ``sum((x - mean)**order) / (n - ddof)``."""
+    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    if order < 0 or int(order) != order:
+        raise ValueError("Order must be an integer >= 0")
+    n = math.prod(x.shape[a] for a in norm_axes(axis, x.ndim))
+    if order < 2:  # 1 and 0 by definition, as dask's (no gradient)
+        return sum(ew.full_like(x, float(order == 0)), axis=axis, keepdims=keepdims) / n
+    c = x - mean(x, axis=axis, keepdims=True)
+    return sum(c ** int(order), axis=axis, keepdims=keepdims) / (n - ddof)
+
+
+# ------------------------------------------------------------------ gradient
+def _on_device(host, like):
+    """A small host array (coefficients the user's coordinates give) as a constant on ``like``'s chunk type."""
+    a = da.from_array(np.asarray(host, dtype=like.dtype), chunks=-1)
+    meta = like.array._meta
+    return Tensor._make(a.map_blocks(chunk.like, meta, dtype=a.dtype, meta=meta_from_array(meta, a.ndim, a.dtype)))
+
+
+def _along(t, axis, n):
+    """A 1-D host ``t`` of length ``n`` shaped to broadcast along ``axis`` of an ``n``-D tensor."""
+    return np.reshape(t, (-1,) + (1,) * (n - axis - 1))
+
+
+def _gradient_axis(f, axis, spacing, edge_order):
+    """np.gradient along one axis: central differences inside, one-sided ones of ``edge_order`` at the ends."""
+    n = f.shape[axis]
+    if n < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, at least (edge_order + 1) "
+                         "elements are required.")
+    pre = (slice(None),) * axis
+
+    def at(i, j="one"):  # one slice of width 1 at i, or the range i:j
+        return getitem(f, pre + (slice(i, i + 1 or None) if j == "one" else slice(i, j),))
+
+    if np.ndim(spacing) == 0:
+        h = float(spacing)
+        inside = (at(2, None) - at(None, -2)) / (2 * h)
+        if edge_order == 1:
+            lo, hi = (at(1) - at(0)) / h, (at(-1) - at(-2)) / h
+        else:
+            lo = (at(0) * -1.5 + at(1) * 2 - at(2) * 0.5) / h
+            hi = (at(-3) * 0.5 - at(-2) * 2 + at(-1) * 1.5) / h
+        return concatenate([lo, inside, hi], axis=axis)
+    x = np.asarray(spacing, dtype=np.float64)
+    if x.ndim != 1 or len(x) != n:
+        raise ValueError("when 1d, distances must match the length of the corresponding dimension")
+    dx = np.diff(x)
+    d1, d2 = dx[:-1], dx[1:]
+    coef = [-d2 / (d1 * (d1 + d2)), (d2 - d1) / (d1 * d2), d1 / (d2 * (d1 + d2))]
+    c = [_on_device(_along(k, axis, f.ndim), f) for k in coef]
+    inside = c[0] * at(None, -2) + c[1] * at(1, -1) + c[2] * at(2, None)
+    if edge_order == 1:
+        lo, hi = (at(1) - at(0)) / dx[0], (at(-1) - at(-2)) / dx[-1]
+    else:
+        a, b = dx[0], dx[1]
+        lo = at(0) * (-(2 * a + b) / (a * (a + b))) + at(1) * ((a + b) / (a * b)) + at(2) * (-a / (b * (a + b)))
+        a, b = dx[-2], dx[-1]
+        hi = at(-3) * (b / (a * (a + b))) + at(-2) * (-(a + b) / (a * b)) + at(-1) * ((2 * b + a) / (b * (a + b)))
+    return concatenate([lo, inside, hi], axis=axis)
+
+
+@public()
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's ``gradient``: second-order central differences inside, first- or second-order
+    (``edge_order``) one-sided ones at the ends; ``varargs`` one spacing for all axes, or one per
+    axis (a number, or the 1-D coordinates along it).  One tensor for one axis, else a list.
+    Differentiable, across chunk boundaries (each difference reads its neighbours)."""
+    f = as_tensor(f)
+    if f.dtype.kind not in "fc":
+        f = astype(f, np.float64)
+    axes = tuple(range(f.ndim)) if axis is None else tuple(norm_axis(a, f.ndim) for a in (
+        axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    if len(varargs) == 0:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacings = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = list(varargs)
+    else:
+        raise TypeError("invalid number of arguments")
+    if any(isinstance(s, (Tensor, da.Array)) for s in spacings):
+        raise TypeError("gradient's spacings are host numbers or coordinates (NumPy arrays), not lazy tensors")
+    out = [_gradient_axis(f, a, s, edge_order) for a, s in zip(axes, spacings)]
+    return out[0] if len(out) == 1 else out
+
+
+# ------------------------------------------------------- take, take_along_axis
+@public("take")
+def take(a, indices, axis=None):
+    """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
+    ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
+    a.shape[axis + 1:]``; repeated indices accumulate in backward."""
+    a = as_tensor(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = norm_axis(axis, a.ndim)
+    pre = (slice(None),) * axis
+    if isinstance(indices, numbers.Integral):
+        return getitem(a, pre + (int(indices),))
+    lazy = isinstance(indices, (Tensor, da.Array))
+    idx = raw(indices) if lazy else np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if idx.ndim == 1:
+        return getitem(a, pre + (indices if lazy else idx,))
+    flat = getitem(a, pre + ((Tensor._make(idx.reshape(-1)) if lazy else idx.reshape(-1)),))
+    return reshape(flat, a.shape[:axis] + idx.shape + a.shape[axis + 1:])
+
+
+def _gather_block(block, idx, axis):
+    return np.take_along_axis(block, idx % block.shape[axis], axis)
+
+
+def _scatter_add_block(g, idx, axis, n):
+    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
+    out = np.zeros_like(g, shape=g.shape[:axis] + (n,) + g.shape[axis + 1:])
+    grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
+    grid[axis] = idx % n
+    np.add.at(out, tuple(grid), g)
+    return out
+
+
+def _gather_array(a, idx, *, axis, n):
+    return da.map_blocks(_gather_block, a, idx, axis=axis, dtype=a.dtype, meta=a._meta, chunks=idx.chunks)
+
+
+def _scatter_add_array(g, idx, *, axis, n):
+    chunks = tuple((n,) if k == axis else c for k, c in enumerate(g.chunks))
+    return da.map_blocks(_scatter_add_block, g, idx, axis=axis, n=n, dtype=g.dtype, meta=g._meta, chunks=chunks)
+
+
+gather_p = primitive("take_along_axis", torch="GatherBackward0", impl=_gather_array, args=("x", "idx"),
+                     save=("idx",), consts=("idx",))
+scatter_add_p = primitive("scatter_add_along_axis", torch="ScatterAddBackward0", impl=_scatter_add_array,
+                          args=("g", "idx"), save=("idx",), consts=("idx",))
+gather_p.vjp(lambda g, s, *, axis, n: (scatter_add_p.bind(g, s.idx, axis=axis, n=n),))
+scatter_add_p.vjp(lambda g, s, *, axis, n: (gather_p.bind(g, s.idx, axis=axis, n=n),))
+
+
+def _check_host_index(idx, n, axis):
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        raise IndexError(f"index {int(idx[bad][0])} is out of bounds for axis {axis} with size {n}")
+
+
+@public("take_along_dim")
+def take_along_axis(arr, indices, axis=-1):
+    """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
+    ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
+    None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
+    Backward adds the cotangent back where it was read (repeats accumulate)."""
+    x = as_tensor(arr)
+    lazy = isinstance(indices, (Tensor, da.Array))
+    idx = raw(indices) if lazy else np.asarray(indices)
+    if axis is None:
+        x, axis, idx = ravel(x), 0, idx.reshape(-1)
+    axis = norm_axis(axis, x.ndim)
+    if idx.dtype.kind not in "iu":
+        raise IndexError("`indices` must be an integer array")
+    if idx.ndim != x.ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    n = x.shape[axis]
+    if not lazy:
+        _check_host_index(idx, n, axis)
+    shape = tuple(m if k == axis else max(a, m) for k, (a, m) in enumerate(zip(x.shape, idx.shape)))
+    if x.shape[:axis] + x.shape[axis + 1:] != shape[:axis] + shape[axis + 1:]:
+        x = broadcast_to(x, shape[:axis] + (n,) + shape[axis + 1:])
+    if len(x.chunks[axis]) > 1:
+        x = rechunk(x, {axis: -1})
+    chunks = tuple((shape[axis],) if k == axis else c for k, c in enumerate(x.chunks))
+    if lazy:
+        idx = da.broadcast_to(idx, shape).rechunk(chunks)
+    else:
+        meta = x.array._meta
+        idx = da.from_array(np.broadcast_to(idx, shape), chunks=chunks).map_blocks(
+            chunk.like, meta, dtype=idx.dtype, meta=meta_from_array(meta, len(shape), idx.dtype))
+    return gather_p.bind(x, Tensor._make(idx), axis=axis, n=n)
+
+
+public(name="take_along_dim")(take_along_axis)  # torch's name
+
+
+# --------------------------------------------------------------- choosing
+@public()
+def select(condlist, choicelist, default=0):
+    """NumPy's ``select``: each element from the first choice whose condition holds, else ``default``."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    out = tensor_or_scalar(default)
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        out = where(cond, choice, out)
+    return out if isinstance(out, Tensor) else as_tensor(out)
+
+
+@public()
+def piecewise(x, condlist, funclist, *args, **kw):
+    """NumPy's ``piecewise``: ``funclist[i](x)`` where ``condlist[i]`` holds (the last true one wins),
+    an extra last function (or value) elsewhere, 0 where none holds.  Each function is applied to the
+    whole tensor and its result chosen by ``where``: it must be finite everywhere (a NaN or infinite
+    derivative outside its piece reaches the gradient as ``0 * inf``, as with torch's ``where``)."""
+    x = as_tensor(x)
+    if isinstance(condlist, (Tensor, np.ndarray)) and raw(condlist).ndim == x.ndim and x.ndim:
+        condlist = [condlist]
+    condlist = list(condlist) if isinstance(condlist, (list, tuple)) else [condlist]
+    n = len(condlist)
+    if len(funclist) not in (n, n + 1):
+        raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+
+    def value(f):
+        return f(x, *args, **kw) if callable(f) else f
+
+    out = ew.zeros_like(x)
+    if len(funclist) == n + 1:
+        otherwise = ew.eq(_any_of([as_tensor(c) for c in condlist]), False)
+        out = where(otherwise, value(funclist[-1]), out)
+    for cond, f in zip(condlist, funclist):
+        out = where(cond, value(f), out)
+    return out
+
+
+def _any_of(conds):
+    out = conds[0]
+    for c in conds[1:]:
+        out = out | c
+    return out
+
+
+@public()
+def choose(a, choices):
+    """NumPy's ``choose``: ``choices[a[i]][i]`` (``a`` an integer tensor or host array; mode='raise')."""
+    idx = tensor_or_scalar(a)
+    return select([idx == k for k in range(len(choices))], list(choices), default=math.nan)
+
+
+@public()
+def compress(condition, a, axis=None):
+    """NumPy's ``compress``: the slices along ``axis`` (of the raveled tensor when None) where the
+    1-D ``condition`` is true; a host condition gives known sizes, a tensor one unknown (as dask's)."""
+    a = as_tensor(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = norm_axis(axis, a.ndim)
+    pre = (slice(None),) * axis
+    if isinstance(condition, (Tensor, da.Array)):
+        return getitem(a, pre + (raw(condition).astype(bool),))
+    cond = np.asarray(condition, dtype=bool)
+    if cond.ndim != 1:
+        raise ValueError("condition must be a 1-d array")
+    if len(cond) > a.shape[axis]:
+        raise IndexError(f"index {len(cond) - 1} is out of bounds for axis {axis} with size {a.shape[axis]}")
+    return getitem(a, pre + (np.flatnonzero(cond),))
+
+
+@public()
+def extract(condition, arr):
+    """NumPy's ``extract``: ``ravel(arr)[ravel(condition)]`` (an unknown length for a tensor condition, as dask's)."""
+    arr = as_tensor(arr)
+    if isinstance(condition, (Tensor, da.Array)):
+        return getitem(ravel(arr), reshape(as_tensor(condition), (-1,)) != 0)
+    return getitem(ravel(arr), np.flatnonzero(np.ravel(condition)))
+
+
+# ------------------------------------------------------- elementwise extras
+def _nan_ignoring(a, b, cmp):
+    """``a`` where ``cmp(a, b)`` or ``b`` is NaN, else ``b``: torch's fmax/fmin (a tie goes to ``a``)."""
+    a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = as_tensor(a)
+    take_a = cmp(a, b) if isinstance(a, Tensor) else cmp(as_tensor(b) * 0 + a, b)
+    take_a = take_a | (isnan(b) if isinstance(b, Tensor) else b != b)
+    return where(take_a, a, b)
+
+
+@public("fmax")
+def fmax(a, b):
+    """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+    ``a``, as torch's."""
+    return _nan_ignoring(a, b, operator.ge)
+
+
+@public("fmin")
+def fmin(a, b):
+    """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
+    ``a``, as torch's."""
+    return _nan_ignoring(a, b, operator.le)
+
+
+# ------------------------------------------------- NaN-ignoring order statistics
+def _nan_at(s, c, p, axis):
+    """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values:
+    linear interpolation between the two nearest, read by a gather at indices that differ per slice."""
+    pos = (c - 1) * float(p)
+    lo = ew.floor(pos)
+    frac = pos - lo
+    n = s.shape[axis]
+    lo_i = astype(ew.clip(lo, 0, n - 1), np.int64)
+    hi_i = astype(ew.clip(ew.minimum(lo + 1, c - 1), 0, n - 1), np.int64)
+    v = take_along_axis(s, lo_i, axis)
+    v = v + (take_along_axis(s, hi_i, axis) - v) * frac
+    return where(c == 0, math.nan, v)  # an all-NaN slice
+
+
+@public("nanquantile")
+def nanquantile(x, q, axis=None, keepdims=False):
+    """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
+    ``nanquantile``: the gradient goes to the two values interpolated."""
+    x = as_tensor(x)
+    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    if ((qs < 0) | (qs > 1)).any():
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    ndim, flat = x.ndim, axis is None
+    if flat:
+        x, axis = ravel(x), 0
+    axis = norm_axis(axis, x.ndim)
+    s = sort(x, axis=axis)
+    c = sum(where(isnan(s), 0.0, ew.ones_like(s)), axis=axis, keepdims=True)
+    out = [_nan_at(s, c, p, axis) for p in qs]
+    out = [o if keepdims and not flat else squeeze(o, axis) for o in out]
+    if keepdims and flat:
+        out = [reshape(o, (1,) * ndim) for o in out]
+    return out[0] if np.ndim(q) == 0 else stack(out, axis=0)
+
+
+@public()
+def nanpercentile(x, q, axis=None, keepdims=False):
+    """``nanquantile`` at ``q / 100`` (``q`` in [0, 100])."""
+    return nanquantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+
+
+@public("nanmedian")
+def nanmedian(x, axis=None, keepdims=False):
+    """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
+    torch's ``nanmedian`` returns the lower one)."""
+    return nanquantile(x, 0.5, axis=axis, keepdims=keepdims)
+
+
+@public("ldexp")
+def ldexp(x1, x2):
+    """``x1 * 2**x2``, differentiable as torch's."""
+    x2 = tensor_or_scalar(x2)
+    return x1 * (exp2(astype(x2, np.float64) if isinstance(x2, Tensor) and x2.dtype.kind in "iub" else x2)
+                 if isinstance(x2, Tensor) else 2.0 ** x2)
+
+
+@public("frexp")
+def frexp(x):
+    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+    ``g / 2**exponent``, as torch's, the exponent an integer tensor."""
+    x = as_tensor(x)
+    e = Tensor._make(da.frexp(x.array)[1])
+    return x / exp2(astype(e, x.dtype)), e
+
+
+@public()
+def modf(x):
+    """``(fractional part, integral part)``, each with ``x``'s sign; the first passes the gradient,
+    the second's is 0."""
+    x = as_tensor(x)
+    t = trunc(x)
+    return x - t, t

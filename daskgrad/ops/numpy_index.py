@@ -1,0 +1,296 @@
+"""NumPy's functions whose results are indices, counts, booleans, bins or constants: dask's own
+functions on the chunks, returned as tensors that do not require grad (as torch's integer and
+boolean results), and the factories (``eye``, ``tri``, ``indices``, ``meshgrid`` ...), which take
+``dtype=``, ``chunks=``, ``requires_grad=`` and ``device=`` as ``daskgrad.zeros`` does.  Where torch
+records a node whose backward raises (``bincount`` with weights, ``floor_divide``), so does this.
+"""
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+from .. import _tensor
+from ..graph import primitive
+from .._tensor import Tensor, arange, full, ones, zeros
+from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
+from .elementwise import bitwise_not, mod, zeros_like
+from .shape import broadcast_to, reshape
+
+for _name, _fn in (("zeros", zeros), ("ones", ones), ("full", full), ("arange", arange)):
+    public(name=_name)(_fn)
+
+
+def _arr(x):
+    """A dask array of a tensor; a host operand as it is (dask's functions take both)."""
+    return raw(tensor_or_scalar(x)) if isinstance(x, Tensor) or hasattr(x, "__array_function__") else x
+
+
+def _int_result(fn, name, doc):
+    def op(*args, **kwargs):
+        out = fn(*[_arr(a) for a in args], **{k: _arr(v) for k, v in kwargs.items()})
+        return tuple(Tensor._make(o) for o in out) if isinstance(out, (tuple, list)) else Tensor._make(out)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"{doc} (not differentiable)."
+    return public()(op)
+
+
+# ------------------------------------------------------------- searching, counting
+@public()
+def searchsorted(a, v, side="left", sorter=None):
+    """Where ``v`` would go in the sorted 1-D ``a`` (``torch.searchsorted``); an integer tensor."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right' (got {side!r})")
+    a = as_tensor(a)
+    if a.ndim != 1:
+        raise ValueError("Input array a must be one dimensional")
+    return Tensor._make(da.searchsorted(a.array, _arr(v), side=side, sorter=_arr(sorter)))
+
+
+@public()
+def digitize(x, bins, right=False):
+    """The index of the bin each value of ``x`` falls in (host ``bins``, as dask's); an integer tensor."""
+    return Tensor._make(da.digitize(raw(as_tensor(x)), np.asarray(bins), right=right))
+
+
+@public("count_nonzero")
+def count_nonzero(a, axis=None, keepdims=False):
+    """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor."""
+    a = as_tensor(a)
+    out = da.count_nonzero(a.array, axis=None if axis is None else tuple(
+        norm_axis(k, a.ndim) for k in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    t = Tensor._make(out)
+    if keepdims:
+        shape = tuple(1 if axis is None or k in _axes(axis, a.ndim) else n for k, n in enumerate(a.shape))
+        t = reshape(t, shape)
+    return t
+
+
+def _axes(axis, ndim):
+    return {norm_axis(k, ndim) for k in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+
+
+argwhere = _int_result(da.argwhere, "argwhere", "The indices of the non-zero elements, one row each (an unknown "
+                       "number of rows, as dask's)")
+nonzero = _int_result(da.nonzero, "nonzero", "The indices of the non-zero elements, one tensor per axis (unknown "
+                      "lengths, as dask's; ``torch.nonzero`` is ``argwhere``)")
+flatnonzero = _int_result(da.flatnonzero, "flatnonzero", "The indices of the non-zero elements of the raveled tensor")
+unravel_index = _int_result(da.unravel_index, "unravel_index", "Flat indices as a tuple of index tensors")
+ravel_multi_index = _int_result(da.ravel_multi_index, "ravel_multi_index", "Index tensors as flat indices")
+
+
+@public()
+def isin(element, test_elements, assume_unique=False, invert=False):
+    """Whether each element is in ``test_elements`` (``torch.isin``); a boolean tensor."""
+    return Tensor._make(da.isin(raw(as_tensor(element)), _arr(test_elements), assume_unique=assume_unique,
+                                invert=invert))
+
+
+@public()
+def unique(ar, return_index=False, return_inverse=False, return_counts=False):
+    """The sorted distinct values (an unknown length, as dask's), with the extras NumPy's returns."""
+    out = da.unique(raw(as_tensor(ar)), return_index=return_index, return_inverse=return_inverse,
+                    return_counts=return_counts)
+    return tuple(Tensor._make(o) for o in out) if isinstance(out, tuple) else Tensor._make(out)
+
+
+@public()
+def union1d(ar1, ar2):
+    """The sorted distinct values of both (an unknown length, as dask's); not differentiable."""
+    return Tensor._make(da.union1d(raw(as_tensor(ar1)), raw(as_tensor(ar2))))
+
+
+# --------------------------------------------------------------------- bins
+@public()
+def histogram(a, bins=10, range=None, weights=None, density=None):
+    """``(counts, bin_edges)`` as dask's (an integer ``bins`` needs ``range``, which dask cannot
+    infer without computing); not differentiable."""
+    h, edges = da.histogram(raw(as_tensor(a)), bins=_arr(bins), range=range, weights=_arr(weights), density=density)
+    return _wrap(h), _wrap(edges)
+
+
+@public()
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """``(counts, x_edges, y_edges)`` of the pairs ``(x, y)``, as dask's; not differentiable."""
+    h, ex, ey = da.histogram2d(raw(as_tensor(x)), raw(as_tensor(y)), bins=bins, range=range,
+                               weights=_arr(weights), density=density)
+    return _wrap(h), _wrap(ex), _wrap(ey)
+
+
+@public()
+def histogramdd(sample, bins, range=None, weights=None, density=None):
+    """``(counts, [edges per axis])`` of the rows of ``sample``, as dask's; not differentiable."""
+    sample = raw(as_tensor(sample)) if not isinstance(sample, (list, tuple)) else [_arr(s) for s in sample]
+    h, edges = da.histogramdd(sample, bins=bins, range=range, weights=_arr(weights), density=density)
+    return _wrap(h), [_wrap(e) for e in edges]
+
+
+def _wrap(a):
+    """A result as a tensor: dask computes some bin edges on the client from the host arguments."""
+    return Tensor._make(a if isinstance(a, da.Array) else da.from_array(a, chunks=-1))
+
+
+def _raise_no_derivative(g, s, *, op):
+    raise RuntimeError(f"derivative for aten::{op} is not implemented")
+
+
+# torch's ``NotImplemented`` node: the result of inputs requiring grad requires grad too, and
+# reaching it in backward raises (its node is named when it binds, so it has no torch name here)
+not_implemented_p = primitive("not_implemented")
+not_implemented_p.vjp(_raise_no_derivative)
+
+
+def _no_derivative(out, name, *inputs):
+    ins = tuple(t if isinstance(t, Tensor) and t.requires_grad else None for t in inputs)
+    if not any(t is not None for t in ins):
+        return out
+    return not_implemented_p.record(out.array, *ins, node="NotImplemented", op=name)
+
+
+@public("bincount")
+def bincount(x, weights=None, minlength=0):
+    """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
+    with weights that require grad the result does too, and backward raises, as torch's."""
+    x = as_tensor(x)
+    if x.ndim != 1:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    w = _arr(weights)
+    if isinstance(w, da.Array) and w.chunks != x.chunks:
+        w = w.rechunk(x.chunks)  # dask asks for matching chunks
+    out = Tensor._make(da.bincount(x.array, weights=w, minlength=minlength))
+    return _no_derivative(out, "bincount", weights)
+
+
+# ------------------------------------------------------------ logic and integers
+def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
+    fn = getattr(da, name)
+
+    def op(*args, **kwargs):
+        return Tensor._make(fn(*[_arr(a) for a in args], **kwargs))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc.format(name) + " (not differentiable)."
+    return public(*methods)(op)
+
+
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+    globals()[_name] = _elementwise(_name)
+public(name="invert")(bitwise_not)  # NumPy's name for ~
+
+
+def _boolean_reduction(name):
+    def op(a, axis=None, keepdims=False):
+        a = as_tensor(a)
+        axes = None if axis is None else tuple(sorted(_axes(axis, a.ndim)))
+        return Tensor._make(getattr(da, name)(a.array, axis=axes, keepdims=keepdims))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"NumPy's ``{name}`` (a boolean tensor)."
+    return public(name)(op)
+
+
+all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all/any (not the builtins)
+
+
+@public()
+def floor_divide(x1, x2):
+    """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
+    a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
+    out = Tensor._make(da.floor_divide(raw(a), raw(b)))
+    return _no_derivative(out, "floor_divide", a, b)
+
+
+@public(name="divmod")
+def divmod_(x1, x2):
+    """``(floor_divide(x1, x2), mod(x1, x2))``; the remainder is differentiable, as torch's ``remainder``."""
+    return floor_divide(x1, x2), mod(x1, x2)
+
+
+# ------------------------------------------------------------------- factories
+def _made(fn, dtype, requires_grad, device, **kwargs):
+    with dask.config.set({"array.backend": _tensor._backend(device)}):
+        arr = fn(dtype=np.dtype(dtype or _tensor._DEFAULT_FLOAT), **kwargs)
+    return _tensor._leaf(arr, requires_grad)
+
+
+@public()
+def eye(N, M=None, k=0, dtype=None, chunks="auto", requires_grad=False, device=None):
+    """Ones on the ``k``-th diagonal (``torch.eye``; float32 by default, as torch's)."""
+    M = N if M is None else M
+    # the square one, sliced: dask 2026.8's non-square eye loses a block when one chunk spans a side
+    return _made(lambda dtype: da.eye(max(N, M), chunks=chunks, k=k, dtype=dtype)[:N, :M], dtype, requires_grad,
+                 device)
+
+
+@public()
+def identity(n, dtype=None, chunks="auto", requires_grad=False, device=None):
+    """The ``n`` by ``n`` identity (``eye(n)``; float32 by default, as torch's)."""
+    return eye(n, dtype=dtype, chunks=chunks, requires_grad=requires_grad, device=device)
+
+
+@public()
+def tri(N, M=None, k=0, dtype=None, chunks="auto", requires_grad=False, device=None):
+    """Ones at and below the ``k``-th diagonal."""
+    return _made(lambda dtype: da.tri(N, M, k, dtype=dtype, chunks=chunks), dtype, requires_grad, device)
+
+
+@public()
+def empty(*shape, dtype=None, chunks="auto", requires_grad=False, device=None):
+    """As ``zeros`` (dask's ``empty`` is lazy too: its values are never read before being written)."""
+    return zeros(*shape, dtype=dtype, chunks=chunks, requires_grad=requires_grad, device=device)
+
+
+@public()
+def empty_like(x, dtype=None, requires_grad=False):
+    """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does."""
+    out = zeros_like(x, dtype=dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@public()
+def indices(dimensions, dtype=int, chunks="auto", sparse=False):
+    """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's)."""
+    if sparse:
+        raise NotImplementedError("indices(sparse=True): use meshgrid(..., sparse=True) of aranges")
+    return Tensor._make(da.indices(dimensions, dtype=dtype, chunks=chunks))
+
+
+@public()
+def meshgrid(*xi, indexing="xy", sparse=False, copy=True):
+    """Coordinate grids of 1-D tensors (NumPy's default ``indexing='xy'``; ``torch.meshgrid`` defaults
+    to ``'ij'``); differentiable, each grid a broadcast of its input."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    ts = [reshape(as_tensor(x), (-1,)) for x in xi]
+    n = len(ts)
+    shape = [t.shape[0] for t in ts]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, t in enumerate(ts):
+        pos = (1 - i if i < 2 else i) if indexing == "xy" and n > 1 else i
+        s = [1] * n
+        s[pos] = t.shape[0]
+        g = reshape(t, tuple(s))
+        out.append(g if sparse else broadcast_to(g, tuple(shape)))
+    return out
+
+
+@public()
+def fromfunction(function, shape, *, dtype=float, chunks="auto", **kwargs):
+    """``function(*index_grids)``: it gets one float (``dtype``) tensor of indices per axis."""
+    grids = [Tensor._make(g) for g in da.indices(shape, dtype=dtype, chunks=chunks)]
+    return function(*grids, **kwargs)
+
+
+def _index_pair(fn, name):
+    def op(*args, **kwargs):
+        args = [raw(a) if isinstance(a, Tensor) else a for a in args]
+        return tuple(Tensor._make(o) for o in fn(*args, **kwargs))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"NumPy's ``{name}``: two integer index tensors."
+    return public()(op)
+
+
+tril_indices, triu_indices = _index_pair(da.tril_indices, "tril_indices"), _index_pair(da.triu_indices, "triu_indices")
+tril_indices_from = _index_pair(da.tril_indices_from, "tril_indices_from")
+triu_indices_from = _index_pair(da.triu_indices_from, "triu_indices_from")
+

@@ -1,0 +1,171 @@
+"""dask.array's NumPy functions that rearrange, join or thin tensors (``block``, ``insert``,
+``delete``, ``rollaxis``, ``coarsen``, ``topk`` ...): compositions of the shape, indexing and
+reduction ops, so their gradient is their parts'.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._tensor import Tensor
+from ._util import as_tensor, norm_axis, public
+from .composite import nanmax, nanmean, nanmin, nansum, ravel
+from .elementwise import astype
+from .indexing import argsort, getitem, sort
+from .numpy_extra import _check_host_index, _on_device, nanprod
+from .reductions import amax, amin, mean, prod, sum
+from .shape import broadcast_to, concatenate, flip, moveaxis, reshape
+
+
+@public()
+def broadcast_arrays(*args):
+    """The tensors broadcast to one shape (a list), each differentiable."""
+    ts = [as_tensor(t) for t in args]
+    shape = np.broadcast_shapes(*(t.shape for t in ts))
+    return [t if t.shape == shape else broadcast_to(t, shape) for t in ts]
+
+
+public(name="broadcast_tensors")(broadcast_arrays)  # torch's name
+
+
+@public()
+def rollaxis(a, axis, start=0):
+    """NumPy's ``rollaxis`` (``moveaxis`` with its older convention for the destination)."""
+    a = as_tensor(a)
+    axis = norm_axis(axis, a.ndim)
+    if not -a.ndim <= start <= a.ndim:
+        raise np.exceptions.AxisError(f"'start' arg requires {-a.ndim} <= start < {a.ndim + 1}, but {start} was "
+                                      "passed in")
+    start = start % (a.ndim + 1) if start < 0 else start
+    if axis < start:
+        start -= 1
+    return a if axis == start else moveaxis(a, axis, start)
+
+
+@public()
+def ediff1d(ary, to_end=None, to_begin=None):
+    """The differences of the raveled tensor, with ``to_begin``/``to_end`` joined at the ends."""
+    flat = ravel(ary)
+    parts = [getitem(flat, (slice(1, None),)) - getitem(flat, (slice(None, -1),))]
+    for extra, at in ((to_begin, 0), (to_end, len(parts) + 1)):
+        if extra is not None:
+            e = ravel(as_tensor(extra) if isinstance(extra, Tensor) else _on_device(np.ravel(extra), flat))
+            parts.insert(at if at == 0 else len(parts), e)
+    return concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+
+@public()
+def delete(arr, obj, axis=None):
+    """NumPy's ``delete``: ``arr`` without the entries ``obj`` (an int, a slice or host integers) along ``axis``."""
+    arr = as_tensor(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = norm_axis(axis, arr.ndim)
+    n = arr.shape[axis]
+    keep = np.ones(n, dtype=bool)
+    if isinstance(obj, slice):
+        keep[obj] = False
+    else:
+        gone = np.asarray(obj)
+        if gone.dtype.kind == "b":
+            keep = ~np.broadcast_to(gone, (n,))
+        else:
+            _check_host_index(gone, n, axis)
+            keep[gone] = False
+    return getitem(arr, (slice(None),) * axis + (np.flatnonzero(keep),))
+
+
+@public()
+def insert(arr, obj, values, axis=None):
+    """NumPy's ``insert`` for one position ``obj`` (an int): ``values`` broadcast to one slice (or
+    several along ``axis``, as NumPy's for a sequence of values) placed before it."""
+    arr = as_tensor(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = norm_axis(axis, arr.ndim)
+    if not isinstance(obj, numbers.Integral):
+        raise NotImplementedError("daskgrad.insert takes one integer position (NumPy's sequences and slices: "
+                                  "build the result with concatenate)")
+    n = arr.shape[axis]
+    if not -n <= obj <= n:
+        raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {n}")
+    obj = obj + n if obj < 0 else obj  # NumPy's: -1 goes before the last entry
+    v = as_tensor(values) if isinstance(values, Tensor) else _on_device(np.asarray(values), arr)
+    v = astype(v, arr.dtype) if v.dtype != arr.dtype else v
+    shape = list(arr.shape)
+    shape[axis] = 1 if v.ndim == 0 else (v.shape[0] if v.ndim == arr.ndim else 1)
+    if v.ndim < arr.ndim:
+        v = moveaxis(reshape(v, (1,) * (arr.ndim - v.ndim) + v.shape), 0, axis) if v.ndim else v
+    v = broadcast_to(v, tuple(shape))
+    pre = (slice(None),) * axis
+    return concatenate([getitem(arr, pre + (slice(0, obj),)), v, getitem(arr, pre + (slice(obj, None),))], axis=axis)
+
+
+@public()
+def topk(a, k, axis=-1, split_every=None):
+    """dask's ``topk``: the ``k`` largest values along ``axis``, largest first (the ``-k`` smallest,
+    smallest first, for negative ``k``); the axis becomes one chunk.  (torch's ``topk`` returns values
+    and indices: ``take_along_axis(a, argtopk(a, k))`` gives the values this way too.)"""
+    s = sort(a, axis=axis)
+    ax = norm_axis(axis, s.ndim)
+    pre = (slice(None),) * ax
+    return flip(getitem(s, pre + (slice(-k, None),)), ax) if k > 0 else getitem(s, pre + (slice(0, -k),))
+
+
+@public()
+def argtopk(a, k, axis=-1, split_every=None):
+    """The indices :func:`topk` takes (an integer tensor, not differentiable)."""
+    i = argsort(a, axis=axis)
+    ax = norm_axis(axis, i.ndim)
+    pre = (slice(None),) * ax
+    return flip(getitem(i, pre + (slice(-k, None),)), ax) if k > 0 else getitem(i, pre + (slice(0, -k),))
+
+
+# ------------------------------------------------------------------ assembling
+@public()
+def block(arrays):
+    """NumPy's ``block``: nested lists of tensors joined, the innermost lists along the last axis."""
+    def depth(a):
+        return 1 + depth(a[0]) if isinstance(a, list) and a else 0
+
+    def leaves(a):
+        return [t for e in a for t in leaves(e)] if isinstance(a, list) else [as_tensor(a)]
+
+    if isinstance(arrays, tuple):
+        raise TypeError("arrays is a tuple. Only lists can be used to arrange blocks, and np.block does not allow "
+                        "implicit conversion from tuple to ndarray.")
+    d = depth(arrays)
+    ndim = max([d] + [t.ndim for t in leaves(arrays)])
+
+    def join(a, level):
+        if isinstance(a, list):
+            return concatenate([join(e, level + 1) for e in a], axis=ndim - (d - level))
+        t = as_tensor(a)
+        return reshape(t, (1,) * (ndim - t.ndim) + t.shape) if t.ndim < ndim else t
+
+    return join(arrays, 0)
+
+
+@public()
+def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
+    """dask's ``coarsen``: ``reduction`` (NumPy's ``sum``, ``mean``, ``max`` ... or the daskgrad op)
+    over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction."""
+    x = as_tensor(x)
+    op = {"sum": sum, "mean": mean, "prod": prod, "max": amax, "min": amin, "amax": amax, "amin": amin,
+          "nansum": nansum, "nanmean": nanmean, "nanmax": nanmax, "nanmin": nanmin, "nanprod": nanprod,
+          }.get(getattr(reduction, "__name__", None))
+    if op is None:
+        raise NotImplementedError(f"coarsen with {reduction!r}: daskgrad coarsens with sum, mean, prod, max, min "
+                                  "and their nan* forms")
+    axes = {norm_axis(k, x.ndim): int(f) for k, f in axes.items()}
+    if trim_excess:
+        x = getitem(x, tuple(slice(0, n - n % axes[k]) if k in axes else slice(None) for k, n in enumerate(x.shape)))
+    if any(x.shape[k] % f for k, f in axes.items()):
+        raise ValueError(f"Coarsening factors {axes} do not align with array shape {x.shape}.")
+    shape, reduced = [], []
+    for k, n in enumerate(x.shape):
+        f = axes.get(k, 1)
+        shape += [n // f, f]
+        reduced.append(2 * k + 1)
+    return op(reshape(x, tuple(shape)), axis=tuple(reduced), **kwargs)
