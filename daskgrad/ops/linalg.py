@@ -25,12 +25,13 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
+from .. import chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
 from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
 from .reductions import _reduce, _reduction, amax, amin, sum
-from .shape import expand_dims, pad, squeeze, transpose
+from .shape import expand_dims, pad, reshape, squeeze, transpose
 from .products import (_meta, _quiet_meta, _real_dtype, diag, diag_embed, diagonal, dot, einsum,  # noqa: F401
                        inner, kron, matmul, mH, mT, outer, tensordot, trace, tril, triu, vdot)
 
@@ -821,3 +822,111 @@ def matrix_power(A, n):
             base = matmul(base, base)
     return result
 
+
+
+# ------------------------------------------------------------ composite functions
+def cond(A, p=None):
+    """torch's ``linalg.cond``: ``p`` None or 2 (-2) the ratio of the largest (smallest) to the smallest
+    (largest) singular value, any matrix; otherwise ``matrix_norm(A, p) * matrix_norm(inv(A), p)`` of
+    square matrices.  Differentiable through those ops, as torch's."""
+    _check_ord(p, ("fro", "nuc"))
+    if p in (None, 2, -2):
+        s = svdvals(_matrix(A, "cond"))
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p != -2 else small / big
+    if p not in ("fro", "nuc", 1, -1, np.inf, -np.inf):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    x = as_tensor(A)
+    if x.ndim >= 2 and x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    A = _matrix(x, "cond", square=True)
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+    """torch's ``linalg.matrix_rank`` (and NumPy's, whose ``tol`` is ``atol``): the number of singular
+    values above ``max(atol, rtol * S_max)``, ``rtol`` defaulting to ``eps * max(m, n)`` when neither
+    tolerance is given; an int64 tensor with no gradient."""
+    x = as_tensor(A)
+    if x.ndim < 2:
+        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
+    x = _matrix(x, "matrix_rank").detach()
+    atol = tol if atol is None else atol
+    m, n = x.shape[-2:]
+    if rtol is None:
+        rtol = 0.0 if atol else np.finfo(_real_dtype(x.dtype)).eps * max(m, n)
+    s = abs(eigvalsh(x)) if hermitian else svdvals(x)
+    s = s.array
+    if s.shape[-1] == 0:
+        return Tensor._make(da.zeros(s.shape[:-1], dtype=np.int64, like=s._meta))
+    cutoff = da.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True))
+    return Tensor._make((s > cutoff).sum(axis=-1).astype(np.int64))
+
+
+def tensorinv(A, ind=2):
+    """torch's ``linalg.tensorinv`` (NumPy's): the inverse of ``A`` read as a matrix of the first
+    ``ind`` axes by the rest; shape ``A.shape[ind:] + A.shape[:ind]``."""
+    A = as_tensor(A)
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = A.shape[:ind], A.shape[ind:]
+    if int(np.prod(rows)) != int(np.prod(cols)):
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {int(np.prod(cols))} != {int(np.prod(rows))}")
+    return reshape(inv(reshape(A, (int(np.prod(rows)), int(np.prod(cols))))), cols + rows)
+
+
+def tensorsolve(A, B, dims=None):
+    """torch's ``linalg.tensorsolve`` (NumPy's): ``X`` with ``tensordot(A, X, X.ndim) == B``, ``dims``
+    the axes of ``A`` moved to the end first."""
+    A, B = as_tensor(A), as_tensor(B)
+    check_same_device(A, B)
+    if dims is not None:
+        dims = [norm_axis(d, A.ndim) for d in dims]
+        A = transpose(A, [i for i in range(A.ndim) if i not in dims] + dims)
+    rest = A.shape[B.ndim:]
+    n = int(np.prod(rest))
+    if int(np.prod(B.shape)) != n:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+                           f"prod(self.shape[:other.ndim]), but got {n} != {int(np.prod(B.shape))}")
+    return reshape(solve(reshape(A, (n, n)), reshape(B, (n,))), rest)
+
+
+def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
+                   coerce_signs=True):
+    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
+    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
+    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
+    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch, then the
+    SVD of the small ``Q^H A``.  Gradients are those of this computation with ``Omega`` fixed
+    (distinct singular values assumed, as for ``svd``).  ``compute`` is accepted and ignored: the
+    graph stays lazy."""
+    A = _matrix(a, "svd_compressed")
+    if A.ndim != 2:
+        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+    if iterator not in ("power", "QR"):
+        raise ValueError(f"Iterator '{iterator}' not valid, must one one of ['power', 'QR']")
+    m, n = A.shape
+    level = da.linalg.compression_level(min(m, n), k, n_oversamples=n_oversamples)
+    real = _real_dtype(A.dtype)
+    omega = da.random.default_rng(seed).standard_normal(size=(n, level), chunks=(A.chunks[1], (level,)))
+    omega = omega.astype(np.float32 if real == np.float32 else np.float64, copy=False)
+    omega = Tensor._make(omega.map_blocks(chunk.like, A.array._meta, dtype=omega.dtype,
+                                          meta=_meta(A.array._meta, 2, omega.dtype)))
+    sketch = matmul(A, omega)
+    if iterator == "power":
+        for _ in range(n_power_iter):
+            sketch = matmul(A, matmul(mH(A), sketch))
+        q = qr(sketch).Q
+    else:
+        q = qr(sketch).Q
+        for _ in range(n_power_iter):
+            q = qr(matmul(A, qr(matmul(mH(A), q)).Q)).Q
+    u, s, vh = svd(matmul(mH(q), A), full_matrices=False)
+    u, s, vh = matmul(q, u)[:, :k], s[:k], vh[:k, :]
+    if coerce_signs:  # dask's svd_flip: each row of Vh in the half-space of the ones vector (constant signs)
+        signs = vh.detach().array.sum(axis=1, keepdims=True).T
+        signs = Tensor._make(2.0 * ((signs >= 0) - 0.5).astype(vh.dtype))
+        u, vh = u * signs, vh * mT(signs)
+    return u, s, vh

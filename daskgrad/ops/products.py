@@ -28,7 +28,7 @@ from ..graph import primitive
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public
 from .elementwise import conj
 from .reductions import sum
-from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, swapaxes, transpose
+from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, stack, swapaxes, transpose
 
 
 # ================================================================== chunk metas
@@ -537,3 +537,81 @@ def _triangle(name, node, fn):
 
 tril = _triangle("tril", "TrilBackward0", da.tril)
 triu = _triangle("triu", "TriuBackward0", da.triu)
+
+
+# ============================================================ composite products
+def multi_dot(tensors):
+    """torch's ``linalg.multi_dot`` (NumPy's ``linalg.multi_dot``): the chained product of 2-D
+    tensors, the first and last may be vectors, multiplied in the order of fewest scalar products
+    (NumPy's dynamic program).  Gradients are matmul's."""
+    ts = [as_tensor(t) for t in tensors]
+    if len(ts) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    check_same_device(*ts)
+    if ts[0].ndim not in (1, 2):
+        raise RuntimeError(f"multi_dot(): the first tensor must be 1D or 2D but got {ts[0].ndim}D")
+    if ts[-1].ndim not in (1, 2):
+        raise RuntimeError(f"multi_dot(): the last tensor must be 1D or 2D but got {ts[-1].ndim}D")
+    for i, t in enumerate(ts[1:-1], 1):
+        if t.ndim != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
+    mats = [expand_dims(ts[0], 0) if first_vec else ts[0], *ts[1:-1],
+            expand_dims(ts[-1], 1) if last_vec else ts[-1]]
+    for i in range(len(mats) - 1):
+        if mats[i].shape[1] != mats[i + 1].shape[0]:
+            raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes {list(ts[i].shape)} and "
+                               f"{list(ts[i + 1].shape)} cannot be multiplied")
+    order = _chain_order([m.shape[0] for m in mats] + [mats[-1].shape[1]])
+    out = _chain(mats, order, 0, len(mats) - 1)
+    if first_vec:
+        out = squeeze(out, 0)
+    return squeeze(out, -1) if last_vec else out
+
+
+def _chain_order(dims):
+    """``split[i][j]``: where the cheapest product of matrices i..j splits (the matrix-chain DP)."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min((cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                                          for k in range(i, j))
+    return split
+
+
+def _chain(mats, split, i, j):
+    if i == j:
+        return mats[i]
+    k = split[i][j]
+    return matmul(_chain(mats, split, i, k), _chain(mats, split, k + 1, j))
+
+
+def vecdot(x, y, *, axis=-1):
+    """torch's ``linalg.vecdot`` (NumPy's ``vecdot``): ``sum(conj(x) * y)`` over ``axis``, the operands
+    broadcast."""
+    x, y = as_tensor(x), as_tensor(y)
+    check_same_device(x, y)
+    return sum(conj(x) * y, axis=axis)
+
+
+def cross(x, y, *, axis=-1):
+    """torch's ``linalg.cross`` (NumPy's ``linalg.cross``): the cross product of 3-vectors along
+    ``axis``, the operands broadcast."""
+    x, y = as_tensor(x), as_tensor(y)
+    check_same_device(x, y)
+    if x.ndim != y.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    ax, ay = norm_axis(axis, x.ndim), norm_axis(axis, y.ndim)
+    if x.shape[ax] != 3 or y.shape[ay] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {axis} must have length 3. Got {x.shape[ax]} and "
+                           f"{y.shape[ay]}")
+    check_broadcast(x.shape, y.shape)
+    x, y = moveaxis(x, ax, -1), moveaxis(y, ay, -1)
+    a = [x[..., i] for i in range(3)]
+    b = [y[..., i] for i in range(3)]
+    parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+    out = stack(parts, axis=-1)
+    return moveaxis(out, -1, axis if axis >= 0 else out.ndim + axis)
