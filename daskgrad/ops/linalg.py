@@ -30,7 +30,7 @@ from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
 from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
-from .reductions import _reduce, _reduction, amax, amin, sum
+from .reductions import _reduce, _reduction, amax, amin, cumsum, prod, sum
 from .shape import expand_dims, pad, reshape, squeeze, transpose
 from .products import (_meta, _quiet_meta, _real_dtype, diag, diag_embed, diagonal, dot, einsum,  # noqa: F401
                        inner, kron, matmul, mH, mT, outer, tensordot, trace, tril, triu, vdot)
@@ -452,14 +452,29 @@ det_p = primitive("det", torch="LinalgDetBackward0", impl=_per_matrix(np.linalg.
 
 @det_p.vjp
 def _det_rule(g, s):
-    # torch's non-singular formula, g conj(det) A^{-H}
-    c = g * conj(s.r)
-    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+    """torch's ``linalg_det_backward``: ``g conj(det) A^{-H}`` for an invertible matrix; for a singular
+    one (``|det|`` at most ``n eps max|A|^n``) the adjugate through the SVD, ``det(U Vh)^* g U
+    diag(prod_{j != i} S_j) Vh``, finite where the inverse is not.  Each branch runs on a stand-in
+    where the other is taken (the identity to invert, ``diag(1..n)`` to decompose), so neither fails
+    nor leaks NaN into a second derivative."""
+    a, d = s.a, s.r
+    n = a.shape[-1]
+    eps = np.finfo(_real_dtype(a.dtype)).eps
+    ones = ones_like(real(a[..., 0]) if a.dtype.kind == "c" else a[..., 0])
+    eye = diag_embed(ones, 0, a.chunks[-2:])
+    scale = amax(abs(a), axis=(-2, -1))
+    singular = expand_dims(abs(d) <= n * eps * pow(scale, n), (-2, -1))
+    c = expand_dims(g * conj(d), (-2, -1))
+    regular = c * mH(inv(where(singular, eye, a)))
+    u, sv, vh = svd(where(singular, a, diag_embed(cumsum(ones, axis=-1), 0, a.chunks[-2:])))
+    alpha = conj(det(u) * det(vh)) * g
+    others = prod(where(eye != 0, 1, expand_dims(sv, -2)), axis=-1)  # prod_{j != i} S_j, exact with zeros
+    adjugate = matmul(u * expand_dims(expand_dims(alpha, -1) * others, -2), vh)
+    return (where(singular, adjugate, regular),)
 
 
 def det(A):
-    """torch's ``linalg.det``; its gradient is torch's for invertible matrices (a singular one raises
-    when the gradient is computed)."""
+    """torch's ``linalg.det``; its gradient is torch's, finite at singular matrices too."""
     return det_p.bind(A)
 
 
