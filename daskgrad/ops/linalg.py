@@ -268,10 +268,10 @@ def _svd_arrays(a, full_matrices):
                                             (a.ndim, a.dtype)], sizes={"k": k}, full_matrices=full_matrices)
 
 
-def _svd_e(s):
-    """torch's E: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it (the diagonal difference is exactly 0)."""
-    s2 = s * s
-    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s.chunks[-1],) * 2)
+def _svd_e(s2):
+    """torch's E from the squared singular values: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it
+    (the diagonal difference is exactly 0)."""
+    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s2.chunks[-1],) * 2)
 
 
 def _skew(x):
@@ -280,42 +280,40 @@ def _skew(x):
 
 @svd_u_p.vjp
 def _svd_u_rule(g, s, *, m, n, full):
-    """torch's ``svd_backward`` with only gU; S and V come from ``A^H U = V S``."""
+    """torch's ``svd_backward`` with only gU.  ``W = A^H U = V S`` stands for ``V S`` (S V^H = W^H), so
+    no S is divided by unless torch's formula divides by it (the tall and complex terms): a zero
+    singular value leaves the gradient, and its derivative, finite as torch's."""
     k = min(m, n)
     u, gu = (s.r[..., :k], g[..., :k]) if full and m > k else (s.r, g)
     w = matmul(mH(s.a), u)                          # V S, (n, k)
-    sv = vector_norm(w, 2, axis=-2)
-    vh = mH(w / expand_dims(sv, -2))
+    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     uhgu = _skew(matmul(mH(u), gu))
-    ret = (uhgu / _svd_e(sv)) * expand_dims(sv, -2)
+    ga = matmul(u, uhgu / _svd_e(s2))               # times S Vh = W^H below
     if u.dtype.kind == "c":  # half of torch's i Im(diag(U^H gU)) / S; the Vh node adds the other half
-        ret = ret + diag_embed(diagonal(uhgu, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+        ga = ga + u * expand_dims(diagonal(uhgu, 0, -2, -1) / (4 * s2), -2)
     if m > n:
-        ga = matmul(u, ret)
+        sv = pow(s2, 0.5)
         gusinv = gu / expand_dims(sv, -2)
-        ga = ga + gusinv - matmul(u, matmul(mH(u), gusinv))
-        return (matmul(ga, vh),)
-    return (matmul(matmul(u, ret), vh),)
+        ga = ga + (gusinv - matmul(u, matmul(mH(u), gusinv))) / expand_dims(sv, -2)
+    return (matmul(ga, mH(w)),)
 
 
 @svd_vh_p.vjp
 def _svd_vh_rule(g, s, *, m, n, full):
-    """torch's ``svd_backward`` with only gVh; U and S come from ``A V = U S``."""
+    """torch's ``svd_backward`` with only gVh; ``W = A V = U S`` stands for ``U S`` (see the U rule)."""
     k = min(m, n)
     vh, gvh = (s.r[..., :k, :], g[..., :k, :]) if full and n > k else (s.r, g)
     w = matmul(s.a, mH(vh))                         # U S, (m, k)
-    sv = vector_norm(w, 2, axis=-2)
-    u = w / expand_dims(sv, -2)
+    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     vhgv = _skew(matmul(vh, mH(gvh)))
-    ret = expand_dims(sv, -1) * (vhgv / _svd_e(sv))
+    ga = matmul(vhgv / _svd_e(s2), vh)              # U S times this
     if vh.dtype.kind == "c":
-        ret = ret - diag_embed(diagonal(vhgv, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+        ga = ga - expand_dims(diagonal(vhgv, 0, -2, -1) / (4 * s2), -1) * vh
     if m < n:
-        ga = matmul(ret, vh)
+        sv = pow(s2, 0.5)
         sinvgvh = gvh / expand_dims(sv, -1)
-        ga = ga + sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)
-        return (matmul(u, ga),)
-    return (matmul(u, matmul(ret, vh)),)
+        ga = ga + (sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)) / expand_dims(sv, -1)
+    return (matmul(w, ga),)
 
 
 @svd_s_p.vjp

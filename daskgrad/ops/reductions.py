@@ -133,11 +133,18 @@ amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refus
 
 
 def _prod_local(gx, x, r, axes):
-    # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
+    """The product of the others, exact with zeros and differentiable again, as torch's: P the product
+    of the non-zeros, Z the count of zeros, S their sum (value 0, slope 1), so each entry keeps the
+    zero factors it is a function of (with one zero the others' entries are S P / x, with two each
+    zero's is (S - x) P)."""
     zero = x == 0
-    p = prod(where(zero, 1, x), axis=axes, keepdims=True)
+    safe = where(zero, 1, x)
+    p = prod(safe, axis=axes, keepdims=True)
     z = sum(zero, axis=axes, keepdims=True)
-    return gx * conj(where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, x)))
+    s = sum(where(zero, x, 0), axis=axes, keepdims=True)
+    at_zero = where(z == 1, p, where(z == 2, (s - x) * p, 0))
+    elsewhere = where(z == 0, p, where(z == 1, s * p, 0)) / safe
+    return gx * conj(where(zero, at_zero, elsewhere))
 
 
 def _centered(x, axes):
