@@ -15,10 +15,12 @@ from . import inplace as inplace
 from . import layers as layers
 from . import linalg as linalg
 from . import nn as nn
+from . import products as products
 from . import reductions as reductions
 from . import shape as shape
 from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
+from . import triangular as triangular
 
 OPS: dict[str, Any]
 
