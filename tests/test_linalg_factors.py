@@ -212,3 +212,12 @@ def test_building_the_new_ops_and_their_backward_graph_computes_nothing():
         dg.linalg.matrix_rank(x)
     assert sum(subs.values()) == 0
     assert np.isfinite(g.numpy()).all()
+
+
+def test_solve_triangular_gradient_reaches_a_alone_when_b_is_a_constant():
+    A, B = np.triu(_values((3, 3))) + 3 * np.eye(3), _values((3, 2))
+    ta = torch.tensor(A, requires_grad=True)
+    torch.linalg.solve_triangular(ta, torch.tensor(B), upper=True).sum().backward()
+    a = dg.tensor(A, requires_grad=True)
+    dg.linalg.solve_triangular(a, dg.tensor(B), upper=True).sum().backward()
+    _close(a.grad, ta.grad)

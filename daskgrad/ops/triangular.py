@@ -44,7 +44,7 @@ def _triangle_of(a, upper, unit):
     t = np.triu(a) if upper else np.tril(a)
     if unit:
         n = a.shape[-1]
-        eye = np.eye(n, dtype=a.dtype, like=a)
+        eye = np.diag(np.ones_like(a, shape=(n,)))  # (cupy's eye takes no like=-dispatched device)
         t = t * (1 - eye) + eye
     return t
 
@@ -74,7 +74,7 @@ def _solve_triangular_impl(a, b, *, upper, unit):
 
 
 solve_triangular_p = primitive("solve_triangular", torch="LinalgSolveTriangularBackward0",
-                               impl=_solve_triangular_impl, args=("a", "b"), save=(("a", 1), "r"))
+                               impl=_solve_triangular_impl, args=("a", "b"), save=("a", "r"))
 
 
 @solve_triangular_p.vjp
@@ -168,7 +168,7 @@ def _lu_fallback(a):
         if bool(piv != 0):
             lo[j + 1:, j] = u[j + 1:, j] / piv
             u[j + 1:] = u[j + 1:] - lo[j + 1:, j][:, None] * u[j][None, :]
-    eye = np.eye(m, dtype=a.dtype, like=a)
+    eye = np.diag(np.ones_like(a, shape=(m,)))
     lo = lo + eye[:, :k]
     return eye[:, perm], lo, np.triu(u[:k])
 
