@@ -1,10 +1,20 @@
 """``daskgrad.linalg``: the names torch users look for under ``torch.linalg`` (NumPy's ``axis`` and
-``keepdims`` where they take axes).  The ops and their VJP rules live in :mod:`daskgrad.ops.linalg`,
-whose docstring says which matrices are decomposed chunk by chunk (TSQR) and which must fit in one
+``keepdims`` where they take axes, torch's ``dim`` and ``keepdim`` as well), with dask's ``lu``,
+``solve_triangular`` (SciPy's ``lower=`` or torch's ``upper=``) and ``svd_compressed``.  The ops
+and their VJP rules live in :mod:`daskgrad.ops.linalg` (norms, solvers, decompositions),
+:mod:`daskgrad.ops.triangular` (``lu`` and the triangular solves) and :mod:`daskgrad.ops.products`;
+their docstrings say which matrices are decomposed chunk by chunk (TSQR) and which must fit in one
 chunk."""
-from .ops.linalg import (cholesky, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_norm, matrix_power,
-                         norm, pinv, qr, slogdet, solve, svd, svdvals, vector_norm)
+from .ops import _torch_keywords
+from .ops.linalg import (cholesky, cond, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_norm,
+                         matrix_power, matrix_rank, norm, pinv, qr, slogdet, solve, svd, svd_compressed, svdvals,
+                         tensorinv, tensorsolve, vector_norm)
 from .ops.linalg import (EighResult, LstsqResult, QRResult, SlogdetResult, SVDResult)  # noqa: F401  (result types)
+from .ops.products import cross, multi_dot, vecdot
+from .ops.triangular import LUResult, cholesky_solve, lu, solve_triangular  # noqa: F401  (LUResult: a type)
 
-__all__ = ["cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
-           "matrix_power", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "vector_norm"]
+__all__ = ["cholesky", "cholesky_solve", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
+           "lu", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
+           "slogdet", "solve", "solve_triangular", "svd", "svd_compressed", "svdvals", "tensorinv", "tensorsolve",
+           "vecdot", "vector_norm"]
+globals().update({name: _torch_keywords(globals()[name]) for name in __all__})  # dim= / keepdim= too

@@ -72,9 +72,9 @@ def test_real_input_times_complex_constant_gets_the_real_part():
 
 
 @pytest.mark.parametrize("op,call", [
-    ("relu", lambda z: dg.relu(z)), ("sigmoid", lambda z: dg.sigmoid(z)), ("max", lambda z: z.max()),
+    ("relu", lambda z: dg.relu(z)), ("sigmoid", lambda z: dg.sigmoid(z)),
     ("maximum", lambda z: dg.maximum(z, 0)), ("clamp", lambda z: dg.clip(z, 0, 1)),
-    ("softmax", lambda z: dg.softmax(z)), ("var", lambda z: z.var()), ("std", lambda z: z.std()),
+    ("softmax", lambda z: dg.softmax(z)),
     ("logsumexp", lambda z: z.logsumexp(0)),
     ("pow", lambda z: z ** z), ("sign", lambda z: dg.sign(z)),
 ])
@@ -85,3 +85,32 @@ def test_ops_without_a_complex_rule_refuse_complex_inputs_that_require_grad(op, 
         call(z)
     with dg.no_grad():  # without autograd there is no gradient to get wrong
         call(z)
+
+
+@pytest.mark.parametrize("call,kind,msg", [
+    (lambda m, z: z.max(), NotImplementedError, "\"max_all\" not implemented for 'ComplexDouble'"),
+    (lambda m, z: z.min(), NotImplementedError, "\"min_all\" not implemented for 'ComplexDouble'"),
+    (lambda m, z: m.amax(z, 0), NotImplementedError, "\"max_values_cpu\" not implemented for 'ComplexDouble'"),
+    (lambda m, z: m.amin(z, 0), NotImplementedError, "\"min_values_cpu\" not implemented for 'ComplexDouble'"),
+    (lambda m, z: m.max(z, 0), RuntimeError, "max(): does not support complex input"),
+])
+def test_max_and_min_of_complex_refuse_with_torchs_words_with_or_without_autograd(call, kind, msg):
+    with pytest.raises(kind, match="^" + re.escape(msg) + "$"):
+        call(torch, torch.tensor(Z))
+    for grad in (True, False):
+        with pytest.raises(kind, match="^" + re.escape(msg) + "$"):
+            call(dg, dg.tensor(Z, requires_grad=grad))
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_var_and_std_of_complex_are_real_with_torchs_gradients(op, ddof):
+    tz = torch.tensor(M, requires_grad=True)
+    tout = getattr(tz, op)(dim=0, correction=ddof)
+    (tout * torch.arange(1.0, 3.0, dtype=torch.float64)).sum().backward()
+    z = dg.tensor(M, requires_grad=True, chunks=(3, 1))
+    out = getattr(z, op)(axis=0, ddof=ddof)
+    assert out.dtype == np.float64
+    (out * np.arange(1.0, 3.0)).sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(z.grad.numpy(), tz.grad.numpy(), rtol=1e-10)

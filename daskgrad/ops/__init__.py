@@ -1,7 +1,7 @@
 """Step 3 of the data flow: the ops, each a table entry (primitive) with its VJP rule beside it.
 
 ``elementwise`` (the rule contract is at its top), ``reductions``, ``shape``,
-``indexing``, ``linalg``, ``nn``.  Each public op is marked :func:`~._util.public` where it is
+``indexing``, ``products``, ``linalg``, ``nn``.  Each public op is marked :func:`~._util.public` where it is
 defined, with the :class:`~daskgrad.Tensor` methods that call it: ``__all__`` and the methods
 come from those marks, so a method is easy to trace to its op.
 """
@@ -12,7 +12,9 @@ import inspect
 
 from .._tensor import Tensor
 from ._util import OPS
-from . import conv, elementwise, indexing, layers, linalg, nn, reductions, shape, stencil  # noqa: F401  (each marks its ops)
+from . import (conv, elementwise, indexing, layers, linalg, nn, products, reductions,  # noqa: F401  (each marks its ops)
+               shape, stencil)
+from . import triangular  # noqa: F401  (daskgrad.linalg's triangular factors and solves)
 from . import composite, numpy_extra, numpy_index, numpy_shape  # noqa: F401,E402  (NumPy functions built from the ops above)
 from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and functional; not public)
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)

@@ -18,10 +18,12 @@ from . import nn as nn
 from . import numpy_extra as numpy_extra
 from . import numpy_index as numpy_index
 from . import numpy_shape as numpy_shape
+from . import products as products
 from . import reductions as reductions
 from . import shape as shape
 from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
+from . import triangular as triangular
 
 OPS: dict[str, Any]
 

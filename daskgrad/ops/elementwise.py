@@ -96,9 +96,10 @@ sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g
                  complex_ok=False, methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
-# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch
+# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch; relu's zeros are 0 * r, so the gradient depends on
+# the input as torch's threshold_backward does (its own gradient is 0, not missing)
 relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
-              lambda g, s: (where(s.r > 0, g, 0),), ("r",), complex_ok=False, methods=("relu_", "relu"))
+              lambda g, s: (where(s.r <= 0, 0 * s.r, g),), ("r",), complex_ok=False, methods=("relu_", "relu"))
 
 
 def _abs_rule(g, s):
@@ -476,7 +477,8 @@ def round(x, decimals=0):
 def _atan2_rule(g, s):
     a, b = s.a, s.b
     r = a * a + b * b
-    return g * b / r, g * -a / r
+    inv = where(r == 0, 0, 1 / where(r == 0, 1, r))  # torch's gradient at (0, 0) is 0, not NaN
+    return g * b * inv, g * -a * inv
 
 
 def _logaddexp_rule(g, s, base_exp):

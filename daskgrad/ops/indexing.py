@@ -215,7 +215,7 @@ take_p = primitive("take", torch="IndexBackward0")
 @take_p.vjp
 def _take_rule(g, s, *, axis, n, chunks, lazy):
     # scatter-add as a one-hot contraction: repeated indices accumulate
-    from .linalg import tensordot  # linalg imports this module
+    from .products import tensordot  # late: the knot of linear ops (see tests/test_floors.py)
 
     cols = s.idx.array.rechunk((g.chunks[axis],))
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)

@@ -1,17 +1,8 @@
-"""Products, norms, triangles and diagonals, and matrix decompositions, with their VJP rules
-(contract: see ``elementwise.py``).
+"""Norms, solvers and matrix decompositions (``daskgrad.linalg``), with their VJP rules (contract:
+see ``elementwise.py``); the products, triangles and diagonals they are built from are in
+``products.py`` (re-exported here, so ``daskgrad.ops.linalg.matmul`` still names them).
 
-``matmul`` builds its own blockwise graph: when the contracted axis is one
-chunk it is a pure ``blockwise`` task per output chunk, with no reduction
-layer, so it fuses with the elementwise work before and after it (a logistic
-regression's forward, loss cotangent and ``X.T @ g`` become one task per row
-chunk plus one tree sum).  Otherwise each chunk pair contributes a partial
-product and the partials are tree-summed, as in ``dask.array.matmul``.
-
-Shapes follow NumPy (``dot``, ``inner``, ``outer``, ``vdot``, ``kron``, ``trace``, ``diagonal``
-take NumPy's operands and ``axis`` arguments); errors and gradients follow torch.
-
-Decompositions (``daskgrad.linalg``) come in two layouts.  A chunked tall-and-skinny matrix (many
+Decompositions come in two layouts.  A chunked tall-and-skinny matrix (many
 row chunks, columns in one chunk; or its transpose) runs dask's TSQR (``qr``, ``svd``,
 ``lstsq``, ``pinv``, ``svdvals`` and the 2 / nuclear norms), so a 10^7 x 50 matrix is never
 gathered, and so do the rules, whose products with the long axis are blockwise or tree sums.
@@ -28,10 +19,7 @@ decompositions compute their outputs together and ``record`` each, as einsum (va
 from __future__ import annotations
 
 import collections
-import contextlib
 import numbers
-import string
-import warnings
 
 import dask.array as da
 import numpy as np
@@ -42,516 +30,10 @@ from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
 from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
-from .reductions import _reduce, _reduction, amax, amin, sum
-from .shape import broadcast_to, expand_dims, moveaxis, pad, reshape, squeeze, swapaxes, transpose
-
-
-# ================================================================== chunk metas
-def _real_dtype(dtype):
-    return np.empty(0, dtype).real.dtype
-
-
-def _meta(meta, ndim, dtype):
-    """A meta of ``meta``'s array type (NumPy, cupy, ...) with ``ndim`` and ``dtype``."""
-    if np.dtype(dtype).kind != "c" and meta.dtype.kind == "c":
-        meta = np.real(meta)  # not a cast: casting complex to real warns
-    return meta_from_array(meta, ndim=ndim, dtype=dtype)
-
-
-@contextlib.contextmanager
-def _quiet_meta():
-    """dask casts a complex meta to a real dtype (TSQR's S, tril's index mask): a meta only, no values,
-    so no warning for users."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
-        yield
-
-
-def _quiet(fn, *args):
-    with _quiet_meta():
-        return fn(*args)
-
-
-# ====================================================================== products
-def _matmul_array(a, b, **_):
-    if a.ndim > 2 or b.ndim > 2:
-        return da.matmul(a, b)
-    li = "ik"[2 - a.ndim:]           # "k" or "ik"
-    ri = "kj"[: b.ndim]              # "k" or "kj"
-    out = li.replace("k", "") + ri.replace("k", "")
-    a, b = da.unify_chunks(a, li, b, ri)[1]
-    dtype = np.result_type(a.dtype, b.dtype)
-    meta = meta_from_array(a._meta, ndim=len(out), dtype=dtype)
-    if len(a.chunks[a.ndim - 1]) == 1:
-        return da.blockwise(chunk.matmul, out, a, li, b, ri, dtype=dtype, meta=meta)
-    partial = da.blockwise(chunk.matmul_partial, "K" + out, a, li.replace("k", "K"), b, ri.replace("k", "K"),
-                           dtype=dtype, adjust_chunks={"K": 1}, meta=meta_from_array(meta, ndim=len(out) + 1))
-    if partial.numblocks[0] > FAN_IN:  # many partial products: a tree keeps each task small
-        return partial.sum(axis=0, split_every=FAN_IN)
-    # one fusable blockwise task adds the few partials (no separate per-chunk sum tasks)
-    return da.blockwise(chunk.sum_blocks, out, partial, "K" + out, dtype=dtype, meta=meta)
-
-
-FAN_IN = 32
-
-
-def _matmul_operands(a, b):
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    if a.ndim == 0 or b.ndim == 0:
-        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
-                           f"{a.ndim}D and {b.ndim}D")
-    _check_matmul(a.shape, b.shape)
-    return a, b
-
-
-# each operand is saved only when the other one needs a gradient, as torch's MmBackward0 does
-matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward0", "SqueezeBackward4",
-                                      "UnsafeViewBackward0"),
-                     impl=_matmul_array, args=("a", "b"), save=(("a", 1), ("b", 0)), prepare=_matmul_operands)
-
-
-@public("__matmul__", "__rmatmul__", "matmul")
-def matmul(a, b):
-    """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
-    axes broadcast as batches."""
-    a, b = _matmul_operands(a, b)
-    node = ("DotBackward0" if a.ndim == b.ndim == 1 else "MvBackward0" if b.ndim == 1 and a.ndim == 2
-            else "SqueezeBackward4" if a.ndim == 1 and b.ndim == 2 else "MmBackward0" if a.ndim == b.ndim == 2
-            else "UnsafeViewBackward0")
-    return matmul_p.bind(a, b, node=node, na=a.ndim, nb=b.ndim)
-
-
-def _check_matmul(sa, sb):
-    """torch's error texts for a contracted size mismatch (dask would fail late or obscurely)."""
-    k, kb = sa[-1], sb[-1] if len(sb) == 1 else sb[-2]
-    if k == kb or k != k or kb != kb:
-        if len(sa) > 2 or len(sb) > 2:  # batch axes must broadcast too
-            check_broadcast(tuple(sa[:-2]), tuple(sb[:-2]))
-        return
-    if len(sa) == len(sb) == 1:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor [{k}] and src [{kb}] to have the same number "
-                           f"of elements, but got {k} and {kb} elements respectively")
-    rows = int(np.prod(sa[:-1]))
-    if len(sb) == 1:
-        raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), vec ({kb})")
-    if len(sb) == 2:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {kb}x{sb[-1]})")
-    batch = int(np.prod(np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))))
-    raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
-                       f"[{batch}, {kb}].")
-
-
-@matmul_p.vjp
-def _matmul_rule(g, s, *, na, nb):
-    need_a, need_b = s.needs
-    a = conj(s.a) if need_b else None  # torch's complex convention: each side meets the other's conjugate
-    b = conj(s.b) if need_a else None
-    if na == 1 and nb == 1:                              # dot: g is a scalar
-        return (g * b if need_a else None), (g * a if need_b else None)
-    if nb == 1 and na == 2:                              # matrix @ vector: no reshapes on the hot path
-        return (expand_dims(g, -1) * b if need_a else None), (matmul(mT(a), g) if need_b else None)
-    if na == 1 and nb == 2:                              # vector @ matrix
-        return (matmul(b, g) if need_a else None), (expand_dims(a, -1) * expand_dims(g, -2) if need_b else None)
-    # batched: a vector operand is a one-row (or one-column) matrix, as NumPy promotes it; the engine
-    # sums the cotangents over the broadcast batch axes
-    if na == 1:
-        g = expand_dims(g, -2)
-    if nb == 1:
-        g = expand_dims(g, -1)
-    ga = gb = None
-    if need_a:
-        ga = matmul(g, mT(expand_dims(b, -1) if nb == 1 else b))
-        ga = squeeze(ga, -2) if na == 1 else ga
-    if need_b:
-        gb = matmul(mT(expand_dims(a, 0) if na == 1 else a), g)
-        gb = squeeze(gb, -1) if nb == 1 else gb
-    return ga, gb
-
-
-def mT(x):
-    """The last two axes swapped (torch's ``Tensor.mT``)."""
-    return swapaxes(x, -1, -2)
-
-
-def mH(x):
-    """The conjugate transpose of the last two axes (torch's ``Tensor.mH``)."""
-    return conj(swapaxes(x, -1, -2))
-
-
-@public("dot")
-def dot(a, b):
-    """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
-    and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    if a.ndim == 0 or b.ndim == 0:
-        return a * b
-    if a.ndim <= 2 and b.ndim <= 2:
-        return matmul(a, b)
-    return tensordot(a, b, axes=([-1], [-1 if b.ndim == 1 else -2]))
-
-
-@public("inner")
-def inner(a, b):
-    """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
-    b.shape[:-1]``."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    if a.ndim == 0 or b.ndim == 0:
-        return a * b
-    if a.shape[-1] != b.shape[-1]:
-        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
-                           f"{list(a.shape)} and {list(b.shape)}")
-    if a.ndim == b.ndim == 1:
-        return matmul(a, b)
-    return tensordot(a, b, axes=([-1], [-1]))
-
-
-@public("outer")
-def outer(a, b):
-    """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only)."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    return expand_dims(reshape(a, (-1,)), 1) * expand_dims(reshape(b, (-1,)), 0)
-
-
-@public("vdot")
-def vdot(a, b):
-    """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors)."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    return matmul(conj(reshape(a, (-1,))), reshape(b, (-1,)))
-
-
-@public("kron")
-def kron(a, b):
-    """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    nd = max(a.ndim, b.ndim)
-    sa, sb = (1,) * (nd - a.ndim) + a.shape, (1,) * (nd - b.ndim) + b.shape
-    # a on the even axes, b on the odd ones: the product's axes pair up (a_i, b_i)
-    pa = reshape(a, tuple(x for n in sa for x in (n, 1)))
-    pb = reshape(b, tuple(x for n in sb for x in (1, n)))
-    return reshape(pa * pb, tuple(m * n for m, n in zip(sa, sb)))
-
-
-def _norm_tensordot_axes(axes, a, b):
-    na, nb = a.ndim, b.ndim
-    if isinstance(axes, (int, np.integer)):
-        if axes < 0:
-            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={axes}")
-        if axes > min(na, nb):
-            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={axes}")
-        xa, xb = list(range(na - axes, na)), list(range(axes))
-    else:
-        xa, xb = axes
-        xa = [xa] if isinstance(xa, (int, np.integer)) else list(xa)
-        xb = [xb] if isinstance(xb, (int, np.integer)) else list(xb)
-        if len(xa) != len(xb):
-            raise RuntimeError("both dimension lists should have same length")
-        xa, xb = [norm_axis(i, na) for i in xa], [norm_axis(i, nb) for i in xb]
-    for axs in (xa, xb):
-        for i, ax in enumerate(axs):
-            if ax in axs[:i]:
-                raise RuntimeError(f"dim {ax} appears multiple times in the list of dims")
-    for i, j in zip(xa, xb):
-        if a.shape[i] != b.shape[j]:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
-                               f"and second has size {b.shape[j]} in dim {j}")
-    return tuple(xa), tuple(xb)
-
-
-def _tensordot_operands(a, b):
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    return a, b
-
-
-# torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
-# names them apart (the dashboard's tensordot-vjp, einsum-vjp)
-tensordot_p = primitive("tensordot", torch="ViewBackward0", args=("a", "b"), save=(("a", 1), ("b", 0)),
-                        impl=lambda a, b, *, xa, xb, na, nb: da.tensordot(a, b, axes=(list(xa), list(xb))),
-                        prepare=_tensordot_operands)
-
-
-@public()
-def tensordot(a, b, axes=2):
-    """NumPy's ``tensordot``: ``axes`` an int N (the last N axes of ``a`` with the first N of ``b``)
-    or a pair of axis lists."""
-    a, b = _tensordot_operands(a, b)
-    xa, xb = _norm_tensordot_axes(axes, a, b)
-    return tensordot_p.bind(a, b, xa=xa, xb=xb, na=a.ndim, nb=b.ndim)
-
-
-@tensordot_p.vjp
-def _tensordot_rule(g, s, *, xa, xb, na, nb):
-    xa, xb = list(xa), list(xb)
-    free_a = [i for i in range(na) if i not in xa]
-    free_b = [i for i in range(nb) if i not in xb]
-    need_a, need_b = s.needs
-    fa, fb = len(free_a), len(free_b)
-    ga = gb = None
-    if need_a:
-        ga = tensordot(g, conj(s.b), axes=(list(range(fa, fa + fb)), free_b))
-        order = free_a + [xa[xb.index(k)] for k in sorted(xb)]
-        ga = transpose(ga, [int(i) for i in np.argsort(order)]) if ga.ndim > 1 else ga
-    if need_b:
-        gb = tensordot(conj(s.a), g, axes=(free_a, list(range(fa))))
-        order = [xb[xa.index(k)] for k in sorted(xa)] + free_b
-        gb = transpose(gb, [int(i) for i in np.argsort(order)]) if gb.ndim > 1 else gb
-    return ga, gb
-
-
-# ---------------------------------------------------------------------- einsum
-_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # NumPy's sublist integers 0..51
-
-
-def _sublist(sub):
-    out = []
-    for k in sub:
-        if k is Ellipsis:
-            out.append("...")
-        elif isinstance(k, (int, np.integer)) and 0 <= k < 52:
-            out.append(_LETTERS[k])
-        else:
-            raise ValueError(f"subscript is not within the valid range [0, 52): {k!r}")
-    return "".join(out)
-
-
-def _einsum_args(args):
-    """``(equation, operands)`` from ``einsum("ij,jk", a, b)``, ``einsum("ij,jk", [a, b])`` or
-    NumPy's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
-    if not args:
-        raise TypeError("einsum(): must specify the equation string and at least one operand")
-    if isinstance(args[0], str):
-        ops = list(args[1:])
-        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
-            ops = list(ops[0])
-        return args[0], ops
-    ops, subs = list(args[0::2]), list(args[1::2])
-    out = None
-    if len(subs) < len(ops):  # an odd count: the last item is the output's sublist
-        out = ops.pop()
-    eq = ",".join(_sublist(s) for s in subs)
-    return (eq + "->" + _sublist(out)) if out is not None else eq, ops
-
-
-def _parse_einsum(equation, ts):
-    """Subscripts with ellipses expanded to letters and an explicit output, checked with torch's errors."""
-    eq = equation.replace(" ", "")
-    lhs, out = eq.split("->") if "->" in eq else (eq, None)
-    ins = lhs.split(",")
-    if len(ins) > len(ts):
-        raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
-    if len(ins) < len(ts):
-        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
-    for c in eq.replace("...", "").replace(",", "").replace("->", ""):
-        if c not in _LETTERS:
-            raise RuntimeError(f"einsum(): invalid subscript given at index {eq.index(c)} in the equation string, "
-                               "subscripts must be in [a-zA-Z]")
-    free = [c for c in _LETTERS if c not in eq]
-    ranks = []
-    for k, (sub, t) in enumerate(zip(ins, ts)):
-        named = len(sub.replace("...", ""))
-        if "..." in sub:
-            if named > t.ndim:
-                raise RuntimeError(f"einsum(): the number of subscripts in the equation ({named}) is more than the "
-                                   f"number of dimensions ({t.ndim}) for operand {k}")
-            ranks.append(t.ndim - named)
-        elif named != t.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({named}) does not match the "
-                               f"number of dimensions ({t.ndim}) for operand {k} and no ellipsis was given")
-    ell = "".join(free[:max(ranks, default=0)])
-    ins = [sub.replace("...", ell[len(ell) - (t.ndim - len(sub) + 3):]) if "..." in sub else sub
-           for sub, t in zip(ins, ts)]
-    if out is None:  # NumPy's implicit output: the broadcast axes, then the letters seen once, sorted
-        counts = collections.Counter("".join(ins))
-        out = ell + "".join(sorted((c for c in counts if counts[c] == 1 and c not in ell),
-                                   key=_LETTERS.index))
-    else:
-        out = out.replace("...", ell)
-    for i, c in enumerate(out):
-        if c in out[:i]:
-            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
-        if not any(c in sub for sub in ins):
-            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input "
-                               "operand")
-    return ins, out
-
-
-@public()
-def einsum(*args, optimize=False):
-    """NumPy's and torch's ``einsum``: ellipses, an implicit output, a repeated index within one
-    operand (its diagonal) and NumPy's sublist form; a size-1 axis broadcasts against its index."""
-    equation, operands = _einsum_args(args)
-    ts = [as_tensor(t) for t in operands]
-    check_same_device(*ts)
-    ins, out = _parse_einsum(equation, ts)
-    for k, t in enumerate(ts):  # a repeated index is the diagonal of those axes
-        sub = ins[k]
-        while len(set(sub)) != len(sub):
-            c = next(c for i, c in enumerate(sub) if c in sub[:i])
-            i, j = sub.index(c), sub.index(c, sub.index(c) + 1)
-            if t.shape[i] != t.shape[j]:
-                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but the sizes don't match, "
-                                   f"{t.shape[j]} != {t.shape[i]}")
-            t, sub = diagonal(t, 0, i, j), sub[:i] + sub[i + 1:j] + sub[j + 1:] + c
-        ts[k], ins[k] = t, sub
-    seen = {}
-    for k, (sub, t) in enumerate(zip(ins, ts)):
-        for c, n in zip(sub, t.shape):
-            if seen.setdefault(c, n) != n and n != 1 and seen[c] != 1:
-                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
-                                   f"with previously seen size {seen[c]}")
-            seen[c] = max(seen[c], n)
-    for k, (sub, t) in enumerate(zip(ins, ts)):  # a size-1 axis broadcasting against its index: drop it
-        drop = tuple(i for i, c in enumerate(sub) if t.shape[i] == 1 and seen[c] != 1)
-        if drop:
-            ts[k], ins[k] = squeeze(t, drop), "".join(c for i, c in enumerate(sub) if i not in drop)
-    expr = ",".join(ins) + "->" + out
-    # on record, not impl: a variable number of operands, each saved under its own name
-    return einsum_p.record(da.einsum(expr, *[t.array for t in ts]), *ts,
-                           save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
-
-
-einsum_p = primitive("einsum", torch="ViewBackward0")
-
-
-@einsum_p.vjp
-def _einsum_rule(g, s, *, ins, out):
-    grads = []
-    for k, (sub, need) in enumerate(zip(ins, s.needs)):
-        if not need:
-            grads.append(None)
-            continue
-        others = [(ins[j], getattr(s, f"t{j}")) for j in range(len(ins)) if j != k]
-        have = set(out).union(*[set(o) for o, _ in others])
-        target = "".join(c for c in sub if c in have)
-        expr = ",".join([out] + [o for o, _ in others]) + "->" + target
-        gk = einsum(expr, g, *[conj(t) for _, t in others])
-        missing = tuple(i for i, c in enumerate(sub) if c not in target)
-        if missing:  # an index summed away in forward: broadcast back over it
-            gk = broadcast_to(expand_dims(gk, missing), getattr(s, f"t{k}").shape)
-        grads.append(gk)
-    return tuple(grads)
-
-
-# ============================================================ diagonals, triangles
-def _int_arg(v, what):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
-    return int(v)
-
-
-def _diagonal_operand(x):
-    return (as_tensor(x),)
-
-
-diagonal_p = primitive("diagonal", torch="DiagonalBackward0", prepare=_diagonal_operand,
-                       impl=lambda a, *, offset, axis1, axis2, chunks: da.diagonal(a, offset, axis1, axis2))
-diag_embed_p = primitive("diag_embed", torch="DiagEmbedBackward0", prepare=_diagonal_operand,
-                         impl=lambda a, *, offset, chunks: _embed_array(a, offset, chunks))
-
-
-@public("diagonal")
-def diagonal(x, offset=0, axis1=0, axis2=1):
-    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis."""
-    x = as_tensor(x)
-    offset = _int_arg(offset, "offset")
-    if x.ndim < 2:
-        raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, but got {x.ndim}")
-    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
-    if a1 == a2:
-        raise RuntimeError(f"diagonal dimensions cannot be identical {axis1}, {axis2}")
-    return diagonal_p.bind(x, offset=offset, axis1=a1, axis2=a2, chunks=(x.chunks[a1], x.chunks[a2]))
-
-
-@diagonal_p.vjp
-def _diagonal_rule(g, s, *, offset, axis1, axis2, chunks):
-    e = diag_embed(g, offset, chunks)  # the planes as the last two axes, then back where they were
-    return (moveaxis(moveaxis(e, -2, min(axis1, axis2)), -1, max(axis1, axis2)) if axis1 < axis2 else
-            moveaxis(moveaxis(e, -1, axis2), -1, axis1),)
-
-
-def _embed_block(g, rows, cols, offset):
-    """This chunk of the matrices holding ``g`` (the whole diagonals) on the ``offset`` diagonal;
-    ``rows``/``cols`` are the chunk's global row and column numbers, on the chunk's device."""
-    on = (cols[None, :] - rows[:, None]) == offset
-    n = g.shape[-1]
-    if n == 0:
-        return np.zeros_like(g, shape=g.shape[:-1] + on.shape)
-    pos = np.clip(rows if offset >= 0 else cols, 0, n - 1)  # where each row (column) meets the diagonal
-    vals = np.take(g, pos, axis=-1)
-    vals = vals[..., :, None] if offset >= 0 else vals[..., None, :]
-    return np.where(on, vals, np.zeros_like(vals, shape=(1,) * vals.ndim))
-
-
-def diag_embed(g, offset, chunks):
-    """Matrices, chunked ``chunks`` over the two new last axes, holding ``g``'s last axis on their
-    ``offset`` diagonal and zeros elsewhere (torch's ``diag_embed``)."""
-    return diag_embed_p.bind(g, offset=offset, chunks=tuple(tuple(c) for c in chunks))
-
-
-def _embed_array(a, offset, chunks):
-    n1, n2 = (int(np.sum(c)) for c in chunks)
-    a = a.rechunk({a.ndim - 1: -1})
-    nb = a.ndim - 1
-    ind = tuple(range(nb))
-    like = _meta(a._meta, 1, np.int64)
-    rows = da.arange(n1, chunks=(chunks[0],), like=like)
-    cols = da.arange(n2, chunks=(chunks[1],), like=like)
-    return da.blockwise(_embed_block, ind + (nb, nb + 1), a, ind + (nb + 2,), rows, (nb,), cols, (nb + 1,),
-                        offset=offset, concatenate=True, dtype=a.dtype,
-                        meta=meta_from_array(a._meta, ndim=nb + 2, dtype=a.dtype))
-
-
-diag_embed_p.vjp(lambda g, s, *, offset, chunks: (diagonal(g, offset, -2, -1),))
-
-
-@public("diag")
-def diag(x, k=0):
-    """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
-    its ``k`` diagonal."""
-    x = as_tensor(x)
-    k = _int_arg(k, "k")
-    if x.ndim == 1:
-        n = x.shape[0] + (k if k > 0 else -k)
-        c = x.chunks[0]
-        return diag_embed(x, k, (c + (n - x.shape[0],) if n > x.shape[0] else c,) * 2)
-    if x.ndim != 2:
-        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    return diagonal(x, k)
-
-
-@public("trace")
-def trace(x, offset=0, axis1=0, axis2=1):
-    """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes."""
-    x = as_tensor(x)
-    if x.ndim < 2:
-        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
-    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
-
-
-def _triangle(name, node, fn):
-    p = primitive(name, torch=node, prepare=_diagonal_operand, impl=lambda a, *, k: _quiet(fn, a, k))
-    p.vjp(lambda g, s, *, k: (op(g, k),))
-
-    def op(x, k=0):
-        x = as_tensor(x)
-        k = _int_arg(k, "k")
-        if x.ndim < 2:
-            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return p.bind(x, k=k)
-
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"NumPy's ``{name}`` of the last two axes (``k`` the diagonal); gradient node ``{node}``."
-    return public(name)(op)
-
-
-tril = _triangle("tril", "TrilBackward0", da.tril)
-triu = _triangle("triu", "TriuBackward0", da.triu)
+from .reductions import _reduce, _reduction, amax, amin, cumsum, prod, sum
+from .shape import expand_dims, pad, reshape, squeeze, transpose
+from .products import (_meta, _quiet_meta, _real_dtype, diag, diag_embed, diagonal, dot, einsum,  # noqa: F401
+                       inner, kron, matmul, mH, mT, outer, tensordot, trace, tril, triu, vdot)
 
 
 # ========================================================================= norms
@@ -786,10 +268,10 @@ def _svd_arrays(a, full_matrices):
                                             (a.ndim, a.dtype)], sizes={"k": k}, full_matrices=full_matrices)
 
 
-def _svd_e(s):
-    """torch's E: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it (the diagonal difference is exactly 0)."""
-    s2 = s * s
-    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s.chunks[-1],) * 2)
+def _svd_e(s2):
+    """torch's E from the squared singular values: E_jk = S_k^2 - S_j^2 off the diagonal, 1 on it
+    (the diagonal difference is exactly 0)."""
+    return expand_dims(s2, -2) - expand_dims(s2, -1) + diag_embed(ones_like(s2), 0, (s2.chunks[-1],) * 2)
 
 
 def _skew(x):
@@ -798,42 +280,40 @@ def _skew(x):
 
 @svd_u_p.vjp
 def _svd_u_rule(g, s, *, m, n, full):
-    """torch's ``svd_backward`` with only gU; S and V come from ``A^H U = V S``."""
+    """torch's ``svd_backward`` with only gU.  ``W = A^H U = V S`` stands for ``V S`` (S V^H = W^H), so
+    no S is divided by unless torch's formula divides by it (the tall and complex terms): a zero
+    singular value leaves the gradient, and its derivative, finite as torch's."""
     k = min(m, n)
     u, gu = (s.r[..., :k], g[..., :k]) if full and m > k else (s.r, g)
     w = matmul(mH(s.a), u)                          # V S, (n, k)
-    sv = vector_norm(w, 2, axis=-2)
-    vh = mH(w / expand_dims(sv, -2))
+    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     uhgu = _skew(matmul(mH(u), gu))
-    ret = (uhgu / _svd_e(sv)) * expand_dims(sv, -2)
+    ga = matmul(u, uhgu / _svd_e(s2))               # times S Vh = W^H below
     if u.dtype.kind == "c":  # half of torch's i Im(diag(U^H gU)) / S; the Vh node adds the other half
-        ret = ret + diag_embed(diagonal(uhgu, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+        ga = ga + u * expand_dims(diagonal(uhgu, 0, -2, -1) / (4 * s2), -2)
     if m > n:
-        ga = matmul(u, ret)
+        sv = pow(s2, 0.5)
         gusinv = gu / expand_dims(sv, -2)
-        ga = ga + gusinv - matmul(u, matmul(mH(u), gusinv))
-        return (matmul(ga, vh),)
-    return (matmul(matmul(u, ret), vh),)
+        ga = ga + (gusinv - matmul(u, matmul(mH(u), gusinv))) / expand_dims(sv, -2)
+    return (matmul(ga, mH(w)),)
 
 
 @svd_vh_p.vjp
 def _svd_vh_rule(g, s, *, m, n, full):
-    """torch's ``svd_backward`` with only gVh; U and S come from ``A V = U S``."""
+    """torch's ``svd_backward`` with only gVh; ``W = A V = U S`` stands for ``U S`` (see the U rule)."""
     k = min(m, n)
     vh, gvh = (s.r[..., :k, :], g[..., :k, :]) if full and n > k else (s.r, g)
     w = matmul(s.a, mH(vh))                         # U S, (m, k)
-    sv = vector_norm(w, 2, axis=-2)
-    u = w / expand_dims(sv, -2)
+    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     vhgv = _skew(matmul(vh, mH(gvh)))
-    ret = expand_dims(sv, -1) * (vhgv / _svd_e(sv))
+    ga = matmul(vhgv / _svd_e(s2), vh)              # U S times this
     if vh.dtype.kind == "c":
-        ret = ret - diag_embed(diagonal(vhgv, 0, -2, -1) / (4 * sv), 0, ret.chunks[-2:])
+        ga = ga - expand_dims(diagonal(vhgv, 0, -2, -1) / (4 * s2), -1) * vh
     if m < n:
-        ga = matmul(ret, vh)
+        sv = pow(s2, 0.5)
         sinvgvh = gvh / expand_dims(sv, -1)
-        ga = ga + sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)
-        return (matmul(u, ga),)
-    return (matmul(u, matmul(ret, vh)),)
+        ga = ga + (sinvgvh - matmul(matmul(sinvgvh, mH(vh)), vh)) / expand_dims(sv, -1)
+    return (matmul(w, ga),)
 
 
 @svd_s_p.vjp
@@ -970,14 +450,29 @@ det_p = primitive("det", torch="LinalgDetBackward0", impl=_per_matrix(np.linalg.
 
 @det_p.vjp
 def _det_rule(g, s):
-    # torch's non-singular formula, g conj(det) A^{-H}
-    c = g * conj(s.r)
-    return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
+    """torch's ``linalg_det_backward``: ``g conj(det) A^{-H}`` for an invertible matrix; for a singular
+    one (``|det|`` at most ``n eps max|A|^n``) the adjugate through the SVD, ``det(U Vh)^* g U
+    diag(prod_{j != i} S_j) Vh``, finite where the inverse is not.  Each branch runs on a stand-in
+    where the other is taken (the identity to invert, ``diag(1..n)`` to decompose), so neither fails
+    nor leaks NaN into a second derivative."""
+    a, d = s.a, s.r
+    n = a.shape[-1]
+    eps = np.finfo(_real_dtype(a.dtype)).eps
+    ones = ones_like(real(a[..., 0]) if a.dtype.kind == "c" else a[..., 0])
+    eye = diag_embed(ones, 0, a.chunks[-2:])
+    scale = amax(abs(a), axis=(-2, -1))
+    singular = expand_dims(abs(d) <= n * eps * pow(scale, n), (-2, -1))
+    c = expand_dims(g * conj(d), (-2, -1))
+    regular = c * mH(inv(where(singular, eye, a)))
+    u, sv, vh = svd(where(singular, a, diag_embed(cumsum(ones, axis=-1), 0, a.chunks[-2:])))
+    alpha = conj(det(u) * det(vh)) * g
+    others = prod(where(eye != 0, 1, expand_dims(sv, -2)), axis=-1)  # prod_{j != i} S_j, exact with zeros
+    adjugate = matmul(u * expand_dims(expand_dims(alpha, -1) * others, -2), vh)
+    return (where(singular, adjugate, regular),)
 
 
 def det(A):
-    """torch's ``linalg.det``; its gradient is torch's for invertible matrices (a singular one raises
-    when the gradient is computed)."""
+    """torch's ``linalg.det``; its gradient is torch's, finite at singular matrices too."""
     return det_p.bind(A)
 
 
@@ -1340,3 +835,111 @@ def matrix_power(A, n):
             base = matmul(base, base)
     return result
 
+
+
+# ------------------------------------------------------------ composite functions
+def cond(A, p=None):
+    """torch's ``linalg.cond``: ``p`` None or 2 (-2) the ratio of the largest (smallest) to the smallest
+    (largest) singular value, any matrix; otherwise ``matrix_norm(A, p) * matrix_norm(inv(A), p)`` of
+    square matrices.  Differentiable through those ops, as torch's."""
+    _check_ord(p, ("fro", "nuc"))
+    if p in (None, 2, -2):
+        s = svdvals(_matrix(A, "cond"))
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p != -2 else small / big
+    if p not in ("fro", "nuc", 1, -1, np.inf, -np.inf):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    x = as_tensor(A)
+    if x.ndim >= 2 and x.shape[-1] != x.shape[-2]:
+        raise RuntimeError(f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
+                           f"{x.shape[-2]} by {x.shape[-1]} matrices")
+    A = _matrix(x, "cond", square=True)
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+    """torch's ``linalg.matrix_rank`` (and NumPy's, whose ``tol`` is ``atol``): the number of singular
+    values above ``max(atol, rtol * S_max)``, ``rtol`` defaulting to ``eps * max(m, n)`` when neither
+    tolerance is given; an int64 tensor with no gradient."""
+    x = as_tensor(A)
+    if x.ndim < 2:
+        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
+    x = _matrix(x, "matrix_rank").detach()
+    atol = tol if atol is None else atol
+    m, n = x.shape[-2:]
+    if rtol is None:
+        rtol = 0.0 if atol else np.finfo(_real_dtype(x.dtype)).eps * max(m, n)
+    s = abs(eigvalsh(x)) if hermitian else svdvals(x)
+    s = s.array
+    if s.shape[-1] == 0:
+        return Tensor._make(da.zeros(s.shape[:-1], dtype=np.int64, like=s._meta))
+    cutoff = da.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True))
+    return Tensor._make((s > cutoff).sum(axis=-1).astype(np.int64))
+
+
+def tensorinv(A, ind=2):
+    """torch's ``linalg.tensorinv`` (NumPy's): the inverse of ``A`` read as a matrix of the first
+    ``ind`` axes by the rest; shape ``A.shape[ind:] + A.shape[:ind]``."""
+    A = as_tensor(A)
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = A.shape[:ind], A.shape[ind:]
+    if int(np.prod(rows)) != int(np.prod(cols)):
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {int(np.prod(cols))} != {int(np.prod(rows))}")
+    return reshape(inv(reshape(A, (int(np.prod(rows)), int(np.prod(cols))))), cols + rows)
+
+
+def tensorsolve(A, B, dims=None):
+    """torch's ``linalg.tensorsolve`` (NumPy's): ``X`` with ``tensordot(A, X, X.ndim) == B``, ``dims``
+    the axes of ``A`` moved to the end first."""
+    A, B = as_tensor(A), as_tensor(B)
+    check_same_device(A, B)
+    if dims is not None:
+        dims = [norm_axis(d, A.ndim) for d in dims]
+        A = transpose(A, [i for i in range(A.ndim) if i not in dims] + dims)
+    rest = A.shape[B.ndim:]
+    n = int(np.prod(rest))
+    if int(np.prod(B.shape)) != n:
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+                           f"prod(self.shape[:other.ndim]), but got {n} != {int(np.prod(B.shape))}")
+    return reshape(solve(reshape(A, (n, n)), reshape(B, (n,))), rest)
+
+
+def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
+                   coerce_signs=True):
+    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
+    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
+    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
+    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch, then the
+    SVD of the small ``Q^H A``.  Gradients are those of this computation with ``Omega`` fixed
+    (distinct singular values assumed, as for ``svd``).  ``compute`` is accepted and ignored: the
+    graph stays lazy."""
+    A = _matrix(a, "svd_compressed")
+    if A.ndim != 2:
+        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+    if iterator not in ("power", "QR"):
+        raise ValueError(f"Iterator '{iterator}' not valid, must one one of ['power', 'QR']")
+    m, n = A.shape
+    level = da.linalg.compression_level(min(m, n), k, n_oversamples=n_oversamples)
+    real = _real_dtype(A.dtype)
+    omega = da.random.default_rng(seed).standard_normal(size=(n, level), chunks=(A.chunks[1], (level,)))
+    omega = omega.astype(np.float32 if real == np.float32 else np.float64, copy=False)
+    omega = Tensor._make(omega.map_blocks(chunk.like, A.array._meta, dtype=omega.dtype,
+                                          meta=_meta(A.array._meta, 2, omega.dtype)))
+    sketch = matmul(A, omega)
+    if iterator == "power":
+        for _ in range(n_power_iter):
+            sketch = matmul(A, matmul(mH(A), sketch))
+        q = qr(sketch).Q
+    else:
+        q = qr(sketch).Q
+        for _ in range(n_power_iter):
+            q = qr(matmul(A, qr(matmul(mH(A), q)).Q)).Q
+    u, s, vh = svd(matmul(mH(q), A), full_matrices=False)
+    u, s, vh = matmul(q, u)[:, :k], s[:k], vh[:k, :]
+    if coerce_signs:  # dask's svd_flip: each row of Vh in the half-space of the ones vector (constant signs)
+        signs = vh.detach().array.sum(axis=1, keepdims=True).T
+        signs = Tensor._make(2.0 * ((signs >= 0) - 0.5).astype(vh.dtype))
+        u, vh = u * signs, vh * mT(signs)
+    return u, s, vh

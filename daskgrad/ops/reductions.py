@@ -133,11 +133,18 @@ amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refus
 
 
 def _prod_local(gx, x, r, axes):
-    # product of the others, exact with zeros: P = prod of non-zeros, Z = count of zeros
+    """The product of the others, exact with zeros and differentiable again, as torch's: P the product
+    of the non-zeros, Z the count of zeros, S their sum (value 0, slope 1), so each entry keeps the
+    zero factors it is a function of (with one zero the others' entries are S P / x, with two each
+    zero's is (S - x) P)."""
     zero = x == 0
-    p = prod(where(zero, 1, x), axis=axes, keepdims=True)
+    safe = where(zero, 1, x)
+    p = prod(safe, axis=axes, keepdims=True)
     z = sum(zero, axis=axes, keepdims=True)
-    return gx * conj(where(zero, where(z == 1, p, 0), where(z == 0, p, 0) / where(zero, 1, x)))
+    s = sum(where(zero, x, 0), axis=axes, keepdims=True)
+    at_zero = where(z == 1, p, where(z == 2, (s - x) * p, 0))
+    elsewhere = where(z == 0, p, where(z == 1, s * p, 0)) / safe
+    return gx * conj(where(zero, at_zero, elsewhere))
 
 
 def _centered(x, axes):
@@ -145,12 +152,13 @@ def _centered(x, axes):
 
 
 prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
+# complex var/std are real, their gradients torch's (x - mean) times the real factor
 var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
-                   save=("x", "n"), refuse="var")
+                   save=("x", "n"))
 # the gradient of std is 0 where it is 0, as in torch
 std_p = _reduction("std", "StdBackward0",
                    lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
-                   save=("x", "r", "n"), refuse="std")
+                   save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
                          save=("x", "r"), refuse="logsumexp")
 
@@ -181,8 +189,25 @@ def sum_to(g, shape):
     return sum(g, axis=ones, keepdims=True) if ones else g
 
 
+_COMPLEX_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def _refuse_complex_extreme(x, fn, amax_like, axis):
+    """torch (CPU) has no order on complex numbers: max/min/amax/amin refuse them, under autograd
+    or not, with the words of its kernels."""
+    if x.dtype.kind != "c":
+        return
+    name = _COMPLEX_NAMES.get(str(x.dtype), str(x.dtype))
+    if not amax_like and axis is not None:
+        raise RuntimeError(f"{fn}(): does not support complex input")
+    kernel = f"{fn}_values_cpu" if amax_like else f"{fn}_all"
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
+
+
 def _extreme(all_p, axis_p, fn):
     def op(x, axis=None, keepdims=False):
+        x = as_tensor(x)
+        _refuse_complex_extreme(x, fn, all_p is axis_p, axis)
         return _reduce(all_p if axis is None else axis_p, x, axis, keepdims,
                        lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
     op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
@@ -217,7 +242,8 @@ def var(x, axis=None, ddof=0, keepdims=False):
 
 def _var_array(a, axes, ddof, keepdims, n, n_out):
     centered = a - reduce_array(a, "sum", axes, True) / n
-    return reduce_array(centered * centered, "sum", axes, keepdims) / (n_out - ddof)
+    sq = centered * centered if a.dtype.kind != "c" else da.real(centered * da.conj(centered))
+    return reduce_array(sq, "sum", axes, keepdims) / (n_out - ddof)
 
 
 @public("std")

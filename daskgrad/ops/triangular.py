@@ -1,0 +1,260 @@
+"""Triangular factors and solves (``daskgrad.linalg``): ``lu``, ``solve_triangular`` and
+``cholesky_solve``, with torch's VJP rules (``linalg_lu_backward``,
+``linalg_solve_triangular_backward``; contract: see ``elementwise.py``).
+
+Each matrix of ``A`` sits in one chunk, as for ``solve``; a right-hand side keeps its column chunks,
+so a long ``B`` is solved chunk by chunk.  The kernels run SciPy's (NumPy chunks) or cupyx's (cupy
+chunks) triangular solver and LU; any other array type gets plain NumPy calls that dispatch on it
+(``linalg.solve`` on the triangle, a column-by-column partial-pivoting LU), so chunks never move to
+the host.
+"""
+from __future__ import annotations
+
+import collections
+
+import dask.array as da
+import numpy as np
+from dask.array.utils import meta_from_array
+
+from ..graph import RESULT, primitive
+from .._tensor import Tensor
+from ._util import as_tensor, check_broadcast, check_same_device
+from .linalg import _gufunc, _matrix, _whole, solve
+from .products import matmul, mH, mT, tril, triu
+from .shape import concatenate, expand_dims, pad, squeeze
+
+
+def _scipy_linalg(block):
+    """SciPy's linalg for NumPy chunks, cupyx's for cupy ones, None for other array types."""
+    try:
+        if type(block) is np.ndarray:
+            import scipy.linalg as sl
+            return sl
+        if type(block).__module__.split(".")[0] == "cupy":
+            import cupyx.scipy.linalg as sl
+            return sl
+    except ImportError:
+        pass
+    return None
+
+
+# ------------------------------------------------------------ solve_triangular
+def _triangle_of(a, upper, unit):
+    """The matrix a triangular solver reads: one triangle, its diagonal 1 when ``unit``."""
+    t = np.triu(a) if upper else np.tril(a)
+    if unit:
+        n = a.shape[-1]
+        eye = np.diag(np.ones_like(a, shape=(n,)))  # (cupy's eye takes no like=-dispatched device)
+        t = t * (1 - eye) + eye
+    return t
+
+
+def _tri_block(a, b, upper, unit):
+    sl = _scipy_linalg(a)
+    if sl is not None and (a.ndim == 2 or sl.__name__.startswith("scipy")):  # cupyx's is 2-D only
+        return sl.solve_triangular(a, b, lower=not upper, unit_diagonal=unit)
+    if sl is not None:
+        out = np.empty_like(b)
+        for idx in np.ndindex(*a.shape[:-2]):
+            out[idx] = sl.solve_triangular(a[idx], b[idx], lower=not upper, unit_diagonal=unit)
+        return out
+    return np.linalg.solve(_triangle_of(a, upper, unit), b)
+
+
+def _solve_triangular_impl(a, b, *, upper, unit):
+    """``A^{-1} B`` for triangular ``A``, ``b`` of shape (..., n, k) keeping its column chunks."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = _whole(da.broadcast_to(a, batch + a.shape[-2:]))
+    b = da.broadcast_to(b, batch + b.shape[-2:]).rechunk({len(batch): -1})
+    ind = tuple(range(len(batch)))
+    i, j, k = len(batch), len(batch) + 1, len(batch) + 2
+    dtype = np.result_type(a.dtype, b.dtype)
+    return da.blockwise(_tri_block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
+                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype), upper=upper, unit=unit)
+
+
+solve_triangular_p = primitive("solve_triangular", torch="LinalgSolveTriangularBackward0",
+                               impl=_solve_triangular_impl, args=("a", "b"), save=("a", "r"))
+
+
+@solve_triangular_p.vjp
+def _solve_triangular_rule(g, s, *, upper, unit):
+    # torch's linalg_solve_triangular_backward (left=True): gB = A^{-H} gX, gA = -gB X^H on A's triangle
+    gb = _solve_tri(mH(s.a), g, not upper, unit)
+    if not s.needs[0]:
+        return None, gb
+    ga = -matmul(gb, mH(s.r))
+    return (triu(ga, 1 if unit else 0) if upper else tril(ga, -1 if unit else 0)), gb
+
+
+def _solve_tri(a, b, upper, unit):
+    return solve_triangular_p.bind(a, b, upper=upper, unit=unit)
+
+
+def _upper_flag(upper, lower):
+    if upper is None and lower is None:
+        raise TypeError('linalg_solve_triangular() missing 1 required positional arguments: "upper"')
+    if upper is not None and lower is not None and bool(upper) == bool(lower):
+        raise TypeError("solve_triangular() got both upper= (torch) and lower= (SciPy) and they disagree")
+    return bool(upper) if upper is not None else not lower
+
+
+def solve_triangular(A, B, *, upper=None, left=True, unitriangular=False, lower=None, unit_diagonal=None):
+    """torch's ``linalg.solve_triangular(A, B, *, upper, left=True, unitriangular=False)``: ``X`` with
+    ``A X = B`` (``X A = B`` when ``left=False``) reading only ``A``'s ``upper`` (else lower) triangle,
+    its diagonal taken as ones when ``unitriangular``.  SciPy's and dask's spelling works too:
+    ``solve_triangular(a, b, lower=False, unit_diagonal=False)``, where ``b`` may be a vector.  Each
+    matrix of ``A`` sits in one chunk; ``B``'s columns keep theirs."""
+    upper = _upper_flag(upper, lower)
+    unit = bool(unitriangular or unit_diagonal)
+    A, B = _matrix(A, "solve_triangular", square=True), as_tensor(B)
+    check_same_device(A, B)
+    scipy_vector = lower is not None and B.ndim == 1
+    if B.ndim < 2 and not scipy_vector:
+        raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 dimensions.")
+    Bm = expand_dims(B, -1) if scipy_vector else B
+    n = A.shape[-1]
+    if (Bm.shape[-2] if left else Bm.shape[-1]) != n:
+        eq = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation {eq} "
+                           f"({n}x{n} and {Bm.shape[-2]}x{Bm.shape[-1]})")
+    check_broadcast(A.shape[:-2], Bm.shape[:-2])
+    if not left:  # X A = B is A^T X^T = B^T, the other triangle
+        return mT(_solve_tri(mT(A), mT(Bm), not upper, unit))
+    X = _solve_tri(A, Bm, upper, unit)
+    return squeeze(X, -1) if scipy_vector else X
+
+
+# ------------------------------------------------------------------ cholesky_solve
+def cholesky_solve(B, L, upper=False):
+    """torch's ``cholesky_solve(B, L, upper=False)``: ``X`` with ``A X = B`` where ``A = L L^H``
+    (``U^H U`` when ``upper``) from ``L``'s triangle; gradients flow to ``B`` and ``L`` as torch's."""
+    B, L = as_tensor(B), as_tensor(L)
+    check_same_device(B, L)
+    L = _matrix(L, "cholesky_solve", square=True)
+    if B.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead")
+    if B.shape[-2] != L.shape[-1]:
+        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-1]} by "
+                           f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}")
+    # torch reads one triangle but differentiates A = L L^H in every entry of L: the triangle's
+    # values, the full matrix's gradient -(G X^H + X G^H) L (cholesky_solve_backward)
+    tri = triu(L) if upper else tril(L)
+    rest = L - tri
+    L = tri + (rest - rest.detach())
+    A = matmul(mH(L), L) if upper else matmul(L, mH(L))
+    return solve(A, B)
+
+
+# ------------------------------------------------------------------------- lu
+LUResult = collections.namedtuple("LUResult", ["P", "L", "U"])
+lu_l_p = primitive("lu_l", torch="LinalgLuBackward0", save=("p", "a", "r"))
+lu_u_p = primitive("lu_u", torch="LinalgLuBackward0", save=("p", "l", "r"))
+
+
+def _lu_fallback(a):
+    """Partial-pivoting LU of one matrix with NumPy calls only (any array type); LAPACK's pivots
+    (the first largest magnitude in each column)."""
+    m, n = a.shape
+    k = min(m, n)
+    u = np.copy(a)
+    lo = np.zeros_like(a, shape=(m, k))
+    perm = list(range(m))
+    for j in range(k):
+        p = j + int(np.argmax(np.abs(u[j:, j])))
+        if p != j:
+            u[[j, p]], lo[[j, p]], perm[j], perm[p] = u[[p, j]], lo[[p, j]], perm[p], perm[j]
+        piv = u[j, j]
+        if bool(piv != 0):
+            lo[j + 1:, j] = u[j + 1:, j] / piv
+            u[j + 1:] = u[j + 1:] - lo[j + 1:, j][:, None] * u[j][None, :]
+    eye = np.diag(np.ones_like(a, shape=(m,)))
+    lo = lo + eye[:, :k]
+    return eye[:, perm], lo, np.triu(u[:k])
+
+
+def _lu_kernel(a):
+    sl = _scipy_linalg(a)
+    if sl is not None and (a.ndim == 2 or sl.__name__.startswith("scipy")):
+        p, lo, u = sl.lu(a)
+        return p.astype(a.dtype), lo, u  # torch's P has A's dtype (SciPy's is real)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    outs = (np.empty_like(a, shape=a.shape[:-2] + (m, m)), np.empty_like(a, shape=a.shape[:-2] + (m, k)),
+            np.empty_like(a, shape=a.shape[:-2] + (k, n)))
+    for idx in np.ndindex(*a.shape[:-2]):
+        for out, f in zip(outs, sl.lu(a[idx]) if sl is not None else _lu_fallback(a[idx])):
+            out[idx] = f
+    return outs
+
+
+def _lu_backward(gl, gu, p, lo, u, m, n):
+    """torch's ``linalg_lu_backward`` (pivot=True), either cotangent ``None`` (zero)."""
+    k = min(m, n)
+    if m == n:
+        phi = tril(matmul(mH(lo), gl), -1) if gl is not None else None
+        if gu is not None:
+            t = triu(matmul(gu, mH(u)))
+            phi = t if phi is None else phi + t
+        ga = _solve_tri(mH(lo), mT(_solve_tri(mT(mH(u)), mT(phi), True, False)), True, True)  # L^-H phi U^-H
+    elif m < n:  # wide: U = [U1 U2]
+        u1 = u[..., :, :k]
+        phi = matmul(mH(lo), gl) if gl is not None else None
+        if gu is not None:
+            t = -matmul(triu(gu), mH(u))
+            phi = t if phi is None else phi + t
+        ga = mT(_solve_tri(mT(mH(u1)), mT(tril(phi, -1)), True, False))  # (.) U1^-H
+        if gu is not None:
+            ga = concatenate([ga + triu(gu[..., :, :k]), gu[..., :, k:]], axis=-1)
+        ga = _solve_tri(mH(lo), ga, True, True)
+        if gu is None:
+            ga = pad(ga, [(0, 0)] * (ga.ndim - 1) + [(0, n - k)])
+    else:  # tall: L = [L1; L2]
+        l1 = lo[..., :k, :]
+        phi = matmul(gu, mH(u)) if gu is not None else None
+        if gl is not None:
+            t = -matmul(mH(lo), tril(gl, -1))
+            phi = t if phi is None else phi + t
+        ga = _solve_tri(mH(l1), triu(phi), True, True)
+        if gl is not None:
+            ga = concatenate([ga + tril(gl[..., :k, :], -1), gl[..., k:, :]], axis=-2)
+        ga = mT(_solve_tri(mT(mH(u)), mT(ga), True, False))  # (.) U^-H
+        if gl is None:
+            ga = pad(ga, [(0, 0)] * (ga.ndim - 2) + [(0, m - k), (0, 0)])
+    return matmul(p, ga)
+
+
+
+
+@lu_l_p.vjp
+def _lu_l_rule(g, s, *, m, n):
+    # U = L1^{-1} (P^T A)[:k], recomputed: the U node saves L, so L's node cannot save U
+    k = min(m, n)
+    u = _solve_tri(s.r[..., :k, :], matmul(mT(s.p), s.a)[..., :k, :], False, True)
+    return (_lu_backward(g, None, s.p, s.r, u, m, n),)
+
+
+lu_u_p.vjp(lambda g, s, *, m, n: (_lu_backward(None, g, s.p, s.l, s.r, m, n),))
+
+
+def lu(A, *, pivot=True):
+    """torch's ``linalg.lu`` and ``dask.array.linalg.lu``: ``(P, L, U)`` with ``A = P L U`` (SciPy's
+    convention), ``L`` unit lower triangular (m x k), ``U`` upper (k x n), ``k = min(m, n)``, for
+    (batches of) rectangular matrices, each in one chunk.  ``L`` and ``U`` carry torch's gradients;
+    ``P`` carries none."""
+    x = as_tensor(A)
+    if x.ndim < 2:
+        raise RuntimeError(f"linalg.lu: Expected tensor with 2 or more dimensions. Got size: {list(x.shape)} "
+                           "instead")
+    A = _matrix(x, "lu")
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    a = _whole(A.array)
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    p, lo, u = _gufunc(_lu_kernel, "(m,n)->(m,m),(m,k),(k,n)", (a,), [(a.ndim, a.dtype)] * 3, sizes={"k": k})
+    P = Tensor._make(p)  # a permutation: no gradient, as torch's
+    L = lu_l_p.record(lo, A, save={"p": P, "a": A, "r": RESULT}, m=m, n=n)
+    U = lu_u_p.record(u, A, save={"p": P, "l": L, "r": RESULT}, m=m, n=n)
+    return LUResult(P, L, U)
+
