@@ -26,8 +26,10 @@ from .._modes import enable_grad, is_grad_enabled
 from .._tensor import Tensor
 from ..engine import grad
 from ..function import Function
+from ..ops import zeros_like
+from . import revolve
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "checkpoint_steps"]
 
 _EXPLICIT = ("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in PyTorch "
              "2.9, calling checkpoint without use_reentrant will raise an exception. use_reentrant=False is "
@@ -95,6 +97,18 @@ def _first_run(run, args):
     own = {id(t) for t in stand_ins if isinstance(t, Tensor)}
     with enable_grad():
         outs = run(*stand_ins)
+    leaves = _leaves_read(outs, own, start)
+
+    def detach(o):
+        return o.detach() if isinstance(o, Tensor) else o
+
+    return (tuple(map(detach, outs)) if isinstance(outs, tuple) else detach(outs)), leaves
+
+
+def _leaves_read(outs, own, start, who="checkpoint: the function",
+                 fix="pass that tensor as an argument of checkpoint"):
+    """The leaves requiring grad that the graph of ``outs`` (recorded since node ``start``) reads,
+    besides the tensors ``own`` (ids); a non-leaf made before ``start`` is refused."""
     leaves, seen = {}, set()
     stack = [o.grad_fn for o in (outs if isinstance(outs, tuple) else (outs,))
              if isinstance(o, Tensor) and o.grad_fn is not None]
@@ -108,15 +122,10 @@ def _first_run(run, args):
                 leaves.setdefault(id(node.variable), node.variable)
         elif node._seq < start:
             raise RuntimeError(
-                f"checkpoint: the function reads a tensor made outside it that requires grad (its grad_fn is "
-                f"{node.name()}); pass that tensor as an argument of checkpoint")
+                f"{who} reads a tensor made outside it that requires grad (its grad_fn is {node.name()}); {fix}")
         else:
             stack.extend(child for child, _ in node.next_functions if child is not None)
-
-    def detach(o):
-        return o.detach() if isinstance(o, Tensor) else o
-
-    return (tuple(map(detach, outs)) if isinstance(outs, tuple) else detach(outs)), list(leaves.values())
+    return list(leaves.values())
 
 
 class _Region:
@@ -195,12 +204,18 @@ def _pass(block, gate):
 def _after(t, gate):
     """``t``'s values under new keys, computed once the cotangent ``gate`` exists: the region's
     second run gets keys of its own and waits for the backward to reach it."""
-    a, g = t.detach().array, gate.array
+    g = gate.array
     first = g.blocks[(0,) * g.ndim] if g.ndim else g
     tiny = first.ravel()[:1].sum()  # one element of one chunk of the gradient: a cheap dependency
+    return _waiting(t, tiny)
+
+
+def _waiting(t, tiny):
+    """``t``'s values under new keys, each chunk's task depending on the dask scalar ``tiny``."""
+    a = t.detach().array
     index = tuple(range(a.ndim))
     arr = da.blockwise(_pass, index, a, index, tiny, (), dtype=a.dtype, meta=a._meta,
-                       name="recompute-" + tokenize(a, g))
+                       name="recompute-" + tokenize(a, tiny))
     return Tensor._make(arr, requires_grad=t.requires_grad)
 
 
@@ -242,3 +257,205 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         input = checkpoint(run_function(start, end, functions), input, use_reentrant=use_reentrant,
                            preserve_rng_state=preserve)
     return run_function(end + 1, len(functions) - 1, functions)(input)
+
+
+# ------------------------------------------------------------------ checkpointed time stepping
+def checkpoint_steps(step, state, steps, *, snapshots):
+    """``steps`` time steps ``state = step(state, i)`` for ``i = 0 .. steps - 1`` whose backward
+    holds at most ``snapshots`` states (the initial one included) and recomputes the others,
+    following Revolve's binomial schedule (:mod:`daskgrad.utils.revolve`).
+
+    ``state`` is a tensor or a tuple of tensors (a wave equation's ``(u_prev, u)``); ``step``
+    returns the same structure and may read leaves requiring grad (a velocity model, a source
+    term's parameters), which get the gradient summed over all steps.  Returns the final state,
+    recorded: ``loss(checkpoint_steps(...)).backward()`` gives the uncheckpointed gradients.
+
+    Schedule: the pure binomial one (Griewank & Walther, Revolve), all snapshots in (cluster)
+    memory.  It is optimal among schedules that store states -- the fewest forward steps,
+    ``t(steps, snapshots) = r * steps - C(snapshots + r, r - 1)`` with ``r`` the smallest integer
+    with ``C(snapshots + r, r) >= steps`` (:func:`daskgrad.utils.revolve.repetitions`) -- and its
+    memory, ``snapshots`` states + one step's values, does not grow with ``steps``.  Multi-level
+    (disk) schedules are left to dask's spilling to disk, which moves the held snapshots out of a
+    worker's memory when it runs short.  Each step also runs once recorded as part of its own
+    reversal (what a plain backward keeps instead); so forward steps total ``t + 1`` (the
+    forward sweep, the recomputations, the last step), recorded re-runs ``steps - 1``.
+
+    Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
+    waits for the adjoint of the state the schedule is reversing at that point: dask cannot run
+    it sooner, so it holds what Revolve holds.  Forward and backward are one submission.
+    A double backward (``create_graph=True``) through it is not supported.
+    """
+    states = _check_steps(step, state, steps, snapshots)
+    single = isinstance(state, Tensor)
+
+    def call(s, i):
+        out = step(s[0] if single else s, i)
+        return _as_state(out, single, len(s), i)
+
+    if steps == 0:
+        return state
+    if steps == 1 or not is_grad_enabled():
+        cur = states
+        for i in range(steps):
+            cur = call(cur, i)
+        return cur[0] if single else cur
+    start = next(graph._made)
+    stand_ins = tuple(t.detach().requires_grad_(t.requires_grad) for t in states)
+    with enable_grad():
+        first = call(stand_ins, 0)  # recorded once, to find the leaves step reads (nothing runs)
+    leaves = _leaves_read(first, {id(t) for t in stand_ins}, start, *_STEP_READS)
+    plan = _Plan(call, revolve.schedule(steps, snapshots), tuple(t.detach() for t in first), leaves)
+    mid = _Steps.apply(plan, *states, *leaves)
+    mid = (mid,) + tuple(_Component.apply(plan, k, mid) for k in range(1, len(states)))
+    out = call(mid, steps - 1)  # recorded: Revolve's "firsturn"
+    return out[0] if single else out
+
+
+_STEP_READS = ("checkpoint_steps: step", "make it a leaf (t.detach().requires_grad_()) or compute it inside step")
+
+
+def _check_steps(step, state, steps, snapshots):
+    """torch.utils' wording for bad counts; the state's type as torch's argument parser words it."""
+    if isinstance(snapshots, bool) or not isinstance(snapshots, int) or snapshots <= 0:
+        raise ValueError(f"snapshots should be a positive integer value, but got snapshots={snapshots}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps should be a non-negative integer value, but got steps={steps}")
+    if not callable(step):
+        raise TypeError(f"'{type(step).__name__}' object is not callable")
+    if isinstance(state, Tensor):
+        return (state,)
+    if not isinstance(state, tuple) or not state:
+        raise TypeError(f"checkpoint_steps(): argument 'state' (position 2) must be Tensor or tuple of Tensors, "
+                        f"not {type(state).__name__}")
+    for k, t in enumerate(state):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 'state', but got {type(t).__name__}")
+    return state
+
+
+def _as_state(out, single, n, i):
+    out = (out,) if single and isinstance(out, Tensor) else out
+    if not isinstance(out, tuple) or len(out) != n or not all(isinstance(t, Tensor) for t in out):
+        want = "a Tensor" if single else f"a tuple of {n} Tensors"
+        raise TypeError(f"checkpoint_steps: step must return a state like the one it is given ({want}), but step "
+                        f"{i} returned {type(out).__name__}")
+    return out
+
+
+class _Plan:
+    """What ``_Steps`` runs: ``call(state, i)``, the Revolve actions, state 1 (from the run that found
+    the leaves), and those leaves."""
+
+    def __init__(self, call, actions, first, leaves):
+        k = next(j for j, a in enumerate(actions) if isinstance(a, revolve.Reverse))
+        self.call, self.sweep, self.rest, self.first, self.leaves = call, actions[:k], actions[k + 1:], first, leaves
+        self.n = len(first)
+
+
+class _Steps(Function):
+    """Steps ``0 .. steps - 2`` as one node: the forward sweep holds Revolve's snapshots (saved for
+    the backward); the backward runs the rest of the schedule.  Inputs: the plan, the state's
+    tensors, the leaves step reads."""
+
+    @staticmethod
+    def forward(ctx, plan, *inputs):
+        snaps, cur, pos = {}, plan.first, 1
+        for a in plan.sweep:
+            if isinstance(a, revolve.Takeshot):
+                snaps[a.index] = inputs[:plan.n] if a.index == 0 else cur
+            else:  # the sweep only advances and stores
+                for i in range(pos, a.stop):
+                    cur = plan.call(cur, i)
+                pos = a.stop
+        ctx.plan, ctx.where = plan, {p: j * plan.n for j, p in enumerate(snaps)}
+        ctx.save_for_backward(*(t for s in snaps.values() for t in s))
+        plan.last, plan.grads = cur, {}
+        return cur[0]
+
+    @staticmethod
+    def backward(ctx, *adjoint):
+        if is_grad_enabled():
+            raise RuntimeError("checkpoint_steps: a double backward (create_graph=True) through it is not supported")
+        plan, saved = ctx.plan, ctx.saved_tensors
+        snaps = {p: saved[j:j + plan.n] for p, j in ctx.where.items()}
+        adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n)]
+        total, cur, fresh = [None] * len(plan.leaves), None, False
+        for a in plan.rest:
+            if all(g is None for g in adjoint):
+                break
+            if isinstance(a, revolve.Restore):
+                cur, fresh = snaps[a.index], True
+                continue
+            if isinstance(a, revolve.Takeshot):
+                snaps[a.index] = cur
+                continue
+            if fresh:  # a recomputation starts: it waits for the backward to have passed this point
+                gate = _every_chunk(adjoint + total)
+                cur, fresh = tuple(_waiting(t, gate) for t in cur), False
+            if isinstance(a, revolve.Advance):
+                for i in range(a.start, a.stop):
+                    cur = plan.call(cur, i)
+            else:
+                adjoint, got = _reverse_step(plan, cur, a.index, adjoint)
+                total = [g if t is None else t if g is None else t + g for t, g in zip(total, got)]
+        needs = ctx.needs_input_grad
+        return (None, *(g if needs[1 + k] else None for k, g in enumerate(adjoint)), *total)
+
+
+class _Component(Function):
+    """Component ``k`` of a tuple state out of ``_Steps`` (whose node has one output, component 0:
+    a node with several outputs would pack them into one flat array, copying a whole state).
+    Its backward hands the gradient to ``_Steps``'s through the plan, and zeros to component 0,
+    so that ``_Steps``'s backward runs after it even where component 0 gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, plan, k, anchor):
+        ctx.plan, ctx.k, ctx.zero = plan, k, zeros_like(anchor)  # zeros read no values: no dependency
+        return plan.last[k].detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.plan.grads[ctx.k] = g
+        return None, None, ctx.zero
+
+
+def _reverse_step(plan, cur, i, adjoint):
+    """Step ``i`` recorded from state ``i`` and its VJP: the adjoint of state ``i``, and the
+    leaves' gradients from this step."""
+    x = tuple(t.detach().requires_grad_() for t in cur)
+    start = next(graph._made)
+    with enable_grad():
+        y = plan.call(x, i)
+    known = {id(v) for v in plan.leaves}
+    if any(id(v) not in known for v in _leaves_read(y, {id(t) for t in x}, start, *_STEP_READS)):
+        raise RuntimeError(f"checkpoint_steps: step {i} reads a leaf tensor requiring grad that step 0 does not "
+                           f"read; step must read the same leaves at every step")
+    pairs = [(o, g) for o, g in zip(y, adjoint) if g is not None and o.requires_grad]
+    wanted = list(x) + list(plan.leaves)
+    if not pairs:
+        return [None] * len(x), [None] * len(plan.leaves)
+    got = grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True)
+    return list(got[:len(x)]), list(got[len(x):])
+
+
+def _first_element(block):
+    return block.reshape(-1)[:1].reshape((1,) * block.ndim)
+
+
+def _every_chunk(tensors):
+    """A dask scalar that exists once every chunk of ``tensors`` does (one element of each, summed).
+
+    The recomputation waits for all of the adjoint and of the leaves' gradients so far, not one
+    chunk: with a tuple state, one component's adjoint can be ready long before the others (a wave
+    equation's ``u_prev``), and dask would run later recomputations, holding their values, ahead
+    of the adjoint chain."""
+    parts = []
+    for t in tensors:
+        if t is None:
+            continue
+        a = t.array
+        index = tuple(range(a.ndim))
+        ones = da.blockwise(_first_element, index, a, index, adjust_chunks={i: 1 for i in index}, dtype=a.dtype,
+                            meta=a._meta, name="gate-" + tokenize(a))
+        parts.append(ones.sum())
+    return functools.reduce(lambda x, y: x + y, parts)
