@@ -1,0 +1,262 @@
+"""Checkpointed time stepping (checkpoint_steps): the uncheckpointed gradients, Revolve's binomial
+number of step evaluations counted where the tasks run, memory that grows with the snapshots and
+not with the steps, and bad arguments refused before anything is submitted."""
+import threading
+from functools import lru_cache
+
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad.memory import PeakTracker
+from daskgrad.utils import revolve
+from daskgrad.utils.checkpoint import checkpoint_steps
+
+LAP1 = np.array([1.0, -2.0, 1.0])
+LAP2 = np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+
+
+# ------------------------------------------------------------------ the schedule
+@lru_cache(maxsize=None)
+def fewest_advances(steps, snapshots):
+    """The optimum by exhaustive recursion over where the next snapshot goes (small sizes only)."""
+    if steps <= 1:
+        return 0
+    if snapshots == 1:
+        return steps * (steps - 1) // 2
+    return min(m + fewest_advances(m, snapshots) + fewest_advances(steps - m, snapshots - 1)
+               for m in range(1, steps))
+
+
+def replay(steps, actions):
+    """(advances, most snapshots held at once, the steps reversed in order), checking each action
+    is possible where it stands."""
+    snaps, cur, advances, held, reversed_ = set(), 0, 0, 0, []
+    for a in actions:
+        if isinstance(a, revolve.Takeshot):
+            assert cur == a.index
+            snaps.add(a.index)
+        elif isinstance(a, revolve.Restore):
+            assert a.index in snaps
+            cur = a.index
+        elif isinstance(a, revolve.Advance):
+            assert cur == a.start < a.stop
+            advances, cur = advances + a.stop - a.start, a.stop
+        else:
+            assert cur == a.index
+            reversed_.append(a.index)
+            cur = None
+            snaps = {s for s in snaps if s < a.index}  # a snapshot past the reversal point is done
+        held = max(held, len(snaps))
+    return advances, held, reversed_
+
+
+def test_schedule_takes_the_fewest_forward_steps_and_holds_at_most_the_snapshots():
+    for steps in range(1, 45):
+        for snapshots in range(1, 7):
+            advances, held, order = replay(steps, revolve.schedule(steps, snapshots))
+            assert advances == revolve.repetitions(steps, snapshots) == fewest_advances(steps, snapshots), \
+                (steps, snapshots)
+            assert held <= snapshots
+            assert order == list(range(steps - 1, -1, -1))
+
+
+def test_binomial_counts_match_griewank_s_formula_at_known_values():
+    # t(l, c) = r l - C(c + r, r - 1), C(c + r - 1, c) < l <= C(c + r, c)
+    assert revolve.repetitions(1000, 20) == 2747  # r = 3: 3000 - C(23, 2)
+    assert revolve.repetitions(10, 3) == 15
+    assert revolve.repetitions(100, 1) == 4950  # one snapshot: l (l - 1) / 2
+    assert revolve.repetitions(50, 50) == 49  # enough snapshots: one forward sweep
+    advances, held, _ = replay(1000, revolve.schedule(1000, 20))
+    assert advances == 2747 and held == 20
+
+
+# ------------------------------------------------------------------ gradients
+def wave_1d(chunks, counter=None):
+    """A 1-D nonlinear wave equation: state (u_prev, u), velocity c a leaf read by every step."""
+    rng = np.random.default_rng(0)
+    u0 = dg.from_array(rng.standard_normal(17), chunks=chunks, requires_grad=True)
+    c = dg.from_array(0.3 + 0.1 * rng.random(17), chunks=chunks, requires_grad=True)
+
+    def step(state, i):
+        prev, u = state
+        new = 2 * u - prev + c ** 2 * dg.correlate(dg.tanh(u), LAP1, mode="constant")
+        return u, (counter(new) if counter else new)
+
+    return step, lambda: (u0 * 1.0, u0), (u0, c)  # the start, made anew for each backward
+
+
+def gradients(step, state, leaves, loss, steps, snapshots=None):
+    for t in leaves:
+        t.grad = None
+    state = state() if callable(state) else state
+    if snapshots is None:
+        for i in range(steps):
+            state = step(state, i)
+    else:
+        state = checkpoint_steps(step, state, steps, snapshots=snapshots)
+    loss(state).backward()
+    return [t.grad.numpy() for t in leaves]
+
+
+def assert_close(got, want):
+    for g, w in zip(got, want):
+        assert np.max(np.abs(g - w)) <= 1e-12 * np.max(np.abs(w))
+
+
+@pytest.mark.parametrize("chunks,steps,snapshots", [(17, 9, 2), (6, 12, 4), ((4, 9, 4), 5, 8), (1, 7, 1),
+                                                   ((4, 9, 4), 10, 3)])
+def test_wave_equation_gradients_equal_the_uncheckpointed_ones(chunks, steps, snapshots):
+    step, state, leaves = wave_1d(chunks)
+
+    def loss(s):
+        return (s[1] ** 2).sum() + (s[0] * dg.sin(s[1])).sum()
+
+    want = gradients(step, state, leaves, loss, steps)
+    assert_close(gradients(step, state, leaves, loss, steps, snapshots), want)
+
+
+def test_2d_diffusion_with_a_single_tensor_state_and_uneven_chunks():
+    rng = np.random.default_rng(1)
+    u0 = dg.from_array(rng.standard_normal((9, 7)), chunks=((4, 1, 4), (2, 5)), requires_grad=True)
+    kappa = dg.tensor(0.1, dtype=np.float64, requires_grad=True)  # a scalar leaf: its gradient sums over chunks and steps
+
+    def step(u, i):
+        return u + kappa * dg.correlate(u, LAP2, mode="nearest") - 0.05 * u ** 3 / (1 + u ** 2)
+
+    def loss(u):
+        return (u ** 2).sum()
+
+    want = gradients(step, u0, [u0, kappa], loss, 11)
+    assert_close(gradients(step, u0, [u0, kappa], loss, 11, snapshots=3), want)
+
+
+def test_a_step_index_dependent_source_term_reads_one_leaf_at_every_step():
+    rng = np.random.default_rng(2)
+    u0 = dg.from_array(rng.standard_normal(12), chunks=5)  # the initial state needs no gradient
+    source = dg.from_array(rng.standard_normal((8, 12)), chunks=(8, 5), requires_grad=True)
+
+    def step(u, i):
+        return dg.tanh(u + 0.2 * dg.correlate(u, LAP1, mode="wrap")) + source[i]
+
+    def loss(u):
+        return (u ** 3).sum()
+
+    want = gradients(step, u0, [source], loss, 8)
+    assert_close(gradients(step, u0, [source], loss, 8, snapshots=2), want)
+    assert u0.grad is None
+
+
+# ------------------------------------------------------------------ counts
+def counting():
+    """A map_blocks identity whose task counts the chunks it runs on (in the scheduler's threads)."""
+    lock, runs = threading.Lock(), [0]
+
+    def kernel(block):
+        with lock:
+            runs[0] += 1
+        return block
+
+    return (lambda t: dg.map_blocks(kernel, t, vjp=lambda g, block: g, name="step-count")), runs
+
+
+@pytest.mark.parametrize("steps,snapshots", [(30, 3), (25, 2), (40, 5), (16, 16), (12, 1)])
+def test_steps_run_on_the_workers_are_revolve_s_binomial_count(steps, snapshots):
+    count, runs = counting()
+    calls = []
+    step, state, (u0, c) = wave_1d((6, 6, 5), count)
+
+    def counted_step(s, i):
+        calls.append(i)
+        return step(s, i)
+
+    (checkpoint_steps(counted_step, state(), steps, snapshots=snapshots)[1] ** 2).sum().backward()
+    t = revolve.repetitions(steps, snapshots)
+    # every state a step makes, in 3 chunks: Revolve's t advances (the forward sweep and the
+    # recomputations) and the last step; the recorded re-run inside each reversal makes no state
+    assert runs[0] == 3 * (t + 1)
+    assert len(calls) == t + steps  # on the client: the advances and one recorded call per step
+    assert c.grad is not None and u0.grad is not None
+
+
+# ------------------------------------------------------------------ memory
+def wave_peak(steps, snapshots, n=20_000):
+    rng = np.random.default_rng(3)
+    u0 = dg.from_array(rng.standard_normal(n), chunks=n // 4, requires_grad=True)
+    c = dg.from_array(0.2 + 0.05 * rng.random(n), chunks=n // 4, requires_grad=True)
+
+    def step(state, i):
+        prev, u = state
+        return u, 2 * u - prev + c ** 2 * dg.correlate(dg.tanh(u), LAP1, mode="constant")
+
+    def make():
+        return (checkpoint_steps(step, (u0 * 1.0, u0), steps, snapshots=snapshots)[1] ** 2).sum()
+
+    predicted = dg.estimate_memory(make())
+    with dask.config.set(scheduler="sync"), PeakTracker() as tracker:
+        make().backward()
+    return tracker.peak / (n * 8), predicted / tracker.peak
+
+
+def test_backward_holds_the_snapshots_and_a_constant_not_the_steps():
+    short, short_ratio = wave_peak(16, 3)
+    long, long_ratio = wave_peak(48, 3)
+    more, more_ratio = wave_peak(48, 8)
+    assert long <= short + 1.5  # three times the steps: the same memory
+    assert 3 <= more - long <= 5 + 1.5  # five more snapshots: about five more states (each a (u_prev, u) pair
+    assert long < 48 / 2  # the plain backward holds about 3 states per step
+    for ratio in (short_ratio, long_ratio, more_ratio):
+        assert 1 / 1.5 <= ratio <= 1.5  # estimate_memory predicts the checkpointed backward
+
+
+# ------------------------------------------------------------------ arguments
+def test_bad_arguments_are_refused_before_anything_is_submitted():
+    step, start, (u0, c) = wave_1d(6)
+    state = start()
+    with dg.testing.submissions() as subs:
+        with pytest.raises(ValueError, match="snapshots should be a positive integer value, but got snapshots=0"):
+            checkpoint_steps(step, state, 5, snapshots=0)
+        with pytest.raises(ValueError, match="steps should be a non-negative integer value, but got steps=-1"):
+            checkpoint_steps(step, state, -1, snapshots=2)
+        with pytest.raises(ValueError, match="snapshots=2.5"):
+            checkpoint_steps(step, state, 5, snapshots=2.5)
+        with pytest.raises(TypeError, match=r"argument 'state' \(position 2\) must be Tensor or tuple of Tensors, "
+                                            r"not list"):
+            checkpoint_steps(step, list(state), 5, snapshots=2)
+        with pytest.raises(TypeError, match="expected Tensor as element 1 in argument 'state', but got float"):
+            checkpoint_steps(step, (u0, 1.0), 5, snapshots=2)
+        with pytest.raises(TypeError, match=r"step must return a state like the one it is given \(a tuple of 2 "
+                                            r"Tensors\), but step 0 returned Tensor"):
+            checkpoint_steps(lambda s, i: s[0], state, 5, snapshots=2)
+    assert not dict(subs)
+    assert u0.grad is None and c.grad is None
+
+
+def test_a_leaf_read_only_at_later_steps_is_refused_with_the_reason():
+    step, start, (u0, c) = wave_1d(6)
+    state = start()
+    late = dg.ones(17, requires_grad=True)
+
+    def sometimes(s, i):
+        prev, u = step(s, i)
+        return prev, (u * late if i == 3 else u)
+
+    out = checkpoint_steps(sometimes, state, 6, snapshots=2)
+    with pytest.raises(RuntimeError, match="step 3 reads a leaf tensor requiring grad that step 0 does not read"):
+        (out[1] ** 2).sum().backward()
+
+
+def test_zero_and_one_steps_and_no_grad_just_run():
+    step, start, (u0, c) = wave_1d(6)
+    state = start()
+    assert checkpoint_steps(step, state, 0, snapshots=1) is state
+    one = checkpoint_steps(step, state, 1, snapshots=1)
+    np.testing.assert_allclose(one[1].detach().numpy(), step(state, 0)[1].detach().numpy())
+    with dg.no_grad():
+        out = checkpoint_steps(step, state, 4, snapshots=2)
+    assert out[1].grad_fn is None
+    plain = state
+    for i in range(4):
+        plain = step(plain, i)
+    np.testing.assert_allclose(out[1].numpy(), plain[1].detach().numpy())
