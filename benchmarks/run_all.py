@@ -19,6 +19,9 @@ Components (each a function below, each returning a JSON-able dict):
 * ``protection`` the cost of keeping two copies of every kept value on a cluster (``daskgrad.copies``
                  2 vs 1): an nn + Adam step and the plain loop, and TV denoising's managed memory
                  for a 1 GB unknown (benchmarks/bench_protection.py);
+* ``revolve``    checkpointed time stepping (``checkpoint_steps``), 1,000 steps with 20 snapshots and more:
+                 steps run on the workers against Revolve's binomial count, peak memory, its prediction
+                 (benchmarks/revolve.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
                  scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
 
@@ -648,6 +651,16 @@ def memory_soak():
     return out
 
 
+# ------------------------------------------------------------------ (j) checkpointed time stepping
+def revolve():
+    """checkpoint_steps: steps run on the workers vs Revolve's t(steps, snapshots), peak memory in
+    states vs the snapshots, estimate_memory's prediction (benchmarks/revolve.py)."""
+    import revolve as rv
+
+    pairs = [(30, 3)] if QUICK else [(1000, 20), (300, 20), (300, 5)]
+    return {"rows": [rv.run(steps, snapshots) for steps, snapshots in pairs]}
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -785,7 +798,7 @@ def _plot_soak(out):
 
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
-              "protection": protection, "memory_soak": memory_soak}
+              "protection": protection, "memory_soak": memory_soak, "revolve": revolve}
 
 
 def main(names=None):
@@ -876,6 +889,13 @@ def summary(report):
             lines.append(f"| protection (TV memory) | {k}, unknown {m['unknown_bytes'] / 1e9:.2f} GB | | peak between "
                          f"steps {m[k]['peak_between_steps_bytes'] / 1e9:.2f} GB = {m[k]['peak_over_unknown']:.2f}x; "
                          f"u alone {m[k]['u_alone_over_unknown']:.2f}x |")
+    if "revolve" in report:
+        for r in report["revolve"]["rows"]:
+            lines.append(f"| checkpoint_steps | {r['steps']} steps, {r['snapshots']} snapshots | "
+                         f"{r['backward_s']:.1f} | "
+                         f"{r['step_evaluations_on_workers']:.0f} steps run (t+1 = {r['expected_t_plus_last_step']}, "
+                         f"{r['recompute_factor']:.2f}x); peak {r['peak_states']:.1f} arrays, predicted "
+                         f"{r['predicted_over_measured']:.2f}x |")
     if "memory_soak" in report:
         for variant in ("with_daskgrad_span", "without_daskgrad_span"):
             r = report["memory_soak"].get(variant)
