@@ -1,6 +1,7 @@
 """Checkpointed time stepping (checkpoint_steps): the uncheckpointed gradients, Revolve's binomial
 number of step evaluations counted where the tasks run, memory that grows with the snapshots and
 not with the steps, and bad arguments refused before anything is submitted."""
+import collections
 import threading
 from functools import lru_cache
 
@@ -260,3 +261,42 @@ def test_zero_and_one_steps_and_no_grad_just_run():
     for i in range(4):
         plain = step(plain, i)
     np.testing.assert_allclose(out[1].numpy(), plain[1].detach().numpy())
+
+
+_RAN, _RAN_LOCK = collections.Counter(), threading.Lock()  # module-level: the graph is pickled to the workers
+
+
+def _count_on_worker(block):
+    from distributed import get_worker
+
+    with _RAN_LOCK:
+        _RAN[get_worker().address] += 1
+    return block
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_the_workers_run_revolve_s_count_and_the_gradients_are_unchanged(client):
+    step, start, leaves = wave_1d((6, 6, 5), lambda t: dg.map_blocks(_count_on_worker, t, vjp=_identity_vjp))
+
+    def loss(s):
+        return (s[1] ** 2).sum()
+
+    want = gradients(step, start, leaves, loss, 20)
+    _RAN.clear()
+    assert_close(gradients(step, start, leaves, loss, 20, snapshots=3), want)
+    assert sum(_RAN.values()) == 3 * (revolve.repetitions(20, 3) + 1)
+    assert set(_RAN) <= set(client.scheduler_info()["workers"])
+
+
+def _identity_vjp(g, block):
+    return g
+
+
+def test_a_retained_graph_backwards_twice_and_accumulates():
+    step, start, (u0, c) = wave_1d(6)
+    loss = (checkpoint_steps(step, start(), 7, snapshots=2)[1] ** 2).sum()
+    loss.backward(retain_graph=True)
+    first = c.grad.numpy(), u0.grad.numpy()
+    loss.backward()
+    np.testing.assert_allclose(c.grad.numpy(), 2 * first[0], rtol=1e-13)
+    np.testing.assert_allclose(u0.grad.numpy(), 2 * first[1], rtol=1e-13)
