@@ -281,8 +281,9 @@ def checkpoint_steps(step, state, steps, *, snapshots):
     forward sweep, the recomputations, the last step), recorded re-runs ``steps - 1``.
 
     Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
-    waits for the adjoint of the state the schedule is reversing at that point: dask cannot run
-    it sooner, so it holds what Revolve holds.  Forward and backward are one submission.
+    waits for every chunk of the adjoint where the schedule stands (and of the leaves' gradients
+    so far): dask cannot run it sooner, so it holds what Revolve holds.  Forward and backward are
+    one submission.
     A double backward (``create_graph=True``) through it is not supported.
     """
     states = _check_steps(step, state, steps, snapshots)
