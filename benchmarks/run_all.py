@@ -657,8 +657,8 @@ def revolve():
     states vs the snapshots, estimate_memory's prediction (benchmarks/revolve.py)."""
     import revolve as rv
 
-    pairs = [(30, 3)] if QUICK else [(1000, 20), (300, 20), (300, 5)]
-    return {"rows": [rv.run(steps, snapshots) for steps, snapshots in pairs]}
+    pairs = [(20, 3)] if QUICK else [(1000, 20), (300, 20), (300, 5)]
+    return {"rows": [rv.run(steps, snapshots, n=2_000 if QUICK else 20_000) for steps, snapshots in pairs]}
 
 
 # ------------------------------------------------------------------ plots and driver
@@ -894,7 +894,7 @@ def summary(report):
             lines.append(f"| checkpoint_steps | {r['steps']} steps, {r['snapshots']} snapshots | "
                          f"{r['backward_s']:.1f} | "
                          f"{r['step_evaluations_on_workers']:.0f} steps run (t+1 = {r['expected_t_plus_last_step']}, "
-                         f"{r['recompute_factor']:.2f}x); peak {r['peak_states']:.1f} arrays, predicted "
+                         f"{r['recompute_factor']:.2f}x); peak {r['peak_states']:.1f} states, predicted "
                          f"{r['predicted_over_measured']:.2f}x |")
     if "memory_soak" in report:
         for variant in ("with_daskgrad_span", "without_daskgrad_span"):

@@ -41,6 +41,8 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert min(prot["memory"]["copies=1"]["holders_of_u_chunks"]) == 1
     for variant in ("with_daskgrad_span", "without_daskgrad_span"):
         assert math.isfinite(report["memory_soak"][variant]["slopes_per_step_second_half"]["client_rss"]), variant
+    row = report["revolve"]["rows"][0]
+    assert row["step_evaluations_on_workers"] == row["expected_t_plus_last_step"]
     assert "| logreg |" in proc.stdout  # the README table
     if "matplotlib" in sys.modules or _importable("matplotlib"):
         for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak"):
