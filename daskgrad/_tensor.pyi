@@ -492,7 +492,7 @@ class Tensor:
     def hypot(self, b) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
-    def imag(self) -> Tensor:
+    def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
         """
     def inner(self, b) -> Tensor:
@@ -689,7 +689,7 @@ class Tensor:
     def ravel(self) -> Tensor:
         """The elements in C order, as a 1-D tensor.
         """
-    def real(self) -> Tensor:
+    def real(self, *args, **kwargs) -> Tensor:
         """The real part (differentiable): a complex cotangent reaching a real input keeps its real part.
         """
     def rechunk(self, chunks) -> Tensor:

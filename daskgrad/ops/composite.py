@@ -201,7 +201,20 @@ def rot90(x, k=1, axes=(0, 1)):
     return transpose(flip(x, a1), perm) if k == 1 else flip(transpose(x, perm), a1)
 
 
-@public("imag")
+def _imag_attribute(imag):
+    def get(self):
+        if self.dtype.kind != "c":  # torch's attribute; NumPy's function gives zeros
+            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+        return imag(self)
+    return property(get, doc="The imaginary part, as torch's ``Tensor.imag`` (complex tensors only).")
+
+
+def _real_attribute(real):
+    return property(lambda self: real(self) if self.dtype.kind == "c" else self,
+                    doc="The real part, as torch's ``Tensor.real``: the tensor itself when it is real.")
+
+
+@public(("imag", _imag_attribute))
 def imag(x):
     """The imaginary part (differentiable); zeros for a real tensor, as NumPy's."""
     x = as_tensor(x)
@@ -210,7 +223,7 @@ def imag(x):
     return real(x * -1j)
 
 
-public("real")(real)
+public(("real", _real_attribute))(real)
 public("conj")(conj)
 public(name="conjugate")(conj)
 
