@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import operator
 import warnings
 
 import dask.array as da
@@ -136,9 +138,9 @@ def _central_difference(func, inputs, x, u, outs, vs, eps):
         return got
 
     plus, minus = shifted(1), shifted(-1)
-    with no_grad():  # (a func with no outputs: zero)
-        zero = Tensor._make(da.zeros((), dtype=x.dtype))
-        return sum((((p - m) * v).sum() for p, m, v in zip(plus, minus, vs)), zero) / (2 * eps)
+    with no_grad():  # a func with no outputs: zero, made like x (a NumPy zero would meet cupy chunks)
+        terms = [((p - m) * v).sum() for p, m, v in zip(plus, minus, vs)] or [(x.detach() * 0).sum()]
+        return functools.reduce(operator.add, terms) / (2 * eps)
 
 
 def _same_shape_and_dtype(output1, output2, eps):
