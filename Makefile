@@ -62,6 +62,9 @@ $(VENV)/.demo: $(VENV)/.core
 demo: $(VENV)/.demo
 	$(PY) examples/demo.py --out examples/demo_loss.png $(DEMO_ARGS)
 
+# one pytest process per core (at most 4), whole files to each: a file's module fixtures (a cluster)
+# stay in one process; PYTEST_ARGS="-n 0" runs serially
+PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist loadfile --durations 25
 test: $(VENV)/.test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
