@@ -134,3 +134,13 @@ def test_operators_and_or_xor_invert_are_bitwise_and_never_write_in_place():
     np.testing.assert_array_equal((~m).numpy(), [False, True])
     with pytest.raises(TypeError, match=r"only implemented on integer and Boolean-type tensors"):
         ~dg.from_array(np.array([1.0]))
+
+
+def test_cbrt_is_the_real_cube_root_with_an_infinite_derivative_at_zero_not_nan():
+    x = dg.from_array(np.array([-8.0, 0.0, 27.0]), chunks=2, requires_grad=True)
+    y = dg.cbrt(x)
+    y.sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), [-2.0, 0.0, 3.0])
+    np.testing.assert_allclose(x.grad.numpy(), [1 / 12, np.inf, 1 / 27])  # 1 / (3 cbrt(x)^2)
+    with pytest.raises(RuntimeError, match="does not support automatic differentiation for outputs with complex"):
+        dg.cbrt(dg.from_array(np.array([1 + 1j]), requires_grad=True))  # NumPy has no complex cbrt

@@ -82,6 +82,7 @@ __all__ = [
     'arcsinh',
     'arccosh',
     'arctanh',
+    'cbrt',
     'log2',
     'log10',
     'exp2',
@@ -218,7 +219,6 @@ __all__ = [
     'rad2deg',
     'radians',
     'degrees',
-    'cbrt',
     'copysign',
     'sinc',
     'nan_to_num',
@@ -487,6 +487,9 @@ def arccosh(x) -> Tensor:
     """
 def arctanh(x) -> Tensor:
     """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+    """
+def cbrt(x) -> Tensor:
+    """Elementwise ``cbrt``; gradient node ``PowBackward0``.
     """
 def log2(x) -> Tensor:
     """Elementwise ``log2``; gradient node ``Log2Backward0``.
@@ -937,9 +940,6 @@ def radians(x) -> Tensor:
     """
 def degrees(x) -> Tensor:
     """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
-    """
-def cbrt(x) -> Tensor:
-    """The real cube root (negative for negative ``x``).
     """
 def copysign(a, b) -> Tensor:
     """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's).

@@ -300,13 +300,6 @@ public(name="radians")(deg2rad)
 public(name="degrees")(rad2deg)
 
 
-@public()
-def cbrt(x):
-    """The real cube root (negative for negative ``x``)."""
-    x = as_tensor(x)
-    return sign(x) * abs(x) ** (1 / 3)
-
-
 @public("copysign")
 def copysign(a, b):
     """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's)."""

@@ -447,6 +447,8 @@ arccosh = _unary("arccosh", "AcoshBackward0", da.arccosh, lambda g, s: (g / conj
                  methods=("acosh", "arccosh"))
 arctanh = _unary("arctanh", "AtanhBackward0", da.arctanh, lambda g, s: (g / conj(1 - s.x * s.x),), ("x",),
                  methods=("atanh", "arctanh"))
+# the real cube root; its derivative 1 / (3 cbrt(x)^2) is inf at 0, as x ** (1/3)'s is in torch
+cbrt = _unary("cbrt", "PowBackward0", da.cbrt, lambda g, s: (g / (3 * s.r * s.r),), ("r",), complex_ok=False)
 log2 = _unary("log2", "Log2Backward0", da.log2, lambda g, s: (g / conj(s.x * _LN2),), ("x",), methods=("log2",))
 log10 = _unary("log10", "Log10Backward0", da.log10, lambda g, s: (g / conj(s.x * _LN10),), ("x",),
                methods=("log10",))
