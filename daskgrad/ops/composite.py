@@ -202,11 +202,9 @@ def rot90(x, k=1, axes=(0, 1)):
 
 
 def _imag_attribute(imag):
-    def get(self):
-        if self.dtype.kind != "c":  # torch's attribute; NumPy's function gives zeros
-            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-        return imag(self)
-    return property(get, doc="The imaginary part, as torch's ``Tensor.imag`` (complex tensors only).")
+    # NumPy's answer (zeros) for a real tensor where torch's attribute raises: array libraries probe
+    # duck arrays with hasattr(t, "imag") (xarray's protocol check), which only an AttributeError passes
+    return property(imag, doc="The imaginary part (torch's ``Tensor.imag``); zeros for a real tensor, as NumPy's.")
 
 
 def _real_attribute(real):
