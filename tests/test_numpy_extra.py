@@ -257,3 +257,11 @@ def test_new_ops_take_torch_s_keywords_and_are_reached_from_numpy():
     assert isinstance(np.take_along_axis(x, idx, axis=1), dg.Tensor)
     with pytest.raises(TypeError, match="out="):
         np.fmax(x, 0.0, out=np.empty(v.shape))
+
+
+def test_digitize_refuses_lazy_bins_before_computing_them_and_searchsorted_does_the_same_job():
+    v = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
+    x, bins = dg.from_array(v, chunks=2), dg.from_array(np.array([-1.0, 0.0, 1.0]))
+    with pytest.raises(TypeError, match="bins in host memory"):
+        dg.digitize(x, bins)
+    np.testing.assert_array_equal(dg.searchsorted(bins, x, side="right").numpy(), np.digitize(v, [-1.0, 0.0, 1.0]))

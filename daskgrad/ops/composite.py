@@ -387,11 +387,9 @@ def average(x, axis=None, weights=None, keepdims=False):
     return sum(x * w, axis=axis, keepdims=keepdims) / sum(w * ew.ones_like(x), axis=axis, keepdims=keepdims)
 
 
-@public("quantile")
-def quantile(x, q, axis=None, keepdims=False):
-    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-    a sequence of numbers (a leading axis of the result, as NumPy's)."""
+def quantile_args(x, q, axis):
+    """What the quantile family shares: ``x`` as a tensor (flattened when ``axis`` is None), the
+    quantiles as a host array of floats (checked), the axis, ``x``'s rank, and whether it was flattened."""
     x = as_tensor(x)
     qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
@@ -399,7 +397,15 @@ def quantile(x, q, axis=None, keepdims=False):
     ndim, flat = x.ndim, axis is None
     if flat:
         x, axis = ravel(x), 0
-    axis = norm_axis(axis, x.ndim)
+    return x, qs, norm_axis(axis, x.ndim), ndim, flat
+
+
+@public("quantile")
+def quantile(x, q, axis=None, keepdims=False):
+    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
+    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
+    a sequence of numbers (a leading axis of the result, as NumPy's)."""
+    x, qs, axis, ndim, flat = quantile_args(x, q, axis)
     n, pick = x.shape[axis], (slice(None),) * axis
     s = sort(x, axis=axis)
     out = []

@@ -351,18 +351,18 @@ def _solve_block(a, b):
     return np.linalg.solve(a, b)
 
 
-def _solve_arrays(a, b):
+def _solve_arrays(a, b, block=_solve_block, **params):
     """``A^{-1} B`` batched, ``b`` of shape (..., n, k): each matrix of ``a`` in one chunk, ``b``'s
     columns (and both batches) keep their chunks, so a right-hand side with a long axis of many chunks
-    is solved chunk by chunk, never gathered."""
+    is solved chunk by chunk, never gathered.  ``block(a, b, **params)`` solves one pair of chunks."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = _whole(da.broadcast_to(a, batch + a.shape[-2:]))
     b = da.broadcast_to(b, batch + b.shape[-2:]).rechunk({len(batch): -1})
     ind = tuple(range(len(batch)))
     i, j, k = len(batch), len(batch) + 1, len(batch) + 2
     dtype = np.result_type(a.dtype, b.dtype)
-    return da.blockwise(_solve_block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
-                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype))
+    return da.blockwise(block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
+                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype), **params)
 
 
 def _vector_rhs(a, b):

@@ -19,7 +19,7 @@ from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
-from .composite import isnan, ravel
+from .composite import isnan, quantile_args, ravel
 from .elementwise import astype, conj, exp2, trunc, where
 from .indexing import getitem, sort
 from .reductions import cumsum, mean, prod, sum
@@ -431,14 +431,7 @@ def _nan_at(s, c, p, axis):
 def nanquantile(x, q, axis=None, keepdims=False):
     """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
     ``nanquantile``: the gradient goes to the two values interpolated."""
-    x = as_tensor(x)
-    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
-    if ((qs < 0) | (qs > 1)).any():
-        raise ValueError("Quantiles must be in the range [0, 1]")
-    ndim, flat = x.ndim, axis is None
-    if flat:
-        x, axis = ravel(x), 0
-    axis = norm_axis(axis, x.ndim)
+    x, qs, axis, ndim, flat = quantile_args(x, q, axis)
     s = sort(x, axis=axis)
     c = sum(where(isnan(s), 0.0, ew.ones_like(s)), axis=axis, keepdims=True)
     out = [_nan_at(s, c, p, axis) for p in qs]

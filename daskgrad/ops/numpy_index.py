@@ -50,6 +50,9 @@ def searchsorted(a, v, side="left", sorter=None):
 @public()
 def digitize(x, bins, right=False):
     """The index of the bin each value of ``x`` falls in (host ``bins``, as dask's); an integer tensor."""
+    if isinstance(bins, Tensor) or hasattr(bins, "__dask_graph__"):  # np.asarray would compute it here
+        raise TypeError("digitize takes bins in host memory (a list or NumPy array), as dask.array.digitize; "
+                        "for lazy or device bins use searchsorted(bins, x, side=\"right\")")
     return Tensor._make(da.digitize(raw(as_tensor(x)), np.asarray(bins), right=right))
 
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import collections
 
-import dask.array as da
 import numpy as np
-from dask.array.utils import meta_from_array
 
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device
-from .linalg import _gufunc, _matrix, _whole, solve
+from .linalg import _gufunc, _matrix, _solve_arrays, _whole, solve
 from .products import matmul, mH, mT, tril, triu
 from .shape import concatenate, expand_dims, pad, squeeze
 
@@ -63,14 +61,7 @@ def _tri_block(a, b, upper, unit):
 
 def _solve_triangular_impl(a, b, *, upper, unit):
     """``A^{-1} B`` for triangular ``A``, ``b`` of shape (..., n, k) keeping its column chunks."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = _whole(da.broadcast_to(a, batch + a.shape[-2:]))
-    b = da.broadcast_to(b, batch + b.shape[-2:]).rechunk({len(batch): -1})
-    ind = tuple(range(len(batch)))
-    i, j, k = len(batch), len(batch) + 1, len(batch) + 2
-    dtype = np.result_type(a.dtype, b.dtype)
-    return da.blockwise(_tri_block, ind + (i, k), a, ind + (i, j), b, ind + (j, k), concatenate=True, dtype=dtype,
-                        meta=meta_from_array(b._meta, ndim=len(batch) + 2, dtype=dtype), upper=upper, unit=unit)
+    return _solve_arrays(a, b, _tri_block, upper=upper, unit=unit)
 
 
 solve_triangular_p = primitive("solve_triangular", torch="LinalgSolveTriangularBackward0",
