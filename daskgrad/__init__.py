@@ -21,6 +21,7 @@ from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
+from ._dask import step_cache_clear, step_cache_info
 from ._tensor import (Tensor, arange, as_tensor, from_array, from_torch, full, manual_seed, ones, rand, randn,
                       tensor, zeros)
 

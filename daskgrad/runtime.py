@@ -83,16 +83,18 @@ def _store(client, arr, storage):
 _kept_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)
 
 
-def optimize(arrays):
+def optimize(arrays, cached=False):
     """``arrays`` as one optimized graph (:func:`._dask.optimize`), reading the values retained
-    graphs hold in memory instead of computing them again."""
+    graphs hold in memory instead of computing them again.  ``cached``: from the graph optimized
+    for an earlier submission of the same structure, if any (:mod:`._dask.stepcache`)."""
     reuse = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained) for s in node.pinned()}
-    return door.optimize(arrays, reuse=reuse)
+    return (door.optimize_cached if cached else door.optimize)(arrays, reuse=reuse)
 
 
 def _submit(arrays, phase):
-    """One submission of ``arrays``, optimized as one graph."""
-    optimized = optimize(arrays)
+    """One submission of ``arrays``, optimized as one graph (a step built once is replayed on
+    dask's local schedulers: see :mod:`._dask.stepcache` for why not on a cluster)."""
+    optimized = optimize(arrays, cached=current_client() is None)
     for observer in list(_observers):
         observer(phase, optimized)
     _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later

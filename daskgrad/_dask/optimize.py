@@ -33,6 +33,13 @@ def optimize(arrays, reuse=None, fuse_chunks=None):
     * Then the tasks of each chunk are fused into one (:func:`fuse.fuse_chunks`; config
       ``daskgrad.fuse-chunks``, default on), keeping annotations and deterministic keys.
     """
+    layers, deps = collect(arrays, reuse)
+    return optimize_layers(arrays, layers, deps, fuse_chunks)
+
+
+def collect(arrays, reuse=None):
+    """The layers of ``arrays`` as one graph (name -> layer, name -> dependencies): each name once,
+    a layer in memory preferred to the lazy one of the same name (see :func:`optimize`)."""
     stored = reuse or {}
     layers, deps = {}, {}
     for a in arrays:
@@ -46,7 +53,11 @@ def optimize(arrays, reuse=None, fuse_chunks=None):
     for name, layer in layers.items():
         if holds_data(layer):
             deps[name] = set()
-    deps = {n: d & layers.keys() for n, d in deps.items()}
+    return layers, {n: d & layers.keys() for n, d in deps.items()}
+
+
+def optimize_layers(arrays, layers, deps, fuse_chunks=None):
+    """:func:`optimize` of the graph :func:`collect` made of ``arrays``."""
     depth = {}
     for name in toposort_layers(deps):
         layer = layers[name]

@@ -1,0 +1,234 @@
+"""A step built once: a submission with the structure of an earlier one reuses its optimized graph.
+
+A training loop submits the same graph every step; only the values it reads change (the data, the
+parameters stored by the step before).  Optimizing and fusing that graph costs more than running
+it on small chunks (0.3 ms a chunk), so the graph optimized once is kept as a *template*, and a
+later submission whose graph is the same up to names and input values is the template with the new
+inputs put in place of the old ones and the results named as the arrays asked for.
+
+**The key** is the whole graph, names left out: every layer in the order the submission's arrays
+hold them, each described by what its tasks compute (functions, constants, block structure, the
+other layers it reads, by position), each layer of values in memory by its chunks' type, dtype
+and shape, and each submitted array by its chunks, dtype and chunk type.  Two submissions with one
+key compute the same functions of their inputs: a changed shape, chunking, dtype, op, constant,
+hook, grad mode or ``retain_graph`` changes the graph, so it changes the key.  Anything not
+described exactly (a layer type or task kind unknown here) makes no key, and the submission is
+optimized as usual.  The key costs a walk over the layers (not the tasks of Blockwise layers).
+
+**Where**: dask's local schedulers.  Their graphs are a dict run in isolation, so a template keeps
+its own keys from step to step.  A distributed scheduler remembers keys across submissions
+(a template key still held from the step before would be read instead of computed), so there every
+submission is optimized as before (see the README's performance notes).
+
+**Memory**: templates hold no input values (the slots are refilled each time), at most
+``daskgrad.step-cache.entries`` templates (default 16) and ``daskgrad.step-cache.tasks`` tasks in
+all (default 1,000,000), least recently used first out.  ``daskgrad.step-cache.enabled: False``
+turns it off.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+from dask.base import tokenize
+
+from .internals import Alias, Blockwise, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
+from .optimize import collect, holds_data, optimize_layers
+
+
+class _Undescribed(Exception):
+    """Something in the graph this module cannot describe exactly: no key, no caching."""
+
+
+@dataclass(frozen=True)
+class _Template:
+    graph: dict             # the optimized graph, the input slots' values taken out
+    slots: tuple            # per input layer (in key order): the template's keys of its chunks
+    outputs: tuple          # the template's name of each submitted array
+    names: frozenset        # every key name of the graph: a new output name must not be one
+    readers: dict           # result key -> the keys of the tasks that read it
+
+
+_lock = threading.Lock()
+_templates = collections.OrderedDict()  # key -> _Template, least recently used first
+_stats = {"hits": 0, "misses": 0, "uncached": 0}
+
+
+def optimize_cached(arrays, reuse=None, fuse_chunks=None):
+    """:func:`.optimize.optimize`, from a template when one has this graph's key."""
+    layers, deps = collect(arrays, reuse)
+    if not dask.config.get("daskgrad.step-cache.enabled", True):
+        return optimize_layers(arrays, layers, deps, fuse_chunks)
+    fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
+    try:
+        key, inputs = _key(arrays, layers, fuse)
+    except _Undescribed:
+        _stats["uncached"] += 1
+        return optimize_layers(arrays, layers, deps, fuse_chunks)
+    with _lock:
+        template = _templates.get(key)
+        if template is not None:
+            _templates.move_to_end(key)
+    if template is not None:
+        out = _replay(template, arrays, [layers[n] for n in inputs], inputs)
+        if out is not None:
+            _stats["hits"] += 1
+            return out
+    _stats["misses"] += 1
+    out = optimize_layers(arrays, layers, deps, fuse_chunks)
+    _remember(key, out, inputs)
+    return out
+
+
+def step_cache_info() -> dict:
+    """The step cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits``, ``misses``,
+    ``uncached`` (graphs with no key), ``entries`` and ``tasks`` held (dask's local schedulers only)."""
+    with _lock:
+        return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
+
+
+def step_cache_clear() -> None:
+    """Drop every kept step and zero the counts."""
+    with _lock:
+        _templates.clear()
+        _stats.update(hits=0, misses=0, uncached=0)
+
+
+# ------------------------------------------------------------------ the key
+def _key(arrays, layers, fuse):
+    """The graph's key and the names of its layers of values, in key order (the input slots)."""
+    canon = {name: i for i, name in enumerate(layers)}
+    parts, inputs = [], []
+    for name, layer in layers.items():
+        if holds_data(layer):
+            inputs.append(name)
+            parts.append(("data", canon[name], _values(name, layer)))
+        elif isinstance(layer, Blockwise):
+            parts.append(("blockwise", canon[name], _blockwise(layer, canon)))
+        elif type(layer) is MaterializedLayer:
+            for k in layer:  # keys of other names (rechunk's split keys) are named by position too
+                n = k[0] if isinstance(k, tuple) else k
+                if isinstance(n, str):
+                    canon.setdefault(n, len(canon))
+            parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()]))
+        else:
+            raise _Undescribed(type(layer).__name__)
+    parts.append([(canon.get(a.name), a.chunks, str(a.dtype), type(a._meta).__module__, type(a._meta).__name__)
+                  for a in arrays])
+    try:
+        return tokenize(parts, fuse, ensure_deterministic=True), inputs
+    except Exception as e:  # an object dask tokenizes at random (no content hash): no key
+        raise _Undescribed(repr(e)) from e
+
+
+def _values(name, layer):
+    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape."""
+    out = []
+    for k, v in layer.items():
+        v = v.value if isinstance(v, DataNode) else v
+        dtype, shape = getattr(v, "dtype", None), getattr(v, "shape", None)
+        if dtype is None or shape is None:  # a distributed Future, a Python scalar: not described here
+            raise _Undescribed(type(v).__name__)
+        out.append((k[1:] if isinstance(k, tuple) else (), type(v).__module__, type(v).__name__, str(dtype), shape))
+    return repr(sorted(out))
+
+
+def _blockwise(layer, canon):
+    for name in layer.io_deps:
+        canon.setdefault(name, len(canon))
+    return (_canon(layer.task, canon), layer.output_indices,
+            [(_canon(n, canon), ind) if ind is not None else ("const", n) for n, ind in layer.indices],
+            sorted((canon.get(n, n), nb) for n, nb in layer.numblocks.items()),
+            layer.concatenate, layer.new_axes, sorted(layer.output_blocks or ()), layer.annotations,
+            sorted((canon[n], dep) for n, dep in layer.io_deps.items()))
+
+
+def _canon(obj, canon):
+    """``obj`` with every name of the graph replaced by its position."""
+    t = type(obj)
+    if t is str:
+        return ("§", canon[obj]) if obj in canon else obj
+    if t is tuple:
+        if obj and type(obj[0]) is str and obj[0] in canon:
+            return ("§", canon[obj[0]]) + obj[1:]
+        return tuple(_canon(o, canon) for o in obj)
+    if t is list:
+        return [_canon(o, canon) for o in obj]
+    if t is dict:
+        return {k: _canon(v, canon) for k, v in obj.items()}
+    if t is TaskRef:
+        return ("ref", _canon(obj.key, canon))
+    if isinstance(obj, Task):
+        return (t.__name__, _canon(obj.key, canon), obj.func, _canon(obj.args, canon), _canon(obj.kwargs, canon))
+    if t is Alias:
+        return ("alias", _canon(obj.key, canon), _canon(obj.target, canon))
+    if t is DataNode:
+        return ("value", _canon(obj.key, canon), obj.value)
+    if isinstance(obj, GraphNode):
+        raise _Undescribed(t.__name__)
+    return obj
+
+
+# ------------------------------------------------------------------ templates
+def _remember(key, optimized, inputs):
+    graph = dict(optimized[0].__dask_graph__())
+    limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
+    if len(graph) > limit:
+        return
+    slots = []
+    for name in inputs:
+        keys = tuple(k for k in graph if isinstance(k, tuple) and k[0] == name or k == name)
+        for k in keys:
+            graph[k] = None  # the values are put back at each replay: a template holds no data
+        slots.append(keys)
+    if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
+        return  # a value or legacy task outside the input layers: not renamed here
+    names = frozenset(k[0] if isinstance(k, tuple) else k for k in graph)
+    results = {k for a in optimized for k in flatten(a.__dask_keys__())}
+    readers = {}
+    for k, t in graph.items():
+        for d in (t.dependencies if t is not None else ()):
+            if d in results:
+                readers.setdefault(d, []).append(k)
+    template = _Template(graph, tuple(slots), tuple(a.name for a in optimized), names, readers)
+    with _lock:
+        _templates[key] = template
+        _templates.move_to_end(key)
+        entries = dask.config.get("daskgrad.step-cache.entries", 16)
+        while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
+            _templates.popitem(last=False)
+
+
+def _replay(template, arrays, input_layers, inputs):
+    """The template's graph reading ``input_layers`` and naming its results as ``arrays``; None if a
+    name of ``arrays`` is one of the template's other keys (then it is optimized as usual)."""
+    for a, old in zip(arrays, template.outputs):
+        if a.name != old and a.name in template.names:
+            return None
+    graph = dict(template.graph)
+    for keys, layer, name in zip(template.slots, input_layers, inputs):
+        for k in keys:
+            v = layer[(name,) + k[1:] if isinstance(k, tuple) else name]
+            graph[k] = DataNode(k, v.value if isinstance(v, DataNode) else v)
+    renamed, done = {}, set()
+    for a, old in zip(arrays, template.outputs):
+        if a.name == old or a.name in done:  # (an array asked for twice is one result)
+            continue
+        done.add(a.name)
+        for k in flatten(a.__dask_keys__()):
+            was = (old,) + k[1:] if isinstance(k, tuple) else old
+            if was in renamed:  # the same array asked for twice
+                graph[k] = Alias(k, renamed[was])
+                continue
+            # renamed in place, with the tasks that read it: the submission runs the same tasks
+            graph[k] = graph.pop(was).substitute({}, key=k)
+            renamed[was] = k
+            for r in template.readers.get(was, ()):
+                r = renamed.get(r, r)
+                graph[r] = graph[r].substitute({was: k})
+    name = f"{arrays[0].name}-step"
+    hlg = HighLevelGraph({name: MaterializedLayer(graph)}, {name: set()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]

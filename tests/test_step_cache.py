@@ -1,0 +1,158 @@
+"""A step built once: the plain training loop replays the graph optimized at its first step, and any
+change of structure (shape, chunking, dtype, op, constant, hook, create_graph, retain_graph) builds
+anew, with the same numbers as without the cache."""
+import gc
+import weakref
+
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    dg.step_cache_clear()
+    yield
+    dg.step_cache_clear()
+
+
+def _data(n=60, d=4, chunks=15, dtype="float64", seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(dtype)
+    y = (rng.random(n) > 0.5).astype(dtype)
+    return dg.from_array(X, chunks=(chunks, d)), dg.from_array(y, chunks=chunks)
+
+
+def _train(X, y, steps, lr=0.1, loss_fn=dg.binary_cross_entropy_with_logits, hook=None, retain_graph=None):
+    w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
+    losses = []
+    for _ in range(steps):
+        z = X @ w
+        if hook is not None:
+            z.register_hook(hook)
+        loss = loss_fn(z, y)
+        loss.backward(retain_graph=retain_graph)
+        losses.append(loss.item())
+        with dg.no_grad():
+            w -= lr * w.grad
+        w.grad = None
+    return w.detach().numpy(), losses
+
+
+def _uncached(fn, *args, **kwargs):
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        return fn(*args, **kwargs)
+
+
+def test_plain_loop_replays_its_step_and_computes_the_same_numbers_as_without_the_cache():
+    X, y = _data()
+    w, losses = _train(X, y, 12)
+    info = dg.step_cache_info()
+    # step 1 (no update pending yet) and step 2 are built; steps 3..12 replay step 2's graph
+    assert info["hits"] >= 10 and info["misses"] <= 3, info
+    w_ref, losses_ref = _uncached(_train, X, y, 12)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def test_replayed_step_matches_numpy_gradient_descent():
+    X, y = _data(n=40, d=3, chunks=7)  # uneven chunks
+    w, _ = _train(X, y, 8, lr=0.5)
+    Xn, yn = X.numpy(), y.numpy()
+    wn = np.zeros(3)
+    for _ in range(8):
+        p = 1 / (1 + np.exp(-(Xn @ wn)))
+        wn = wn - 0.5 * Xn.T @ (p - yn) / len(yn)
+    np.testing.assert_allclose(w, wn, rtol=1e-12)
+    assert dg.step_cache_info()["hits"] > 0
+
+
+def _misses(fn):
+    before = dg.step_cache_info()["misses"]
+    out = fn()
+    return dg.step_cache_info()["misses"] - before, out
+
+
+CHANGES = {
+    "shape": lambda: _train(*_data(n=75), 3),
+    "chunking": lambda: _train(*_data(chunks=20), 3),
+    "dtype": lambda: _train(*_data(dtype="float32"), 3),
+    "op": lambda: _train(*_data(), 3, loss_fn=lambda z, y: ((z - y) ** 2).mean()),
+    "constant": lambda: _train(*_data(), 3, lr=0.25),
+    "hook": lambda: _train(*_data(), 3, hook=lambda g: g * 2),
+    "retain_graph": lambda: _train(*_data(), 3, retain_graph=True),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_changed_structure_builds_anew_and_computes_what_it_would_without_the_cache(change):
+    _train(*_data(), 3)  # the loop's steps are kept
+    misses, (w, losses) = _misses(CHANGES[change])
+    assert misses >= 1
+    w_ref, losses_ref = _uncached(CHANGES[change])
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def test_same_structure_with_other_data_values_replays_with_the_new_values():
+    _train(*_data(seed=0), 3)
+    hits = dg.step_cache_info()["hits"]
+    w, losses = _train(*_data(seed=1), 3)
+    assert dg.step_cache_info()["hits"] > hits
+    w_ref, losses_ref = _uncached(_train, *_data(seed=1), 3)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def test_create_graph_builds_its_own_graph_and_double_backward_is_right():
+    X, _ = _data(n=12, d=3, chunks=5)
+    for _ in range(3):
+        w = dg.tensor([0.5, -1.0, 2.0], dtype="float64", requires_grad=True)
+        loss = (dg.tanh(X @ w) ** 2).sum()
+        (g,) = dg.grad(loss, w, create_graph=True)
+        (g ** 2).sum().backward()
+        ref = w.grad.numpy()
+    w2 = dg.tensor([0.5, -1.0, 2.0], dtype="float64", requires_grad=True)
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        loss = (dg.tanh(X @ w2) ** 2).sum()
+        (g,) = dg.grad(loss, w2, create_graph=True)
+        (g ** 2).sum().backward()
+    np.testing.assert_array_equal(ref, w2.grad.numpy())
+
+
+def test_cache_holds_at_most_its_configured_entries_and_tasks():
+    with dask.config.set({"daskgrad.step-cache.entries": 2}):
+        for n in (30, 45, 60, 75):
+            _train(*_data(n=n), 2)
+        assert dg.step_cache_info()["entries"] <= 2
+    dg.step_cache_clear()
+    with dask.config.set({"daskgrad.step-cache.tasks": 5}):
+        _train(*_data(), 3)
+        assert dg.step_cache_info()["tasks"] <= 5
+
+
+def test_a_kept_step_holds_none_of_the_data_it_read():
+    rng = np.random.default_rng(0)
+    Xn = rng.standard_normal((60, 4))
+    ref = weakref.ref(Xn)
+    X, y = dg.from_array(Xn, chunks=(15, 4)), _data()[1]
+    _train(X, y, 3)
+    assert dg.step_cache_info()["entries"] >= 1
+    del X, Xn
+    gc.collect()
+    assert ref() is None
+
+
+def test_disabled_by_config_replays_nothing():
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        _train(*_data(), 4)
+    assert dg.step_cache_info()["hits"] == 0
+
+
+def test_on_a_cluster_every_step_is_optimized_as_before(client):
+    w, losses = _train(*_data(), 4)
+    assert dg.step_cache_info() == dict(dg.step_cache_info(), hits=0, misses=0)
+    w_ref, losses_ref = _uncached(_train, *_data(), 4)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-12)
