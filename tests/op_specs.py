@@ -12,6 +12,7 @@ import numpy as np
 
 import daskgrad as dg
 from daskgrad.nn import functional as F
+from daskgrad.ops.elementwise import special_i1
 from daskgrad.testing import gradcheck
 
 from conftest import CHUNKINGS_2D, leaf
@@ -121,6 +122,8 @@ SPECS = (
     OpSpec("cbrt", dg.cbrt, [M], 0.5, 2),
     OpSpec("copysign", lambda a, b: dg.copysign(a, b) + dg.copysign(b, -1.0), [M, M], 0.5, 2),
     OpSpec("sinc", dg.sinc, [M], 0.1, 2),
+    OpSpec("i0", dg.i0, [M], -3, 3),
+    OpSpec("special_i1", special_i1, [M], -3, 3),
     OpSpec("nan_to_num", lambda a: dg.nan_to_num(a) * a, [M], -2, 2),
     OpSpec("nan_reductions", lambda a: dg.nansum(a, axis=0) * dg.nanmean(a, axis=0) + dg.nanmax(a, axis=0)
            - dg.nanmin(a, axis=0, keepdims=True)[0], [M], -2, 2),
@@ -326,6 +329,9 @@ SPECS = (
         b, to_begin=2.0, to_end=b[0])[:3], [M, M], -2, 2),
     OpSpec("delete_insert", lambda a, b: dg.delete(a, [0, 2], axis=0) * dg.insert(a, 1, b[0], axis=0)[:4]
            + dg.insert(a, 2, 1.5, axis=1)[:4, :4], [M, M], -2, 2),
+    OpSpec("insert_several", lambda a, b: dg.insert(a, [3, 1, 1, 6], b[:4, :1] * 2, axis=0)[:8]
+           * dg.insert(a, slice(0, 4, 2), b[:2], axis=0) + dg.insert(a, [-1, 2], b[0, :2], axis=1).sum(),
+           [M, M], -2, 2),
     OpSpec("nanquantile_nanmedian", lambda a: dg.nanquantile(dg.where(a > 1.2, np.nan, a), [0.3, 0.9], axis=0)
            * dg.nanmedian(a, axis=0) + dg.nanpercentile(dg.where(a < -1.5, np.nan, a), 40), [M], -2, 2),
     OpSpec("block_coarsen", lambda a, b: dg.block([[a, b[:, :1]], [b[:1], a[:1, :1]]])[:6, :4] * dg.coarsen(
