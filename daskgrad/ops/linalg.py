@@ -27,6 +27,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, primitive
+from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
 from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
@@ -454,7 +455,10 @@ def _det_rule(g, s):
     one (``|det|`` at most ``n eps max|A|^n``) the adjugate through the SVD, ``det(U Vh)^* g U
     diag(prod_{j != i} S_j) Vh``, finite where the inverse is not.  Each branch runs on a stand-in
     where the other is taken (the identity to invert, ``diag(1..n)`` to decompose), so neither fails
-    nor leaks NaN into a second derivative."""
+    nor leaks NaN into a second derivative.  Differentiated again (``create_graph``), the singular
+    branch keeps the SVD's value but takes its derivative from the adjugate as a polynomial in ``A``
+    (:func:`_adjugate_polynomial`), defined at every rank, where the SVD's is not (torch's defect at
+    rank n-2 and below, and at complex singular matrices); for n up to ``_ADJ_POLY_MAX``."""
     a, d = s.a, s.r
     n = a.shape[-1]
     eps = np.finfo(_real_dtype(a.dtype)).eps
@@ -462,13 +466,32 @@ def _det_rule(g, s):
     eye = diag_embed(ones, 0, a.chunks[-2:])
     scale = amax(abs(a), axis=(-2, -1))
     singular = expand_dims(abs(d) <= n * eps * pow(scale, n), (-2, -1))
-    c = expand_dims(g * conj(d), (-2, -1))
-    regular = c * mH(inv(where(singular, eye, a)))
+    gm = expand_dims(g, (-2, -1))
+    regular = gm * conj(expand_dims(d, (-2, -1))) * mH(inv(where(singular, eye, a)))
     u, sv, vh = svd(where(singular, a, diag_embed(cumsum(ones, axis=-1), 0, a.chunks[-2:])))
-    alpha = conj(det(u) * det(vh)) * g
     others = prod(where(eye != 0, 1, expand_dims(sv, -2)), axis=-1)  # prod_{j != i} S_j, exact with zeros
-    adjugate = matmul(u * expand_dims(expand_dims(alpha, -1) * others, -2), vh)
-    return (where(singular, adjugate, regular),)
+    adj_h = matmul(u * expand_dims(expand_dims(conj(det(u) * det(vh)), -1) * others, -2), vh)  # adj(A)^H
+    if is_grad_enabled() and n <= _ADJ_POLY_MAX and (a.requires_grad or adj_h.requires_grad):
+        poly = mH(_adjugate_polynomial(where(singular, a, eye), eye, scale.detach()))
+        adj_h = adj_h.detach() + (poly - poly.detach())
+    return (where(singular, gm * adj_h, regular),)
+
+
+_ADJ_POLY_MAX = 16  # the polynomial's n matrix products and its cancellation stay small up to here
+
+
+def _adjugate_polynomial(a, eye, scale):
+    """adj(A) by Faddeev-LeVerrier: M_1 = I, M_k = A M_{k-1} - tr(A M_{k-1}) / (k-1) I, adj(A) =
+    (-1)^(n-1) M_n, a polynomial in ``A`` (so its derivative exists at every rank), computed on
+    ``A / scale`` (entries at most 1; ``scale`` a constant) and scaled back by ``scale^(n-1)``."""
+    n = a.shape[-1]
+    scale = expand_dims(where(scale == 0, 1, scale), (-2, -1))
+    b = a / scale
+    m = eye if eye.dtype == b.dtype else astype(eye, b.dtype)
+    for k in range(2, n + 1):
+        bm = matmul(b, m)
+        m = bm - expand_dims(sum(diagonal(bm, 0, -2, -1), axis=-1) / (k - 1), (-2, -1)) * eye
+    return (-1) ** (n - 1) * pow(scale, n - 1) * m
 
 
 def det(A):

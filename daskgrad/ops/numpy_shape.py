@@ -4,7 +4,6 @@ reduction ops, so their gradient is their parts'.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from .._tensor import Tensor
