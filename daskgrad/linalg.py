@@ -11,10 +11,11 @@ from .ops.linalg import (cholesky, cond, det, diagonal, eigh, eigvalsh, inv, lst
                          tensorinv, tensorsolve, vector_norm)
 from .ops.linalg import (EighResult, LstsqResult, QRResult, SlogdetResult, SVDResult)  # noqa: F401  (result types)
 from .ops.products import cross, multi_dot, vecdot
-from .ops.triangular import LUResult, cholesky_solve, lu, solve_triangular  # noqa: F401  (LUResult: a type)
+from .ops.triangular import LUResult, LUFactorResult, LUFactorExResult  # noqa: F401  (result types)
+from .ops.triangular import cholesky_solve, lu, lu_factor, lu_factor_ex, lu_solve, solve_triangular
 
 __all__ = ["cholesky", "cholesky_solve", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
-           "lu", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
+           "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
            "slogdet", "solve", "solve_triangular", "svd", "svd_compressed", "svdvals", "tensorinv", "tensorsolve",
            "vecdot", "vector_norm"]
 globals().update({name: _torch_keywords(globals()[name]) for name in __all__})  # dim= / keepdim= too

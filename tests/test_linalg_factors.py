@@ -206,7 +206,8 @@ def test_building_the_new_ops_and_their_backward_graph_computes_nothing():
     with dg.testing.submissions() as subs:
         outs = [*dg.linalg.lu(x)[1:], dg.linalg.solve_triangular(sq, x.mT, upper=True),
                 dg.linalg.cholesky_solve(x.mT, dg.linalg.cholesky(sq)), dg.linalg.cond(x), dg.linalg.det(sq),
-                dg.linalg.multi_dot([x, sq, x.mT]), *dg.linalg.svd_compressed(x, 2)]
+                dg.linalg.multi_dot([x, sq, x.mT]), *dg.linalg.svd_compressed(x, 2), dg.linalg.lu_factor(x).LU,
+                dg.linalg.lu_solve(*dg.linalg.lu_factor(sq), x.mT)]
         loss = sum((o * o).sum() for o in outs)
         (g,) = dg.grad(loss, [x], lazy=True)
         dg.linalg.matrix_rank(x)
@@ -221,3 +222,74 @@ def test_solve_triangular_gradient_reaches_a_alone_when_b_is_a_constant():
     a = dg.tensor(A, requires_grad=True)
     dg.linalg.solve_triangular(a, dg.tensor(B), upper=True).sum().backward()
     _close(a.grad, ta.grad)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 4)], ids=["square", "tall", "wide", "batched"])
+def test_lu_factor_gives_torchs_packed_factors_pivots_and_gradient(shape, complex_):
+    A = _values(shape, complex_)
+    w = _values(shape)
+    ta = torch.tensor(A, requires_grad=True)
+    LU, piv = torch.linalg.lu_factor(ta)
+    (LU.abs() * torch.tensor(w)).sum().backward()
+    a = dg.tensor(A, requires_grad=True, chunks=(2,) * len(shape))
+    lu, p = dg.linalg.lu_factor(a)
+    (dg.abs(lu) * w).sum().backward()
+    _close(lu, LU)
+    _close(a.grad, ta.grad)
+    np.testing.assert_array_equal(p.numpy(), piv.numpy())
+    assert p.dtype == np.int32 and not p.requires_grad
+    ex = dg.linalg.lu_factor_ex(a)
+    np.testing.assert_array_equal(ex.info.numpy(), torch.linalg.lu_factor_ex(ta).info.numpy())
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve_gives_torchs_solution_and_gradients_to_lu_and_b(left, adjoint, complex_):
+    A = _values((2, 5, 5), complex_)
+    B = _values((2, 5, 3) if left else (2, 3, 5), complex_)
+    w = _values(B.shape, complex_)
+    LU0, piv0 = torch.linalg.lu_factor(torch.tensor(A))
+    tlu, tb = LU0.clone().requires_grad_(), torch.tensor(B, requires_grad=True)
+    tx = torch.linalg.lu_solve(tlu, piv0, tb, left=left, adjoint=adjoint)
+    torch.real(tx * torch.tensor(w)).sum().backward()
+    lu, b = dg.tensor(LU0.numpy(), requires_grad=True), dg.tensor(B, requires_grad=True, chunks=(1, 2, 2))
+    x = dg.linalg.lu_solve(lu, dg.tensor(piv0.numpy()), b, left=left, adjoint=adjoint)
+    dg.real(x * w).sum().backward()
+    _close(x, tx.resolve_conj())
+    _close(lu.grad, tlu.grad.resolve_conj())
+    _close(b.grad, tb.grad.resolve_conj())
+
+
+def test_lu_solve_takes_scipys_spelling_with_torchs_pivots():
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    A, b = _values((4, 4), True), _values((4,), True)
+    factors = dg.linalg.lu_factor(dg.tensor(A))
+    for trans in (0, 1, 2):
+        np.testing.assert_allclose(dg.linalg.lu_solve(factors, dg.tensor(b), trans=trans).numpy(),
+                                   scipy_linalg.lu_solve(scipy_linalg.lu_factor(A), b, trans=trans), rtol=1e-10)
+
+
+def test_lu_solve_errors_are_torchs_and_raise_before_anything_is_submitted():
+    LU, piv = dg.linalg.lu_factor(dg.tensor(_values((3, 3))))
+    cases = [
+        (lambda: dg.linalg.lu_factor(dg.ones(3)), "torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
+                                                  "size: [3] instead"),
+        (lambda: dg.linalg.lu_solve(dg.ones((3, 4)), piv, dg.ones((3, 1))),
+         "torch.linalg.lu_solve: A must be batches of square matrices, but they are 3 by 4 matrices"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones((4, 1))),
+         "linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x1)"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones((1, 2)), left=False),
+         "linalg.lu_solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 1x2)"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones(3)), "linalg.lu_solve: The input tensor B must have at least 2 "
+                                                           "dimensions."),
+        (lambda: dg.linalg.lu_solve(LU, piv[:2], dg.ones((3, 1))),
+         "linalg.lu_solve: Number of pivots per batch should be same as the dimension of the matrix"),
+        (lambda: dg.linalg.lu_solve(LU, piv.astype(np.int64), dg.ones((3, 1))),
+         "linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32"),
+    ]
+    with dg.testing.submissions() as subs:
+        for call, msg in cases:
+            with pytest.raises(RuntimeError, match="^" + re.escape(msg) + "$"):
+                call()
+    assert sum(subs.values()) == 0
