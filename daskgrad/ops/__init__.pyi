@@ -21,6 +21,7 @@ from . import numpy_shape as numpy_shape
 from . import products as products
 from . import reductions as reductions
 from . import shape as shape
+from . import spectral as spectral
 from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
 from . import triangular as triangular

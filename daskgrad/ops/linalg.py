@@ -929,22 +929,24 @@ def tensorsolve(A, B, dims=None):
     return reshape(solve(reshape(A, (n, n)), reshape(B, (n,))), rest)
 
 
-def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
-                   coerce_signs=True):
-    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
-    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
-    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
-    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch, then the
-    SVD of the small ``Q^H A``.  Gradients are those of this computation with ``Omega`` fixed
-    (distinct singular values assumed, as for ``svd``).  ``compute`` is accepted and ignored: the
-    graph stays lazy."""
-    A = _matrix(a, "svd_compressed")
+def compression_level(n, q, n_oversamples=10, min_subspace_size=20):
+    """``dask.array.linalg.compression_level``: the sketch width of a rank-``q`` approximation of a
+    matrix whose short side is ``n`` (a plain int)."""
+    return da.linalg.compression_level(n, q, n_oversamples=n_oversamples, min_subspace_size=min_subspace_size)
+
+
+def compression_matrix(data, q, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False):
+    """``dask.array.linalg.compression_matrix``: ``Q^H`` of an orthonormal basis ``Q`` of the range of
+    ``data`` sketched by a Gaussian ``Omega`` (dask's draw from ``seed``, 0 by default so reruns and
+    gradients agree; dask's default is a fresh draw), after ``n_power_iter`` power (or ``'QR'``)
+    iterations, differentiable with ``Omega`` fixed.  ``compute`` is accepted and ignored (lazy)."""
+    A = _matrix(data, "compression_matrix")
     if A.ndim != 2:
-        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+        raise ValueError(f"compression_matrix expects a 2-D matrix, got {A.ndim} dimensions")
     if iterator not in ("power", "QR"):
         raise ValueError(f"Iterator '{iterator}' not valid, must one one of ['power', 'QR']")
     m, n = A.shape
-    level = da.linalg.compression_level(min(m, n), k, n_oversamples=n_oversamples)
+    level = compression_level(min(m, n), q, n_oversamples=n_oversamples)
     real = _real_dtype(A.dtype)
     omega = da.random.default_rng(seed).standard_normal(size=(n, level), chunks=(A.chunks[1], (level,)))
     omega = omega.astype(np.float32 if real == np.float32 else np.float64, copy=False)
@@ -954,11 +956,41 @@ def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, see
     if iterator == "power":
         for _ in range(n_power_iter):
             sketch = matmul(A, matmul(mH(A), sketch))
-        q = qr(sketch).Q
-    else:
-        q = qr(sketch).Q
-        for _ in range(n_power_iter):
-            q = qr(matmul(A, qr(matmul(mH(A), q)).Q)).Q
+        return mH(qr(sketch).Q)
+    q_ = qr(sketch).Q
+    for _ in range(n_power_iter):
+        q_ = qr(matmul(A, qr(matmul(mH(A), q_)).Q)).Q
+    return mH(q_)
+
+
+def tsqr(data, compute_svd=False, _max_vchunk_size=None):
+    """``dask.array.linalg.tsqr``: ``(Q, R)`` of a tall-and-skinny matrix (``(U, S, Vh)`` when
+    ``compute_svd``), which is :func:`qr` (:func:`svd` with ``full_matrices=False``): dask's TSQR
+    when the matrix has several row chunks, with torch's gradients."""
+    if compute_svd:
+        return tuple(svd(data, full_matrices=False))
+    return tuple(qr(data))
+
+
+def sfqr(data, name=None):
+    """``dask.array.linalg.sfqr``: ``(Q, R)`` of a short-and-fat matrix, which is :func:`qr` (dask's
+    short-and-fat QR when the matrix has several column chunks), with torch's gradients."""
+    return tuple(qr(data))
+
+
+def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
+                   coerce_signs=True):
+    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
+    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
+    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
+    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch
+    (:func:`compression_matrix`), then the SVD of the small ``Q^H A``.  Gradients are those of this
+    computation with ``Omega`` fixed (distinct singular values assumed, as for ``svd``).  ``compute``
+    is accepted and ignored: the graph stays lazy."""
+    A = _matrix(a, "svd_compressed")
+    if A.ndim != 2:
+        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+    q = mH(compression_matrix(A, k, iterator, n_power_iter, n_oversamples, seed))
     u, s, vh = svd(matmul(mH(q), A), full_matrices=False)
     u, s, vh = matmul(q, u)[:, :k], s[:k], vh[:k, :]
     if coerce_signs:  # dask's svd_flip: each row of Vh in the half-space of the ones vector (constant signs)
