@@ -257,31 +257,38 @@ LUFactorResult = collections.namedtuple("LUFactorResult", ["LU", "pivots"])
 LUFactorExResult = collections.namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
 
 
+def _swap(order, i, j, cols):
+    """``order`` with entries ``i`` and ``j[..., 0]`` exchanged in each row (elementwise calls only:
+    NumPy, cupy and test doubles alike)."""
+    oi = order[..., i:i + 1]
+    oj = np.take_along_axis(order, j, axis=-1)
+    return np.where(cols == i, oj, np.where(cols == j, oi, order))
+
+
 def _pivots_block(p, k):
     """LAPACK's pivots (1-based, int32) of the permutation ``p`` of ``A = P L U``: the row swapped with
     row ``i`` at step ``i``, replayed on the row order."""
     m = p.shape[-1]
     perm = np.argmax(p, axis=-2)                    # P^T A has A's row perm[i] at row i
-    cur = np.zeros_like(perm) + np.arange(m, like=perm)
-    piv = np.zeros_like(perm, shape=perm.shape[:-1] + (k,))
+    cols = np.arange(m, like=perm)
+    cur = np.zeros_like(perm) + cols
+    pivots = []
     for i in range(k):
         j = np.argmax(cur == perm[..., i:i + 1], axis=-1)[..., None]
-        piv[..., i:i + 1] = j
-        ci = np.copy(cur[..., i:i + 1])
-        cur[..., i:i + 1] = np.take_along_axis(cur, j, axis=-1)
-        np.put_along_axis(cur, j, ci, axis=-1)
-    return (piv + 1).astype(np.int32)
+        pivots.append(j)
+        cur = _swap(cur, i, j, cols)
+    if not pivots:  # an empty matrix
+        return np.zeros_like(perm, shape=perm.shape[:-1] + (0,), dtype=np.int32)
+    return (np.concatenate(pivots, axis=-1) + 1).astype(np.int32)
 
 
 def _permutation_block(piv, m, out_dtype):
     """``P`` (``m x m``, ``A = P L U``) from LAPACK's 1-based pivots, the swaps replayed in order."""
-    perm = np.zeros_like(piv, shape=piv.shape[:-1] + (m,)) + np.arange(m, like=piv).astype(piv.dtype)
+    cols = np.arange(m, like=piv)
+    perm = np.zeros_like(piv, shape=piv.shape[:-1] + (m,), dtype=np.int64) + cols
     for i in range(piv.shape[-1]):
-        j = piv[..., i:i + 1].astype(np.int64) - 1
-        pi = np.copy(perm[..., i:i + 1])
-        perm[..., i:i + 1] = np.take_along_axis(perm, j, axis=-1)
-        np.put_along_axis(perm, j, pi, axis=-1)
-    return (np.arange(m, like=piv)[:, None] == perm[..., None, :]).astype(out_dtype)
+        perm = _swap(perm, i, piv[..., i:i + 1].astype(np.int64) - 1, cols)
+    return (cols[:, None] == perm[..., None, :]).astype(out_dtype)
 
 
 def lu_factor(A, *, pivot=True):
