@@ -492,6 +492,10 @@ class Tensor:
     def hypot(self, b) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
+    def i0(self) -> Tensor:
+        """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real
+        tensors only; its gradient is ``i1``, as torch's (``torch.special.i1``, :func:`special_i1` here).
+        """
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
         """

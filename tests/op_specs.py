@@ -12,6 +12,7 @@ import numpy as np
 
 import daskgrad as dg
 from daskgrad.nn import functional as F
+from daskgrad.ops.elementwise import special_i1
 from daskgrad.testing import gradcheck
 
 from conftest import CHUNKINGS_2D, leaf
@@ -121,6 +122,8 @@ SPECS = (
     OpSpec("cbrt", dg.cbrt, [M], 0.5, 2),
     OpSpec("copysign", lambda a, b: dg.copysign(a, b) + dg.copysign(b, -1.0), [M, M], 0.5, 2),
     OpSpec("sinc", dg.sinc, [M], 0.1, 2),
+    OpSpec("i0", dg.i0, [M], -3, 3),
+    OpSpec("special_i1", special_i1, [M], -3, 3),
     OpSpec("nan_to_num", lambda a: dg.nan_to_num(a) * a, [M], -2, 2),
     OpSpec("nan_reductions", lambda a: dg.nansum(a, axis=0) * dg.nanmean(a, axis=0) + dg.nanmax(a, axis=0)
            - dg.nanmin(a, axis=0, keepdims=True)[0], [M], -2, 2),
@@ -270,6 +273,22 @@ SPECS = (
     OpSpec("lu", lambda a: _joined(dg.linalg.lu(a)[1:]), [(4, 4)], -2, 2),
     OpSpec("lu_tall", lambda a: _joined(dg.linalg.lu(a)[1:]), [M], -2, 2),
     OpSpec("lu_wide", lambda a: _joined(dg.linalg.lu(a.T)[1:]), [M], -2, 2),
+    OpSpec("eig", lambda a: _joined([dg.real(dg.linalg.eigvals(a)), dg.imag(dg.linalg.eigvals(a)),
+                                     dg.abs(dg.linalg.eig(a).eigenvectors)]), [(4, 4)], -2, 2),
+    OpSpec("eig_complex", lambda a, b: _joined([dg.abs(dg.linalg.eig(a + 1j * b).eigenvectors),
+                                                dg.real(dg.linalg.eigvals(a + 1j * b) ** 2)]), [(4, 4), (4, 4)], -2, 2),
+    OpSpec("matrix_exp", lambda a: dg.linalg.matrix_exp(a), [(4, 4)], -1, 1),
+    OpSpec("matrix_exp_complex_batched", lambda a, b: dg.real(dg.linalg.matrix_exp(dg.reshape(a + 1j * b, (2, 3, 4)
+                                                                                              )[:, :, :3] * 2)),
+           [M, M], -1, 1),
+    OpSpec("lu_factor", lambda a: dg.linalg.lu_factor(a).LU, [(4, 4)], -2, 2),
+    OpSpec("lu_factor_tall", lambda a: dg.linalg.lu_factor(a).LU, [M], -2, 2),
+    OpSpec("lu_factor_wide", lambda a: dg.linalg.lu_factor(a.T).LU, [M], -2, 2),
+    OpSpec("lu_solve", lambda a, b: dg.linalg.lu_solve(*dg.linalg.lu_factor(_dominant(a)), b), [(6, 6), M], 0.5, 2),
+    OpSpec("lu_solve_adjoint_right", lambda a, b: dg.linalg.lu_solve(
+        _dominant(a), dg.linalg.lu_factor(a.detach()).pivots, b, left=False, adjoint=True), [(4, 4), M], 0.5, 2),
+    OpSpec("lu_solve_scipy_transposed_vector", lambda a, b: dg.linalg.lu_solve(dg.linalg.lu_factor(_dominant(a)), b,
+                                                                               trans=1), [(4, 4), (4,)], 0.5, 2),
     OpSpec("solve_triangular", lambda a, b: dg.linalg.solve_triangular(_dominant(a), b, upper=True), [(6, 6), M],
            0.5, 2),
     OpSpec("solve_triangular_right_unit", lambda a, b: dg.linalg.solve_triangular(a, b, upper=False, left=False,
@@ -326,6 +345,9 @@ SPECS = (
         b, to_begin=2.0, to_end=b[0])[:3], [M, M], -2, 2),
     OpSpec("delete_insert", lambda a, b: dg.delete(a, [0, 2], axis=0) * dg.insert(a, 1, b[0], axis=0)[:4]
            + dg.insert(a, 2, 1.5, axis=1)[:4, :4], [M, M], -2, 2),
+    OpSpec("insert_several", lambda a, b: dg.insert(a, [3, 1, 1, 6], b[:4, :1] * 2, axis=0)[:8]
+           * dg.insert(a, slice(0, 4, 2), b[:2], axis=0) + dg.insert(a, [-1, 2], b[0, :2], axis=1).sum(),
+           [M, M], -2, 2),
     OpSpec("nanquantile_nanmedian", lambda a: dg.nanquantile(dg.where(a > 1.2, np.nan, a), [0.3, 0.9], axis=0)
            * dg.nanmedian(a, axis=0) + dg.nanpercentile(dg.where(a < -1.5, np.nan, a), 40), [M], -2, 2),
     OpSpec("block_coarsen", lambda a, b: dg.block([[a, b[:, :1]], [b[:1], a[:1, :1]]])[:6, :4] * dg.coarsen(

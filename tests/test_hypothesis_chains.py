@@ -54,6 +54,7 @@ _UNARY = {  # name: (op, domain)
     "real": (dg.real, anywhere), "conj": (dg.conj, anywhere), "conjugate": (dg.conjugate, anywhere),
     "imag": (lambda t: dg.imag(t * (1 + 0.5j)), anywhere), "angle": (lambda t: dg.angle(t * (1 + 0.5j)), anywhere),
     "modf": (lambda t: dg.modf(t)[0], anywhere), "frexp": (lambda t: dg.frexp(t)[0], positive),
+    "i0": (dg.i0, bounded),
 }
 _BINARY = {  # name: (op, domain of the first operand, of the second)
     "add": (dg.add, anywhere, anywhere), "sub": (dg.sub, anywhere, anywhere),

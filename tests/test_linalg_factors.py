@@ -19,7 +19,7 @@ def _values(shape, complex_=False):
 
 
 def _close(ours, theirs, tol=1e-9):
-    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().resolve_conj().numpy(), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
@@ -206,7 +206,9 @@ def test_building_the_new_ops_and_their_backward_graph_computes_nothing():
     with dg.testing.submissions() as subs:
         outs = [*dg.linalg.lu(x)[1:], dg.linalg.solve_triangular(sq, x.mT, upper=True),
                 dg.linalg.cholesky_solve(x.mT, dg.linalg.cholesky(sq)), dg.linalg.cond(x), dg.linalg.det(sq),
-                dg.linalg.multi_dot([x, sq, x.mT]), *dg.linalg.svd_compressed(x, 2)]
+                dg.linalg.multi_dot([x, sq, x.mT]), *dg.linalg.svd_compressed(x, 2), dg.linalg.lu_factor(x).LU,
+                dg.linalg.lu_solve(*dg.linalg.lu_factor(sq), x.mT), dg.abs(dg.linalg.eig(sq).eigenvectors),
+                dg.linalg.matrix_exp(sq / 8)]
         loss = sum((o * o).sum() for o in outs)
         (g,) = dg.grad(loss, [x], lazy=True)
         dg.linalg.matrix_rank(x)
@@ -221,3 +223,151 @@ def test_solve_triangular_gradient_reaches_a_alone_when_b_is_a_constant():
     a = dg.tensor(A, requires_grad=True)
     dg.linalg.solve_triangular(a, dg.tensor(B), upper=True).sum().backward()
     _close(a.grad, ta.grad)
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 4)], ids=["square", "tall", "wide", "batched"])
+def test_lu_factor_gives_torchs_packed_factors_pivots_and_gradient(shape, complex_):
+    A = _values(shape, complex_)
+    w = _values(shape)
+    ta = torch.tensor(A, requires_grad=True)
+    LU, piv = torch.linalg.lu_factor(ta)
+    (LU.abs() * torch.tensor(w)).sum().backward()
+    a = dg.tensor(A, requires_grad=True, chunks=(2,) * len(shape))
+    lu, p = dg.linalg.lu_factor(a)
+    (dg.abs(lu) * w).sum().backward()
+    _close(lu, LU)
+    _close(a.grad, ta.grad)
+    np.testing.assert_array_equal(p.numpy(), piv.numpy())
+    assert p.dtype == np.int32 and not p.requires_grad
+    ex = dg.linalg.lu_factor_ex(a)
+    np.testing.assert_array_equal(ex.info.numpy(), torch.linalg.lu_factor_ex(ta).info.numpy())
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve_gives_torchs_solution_and_gradients_to_lu_and_b(left, adjoint, complex_):
+    A = _values((2, 5, 5), complex_)
+    B = _values((2, 5, 3) if left else (2, 3, 5), complex_)
+    w = _values(B.shape, complex_)
+    LU0, piv0 = torch.linalg.lu_factor(torch.tensor(A))
+    tlu, tb = LU0.clone().requires_grad_(), torch.tensor(B, requires_grad=True)
+    tx = torch.linalg.lu_solve(tlu, piv0, tb, left=left, adjoint=adjoint)
+    torch.real(tx * torch.tensor(w)).sum().backward()
+    lu, b = dg.tensor(LU0.numpy(), requires_grad=True), dg.tensor(B, requires_grad=True, chunks=(1, 2, 2))
+    x = dg.linalg.lu_solve(lu, dg.tensor(piv0.numpy()), b, left=left, adjoint=adjoint)
+    dg.real(x * w).sum().backward()
+    _close(x, tx.resolve_conj())
+    _close(lu.grad, tlu.grad.resolve_conj())
+    _close(b.grad, tb.grad.resolve_conj())
+
+
+def test_lu_solve_takes_scipys_spelling_with_torchs_pivots():
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    A, b = _values((4, 4), True), _values((4,), True)
+    factors = dg.linalg.lu_factor(dg.tensor(A))
+    for trans in (0, 1, 2):
+        np.testing.assert_allclose(dg.linalg.lu_solve(factors, dg.tensor(b), trans=trans).numpy(),
+                                   scipy_linalg.lu_solve(scipy_linalg.lu_factor(A), b, trans=trans), rtol=1e-10)
+
+
+def test_lu_solve_errors_are_torchs_and_raise_before_anything_is_submitted():
+    LU, piv = dg.linalg.lu_factor(dg.tensor(_values((3, 3))))
+    cases = [
+        (lambda: dg.linalg.lu_factor(dg.ones(3)), "torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
+                                                  "size: [3] instead"),
+        (lambda: dg.linalg.lu_solve(dg.ones((3, 4)), piv, dg.ones((3, 1))),
+         "torch.linalg.lu_solve: A must be batches of square matrices, but they are 3 by 4 matrices"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones((4, 1))),
+         "linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 4x1)"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones((1, 2)), left=False),
+         "linalg.lu_solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 1x2)"),
+        (lambda: dg.linalg.lu_solve(LU, piv, dg.ones(3)), "linalg.lu_solve: The input tensor B must have at least 2 "
+                                                           "dimensions."),
+        (lambda: dg.linalg.lu_solve(LU, piv[:2], dg.ones((3, 1))),
+         "linalg.lu_solve: Number of pivots per batch should be same as the dimension of the matrix"),
+        (lambda: dg.linalg.lu_solve(LU, piv.astype(np.int64), dg.ones((3, 1))),
+         "linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32"),
+    ]
+    cases += [(lambda f=f: getattr(dg.linalg, f)(dg.ones((3, 4))),
+               f"linalg.{f}: A must be batches of square matrices, but they are 3 by 4 matrices")
+              for f in ("eig", "eigvals", "matrix_exp")]
+    with dg.testing.submissions() as subs:
+        for call, msg in cases:
+            with pytest.raises(RuntimeError, match="^" + re.escape(msg) + "$"):
+                call()
+    assert sum(subs.values()) == 0
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+def test_eig_gives_torchs_eigenpairs_and_gradients(complex_):
+    A = _values((3, 4, 4), complex_)
+    wl, wv = _values((3, 4), True), _values((3, 4, 4))
+    ta = torch.tensor(A, requires_grad=True)
+    tL, tV = torch.linalg.eig(ta)
+    (torch.real(tL * torch.tensor(wl)).sum() + (tV.abs() * torch.tensor(wv)).sum()).backward()
+    a = dg.tensor(A, requires_grad=True, chunks=(1, 2, 2))
+    L, V = dg.linalg.eig(a)
+    (dg.real(L * wl).sum() + (dg.abs(V) * wv).sum()).backward()
+    _close(L, tL)
+    _close(V, tV)
+    _close(a.grad, ta.grad)
+    assert L.dtype == np.complex128 and a.grad.dtype == A.dtype
+    assert type(L.grad_fn).__name__ == type(V.grad_fn).__name__ == "LinalgEigBackward0"
+    _close(dg.linalg.eigvals(a), torch.linalg.eigvals(ta))
+
+
+def test_eig_refuses_a_loss_that_depends_on_the_eigenvector_phases_as_torch():
+    A = np.array([[1.0, -1.0], [1.0, 1.0]])
+    ta = torch.tensor(A, requires_grad=True)
+    with pytest.raises(RuntimeError) as theirs:
+        torch.linalg.eig(ta)[1].real.sum().backward()
+    a = dg.tensor(A, requires_grad=True)
+    with pytest.raises(RuntimeError) as ours:
+        dg.real(dg.linalg.eig(a).eigenvectors).sum().backward()
+    assert str(ours.value) == str(theirs.value)
+    assert a.grad is None
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+def test_matrix_exp_gives_torchs_values_and_first_and_second_derivatives(complex_):
+    A = _values((2, 4, 4), complex_) * np.array([0.3, 3.0])[:, None, None]  # one norm below theta_13, one above
+    w = _values(A.shape, complex_)
+    ta = torch.tensor(A, requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.real(torch.linalg.matrix_exp(ta) * torch.tensor(w)).sum(), ta, create_graph=True)
+    (th,) = torch.autograd.grad(torch.real(tg * torch.tensor(w)).sum(), ta)
+    a = dg.tensor(A, requires_grad=True, chunks=(1, 2, 2))
+    x = dg.linalg.matrix_exp(a)
+    (g,) = dg.autograd.grad(dg.real(x * w).sum(), a, create_graph=True)
+    (h,) = dg.autograd.grad(dg.real(g * w).sum(), a)
+    _close(x, torch.linalg.matrix_exp(ta), 1e-12)
+    _close(g, tg, 1e-11)
+    _close(h, th, 1e-10)
+    assert type(x.grad_fn).__name__ == "LinalgMatrixExpBackward0"
+
+
+def test_matrix_exp_of_large_norms_and_zero_matches_scipy():
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    A = np.stack([_values((3, 3)) * 40, np.zeros((3, 3)), np.diag([1.0, -2.0, 0.5])])
+    ours = dg.linalg.matrix_exp(dg.tensor(A)).numpy()
+    for o, m in zip(ours, A):
+        expected = scipy_linalg.expm(m)
+        np.testing.assert_allclose(o, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+
+
+def test_tsqr_sfqr_and_the_compression_helpers_are_dasks():
+    A = _values((40, 5))
+    x = dg.tensor(A, chunks=(10, 5))
+    q, r = dg.linalg.tsqr(x)
+    dq, dr = da.linalg.tsqr(da.from_array(A, chunks=(10, 5)))
+    np.testing.assert_allclose(np.abs(q.numpy()), np.abs(dq.compute()), atol=1e-12)
+    np.testing.assert_allclose(np.abs(r.numpy()), np.abs(dr.compute()), atol=1e-12)
+    u, s, vh = dg.linalg.tsqr(x, compute_svd=True)
+    np.testing.assert_allclose(s.numpy(), np.linalg.svd(A, compute_uv=False), rtol=1e-12)
+    q, r = dg.linalg.sfqr(dg.tensor(A.T, chunks=(5, 10)))
+    np.testing.assert_allclose((q @ r).numpy(), A.T, atol=1e-12)
+    assert dg.linalg.compression_level(40, 3) == da.linalg.compression_level(40, 3)
+    c = dg.linalg.compression_matrix(x, 3, seed=1)
+    dc = da.linalg.compression_matrix(da.from_array(A, chunks=(10, 5)), 3, seed=1)
+    assert c.shape == dc.shape
+    np.testing.assert_allclose(np.abs(c.numpy() @ A), np.abs(dc.compute() @ A), atol=1e-10)  # same subspace basis

@@ -10,7 +10,7 @@ UNARY = [  # (numpy name, torch name, low, high)
     ("arcsinh", "asinh", -3, 3), ("arccosh", "acosh", 1.1, 3), ("arctanh", "atanh", -0.9, 0.9),
     ("log2", "log2", 0.2, 3), ("log10", "log10", 0.2, 3), ("exp2", "exp2", -2, 2),
     ("reciprocal", "reciprocal", 0.3, 2), ("floor", "floor", -3, 3), ("ceil", "ceil", -3, 3),
-    ("trunc", "trunc", -3, 3), ("round", "round", -3, 3),
+    ("trunc", "trunc", -3, 3), ("round", "round", -3, 3), ("i0", "i0", -4, 4),
 ]
 BINARY = [("arctan2", "atan2"), ("hypot", "hypot"), ("logaddexp", "logaddexp"), ("logaddexp2", "logaddexp2"),
           ("fmod", "fmod"), ("mod", "remainder")]
@@ -144,3 +144,21 @@ def test_cbrt_is_the_real_cube_root_with_an_infinite_derivative_at_zero_not_nan(
     np.testing.assert_allclose(x.grad.numpy(), [1 / 12, np.inf, 1 / 27])  # 1 / (3 cbrt(x)^2)
     with pytest.raises(RuntimeError, match="does not support automatic differentiation for outputs with complex"):
         dg.cbrt(dg.from_array(np.array([1 + 1j]), requires_grad=True))  # NumPy has no complex cbrt
+
+
+def test_i0_second_derivative_and_i1_over_the_whole_range_are_torch_s():
+    torch = pytest.importorskip("torch")
+    from daskgrad.ops.elementwise import special_i1
+    v = np.concatenate([np.linspace(-60, 60, 241), [0.0, 24.999, 25.0, 25.001, 700.0, -700.0]])
+    x = dg.tensor(v, chunks=50, requires_grad=True)
+    tx = torch.tensor(v, requires_grad=True)
+    np.testing.assert_allclose(special_i1(x).detach().numpy(), torch.special.i1(tx).detach().numpy(), rtol=1e-14)
+    (g,) = dg.autograd.grad(dg.i0(x).sum(), x, create_graph=True)
+    (h,) = dg.autograd.grad(g.sum(), x)
+    (tg,) = torch.autograd.grad(torch.i0(tx).sum(), tx, create_graph=True)
+    (th,) = torch.autograd.grad(tg.sum(), tx)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(h.numpy(), th.numpy(), rtol=1e-13)  # i1' = i0 - i1/x, 1/2 at 0
+    assert h.numpy()[241] == 0.5 and type(g.grad_fn).__name__ == "MulBackward0"
+    with pytest.raises(TypeError, match="complex"):
+        dg.i0(dg.tensor(np.ones(2, complex)))

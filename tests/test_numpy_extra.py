@@ -265,3 +265,41 @@ def test_digitize_refuses_lazy_bins_before_computing_them_and_searchsorted_does_
     with pytest.raises(TypeError, match="bins in host memory"):
         dg.digitize(x, bins)
     np.testing.assert_array_equal(dg.searchsorted(bins, x, side="right").numpy(), np.digitize(v, [-1.0, 0.0, 1.0]))
+
+
+INSERT_CASES = [  # (obj, values, axis): NumPy's readings of positions and of values' broadcasting
+    (1, 7.0, 0), ([1, 3], 9.0, 0), ([3, 1, 1], np.arange(3.0)[:, None], 0),
+    (slice(0, 4, 2), np.arange(8.0).reshape(2, 4), 0), ([1, 3], np.arange(10.0).reshape(5, 2), 1),
+    ([-1, 0], 1.0, None), ([2], np.arange(8.0).reshape(2, 4), 0), ([], 1.0, 0),
+    (np.array([True, False, True, False, False]), 2.0, 0), (2, np.arange(10.0).reshape(2, 5), 1), ([4, 4], 5.0, 1)]
+
+
+@pytest.mark.parametrize("obj,values,axis", INSERT_CASES)
+def test_insert_at_several_positions_is_numpy_s_and_differentiable_in_both(obj, values, axis):
+    v = np.random.default_rng(0).normal(size=(5, 4))
+    x = dg.tensor(v, chunks=2, requires_grad=True)
+    vals = dg.tensor(np.asarray(values, dtype=float), requires_grad=True)
+    out = dg.insert(x, obj, vals, axis=axis)
+    expected = np.insert(v, obj, values, axis=axis)
+    np.testing.assert_array_equal(out.detach().numpy(), expected)
+    w = np.random.default_rng(1).normal(size=expected.shape)
+    (out * dg.tensor(w)).sum().backward()
+    # the gradients read NumPy's insert backwards: where each entry of arr landed, and the sum of
+    # the slots values filled (each broadcast copy counts)
+    ref = np.insert(np.arange(v.size, dtype=float).reshape(v.shape), obj, -np.ones_like(np.asarray(values, float)),
+                    axis=axis)
+    gx = np.zeros(v.size)
+    np.add.at(gx, ref[ref >= 0].astype(int), w[ref >= 0])
+    np.testing.assert_allclose(x.grad.numpy().reshape(-1), gx, rtol=1e-14)
+    if vals.grad is None:  # nothing inserted: values took no part
+        assert not (ref < 0).any()
+    else:
+        np.testing.assert_allclose(vals.grad.numpy().sum(), w[ref < 0].sum(), rtol=1e-12)
+
+
+def test_insert_refuses_positions_numpy_refuses():
+    x = dg.tensor(np.zeros((5, 4)))
+    with pytest.raises(IndexError):
+        dg.insert(x, [1, 9], 1.0, axis=0)
+    with pytest.raises(ValueError, match="one dimensional"):
+        dg.insert(x, [[1, 2]], 1.0, axis=0)

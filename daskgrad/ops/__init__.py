@@ -14,7 +14,7 @@ from .._tensor import Tensor
 from ._util import OPS
 from . import (conv, elementwise, indexing, layers, linalg, nn, products, reductions,  # noqa: F401  (each marks its ops)
                shape, stencil)
-from . import triangular  # noqa: F401  (daskgrad.linalg's triangular factors and solves)
+from . import spectral, triangular  # noqa: F401  (daskgrad.linalg's eig, matrix_exp, triangular factors and solves)
 from . import composite, numpy_extra, numpy_index, numpy_shape  # noqa: F401,E402  (NumPy functions built from the ops above)
 from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and functional; not public)
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)

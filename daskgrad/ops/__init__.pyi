@@ -21,6 +21,7 @@ from . import numpy_shape as numpy_shape
 from . import products as products
 from . import reductions as reductions
 from . import shape as shape
+from . import spectral as spectral
 from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
 from . import triangular as triangular
@@ -107,6 +108,7 @@ __all__ = [
     'fix',
     'around',
     'remainder',
+    'i0',
     'reshape',
     'flatten',
     'transpose',
@@ -564,6 +566,10 @@ def around(x, decimals=0) -> Tensor:
     """
 def remainder(a, b) -> Tensor:
     """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+    """
+def i0(x) -> Tensor:
+    """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real
+    tensors only; its gradient is ``i1``, as torch's (``torch.special.i1``, :func:`special_i1` here).
     """
 def reshape(x, shape) -> Tensor:
     """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
@@ -1252,8 +1258,9 @@ def delete(arr, obj, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``delete``: ``arr`` without the entries ``obj`` (an int, a slice or host integers) along ``axis``.
     """
 def insert(arr, obj, values, axis=None, *, dim=...) -> Tensor:
-    """NumPy's ``insert`` for one position ``obj`` (an int): ``values`` broadcast to one slice (or
-    several along ``axis``, as NumPy's for a sequence of values) placed before it.
+    """NumPy's ``insert``: ``values`` placed before the positions ``obj`` (an int, a sequence of ints
+    or a slice, each counted in ``arr`` as it was) along ``axis`` (of the flattened ``arr`` when None),
+    with NumPy's broadcasting of ``values``; differentiable in ``arr`` and ``values``.
     """
 def topk(a, k, axis=-1, split_every=None, *, dim=...) -> Tensor:
     """dask's ``topk``: the ``k`` largest values along ``axis``, largest first (the ``-k`` smallest,

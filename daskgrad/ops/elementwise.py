@@ -546,3 +546,42 @@ def mod(a, b):
 for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),
                    ("atanh", arctanh), ("atan2", arctan2), ("fix", trunc), ("around", round), ("remainder", mod)):
     public(name=_alias)(_op)  # torch's (and NumPy's other) names for the same op
+
+
+# ------------------------------------------------------------------- Bessel I0, I1
+def _bessel_impl(kernel):
+    """A real Bessel kernel on the chunk, in the input's float dtype (NumPy's ``i0`` promotes float32
+    through its float64 coefficients; torch keeps float32), integers to float64 as NumPy's."""
+    def impl(a):
+        dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+        return da.map_blocks(lambda b: kernel(b).astype(dt, copy=False), a, dtype=dt,
+                             meta=a._meta.astype(dt) if hasattr(a._meta, "astype") else a._meta)
+    return impl
+
+
+def _bessel_operand(x):
+    x = as_tensor(x)
+    if x.dtype.kind == "c":
+        raise TypeError("i0 not supported for complex values")  # NumPy's words (torch: not implemented)
+    return (x,)
+
+
+# torch's rules: i0' = i1; i1' = i0 - i1 / x, 1/2 at 0 (the limit)
+i0_p = primitive("i0", torch="I0Backward0", impl=_bessel_impl(np.i0), save=("x",), prepare=_bessel_operand)
+i0_p.vjp(lambda g, s: (g * special_i1(s.x),))
+i1_p = primitive("special_i1", torch="SpecialI1Backward0", impl=_bessel_impl(chunk.i1), save=("x", "r"),
+                 prepare=_bessel_operand)
+i1_p.vjp(lambda g, s: (g * where(s.x == 0, 0.5, i0(s.x) - s.r / where(s.x == 0, 1, s.x)),))
+
+
+@public("i0")
+def i0(x):
+    """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real
+    tensors only; its gradient is ``i1``, as torch's (``torch.special.i1``, :func:`special_i1` here)."""
+    return i0_p.bind(x)
+
+
+def special_i1(x):
+    """``torch.special.i1``: the modified Bessel function of the first kind, order 1 (NumPy has none;
+    not a public op of the NumPy surface), differentiable as torch's."""
+    return i1_p.bind(x)

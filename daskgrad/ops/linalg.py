@@ -27,6 +27,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import RESULT, primitive
+from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
 from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
@@ -454,7 +455,10 @@ def _det_rule(g, s):
     one (``|det|`` at most ``n eps max|A|^n``) the adjugate through the SVD, ``det(U Vh)^* g U
     diag(prod_{j != i} S_j) Vh``, finite where the inverse is not.  Each branch runs on a stand-in
     where the other is taken (the identity to invert, ``diag(1..n)`` to decompose), so neither fails
-    nor leaks NaN into a second derivative."""
+    nor leaks NaN into a second derivative.  Differentiated again (``create_graph``), the singular
+    branch keeps the SVD's value but takes its derivative from the adjugate as a polynomial in ``A``
+    (:func:`_adjugate_polynomial`), defined at every rank, where the SVD's is not (torch's defect at
+    rank n-2 and below, and at complex singular matrices); for n up to ``_ADJ_POLY_MAX``."""
     a, d = s.a, s.r
     n = a.shape[-1]
     eps = np.finfo(_real_dtype(a.dtype)).eps
@@ -462,13 +466,32 @@ def _det_rule(g, s):
     eye = diag_embed(ones, 0, a.chunks[-2:])
     scale = amax(abs(a), axis=(-2, -1))
     singular = expand_dims(abs(d) <= n * eps * pow(scale, n), (-2, -1))
-    c = expand_dims(g * conj(d), (-2, -1))
-    regular = c * mH(inv(where(singular, eye, a)))
+    gm = expand_dims(g, (-2, -1))
+    regular = gm * conj(expand_dims(d, (-2, -1))) * mH(inv(where(singular, eye, a)))
     u, sv, vh = svd(where(singular, a, diag_embed(cumsum(ones, axis=-1), 0, a.chunks[-2:])))
-    alpha = conj(det(u) * det(vh)) * g
     others = prod(where(eye != 0, 1, expand_dims(sv, -2)), axis=-1)  # prod_{j != i} S_j, exact with zeros
-    adjugate = matmul(u * expand_dims(expand_dims(alpha, -1) * others, -2), vh)
-    return (where(singular, adjugate, regular),)
+    adj_h = matmul(u * expand_dims(expand_dims(conj(det(u) * det(vh)), -1) * others, -2), vh)  # adj(A)^H
+    if is_grad_enabled() and n <= _ADJ_POLY_MAX and (a.requires_grad or adj_h.requires_grad):
+        poly = mH(_adjugate_polynomial(where(singular, a, eye), eye, scale.detach()))
+        adj_h = adj_h.detach() + (poly - poly.detach())
+    return (where(singular, gm * adj_h, regular),)
+
+
+_ADJ_POLY_MAX = 16  # the polynomial's n matrix products and its cancellation stay small up to here
+
+
+def _adjugate_polynomial(a, eye, scale):
+    """adj(A) by Faddeev-LeVerrier: M_1 = I, M_k = A M_{k-1} - tr(A M_{k-1}) / (k-1) I, adj(A) =
+    (-1)^(n-1) M_n, a polynomial in ``A`` (so its derivative exists at every rank), computed on
+    ``A / scale`` (entries at most 1; ``scale`` a constant) and scaled back by ``scale^(n-1)``."""
+    n = a.shape[-1]
+    scale = expand_dims(where(scale == 0, 1, scale), (-2, -1))
+    b = a / scale
+    m = eye if eye.dtype == b.dtype else astype(eye, b.dtype)
+    for k in range(2, n + 1):
+        bm = matmul(b, m)
+        m = bm - expand_dims(sum(diagonal(bm, 0, -2, -1), axis=-1) / (k - 1), (-2, -1)) * eye
+    return (-1) ** (n - 1) * pow(scale, n - 1) * m
 
 
 def det(A):
@@ -906,22 +929,24 @@ def tensorsolve(A, B, dims=None):
     return reshape(solve(reshape(A, (n, n)), reshape(B, (n,))), rest)
 
 
-def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
-                   coerce_signs=True):
-    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
-    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
-    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
-    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch, then the
-    SVD of the small ``Q^H A``.  Gradients are those of this computation with ``Omega`` fixed
-    (distinct singular values assumed, as for ``svd``).  ``compute`` is accepted and ignored: the
-    graph stays lazy."""
-    A = _matrix(a, "svd_compressed")
+def compression_level(n, q, n_oversamples=10, min_subspace_size=20):
+    """``dask.array.linalg.compression_level``: the sketch width of a rank-``q`` approximation of a
+    matrix whose short side is ``n`` (a plain int)."""
+    return da.linalg.compression_level(n, q, n_oversamples=n_oversamples, min_subspace_size=min_subspace_size)
+
+
+def compression_matrix(data, q, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False):
+    """``dask.array.linalg.compression_matrix``: ``Q^H`` of an orthonormal basis ``Q`` of the range of
+    ``data`` sketched by a Gaussian ``Omega`` (dask's draw from ``seed``, 0 by default so reruns and
+    gradients agree; dask's default is a fresh draw), after ``n_power_iter`` power (or ``'QR'``)
+    iterations, differentiable with ``Omega`` fixed.  ``compute`` is accepted and ignored (lazy)."""
+    A = _matrix(data, "compression_matrix")
     if A.ndim != 2:
-        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+        raise ValueError(f"compression_matrix expects a 2-D matrix, got {A.ndim} dimensions")
     if iterator not in ("power", "QR"):
         raise ValueError(f"Iterator '{iterator}' not valid, must one one of ['power', 'QR']")
     m, n = A.shape
-    level = da.linalg.compression_level(min(m, n), k, n_oversamples=n_oversamples)
+    level = compression_level(min(m, n), q, n_oversamples=n_oversamples)
     real = _real_dtype(A.dtype)
     omega = da.random.default_rng(seed).standard_normal(size=(n, level), chunks=(A.chunks[1], (level,)))
     omega = omega.astype(np.float32 if real == np.float32 else np.float64, copy=False)
@@ -931,11 +956,41 @@ def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, see
     if iterator == "power":
         for _ in range(n_power_iter):
             sketch = matmul(A, matmul(mH(A), sketch))
-        q = qr(sketch).Q
-    else:
-        q = qr(sketch).Q
-        for _ in range(n_power_iter):
-            q = qr(matmul(A, qr(matmul(mH(A), q)).Q)).Q
+        return mH(qr(sketch).Q)
+    q_ = qr(sketch).Q
+    for _ in range(n_power_iter):
+        q_ = qr(matmul(A, qr(matmul(mH(A), q_)).Q)).Q
+    return mH(q_)
+
+
+def tsqr(data, compute_svd=False, _max_vchunk_size=None):
+    """``dask.array.linalg.tsqr``: ``(Q, R)`` of a tall-and-skinny matrix (``(U, S, Vh)`` when
+    ``compute_svd``), which is :func:`qr` (:func:`svd` with ``full_matrices=False``): dask's TSQR
+    when the matrix has several row chunks, with torch's gradients."""
+    if compute_svd:
+        return tuple(svd(data, full_matrices=False))
+    return tuple(qr(data))
+
+
+def sfqr(data, name=None):
+    """``dask.array.linalg.sfqr``: ``(Q, R)`` of a short-and-fat matrix, which is :func:`qr` (dask's
+    short-and-fat QR when the matrix has several column chunks), with torch's gradients."""
+    return tuple(qr(data))
+
+
+def svd_compressed(a, k, iterator="power", n_power_iter=0, n_oversamples=10, seed=0, compute=False,
+                   coerce_signs=True):
+    """``dask.array.linalg.svd_compressed``: the approximate rank-``k`` SVD ``(U, S, Vh)`` of a 2-D
+    matrix by randomized compression (Halko et al.), built from differentiable ops: the sketch
+    ``A @ Omega`` (``Omega`` Gaussian, drawn as dask draws it from ``seed``, 0 by default so reruns and
+    gradients agree), ``n_power_iter`` power (or ``'QR'``) iterations, TSQR of the sketch
+    (:func:`compression_matrix`), then the SVD of the small ``Q^H A``.  Gradients are those of this
+    computation with ``Omega`` fixed (distinct singular values assumed, as for ``svd``).  ``compute``
+    is accepted and ignored: the graph stays lazy."""
+    A = _matrix(a, "svd_compressed")
+    if A.ndim != 2:
+        raise ValueError(f"svd_compressed expects a 2-D matrix, got {A.ndim} dimensions")
+    q = mH(compression_matrix(A, k, iterator, n_power_iter, n_oversamples, seed))
     u, s, vh = svd(matmul(mH(q), A), full_matrices=False)
     u, s, vh = matmul(q, u)[:, :k], s[:k], vh[:k, :]
     if coerce_signs:  # dask's svd_flip: each row of Vh in the half-space of the ones vector (constant signs)

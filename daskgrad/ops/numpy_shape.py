@@ -4,8 +4,6 @@ reduction ops, so their gradient is their parts'.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .._tensor import Tensor
@@ -76,30 +74,61 @@ def delete(arr, obj, axis=None):
     return getitem(arr, (slice(None),) * axis + (np.flatnonzero(keep),))
 
 
+def _insert_positions(obj, n, axis):
+    """NumPy's reading of ``insert``'s ``obj``: ``(positions, scalar)``, the positions an int list in
+    the user's order (negatives counted from the end), ``scalar`` when ``obj`` is one integer."""
+    if isinstance(obj, slice):
+        return list(range(*obj.indices(n))), False
+    if isinstance(obj, Tensor):
+        raise TypeError("insert: obj must be host positions (an int, a sequence of ints or a slice), not a Tensor")
+    idx = np.asarray(obj)
+    if idx.dtype == bool:
+        if idx.ndim != 1:
+            raise ValueError("boolean array argument obj to insert must be one dimensional")
+        idx = np.flatnonzero(idx)
+    elif idx.ndim > 1:
+        raise ValueError("index array argument obj to insert must be one dimensional or scalar")
+    if idx.size and idx.dtype.kind not in "iu":
+        raise IndexError("arrays used as indices must be of integer (or boolean) type")
+    positions = [int(i) for i in idx.reshape(-1)]
+    for i in positions:
+        if not -n <= i <= n:
+            raise IndexError(f"index {i if len(positions) > 1 else obj} is out of bounds for axis {axis} "
+                             f"with size {n}")
+    return [i + n if i < 0 else i for i in positions], idx.ndim == 0
+
+
 @public()
 def insert(arr, obj, values, axis=None):
-    """NumPy's ``insert`` for one position ``obj`` (an int): ``values`` broadcast to one slice (or
-    several along ``axis``, as NumPy's for a sequence of values) placed before it."""
+    """NumPy's ``insert``: ``values`` placed before the positions ``obj`` (an int, a sequence of ints
+    or a slice, each counted in ``arr`` as it was) along ``axis`` (of the flattened ``arr`` when None),
+    with NumPy's broadcasting of ``values``; differentiable in ``arr`` and ``values``."""
     arr = as_tensor(arr)
     if axis is None:
         arr, axis = ravel(arr), 0
     axis = norm_axis(axis, arr.ndim)
-    if not isinstance(obj, numbers.Integral):
-        raise NotImplementedError("daskgrad.insert takes one integer position (NumPy's sequences and slices: "
-                                  "build the result with concatenate)")
     n = arr.shape[axis]
-    if not -n <= obj <= n:
-        raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {n}")
-    obj = obj + n if obj < 0 else obj  # NumPy's: -1 goes before the last entry
+    positions, scalar = _insert_positions(obj, n, axis)
     v = as_tensor(values) if isinstance(values, Tensor) else _on_device(np.asarray(values), arr)
     v = astype(v, arr.dtype) if v.dtype != arr.dtype else v
-    shape = list(arr.shape)
-    shape[axis] = 1 if v.ndim == 0 else (v.shape[0] if v.ndim == arr.ndim else 1)
-    if v.ndim < arr.ndim:
-        v = moveaxis(reshape(v, (1,) * (arr.ndim - v.ndim) + v.shape), 0, axis) if v.ndim else v
-    v = broadcast_to(v, tuple(shape))
     pre = (slice(None),) * axis
-    return concatenate([getitem(arr, pre + (slice(0, obj),)), v, getitem(arr, pre + (slice(obj, None),))], axis=axis)
+    if len(positions) == 1:  # NumPy's one-position rule: values as a block of slices, however many
+        if v.ndim < arr.ndim:
+            v = reshape(v, (1,) * (arr.ndim - v.ndim) + v.shape)
+        v = moveaxis(v, 0, axis) if scalar else v
+        shape = list(arr.shape)
+        shape[axis] = v.shape[axis]
+        v, p = broadcast_to(v, tuple(shape)), positions[0]
+        return concatenate([getitem(arr, pre + (slice(0, p),)), v, getitem(arr, pre + (slice(p, None),))], axis=axis)
+    shape = list(arr.shape)
+    shape[axis] = len(positions)
+    v = broadcast_to(v, tuple(shape))  # the k-th slice goes before arr's positions[k]
+    pieces, start = [], 0
+    for k in sorted(range(len(positions)), key=positions.__getitem__):  # stable, as NumPy's mergesort
+        pieces += [getitem(arr, pre + (slice(start, positions[k]),)), getitem(v, pre + (slice(k, k + 1),))]
+        start = positions[k]
+    pieces.append(getitem(arr, pre + (slice(start, None),)))
+    return concatenate([p for p in pieces if p.shape[axis]] or [getitem(arr, pre + (slice(0, 0),))], axis=axis)
 
 
 @public()

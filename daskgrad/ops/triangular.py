@@ -17,8 +17,9 @@ import numpy as np
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device
+from .elementwise import conj
 from .linalg import _gufunc, _matrix, _solve_arrays, _whole, solve
-from .products import matmul, mH, mT, tril, triu
+from .products import _meta, matmul, mH, mT, tril, triu
 from .shape import concatenate, expand_dims, pad, squeeze
 
 
@@ -249,3 +250,130 @@ def lu(A, *, pivot=True):
     U = lu_u_p.record(u, A, save={"p": P, "l": L, "r": RESULT}, m=m, n=n)
     return LUResult(P, L, U)
 
+
+
+# ------------------------------------------------------------ lu_factor / lu_solve
+LUFactorResult = collections.namedtuple("LUFactorResult", ["LU", "pivots"])
+LUFactorExResult = collections.namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
+
+
+def _swap(order, i, j, cols):
+    """``order`` with entries ``i`` and ``j[..., 0]`` exchanged in each row (elementwise calls only:
+    NumPy, cupy and test doubles alike)."""
+    oi = order[..., i:i + 1]
+    oj = np.take_along_axis(order, j, axis=-1)
+    return np.where(cols == i, oj, np.where(cols == j, oi, order))
+
+
+def _pivots_block(p, k):
+    """LAPACK's pivots (1-based, int32) of the permutation ``p`` of ``A = P L U``: the row swapped with
+    row ``i`` at step ``i``, replayed on the row order."""
+    m = p.shape[-1]
+    perm = np.argmax(p, axis=-2)                    # P^T A has A's row perm[i] at row i
+    cols = np.arange(m, like=perm)
+    cur = np.zeros_like(perm) + cols
+    pivots = []
+    for i in range(k):
+        j = np.argmax(cur == perm[..., i:i + 1], axis=-1)[..., None]
+        pivots.append(j)
+        cur = _swap(cur, i, j, cols)
+    if not pivots:  # an empty matrix
+        return np.zeros_like(perm, shape=perm.shape[:-1] + (0,), dtype=np.int32)
+    return (np.concatenate(pivots, axis=-1) + 1).astype(np.int32)
+
+
+def _permutation_block(piv, m, out_dtype):
+    """``P`` (``m x m``, ``A = P L U``) from LAPACK's 1-based pivots, the swaps replayed in order."""
+    cols = np.arange(m, like=piv)
+    perm = np.zeros_like(piv, shape=piv.shape[:-1] + (m,), dtype=np.int64) + cols
+    for i in range(piv.shape[-1]):
+        perm = _swap(perm, i, piv[..., i:i + 1].astype(np.int64) - 1, cols)
+    return (cols[:, None] == perm[..., None, :]).astype(out_dtype)
+
+
+def lu_factor(A, *, pivot=True):
+    """torch's ``linalg.lu_factor``: ``(LU, pivots)``, ``L`` (unit diagonal, not stored) and ``U``
+    packed in one m x n matrix and LAPACK's 1-based int32 row swaps, for (batches of) matrices each in
+    one chunk.  ``LU`` carries torch's gradient (``lu_factor_ex_backward``: :func:`lu`'s, with ``L``'s
+    cotangent the strict lower triangle of ``LU``'s, ``U``'s the upper); ``pivots`` none.  SciPy's
+    ``lu_factor`` returns the same pair with 0-based pivots: daskgrad keeps torch's, which
+    :func:`lu_solve` reads in either spelling."""
+    x = as_tensor(A)
+    if x.ndim < 2:
+        raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(x.shape)} instead")
+    P, L, U = lu(x, pivot=pivot)
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    strict = tril(L, -1)
+    LU = (pad(strict, [(0, 0)] * (L.ndim - 1) + [(0, n - k)]) if n > k else strict) + \
+        (pad(U, [(0, 0)] * (U.ndim - 2) + [(0, m - k), (0, 0)]) if m > k else U)
+    p = P.array
+    piv = p.map_blocks(_pivots_block, k=k, drop_axis=p.ndim - 1, chunks=p.chunks[:-2] + ((k,),),
+                       dtype=np.int32, meta=_meta(p._meta, p.ndim - 1, np.int32))
+    return LUFactorResult(LU, Tensor._make(piv))
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """torch's ``linalg.lu_factor_ex``: :func:`lu_factor` and ``info`` (int32 zeros: a singular
+    ``U`` is factored as LAPACK factors it, and a solve with it gives inf or NaN)."""
+    LU, piv = lu_factor(A, pivot=pivot)
+    return LUFactorExResult(LU, piv, Tensor._make(piv.array[..., 0] * 0))  # zeros of the pivots' batch and device
+
+
+def _lu_solve_checks(LU, pivots, B, left):
+    LU = _matrix(LU, "lu_solve")
+    if LU.shape[-1] != LU.shape[-2]:
+        raise RuntimeError(f"torch.linalg.lu_solve: A must be batches of square matrices, but they are "
+                           f"{LU.shape[-2]} by {LU.shape[-1]} matrices")
+    if B.ndim < 2:
+        raise RuntimeError("linalg.lu_solve: The input tensor B must have at least 2 dimensions.")
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation "
+                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {B.shape[-2]}x{B.shape[-1]})")
+    if pivots.shape[-1:] != (n,):
+        raise RuntimeError("linalg.lu_solve: Number of pivots per batch should be same as the dimension of the "
+                           "matrix")
+    if pivots.dtype != np.int32:
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
+    check_same_device(LU, B)
+    check_broadcast(LU.shape[:-2], B.shape[:-2])
+    return LU
+
+
+def lu_solve(LU, pivots, B=None, *, left=True, adjoint=False, trans=None):
+    """torch's ``linalg.lu_solve(LU, pivots, B, *, left=True, adjoint=False)``: ``X`` with ``A X = B``
+    (``A^H X = B`` when ``adjoint``; ``X A = B`` when not ``left``) for ``A = P L U`` as
+    :func:`lu_factor` packs it.  SciPy's spelling ``lu_solve((LU, pivots), b, trans=0)`` works too
+    (``trans`` 0, 1, 2: ``A``, ``A^T``, ``A^H``; a vector ``b``), with torch's 1-based pivots.  Built
+    from two triangular solves reading ``LU``'s triangles, so ``LU`` and ``B`` get torch's gradients
+    (``linalg_lu_solve_LU``); ``pivots`` none."""
+    if isinstance(LU, tuple):  # SciPy's: lu_solve((lu, piv), b, trans=0)
+        (LU, pivots), B = LU, pivots
+        x = as_tensor(B)
+        vec = x.ndim == 1
+        t = trans or 0
+        if t == 1 and as_tensor(LU).dtype.kind == "c":  # A^T x = b is A^H conj(x) = conj(b)
+            out = lu_solve(LU, pivots, conj(expand_dims(x, -1) if vec else x), adjoint=True)
+            out = conj(out)
+        else:
+            out = lu_solve(LU, pivots, expand_dims(x, -1) if vec else x, adjoint=t in (1, 2))
+        return squeeze(out, -1) if vec else out
+    if trans is not None:
+        raise TypeError("lu_solve(): trans= is SciPy's spelling, with lu_solve((LU, pivots), b); torch's is "
+                        "adjoint=")
+    B, pivots = as_tensor(B), as_tensor(pivots)
+    LU = _lu_solve_checks(LU, pivots, B, left)
+    if not left:  # X A = B is A^H X^H = B^H; X A^H = B is A X^H = B^H
+        return mH(lu_solve(LU, pivots, mH(B), adjoint=not adjoint))
+    n = LU.shape[-1]
+    p = _whole(pivots.detach().array, 1)
+    meta = _meta(LU.array._meta, p.ndim + 1, LU.dtype)
+    P = Tensor._make(p.map_blocks(_permutation_block, m=n, out_dtype=LU.dtype, dtype=LU.dtype, new_axis=p.ndim,
+                                  chunks=p.chunks[:-1] + ((n,), (n,)), meta=meta))
+    if not adjoint:  # X = U^-1 L^-1 P^T B
+        y = _solve_tri(LU, matmul(mT(P), B), False, True)
+        return _solve_tri(LU, y, True, False)
+    y = _solve_tri(mH(LU), B, False, False)        # U^H y = B
+    return matmul(P, _solve_tri(mH(LU), y, True, True))  # L^H z = y, X = P z
