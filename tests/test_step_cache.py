@@ -151,6 +151,45 @@ def test_disabled_by_config_replays_nothing():
     assert dg.step_cache_info()["hits"] == 0
 
 
+def test_replayed_step_of_large_chunks_runs_on_dask_s_threads_with_the_same_numbers(monkeypatch):
+    from daskgrad._dask import stepcache
+
+    monkeypatch.setattr(stepcache, "SMALL_CHUNK", 0)  # every chunk counts as large here
+    X, y = _data()
+    w, losses = _train(X, y, 6)
+    assert dg.step_cache_info()["hits"] >= 4
+    w_ref, losses_ref = _uncached(_train, X, y, 6)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def test_an_error_in_a_replayed_step_is_raised_as_without_the_cache_and_grad_is_untouched():
+    rng = np.random.default_rng(0)
+
+    def run(matrices):
+        A = dg.tensor(matrices[0], requires_grad=True)
+        for M in matrices:
+            with dg.no_grad():
+                A.copy_(dg.tensor(M))
+            dg.linalg.cholesky(A).sum().backward()
+        return A
+
+    B = rng.standard_normal((4, 4))
+    pd = [B @ B.T + 4 * np.eye(4) + k * np.eye(4) for k in range(3)]
+    errors = []
+    for enabled in (True, False):
+        with dask.config.set({"daskgrad.step-cache.enabled": enabled}):
+            A = run(pd)
+            grad = A.grad.numpy().copy()
+            with pytest.raises(Exception) as info:
+                run(pd + [-np.eye(4)])
+            errors.append((type(info.value), str(info.value)))
+            assert np.array_equal(A.grad.numpy(), grad)
+    assert errors[0] == errors[1]
+    assert dg.step_cache_info()["hits"] > 0
+
+
+# last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_every_step_is_optimized_as_before(client):
     w, losses = _train(*_data(), 4)
     assert dg.step_cache_info() == dict(dg.step_cache_info(), hits=0, misses=0)

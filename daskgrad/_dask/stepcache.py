@@ -35,8 +35,12 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from .internals import Alias, Blockwise, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
+from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
+                        TaskRef, flatten, order)
 from .optimize import collect, holds_data, optimize_layers
+
+
+SMALL_CHUNK = 256 * 1024  # bytes: a replayed step whose chunks are all this small runs inline (see run_inline)
 
 
 class _Undescribed(Exception):
@@ -50,6 +54,8 @@ class _Template:
     outputs: tuple          # the template's name of each submitted array
     names: frozenset        # every key name of the graph: a new output name must not be one
     readers: dict           # result key -> the keys of the tasks that read it
+    plan: tuple             # (keys in dask.order's order, key -> how many tasks read it), to run inline
+    small: bool             # its chunks are small: run inline, in order, in the calling thread
 
 
 _lock = threading.Lock()
@@ -178,28 +184,45 @@ def _remember(key, optimized, inputs):
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     if len(graph) > limit:
         return
-    slots = []
+    slots, largest = [], 0
     for name in inputs:
         keys = tuple(k for k in graph if isinstance(k, tuple) and k[0] == name or k == name)
         for k in keys:
+            v = graph[k]
+            largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
             graph[k] = None  # the values are put back at each replay: a template holds no data
         slots.append(keys)
     if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
         return  # a value or legacy task outside the input layers: not renamed here
-    names = frozenset(k[0] if isinstance(k, tuple) else k for k in graph)
     results = {k for a in optimized for k in flatten(a.__dask_keys__())}
     readers = {}
     for k, t in graph.items():
         for d in (t.dependencies if t is not None else ()):
             if d in results:
                 readers.setdefault(d, []).append(k)
-    template = _Template(graph, tuple(slots), tuple(a.name for a in optimized), names, readers)
+    filled = {k: DataNode(k, None) if t is None else t for k, t in graph.items()}
+    priority = order(filled)
+    reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
+    plan = (tuple(sorted(filled, key=priority.__getitem__)), dict(reads))
+    largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a)
+                               for a in optimized])
+    template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
+                         frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers, plan,
+                         largest <= SMALL_CHUNK)
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
         entries = dask.config.get("daskgrad.step-cache.entries", 16)
         while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
             _templates.popitem(last=False)
+
+
+def _chunk_elements(a):
+    """Elements of ``a``'s largest chunk."""
+    n = 1
+    for c in a.chunks:
+        n *= max(c, default=1)
+    return n
 
 
 def _replay(template, arrays, input_layers, inputs):
@@ -229,6 +252,48 @@ def _replay(template, arrays, input_layers, inputs):
             for r in template.readers.get(was, ()):
                 r = renamed.get(r, r)
                 graph[r] = graph[r].substitute({was: k})
+    keys, reads = template.plan
+    if renamed:
+        keys = [renamed.get(k, k) for k in keys]
+        reads = {renamed.get(k, k): n for k, n in reads.items()}
+    aliases = [k for k, t in graph.items() if type(t) is Alias and k not in template.graph]
     name = f"{arrays[0].name}-step"
-    hlg = HighLevelGraph({name: MaterializedLayer(graph)}, {name: set()})
+    layer = Replayed(graph, (*keys, *aliases), reads, template.small)
+    hlg = HighLevelGraph({name: layer}, {name: set()})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+class Replayed(MaterializedLayer):
+    """A replayed step's tasks, with the order to run them in and how many tasks read each key."""
+
+    def __init__(self, tasks, keys, reads, small):
+        super().__init__(tasks)
+        self.run_order, self.reads, self.small = keys, reads, small
+
+
+_INLINE_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "single-threaded")
+
+
+def run_inline(arrays):
+    """The results of a replayed step of small chunks, computed in the calling thread in dask.order's
+    order (each value dropped after its last reader), as ``dask.persist`` would give them; None
+    when it must go to dask's scheduler: large chunks (threads run them in parallel), another
+    scheduler, or a dask diagnostic listening (a progress bar, a profiler, a callback).
+
+    On small chunks dask's threaded scheduler spends more than the tasks: ordering the graph again
+    (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway."""
+    layers = arrays[0].dask.layers if arrays else {}
+    layer = next(iter(layers.values())) if len(layers) == 1 else None
+    if (type(layer) is not Replayed or not layer.small or Callback.active
+            or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS):
+        return None
+    wanted = {k for a in arrays for k in flatten(a.__dask_keys__())}
+    left, values = dict(layer.reads), {}
+    for k in layer.run_order:
+        task = layer.mapping[k]
+        values[k] = task(values)
+        for d in task.dependencies:
+            left[d] -= 1
+            if not left[d] and d not in wanted:
+                del values[d]
+    return [a._rebuild({k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]
