@@ -88,13 +88,14 @@ def optimize(arrays, cached=False):
     graphs hold in memory instead of computing them again.  ``cached``: from the graph optimized
     for an earlier submission of the same structure, if any (:mod:`._dask.stepcache`)."""
     reuse = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained) for s in node.pinned()}
-    return (door.optimize_cached if cached else door.optimize)(arrays, reuse=reuse)
+    if not cached:
+        return door.optimize(arrays, reuse=reuse)
+    return door.optimize_cached(arrays, reuse=reuse, local=current_client() is None)
 
 
 def _submit(arrays, phase):
-    """One submission of ``arrays``, optimized as one graph (a step built once is replayed on
-    dask's local schedulers: see :mod:`._dask.stepcache` for why not on a cluster)."""
-    optimized = optimize(arrays, cached=current_client() is None)
+    """One submission of ``arrays``, optimized as one graph (or a step built once, replayed)."""
+    optimized = optimize(arrays, cached=True)
     for observer in list(_observers):
         observer(phase, optimized)
     _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later

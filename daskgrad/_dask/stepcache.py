@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from dataclasses import dataclass
 
 import dask
@@ -47,15 +48,16 @@ class _Undescribed(Exception):
     """Something in the graph this module cannot describe exactly: no key, no caching."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Template:
     graph: dict             # the optimized graph, the input slots' values taken out
     slots: tuple            # per input layer (in key order): the template's keys of its chunks
     outputs: tuple          # the template's name of each submitted array
     names: frozenset        # every key name of the graph: a new output name must not be one
     readers: dict           # result key -> the keys of the tasks that read it
-    plan: tuple             # (keys in dask.order's order, key -> how many tasks read it), to run inline
     small: bool             # its chunks are small: run inline, in order, in the calling thread
+    annotated: tuple        # (annotations, keys) of each layer that carries annotations
+    plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it), at its first replay
 
 
 _lock = threading.Lock()
@@ -63,14 +65,15 @@ _templates = collections.OrderedDict()  # key -> _Template, least recently used 
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
-def optimize_cached(arrays, reuse=None, fuse_chunks=None):
-    """:func:`.optimize.optimize`, from a template when one has this graph's key."""
+def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
+    """:func:`.optimize.optimize`, from a template when one has this graph's key.  ``local``: for
+    dask's local schedulers (else every key is renamed for the distributed scheduler)."""
     layers, deps = collect(arrays, reuse)
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
     try:
-        key, inputs = _key(arrays, layers, fuse)
+        key, inputs = _key(arrays, layers, (fuse, local))
     except _Undescribed:
         _stats["uncached"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -79,7 +82,7 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None):
         if template is not None:
             _templates.move_to_end(key)
     if template is not None:
-        out = _replay(template, arrays, [layers[n] for n in inputs], inputs)
+        out = (_replay if local else _renamed)(template, arrays, [layers[n] for n in inputs], inputs)
         if out is not None:
             _stats["hits"] += 1
             return out
@@ -104,14 +107,27 @@ def step_cache_clear() -> None:
 
 
 # ------------------------------------------------------------------ the key
-def _key(arrays, layers, fuse):
+_futures = weakref.WeakKeyDictionary()  # a distributed Future daskgrad made -> (dtype, shape) of its chunk
+
+
+def note_futures(arr):
+    """Remember the dtype and chunk shape of each Future of the persisted ``arr``: a client cannot
+    ask a Future, and a step's key describes every value it reads."""
+    graph = arr.dask
+    for k in flatten(arr.__dask_keys__()):
+        f = graph[k]
+        if type(f).__name__ == "Future":
+            _futures[f] = (arr.dtype, tuple(c[i] for c, i in zip(arr.chunks, k[1:])))
+
+
+def _key(arrays, layers, options):
     """The graph's key and the names of its layers of values, in key order (the input slots)."""
     canon = {name: i for i, name in enumerate(layers)}
     parts, inputs = [], []
     for name, layer in layers.items():
         if holds_data(layer):
             inputs.append(name)
-            parts.append(("data", canon[name], _values(name, layer)))
+            parts.append(("data", canon[name], _values(layer)))
         elif isinstance(layer, Blockwise):
             parts.append(("blockwise", canon[name], _blockwise(layer, canon)))
         elif type(layer) is MaterializedLayer:
@@ -125,19 +141,23 @@ def _key(arrays, layers, fuse):
     parts.append([(canon.get(a.name), a.chunks, str(a.dtype), type(a._meta).__module__, type(a._meta).__name__)
                   for a in arrays])
     try:
-        return tokenize(parts, fuse, ensure_deterministic=True), inputs
+        return tokenize(parts, options, ensure_deterministic=True), inputs
     except Exception as e:  # an object dask tokenizes at random (no content hash): no key
         raise _Undescribed(repr(e)) from e
 
 
-def _values(name, layer):
-    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape."""
+def _values(layer):
+    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape
+    (for a distributed Future: of the chunk it was made for, see :func:`note_futures`)."""
     out = []
     for k, v in layer.items():
         v = v.value if isinstance(v, DataNode) else v
         dtype, shape = getattr(v, "dtype", None), getattr(v, "shape", None)
-        if dtype is None or shape is None:  # a distributed Future, a Python scalar: not described here
-            raise _Undescribed(type(v).__name__)
+        if dtype is None or shape is None:
+            kind = _futures.get(v) if type(v).__name__ == "Future" else None
+            if kind is None:  # a Python scalar, a Future daskgrad did not make
+                raise _Undescribed(type(v).__name__)
+            dtype, shape = kind
         out.append((k[1:] if isinstance(k, tuple) else (), type(v).__module__, type(v).__name__, str(dtype), shape))
     return repr(sorted(out))
 
@@ -194,21 +214,19 @@ def _remember(key, optimized, inputs):
         slots.append(keys)
     if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
         return  # a value or legacy task outside the input layers: not renamed here
+    annotated = tuple((layer.annotations, tuple(layer)) for layer in optimized[0].dask.layers.values()
+                      if layer.annotations)
     results = {k for a in optimized for k in flatten(a.__dask_keys__())}
     readers = {}
     for k, t in graph.items():
         for d in (t.dependencies if t is not None else ()):
             if d in results:
                 readers.setdefault(d, []).append(k)
-    filled = {k: DataNode(k, None) if t is None else t for k, t in graph.items()}
-    priority = order(filled)
-    reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
-    plan = (tuple(sorted(filled, key=priority.__getitem__)), dict(reads))
     largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a)
                                for a in optimized])
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
-                         frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers, plan,
-                         largest <= SMALL_CHUNK)
+                         frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
+                         largest <= SMALL_CHUNK, annotated)
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
@@ -252,6 +270,11 @@ def _replay(template, arrays, input_layers, inputs):
             for r in template.readers.get(was, ()):
                 r = renamed.get(r, r)
                 graph[r] = graph[r].substitute({was: k})
+    if template.plan is None:  # worked out once, when the step comes back (a graph run once never pays it)
+        filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
+        priority = order(filled)
+        reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
+        template.plan = (tuple(sorted(filled, key=priority.__getitem__)), dict(reads))
     keys, reads = template.plan
     if renamed:
         keys = [renamed.get(k, k) for k in keys]
@@ -260,6 +283,43 @@ def _replay(template, arrays, input_layers, inputs):
     name = f"{arrays[0].name}-step"
     layer = Replayed(graph, (*keys, *aliases), reads, template.small)
     hlg = HighLevelGraph({name: layer}, {name: set()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _renamed(template, arrays, input_layers, inputs):
+    """The template's graph under keys of its own for a distributed scheduler, which remembers keys
+    across submissions: the inputs' keys are the new values', the results' the arrays asked for,
+    every other key the template's with a token of this submission (the prefix the dashboard groups
+    by stays)."""
+    token = tokenize(*inputs, *(a.name for a in arrays))
+    subs = {}
+    for keys, name in zip(template.slots, inputs):
+        for k in keys:
+            subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
+    for a, old in zip(arrays, template.outputs):
+        for k in flatten(a.__dask_keys__()):
+            subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
+    for k in template.graph:
+        if k not in subs:
+            subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+    graph = {}
+    for k, t in template.graph.items():
+        if t is not None:
+            graph[subs[k]] = t.substitute(subs, key=subs[k])
+    for keys, layer in zip(template.slots, input_layers):
+        for k in keys:
+            graph[subs[k]] = layer[subs[k]]
+    done = set(graph)
+    for a in arrays:  # an array asked for twice, under another name: one result
+        for k in flatten(a.__dask_keys__()):
+            if k not in done:
+                return None
+    layers = {}
+    for i, (note, keys) in enumerate(template.annotated):
+        name = f"{arrays[0].name}-step-{i}"
+        layers[name] = MaterializedLayer({subs[k]: graph.pop(subs[k]) for k in keys}, annotations=note)
+    layers[arrays[0].name] = MaterializedLayer(graph)
+    hlg = HighLevelGraph(layers, {n: set() for n in layers})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
