@@ -361,7 +361,7 @@ class _Subgraph:
         while stack:
             k, done = stack.pop()
             if done:
-                order.append(inner[k])
+                order.append(_Call.of(inner[k]))
             elif k not in seen:
                 seen.add(k)
                 stack.append((k, True))
@@ -409,6 +409,52 @@ class _Subgraph:
         for name, value in zip(_Subgraph.__slots__, state):
             setattr(new, name, value)
         return new
+
+
+class _Call:
+    """A part of a fused task called directly: its function on its constants and the values it reads.
+
+    dask's ``Task.__call__`` checks its inputs and walks every argument for nested tasks on each
+    call (~10 us); a fused chunk runs a dozen parts, so on small chunks that walk cost more than the
+    NumPy calls.  Only tasks whose arguments are plain values and references are converted
+    (:meth:`of`); others run as dask's tasks."""
+
+    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs")
+
+    @classmethod
+    def of(cls, task):
+        if type(task) is not Task:
+            return task
+        values = list(task.args) + list(task.kwargs.values())
+        if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
+               for a in values):
+            return task
+        new = object.__new__(cls)
+        new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
+        new.data_producer = task.data_producer
+        new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
+        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef))
+        new.kwargs = {k: v for k, v in task.kwargs.items() if not isinstance(v, TaskRef)}
+        new.kwrefs = tuple((k, v.key) for k, v in task.kwargs.items() if isinstance(v, TaskRef))
+        return new
+
+    def __call__(self, values):
+        args = list(self.args)
+        for i, k in self.refs:
+            args[i] = values[k]
+        if self.kwrefs:
+            return self.func(*args, **self.kwargs, **{name: values[k] for name, k in self.kwrefs})
+        return self.func(*args, **self.kwargs)
+
+    def __dask_tokenize__(self):
+        return ("fused-part", self.key, self.func, self.args, self.refs, self.kwargs, self.kwrefs)
+
+
+def _holds_node(obj):
+    """Whether a container holds a task or a reference anywhere inside (dask would evaluate it)."""
+    items = obj.values() if isinstance(obj, dict) else obj
+    return any(isinstance(a, (GraphNode, TaskRef)) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
+               for a in items)
 
 
 def _run_fused(order, drops, inputs, outputs, names, *values):
@@ -533,7 +579,7 @@ def _fused_key(ms, exports):
 
 def _fused_task(fkey, parts, exports):
     """One task running ``parts`` in order, each temporary dropped after its last reader."""
-    order = tuple(_Subgraph(n) if _Subgraph.applies(n) else n for n in parts)
+    order = tuple(_Subgraph(n) if _Subgraph.applies(n) else _Call.of(n) for n in parts)
     inside = {t.key for t in order}
     inputs, seen, last_read = [], set(), {}
     for i, t in enumerate(order):
