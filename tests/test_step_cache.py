@@ -50,8 +50,9 @@ def test_plain_loop_replays_its_step_and_computes_the_same_numbers_as_without_th
     X, y = _data()
     w, losses = _train(X, y, 12)
     info = dg.step_cache_info()
-    # step 1 (no update pending yet) and step 2 are built; steps 3..12 replay step 2's graph
-    assert info["hits"] >= 10 and info["misses"] <= 3, info
+    # step 1 (no update pending yet) and step 2 are built; step 3, the second of its outline, is
+    # kept; steps 4..12 replay it
+    assert info["hits"] >= 9 and info["misses"] <= 4, info  # (and the last update, computed by .numpy())
     w_ref, losses_ref = _uncached(_train, X, y, 12)
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref
@@ -133,6 +134,13 @@ def test_cache_holds_at_most_its_configured_entries_and_tasks():
         assert dg.step_cache_info()["tasks"] <= 5
 
 
+def test_a_graph_submitted_once_is_not_kept():
+    X, y = _data()
+    w = dg.zeros(4, dtype="float64", requires_grad=True)
+    dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+    assert dg.step_cache_info()["entries"] == 0
+
+
 def test_a_kept_step_holds_none_of_the_data_it_read():
     rng = np.random.default_rng(0)
     Xn = rng.standard_normal((60, 4))
@@ -157,7 +165,7 @@ def test_replayed_step_of_large_chunks_runs_on_dask_s_threads_with_the_same_numb
     monkeypatch.setattr(stepcache, "SMALL_CHUNK", 0)  # every chunk counts as large here
     X, y = _data()
     w, losses = _train(X, y, 6)
-    assert dg.step_cache_info()["hits"] >= 4
+    assert dg.step_cache_info()["hits"] >= 3
     w_ref, losses_ref = _uncached(_train, X, y, 6)
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref

@@ -72,6 +72,9 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
+    if not _seen_before(arrays, layers):  # a graph submitted once (a deep one-off) never pays for a key
+        _stats["misses"] += 1
+        return optimize_layers(arrays, layers, deps, fuse_chunks)
     try:
         key, inputs = _key(arrays, layers, (fuse, local))
     except _Undescribed:
@@ -92,6 +95,24 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
     return out
 
 
+_outlines = collections.OrderedDict()  # outlines of recent submissions (see _seen_before)
+
+
+def _seen_before(arrays, layers):
+    """Whether a recent submission had this graph's outline (its number of layers of each kind, and
+    the chunks and dtypes of the arrays asked for): only then is the full key worth its cost (the
+    walk over every layer costs about what optimizing does for a graph of thousands of layers)."""
+    kinds = collections.Counter(type(layer).__name__ for layer in layers.values())
+    outline = (tuple(sorted(kinds.items())), tuple((a.chunks, str(a.dtype)) for a in arrays))
+    with _lock:
+        seen = outline in _outlines
+        _outlines[outline] = None
+        _outlines.move_to_end(outline)
+        while len(_outlines) > 4 * dask.config.get("daskgrad.step-cache.entries", 16):
+            _outlines.popitem(last=False)
+    return seen
+
+
 def step_cache_info() -> dict:
     """The step cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits``, ``misses``,
     ``uncached`` (graphs with no key), ``entries`` and ``tasks`` held (dask's local schedulers only)."""
@@ -103,6 +124,7 @@ def step_cache_clear() -> None:
     """Drop every kept step and zero the counts."""
     with _lock:
         _templates.clear()
+        _outlines.clear()
         _stats.update(hits=0, misses=0, uncached=0)
 
 
