@@ -23,8 +23,8 @@ def elemwise(op, *args):
     other operand types, unaligned chunks, an op that raises -- goes to dask, which raises its own
     errors.  ``op`` is a function of ``operator``, a NumPy ufunc or a dask one (others are called)."""
     arrays = [a for a in args if isinstance(a, da.Array)]
-    if (not (getattr(op, "__module__", None) == "_operator" or isinstance(op, (np.ufunc, da.ufunc.ufunc))) or not arrays or any(type(a) not in _NUMBERS and not isinstance(a, da.Array) for a in args)
-            or any(a.chunks != arrays[0].chunks for a in arrays[1:])):
+    if not _ufunc_like(op) or not arrays or any(a.chunks != arrays[0].chunks for a in arrays[1:]) or any(
+            type(a) not in _NUMBERS and not isinstance(a, da.Array) for a in args):
         return op(*args)
     fn = getattr(op, "_ufunc", op)  # a dask ufunc wrapper (da.sin): its elemwise applies the NumPy ufunc
     try:
@@ -47,3 +47,7 @@ def elemwise(op, *args):
     pairs = [(a, ind if isinstance(a, da.Array) else None) for a in args]
     return da.blockwise(fn, ind, *(x for p in pairs for x in p), name=name, token=token,
                         dtype=dtype, meta=meta, align_arrays=False, **kwargs)
+
+
+def _ufunc_like(op):
+    return getattr(op, "__module__", None) == "_operator" or isinstance(op, (np.ufunc, da.ufunc.ufunc))
