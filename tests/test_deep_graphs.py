@@ -2,6 +2,7 @@
 import gc
 import operator
 import re
+import threading
 import weakref
 
 import numpy as np
@@ -219,3 +220,27 @@ def test_reductions_of_a_0d_tensor_are_numpys(dtype):
     x = dg.tensor(2.0, requires_grad=True)
     (x * 3).sum().backward()
     assert x.grad.item() == 3.0
+
+
+def test_500_nested_reentrant_backwards_each_accumulate_and_leave_no_thread_behind():
+    # each level's backward calls backward again (torch's test_deep_reentrant): deeper than one
+    # thread's stack holds, so the engine hops to a fresh thread now and then; every level adds
+    # its gradient into the shared leaf
+    w = dg.tensor(1.0, requires_grad=True)
+
+    class Nest(dg.Function):
+        @staticmethod
+        def forward(ctx, x, depth):
+            ctx.depth = depth
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            if ctx.depth > 0:
+                with dg.enable_grad():
+                    Nest.apply(w, ctx.depth - 1).sum().backward()
+            return g, None
+
+    Nest.apply(w, 500).sum().backward()
+    assert w.grad.item() == 501.0
+    assert not [t for t in threading.enumerate() if t.name.startswith("daskgrad-reentrant")]
