@@ -1376,10 +1376,10 @@ def test_deep_reentrant(T):
                 DeepReentrant.apply(ctx.x).sum().backward()
             return x
 
-    # Upstream nests 2000 backward calls, beyond what one thread's stack holds.  daskgrad runs 300:
-    # more than one thread's stack held before it hopped threads (a RecursionError below 200), and
-    # each level is two dask submissions (the `ctx.x < 0` test and the nested backward), ~7 ms of CPU.
-    v = T.tensor(2000.0 if T.name == "torch" else 300.0, requires_grad=True)
+    # Upstream nests 2000 backward calls, beyond what one thread's stack holds.  daskgrad runs 1000
+    # (about 25 thread hops): each level is two dask submissions (the `ctx.x < 0` test and the nested
+    # backward), ~6 ms of CPU, so 2000 take 12 s.
+    v = T.tensor(2000.0 if T.name == "torch" else 1000.0, requires_grad=True)
     DeepReentrant.apply(v).sum().backward()
     # reusing the threads works too
     v2 = T.tensor(200.0 if T.name == "torch" else 30.0, requires_grad=True)
