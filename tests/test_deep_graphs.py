@@ -1,5 +1,12 @@
 """Deep graphs: planning is iterative and fusion is bounded, so cost grows linearly with depth."""
+import gc
+import operator
+import re
+import threading
+import weakref
+
 import numpy as np
+import pytest
 
 import daskgrad as dg
 from daskgrad import _dask, graph, runtime
@@ -135,3 +142,105 @@ def test_culling_keeps_exactly_the_tasks_dask_keeps():
     for arr in (b, c, b[7:9]):
         keys = list(flatten(arr.__dask_keys__()))
         assert dict(_dask.cull(arr.dask, keys)).keys() == dict(arr.dask.cull(set(keys))).keys()
+
+
+def test_a_6000_op_chain_of_one_element_tensors_differentiates_and_frees_every_node():
+    # torch's test_free_deep_graph, with a backward: six times Python's recursion limit of nodes,
+    # each op on a one-element tensor as cheap as dask allows (no op walks or copies the graph so far)
+    x = dg.ones(1, dtype="float64", requires_grad=True)
+    y = x * 1
+    first = weakref.ref(y.grad_fn)
+    middle = None
+    for i in range(3_000):
+        y = y + y * 0.000001
+        if i == 1_500:
+            middle = weakref.ref(y.grad_fn)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.000001 ** 3_000], rtol=1e-12)
+    del y
+    gc.collect()
+    assert first() is None and middle() is None  # the whole graph is freed, without recursing
+
+
+def test_a_chain_freed_without_backward_lets_go_of_every_node():
+    x = dg.ones(1, dtype="float64", requires_grad=True)
+    y = x * 1
+    first = weakref.ref(y.grad_fn)
+    for _ in range(5_000):
+        y = y * 1.0
+    del y
+    gc.collect()
+    assert first() is None
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int8", "bool", "complex128"])
+def test_elementwise_layers_built_directly_are_the_ones_dask_builds(dtype):
+    # _dask.elemwise builds an elementwise layer without dask's per-op signature inspection: same
+    # name, dtype, meta and values as dask's elemwise, and dask's own error (or NotImplemented)
+    # wherever dask's path raises
+    import dask.array as da
+
+    arrays = [da.ones((3, 4), chunks=(2, 3), dtype=dtype), da.from_array(np.array(3, dtype=dtype)),
+              da.arange(5, chunks=2).astype(dtype)]
+    ops = [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, da.maximum, da.hypot,
+           da.sin, operator.neg, da.absolute]
+    for a in arrays:
+        for op in ops:
+            unary = op in (da.sin, operator.neg, da.absolute)
+            for args in [(a,)] if unary else [(a, a), (a, 2), (2.5, a), (a, -1), (a, 1j), (True, a), (a, 300)]:
+                try:
+                    expected = op(*args)
+                except Exception as e:  # noqa: BLE001 - the same error is expected
+                    with pytest.raises(type(e), match=re.escape(str(e))):
+                        _dask.elemwise(op, *args)
+                    continue
+                got = _dask.elemwise(op, *args)
+                if expected is NotImplemented:
+                    assert got is NotImplemented
+                    continue
+                assert (got.name, got.dtype, got.chunks) == (expected.name, expected.dtype, expected.chunks)
+                assert type(got._meta) is type(expected._meta) and got._meta.ndim == expected._meta.ndim
+                assert got._meta.dtype == expected._meta.dtype
+                with np.errstate(all="ignore"):
+                    value, want = got.compute(), expected.compute()
+                assert type(value) is type(want) and value.dtype == want.dtype
+                np.testing.assert_array_equal(value, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "bool", "complex128"])
+def test_reductions_of_a_0d_tensor_are_numpys(dtype):
+    # a 0-d tensor's reduction is one blockwise task (a nested backward's `.sum()` each level)
+    value = np.array(3, dtype=dtype)
+    t = dg.tensor(value)
+    for name in ["sum", "mean", "prod"] + ([] if dtype == "complex128" else ["max", "min"]):
+        got, want = getattr(t, name)(), getattr(np, name)(value)
+        assert got.shape == () and got.dtype == want.dtype, name
+        out = got.numpy()
+        assert isinstance(out, np.ndarray) and out.dtype == want.dtype and out == want, name
+    x = dg.tensor(2.0, requires_grad=True)
+    (x * 3).sum().backward()
+    assert x.grad.item() == 3.0
+
+
+def test_500_nested_reentrant_backwards_each_accumulate_and_leave_no_thread_behind():
+    # each level's backward calls backward again (torch's test_deep_reentrant): deeper than one
+    # thread's stack holds, so the engine hops to a fresh thread now and then; every level adds
+    # its gradient into the shared leaf
+    w = dg.tensor(1.0, requires_grad=True)
+
+    class Nest(dg.Function):
+        @staticmethod
+        def forward(ctx, x, depth):
+            ctx.depth = depth
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            if ctx.depth > 0:
+                with dg.enable_grad():
+                    Nest.apply(w, ctx.depth - 1).sum().backward()
+            return g, None
+
+    Nest.apply(w, 500).sum().backward()
+    assert w.grad.item() == 501.0
+    assert not [t for t in threading.enumerate() if t.name.startswith("daskgrad-reentrant")]

@@ -160,16 +160,18 @@ def split_every(a, axes):
 
 def reduce_array(a, fn, axes, keepdims=False):
     """``da.<fn>`` over ``axes``; when every reduced axis is a single chunk (softmax over classes,
-    a row norm), one fusable blockwise task per chunk instead of a reduction tree."""
+    a row norm, a 0-d tensor's ``sum()``), one fusable blockwise task per chunk instead of a
+    reduction tree."""
     from dask.array.utils import meta_from_array
 
     axes = norm_axes(axes, a.ndim)
-    if not axes or any(len(a.chunks[ax]) != 1 for ax in axes):
+    if (not axes and a.ndim) or any(len(a.chunks[ax]) != 1 for ax in axes):
         return getattr(da, fn)(a, axis=axes, keepdims=keepdims, split_every=split_every(a, axes))
     ind = tuple(range(a.ndim))
     out_ind = ind if keepdims else tuple(i for i in ind if i not in axes)
-    meta = getattr(np, fn)(a._meta, axis=axes, keepdims=keepdims) if a._meta.size else None
+    keep = keepdims or not a.ndim  # NumPy reduces a 0-d chunk to a scalar, not an array, without keepdims
+    meta = getattr(np, fn)(a._meta, axis=axes, keepdims=keep) if a._meta.size else None
     dtype = getattr(np, fn)(np.ones((1,) * a.ndim, dtype=a.dtype), axis=axes).dtype
-    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keepdims,
+    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keep,
                         adjust_chunks={ax: 1 for ax in axes} if keepdims else None, dtype=dtype,
                         meta=meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype) if meta is None else meta)

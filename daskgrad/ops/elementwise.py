@@ -26,7 +26,7 @@ import operator
 import dask.array as da
 import numpy as np
 
-from .. import chunk
+from .. import _dask as door, chunk
 from ..graph import primitive
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     refuse_complex, SCALARS, tensor_operand, tensor_or_scalar)
@@ -37,7 +37,7 @@ from .._tensor import Tensor, require_cuda
 def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
     """An elementwise op of one tensor as one line: its primitive, whose rule ``rule(g, s)`` reads
     the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it."""
-    p = primitive(name, torch=node, impl=impl, save=save,
+    p = primitive(name, torch=node, impl=functools.partial(door.elemwise, impl), save=save,
                   prepare=functools.partial(tensor_operand, refuse=None if complex_ok else name))
     p.vjp(rule)
 
@@ -126,7 +126,7 @@ def square(x):
 def _binary(name, torch, impl, save=(), refuse=None):
     """A primitive of two operands that broadcast; either may be a Python number, which reaches the
     rule as itself (``s.a``/``s.b``) when ``save`` names it."""
-    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save,
+    return primitive(name, torch=torch, impl=functools.partial(door.elemwise, impl), args=("a", "b"), save=save,
                      prepare=functools.partial(binary_operands, refuse=refuse))
 
 

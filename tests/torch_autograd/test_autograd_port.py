@@ -32,11 +32,11 @@ Not ported (category: reason), upstream names:
   test_grad_fn_badcalls (calling a C++ node), test_no_grad_copy (data_ptr buffer reuse),
   test_save_output_nr (output_nr), test_naughty_* / test_legacy_function_* / test_gc_in_destructor
   (legacy non-static Functions), test_volatile_deprecated, test_saved_variables_deprecated,
-  test_resize, test_pickle (torch.save protocol), test_free_deep_graph* (C++ destructor recursion),
+  test_resize, test_pickle (torch.save protocol), test_free_deep_graph* (ported in test_autograd_port2.py),
   test_attribute_deletion beyond ``del x.grad`` (C++ attribute guards), test_mul_out*
   (``out=``), test_once_differentiable's Error node, test_function's assertExpected graph dumps.
-* engine internals: test_deep_reentrant (2000 nested backward calls: tests the C++ engine's
-  stack-overflow escape), test_reentrant_with_callbacks_* (Variable._execution_engine.queue_callback),
+* engine internals: test_deep_reentrant (ported in test_autograd_port2.py),
+  test_reentrant_with_callbacks_* (Variable._execution_engine.queue_callback),
   test_checkpointing (torch.utils.checkpoint), test_autograd_views_codegen,
   test_autograd_simple_views_python / test_autograd_complex_views_python (views; complex),
   test_custom_function_return_view_in_nograd (views), test_nansum_* (no nansum).

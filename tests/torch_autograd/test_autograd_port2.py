@@ -967,10 +967,11 @@ def test_backward_with_nonleaf_inputs(T):
 
 
 # ------------------------------------------------------------------ deep graphs and reentrant backward
-# Upstream builds 150,000 ops; each op daskgrad records builds a dask array (tokenize, a blockwise layer,
-# its meta: ~1-2 ms), so daskgrad builds 3,000 -- triple Python's recursion limit: freeing must not recurse.
+# Upstream builds 150,000 ops; each op daskgrad records builds a dask array (a blockwise layer: ~0.2 ms of
+# CPU), so daskgrad builds 10,000 -- ten times Python's recursion limit: freeing must not recurse.
+# (tests/test_deep_graphs.py frees a 100,000-op graph, and checks that every node goes.)
 def _deep(T):
-    return 150000 if T.name == "torch" else 3000
+    return 150000 if T.name == "torch" else 10000
 
 
 def test_free_deep_graph(T):
@@ -1375,10 +1376,10 @@ def test_deep_reentrant(T):
                 DeepReentrant.apply(ctx.x).sum().backward()
             return x
 
-    # Upstream nests 2000 backward calls, beyond what one thread's stack holds.  daskgrad runs 300:
-    # more than one thread's stack held before it hopped threads (a RecursionError below 200), and
-    # each level is two dask submissions (the `ctx.x < 0` test and the nested backward), ~20 ms.
-    v = T.tensor(2000.0 if T.name == "torch" else 300.0, requires_grad=True)
+    # Upstream nests 2000 backward calls, beyond what one thread's stack holds.  daskgrad runs 1000
+    # (about 25 thread hops): each level is two dask submissions (the `ctx.x < 0` test and the nested
+    # backward), ~6 ms of CPU, so 2000 take 12 s.
+    v = T.tensor(2000.0 if T.name == "torch" else 1000.0, requires_grad=True)
     DeepReentrant.apply(v).sum().backward()
     # reusing the threads works too
     v2 = T.tensor(200.0 if T.name == "torch" else 30.0, requires_grad=True)
