@@ -16,6 +16,9 @@ Components (each a function below, each returning a JSON-able dict):
 * ``overhead``   a training step on tiny chunks (pure graph-building and scheduling cost), 20 to 2,000
                  chunks, vs the same step in hand-written dask: ms per chunk and tasks per step;
 * ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes;
+* ``glm``        L-BFGS-B on dask-glm's benchmark problem (make_classification, 1000 x 100, 10 chunks):
+                 ``daskgrad.optimize.minimize`` vs dask-glm's ``lbfgs`` and SciPy on NumPy, threaded
+                 scheduler and a LocalCluster: seconds, iterations, final loss (goal <= 0.1 x dask-glm);
 * ``protection`` the cost of keeping two copies of every kept value on a cluster (``daskgrad.copies``
                  2 vs 1): an nn + Adam step and the plain loop, and TV denoising's managed memory
                  for a 1 GB unknown (benchmarks/bench_protection.py);
@@ -650,6 +653,175 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
     return out
 
 
+# ------------------------------------------------------------------ (g'') L-BFGS vs dask-glm
+def _glm_problem(n, d, chunksize):
+    """dask-glm's benchmark problem (its ``make_classification``, seeded), in memory; the same recipe
+    when dask-glm is missing.  Made once, so the threaded and cluster runs fit the same data."""
+    import dask
+    import dask.array as da
+
+    da.random.seed(0)
+    np.random.seed(0)  # the informative columns and their coefficients
+    try:
+        from dask_glm.datasets import make_classification
+    except ImportError:
+        X = da.random.normal(0, 1, size=(n, d), chunks=(chunksize, d))
+        informative = np.random.choice(d, 2)
+        beta = np.random.random(d) - 1
+        z0 = X[:, informative].dot(beta[informative])
+        y = da.random.random(z0.shape, chunks=(chunksize,)) < 1 / (1 + da.exp(-z0))
+    else:
+        X, y = make_classification(n_samples=n, n_features=d, chunksize=chunksize)
+    return dask.compute(X, y, scheduler="threads")
+
+
+def _glm_data(Xn, yn, chunksize):
+    """The problem as dask arrays chunked as dask-glm's, persisted where the scheduler runs."""
+    import dask
+    import dask.array as da
+
+    return dask.persist(da.from_array(Xn, chunks=(chunksize, Xn.shape[1])), da.from_array(yn, chunks=chunksize))
+
+
+def _dask_glm_fit(X, y, max_iter, tol, normalize):
+    """dask-glm's ``lbfgs``; it returns only beta, so SciPy's info dict is read on the way out."""
+    import warnings
+
+    import dask_glm.algorithms as alg
+    from dask_glm.families import Logistic
+
+    info, real = {}, alg.fmin_l_bfgs_b
+
+    def recorded(*args, **kwargs):
+        out = real(*args, **kwargs)
+        info.update(out[2])
+        return out
+    alg.fmin_l_bfgs_b = recorded
+    try:
+        with warnings.catch_warnings():  # dask-glm's FutureWarning on its fuse_ave_width config key, each call
+            warnings.simplefilter("ignore")
+            beta = alg.lbfgs(X, y, regularizer=None, family=Logistic, max_iter=max_iter, tol=tol,
+                             normalize=normalize)
+    finally:
+        alg.fmin_l_bfgs_b = real
+    return np.asarray(beta), info["nit"], info["funcalls"]
+
+
+def _glm_variants(X, y, max_iter, tol, with_dask_glm, extras):
+    """{name: zero-argument fit returning (beta, iterations, evaluations)}, and the NumPy loss;
+    ``extras``: also daskgrad without its step cache and dask-glm's default call."""
+    import dask
+    import scipy.optimize as so
+
+    import daskgrad as dg
+
+    d = X.shape[1]
+    Xn, yn = dask.compute(X, y.astype(np.float64))
+    # as a daskgrad user loads data (its persist notes the Futures, so the step cache works on a cluster too)
+    Xg, yg = dg.from_array(Xn, chunks=X.chunks).persist(), dg.from_array(yn, chunks=y.chunks).persist()
+    # dask-glm calls fmin_l_bfgs_b(pgtol=tol, maxiter=max_iter) with its defaults factr=1e7, m=10
+    options = {"maxiter": max_iter, "gtol": tol, "ftol": 1e7 * np.finfo(float).eps}
+
+    def loss(beta):  # dask-glm's Logistic loss: sum(Xb + log1p(exp(-Xb))) - y . Xb
+        return dg.binary_cross_entropy_with_logits(Xg @ beta, yg, reduction="sum")
+
+    def run_daskgrad():
+        r = dg.optimize.minimize(loss, np.zeros(d), method="L-BFGS-B", options=options)
+        return r.x.numpy(), r.nit, r.nfev
+
+    def run_daskgrad_no_step_cache():  # every evaluation's graph built and optimized anew
+        with dask.config.set({"daskgrad.step-cache.enabled": False}):
+            return run_daskgrad()
+
+    def numpy_loss(b):
+        z = Xn @ b
+        return float(np.sum(np.logaddexp(0, z)) - yn @ z), Xn.T @ (1 / (1 + np.exp(-z)) - yn)
+
+    def run_scipy_numpy():  # the floor: the same fit on the in-memory arrays, no dask
+        b, _, info = so.fmin_l_bfgs_b(numpy_loss, np.zeros(d), pgtol=tol, maxiter=max_iter)
+        return b, info["nit"], info["funcalls"]
+
+    fns = {"daskgrad_minimize": run_daskgrad, "scipy_numpy_in_memory": run_scipy_numpy}
+    if extras:
+        fns["daskgrad_minimize_no_step_cache"] = run_daskgrad_no_step_cache
+    if with_dask_glm:
+        fns["dask_glm_lbfgs"] = lambda: _dask_glm_fit(X, y, max_iter, tol, normalize=False)
+    if with_dask_glm and extras:
+        # what its default call does: standardise the columns first (one more submission), solve that
+        fns["dask_glm_lbfgs_normalize_default"] = lambda: _dask_glm_fit(X, y, max_iter, tol, normalize=True)
+    if extras and _importable("threadpoolctl"):
+        # the whole fit on one BLAS thread, SciPy's L-BFGS-B update on the client included (daskgrad limits
+        # BLAS only inside its own submissions): OpenBLAS's threads cost most on a busy machine
+        for k in [k for k in ("daskgrad_minimize", "scipy_numpy_in_memory", "dask_glm_lbfgs") if k in fns]:
+            fns[f"{k}[one_blas_thread]"] = _one_blas_thread(fns[k])
+    return fns, numpy_loss
+
+
+def _one_blas_thread(fn):
+    def run():
+        with blas_threads(1):
+            return fn()
+    return run
+
+
+def _glm_measure(X, y, max_iter, tol, rounds, with_dask_glm, extras):
+    """One fit of each variant (iterations, evaluations, final loss), step-cache counts of one daskgrad
+    fit, then the interleaved timing."""
+    import daskgrad as dg
+
+    fns, numpy_loss = _glm_variants(X, y, max_iter, tol, with_dask_glm, extras)
+    fits = {k: fn() for k, fn in fns.items()}
+    before = dg.step_cache_info()
+    fns["daskgrad_minimize"]()
+    after = dg.step_cache_info()
+    seconds = interleaved(fns, rounds)
+    out = {"seconds": seconds, "iterations": {k: int(f[1]) for k, f in fits.items()},
+           "evaluations": {k: int(f[2]) for k, f in fits.items()},
+           "final_loss": {k: numpy_loss(f[0])[0] for k, f in fits.items()},
+           "ms_per_evaluation": {k: 1e3 * seconds[k] / fits[k][2] for k in fns},
+           "step_cache_in_one_daskgrad_fit": {k: after[k] - before[k] for k in ("hits", "misses", "uncached")}}
+    if with_dask_glm:
+        ref = fits["dask_glm_lbfgs"][0]
+        out["max_abs_beta_difference_to_dask_glm"] = {k: float(np.max(np.abs(f[0] - ref))) for k, f in fits.items()}
+        out["daskgrad_over_dask_glm"] = seconds["daskgrad_minimize"] / seconds["dask_glm_lbfgs"]
+        if "dask_glm_lbfgs[one_blas_thread]" in seconds:
+            out["daskgrad_over_dask_glm[one_blas_thread]"] = (seconds["daskgrad_minimize[one_blas_thread]"]
+                                                              / seconds["dask_glm_lbfgs[one_blas_thread]"])
+    return out
+
+
+def glm(n=1_000, d=100, chunksize=100, max_iter=100, tol=1e-4, rounds=7, cluster_rounds=3):
+    """L-BFGS on dask-glm's benchmark problem: ``daskgrad.optimize.minimize`` vs dask-glm's ``lbfgs``
+    (same data, loss and SciPy settings), with SciPy on in-memory NumPy as the floor; the threaded
+    scheduler (dask-glm's default), then a LocalCluster of 2 worker processes.  Goal: <= 0.1 x dask-glm."""
+    if QUICK:
+        n, d, chunksize, max_iter, rounds, cluster_rounds = 200, 10, 50, 3, 1, 1
+    import dask
+    from distributed import Client, LocalCluster
+
+    with_dask_glm = _importable("dask_glm")
+    out = {"problem": f"logistic regression by L-BFGS-B on dask-glm's make_classification, {n}x{d} float64 in "
+                      f"{n // chunksize} chunks, no regularizer, max_iter={max_iter}, tol={tol} (pgtol), "
+                      "dask-glm's normalize=False (the same objective) unless named", "goal": 0.1, "notes": []}
+    if not with_dask_glm:
+        out["notes"].append("dask-glm not importable (pip install dask-glm): its variants skipped")
+    Xn, yn = _glm_problem(n, d, chunksize)
+    with dask.config.set(scheduler="threads"):
+        out["threads"] = _glm_measure(*_glm_data(Xn, yn, chunksize), max_iter, tol, rounds, with_dask_glm,
+                                      extras=not QUICK)
+    # quick mode (the smoke test) starts in-process workers: process start-up would dominate its time
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=not QUICK, dashboard_address=None,
+                      worker_dashboard_address=None) as lc, Client(lc):
+        out["local_cluster"] = _glm_measure(*_glm_data(Xn, yn, chunksize), max_iter, tol, cluster_rounds,
+                                            with_dask_glm, extras=False)
+    out["note"] = ("cluster rounds run after the threaded ones; data persisted (in worker memory) before timing; "
+                   "each fit starts from zeros")
+    _bars("glm", f"L-BFGS-B on dask-glm's make_classification, {n}x{d}, {n // chunksize} chunks",
+          {f"{k} [{where}]": v for where in ("threads", "local_cluster")
+           for k, v in out[where]["seconds"].items()})
+    return out
+
+
 # ------------------------------------------------------------------ (h) protection of kept values
 def protection():
     """Two copies of every kept value (daskgrad.copies=2, the default) vs one: step time, memory."""
@@ -817,7 +989,7 @@ def _plot_soak(out):
 
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
-              "protection": protection, "memory_soak": memory_soak, "revolve": revolve}
+              "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve}
 
 
 def main(names=None):
@@ -896,6 +1068,19 @@ def summary(report):
                          f"{ms['daskgrad']:.3f} / {ms['dask_handwritten']:.3f} ms per chunk | "
                          f"{row['daskgrad_over_handwritten']:.2f} (goal <= 0.1 ms per chunk); "
                          f"{row['tasks_per_chunk']:.1f} tasks per chunk |")
+    if "glm" in report:
+        for where in ("threads", "local_cluster"):
+            r = report["glm"].get(where)
+            if not r:
+                continue
+            base = r["seconds"].get("dask_glm_lbfgs")
+            for k, v in r["seconds"].items():
+                ratio = f"{v / base:.2f} x dask-glm" + (" (goal <= 0.1)" if k == "daskgrad_minimize" else "")
+                if k.endswith("[one_blas_thread]") and "dask_glm_lbfgs[one_blas_thread]" in r["seconds"]:
+                    ratio = f"{v / r['seconds']['dask_glm_lbfgs[one_blas_thread]']:.2f} x dask-glm[one_blas_thread]"
+                lines.append(f"| L-BFGS vs dask-glm ({where}) | {k} | {v:.4f} | {ratio if base else ''}; "
+                             f"{r['iterations'][k]} iterations, {r['evaluations'][k]} evaluations, "
+                             f"loss {r['final_loss'][k]:.6g} |")
     if "protection" in report:
         r = report["protection"]
         for name in ("mlp_adam", "plain_loop"):
