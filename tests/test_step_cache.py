@@ -205,3 +205,21 @@ def test_on_a_cluster_the_step_is_replayed_under_new_keys_with_the_same_numbers(
     w_ref, losses_ref = _uncached(_train, X, y, 6)
     np.testing.assert_allclose(w, w_ref, rtol=1e-12)
     np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)
+
+
+def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_one(monkeypatch):
+    import sys
+    import types
+
+    module = types.ModuleType("stepcache_user_kernels")  # a module the user edits and reloads
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    X, _ = _data()
+
+    def run():
+        return [dg.map_blocks(module.kernel, X).sum().item() for _ in range(4)]
+
+    exec("def kernel(b):\n    return b * 2\n", module.__dict__)
+    doubled = run()
+    exec("def kernel(b):\n    return b * 3\n", module.__dict__)
+    tripled = run()
+    np.testing.assert_allclose(np.array(tripled), 1.5 * np.array(doubled), rtol=1e-12)

@@ -15,10 +15,10 @@ hook, grad mode or ``retain_graph`` changes the graph, so it changes the key.  A
 described exactly (a layer type or task kind unknown here) makes no key, and the submission is
 optimized as usual.  The key costs a walk over the layers (not the tasks of Blockwise layers).
 
-**Where**: dask's local schedulers.  Their graphs are a dict run in isolation, so a template keeps
-its own keys from step to step.  A distributed scheduler remembers keys across submissions
-(a template key still held from the step before would be read instead of computed), so there every
-submission is optimized as before (see the README's performance notes).
+**Where**: dask's local schedulers, whose graphs are a dict run in isolation, so a template keeps
+its own keys from step to step (and a step of small chunks runs inline: :func:`run_inline`); and a
+distributed client, which remembers keys across submissions, so there a replay's keys are the
+template's with a token of the submission (:func:`_renamed`).
 
 **Memory**: templates hold no input values (the slots are refilled each time), at most
 ``daskgrad.step-cache.entries`` templates (default 16) and ``daskgrad.step-cache.tasks`` tasks in
@@ -37,7 +37,7 @@ import dask.array as da
 from dask.base import tokenize
 
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
-                        TaskRef, flatten, order)
+                        TaskRef, convert_legacy_graph, flatten, order)
 from .optimize import collect, holds_data, optimize_layers
 
 
@@ -115,7 +115,7 @@ def _seen_before(arrays, layers):
 
 def step_cache_info() -> dict:
     """The step cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits``, ``misses``,
-    ``uncached`` (graphs with no key), ``entries`` and ``tasks`` held (dask's local schedulers only)."""
+    ``uncached`` (graphs with no key), ``entries`` and ``tasks`` held."""
     with _lock:
         return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
 
@@ -210,7 +210,10 @@ def _canon(obj, canon):
     if t is TaskRef:
         return ("ref", _canon(obj.key, canon))
     if isinstance(obj, Task):
-        return (t.__name__, _canon(obj.key, canon), obj.func, _canon(obj.args, canon), _canon(obj.kwargs, canon))
+        # dask tokenizes a module's function by its name: the id of its code tells a function
+        # redefined under that name (a template holds its functions, so the id is not reused)
+        return (t.__name__, _canon(obj.key, canon), obj.func, id(getattr(obj.func, "__code__", None)),
+                _canon(obj.args, canon), _canon(obj.kwargs, canon))
     if t is Alias:
         return ("alias", _canon(obj.key, canon), _canon(obj.target, canon))
     if t is DataNode:
@@ -223,6 +226,8 @@ def _canon(obj, canon):
 # ------------------------------------------------------------------ templates
 def _remember(key, optimized, inputs):
     graph = dict(optimized[0].__dask_graph__())
+    if any(type(t) is tuple for t in graph.values()):  # dask's legacy tasks (a reduction's aggregate)
+        graph = convert_legacy_graph(graph)
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     if len(graph) > limit:
         return
