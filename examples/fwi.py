@@ -185,30 +185,33 @@ def default_snapshots(steps):
 
 
 # --------------------------------------------------------------------------- inversion
-def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, bounds=(1.4, 4.0), log=print):
+def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, bounds=(1.4, 4.0), log=print,
+           misfits=True):
     """Bounded L-BFGS from ``vp_start``; returns (final vp, misfit per iteration, model error per
-    iteration), both lists starting with the starting model's."""
+    iteration), both lists starting with the starting model's.  ``snapshots=0``: no checkpoints;
+    ``misfits=False``: no extra forward run per iteration to report the misfit (the list is empty)."""
     import scipy.optimize as so
 
     from daskgrad import optimize
 
     fwd = Modelling(sv, chunk)
     d_obs = fwd.shot_records(fwd.model(vp_true))
-    snapshots = snapshots or default_snapshots(sv.steps)
-    errors = [float(np.linalg.norm(vp_start - vp_true))]
-    with dg.no_grad():
-        misfits = [float(fwd.misfit(fwd.model(vp_start), d_obs, snapshots).item())]
-    log(f"iteration 0  misfit {misfits[0]:.6g}  model error {errors[0]:.6g}")
+    snapshots = default_snapshots(sv.steps) if snapshots is None else snapshots or None
+    track, misfits = misfits, []
 
     def fun(vp):
         return fwd.misfit(vp, d_obs, snapshots)
 
     def callback(vp):
-        vp = vp.detach().numpy()
+        vp = vp.detach().numpy() if isinstance(vp, dg.Tensor) else vp
         errors.append(float(np.linalg.norm(vp - vp_true)))
-        with dg.no_grad():
-            misfits.append(float(fun(fwd.model(vp)).item()))
-        log(f"iteration {len(errors) - 1}  misfit {misfits[-1]:.6g}  model error {errors[-1]:.6g}")
+        if track:
+            with dg.no_grad():
+                misfits.append(float(fun(fwd.model(vp)).item()))
+        log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}" + (f"  misfit {misfits[-1]:.6g}" if track else ""))
+
+    errors = []
+    callback(vp_start)
 
     res = optimize.minimize(fun, fwd.model(vp_start), method="L-BFGS-B", bounds=so.Bounds(*bounds),
                             callback=callback, options={"maxiter": iterations})
