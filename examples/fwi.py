@@ -208,7 +208,8 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
         if track:
             with dg.no_grad():
                 misfits.append(float(fun(fwd.model(vp)).item()))
-        log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}" + (f"  misfit {misfits[-1]:.6g}" if track else ""))
+        tail = f"  misfit {misfits[-1]:.6g}" if track else ""
+        log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}{tail}")
 
     errors = []
     callback(vp_start)
@@ -260,7 +261,8 @@ def main(argv=None):
     p.add_argument("--shots", type=int, default=5)
     p.add_argument("--tn", type=float, default=1000.0, help="recording time, ms")
     p.add_argument("--chunk", type=int, default=None, help="space chunk side (default: one chunk per shot)")
-    p.add_argument("--snapshots", type=int, default=None, help="checkpoint_steps snapshots (default ~sqrt(steps))")
+    p.add_argument("--snapshots", type=int, default=None,
+                   help="checkpoint_steps snapshots (default ~sqrt(steps); 0: no checkpoints)")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--out", default=None, help="folder for the PNGs (default: a new temporary folder)")
     args = p.parse_args(argv)

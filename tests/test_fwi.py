@@ -8,8 +8,6 @@ import sys
 import numpy as np
 import pytest
 
-import daskgrad as dg
-
 torch = pytest.importorskip("torch")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
