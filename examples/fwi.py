@@ -127,7 +127,9 @@ class Modelling:
         self.chunks = (1, chunk or size, chunk or size)
         self.lap = sv.laplacian_kernel()
         self.damp = dg.from_array(sv.damp / (2 * sv.dt), chunks=self.chunks[1:])
-        self.src = dg.from_array(sv.source_mask(), chunks=self.chunks)
+        mask = sv.source_mask()
+        self.src = dg.from_array(mask, chunks=self.chunks)
+        self.at_src = dg.from_array(mask > 0, chunks=self.chunks)
 
     def model(self, vp, requires_grad=False):
         """A velocity leaf (NumPy in) chunked like the wavefield's space axes."""
@@ -135,13 +137,19 @@ class Modelling:
 
     def update(self, vp, u_prev, u, i):
         """u at step i + 1 from steps i - 1 and i: (m/dt^2 + damp/2dt) u+ = lap u + m/dt^2 (2u - u-)
-        + damp/2dt u-, then the source injected as Devito's, ``dt^2 / m`` times the wavelet."""
+        + damp/2dt u-, then the source injected as Devito's, ``dt^2 / m`` times the wavelet.
+
+        The injection adds to ``new`` at the source points only (``where``), not a dense field
+        ``wavelet[i] * src * vp^2``: such a field depends on no state, so dask would compute every
+        step's at once, early, and hold them until their step runs -- a whole wavefield per step,
+        which no checkpointing removes.  The per-step amplitudes here are one number per shot."""
         sv = self.sv
         v2 = vp * vp
         a = 1.0 / (v2 * sv.dt ** 2)
         lap = dg.correlate(u, self.lap, mode="constant")
         new = (lap + a * (2 * u - u_prev) + self.damp * u_prev) / (a + self.damp)
-        return new + (sv.dt ** 2 * float(sv.wavelet[i])) * self.src * v2
+        v2_at_src = dg.sum(self.src * v2, axis=(1, 2), keepdims=True)  # the same for every step: computed once
+        return dg.where(self.at_src, new + (sv.dt ** 2 * float(sv.wavelet[i])) * v2_at_src, new)
 
     def receivers(self, u):
         sv = self.sv
