@@ -105,3 +105,15 @@ def test_constant_boundary_steps_add_the_same_tasks_each_and_no_roots():
     tasks, roots = zip(*sizes)
     assert tasks[2] - tasks[1] == tasks[1] - tasks[0] > 0
     assert roots[0] == roots[1] == roots[2]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "nearest", "wrap"])
+def test_stencil_gradient_graph_does_not_grow_with_the_array_length(mode):
+    """The adjoint folds each halo strip back onto the array in a fixed number of tasks, whatever
+    the length (padding a 1-cell strip to the axis' length made one chunk per cell)."""
+    def tasks(n):
+        x = dg.from_array(np.linspace(0, 1, n), chunks=n // 2, requires_grad=True)
+        (g,) = dg.grad((dg.correlate(x, np.array([1.0, -2.0, 1.0]), mode=mode) ** 2).sum(), x, lazy=True)
+        return len(g.array.__dask_graph__())
+
+    assert tasks(2000) == tasks(40)
