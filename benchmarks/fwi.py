@@ -64,7 +64,7 @@ def _warm():
     import daskgrad  # noqa: F401
 
 
-def run(n=241, nbl=40, steps=170, snapshots=13, memory_limit=450e6, nshots=2):
+def run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6, nshots=2):
     import daskgrad as dg
     from daskgrad.utils.revolve import repetitions
     from distributed import Client, LocalCluster

@@ -672,7 +672,7 @@ def fwi():
 
     if QUICK:
         return bench.run(n=15, nbl=3, steps=12, snapshots=3, memory_limit=400e6)
-    return bench.run(n=241, nbl=40, steps=170, snapshots=13, memory_limit=450e6)
+    return bench.run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6)
 
 
 # ------------------------------------------------------------------ plots and driver
