@@ -25,6 +25,9 @@ Components (each a function below, each returning a JSON-able dict):
 * ``revolve``    checkpointed time stepping (``checkpoint_steps``), 1,000 steps with 20 snapshots and more:
                  steps run on the workers against Revolve's binomial count, peak memory, its prediction
                  (benchmarks/revolve.py);
+* ``fwi``        a checkpointed FWI gradient (examples/fwi.py) on a LocalCluster worker whose memory limit
+                 is below what the uncheckpointed backward would hold: time, peak worker memory against
+                 estimate_memory's prediction, recompute factor (benchmarks/fwi.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
                  scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
 
@@ -852,6 +855,17 @@ def revolve():
     return {"rows": [rv.run(steps, snapshots, n=2_000 if QUICK else 20_000) for steps, snapshots in pairs]}
 
 
+# ------------------------------------------------------------------ (k) checkpointed FWI on a small worker
+def fwi():
+    """An FWI gradient through checkpoint_steps on a worker whose memory limit the uncheckpointed
+    backward would exceed (benchmarks/fwi.py)."""
+    import fwi as bench
+
+    if QUICK:
+        return bench.run(n=15, nbl=3, steps=12, snapshots=3, memory_limit=400e6)
+    return bench.run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6)
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -989,7 +1003,7 @@ def _plot_soak(out):
 
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
-              "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve}
+              "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi}
 
 
 def main(names=None):
@@ -1100,6 +1114,12 @@ def summary(report):
                          f"{r['step_evaluations_on_workers']:.0f} steps run (t+1 = {r['expected_t_plus_last_step']}, "
                          f"{r['recompute_factor']:.2f}x); peak {r['peak_states']:.1f} states, predicted "
                          f"{r['predicted_over_measured']:.2f}x |")
+    if "fwi" in report:
+        r = report["fwi"]
+        lines.append(f"| checkpointed FWI gradient | {r['uncheckpointed_estimate'] / 1e6:.0f} MB uncheckpointed on a "
+                     f"{r['memory_limit'] / 1e6:.0f} MB worker | {r['backward_s']:.1f} | peak managed "
+                     f"{r['peak_managed'] / 1e6:.0f} MB, predicted {r['checkpointed_estimate'] / 1e6:.0f} MB "
+                     f"({r['estimate_over_measured']:.2f}x); {r['recompute_factor']:.2f} step calls per step |")
     if "memory_soak" in report:
         for variant in ("with_daskgrad_span", "without_daskgrad_span"):
             r = report["memory_soak"].get(variant)

@@ -43,6 +43,7 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
         assert math.isfinite(report["memory_soak"][variant]["slopes_per_step_second_half"]["client_rss"]), variant
     row = report["revolve"]["rows"][0]
     assert row["step_evaluations_on_workers"] == row["expected_t_plus_last_step"]
+    assert report["fwi"]["recompute_factor"] > 1 and report["fwi"]["peak_managed"] > 0
     assert "| logreg |" in proc.stdout  # the README table
     if "matplotlib" in sys.modules or _importable("matplotlib"):
         for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak"):

@@ -79,3 +79,41 @@ def test_bad_stencil_arguments_raise_before_submitting():
         dg.correlate(t, np.ones((1, 11)))
     with pytest.raises(NotImplementedError, match="the kernel must be a constant"):
         dg.convolve(t, dg.ones(3, 3, requires_grad=True))
+
+
+def _wave_graph(steps, mode):
+    """Tasks and dependency-free tasks of the gradient graph of ``steps`` 2-D wave-equation steps."""
+    from dask.core import get_deps
+
+    rng = np.random.default_rng(0)
+    c = dg.from_array(0.2 + 0.05 * rng.random((12, 10)), chunks=(5, 4), requires_grad=True)
+    u_prev = u = dg.from_array(rng.standard_normal((12, 10)), chunks=(5, 4))
+    lap = np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+    for _ in range(steps):
+        u_prev, u = u, 2 * u - u_prev + c ** 2 * dg.correlate(dg.tanh(u), lap, mode=mode)
+    (g,) = dg.grad((u * u).sum(), c, lazy=True)
+    dsk = dict(g.array.__dask_graph__())
+    deps, _ = get_deps(dsk)
+    return len(dsk), sum(1 for k in dsk if not deps[k])
+
+
+def test_constant_boundary_steps_add_the_same_tasks_each_and_no_roots():
+    """A step of a constant-boundary stencil adds a fixed number of tasks to the gradient's graph,
+    and no task without inputs (its zero halo strips are shared by all steps, not made per step,
+    so the scheduler holds none of them early per step)."""
+    sizes = [_wave_graph(steps, "constant") for steps in (2, 4, 6)]
+    tasks, roots = zip(*sizes)
+    assert tasks[2] - tasks[1] == tasks[1] - tasks[0] > 0
+    assert roots[0] == roots[1] == roots[2]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "nearest", "wrap"])
+def test_stencil_gradient_graph_does_not_grow_with_the_array_length(mode):
+    """The adjoint folds each halo strip back onto the array in a fixed number of tasks, whatever
+    the length (padding a 1-cell strip to the axis' length made one chunk per cell)."""
+    def tasks(n):
+        x = dg.from_array(np.linspace(0, 1, n), chunks=n // 2, requires_grad=True)
+        (g,) = dg.grad((dg.correlate(x, np.array([1.0, -2.0, 1.0]), mode=mode) ** 2).sum(), x, lazy=True)
+        return len(g.array.__dask_graph__())
+
+    assert tasks(2000) == tasks(40)

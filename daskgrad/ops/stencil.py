@@ -26,10 +26,10 @@ from dask.array.overlap import overlap as _overlap
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, public
-from .elementwise import add
+from .elementwise import add, zeros_like
 from .indexing import getitem
 from .reductions import sum as sum_
-from .shape import flip, pad, rechunk
+from .shape import broadcast_to, concatenate, flip, pad, rechunk
 
 MODES = {"constant": None, "reflect": "reflect", "nearest": "nearest", "wrap": "periodic", "periodic": "periodic"}
 
@@ -141,9 +141,11 @@ def _adjoint(g, w, centre, mode):
         centre_part, left, right = part(d, d + n), part(0, d), part(n + d, n + 2 * d)
 
         def onto(strip, lo, hi, ax=ax, target=centre_part):
-            # the halo strip padded back to the axis' length, on the centre's chunks: no fragmenting add
-            return rechunk(pad(strip, [(0, 0)] * ax + [(lo, hi)] + [(0, 0)] * (len(shape) - ax - 1)),
-                           target.chunks)
+            # the halo strip put back at its place along the axis, zeros elsewhere, on the centre's
+            # chunks: no fragmenting add.  Not pad: dask pads in chunks of the strip's width, n / d
+            # tasks per fold and per step
+            parts = [_zeros_along(strip, ax, lo), strip, _zeros_along(strip, ax, hi)]
+            return rechunk(concatenate([t for t in parts if t.shape[ax]], axis=ax), target.chunks)
 
         if mode == "constant":
             full = centre_part
@@ -155,3 +157,10 @@ def _adjoint(g, w, centre, mode):
             full = add(add(centre_part, onto(sum_(left, axis=ax, keepdims=True), 0, n - 1)),
                        onto(sum_(right, axis=ax, keepdims=True), n - 1, 0))
     return full
+
+
+def _zeros_along(t, ax, n):
+    """Zeros like ``t`` (its chunk type) but ``n`` long along ``ax``, in one chunk along it."""
+    edge = getitem(t, (slice(None),) * ax + (slice(0, 1),))
+    shape = t.shape[:ax] + (n,) + t.shape[ax + 1:]
+    return broadcast_to(zeros_like(edge), shape)
