@@ -197,16 +197,6 @@ def test_an_error_in_a_replayed_step_is_raised_as_without_the_cache_and_grad_is_
     assert dg.step_cache_info()["hits"] > 0
 
 
-# last: the module's client fixture stays up for the tests after it
-def test_on_a_cluster_the_step_is_replayed_under_new_keys_with_the_same_numbers(client):
-    X, y = _data()
-    w, losses = _train(X, y, 6)
-    assert dg.step_cache_info()["hits"] >= 3
-    w_ref, losses_ref = _uncached(_train, X, y, 6)
-    np.testing.assert_allclose(w, w_ref, rtol=1e-12)
-    np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)
-
-
 def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_one(monkeypatch):
     import sys
     import types
@@ -223,3 +213,13 @@ def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_o
     exec("def kernel(b):\n    return b * 3\n", module.__dict__)
     tripled = run()
     np.testing.assert_allclose(np.array(tripled), 1.5 * np.array(doubled), rtol=1e-12)
+
+
+# last: the module's client fixture stays up for the tests after it
+def test_on_a_cluster_the_step_is_replayed_under_new_keys_with_the_same_numbers(client):
+    X, y = _data()
+    w, losses = _train(X, y, 6)
+    assert dg.step_cache_info()["hits"] >= 3
+    w_ref, losses_ref = _uncached(_train, X, y, 6)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-12)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)

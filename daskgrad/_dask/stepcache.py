@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -171,7 +172,7 @@ def _key(arrays, layers, options):
 def _values(layer):
     """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape
     (for a distributed Future: of the chunk it was made for, see :func:`note_futures`)."""
-    out = []
+    kinds = {}  # (chunk type, dtype) -> [(index, shape)]: a dtype is named once, not per chunk
     for k, v in layer.items():
         v = v.value if isinstance(v, DataNode) else v
         dtype, shape = getattr(v, "dtype", None), getattr(v, "shape", None)
@@ -180,8 +181,9 @@ def _values(layer):
             if kind is None:  # a Python scalar, a Future daskgrad did not make
                 raise _Undescribed(type(v).__name__)
             dtype, shape = kind
-        out.append((k[1:] if isinstance(k, tuple) else (), type(v).__module__, type(v).__name__, str(dtype), shape))
-    return repr(sorted(out))
+        kinds.setdefault((type(v), dtype), []).append((k[1:] if isinstance(k, tuple) else (), shape))
+    return repr(sorted((t.__module__, t.__name__, getattr(d, "str", str(d)), sorted(chunks))
+                       for (t, d), chunks in kinds.items()))
 
 
 def _blockwise(layer, canon):
@@ -316,9 +318,8 @@ def _replay(template, arrays, input_layers, inputs):
 def _renamed(template, arrays, input_layers, inputs):
     """The template's graph under keys of its own for a distributed scheduler, which remembers keys
     across submissions: the inputs' keys are the new values', the results' the arrays asked for,
-    every other key the template's with a token of this submission (the prefix the dashboard groups
-    by stays)."""
-    token = tokenize(*inputs, *(a.name for a in arrays))
+    every other key the template's with a token of its own (the prefix the dashboard groups by stays)."""
+    token = uuid.uuid4().hex  # never a key of an earlier submission the scheduler may still hold
     subs = {}
     for keys, name in zip(template.slots, inputs):
         for k in keys:
