@@ -121,8 +121,7 @@ def _expm_block(a):
     steps = int(np.max(s)) if s.size else 0
     a = a / (2.0 ** s)[..., None, None].astype(a.dtype)
     b = _PADE13
-    n = a.shape[-1]
-    eye = np.zeros_like(a) + np.eye(n, dtype=a.dtype, like=a)
+    eye = np.linalg.matrix_power(a, 0)  # the chunk type's identity (np.eye(like=) passes device=: cupy lacks it)
     a2 = a @ a
     a4 = a2 @ a2
     a6 = a4 @ a2
