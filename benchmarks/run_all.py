@@ -27,7 +27,7 @@ Components (each a function below, each returning a JSON-able dict):
                  (benchmarks/revolve.py);
 * ``fwi``        a checkpointed FWI gradient (examples/fwi.py) on a LocalCluster worker whose memory limit
                  is below what the uncheckpointed backward would hold: time, peak worker memory against
-                 estimate_memory's prediction, recompute factor (benchmarks/fwi.py);
+                 estimate_memory's prediction, recompute factor (benchmarks/bench_fwi.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
                  scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
 
@@ -858,8 +858,8 @@ def revolve():
 # ------------------------------------------------------------------ (k) checkpointed FWI on a small worker
 def fwi():
     """An FWI gradient through checkpoint_steps on a worker whose memory limit the uncheckpointed
-    backward would exceed (benchmarks/fwi.py)."""
-    import fwi as bench
+    backward would exceed (benchmarks/bench_fwi.py)."""
+    import bench_fwi as bench
 
     if QUICK:
         return bench.run(n=15, nbl=3, steps=12, snapshots=3, memory_limit=400e6)

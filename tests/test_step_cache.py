@@ -216,10 +216,10 @@ def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_o
 
 
 # last: the module's client fixture stays up for the tests after it
-def test_on_a_cluster_the_step_is_replayed_under_new_keys_with_the_same_numbers(client):
+def test_on_a_cluster_every_step_is_optimized_as_before(client):
     X, y = _data()
     w, losses = _train(X, y, 6)
-    assert dg.step_cache_info()["hits"] >= 3
+    assert dg.step_cache_info()["hits"] == 0
     w_ref, losses_ref = _uncached(_train, X, y, 6)
     np.testing.assert_allclose(w, w_ref, rtol=1e-12)
     np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)

@@ -16,9 +16,9 @@ described exactly (a layer type or task kind unknown here) makes no key, and the
 optimized as usual.  The key costs a walk over the layers (not the tasks of Blockwise layers).
 
 **Where**: dask's local schedulers, whose graphs are a dict run in isolation, so a template keeps
-its own keys from step to step (and a step of small chunks runs inline: :func:`run_inline`); and a
-distributed client, which remembers keys across submissions, so there a replay's keys are the
-template's with a token of the submission (:func:`_renamed`).
+its own keys from step to step (and a step of small chunks runs inline: :func:`run_inline`).  A
+distributed scheduler remembers keys across submissions, so a replay there needs keys of its own
+for every task; that is not built yet, and on a client every submission is optimized as before.
 
 **Memory**: templates hold no input values (the slots are refilled each time), at most
 ``daskgrad.step-cache.entries`` templates (default 16) and ``daskgrad.step-cache.tasks`` tasks in
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import uuid
-import weakref
 from dataclasses import dataclass
 
 import dask
@@ -57,7 +55,6 @@ class _Template:
     names: frozenset        # every key name of the graph: a new output name must not be one
     readers: dict           # result key -> the keys of the tasks that read it
     small: bool             # its chunks are small: run inline, in order, in the calling thread
-    annotated: tuple        # (annotations, keys) of each layer that carries annotations
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it), at its first replay
 
 
@@ -66,9 +63,9 @@ _templates = collections.OrderedDict()  # key -> _Template, least recently used 
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
-def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
-    """:func:`.optimize.optimize`, from a template when one has this graph's key.  ``local``: for
-    dask's local schedulers (else every key is renamed for the distributed scheduler)."""
+def optimize_cached(arrays, reuse=None, fuse_chunks=None):
+    """:func:`.optimize.optimize`, from a template when one has this graph's key (dask's local
+    schedulers only)."""
     layers, deps = collect(arrays, reuse)
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -77,7 +74,7 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
         _stats["misses"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     try:
-        key, inputs = _key(arrays, layers, (fuse, local))
+        key, inputs = _key(arrays, layers, fuse)
     except _Undescribed:
         _stats["uncached"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -86,7 +83,7 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
         if template is not None:
             _templates.move_to_end(key)
     if template is not None:
-        out = (_replay if local else _renamed)(template, arrays, [layers[n] for n in inputs], inputs)
+        out = _replay(template, arrays, [layers[n] for n in inputs], inputs)
         if out is not None:
             _stats["hits"] += 1
             return out
@@ -130,19 +127,6 @@ def step_cache_clear() -> None:
 
 
 # ------------------------------------------------------------------ the key
-_futures = weakref.WeakKeyDictionary()  # a distributed Future daskgrad made -> (dtype, shape) of its chunk
-
-
-def note_futures(arr):
-    """Remember the dtype and chunk shape of each Future of the persisted ``arr``: a client cannot
-    ask a Future, and a step's key describes every value it reads."""
-    graph = arr.dask
-    for k in flatten(arr.__dask_keys__()):
-        f = graph[k]
-        if type(f).__name__ == "Future":
-            _futures[f] = (arr.dtype, tuple(c[i] for c, i in zip(arr.chunks, k[1:])))
-
-
 def _key(arrays, layers, options):
     """The graph's key and the names of its layers of values, in key order (the input slots)."""
     canon = {name: i for i, name in enumerate(layers)}
@@ -170,17 +154,13 @@ def _key(arrays, layers, options):
 
 
 def _values(layer):
-    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape
-    (for a distributed Future: of the chunk it was made for, see :func:`note_futures`)."""
+    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape."""
     kinds = {}  # (chunk type, dtype) -> [(index, shape)]: a dtype is named once, not per chunk
     for k, v in layer.items():
         v = v.value if isinstance(v, DataNode) else v
         dtype, shape = getattr(v, "dtype", None), getattr(v, "shape", None)
-        if dtype is None or shape is None:
-            kind = _futures.get(v) if type(v).__name__ == "Future" else None
-            if kind is None:  # a Python scalar, a Future daskgrad did not make
-                raise _Undescribed(type(v).__name__)
-            dtype, shape = kind
+        if dtype is None or shape is None:  # a Python scalar, a distributed Future
+            raise _Undescribed(type(v).__name__)
         kinds.setdefault((type(v), dtype), []).append((k[1:] if isinstance(k, tuple) else (), shape))
     return repr(sorted((t.__module__, t.__name__, getattr(d, "str", str(d)), sorted(chunks))
                        for (t, d), chunks in kinds.items()))
@@ -243,8 +223,6 @@ def _remember(key, optimized, inputs):
         slots.append(keys)
     if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
         return  # a value or legacy task outside the input layers: not renamed here
-    annotated = tuple((layer.annotations, tuple(layer)) for layer in optimized[0].dask.layers.values()
-                      if layer.annotations)
     results = {k for a in optimized for k in flatten(a.__dask_keys__())}
     readers = {}
     for k, t in graph.items():
@@ -255,7 +233,7 @@ def _remember(key, optimized, inputs):
                                for a in optimized])
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                          frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                         largest <= SMALL_CHUNK, annotated)
+                         largest <= SMALL_CHUNK)
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
@@ -312,42 +290,6 @@ def _replay(template, arrays, input_layers, inputs):
     name = f"{arrays[0].name}-step"
     layer = Replayed(graph, (*keys, *aliases), reads, template.small)
     hlg = HighLevelGraph({name: layer}, {name: set()})
-    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
-
-
-def _renamed(template, arrays, input_layers, inputs):
-    """The template's graph under keys of its own for a distributed scheduler, which remembers keys
-    across submissions: the inputs' keys are the new values', the results' the arrays asked for,
-    every other key the template's with a token of its own (the prefix the dashboard groups by stays)."""
-    token = uuid.uuid4().hex  # never a key of an earlier submission the scheduler may still hold
-    subs = {}
-    for keys, name in zip(template.slots, inputs):
-        for k in keys:
-            subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
-    for a, old in zip(arrays, template.outputs):
-        for k in flatten(a.__dask_keys__()):
-            subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
-    for k in template.graph:
-        if k not in subs:
-            subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
-    graph = {}
-    for k, t in template.graph.items():
-        if t is not None:
-            graph[subs[k]] = t.substitute(subs, key=subs[k])
-    for keys, layer in zip(template.slots, input_layers):
-        for k in keys:
-            graph[subs[k]] = layer[subs[k]]
-    done = set(graph)
-    for a in arrays:  # an array asked for twice, under another name: one result
-        for k in flatten(a.__dask_keys__()):
-            if k not in done:
-                return None
-    layers = {}
-    for i, (note, keys) in enumerate(template.annotated):
-        name = f"{arrays[0].name}-step-{i}"
-        layers[name] = MaterializedLayer({subs[k]: graph.pop(subs[k]) for k in keys}, annotations=note)
-    layers[arrays[0].name] = MaterializedLayer(graph)
-    hlg = HighLevelGraph(layers, {n: set() for n in layers})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 

@@ -50,8 +50,6 @@ def submit(arrays, phase, progress=False):
     if progress:
         _cluster_progress(out, phase)
     wait(out)
-    for a in out:
-        stepcache.note_futures(a)
     return list(out)
 
 
@@ -157,9 +155,7 @@ def store(client, arr):
     for new in renamed.values():
         futures[new] = Future(new, client)
         client.futures[new].finish()
-    out = da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
-    stepcache.note_futures(out)
-    return out
+    return da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
 
 
 def _file_under(pairs_by_worker, dask_worker=None):

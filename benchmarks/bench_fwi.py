@@ -10,7 +10,7 @@ number of steps, next to Revolve's count (forward sweep + recomputations + last 
 recorded re-run of each step in its reversal).
 
 Used by the benchmark suite (benchmarks/run_all.py, component ``fwi``).
-Usage: python benchmarks/fwi.py [n] [nbl] [steps] [snapshots] [memory_limit_MB]
+Usage: python benchmarks/bench_fwi.py [n] [nbl] [steps] [snapshots] [memory_limit_MB]
 """
 from __future__ import annotations
 
