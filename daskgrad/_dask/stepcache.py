@@ -213,9 +213,12 @@ def _remember(key, optimized, inputs):
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     if len(graph) > limit:
         return
+    by_name = {}  # one pass over the graph, not one per input layer
+    for k in graph:
+        by_name.setdefault(k[0] if isinstance(k, tuple) else k, []).append(k)
     slots, largest = [], 0
     for name in inputs:
-        keys = tuple(k for k in graph if isinstance(k, tuple) and k[0] == name or k == name)
+        keys = tuple(by_name.get(name, ()))
         for k in keys:
             v = graph[k]
             largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
@@ -229,8 +232,7 @@ def _remember(key, optimized, inputs):
         for d in (t.dependencies if t is not None else ()):
             if d in results:
                 readers.setdefault(d, []).append(k)
-    largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a)
-                               for a in optimized])
+    largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                          frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
                          largest <= SMALL_CHUNK)
