@@ -75,8 +75,13 @@ def pending_arrays(materialized):
 # run) and distributed's memory manager drops the extra copy.  Saved values of retained graphs are
 # not registered here: they keep both copies until released.
 _holders = {}  # kept array name -> [WeakSet of storages holding it, its keys]
-_held = weakref.WeakKeyDictionary()  # storage -> the kept name it holds
+_held = weakref.WeakKeyDictionary()  # storage -> ([the kept name it holds], a weakref telling of its death)
 _unkeep = []  # keys of values no storage holds any more, for the Keeper's next call
+# names that may have lost their last holder: a storage holding them died or moved on.  let_go
+# looks at these only, not at every kept value (nested backwards keep one per level: a scan of
+# all of them at each submission made 2,000 levels quadratic).  Appended to without the lock: a
+# storage dies whenever the garbage collector runs, in any thread, maybe inside this module.
+_maybe_gone = []
 
 
 def hold(storage, keys=None):
@@ -89,10 +94,16 @@ def hold(storage, keys=None):
             if keys is None and not name.startswith("stored-"):
                 return
             entry = _holders[name] = [weakref.WeakSet(), keys or flat_keys(storage.array)]
-        prev = _held.get(storage)
-        if prev is not None and prev != name and prev in _holders:
-            _holders[prev][0].discard(storage)
-        _held[storage] = name
+        held = _held.get(storage)
+        if held is None:  # (the weakref lives as long as the storage: its callback runs when it dies)
+            cell = [name]
+            _held[storage] = (cell, weakref.ref(storage, lambda _, cell=cell: _maybe_gone.append(cell[0])))
+        else:
+            cell = held[0]
+            if cell[0] != name and cell[0] in _holders:
+                _holders[cell[0]][0].discard(storage)
+                _maybe_gone.append(cell[0])
+            cell[0] = name
         entry[0].add(storage)
 
 
@@ -106,9 +117,12 @@ def let_go():
     """Queue the keys of kept values no storage holds any more; they are sent with the next call
     to the Keeper, which comes after a submission has run."""
     with _lock:
-        gone = [n for n, (holders, _) in _holders.items() if not holders]
-        for n in gone:
-            _unkeep.extend(_holders.pop(n)[1])
+        names = _maybe_gone[:]
+        del _maybe_gone[:len(names)]
+        for n in dict.fromkeys(names):
+            entry = _holders.get(n)
+            if entry is not None and not entry[0]:
+                _unkeep.extend(_holders.pop(n)[1])
 
 
 def take_unkeep(send=True):

@@ -52,12 +52,31 @@ class _Handle:
 
 
 class _Storage:
-    __slots__ = ("array", "version", "inference", "__weakref__")
+    """A tensor's value and torch's in-place version counter, shared by ``detach()``.
+
+    ``value`` is the dask array, or an elementwise result not built yet (a
+    :class:`~daskgrad._dask.Pending`, which knows its shape, dtype, chunks and meta): reading
+    ``array`` builds it.  Recording a chain of elementwise ops then builds no dask layer until a
+    submission (or anything else) reads the array."""
+
+    __slots__ = ("value", "version", "inference", "__weakref__")
 
     def __init__(self, array):
-        self.array, self.version = door.fold(array), 0
+        self.value, self.version = array if type(array) is door.Pending else door.fold(array), 0
         self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
-        _state.share(self)
+        if type(array) is not door.Pending:  # (a result not built yet is no kept value)
+            _state.share(self)
+
+    @property
+    def array(self):
+        value = self.value
+        if type(value) is door.Pending:
+            value = self.value = value.build()
+        return value
+
+    @array.setter
+    def array(self, array):
+        self.value = array
 
 
 class Tensor:
@@ -111,10 +130,10 @@ class Tensor:
         self._storage.array = _as_array(value)
         _state.mark_pending(self._storage)
 
-    shape = property(lambda self: self.array.shape)
-    ndim = property(lambda self: self.array.ndim)
-    dtype = property(lambda self: self.array.dtype)
-    chunks = property(lambda self: self.array.chunks)
+    shape = property(lambda self: self._storage.value.shape)
+    ndim = property(lambda self: self._storage.value.ndim)
+    dtype = property(lambda self: self._storage.value.dtype)
+    chunks = property(lambda self: self._storage.value.chunks)
     _version = property(lambda self: self._storage.version)
 
     @property
@@ -139,7 +158,7 @@ class Tensor:
 
     @property
     def device(self) -> str:
-        return "cuda" if type(self.array._meta).__module__.startswith("cupy") else "cpu"
+        return "cuda" if type(self._storage.value._meta).__module__.startswith("cupy") else "cpu"
 
     @property
     def is_cuda(self) -> bool:

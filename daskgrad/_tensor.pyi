@@ -25,8 +25,12 @@ class _Handle:
 
 class _Storage:
     def __init__(self, array): ...
-    array: Any
+    @property
+    def array(self): ...
+    @array.setter
+    def array(self, value) -> None: ...
     inference: Any
+    value: Any
     version: Any
 
 

@@ -95,7 +95,7 @@ class Function:
         ctx._n_saved = len(to_save)
         # the output saved by forward must come back as the recorded output (with this node as
         # its grad_fn), or a second derivative through it would see a constant
-        res = function_p.record(out.array, *_tensor_args(args),
+        res = function_p.record(out._storage.value, *_tensor_args(args),
                                 save={f"t{i}": RESULT if t is out else t for i, t in enumerate(to_save)},
                                 node=f"{cls.__name__}Backward", cls=cls, ctx=ctx, is_tensor=_is_tensor(args))
         return _rebase_dirty(ctx, out, res)

@@ -18,6 +18,8 @@ import traceback
 import warnings
 import weakref
 
+import dask.array as da
+
 from ._modes import is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle
 
@@ -56,11 +58,11 @@ class SavedTensor:
     check exists to give torch's error when the user modified the tensor in place.
     """
 
-    __slots__ = ("data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
+    __slots__ = ("_data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
                  "persisted", "consumer", "orig")
 
     def __init__(self, t, is_output=False):
-        self.data = t._storage.array
+        self._data = t._storage.value  # (an elementwise result not built yet stays so: see _Storage)
         self.storage = t._storage
         self.version = t._storage.version
         # an op's own output points back at its node: keep that link weak (no reference cycle)
@@ -94,9 +96,16 @@ class SavedTensor:
                 f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
+    @property
+    def data(self):
+        """The saved value, a dask array."""
+        if not isinstance(self._data, da.Array):  # a Pending
+            self._data = self._data.build()
+        return self._data
+
     def pin(self, array):
         """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory."""
-        self.data, self.persisted = array, True
+        self._data, self.persisted = array, True
 
     def unpack(self, wrap=None):
         if self.leaf is not None:
@@ -210,7 +219,8 @@ _made = itertools.count()  # nodes made so far: a node's _seq tells what was mad
 
 
 def _new_node(name):
-    node = node_class(name).__new__(node_class(name))
+    cls = _node_classes.get(name) or node_class(name)
+    node = cls.__new__(cls)
     node._seq = next(_made)
     node._saved, node._had_saved, node._tensor_hooks = None, False, {}
     node._retained, node._hooks, node._prehooks, node._stack = None, {}, {}, None
@@ -255,23 +265,25 @@ class Primitive:
     reads but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0``
     keeps its indices: a mask or index tensor the op derives and saves.  ``prepare(*inputs)``:
     coerces and checks the operands (the op modules' families supply it), returning them.
+    ``deferred``: ``impl`` takes and may return elementwise values not built yet
+    (:func:`daskgrad._dask.deferred`), so a recorded chain builds its dask layers when read.
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
     meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare")
+    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "deferred")
 
     def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), consts=(),
-                 prepare=None):
+                 prepare=None, deferred=False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
         self.rule, self.user_code = None, user_code
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
-        self.consts = tuple(consts)
+        self.consts, self.deferred = tuple(consts), deferred
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -286,15 +298,19 @@ class Primitive:
         rule reads, record.  ``node`` picks one of the declared torch names."""
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        out = self.impl(*(x.array if isinstance(x, Tensor) else x for x in inputs), **params)
-        needs = [isinstance(x, Tensor) and x.requires_grad for x in inputs]
+        if self.deferred:  # elementwise: operands not built yet stay so (see _Storage)
+            out = self.impl(*[x._storage.value if isinstance(x, Tensor) else x for x in inputs], **params)
+        else:
+            out = self.impl(*[x.array if isinstance(x, Tensor) else x for x in inputs], **params)
+        needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
         for entry in self.save:
             name, when = entry if isinstance(entry, tuple) else (entry, None)
             v = RESULT if name == "r" else inputs[self.args.index(name)]
             save[name] = v if when is None or needs[when] else None
-        inputs = inputs[:len(inputs) - len(self.consts)]
-        return self.record(out, *(x if isinstance(x, Tensor) else None for x in inputs), save=save, node=node,
+        if self.consts:
+            inputs = inputs[:len(inputs) - len(self.consts)]
+        return self.record(out, *[x if isinstance(x, Tensor) else None for x in inputs], save=save, node=node,
                            **params)
 
     def record(self, out_array, *inputs, save=None, node=None, **params):
@@ -326,23 +342,31 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     :meth:`Primitive.record`, the one caller)."""
 
     out = Tensor._make(out_array)
-    if not is_grad_enabled() or not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+    # one pass over the inputs (a deep chain records hundreds of thousands of ops: see test_deep_graphs)
+    wanting = [isinstance(t, Tensor) and t._requires_grad for t in inputs]
+    if not any(wanting) or not is_grad_enabled():
         return out
     node = _new_node(name)
     node._prim, node._params = prim, params or {}
-    node.next_functions = tuple((edge(t), 0) for t in inputs)
-    node._input_meta = tuple(
-        (t.shape, t.dtype, t.chunks) if isinstance(t, Tensor) and t.requires_grad else None
-        for t in inputs)
-    node._output_meta = (out.shape, out.dtype, out.chunks)
+    node.next_functions = tuple((edge(t) if w else None, 0) for t, w in zip(inputs, wanting))
+    node._input_meta = tuple(_meta(t._storage.value) if w else None for t, w in zip(inputs, wanting))
+    node._output_meta = _meta(out._storage.value)
     out.grad_fn, out._requires_grad = node, True
-    save_tensors(node, {k: out if v is RESULT else v for k, v in (save or {}).items()}, out)
+    if save:
+        save_tensors(node, {k: out if v is RESULT else v for k, v in save.items()}, out)
+    else:
+        node._saved = {}
     if is_anomaly_enabled():
         frames = traceback.extract_stack()
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
         node._stack = traceback.format_list(frames[:-1])  # and the op that bound: the user's line comes last
     return out
+
+
+def _meta(value):
+    """(shape, dtype, chunks) of a tensor's value: what a cotangent for it must have."""
+    return value.shape, value.dtype, value.chunks
 
 
 def save_tensors(node, save, out=None):

@@ -120,6 +120,41 @@ def test_a_100000_op_graph_builds_and_plans_its_backward_without_recursion():
     assert len(order) == 100_002 and len(runs) == 100_001
 
 
+def test_recording_a_40000_node_chain_builds_no_dask_array_until_one_is_read():
+    # torch's test_free_deep_graph (the port runs it at 100,000 nodes): elementwise results stay unbuilt (their shape,
+    # dtype and chunks known), so a graph recorded and dropped costs recording only; freed without
+    # recursing
+    from daskgrad._dask.replay import recording
+
+    x = dg.randn(1, dtype="float64", requires_grad=True)
+    y = x * 1
+    first = weakref.ref(y.grad_fn)
+    with recording() as made:
+        for _ in range(20_000):
+            y = y + y * 0.000001
+        assert (y.shape, y.dtype, y.chunks, y.device) == ((1,), np.dtype("float64"), ((1,),), "cpu")
+        assert y.grad_fn.name() == "AddBackward0" and y.grad_fn.next_functions[0][0].name() == "AddBackward0"
+    assert made == []
+    del y
+    gc.collect()
+    assert first() is None
+
+
+def test_an_elementwise_chain_read_late_is_the_graph_dask_builds_op_by_op():
+    x0 = np.linspace(-1.0, 1.0, 7)
+    x = dg.from_array(x0, chunks=((3, 1, 3),), requires_grad=True)
+    y = dg.sin(x * 2.0 + 1) / (x - 3) - x  # nothing built yet
+    a = x.array
+    want = _dask.elemwise(operator.sub, _dask.elemwise(operator.truediv, _dask.elemwise(
+        np.sin, _dask.elemwise(operator.add, _dask.elemwise(operator.mul, a, 2.0), 1)),
+        _dask.elemwise(operator.sub, a, 3)), a)
+    assert y.array.name == want.name and y.array.chunks == want.chunks and y.array.dtype == want.dtype
+    np.testing.assert_allclose(y.detach().numpy(), np.sin(x0 * 2 + 1) / (x0 - 3) - x0, rtol=1e-15)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(x0 * 2 + 1) / (x0 - 3) - np.sin(x0 * 2 + 1) / (x0 - 3) ** 2
+                               - 1, rtol=1e-13)
+
+
 def test_a_folded_history_computes_the_same_through_daskgrad_and_through_dask_directly():
     x0 = np.linspace(-1.0, 1.0, 7)
     x = dg.from_array(x0, chunks=((3, 1, 3),), requires_grad=True)

@@ -7,16 +7,16 @@ the reason dask is pinned to a tested range).  Read in this order:
 
 * :mod:`.fold`: a long lineage held as one layer (graphs stay a few layers deep);
 * :mod:`.arena`: stand-ins for the reverse pass's rules, joined once for what leaves the pass;
-* :mod:`.elemwise`: elementwise layers built without dask's per-call inference;
+* :mod:`.elemwise`: elementwise and within-chunk layers built without dask's per-call inference;
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
-* :mod:`.stepcache`: a graph with the structure of one optimized before reuses it;
+* :mod:`.stepcache`: a graph with the structure of one optimized before reuses it (:mod:`.freeze`: its key);
 * :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
 * :mod:`.replicas`: the scheduler plugin keeping stored values on two workers;
 * :mod:`.replay`: memory predicted by replaying a graph, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
-from .arena import Arena, one_chunk, relabel
-from .elemwise import elemwise
+from .arena import Arena, one_chunk, prototype, relabel
+from .elemwise import Pending, deferred, elemwise, within_chunks
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .stepcache import optimize_cached, step_cache_clear, step_cache_info
@@ -24,7 +24,8 @@ from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulat
 from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
                      submit)
 
-__all__ = ["Arena", "one_chunk", "relabel", "elemwise", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold",
+__all__ = ["Arena", "one_chunk", "prototype", "relabel", "Pending", "deferred", "elemwise", "within_chunks",
+           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "optimize_cached",
            "step_cache_clear", "step_cache_info", "toposort_layers", "MemoryEstimate", "PeakTracker", "chunk_bytes",
            "recording", "simulate", "client_of", "current_client", "data_futures", "flat_keys", "gather", "keep",

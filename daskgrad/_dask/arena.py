@@ -85,9 +85,16 @@ def one_chunk(a, fill, prefix):
     inference, a tenth of a small step's client time.  A Blockwise layer (not one materialized
     task): fused into the tasks that read it."""
     name, ind = f"{prefix}-" + tokenize(a.name), tuple(range(a.ndim))
-    layer = blockwise(fill, name, ind, a._meta, None, a.shape, None, a.dtype, None,
+    layer = blockwise(fill, name, ind, prototype(a), None, a.shape, None, a.dtype, None,
                       numblocks={}, new_axes={i: 1 for i in ind})
     return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta)
+
+
+def prototype(a):
+    """``a``'s meta as a task's prototype argument: a 0-d array's meta is a value (a computed
+    scalar's own), which would make every step's graph a new one to the step cache; an empty
+    1-d array of its type says the same (its array type and dtype)."""
+    return a._meta.reshape(-1)[:0] if a.ndim == 0 else a._meta
 
 
 def relabel(a, prefix):

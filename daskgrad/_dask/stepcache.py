@@ -37,6 +37,7 @@ from dask.base import tokenize
 
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         TaskRef, convert_legacy_graph, flatten, order)
+from .freeze import Unfrozen, freeze
 from .optimize import collect, holds_data, optimize_layers
 
 
@@ -147,6 +148,10 @@ def _key(arrays, layers, options):
             raise _Undescribed(type(layer).__name__)
     parts.append([(canon.get(a.name), a.chunks, str(a.dtype), type(a._meta).__module__, type(a._meta).__name__)
                   for a in arrays])
+    try:
+        return freeze((parts, options)), inputs
+    except (Unfrozen, RecursionError):  # an object with no frozen form here: dask's token of it
+        pass
     try:
         return tokenize(parts, options, ensure_deterministic=True), inputs
     except Exception as e:  # an object dask tokenizes at random (no content hash): no key

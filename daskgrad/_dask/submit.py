@@ -17,11 +17,13 @@ from dask.base import tokenize
 from . import replicas, stepcache
 from .fold import flat_layers
 from .optimize import holds_data
-from .internals import DataNode, HighLevelGraph, flatten
+from .internals import DataNode, HighLevelGraph, clientless, flatten
 
 
 def current_client():
     """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
+    if clientless():
+        return None
     try:
         from distributed import get_client
     except ImportError:  # pragma: no cover - distributed is a core dependency

@@ -6,7 +6,7 @@ import numbers
 import dask.array as da
 import numpy as np
 
-from .. import chunk
+from .. import _dask as door, chunk
 from .._tensor import Tensor
 from .._modes import is_grad_enabled
 
@@ -172,6 +172,7 @@ def reduce_array(a, fn, axes, keepdims=False):
     keep = keepdims or not a.ndim  # NumPy reduces a 0-d chunk to a scalar, not an array, without keepdims
     meta = getattr(np, fn)(a._meta, axis=axes, keepdims=keep) if a._meta.size else None
     dtype = getattr(np, fn)(np.ones((1,) * a.ndim, dtype=a.dtype), axis=axes).dtype
-    return da.blockwise(chunk.reduce, out_ind, a, ind, fn=fn, axis=axes, keepdims=keep,
-                        adjust_chunks={ax: 1 for ax in axes} if keepdims else None, dtype=dtype,
-                        meta=meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype) if meta is None else meta)
+    chunks = tuple((1,) if i in axes else a.chunks[i] for i in out_ind)
+    if meta is None:
+        meta = meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype)
+    return door.within_chunks(chunk.reduce, a, out_ind, chunks, meta, fn=fn, axis=axes, keepdims=keep)

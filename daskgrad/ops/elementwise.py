@@ -37,7 +37,7 @@ from .._tensor import Tensor, require_cuda
 def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
     """An elementwise op of one tensor as one line: its primitive, whose rule ``rule(g, s)`` reads
     the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it."""
-    p = primitive(name, torch=node, impl=functools.partial(door.elemwise, impl), save=save,
+    p = primitive(name, torch=node, impl=functools.partial(door.deferred, impl), save=save, deferred=True,
                   prepare=functools.partial(tensor_operand, refuse=None if complex_ok else name))
     p.vjp(rule)
 
@@ -126,8 +126,8 @@ def square(x):
 def _binary(name, torch, impl, save=(), refuse=None):
     """A primitive of two operands that broadcast; either may be a Python number, which reaches the
     rule as itself (``s.a``/``s.b``) when ``save`` names it."""
-    return primitive(name, torch=torch, impl=functools.partial(door.elemwise, impl), args=("a", "b"), save=save,
-                     prepare=functools.partial(binary_operands, refuse=refuse))
+    return primitive(name, torch=torch, impl=functools.partial(door.deferred, impl), args=("a", "b"), save=save,
+                     deferred=True, prepare=functools.partial(binary_operands, refuse=refuse))
 
 
 add_p = _binary("add", "AddBackward0", operator.add)
@@ -301,7 +301,7 @@ clamp = public(name="clamp")(clip)
 def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-        out = Tensor._make(fn(raw(a), raw(b)))
+        out = Tensor._make(door.elemwise(fn, raw(a), raw(b)))
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
@@ -413,7 +413,7 @@ def full_like(x, fill_value, dtype=None):
     a = raw(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=a._meta))
+    return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=door.prototype(a)))
 
 
 @public()

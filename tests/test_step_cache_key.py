@@ -1,0 +1,79 @@
+"""The step cache's key (daskgrad._dask.freeze): equal exactly when the graphs compute the same."""
+import functools
+import math
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad._dask.freeze import Unfrozen, freeze
+
+
+def _kernel_scale(c):
+    return lambda a: a * c
+
+
+def test_numbers_keep_their_type_and_floats_their_sign_and_bits():
+    assert len({freeze(v) for v in (1, 1.0, True, 1 + 0j, np.float64(1.0), np.float32(1.0))}) == 6
+    assert freeze(0.0) != freeze(-0.0)
+    assert freeze(math.nan) == freeze(math.nan)  # the same graph: a NaN constant replays a NaN constant
+    assert freeze(0.1 + 0.2) != freeze(0.3)
+
+
+def test_containers_dtypes_and_arrays_are_frozen_by_content():
+    assert freeze((1, [2, {"a": 3}])) == freeze((1, [2, {"a": 3}]))
+    assert freeze((1, 2)) != freeze([1, 2])
+    assert freeze(np.dtype("float32")) == freeze(np.dtype("f4")) != freeze(np.dtype("float64"))
+    small, large = np.arange(4.0), np.arange(10_000.0)
+    assert freeze(small) == freeze(small.copy()) != freeze(small + 1)
+    assert freeze(large) == freeze(large.copy()) != freeze(large[::-1].copy())
+    assert freeze(small) != freeze(small.astype("float32"))
+    with pytest.raises(Unfrozen):
+        freeze(np.array([object()]))
+    with pytest.raises(Unfrozen):
+        freeze(object())
+
+
+def test_functions_are_themselves_and_closures_what_they_compute():
+    assert freeze(np.add) == freeze(np.add) != freeze(np.subtract)
+    assert freeze(_kernel_scale(2.0)) == freeze(_kernel_scale(2.0))  # made afresh each step: one key
+    assert freeze(_kernel_scale(2.0)) != freeze(_kernel_scale(3.0))
+    assert freeze(functools.partial(np.add, 1)) == freeze(functools.partial(np.add, 1))
+    assert freeze(functools.partial(np.add, 1)) != freeze(functools.partial(np.add, 1.0))
+
+    def redefined(a):
+        return a + 1
+    first = redefined
+
+    def redefined(a):  # noqa: F811 - a notebook cell run again with a new body
+        return a + 2
+    assert freeze(first) != freeze(redefined)
+
+
+def test_a_closure_naming_a_global_that_was_rebound_is_another_function():
+    space = {}
+    exec("SCALE = 2.0\ndef make():\n    k = 1\n    return lambda a: a * SCALE * k\n", space)
+    before = freeze(space["make"]())
+    space["SCALE"] = 3.0
+    assert freeze(space["make"]()) != before
+
+
+@pytest.mark.parametrize("zero", [0.0, -0.0])
+def test_a_step_whose_constant_changes_sign_of_zero_is_built_again_and_right(zero):
+    x = dg.ones(4, chunks=2, dtype="float64", requires_grad=True)
+    for c in (0.0, -0.0, zero, 0.0, zero):
+        y = x * c
+        (y.sum()).backward()
+        assert np.array_equal(np.signbit(y.detach().numpy()), np.signbit(np.ones(4) * c))
+        assert np.array_equal(np.signbit(x.grad.numpy()), np.signbit(np.ones(4) * c))  # as torch: 1 * c
+        x.grad = None
+
+
+def test_a_loop_with_fresh_closures_each_step_is_replayed():
+    dg.step_cache_clear()
+    x0 = np.linspace(0.0, 1.0, 8)
+    for step in range(4):
+        x = dg.from_array(x0 + step, chunks=4)
+        total = (dg.map_blocks(_kernel_scale(3.0), x, dtype=x.dtype) + 1).sum().item()
+        assert total == pytest.approx(((x0 + step) * 3.0 + 1).sum(), rel=1e-15)
+    assert dg.step_cache_info()["hits"] >= 2
