@@ -215,6 +215,27 @@ def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_o
     np.testing.assert_allclose(np.array(tripled), 1.5 * np.array(doubled), rtol=1e-12)
 
 
+def test_a_replayed_step_on_a_cluster_keeps_its_tasks_gpu_placement():
+    from distributed import Client, Scheduler, SpecCluster, Worker, get_task_stream
+
+    workers = {"gpu-worker": {"cls": Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}},
+               "cpu-worker": {"cls": Worker, "options": {"nthreads": 1}}}
+    with SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}}) \
+            as cluster, Client(cluster) as client, dask.config.set({"daskgrad.vjp-resources": {"GPU": 1}}):
+        names = {addr: info["name"] for addr, info in client.scheduler_info()["workers"].items()}
+        X, y = _data()
+        w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
+        for _ in range(6):
+            with get_task_stream(client) as ts:
+                dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+            with dg.no_grad():
+                w -= 0.1 * w.grad
+            w.grad = None
+        assert dg.step_cache_info()["hits"] >= 2
+        fused = [t for t in ts.data if "-fused-" in str(t["key"])]  # the last step's, replayed
+        assert fused and {names[t["worker"]] for t in fused} == {"gpu-worker"}
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_replayed_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()

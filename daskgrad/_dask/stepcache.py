@@ -148,7 +148,8 @@ def _key(arrays, layers, options):
                 n = k[0] if isinstance(k, tuple) else k
                 if isinstance(n, str):
                     canon.setdefault(n, len(canon))
-            parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()]))
+            parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()],
+                          _notes(layer)))
         else:
             raise _Undescribed(type(layer).__name__)
     parts.append([(canon.get(a.name), a.chunks, str(a.dtype), type(a._meta).__module__, type(a._meta).__name__)
@@ -197,8 +198,14 @@ def _blockwise(layer, canon):
     return (_canon(layer.task, canon), layer.output_indices,
             [(_canon(n, canon), ind) if ind is not None else ("const", n) for n, ind in layer.indices],
             sorted((canon.get(n, n), nb) for n, nb in layer.numblocks.items()),
-            layer.concatenate, layer.new_axes, sorted(layer.output_blocks or ()), layer.annotations,
+            layer.concatenate, layer.new_axes, sorted(layer.output_blocks or ()), _notes(layer),
             sorted((canon[n], dep) for n, dep in layer.io_deps.items()))
+
+
+def _notes(layer):
+    """A layer's annotations (GPU ``resources``) but a span's: distributed's ``span()`` annotates the
+    layers of each submission with its own, and a kept step is replayed in the span of its replay."""
+    return {n: v for n, v in (layer.annotations or {}).items() if n != "span"}
 
 
 def _canon(obj, canon):
@@ -256,7 +263,7 @@ def _remember(key, optimized, inputs):
         return  # a value or legacy task outside the input layers: not renamed here
     annotated = []  # a span's annotation is the submission's own (distributed's span() sets it anew)
     for layer in optimized[0].dask.layers.values():
-        note = {n: v for n, v in (layer.annotations or {}).items() if n != "span"}
+        note = _notes(layer)
         keys = tuple(k for k in layer if graph.get(k) is not None)
         if note and keys:
             annotated.append((note, keys))
