@@ -61,6 +61,7 @@ class _Template:
     readers: dict           # result key -> the keys of the tasks that read it
     small: bool             # its chunks are small: run inline, in order, in the calling thread
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
+    key: str                # its key: what it computes, whatever its names (a replay's token on a cluster)
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it), at its first replay
 
 
@@ -276,7 +277,7 @@ def _remember(key, optimized, inputs):
     largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                          frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                         largest <= SMALL_CHUNK, tuple(annotated))
+                         largest <= SMALL_CHUNK, tuple(annotated), key)
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
@@ -342,11 +343,11 @@ def _renamed(template, arrays, input_layers, inputs):
     results the arrays asked for, every other key the template's name with a token of this replay
     (the prefix the dashboard groups by stays); None if that cannot be done (an array asked for
     twice under two names), then the submission is optimized as usual."""
-    # named by what it computes, as dask names keys: the template, the values it reads and the arrays
-    # it gives.  Each step has keys no earlier step had (its inputs and results are new), and the same
+    # named by what it computes, as dask names keys: the template's key, the values it reads and the
+    # arrays it gives.  Each step has keys no earlier step had (its inputs and results are new), and the same
     # submission sent twice (a loop run again from the same start) is the same tasks, as without the
     # cache: the scheduler warns of a key it holds sent again with another task
-    token = tokenize(template.outputs, [a.name for a in arrays], inputs)
+    token = tokenize(template.key, [a.name for a in arrays], inputs)
     subs = {}
     for keys, name in zip(template.slots, inputs):
         for k in keys:
