@@ -14,7 +14,9 @@ Components (each a function below, each returning a JSON-able dict):
                  and estimate_memory's prediction;
 * ``cluster``    logreg and MLP on a LocalCluster of 2 worker processes vs the threaded scheduler;
 * ``overhead``   a training step on tiny chunks (pure graph-building and scheduling cost), 20 to 2,000
-                 chunks, vs the same step in hand-written dask: ms per chunk and tasks per step;
+                 chunks, vs the same step in hand-written dask: ms per chunk and tasks per step; and at
+                 200 chunks on a LocalCluster (threads, processes), the step cache on vs off: ms per
+                 step, tasks per step, scheduler time per task (benchmarks/step_cache_cluster.py);
 * ``loop``       training-loop flatness: late steps vs early steps of the plain loop, and graph sizes;
 * ``glm``        L-BFGS-B on dask-glm's benchmark problem (make_classification, 1000 x 100, 10 chunks):
                  ``daskgrad.optimize.minimize`` vs dask-glm's ``lbfgs`` and SciPy on NumPy, threaded
@@ -652,6 +654,12 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
                             "steps_replayed": replayed,
                             "tasks_per_step": tasks[-1], "tasks_per_chunk": tasks[-1] / nchunks})
     out["goal_ms_per_chunk"] = 0.1
+    # the same step on a LocalCluster (2 workers), the step cache on vs off: client ms per step, tasks
+    # per step, scheduler time per task (benchmarks/step_cache_cluster.py)
+    import step_cache_cluster
+
+    out["cluster"] = [step_cache_cluster.run(processes=p, nchunks=200, rounds=2 if QUICK else 4)
+                      for p in (False, True)]
     _plot_overhead(out)
     return out
 
@@ -1082,6 +1090,12 @@ def summary(report):
                          f"{ms['daskgrad']:.3f} / {ms['dask_handwritten']:.3f} ms per chunk | "
                          f"{row['daskgrad_over_handwritten']:.2f} (goal <= 0.1 ms per chunk); "
                          f"{row['tasks_per_chunk']:.1f} tasks per chunk |")
+        for r in report["overhead"].get("cluster", ()):
+            on, off = r["cache_on"], r["cache_off"]
+            lines.append(f"| {r['problem']} | step cache on / off | {on['ms_per_step']:.0f} / "
+                         f"{off['ms_per_step']:.0f} ms per step | {on['tasks_per_step']:.0f} / "
+                         f"{off['tasks_per_step']:.0f} tasks per step; update_graph "
+                         f"{on['update_graph_us_per_task']:.0f} / {off['update_graph_us_per_task']:.0f} us per task |")
     if "glm" in report:
         for where in ("threads", "local_cluster"):
             r = report["glm"].get(where)

@@ -90,13 +90,12 @@ def optimize(arrays, cached=False):
     reuse = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained) for s in node.pinned()}
     if not cached:
         return door.optimize(arrays, reuse=reuse)
-    return door.optimize_cached(arrays, reuse=reuse)
+    return door.optimize_cached(arrays, reuse=reuse, local=current_client() is None)
 
 
 def _submit(arrays, phase):
-    """One submission of ``arrays``, optimized as one graph (or a step built once, replayed on
-    dask's local schedulers: see :mod:`._dask.stepcache` for why not on a cluster yet)."""
-    optimized = optimize(arrays, cached=current_client() is None)
+    """One submission of ``arrays``, optimized as one graph (or a step built once, replayed)."""
+    optimized = optimize(arrays, cached=True)
     for observer in list(_observers):
         observer(phase, optimized)
     _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later

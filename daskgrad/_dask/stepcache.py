@@ -16,9 +16,13 @@ described exactly (a layer type or task kind unknown here) makes no key, and the
 optimized as usual.  The key costs a walk over the layers (not the tasks of Blockwise layers).
 
 **Where**: dask's local schedulers, whose graphs are a dict run in isolation, so a template keeps
-its own keys from step to step (and a step of small chunks runs inline: :func:`run_inline`).  A
-distributed scheduler remembers keys across submissions, so a replay there needs keys of its own
-for every task; that is not built yet, and on a client every submission is optimized as before.
+its own keys from step to step (and a step of small chunks runs inline: :func:`run_inline`); and a
+distributed client (:func:`_renamed`).  Its scheduler remembers keys across submissions (values
+persisted or stored by earlier ones, retained graphs, the Keeper's copies), so there every task
+of a replay gets a key of its own: the template's name with a token of that replay.  The input
+slots are the keys of the values already in cluster memory (Futures, described by the dtype,
+chunks and chunk type of the array daskgrad made them for, :func:`note_values`: a client never
+fetches a value to describe it), and the results carry the names of the arrays asked for.
 
 **Memory**: templates hold no input values (the slots are refilled each time), at most
 ``daskgrad.step-cache.entries`` templates (default 16) and ``daskgrad.step-cache.tasks`` tasks in
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import collections
 import threading
+import uuid
+import weakref
 from dataclasses import dataclass
 
 import dask
@@ -36,7 +42,7 @@ import dask.array as da
 from dask.base import tokenize
 
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
-                        TaskRef, convert_legacy_graph, flatten, order)
+                        TaskRef, convert_legacy_task, flatten, order)
 from .freeze import Unfrozen, freeze
 from .optimize import collect, holds_data, optimize_layers
 
@@ -56,6 +62,8 @@ class _Template:
     names: frozenset        # every key name of the graph: a new output name must not be one
     readers: dict           # result key -> the keys of the tasks that read it
     small: bool             # its chunks are small: run inline, in order, in the calling thread
+    annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
+    name: str               # its own, for a replay's token on a cluster (its key may be a large structure)
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it), at its first replay
 
 
@@ -64,9 +72,9 @@ _templates = collections.OrderedDict()  # key -> _Template, least recently used 
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
-def optimize_cached(arrays, reuse=None, fuse_chunks=None):
-    """:func:`.optimize.optimize`, from a template when one has this graph's key (dask's local
-    schedulers only)."""
+def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
+    """:func:`.optimize.optimize`, from a template when one has this graph's key.  ``local``: for
+    dask's local schedulers (else every key of a replay is new, for a distributed scheduler)."""
     layers, deps = collect(arrays, reuse)
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -75,7 +83,7 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None):
         _stats["misses"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     try:
-        key, inputs = _key(arrays, layers, fuse)
+        key, inputs = _key(arrays, layers, (fuse, local))
     except _Undescribed:
         _stats["uncached"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -84,7 +92,7 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None):
         if template is not None:
             _templates.move_to_end(key)
     if template is not None:
-        out = _replay(template, arrays, [layers[n] for n in inputs], inputs)
+        out = (_replay if local else _renamed)(template, arrays, [layers[n] for n in inputs], inputs)
         if out is not None:
             _stats["hits"] += 1
             return out
@@ -143,7 +151,8 @@ def _key(arrays, layers, options):
                 n = k[0] if isinstance(k, tuple) else k
                 if isinstance(n, str):
                     canon.setdefault(n, len(canon))
-            parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()]))
+            parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()],
+                          _notes(layer)))
         else:
             raise _Undescribed(type(layer).__name__)
     parts.append([(canon.get(a.name), a.chunks, str(a.dtype), type(a._meta).__module__, type(a._meta).__name__)
@@ -158,8 +167,27 @@ def _key(arrays, layers, options):
         raise _Undescribed(repr(e)) from e
 
 
+_noted = {}  # id of a layer of distributed Futures daskgrad made -> (a weak reference to it, its description)
+
+
+def note_values(arr):
+    """Describe the layer of Futures of the persisted ``arr`` by the array daskgrad made it for
+    (its chunks, dtype and chunk type): a client cannot ask a Future, and a step's key describes
+    every value it reads.  (Cheap: one entry per array, the chunks as dask holds them.)"""
+    layer = arr.dask.layers.get(arr.name)
+    if layer is not None:
+        meta = type(arr._meta)
+        i = id(layer)  # (a layer is a Mapping, unhashable: by id, forgotten when the layer goes)
+        _noted[i] = (weakref.ref(layer, lambda _: _noted.pop(i, None)),
+                     repr(("noted", meta.__module__, meta.__name__, arr.dtype.str, arr.chunks)))
+
+
 def _values(layer):
-    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape."""
+    """A layer of values by what the graph may depend on: each chunk's index, type, dtype, shape
+    (for distributed Futures: of the array daskgrad made them for, see :func:`note_values`)."""
+    ref, noted = _noted.get(id(layer), (None, None))
+    if ref is not None and ref() is layer:
+        return noted
     kinds = {}  # (chunk type, dtype) -> [(index, shape)]: a dtype is named once, not per chunk
     for k, v in layer.items():
         v = v.value if isinstance(v, DataNode) else v
@@ -177,8 +205,14 @@ def _blockwise(layer, canon):
     return (_canon(layer.task, canon), layer.output_indices,
             [(_canon(n, canon), ind) if ind is not None else ("const", n) for n, ind in layer.indices],
             sorted((canon.get(n, n), nb) for n, nb in layer.numblocks.items()),
-            layer.concatenate, layer.new_axes, sorted(layer.output_blocks or ()), layer.annotations,
+            layer.concatenate, layer.new_axes, sorted(layer.output_blocks or ()), _notes(layer),
             sorted((canon[n], dep) for n, dep in layer.io_deps.items()))
+
+
+def _notes(layer):
+    """A layer's annotations (GPU ``resources``) but a span's: distributed's ``span()`` annotates the
+    layers of each submission with its own, and a kept step is replayed in the span of its replay."""
+    return {n: v for n, v in (layer.annotations or {}).items() if n != "span"}
 
 
 def _canon(obj, canon):
@@ -212,9 +246,9 @@ def _canon(obj, canon):
 
 # ------------------------------------------------------------------ templates
 def _remember(key, optimized, inputs):
+    """Keep the optimized graph as the template of ``key``: the values of the input layers taken
+    out (each replay puts its own in), dask's legacy tasks converted, what a replay renames noted."""
     graph = dict(optimized[0].__dask_graph__())
-    if any(type(t) is tuple for t in graph.values()):  # dask's legacy tasks (a reduction's aggregate)
-        graph = convert_legacy_graph(graph)
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     if len(graph) > limit:
         return
@@ -229,8 +263,17 @@ def _remember(key, optimized, inputs):
             largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
             graph[k] = None  # the values are put back at each replay: a template holds no data
         slots.append(keys)
+    legacy = [k for k, t in graph.items() if type(t) is tuple]  # dask's legacy tasks (a reduction's aggregate)
+    for k in legacy:  # (converted after the slots are out: converting a graph drops its Futures' keys)
+        graph[k] = convert_legacy_task(k, graph[k], graph)
     if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
         return  # a value or legacy task outside the input layers: not renamed here
+    annotated = []  # a span's annotation is the submission's own (distributed's span() sets it anew)
+    for layer in optimized[0].dask.layers.values():
+        note = _notes(layer)
+        keys = tuple(k for k in layer if graph.get(k) is not None)
+        if note and keys:
+            annotated.append((note, keys))
     results = {k for a in optimized for k in flatten(a.__dask_keys__())}
     readers = {}
     for k, t in graph.items():
@@ -240,7 +283,7 @@ def _remember(key, optimized, inputs):
     largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                          frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                         largest <= SMALL_CHUNK)
+                         largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
@@ -297,6 +340,50 @@ def _replay(template, arrays, input_layers, inputs):
     name = f"{arrays[0].name}-step"
     layer = Replayed(graph, (*keys, *aliases), reads, template.small)
     hlg = HighLevelGraph({name: layer}, {name: set()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _renamed(template, arrays, input_layers, inputs):
+    """The template's graph under keys of its own for a distributed scheduler, which remembers keys
+    across submissions: the input slots are the new values' keys (already in cluster memory), the
+    results the arrays asked for, every other key the template's name with a token of this replay
+    (the prefix the dashboard groups by stays); None if that cannot be done (an array asked for
+    twice under two names), then the submission is optimized as usual."""
+    # named by what it computes, as dask names keys: the template, the values it reads and the
+    # arrays it gives.  Each step has keys no earlier step had (its inputs and results are new), and the same
+    # submission sent twice (a loop run again from the same start) is the same tasks, as without the
+    # cache: the scheduler warns of a key it holds sent again with another task
+    token = tokenize(template.name, [a.name for a in arrays], inputs)
+    subs = {}
+    for keys, name in zip(template.slots, inputs):
+        for k in keys:
+            subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
+    for a, old in zip(arrays, template.outputs):
+        for k in flatten(a.__dask_keys__()):
+            subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
+    graph = {}
+    for k, t in template.graph.items():
+        if t is None:
+            continue
+        new = subs.get(k)
+        if new is None:
+            new = subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+        graph[new] = t
+    graph = {new: t.substitute(subs, key=new) for new, t in graph.items()}
+    for keys, layer in zip(template.slots, input_layers):
+        for k in keys:
+            graph[subs[k]] = layer[subs[k]]
+    for a in arrays:
+        for k in flatten(a.__dask_keys__()):
+            if k not in graph:
+                return None
+    layers = {}
+    for i, (note, keys) in enumerate(template.annotated):
+        name = f"{arrays[0].name}-{token}-{i}"
+        layers[name] = MaterializedLayer({subs[k]: graph.pop(subs[k]) for k in keys if subs[k] in graph},
+                                         annotations=note)
+    layers[f"{arrays[0].name}-{token}"] = MaterializedLayer(graph)
+    hlg = HighLevelGraph(layers, {n: set() for n in layers})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 

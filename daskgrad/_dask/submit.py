@@ -52,6 +52,8 @@ def submit(arrays, phase, progress=False):
     if progress:
         _cluster_progress(out, phase)
     wait(out)
+    for a in out:
+        stepcache.note_values(a)
     return list(out)
 
 
@@ -157,7 +159,9 @@ def store(client, arr):
     for new in renamed.values():
         futures[new] = Future(new, client)
         client.futures[new].finish()
-    return da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
+    out = da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
+    stepcache.note_values(out)
+    return out
 
 
 def _file_under(pairs_by_worker, dask_worker=None):
