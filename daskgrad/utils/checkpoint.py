@@ -286,8 +286,11 @@ def checkpoint_steps(step, state, steps, *, snapshots):
 
     Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
     waits for every chunk of the adjoint where the schedule stands (and of the leaves' gradients
-    so far): dask cannot run it sooner, so it holds what Revolve holds.  Forward and backward are
-    one submission.
+    so far): dask cannot run it sooner, so it holds what Revolve holds.  A value ``step`` makes that
+    depends on no state (a dense source term ``wavelet[i] * src``) is rebuilt under new keys waiting
+    for the state it meets (:func:`_gated`), where it reaches the step's outputs through elementwise
+    or blockwise ops; otherwise dask would compute every step's at the start and hold them.
+    Forward and backward are one submission.
     A double backward (``create_graph=True``) through it is not supported.
     """
     states = _check_steps(step, state, steps, snapshots)
