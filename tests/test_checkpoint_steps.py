@@ -240,7 +240,7 @@ def test_a_dense_per_step_source_term_waits_for_its_step_so_memory_does_not_grow
     # without the wait, every step's source field was computed at the start and held until the
     # step's last run: 14 states at 16 steps, 30 at 48
     short, long = sourced_peak(16), sourced_peak(48)
-    assert long <= short + 1
+    assert long <= short + 1.5  # three times the steps: about the same memory (it was 16 states more)
     assert long <= 3 + 9
 
 

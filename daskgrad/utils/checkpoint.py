@@ -318,6 +318,7 @@ def checkpoint_steps(step, state, steps, *, snapshots):
         return _gated(s, call(s, i), shared, i)
 
     plan = _Plan(call, advance, revolve.schedule(steps, snapshots), tuple(t.detach() for t in first), leaves)
+    plan.shared = shared
     mid = _Steps.apply(plan, *states, *leaves)
     mid = (mid,) + tuple(_Component.apply(plan, k, mid) for k in range(1, len(states)))
     out = call(mid, steps - 1)  # recorded: Revolve's "firsturn"
@@ -449,8 +450,13 @@ def _reverse_step(plan, cur, i, adjoint):
     wanted = list(x) + list(plan.leaves)
     if not pairs:
         return [None] * len(x), [None] * len(plan.leaves)
-    got = grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True)
-    return list(got[:len(x)]), list(got[len(x):])
+    got = list(grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True))
+    # values of the recorded step that depend on no state wait for it here too (a VJP reading them)
+    given = tuple(x) + tuple(g for g in adjoint if g is not None)
+    have = [k for k, g in enumerate(got) if g is not None]
+    for k, g in zip(have, _gated(given, tuple(got[k] for k in have), plan.shared, i)):
+        got[k] = g
+    return got[:len(x)], got[len(x):]
 
 
 def _gated(state, out, shared, i):
