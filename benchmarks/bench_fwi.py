@@ -64,13 +64,15 @@ def _warm():
     import daskgrad  # noqa: F401
 
 
-def run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6, nshots=2):
+def run(n=561, nbl=40, steps=120, snapshots=11, memory_limit=1000e6, nshots=2, rec_offset=8, vp_start=2.4):
     import daskgrad as dg
     from daskgrad.utils.revolve import repetitions
     from distributed import Client, LocalCluster
 
     fwi = _example()
     sv = fwi.survey(n=n, nbl=nbl, nshots=nshots, steps=steps)
+    if rec_offset is not None:  # the receivers a few cells from the sources: the wave reaches them in few steps
+        sv.rec_x = sv.src[0][0] + rec_offset
     fwd = fwi.Modelling(sv)
     calls = [0]
     update = fwd.update
@@ -80,7 +82,8 @@ def run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6, nshots=2):
         return update(*args)
 
     vp_true = fwi.camembert(n, nbl, radius=max(1, round(15 * n / 101)))
-    start = np.full_like(vp_true, 2.5)
+    start = np.full_like(vp_true, vp_start)  # off the true background: the misfit is not zero before the
+    # wave reaches the disk, which a short run does not
     field = nshots * sv.shape[0] * sv.shape[1] * 8
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit=int(memory_limit),
                       dashboard_address=None, worker_dashboard_address=None) as cluster, Client(cluster) as client:
@@ -106,12 +109,15 @@ def run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6, nshots=2):
     t = repetitions(steps, snapshots)
     return {
         "problem": f"FWI gradient, {sv.shape[0]}x{sv.shape[1]} grid ({n} + 2 x {nbl}), {nshots} shots, {steps} steps, "
-                   f"{snapshots} snapshots, 1 worker process x 1 thread",
+                   f"{snapshots} snapshots, receivers {sv.rec_x - sv.src[0][0]} cells from the sources, "
+                   f"1 worker process x 1 thread",
+        "n": n, "nbl": nbl, "nshots": nshots, "steps": steps, "snapshots": snapshots,
+        "state_bytes": 2 * field, "snapshots_times_state": snapshots * 2 * field,
         "field_bytes": field, "memory_limit": int(memory_limit),
         "uncheckpointed_estimate": int(plain), "uncheckpointed_over_limit": int(plain) / memory_limit,
         "checkpointed_estimate": int(predicted.peak), "estimate_unknown_sizes": predicted.unknown_sizes,
         "peak_managed": worker["peak_managed"], "peak_rss": worker["peak_rss"], "baseline_rss": base,
-        "peak_rss_over_baseline": worker["peak_rss"] - base,
+        "peak_rss_over_baseline": worker["peak_rss"] - base, "peak_rss_over_limit": worker["peak_rss"] / memory_limit,
         "estimate_over_measured": int(predicted.peak) / max(worker["peak_managed"], 1),
         "client_calls_of_step": forward_calls + backward_calls, "calls_in_estimate": estimate_calls,
         "recompute_factor": (forward_calls + backward_calls) / steps,

@@ -30,6 +30,10 @@ Components (each a function below, each returning a JSON-able dict):
 * ``fwi``        a checkpointed FWI gradient (examples/fwi.py) on a LocalCluster worker whose memory limit
                  is below what the uncheckpointed backward would hold: time, peak worker memory against
                  estimate_memory's prediction, recompute factor (benchmarks/bench_fwi.py);
+* ``big_state``  checkpoint_steps of a 2-D wave equation whose state is larger than one worker's memory
+                 limit, chunked across 4 workers: time, peak per worker (RSS, managed, spilled) against
+                 snapshots x state chunk and estimate_memory, steps run vs Revolve's count
+                 (benchmarks/bench_big_state.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
                  scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
 
@@ -870,8 +874,19 @@ def fwi():
     import bench_fwi as bench
 
     if QUICK:
-        return bench.run(n=15, nbl=3, steps=12, snapshots=3, memory_limit=400e6)
-    return bench.run(n=161, nbl=40, steps=120, snapshots=11, memory_limit=500e6)
+        return bench.run(n=15, nbl=3, steps=12, snapshots=3, memory_limit=400e6, rec_offset=3)
+    return bench.run()
+
+
+# ------------------------------------------------------------------ (l) a state larger than a worker's memory
+def big_state():
+    """checkpoint_steps of a wave equation whose state exceeds one worker's memory limit, across 4
+    workers (benchmarks/bench_big_state.py)."""
+    import bench_big_state as bench
+
+    if QUICK:
+        return bench.run(n=128, steps=6, snapshots=2, memory_limit=400e6, n_workers=2)
+    return bench.run()
 
 
 # ------------------------------------------------------------------ plots and driver
@@ -1011,7 +1026,8 @@ def _plot_soak(out):
 
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
-              "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi}
+              "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi,
+              "big_state": big_state}
 
 
 def main(names=None):
@@ -1134,6 +1150,17 @@ def summary(report):
                      f"{r['memory_limit'] / 1e6:.0f} MB worker | {r['backward_s']:.1f} | peak managed "
                      f"{r['peak_managed'] / 1e6:.0f} MB, predicted {r['checkpointed_estimate'] / 1e6:.0f} MB "
                      f"({r['estimate_over_measured']:.2f}x); {r['recompute_factor']:.2f} step calls per step |")
+    if "big_state" in report:
+        r = report["big_state"]
+        lines.append(f"| checkpoint_steps, state > a worker's limit | {r['state_bytes'] / 1e6:.0f} MB state on "
+                     f"{r['n_workers']} x {r['memory_limit'] / 1e6:.0f} MB workers, {r['steps']} steps, "
+                     f"{r['snapshots']} snapshots | {r['backward_s']:.1f} | peak managed per worker "
+                     f"{r['peak_managed_per_worker'] / 1e6:.0f} MB ({r['peak_managed_in_state_chunks']:.1f} state "
+                     f"chunks; {r['peak_spilled_per_worker'] / 1e6:.0f} MB of it spilled), RSS "
+                     f"{r['peak_rss_per_worker'] / 1e6:.0f} MB; estimate "
+                     f"{r['checkpointed_estimate_per_worker'] / 1e6:.0f} MB; uncheckpointed estimate "
+                     f"{r['uncheckpointed_over_cluster_limit']:.1f}x the cluster's limit; "
+                     f"{r['recompute_factor']:.2f} steps per step (Revolve {r['revolve_factor']:.2f}) |")
     if "memory_soak" in report:
         for variant in ("with_daskgrad_span", "without_daskgrad_span"):
             r = report["memory_soak"].get(variant)

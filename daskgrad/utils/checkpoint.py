@@ -20,6 +20,10 @@ import warnings
 
 import dask.array as da
 from dask.base import tokenize
+from dask.graph_manipulation import bind
+
+from .._dask.fold import Folded
+from .._dask.internals import Blockwise, HighLevelGraph, MaterializedLayer, TaskRef
 
 from .. import _tensor, graph
 from .._modes import enable_grad, is_grad_enabled
@@ -282,8 +286,11 @@ def checkpoint_steps(step, state, steps, *, snapshots):
 
     Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
     waits for every chunk of the adjoint where the schedule stands (and of the leaves' gradients
-    so far): dask cannot run it sooner, so it holds what Revolve holds.  Forward and backward are
-    one submission.
+    so far): dask cannot run it sooner, so it holds what Revolve holds.  A value ``step`` makes that
+    depends on no state (a dense source term ``wavelet[i] * src``) is rebuilt under new keys waiting
+    for the state it meets (:func:`_gated`), where it reaches the step's outputs through elementwise
+    or blockwise ops; otherwise dask would compute every step's at the start and hold them.
+    Forward and backward are one submission.
     A double backward (``create_graph=True``) through it is not supported.
     """
     states = _check_steps(step, state, steps, snapshots)
@@ -305,7 +312,13 @@ def checkpoint_steps(step, state, steps, *, snapshots):
     with enable_grad():
         first = call(stand_ins, 0)  # recorded once, to find the leaves step reads (nothing runs)
     leaves = _leaves_read(first, {id(t) for t in stand_ins}, start, *_STEP_READS)
-    plan = _Plan(call, revolve.schedule(steps, snapshots), tuple(t.detach() for t in first), leaves)
+    shared = frozenset(name for t in first for name in t.array.dask.layers)
+
+    def advance(s, i):  # unrecorded steps (the sweep, the recomputations): per-step values wait for state i
+        return _gated(s, call(s, i), shared, i)
+
+    plan = _Plan(call, advance, revolve.schedule(steps, snapshots), tuple(t.detach() for t in first), leaves)
+    plan.shared = shared
     mid = _Steps.apply(plan, *states, *leaves)
     mid = (mid,) + tuple(_Component.apply(plan, k, mid) for k in range(1, len(states)))
     out = call(mid, steps - 1)  # recorded: Revolve's "firsturn"
@@ -344,12 +357,14 @@ def _as_state(out, single, n, i):
 
 
 class _Plan:
-    """What ``_Steps`` runs: ``call(state, i)``, the Revolve actions, state 1 (from the run that found
-    the leaves), and those leaves."""
+    """What ``_Steps`` runs: ``call(state, i)`` (recorded in a reversal), ``advance(state, i)`` (the
+    same step unrecorded, its per-step values waiting for the state: :func:`_gated`), the Revolve
+    actions, state 1 (from the run that found the leaves), and those leaves."""
 
-    def __init__(self, call, actions, first, leaves):
+    def __init__(self, call, advance, actions, first, leaves):
         k = next(j for j, a in enumerate(actions) if isinstance(a, revolve.Reverse))
-        self.call, self.sweep, self.rest, self.first, self.leaves = call, actions[:k], actions[k + 1:], first, leaves
+        self.call, self.advance, self.first, self.leaves = call, advance, first, leaves
+        self.sweep, self.rest = actions[:k], actions[k + 1:]
         self.n = len(first)
 
 
@@ -366,7 +381,7 @@ class _Steps(Function):
                 snaps[a.index] = inputs[:plan.n] if a.index == 0 else cur
             else:  # the sweep only advances and stores
                 for i in range(pos, a.stop):
-                    cur = plan.call(cur, i)
+                    cur = plan.advance(cur, i)
                 pos = a.stop
         ctx.plan, ctx.where = plan, {p: j * plan.n for j, p in enumerate(snaps)}
         ctx.save_for_backward(*(t for s in snaps.values() for t in s))
@@ -395,7 +410,7 @@ class _Steps(Function):
                 cur, fresh = tuple(_waiting(t, gate) for t in cur), False
             if isinstance(a, revolve.Advance):
                 for i in range(a.start, a.stop):
-                    cur = plan.call(cur, i)
+                    cur = plan.advance(cur, i)
             else:
                 adjoint, got = _reverse_step(plan, cur, a.index, adjoint)
                 total = [g if t is None else t if g is None else t + g for t, g in zip(total, got)]
@@ -435,8 +450,148 @@ def _reverse_step(plan, cur, i, adjoint):
     wanted = list(x) + list(plan.leaves)
     if not pairs:
         return [None] * len(x), [None] * len(plan.leaves)
-    got = grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True)
-    return list(got[:len(x)]), list(got[len(x):])
+    got = list(grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True))
+    # values of the recorded step that depend on no state wait for it here too (a VJP reading them)
+    given = tuple(x) + tuple(g for g in adjoint if g is not None)
+    have = [k for k, g in enumerate(got) if g is not None]
+    for k, g in zip(have, _gated(given, tuple(got[k] for k in have), plan.shared, i)):
+        got[k] = g
+    return got[:len(x)], got[len(x):]
+
+
+def _gated(state, out, shared, i):
+    """Step ``i``'s outputs ``out`` from ``state``, where values the step makes that depend on no
+    state (a dense source term ``wavelet[i] * src``) wait for every chunk of ``state``.
+
+    Such a value is ready from the start of the submission, and has the same key in the forward
+    sweep, in each recomputation and in the step's reversal: dask would compute every step's at
+    once and hold each until its last use -- memory growing with the steps, which the schedule
+    exists to bound.  Those values, and what the step computes from them, are rebuilt under new
+    keys with ``dask.graph_manipulation.bind``, the values' tasks waiting for one element of each
+    chunk of ``state``; the step's other layers, the state's, and step 0's (``shared``: the leaves
+    and constants every step reads) keep theirs.  A step made only of state-dependent values is
+    returned as it is, as is one whose per-step values reach its outputs through other than
+    elementwise/blockwise layers (a stencil or a slicing of them: the limitation stays there)."""
+    names = {t.array.name for t in state}
+    fresh = [k for k, t in enumerate(out) if t.array.name not in names]
+    arrays = [out[k].array for k in fresh]
+    keep = _untouched(arrays, names, shared)
+    if keep is None:
+        return out
+    gate = _every_chunk(state)
+    out = list(out)
+    for k, a in zip(fresh, _bind_step(arrays, keep, gate, (gate.name, i))):
+        out[k] = Tensor._make(a, requires_grad=False)
+    return tuple(out)
+
+
+def _bind_step(arrays, keep, gate, seed):
+    """``bind(arrays, gate, omit=keep)`` on graphs cut at the layers ``keep`` (empty stand-ins
+    there, the real graphs put back after): ``bind`` would otherwise walk the whole history, and a
+    folded lineage (:mod:`daskgrad._dask.fold`) among the kept layers lists the keys of the layers
+    it holds as its own, which ``bind`` then leaves unrenamed in the layers it rebuilds."""
+    cut, real = [], {}
+    for a in arrays:
+        layers, deps, todo, graphs = {}, {}, [a.name], [a.dask]
+        while todo:
+            name = todo.pop()
+            if name in layers:
+                continue
+            if name in keep:
+                real[name] = next(g for g in graphs if name in g.layers)
+                layers[name], deps[name] = MaterializedLayer({}), set()
+                continue
+            layers[name], deps[name] = _find(graphs, name)
+            todo.extend(deps[name])
+        cut.append(da.Array(HighLevelGraph(layers, deps), a.name, a.chunks, meta=a._meta))
+    bound = []
+    for b in bind(cut, gate, omit=_Layers(keep), seed=seed):
+        layers, deps = {}, {}
+        for name in b.dask.layers.keys() & real.keys():
+            layers.update(real[name].layers)
+            deps.update(real[name].dependencies)
+        for name, layer in b.dask.layers.items():
+            if name in real:
+                continue
+            if isinstance(layer, Blockwise) and any(i is None and isinstance(k, TaskRef) for k, i in layer.indices):
+                layer = MaterializedLayer(dict(layer))  # waits for the blocker: Blockwise fusion cannot rewrite it
+            layers[name], deps[name] = layer, b.dask.dependencies[name]
+        bound.append(da.Array(HighLevelGraph(layers, deps), b.name, b.chunks, meta=b._meta))
+    return bound
+
+
+def _untouched(arrays, state, shared):
+    """The layers of ``arrays``' graphs that need no rebuilding: all but the step's values that
+    depend on no layer of ``state`` and what is computed from them; None where there are none,
+    or where one of those is not a Blockwise layer (elementwise ops, ``map_blocks``): dask's
+    ``bind`` rebuilds those exactly, while its copies of an overlap or of a slicing's materialized
+    tasks can keep references to the old keys.
+
+    A walk over the step's own layers (down to ``state`` and ``shared``), not the whole history."""
+    deps, layers, todo = {}, {}, [a.name for a in arrays]
+    graphs = [a.dask for a in arrays]
+    while todo:
+        name = todo.pop()
+        if name in deps or name in state or name in shared:
+            continue
+        layers[name], deps[name] = _find(graphs, name)
+        todo.extend(deps[name])
+    stateful, tainted = set(state), set()
+    for name in _topological(deps):
+        if deps[name] & stateful and not deps[name] & tainted:
+            stateful.add(name)
+        else:
+            tainted.add(name)
+    rebuilt = {n for n in tainted if n not in stateful}
+    if not rebuilt or any(not isinstance(layers[n], Blockwise) for n in rebuilt):
+        return None
+    return set(state) | set(shared) | (set(deps) - rebuilt)
+
+
+def _find(graphs, name):
+    """(layer, dependencies) of the layer ``name`` in one of the graphs ``graphs``, a folded lineage
+    (:class:`daskgrad._dask.fold.Folded`, one layer holding an array's whole graph) opened: its
+    graph is added to ``graphs``."""
+    g = next(g for g in graphs if name in g.layers)
+    while isinstance(g.layers[name], Folded):
+        g = g.layers[name].inner
+        graphs.append(g)
+    return g.layers[name], g.dependencies[name]
+
+
+def _topological(deps):
+    """The names of ``deps`` (name -> names it depends on) with every name after those it depends on."""
+    order, seen = [], set()
+    for root in deps:
+        stack = [(root, False)]
+        while stack:
+            name, done = stack.pop()
+            if done:
+                order.append(name)
+            elif name not in seen and name in deps:
+                seen.add(name)
+                stack.append((name, True))
+                stack.extend((d, False) for d in deps[name])
+    return order
+
+
+class _Layers:
+    """Layer names as a dask collection: what ``bind``'s ``omit`` reads (``__dask_layers__``)."""
+
+    def __init__(self, names):
+        self.names = tuple(sorted(names))
+
+    def __dask_graph__(self):
+        return {}
+
+    def __dask_layers__(self):
+        return self.names
+
+    def __dask_keys__(self):
+        return []
+
+    def __dask_tokenize__(self):
+        return self.names
 
 
 def _first_element(block):
