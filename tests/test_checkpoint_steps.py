@@ -204,7 +204,9 @@ def test_backward_holds_the_snapshots_and_a_constant_not_the_steps():
     short, short_ratio = wave_peak(16, 3)
     long, long_ratio = wave_peak(48, 3)
     more, more_ratio = wave_peak(48, 8)
-    assert long <= short + 0.75  # three times the steps: the same memory
+    # three times the steps: the same memory (dask.order breaks ties by key hashes, which Python's hash
+    # seed changes from process to process: the peak moves by a fraction of a state, 9.38-9.63 here)
+    assert long <= short + 1
     assert 1 <= more - long <= 5 + 0.5  # five more snapshots: at most five more states (neighbours share an array)
     assert long <= 3 + 8  # 3 snapshots and a constant (one step's values, the adjoint, c's gradient)
     for ratio in (short_ratio, long_ratio, more_ratio):
