@@ -9,6 +9,7 @@ the reason dask is pinned to a tested range).  Read in this order:
 * :mod:`.arena`: stand-ins for the reverse pass's rules, joined once for what leaves the pass;
 * :mod:`.elemwise`: elementwise and within-chunk layers built without dask's per-call inference;
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
+* :mod:`.gating`: a time step's stateless values rebuilt to wait for the state (checkpoint_steps);
 * :mod:`.stepcache`: a graph with the structure of one optimized before reuses it (:mod:`.freeze`: its key);
 * :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
 * :mod:`.replicas`: the scheduler plugin keeping stored values on two workers;
@@ -18,6 +19,7 @@ the reason dask is pinned to a tested range).  Read in this order:
 from .arena import Arena, one_chunk, prototype, relabel
 from .elemwise import Pending, deferred, elemwise, within_chunks
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
+from .gating import stateless_waiting
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .stepcache import optimize_cached, step_cache_clear, step_cache_info
 from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
@@ -25,7 +27,7 @@ from .submit import (client_of, current_client, data_futures, flat_keys, gather,
                      submit)
 
 __all__ = ["Arena", "one_chunk", "prototype", "relabel", "Pending", "deferred", "elemwise", "within_chunks",
-           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold",
+           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "stateless_waiting",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "optimize_cached",
            "step_cache_clear", "step_cache_info", "toposort_layers", "MemoryEstimate", "PeakTracker", "chunk_bytes",
            "recording", "simulate", "client_of", "current_client", "data_futures", "flat_keys", "gather", "keep",
