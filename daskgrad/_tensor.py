@@ -71,7 +71,10 @@ class _Storage:
     def array(self):
         value = self.value
         if type(value) is door.Pending:
-            value = self.value = value.build()
+            built = value.build()
+            if self.value is value:  # (not written in place by another thread meanwhile)
+                self.value = built
+            return self.value
         return value
 
     @array.setter

@@ -99,8 +99,11 @@ class SavedTensor:
     @property
     def data(self):
         """The saved value, a dask array."""
-        if not isinstance(self._data, da.Array):  # a Pending
-            self._data = self._data.build()
+        data = self._data
+        if not isinstance(data, da.Array):  # a Pending
+            built = data.build()
+            if self._data is data:  # (not pinned by another thread meanwhile)
+                self._data = built
         return self._data
 
     def pin(self, array):

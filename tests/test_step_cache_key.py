@@ -28,6 +28,9 @@ def test_containers_dtypes_and_arrays_are_frozen_by_content():
     assert freeze(small) == freeze(small.copy()) != freeze(small + 1)
     assert freeze(large) == freeze(large.copy()) != freeze(large[::-1].copy())
     assert freeze(small) != freeze(small.astype("float32"))
+    records = [np.dtype(("f8", (2,))), np.dtype(("i8", (2,))), np.dtype("V16")]
+    assert len({freeze(d) for d in records}) == 3  # one byte layout (|V16), three types
+    assert freeze(np.zeros(2, [("x", "f8")])) != freeze(np.zeros(2, [("y", "i8")]))
     with pytest.raises(Unfrozen):
         freeze(np.array([object()]))
     with pytest.raises(Unfrozen):
@@ -48,6 +51,17 @@ def test_functions_are_themselves_and_closures_what_they_compute():
     def redefined(a):  # noqa: F811 - a notebook cell run again with a new body
         return a + 2
     assert freeze(first) != freeze(redefined)
+
+
+def test_a_closure_over_a_name_not_assigned_yet_has_no_frozen_form():
+    def outer():
+        def inner(a):
+            return a * later
+        with pytest.raises(Unfrozen):
+            freeze(inner)
+        later = 2.0
+        return inner
+    assert freeze(outer()) == freeze(outer())
 
 
 def test_a_closure_naming_a_global_that_was_rebound_is_another_function():

@@ -48,15 +48,29 @@ def deferred(op, *args):
 
 
 _inferred = {}  # (fn, each operand's kind) -> (dtype, meta), or None where inference raised
+# NumPy before 2 promotes by a Python number's value (int8 + 1.5 is float16, + 1e5 float32); from 2
+# on (NEP 50) only an integer's value matters (whether it fits)
+_VALUE_PROMOTION = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def _by_value(x):
+    if type(x) is int:
+        return x
+    if _VALUE_PROMOTION and type(x) is float:
+        return x.hex()  # (NaN equals itself here)
+    if _VALUE_PROMOTION and type(x) is complex:
+        return x.real.hex(), x.imag.hex()
+    return None
 _INFERRED_MAX = 4096
 
 
 def _infer(fn, args):
     """The result's dtype as dask infers it (on one-element samples) and its meta (``fn`` on the
     operands' metas), remembered per function and operand kinds: an integer operand by its value
-    (NumPy refuses ``uint8 + 300`` and integer powers below zero), other numbers by their type."""
+    (NumPy refuses ``uint8 + 300`` and integer powers below zero), other numbers by their type
+    (by their value too before NumPy 2: :data:`_VALUE_PROMOTION`)."""
     kinds = tuple((a.dtype, type(a._meta), a.ndim) if isinstance(a, (da.Array, Pending))
-                  else (type(a), a if type(a) is int else None) for a in args)
+                  else (type(a), _by_value(a)) for a in args)
     key = (fn, kinds)
     try:
         return _inferred[key]

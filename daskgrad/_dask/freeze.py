@@ -51,14 +51,14 @@ def _freeze_other(obj, t):
     if t is functools.partial:
         return (functools.partial, freeze(obj.func), freeze(obj.args), freeze(obj.keywords))
     if isinstance(obj, np.dtype):
-        return (np.dtype, obj.str, obj.descr if obj.fields else None)
+        return _dtype(obj)
     if isinstance(obj, np.generic):
-        return (t, obj.dtype.str, obj.tobytes())
+        return (t, _dtype(obj.dtype), obj.tobytes())
     if t is np.ndarray:
         if obj.dtype.hasobject:
             raise Unfrozen("an object array")
         data = obj.tobytes() if obj.nbytes <= _SMALL else tokenize(obj)
-        return (np.ndarray, obj.dtype.str, obj.shape, data)
+        return (np.ndarray, _dtype(obj.dtype), obj.shape, data)
     if t is slice:
         return (slice, freeze(obj.start), freeze(obj.stop), freeze(obj.step))
     if obj is Ellipsis:
@@ -66,12 +66,21 @@ def _freeze_other(obj, t):
     raise Unfrozen(t.__name__)
 
 
+def _dtype(dtype):
+    """A dtype by its byte layout and its repr: ``.str`` alone is ``|V16`` for every 16-byte record
+    or sub-array type, whatever its fields."""
+    return (np.dtype, dtype.str, repr(dtype))
+
+
 def _function(fn):
     if fn.__closure__ is None and fn.__defaults__ is None and fn.__kwdefaults__ is None:
         return fn
     # a closure made afresh (an op's kernel) is what it runs: its code, the values it captured, and
     # the globals it names (a notebook may rebind one between steps)
-    cells = tuple(freeze(c.cell_contents) for c in fn.__closure__ or ())
+    try:
+        cells = tuple(freeze(c.cell_contents) for c in fn.__closure__ or ())
+    except ValueError as e:  # a cell not filled yet (a closure over a name assigned later)
+        raise Unfrozen(str(e)) from e
     names = fn.__globals__
     used = tuple((n, _global(names[n])) for n in fn.__code__.co_names if n in names)
     return (types.FunctionType, fn.__code__, cells, freeze(fn.__defaults__), freeze(fn.__kwdefaults__), used)
