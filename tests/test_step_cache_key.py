@@ -37,6 +37,23 @@ def test_containers_dtypes_and_arrays_are_frozen_by_content():
         freeze(object())
 
 
+def test_a_reductions_graph_has_a_frozen_key_without_falling_back_to_dasks_token():
+    # NumPy's C-dispatched functions, a tree reduction's aggregate (toolz compose of partials) and
+    # the per-type registries its chunk functions name are frozen as themselves, not tokenized
+    import dask.array as da
+    from daskgrad._dask.stepcache import _key
+    from daskgrad._dask.optimize import collect
+
+    assert freeze(np.transpose) is np.transpose
+    x = da.ones((40, 3), chunks=(10, 3))
+    arrays = [(x.T @ x).sum(axis=0), x.mean()]
+    layers, _ = collect(arrays, None)
+    key, _ = _key(arrays, layers, ())
+    assert isinstance(key, tuple)  # dask's token, the fallback, is a string
+    y = da.ones((40, 3), chunks=(10, 3))
+    assert _key(arrays, layers, ())[0] == _key(a := [(y.T @ y).sum(axis=0), y.mean()], collect(a, None)[0], ())[0]
+
+
 def test_functions_are_themselves_and_closures_what_they_compute():
     assert freeze(np.add) == freeze(np.add) != freeze(np.subtract)
     assert freeze(_kernel_scale(2.0)) == freeze(_kernel_scale(2.0))  # made afresh each step: one key

@@ -20,8 +20,15 @@ import types
 
 import numpy as np
 from dask.base import tokenize
+from dask.layers import ArrayBlockIdDep, ArrayChunkShapeDep, ArraySliceDep
+from dask.utils import Dispatch
+from toolz.functoolz import Compose, curry
 
 _SMALL = 4096  # bytes: an array this small is frozen as its bytes; a larger one by dask's token
+# itself (hashed by identity): NumPy's public functions (C dispatchers since NumPy 1.25) and dask's
+# per-type registries (a chunk function's global, as ``concatenate_lookup``)
+_ITSELF = (np.ufunc, type, type(np.transpose), Dispatch)
+_BY_CHUNKS = (ArrayBlockIdDep, ArrayChunkShapeDep, ArraySliceDep)  # all they hold is made from their chunks
 
 
 class Unfrozen(Exception):
@@ -46,10 +53,16 @@ def _freeze_other(obj, t):
         return (complex, obj.real.hex(), obj.imag.hex())
     if t is types.FunctionType:
         return _function(obj)
-    if t is types.BuiltinFunctionType or isinstance(obj, (np.ufunc, type)):
+    if t is types.BuiltinFunctionType or isinstance(obj, _ITSELF):
         return obj  # hashed and compared by identity: itself
     if t is functools.partial:
         return (functools.partial, freeze(obj.func), freeze(obj.args), freeze(obj.keywords))
+    if t is Compose:  # a reduction's aggregate
+        return (Compose, freeze(obj.first), freeze(obj.funcs))
+    if t is curry:  # dask.array's creation functions (ones, full, ...)
+        return (curry, freeze(obj.func), freeze(obj.args), freeze(obj.keywords))
+    if t in _BY_CHUNKS:  # a creation function's block shapes, slices or ids
+        return (t, freeze(obj.chunks))
     if isinstance(obj, np.dtype):
         return _dtype(obj)
     if isinstance(obj, np.generic):
@@ -67,8 +80,10 @@ def _freeze_other(obj, t):
 
 
 def _dtype(dtype):
-    """A dtype by its byte layout and its repr: ``.str`` alone is ``|V16`` for every 16-byte record
-    or sub-array type, whatever its fields."""
+    """A dtype by its byte layout, and its repr where that is not all of it: ``.str`` is ``|V16`` for
+    every 16-byte record or sub-array type, whatever its fields.  (A repr costs 0.5 us.)"""
+    if dtype.kind in "biufcmMSU" and dtype.metadata is None:
+        return (np.dtype, dtype.str)
     return (np.dtype, dtype.str, repr(dtype))
 
 

@@ -15,7 +15,7 @@ import time
 from dask.base import tokenize
 from dask.utils import key_split
 
-from .internals import (Alias, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef,
+from .internals import (Alias, DataNode, GraphNode, HighLevelGraph, List, MaterializedLayer, Task, TaskRef, Tuple,
                         _execute_subgraph, _fuse_annotations, context_meter, convert_legacy_task, metering)
 
 FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), never a chunk's own
@@ -416,24 +416,32 @@ class _Call:
 
     dask's ``Task.__call__`` checks its inputs and walks every argument for nested tasks on each
     call (~10 us); a fused chunk runs a dozen parts, so on small chunks that walk cost more than the
-    NumPy calls.  Only tasks whose arguments are plain values and references are converted
-    (:meth:`of`); others run as dask's tasks."""
+    NumPy calls.  Tasks whose arguments are plain values, references, and lists or tuples of those
+    (a contraction's blocks) are converted (:meth:`of`); others run as dask's tasks."""
 
-    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs")
+    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs", "seqs")
 
     @classmethod
-    def of(cls, task):
+    def of(cls, task, static=0):
+        """``task`` as a call, or ``task`` itself; its first ``static`` arguments are taken as they
+        are (a fused task's plan: its parts are not tasks to evaluate)."""
         if type(task) is not Task:
             return task
-        values = list(task.args) + list(task.kwargs.values())
+        seqs = tuple((i, a) for i, a in enumerate(task.args) if i >= static and type(a) in (List, Tuple))
         if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
-               for a in values):
+               for a in [*task.args[static:], *task.kwargs.values()] if type(a) not in (List, Tuple)):
+            return task
+        if any(not isinstance(e, TaskRef) and (isinstance(e, GraphNode) or (isinstance(e, (tuple, list, dict, set))
+                                                                          and _holds_node(e)))
+               for _, a in seqs for e in a.args):
             return task
         new = object.__new__(cls)
         new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
         new.data_producer = task.data_producer
         new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
-        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef))
+        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef) and i >= static)
+        new.seqs = tuple((i, a.constructor, tuple((True, e.key) if isinstance(e, TaskRef) else (False, e)
+                                                   for e in a.args)) for i, a in seqs)
         new.kwargs = {k: v for k, v in task.kwargs.items() if not isinstance(v, TaskRef)}
         new.kwrefs = tuple((k, v.key) for k, v in task.kwargs.items() if isinstance(v, TaskRef))
         return new
@@ -442,12 +450,19 @@ class _Call:
         args = list(self.args)
         for i, k in self.refs:
             args[i] = values[k]
+        for i, make, items in self.seqs:
+            args[i] = make(values[e] if ref else e for ref, e in items)
         if self.kwrefs:
             return self.func(*args, **self.kwargs, **{name: values[k] for name, k in self.kwrefs})
         return self.func(*args, **self.kwargs)
 
     def __dask_tokenize__(self):
-        return ("fused-part", self.key, self.func, self.args, self.refs, self.kwargs, self.kwrefs)
+        return ("fused-part", self.key, self.func, self.args, self.refs, self.seqs, self.kwargs, self.kwrefs)
+
+
+def fast(task):
+    """``task`` as a direct call where it can be (a step replayed inline calls it so)."""
+    return _Call.of(task, static=5 if type(task) is Task and task.func is _run_fused else 0)
 
 
 def _holds_node(obj):

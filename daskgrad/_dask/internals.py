@@ -8,7 +8,8 @@ deep inside a backward.  (The dashboard page's imports of distributed's web inte
 :mod:`.dashboard`, imported only when a scheduler serves the page.)
 """
 from dask._task_spec import (  # noqa: F401  (re-exported)
-    Alias, DataNode, GraphNode, Task, TaskRef, _execute_subgraph, convert_legacy_graph, convert_legacy_task)
+    Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
+    convert_legacy_task)
 from dask.array.core import _enforce_dtype as enforce_dtype  # noqa: F401
 from dask.array.optimization import fuse_roots  # noqa: F401
 from dask.blockwise import Blockwise, _fuse_annotations, blockwise, optimize_blockwise  # noqa: F401

@@ -32,6 +32,7 @@ turns it off.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import threading
 import uuid
 import weakref
@@ -44,7 +45,8 @@ from dask.base import tokenize
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         TaskRef, convert_legacy_task, flatten, order)
 from .freeze import Unfrozen, freeze
-from .optimize import collect, holds_data, optimize_layers
+from .fuse import fast
+from .optimize import collect, holds_data, optimize_layers, per_layer
 
 
 SMALL_CHUNK = 256 * 1024  # bytes: a replayed step whose chunks are all this small runs inline (see run_inline)
@@ -64,7 +66,8 @@ class _Template:
     small: bool             # its chunks are small: run inline, in order, in the calling thread
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for a replay's token on a cluster (its key may be a large structure)
-    plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it), at its first replay
+    plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
+    #                           a direct call: fuse.fast), at its first replay
 
 
 _lock = threading.Lock()
@@ -188,6 +191,11 @@ def _values(layer):
     ref, noted = _noted.get(id(layer), (None, None))
     if ref is not None and ref() is layer:
         return noted
+    return _chunk_kinds(layer)
+
+
+@per_layer
+def _chunk_kinds(layer):
     kinds = {}  # (chunk type, dtype) -> [(index, shape)]: a dtype is named once, not per chunk
     for k, v in layer.items():
         v = v.value if isinstance(v, DataNode) else v
@@ -306,40 +314,30 @@ def _replay(template, arrays, input_layers, inputs):
     for a, old in zip(arrays, template.outputs):
         if a.name != old and a.name in template.names:
             return None
-    graph = dict(template.graph)
+    values = {}
     for keys, layer, name in zip(template.slots, input_layers, inputs):
         for k in keys:
             v = layer[(name,) + k[1:] if isinstance(k, tuple) else name]
-            graph[k] = DataNode(k, v.value if isinstance(v, DataNode) else v)
-    renamed, done = {}, set()
+            values[k] = v.value if isinstance(v, DataNode) else v
+    renamed, aliases, done = {}, {}, set()  # template key -> result key; result key -> its twin's
     for a, old in zip(arrays, template.outputs):
         if a.name == old or a.name in done:  # (an array asked for twice is one result)
             continue
         done.add(a.name)
         for k in flatten(a.__dask_keys__()):
             was = (old,) + k[1:] if isinstance(k, tuple) else old
-            if was in renamed:  # the same array asked for twice
-                graph[k] = Alias(k, renamed[was])
-                continue
-            # renamed in place, with the tasks that read it: the submission runs the same tasks
-            graph[k] = graph.pop(was).substitute({}, key=k)
-            renamed[was] = k
-            for r in template.readers.get(was, ()):
-                r = renamed.get(r, r)
-                graph[r] = graph[r].substitute({was: k})
+            if was in renamed:  # the same array asked for twice under two names
+                aliases[k] = renamed[was]
+            else:
+                renamed[was] = k
     if template.plan is None:  # worked out once, when the step comes back (a graph run once never pays it)
         filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
         priority = order(filled)
         reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
-        template.plan = (tuple(sorted(filled, key=priority.__getitem__)), dict(reads))
-    keys, reads = template.plan
-    if renamed:
-        keys = [renamed.get(k, k) for k in keys]
-        reads = {renamed.get(k, k): n for k, n in reads.items()}
-    aliases = [k for k, t in graph.items() if type(t) is Alias and k not in template.graph]
+        keys = tuple(sorted(filled, key=priority.__getitem__))
+        template.plan = (keys, dict(reads), {k: fast(template.graph[k]) for k in keys if template.graph[k] is not None})
     name = f"{arrays[0].name}-step"
-    layer = Replayed(graph, (*keys, *aliases), reads, template.small)
-    hlg = HighLevelGraph({name: layer}, {name: set()})
+    hlg = HighLevelGraph({name: Replayed(template, values, renamed, aliases)}, {name: set()})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
@@ -388,11 +386,50 @@ def _renamed(template, arrays, input_layers, inputs):
 
 
 class Replayed(MaterializedLayer):
-    """A replayed step's tasks, with the order to run them in and how many tasks read each key."""
+    """A replayed step: the template, the values it reads this time and the names of its results.
 
-    def __init__(self, tasks, keys, reads, small):
-        super().__init__(tasks)
-        self.run_order, self.reads, self.small = keys, reads, small
+    Its tasks under the results' names (each task that reads a renamed result rewritten) are made
+    only when a scheduler asks for them: :func:`run_inline` runs the template's own tasks."""
+
+    def __init__(self, template, values, renamed, aliases):
+        super().__init__(_Lazy(self._tasks))
+        self.template, self.values, self.renamed, self.aliases = template, values, renamed, aliases
+
+    def _tasks(self):
+        template, renamed = self.template, self.renamed
+        graph = dict(template.graph)
+        for k, v in self.values.items():
+            graph[k] = DataNode(k, v)
+        for was, k in renamed.items():  # renamed in place, with the tasks that read it
+            graph[k] = graph.pop(was).substitute({}, key=k)
+            for r in template.readers.get(was, ()):
+                r = renamed.get(r, r)
+                graph[r] = graph[r].substitute({was: k})
+        for k, target in self.aliases.items():
+            graph[k] = Alias(k, target)
+        return graph
+
+
+class _Lazy(collections.abc.Mapping):
+    """A mapping made by ``make()`` when first read."""
+
+    def __init__(self, make):
+        self._make, self._made = make, None
+
+    @property
+    def _graph(self):
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+    def __getitem__(self, k):
+        return self._graph[k]
+
+    def __iter__(self):
+        return iter(self._graph)
+
+    def __len__(self):
+        return len(self._graph)
 
 
 _INLINE_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "single-threaded")
@@ -408,16 +445,26 @@ def run_inline(arrays):
     (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway."""
     layers = arrays[0].dask.layers if arrays else {}
     layer = next(iter(layers.values())) if len(layers) == 1 else None
-    if (type(layer) is not Replayed or not layer.small or Callback.active
+    if (type(layer) is not Replayed or not layer.template.small or Callback.active
             or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS):
         return None
-    wanted = {k for a in arrays for k in flatten(a.__dask_keys__())}
-    left, values = dict(layer.reads), {}
-    for k in layer.run_order:
-        task = layer.mapping[k]
+    template, aliases = layer.template, layer.aliases
+    back = {new: old for old, new in layer.renamed.items()}  # a result's key -> the template's
+
+    def key(k):
+        k = aliases.get(k, k)
+        return back.get(k, k)
+
+    wanted = {key(k) for a in arrays for k in flatten(a.__dask_keys__())}
+    keys, reads, calls = template.plan
+    left, values = dict(reads), dict(layer.values)
+    for k in keys:
+        task = calls.get(k)
+        if task is None:  # an input slot: its value is in place
+            continue
         values[k] = task(values)
         for d in task.dependencies:
             left[d] -= 1
             if not left[d] and d not in wanted:
                 del values[d]
-    return [a._rebuild({k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]
+    return [a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())}) for a in arrays]

@@ -16,7 +16,7 @@ from dask.base import tokenize
 
 from . import replicas, stepcache
 from .fold import flat_layers
-from .optimize import holds_data
+from .optimize import holds_data, per_layer
 from .internals import DataNode, HighLevelGraph, clientless, flatten
 
 
@@ -257,10 +257,13 @@ def data_futures(hlg):
     unfolded.  Read it before :func:`.optimize`: chunk fusion moves them inside fused tasks."""
     for _, layer, _ in flat_layers(hlg):
         if holds_data(layer):
-            for v in layer.values():
-                v = v.value if isinstance(v, DataNode) else v
-                if type(v).__name__ == "Future":
-                    yield v
+            yield from _futures(layer)
+
+
+@per_layer
+def _futures(layer):
+    values = (v.value if isinstance(v, DataNode) else v for v in layer.values())
+    return tuple(v for v in values if type(v).__name__ == "Future")
 
 
 def client_of(arr):
