@@ -236,6 +236,58 @@ def test_a_replayed_step_on_a_cluster_keeps_its_tasks_gpu_placement():
         assert fused and {names[t["worker"]] for t in fused} == {"gpu-worker"}
 
 
+def _mlp_train(steps, chunks=(15, 2)):
+    rng = np.random.default_rng(3)
+    X = dg.from_array(rng.standard_normal((60, 4)), chunks=chunks)  # features in two chunks: contractions sum blocks
+    t = dg.from_array(rng.integers(0, 3, 60), chunks=chunks[0])
+    W1 = dg.from_array(rng.standard_normal((4, 5)) * 0.5, chunks=(chunks[1], 5), requires_grad=True)
+    W2 = dg.from_array(rng.standard_normal((5, 3)) * 0.5, chunks=(5, 3), requires_grad=True)
+    losses = []
+    for _ in range(steps):
+        h = dg.tanh(X @ W1)
+        loss = dg.cross_entropy(dg.where(h > 0, h, 0.1 * h) @ W2, t) + 1e-3 * (W1 ** 2).sum()
+        loss.backward()
+        losses.append(loss.item())
+        with dg.no_grad():
+            W1 -= 0.1 * W1.grad
+            W2 -= 0.1 * W2.grad
+        W1.grad = W2.grad = None
+    return W1.detach().numpy(), W2.detach().numpy(), losses
+
+
+def test_a_replayed_step_runs_each_fused_chunk_as_a_generated_kernel_with_the_same_numbers():
+    W1, W2, losses = _mlp_train(8)
+    assert dg.step_cache_info()["hits"] >= 4
+    W1_ref, W2_ref, losses_ref = _uncached(_mlp_train, 8)
+    np.testing.assert_array_equal(W1, W1_ref)
+    np.testing.assert_array_equal(W2, W2_ref)
+    assert losses == losses_ref
+
+
+def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
+    from daskgrad._dask import fuse, stepcache
+
+    checked = []
+
+    class Both:  # a replay's part run both ways: the generated kernel and dask's task
+        def __init__(self, task):
+            self.task, self.fast = task, fuse.fast(task)
+            self.key, self.dependencies = task.key, task.dependencies
+
+        def __call__(self, values):
+            got, want = self.fast(values), self.task(values)
+            if isinstance(self.fast, fuse._Kernel):
+                checked.append(self.key)
+                assert type(got) is type(want)
+                for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+                    np.testing.assert_array_equal(g, w)
+            return want
+
+    monkeypatch.setattr(stepcache, "fast", Both)
+    _mlp_train(6)
+    assert len(checked) >= 8
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_replayed_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()

@@ -461,8 +461,81 @@ class _Call:
 
 
 def fast(task):
-    """``task`` as a direct call where it can be (a step replayed inline calls it so)."""
-    return _Call.of(task, static=5 if type(task) is Task and task.func is _run_fused else 0)
+    """``task`` as a direct call where it can be (a step replayed inline calls it so): a chunk-fused
+    task as one generated function (:class:`_Kernel`)."""
+    if type(task) is Task and task.func is _run_fused:
+        return _Kernel(task)
+    return _Call.of(task)
+
+
+class _Kernel:
+    """A chunk-fused task as one Python function, generated once: its parts called one after the
+    other on local variables, each deleted after its last reader, instead of :func:`_run_fused`
+    looking every value up in a dict (on chunks of a few rows that lookup costs more than NumPy).
+
+    Parts that are not direct calls (:class:`_Call`) are called as they are, on a dict of the values
+    they read.  While the dashboard meters parts or a memory tracker listens, :func:`_run_fused` runs
+    instead."""
+
+    __slots__ = ("key", "dependencies", "task", "run")
+
+    def __init__(self, task):
+        self.key, self.dependencies, self.task = task.key, task.dependencies, task
+        order, drops, inputs, outputs = task.args[:4]
+        env, lines, var = {"_Outputs": _Outputs}, [], {}
+
+        def const(value):
+            name = f"c{len(env)}"
+            env[name] = value
+            return name
+
+        def new(key, scope):
+            scope[key] = f"v{len(lines)}_{len(scope)}"
+            return scope[key]
+
+        def call(part, scope):
+            """The expression calling ``part`` on the variables of ``scope``."""
+            if type(part) is not _Call:
+                reads = ", ".join(f"{const(d)}: {scope[d]}" for d in part.dependencies)
+                return f"{const(part)}({{{reads}}})"
+            args = [const(a) for a in part.args]
+            for i, k in part.refs:
+                args[i] = scope[k]
+            for i, make, items in part.seqs:
+                inner = ", ".join(scope[e] if ref else const(e) for ref, e in items)
+                args[i] = f"[{inner}]" if make is list else f"({inner},)"
+            kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
+            if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
+                kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
+            return f"{const(part.func)}({', '.join(args + kwargs)})"
+
+        for k in inputs:
+            lines.append(f"{new(k, var)} = values[{const(k)}]")
+        for node, drop in zip(order, drops):
+            if type(node) is _Subgraph:
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) for k, a in node.inputs}
+                made = set()
+                for t, tdrop in zip(node.tasks, node.drops):
+                    lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
+                    made.add(t.key)
+                    gone = [inner[d] for d in tdrop if d in made]
+                    if gone:
+                        lines.append(f"del {', '.join(gone)}")
+                var[node.key] = inner[node.outkey]
+            else:
+                lines.append(f"{new(node.key, var)} = {call(node, var)}")
+            if drop:
+                lines.append(f"del {', '.join(var[d] for d in drop)}")
+        result = (f"_Outputs(({', '.join(var[k] for k in outputs)},))" if isinstance(outputs, list)
+                  else var[outputs])
+        source = "def kernel(values):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
+        exec(compile(source, f"<daskgrad fused {key_split(task.key)}>", "exec"), env)
+        self.run = env["kernel"]
+
+    def __call__(self, values):
+        if _inner_observer is not None or metering():
+            return self.task(values)
+        return self.run(values)
 
 
 def _holds_node(obj):
