@@ -263,3 +263,18 @@ def test_a_small_result_over_many_chunks_is_reduced_by_a_wide_tree_not_dasks_fou
     expected = {"bce_mean": Xn.T @ (1 / (1 + np.exp(-zn)) - yn) / len(yn), "sum_of_squares": Xn.T @ (2 * zn),
                 "max": Xn[np.argmax(zn)]}[loss]
     np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-10)
+
+
+def test_a_fused_part_with_a_list_keyword_of_references_gets_the_values():
+    from daskgrad._dask import fuse
+    from daskgrad._dask.internals import List, Task, TaskRef
+
+    def f(a, xs=None):
+        return a + sum(xs)
+
+    values = {"a": 1, "b": 2, "c": 3}
+    task = Task("k", f, TaskRef("a"), xs=List(TaskRef("b"), TaskRef("c")))
+    fused = fuse._fused_task("k", [task], ["k"])
+    assert task(values) == fuse._Call.of(task)(values) == fused(values) == fuse.fast(fused)(values) == 6
+    positional = Task("p", lambda a, xs: a + sum(xs), TaskRef("a"), List(TaskRef("b"), TaskRef("c")))
+    assert isinstance(fuse._Call.of(positional), fuse._Call) and fuse._Call.of(positional)(values) == 6

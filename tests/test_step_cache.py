@@ -288,6 +288,38 @@ def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
     assert len(checked) >= 8
 
 
+def _replayed_sum(i):
+    import dask.array as da
+
+    from daskgrad._dask import stepcache
+
+    x = da.from_array(np.arange(6.0) + i, chunks=2).persist()
+    return stepcache.optimize_cached([(x * 2 + 1).sum()])
+
+
+def test_a_replayed_steps_arrays_compute_and_cull_as_dasks_own():
+    # (what an observer of submissions gets: runtime.observe, testing.submissions)
+    for i in range(3):
+        (out,) = _replayed_sum(i)
+    assert dg.step_cache_info()["hits"] == 1
+    layer = next(iter(out.dask.layers.values()))
+    assert len(list(layer.values())) == len(layer)
+    assert out.compute() == 2 * (np.arange(6.0) + 2).sum() + 6
+    assert dask.compute(out, optimize_graph=False, scheduler="sync")[0] == out.compute()
+
+
+def test_a_replayed_step_holds_its_inputs_no_longer_than_its_arrays():
+    for i in range(3):
+        (out,) = _replayed_sum(i)
+    ref = weakref.ref(next(iter(out.dask.layers.values())))
+    gc.disable()
+    try:
+        del out
+        assert ref() is None  # no reference cycle: the inputs go with the arrays, not at the next gc
+    finally:
+        gc.enable()
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_replayed_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()

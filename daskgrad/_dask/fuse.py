@@ -429,7 +429,7 @@ class _Call:
             return task
         seqs = tuple((i, a) for i, a in enumerate(task.args) if i >= static and type(a) in (List, Tuple))
         if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
-               for a in [*task.args[static:], *task.kwargs.values()] if type(a) not in (List, Tuple)):
+               for a in [*(a for a in task.args[static:] if type(a) not in (List, Tuple)), *task.kwargs.values()]):
             return task
         if any(not isinstance(e, TaskRef) and (isinstance(e, GraphNode) or (isinstance(e, (tuple, list, dict, set))
                                                                           and _holds_node(e)))
@@ -438,7 +438,7 @@ class _Call:
         new = object.__new__(cls)
         new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
         new.data_producer = task.data_producer
-        new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
+        new.args = tuple(None if isinstance(a, TaskRef) and i >= static else a for i, a in enumerate(task.args))
         new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef) and i >= static)
         new.seqs = tuple((i, a.constructor, tuple((True, e.key) if isinstance(e, TaskRef) else (False, e)
                                                    for e in a.args)) for i, a in seqs)
@@ -464,8 +464,14 @@ def fast(task):
     """``task`` as a direct call where it can be (a step replayed inline calls it so): a chunk-fused
     task as one generated function (:class:`_Kernel`)."""
     if type(task) is Task and task.func is _run_fused:
-        return _Kernel(task)
+        try:
+            return _Kernel(task)
+        except SyntaxError:  # (a part this generator cannot write down: run as dask's task)
+            return task
     return _Call.of(task)
+
+
+_compiled = {}  # generated source -> its code: every chunk of a layer has the same source, other constants
 
 
 class _Kernel:
@@ -503,7 +509,7 @@ class _Kernel:
                 args[i] = scope[k]
             for i, make, items in part.seqs:
                 inner = ", ".join(scope[e] if ref else const(e) for ref, e in items)
-                args[i] = f"[{inner}]" if make is list else f"({inner},)"
+                args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
             kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
             if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
                 kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
@@ -529,7 +535,12 @@ class _Kernel:
         result = (f"_Outputs(({', '.join(var[k] for k in outputs)},))" if isinstance(outputs, list)
                   else var[outputs])
         source = "def kernel(values):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
-        exec(compile(source, f"<daskgrad fused {key_split(task.key)}>", "exec"), env)
+        code = _compiled.get(source)
+        if code is None:
+            if len(_compiled) >= 4096:
+                _compiled.clear()
+            code = _compiled[source] = compile(source, f"<daskgrad fused {key_split(task.key)}>", "exec")
+        exec(code, env)
         self.run = env["kernel"]
 
     def __call__(self, values):

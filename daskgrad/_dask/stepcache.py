@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import functools
 import threading
 import uuid
 import weakref
@@ -335,7 +336,8 @@ def _replay(template, arrays, input_layers, inputs):
         priority = order(filled)
         reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
         keys = tuple(sorted(filled, key=priority.__getitem__))
-        template.plan = (keys, dict(reads), {k: fast(template.graph[k]) for k in keys if template.graph[k] is not None})
+        calls = {k: fast(template.graph[k]) for k in keys if template.graph[k] is not None} if template.small else {}
+        template.plan = (keys, dict(reads), calls)  # (only a step of small chunks runs inline: run_inline)
     name = f"{arrays[0].name}-step"
     hlg = HighLevelGraph({name: Replayed(template, values, renamed, aliases)}, {name: set()})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
@@ -391,35 +393,38 @@ class Replayed(MaterializedLayer):
     Its tasks under the results' names (each task that reads a renamed result rewritten) are made
     only when a scheduler asks for them: :func:`run_inline` runs the template's own tasks."""
 
-    def __init__(self, template, values, renamed, aliases):
-        super().__init__(_Lazy(self._tasks))
-        self.template, self.values, self.renamed, self.aliases = template, values, renamed, aliases
+    def __init__(self, template, inputs, renamed, aliases):
+        # (made by a plain function of the parts, not a method: no cycle holds the inputs)
+        super().__init__(_Lazy(functools.partial(_renamed_tasks, template, inputs, renamed, aliases)))
+        self.template, self.inputs, self.renamed, self.aliases = template, inputs, renamed, aliases
 
-    def _tasks(self):
-        template, renamed = self.template, self.renamed
-        graph = dict(template.graph)
-        for k, v in self.values.items():
-            graph[k] = DataNode(k, v)
-        for was, k in renamed.items():  # renamed in place, with the tasks that read it
-            graph[k] = graph.pop(was).substitute({}, key=k)
-            for r in template.readers.get(was, ()):
-                r = renamed.get(r, r)
-                graph[r] = graph[r].substitute({was: k})
-        for k, target in self.aliases.items():
-            graph[k] = Alias(k, target)
-        return graph
+
+def _renamed_tasks(template, inputs, renamed, aliases):
+    graph = dict(template.graph)
+    for k, v in inputs.items():
+        graph[k] = DataNode(k, v)
+    for was, k in renamed.items():  # renamed in place, with the tasks that read it
+        graph[k] = graph.pop(was).substitute({}, key=k)
+        for r in template.readers.get(was, ()):
+            r = renamed.get(r, r)
+            graph[r] = graph[r].substitute({was: k})
+    for k, target in aliases.items():
+        graph[k] = Alias(k, target)
+    return graph
 
 
 class _Lazy(collections.abc.Mapping):
-    """A mapping made by ``make()`` when first read."""
+    """A mapping made by ``make()`` when first read (once, whichever thread reads first)."""
 
     def __init__(self, make):
-        self._make, self._made = make, None
+        self._make, self._made, self._lock = make, None, threading.Lock()
 
     @property
     def _graph(self):
         if self._made is None:
-            self._made = self._make()
+            with self._lock:
+                if self._made is None:
+                    self._made, self._make = self._make(), None
         return self._made
 
     def __getitem__(self, k):
@@ -457,7 +462,7 @@ def run_inline(arrays):
 
     wanted = {key(k) for a in arrays for k in flatten(a.__dask_keys__())}
     keys, reads, calls = template.plan
-    left, values = dict(reads), dict(layer.values)
+    left, values = dict(reads), dict(layer.inputs)
     for k in keys:
         task = calls.get(k)
         if task is None:  # an input slot: its value is in place
