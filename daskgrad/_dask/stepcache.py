@@ -403,8 +403,9 @@ def _renamed_tasks(template, inputs, renamed, aliases):
     graph = dict(template.graph)
     for k, v in inputs.items():
         graph[k] = DataNode(k, v)
-    for was, k in renamed.items():  # renamed in place, with the tasks that read it
+    for was, k in renamed.items():  # the results renamed in place, then the tasks that read them
         graph[k] = graph.pop(was).substitute({}, key=k)
+    for was, k in renamed.items():  # (a reader may be a result itself, renamed above)
         for r in template.readers.get(was, ()):
             r = renamed.get(r, r)
             graph[r] = graph[r].substitute({was: k})
