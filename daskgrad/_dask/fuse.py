@@ -422,14 +422,13 @@ class _Call:
     __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs", "seqs")
 
     @classmethod
-    def of(cls, task, static=0):
-        """``task`` as a call, or ``task`` itself; its first ``static`` arguments are taken as they
-        are (a fused task's plan: its parts are not tasks to evaluate)."""
+    def of(cls, task):
+        """``task`` as a call, or ``task`` itself."""
         if type(task) is not Task:
             return task
-        seqs = tuple((i, a) for i, a in enumerate(task.args) if i >= static and type(a) in (List, Tuple))
+        seqs = tuple((i, a) for i, a in enumerate(task.args) if type(a) in (List, Tuple))
         if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
-               for a in [*(a for a in task.args[static:] if type(a) not in (List, Tuple)), *task.kwargs.values()]):
+               for a in [*(a for a in task.args if type(a) not in (List, Tuple)), *task.kwargs.values()]):
             return task
         if any(not isinstance(e, TaskRef) and (isinstance(e, GraphNode) or (isinstance(e, (tuple, list, dict, set))
                                                                           and _holds_node(e)))
@@ -438,8 +437,8 @@ class _Call:
         new = object.__new__(cls)
         new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
         new.data_producer = task.data_producer
-        new.args = tuple(None if isinstance(a, TaskRef) and i >= static else a for i, a in enumerate(task.args))
-        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef) and i >= static)
+        new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
+        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef))
         new.seqs = tuple((i, a.constructor, tuple((True, e.key) if isinstance(e, TaskRef) else (False, e)
                                                    for e in a.args)) for i, a in seqs)
         new.kwargs = {k: v for k, v in task.kwargs.items() if not isinstance(v, TaskRef)}
