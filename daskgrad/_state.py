@@ -19,7 +19,7 @@ Elsewhere, each beside the code that needs it:
   threads backpropagating at once behave as torch's;
 * ``_tensor._rng``: ``manual_seed``'s generator; ``_tensor._cuda_ok``: a GPU was found once;
 * ``_dask.submit._tokens``/``_installed``/``_blas``: per-client stored-name tokens, schedulers that
-  have the Keeper, the BLAS thread limiter; ``_dask.fuse._inner_observer``: a memory tracker;
+  have the Keeper, the BLAS thread limiter; ``_dask.calls._inner_observer``: a memory tracker;
   ``_dask.dashboard._outbox``/``_node_ids``: retained graphs not yet published to the scheduler.
 """
 from __future__ import annotations

@@ -218,7 +218,7 @@ def test_a_blockwise_chain_inside_a_fused_task_frees_each_temporary_after_its_la
     from dask._task_spec import Task, _execute_subgraph
     from dask.blockwise import optimize_blockwise
 
-    from daskgrad._dask import fuse as fusion
+    from daskgrad._dask import calls
 
     x = da.from_array(np.random.default_rng(0).standard_normal(1_000_000), chunks=-1)  # 8 MB
     y = x
@@ -226,8 +226,8 @@ def test_a_blockwise_chain_inside_a_fused_task_frees_each_temporary_after_its_la
         y = da.tanh(y) if i % 2 else y * 0.9 + 0.05
     graph = convert_legacy_graph(dict(optimize_blockwise(y.dask, keys=list(flatten(y.__dask_keys__())))))
     (task,) = [t for t in graph.values() if isinstance(t, Task) and t.func is _execute_subgraph]
-    assert fusion._Subgraph.applies(task)
-    sub = fusion._Subgraph(task)
+    assert calls._Subgraph.applies(task)
+    sub = calls._Subgraph(task)
     inputs = {k: graph[k]({}) for k in task.dependencies}
     tracemalloc.start()
     try:
@@ -266,7 +266,7 @@ def test_a_small_result_over_many_chunks_is_reduced_by_a_wide_tree_not_dasks_fou
 
 
 def test_a_fused_part_with_a_list_keyword_of_references_gets_the_values():
-    from daskgrad._dask import fuse
+    from daskgrad._dask import calls, fuse
     from daskgrad._dask.internals import List, Task, TaskRef
 
     def f(a, xs=None):
@@ -275,6 +275,6 @@ def test_a_fused_part_with_a_list_keyword_of_references_gets_the_values():
     values = {"a": 1, "b": 2, "c": 3}
     task = Task("k", f, TaskRef("a"), xs=List(TaskRef("b"), TaskRef("c")))
     fused = fuse._fused_task("k", [task], ["k"])
-    assert task(values) == fuse._Call.of(task)(values) == fused(values) == fuse.fast(fused)(values) == 6
+    assert task(values) == calls._Call.of(task)(values) == fused(values) == calls.fast(fused)(values) == 6
     positional = Task("p", lambda a, xs: a + sum(xs), TaskRef("a"), List(TaskRef("b"), TaskRef("c")))
-    assert isinstance(fuse._Call.of(positional), fuse._Call) and fuse._Call.of(positional)(values) == 6
+    assert isinstance(calls._Call.of(positional), calls._Call) and calls._Call.of(positional)(values) == 6

@@ -306,18 +306,18 @@ def test_a_replayed_step_whose_results_read_each_other_renames_them_all_on_dask_
 
 
 def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
-    from daskgrad._dask import fuse, stepcache
+    from daskgrad._dask import calls, stepcache
 
     checked = []
 
     class Both:  # a replay's part run both ways: the generated kernel and dask's task
         def __init__(self, task):
-            self.task, self.fast = task, fuse.fast(task)
+            self.task, self.fast = task, calls.fast(task)
             self.key, self.dependencies = task.key, task.dependencies
 
         def __call__(self, values):
             got, want = self.fast(values), self.task(values)
-            if isinstance(self.fast, fuse._Kernel):
+            if isinstance(self.fast, calls._Kernel):
                 checked.append(self.key)
                 assert type(got) is type(want)
                 for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:

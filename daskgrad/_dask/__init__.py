@@ -9,6 +9,7 @@ the reason dask is pinned to a tested range).  Read in this order:
 * :mod:`.arena`: stand-ins for the reverse pass's rules, joined once for what leaves the pass;
 * :mod:`.elemwise`: elementwise and within-chunk layers built without dask's per-call inference;
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
+* :mod:`.calls`: how a chunk-fused task runs (direct calls, one generated function a chunk);
 * :mod:`.gating`: a time step's stateless values rebuilt to wait for the state (checkpoint_steps);
 * :mod:`.stepcache`: a graph with the structure of one optimized before reuses it (:mod:`.freeze`: its key);
 * :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;

@@ -116,7 +116,7 @@ def _backward_span(scheduler, tasks):
 
 
 # what distributed itself meters while a task runs; the other labels of a fused task's seconds are
-# the names of the parts daskgrad's fused tasks ran (fuse._run_fused)
+# the names of the parts daskgrad's fused tasks ran (calls._run_fused)
 _WORKER_ACTIVITIES = {"thread-cpu", "thread-noncpu", "executor", "other", "offload", "deserialize",
                       "decompress", "disk-read", "disk-write", "serialize", "compress", "memory-read"}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import dask.array as da
 
-from . import fuse
+from . import calls
 from .internals import Callback, DataNode, GraphNode, TaskRef, flatten, get_deps, order
 
 _record_lock = threading.Lock()
@@ -101,13 +101,13 @@ def simulate(arrays, known=()):
     for k in run:
         if k in sizes:
             size[k] = sizes[k]
-        elif fuse.fused_outputs(dsk[k]) and all(e in sizes for e in fuse.fused_outputs(dsk[k])):
-            size[k] = sum(sizes[e] for e in fuse.fused_outputs(dsk[k]))  # the values it hands on
+        elif calls.fused_outputs(dsk[k]) and all(e in sizes for e in calls.fused_outputs(dsk[k])):
+            size[k] = sum(sizes[e] for e in calls.fused_outputs(dsk[k]))  # the values it hands on
         else:
             unknown += 1
             size[k] = min((size[d] for d in deps[k]), default=8)
     resident = sum(size[k] for k in dsk if is_data(dsk[k]))
-    inner = {k: fuse.inner_peak(dsk[k], size, sizes) for k in run}
+    inner = {k: calls.inner_peak(dsk[k], size, sizes) for k in run}
     remaining = {k: len(dependents[k]) for k in dsk}
     live = peak = resident
     peak_at = 0
@@ -183,11 +183,11 @@ class PeakTracker(Callback):
 
     def __enter__(self):
         super().__enter__()
-        fuse.observe_inner(self._inside)
+        calls.observe_inner(self._inside)
         return self
 
     def __exit__(self, *args):
-        fuse.observe_inner(None)
+        calls.observe_inner(None)
         super().__exit__(*args)
 
     def _inside(self, held):  # a fused task's own peak, on top of what was held before it

@@ -46,7 +46,7 @@ from dask.base import tokenize
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         TaskRef, convert_legacy_task, flatten, order)
 from .freeze import Unfrozen, freeze
-from .fuse import fast
+from .calls import fast
 from .optimize import collect, holds_data, optimize_layers, per_layer
 
 
@@ -68,7 +68,7 @@ class _Template:
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for a replay's token on a cluster (its key may be a large structure)
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
-    #                           a direct call: fuse.fast), at its first replay
+    #                           a direct call: calls.fast), at its first replay
 
 
 _lock = threading.Lock()

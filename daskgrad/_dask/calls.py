@@ -1,0 +1,306 @@
+"""How a chunk-fused task runs: the callables inside the tasks :mod:`.fuse` builds.
+
+The fusion pass runs once per submission; what is here runs for every chunk of every step, on a
+worker or inline in a replayed step (:mod:`.stepcache`), so it is kept apart from the pass and its
+per-call cost is what matters.  On small chunks dask's own overhead per task (``Task.__call__``
+walking its arguments, a Blockwise-fused task ordering its inner graph) costs more than the NumPy
+work, hence direct calls (:class:`_Call`), subgraphs ordered once (:class:`_Subgraph`) and a fused
+task generated as one function (:class:`_Kernel`, by :func:`fast`).  :func:`_run_fused` is the
+path that meters parts for the dashboard and tells a memory tracker (:func:`observe_inner`);
+:func:`fused_outputs` and :func:`inner_peak` read its task's layout for :mod:`.replay`.
+"""
+from __future__ import annotations
+
+import time
+
+from dask.utils import key_split
+
+from .internals import (Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, context_meter,
+                        metering)
+
+
+class _Outputs(tuple):
+    """The values a fused task hands on; ``nbytes`` for the memory trackers that ask a result."""
+
+    @property
+    def nbytes(self):
+        return sum(int(getattr(v, "nbytes", 0) or 0) for v in self)
+
+
+_inner_observer = None  # replay.PeakTracker's: told the most bytes a fused task held inside
+
+
+def observe_inner(observer):
+    """``observer(bytes)`` is told the most a fused task held inside while it ran (``None``: nobody)."""
+    global _inner_observer
+    _inner_observer = observer
+
+
+class _Subgraph:
+    """A Blockwise-fused task inside a group, with its inner tasks ordered once, on the client.
+
+    Run as itself, such a task (``_execute_subgraph``) orders its inner graph with ``dask.order``
+    on every call, about 0.3 ms a chunk on the worker; re-keying its inner tasks into the group
+    instead cost ~0.5 ms a chunk on the client.  Here the inner tasks stay as they are and only
+    their order is computed (a topological sort of a few tasks)."""
+
+    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs", "drops")
+
+    def __init__(self, node):
+        inner, self.outkey, inkeys = node.args[:3]
+        self.key, self.dependencies, self.data_producer = node.key, node.dependencies, node.data_producer
+        self.inputs = tuple(zip(inkeys, node.args[3:]))
+        order, seen, stack = [], set(), [(self.outkey, False)]  # depth-first post-order from the output
+        while stack:
+            k, done = stack.pop()
+            if done:
+                order.append(_Call.of(inner[k]))
+            elif k not in seen:
+                seen.add(k)
+                stack.append((k, True))
+                stack.extend((d, False) for d in inner[k].dependencies if d in inner and d not in seen)
+        self.tasks = tuple(order)
+        last = {}  # each value is dropped after its last reader: a long chain holds one or two chunks
+        for i, t in enumerate(self.tasks):
+            for d in t.dependencies:
+                last[d] = i
+        drops = [[] for _ in self.tasks]
+        for d, i in last.items():
+            if d != self.outkey:
+                drops[i].append(d)
+        self.drops = tuple(map(tuple, drops))
+
+    @staticmethod
+    def applies(node):
+
+        return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
+                and all(isinstance(a, (TaskRef, DataNode)) for a in node.args[3:])
+                and all(isinstance(t, (Task, Alias)) for t in node.args[0].values()))
+
+    def __call__(self, cache, seconds=None):
+        """The output; ``seconds`` (a dict), when given, gains the time of each inner task by name."""
+        local = {k: cache[a.key] if isinstance(a, TaskRef) else a.value for k, a in self.inputs}
+        for t, drop in zip(self.tasks, self.drops):
+            if seconds is None:
+                local[t.key] = t(local)
+            else:
+                start = time.perf_counter()
+                local[t.key] = t(local)
+                name = key_split(t.key)
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+            for d in drop:
+                local.pop(d, None)
+        return local[self.outkey]
+
+    def __reduce__(self):
+        return (_Subgraph._restore, (self.key, self.dependencies, self.data_producer, self.tasks, self.outkey,
+                                     self.inputs, self.drops))
+
+    @staticmethod
+    def _restore(*state):
+        new = object.__new__(_Subgraph)
+        for name, value in zip(_Subgraph.__slots__, state):
+            setattr(new, name, value)
+        return new
+
+
+class _Call:
+    """A part of a fused task called directly: its function on its constants and the values it reads.
+
+    dask's ``Task.__call__`` checks its inputs and walks every argument for nested tasks on each
+    call (~10 us); a fused chunk runs a dozen parts, so on small chunks that walk cost more than the
+    NumPy calls.  Tasks whose arguments are plain values, references, and lists or tuples of those
+    (a contraction's blocks) are converted (:meth:`of`); others run as dask's tasks."""
+
+    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs", "seqs")
+
+    @classmethod
+    def of(cls, task):
+        """``task`` as a call, or ``task`` itself."""
+        if type(task) is not Task:
+            return task
+        seqs = tuple((i, a) for i, a in enumerate(task.args) if type(a) in (List, Tuple))
+        if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
+               for a in [*(a for a in task.args if type(a) not in (List, Tuple)), *task.kwargs.values()]):
+            return task
+        if any(not isinstance(e, TaskRef) and (isinstance(e, GraphNode) or (isinstance(e, (tuple, list, dict, set))
+                                                                          and _holds_node(e)))
+               for _, a in seqs for e in a.args):
+            return task
+        new = object.__new__(cls)
+        new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
+        new.data_producer = task.data_producer
+        new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
+        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef))
+        new.seqs = tuple((i, a.constructor, tuple((True, e.key) if isinstance(e, TaskRef) else (False, e)
+                                                   for e in a.args)) for i, a in seqs)
+        new.kwargs = {k: v for k, v in task.kwargs.items() if not isinstance(v, TaskRef)}
+        new.kwrefs = tuple((k, v.key) for k, v in task.kwargs.items() if isinstance(v, TaskRef))
+        return new
+
+    def __call__(self, values):
+        args = list(self.args)
+        for i, k in self.refs:
+            args[i] = values[k]
+        for i, make, items in self.seqs:
+            args[i] = make(values[e] if ref else e for ref, e in items)
+        if self.kwrefs:
+            return self.func(*args, **self.kwargs, **{name: values[k] for name, k in self.kwrefs})
+        return self.func(*args, **self.kwargs)
+
+    def __dask_tokenize__(self):
+        return ("fused-part", self.key, self.func, self.args, self.refs, self.seqs, self.kwargs, self.kwrefs)
+
+
+def fast(task):
+    """``task`` as a direct call where it can be (a step replayed inline calls it so): a chunk-fused
+    task as one generated function (:class:`_Kernel`)."""
+    if type(task) is Task and task.func is _run_fused:
+        try:
+            return _Kernel(task)
+        except SyntaxError:  # (a part this generator cannot write down: run as dask's task)
+            return task
+    return _Call.of(task)
+
+
+_compiled = {}  # generated source -> its code: every chunk of a layer has the same source, other constants
+
+
+class _Kernel:
+    """A chunk-fused task as one Python function, generated once: its parts called one after the
+    other on local variables, each deleted after its last reader, instead of :func:`_run_fused`
+    looking every value up in a dict (on chunks of a few rows that lookup costs more than NumPy).
+
+    Parts that are not direct calls (:class:`_Call`) are called as they are, on a dict of the values
+    they read.  While the dashboard meters parts or a memory tracker listens, :func:`_run_fused` runs
+    instead."""
+
+    __slots__ = ("key", "dependencies", "task", "run")
+
+    def __init__(self, task):
+        self.key, self.dependencies, self.task = task.key, task.dependencies, task
+        order, drops, inputs, outputs = task.args[:4]
+        env, lines, var = {"_Outputs": _Outputs}, [], {}
+
+        def const(value):
+            name = f"c{len(env)}"
+            env[name] = value
+            return name
+
+        def new(key, scope):
+            scope[key] = f"v{len(lines)}_{len(scope)}"
+            return scope[key]
+
+        def call(part, scope):
+            """The expression calling ``part`` on the variables of ``scope``."""
+            if type(part) is not _Call:
+                reads = ", ".join(f"{const(d)}: {scope[d]}" for d in part.dependencies)
+                return f"{const(part)}({{{reads}}})"
+            args = [const(a) for a in part.args]
+            for i, k in part.refs:
+                args[i] = scope[k]
+            for i, make, items in part.seqs:
+                inner = ", ".join(scope[e] if ref else const(e) for ref, e in items)
+                args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
+            kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
+            if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
+                kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
+            return f"{const(part.func)}({', '.join(args + kwargs)})"
+
+        for k in inputs:
+            lines.append(f"{new(k, var)} = values[{const(k)}]")
+        for node, drop in zip(order, drops):
+            if type(node) is _Subgraph:
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) for k, a in node.inputs}
+                made = set()
+                for t, tdrop in zip(node.tasks, node.drops):
+                    lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
+                    made.add(t.key)
+                    gone = [inner[d] for d in tdrop if d in made]
+                    if gone:
+                        lines.append(f"del {', '.join(gone)}")
+                var[node.key] = inner[node.outkey]
+            else:
+                lines.append(f"{new(node.key, var)} = {call(node, var)}")
+            if drop:
+                lines.append(f"del {', '.join(var[d] for d in drop)}")
+        result = (f"_Outputs(({', '.join(var[k] for k in outputs)},))" if isinstance(outputs, list)
+                  else var[outputs])
+        source = "def kernel(values):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
+        code = _compiled.get(source)
+        if code is None:
+            if len(_compiled) >= 4096:
+                _compiled.clear()
+            code = _compiled[source] = compile(source, f"<daskgrad fused {key_split(task.key)}>", "exec")
+        exec(code, env)
+        self.run = env["kernel"]
+
+    def __call__(self, values):
+        if _inner_observer is not None or metering():
+            return self.task(values)
+        return self.run(values)
+
+
+def _holds_node(obj):
+    """Whether a container holds a task or a reference anywhere inside (dask would evaluate it)."""
+    items = obj.values() if isinstance(obj, dict) else obj
+    return any(isinstance(a, (GraphNode, TaskRef)) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
+               for a in items)
+
+
+def _run_fused(order, drops, inputs, outputs, names, *values):
+    """Run a fused group: its tasks in ``order``, each temporary dropped after its last reader.
+
+    On a distributed worker the seconds of each part are told to distributed's fine performance
+    metrics under the part's name (``names``: "mm-vjp", "sum", ...), so the dashboard attributes a
+    fused task's time to the rules inside it instead of one ``add-vjp-fused`` bar."""
+    cache = dict(zip(inputs, values))
+    observe, live, peak = _inner_observer, 0, 0
+    seconds = {} if metering() else None
+    for node, drop, part in zip(order, drops, names):
+        if seconds is None:
+            cache[node.key] = value = node(cache)
+        elif isinstance(node, _Subgraph):
+            cache[node.key] = value = node(cache, seconds)
+        else:
+            start = time.perf_counter()
+            cache[node.key] = value = node(cache)
+            seconds[part] = seconds.get(part, 0.0) + time.perf_counter() - start
+        if observe is not None:
+            live += int(getattr(value, "nbytes", 0) or 0)
+            peak = max(peak, live)
+        for k in drop:
+            if observe is not None:
+                live -= int(getattr(cache[k], "nbytes", 0) or 0)
+            del cache[k]
+    if observe is not None:
+        observe(peak)
+    for part, spent in (seconds or {}).items():
+        context_meter.digest_metric(part, spent, "seconds")
+    if isinstance(outputs, list):
+        return _Outputs(cache[k] for k in outputs)
+    return cache[outputs]
+
+
+def fused_outputs(task):
+    """The keys of the values a chunk-fused task hands on, when it hands on several."""
+    if isinstance(task, Task) and task.func is _run_fused and task.args[3] != task.key:
+        return tuple(task.args[3])  # several values (a single one is the task's own key)
+    return ()
+
+
+def inner_peak(task, size, sizes):
+    """The most a chunk-fused task (:func:`_run_fused`) holds inside while it runs: its parts'
+    outputs, each from when it is made to its last reader in the task.  0 for other tasks."""
+    if not (isinstance(task, Task) and task.func is _run_fused):
+        return 0
+    order, drops = task.args[0], task.args[1]
+    made, live, peak = {}, 0, 0
+    for node, drop in zip(order, drops):
+        inputs = [made.get(d, size.get(d, 8)) for d in node.dependencies]
+        made[node.key] = sizes.get(node.key, min(inputs, default=8))
+        live += made[node.key]
+        peak = max(peak, live)
+        for d in drop:
+            live -= made.get(d, 0)
+    return peak
