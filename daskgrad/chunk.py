@@ -9,6 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def _rows(rule):
+    """Says how a kernel treats rows, so a fused step can run it on blocks of rows
+    (:mod:`daskgrad._dask.rows`): "elementwise" (each element on its own, operands broadcast as
+    NumPy does), "matmul" or "matmul_partial" (a product of at most 2-d operands), "reduce"
+    (:func:`reduce`)."""
+    def mark(kernel):
+        kernel.row_rule = rule
+        return kernel
+    return mark
+
+
+@_rows("matmul")
 def matmul(a, b):
     """``a @ b`` for a contraction within one chunk.  Blockwise hands over the contracted axis as
     one-element lists; unwrapping them avoids the copy that ``concatenate=True`` would make."""
@@ -19,11 +31,13 @@ def matmul(a, b):
     return a @ b
 
 
+@_rows("matmul_partial")
 def matmul_partial(a, b):
     """One chunk pair's share of a product whose contracted axis spans several chunks."""
     return (a @ b)[None]
 
 
+@_rows("elementwise")
 def sigmoid(x):
     """torch's formula, ``1 / (1 + exp(-x))``: where ``exp`` overflows (x below about -88 in
     float32) the result is 0, as in torch, so the overflow is expected and not warned about.
@@ -32,6 +46,7 @@ def sigmoid(x):
         return 1 / (1 + np.exp(-x))
 
 
+@_rows("elementwise")
 def softplus(x):
     """``log(1 + exp(x)) = max(x, 0) + log1p(e)`` with ``e = exp(-|x|)`` in (0, 1], never overflowing.
 
@@ -43,11 +58,13 @@ def softplus(x):
     return np.maximum(x, 0) + (np.log(u) - ((u - 1) - e) / u)
 
 
+@_rows("elementwise")
 def bce_with_logits(z, y):
     """The terms of binary cross-entropy from logits, ``softplus(z) - z y``."""
     return softplus(z) - z * y
 
 
+@_rows("elementwise")
 def bce_with_logits_grad(z, y, g):
     """Its gradient with respect to the logits, ``(sigmoid(z) - y) g``."""
     return (sigmoid(z) - y) * g
@@ -75,10 +92,12 @@ def take(block, idx, axis):
     return np.take(block, like(idx, block), axis=axis)
 
 
+@_rows("elementwise")
 def full_like(block, value):
     return np.full_like(block, value)
 
 
+@_rows("reduce")
 def reduce(block, fn, axis, keepdims):
     """``np.<fn>(block, axis, keepdims)`` for a reduction that stays inside one chunk.  Blockwise
     hands over nested one-element lists for the dropped axes (``concatenate=False``)."""
@@ -138,6 +157,7 @@ for _k in range(1, 30):
 _I1_SPLIT = 25.0
 
 
+@_rows("elementwise")
 def i1(x):
     """The modified Bessel function of the first kind, order 1 (torch's ``special.i1``), from NumPy
     operations on the chunk (cupy's own kernel on cupy chunks)."""

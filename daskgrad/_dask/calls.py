@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import time
 
-from dask.utils import key_split
+import dask
+from dask.utils import key_split, parse_bytes
+
+from . import rows
 
 from .internals import (Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, context_meter,
                         metering)
@@ -72,14 +75,17 @@ class _Subgraph:
 
     @staticmethod
     def applies(node):
-
+        """Whether ``node`` is a Blockwise-fused task whose inputs are values, references or lists of
+        references (a contraction's blocks)."""
         return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
-                and all(isinstance(a, (TaskRef, DataNode)) for a in node.args[3:])
+                and all(isinstance(a, (TaskRef, DataNode)) or (type(a) is List and _refs_only(a))
+                        for a in node.args[3:])
                 and all(isinstance(t, (Task, Alias)) for t in node.args[0].values()))
 
     def __call__(self, cache, seconds=None):
         """The output; ``seconds`` (a dict), when given, gains the time of each inner task by name."""
-        local = {k: cache[a.key] if isinstance(a, TaskRef) else a.value for k, a in self.inputs}
+        local = {k: cache[a.key] if isinstance(a, TaskRef) else [cache[e.key] for e in a.args] if type(a) is List
+                 else a.value for k, a in self.inputs}
         for t, drop in zip(self.tasks, self.drops):
             if seconds is None:
                 local[t.key] = t(local)
@@ -211,7 +217,8 @@ class _Kernel:
             lines.append(f"{new(k, var)} = values[{const(k)}]")
         for node, drop in zip(order, drops):
             if type(node) is _Subgraph:
-                inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) for k, a in node.inputs}
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) if type(a) is not List
+                         else f"[{', '.join(var[e.key] for e in a.args)}]" for k, a in node.inputs}
                 made = set()
                 for t, tdrop in zip(node.tasks, node.drops):
                     lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
@@ -241,6 +248,10 @@ class _Kernel:
         return self.run(values)
 
 
+def _refs_only(seq):
+    return all(isinstance(e, TaskRef) for e in seq.args)
+
+
 def _holds_node(obj):
     """Whether a container holds a task or a reference anywhere inside (dask would evaluate it)."""
     items = obj.values() if isinstance(obj, dict) else obj
@@ -254,9 +265,13 @@ def _run_fused(order, drops, inputs, outputs, names, *values):
     On a distributed worker the seconds of each part are told to distributed's fine performance
     metrics under the part's name (``names``: "mm-vjp", "sum", ...), so the dashboard attributes a
     fused task's time to the rules inside it instead of one ``add-vjp-fused`` bar."""
-    cache = dict(zip(inputs, values))
     observe, live, peak = _inner_observer, 0, 0
     seconds = {} if metering() else None
+    if observe is None and (names, len(inputs)) not in _whole:
+        done = _in_rows(order, names, inputs, values, outputs, seconds)
+        if done is not None:
+            return done
+    cache = dict(zip(inputs, values))
     for node, drop, part in zip(order, drops, names):
         if seconds is None:
             cache[node.key] = value = node(cache)
@@ -280,6 +295,79 @@ def _run_fused(order, drops, inputs, outputs, names, *values):
     if isinstance(outputs, list):
         return _Outputs(cache[k] for k in outputs)
     return cache[outputs]
+
+
+# fused tasks whose parts cannot run in row blocks, by their parts' names: a task that could but
+# shares them only runs whole (slower, never wrong), and nothing of a graph is held here
+_whole = set()
+
+
+def _in_rows(order, names, inputs, values, outputs, seconds):
+    """The fused task's result computed over blocks of rows (:mod:`.rows`), or ``None``: not worth
+    it, or not possible (then remembered, and the task runs whole)."""
+    block = dask.config.get("daskgrad.row-block-bytes", 2 << 20)
+    if not block:
+        return None
+    keys = outputs if isinstance(outputs, list) else [outputs]
+    try:
+        done = rows.run(lambda: _row_parts(order, names), inputs, values, keys, parse_bytes(block), seconds)
+    except Exception:  # (rows.Refused, or an error the whole run raises as it should)
+        if len(_whole) >= 4096:
+            _whole.clear()
+        _whole.add((names, len(inputs)))
+        return None
+    if done is None:
+        return None
+    if seconds:
+        for part, spent in seconds.items():
+            context_meter.digest_metric(part, spent, "seconds")
+    return _Outputs(done[k] for k in outputs) if isinstance(outputs, list) else done[outputs]
+
+
+def _row_parts(order, names):
+    """A fused task's parts as :class:`.rows.Part` s in running order, a subgraph's inner tasks
+    included under keys of their own (its output under the subgraph's key)."""
+    parts = []
+    for node, name in zip(order, names):
+        if type(node) is not _Subgraph:
+            parts.append(_row_part(node, node.key, name, {}, {}))
+            continue
+        local = {k: a.key for k, a in node.inputs if isinstance(a, TaskRef)}
+        local.update((k, ("s", list, tuple((True, e.key) for e in a.args))) for k, a in node.inputs if type(a) is List)
+        constants = {k: a.value for k, a in node.inputs if not isinstance(a, TaskRef) and type(a) is not List}
+        for t in node.tasks:
+            key = node.key if t.key == node.outkey else (node.key, t.key)
+            parts.append(_row_part(t, key, key_split(t.key), local, constants))
+            local[t.key] = key
+    return parts
+
+
+def _row_part(t, key, name, local, constants):
+    def arg(k):  # what t reads under the name k: a value of the task, a list of them, or a constant
+        if k in constants:
+            return ("c", constants[k])
+        found = local.get(k, k)
+        return found if type(found) is tuple and found and found[0] == "s" else ("r", found)
+
+    if type(t) is not _Call:
+        if any(arg(d)[0] == "s" for d in t.dependencies):
+            raise rows.Refused  # (called on a dict: its lists would need building)
+        names = {d: local.get(d, d) for d in t.dependencies if d not in constants}
+        return rows.Part(key, name, None, (), {}, tuple(names.values()),
+                         call=(t, names, {d: constants[d] for d in t.dependencies if d in constants}))
+    args = [("c", a) for a in t.args]
+    for i, k in t.refs:
+        args[i] = arg(k)
+    for i, make, items in t.seqs:
+        found = [arg(e) if ref else ("c", e) for ref, e in items]
+        if any(a[0] == "s" for a in found):
+            raise rows.Refused  # (a list of lists)
+        args[i] = ("s", make, tuple((a[0] == "r", a[1]) for a in found))
+    kwargs = {k: ("c", v) for k, v in t.kwargs.items()}
+    kwargs.update((n, arg(k)) for n, k in t.kwrefs)
+    specs = [*args, *kwargs.values()]
+    reads = [a[1] for a in specs if a[0] == "r"] + [e for a in specs if a[0] == "s" for ref, e in a[2] if ref]
+    return rows.Part(key, name, t.func, tuple(args), kwargs, tuple(reads))
 
 
 def fused_outputs(task):
