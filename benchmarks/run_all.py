@@ -162,6 +162,11 @@ def logreg_variants(Xn, yn, wn, nchunks, blas=None):
         with dask.config.set({"daskgrad.fuse-chunks": False}):
             return run_daskgrad()
     variants["daskgrad_unfused"] = limited(run_daskgrad_unfused)
+
+    def run_daskgrad_whole_chunks():  # fused, but no row blocks: each chunk read twice from memory
+        with dask.config.set({"daskgrad.row-block-bytes": 0}):
+            return run_daskgrad()
+    variants["daskgrad_whole_chunks"] = limited(run_daskgrad_whole_chunks)
     return variants
 
 
@@ -199,6 +204,7 @@ def logreg(n=2_000_000, d=50, nchunks=20, rounds=7):
     yn = (rng.random(n) < 0.5).astype(np.float32)
     wn = (0.01 * rng.standard_normal(d)).astype(np.float32)
     import dask
+    import dask.array as da
 
     out = {"problem": f"logistic-regression gradient, {n}x{d} float32, {nchunks} chunks, threaded scheduler",
            "notes": []}
@@ -219,6 +225,11 @@ def logreg(n=2_000_000, d=50, nchunks=20, rounds=7):
         ref = fns["dask_handwritten[default_blas]"]()
         for k, fn in fns.items():
             np.testing.assert_allclose(fn(), ref, rtol=3e-3, atol=1e-6, err_msg=k)
+        Xd = da.from_array(Xn, chunks=(-(-n // nchunks), d)).persist()
+
+        def read_x():  # one read of X: every chunk summed over its rows, on the same threads
+            return Xd.sum(axis=0).compute()
+        fns["one_read_of_x"] = read_x
         seconds = interleaved(fns, rounds)
     out["seconds"] = seconds
     base = seconds.get("pytorch_cpu")
@@ -227,6 +238,9 @@ def logreg(n=2_000_000, d=50, nchunks=20, rounds=7):
     for mode, _ in modes:
         out[f"daskgrad_vs_dask_handwritten[{mode}]"] = (seconds[f"daskgrad[{mode}]"]
                                                          / seconds[f"dask_handwritten[{mode}]"])
+        out[f"reads_of_x[{mode}]"] = seconds[f"daskgrad[{mode}]"] / seconds["one_read_of_x"]
+        out[f"row_blocks_vs_whole_chunks[{mode}]"] = (seconds[f"daskgrad[{mode}]"]
+                                                       / seconds[f"daskgrad_whole_chunks[{mode}]"])
     _bars("logreg", out["problem"], seconds)
     return out
 
