@@ -315,6 +315,8 @@ def _in_rows(order, names, inputs, values, outputs, seconds):
         if len(_whole) >= 4096:
             _whole.clear()
         _whole.add((names, len(inputs)))
+        if seconds:
+            seconds.clear()  # (the first block's, run again whole)
         return None
     if done is None:
         return None
