@@ -95,6 +95,21 @@ def test_a_fused_backwards_time_is_attributed_to_the_rules_that_ran_inside_its_t
     assert w.grad is not None
 
 
+def test_a_fused_task_run_over_row_blocks_still_attributes_its_time_to_the_rules(cluster):
+    _, port = cluster
+    X = dg.from_array(np.random.default_rng(1).random((80_000, 30)), chunks=(40_000, 30))  # 9.6 MB chunks
+    w = dg.from_array(np.ones(30) / 30, requires_grad=True)
+    (dg.sigmoid(X @ w) ** 3).sum().backward()
+
+    def attributed(d):
+        b = d["backward"]
+        return b is not None and not b["running"] and "sigmoid-vjp" in b["rules"]
+
+    b = _eventually(port, attributed)["backward"]
+    assert {"sigmoid-vjp", "pow-vjp"} <= set(b["rules"]) and {"sigmoid", "pow"} <= set(b["other"])
+    assert b["rules"]["sigmoid-vjp"]["tasks"] == 2 and b["rules"]["sigmoid-vjp"]["seconds"] > 0
+
+
 def test_the_page_is_served_and_linked_from_the_dashboard_nav_bar(cluster):
     _, port = cluster
     status, page = _get(port, "/daskgrad")
