@@ -50,5 +50,5 @@ def estimate_memory(*roots, report=False):
         var = getattr(node, "variable", None)
         if var is not None:
             known.append(var.array)
-    est = door.simulate(runtime.optimize(arrays), known)
+    est = door.simulate(runtime.optimize(arrays), known, graphs=arrays)
     return est if report else est.peak

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import dask.array as da
 
 from . import calls
+from .fold import flat_layers
 from .internals import Callback, DataNode, GraphNode, TaskRef, flatten, get_deps, order
 
 _record_lock = threading.Lock()
@@ -62,29 +63,41 @@ def recording():
             da.Array.__new__ = real
 
 
-def chunk_bytes(arrays):
-    """{key: bytes} for every chunk of ``arrays`` (shape x itemsize; NaN sizes count as 0)."""
+def chunk_bytes(arrays, graphs=()):
+    """{key: bytes} for every chunk of ``arrays`` (shape x itemsize; NaN sizes count as 0), and of
+    every array whose layer is in the graphs of ``graphs`` (dask notes an array's chunks and dtype
+    on its layer, folded or not: the arrays made before the sizes were recorded, e.g. a forward's)."""
     sizes, seen = {}, set()
     for a in arrays:
-        if a.name in seen:
-            continue
-        seen.add(a.name)
-        item = a.dtype.itemsize
-        for key, shape in zip(flatten(a.__dask_keys__()), itertools.product(*a.chunks)):
-            n = math.prod(shape)
-            sizes[key] = 0 if n != n else int(n) * item
+        if a.name not in seen:
+            seen.add(a.name)
+            _add_chunks(sizes, a.name, a.chunks, a.dtype)
+    for a in graphs:
+        for name, layer, _ in flat_layers(a.dask) if hasattr(a.dask, "layers") else ():
+            notes = layer.collection_annotations or {}
+            if name not in seen and "chunks" in notes and "dtype" in notes:
+                seen.add(name)
+                _add_chunks(sizes, name, notes["chunks"], notes["dtype"])
     return sizes
 
 
-def simulate(arrays, known=()):
-    """Replay ``dask.order``'s order of the graph behind ``arrays`` (already optimized)."""
+def _add_chunks(sizes, name, chunks, dtype):
+    item = getattr(dtype, "itemsize", 0) or 0
+    for index, shape in zip(itertools.product(*(range(len(c)) for c in chunks)), itertools.product(*chunks)):
+        n = math.prod(shape)
+        sizes[(name, *index)] = 0 if n != n else int(n) * item
+
+
+def simulate(arrays, known=(), graphs=()):
+    """Replay ``dask.order``'s order of the graph behind ``arrays`` (already optimized); the chunks
+    of ``known`` arrays and of the arrays whose layers ``graphs`` hold size its tasks."""
     dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}
     for a in arrays:
         dsk.update(a.dask)
     # a distributed Future is a reference to its own key (a TaskRef): as a graph value it is data
     # already in memory, not a task depending on itself
     dsk = {k: DataNode(k, None) if isinstance(v, TaskRef) and v.key == k else v for k, v in dsk.items()}
-    sizes = chunk_bytes(list(known) + list(arrays))
+    sizes = chunk_bytes(list(known) + list(arrays), graphs)
     deps, dependents = get_deps(dsk)
     outputs = {k for a in arrays for k in flatten(a.__dask_keys__())}
 
