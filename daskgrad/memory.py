@@ -2,15 +2,19 @@
 
 :func:`estimate_memory` builds the reverse graph the way ``loss.backward()`` would (lazily, with
 nothing submitted and nothing freed), optimizes the whole submission as :mod:`runtime` does,
-orders it with ``dask.order`` (the order a single worker thread runs it in) and replays that
-order: a task's output is held from when it runs until its last dependent has run; the results
-the submission keeps (the gradients, the loss, leaves written in place) are held to the end.
+orders it with ``dask.order`` and replays the order the scheduler that will run it follows (dask's
+local scheduler: a depth-first walk; a distributed client's workers: the tasks a worker holds
+first, those their results make ready a round trip later): a task's output is held from when it
+runs until its last dependent has run; the results the submission keeps (the gradients, the loss,
+leaves written in place) are held to the end.
 
 Sizes are shape x itemsize of each task's output chunk, read from the chunks of the dask arrays
-behind the graph: the forward values the nodes saved, the leaves, the roots, and every array the
-reverse pass creates.  A task belonging to no known array (inside a fused op, e.g. a reduction's
-partial sums) is sized as its smallest input, an upper bound for the reductions that make them.
-Chunks already in memory (persisted data) are counted as held throughout.
+behind the graph: the forward values the nodes saved, the leaves, the roots, every array the
+reverse pass creates, and every array whose layer the graph holds (a checkpointed forward's
+states); a chunk that is one value broadcast (``zeros_like``, a stencil's zero padding) counts one
+item, as a distributed worker counts it.  A task belonging to no array (inside a fused op, e.g. a
+reduction's partial sums) is sized as its smallest input, an upper bound for the reductions that
+make them.  Chunks already in memory (persisted data) are counted as held throughout.
 """
 from __future__ import annotations
 
@@ -50,5 +54,5 @@ def estimate_memory(*roots, report=False):
         var = getattr(node, "variable", None)
         if var is not None:
             known.append(var.array)
-    est = door.simulate(runtime.optimize(arrays), known, graphs=arrays)
+    est = door.simulate(runtime.optimize(arrays), known, graphs=arrays, distributed=door.current_client() is not None)
     return est if report else est.peak
