@@ -282,12 +282,13 @@ def checkpoint_steps(step, state, steps, *, snapshots):
 
     Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
     waits for every chunk of the adjoint where the schedule stands (and of the leaves' gradients
-    so far): dask cannot run it sooner, so it holds what Revolve holds.  A value ``step`` makes that
-    depends on no state (a dense source term ``wavelet[i] * src``) is rebuilt under new keys waiting
-    for the state it meets (:func:`_gated`), where it reaches the step's outputs through elementwise
-    or blockwise ops; otherwise dask would compute every step's at the start and hold them.
-    Forward and backward are one submission.
-    A double backward (``create_graph=True``) through it is not supported.
+    so far): dask cannot run it sooner, so it holds what Revolve holds.  Each step's reversal reads
+    the adjoint through one that waits for the step's state (:func:`_after_state`): the adjoint of
+    a step linear in the state reads no state, and workers would run it ahead and hold it.  A value
+    ``step`` makes that depends on no state (a dense source term ``wavelet[i] * src``, also through
+    a stencil or a slicing) is rebuilt under new keys waiting for the state it meets
+    (:func:`_gated`); otherwise dask would compute every step's at the start and hold them.
+    Forward and backward are one submission.  A double backward through it is not supported.
     """
     states = _check_steps(step, state, steps, snapshots)
     single = isinstance(state, Tensor)
@@ -465,9 +466,9 @@ def _gated(state, out, shared, i):
     exists to bound.  Those values, and what the step computes from them, are rebuilt under new
     keys with ``dask.graph_manipulation.bind``, the values' tasks waiting for one element of each
     chunk of ``state``; the step's other layers, the state's, and step 0's (``shared``: the leaves
-    and constants every step reads) keep theirs.  A step made only of state-dependent values is
-    returned as it is, as is one whose per-step values reach its outputs through other than
-    elementwise/blockwise layers (a stencil or a slicing of them: the limitation stays there)."""
+    and constants every step reads) keep theirs; the values may reach the outputs through any
+    ops (elementwise, a stencil, a slicing).  A step made only of state-dependent values is
+    returned as it is."""
     names = {t.array.name for t in state}
     fresh = [k for k, t in enumerate(out) if t.array.name not in names]
     bound = door.stateless_waiting([out[k].array for k in fresh], names, shared, lambda: _every_chunk(state), i)
