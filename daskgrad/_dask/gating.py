@@ -144,9 +144,10 @@ class _Rebuilt(MaterializedLayer):
         layer, bound = MaterializedLayer(legacy).clone(keys, seed, bind_to)
         out = dict(layer)
         for key, node in self.mapping.items():
-            if not isinstance(node, GraphNode) or key not in keys:
-                if isinstance(node, GraphNode):
-                    out[key] = node
+            if not isinstance(node, GraphNode):
+                continue  # renamed above
+            if key not in keys:
+                out[key] = node
                 continue
             new = clone_key(key, seed)
             renamed = {d: clone_key(d, seed) for d in node.dependencies if d in keys}

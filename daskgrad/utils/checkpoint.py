@@ -504,9 +504,9 @@ def _after_state(g, state):
     Where the step is linear in the state (a wave equation's ``2 u - u_prev + c^2 lap(u)``) the
     adjoint chain reads no state: on a cluster, idle workers ran it through every step long before
     the recomputations reached those steps, and each step's adjoint was held until its state came
-    to meet it (in the leaves' gradient, ``g * lap(u)``) -- 11 of a worker's 12.8 state chunks at
-    the peak (24 steps, 3 snapshots, 4 workers).  Waiting for the state puts the adjoint back in
-    the schedule's order: it runs when its step's state does."""
+    to meet it (in the leaves' gradient, ``g * lap(u)``): 22.5 of the 25.5 state chunks the busiest
+    of 4 workers held at its peak (24 steps, 3 snapshots).  Waiting for the state puts the adjoint
+    back in the schedule's order: it runs when its step's state does."""
     a = g.array
     index = tuple(range(a.ndim))
     if all(t.array.chunks == a.chunks for t in state):
