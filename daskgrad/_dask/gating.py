@@ -10,24 +10,31 @@ exists once the state does.
 from __future__ import annotations
 
 import dask.array as da
-from dask.graph_manipulation import bind
+from dask.base import clone_key
+from dask.graph_manipulation import bind, chunks
 
 from .fold import Folded
-from .internals import Blockwise, HighLevelGraph, MaterializedLayer, TaskRef
+from .internals import Blockwise, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef
 
 
 def stateless_waiting(arrays, state, shared, make_gate, i):
     """``arrays`` (step ``i``'s outputs) with their layers that depend on no layer named in
     ``state`` rebuilt to wait for ``make_gate()`` (a dask array; made only when needed), the layers
     in ``shared`` (what every step reads: leaves, constants) left as they are; None when there is
-    nothing to rebuild, or when one of those layers is not Blockwise (elementwise ops,
-    ``map_blocks``): dask's ``bind`` rebuilds those exactly, while its copies of an overlap or of a
-    slicing's materialized tasks can keep references to the old keys."""
+    nothing to rebuild.  Blockwise layers (elementwise ops, ``map_blocks``) are rebuilt by dask's
+    ``bind``; the others (a stencil's overlap, a slicing, a concatenation) are materialized first
+    (:class:`_Rebuilt`), so that every key they hold gets a new name."""
     keep = _untouched(arrays, state, shared)
     if keep is None:
         return None
     gate = make_gate()
-    return _bind_step(arrays, keep, gate, (gate.name, i))
+    # an output made only from the state is left as it is: bind renames the top layer of every
+    # array it is given, and that layer, kept, is only an empty stand-in in the cut graph
+    todo = [k for k, a in enumerate(arrays) if a.name not in keep]
+    out = list(arrays)
+    for k, b in zip(todo, _bind_step([arrays[k] for k in todo], keep, gate, (gate.name, i))):
+        out[k] = b
+    return out
 
 
 def _bind_step(arrays, keep, gate, seed):
@@ -47,6 +54,8 @@ def _bind_step(arrays, keep, gate, seed):
                 layers[name], deps[name] = MaterializedLayer({}), set()
                 continue
             layers[name], deps[name] = _find(graphs, name)
+            if not isinstance(layers[name], Blockwise):
+                layers[name] = _Rebuilt(dict(layers[name]))
             todo.extend(deps[name])
         cut.append(da.Array(HighLevelGraph(layers, deps), a.name, a.chunks, meta=a._meta))
     bound = []
@@ -67,10 +76,8 @@ def _bind_step(arrays, keep, gate, seed):
 
 def _untouched(arrays, state, shared):
     """The layers of ``arrays``' graphs that need no rebuilding: all but the step's values that
-    depend on no layer of ``state`` and what is computed from them; None where there are none,
-    or where one of those is not a Blockwise layer (elementwise ops, ``map_blocks``): dask's
-    ``bind`` rebuilds those exactly, while its copies of an overlap or of a slicing's materialized
-    tasks can keep references to the old keys.
+    depend on no layer of ``state`` and what is computed from them (constants made from nothing
+    excepted); None where there are none.
 
     A walk over the step's own layers (down to ``state`` and ``shared``), not the whole history."""
     deps, layers, todo = {}, {}, [a.name for a in arrays]
@@ -81,14 +88,18 @@ def _untouched(arrays, state, shared):
             continue
         layers[name], deps[name] = _find(graphs, name)
         todo.extend(deps[name])
-    stateful, tainted = set(state), set()
+    # constants (made from nothing: a constant-boundary stencil's zero halo strips, in the step and
+    # in its VJP) have the same keys at every step, computed once: they are left as they are
+    stateful, tainted, constant = set(state), set(), set()
     for name in _topological(deps):
-        if deps[name] & stateful and not deps[name] & tainted:
+        if deps[name] <= constant:
+            constant.add(name)
+        elif deps[name] & stateful and not deps[name] & tainted:
             stateful.add(name)
         else:
             tainted.add(name)
-    rebuilt = {n for n in tainted if n not in stateful}
-    if not rebuilt or any(not isinstance(layers[n], Blockwise) for n in rebuilt):
+    rebuilt = tainted - stateful
+    if not rebuilt:
         return None
     return set(state) | set(shared) | (set(deps) - rebuilt)
 
@@ -118,6 +129,33 @@ def _topological(deps):
                 stack.append((name, True))
                 stack.extend((d, False) for d in deps[name])
     return order
+
+
+class _Rebuilt(MaterializedLayer):
+    """A layer other than Blockwise (an overlap's, a slicing's, a concatenation's) materialized for
+    ``bind``, which renames the keys its layers list as output: a materialized layer lists every key
+    it holds, where an overlap layer lists its chunks but not the inner keys it holds besides
+    (``("getitem-…", 0.9)``, a halo strip), which ``bind`` would leave under their old names, shared
+    by every step.  Tasks in dask's task spec are renamed here too (``Layer.clone`` renames only
+    legacy tuples)."""
+
+    def clone(self, keys, seed, bind_to=None):
+        legacy = {k: v for k, v in self.mapping.items() if not isinstance(v, GraphNode)}
+        layer, bound = MaterializedLayer(legacy).clone(keys, seed, bind_to)
+        out = dict(layer)
+        for key, node in self.mapping.items():
+            if not isinstance(node, GraphNode):
+                continue  # renamed above
+            if key not in keys:
+                out[key] = node
+                continue
+            new = clone_key(key, seed)
+            renamed = {d: clone_key(d, seed) for d in node.dependencies if d in keys}
+            node = node.substitute(renamed, key=new)
+            if bind_to is not None and not renamed:  # a leaf of the rebuilt values: it waits
+                node, bound = Task(new, chunks.bind, node, TaskRef(bind_to)), True
+            out[new] = node
+        return MaterializedLayer(out), bound
 
 
 class _Layers:
