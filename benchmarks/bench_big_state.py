@@ -92,10 +92,10 @@ def problem(n, steps, snapshots, nchunks, checkpointed=True, source=False, seed=
 
     dg.manual_seed(seed)
     rows = -(-n // nchunks)
-    u0 = dg.randn(n, n, chunks=(rows, n))
-    c = (0.3 + 0.1 * dg.rand(n, n, chunks=(rows, n))).requires_grad_()
+    u0 = dg.randn(n, n, chunks=(rows, n), dtype=dg.float64)  # (the sizes below count 8-byte elements)
+    c = (0.3 + 0.1 * dg.rand(n, n, chunks=(rows, n), dtype=dg.float64)).requires_grad_()
     wavelet = np.sin(np.arange(steps) * 0.3)
-    src = dg.exp(-dg.rand(n, n, chunks=(rows, n))) if source else None
+    src = dg.exp(-dg.rand(n, n, chunks=(rows, n), dtype=dg.float64)) if source else None
 
     def step(state, i):
         prev, u = state
