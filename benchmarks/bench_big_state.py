@@ -92,10 +92,10 @@ def problem(n, steps, snapshots, nchunks, checkpointed=True, source=False, seed=
 
     dg.manual_seed(seed)
     rows = -(-n // nchunks)
-    u0 = dg.randn(n, n, chunks=(rows, n), dtype=dg.float64)  # (the sizes below count 8-byte elements)
-    c = (0.3 + 0.1 * dg.rand(n, n, chunks=(rows, n), dtype=dg.float64)).requires_grad_()
+    u0 = dg.randn(n, n, chunks=(rows, n))  # float32, torch's default
+    c = (0.3 + 0.1 * dg.rand(n, n, chunks=(rows, n))).requires_grad_()
     wavelet = np.sin(np.arange(steps) * 0.3)
-    src = dg.exp(-dg.rand(n, n, chunks=(rows, n), dtype=dg.float64)) if source else None
+    src = dg.exp(-dg.rand(n, n, chunks=(rows, n))) if source else None
 
     def step(state, i):
         prev, u = state
@@ -119,7 +119,7 @@ def run(n=7200, steps=12, snapshots=3, memory_limit=800e6, n_workers=4, source=F
     from daskgrad.utils.revolve import repetitions
     from distributed import Client, LocalCluster
 
-    field = n * n * 8
+    field = n * n * 4  # float32
     state_bytes = 2 * field
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=int(memory_limit),
                       dashboard_address=None, worker_dashboard_address=None) as cluster, Client(cluster) as client:
@@ -139,7 +139,7 @@ def run(n=7200, steps=12, snapshots=3, memory_limit=800e6, n_workers=4, source=F
     executed = sum(w["chunk_steps"] for w in workers.values()) / n_workers
     peak = max(workers.values(), key=lambda w: w["peak_managed"])
     return {
-        "problem": f"2-D wave equation {n}x{n} float64, state (u_prev, u) in {n_workers} row bands, {steps} steps, "
+        "problem": f"2-D wave equation {n}x{n} float32, state (u_prev, u) in {n_workers} row bands, {steps} steps, "
                    f"{snapshots} snapshots, {n_workers} worker processes x 1 thread"
                    + (", dense per-step source term" if source else ""),
         "n": n, "steps": steps, "snapshots": snapshots, "n_workers": n_workers, "source": source,
