@@ -95,8 +95,21 @@ def test_a_fused_backwards_time_is_attributed_to_the_rules_that_ran_inside_its_t
     assert w.grad is not None
 
 
+def _row_blocks(size):
+    import dask
+    dask.config.set({"daskgrad.row-block-bytes": size})
+
+
 def test_a_fused_task_run_over_row_blocks_still_attributes_its_time_to_the_rules(cluster):
-    _, port = cluster
+    client, port = cluster
+    client.run(_row_blocks, "2 MiB")  # (opt-in: set where the tasks run)
+    try:
+        _row_blocked_backward(port)
+    finally:
+        client.run(_row_blocks, 0)
+
+
+def _row_blocked_backward(port):
     X = dg.from_array(np.random.default_rng(1).random((80_000, 30)), chunks=(40_000, 30))  # 9.6 MB chunks
     w = dg.from_array(np.ones(30) / 30, requires_grad=True)
     (dg.sigmoid(X @ w) ** 3).sum().backward()

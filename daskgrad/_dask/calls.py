@@ -305,7 +305,7 @@ _whole = set()
 def _in_rows(order, names, inputs, values, outputs, seconds):
     """The fused task's result computed over blocks of rows (:mod:`.rows`), or ``None``: not worth
     it, or not possible (then remembered, and the task runs whole)."""
-    block = dask.config.get("daskgrad.row-block-bytes", 2 << 20)
+    block = dask.config.get("daskgrad.row-block-bytes", 0)  # (off: see README, "Row blocks")
     if not block:
         return None
     keys = outputs if isinstance(outputs, list) else [outputs]

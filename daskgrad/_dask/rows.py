@@ -2,7 +2,7 @@
 
 A training step's fused task reads its data chunk twice: ``X @ w`` in the forward, ``X.T @ dz`` in
 the backward, and a chunk of tens of MB has left the CPU's caches between the two.  Run on blocks
-of rows that fit in cache (``daskgrad.row-block-bytes``, 2 MiB), each part that works row by row
+of rows that fit in cache (``daskgrad.row-block-bytes``, e.g. 2 MiB; off by default), each part that works row by row
 runs on the block while it is cached, and each part that sums over rows (a contraction, a ``sum``)
 adds its block's share to a running total; parts that read those totals run once, after the last
 block, and parts that read no rows run once, before.
