@@ -68,9 +68,14 @@ def _train_torch(torch, model, opt, x, y, steps):
         opt.step()
 
 
-def _assert_same(model, tmodel):
-    for (name, p), tp in zip(model.named_parameters(), tmodel.parameters()):
-        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+def _assert_same(model, tmodel, tmodel_reordered=None):
+    """Equal to rtol 1e-9, or, where the trajectory amplifies rounding, to 10x the distance between two
+    torch runs whose batch sums differ only in order (the rows reversed): a chunked sum's order is no closer."""
+    reordered = tmodel_reordered.parameters() if tmodel_reordered is not None else [None] * len(list(tmodel.parameters()))
+    for (name, p), tp, tq in zip(model.named_parameters(), tmodel.parameters(), reordered):
+        tp = tp.detach().numpy()
+        atol = 1e-12 if tq is None else max(1e-12, 10 * float(np.abs(tp - tq.detach().numpy()).max()))
+        np.testing.assert_allclose(p.detach().numpy(), tp, rtol=1e-9, atol=atol, err_msg=name)
 
 
 @pytest.mark.parametrize("name,kwargs", CONFIGS, ids=[f"{n}-{'-'.join(k)}" for n, k in CONFIGS])
@@ -82,10 +87,15 @@ def test_optimizer_matches_torch_over_20_steps_on_chunked_data(name, kwargs, rng
     model, tmodel = _dg_model(ws), _torch_model(torch, ws)
     opt = getattr(optim, name)(model.parameters(), **kwargs)
     topt = getattr(torch.optim, name)(tmodel.parameters(), **kwargs)
+    # maximize=True with centered RMSprop climbs the loss: rounding grows ~10x a step, so that torch
+    # itself, summing the batch in another order, ends 5e-10 apart after 20 steps; the others 1e-13
+    rmodel = _torch_model(torch, ws)
+    ropt = getattr(torch.optim, name)(rmodel.parameters(), **kwargs)
     for _ in range(4):
         _train_dg(model, opt, x, y, 5)
         _train_torch(torch, tmodel, topt, torch.tensor(xs), torch.tensor(ys), 5)
-        _assert_same(model, tmodel)
+        _train_torch(torch, rmodel, ropt, torch.tensor(xs[::-1].copy()), torch.tensor(ys[::-1].copy()), 5)
+        _assert_same(model, tmodel, rmodel)
 
 
 @pytest.mark.parametrize("name,kwargs", [CONFIGS[2], CONFIGS[5], CONFIGS[11], CONFIGS[13]],
