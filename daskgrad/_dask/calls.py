@@ -84,8 +84,7 @@ class _Subgraph:
 
     def __call__(self, cache, seconds=None):
         """The output; ``seconds`` (a dict), when given, gains the time of each inner task by name."""
-        local = {k: cache[a.key] if isinstance(a, TaskRef) else [cache[e.key] for e in a.args] if type(a) is List
-                 else a.value for k, a in self.inputs}
+        local = {k: _input(a, cache) for k, a in self.inputs}
         for t, drop in zip(self.tasks, self.drops):
             if seconds is None:
                 local[t.key] = t(local)
@@ -166,6 +165,8 @@ def fast(task):
             return _Kernel(task)
         except SyntaxError:  # (a part this generator cannot write down: run as dask's task)
             return task
+    if _loose(task):  # a Blockwise-fused task left alone: its inner order found once
+        return _Subgraph(task)
     return _Call.of(task)
 
 
@@ -246,6 +247,27 @@ class _Kernel:
         if _inner_observer is not None or metering():
             return self.task(values)
         return self.run(values)
+
+
+def _input(a, cache):
+    """The value of an argument of a Blockwise-fused task: a reference, a value, a list of references
+    (a contraction's blocks), or (a task :func:`fast` runs) tasks made of references."""
+    t = type(a)
+    if t is TaskRef:
+        return cache[a.key]
+    if t is List:
+        return [cache[e.key] if type(e) is TaskRef else e(cache) for e in a.args]
+    if t is DataNode:
+        return a.value
+    return a(cache)
+
+
+def _loose(node):
+    """Whether a Blockwise-fused task left alone (not in a chunk-fused group) may run as a
+    :class:`_Subgraph` when a replayed step calls it: its inputs may also be tasks of references."""
+    return (type(node) is Task and node.func is _execute_subgraph and not node.kwargs
+            and all(isinstance(t, (Task, Alias)) for t in node.args[0].values())
+            and all(isinstance(a, (TaskRef, DataNode, Task)) or type(a) is List for a in node.args[3:]))
 
 
 def _refs_only(seq):
