@@ -7,7 +7,7 @@ functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
 import numpy as np
 
-from . import autograd, functional, interop, ops, testing
+from . import autograd, func, functional, interop, ops, testing
 from . import optimize
 from . import linalg, nn, optim, utils  # noqa: E402,F401
 from .engine import backward, grad
@@ -17,6 +17,7 @@ from ._modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_che
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
 from .checkpoint import load, save
+from .compiler import compile
 from .cluster import connect
 from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory

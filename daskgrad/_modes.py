@@ -1,4 +1,5 @@
-"""Every mode a thread runs under: grad mode, inference mode and anomaly detection.
+"""Every mode a thread runs under: grad mode, inference mode, anomaly detection, and the trace of a
+function ``daskgrad.compile`` is recording.
 
 Each mode is a :class:`_Mode`: a context manager that is also a decorator (of plain and of
 generator functions), as torch's are.  This module imports nothing from daskgrad, so every other
@@ -15,7 +16,7 @@ import warnings
 
 # Modes are per client thread, as in torch: a thread (or a worker task) never sees another's mode.
 _state = threading.local()
-_DEFAULTS = {"grad": True, "inference": False, "anomaly": False, "check_nan": True}
+_DEFAULTS = {"grad": True, "inference": False, "anomaly": False, "check_nan": True, "trace": None}
 
 
 def _swap(values: dict) -> dict:
@@ -54,6 +55,17 @@ def is_anomaly_enabled() -> bool:
 
 def is_anomaly_check_nan_enabled() -> bool:
     return getattr(_state, "check_nan", _DEFAULTS["check_nan"])
+
+
+def current_trace():
+    """The trace ``daskgrad.compile`` is recording in this thread (it is told what the function
+    reads, makes and does that a replay could not repeat), or ``None``."""
+    return getattr(_state, "trace", None)
+
+
+def set_trace(trace):
+    """Record into ``trace`` (``None``: stop); returns the trace recorded before."""
+    return _swap({"trace": trace})["trace"]
 
 
 def _wrap_generator(factory, gen_fn):

@@ -28,6 +28,7 @@ import threading
 import weakref
 
 from ._dask import flat_keys
+from ._modes import current_trace
 
 # ------------------------------------------------------------ pending storages
 _pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
@@ -37,6 +38,9 @@ _lock = threading.RLock()  # (hold() runs inside the swap)
 def mark_pending(storage) -> None:
     """``storage`` (a leaf's, after an in-place write) holds a lazy value built on its old one;
     the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
+    trace = current_trace()
+    if trace is not None:
+        trace.broke("it writes a tensor in place")
     with _lock:
         _pending.add(storage)
 

@@ -21,7 +21,7 @@ import dask.array as da
 import numpy as np
 
 from . import _dask as door, _data, _repr, _state
-from ._modes import is_grad_enabled, is_inference_mode_enabled
+from ._modes import _state as _modes_state, is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -62,6 +62,9 @@ class _Storage:
     __slots__ = ("value", "version", "inference", "__weakref__")
 
     def __init__(self, array):
+        trace = getattr(_modes_state, "trace", None)
+        if trace is not None:  # daskgrad.compile: made by the function it traces, not read from outside
+            trace.made(self)
         self.value, self.version = array if type(array) is door.Pending else door.fold(array), 0
         self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
         if type(array) is not door.Pending:  # (a result not built yet is no kept value)
@@ -69,6 +72,9 @@ class _Storage:
 
     @property
     def array(self):
+        trace = getattr(_modes_state, "trace", None)
+        if trace is not None:  # daskgrad.compile guards what a traced function reads from outside
+            trace.read(self)
         value = self.value
         if type(value) is door.Pending:
             built = value.build()

@@ -28,7 +28,7 @@ import dask
 from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
-from ._modes import carried, is_anomaly_enabled, set_grad_enabled
+from ._modes import carried, current_trace, is_anomaly_enabled, set_grad_enabled
 from ._tensor import Tensor
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
@@ -138,6 +138,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
+    # in a function daskgrad.compile traces, the gradients join the function's one submission
+    lazy = lazy or current_trace() is not None
     found = _run(_plan(outputs, grads, inputs=inputs, retain_graph=retain_graph, create_graph=create_graph,
                        accumulate=False, lazy=lazy, allow_unused=allow_unused, batch=batch))
     result = []
@@ -287,6 +289,10 @@ def _claim(plan):
 
 def _check(plan):
     """Freed nodes and in-place modified saved tensors raise before anything is built or sent."""
+    trace = current_trace()
+    if trace is not None and any(n._seq < trace.first_node for n in plan.runs):
+        # a replay would not free them, nor raise the second time as a backward through them does
+        trace.broke("it differentiates through ops recorded before it was called")
     for n in plan.order:
         if n in plan.runs:
             if n.freed:
@@ -423,6 +429,8 @@ def _run_prehooks(node, g, cot, plan, out):
     tensors, which it may compute."""
     leaf = isinstance(node, AccumulateGrad)
     hooks = node.variable._hooks if leaf else node._tensor_hooks
+    if (hooks or node._prehooks) and current_trace() is not None:
+        current_trace().broke("it runs a hook in its backward (a replay would not call it)")
     if hooks:
         g = cot.take(_tensor_hooks(hooks, cot.full(g)))
     if not leaf:
@@ -467,6 +475,8 @@ def _call_rule(node, g, cot):
                     for i, (ct, m) in enumerate(zip(cts, node._input_meta)))
         if arena is not None:  # named for the dashboard; with create_graph they are the graph's own tensors
             cts = tuple(None if ct is None else _label(ct, node) for ct in cts)
+    if node._hooks and current_trace() is not None:
+        current_trace().broke("it runs a hook in its backward (a replay would not call it)")
     if node._hooks and arena is not None:
         cts, g = tuple(None if ct is None else cot.full(cot.take(ct)) for ct in cts), cot.full(g)
     for hook in list(node._hooks.values()):
@@ -614,6 +624,8 @@ def _computed(g, array):
 def _write_grad(plan, w):
     """``w.tensor.grad = w.grad``."""
     t, g = w.tensor, w.grad
+    if current_trace() is not None:
+        current_trace().broke("it writes .grad")
     if t.grad_fn is not None:
         t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
     old = t._grad

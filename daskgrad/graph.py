@@ -20,7 +20,7 @@ import weakref
 
 import dask.array as da
 
-from ._modes import is_anomaly_enabled, is_grad_enabled
+from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle
 
 # ------------------------------------------------------------------------ errors
@@ -302,6 +302,11 @@ class Primitive:
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
         if self.deferred:  # elementwise: operands not built yet stay so (see _Storage)
+            trace = current_trace()
+            if trace is not None:  # (what reading .array tells daskgrad.compile otherwise)
+                for x in inputs:
+                    if isinstance(x, Tensor):
+                        trace.read(x._storage)
             out = self.impl(*[x._storage.value if isinstance(x, Tensor) else x for x in inputs], **params)
         else:
             out = self.impl(*[x.array if isinstance(x, Tensor) else x for x in inputs], **params)

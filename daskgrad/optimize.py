@@ -12,6 +12,9 @@ keeps x on the cluster (:mod:`daskgrad._lbfgsb`): only scalars come to the clien
 """
 from __future__ import annotations
 
+import functools
+import weakref
+
 import dask
 import dask.array as da
 import numpy as np
@@ -19,6 +22,8 @@ from dask.utils import parse_bytes
 
 from . import chunk, runtime
 from ._lbfgsb import bounds_of, minimize_on_cluster
+from .compiler import Compiled, compile
+from .func import grad_and_value
 from .engine import grad
 from ._tensor import Tensor, from_array
 
@@ -64,6 +69,7 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
         if tol is not None:
             options = {"ftol": tol, "gtol": tol, **options}
         options = {k: v for k, v in options.items() if k not in ("disp", "iprint", "eps")}
+        fun = fun._fn if isinstance(fun, Compiled) else fun  # (x stays on the cluster: nothing to replay)
         return minimize_on_cluster(fun, like, args, *bounds_of(bounds, like, so), options, callback, so)
     start = _start(x0, like)
     problem = _Problem(fun, args, like)
@@ -100,6 +106,14 @@ class _Problem:
     def __init__(self, fun, args, like):
         self.fun, self.args = fun, args
         self.shape, self.dtype, self.chunks, self.meta = like.shape, like.dtype, like.chunks, like.array._meta
+        # fun given as daskgrad.compile(fun): each evaluation of the same kind replays the first's graph
+        self._compiled = None
+        if isinstance(fun, Compiled):
+            self.fun = fun._fn
+            self._compiled = _value_and_grad.get(fun)
+            if self._compiled is None:  # (kept with fun: a second minimize replays the first's graph)
+                self._compiled = _value_and_grad[fun] = compile(grad_and_value(_scalar(fun._fn)),
+                                                                 fullgraph=fun._fullgraph)
 
     def tensor(self, flat, requires_grad=False):
         arr = da.from_array(np.asarray(flat).reshape(self.shape).astype(self.dtype, copy=False), chunks=self.chunks)
@@ -110,12 +124,15 @@ class _Problem:
     def loss_at(self, flat):
         x = self.tensor(flat, requires_grad=True)
         loss = self.fun(x, *self.args)
-        if not isinstance(loss, Tensor) or loss.numel() != 1:
-            got = f"Tensor of shape {loss.shape}" if isinstance(loss, Tensor) else type(loss).__name__
-            raise ValueError(f"fun must return a Tensor with one element, got {got}")
+        _check_loss(loss)
         return x, loss
 
     def value_and_grad(self, flat, *_):
+        if self._compiled is not None:
+            g, value = self._compiled(self.tensor(flat), *self.args)
+            _check_loss(value)
+            value, g = runtime.values([value, g])
+            return float(_host(value).reshape(())), _host(g).astype(np.float64).ravel()
         x, loss = self.loss_at(flat)
         (g,) = grad(loss, x, lazy=True)
         value, g = runtime.values([loss.detach(), g])  # one submission: the forward runs once
@@ -129,6 +146,24 @@ class _Problem:
         (hp,) = grad(g, x, self.tensor(p), lazy=True, allow_unused=True, materialize_grads=True)
         (hp,) = runtime.values([hp])
         return _host(hp).astype(np.float64).ravel()
+
+
+_value_and_grad = weakref.WeakKeyDictionary()  # daskgrad.compile(fun) -> its value and gradient, compiled
+
+
+def _scalar(fun):
+    @functools.wraps(fun)  # (daskgrad.compile guards the names fun reads through __wrapped__)
+    def scalar(x, *args):
+        loss = fun(x, *args)
+        _check_loss(loss)
+        return loss.reshape(())
+    return scalar
+
+
+def _check_loss(loss):
+    if not isinstance(loss, Tensor) or loss.numel() != 1:
+        got = f"Tensor of shape {loss.shape}" if isinstance(loss, Tensor) else type(loss).__name__
+        raise ValueError(f"fun must return a Tensor with one element, got {got}")
 
 
 def _tensor_of(x0):

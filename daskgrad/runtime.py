@@ -17,6 +17,7 @@ from . import _dask as door, graph, lost
 from ._tensor import Tensor
 from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
+from ._modes import current_trace
 
 _progress = {"enabled": False}
 _observers = []  # callables told (phase, optimized arrays) of each submission: see daskgrad.testing
@@ -38,7 +39,7 @@ def observe(observer):
         _observers.remove(observer)
 
 
-def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
+def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0), optimized=False):
     """Persist ``arrays`` in one submission and return them once they are in memory.
 
     The same submission computes the storages in ``store`` (values the user holds and will read
@@ -47,18 +48,24 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0)):
     grows a lineage of updates (each step would recompute all earlier ones).  On a cluster the
     stored values and ``arrays[keep]`` (gradients, forced values, saved values of a retained graph)
     are held on two workers (:mod:`daskgrad._dask.replicas`).
+
+    ``optimized``: ``arrays`` are one graph optimized already (a step :mod:`daskgrad.compile`
+    replays); it is submitted as it is, alone (pending values wait for the next submission).
     """
     arrays = list(arrays)
+    trace = current_trace()
+    if trace is not None:  # daskgrad.compile: a value computed inside is Python the replay would not run
+        trace.broke("it computes a value (.item(), .numpy(), printing, backward(), ...)")
     let_go()
     client = current_client()
     # an update built on another client's values waits for that client (if it is closed, reading
     # the tensor raises LostTensorError): it cannot run here
-    pending = take_pending(lambda a: door.client_of(a) in (None, client))
+    pending = [] if optimized else take_pending(lambda a: door.client_of(a) in (None, client))
     stores = {id(st): st for st in pending + list(store)}
     stores = [(st, st.array) for st in stores.values() if not door.materialized(st.array)]
     if not arrays and not stores:
         return []
-    out = _submit(arrays + [a for _, a in stores], phase)
+    out = _submit(arrays + [a for _, a in stores], phase, optimized=optimized and not stores)
     if client is not None and stores:
         out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
     for (st, old), new in zip(stores, out[len(arrays):]):
@@ -93,9 +100,9 @@ def optimize(arrays, cached=False):
     return door.optimize_cached(arrays, reuse=reuse, local=current_client() is None)
 
 
-def _submit(arrays, phase):
+def _submit(arrays, phase, optimized=False):
     """One submission of ``arrays``, optimized as one graph (or a step built once, replayed)."""
-    optimized = optimize(arrays, cached=True)
+    optimized = arrays if optimized else optimize(arrays, cached=True)
     for observer in list(_observers):
         observer(phase, optimized)
     _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later

@@ -20,13 +20,14 @@ FLOORS = [
     ["runtime"],
     ["ops"],
     ["engine", "anomaly"],
-    ["function", "functional", "testing", "memory", "optimize", "_lbfgsb", "checkpoint", "interop"],
+    ["function", "functional", "testing", "memory", "optimize", "_lbfgsb", "checkpoint", "interop", "compiler",
+     "func"],
     ["nn", "optim", "cluster", "dashboard", "autograd", "utils", "linalg"],
     ["__init__"],
 ]
 SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),
               ("autograd", "function"), ("autograd", "testing"), ("memory", "engine"), ("checkpoint", "nn"),
-              ("engine", "anomaly"), ("optimize", "_lbfgsb")}
+              ("engine", "anomaly"), ("optimize", "_lbfgsb"), ("optimize", "compiler"), ("optimize", "func")}
 # late imports among these are allowed
 OPS_KNOT = {"shape", "reductions", "indexing", "products", "linalg", "elementwise"}
 DASK_INTERNALS = ("dask.highlevelgraph", "dask.blockwise", "dask._task_spec", "dask.core", "dask.order",

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextlib
 import functools
 import threading
 import uuid
@@ -80,10 +81,11 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
     """:func:`.optimize.optimize`, from a template when one has this graph's key.  ``local``: for
     dask's local schedulers (else every key of a replay is new, for a distributed scheduler)."""
     layers, deps = collect(arrays, reuse)
-    if not dask.config.get("daskgrad.step-cache.enabled", True):
+    captured = getattr(_capturing, "kept", None)  # daskgrad.compile asks for this graph's template
+    if captured is None and not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
-    if not _seen_before(arrays, layers):  # a graph submitted once (a deep one-off) never pays for a key
+    if captured is None and not _seen_before(arrays, layers):  # a graph submitted once never pays for a key
         _stats["misses"] += 1
         return optimize_layers(arrays, layers, deps, fuse_chunks)
     try:
@@ -99,11 +101,44 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
         out = (_replay if local else _renamed)(template, arrays, [layers[n] for n in inputs], inputs)
         if out is not None:
             _stats["hits"] += 1
+            if captured is not None:
+                captured.append((template, tuple(inputs)))
             return out
     _stats["misses"] += 1
     out = optimize_layers(arrays, layers, deps, fuse_chunks)
-    _remember(key, out, inputs)
+    # a template daskgrad.compile keeps is its own: the same graph submitted again without it is
+    # optimized as it was, under the same keys (a result it holds in cluster memory is not
+    # submitted again under a replay's keys, which the scheduler would warn of)
+    template = _remember(key, out, inputs, share=captured is None)
+    if captured is not None and template is not None:
+        captured.append((template, tuple(inputs)))
     return out
+
+
+_capturing = threading.local()
+
+
+@contextlib.contextmanager
+def capture_templates():
+    """Within, each submission's graph is kept as a template even if it was never seen before (and
+    the step cache is off): the list yielded gets ``(template, input layer names)`` of each (none
+    for a graph that cannot be kept).  :mod:`daskgrad.compile` replays them with :func:`replay_template`."""
+    kept, before = [], getattr(_capturing, "kept", None)
+    _capturing.kept = kept
+    try:
+        yield kept
+    finally:
+        _capturing.kept = before
+
+
+def replay_template(template, outputs, input_layers, inputs, *, local=True):
+    """The arrays of ``template`` run on ``input_layers`` (the values of its slots, named
+    ``inputs``), its results named and shaped as ``outputs``: one ``(name, chunks, meta)`` each;
+    ``local``: for dask's local schedulers (else under keys of their own, for a distributed one).
+    None where it cannot be (then the caller builds the graph anew)."""
+    empty = HighLevelGraph({}, {})
+    arrays = [da.Array(empty, name, chunks, meta=meta) for name, chunks, meta in outputs]
+    return (_replay if local else _renamed)(template, arrays, input_layers, list(inputs))
 
 
 _outlines = collections.OrderedDict()  # outlines of recent submissions (see _seen_before)
@@ -254,7 +289,7 @@ def _canon(obj, canon):
 
 
 # ------------------------------------------------------------------ templates
-def _remember(key, optimized, inputs):
+def _remember(key, optimized, inputs, share=True):
     """Keep the optimized graph as the template of ``key``: the values of the input layers taken
     out (each replay puts its own in), dask's legacy tasks converted, what a replay renames noted."""
     graph = dict(optimized[0].__dask_graph__())
@@ -293,12 +328,15 @@ def _remember(key, optimized, inputs):
     template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                          frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
                          largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
+    if not share:
+        return template
     with _lock:
         _templates[key] = template
         _templates.move_to_end(key)
         entries = dask.config.get("daskgrad.step-cache.entries", 16)
         while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
             _templates.popitem(last=False)
+    return template
 
 
 def _chunk_elements(a):

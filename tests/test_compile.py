@@ -1,0 +1,369 @@
+"""daskgrad.compile: a function traced once per kind of call and replayed after gives the numbers the
+uncompiled function gives, bit for bit; any change a replay could not see (a shape, chunking, dtype,
+argument value, mode, a global rebound, a tensor read from outside updated) traces again; and a
+function doing what a replay cannot repeat runs as usual, with a warning (an error with
+fullgraph=True)."""
+import time
+import warnings
+
+import dask
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import nn, optim
+
+
+def _data(n=40, d=3, chunks=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = (rng.random(n) > 0.5).astype(float)
+    return dg.from_array(X, chunks=(chunks, d)), dg.from_array(y, chunks=chunks)
+
+
+def _loss(w, X, y):
+    return dg.binary_cross_entropy_with_logits(X @ w, y, reduction="sum") + 0.1 * (w * w).sum()
+
+
+def _ws(d=3, n=4):
+    rng = np.random.default_rng(1)
+    return [dg.from_array(rng.standard_normal(d), chunks=d) for _ in range(n)]
+
+
+@pytest.fixture(autouse=True)
+def _warnings_are_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        yield
+
+
+def test_a_compiled_gradient_step_is_traced_once_then_replayed_with_the_same_numbers_bit_for_bit():
+    X, y = _data()
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    plain = dg.func.grad_and_value(_loss)
+    for w in _ws():
+        g, value = step(w, X, y)
+        g_ref, value_ref = plain(w, X, y)
+        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+        assert value.item() == value_ref.item()
+        assert not g.requires_grad and g.grad_fn is None
+        assert (g.shape, g.chunks, g.dtype) == (w.shape, w.chunks, w.dtype)
+    assert step.cache_info() == {"replays": 3, "traces": 1, "eager": 0, "entries": 1}
+
+
+def test_a_replay_does_not_run_the_function():
+    X, y = _data()
+    calls = []
+
+    def loss(w):
+        calls.append(1)
+        return _loss(w, X, y)
+
+    step = dg.compile(dg.func.grad(loss))
+    for w in _ws():
+        step(w)
+    assert len(calls) == 1
+
+
+def test_gradients_inside_a_compiled_function_join_its_one_submission(submissions):
+    X, y = _data()
+
+    @dg.compile
+    def step(w):
+        w = w.detach().requires_grad_()
+        loss = _loss(w, X, y)
+        (g,) = dg.autograd.grad(loss, w)
+        return g, loss.detach()
+
+    ws = _ws()
+    step(ws[0])
+    before = sum(submissions.values())
+    for w in ws[1:]:
+        g, loss = step(w)
+    assert sum(submissions.values()) - before == 3
+    g_ref = dg.func.grad(_loss)(ws[-1], X, y)
+    np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+
+
+@pytest.mark.parametrize("change", ["shape", "chunks", "dtype", "requires_grad", "number", "grad_mode"])
+def test_a_call_of_another_kind_is_traced_again_and_computes_its_own_numbers(change):
+    X, y = _data()
+
+    def loss(w, scale):
+        return (dg.tanh(X[:, : w.shape[0]] @ w) * scale).sum()
+
+    step = dg.compile(lambda w, scale: loss(w, scale).detach())
+    w = dg.from_array(np.arange(3.0), chunks=3)
+    other = {"shape": (dg.from_array(np.arange(2.0), chunks=2), 2.0),
+             "chunks": (dg.from_array(np.arange(3.0), chunks=2), 2.0),
+             "dtype": (dg.from_array(np.arange(3.0, dtype="float32"), chunks=3), 2.0),
+             "requires_grad": (dg.from_array(np.arange(3.0), chunks=3, requires_grad=True), 2.0),
+             "number": (w, 3.0), "grad_mode": (w, 2.0)}[change]
+    step(w, 2.0)
+    step(w, 2.0)
+    assert step.cache_info()["traces"] == 1
+    if change == "grad_mode":
+        with dg.no_grad():
+            out = step(*other)
+    else:
+        out = step(*other)
+    assert step.cache_info()["traces"] == 2
+    assert out.item() == loss(*other).item()
+    assert out.dtype == loss(*other).dtype
+
+
+def test_a_global_name_rebound_between_calls_is_traced_again():
+    global _SCALE, _DATA
+    _SCALE, _DATA = 2.0, _data()[0]
+    step = dg.compile(_scaled)
+    w = dg.from_array(np.ones(3), chunks=3)
+    first = step(w).item()
+    _SCALE = 5.0
+    assert step(w).item() == pytest.approx(first * 2.5, rel=1e-12)
+    _DATA = _DATA * 2
+    assert step(w).item() == pytest.approx(first * 5, rel=1e-12)
+    assert step.cache_info()["traces"] == 3
+
+
+_SCALE, _DATA = 1.0, None
+
+
+def _scaled(w):
+    return ((_DATA @ w) * _SCALE).sum()
+
+
+def test_a_closure_variable_rebound_between_calls_is_traced_again():
+    X, _ = _data()
+    box = {"X": X}
+    target = X
+
+    def make():
+        def f(w):
+            return (target @ w).sum()
+        return f
+
+    step = dg.compile(make())
+    w = dg.from_array(np.ones(3), chunks=3)
+    first = step(w).item()
+    target = X * 3  # noqa: F841 - the closure reads the rebound name
+    assert step(w).item() == pytest.approx(3 * first, rel=1e-12)
+    assert box["X"] is X
+
+
+def test_a_model_updated_in_place_by_its_optimizer_is_read_anew_each_step():
+    X, y = _data()
+    model = nn.Linear(3, 1, dtype="float64")
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    predict = dg.compile(lambda x: model(x).detach())
+    seen = []
+    for _ in range(3):
+        out = predict(X)
+        np.testing.assert_array_equal(out.numpy(), model(X).detach().numpy())
+        seen.append(out.numpy())
+        loss = ((model(X).reshape(-1) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert not np.array_equal(seen[0], seen[1])
+    assert predict.cache_info()["traces"] == 3  # each step's parameters are new values
+
+
+def test_a_captured_value_that_keeps_changing_stops_being_traced_at_the_limit_with_a_warning():
+    w = dg.from_array(np.ones(3), chunks=3)
+    f = dg.compile(lambda x: (x * w).sum())
+    x = dg.from_array(np.arange(3.0), chunks=3)
+    with dask.config.set({"daskgrad.compile.cache-size": 3}):
+        with pytest.warns(UserWarning, match="changed"):
+            for i in range(5):
+                with dg.no_grad():
+                    w += 1
+                assert f(x).item() == (np.arange(3.0) * (2 + i)).sum()
+    assert f.cache_info()["traces"] == 3 and f.cache_info()["eager"] == 2
+
+
+def test_a_lazy_argument_an_in_place_update_left_is_computed_and_the_loop_equals_the_uncompiled_one():
+    X, y = _data()
+    step = dg.compile(dg.func.grad_and_value(_loss))
+
+    def train(fn):
+        w = dg.zeros(3, dtype="float64")
+        losses = []
+        for _ in range(5):
+            g, loss = fn(w, X, y)
+            losses.append(loss.item())
+            with dg.no_grad():
+                w -= 0.05 * g
+        return w.numpy(), losses
+
+    w, losses = train(step)
+    w_ref, losses_ref = train(dg.func.grad_and_value(_loss))
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+    assert step.cache_info()["replays"] >= 3
+
+
+@pytest.mark.parametrize("what", ["item", "backward", "hook", "random", "requires_grad", "inplace"])
+def test_a_function_a_replay_cannot_repeat_runs_as_usual_every_call_with_one_warning(what):
+    X, y = _data()
+    w = dg.from_array(np.ones(3), chunks=3, requires_grad=True)
+    state = dg.from_array(np.zeros(3), chunks=3)
+    seen = []
+
+    def f(v):
+        if what == "item":
+            seen.append(v.sum().item())
+            return (X @ v).sum()
+        if what == "backward":
+            _loss(w, X, y).backward()
+            return w.grad.detach() * 1
+        if what == "hook":
+            u = v.detach().requires_grad_()
+            z = X @ u
+            z.register_hook(lambda g: seen.append(1))
+            return dg.autograd.grad(z.sum(), u)[0]
+        if what == "random":
+            return v * dg.rand(3, chunks=3, dtype="float64")
+        if what == "requires_grad":
+            return (X @ w).sum()
+        with dg.no_grad():
+            state.add_(v)
+        return state * 1
+
+    step = dg.compile(f)
+    v = dg.from_array(np.arange(3.0), chunks=3)
+    with pytest.warns(UserWarning, match="runs without replay"):
+        outs = [step(v) for _ in range(3)]
+    assert step.cache_info()["replays"] == 0
+    if what == "item":
+        assert len(seen) == 3
+    if what == "backward":
+        np.testing.assert_allclose(w.grad.numpy(), 3 * dg.func.grad(_loss)(w.detach(), X, y).numpy())
+    if what == "hook":
+        assert len(seen) == 3
+    if what == "random":
+        assert not np.array_equal(outs[0].numpy(), outs[1].numpy())
+    if what == "requires_grad":
+        assert outs[0].requires_grad and outs[0].grad_fn is not None
+    if what == "inplace":
+        np.testing.assert_array_equal(state.numpy(), 3 * np.arange(3.0))
+
+
+def test_fullgraph_raises_where_the_function_cannot_be_replayed():
+    step = dg.compile(lambda v: v * v.sum().item(), fullgraph=True)
+    with pytest.raises(RuntimeError, match="fullgraph=True.*computes a value"):
+        step(dg.ones(3, chunks=3))
+
+
+def test_compile_takes_torch_s_signature():
+    def f(v):
+        return v * 2
+    assert dg.compile(f, disable=True) is f
+    g = dg.compile(fullgraph=True, mode="reduce-overhead", dynamic=False)(f)
+    assert g(dg.ones(2)).numpy().tolist() == [2.0, 2.0]
+    assert g.__name__ == "f"
+
+
+def test_replays_on_strict_chunks_never_convert_them_to_host_arrays():
+    from strict_array import StrictArray, to_strict
+
+    X, y = _data()
+    X, y = to_strict(X), to_strict(y)
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    for w in _ws():
+        g, value = step(to_strict(w), X, y)
+        g_ref, _ = dg.func.grad_and_value(_loss)(to_strict(w), X, y)
+        assert type(g.array._meta) is StrictArray
+        np.testing.assert_array_equal(np.asarray(g.array.compute().get()), np.asarray(g_ref.array.compute().get()))
+    assert step.cache_info()["replays"] == 3
+
+
+def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
+    X, y = _data()
+    X, y = X.persist(), y.persist()
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    plain = dg.func.grad_and_value(_loss)
+    before = _memory_keys(client)
+    for w in _ws():
+        g, value = step(w, X, y)
+        g_ref, value_ref = plain(w, X, y)
+        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+        assert value.item() == value_ref.item()
+        del g, value, g_ref, value_ref
+    assert step.cache_info()["replays"] == 3
+    deadline = time.time() + 10
+    while _memory_keys(client) != before and time.time() < deadline:  # (release is asynchronous)
+        time.sleep(0.02)
+    assert _memory_keys(client) == before
+
+
+def _memory_keys(client):
+    return set(client.run_on_scheduler(lambda dask_scheduler: [k for k, ts in dask_scheduler.tasks.items()
+                                                               if ts.state == "memory"]))
+
+
+def test_minimize_with_a_compiled_objective_replays_its_evaluations_and_finds_the_same_point():
+    pytest.importorskip("scipy")
+    X, y = _data(n=60, d=4, chunks=15)
+
+    def loss(beta):
+        return dg.binary_cross_entropy_with_logits(X @ beta, y, reduction="sum")
+
+    plain = dg.optimize.minimize(loss, np.zeros(4), method="L-BFGS-B")
+    compiled = dg.compile(loss)
+    fast = dg.optimize.minimize(compiled, np.zeros(4), method="L-BFGS-B")
+    again = dg.optimize.minimize(compiled, np.zeros(4), method="L-BFGS-B")
+    np.testing.assert_array_equal(fast.x.numpy(), plain.x.numpy())
+    assert (fast.nit, fast.nfev, fast.fun) == (plain.nit, plain.nfev, plain.fun)
+    np.testing.assert_array_equal(again.x.numpy(), plain.x.numpy())
+
+
+# ------------------------------------------------------------------ daskgrad.func against torch.func
+def test_func_grad_and_grad_and_value_equal_torch_func():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(4), rng.standard_normal(4)
+
+    def f(x, y):
+        return (x.sin() * y).sum() + (x * x).sum()
+
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    da_, db = dg.from_array(a, chunks=2), dg.from_array(b, chunks=3)
+    g_ref = torch.func.grad(f, argnums=(0, 1))(ta, tb)
+    g = dg.func.grad(f, argnums=(0, 1))(da_, db)
+    for x, r in zip(g, g_ref):
+        np.testing.assert_allclose(x.numpy(), r.numpy(), rtol=1e-14)
+    (gx, (value, aux)) = dg.func.grad_and_value(lambda x, y: (f(x, y), y * 2), has_aux=True)(da_, db)
+    (tgx, (tvalue, taux)) = torch.func.grad_and_value(lambda x, y: (f(x, y), y * 2), has_aux=True)(ta, tb)
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-14)
+    assert value.item() == pytest.approx(tvalue.item(), rel=1e-14)
+    assert not value.requires_grad
+    # nested: the second derivative of a scalar function
+    h = dg.func.grad(dg.func.grad(lambda x: x.sin().sum() * x.sum()))
+    th = torch.func.grad(torch.func.grad(lambda x: x.sin().sum() * x.sum()))
+    s, ts = dg.from_array(np.array(0.7)), torch.tensor(0.7, dtype=torch.float64)
+    assert h(s).item() == pytest.approx(th(ts).item(), rel=1e-14)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.grad(lambda x: x)(m_ones(m, 3)),
+    lambda m: m.grad(lambda x: x.sum(), argnums=2)(m_ones(m, 3)),
+    lambda m: m.grad(lambda x, y: x.sum(), argnums=(0, -2))(m_ones(m, 3), m_ones(m, 3)),
+    lambda m: m.grad(lambda x: x.sum(), argnums=())(m_ones(m, 3)),
+    lambda m: m.grad(lambda x: x.sum(), argnums=[0])(m_ones(m, 3)),
+    lambda m: m.grad(lambda x: 3.0)(m_ones(m, 3)),
+    lambda m: m.grad(lambda x: x.sum(), has_aux=True)(m_ones(m, 3)),
+    lambda m: m.grad(lambda x: x)(3.0),
+], ids=["not-scalar", "argnum-out-of-range", "argnums-not-unique", "argnums-empty", "argnums-list", "not-tensor",
+        "aux-not-tuple", "input-not-tensor"])
+def test_func_grad_raises_torch_s_errors(call):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as expected:
+        call(torch.func)
+    with pytest.raises(type(expected.value)) as got:
+        call(dg.func)
+    assert str(got.value) == str(expected.value).replace("torch.", "daskgrad.")
+
+
+def m_ones(module, n):
+    return dg.ones(n, dtype="float64") if module is dg.func else __import__("torch").ones(n, dtype=__import__(
+        "torch").float64)
