@@ -158,6 +158,12 @@ def logreg_variants(Xn, yn, wn, nchunks, blas=None):
         return w.grad.numpy()
     variants["daskgrad"] = limited(run_daskgrad)
 
+    grad = dg.compile(dg.func.grad(lambda w: dg.binary_cross_entropy_with_logits(X @ w, y)))
+
+    def run_daskgrad_compiled():  # the same gradient, traced once and replayed (daskgrad.compile)
+        return grad(dg.from_array(wn, chunks=-1)).numpy()
+    variants["daskgrad_compiled"] = limited(run_daskgrad_compiled)
+
     def run_daskgrad_unfused():  # chunk fusion off: each chunk of X read by two tasks
         with dask.config.set({"daskgrad.fuse-chunks": False}):
             return run_daskgrad()
@@ -239,6 +245,8 @@ def logreg(n=2_000_000, d=50, nchunks=20, rounds=7):
         out[f"daskgrad_vs_dask_handwritten[{mode}]"] = (seconds[f"daskgrad[{mode}]"]
                                                          / seconds[f"dask_handwritten[{mode}]"])
         out[f"reads_of_x[{mode}]"] = seconds[f"daskgrad[{mode}]"] / seconds["one_read_of_x"]
+        out[f"reads_of_x_compiled[{mode}]"] = seconds[f"daskgrad_compiled[{mode}]"] / seconds["one_read_of_x"]
+        out[f"compiled_vs_daskgrad[{mode}]"] = seconds[f"daskgrad_compiled[{mode}]"] / seconds[f"daskgrad[{mode}]"]
         out[f"row_blocks_vs_whole_chunks[{mode}]"] = (seconds[f"daskgrad_row_blocks[{mode}]"]
                                                        / seconds[f"daskgrad[{mode}]"])
     _bars("logreg", out["problem"], seconds)
@@ -650,6 +658,14 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
             with dask.config.set({"daskgrad.step-cache.enabled": False}):
                 daskgrad_step()
 
+        @dg.compile
+        def compiled_update(v):  # the step as a function (JAX's style): traced once, then replayed
+            return v - lr * dg.func.grad(lambda u: dg.binary_cross_entropy_with_logits(X @ u, y))(v)
+        wc = [dg.zeros(d)]
+
+        def daskgrad_compiled_step():
+            wc[0] = compiled_update(wc[0])
+
         def dask_step():
             p = 1 / (1 + da.exp(-(Xd @ wn[0])))
             wn[0] = wn[0] - lr * (Xd.T @ (p - yd) / len(yn)).compute()
@@ -664,6 +680,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
             rounds = 3 if nchunks >= 2_000 else 7
             for _ in range(3):  # a loop's steady state: its step is kept at the third submission, replayed after
                 daskgrad_step()
+                daskgrad_compiled_step()
             hits = dg.step_cache_info()["hits"]
             # each variant runs a few steps in a row, as a loop does: the first step after another
             # variant pays for its leftovers (BLAS threads still spinning, caches cold), not its own
@@ -673,6 +690,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
                 return lambda: [fn() for _ in range(block)]
 
             seconds = interleaved({"daskgrad": steps(daskgrad_step),
+                                   "daskgrad_compiled": steps(daskgrad_compiled_step),
                                    "daskgrad_no_step_cache": steps(daskgrad_no_step_cache),
                                    "dask_handwritten": steps(dask_step)}, rounds)
             seconds = {k: v / block for k, v in seconds.items()}
@@ -682,6 +700,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
         out["rows"].append({"chunks": nchunks, "seconds": seconds,
                             "ms_per_chunk": {k: 1e3 * v / nchunks for k, v in seconds.items()},
                             "daskgrad_over_handwritten": seconds["daskgrad"] / seconds["dask_handwritten"],
+                            "compiled_over_handwritten": seconds["daskgrad_compiled"] / seconds["dask_handwritten"],
                             "steps_replayed": replayed,
                             "tasks_per_step": tasks[-1], "tasks_per_chunk": tasks[-1] / nchunks})
     out["goal_ms_per_chunk"] = 0.1
@@ -771,6 +790,12 @@ def _glm_variants(X, y, max_iter, tol, with_dask_glm, extras):
         r = dg.optimize.minimize(loss, np.zeros(d), method="L-BFGS-B", options=options)
         return r.x.numpy(), r.nit, r.nfev
 
+    compiled = dg.compile(loss)
+
+    def run_daskgrad_compiled():  # each evaluation after the first replays its graph (daskgrad.compile)
+        r = dg.optimize.minimize(compiled, np.zeros(d), method="L-BFGS-B", options=options)
+        return r.x.numpy(), r.nit, r.nfev
+
     def run_daskgrad_no_step_cache():  # every evaluation's graph built and optimized anew
         with dask.config.set({"daskgrad.step-cache.enabled": False}):
             return run_daskgrad()
@@ -783,7 +808,8 @@ def _glm_variants(X, y, max_iter, tol, with_dask_glm, extras):
         b, _, info = so.fmin_l_bfgs_b(numpy_loss, np.zeros(d), pgtol=tol, maxiter=max_iter)
         return b, info["nit"], info["funcalls"]
 
-    fns = {"daskgrad_minimize": run_daskgrad, "scipy_numpy_in_memory": run_scipy_numpy}
+    fns = {"daskgrad_minimize": run_daskgrad, "daskgrad_minimize_compiled": run_daskgrad_compiled,
+           "scipy_numpy_in_memory": run_scipy_numpy}
     if extras:
         fns["daskgrad_minimize_no_step_cache"] = run_daskgrad_no_step_cache
     if with_dask_glm:
@@ -794,7 +820,8 @@ def _glm_variants(X, y, max_iter, tol, with_dask_glm, extras):
     if extras and _importable("threadpoolctl"):
         # the whole fit on one BLAS thread, SciPy's L-BFGS-B update on the client included (daskgrad limits
         # BLAS only inside its own submissions): OpenBLAS's threads cost most on a busy machine
-        for k in [k for k in ("daskgrad_minimize", "scipy_numpy_in_memory", "dask_glm_lbfgs") if k in fns]:
+        for k in [k for k in ("daskgrad_minimize", "daskgrad_minimize_compiled", "scipy_numpy_in_memory",
+                              "dask_glm_lbfgs") if k in fns]:
             fns[f"{k}[one_blas_thread]"] = _one_blas_thread(fns[k])
     return fns, numpy_loss
 
@@ -826,9 +853,12 @@ def _glm_measure(X, y, max_iter, tol, rounds, with_dask_glm, extras):
         ref = fits["dask_glm_lbfgs"][0]
         out["max_abs_beta_difference_to_dask_glm"] = {k: float(np.max(np.abs(f[0] - ref))) for k, f in fits.items()}
         out["daskgrad_over_dask_glm"] = seconds["daskgrad_minimize"] / seconds["dask_glm_lbfgs"]
+        out["daskgrad_compiled_over_dask_glm"] = seconds["daskgrad_minimize_compiled"] / seconds["dask_glm_lbfgs"]
         if "dask_glm_lbfgs[one_blas_thread]" in seconds:
-            out["daskgrad_over_dask_glm[one_blas_thread]"] = (seconds["daskgrad_minimize[one_blas_thread]"]
-                                                              / seconds["dask_glm_lbfgs[one_blas_thread]"])
+            for k in ("daskgrad_minimize", "daskgrad_minimize_compiled"):
+                name = "daskgrad_over_dask_glm" if k == "daskgrad_minimize" else "daskgrad_compiled_over_dask_glm"
+                out[f"{name}[one_blas_thread]"] = (seconds[f"{k}[one_blas_thread]"]
+                                                   / seconds["dask_glm_lbfgs[one_blas_thread]"])
     return out
 
 
@@ -988,7 +1018,7 @@ def _plot_overhead(out):
         return
     fig, ax = plt.subplots(figsize=(6, 3.5))
     xs = [r["chunks"] for r in out["rows"]]
-    for variant in ("daskgrad", "daskgrad_no_step_cache", "dask_handwritten"):
+    for variant in ("daskgrad", "daskgrad_compiled", "daskgrad_no_step_cache", "dask_handwritten"):
         ax.plot(xs, [r["ms_per_chunk"][variant] for r in out["rows"]], marker="o", label=variant)
     ax.axhline(out["goal_ms_per_chunk"], color="grey", linestyle=":", label="goal")
     ax.set_xscale("log")
@@ -1129,8 +1159,9 @@ def summary(report):
     if "overhead" in report:
         for row in report["overhead"]["rows"]:
             ms = row["ms_per_chunk"]
-            lines.append(f"| tiny-chunk step, {row['chunks']} chunks | daskgrad / hand-written dask | "
-                         f"{ms['daskgrad']:.3f} / {ms['dask_handwritten']:.3f} ms per chunk | "
+            lines.append(f"| tiny-chunk step, {row['chunks']} chunks | daskgrad / compiled / hand-written dask | "
+                         f"{ms['daskgrad']:.3f} / {ms['daskgrad_compiled']:.3f} / {ms['dask_handwritten']:.3f} "
+                         "ms per chunk | "
                          f"{row['daskgrad_over_handwritten']:.2f} (goal <= 0.1 ms per chunk); "
                          f"{row['tasks_per_chunk']:.1f} tasks per chunk |")
         for r in report["overhead"].get("cluster", ()):
@@ -1146,7 +1177,7 @@ def summary(report):
                 continue
             base = r["seconds"].get("dask_glm_lbfgs")
             for k, v in r["seconds"].items():
-                ratio = f"{v / base:.2f} x dask-glm" + (" (goal <= 0.1)" if k == "daskgrad_minimize" else "")
+                ratio = f"{v / base:.2f} x dask-glm" + (" (goal <= 0.1)" if k.startswith("daskgrad_minimize") else "")
                 if k.endswith("[one_blas_thread]") and "dask_glm_lbfgs[one_blas_thread]" in r["seconds"]:
                     ratio = f"{v / r['seconds']['dask_glm_lbfgs[one_blas_thread]']:.2f} x dask-glm[one_blas_thread]"
                 lines.append(f"| L-BFGS vs dask-glm ({where}) | {k} | {v:.4f} | {ratio if base else ''}; "
