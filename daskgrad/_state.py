@@ -40,7 +40,7 @@ def mark_pending(storage) -> None:
     the next submission computes it.  Held weakly: a value nobody can reach is never computed."""
     trace = current_trace()
     if trace is not None:
-        trace.broke("it writes a tensor in place")
+        trace.wrote(storage)
     with _lock:
         _pending.add(storage)
 

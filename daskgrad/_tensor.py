@@ -51,6 +51,14 @@ class _Handle:
         self._table.pop(self.id, None)
 
 
+def _touched(t, what):
+    """daskgrad.compile: a traced function changing a tensor it did not make is a side effect a replay
+    would not repeat."""
+    trace = getattr(_modes_state, "trace", None)
+    if trace is not None:
+        trace.touched(t, what)
+
+
 class _Storage:
     """A tensor's value and torch's in-place version counter, shared by ``detach()``.
 
@@ -106,6 +114,9 @@ class Tensor:
         self.requires_grad = requires_grad
 
     def _init(self, storage, grad_fn=None, requires_grad=False):
+        trace = getattr(_modes_state, "trace", None)
+        if trace is not None:  # daskgrad.compile: a tensor the traced function made (its own to change)
+            trace.made_tensor(self)
         self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad
         self._grad = self._accumulate_node = self._base = None
         self._origin = ()  # for a comparison: the recorded tensors it was computed from
@@ -201,6 +212,7 @@ class Tensor:
         return self._storage.inference
 
     def _set_requires_grad(self, flag, dtype_message):
+        _touched(self, "sets requires_grad of")
         if flag and self._storage.inference and not is_inference_mode_enabled():
             raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         if self.grad_fn is not None:
@@ -233,6 +245,7 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        _touched(self, "sets .grad of")
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
@@ -256,11 +269,13 @@ class Tensor:
 
     @grad.deleter
     def grad(self):
+        _touched(self, "sets .grad of")
         self._grad = None
 
     def retain_grad(self) -> None:
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        _touched(self, "calls retain_grad() on")
         if self.grad_fn is not None and not self._retains_grad:
             self._retains_grad = True
             self.grad_fn._retained = weakref.ref(self)
@@ -269,12 +284,14 @@ class Tensor:
         """``hook(grad)`` runs during backward (on the lazy gradient) and may return a replacement."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        _touched(self, "registers a hook on")
         table = self._hooks if self.grad_fn is None else self.grad_fn._tensor_hooks
         return _Handle(table, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        _touched(self, "registers a hook on")
         return _Handle(self._post_hooks, hook)
 
     def detach(self) -> "Tensor":

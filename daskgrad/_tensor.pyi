@@ -9,6 +9,8 @@ from daskgrad._modes import is_inference_mode_enabled as is_inference_mode_enabl
 from daskgrad._modes import is_grad_enabled as is_grad_enabled
 
 
+_modes_state: Any
+
 _NONLEAF_GRAD_WARNING: str
 
 _GRAD_DTYPE_NAMES: dict
@@ -21,6 +23,12 @@ class _Handle:
     def __init__(self, table: dict, fn): ...
     _next_id: int
     def remove(self) -> None: ...
+
+
+def _touched(t, what):
+    """daskgrad.compile: a traced function changing a tensor it did not make is a side effect a replay
+    would not repeat.
+    """
 
 
 class _Storage:

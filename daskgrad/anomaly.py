@@ -11,6 +11,7 @@ import warnings
 
 import dask.array as da
 
+from . import _dask as door
 from ._modes import is_anomaly_check_nan_enabled
 
 
@@ -23,7 +24,7 @@ def nan_flags(checks):
 
 def raise_for_nan(checks, flags):
     for (node, index, _), flag in zip(checks, flags):
-        if bool(flag.compute()):
+        if bool(door.gather(flag)):  # (computed by the backward's submission: read where it is)
             stack = "".join(node._stack or [])
             warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
                           f"{stack}", UserWarning, stacklevel=4)

@@ -4,69 +4,90 @@ The step cache (:mod:`daskgrad._dask.stepcache`) already skips optimizing a grap
 but every call still runs the user's Python, records the ops, builds their dask layers and the
 reverse pass's, and describes the whole graph to find it: on small chunks that is most of a step
 (an L-BFGS evaluation on dask-glm's 1000 x 100 problem: ~3 of 5.5 ms).  ``compile(fn)`` says the
-function may be *replayed*: the first call with arguments of a given kind (**guards**: each tensor
-argument's shape, chunks, dtype, chunk type and ``requires_grad``, every other argument's value,
-the grad/inference/anomaly modes, the client, and the tensors and numbers ``fn`` names from its
-globals and closure) runs ``fn`` as usual and keeps its one submission's optimized graph; a later
-call of that kind puts its arguments' chunks into the graph's input slots and runs it, as
-``jax.jit`` and ``torch.compile`` do.
+function may be *replayed*: the first call of a kind runs ``fn`` as usual on its arguments'
+values renamed (no other value of equal content, which dask names alike, is taken for one), and
+keeps its one submission's optimized graph; a later call of that kind puts its arguments' chunks
+into the graph's input slots and runs it, as ``jax.jit`` and ``torch.compile`` do.
 
-What the trace watches, so that a replay is never silently wrong:
+**A kind of call** (the guards): each tensor argument's shape, chunks, dtype, chunk type,
+``requires_grad``, leafness, inference flag and which arguments share a value; other arguments by
+value (containers and NumPy arrays by content, other objects by identity; a module by its
+parameters, buffers and ``training``); the modes, the client and the dask settings a graph
+depends on; and what ``fn`` names from its globals and closure, in the same way, following the
+user functions it names (not libraries').
 
-* **values read from outside** (a tensor ``fn`` reads that is not an argument: data, a model's
-  parameters): replayed only while each still holds the same value (an in-place update, an
-  optimizer step, makes the next call trace again; after ``daskgrad.compile.cache-size``
-  traces, 8 as torch's recompile limit, ``fn`` runs as usual, with a warning saying which value);
-* **what a replay would not do again**: computing a value inside (``.item()``, printing,
-  ``backward()``), writing ``.grad`` or a tensor in place, calling a hook, drawing random numbers,
-  differentiating through ops recorded before the call, returning a tensor that requires grad (a
-  replay gives values, not graphs: differentiate inside, e.g. with
-  :func:`daskgrad.func.grad_and_value`).  Such a function runs as usual at every call, with one
-  warning (``fullgraph=True``: the error is raised where it happens, as torch's);
-* inside a trace ``daskgrad.autograd.grad`` joins the function's one submission (lazy).
+**What the trace watches**, so that a replay is never silently wrong:
 
-Python values ``fn`` reads through objects (``self.scale``) are part of its trace, as under
-``jax.jit``: pass what changes as an argument.
+* a tensor read from outside must be one named directly (a guarded name, a guarded module's
+  parameter or buffer), and is replayed only while it holds the value it held at the trace (an
+  optimizer step makes the next call trace again; a tensor reached through a container or object,
+  or a ``.grad``, makes the function run as usual);
+* what a replay would not do again makes the function run as usual, with one warning
+  (``fullgraph=True``: an error where it happens): computing a value inside (``.item()``, printing,
+  ``backward()``), changing a tensor it did not make (in place, ``.grad``, ``requires_grad``, a
+  hook), calling a hook, drawing random numbers, differentiating through ops recorded before the
+  call, returning a tensor that requires grad (a replay gives values, not graphs: differentiate
+  inside, e.g. with :func:`daskgrad.func.grad_and_value`);
+* inside a trace ``daskgrad.autograd.grad`` joins the function's one submission (lazy); anomaly
+  mode runs the function as usual.
+
+A kind seen ``daskgrad.compile.cache-size`` times (8, torch's recompile limit) with other values
+read from outside, or more kinds than that, run as usual, with a warning saying why.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
+import itertools
+import random
+import threading
 import types
 import warnings
 import weakref
 
 import dask
+import numpy as np
 from dask.base import tokenize
 
 from . import _dask as door, _state, _tensor, graph, runtime
 from ._dask.freeze import Unfrozen, freeze
-from ._modes import is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, set_trace
+from ._modes import (current_trace, is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, set_trace)
 from ._tensor import Tensor
 
-_CACHE_SIZE = 8  # traces of one function before it runs as usual (torch._dynamo's recompile_limit)
-
-
-class _Break(Exception):
-    """``fullgraph=True``: the traced function did what a replay cannot repeat."""
+_CACHE_SIZE = 8  # torch._dynamo's recompile limit
+_MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")  # torch's
+_LIBRARIES = ("daskgrad", "dask", "distributed", "numpy", "scipy", "torch", "builtins", "functools", "toolz")
+_names = itertools.count()
 
 
 class _Trace:
     """What a traced call made, read from outside and did that a replay would not repeat."""
 
-    __slots__ = ("first_node", "fresh", "reads", "breaks", "fullgraph")
+    __slots__ = ("first_node", "fresh", "tensors", "reads", "breaks", "fullgraph")
 
     def __init__(self, fullgraph):
         self.first_node = next(graph._made)  # nodes made from here on are the function's
-        self.fresh, self.reads, self.breaks, self.fullgraph = set(), {}, [], fullgraph
+        self.fresh, self.tensors, self.reads, self.breaks, self.fullgraph = set(), set(), {}, [], fullgraph
 
     def made(self, storage):
         self.fresh.add(id(storage))
+
+    def made_tensor(self, t):
+        self.tensors.add(id(t))
 
     def read(self, storage):
         i = id(storage)
         if i not in self.fresh and i not in self.reads:
             self.reads[i] = (storage, storage.version)
+
+    def wrote(self, storage):
+        if id(storage) not in self.fresh:
+            self.broke("it writes a tensor in place")
+
+    def touched(self, t, what):
+        if id(t) not in self.tensors:
+            self.broke(f"it {what} a tensor it did not make")
 
     def broke(self, reason):
         if reason not in self.breaks:
@@ -82,24 +103,27 @@ class _Entry:
 
     reason: str | None = None
     template: object = None
-    inputs: tuple = ()       # the template's input layer names at the trace
-    sources: tuple = ()      # per input: the index of the tensor argument, or the layer (values read from outside)
-    outputs: tuple = ()      # per result: (name, chunks, meta) at the trace
-    structure: object = None  # how to put the results back into what fn returns
-    reads: tuple = ()        # (weak reference to a storage read from outside, the value it held)
-    pins: tuple = ()         # the objects guarded by identity, kept alive so that no other takes their id
+    inputs: tuple = ()        # the template's input layer names at the trace
+    sources: tuple = ()       # per input: an argument's index, a storage read from outside (weakly), or a
+    #                           layer of values the function made itself (a constant)
+    outputs: tuple = ()       # per result: (name, chunks, meta) at the trace
+    structure: object = None  # how the results go back into what fn returns
+    reads: tuple = ()         # (storage, its value at the trace), both weakly: the replay's guard
+    retraces: int = 0         # traces of this kind because a value read from outside changed
+    pins: tuple = ()          # objects guarded by identity that cannot be referenced weakly: held
 
 
 class Compiled:
-    """What :func:`compile` returns: call it as ``fn``.  ``cache_info()`` counts replays and traces."""
+    """What :func:`compile` returns: call it as the function.  ``cache_info()`` counts replays,
+    traces and calls run as usual; other attributes are the wrapped object's (a module's
+    ``parameters()``)."""
 
     def __init__(self, fn, *, fullgraph=False, guarded=()):
         functools.update_wrapper(self, fn, updated=())
         self._fn, self._fullgraph = fn, fullgraph
         self._guarded = tuple(guarded) or (fn,)
-        self._names = [_free_names(f) for f in self._guarded]
         self._entries = {}
-        self._traces = 0
+        self._lock = threading.RLock()
         self._warned = set()
         self._stats = {"replays": 0, "traces": 0, "eager": 0}
 
@@ -107,99 +131,145 @@ class Compiled:
         """``replays``, ``traces`` and ``eager`` calls so far, and ``entries``: kinds of call kept."""
         return dict(self._stats, entries=len(self._entries))
 
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_fn",):
+            raise AttributeError(name)
+        return getattr(self._fn, name)
+
     def __get__(self, obj, objtype=None):  # a compiled method binds as a function does
         return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
-        tensors, pins = [], []
-        try:
-            key = self._key(args, kwargs, tensors, pins)
-        except Unfrozen:
-            return self._eager(args, kwargs, "an argument has no exact description (pass tensors, numbers, ...)")
-        entry = self._entries.get(key)
-        if entry is not None and entry.reason is not None:
-            self._stats["eager"] += 1
+        if current_trace() is not None:  # inside another compiled function's trace: part of it
             return self._fn(*args, **kwargs)
-        if entry is not None:
-            stale = _stale(entry)
-            if stale is None:
-                return self._replay(entry, tensors)
-            reason = f"a tensor it reads without taking it as an argument changed ({stale}): pass it as an argument"
-        else:
-            reason = "too many kinds of call (shapes, chunks, dtypes or other arguments)"
-        if self._traces >= dask.config.get("daskgrad.compile.cache-size", _CACHE_SIZE):
-            return self._eager(args, kwargs, f"it was traced {self._traces} times, the limit "
-                               f"(daskgrad.compile.cache-size): {reason}")
-        return self._trace(key, args, kwargs, tensors, pins)
+        if is_anomaly_enabled():
+            return self._eager(args, kwargs, "anomaly mode checks every rule's output as it runs")
+        tensors, pins, allowed = [], [], {}
+        key = self._key(args, kwargs, tensors, pins, allowed)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.reason is None and _stale(entry):
+                retraces = entry.retraces + 1
+                self._drop(key)
+                if retraces >= dask.config.get("daskgrad.compile.cache-size", _CACHE_SIZE):
+                    self._entries[key] = _Entry(reason=f"a tensor it reads without taking it as an argument "
+                                                       f"changed {retraces} times: pass it as an argument")
+                    self._pin(key, pins)
+                    entry = self._entries[key]
+                else:
+                    entry = None
+            else:
+                retraces = 0
+            if entry is None:
+                if len(self._entries) >= dask.config.get("daskgrad.compile.cache-size", _CACHE_SIZE):
+                    return self._eager(args, kwargs, f"it was traced for {len(self._entries)} kinds of call, the "
+                                       "limit (daskgrad.compile.cache-size): shapes, chunks, dtypes or other "
+                                       "arguments keep changing")
+                return self._trace(key, args, kwargs, tensors, pins, allowed, retraces)
+        if entry.reason is not None:
+            self._stats["eager"] += 1
+            self._warn(entry.reason)
+            return self._fn(*args, **kwargs)
+        return self._replay(entry, tensors)
 
     # ------------------------------------------------------------------ guards
-    def _key(self, args, kwargs, tensors, pins):
+    def _key(self, args, kwargs, tensors, pins, allowed):
         seen = {}
-        described = (_describe(args, tensors, pins, seen), _describe(kwargs, tensors, pins, seen))
-        names = tuple(_describe(_names_now(f, names), [], pins, {}) for f, names in zip(self._guarded, self._names))
+        described = (_describe(args, tensors, pins, allowed, seen), _describe(kwargs, tensors, pins, allowed, seen))
+        names = _names_guard(self._guarded, pins, allowed)
         client = door.current_client()
         if client is not None:
             pins.append(client)
-        return (described, names, is_grad_enabled(), is_inference_mode_enabled(), is_anomaly_enabled(),
-                None if client is None else id(client), dask.config.get("daskgrad.fuse-chunks", True))
+        config = tuple(dask.config.get(k, None) for k in ("daskgrad.fuse-chunks", "daskgrad.vjp-resources",
+                                                         "daskgrad.row-block-bytes", "array.backend"))
+        return (described, names, is_grad_enabled(), is_inference_mode_enabled(),
+                None if client is None else id(client), freeze(config) if _frozen(config) else repr(config))
+
+    def _pin(self, key, pins):
+        """Objects guarded by identity: their entry goes when one of them goes (its id may be reused)."""
+        me = weakref.ref(self)
+        for obj in pins:
+            try:
+                weakref.finalize(obj, _forget, me, key)
+            except TypeError:  # (not weakly referenceable: held while the entry lives)
+                self._entries[key].pins += (obj,)
+
+    def _drop(self, key):
+        self._entries.pop(key, None)
 
     # ------------------------------------------------------------------ the first call of a kind
-    def _trace(self, key, args, kwargs, tensors, pins):
-        self._traces += 1
+    def _trace(self, key, args, kwargs, tensors, pins, allowed, retraces):
         self._stats["traces"] += 1
-        _computed(tensors, pending=True)  # the graph's slots hold values, and what it reads is not pending
-        rng = (_tensor._rng, _tensor._rng.bit_generator.state)
+        values = _inputs(tensors, flush=True)
+        # each argument's values under a name of its own, in memory (on a cluster, under keys of their
+        # own: a layer of Futures renamed would only alias the old keys, which fusion reads directly)
+        first = {}
+        for t, a in zip(tensors, values):
+            first.setdefault(id(t._storage), (t._storage, a))
+        renamed = runtime.persist([door.relabel(a, f"compile-input-{next(_names)}") for _, a in first.values()])
+        stands = {i: (st, st.value, r) for (i, (st, _)), r in zip(first.items(), renamed)}
+        rng = _random_states()
         trace = _Trace(self._fullgraph)
+        for st, _, stand in stands.values():
+            st.value = stand
         before = set_trace(trace)
         try:
             out = self._fn(*args, **kwargs)
         finally:
             set_trace(before)
-        if _tensor._rng is not rng[0] or _tensor._rng.bit_generator.state != rng[1]:
+            for st, value, stand in stands.values():
+                if st.value is stand:
+                    st.value = value
+        structure, results = self._check(trace, out, rng, tensors, allowed)
+        if trace.breaks:
+            return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
+        layers = {name: layer for t in results for name, layer, _ in door.flat_layers(t.array.dask)}
+        with door.capture_templates() as kept:
+            done = runtime.persist([t.array for t in results], keep=slice(0, len(results)))
+        returned = _unflatten(structure, iter(_wrap(done)))
+        if len(kept) != 1:
+            return self._keep(key, _Entry(reason="its graph cannot be kept (a step cache limit, or a task it "
+                                                 "cannot describe)"), pins, returned)
+        template, inputs = kept[0]
+        names = {}
+        for i, t in enumerate(tensors):
+            names.setdefault(stands[id(t._storage)][2].name, i)
+        reads = [st for st, _ in trace.reads.values() if id(st) not in stands]
+        sources = tuple(names[n] if n in names else _source(n, layers, reads) for n in inputs)
+        entry = _Entry(template=template, inputs=inputs, sources=sources, structure=structure,
+                       outputs=tuple((a.name, a.chunks, a._meta) for a in done), retraces=retraces,
+                       reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
+        return self._keep(key, entry, pins, returned)
+
+    def _check(self, trace, out, rng, tensors, allowed):
+        """The trace's last checks; returns how the results go back into ``out``, and the results."""
+        if _random_states() != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
+        args = {id(t._storage) for t in tensors}
         for storage, version in trace.reads.values():
             if storage.version != version:
                 trace.broke("it writes a tensor in place")
-        results, structure = [], _flatten(out, trace)
-        if not any(True for _ in _leaves(out)):
+            elif id(storage) not in args and id(storage) not in allowed:
+                trace.broke("it reads a tensor through an object, a container or .grad (pass it as an argument, "
+                            "or name it)")
+        structure = _flatten(out, trace)
+        results = list(_leaves(out))
+        if not results:
             trace.broke("it returns no tensor")
-        for t in _leaves(out):
+        for t in results:
             if t.requires_grad:
                 trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), or "
                             "differentiate inside, e.g. with daskgrad.func.grad_and_value")
             elif door.materialized(t.array):
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
-            results.append(t)
-        arg_names = {}
-        for i, t in enumerate(tensors):
-            arg_names.setdefault(t.array.name, i)
-        reads = [st for st, _ in trace.reads.values() if not any(st is t._storage for t in tensors)]
-        if any(st.array.name in arg_names for st in reads):
-            trace.broke("it reads a value that is also an argument's, from outside")
-        if trace.breaks:
-            self._entries[key] = _Entry(reason="; ".join(trace.breaks))
-            self._warn(self._entries[key].reason)
-            return out
-        layers = {name: layer for t in results for name, layer, _ in door.flat_layers(t.array.dask)}
-        with door.capture_templates() as kept:
-            done = runtime.persist([t.array for t in results], keep=slice(0, len(results)))
-        values = _wrap(done)
-        if len(kept) != 1:
-            self._entries[key] = _Entry(reason="its graph cannot be kept (a step cache limit, or a task it cannot "
-                                               "describe)")
-            self._warn(self._entries[key].reason)
-        else:
-            template, inputs = kept[0]
-            sources = tuple(arg_names[n] if n in arg_names else _values_of(n, layers, reads) for n in inputs)
-            if any(s is None for s in sources):
-                self._entries[key] = _Entry(reason="a value it reads could not be found to keep")
-                self._warn(self._entries[key].reason)
-            else:
-                self._entries[key] = _Entry(
-                    template=template, inputs=inputs, sources=sources,
-                    outputs=tuple((a.name, a.chunks, a._meta) for a in done), structure=structure,
-                    reads=tuple((weakref.ref(st), st.value) for st in reads), pins=tuple(pins))
-        return _unflatten(structure, iter(values))
+        return structure, results
+
+    def _keep(self, key, entry, pins, returned):
+        self._entries[key] = entry
+        self._pin(key, pins)
+        if entry.reason is not None:
+            self._warn(entry.reason)
+        return returned
 
     def _eager(self, args, kwargs, reason):
         self._stats["eager"] += 1
@@ -214,22 +284,22 @@ class Compiled:
 
     # ------------------------------------------------------------------ a later call of the same kind
     def _replay(self, entry, tensors):
-        _computed(tensors)
+        values = _inputs(tensors)
         layers, names = [], []
         for name, source in zip(entry.inputs, entry.sources):
             if type(source) is int:
-                a = tensors[source].array
+                a = values[source]
                 layers.append(a.dask.layers[a.name])
                 names.append(a.name)
+            elif type(source) is weakref.ref:  # a value read from outside, unchanged (the guard)
+                layers.append(source().array.dask.layers[name])
+                names.append(name)
             else:
                 layers.append(source)
                 names.append(name)
-        local = door.current_client() is None
         token = tokenize(entry.template.name, names)
         outputs = [(f"{n}-{token}", c, m) for n, c, m in entry.outputs]
-        arrays = door.replay_template(entry.template, outputs, layers, names, local=local)
-        if arrays is None:  # (cannot happen with fresh names; the template is kept anyway)
-            raise RuntimeError("daskgrad.compile: a kept graph could not be replayed")
+        arrays = door.replay_template(entry.template, outputs, layers, names, local=door.current_client() is None)
         self._stats["replays"] += 1
         done = runtime.persist(arrays, keep=slice(0, len(arrays)), optimized=True)
         return _unflatten(entry.structure, iter(_wrap(done)))
@@ -243,8 +313,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="daskgrad", mo
 
     ``fullgraph=True`` raises where the function does what a replay cannot repeat (else it runs as
     usual, with a warning); ``disable=True`` returns ``model`` itself.  ``dynamic``, ``backend``,
-    ``mode`` and ``options`` are accepted for torch's signature and change nothing here: every shape
-    is traced on its own, and the graph runs on dask.
+    ``mode`` and ``options`` are checked as torch checks them and change nothing here: every kind
+    of call is traced on its own, and the graph runs on dask.
 
     >>> import daskgrad as dg
     >>> step = dg.compile(dg.func.grad_and_value(lambda w, x: ((x @ w) ** 2).sum()))
@@ -254,123 +324,160 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="daskgrad", mo
     >>> float(loss), step.cache_info()["replays"]
     (64.0, 1)
     """
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode is not None and mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(_MODES)}")
     if model is None:
-        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-                                 options=options, disable=disable)
+        def decorate(model):
+            if model is None:
+                raise RuntimeError("Model can't be None")
+            return compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                           options=options, disable=disable)
+        return decorate
+    if disable or isinstance(model, Compiled):
+        return model
     if not callable(model):
-        raise RuntimeError("compile: expected a callable")
-    if disable:
-        return model
-    if isinstance(model, Compiled):
-        return model
-    return Compiled(model, fullgraph=fullgraph, guarded=_functions_of(model))
+        raise AssertionError(f"A callable function is expected, but {type(model)} is provided.")
+    return Compiled(model, fullgraph=fullgraph, guarded=_wrapped(model))
 
 
-# ------------------------------------------------------------------ helpers
-def _functions_of(fn):
-    """The Python functions whose globals and closure a call of ``fn`` reads directly: ``fn``, and
-    the function a :func:`daskgrad.func` transform wraps (their names are guarded)."""
+# ------------------------------------------------------------------ guards
+def _wrapped(fn):
+    """``fn`` and the functions it wraps (``__wrapped__``: a :mod:`daskgrad.func` transform's)."""
     out = []
     while fn is not None and len(out) < 8:
-        if isinstance(fn, (types.FunctionType, types.MethodType)):
-            out.append(fn)
+        out.append(fn)
         fn = getattr(fn, "__wrapped__", None)
     return out
 
 
-def _free_names(fn):
-    """The global names ``fn``'s code (its nested functions' too) reads, and its closure's names."""
-    fn = getattr(fn, "__func__", fn)
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return ((), ())
+def _names_guard(functions, pins, allowed):
+    """What the names the functions read from their globals and closures hold now, described as
+    arguments are, following the user functions (and compiled ones) they name."""
+    out, todo, seen = [], list(functions), set()
+    while todo and len(seen) < 64:
+        fn = todo.pop()
+        fn = getattr(fn, "_fn", fn) if isinstance(fn, Compiled) else fn
+        if isinstance(fn, types.MethodType):
+            out.append(("self", _describe(fn.__self__, None, pins, allowed, {})))
+            fn = fn.__func__
+        if id(fn) in seen or not isinstance(fn, types.FunctionType):
+            continue
+        seen.add(id(fn))
+        code, glob = fn.__code__, fn.__globals__
+        values = [(n, glob[n]) for n in _global_names(code) if n in glob]
+        for n, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                values.append((n, cell.cell_contents))
+            except ValueError:  # a cell not filled yet
+                values.append((n, _EMPTY))
+        for n, v in values:
+            out.append((id(fn), n, _describe(v, None, pins, allowed, {})))
+            if isinstance(v, (types.FunctionType, Compiled)) and not _library(v):
+                todo.append(v)
+    return tuple(out)
+
+
+_EMPTY = object()
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_names(code):
+    """The global names ``code`` (and the code it nests) reads."""
     names, todo = set(), [code]
     while todo:
         c = todo.pop()
         names.update(c.co_names)
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return tuple(sorted(names)), code.co_freevars
+    return tuple(sorted(names))
 
 
-def _names_now(fn, names):
-    """The values ``fn``'s global and closure names hold now, as a guard."""
-    fn = getattr(fn, "__func__", fn)
-    gnames, free = names
-    glob = getattr(fn, "__globals__", {})
-    cells = getattr(fn, "__closure__", None) or ()
-    out = [(n, _by_identity(glob[n])) for n in gnames if n in glob]
-    for n, c in zip(free, cells):
-        try:
-            out.append((n, _by_identity(c.cell_contents)))
-        except ValueError:  # a cell not filled yet
-            out.append((n, None))
-    return tuple(out)
+def _library(fn):
+    fn = getattr(fn, "_fn", fn)
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARIES
 
 
-class _Same:
-    """An object guarded by identity (a module, a function, a tensor: another object is another trace)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return type(other) is _Same and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-
-def _by_identity(obj):
-    if isinstance(obj, (bool, int, float, complex, str, bytes, type(None))):
-        return obj
-    return _Same(obj)
-
-
-def _describe(obj, tensors, pins, seen):
-    """A hashable description of an argument: tensors by their kind (and which argument shares its
-    value), numbers by type and value (as the step cache's key), other objects by identity."""
+def _describe(obj, tensors, pins, allowed, seen):
+    """A hashable description of an argument or (``tensors`` None) a name's value: a tensor argument
+    by its kind (and which argument shares its value), a tensor a name holds by its identity (its
+    value is guarded where it is read), a module by its parameters, buffers and ``training``,
+    numbers, strings, containers and NumPy arrays by value, other objects by identity."""
     t = type(obj)
+    if isinstance(obj, Tensor) and tensors is None:
+        pins.append(obj)
+        allowed[id(obj._storage)] = obj
+        return ("id", id(obj))
     if isinstance(obj, Tensor):
         tensors.append(obj)
+        allowed[id(obj._storage)] = obj
         v = obj._storage.value
         return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
-                seen.setdefault(id(obj._storage), len(tensors) - 1))
+                obj._storage.inference, seen.setdefault(id(obj._storage), len(tensors) - 1))
     if t is tuple or t is list:
-        return (t, *(_describe(o, tensors, pins, seen) for o in obj))
+        return (t, *(_describe(o, tensors, pins, allowed, seen) for o in obj))
     if t is dict:
-        return (dict, *((k, _describe(v, tensors, pins, seen)) for k, v in obj.items()))
-    if t is _Same:  # (a tensor's values are guarded where they are read)
-        pins.append(obj.obj)
-        return ("id", id(obj.obj))
+        return (dict, *((_describe(k, None, pins, allowed, {}), _describe(v, tensors, pins, allowed, seen))
+                        for k, v in obj.items()))
+    if callable(getattr(obj, "named_parameters", None)) and callable(getattr(obj, "named_buffers", None)):
+        pins.append(obj)  # a module: the tensors it holds now, and whether each part trains
+        held = [*obj.named_parameters(), *obj.named_buffers()]
+        for _, p in held:
+            allowed[id(p._storage)] = p
+        parts = obj.modules() if callable(getattr(obj, "modules", None)) else [obj]
+        return ("module", id(obj), tuple((n, id(p)) for n, p in held), tuple(m.training for m in parts))
+    if isinstance(obj, (types.ModuleType, types.FunctionType, type, Compiled)):
+        pins.append(obj)
+        return ("id", id(obj))
     try:
         return freeze(obj)
-    except Unfrozen:
+    except (Unfrozen, RecursionError):
         pins.append(obj)
         return ("id", id(obj))
 
 
+def _frozen(value):
+    try:
+        freeze(value)
+    except Unfrozen:
+        return False
+    return True
+
+
+def _forget(compiled_ref, key):
+    compiled = compiled_ref()
+    if compiled is not None:
+        with compiled._lock:
+            compiled._drop(key)
+
+
 def _stale(entry):
-    """What a value read from outside holds now instead of what it held at the trace, or None."""
-    for ref, value in entry.reads:
-        st = ref()
-        if st is not None and st.value is not value:
-            return f"a value of shape {tuple(value.shape)}"
-    return None
+    """Whether a value read from outside is gone or holds another value than at the trace."""
+    for storage, value in entry.reads:
+        st, v = storage(), value()
+        if st is None or v is None or st.value is not v:
+            return True
+    return False
 
 
-def _computed(tensors, pending=False):
-    """Compute, in one submission, the tensor arguments whose values are not in memory yet (and, with
-    ``pending``, what in-place writes left lazy, as any submission would), into their storages."""
-    lazy = list({id(t._storage): t for t in tensors if not door.materialized(t.array)}.values())
-    if not lazy and not pending:
-        return
-    olds = [t.array for t in lazy]
-    for t, old, new in zip(lazy, olds, runtime.persist(olds, keep=slice(0, len(olds)))):
-        if t._storage.array is old:  # (an argument that was pending is swapped in by the persist)
-            t._storage.array = new
-            _state.hold(t._storage, door.flat_keys(new))
+def _random_states():
+    """daskgrad's, NumPy's global and Python's random generators' states: a trace that draws from
+    one would replay the same numbers."""
+    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), repr(np.random.get_state()[1][:4]),
+            np.random.get_state()[2], hash(random.getstate()))
+
+
+# ------------------------------------------------------------------ values in, results out
+def _inputs(tensors, flush=False):
+    """The tensor arguments' values in memory: one submission computes those not computed yet (kept
+    for this call only: the argument stays as lazy as it was, as a call without replay would leave
+    it; ``flush``: also what in-place writes left pending, as any submission does)."""
+    values = [t.array for t in tensors]
+    lazy = {a.name: a for a in values if not door.materialized(a)}
+    if not lazy and not flush:
+        return values
+    done = dict(zip(lazy, runtime.persist(list(lazy.values()), keep=slice(0, len(lazy)))))
+    return [done.get(a.name, a) if not door.materialized(a) else a for a in values]
 
 
 def _leaves(out):
@@ -384,8 +491,11 @@ def _leaves(out):
             yield from _leaves(o)
 
 
+_TENSOR = object()  # in a structure: a result tensor goes here
+
+
 def _flatten(out, trace):
-    """How ``out``'s tensors go back into it: a tensor is ``None``-marked, a constant is itself."""
+    """How ``out``'s tensors go back into it: ``_TENSOR`` where a result goes, a constant as itself."""
     if isinstance(out, Tensor):
         return _TENSOR
     t = type(out)
@@ -393,14 +503,9 @@ def _flatten(out, trace):
         return (t, [_flatten(o, trace) for o in out])
     if t is dict:
         return (dict, {k: _flatten(v, trace) for k, v in out.items()})
-    try:
-        freeze(out)
-    except Unfrozen:
+    if not _frozen(out):
         trace.broke(f"it returns a {t.__name__}, not tensors, numbers or containers of them")
     return (None, out)
-
-
-_TENSOR = object()
 
 
 def _unflatten(structure, values):
@@ -408,7 +513,7 @@ def _unflatten(structure, values):
         return next(values)
     kind, inner = structure
     if kind is None:
-        return inner
+        return copy.deepcopy(inner)  # (a returned NumPy array the caller may write to is its own)
     if kind is dict:
         return {k: _unflatten(v, values) for k, v in inner.items()}
     return kind(_unflatten(s, values) for s in inner)
@@ -424,14 +529,12 @@ def _wrap(arrays):
     return out
 
 
-def _values_of(name, layers, reads):
-    """The layer of values ``name`` of the traced graph: read from outside (a storage's), or made by
-    the function (a constant it builds each call, the same every time)."""
-    layer = layers.get(name)
-    if layer is not None and door.holds_data(layer):
-        return layer
+def _source(name, layers, reads):
+    """Where the values ``name`` of the traced graph come from at a replay: a storage read from
+    outside that holds them (its value is guarded), else the layer itself (a constant the function
+    made, the same every call)."""
     for st in reads:
         a = st.array
-        if a.name == name:
-            return a.dask.layers[a.name]
-    return None
+        if a.name == name and door.materialized(a):
+            return weakref.ref(st)
+    return layers[name]

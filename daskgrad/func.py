@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 
 from .engine import grad as _autograd_grad
+from .graph import AccumulateGrad, toposort
 from ._modes import enable_grad
+from .ops import clone, zeros_like
 from ._tensor import Tensor
 
 
@@ -38,15 +40,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
 def _grad_and_value(func, argnums, args, kwargs, has_aux):
     name = "grad_and_value"  # (torch.func.grad's errors say so too: it calls grad_and_value)
     positions = _argnums(argnums, len(args))
-    outer = False  # an argument already requires grad: the gradients stay differentiable (a nested transform)
     with enable_grad():
-        args = list(args)
+        args, fresh, diff = list(args), set(), []
         for i in positions:
-            x = args[i]
-            if not isinstance(x, Tensor):
-                raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
-            outer = outer or x.requires_grad
-            args[i] = x if x.requires_grad else x.detach().requires_grad_()  # a leaf holding x's values
+            args[i] = _map(args[i], lambda x: _differentiable(x, fresh, diff), every_leaf=True)
         output = func(*args, **kwargs)
         aux = None
         if has_aux:
@@ -59,10 +56,42 @@ def _grad_and_value(func, argnums, args, kwargs, has_aux):
         if output.ndim != 0:
             raise RuntimeError(f"{name}(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor with "
                                f"{output.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
-        grads = _autograd_grad(output, [args[i] for i in positions], allow_unused=True, materialize_grads=True,
-                               create_graph=outer)
-    g = grads if isinstance(argnums, tuple) else grads[0]
-    return g, (output if outer else output.detach(), aux)
+        # the gradients stay differentiable where the output reaches a tensor requiring grad from
+        # outside (an outer transform's input, a weight the function closes over): torch's levels
+        outer = output.grad_fn is not None and any(
+            isinstance(n, AccumulateGrad) and id(n.variable) not in fresh for n in toposort([output.grad_fn]))
+        if output.requires_grad:
+            grads = iter(_autograd_grad(output, diff, allow_unused=True, materialize_grads=True, create_graph=outer))
+        else:  # a constant output: zeros, as torch gives
+            grads = iter([zeros_like(x.detach()) for x in diff])
+    g = tuple(_map(args[i], lambda _: next(grads), every_leaf=True) for i in positions)
+    if not outer:
+        output, aux = output.detach(), _map(aux, lambda x: x.detach())
+    return (g if isinstance(argnums, tuple) else g[0]), (output, aux)
+
+
+def _differentiable(x, fresh, diff):
+    """A tensor to differentiate with respect to, standing for ``x`` at this position only: a leaf
+    holding its values, or (if ``x`` requires grad) an identity op on it, so the outer graph goes on."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+    if x.requires_grad:
+        alias = clone(x)
+    else:
+        alias = x.detach().requires_grad_()
+        fresh.add(id(alias))
+    diff.append(alias)
+    return alias
+
+
+def _map(tree, fn, every_leaf=False):
+    """``fn`` on every tensor (``every_leaf``: every value) of a nested tuple, list or dict, in order;
+    other values kept."""
+    if type(tree) in (tuple, list):
+        return type(tree)(_map(t, fn, every_leaf) for t in tree)
+    if type(tree) is dict:
+        return {k: _map(v, fn, every_leaf) for k, v in tree.items()}
+    return fn(tree) if every_leaf or isinstance(tree, Tensor) else tree
 
 
 def _argnums(argnums, n):

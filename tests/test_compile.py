@@ -4,6 +4,7 @@ argument value, mode, a global rebound, a tensor read from outside updated) trac
 function doing what a replay cannot repeat runs as usual, with a warning (an error with
 fullgraph=True)."""
 import time
+import types
 import warnings
 
 import dask
@@ -53,16 +54,16 @@ def test_a_compiled_gradient_step_is_traced_once_then_replayed_with_the_same_num
 
 def test_a_replay_does_not_run_the_function():
     X, y = _data()
-    calls = []
+    calls = types.SimpleNamespace(n=0)  # (an object: guarded by identity, not by what it holds)
 
     def loss(w):
-        calls.append(1)
+        calls.n += 1
         return _loss(w, X, y)
 
     step = dg.compile(dg.func.grad(loss))
     for w in _ws():
         step(w)
-    assert len(calls) == 1
+    assert calls.n == 1
 
 
 def test_gradients_inside_a_compiled_function_join_its_one_submission(submissions):
@@ -367,3 +368,192 @@ def test_func_grad_raises_torch_s_errors(call):
 def m_ones(module, n):
     return dg.ones(n, dtype="float64") if module is dg.func else __import__("torch").ones(n, dtype=__import__(
         "torch").float64)
+
+
+# ------------------------------------------------------------------ what a review found (each silently wrong before)
+def test_arguments_of_equal_content_are_not_taken_for_each_other_nor_for_values_made_alike():
+    f64 = {"dtype": "float64"}
+    sub = dg.compile(lambda a, b: a - b)
+    sub(dg.ones(3, **f64), dg.ones(3, **f64))  # dask names both alike: equal content
+    np.testing.assert_array_equal(sub(dg.ones(3, **f64), dg.full((3,), 2.0, **f64)).numpy(), [-1, -1, -1])
+    add_ones = dg.compile(lambda x: x + dg.ones(3, **f64))
+    add_ones(dg.ones(3, **f64))
+    np.testing.assert_array_equal(add_ones(dg.from_array(np.arange(3.0))).numpy(), [1, 2, 3])
+    A = dg.from_array(np.arange(3.0))
+    A2 = A * 2  # read from outside, built on the first call's argument
+    add = dg.compile(lambda a: a + A2)
+    add(A)
+    np.testing.assert_array_equal(add(dg.from_array(np.full(3, 100.0))).numpy(), [100, 102, 104])
+
+
+def test_a_tensor_reached_through_a_container_or_a_grad_runs_the_function_as_usual():
+    X, _ = _data(n=4, d=2, chunks=2)
+    w = dg.from_array(np.ones(2), requires_grad=True)
+    update = dg.compile(lambda w: w.detach() - 0.5 * w.grad)
+    params = [dg.from_array(np.ones(2))]
+    project = dg.compile(lambda x: x @ params[0])
+    with pytest.warns(UserWarning, match="through an object, a container or .grad"):
+        for i in range(3):
+            w.grad = None
+            ((X @ w) ** 2).sum().mul(i + 1).backward()
+            np.testing.assert_array_equal(update(w).numpy(), (w.detach() - 0.5 * w.grad).numpy())
+        project(X)
+    params[0] = dg.from_array(np.full(2, 3.0))
+    np.testing.assert_array_equal(project(X).numpy(), (X @ params[0]).numpy())
+
+
+def test_python_values_the_function_reads_are_guarded_by_value():
+    X, _ = _data(n=4, d=2, chunks=2)
+    weights = np.ones(2)
+    project = dg.compile(lambda x: x @ dg.from_array(weights))
+    project(X)
+    weights[:] = 3
+    np.testing.assert_array_equal(project(X).numpy(), X.numpy() @ weights)
+    config = {"scale": 1.0}
+    scaled = dg.compile(lambda x: (x * config["scale"]).sum())
+    scaled(X)
+    config["scale"] = 3.0
+    assert scaled(X).item() == 3 * X.numpy().sum()
+    global _HELPER_SCALE
+    through_helper = dg.compile(lambda x: _helper(x).sum())
+    _HELPER_SCALE = 2.0
+    through_helper(X)
+    _HELPER_SCALE = 10.0
+    assert through_helper(X).item() == 10 * X.numpy().sum()
+
+
+_HELPER_SCALE = 1.0
+
+
+def _helper(x):
+    return x * _HELPER_SCALE
+
+
+def test_a_module_in_eval_mode_replays_and_in_train_mode_runs_as_usual():
+    X, _ = _data(n=8, d=2, chunks=4)
+    bn = nn.BatchNorm1d(2, dtype="float64")
+    predict = dg.compile(lambda x: bn(x).detach())
+    bn.eval()
+    for _ in range(2):
+        np.testing.assert_array_equal(predict(X).numpy(), bn(X).detach().numpy())
+    assert predict.cache_info()["replays"] == 1
+    bn.train()  # updates the running statistics in place: each call must
+    with pytest.warns(UserWarning, match="writes a tensor in place"):
+        out = predict(X)
+    expected = nn.BatchNorm1d(2, dtype="float64")
+    expected(X)
+    np.testing.assert_array_equal(bn.running_mean.numpy(), expected.running_mean.numpy())
+    np.testing.assert_array_equal(out.numpy(), nn.BatchNorm1d(2, dtype="float64")(X).detach().numpy())
+
+
+def test_anomaly_mode_runs_the_function_as_usual_and_raises_as_without_compile():
+    step = dg.compile(dg.func.grad(lambda v: dg.sqrt(v).sum()))
+    step(dg.from_array(np.array([1.0, 4.0])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (anomaly mode's own warning)
+        with dg.detect_anomaly(), pytest.raises(RuntimeError, match="SqrtBackward0' returned nan"):
+            step(dg.from_array(np.array([0.0, -4.0])))
+
+
+def test_an_inference_tensor_argument_raises_as_without_compile():
+    step = dg.compile(dg.func.grad(lambda v: (v * v).sum()))
+    step(dg.from_array(np.ones(2)))
+    with dg.inference_mode():
+        x = dg.from_array(np.ones(2))
+    with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor"):
+        step(x)
+
+
+def test_setting_grad_of_a_tensor_it_did_not_make_runs_as_usual_every_call():
+    def set_grad(w):
+        g = dg.func.grad(lambda v: (v * v).sum())(w.detach())
+        w.grad = g
+        return g * 1
+
+    w = dg.from_array(np.ones(2), requires_grad=True)
+    step = dg.compile(set_grad)
+    with pytest.warns(UserWarning, match="sets .grad of a tensor it did not make"):
+        for _ in range(2):
+            w.grad = None
+            step(w)
+            np.testing.assert_array_equal(w.grad.numpy(), [2, 2])
+
+
+def test_in_place_writes_on_its_own_tensors_still_replay():
+    step = dg.compile(lambda w: (w * 2).add_(1))
+    for i in range(3):
+        assert step(dg.full((2,), float(i), dtype="float64")).numpy().tolist() == [2 * i + 1] * 2
+    assert step.cache_info()["replays"] == 2
+
+
+def test_a_compiled_method_keeps_no_instance_alive():
+    import gc
+    import weakref
+
+    class Model:
+        def __init__(self, scale):
+            self.scale = scale
+
+        @dg.compile
+        def predict(self, x):
+            return x * 2
+
+    refs = []
+    for i in range(10):
+        m = Model(i)
+        m.predict(dg.ones(2))
+        refs.append(weakref.ref(m))
+        del m
+    gc.collect()
+    assert not any(r() for r in refs)
+    assert Model.predict.cache_info()["eager"] == 0 and Model.predict.cache_info()["entries"] == 0
+
+
+def test_a_compiled_function_called_inside_another_is_part_of_its_trace():
+    inner = dg.compile(lambda x: x * 2)
+    outer = dg.compile(lambda x: inner(x) + 1)
+    for i in range(3):
+        assert outer(dg.full((2,), float(i), dtype="float64")).numpy().tolist() == [2 * i + 1] * 2
+    assert outer.cache_info()["replays"] == 2
+
+
+def test_threads_calling_a_new_kind_at_once_trace_it_once():
+    import concurrent.futures
+
+    step = dg.compile(dg.func.grad(lambda v: (v * v).sum()))
+    xs = [dg.from_array(np.full(3, float(i))) for i in range(8)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(step, xs))
+    for i, g in enumerate(outs):
+        np.testing.assert_array_equal(g.numpy(), [2.0 * i] * 3)
+    assert step.cache_info()["traces"] == 1
+
+
+def test_compile_raises_torch_s_errors_for_bad_arguments():
+    torch = pytest.importorskip("torch")
+    for kwargs in ({"mode": "bogus"}, {"mode": "default", "options": {}}):
+        with pytest.raises(RuntimeError) as expected:
+            torch.compile(lambda x: x, **kwargs)(torch.ones(1))
+        with pytest.raises(RuntimeError) as got:
+            dg.compile(lambda x: x, **kwargs)
+        assert str(got.value) == str(expected.value)
+    with pytest.raises(AssertionError) as expected:
+        torch.compile(3)
+    with pytest.raises(AssertionError) as got:
+        dg.compile(3)
+    assert str(got.value) == str(expected.value)
+
+
+def test_func_grad_on_constants_containers_and_aux_as_torch_func():
+    torch = pytest.importorskip("torch")
+    a = np.array([1.0, 2.0])
+    zeros = dg.func.grad(lambda x: (x * 0).detach().sum())(dg.from_array(a))
+    tzeros = torch.func.grad(lambda x: (x * 0).detach().sum())(torch.tensor(a))
+    np.testing.assert_array_equal(zeros.numpy(), tzeros.numpy())
+    g = dg.func.grad(lambda p: (p["w"] * p["v"][0]).sum())({"w": dg.from_array(a), "v": (dg.from_array(2 * a),)})
+    tg = torch.func.grad(lambda p: (p["w"] * p["v"][0]).sum())({"w": torch.tensor(a), "v": (torch.tensor(2 * a),)})
+    np.testing.assert_array_equal(g["w"].numpy(), tg["w"].numpy())
+    np.testing.assert_array_equal(g["v"][0].numpy(), tg["v"][0].numpy())
+    _, aux = dg.func.grad(lambda x: ((x * x).sum(), x * 3), has_aux=True)(dg.from_array(a))
+    _, taux = torch.func.grad(lambda x: ((x * x).sum(), x * 3), has_aux=True)(torch.tensor(a))
+    assert aux.requires_grad == taux.requires_grad is False

@@ -104,7 +104,7 @@ class Pending:
     the built array will have them.  Built once, on first need (:meth:`build`), with every pending
     array it reads; the operands are let go then (the built graph holds what it needs)."""
 
-    __slots__ = ("op", "fn", "args", "dtype", "_meta", "chunks", "shape", "ndim", "_built")
+    __slots__ = ("op", "fn", "args", "dtype", "_meta", "chunks", "shape", "ndim", "_built", "__weakref__")
 
     def __init__(self, op, fn, args, dtype, meta, chunks):
         self.op, self.fn, self.args, self.dtype, self._meta, self.chunks = op, fn, args, dtype, meta, chunks
