@@ -31,7 +31,7 @@ Components (each a function below, each returning a JSON-able dict):
                  is below what the uncheckpointed backward would hold: time, peak worker memory against
                  estimate_memory's prediction, recompute factor (benchmarks/bench_fwi.py);
 * ``big_state``  checkpoint_steps of a 2-D wave equation whose state is larger than one worker's memory
-                 limit, chunked across 4 workers: time, peak per worker (RSS, managed, spilled) against
+                 limit, in 32 row bands across 4 workers: time, peak per worker (RSS, managed, spilled) against
                  snapshots x state chunk and estimate_memory, steps run vs Revolve's count
                  (benchmarks/bench_big_state.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
@@ -937,12 +937,12 @@ def fwi():
 
 # ------------------------------------------------------------------ (l) a state larger than a worker's memory
 def big_state():
-    """checkpoint_steps of a wave equation whose state exceeds one worker's memory limit, across 4
-    workers (benchmarks/bench_big_state.py)."""
+    """checkpoint_steps of a wave equation whose state exceeds one worker's memory limit, in row bands
+    across 4 workers (benchmarks/bench_big_state.py)."""
     import bench_big_state as bench
 
     if QUICK:
-        return bench.run(n=128, steps=6, snapshots=2, memory_limit=400e6, n_workers=2)
+        return bench.run(n=128, steps=6, snapshots=2, memory_limit=400e6, n_workers=2, bands=4)
     return bench.run()
 
 
@@ -1210,7 +1210,8 @@ def summary(report):
                      f"({r['estimate_over_measured']:.2f}x); {r['recompute_factor']:.2f} step calls per step |")
     if "big_state" in report:
         r = report["big_state"]
-        lines.append(f"| checkpoint_steps, state > a worker's limit | {r['state_bytes'] / 1e6:.0f} MB state on "
+        lines.append(f"| checkpoint_steps, state > a worker's limit | {r['state_bytes'] / 1e6:.0f} MB state in "
+                     f"{r.get('bands', r['n_workers'])} bands on "
                      f"{r['n_workers']} x {r['memory_limit'] / 1e6:.0f} MB workers, {r['steps']} steps, "
                      f"{r['snapshots']} snapshots | {r['backward_s']:.1f} | peak managed per worker "
                      f"{r['peak_managed_per_worker'] / 1e6:.0f} MB ({r['peak_managed_in_state_chunks']:.1f} state "
