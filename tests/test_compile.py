@@ -278,30 +278,6 @@ def test_replays_on_strict_chunks_never_convert_them_to_host_arrays():
     assert step.cache_info()["replays"] == 3
 
 
-def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
-    X, y = _data()
-    X, y = X.persist(), y.persist()
-    step = dg.compile(dg.func.grad_and_value(_loss))
-    plain = dg.func.grad_and_value(_loss)
-    before = _memory_keys(client)
-    for w in _ws():
-        g, value = step(w, X, y)
-        g_ref, value_ref = plain(w, X, y)
-        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
-        assert value.item() == value_ref.item()
-        del g, value, g_ref, value_ref
-    assert step.cache_info()["replays"] == 3
-    deadline = time.time() + 10
-    while _memory_keys(client) != before and time.time() < deadline:  # (release is asynchronous)
-        time.sleep(0.02)
-    assert _memory_keys(client) == before
-
-
-def _memory_keys(client):
-    return set(client.run_on_scheduler(lambda dask_scheduler: [k for k, ts in dask_scheduler.tasks.items()
-                                                               if ts.state == "memory"]))
-
-
 def test_minimize_with_a_compiled_objective_replays_its_evaluations_and_finds_the_same_point():
     pytest.importorskip("scipy")
     X, y = _data(n=60, d=4, chunks=15)
@@ -557,3 +533,56 @@ def test_func_grad_on_constants_containers_and_aux_as_torch_func():
     _, aux = dg.func.grad(lambda x: ((x * x).sum(), x * 3), has_aux=True)(dg.from_array(a))
     _, taux = torch.func.grad(lambda x: ((x * x).sum(), x * 3), has_aux=True)(torch.tensor(a))
     assert aux.requires_grad == taux.requires_grad is False
+
+
+def test_a_step_of_large_chunks_replays_on_dask_s_scheduler_with_the_same_numbers():
+    rng = np.random.default_rng(3)
+    X = dg.from_array(rng.standard_normal((16000, 5)), chunks=(8000, 5))  # 320,000-byte chunks: not run inline
+    y = dg.from_array((rng.random(16000) > 0.5) * 1.0, chunks=8000)
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    with dask.config.set(scheduler="threads"):
+        for w in _ws(d=5, n=3):
+            g, value = step(w, X, y)
+            g_ref, value_ref = dg.func.grad_and_value(_loss)(w, X, y)
+            np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+            assert value.item() == value_ref.item()
+    assert step.cache_info()["replays"] == 2
+
+
+# ------------------------------------------------------------------ on a cluster (the module's client lives on after)
+def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
+    X, y = _data()
+    X, y = X.persist(), y.persist()
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    plain = dg.func.grad_and_value(_loss)
+    before = _memory_keys(client)
+    for w in _ws():
+        g, value = step(w, X, y)
+        g_ref, value_ref = plain(w, X, y)
+        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+        assert value.item() == value_ref.item()
+        del g, value, g_ref, value_ref
+    assert step.cache_info()["replays"] == 3
+    deadline = time.time() + 10
+    while _memory_keys(client) != before and time.time() < deadline:  # (release is asynchronous)
+        time.sleep(0.02)
+    assert _memory_keys(client) == before
+
+
+def _memory_keys(client):
+    return set(client.run_on_scheduler(lambda dask_scheduler: [k for k, ts in dask_scheduler.tasks.items()
+                                                               if ts.state == "memory"]))
+
+
+def test_minimize_with_a_compiled_objective_on_a_cluster_finds_the_same_point(client):
+    pytest.importorskip("scipy")
+    X, y = _data(n=60, d=4, chunks=15)
+    X, y = X.persist(), y.persist()
+
+    def loss(beta):
+        return dg.binary_cross_entropy_with_logits(X @ beta, y, reduction="sum")
+
+    plain = dg.optimize.minimize(loss, np.zeros(4), method="L-BFGS-B")
+    fast = dg.optimize.minimize(dg.compile(loss), np.zeros(4), method="L-BFGS-B")
+    np.testing.assert_array_equal(fast.x.numpy(), plain.x.numpy())
+    assert (fast.nit, fast.nfev) == (plain.nit, plain.nfev)
