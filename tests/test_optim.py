@@ -71,7 +71,8 @@ def _train_torch(torch, model, opt, x, y, steps):
 def _assert_same(model, tmodel, tmodel_reordered=None):
     """Equal to rtol 1e-9, or, where the trajectory amplifies rounding, to 10x the distance between two
     torch runs whose batch sums differ only in order (the rows reversed): a chunked sum's order is no closer."""
-    reordered = tmodel_reordered.parameters() if tmodel_reordered is not None else [None] * len(list(tmodel.parameters()))
+    reordered = (tmodel_reordered.parameters() if tmodel_reordered is not None
+                 else [None] * len(list(tmodel.parameters())))
     for (name, p), tp, tq in zip(model.named_parameters(), tmodel.parameters(), reordered):
         tp = tp.detach().numpy()
         atol = 1e-12 if tq is None else max(1e-12, 10 * float(np.abs(tp - tq.detach().numpy()).max()))
