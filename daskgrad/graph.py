@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import re
+import threading
 import traceback
 import warnings
 import weakref
@@ -396,6 +397,25 @@ def save_tensors(node, save, out=None):
     for v in node._saved.values():
         if isinstance(v, SavedTensor):
             v.consumer = weakref.ref(node)
+    for seen in getattr(_watching, "lists", ()):
+        seen.extend(v for v in save.values() if isinstance(v, Tensor))
+
+
+_watching = threading.local()  # lists told every tensor saved in this thread (see watch_saved)
+
+
+class watch_saved:
+    """``with watch_saved() as saved:`` -- ``saved`` lists the tensors saved for backward while
+    inside, in the order they were saved (where torch's saved-tensor pack hook sees each);
+    activation checkpointing compares a region's two runs with it.  Nests."""
+
+    def __enter__(self):
+        self.saved = []
+        _watching.lists = getattr(_watching, "lists", ()) + (self.saved,)
+        return self.saved
+
+    def __exit__(self, *exc):
+        _watching.lists = tuple(x for x in _watching.lists if x is not self.saved)
 
 
 RESULT = object()  # marker: "save this op's own output"

@@ -197,7 +197,8 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
            misfits=True):
     """Bounded L-BFGS from ``vp_start``; returns (final vp, misfit per iteration, model error per
     iteration), both lists starting with the starting model's.  ``snapshots=0``: no checkpoints;
-    ``misfits=False``: no extra forward run per iteration to report the misfit (the list is empty)."""
+    ``misfits=False``: the misfit is not reported (the list is empty).  The misfit reported at an
+    iteration is the one L-BFGS-B's evaluation at that model computed: no forward run is added."""
     import scipy.optimize as so
 
     from daskgrad import optimize
@@ -205,25 +206,36 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
     fwd = Modelling(sv, chunk)
     d_obs = fwd.shot_records(fwd.model(vp_true))
     snapshots = default_snapshots(sv.steps) if snapshots is None else snapshots or None
-    track, misfits = misfits, []
+    track, misfits, errors = misfits, [], []
+    evaluated = {}  # model bytes -> the misfit tensor L-BFGS-B's evaluation there computed (and keeps)
 
     def fun(vp):
-        return fwd.misfit(vp, d_obs, snapshots)
-
-    def callback(vp):
-        vp = vp.detach().numpy() if isinstance(vp, dg.Tensor) else vp
-        errors.append(float(np.linalg.norm(vp - vp_true)))
+        loss = fwd.misfit(vp, d_obs, snapshots)
         if track:
-            with dg.no_grad():
-                misfits.append(float(fun(fwd.model(vp)).item()))
+            evaluated[vp.detach().numpy().tobytes()] = loss
+        return loss
+
+    def report(vp):
+        errors.append(float(np.linalg.norm(vp - vp_true)))
+        if track:  # SciPy calls back at a model it evaluated: its misfit is known, nothing runs again
+            loss = evaluated.get(vp.tobytes())
+            if loss is None:
+                with dg.no_grad():
+                    loss = fwd.misfit(fwd.model(vp), d_obs, snapshots)
+            misfits.append(float(loss.item()))
         tail = f"  misfit {misfits[-1]:.6g}" if track else ""
         log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}{tail}")
 
-    errors = []
-    callback(vp_start)
+    def callback(vp):
+        if not errors:  # the starting model's line, once its evaluation (SciPy's first) has run
+            report(vp_start)
+        report(vp.detach().numpy())
+        evaluated.clear()
 
     res = optimize.minimize(fun, fwd.model(vp_start), method="L-BFGS-B", bounds=so.Bounds(*bounds),
                             callback=callback, options={"maxiter": iterations})
+    if not errors:  # no iteration completed
+        report(vp_start)
     return res.x.detach().numpy(), misfits, errors
 
 
@@ -268,6 +280,7 @@ def main(argv=None):
     p.add_argument("--radius", type=int, default=None, help="disk radius in cells (default 15 n / 101)")
     p.add_argument("--shots", type=int, default=5)
     p.add_argument("--tn", type=float, default=1000.0, help="recording time, ms")
+    p.add_argument("--f0", type=float, default=10.0, help="the Ricker wavelet's peak frequency, Hz")
     p.add_argument("--chunk", type=int, default=None, help="space chunk side (default: one chunk per shot)")
     p.add_argument("--snapshots", type=int, default=None,
                    help="checkpoint_steps snapshots (default ~sqrt(steps); 0: no checkpoints)")
@@ -276,7 +289,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     radius = args.radius if args.radius is not None else max(1, round(15 * args.n / 101))
-    sv = survey(n=args.n, nbl=args.nbl, nshots=args.shots, tn=args.tn)
+    sv = survey(n=args.n, nbl=args.nbl, nshots=args.shots, tn=args.tn, f0=args.f0 / 1000)
     vp_true = camembert(args.n, args.nbl, radius)
     vp_start = np.full_like(vp_true, 2.5)
     print(f"grid {sv.shape[0]}x{sv.shape[1]} ({args.n} + 2 x {args.nbl}), {sv.nshots} shots, {sv.steps} steps "

@@ -2,11 +2,13 @@
 the backward (its intermediate values are not kept), the same random numbers, torch's checks."""
 import warnings
 
+import dask
 import numpy as np
 import pytest
 
 import daskgrad as dg
 from daskgrad import nn
+from daskgrad.memory import PeakTracker
 from daskgrad.utils.checkpoint import checkpoint, checkpoint_sequential
 
 CHUNKINGS = [12, 4, (5, 7), 1]
@@ -80,6 +82,37 @@ def test_the_region_runs_again_in_the_backward_instead_of_keeping_its_values():
     with dg.testing.submissions() as subs:
         (checkpoint(block, x, use_reentrant=False) ** 2).sum().backward()
     assert dict(subs) == {"backward": 1}
+
+
+def wide_chain(checkpointed, regions=6, n=20_000, k=16):
+    """``regions`` chained regions, each making (n, k) intermediates from an (n,) input (k times its
+    size) and reducing them back; the backward's peak, in (n, k) arrays, and x's gradient."""
+    x = dg.from_array(np.random.default_rng(0).standard_normal(n), chunks=n // 4, requires_grad=True)
+    freq = dg.from_array(np.linspace(0.5, 1.5, k), chunks=k)
+
+    def block(a):
+        wide = dg.sin(a[:, None] * freq)
+        return dg.tanh(wide * wide).mean(axis=1) + a
+
+    h = x
+    for _ in range(regions):
+        h = checkpoint(block, h, use_reentrant=False) if checkpointed else block(h)
+    loss = (h * h).sum()
+    with dask.config.set(scheduler="sync"), PeakTracker() as tracker:
+        loss.backward()
+    return tracker.peak / (n * k * 8), x.grad.numpy()
+
+
+def test_chained_checkpointed_regions_keep_no_intermediates_so_the_backward_peak_is_far_below_the_plain_one():
+    plain, want = wide_chain(False)
+    held, got = wide_chain(True)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    # the plain backward holds each region's saved (n, k) values at once (5.1 arrays for 6 regions);
+    # the checkpointed one the regions' (n,) inputs and one region's values at a time (1.4-1.9 arrays,
+    # with dask.order's hash-seeded tie breaks)
+    assert plain >= 4
+    assert held <= 2.5
+    assert held <= plain / 2
 
 
 def test_dropout_inside_draws_the_same_mask_in_both_runs():
@@ -226,3 +259,135 @@ def test_under_no_grad_the_function_just_runs():
         y = checkpoint(region, x, w, use_reentrant=False)
     assert y.grad_fn is None and not y.requires_grad
     np.testing.assert_allclose(y.numpy(), np.sin(xv * wv) * xv + np.exp(-wv))
+
+
+# ------------------------------------------------------------------ determinism check (torch's
+# test_autograd.py test_checkpoint_detects_non_determinism, ported; torch run alongside as the oracle)
+def changing(first, then):
+    """A region that runs ``first`` on its first call and ``then`` on every later one."""
+    calls = [0]
+
+    def fn(x):
+        calls[0] += 1
+        return first(x) if calls[0] == 1 else then(x)
+
+    return fn
+
+
+def outcome(lib, checkpoint_fn, first, then, x, **kwargs):
+    """(exception type name, message up to torch's tip) of a checkpointed backward, or its gradient.
+
+    The tip after the message names torch-only tools (debug logs, torch.compile); daskgrad's tip is
+    its own.  torch's shape, dtype and device reprs are written as daskgrad writes them."""
+    x.grad = None
+    try:
+        checkpoint_fn(changing(first, then), x, use_reentrant=False, **kwargs).sum().backward()
+    except RuntimeError as e:
+        text = str(e).split("\nTip:")[0]
+        if lib == "torch":
+            text = (text.replace("torch.Size(", "daskgrad.Size(").replace("torch.float64", "daskgrad.float64")
+                    .replace("device(type='cpu')", "'cpu'"))
+        return type(e).__name__, text
+    return x.grad.numpy() if lib == "dg" else x.grad.detach().numpy()
+
+
+def both(first, then, t_first, t_then, values, **kwargs):
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    x = dg.from_array(np.asarray(values, dtype=np.float64), chunks=2, requires_grad=True)
+    tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    with dg.testing.submissions() as subs:
+        got = outcome("dg", checkpoint, first, then, x, **kwargs)
+    want = outcome("torch", torch_checkpoint, t_first, t_then, tx, **kwargs)
+    return got, want, dict(subs)
+
+
+def test_a_second_run_saving_fewer_tensors_raises_torch_s_checkpoint_error_before_anything_runs():
+    torch = pytest.importorskip("torch")
+    got, want, subs = both(lambda a: dg.sin(dg.exp(dg.sin(a))), lambda a: dg.exp(dg.sin(a)),
+                           lambda a: a.sin().exp().sin(), lambda a: a.sin().exp(), [0.5])
+    assert got == want
+    assert got[0] == "CheckpointError" and got[1].startswith(
+        "torch.utils.checkpoint: A different number of tensors was saved during the original forward and "
+        "recomputation.\nNumber of tensors saved during forward: 3\nNumber of tensors saved during recomputation: 2.")
+    assert subs == {}  # refused on the client: the second run is only recorded when it is checked
+    from daskgrad.utils.checkpoint import CheckpointError
+    assert CheckpointError.__bases__ == torch.utils.checkpoint.CheckpointError.__bases__ == (RuntimeError,)
+
+
+def test_a_second_run_saving_tensors_of_another_shape_raises_torch_s_metadata_error():
+    # torch's case: the same number of saved tensors, the second of another shape
+    torch = pytest.importorskip("torch")
+    const = np.array([1.0, 2.0])
+    got, want, subs = both(lambda a: dg.exp(dg.sin(a)), lambda a: dg.sin(a) * dg.from_array(const),
+                           lambda a: a.sin().exp(), lambda a: a.sin() * torch.tensor(const), [0.5])
+    assert got == want and subs == {}
+    assert got == ("CheckpointError",
+                   "torch.utils.checkpoint: Recomputed values for the following tensors have different metadata "
+                   "than during the forward pass.\ntensor at position 1:\n"
+                   "saved metadata: {'shape': daskgrad.Size([1]), 'dtype': daskgrad.float64, 'device': 'cpu'}\n"
+                   "recomputed metadata: {'shape': daskgrad.Size([2]), 'dtype': daskgrad.float64, "
+                   "'device': 'cpu'}\n.\n")
+
+
+def test_a_region_whose_output_shape_follows_a_call_counter_raises_the_metadata_error_as_torch():
+    calls = [0]
+
+    def region(a):  # the chunked tensor sliced shorter at each call; sin saves the slice
+        calls[0] += 1
+        return dg.sin(a[:5 - calls[0]])
+
+    t_calls = [0]
+
+    def t_region(a):
+        t_calls[0] += 1
+        return a[:5 - t_calls[0]].sin()
+
+    got, want, subs = both(region, region, t_region, t_region, [0.1, 0.2, 0.3, 0.4, 0.5])
+    assert got == want and subs == {}
+    assert got[0] == "CheckpointError" and "tensor at position 0:\nsaved metadata: {'shape': daskgrad.Size([4])" \
+        in got[1] and "recomputed metadata: {'shape': daskgrad.Size([3])" in got[1]
+
+
+def test_determinism_check_none_skips_the_metadata_check_but_not_the_count():
+    torch = pytest.importorskip("torch")
+    # a factor saved as shape (1,) in the first run and (4,) in the second: the same gradient either way
+    values = [0.5, 1.0, 1.5, 2.0]
+    got, want, _ = both(lambda a: a * dg.from_array(np.array([2.0])), lambda a: a * dg.from_array(np.full(4, 2.0)),
+                        lambda a: a * torch.tensor([2.0], dtype=torch.float64),
+                        lambda a: a * torch.full((4,), 2.0, dtype=torch.float64), values)
+    assert got == want and got[0] == "CheckpointError" and "tensor at position 0:" in got[1]
+    got, want, _ = both(lambda a: a * dg.from_array(np.array([2.0])), lambda a: a * dg.from_array(np.full(4, 2.0)),
+                        lambda a: a * torch.tensor([2.0], dtype=torch.float64),
+                        lambda a: a * torch.full((4,), 2.0, dtype=torch.float64), values, determinism_check="none")
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.full(4, 2.0))
+    got, want, _ = both(lambda a: dg.sin(dg.exp(dg.sin(a))), lambda a: dg.exp(dg.sin(a)),
+                        lambda a: a.sin().exp().sin(), lambda a: a.sin().exp(), [0.5], determinism_check="none")
+    assert got == want and "A different number of tensors was saved" in got[1]
+
+
+def test_a_second_run_saving_more_tensors_raises_as_torch_does_without_early_stop():
+    # torch stops its second run once it has saved as many tensors as the first (early stop, on by default)
+    # and back-propagates through the first run's graph; daskgrad records the whole second run and
+    # back-propagates through it, so it refuses, as torch does with early stop off
+    torch = pytest.importorskip("torch")
+    with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+        got, want, subs = both(lambda a: dg.exp(dg.sin(a)), lambda a: dg.sin(dg.exp(dg.sin(a))),
+                               lambda a: a.sin().exp(), lambda a: a.sin().exp().sin(), [0.5])
+    assert got == want and subs == {}
+    assert got == ("CheckpointError", "torch.utils.checkpoint: trying to save more tensors during recomputation than "
+                   "during the original forward pass.\n")
+
+
+def test_the_reentrant_variant_and_a_deterministic_region_are_not_checked():
+    calls = [0]
+
+    def region(a):
+        calls[0] += 1
+        return dg.sin(a) * a if calls[0] == 1 else dg.sin(a) * a + 0.0 * dg.exp(a)  # one more saved tensor
+
+    x, _, xv, _ = leaves(4)
+    checkpoint(region, x, use_reentrant=True).sum().backward()  # torch: "the determinism check is always disabled"
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(xv) * xv + np.sin(xv), rtol=1e-13)

@@ -166,6 +166,19 @@ def test_a_folded_history_computes_the_same_through_daskgrad_and_through_dask_di
     np.testing.assert_allclose(y.detach().numpy(), v, rtol=1e-12)  # unfolded, fused, culled by daskgrad
 
 
+def test_reading_a_folded_history_s_value_never_lists_every_task_of_the_history():
+    x0 = np.linspace(-1.0, 1.0, 7)
+    y, v = dg.from_array(x0, chunks=3, requires_grad=True), x0
+    for _ in range(200):
+        y, v = dg.sin(y), np.sin(v)
+        if len(y.array.dask.layers) == 1:  # y's whole history is one fold
+            break
+    (fold,) = y.array.dask.layers.values()
+    assert isinstance(fold, _dask.Folded)
+    np.testing.assert_allclose(y.detach().numpy(), v, rtol=1e-13)  # is y in memory already?  No: a fold
+    assert not fold.is_materialized()  # is a lineage, known without listing its tasks
+
+
 def test_culling_keeps_exactly_the_tasks_dask_keeps():
     import dask.array as da
 

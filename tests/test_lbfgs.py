@@ -97,6 +97,26 @@ def test_lbfgs_matches_torch_over_20_iterations_with_history_chunked_like_the_pa
     assert all(len(v.array.dask) == v.array.npartitions for vec in state["old_dirs"] for v in vec)
 
 
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_a_history_of_three_drops_the_oldest_pair_as_torch_over_20_iterations(problem, line_search_fn):
+    kwargs = {"line_search_fn": line_search_fn, "history_size": 3}
+    if problem == "rosenbrock" and line_search_fn is None:
+        kwargs["lr"] = 0.1
+    ours, theirs = _run_both(problem, kwargs)
+    _assert_same_run(ours, theirs)
+    (opt, ps, _), (topt, tps, _) = ours, theirs
+    state, tstate = opt.state[ps[0]], topt.state[tps[0]]
+    assert state["n_iter"] > 3 + 1  # more curvature pairs were made than the history holds: some were dropped
+    assert len(state["old_dirs"]) == len(tstate["old_dirs"]) == 3
+    # the three pairs kept are torch's three newest (per parameter here, flat in torch)
+    for key in ("old_dirs", "old_stps"):
+        for got, want in zip(state[key], tstate[key]):
+            got = np.concatenate([v.detach().numpy().ravel() for v in got])
+            np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(state["ro"], [float(r) for r in tstate["ro"]], rtol=1e-9)
+
+
 # torch.testing._internal.common_optimizers.optim_inputs_func_lbfgs
 TORCH_INPUTS = {"default": {}, "non-default lr": {"lr": 0.01}, "Tensor lr": {"lr": "tensor 0.001"},
                 "tolerance_grad": {"tolerance_grad": 1e-6}, "strong_wolfe": {"line_search_fn": "strong_wolfe"}}

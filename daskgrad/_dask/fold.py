@@ -60,14 +60,21 @@ def fold(array):
 
 def flat_layers(hlg):
     """``(name, layer, dependencies)`` of every layer of ``hlg``, folds unfolded (iteratively: they
-    nest once per ``LINEAGE_LAYERS`` ops, and a chain's tensors share them)."""
+    nest once per ``LINEAGE_LAYERS`` ops, and a chain's tensors share them).
+
+    Each fold is unfolded once, told apart by identity, not name: an array whose own layer is a
+    fold is folded again, under the same name, when more layers join its graph (the engine's
+    arena gives a gradient its whole graph back: :meth:`.arena.Arena.full`), and that fold's
+    inner graph holds the first fold under that name; skipping it by name dropped the array's
+    tasks from the graph (dask's blockwise optimization then failed with a KeyError: 51 steps of
+    ``checkpoint_steps`` on a one-chunk state were enough)."""
     stack, unfolded = [hlg], set()
     while stack:
         g = stack.pop()
         for name, layer in g.layers.items():
             if isinstance(layer, Folded):
-                if name not in unfolded:
-                    unfolded.add(name)
+                if id(layer) not in unfolded:
+                    unfolded.add(id(layer))
                     stack.append(layer.inner)
                 continue
             yield name, layer, set(g.dependencies.get(name, ()))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import warnings
 
 import dask.array as da
@@ -29,7 +30,7 @@ from ..function import Function
 from ..ops import zeros_like
 from . import revolve
 
-__all__ = ["checkpoint", "checkpoint_sequential", "checkpoint_steps"]
+__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "checkpoint_steps"]
 
 _EXPLICIT = ("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in PyTorch "
              "2.9, calling checkpoint without use_reentrant will raise an exception. use_reentrant=False is "
@@ -41,6 +42,14 @@ _EXPLICIT_SEQUENTIAL = (
     "but if you need to preserve the current default behavior, you can pass use_reentrant=True. Refer to docs "
     "for more details on the differences between the two variants.")
 _DETERMINISM_CHECKS = ("default", "none")
+_TIP = ("\nTip: the function given to checkpoint runs twice, once in the forward and again in the backward, "
+        "and must record the same operations on tensors of the same shapes, dtypes and devices both times "
+        "(state that changes between its calls -- a counter, a cache, a Python random draw -- breaks that).\n")
+
+
+class CheckpointError(RuntimeError):
+    """torch.utils.checkpoint.CheckpointError: the region's second run (in the backward) saved
+    other tensors for backward than its first run did."""
 
 
 def _noop_context_fn():
@@ -57,6 +66,14 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
     ``context_fn``/``debug``.  ``preserve_rng_state``: the second run draws the same random
     numbers (a dropout mask) as the first.  ``context_fn``'s second context manager is entered
     around the second run, as torch's.
+
+    ``determinism_check="default"`` (non-reentrant variant, as torch's): the second run must save
+    as many tensors for backward as the first, of the same shapes, dtypes and devices, or the
+    backward raises :class:`CheckpointError` with torch's text -- on the client, before anything
+    is submitted, since the second run is only recorded.  ``"none"`` skips the metadata part, not
+    the count.  Where torch's default early stop would cut a second run that saves *more* short
+    and back-propagate through the first run's graph, daskgrad (which back-propagates through
+    the second run) raises torch's early-stop-off error.
     """
     if use_reentrant is None:
         warnings.warn(_EXPLICIT, UserWarning, stacklevel=2)
@@ -78,10 +95,13 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
     forward_context, recompute_context = context_fn()
     rng = _tensor._rng.bit_generator.state if preserve_rng_state else None
     with forward_context:
-        outs, leaves = _first_run(run, args)
+        outs, leaves, saved = _first_run(run, args)
     if use_reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         leaves = []  # torch's reentrant variant: no input requires grad, no gradient (parameters' neither)
-    region = _Region(run, rng, recompute_context, outs, len(args))
+    # torch checks the second run only in the non-reentrant variant: the count always, the metadata
+    # unless determinism_check="none"
+    saved = None if use_reentrant else [_metadata(t) if determinism_check == "default" else None for t in saved]
+    region = _Region(run, rng, recompute_context, outs, len(args), saved)
     return CheckpointFunction.apply(region, *args, *leaves)
 
 
@@ -95,14 +115,14 @@ def _first_run(run, args):
     start = next(graph._made)
     stand_ins = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
     own = {id(t) for t in stand_ins if isinstance(t, Tensor)}
-    with enable_grad():
+    with enable_grad(), graph.watch_saved() as saved:
         outs = run(*stand_ins)
     leaves = _leaves_read(outs, own, start)
 
     def detach(o):
         return o.detach() if isinstance(o, Tensor) else o
 
-    return (tuple(map(detach, outs)) if isinstance(outs, tuple) else detach(outs)), leaves
+    return (tuple(map(detach, outs)) if isinstance(outs, tuple) else detach(outs)), leaves, saved
 
 
 def _leaves_read(outs, own, start, who="checkpoint: the function",
@@ -128,24 +148,71 @@ def _leaves_read(outs, own, start, who="checkpoint: the function",
     return list(leaves.values())
 
 
+def _metadata(t):
+    """What torch's ``determinism_check="default"`` compares of a saved tensor: shape, dtype, device
+    (an unknown length, NaN, equal to itself)."""
+    shape = tuple(None if isinstance(n, float) and math.isnan(n) else n for n in t.shape)
+    return shape, str(t.dtype), t.device
+
+
+def _metadata_repr(meta):
+    shape, dtype, device = meta
+    size = graph.size_repr(["nan" if n is None else n for n in shape]).replace("'nan'", "nan")
+    return f"{{'shape': {size}, 'dtype': daskgrad.{dtype}, 'device': {device!r}}}"
+
+
 class _Region:
     """What the backward needs to run the region again: the function, the random state it started
-    with, the context to run it in; and the first run's outputs, for the forward to hand on."""
+    with, the context to run it in; the first run's outputs, for the forward to hand on; and what
+    the first run saved for backward (metadata, or None per tensor where determinism_check="none";
+    None in the reentrant variant, which torch does not check)."""
 
-    def __init__(self, run, rng, context, outs, n_args):
+    def __init__(self, run, rng, context, outs, n_args, saved=None):
         self.run, self.rng, self.context, self.outs, self.n_args = run, rng, context, outs, n_args
+        self.saved = saved
 
     def again(self, *args):
-        if self.rng is None:
-            with self.context:
-                return self.run(*args)
-        now = _tensor._rng.bit_generator.state
-        _tensor._rng.bit_generator.state = self.rng
-        try:
-            with self.context:
-                return self.run(*args)
-        finally:
-            _tensor._rng.bit_generator.state = now
+        """The region's second run, recorded; raises :class:`CheckpointError` (before anything is
+        submitted: the run is only recorded) where it saves other tensors than the first run."""
+        with graph.watch_saved() as saved:
+            if self.rng is None:
+                with self.context:
+                    outs = self.run(*args)
+            else:
+                now = _tensor._rng.bit_generator.state
+                _tensor._rng.bit_generator.state = self.rng
+                try:
+                    with self.context:
+                        outs = self.run(*args)
+                finally:
+                    _tensor._rng.bit_generator.state = now
+        self._check(saved)
+        return outs
+
+    def _check(self, saved):
+        """torch's checks of the second run (``_checkpoint_hook`` and ``check_recomputed_tensors_match``).
+
+        daskgrad records the whole second run (it is lazy: nothing runs while it is recorded), so a
+        second run that saves more tensors is refused as torch refuses it with early stopping off;
+        torch's default early stop would cut the second run short and silently back-propagate
+        through the first run's graph instead."""
+        if self.saved is None:
+            return
+        if len(saved) > len(self.saved):
+            raise CheckpointError("torch.utils.checkpoint: trying to save more tensors during recomputation than "
+                                  "during the original forward pass.\n" + _TIP)
+        if len(saved) < len(self.saved):
+            raise CheckpointError(
+                "torch.utils.checkpoint: A different number of tensors was saved during the original forward and "
+                f"recomputation.\nNumber of tensors saved during forward: {len(self.saved)}\nNumber of tensors "
+                f"saved during recomputation: {len(saved)}.\n{_TIP}")
+        different = [(i, meta, _metadata(t)) for i, (meta, t) in enumerate(zip(self.saved, saved))
+                     if meta is not None and meta != _metadata(t)]
+        if different:
+            listed = "".join(f"tensor at position {i}:\nsaved metadata: {_metadata_repr(a)}\n"
+                             f"recomputed metadata: {_metadata_repr(b)}\n" for i, a, b in different)
+            raise CheckpointError("torch.utils.checkpoint: Recomputed values for the following tensors have "
+                                  f"different metadata than during the forward pass.\n{listed}.\n{_TIP}")
 
 
 class CheckpointFunction(Function):
