@@ -677,14 +677,14 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
             tasks.append(sum(isinstance(v, GraphNode) and not isinstance(v, DataNode) for v in graph.values()))
 
         with dask.config.set(scheduler="threads"):
-            rounds = 3 if nchunks >= 2_000 else 7
+            rounds = 3 if nchunks >= 2_000 or QUICK else 7
             for _ in range(3):  # a loop's steady state: its step is kept at the third submission, replayed after
                 daskgrad_step()
                 daskgrad_compiled_step()
             hits = dg.step_cache_info()["hits"]
             # each variant runs a few steps in a row, as a loop does: the first step after another
             # variant pays for its leftovers (BLAS threads still spinning, caches cold), not its own
-            block = 2 if nchunks >= 2_000 else 5
+            block = 2 if nchunks >= 2_000 or QUICK else 5
 
             def steps(fn):
                 return lambda: [fn() for _ in range(block)]
@@ -708,7 +708,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
     # per step, scheduler time per task (benchmarks/step_cache_cluster.py)
     import step_cache_cluster
 
-    out["cluster"] = [step_cache_cluster.run(processes=p, nchunks=200, rounds=2 if QUICK else 4)
+    out["cluster"] = [step_cache_cluster.run(processes=p, nchunks=20 if QUICK else 200, rounds=1 if QUICK else 4)
                       for p in (False, True)]
     _plot_overhead(out)
     return out
