@@ -156,7 +156,7 @@ def test_adam_loop_survives_workers_killed_repeatedly_while_nannies_restart_them
     import dask
 
     with dask.config.set(scheduler="sync"):
-        want = state(*adam_loop(200))
+        want = state(*adam_loop(100))
     killed = []
 
     def every_20th(step):
@@ -166,8 +166,8 @@ def test_adam_loop_survives_workers_killed_repeatedly_while_nannies_restart_them
             os.kill(pids[victim], signal.SIGKILL)
             killed.append(victim)
 
-    got = state(*adam_loop(200, on_step=every_20th))
-    assert len(killed) == 9
+    got = state(*adam_loop(100, on_step=every_20th))
+    assert len(killed) == 4  # each of the three positions at least once, one twice
     assert_same(got, want)
 
 
