@@ -77,7 +77,7 @@ lint: $(VENV)/.test
 	$(PY) -m ruff check .
 
 bench: $(VENV)/.bench
-	@# the whole suite (~5 min on 2 cores); BENCH_QUICK=1 make bench for a smoke run at tiny sizes
+	@# the whole suite (~40 min on 2 cores); BENCH_QUICK=1 make bench for a smoke run at tiny sizes
 	$(PY) benchmarks/run_all.py
 
 # on a machine with a CUDA 12 GPU: the gpu-marked tests and the CPU-vs-GPU benchmark
