@@ -552,7 +552,6 @@ def test_a_step_of_large_chunks_replays_on_dask_s_scheduler_with_the_same_number
 # ------------------------------------------------------------------ on a cluster (the module's client lives on after)
 def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
     X, y = _data()
-    X, y = X.persist(), y.persist()
     step = dg.compile(dg.func.grad_and_value(_loss))
     plain = dg.func.grad_and_value(_loss)
     before = _memory_keys(client)
@@ -577,7 +576,6 @@ def _memory_keys(client):
 def test_minimize_with_a_compiled_objective_on_a_cluster_finds_the_same_point(client):
     pytest.importorskip("scipy")
     X, y = _data(n=60, d=4, chunks=15)
-    X, y = X.persist(), y.persist()
 
     def loss(beta):
         return dg.binary_cross_entropy_with_logits(X @ beta, y, reduction="sum")
