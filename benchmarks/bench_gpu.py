@@ -1,10 +1,16 @@
-"""CPU workers vs a GPU worker, same daskgrad graph: logistic-regression gradient and a 2-layer MLP.
+"""CPU workers vs a GPU worker, same daskgrad graph: logistic-regression gradient and a 2-layer MLP;
+then the fraction of the GPU's memory bandwidth a gradient over chunks of >= 1 GB reaches.
 
     python benchmarks/bench_gpu.py        (make bench-gpu)
 
 Needs cupy and a GPU that it can allocate on; otherwise it says so and exits 0. Writes
 benchmarks/results/gpu.json. Each timing is the median of interleaved runs of one backward()
-(one submission) on data already in (device) memory.
+(one submission) on data already in (device) memory, timed until the device has finished
+(cupy's kernels run asynchronously: a backward returns when they are queued).
+
+Bandwidth: bytes a gradient must move at the least (its inputs read once, its gradients written
+once) over its time, against what the device moves in a plain copy (``b[...] = a``, bytes read and
+written) measured in the same run.
 """
 import json
 import os
@@ -50,22 +56,109 @@ def problems(device, n=2_000_000, d=50, nchunks=20, hidden=256):
     return {"logreg": logreg, "mlp": mlp}
 
 
+def _sync():
+    import cupy
+
+    cupy.cuda.runtime.deviceSynchronize()
+
+
+def _median_seconds(fn, reps):
+    fn()
+    _sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bandwidth(chunk_bytes=2 ** 32, nchunks=8, d=64, reps=5):
+    """Gradients over float32 chunks of ``chunk_bytes`` on the GPU (the elementwise one over chunks
+    a quarter that size: its backward holds a few temporaries per chunk), each as the user's loop
+    (``backward()``) and as a compiled step (``daskgrad.compile``: no graph built per call): the
+    fraction of the device's copy bandwidth each reaches, counting only the bytes it must move
+    (logreg: X and y read once, though its two products read X twice; elementwise: x read once,
+    its gradient written once)."""
+    import cupy
+
+    pair = [cupy.ones(2 ** 28, dtype=cupy.float32), cupy.empty(2 ** 28, dtype=cupy.float32)]
+
+    def copy():
+        pair[1][...] = pair[0]
+    copy_bw = 2 * 2 ** 30 / _median_seconds(copy, reps)
+    pair.clear()
+    out = {"chunk_bytes": chunk_bytes, "chunks": nchunks, "copy_bytes_per_s": copy_bw, "rows": {}}
+
+    def record(name, fn, moved):
+        t = _median_seconds(fn, reps)
+        out["rows"][name] = {"seconds": t, "min_bytes_moved": moved, "bytes_per_s": moved / t,
+                             "fraction_of_copy_bandwidth": moved / t / copy_bw}
+
+    _logreg_rows(record, chunk_bytes, nchunks, d)  # (its data freed before the next is made)
+    _elementwise_rows(record, chunk_bytes // 4, nchunks)
+    return out
+
+
+def _logreg_rows(record, chunk_bytes, nchunks, d):
+    rows = chunk_bytes // (4 * d)
+    n = rows * nchunks
+    X = dg.randn(n, d, chunks=(rows, d), dtype="float32", device="cuda").persist()
+    y = (dg.rand(n, chunks=rows, dtype="float32", device="cuda") < 0.5).astype("float32").persist()
+    w = dg.zeros(d, dtype="float32", device="cuda", requires_grad=True)
+
+    def loss(v):
+        return dg.binary_cross_entropy_with_logits(X @ v, y)
+
+    def step():
+        loss(w).backward()
+        w.grad = None
+    compiled = dg.compile(dg.func.grad(loss))
+    record("logreg_gradient", step, n * d * 4 + n * 4)
+    record("logreg_gradient_compiled", lambda: compiled(w.detach()), n * d * 4 + n * 4)
+
+
+def _elementwise_rows(record, chunk_bytes, nchunks):
+    m = chunk_bytes // 4 * nchunks
+    x = dg.randn(m, chunks=m // nchunks, dtype="float32", device="cuda").persist().requires_grad_()
+
+    def loss(v):
+        return (dg.tanh(v) * 0.5).sum()
+
+    def step():
+        loss(x).backward()
+        x.grad = None
+    compiled = dg.compile(dg.func.grad(loss))
+    record("elementwise_gradient", step, 2 * m * 4)
+    record("elementwise_gradient_compiled", lambda: compiled(x.detach()), 2 * m * 4)
+
+
 def main(reps=7):
     if not gpu_available():
         return
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
     runs = {"cpu": problems("cpu"), "cuda": problems("cuda")}
     times = {f"{p}-{dev}": [] for dev in runs for p in runs[dev]}
     for dev in runs:
         for p, fn in runs[dev].items():
             fn()  # warm-up
+            _sync()
     for _ in range(reps):
         for dev in runs:
             for p, fn in runs[dev].items():
                 t0 = time.perf_counter()
                 fn()
+                _sync()
                 times[f"{p}-{dev}"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
-    report = {"seconds": med, "speedup": {p: med[f"{p}-cpu"] / med[f"{p}-cuda"] for p in ("logreg", "mlp")}}
+    del runs
+    report = {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+              "cpus": os.cpu_count(), "seconds": med,
+              "speedup": {p: med[f"{p}-cpu"] / med[f"{p}-cuda"] for p in ("logreg", "mlp")},
+              "bandwidth": bandwidth()}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "gpu.json"), "w") as f:
         json.dump(report, f, indent=2)

@@ -78,9 +78,15 @@ def sum_blocks(blocks):
     return total
 
 
+def filled(meta, shape, dtype, value):
+    """``value`` in ``shape``, of ``meta``'s array type (its device).  A 0-d block is made from one
+    element: cupy's ``full_like``/``ones_like`` read ``shape=()`` as no shape given (the meta's, ``(0,)``)."""
+    return np.full_like(meta, value, shape=tuple(shape) or (1,), dtype=dtype).reshape(shape)
+
+
 def ones(meta, shape, dtype):
     """Ones of ``shape`` of ``meta``'s array type (its device)."""
-    return np.ones_like(meta, shape=shape, dtype=dtype)
+    return filled(meta, shape, dtype, 1)
 
 
 def like(host, block):

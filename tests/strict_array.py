@@ -5,7 +5,9 @@ package code needs it, so it lives with the tests).
 (NumPy's asarray on a chunk raises, as on cupy) and refuses NumPy array operands in
 ufuncs (``chunk * np.ones(n)`` raises, as on cupy).  It dispatches NumPy
 functions (NEP 18) and creation with ``like=`` (NEP 35), so array-type-agnostic
-code works.  ``register()`` makes it a Dask chunk type and the ``"strict"``
+code works.  Two of cupy's readings are copied too, each found on a GPU: ``*_like(a, shape=())``
+gives ``a``'s shape (cupy takes ``()`` for no shape), and ``ufunc.at`` refuses a tuple of index
+arrays.  ``register()`` makes it a Dask chunk type and the ``"strict"``
 array backend; ``to_strict(tensor)`` moves a tensor's chunks onto it.
 """
 from __future__ import annotations
@@ -123,6 +125,8 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         CALLS.add((f"ufunc.{ufunc.__name__}", method, tuple(sorted(kwargs))))
+        if method == "at" and isinstance(inputs[1], tuple):  # cupy's ufunc.at takes one index array
+            return NotImplemented
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
         return _wrap(result) if method != "at" else None
 
@@ -130,6 +134,8 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
         CALLS.add((f"{func.__module__}.{func.__name__}", "__call__", tuple(sorted(kwargs))))
         if func in _EXPLICIT_COPIES:  # np.array(host, like=chunk): an explicit host-to-device copy
             return StrictArray(func(*[a.arr if isinstance(a, StrictArray) else a for a in args], **kwargs))
+        if func in _LIKE and kwargs.get("shape") == ():  # as cupy: shape=() is read as no shape given
+            kwargs = {k: v for k, v in kwargs.items() if k != "shape"}
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
 
 
@@ -138,6 +144,7 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
 CALLS: set = set()
 
 _EXPLICIT_COPIES = {np.array, np.asarray, np.asanyarray, np.ascontiguousarray}
+_LIKE = {np.empty_like, np.zeros_like, np.ones_like, np.full_like}
 
 
 def _unwrap_index(index):

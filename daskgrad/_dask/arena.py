@@ -78,16 +78,17 @@ def _layers_read(layer):
             for k in v.dependencies}
 
 
-def one_chunk(a, fill, prefix):
+def one_chunk(a, fill, prefix, dtype=None):
     """An array ``<prefix>-<token>`` of ``a``'s shape, dtype and chunk type in one chunk,
     ``fill(meta, shape, dtype)`` making the block, built directly: ``da.ones`` spends ~2 ms a call on tokenizing and
     meta
     inference, a tenth of a small step's client time.  A Blockwise layer (not one materialized
     task): fused into the tasks that read it."""
     name, ind = f"{prefix}-" + tokenize(a.name), tuple(range(a.ndim))
-    layer = blockwise(fill, name, ind, prototype(a), None, a.shape, None, a.dtype, None,
+    dtype = a.dtype if dtype is None else dtype
+    layer = blockwise(fill, name, ind, prototype(a), None, a.shape, None, dtype, None,
                       numblocks={}, new_axes={i: 1 for i in ind})
-    return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta)
+    return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta.astype(dtype))
 
 
 def prototype(a):

@@ -24,6 +24,7 @@ import numbers
 import operator
 
 import dask.array as da
+import dask.base
 import numpy as np
 
 from .. import _dask as door, chunk
@@ -389,8 +390,18 @@ def clone(x):
     return clone_p.bind(x)
 
 
-fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"),
-                   impl=lambda a, *, value: da.full_like(a, value, dtype=a.dtype))
+def _full(a, value, dtype=None):
+    """``value`` with the dask array ``a``'s shape, chunks and chunk type.  A 0-d one is made in one
+    block from one element (``door.one_chunk``): ``da.full`` asks the chunk type for
+    ``full_like(meta, shape=())``, which cupy reads as no shape given."""
+    dtype = np.dtype(dtype or a.dtype)
+    if a.ndim == 0:
+        fill = functools.partial(chunk.filled, value=value)
+        return door.one_chunk(a, fill, f"full_like-{dask.base.tokenize(value, dtype.str)}", dtype=dtype)
+    return da.full(a.shape, value, dtype=dtype, chunks=a.chunks, meta=door.prototype(a))
+
+
+fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"), impl=lambda a, *, value: _full(a, value))
 fill_p.vjp(lambda g, s, *, value: (zeros_like(g),))
 copy_p = primitive("copy", torch="CopyBackwards", args=("x", "src"),
                    impl=lambda a, src: da.broadcast_to(src, a.shape).astype(a.dtype))
@@ -413,7 +424,7 @@ def full_like(x, fill_value, dtype=None):
     a = raw(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(da.full(a.shape, fill_value, dtype=dtype or a.dtype, chunks=a.chunks, meta=door.prototype(a)))
+    return Tensor._make(_full(a, fill_value, dtype))
 
 
 @public()

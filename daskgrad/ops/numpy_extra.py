@@ -238,11 +238,14 @@ def _gather_block(block, idx, axis):
 
 def _scatter_add_block(g, idx, axis, n):
     """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
-    out = np.zeros_like(g, shape=g.shape[:axis] + (n,) + g.shape[axis + 1:])
+    shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
     grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
     grid[axis] = idx % n
-    np.add.at(out, tuple(grid), g)
-    return out
+    # into a flat array through one flat index: cupy's ufunc.at refuses a tuple of index arrays
+    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), shape)
+    out = np.zeros_like(g, shape=(math.prod(shape),))
+    np.add.at(out, flat.reshape(-1), np.broadcast_to(g, flat.shape).reshape(-1))
+    return out.reshape(shape)
 
 
 def _gather_array(a, idx, *, axis, n):
