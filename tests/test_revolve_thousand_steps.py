@@ -2,28 +2,15 @@
 the step evaluations the tasks execute are Revolve's t + 1 (2,748, under 2.8 x the steps) and the
 gradients are exact; and a one-chunk state past 50 steps (where its gradients' graphs are folded
 twice under one name) gives the uncheckpointed gradients."""
-import threading
-
 import numpy as np
 
 import daskgrad as dg
 from daskgrad.utils import revolve
 from daskgrad.utils.checkpoint import checkpoint_steps
+from test_checkpoint_steps import counting  # a map_blocks identity counting the chunks it runs on
 
 C = np.array([0.96, 0.98, 1.0, 1.02])
 U0 = np.linspace(0.1, 0.4, 4)
-
-
-def counting():
-    """A map_blocks identity whose task counts the chunks it runs on."""
-    lock, runs = threading.Lock(), [0]
-
-    def kernel(block):
-        with lock:
-            runs[0] += 1
-        return block
-
-    return (lambda t: dg.map_blocks(kernel, t, vjp=lambda g, block: g, name="step-count")), runs
 
 
 def sine_map(count=lambda t: t):

@@ -79,7 +79,7 @@ def _layers_read(layer):
 
 
 def one_chunk(a, fill, prefix, dtype=None):
-    """An array ``<prefix>-<token>`` of ``a``'s shape, dtype and chunk type in one chunk,
+    """An array ``<prefix>-<token>`` of ``a``'s shape, chunk type and dtype (or ``dtype``) in one chunk,
     ``fill(meta, shape, dtype)`` making the block, built directly: ``da.ones`` spends ~2 ms a call on tokenizing and
     meta
     inference, a tenth of a small step's client time.  A Blockwise layer (not one materialized

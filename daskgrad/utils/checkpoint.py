@@ -174,20 +174,23 @@ class _Region:
     def again(self, *args):
         """The region's second run, recorded; raises :class:`CheckpointError` (before anything is
         submitted: the run is only recorded) where it saves other tensors than the first run."""
-        with graph.watch_saved() as saved:
-            if self.rng is None:
-                with self.context:
-                    outs = self.run(*args)
-            else:
-                now = _tensor._rng.bit_generator.state
-                _tensor._rng.bit_generator.state = self.rng
-                try:
-                    with self.context:
-                        outs = self.run(*args)
-                finally:
-                    _tensor._rng.bit_generator.state = now
+        with graph.watch_saved() as saved, self._first_rng(), self.context:
+            outs = self.run(*args)
         self._check(saved)
         return outs
+
+    @contextlib.contextmanager
+    def _first_rng(self):
+        """daskgrad's random state as the first run began (preserve_rng_state), restored after."""
+        if self.rng is None:
+            yield
+            return
+        now = _tensor._rng.bit_generator.state
+        _tensor._rng.bit_generator.state = self.rng
+        try:
+            yield
+        finally:
+            _tensor._rng.bit_generator.state = now
 
     def _check(self, saved):
         """torch's checks of the second run (``_checkpoint_hook`` and ``check_recomputed_tensors_match``).
