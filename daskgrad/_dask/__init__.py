@@ -11,6 +11,7 @@ the reason dask is pinned to a tested range).  Read in this order:
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
 * :mod:`.calls`: how a chunk-fused task runs (direct calls, one generated function a chunk);
 * :mod:`.gating`: a time step's stateless values rebuilt to wait for the state (checkpoint_steps);
+* :mod:`.halo`: stencils' halos, a task a chunk and axis;
 * :mod:`.stepcache`: a graph with the structure of one optimized before reuses it (:mod:`.freeze`: its key;
   ``capture_templates``/``replay_template``: the templates ``daskgrad.compile`` keeps and replays);
 * :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
@@ -21,7 +22,8 @@ the reason dask is pinned to a tested range).  Read in this order:
 from .arena import Arena, one_chunk, prototype, relabel
 from .elemwise import Pending, deferred, elemwise, within_chunks
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
-from .gating import stateless_waiting
+from .gating import gate, marks_of, stateless_waiting
+from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .stepcache import capture_templates, optimize_cached, replay_template, step_cache_clear, step_cache_info
 from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
@@ -29,7 +31,7 @@ from .submit import (client_of, current_client, data_futures, flat_keys, gather,
                      submit)
 
 __all__ = ["Arena", "one_chunk", "prototype", "relabel", "Pending", "deferred", "elemwise", "within_chunks",
-           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "stateless_waiting",
+           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "gate", "marks_of", "stateless_waiting", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "optimize_cached",
            "capture_templates", "replay_template",
            "step_cache_clear", "step_cache_info", "toposort_layers", "MemoryEstimate", "PeakTracker", "chunk_bytes",

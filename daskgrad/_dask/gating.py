@@ -4,32 +4,29 @@
 value ``step`` makes from no state (a dense source term ``wavelet[i] * src``) is ready from the
 start and keeps one key across the sweep, the recomputations and the reversal, so dask computes
 every step's at once and holds them.  :func:`stateless_waiting` rebuilds those values, and what is
-computed from them, under new keys (``dask.graph_manipulation.bind``), each waiting for a gate that
-exists once the state does.
+computed from them, under new keys (as ``dask.graph_manipulation.bind`` would name them), each
+waiting for a gate that exists once the state does (:func:`gate`).
 """
 from __future__ import annotations
 
 import dask.array as da
-from dask.base import clone_key
-from dask.graph_manipulation import bind, chunks
+from dask.base import clone_key, tokenize
+from dask.graph_manipulation import chunks
 
 from .fold import Folded
-from .internals import Blockwise, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef
+from .internals import Blockwise, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
 
 
 def stateless_waiting(arrays, state, shared, make_gate, i):
     """``arrays`` (step ``i``'s outputs) with their layers that depend on no layer named in
     ``state`` rebuilt to wait for ``make_gate()`` (a dask array; made only when needed), the layers
     in ``shared`` (what every step reads: leaves, constants) left as they are; None when there is
-    nothing to rebuild.  Blockwise layers (elementwise ops, ``map_blocks``) are rebuilt by dask's
-    ``bind``; the others (a stencil's overlap, a slicing, a concatenation) are materialized first
-    (:class:`_Rebuilt`), so that every key they hold gets a new name."""
+    nothing to rebuild (:func:`_bind_step`)."""
     keep = _untouched(arrays, state, shared)
     if keep is None:
         return None
     gate = make_gate()
-    # an output made only from the state is left as it is: bind renames the top layer of every
-    # array it is given, and that layer, kept, is only an empty stand-in in the cut graph
+    # an output made only from the state is left as it is
     todo = [k for k, a in enumerate(arrays) if a.name not in keep]
     out = list(arrays)
     for k, b in zip(todo, _bind_step([arrays[k] for k in todo], keep, gate, (gate.name, i))):
@@ -37,41 +34,127 @@ def stateless_waiting(arrays, state, shared, make_gate, i):
     return out
 
 
+def gate(arrays):
+    """A 0-d dask array that exists once every chunk of ``arrays`` does: one task reading one element
+    of each chunk (so on a cluster only those elements travel to it).  ``da.sum`` of the same
+    elements builds a reduction tree per call, with its tokenizing and meta inference: a tenth of a
+    checkpointed gradient's client time."""
+    marks = [marks_of(a) for a in arrays]
+    name = "gate-" + tokenize(*(m.name for m in marks))
+    task = Task((name,), _first, *(TaskRef(k) for m in marks for k in flatten(m.__dask_keys__())))
+    hlg = HighLevelGraph.from_collections(name, {(name,): task}, dependencies=marks)
+    return da.Array(hlg, name, (), meta=marks[0]._meta)
+
+
+def marks_of(a):
+    """One element of each chunk of the dask array ``a``, one 1-element block per chunk: a cheap
+    dependency on it."""
+    index = tuple(range(a.ndim))
+    return da.blockwise(_first_element, index, a, index, adjust_chunks={i: 1 for i in index}, dtype=a.dtype,
+                        meta=a._meta, name="gate-" + tokenize(a.name))
+
+
+def _first_element(block):
+    return block.reshape(-1)[:1].reshape((1,) * block.ndim)
+
+
+def _first(*marks):
+    return marks[0].reshape(())
+
+
 def _bind_step(arrays, keep, gate, seed):
-    """``bind(arrays, gate, omit=keep)`` on graphs cut at the layers ``keep`` (empty stand-ins
-    there, the real graphs put back after): ``bind`` would otherwise walk the whole history, and a
-    folded lineage (:mod:`daskgrad._dask.fold`) among the kept layers lists the keys of the layers
-    it holds as its own, which ``bind`` then leaves unrenamed in the layers it rebuilds."""
-    cut, real = [], {}
-    for a in arrays:
-        layers, deps, todo, graphs = {}, {}, [a.name], [a.dask]
-        while todo:
-            name = todo.pop()
-            if name in layers:
-                continue
-            if name in keep:
-                real[name] = next(g for g in graphs if name in g.layers)
-                layers[name], deps[name] = MaterializedLayer({}), set()
-                continue
-            layers[name], deps[name] = _find(graphs, name)
-            if not isinstance(layers[name], Blockwise):
-                layers[name] = _Rebuilt(dict(layers[name]))
-            todo.extend(deps[name])
-        cut.append(da.Array(HighLevelGraph(layers, deps), a.name, a.chunks, meta=a._meta))
-    bound = []
-    for b in bind(cut, gate, omit=_Layers(keep), seed=seed):
-        layers, deps = {}, {}
-        for name in b.dask.layers.keys() & real.keys():
-            layers.update(real[name].layers)
-            deps.update(real[name].dependencies)
-        for name, layer in b.dask.layers.items():
-            if name in real:
-                continue
-            if isinstance(layer, Blockwise) and any(i is None and isinstance(k, TaskRef) for k, i in layer.indices):
-                layer = MaterializedLayer(dict(layer))  # waits for the blocker: Blockwise fusion cannot rewrite it
-            layers[name], deps[name] = layer, b.dask.dependencies[name]
-        bound.append(da.Array(HighLevelGraph(layers, deps), b.name, b.chunks, meta=b._meta))
-    return bound
+    """``arrays`` with their layers not in ``keep`` under new names (one ``clone_key`` per name, as
+    ``dask.graph_manipulation.bind`` would give them), the tasks among them that read no renamed
+    key waiting for ``gate`` (a 0-d dask array).
+
+    ``bind`` itself tokenizes every key it renames and walks the whole history: ~1,500 tokenizes
+    a step of a wave equation, a fifth of a checkpointed gradient's client time.  Blockwise layers
+    that read renamed layers stay Blockwise (fused later); the others are materialized, so that
+    every key they hold is renamed -- an overlap layer lists its chunks as output but not the halo
+    strips it holds besides (``("getitem-…", 0.9)``), which would otherwise keep their names and
+    be shared by every step."""
+    layers, deps, real, graphs = {}, {}, {}, [a.dask for a in arrays]
+    todo = [a.name for a in arrays]
+    while todo:
+        name = todo.pop()
+        if name in layers or name in real:
+            continue
+        if name in keep:
+            real[name] = next(g for g in graphs if name in g.layers)
+            continue
+        layers[name], deps[name] = _find(graphs, name)
+        todo.extend(deps[name])
+    tasks = {name: None if isinstance(layer, Blockwise) and deps[name] - keep else dict(layer)
+             for name, layer in layers.items()}
+    names = set(layers).union(*(map(_key_name, t) for t in tasks.values() if t is not None))
+    new = {n: clone_key(n, seed) for n in names}
+    gate_key = gate.__dask_keys__()[0]
+    out_layers, out_deps = dict(gate.dask.layers), dict(gate.dask.dependencies)
+    for g in {id(g): g for g in real.values()}.values():
+        out_layers.update(g.layers)
+        out_deps.update(g.dependencies)
+    for name, layer in layers.items():
+        renamed = {new[d] if d in new else d for d in deps[name]}
+        if tasks[name] is None:
+            out_layers[new[name]], out_deps[new[name]] = _renamed_blockwise(layer, new), renamed
+            continue
+        mapping, bound = {}, False
+        for key, node in tasks[name].items():
+            key = _renamed_key(key, new)
+            if isinstance(node, GraphNode):
+                subs = {d: _renamed_key(d, new) for d in node.dependencies if _key_name(d) in new}
+                node, reads = node.substitute(subs, key=key), bool(subs)
+                if not reads:  # reads nothing rebuilt: it waits for the gate
+                    node, bound = Task(key, chunks.bind, node, TaskRef(gate_key)), True
+            else:  # a legacy tuple task: its keys are only known as keys once the whole graph is
+                node, reads = _renamed_legacy(node, new)
+                if not reads:
+                    node, bound = (chunks.bind, node, gate_key), True
+            mapping[key] = node
+        out_layers[new[name]] = MaterializedLayer(mapping, annotations=layer.annotations)
+        out_deps[new[name]] = renamed | ({gate.name} if bound else set())
+    hlg = HighLevelGraph(out_layers, out_deps)
+    return [da.Array(hlg, new[a.name], a.chunks, meta=a._meta) for a in arrays]
+
+
+def _key_name(key):
+    return key[0] if isinstance(key, tuple) else key
+
+
+def _renamed_key(key, new):
+    return (new[key[0]],) + key[1:] if isinstance(key, tuple) else new[key]
+
+
+def _renamed_legacy(x, new):
+    """A legacy task (tuples) with the keys of renamed layers in it renamed, and whether any was."""
+    if isinstance(x, tuple) and x and isinstance(x[0], str) and x[0] in new:
+        return (new[x[0]],) + x[1:], True
+    if isinstance(x, str) and x in new:
+        return new[x], True
+    if isinstance(x, (tuple, list)):
+        parts = [_renamed_legacy(y, new) for y in x]
+        return type(x)(y for y, _ in parts), any(r for _, r in parts)
+    if isinstance(x, dict):
+        parts = {k: _renamed_legacy(y, new) for k, y in x.items()}
+        return {k: y for k, (y, _) in parts.items()}, any(r for _, r in parts.values())
+    return x, False
+
+
+def _renamed_blockwise(layer, new):
+    """A Blockwise layer reading renamed layers, renamed: ``Blockwise.clone`` with the names
+    looked up instead of tokenized again."""
+    indices = []
+    for k, idx in layer.indices:
+        if isinstance(k, TaskRef) and k.key in new:
+            k = TaskRef(new[k.key])
+        elif isinstance(k, str) and k in new:
+            k = new[k]
+        indices.append((k, idx))
+    return Blockwise(output=new[layer.output], output_indices=layer.output_indices,
+                     task=layer.task.substitute({}, key=new.get(layer.task.key) or clone_key(layer.task.key, 0)),
+                     indices=indices, numblocks={new.get(k, k): v for k, v in layer.numblocks.items()},
+                     concatenate=layer.concatenate, new_axes=layer.new_axes, output_blocks=layer.output_blocks,
+                     annotations=layer.annotations, io_deps=layer.io_deps)
 
 
 def _untouched(arrays, state, shared):
@@ -129,49 +212,3 @@ def _topological(deps):
                 stack.append((name, True))
                 stack.extend((d, False) for d in deps[name])
     return order
-
-
-class _Rebuilt(MaterializedLayer):
-    """A layer other than Blockwise (an overlap's, a slicing's, a concatenation's) materialized for
-    ``bind``, which renames the keys its layers list as output: a materialized layer lists every key
-    it holds, where an overlap layer lists its chunks but not the inner keys it holds besides
-    (``("getitem-…", 0.9)``, a halo strip), which ``bind`` would leave under their old names, shared
-    by every step.  Tasks in dask's task spec are renamed here too (``Layer.clone`` renames only
-    legacy tuples)."""
-
-    def clone(self, keys, seed, bind_to=None):
-        legacy = {k: v for k, v in self.mapping.items() if not isinstance(v, GraphNode)}
-        layer, bound = MaterializedLayer(legacy).clone(keys, seed, bind_to)
-        out = dict(layer)
-        for key, node in self.mapping.items():
-            if not isinstance(node, GraphNode):
-                continue  # renamed above
-            if key not in keys:
-                out[key] = node
-                continue
-            new = clone_key(key, seed)
-            renamed = {d: clone_key(d, seed) for d in node.dependencies if d in keys}
-            node = node.substitute(renamed, key=new)
-            if bind_to is not None and not renamed:  # a leaf of the rebuilt values: it waits
-                node, bound = Task(new, chunks.bind, node, TaskRef(bind_to)), True
-            out[new] = node
-        return MaterializedLayer(out), bound
-
-
-class _Layers:
-    """Layer names as a dask collection: what ``bind``'s ``omit`` reads (``__dask_layers__``)."""
-
-    def __init__(self, names):
-        self.names = tuple(sorted(names))
-
-    def __dask_graph__(self):
-        return {}
-
-    def __dask_layers__(self):
-        return self.names
-
-    def __dask_keys__(self):
-        return []
-
-    def __dask_tokenize__(self):
-        return self.names

@@ -1,7 +1,8 @@
 """Stencils: ``correlate`` and ``convolve`` with a small constant kernel (contract: see ``elementwise.py``).
 
-The forward is dask's ``overlap`` (each chunk gets a halo from its neighbours, or
-from the boundary rule at the array's edges) followed by one blockwise task per
+The forward extends each chunk by a halo from its neighbours, or from the boundary
+rule at the array's edges (:func:`daskgrad._dask.halo`: a task a chunk and axis, where
+dask's ``overlap`` makes ~16 a chunk in 2-D), followed by one blockwise task per
 chunk that adds shifted slices of the halo'd block, one slice per nonzero tap.
 That kernel uses only slicing, ``*`` and ``+``, so it runs on any array module
 (NumPy, cupy) without scipy.
@@ -21,8 +22,8 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 from dask.array.overlap import ensure_minimum_chunksize
-from dask.array.overlap import overlap as _overlap
 
+from .. import _dask as door
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, public
@@ -101,7 +102,7 @@ def _correlate_array(a, *, w, centre, mode, cval):
     taps = tuple((tuple(j - c for j, c in zip(idx, centre)), float(v)) for idx, v in np.ndenumerate(w) if v != 0)
     a = a.rechunk(tuple(ensure_minimum_chunksize(d, c) if d else c for d, c in zip(depth, a.chunks)))
     boundary = cval if MODES[mode] is None else MODES[mode]
-    halo = _overlap(a, depth=dict(enumerate(depth)), boundary=dict.fromkeys(range(a.ndim), boundary))
+    halo = door.halo(a, depth, boundary)
     return da.map_blocks(_correlate_block, halo, taps=taps, depth=depth, chunks=a.chunks, dtype=a.dtype,
                          meta=a._meta)
 
@@ -128,8 +129,11 @@ def _adjoint(g, w, centre, mode):
     """``Pᵀ Cᵀ g``: full convolution of ``g`` (zero-padded by the halo), then each halo folded back."""
     depth = _depths(w.shape, centre)
     flipped = w[(slice(None, None, -1),) * w.ndim]
-    full = correlate_p.bind(pad(g, [(d, d) for d in depth]), w=flipped,
-                            centre=tuple(k - 1 - c for k, c in zip(w.shape, centre)), mode="constant", cval=0.0)
+    flipped_centre = tuple(k - 1 - c for k, c in zip(w.shape, centre))
+    if mode == "constant":  # Pᵀ drops the halo: the full convolution's centre is a zero-boundary one
+        return correlate_p.bind(g, w=flipped, centre=flipped_centre, mode="constant", cval=0.0)
+    full = correlate_p.bind(pad(g, [(d, d) for d in depth]), w=flipped, centre=flipped_centre, mode="constant",
+                            cval=0.0)
     shape = g.shape  # the output's, which is the input's
     for ax, (n, d) in enumerate(zip(shape, depth)):
         if d == 0:
@@ -147,9 +151,7 @@ def _adjoint(g, w, centre, mode):
             parts = [_zeros_along(strip, ax, lo), strip, _zeros_along(strip, ax, hi)]
             return rechunk(concatenate([t for t in parts if t.shape[ax]], axis=ax), target.chunks)
 
-        if mode == "constant":
-            full = centre_part
-        elif mode in ("wrap", "periodic"):  # the left halo holds x[n-d:], the right one x[:d]
+        if mode in ("wrap", "periodic"):  # the left halo holds x[n-d:], the right one x[:d]
             full = add(add(centre_part, onto(left, n - d, 0)), onto(right, 0, n - d))
         elif mode == "reflect":  # the left halo holds x[d-1::-1], the right one x[:n-d-1:-1]
             full = add(add(centre_part, onto(flip(left, ax), 0, n - d)), onto(flip(right, ax), n - d, 0))

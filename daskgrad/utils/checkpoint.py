@@ -550,20 +550,8 @@ def _gated(state, out, shared, i):
     return tuple(out)
 
 
-def _first_element(block):
-    return block.reshape(-1)[:1].reshape((1,) * block.ndim)
-
-
 def _pass_first(block, *gates):
     return block
-
-
-def _marks(t):
-    """One element of each chunk of ``t``, one 1-element block per chunk: a cheap dependency on it."""
-    a = t.array
-    index = tuple(range(a.ndim))
-    return da.blockwise(_first_element, index, a, index, adjust_chunks={i: 1 for i in index}, dtype=a.dtype,
-                        meta=a._meta, name="gate-" + tokenize(a))
 
 
 def _after_state(g, state):
@@ -580,7 +568,7 @@ def _after_state(g, state):
     a = g.array
     index = tuple(range(a.ndim))
     if all(t.array.chunks == a.chunks for t in state):
-        marks = [x for t in state for x in (_marks(t), index)]
+        marks = [x for t in state for x in (door.marks_of(t.array), index)]
         arr = da.blockwise(_pass_first, index, a, index, *marks, dtype=a.dtype, meta=a._meta, align_arrays=False,
                            name="adjoint-" + tokenize(a, *marks[::2]))
         return Tensor._make(arr, requires_grad=False)
@@ -588,15 +576,10 @@ def _after_state(g, state):
 
 
 def _every_chunk(tensors):
-    """A dask scalar that exists once every chunk of ``tensors`` does (one element of each, summed).
+    """A dask scalar that exists once every chunk of ``tensors`` does (:func:`daskgrad._dask.gate`).
 
     The recomputation waits for all of the adjoint and of the leaves' gradients so far, not one
     chunk: with a tuple state, one component's adjoint can be ready long before the others (a wave
     equation's ``u_prev``), and dask would run later recomputations, holding their values, ahead
     of the adjoint chain."""
-    parts = []
-    for t in tensors:
-        if t is None:
-            continue
-        parts.append(_marks(t).sum())
-    return functools.reduce(lambda x, y: x + y, parts)
+    return door.gate([t.array for t in tensors if t is not None])
