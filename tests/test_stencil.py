@@ -117,3 +117,17 @@ def test_stencil_gradient_graph_does_not_grow_with_the_array_length(mode):
         return len(g.array.__dask_graph__())
 
     assert tasks(2000) == tasks(40)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_halo_is_one_task_a_chunk_and_axis_and_one_per_strip_a_neighbour_sends(mode):
+    """9 x 8 in 3 x 2 chunks: each axis extends every chunk in one task (6 + 6), and each chunk sends
+    its edge strip to each neighbour in one slicing task (axis 0: 2 borders x 2 ways x 2 columns; axis
+    1: 1 x 2 x 3); ``wrap`` adds the borders across the ends (one more along each axis).  dask's
+    ``overlap`` made ~16 tasks a chunk."""
+    x = dg.from_array(np.arange(72.0).reshape(9, 8), chunks=(3, 4))
+    dsk = dict(dg.correlate(x, np.ones((3, 3)), mode=mode).array.__dask_graph__())
+    halo = sum(1 for k in dsk if k[0].startswith("halo-"))
+    strips = (3 * 2 * 2 + 2 * 2 * 3) if mode == "wrap" else (2 * 2 * 2 + 1 * 2 * 3)
+    assert halo == 6 + 6 + strips
+    assert len(dsk) == 6 + halo + 6  # the chunks, the halo, one correlation a chunk
