@@ -81,19 +81,19 @@ def run(n=561, nbl=40, steps=120, snapshots=11, memory_limit=1000e6, nshots=2, r
         calls[0] += 1
         return update(*args)
 
-    vp_true = fwi.camembert(n, nbl, radius=max(1, round(15 * n / 101)))
+    vp_true = fwi.camembert(n, radius=max(1, round(15 * n / 101)))
     start = np.full_like(vp_true, vp_start)  # off the true background: the misfit is not zero before the
     # wave reaches the disk, which a short run does not
     field = nshots * sv.shape[0] * sv.shape[1] * 8
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit=int(memory_limit),
                       dashboard_address=None, worker_dashboard_address=None) as cluster, Client(cluster) as client:
         client.run(_warm)
-        d_obs = fwd.shot_records(fwd.model(vp_true))
-        plain = dg.estimate_memory(fwd.misfit(fwd.model(start, requires_grad=True), d_obs, None))
+        d_obs = fwd.shot_records(fwd.slowness(vp_true))
+        plain = dg.estimate_memory(fwd.misfit(fwd.slowness(start, requires_grad=True), d_obs, None))
         fwd.update = counted
         t0 = time.perf_counter()
-        vp = fwd.model(start, requires_grad=True)
-        loss = fwd.misfit(vp, d_obs, snapshots)
+        m = fwd.slowness(start, requires_grad=True)
+        loss = fwd.misfit(m, d_obs, snapshots)
         forward_calls = calls[0]
         predicted = dg.estimate_memory(loss, report=True)
         estimate_calls = calls[0] - forward_calls
@@ -104,7 +104,7 @@ def run(n=561, nbl=40, steps=120, snapshots=11, memory_limit=1000e6, nshots=2, r
         backward_calls = calls[0]
         t2 = time.perf_counter()
         (worker,) = client.run(_stop_sampler).values()
-        grad_norm = float(np.linalg.norm(vp.grad.numpy()))
+        grad_norm = float(np.linalg.norm(m.grad.numpy()))
     (base,) = baseline.values()
     t = repetitions(steps, snapshots)
     return {

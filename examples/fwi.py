@@ -8,12 +8,14 @@ middle) inside a 40-cell absorbing layer (Devito's ``damp``); 5 Ricker sources (
 
 is stepped second order in time, fourth order in space (the Laplacian is ``daskgrad.correlate``
 with a 5 x 5 cross, across chunk boundaries).  The shots are a chunked axis of the wavefield, one
-chunk per shot; the velocity model (the whole grid, absorbing layer included, as Devito's) is a
-chunked leaf.  Time stepping goes through ``checkpoint_steps`` with the state
+chunk per shot.  As in the tutorial, the unknown is the squared slowness ``m`` of the physical
+101 x 101 domain (a chunked leaf, in s^2/km^2); the absorbing layer keeps the background velocity
+and is not updated.  Time stepping goes through ``checkpoint_steps`` with the state
 ``(u_prev, u, misfit)``: the receivers are sampled each step and their misfit accumulated in the
 state, since only the state leaves a checkpointed step.  The gradient of
 ``0.5 ||d - d_obs||^2`` drives bounded L-BFGS (``daskgrad.optimize.minimize``, SciPy's L-BFGS-B,
-``1.4 <= vp <= 4.0``) from the smooth background (2.5 km/s).
+``1.4 <= vp <= 4.0`` as bounds on ``m``) from the background (2.5 km/s); the model error is the
+tutorial's, ``||(m - m_true) / m_true||``.
 
     python examples/fwi.py                        # the tutorial's sizes (slow on a laptop)
     python examples/fwi.py --n 41 --nbl 10 --tn 400 --iterations 3 --out /tmp/fwi
@@ -77,13 +79,14 @@ class Survey:
         return s
 
 
-def camembert(n=101, nbl=40, radius=15, vp_background=2.5, vp_circle=3.0):
-    """True velocity (km/s) on the extended grid: the background, and a disk in the middle."""
-    size = n + 2 * nbl
-    x, z = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    c = nbl + n // 2
-    vp = np.full((size, size), vp_background)
-    vp[(x - c) ** 2 + (z - c) ** 2 <= radius ** 2] = vp_circle
+BACKGROUND = 2.5  # km/s: the starting model, and the absorbing layer's velocity throughout
+
+
+def camembert(n=101, radius=15, vp_background=BACKGROUND, vp_circle=3.0):
+    """True velocity (km/s) of the physical n x n domain: the background, and a disk in the middle."""
+    x, z = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    vp = np.full((n, n), vp_background)
+    vp[(x - n // 2) ** 2 + (z - n // 2) ** 2 <= radius ** 2] = vp_circle
     return vp
 
 
@@ -125,30 +128,38 @@ class Modelling:
         self.sv = sv
         size = sv.shape[0]
         self.chunks = (1, chunk or size, chunk or size)
+        self.model_chunks = (chunk or sv.n,) * 2
         self.lap = sv.laplacian_kernel()
         self.damp = dg.from_array(sv.damp / (2 * sv.dt), chunks=self.chunks[1:])
         mask = sv.source_mask()
         self.src = dg.from_array(mask, chunks=self.chunks)
         self.at_src = dg.from_array(mask > 0, chunks=self.chunks)
 
-    def model(self, vp, requires_grad=False):
-        """A velocity leaf (NumPy in) chunked like the wavefield's space axes."""
-        return dg.from_array(np.asarray(vp, dtype=np.float64), chunks=self.chunks[1:], requires_grad=requires_grad)
+    def slowness(self, vp, requires_grad=False):
+        """The squared slowness ``1 / vp^2`` of the physical domain (vp a NumPy array, km/s) as a leaf."""
+        m = 1.0 / np.asarray(vp, dtype=np.float64) ** 2
+        return dg.from_array(m, chunks=self.model_chunks, requires_grad=requires_grad)
 
-    def update(self, vp, u_prev, u, i):
-        """u at step i + 1 from steps i - 1 and i: (m/dt^2 + damp/2dt) u+ = lap u + m/dt^2 (2u - u-)
-        + damp/2dt u-, then the source injected as Devito's, ``dt^2 / m`` times the wavelet.
+    def extended(self, m):
+        """``m`` inside the absorbing layer, which keeps the background's slowness (not updated, as
+        the tutorial's), chunked like the wavefield's space axes."""
+        nbl = self.sv.nbl
+        return dg.rechunk(dg.pad(m, nbl, constant_values=1.0 / BACKGROUND ** 2), self.chunks[1:])
+
+    def update(self, m, u_prev, u, i):
+        """u at step i + 1 from steps i - 1 and i (``m`` the extended squared slowness):
+        (m/dt^2 + damp/2dt) u+ = lap u + m/dt^2 (2u - u-) + damp/2dt u-, then the source injected
+        as Devito's, ``dt^2 / m`` times the wavelet.
 
         The injection adds to ``new`` at the source points only (``where``), not a dense field
-        ``wavelet[i] * src * vp^2``: such a field depends on no state, so dask would compute every
+        ``wavelet[i] * src / m``: such a field depends on no state, so dask would compute every
         step's at once, early, and hold them until their step runs -- a whole wavefield per step,
         which no checkpointing removes.  The per-step amplitudes here are one number per shot."""
         sv = self.sv
-        v2 = vp * vp
-        a = 1.0 / (v2 * sv.dt ** 2)
+        a = m / sv.dt ** 2
         lap = dg.correlate(u, self.lap, mode="constant")
         new = (lap + a * (2 * u - u_prev) + self.damp * u_prev) / (a + self.damp)
-        v2_at_src = dg.sum(self.src * v2, axis=(1, 2), keepdims=True)  # the same for every step: computed once
+        v2_at_src = dg.sum(self.src / m, axis=(1, 2), keepdims=True)  # the same for every step: computed once
         return dg.where(self.at_src, new + (sv.dt ** 2 * float(sv.wavelet[i])) * v2_at_src, new)
 
     def receivers(self, u):
@@ -158,23 +169,28 @@ class Modelling:
     def zeros(self):
         return dg.from_array(np.zeros((self.sv.nshots,) + self.sv.shape), chunks=self.chunks)
 
-    def shot_records(self, vp):
-        """The receivers' data, (steps, nshots, nrec), without gradient (the observed data)."""
+    def shot_records(self, m):
+        """The receivers' data, (steps, nshots, nrec), without gradient (the observed data); ``m`` the
+        physical domain's squared slowness."""
         with dg.no_grad():
+            m = self.extended(m)
             u_prev, u, traces = self.zeros(), self.zeros(), []
             for i in range(self.sv.steps):
-                u_prev, u = u, self.update(vp, u_prev, u, i)
+                u_prev, u = u, self.update(m, u_prev, u, i)
                 traces.append(self.receivers(u))
             return dg.stack(traces).numpy()
 
-    def misfit(self, vp, d_obs, snapshots=None):
-        """0.5 ||d - d_obs||^2 summed over shots, steps and receivers; ``snapshots=None``: no checkpoints."""
+    def misfit(self, m, d_obs, snapshots=None):
+        """0.5 ||d - d_obs||^2 summed over shots, steps and receivers; ``snapshots=None``: no checkpoints.
+
+        The layer is put round ``m`` inside ``step`` (a checkpointed step reads leaves, not values made
+        outside it); each step builds the same keys, so it is computed once."""
         sv = self.sv
         obs = dg.from_array(d_obs, chunks=(1, 1, d_obs.shape[2]))
 
         def step(state, i):
             u_prev, u, acc = state
-            new = self.update(vp, u_prev, u, i)
+            new = self.update(self.extended(m), u_prev, u, i)
             r = self.receivers(new) - obs[i]
             return u, new, acc + 0.5 * dg.sum(r * r, axis=1)
 
@@ -195,8 +211,10 @@ def default_snapshots(steps):
 # --------------------------------------------------------------------------- inversion
 def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, bounds=(1.4, 4.0), log=print,
            misfits=True):
-    """Bounded L-BFGS from ``vp_start``; returns (final vp, misfit per iteration, model error per
-    iteration), both lists starting with the starting model's.  ``snapshots=0``: no checkpoints;
+    """Bounded L-BFGS on the squared slowness from ``vp_start`` (physical domain, km/s); returns (final
+    vp, misfit per iteration, model error per iteration), both lists starting with the starting
+    model's.  The model error is the tutorial's, ``||(m - m_true) / m_true||``.  ``bounds``: on the
+    velocity, km/s (on ``m``: ``1 / vmax^2 .. 1 / vmin^2``).  ``snapshots=0``: no checkpoints;
     ``misfits=False``: the misfit is not reported (the list is empty).  The misfit reported at an
     iteration is the one L-BFGS-B's evaluation at that model computed: no forward run is added."""
     import scipy.optimize as so
@@ -204,39 +222,43 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
     from daskgrad import optimize
 
     fwd = Modelling(sv, chunk)
-    d_obs = fwd.shot_records(fwd.model(vp_true))
+    d_obs = fwd.shot_records(fwd.slowness(vp_true))
+    m_true = 1.0 / vp_true ** 2
     snapshots = default_snapshots(sv.steps) if snapshots is None else snapshots or None
     track, misfits, errors = misfits, [], []
     evaluated = {}  # model bytes -> the misfit tensor L-BFGS-B's evaluation there computed (and keeps)
 
-    def fun(vp):
-        loss = fwd.misfit(vp, d_obs, snapshots)
+    def fun(m):
+        loss = fwd.misfit(m, d_obs, snapshots)
         if track:
-            evaluated[vp.detach().numpy().tobytes()] = loss
+            evaluated[m.detach().numpy().tobytes()] = loss
         return loss
 
-    def report(vp):
-        errors.append(float(np.linalg.norm(vp - vp_true)))
+    def report(m):
+        errors.append(float(np.linalg.norm((m - m_true) / m_true)))
         if track:  # SciPy calls back at a model it evaluated: its misfit is known, nothing runs again
-            loss = evaluated.get(vp.tobytes())
+            loss = evaluated.get(m.tobytes())
             if loss is None:
                 with dg.no_grad():
-                    loss = fwd.misfit(fwd.model(vp), d_obs, snapshots)
+                    loss = fwd.misfit(dg.from_array(m, chunks=fwd.model_chunks), d_obs, snapshots)
             misfits.append(float(loss.item()))
         tail = f"  misfit {misfits[-1]:.6g}" if track else ""
         log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}{tail}")
 
-    def callback(vp):
+    m_start = fwd.slowness(vp_start)
+
+    def callback(m):
         if not errors:  # the starting model's line, once its evaluation (SciPy's first) has run
-            report(vp_start)
-        report(vp.detach().numpy())
+            report(m_start.numpy())
+        report(m.detach().numpy())
         evaluated.clear()
 
-    res = optimize.minimize(fun, fwd.model(vp_start), method="L-BFGS-B", bounds=so.Bounds(*bounds),
+    vmin, vmax = bounds
+    res = optimize.minimize(fun, m_start, method="L-BFGS-B", bounds=so.Bounds(1.0 / vmax ** 2, 1.0 / vmin ** 2),
                             callback=callback, options={"maxiter": iterations})
     if not errors:  # no iteration completed
-        report(vp_start)
-    return res.x.detach().numpy(), misfits, errors
+        report(m_start.numpy())
+    return 1.0 / np.sqrt(res.x.detach().numpy()), misfits, errors
 
 
 def save_figures(out, sv, vp_true, vp_start, vp_final, misfits):
@@ -249,11 +271,10 @@ def save_figures(out, sv, vp_true, vp_start, vp_final, misfits):
     import matplotlib.pyplot as plt
 
     os.makedirs(out, exist_ok=True)
-    inner = (slice(sv.nbl, sv.nbl + sv.n),) * 2
     paths = []
     for name, vp in (("vp_true", vp_true), ("vp_start", vp_start), ("vp_final", vp_final)):
         fig, ax = plt.subplots(figsize=(4, 3.4))
-        im = ax.imshow(vp[inner].T, vmin=2.4, vmax=3.1, cmap="jet", extent=(0, sv.n * sv.h, sv.n * sv.h, 0))
+        im = ax.imshow(vp.T, vmin=2.4, vmax=3.1, cmap="jet", extent=(0, sv.n * sv.h, sv.n * sv.h, 0))
         fig.colorbar(im, ax=ax, label="vp (km/s)")
         ax.set_xlabel("x (m)")
         ax.set_ylabel("depth (m)")
@@ -290,8 +311,8 @@ def main(argv=None):
 
     radius = args.radius if args.radius is not None else max(1, round(15 * args.n / 101))
     sv = survey(n=args.n, nbl=args.nbl, nshots=args.shots, tn=args.tn, f0=args.f0 / 1000)
-    vp_true = camembert(args.n, args.nbl, radius)
-    vp_start = np.full_like(vp_true, 2.5)
+    vp_true = camembert(args.n, radius)
+    vp_start = np.full_like(vp_true, BACKGROUND)
     print(f"grid {sv.shape[0]}x{sv.shape[1]} ({args.n} + 2 x {args.nbl}), {sv.nshots} shots, {sv.steps} steps "
           f"of {sv.dt} ms")
     t0 = time.perf_counter()

@@ -105,8 +105,8 @@ def checkpointed_fwi_misfit(fwi, n=21, nbl=5, steps=16, snapshots=3):
     sv = fwi.survey(n=n, nbl=nbl, nshots=2, steps=steps)
     sv.rec_x = sv.src[0][0] + 3
     fwd = fwi.Modelling(sv)
-    vp = fwd.model(np.full(sv.shape, 2.4), requires_grad=True)
-    return fwd.misfit(vp, np.zeros((steps, 2, n)), snapshots)
+    m = fwd.slowness(np.full((n, n), 2.4), requires_grad=True)
+    return fwd.misfit(m, np.zeros((steps, 2, n)), snapshots)
 
 
 class HeldPeak(WorkerPlugin):
