@@ -534,8 +534,8 @@ def _gated(state, out, shared, i):
     sweep, in each recomputation and in the step's reversal: dask would compute every step's at
     once and hold each until its last use -- memory growing with the steps, which the schedule
     exists to bound.  Those values, and what the step computes from them, are rebuilt under new
-    keys with ``dask.graph_manipulation.bind``, the values' tasks waiting for one element of each
-    chunk of ``state``; the step's other layers, the state's, and step 0's (``shared``: the leaves
+    keys (:func:`daskgrad._dask.stateless_waiting`), the values' tasks waiting for one element of
+    each chunk of ``state``; the step's other layers, the state's, and step 0's (``shared``: the leaves
     and constants every step reads) keep theirs; the values may reach the outputs through any
     ops (elementwise, a stencil, a slicing).  A step made only of state-dependent values is
     returned as it is."""
