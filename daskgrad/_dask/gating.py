@@ -51,7 +51,7 @@ def marks_of(a):
     dependency on it."""
     index = tuple(range(a.ndim))
     return da.blockwise(_first_element, index, a, index, adjust_chunks={i: 1 for i in index}, dtype=a.dtype,
-                        meta=a._meta, name="gate-" + tokenize(a.name))
+                        meta=a._meta, name="mark-" + tokenize(a.name))
 
 
 def _first_element(block):

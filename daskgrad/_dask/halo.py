@@ -85,6 +85,8 @@ def _extended(block, left, right, ax, d, boundary):
 
 def _edge(block, ax, d, boundary, first):
     n = block.shape[ax]
+    if n < d:  # the caller rechunks first (ensure_minimum_chunksize); a short strip would misdeclare chunks
+        raise ValueError(f"a halo of {d} cells needs chunks at least {d} long, got {n} along axis {ax}")
     if boundary == "reflect":
         return _along(block, ax, slice(d - 1, None, -1) if first else slice(n - 1, n - d - 1 if n > d else None, -1))
     if boundary == "nearest":
