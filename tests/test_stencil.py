@@ -120,14 +120,35 @@ def test_stencil_gradient_graph_does_not_grow_with_the_array_length(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_halo_is_one_task_a_chunk_and_axis_and_one_per_strip_a_neighbour_sends(mode):
-    """9 x 8 in 3 x 2 chunks: each axis extends every chunk in one task (6 + 6), and each chunk sends
-    its edge strip to each neighbour in one slicing task (axis 0: 2 borders x 2 ways x 2 columns; axis
-    1: 1 x 2 x 3); ``wrap`` adds the borders across the ends (one more along each axis).  dask's
-    ``overlap`` made ~16 tasks a chunk."""
+def test_a_halo_is_one_task_a_chunk_and_axis_and_one_per_strip(mode):
+    """9 x 8 in 3 x 2 chunks: each axis extends every chunk in one task (6 + 6) joining two strips,
+    each one slicing task (a neighbour's edge cells, or the boundary rule's from the chunk itself):
+    2 x 6 per axis.  dask's ``overlap`` made ~16 tasks a chunk."""
     x = dg.from_array(np.arange(72.0).reshape(9, 8), chunks=(3, 4))
     dsk = dict(dg.correlate(x, np.ones((3, 3)), mode=mode).array.__dask_graph__())
     halo = sum(1 for k in dsk if k[0].startswith("halo-"))
-    strips = (3 * 2 * 2 + 2 * 2 * 3) if mode == "wrap" else (2 * 2 * 2 + 1 * 2 * 3)
-    assert halo == 6 + 6 + strips
+    assert halo == (6 + 2 * 6) * 2
     assert len(dsk) == 6 + halo + 6  # the chunks, the halo, one correlation a chunk
+
+
+def test_chunk_fusion_keeps_a_stencil_s_chunks_apart_not_one_task_for_all_bands():
+    """Each chunk's halo reads two strips of one layer, which chunk fusion treats as a gather: a strip
+    read alone fused each chunk with its neighbour, and 32 row bands of a wave equation ran as one
+    task reading 791 MiB (a worker refused it)."""
+    from daskgrad import _dask as door
+
+    bands, steps = 8, 4
+    rng = np.random.default_rng(0)
+    c = dg.from_array(0.2 + 0.05 * rng.random((32, 6)), chunks=(4, 6), requires_grad=True)
+    u_prev = u = dg.from_array(rng.standard_normal((32, 6)), chunks=(4, 6))
+    lap = np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+    for _ in range(steps):
+        u_prev, u = u, 2 * u - u_prev + c ** 2 * dg.correlate(u, lap, mode="constant")
+    (g,) = dg.grad((u * u).sum(), c, lazy=True)
+    (fused,) = door.optimize([g.array], fuse_chunks=True)
+    dsk = dict(fused.__dask_graph__())
+    assert len(dsk) >= bands * steps
+    most = max(len({d[1] for d in getattr(node, "dependencies", ()) if isinstance(d, tuple) and len(d) >= 3})
+               for node in dsk.values())
+    assert most <= 3  # a chunk and its two neighbours at most
+    np.testing.assert_allclose(fused.compute(), g.numpy())

@@ -3,10 +3,11 @@ the array's edges.
 
 dask's ``overlap`` spends ~16 tasks a chunk on a 2-D halo (a slicing per strip and per corner,
 concatenations per axis, constant-boundary blocks made from nothing): in a wave equation's
-checkpointed gradient two thirds of the tasks were halo tasks.  Here an axis costs one task per
-chunk, which concatenates inside, and one slicing task per strip a neighbour sends (so on a
-cluster only the strip travels); an axis in one chunk costs that one task.  Axes are extended one
-after another, so the corners come with the second axis's strips, already extended along the first.
+checkpointed gradient two thirds of the tasks were halo tasks.  Here an axis costs three tasks a
+chunk: two strips (a neighbour's edge cells, sliced where the neighbour is, so on a cluster only
+the strip travels; or the boundary rule's cells, made from the chunk itself) and one task joining
+them to the chunk.  Axes are extended one after another, so the corners come with the second
+axis's strips, already extended along the first.
 """
 from __future__ import annotations
 
@@ -32,35 +33,35 @@ def halo(a, depth, boundary):
 
 
 def _extend(a, ax, d, boundary):
+    """``a`` extended along ``ax``: a strip task for each side of each chunk (a neighbour's edge
+    cells, or the boundary rule's from the chunk itself), then a task a chunk joining them.
+
+    Every chunk reads two strips of one layer, so chunk fusion sees a gather, as in dask's
+    overlap: a strip read alone would be "chunk-aligned" and fuse each chunk with its neighbour,
+    all chunks of an axis into one task (on 32 row bands of a wave equation: one fused task
+    reading 791 MiB)."""
     token = tokenize(a.name, ax, d, boundary)
-    name, lo, hi = "halo-" + token, "halo-lo-" + token, "halo-hi-" + token
+    name, strip = "halo-" + token, "halo-strip-" + token
     n = a.numblocks[ax]
     periodic = boundary == "periodic"
-    tasks, firsts, lasts = {}, {}, {}
+    strips, tasks = {}, {}
     for idx in np.ndindex(*a.numblocks):
         i = idx[ax]
 
-        def at(j):
-            return idx[:ax] + (j,) + idx[ax + 1:]
+        def block(j):
+            return TaskRef((a.name, *idx[:ax], j, *idx[ax + 1:]))
 
-        left = i - 1 if i else (n - 1 if periodic else None)
-        right = i + 1 if i < n - 1 else (0 if periodic else None)
-        if left is not None:  # the left neighbour's last d cells
-            key = (hi, *at(left))
-            lasts[key] = Task(key, _cells, TaskRef((a.name, *at(left))), ax, -d, None)
-        if right is not None:  # the right neighbour's first d cells
-            key = (lo, *at(right))
-            firsts[key] = Task(key, _cells, TaskRef((a.name, *at(right))), ax, 0, d)
+        for side, j, cells in ((0, i - 1, (-d, None)), (1, i + 1, (0, d))):
+            key = (strip, *idx, side)
+            if 0 <= j < n or periodic:  # a neighbour's edge cells (across the ends if periodic)
+                strips[key] = Task(key, _cells, block(j % n), ax, *cells)
+            else:
+                strips[key] = Task(key, _edge, block(i), ax, d, boundary, side == 0)
         key = (name, *idx)
-        tasks[key] = Task(key, _extended, TaskRef((a.name, *idx)),
-                          None if left is None else TaskRef((hi, *at(left))),
-                          None if right is None else TaskRef((lo, *at(right))), ax, d, boundary)
+        tasks[key] = Task(key, _joined, TaskRef((strip, *idx, 0)), block(i), TaskRef((strip, *idx, 1)), ax)
     layers, deps = dict(a.dask.layers), dict(a.dask.dependencies)
-    for strip, dsk in ((lo, firsts), (hi, lasts)):
-        if dsk:
-            layers[strip], deps[strip] = MaterializedLayer(dsk), {a.name}
-    layers[name] = MaterializedLayer(tasks)
-    deps[name] = {a.name} | {s for s in (lo, hi) if s in layers}
+    layers[strip], deps[strip] = MaterializedLayer(strips), {a.name}
+    layers[name], deps[name] = MaterializedLayer(tasks), {a.name, strip}
     chunks = a.chunks[:ax] + (tuple(c + 2 * d for c in a.chunks[ax]),) + a.chunks[ax + 1:]
     return da.Array(HighLevelGraph(layers, deps), name, chunks, meta=a._meta)
 
@@ -73,13 +74,7 @@ def _cells(block, ax, start, stop):
     return _along(block, ax, slice(start, stop))
 
 
-def _extended(block, left, right, ax, d, boundary):
-    """``block`` with the strips ``left`` and ``right`` (None at the array's edges: the boundary
-    rule's cells) concatenated along ``ax``."""
-    if left is None:
-        left = _edge(block, ax, d, boundary, first=True)
-    if right is None:
-        right = _edge(block, ax, d, boundary, first=False)
+def _joined(left, block, right, ax):
     return np.concatenate([left, block, right], axis=ax)
 
 

@@ -1,7 +1,7 @@
 """Stencils: ``correlate`` and ``convolve`` with a small constant kernel (contract: see ``elementwise.py``).
 
 The forward extends each chunk by a halo from its neighbours, or from the boundary
-rule at the array's edges (:func:`daskgrad._dask.halo`: a task a chunk and axis, where
+rule at the array's edges (:func:`daskgrad._dask.halo`: three tasks a chunk and axis, where
 dask's ``overlap`` makes ~16 a chunk in 2-D), followed by one blockwise task per
 chunk that adds shifted slices of the halo'd block, one slice per nonzero tap.
 That kernel uses only slicing, ``*`` and ``+``, so it runs on any array module
