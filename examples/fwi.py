@@ -132,6 +132,7 @@ class Modelling:
         self.lap = sv.laplacian_kernel()
         self.damp = dg.from_array(sv.damp / (2 * sv.dt), chunks=self.chunks[1:])
         mask = sv.source_mask()
+        self.src = dg.from_array(mask, chunks=self.chunks)
         self.at_src = dg.from_array(mask > 0, chunks=self.chunks)
 
     def slowness(self, vp, requires_grad=False):
@@ -148,21 +149,18 @@ class Modelling:
     def update(self, m, u_prev, u, i):
         """u at step i + 1 from steps i - 1 and i (``m`` the extended squared slowness):
         (m/dt^2 + damp/2dt) u+ = lap u + m/dt^2 (2u - u-) + damp/2dt u-, then the source injected
-        as Devito's, ``dt^2 / m`` times the wavelet, with ``m`` the background's: the sources sit in
-        the background (in the true model too, so the observed data are Devito's), and a source
-        whose strength moved with the unknown would give the 5 source cells a direct hold on the
-        amplitude of every record (Devito's gradient, the imaging condition alone, leaves that dependence out;
-        here the objective has none, so its exact gradient is that one).
+        as Devito's, ``dt^2 / m`` times the wavelet.
 
         The injection adds to ``new`` at the source points only (``where``), not a dense field
-        ``wavelet[i] * src``: such a field depends on no state, so dask would compute every
+        ``wavelet[i] * src / m``: such a field depends on no state, so dask would compute every
         step's at once, early, and hold them until their step runs -- a whole wavefield per step,
-        which no checkpointing removes.  The per-step amplitude here is one number."""
+        which no checkpointing removes.  The per-step amplitudes here are one number per shot."""
         sv = self.sv
         a = m / sv.dt ** 2
         lap = dg.correlate(u, self.lap, mode="constant")
         new = (lap + a * (2 * u - u_prev) + self.damp * u_prev) / (a + self.damp)
-        return dg.where(self.at_src, new + sv.dt ** 2 * float(sv.wavelet[i]) * BACKGROUND ** 2, new)
+        v2_at_src = dg.sum(self.src / m, axis=(1, 2), keepdims=True)  # the same for every step: computed once
+        return dg.where(self.at_src, new + (sv.dt ** 2 * float(sv.wavelet[i])) * v2_at_src, new)
 
     def receivers(self, u):
         sv = self.sv

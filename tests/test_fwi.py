@@ -41,7 +41,7 @@ def torch_misfit(sv, m, d_obs):
     for i in range(sv.steps):
         laplace = torch.nn.functional.conv2d(u[:, None], lap, padding=2)[:, 0]
         new = (laplace + a * (2 * u - u_prev) + damp * u_prev) / (a + damp)
-        new = new + sv.dt ** 2 * float(sv.wavelet[i]) * src * fwi.BACKGROUND ** 2
+        new = new + sv.dt ** 2 * float(sv.wavelet[i]) * src / m
         u_prev, u = u, new
         r = u[:, sv.rec_x, sv.rec_z[0]:sv.rec_z[1]] - obs[i]
         total = total + 0.5 * (r * r).sum()
