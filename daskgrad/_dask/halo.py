@@ -16,7 +16,6 @@ from dask.base import tokenize
 
 import dask.array as da
 
-from .. import chunk
 from .internals import HighLevelGraph, MaterializedLayer, Task, TaskRef
 
 
@@ -86,5 +85,4 @@ def _edge(block, ax, d, boundary, first):
         return _along(block, ax, slice(d - 1, None, -1) if first else slice(n - 1, n - d - 1 if n > d else None, -1))
     if boundary == "nearest":
         return np.concatenate([_along(block, ax, slice(0, 1) if first else slice(n - 1, n))] * d, axis=ax)
-    shape = block.shape[:ax] + (d,) + block.shape[ax + 1:]
-    return chunk.filled(block, shape, block.dtype, boundary)
+    return np.full_like(_along(block, ax, slice(0, d)), boundary)  # the strip's shape, never 0-d
