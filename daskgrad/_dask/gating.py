@@ -22,14 +22,15 @@ def stateless_waiting(arrays, state, shared, make_gate, i):
     ``state`` rebuilt to wait for ``make_gate()`` (a dask array; made only when needed), the layers
     in ``shared`` (what every step reads: leaves, constants) left as they are; None when there is
     nothing to rebuild (:func:`_bind_step`)."""
-    keep = _untouched(arrays, state, shared)
-    if keep is None:
+    walked = _untouched(arrays, state, shared)
+    if walked is None:
         return None
+    keep = walked[0]
     gate = make_gate()
     # an output made only from the state is left as it is
     todo = [k for k, a in enumerate(arrays) if a.name not in keep]
     out = list(arrays)
-    for k, b in zip(todo, _bind_step([arrays[k] for k in todo], keep, gate, (gate.name, i))):
+    for k, b in zip(todo, _bind_step([arrays[k] for k in todo], walked, gate, (gate.name, i))):
         out[k] = b
     return out
 
@@ -62,10 +63,11 @@ def _first(*marks):
     return marks[0].reshape(())
 
 
-def _bind_step(arrays, keep, gate, seed):
+def _bind_step(arrays, walked, gate, seed):
     """``arrays`` with their layers not in ``keep`` under new names (one ``clone_key`` per name, as
     ``dask.graph_manipulation.bind`` would give them), the tasks among them that read no renamed
-    key waiting for ``gate`` (a 0-d dask array).
+    key waiting for ``gate`` (a 0-d dask array).  ``walked``: ``keep`` and what :func:`_untouched`'s
+    walk found, so the step's layers are not looked up twice.
 
     ``bind`` itself tokenizes every key it renames and walks the whole history: ~1,500 tokenizes
     a step of a wave equation, a fifth of a checkpointed gradient's client time.  Blockwise layers
@@ -73,7 +75,8 @@ def _bind_step(arrays, keep, gate, seed):
     every key they hold is renamed -- an overlap layer lists its chunks as output but not the halo
     strips it holds besides (``("getitem-…", 0.9)``), which would otherwise keep their names and
     be shared by every step."""
-    layers, deps, real, graphs = {}, {}, {}, [a.dask for a in arrays]
+    keep, step_layers, step_deps, graphs = walked
+    layers, deps, real = {}, {}, {}
     todo = [a.name for a in arrays]
     while todo:
         name = todo.pop()
@@ -82,7 +85,7 @@ def _bind_step(arrays, keep, gate, seed):
         if name in keep:
             real[name] = next(g for g in graphs if name in g.layers)
             continue
-        layers[name], deps[name] = _find(graphs, name)
+        layers[name], deps[name] = step_layers[name], step_deps[name]
         todo.extend(deps[name])
     tasks = {name: None if isinstance(layer, Blockwise) and deps[name] - keep else dict(layer)
              for name, layer in layers.items()}
@@ -160,7 +163,8 @@ def _renamed_blockwise(layer, new):
 def _untouched(arrays, state, shared):
     """The layers of ``arrays``' graphs that need no rebuilding: all but the step's values that
     depend on no layer of ``state`` and what is computed from them (constants made from nothing
-    excepted); None where there are none.
+    excepted); None where there are none.  Returned with what the walk found (the step's layers,
+    their dependencies, the graphs holding them), which :func:`_bind_step` reuses.
 
     A walk over the step's own layers (down to ``state`` and ``shared``), not the whole history."""
     deps, layers, todo = {}, {}, [a.name for a in arrays]
@@ -184,7 +188,7 @@ def _untouched(arrays, state, shared):
     rebuilt = tainted - stateful
     if not rebuilt:
         return None
-    return set(state) | set(shared) | (set(deps) - rebuilt)
+    return set(state) | set(shared) | (set(deps) - rebuilt), layers, deps, graphs
 
 
 def _find(graphs, name):
