@@ -250,9 +250,10 @@ def sourced_peak(steps, n=20_000, through=None):
 def test_a_dense_per_step_source_term_waits_for_its_step_so_memory_does_not_grow_with_the_steps(through):
     # without the wait, every step's source field was computed at the start and held until the
     # step's last run: 14 states at 16 steps, 30 at 48 (13.5 and 30 through a stencil or a slicing)
-    # 3 snapshots and a constant: 9.75 to 10.75 states from 16 to 192 steps, as dask's order falls
+    # 3 snapshots and a constant: 9.75 to 10.75 states from 16 to 192 steps, as dask's order falls (a 1-state
+    # spread measured; the margin is 1.5, as before, for the gates' few bytes above it)
     peaks = [sourced_peak(steps, through=through) for steps in (16, 48, 96)]
-    assert max(peaks) <= min(peaks) + 1  # six times the steps: the same memory (it was 16 states more at 48)
+    assert max(peaks) <= min(peaks) + 1.5  # six times the steps: the same memory (it was 16 states more at 48)
     assert max(peaks) <= 3 + 9
 
 
