@@ -87,6 +87,40 @@ CHANGES = {
 }
 
 
+def _fwi_gradients(starts):
+    """The checkpointed misfit gradient of examples/fwi.py at each start velocity: its graphs carry
+    layers no result reads (the backward's), and dask merges a graph's layers in an order that follows
+    their names, random tokens from one evaluation to the next."""
+    import importlib.util
+    import os
+    import sys
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "fwi.py")
+    spec = importlib.util.spec_from_file_location("fwi", path)
+    fwi = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fwi", fwi)  # dataclasses look their module up there
+    spec.loader.exec_module(fwi)
+    sv = fwi.survey(n=13, nbl=4, nshots=2, tn=100.0, f0=0.04, steps=9)
+    fwd = fwi.Modelling(sv, chunk=8)
+    d_obs = fwd.shot_records(fwd.slowness(fwi.camembert(13, radius=3)))
+    grads = []
+    for vp in starts:
+        m = fwd.slowness(np.full((13, 13), vp), requires_grad=True)
+        fwd.misfit(m, d_obs, snapshots=3).backward()
+        grads.append(m.grad.numpy())
+    return grads
+
+
+def test_a_checkpointed_gradient_at_a_new_point_replays_the_first_s_graph_with_its_numbers():
+    starts = [2.5, 2.6, 2.4, 2.55]
+    got = _fwi_gradients(starts)
+    assert dg.step_cache_info()["hits"] == 2  # (a graph is kept the second time it is seen)
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        for g, want in zip(got, _fwi_gradients(starts)):
+            np.testing.assert_allclose(g, want, rtol=1e-13)
+
+
+
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_changed_structure_builds_anew_and_computes_what_it_would_without_the_cache(change):
     _train(*_data(), 3)  # the loop's steps are kept

@@ -20,7 +20,7 @@ import types
 
 import numpy as np
 from dask.base import tokenize
-from dask.layers import ArrayBlockIdDep, ArrayChunkShapeDep, ArraySliceDep
+from dask.layers import ArrayBlockIdDep, ArrayChunkShapeDep, ArraySliceDep, ArrayValuesDep
 from dask.utils import Dispatch
 from toolz.functoolz import Compose, curry
 
@@ -63,6 +63,8 @@ def _freeze_other(obj, t):
         return (curry, freeze(obj.func), freeze(obj.args), freeze(obj.keywords))
     if t in _BY_CHUNKS:  # a creation function's block shapes, slices or ids
         return (t, freeze(obj.chunks))
+    if t is ArrayValuesDep:  # map_blocks' block_id / block_info: a value per block
+        return (t, freeze(obj.chunks), freeze(obj.values))
     if isinstance(obj, np.dtype):
         return _dtype(obj)
     if isinstance(obj, np.generic):

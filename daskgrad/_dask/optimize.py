@@ -58,7 +58,16 @@ def collect(arrays, reuse=None):
     for name, layer in layers.items():
         if holds_data(layer):
             deps[name] = set()
-    return layers, {n: d & layers.keys() for n, d in deps.items()}
+    # only the layers the arrays read: a graph also carries layers no result needs (a checkpointed
+    # backward's, a third of them), which would keep a layer they read from fusing into its reader
+    # and, merged in an order that follows the names, change the step cache's key from step to step
+    needed, stack = set(), [a.name for a in arrays]
+    while stack:
+        name = stack.pop()
+        if name not in needed and name in layers:
+            needed.add(name)
+            stack.extend(deps[name])
+    return {n: layers[n] for n in layers if n in needed}, {n: deps[n] & needed for n in layers if n in needed}
 
 
 def optimize_layers(arrays, layers, deps, fuse_chunks=None):

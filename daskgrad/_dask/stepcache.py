@@ -177,9 +177,11 @@ def step_cache_clear() -> None:
 # ------------------------------------------------------------------ the key
 def _key(arrays, layers, options):
     """The graph's key and the names of its layers of values, in key order (the input slots)."""
-    canon = {name: i for i, name in enumerate(layers)}
+    order = _in_order(arrays, layers)
+    canon = {name: i for i, name in enumerate(order)}
     parts, inputs = [], []
-    for name, layer in layers.items():
+    for name in order:
+        layer = layers[name]
         if holds_data(layer):
             inputs.append(name)
             parts.append(("data", canon[name], _values(layer)))
@@ -204,6 +206,65 @@ def _key(arrays, layers, options):
         return tokenize(parts, options, ensure_deterministic=True), inputs
     except Exception as e:  # an object dask tokenizes at random (no content hash): no key
         raise _Undescribed(repr(e)) from e
+
+
+def _in_order(arrays, layers):
+    """The layers' names in an order the program fixes, not the order dask merged them in (which
+    follows the names, random tokens, from one step to the next: every step missed the cache): each
+    layer after the layers it reads, those in the order it reads them, from the arrays asked for."""
+    order, seen = [], set()
+    stack = [(a.name, False) for a in reversed(arrays)]
+    while stack:
+        name, ready = stack.pop()
+        if ready:
+            order.append(name)
+            continue
+        if name in seen or name not in layers:
+            continue
+        seen.add(name)
+        stack.append((name, True))
+        stack.extend((d, False) for d in reversed(_reads(layers[name], layers)))
+    return order + [n for n in layers if n not in seen]  # (none: collect keeps only the layers read)
+
+
+def _reads(layer, layers):
+    """The names of the layers ``layer`` reads, in the order its description first names them."""
+    if isinstance(layer, Blockwise):
+        return [n for n, ind in layer.indices if ind is not None and n in layers]
+    if type(layer) is not MaterializedLayer or holds_data(layer):
+        return []
+    found = {}
+    for task in layer.values():
+        _names_in(task, layers, found)
+    found.pop(next(iter(layer), (None,))[0] if layer else None, None)
+    return [n for n in found if n in layers]
+
+
+def _names_in(obj, layers, found):
+    t = type(obj)
+    if t is TaskRef:
+        k = obj.key
+        found.setdefault(k[0] if type(k) is tuple else k, None)
+    elif isinstance(obj, Task):
+        _names_in(obj.args, layers, found)
+        _names_in(obj.kwargs, layers, found)
+    elif t is tuple or t is list:
+        if obj and type(obj[0]) is str and obj[0] in layers:
+            found.setdefault(obj[0], None)
+        else:
+            for o in obj:
+                _names_in(o, layers, found)
+    elif t is dict:
+        for o in obj.values():
+            _names_in(o, layers, found)
+    elif t is str:
+        if obj in layers:
+            found.setdefault(obj, None)
+    elif t is Alias:
+        k = obj.target
+        found.setdefault(k[0] if type(k) is tuple else k, None)
+    elif t is DataNode:
+        pass
 
 
 _noted = {}  # id of a layer of distributed Futures daskgrad made -> (a weak reference to it, its description)
