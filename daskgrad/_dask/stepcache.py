@@ -452,6 +452,8 @@ def _renamed(template, arrays, input_layers, inputs):
     # arrays it gives.  Each step has keys no earlier step had (its inputs and results are new), and the same
     # submission sent twice (a loop run again from the same start) is the same tasks, as without the
     # cache: the scheduler warns of a key it holds sent again with another task
+    if _held_elsewhere(arrays):
+        return None
     token = tokenize(template.name, [a.name for a in arrays], inputs)
     subs = {}
     for keys, name in zip(template.slots, inputs):
@@ -484,6 +486,31 @@ def _renamed(template, arrays, input_layers, inputs):
     layers[f"{arrays[0].name}-{token}"] = MaterializedLayer(graph)
     hlg = HighLevelGraph(layers, {n: set() for n in layers})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+_replayed = collections.OrderedDict()  # names of the arrays recent replays on a cluster gave, last made last
+
+
+def _held_elsewhere(arrays):
+    """Whether the client holds a result of ``arrays`` that a submission built anew gave (the same
+    computation run again while its first results live: a loss kept in a list, or freed only by
+    Python's cycle collector).  The replay's task for that key would differ from the one the
+    scheduler holds, which it warns of ("Detected different run_spec"); built anew, the submission
+    sends the same tasks again.  A result an earlier replay gave is sent again the same by a replay."""
+    from .submit import current_client
+
+    client = current_client()
+    held = getattr(client, "refcount", None) or {}
+    names = [a.name for a in arrays]
+    with _lock:
+        anew = any(k in held for a in arrays if a.name not in _replayed for k in flatten(a.__dask_keys__()))
+        for name in names:  # (built anew: its results are no longer a replay's)
+            _replayed.pop(name, None)
+            if not anew:
+                _replayed[name] = None
+        while len(_replayed) > 1024:
+            _replayed.popitem(last=False)
+    return anew
 
 
 class Replayed(MaterializedLayer):
