@@ -255,6 +255,28 @@ def test_elementwise_layers_built_directly_are_the_ones_dask_builds(dtype):
                 np.testing.assert_array_equal(value, want)
 
 
+def test_elementwise_layers_of_operands_broadcast_block_by_block_are_the_ones_dask_builds():
+    # operands of other shapes whose blocks line up (an axis the same chunks, or one element long)
+    # are built directly too (a wavefield times a model, times a per-shot factor); chunks that do
+    # not line up go to dask, which rechunks
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    field = da.from_array(rng.random((5, 6, 7)), chunks=(1, 4, 3))
+    others = [da.from_array(rng.random((6, 7)), chunks=(4, 3)), da.from_array(rng.random((5, 1, 1)), chunks=1),
+              da.from_array(rng.random((1, 6, 1)), chunks=(1, 4, 1)), da.from_array(rng.random(7), chunks=3),
+              da.from_array(rng.random((6, 7)), chunks=(3, 3)), 2.5]
+    for other in others:
+        for args in [(field, other), (other, field)]:
+            for op in (operator.add, operator.mul, da.maximum):
+                direct = isinstance(_dask.deferred(op, *args), _dask.Pending)
+                assert direct == (other is not others[4])  # (others[4]: rows chunked 3 + 3, not 4 + 2)
+                got, expected = _dask.elemwise(op, *args), op(*args)
+                assert (got.name, got.dtype, got.chunks) == (expected.name, expected.dtype, expected.chunks)
+                assert type(got._meta) is type(expected._meta) and got._meta.shape == expected._meta.shape
+                np.testing.assert_array_equal(got.compute(), expected.compute())
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "bool", "complex128"])
 def test_reductions_of_a_0d_tensor_are_numpys(dtype):
     # a 0-d tensor's reduction is one blockwise task (a nested backward's `.sum()` each level)

@@ -36,15 +36,41 @@ def deferred(op, *args):
     A graph that is recorded and never computed (torch's ``test_free_deep_graph``: 300,000 ops on a
     one-element tensor, dropped) then costs what recording costs, not a dask layer per op."""
     arrays = [a for a in args if isinstance(a, (da.Array, Pending))]
-    if not _ufunc_like(op) or not arrays or any(a.chunks != arrays[0].chunks for a in arrays[1:]) or any(
+    if not _ufunc_like(op) or not arrays or any(
             type(a) not in _NUMBERS and not isinstance(a, (da.Array, Pending)) for a in args):
+        return op(*_built(args))
+    chunks = _broadcast_chunks(arrays)
+    if chunks is None:
         return op(*_built(args))
     fn = getattr(op, "_ufunc", op)  # a dask ufunc wrapper (da.sin): its elemwise applies the NumPy ufunc
     inferred = _infer(fn, args)
     if inferred is None:  # dask's own path raises (or returns NotImplemented) as it does
         return op(*_built(args))
     dtype, meta = inferred
-    return Pending(op, fn, args, dtype, meta, arrays[0].chunks)
+    return Pending(op, fn, args, dtype, meta, chunks)
+
+
+def _broadcast_chunks(arrays):
+    """The result's chunks where the operands broadcast block by block, as NumPy broadcasts them
+    (trailing axes aligned): on each axis every operand has the same chunks or is one element long;
+    else None (dask unifies the chunks, rechunking, or raises)."""
+    first = arrays[0].chunks
+    if all(a.chunks == first for a in arrays[1:]):
+        return first
+    ndim = max(a.ndim for a in arrays)
+    out = []
+    for d in range(ndim):
+        axis = None
+        for a in arrays:
+            j = d - ndim + a.ndim
+            if j < 0 or a.chunks[j] == (1,):
+                continue
+            if axis is None:
+                axis = a.chunks[j]
+            elif a.chunks[j] != axis:
+                return None
+        out.append((1,) if axis is None else axis)
+    return tuple(out)
 
 
 _inferred = {}  # (fn, each operand's kind) -> (dtype, meta), or None where inference raised
@@ -137,7 +163,7 @@ class Pending:
                 done.add(id(p))
                 todo.append(p)
         for p in todo:
-            p._built = fold(_layer(p.op, p.fn, _built(p.args), p.dtype, p._meta))
+            p._built = fold(_layer(p.op, p.fn, _built(p.args), p.dtype, p._meta, p.chunks))
             p.args = None
 
 
@@ -145,19 +171,21 @@ def _built(args):
     return tuple(a.build() if type(a) is Pending else a for a in args)
 
 
-def _layer(op, fn, args, dtype, meta):
-    """The array dask's ``elemwise`` makes of ``op`` on same-chunked ``args`` (see :func:`elemwise`)."""
+def _layer(op, fn, args, dtype, meta, chunks):
+    """The array dask's ``elemwise`` makes of ``op`` on ``args``, whose blocks broadcast (see
+    :func:`elemwise`): ``chunks`` the result's."""
     arrays = [a for a in args if isinstance(a, da.Array)]
     name = f"{funcname(fn)}-{tokenize(fn, dtype, *args, True)}"
     kwargs = {}
-    if arrays[0].ndim == 0:  # NumPy returns scalars for 0-d operands: dask casts them back
+    if not chunks:  # NumPy returns scalars for 0-d operands: dask casts them back
         fn, kwargs = enforce_dtype, {"enforce_dtype": dtype, "enforce_dtype_function": fn}
-    # the layer and array da.blockwise makes, without its argument normalization (a third of the time)
-    ind = tuple(range(arrays[0].ndim))[::-1]
-    pairs = [(a.name, ind) if isinstance(a, da.Array) else (a, None) for a in args]
+    # the layer and array da.blockwise makes, without its argument normalization (a third of the
+    # time); an operand's axes are the result's last ones, and an axis one block long broadcasts
+    ind = tuple(range(len(chunks)))[::-1]
+    pairs = [(a.name, ind[len(ind) - a.ndim:]) if isinstance(a, da.Array) else (a, None) for a in args]
     layer = blockwise(fn, name, ind, *(x for p in pairs for x in p), numblocks={a.name: a.numblocks for a in arrays},
                       **kwargs)
-    return da.Array(HighLevelGraph.from_collections(name, layer, arrays), name, arrays[0].chunks, meta=meta)
+    return da.Array(HighLevelGraph.from_collections(name, layer, arrays), name, chunks, meta=meta)
 
 
 def _ufunc_like(op):
