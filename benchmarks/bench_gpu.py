@@ -1,5 +1,6 @@
 """CPU workers vs a GPU worker, same daskgrad graph: logistic-regression gradient and a 2-layer MLP;
-then the fraction of the GPU's memory bandwidth a gradient over chunks of >= 1 GB reaches.
+then the fraction of the GPU's memory bandwidth a gradient over chunks of >= 1 GB reaches, and the
+checkpointed FWI gradient of examples/fwi.py at the tutorial's grid on NumPy and on cupy chunks.
 
     python benchmarks/bench_gpu.py        (make bench-gpu)
 
@@ -134,6 +135,39 @@ def _elementwise_rows(record, chunk_bytes, nchunks):
     record("elementwise_gradient_compiled", lambda: compiled(x.detach()), 2 * m * 4)
 
 
+def fwi_gradient(steps=40, snapshots=6, reps=3, devices=("cpu", "cuda")):
+    """The checkpointed FWI gradient of examples/fwi.py at the tutorial's grid (101 x 101 + 40-cell
+    layer, 5 shots, one chunk per shot) over ``steps`` time steps, NumPy chunks on the threaded
+    scheduler against cupy chunks: the median seconds of building the forward (``misfit``) and of
+    ``backward()`` (building the reversal and running both), interleaved rounds after a warm-up."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    import fwi
+
+    sv = fwi.survey(steps=steps)
+    vp_true = fwi.camembert()
+    runs = {}
+    for device in devices:
+        fwd = fwi.Modelling(sv, device=device)
+        runs[device] = fwd, fwd.shot_records(fwd.slowness(vp_true))
+    times = {f"{device}-{part}": [] for device in runs for part in ("build", "backward")}
+    for r in range(reps + 1):
+        for device, (fwd, d_obs) in runs.items():
+            m = fwd.slowness(np.full(vp_true.shape, fwi.BACKGROUND), requires_grad=True)
+            t0 = time.perf_counter()
+            loss = fwd.misfit(m, d_obs, snapshots)
+            t1 = time.perf_counter()
+            loss.backward()
+            _sync()
+            if r:  # round 0 warms up
+                times[f"{device}-build"].append(t1 - t0)
+                times[f"{device}-backward"].append(time.perf_counter() - t1)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out = {"grid": list(sv.shape), "shots": sv.nshots, "steps": steps, "snapshots": snapshots, "seconds": med}
+    if len(runs) == 2:
+        out["speedup"] = (med["cpu-build"] + med["cpu-backward"]) / (med["cuda-build"] + med["cuda-backward"])
+    return out
+
+
 def main(reps=7):
     if not gpu_available():
         return
@@ -158,7 +192,7 @@ def main(reps=7):
     report = {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
               "cpus": os.cpu_count(), "seconds": med,
               "speedup": {p: med[f"{p}-cpu"] / med[f"{p}-cuda"] for p in ("logreg", "mlp")},
-              "bandwidth": bandwidth()}
+              "bandwidth": bandwidth(), "fwi": fwi_gradient()}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "gpu.json"), "w") as f:
         json.dump(report, f, indent=2)

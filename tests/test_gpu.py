@@ -84,3 +84,49 @@ def test_numpy_of_a_cuda_tensor_asks_for_cpu_first_as_torch_does():
     with pytest.raises(TypeError, match=r"^can't convert cuda:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"):
         x.numpy()
     np.testing.assert_allclose(x.cpu().numpy(), 1)
+
+
+def _fwi_example():
+    import importlib.util
+    import os
+    import sys
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "fwi.py")
+    spec = importlib.util.spec_from_file_location("fwi", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fwi", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_checkpointed_fwi_gradient_on_cupy_chunks_equals_numpy_chunks_and_stays_on_the_gpu():
+    fwi = _fwi_example()
+    sv = fwi.survey(n=13, nbl=4, nshots=2, tn=100.0, f0=0.04, steps=9)
+    vp_true = fwi.camembert(13, radius=3)
+    start = np.full(vp_true.shape, 2.5) + 0.1 * np.random.default_rng(0).random(vp_true.shape)
+    got = {}
+    for device in ("cpu", "cuda"):
+        fwd = fwi.Modelling(sv, chunk=8, device=device)
+        d_obs = fwd.shot_records(fwd.slowness(vp_true))
+        m = fwd.slowness(start, requires_grad=True)
+        loss = fwd.misfit(m, d_obs, snapshots=3)
+        loss.backward()
+        assert m.grad.device == device and m.grad.chunks == m.chunks
+        got[device] = d_obs, loss.item(), m.grad
+    assert all(isinstance(b, cupy.ndarray) for b in dask.compute(*got["cuda"][2].array.to_delayed().ravel()))
+    np.testing.assert_allclose(got["cuda"][0], got["cpu"][0], rtol=1e-12, atol=1e-12 * np.abs(got["cpu"][0]).max())
+    np.testing.assert_allclose(got["cuda"][1], got["cpu"][1], rtol=1e-12)
+    cpu_grad = got["cpu"][2].numpy()
+    np.testing.assert_allclose(got["cuda"][2].cpu().numpy(), cpu_grad, rtol=1e-10, atol=1e-12 * np.abs(cpu_grad).max())
+
+
+def test_bounded_lbfgs_fwi_on_the_gpu_takes_the_cpu_iterates():
+    fwi = _fwi_example()
+    sv = fwi.survey(n=9, nbl=2, nshots=2, tn=30.0, f0=0.06)
+    vp_true = fwi.camembert(9, radius=1)
+    vp_start = np.full_like(vp_true, 2.5)
+    runs = {device: fwi.invert(sv, vp_true, vp_start, iterations=2, snapshots=3, log=lambda *_: None, device=device)
+            for device in ("cpu", "cuda")}
+    np.testing.assert_allclose(runs["cuda"][0], runs["cpu"][0], rtol=1e-8)
+    np.testing.assert_allclose(runs["cuda"][2], runs["cpu"][2], rtol=1e-8)
+    assert all(b < a for a, b in zip(runs["cuda"][2], runs["cuda"][2][1:]))
