@@ -236,11 +236,11 @@ def _reads(layer, layers):
     found = {}
     for task in layer.values():
         _names_in(task, layers, found)
-    found.pop(next(iter(layer), (None,))[0] if layer else None, None)
     return [n for n in found if n in layers]
 
 
 def _names_in(obj, layers, found):
+    """The names of the layers ``obj`` (a task or its arguments) reads, added to ``found`` in order."""
     t = type(obj)
     if t is TaskRef:
         k = obj.key
@@ -263,8 +263,6 @@ def _names_in(obj, layers, found):
     elif t is Alias:
         k = obj.target
         found.setdefault(k[0] if type(k) is tuple else k, None)
-    elif t is DataNode:
-        pass
 
 
 _noted = {}  # id of a layer of distributed Futures daskgrad made -> (a weak reference to it, its description)
