@@ -275,6 +275,14 @@ def test_elementwise_layers_of_operands_broadcast_block_by_block_are_the_ones_da
                 assert (got.name, got.dtype, got.chunks) == (expected.name, expected.dtype, expected.chunks)
                 assert type(got._meta) is type(expected._meta) and got._meta.shape == expected._meta.shape
                 np.testing.assert_array_equal(got.compute(), expected.compute())
+    # a 0-d operand's chunk may be a Python or NumPy scalar: the result is cast to the declared dtype
+    import dask
+
+    single = da.ones((4, 3), chunks=2, dtype="float32")
+    scalar = da.from_delayed(dask.delayed(lambda: 2.0)(), (), dtype="float64")
+    for args in [(single, scalar), (scalar, single)]:
+        got, expected = _dask.elemwise(operator.mul, *args), operator.mul(*args)
+        assert got.name == expected.name and got.dtype == expected.dtype == got.compute().dtype
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "bool", "complex128"])

@@ -177,7 +177,7 @@ def _layer(op, fn, args, dtype, meta, chunks):
     arrays = [a for a in args if isinstance(a, da.Array)]
     name = f"{funcname(fn)}-{tokenize(fn, dtype, *args, True)}"
     kwargs = {}
-    if not chunks:  # NumPy returns scalars for 0-d operands: dask casts them back
+    if any(a.ndim == 0 for a in arrays):  # a 0-d operand's chunk may be a scalar: dask casts the result
         fn, kwargs = enforce_dtype, {"enforce_dtype": dtype, "enforce_dtype_function": fn}
     # the layer and array da.blockwise makes, without its argument normalization (a third of the
     # time); an operand's axes are the result's last ones, and an axis one block long broadcasts
