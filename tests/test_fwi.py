@@ -97,6 +97,21 @@ def test_fwi_bounded_lbfgs_lowers_model_error_every_iteration():
     np.testing.assert_allclose(np.linalg.norm((1 / final ** 2 - 1 / vp_true ** 2) * vp_true ** 2), errors[-1])
 
 
+def test_fwi_inversion_submits_once_per_evaluation_and_reports_misfits_without_a_run(monkeypatch):
+    import daskgrad as dg
+
+    calls = []
+    misfit = fwi.Modelling.misfit
+    monkeypatch.setattr(fwi.Modelling, "misfit", lambda *a, **k: calls.append(1) or misfit(*a, **k))
+    sv = fwi.survey(n=9, nbl=2, nshots=2, tn=30.0, f0=0.06)
+    vp_true = fwi.camembert(9, radius=1)
+    with dg.testing.submissions() as count:
+        _, misfits, errors = fwi.invert(sv, vp_true, np.full_like(vp_true, 2.5), iterations=2, snapshots=3,
+                                        log=lambda *_: None)
+    assert len(misfits) == len(errors) == 3 and misfits[-1] < misfits[0]
+    assert count["compute"] == 1 + len(calls)  # the observed data, then one per L-BFGS-B evaluation
+
+
 def test_the_example_runs_from_the_command_line_with_space_chunked_and_lowers_the_model_error(tmp_path):
     """README's ``python examples/fwi.py ... --out DIR`` at a tiny size, space split in 2 x 2 chunks."""
     out = tmp_path / "fwi"
