@@ -81,6 +81,8 @@ def optimize_cached(arrays, reuse=None, fuse_chunks=None, *, local=True):
     """:func:`.optimize.optimize`, from a template when one has this graph's key.  ``local``: for
     dask's local schedulers (else every key of a replay is new, for a distributed scheduler)."""
     layers, deps = collect(arrays, reuse)
+    if not local and _replayed:  # built anew unless replayed below: its results are no replay's
+        _forget_replayed(arrays)
     captured = getattr(_capturing, "kept", None)  # daskgrad.compile asks for this graph's template
     if captured is None and not dask.config.get("daskgrad.step-cache.enabled", True):
         return optimize_layers(arrays, layers, deps, fuse_chunks)
@@ -450,7 +452,7 @@ def _renamed(template, arrays, input_layers, inputs):
     # arrays it gives.  Each step has keys no earlier step had (its inputs and results are new), and the same
     # submission sent twice (a loop run again from the same start) is the same tasks, as without the
     # cache: the scheduler warns of a key it holds sent again with another task
-    if _held_elsewhere(arrays):
+    if _held_elsewhere(arrays, template):
         return None
     token = tokenize(template.name, [a.name for a in arrays], inputs)
     subs = {}
@@ -486,29 +488,36 @@ def _renamed(template, arrays, input_layers, inputs):
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
-_replayed = collections.OrderedDict()  # names of the arrays recent replays on a cluster gave, last made last
+_replayed = collections.OrderedDict()  # name of an array a recent replay on a cluster gave -> its template's name
 
 
-def _held_elsewhere(arrays):
-    """Whether the client holds a result of ``arrays`` that a submission built anew gave (the same
-    computation run again while its first results live: a loss kept in a list, or freed only by
-    Python's cycle collector).  The replay's task for that key would differ from the one the
-    scheduler holds, which it warns of ("Detected different run_spec"); built anew, the submission
-    sends the same tasks again.  A result an earlier replay gave is sent again the same by a replay."""
+def _held_elsewhere(arrays, template):
+    """Whether the client holds a result of ``arrays`` that a submission other than a replay of
+    ``template`` gave (the same computation run again while its first results live: a loss kept in
+    a list, or freed only by Python's cycle collector).  The replay's task for that key would differ
+    from the one the scheduler holds, which it warns of ("Detected different run_spec"); built anew,
+    the submission sends the same tasks again.  A replay of the same template sends the same tasks.
+    (A result a replay gave, held while its template is evicted and the step built anew, still
+    differs: the template's tasks are gone.)"""
     from .submit import current_client
 
-    client = current_client()
-    held = getattr(client, "refcount", None) or {}
-    names = [a.name for a in arrays]
+    held = getattr(current_client(), "refcount", None) or {}
     with _lock:
-        anew = any(k in held for a in arrays if a.name not in _replayed for k in flatten(a.__dask_keys__()))
-        for name in names:  # (built anew: its results are no longer a replay's)
-            _replayed.pop(name, None)
-            if not anew:
-                _replayed[name] = None
-        while len(_replayed) > 1024:
-            _replayed.popitem(last=False)
+        anew = any(k in held for a in arrays if _replayed.get(a.name) != template.name
+                   for k in flatten(a.__dask_keys__()))
+        if not anew:
+            for a in arrays:
+                _replayed.pop(a.name, None)
+                _replayed[a.name] = template.name
+            while len(_replayed) > 65536:  # (names only: a few MB at most)
+                _replayed.popitem(last=False)
     return anew
+
+
+def _forget_replayed(arrays):
+    with _lock:
+        for a in arrays:
+            _replayed.pop(a.name, None)
 
 
 class Replayed(MaterializedLayer):
