@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import dask
 import dask.array as da
 from dask.base import tokenize
+from distributed import get_client
 
 from .internals import (Alias, Blockwise, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         TaskRef, convert_legacy_task, flatten, order)
@@ -499,9 +500,10 @@ def _held_elsewhere(arrays, template):
     the submission sends the same tasks again.  A replay of the same template sends the same tasks.
     (A result a replay gave, held while its template is evicted and the step built anew, still
     differs: the template's tasks are gone.)"""
-    from .submit import current_client
-
-    held = getattr(current_client(), "refcount", None) or {}
+    try:
+        held = get_client().refcount  # (a replay for a cluster: its client is this thread's)
+    except (ValueError, AttributeError):
+        held = {}
     with _lock:
         anew = any(k in held for a in arrays if _replayed.get(a.name) != template.name
                    for k in flatten(a.__dask_keys__()))
