@@ -180,10 +180,18 @@ def step_cache_clear() -> None:
 # ------------------------------------------------------------------ the key
 def _key(arrays, layers, options):
     """The graph's key and the names of its layers of values, in key order (the input slots)."""
-    order = _in_order(arrays, layers)
-    canon = {name: i for i, name in enumerate(order)}
-    parts, inputs = [], []
-    for name in order:
+    canon = _Numbering(layers)
+    for a in arrays:
+        canon[a.name]
+    parts, inputs, done = [], [], 0
+    while True:
+        if done == len(canon.queue):  # a layer no description names (none: collect keeps the layers read)
+            rest = next((n for n in layers if not dict.__contains__(canon, n)), None)
+            if rest is None:
+                break
+            canon[rest]
+        name = canon.queue[done]
+        done += 1
         layer = layers[name]
         if holds_data(layer):
             inputs.append(name)
@@ -194,7 +202,7 @@ def _key(arrays, layers, options):
             for k in layer:  # keys of other names (rechunk's split keys) are named by position too
                 n = k[0] if isinstance(k, tuple) else k
                 if isinstance(n, str):
-                    canon.setdefault(n, len(canon))
+                    canon[n]
             parts.append(("tasks", canon[name], [(_canon(k, canon), _canon(v, canon)) for k, v in layer.items()],
                           _notes(layer)))
         else:
@@ -211,61 +219,24 @@ def _key(arrays, layers, options):
         raise _Undescribed(repr(e)) from e
 
 
-def _in_order(arrays, layers):
-    """The layers' names in an order the program fixes, not the order dask merged them in (which
-    follows the names, random tokens, from one step to the next: every step missed the cache): each
-    layer after the layers it reads, those in the order it reads them, from the arrays asked for."""
-    order, seen = [], set()
-    stack = [(a.name, False) for a in reversed(arrays)]
-    while stack:
-        name, ready = stack.pop()
-        if ready:
-            order.append(name)
-            continue
-        if name in seen or name not in layers:
-            continue
-        seen.add(name)
-        stack.append((name, True))
-        stack.extend((d, False) for d in reversed(_reads(layers[name], layers)))
-    return order + [n for n in layers if n not in seen]  # (none: collect keeps only the layers read)
+class _Numbering(dict):
+    """The key's positions of the graph's names, each given when the description first meets it,
+    from the arrays asked for: an order the program fixes, not the order dask merged the layers in,
+    which follows their names, random tokens (every checkpointed evaluation missed the cache).  A
+    layer's name, once numbered, joins the queue of layers to describe."""
 
+    def __init__(self, layers):
+        super().__init__()
+        self.layers, self.queue = layers, []
 
-def _reads(layer, layers):
-    """The names of the layers ``layer`` reads, in the order its description first names them."""
-    if isinstance(layer, Blockwise):
-        return [n for n, ind in layer.indices if ind is not None and n in layers]
-    if type(layer) is not MaterializedLayer or holds_data(layer):
-        return []
-    found = {}
-    for task in layer.values():
-        _names_in(task, layers, found)
-    return [n for n in found if n in layers]
+    def __contains__(self, name):  # (what _canon asks: is this string a name of the graph)
+        return dict.__contains__(self, name) or name in self.layers
 
-
-def _names_in(obj, layers, found):
-    """The names of the layers ``obj`` (a task or its arguments) reads, added to ``found`` in order."""
-    t = type(obj)
-    if t is TaskRef:
-        k = obj.key
-        found.setdefault(k[0] if type(k) is tuple else k, None)
-    elif isinstance(obj, Task):
-        _names_in(obj.args, layers, found)
-        _names_in(obj.kwargs, layers, found)
-    elif t is tuple or t is list:
-        if obj and type(obj[0]) is str and obj[0] in layers:
-            found.setdefault(obj[0], None)
-        else:
-            for o in obj:
-                _names_in(o, layers, found)
-    elif t is dict:
-        for o in obj.values():
-            _names_in(o, layers, found)
-    elif t is str:
-        if obj in layers:
-            found.setdefault(obj, None)
-    elif t is Alias:
-        k = obj.target
-        found.setdefault(k[0] if type(k) is tuple else k, None)
+    def __missing__(self, name):
+        self[name] = n = len(self)
+        if name in self.layers:
+            self.queue.append(name)
+        return n
 
 
 _noted = {}  # id of a layer of distributed Futures daskgrad made -> (a weak reference to it, its description)
@@ -307,7 +278,7 @@ def _chunk_kinds(layer):
 
 def _blockwise(layer, canon):
     for name in layer.io_deps:
-        canon.setdefault(name, len(canon))
+        canon[name]
     return (_canon(layer.task, canon), layer.output_indices,
             [(_canon(n, canon), ind) if ind is not None else ("const", n) for n, ind in layer.indices],
             sorted((canon.get(n, n), nb) for n, nb in layer.numblocks.items()),
