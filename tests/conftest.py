@@ -1,3 +1,7 @@
+import importlib.util
+import pathlib
+import sys
+
 import dask
 import numpy as np
 import pytest
@@ -19,6 +23,18 @@ def _sync_scheduler():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def example(name):
+    """``examples/<name>.py`` as a module, loaded once (registered under its name: dataclasses look
+    their module up there)."""
+    if name not in sys.modules:
+        path = pathlib.Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def leaf(values, chunks, requires_grad=True):

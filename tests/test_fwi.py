@@ -2,7 +2,6 @@
 physical domain equal the same scheme written in PyTorch (conv2d Laplacian, the absorbing layer padded
 on), chunked over space and shots, with and without checkpoint_steps; and bounded L-BFGS lowers the
 model error at every iteration."""
-import importlib.util
 import os
 import re
 import subprocess
@@ -13,18 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import example  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("fwi", os.path.join(ROOT, "examples", "fwi.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fwi", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-fwi = _example()
+fwi = example("fwi")
 
 
 def torch_misfit(sv, m, d_obs):

@@ -14,6 +14,7 @@ try:
 except Exception as exc:  # no device, no driver
     pytest.skip(f"cupy cannot allocate on a GPU here: {exc}", allow_module_level=True)
 
+from conftest import example  # noqa: E402
 from op_specs import SPECS, spec_id  # noqa: E402
 
 
@@ -86,21 +87,8 @@ def test_numpy_of_a_cuda_tensor_asks_for_cpu_first_as_torch_does():
     np.testing.assert_allclose(x.cpu().numpy(), 1)
 
 
-def _fwi_example():
-    import importlib.util
-    import os
-    import sys
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "fwi.py")
-    spec = importlib.util.spec_from_file_location("fwi", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fwi", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_checkpointed_fwi_gradient_on_cupy_chunks_equals_numpy_chunks_and_stays_on_the_gpu():
-    fwi = _fwi_example()
+    fwi = example("fwi")
     sv = fwi.survey(n=13, nbl=4, nshots=2, tn=100.0, f0=0.04, steps=9)
     vp_true = fwi.camembert(13, radius=3)
     start = np.full(vp_true.shape, 2.5) + 0.1 * np.random.default_rng(0).random(vp_true.shape)
@@ -121,7 +109,7 @@ def test_checkpointed_fwi_gradient_on_cupy_chunks_equals_numpy_chunks_and_stays_
 
 
 def test_bounded_lbfgs_fwi_on_the_gpu_takes_the_cpu_iterates():
-    fwi = _fwi_example()
+    fwi = example("fwi")
     sv = fwi.survey(n=9, nbl=2, nshots=2, tn=30.0, f0=0.06)
     vp_true = fwi.camembert(9, radius=1)
     vp_start = np.full_like(vp_true, 2.5)

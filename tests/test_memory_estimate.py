@@ -2,10 +2,6 @@
 measured while it runs (result bytes held at once on dask's single-thread scheduler, which runs
 tasks in dask.order's order, the order the prediction replays), and within 1.5x of a distributed
 worker's managed memory for a checkpointed FWI gradient."""
-import importlib.util
-import os
-import sys
-
 import dask
 import numpy as np
 import pytest
@@ -14,7 +10,7 @@ from distributed import Client, LocalCluster, WorkerPlugin
 import daskgrad as dg
 from daskgrad.memory import PeakTracker
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import example
 
 
 def logistic_regression():
@@ -92,14 +88,6 @@ def test_a_chunk_fused_task_counts_the_chunks_it_makes_and_frees_inside():
 
 
 
-def fwi_example():
-    spec = importlib.util.spec_from_file_location("fwi", os.path.join(ROOT, "examples", "fwi.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fwi", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def checkpointed_fwi_misfit(fwi, n=21, nbl=5, steps=16, snapshots=3):
     """examples/fwi.py's misfit through checkpoint_steps, 2 shots, the receivers near the sources."""
     sv = fwi.survey(n=n, nbl=nbl, nshots=2, steps=steps)
@@ -126,7 +114,7 @@ def test_checkpointed_fwi_estimate_on_a_worker_is_within_1_5x_of_what_it_holds()
     back through the scheduler), not dask's local depth-first order: the FWI gradient's states
     are read sooner and held less (1.7x over-estimate before); the zero padding of its stencil is a
     broadcast value (one item a chunk, not a chunk: 1.4x)."""
-    fwi = fwi_example()
+    fwi = example("fwi")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.register_plugin(HeldPeak())

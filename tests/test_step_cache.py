@@ -10,6 +10,8 @@ import pytest
 
 import daskgrad as dg
 
+from conftest import example
+
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
@@ -91,15 +93,7 @@ def _fwi_gradients(starts):
     """The checkpointed misfit gradient of examples/fwi.py at each start velocity: its graphs carry
     layers no result reads (the backward's), and dask merges a graph's layers in an order that follows
     their names, random tokens from one evaluation to the next."""
-    import importlib.util
-    import os
-    import sys
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "fwi.py")
-    spec = importlib.util.spec_from_file_location("fwi", path)
-    fwi = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fwi", fwi)  # dataclasses look their module up there
-    spec.loader.exec_module(fwi)
+    fwi = example("fwi")
     sv = fwi.survey(n=13, nbl=4, nshots=2, tn=100.0, f0=0.04, steps=9)
     fwd = fwi.Modelling(sv, chunk=8)
     d_obs = fwd.shot_records(fwd.slowness(fwi.camembert(13, radius=3)))
