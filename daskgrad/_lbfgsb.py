@@ -52,7 +52,7 @@ def _bound(b, like, default):
             return default if np.isnan(b).all() else float(b.reshape(()))
         b = da.from_array(np.where(np.isnan(b), default, b), chunks=-1)
     b = da.broadcast_to(b, like.shape).rechunk(like.chunks).astype(like.dtype)
-    meta = like.array._meta
+    meta = like._storage.value._meta
     if type(b._meta) is not type(meta):  # host bounds for device chunks: an explicit host-to-device copy
         b = b.map_blocks(chunk.like, meta, dtype=like.dtype, meta=meta)
     return from_array(b)

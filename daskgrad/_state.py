@@ -27,11 +27,13 @@ from __future__ import annotations
 import threading
 import weakref
 
-from ._dask import flat_keys
+from ._dask import Lazy, flat_keys
 from ._modes import current_trace
 
 # ------------------------------------------------------------ pending storages
-_pending = weakref.WeakSet()  # storages holding a lazy value that an in-place write made
+# storages holding a lazy value that an in-place write made, in the order written (a dict: a program's
+# outputs come in that order, so a loop's steps are one program)
+_pending = weakref.WeakKeyDictionary()
 _lock = threading.RLock()  # (hold() runs inside the swap)
 
 
@@ -42,14 +44,15 @@ def mark_pending(storage) -> None:
     if trace is not None:
         trace.wrote(storage)
     with _lock:
-        _pending.add(storage)
+        _pending[storage] = None
 
 
 def take_pending(runs_here):
-    """The pending storages whose value ``runs_here(array)``, no longer pending (the caller computes them)."""
+    """The pending storages whose value ``runs_here(value)``, no longer pending (the caller computes them)."""
     with _lock:
-        mine = [st for st in _pending if runs_here(st.array)]
-        _pending.difference_update(mine)
+        mine = [st for st in list(_pending) if runs_here(st.value)]
+        for st in mine:
+            del _pending[st]
     return mine
 
 
@@ -57,18 +60,20 @@ def swap(storage, old, new) -> None:
     """``storage`` holds ``new``, the computed ``old``, unless another thread wrote it meanwhile
     (then what it holds is pending again)."""
     with _lock:
-        if storage.array is old:
-            storage.array = new
+        if storage.value is old:
+            storage.value = new
+            if type(old) is Lazy:  # programs that read the value recorded read it from memory
+                old.kept = new
             hold(storage)
         else:
-            _pending.add(storage)
+            _pending[storage] = None
 
 
-def pending_arrays(materialized):
-    """The lazy values in-place writes left, which the next submission computes (those not
-    ``materialized`` already)."""
+def pending_values(in_memory):
+    """The values in-place writes left, which the next submission computes (those not ``in_memory``
+    already)."""
     with _lock:
-        return [st.array for st in list(_pending) if not materialized(st.array)]
+        return [st.value for st in list(_pending) if not in_memory(st.value)]
 
 
 # ------------------------------------------------------------ who holds a kept value

@@ -62,10 +62,9 @@ def _touched(t, what):
 class _Storage:
     """A tensor's value and torch's in-place version counter, shared by ``detach()``.
 
-    ``value`` is the dask array, or an elementwise result not built yet (a
-    :class:`~daskgrad._dask.Pending`, which knows its shape, dtype, chunks and meta): reading
-    ``array`` builds it.  Recording a chain of elementwise ops then builds no dask layer until a
-    submission (or anything else) reads the array."""
+    ``value`` is an op's result not built yet (a :class:`~daskgrad._dask.Lazy`, which knows its
+    shape, dtype, chunks and meta) or a dask array: recording ops builds no dask graph; reading
+    ``array`` builds it (a submission lowers the whole program it asks for at once instead)."""
 
     __slots__ = ("value", "version", "inference", "__weakref__")
 
@@ -73,23 +72,21 @@ class _Storage:
         trace = getattr(_modes_state, "trace", None)
         if trace is not None:  # daskgrad.compile: made by the function it traces, not read from outside
             trace.made(self)
-        self.value, self.version = array if type(array) is door.Pending else door.fold(array), 0
+        lazy = type(array) is door.Lazy
+        self.value, self.version = array if lazy else door.fold(array), 0
         self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
-        if type(array) is not door.Pending:  # (a result not built yet is no kept value)
+        if not lazy:  # (a result not built yet is no kept value)
             _state.share(self)
 
     @property
     def array(self):
+        """The value as a dask array (built now if it is a Lazy value; the storage keeps the Lazy
+        value, whose structure later programs read)."""
         trace = getattr(_modes_state, "trace", None)
         if trace is not None:  # daskgrad.compile guards what a traced function reads from outside
             trace.read(self)
         value = self.value
-        if type(value) is door.Pending:
-            built = value.build()
-            if self.value is value:  # (not written in place by another thread meanwhile)
-                self.value = built
-            return self.value
-        return value
+        return value.build() if type(value) is door.Lazy else value
 
     @array.setter
     def array(self, array):
@@ -147,7 +144,7 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         if self.requires_grad and not _differentiable(value.dtype):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
-        self._storage.array = _as_array(value)
+        self._storage.value = value._storage.value if isinstance(value, Tensor) else value
         _state.mark_pending(self._storage)
 
     shape = property(lambda self: self._storage.value.shape)
@@ -264,7 +261,7 @@ class Tensor:
                     "to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
                     "its gradient may break downstream systems that assume they match.")
             if value.chunks != self.chunks:
-                value = Tensor._make(value.array.rechunk(self.chunks))
+                value = Tensor._make(door.defer(_rechunked, (value._storage.value,), (("chunks", self.chunks),)))
         self._grad = value
 
     @grad.deleter
@@ -357,7 +354,7 @@ class Tensor:
         return self.compute().__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        meta = self.array._meta  # the chunk type's empty array: its device, with nothing computed
+        meta = self._storage.value._meta  # the chunk type's empty array: its device, with nothing computed
         return meta.__dlpack_device__() if hasattr(meta, "__dlpack_device__") else (1, 0)
 
     def to_torch(self):
@@ -467,13 +464,13 @@ class Tensor:
         if out.shape != self.shape:
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                f"{list(out.shape)}")
-        arr = out.array
-        if arr.dtype != self.dtype:
-            arr = arr.astype(self.dtype)
-        if arr.chunks != self.chunks:
-            arr = arr.rechunk(self.chunks)
+        value = out._storage.value  # (not built: the next program reads the write as recorded)
+        if value.dtype != self.dtype:
+            value = door.defer(_cast, (value,), (("dtype", self.dtype),))
+        if value.chunks != self.chunks:
+            value = door.defer(_rechunked, (value,), (("chunks", self.chunks),))
         st = self._storage
-        st.array, st.version = arr, st.version + 1
+        st.value, st.version = value, st.version + 1
         node = out.grad_fn
         if node is not None:
             if self._retains_grad and self.grad_fn is not node:  # retain_grad follows the newest version
@@ -507,6 +504,14 @@ class Tensor:
 
 def _as_array(value):
     return value.array if isinstance(value, Tensor) else value
+
+
+def _cast(a, dtype):
+    return a.astype(dtype)
+
+
+def _rechunked(a, chunks):
+    return a.rechunk(chunks)
 
 
 def _rebuilt(dsk, t, old, rebuild, state, rename=None):

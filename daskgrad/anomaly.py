@@ -19,7 +19,11 @@ def nan_flags(checks):
     """One flag per VJP output; none when anomaly mode runs with ``check_nan=False``."""
     if not is_anomaly_check_nan_enabled():
         return []
-    return [da.isnan(o.array).any() for _, _, o in checks]
+    return [door.defer(_any_nan, (o._storage.value,)) for _, _, o in checks]
+
+
+def _any_nan(a):
+    return da.isnan(a).any()
 
 
 def raise_for_nan(checks, flags):

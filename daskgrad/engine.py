@@ -28,7 +28,7 @@ import dask
 from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
-from ._modes import carried, current_trace, is_anomaly_enabled, set_grad_enabled
+from ._modes import carried, current_trace, is_anomaly_enabled, is_grad_enabled, set_grad_enabled
 from ._tensor import Tensor
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
@@ -89,14 +89,6 @@ class Delivery:
                 node._retained() if node._retained is not None else None)
             if t is not None:
                 self.writes[id(t)] = GradWrite(t, g)
-
-    def whole(self, cot):
-        """The gradients with their whole graphs: what leaves the pass joins the arena's layers once."""
-        if cot.arena is None:
-            return self
-        return Delivery(writes={k: GradWrite(w.tensor, cot.full(w.grad)) for k, w in self.writes.items()},
-                        found={k: cot.full(g) for k, g in self.found.items()}, executed=self.executed,
-                        nan_checks=[NanCheck(c.node, c.index, cot.full(c.cotangent)) for c in self.nan_checks])
 
 
 # ------------------------------------------------------------------ the entry points
@@ -198,10 +190,14 @@ def _make_grads(outputs, grad_outputs):
 
 def _implicit_ones(out):
     """The gradient of a one-element output: ones in one chunk of the output's array type."""
-    a = out.array
-    if a.npartitions != 1:
+    v = out._storage.value
+    if v.npartitions != 1:
         return ones_like(out)
-    return Tensor._make(door.one_chunk(a, chunk.ones, "ones_like"))
+    return Tensor._make(door.defer(_ones_chunk, (v,)))
+
+
+def _ones_chunk(a):
+    return door.one_chunk(a, chunk.ones, "ones_like")
 
 
 def _unbatch(outputs, grad_outputs):
@@ -348,7 +344,7 @@ def _run_here(plan):
 def _reverse_pass(plan, seeds):
     """HIPS autograd's ``backward_pass``: each node, after every node that reads it, receives the sum
     of their cotangents, delivers it, and sends its rule's outputs on.  Builds lazy tensors only."""
-    cot = _Cotangents(plan.create_graph)
+    cot = _Cotangents()
     for node, g in zip(plan.nodes, seeds):
         if node is not None:
             cot.add(node, _conform(g, node._output_meta, "root", 0))
@@ -369,7 +365,7 @@ def _reverse_pass(plan, seeds):
                 ct = cot.add(parent, ct)
                 if is_anomaly_enabled():
                     out.nan_checks.append(NanCheck(node, i, ct))
-    return out.whole(cot)
+    return out
 
 
 def _stacked(passes):
@@ -380,46 +376,22 @@ def _stacked(passes):
 
 
 class _Cotangents:
-    """The cotangents in flight: per node, the sum of what the nodes reading it sent.
+    """The cotangents in flight: per node, the sum of what the nodes reading it sent (recorded,
+    not built: a backward through N ops costs O(N))."""
 
-    Without ``create_graph`` they live in an arena (``arena``): rules build on stand-ins with a
-    one-layer graph, since building on whole graphs makes a backward through N ops cost O(N²), and
-    :meth:`full` joins the layers kept for what user code sees or the pass delivers.  With it,
-    ``arena`` is None: the cotangents are tensors of the graph the user differentiates again, and
-    keep their lineage."""
+    __slots__ = ("_sums",)
 
-    __slots__ = ("arena", "_sums")
-
-    def __init__(self, create_graph):
-        self.arena = None if create_graph else _Arena()
+    def __init__(self):
         self._sums = {}
 
-    def take(self, t):
-        return t if self.arena is None else self.arena.take(t)
-
-    def full(self, t):
-        return t if self.arena is None else self.arena.full(t)
-
     def add(self, node, g):
-        """Sum ``g`` into ``node``'s cotangent; returns ``g`` as kept."""
-        g = self.take(g)
+        """Sum ``g`` into ``node``'s cotangent; returns ``g``."""
         total = self._sums.get(node)
-        self._sums[node] = g if total is None else self.take(total + g)
+        self._sums[node] = g if total is None else total + g
         return g
 
     def pop(self, node):
         return self._sums.pop(node, None)
-
-
-class _Arena(door.Arena):
-    """:class:`._dask.Arena` for tensors: the rules' outputs go in on stand-ins, come out whole."""
-
-    def take(self, t):
-        a = super().take(t.array)
-        return t if a is t.array else Tensor._make(a, t.grad_fn, t.requires_grad)
-
-    def full(self, t):
-        return Tensor._make(super().full(t.array), t.grad_fn, t.requires_grad)
 
 
 def _run_prehooks(node, g, cot, plan, out):
@@ -432,16 +404,14 @@ def _run_prehooks(node, g, cot, plan, out):
     if (hooks or node._prehooks) and current_trace() is not None:
         current_trace().broke("it runs a hook in its backward (a replay would not call it)")
     if hooks:
-        g = cot.take(_tensor_hooks(hooks, cot.full(g)))
+        g = _tensor_hooks(hooks, g)
     if not leaf:
         out.deliver(plan, node, g)
     if node._prehooks and (node in plan.runs or (plan.accumulate and (leaf or node in plan.targets))):
-        g = cot.full(g)
         for hook in list(node._prehooks.values()):
             r = hook((g,))
             if r is not None:
                 g = r[0]
-        g = cot.take(g)
     if leaf:
         out.deliver(plan, node, g)
     return g
@@ -461,24 +431,18 @@ def _tensor_hooks(hooks, g):
 def _call_rule(node, g, cot):
     """``node``'s VJP rule on ``g``, then the node's hooks: one cotangent per input, conformed to
     it (``None``: zero)."""
-    arena = cot.arena
-    user = arena is not None and node._prim.user_code
-    if user:  # a custom Function's backward is user code: it may compute or keep what it is given
-        g = cot.full(g)
     with _placement(g):
-        cts = node._prim.rule(g, graph._Saved(node, None if arena is None or user else arena.stub), **node._params)
+        cts = node._prim.rule(g, graph._Saved(node), **node._params)
         cts = cts if isinstance(cts, tuple) else (cts,)
         if len(cts) != len(node.next_functions):
             raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
                                f"(expected {len(node.next_functions)}, got {len(cts)})")
         cts = tuple(None if ct is None or m is None else _conform(ct, m, node.name(), i)
                     for i, (ct, m) in enumerate(zip(cts, node._input_meta)))
-        if arena is not None:  # named for the dashboard; with create_graph they are the graph's own tensors
+        if not is_grad_enabled():  # named for the dashboard; with create_graph they are the graph's own tensors
             cts = tuple(None if ct is None else _label(ct, node) for ct in cts)
     if node._hooks and current_trace() is not None:
         current_trace().broke("it runs a hook in its backward (a replay would not call it)")
-    if node._hooks and arena is not None:
-        cts, g = tuple(None if ct is None else cot.full(cot.take(ct)) for ct in cts), cot.full(g)
     for hook in list(node._hooks.values()):
         hook(cts, (g,))
     return cts
@@ -522,7 +486,7 @@ def _broadcastable(shape, to_shape):
 
 def _label(t, node):
     """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
-    return Tensor._make(door.relabel(t.array, f"{node._prim.label(node)}-vjp"))
+    return Tensor._make(door.defer(door.relabel, (t._storage.value,), (("prefix", f"{node._prim.label(node)}-vjp"),)))
 
 
 # ------------------------------------------------------------------ submit
@@ -587,7 +551,8 @@ def _persist(plan, out):
     saved = [v for n in out.executed for v in n.saved_tensors()
              if v.leaf is None and not v.persisted] if plan.retain_graph else []
     flags = nan_flags(out.nan_checks)
-    arrays = [w.grad.array for _, w in writes] + [g.array for _, g in returned] + [s.data for s in saved]
+    arrays = [w.grad._storage.value for _, w in writes] + [g._storage.value for _, g in returned] + [
+        s.value for s in saved]
     done = runtime.persist(arrays + flags, phase="backward",
                            store=[t._storage for t in plan.roots] + [w.tensor._storage for _, w in writes],
                            keep=slice(0, len(arrays)))  # all the user holds

@@ -254,7 +254,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
             for j in range(out.numel()):
                 index = tuple(int(k) for k in np.unravel_index(j, out.shape))
                 v = Tensor._make(da.map_blocks(chunk.one_hot, out.array, index=index, dtype=out.dtype,
-                                               meta=out.array._meta))
+                                               meta=out._storage.value._meta))
                 vj = _autograd_grad((out,), inputs, (v,), create_graph=create_graph, retain_graph=True, lazy=True)
                 for k, (r, g, t) in enumerate(zip(rows, vj, inputs)):
                     if g is None:

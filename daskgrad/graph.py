@@ -19,8 +19,7 @@ import traceback
 import warnings
 import weakref
 
-import dask.array as da
-
+from . import _dask as door
 from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle
 
@@ -60,10 +59,11 @@ class SavedTensor:
     """
 
     __slots__ = ("_data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
-                 "persisted", "consumer", "orig")
+                 "persisted", "consumer", "orig", "lazy")
 
     def __init__(self, t, is_output=False):
-        self._data = t._storage.value  # (an elementwise result not built yet stays so: see _Storage)
+        self._data = t._storage.value  # (a result not built yet stays so: see _Storage)
+        self.lazy = None
         self.storage = t._storage
         self.version = t._storage.version
         # an op's own output points back at its node: keep that link weak (no reference cycle)
@@ -98,27 +98,36 @@ class SavedTensor:
                 f"version {self.storage.version}; expected version {self.version} instead. {hint}")
 
     @property
-    def data(self):
-        """The saved value, a dask array."""
-        data = self._data
-        if not isinstance(data, da.Array):  # a Pending
-            built = data.build()
-            if self._data is data:  # (not pinned by another thread meanwhile)
-                self._data = built
+    def value(self):
+        """The saved value: a Lazy value (an op's result not built yet) or a dask array."""
         return self._data
 
+    @property
+    def data(self):
+        """The saved value as a dask array."""
+        return door.value_of(self._data)
+
     def pin(self, array):
-        """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory."""
+        """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory,
+        and so does any program that reads the value recorded (:attr:`daskgrad._dask.Lazy.kept`)."""
+        if type(self._data) is door.Lazy:
+            self.lazy = self._data
+            self.lazy.kept = array
         self._data, self.persisted = array, True
+
+    def unpin(self):
+        """Let go of the value pinned in memory (the graph is released)."""
+        if self.lazy is not None and self.lazy.kept is self._data:
+            self.lazy.kept = None
 
     def unpack(self, wrap=None):
         if self.leaf is not None:
             return self.leaf
         orig = self.orig() if self.orig is not None and wrap is None else None
-        if (orig is not None and orig._storage is self.storage and self.storage.array is self.data
+        if (orig is not None and orig._storage is self.storage and self.storage.value is self._data
                 and orig.grad_fn is self._node() and orig.requires_grad == self.requires_grad):
             return orig  # the very value saved (not one pinned since, which only this record holds)
-        data = self.data if wrap is None else wrap(self.data)
+        data = self._data if wrap is None else wrap(self.data)
         return Tensor._make(data, grad_fn=self._node(), requires_grad=self.requires_grad)
 
     def _node(self):
@@ -198,6 +207,8 @@ class Node:
     def release(self) -> None:
         """Drop the saved values (and any persisted chunks they pin on a cluster)."""
         if self._saved is not None and self._had_saved:
+            for v in self.pinned():
+                v.unpin()
             self._saved = None
 
 
@@ -262,32 +273,32 @@ class Primitive:
     runs a user's ``backward``, which may compute or keep what it is given, so the engine hands it
     whole tensors rather than stand-ins.
 
-    ``impl(*operands, **params)``: the forward on dask arrays; an operand that is a Python number
-    arrives as itself.  ``args``: the operands' names.  ``save``: what the rule reads, by name:
+    ``impl(*operands, **params)``: the forward on dask arrays (recorded, and run when the program is
+    lowered to dask); an operand that is a Python number arrives as itself.  ``args``: the operands' names.  ``save``: what the rule reads, by name:
     an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
     only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward
     reads but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0``
     keeps its indices: a mask or index tensor the op derives and saves.  ``prepare(*inputs)``:
     coerces and checks the operands (the op modules' families supply it), returning them.
-    ``deferred``: ``impl`` takes and may return elementwise values not built yet
-    (:func:`daskgrad._dask.deferred`), so a recorded chain builds its dask layers when read.
+    ``elementwise``: ``impl`` is an operator or ufunc applied elementwise, whose abstract value and
+    layer :mod:`daskgrad._dask` makes without a dask call.
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
     meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "deferred")
+    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "elementwise")
 
     def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), consts=(),
-                 prepare=None, deferred=False):
+                 prepare=None, elementwise=False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
         self.rule, self.user_code = None, user_code
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
-        self.consts, self.deferred = tuple(consts), deferred
+        self.consts, self.elementwise = tuple(consts), elementwise
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -298,19 +309,18 @@ class Primitive:
         return rule
 
     def bind(self, *inputs, node=None, **params):
-        """Apply the op: coerce and check ``inputs``, run ``impl`` on their arrays, save what the
-        rule reads, record.  ``node`` picks one of the declared torch names."""
+        """Apply the op: coerce and check ``inputs``, record ``impl`` on their values (not built yet:
+        :func:`daskgrad._dask.defer`), save what the rule reads, record.  ``node`` picks one of the
+        declared torch names."""
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        if self.deferred:  # elementwise: operands not built yet stay so (see _Storage)
-            trace = current_trace()
-            if trace is not None:  # (what reading .array tells daskgrad.compile otherwise)
-                for x in inputs:
-                    if isinstance(x, Tensor):
-                        trace.read(x._storage)
-            out = self.impl(*[x._storage.value if isinstance(x, Tensor) else x for x in inputs], **params)
-        else:
-            out = self.impl(*[x.array if isinstance(x, Tensor) else x for x in inputs], **params)
+        trace = current_trace()
+        if trace is not None:  # (what reading .array tells daskgrad.compile otherwise)
+            for x in inputs:
+                if isinstance(x, Tensor):
+                    trace.read(x._storage)
+        out = door.defer(self.impl, [x._storage.value if isinstance(x, Tensor) else x for x in inputs],
+                         tuple(params.items()), elementwise=self.elementwise)
         needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
         for entry in self.save:

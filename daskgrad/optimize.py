@@ -105,7 +105,7 @@ class _Problem:
 
     def __init__(self, fun, args, like):
         self.fun, self.args = fun, args
-        self.shape, self.dtype, self.chunks, self.meta = like.shape, like.dtype, like.chunks, like.array._meta
+        self.shape, self.dtype, self.chunks, self.meta = like.shape, like.dtype, like.chunks, like._storage.value._meta
         # fun given as daskgrad.compile(fun): each evaluation of the same kind replays the first's graph
         self._compiled = None
         if isinstance(fun, Compiled):

@@ -39,20 +39,21 @@ def observe(observer):
         _observers.remove(observer)
 
 
-def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0), optimized=False):
-    """Persist ``arrays`` in one submission and return them once they are in memory.
+def persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), optimized=False):
+    """Persist ``values`` (Lazy values or dask arrays) in one submission and return them as dask
+    arrays once they are in memory.
 
     The same submission computes the storages in ``store`` (values the user holds and will read
     again, e.g. the loss a backward computes) and every storage that an in-place write left lazy
     (:func:`mark_pending`), and swaps the results in: a parameter updated once per step never
     grows a lineage of updates (each step would recompute all earlier ones).  On a cluster the
-    stored values and ``arrays[keep]`` (gradients, forced values, saved values of a retained graph)
+    stored values and ``values[keep]`` (gradients, forced values, saved values of a retained graph)
     are held on two workers (:mod:`daskgrad._dask.replicas`).
 
-    ``optimized``: ``arrays`` are one graph optimized already (a step :mod:`daskgrad.compile`
-    replays); it is submitted as it is, alone (pending values wait for the next submission).
+    ``optimized``: ``values`` are dask arrays of one graph optimized already; it is submitted as it
+    is, alone (pending values wait for the next submission).
     """
-    arrays = list(arrays)
+    values = list(values)
     trace = current_trace()
     if trace is not None:  # daskgrad.compile: a value computed inside is Python the replay would not run
         trace.broke("it computes a value (.item(), .numpy(), printing, backward(), ...)")
@@ -60,22 +61,27 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0), optim
     client = current_client()
     # an update built on another client's values waits for that client (if it is closed, reading
     # the tensor raises LostTensorError): it cannot run here
-    pending = [] if optimized else take_pending(lambda a: door.client_of(a) in (None, client))
+    pending = [] if optimized else take_pending(lambda v: door.client_of(v) in (None, client))
     stores = {id(st): st for st in pending + list(store)}
-    stores = [(st, st.array) for st in stores.values() if not door.materialized(st.array)]
-    if not arrays and not stores:
+    stores = [(st, st.value) for st in stores.values() if not in_memory(st.value)]
+    if not values and not stores:
         return []
-    out = _submit(arrays + [a for _, a in stores], phase, optimized=optimized and not stores)
+    out = _submit(values + [v for _, v in stores], phase, optimized=optimized and not stores)
     if client is not None and stores:
-        out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
-    for (st, old), new in zip(stores, out[len(arrays):]):
+        out[len(values):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(values):])]
+    for (st, old), new in zip(stores, out[len(values):]):
         swap(st, old, new)
     if client is not None:
         let_go()  # what this submission superseded: the pending updates that read it have run
         door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
     else:
         take_unkeep(send=False)  # no Keeper to tell: nothing is held twice
-    return out[:len(arrays)]
+    return out[:len(values)]
+
+
+def in_memory(value) -> bool:
+    """Whether a tensor's value (a Lazy value or a dask array) is in (cluster) memory already."""
+    return door.in_memory(value) is not None
 
 
 def _store(client, arr, storage):
@@ -90,41 +96,51 @@ def _store(client, arr, storage):
 _kept_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)
 
 
-def optimize(arrays, cached=False):
-    """``arrays`` as one optimized graph (:func:`._dask.optimize`), reading the values retained
-    graphs hold in memory instead of computing them again.  ``cached``: from the graph optimized
-    for an earlier submission of the same structure, if any (:mod:`._dask.stepcache`)."""
-    reuse = {s.data.name: s.data.dask.layers[s.data.name] for node in list(_retained) for s in node.pinned()}
-    if not cached:
-        return door.optimize(arrays, reuse=reuse)
-    return door.optimize_cached(arrays, reuse=reuse, local=current_client() is None)
+def optimize(arrays):
+    """``arrays`` (dask arrays) as one optimized graph (:func:`._dask.optimize`)."""
+    return door.optimize(arrays)
 
 
-def _submit(arrays, phase, optimized=False):
-    """One submission of ``arrays``, optimized as one graph (or a step built once, replayed)."""
-    optimized = arrays if optimized else optimize(arrays, cached=True)
+def _submit(values, phase, optimized=False):
+    """One submission of ``values``: their program instantiated from its template (lowered and
+    optimized as one graph the first times it is seen); values in memory already are themselves."""
+    out = [door.in_memory(v) for v in values]
+    todo = [v for v, done in zip(values, out) if done is None]
+    if not todo:
+        return out
+    if optimized:
+        arrays = slots = todo
+    else:
+        prog = door.Program.of(todo)
+        slots = list(prog.slots.values())
+        _raise_if_lost(todo, slots)  # before submitting: dask would name internal keys, later
+        arrays = door.instantiate(prog, local=current_client() is None)
     for observer in list(_observers):
-        observer(phase, optimized)
-    _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
+        observer(phase, arrays)
     try:
-        return door.submit(optimized, phase, progress=_progress["enabled"])
+        done = iter(door.submit(arrays, phase, progress=_progress["enabled"]))
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
-            _raise_if_lost(arrays, e)
+            _raise_if_lost(todo, slots, e)
         raise
+    return [next(done) if a is None else a for a in out]
 
 
-def _raise_if_lost(arrays, cause=None):
-    """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values
-    ``arrays`` read: the kept values, and the ``arrays`` (a parameter's pending update, say) that
-    can no longer be computed from them."""
-    dead = door.lost_keys(arrays, ask=cause is not None)
+def _raise_if_lost(values, slots, cause=None):
+    """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values the
+    program reads (``slots``): the kept values, and the ``values`` (a parameter's pending update,
+    say) that can no longer be computed from them."""
+    dead = door.lost_keys(slots, ask=cause is not None)
     if not dead:
         return
     names = {k[0] if isinstance(k, tuple) else k for k in dead}
-    names.update(a.name for a in arrays if door.reads_any(a, dead))
     shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
-    shapes.update((a.name, a) for a in arrays if a.name in names)
+    for v in values:
+        if isinstance(v, door.Lazy):
+            continue
+        if v.name in names or door.reads_any(v, dead):
+            names.add(v.name)
+            shapes[v.name] = v
     raise lost.LostTensorError(lost.describe(names, shapes)) from cause
 
 
@@ -133,34 +149,36 @@ def values(tensors, **kwargs):
     results are swapped into their storage, so asking again computes nothing), then a gather."""
     if kwargs:  # an explicit scheduler or compute option: dask's own compute, as asked
         return list(dask.compute(*[t.array for t in tensors], **kwargs))
-    todo = [t for t in tensors if not door.materialized(t.array)]
+    todo = [t for t in tensors if not in_memory(t._storage.value)]
     if todo:
         nodes = graph.toposort([n for t in todo for r in (t,) + t._origin if (n := r.grad_fn) is not None])
         # `while y.norm() < 1000`: the values y's backward saved are persisted by this same
         # submission, so that backward does not compute them again; released with the graph
         saved = [v for n in nodes for v in n.saved_tensors() if v.leaf is None and not v.persisted]
-        olds = [t.array for t in todo]
+        olds = [t._storage.value for t in todo]
         # and the recorded tensors it compares, which the same submission computes: a test such as
         # `if ctx.x < 0` in a nested backward, level after level, then builds on memory
         origins = [r._storage for t in todo for r in t._origin]
-        out = persist(olds + [s.data for s in saved], phase="forward" if saved else "compute",
+        out = persist(olds + [s.value for s in saved], phase="forward" if saved else "compute",
                       keep=slice(0, len(olds) + len(saved)), store=origins)
         for s, arr in zip(saved, out[len(todo):]):
-            if s.storage.array.name == s.data.name:  # the tensor it was saved from still holds that
-                s.storage.array = arr                 # value: later ops on it build on memory
+            if s.storage.value is s.value:  # the tensor it was saved from still holds that
+                s.storage.value = arr         # value: later ops on it build on memory
             s.pin(arr)
         for node in nodes:
             if node._saved:
                 retain(node)
         for t, old, new in zip(todo, olds, out):
-            if t._storage.array is old:
-                t._storage.array = new
+            if t._storage.value is old:
+                t._storage.value = new
+                if type(old) is door.Lazy:
+                    old.kept = new
                 hold(t._storage, door.flat_keys(new))
     return [_gather(t.array) for t in tensors]
 
 
 def _gather(arr):
-    _raise_if_lost([arr])
+    _raise_if_lost([arr], [arr])
     return door.gather(arr)
 
 
@@ -222,7 +240,10 @@ def _compute(self, **kwargs):
 
 def _persist_tensor(self):
     """Keep this tensor's chunks in (cluster) memory; returns ``self``."""
-    (self._storage.array,) = persist([self.array], keep=slice(0, 1))
+    old = self._storage.value
+    (self._storage.value,) = persist([old], keep=slice(0, 1))
+    if type(old) is door.Lazy:
+        old.kept = self._storage.value
     hold(self._storage, door.flat_keys(self._storage.array))
     return self
 

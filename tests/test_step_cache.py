@@ -188,7 +188,7 @@ def test_disabled_by_config_replays_nothing():
 
 
 def test_replayed_step_of_large_chunks_runs_on_dask_s_threads_with_the_same_numbers(monkeypatch):
-    from daskgrad._dask import stepcache
+    from daskgrad._dask import program as stepcache
 
     monkeypatch.setattr(stepcache, "SMALL_CHUNK", 0)  # every chunk counts as large here
     X, y = _data()
@@ -322,7 +322,7 @@ def _two_loops_alternating(steps):
 def test_a_replayed_step_whose_results_read_each_other_renames_them_all_on_dask_s_scheduler(monkeypatch):
     # two loops of one structure take turns (a benchmark's variants): each replay renames the
     # parameters' updates, which the tasks of other results (the gradients) read
-    from daskgrad._dask import stepcache
+    from daskgrad._dask import program as stepcache
 
     monkeypatch.setattr(stepcache, "SMALL_CHUNK", 0)  # run by dask's scheduler: the renamed tasks are made
     params, losses = _two_loops_alternating(5)
@@ -334,7 +334,7 @@ def test_a_replayed_step_whose_results_read_each_other_renames_them_all_on_dask_
 
 
 def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
-    from daskgrad._dask import calls, stepcache
+    from daskgrad._dask import calls, program as stepcache
 
     checked = []
 
@@ -358,12 +358,10 @@ def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
 
 
 def _replayed_sum(i):
-    import dask.array as da
+    from daskgrad._dask import program
 
-    from daskgrad._dask import stepcache
-
-    x = da.from_array(np.arange(6.0) + i, chunks=2).persist()
-    return stepcache.optimize_cached([(x * 2 + 1).sum()])
+    x = dg.from_array(np.arange(6.0) + i, chunks=2)  # values in memory: the program's slot
+    return program.instantiate(program.Program.of([(x * 2 + 1).sum()._storage.value]))
 
 
 def test_a_replayed_steps_arrays_compute_and_cull_as_dasks_own():

@@ -1,7 +1,7 @@
 """How a chunk-fused task runs: the callables inside the tasks :mod:`.fuse` builds.
 
 The fusion pass runs once per submission; what is here runs for every chunk of every step, on a
-worker or inline in a replayed step (:mod:`.stepcache`), so it is kept apart from the pass and its
+worker or inline in an instance of a template (:mod:`.program`), so it is kept apart from the pass and its
 per-call cost is what matters.  On small chunks dask's own overhead per task (``Task.__call__``
 walking its arguments, a Blockwise-fused task ordering its inner graph) costs more than the NumPy
 work, hence direct calls (:class:`_Call`), subgraphs ordered once (:class:`_Subgraph`) and a fused

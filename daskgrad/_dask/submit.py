@@ -14,7 +14,9 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import replicas, stepcache
+from . import replicas
+from .lazy import Lazy
+from .program import Program, run_inline
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
 from .internals import DataNode, HighLevelGraph, clientless, flatten
@@ -40,7 +42,7 @@ def submit(arrays, phase, progress=False):
     scheduler.  ``progress``: distributed's progress bar, or dask's locally."""
     client = current_client()
     if client is None:
-        done = None if progress else stepcache.run_inline(arrays)
+        done = None if progress else run_inline(arrays)
         if done is not None:
             return done
         with _local_progress(progress), _one_blas_thread_per_task():
@@ -52,8 +54,6 @@ def submit(arrays, phase, progress=False):
     if progress:
         _cluster_progress(out, phase)
     wait(out)
-    for a in out:
-        stepcache.note_values(a)
     return list(out)
 
 
@@ -160,7 +160,6 @@ def store(client, arr):
         futures[new] = Future(new, client)
         client.futures[new].finish()
     out = da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
-    stepcache.note_values(out)
     return out
 
 
@@ -266,9 +265,10 @@ def _futures(layer):
     return tuple(v for v in values if type(v).__name__ == "Future")
 
 
-def client_of(arr):
-    """The client whose values ``arr`` is computed from, or ``None``."""
-    return next((f.client for f in data_futures(arr.dask)), None)
+def client_of(value):
+    """The client whose values ``value`` (a dask array or a Lazy value) is computed from, or ``None``."""
+    arrays = Program.of([value]).slots.values() if type(value) is Lazy else [value]
+    return next((f.client for a in arrays for f in data_futures(a.dask)), None)
 
 
 def lost_keys(arrays, ask=False):

@@ -74,6 +74,11 @@ def raw(x):
     return x.array if isinstance(x, Tensor) else x
 
 
+def value(x):
+    """A tensor's value as recorded (a Lazy value not built yet, or a dask array); anything else as it is."""
+    return x._storage.value if isinstance(x, Tensor) else x
+
+
 def only_tensor(x):
     return x if isinstance(x, Tensor) else None
 

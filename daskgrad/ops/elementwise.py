@@ -30,7 +30,7 @@ import numpy as np
 from .. import _dask as door, chunk
 from ..graph import primitive
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
-                    refuse_complex, SCALARS, tensor_operand, tensor_or_scalar)
+                    refuse_complex, SCALARS, tensor_operand, tensor_or_scalar, value)
 from .._tensor import Tensor, require_cuda
 
 
@@ -38,7 +38,7 @@ from .._tensor import Tensor, require_cuda
 def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
     """An elementwise op of one tensor as one line: its primitive, whose rule ``rule(g, s)`` reads
     the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it."""
-    p = primitive(name, torch=node, impl=functools.partial(door.deferred, impl), save=save, deferred=True,
+    p = primitive(name, torch=node, impl=impl, save=save, elementwise=True,
                   prepare=functools.partial(tensor_operand, refuse=None if complex_ok else name))
     p.vjp(rule)
 
@@ -127,8 +127,8 @@ def square(x):
 def _binary(name, torch, impl, save=(), refuse=None):
     """A primitive of two operands that broadcast; either may be a Python number, which reaches the
     rule as itself (``s.a``/``s.b``) when ``save`` names it."""
-    return primitive(name, torch=torch, impl=functools.partial(door.deferred, impl), args=("a", "b"), save=save,
-                     deferred=True, prepare=functools.partial(binary_operands, refuse=refuse))
+    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save,
+                     elementwise=True, prepare=functools.partial(binary_operands, refuse=refuse))
 
 
 add_p = _binary("add", "AddBackward0", operator.add)
@@ -254,7 +254,8 @@ def where(condition, x, y):
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    return where_p.record(da.where(cond.array, raw(x), raw(y)), only_tensor(x), only_tensor(y), save={"c": cond})
+    out = door.defer(da.where, (value(cond), value(x), value(y)))
+    return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
 
 def _clamp_operands(x, lo, hi):
@@ -302,7 +303,7 @@ clamp = public(name="clamp")(clip)
 def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-        out = Tensor._make(door.elemwise(fn, raw(a), raw(b)))
+        out = Tensor._make(door.defer(fn, (value(a), value(b)), elementwise=True))
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
@@ -337,7 +338,7 @@ logical_xor = _compare(da.logical_xor, "logical_xor", "logical_xor")
 def logical_not(x):
     """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable."""
     x = as_tensor(x)
-    return Tensor._make(da.logical_not(x.array))
+    return Tensor._make(door.defer(da.logical_not, (value(x),), elementwise=True))
 
 
 @public("__invert__", "bitwise_not")
@@ -347,7 +348,7 @@ def bitwise_not(x):
     x = as_tensor(x)
     if x.dtype.kind in "fc":
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
-    return Tensor._make(da.invert(x.array))
+    return Tensor._make(door.defer(da.invert, (value(x),), elementwise=True))
 
 
 # ------------------------------------------------------- casts and constants
@@ -421,10 +422,11 @@ def copy_to(x, src):
 @public()
 def full_like(x, fill_value, dtype=None):
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
-    a = raw(x)
+    a = value(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
+        a = raw(x)
         return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(_full(a, fill_value, dtype))
+    return Tensor._make(door.defer(_full, (a, fill_value), (("dtype", dtype),)))
 
 
 @public()

@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from .. import chunk
+from .. import _dask as door, chunk
 from ..graph import primitive
 from .._tensor import Tensor
 from . import _util
@@ -25,7 +25,7 @@ from .shape import broadcast_to, moveaxis, permute, rechunk, reshape
 
 
 def _meta(x):
-    return (x.shape, x.dtype, x.chunks, x.array._meta)
+    return (x.shape, x.dtype, x.chunks, x._storage.value._meta)
 
 
 def _zeros(meta):
@@ -219,9 +219,9 @@ def _take_rule(g, s, *, axis, n, chunks, lazy):
 
     cols = s.idx.array.rechunk((g.chunks[axis],))
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
-        cols = cols.map_blocks(chunk.like, g.array._meta, dtype=cols.dtype,
-                               meta=meta_from_array(g.array._meta, 1, cols.dtype))
-    rows = da.arange(n, chunks=(chunks[axis],), like=g.array._meta)
+        cols = cols.map_blocks(chunk.like, g._storage.value._meta, dtype=cols.dtype,
+                               meta=meta_from_array(g._storage.value._meta, 1, cols.dtype))
+    rows = da.arange(n, chunks=(chunks[axis],), like=g._storage.value._meta)
     onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
     return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
@@ -236,13 +236,21 @@ def _take(x, idx, axis, index):
 
     # the index is saved as a tensor, as torch's IndexBackward0 saves its indices
     if lazy:
-        return take_p.record(x.array[(slice(None),) * axis + (idx,)], x, save={"idx": Tensor._make(idx)},
-                             axis=axis, n=n, chunks=chunks, lazy=True)
-    a = x.array.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
-    out = da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
-                        chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
+        out = door.defer(_take_lazy, (_util.value(x), idx), (("axis", axis),))
+        return take_p.record(out, x, save={"idx": Tensor._make(idx)}, axis=axis, n=n, chunks=chunks, lazy=True)
+    out = door.defer(_take_host, (_util.value(x),), (("idx", idx), ("axis", axis)))
     return take_p.record(out, x, save={"idx": Tensor._make(da.from_array(idx, chunks=-1))}, axis=axis, n=n,
                          chunks=chunks, lazy=False)
+
+
+def _take_lazy(a, idx, *, axis):
+    return a[(slice(None),) * axis + (idx,)]
+
+
+def _take_host(a, *, idx, axis):
+    a = a.rechunk({axis: -1})  # each block holds the whole axis: a plain per-block take
+    return da.map_blocks(chunk.take, a, idx=idx, axis=axis, dtype=a.dtype, meta=a._meta,
+                         chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
 
 
 def _check_index(block, n):

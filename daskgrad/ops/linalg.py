@@ -114,8 +114,11 @@ def vector_norm(x, ord=2, axis=None, keepdims=False):
     _check_ord(ord)
     x = _inexact(x)
     p = 2.0 if ord is None else float(ord)
-    return _reduce(vector_norm_p, x, axis, keepdims,
-                   lambda a, axes, n, n_out: _vector_norm_array(a, axes, keepdims, p), p=p)
+    return _reduce(vector_norm_p, x, axis, keepdims, _vector_norm_fwd, (("p", p),), p=p)
+
+
+def _vector_norm_fwd(a, n, n_out, *, axes, keepdims, p):
+    return _vector_norm_array(a, axes, keepdims, p)
 
 
 def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
@@ -643,7 +646,7 @@ def qr(A, mode="reduced"):
     Q = qr_q_p.record(q, A, save={"a": A, "r": RESULT}, m=m, n=n, mode=mode)
     R = qr_r_p.record(r, A, save={"q": Q if mode != "r" else None, "r": RESULT}, m=m, n=n, mode=mode)
     if mode == "r":
-        Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A.array._meta))
+        Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A._storage.value._meta))
     return QRResult(Q, R)
 
 
@@ -950,8 +953,8 @@ def compression_matrix(data, q, iterator="power", n_power_iter=0, n_oversamples=
     real = _real_dtype(A.dtype)
     omega = da.random.default_rng(seed).standard_normal(size=(n, level), chunks=(A.chunks[1], (level,)))
     omega = omega.astype(np.float32 if real == np.float32 else np.float64, copy=False)
-    omega = Tensor._make(omega.map_blocks(chunk.like, A.array._meta, dtype=omega.dtype,
-                                          meta=_meta(A.array._meta, 2, omega.dtype)))
+    omega = Tensor._make(omega.map_blocks(chunk.like, A._storage.value._meta, dtype=omega.dtype,
+                                          meta=_meta(A._storage.value._meta, 2, omega.dtype)))
     sketch = matmul(A, omega)
     if iterator == "power":
         for _ in range(n_power_iter):

@@ -10,12 +10,12 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from .. import chunk
+from .. import _dask as door, chunk
 from ..graph import primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, raw,
-                    reduce_array, refuse_complex, tensor_or_scalar)
+                    reduce_array, refuse_complex, tensor_or_scalar, value)
 from .elementwise import exp, sigmoid
 from .reductions import sum
 
@@ -106,7 +106,7 @@ def _check_class_target(input, target):
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
 
 
-def _onehot(target, classes, like):
+def _onehot(target, like, *, classes):
     target = da.map_blocks(_check_targets, target, classes, dtype=target.dtype, meta=target._meta)
     cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)
     return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
@@ -119,7 +119,7 @@ def nll_loss(log_probs, target, reduction="mean"):
     refuse_complex("nll_loss", log_probs)
     _check_class_target(log_probs, target)
     # the target enters as its one-hot rows, a constant: its slot gets no edge
-    onehot = Tensor._make(_onehot(target.array, log_probs.shape[1], log_probs.array))
+    onehot = Tensor._make(door.defer(_onehot, (value(target), value(log_probs)), (("classes", log_probs.shape[1]),)))
     return nll_loss_p.bind(log_probs, onehot, reduction=reduction, n=log_probs.shape[0])
 
 
@@ -197,7 +197,7 @@ def _bce_with_logits_rule(g, s, *, reduction, n):
     if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (s.z, target, gs)):
         dz = (sigmoid(s.z) - target) * gs  # differentiable again (create_graph=True)
     else:  # one kernel, as torch's fused backward: one pass, no temporaries between ops
-        dz = Tensor._make(_elementwise(chunk.bce_with_logits_grad, s.z.array, raw(target), gs.array))
+        dz = Tensor._make(door.defer(_elementwise, (chunk.bce_with_logits_grad, value(s.z), value(target), value(gs))))
     return dz, (-s.z * gs if isinstance(target, Tensor) else None)
 
 

@@ -135,7 +135,7 @@ def moment(x, order, axis=None, dtype=None, keepdims=False, ddof=0):
 def _on_device(host, like):
     """A small host array (coefficients the user's coordinates give) as a constant on ``like``'s chunk type."""
     a = da.from_array(np.asarray(host, dtype=like.dtype), chunks=-1)
-    meta = like.array._meta
+    meta = like._storage.value._meta
     return Tensor._make(a.map_blocks(chunk.like, meta, dtype=a.dtype, meta=meta_from_array(meta, a.ndim, a.dtype)))
 
 
@@ -299,7 +299,7 @@ def take_along_axis(arr, indices, axis=-1):
     if lazy:
         idx = da.broadcast_to(idx, shape).rechunk(chunks)
     else:
-        meta = x.array._meta
+        meta = x._storage.value._meta
         idx = da.from_array(np.broadcast_to(idx, shape), chunks=chunks).map_blocks(
             chunk.like, meta, dtype=idx.dtype, meta=meta_from_array(meta, len(shape), idx.dtype))
     return gather_p.bind(x, Tensor._make(idx), axis=axis, n=n)

@@ -13,7 +13,7 @@ import functools
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from .. import chunk
+from .. import _dask as door, chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, split_every, tensor_operand)
@@ -32,11 +32,12 @@ def _reduction(name, torch, local, save=(), refuse=None):
     return p
 
 
-def _reduce(prim, x, axis, keepdims, forward, **params):
+def _reduce(prim, x, axis, keepdims, forward, fwd=(), **params):
     """Bind ``x`` reduced over ``axis``: the preamble every reduction shares (axes, ``keepdims``,
     unknown chunk sizes, the torch name by ``axis is None``) and so its own path rather than
-    ``impl``.  ``forward(a, axes, n, n_out)`` makes the result array (``n``, ``n_out``: the element
-    counts with and without ``keepdims``, when ``"n"`` is saved)."""
+    ``impl``.  ``forward(a, n, n_out, *, axes, keepdims, **dict(fwd))`` makes the result array
+    (``n``, ``n_out``: the element counts with and without ``keepdims``, when ``"n"`` is saved; a
+    module-level function, so that a loop's programs are equal)."""
     (x,) = prim.prepare(x)
     axes, unknown = norm_axes(axis, x.ndim), _unknown(x.shape)
     n = n_out = None
@@ -49,9 +50,18 @@ def _reduce(prim, x, axis, keepdims, forward, **params):
         save["n"] = n
     elif "n" in prim.save:
         params["n"] = n
-    out = forward(x.array, axes, raw(n), raw(n_out))
+    out = door.defer(forward, (x._storage.value, _value(n), _value(n_out)),
+                     (("axes", axes), ("keepdims", keepdims)) + tuple(fwd))
     return prim.record(out, x, save=save, node=prim.torch[0] if axis is None else prim.torch[-1], axes=axes,
                        keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
+
+
+def _value(n):
+    return n._storage.value if isinstance(n, Tensor) else n
+
+
+def _reduce_fwd(a, n, n_out, *, axes, keepdims, fn):
+    return reduce_array(a, fn, axes, keepdims)
 
 
 def _reduction_rule(g, s, *, local, save, axes, keepdims, shape, chunks, unknown, **params):
@@ -81,10 +91,14 @@ spread_p.vjp(lambda g, s, *, axes, keepdims: (sum(g, axis=axes, keepdims=keepdim
 def spread(g, axes, keepdims, shape, chunks):
     """One blockwise task per output chunk (fuses with what follows), unlike dask's broadcast_to."""
     g = as_tensor(g)
-    a = da.squeeze(g.array, axis=axes) if keepdims else g.array
-    out = da.map_blocks(chunk.spread, a, axes=axes, new_axis=list(axes), chunks=chunks, dtype=a.dtype,
-                        meta=meta_from_array(a._meta, ndim=len(shape)))
+    out = door.defer(_spread_array, (g._storage.value,), (("axes", axes), ("keepdims", keepdims), ("chunks", chunks)))
     return spread_p.record(out, g, axes=axes, keepdims=keepdims)
+
+
+def _spread_array(a, *, axes, keepdims, chunks):
+    a = da.squeeze(a, axis=axes) if keepdims else a
+    return da.map_blocks(chunk.spread, a, axes=axes, new_axis=list(axes), chunks=chunks, dtype=a.dtype,
+                         meta=meta_from_array(a._meta, ndim=len(chunks)))
 
 
 def _unknown(shape):
@@ -168,16 +182,24 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
 def sum(x, axis=None, keepdims=False, dtype=None):
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
     ``dim=``/``keepdim=`` are accepted too)."""
-    return _reduce(sum_p, x, axis, keepdims, lambda a, axes, n, n_out: (
-        reduce_array(a, "sum", axes, keepdims) if dtype is None else
-        da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))))
+    if dtype is None:
+        return _reduce(sum_p, x, axis, keepdims, _reduce_fwd, (("fn", "sum"),))
+    return _reduce(sum_p, x, axis, keepdims, _sum_fwd, (("dtype", dtype),))
+
+
+def _sum_fwd(a, n, n_out, *, axes, keepdims, dtype):
+    return da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))
 
 
 @public("mean")
 def mean(x, axis=None, keepdims=False):
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``)."""
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
-    return _reduce(mean_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "sum", axes, keepdims) / n_out)
+    return _reduce(mean_p, x, axis, keepdims, _mean_fwd)
+
+
+def _mean_fwd(a, n, n_out, *, axes, keepdims):
+    return reduce_array(a, "sum", axes, keepdims) / n_out
 
 
 def sum_to(g, shape):
@@ -208,8 +230,7 @@ def _extreme(all_p, axis_p, fn):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
         _refuse_complex_extreme(x, fn, all_p is axis_p, axis)
-        return _reduce(all_p if axis is None else axis_p, x, axis, keepdims,
-                       lambda a, axes, n, n_out: reduce_array(a, fn, axes, keepdims))
+        return _reduce(all_p if axis is None else axis_p, x, axis, keepdims, _reduce_fwd, (("fn", fn),))
     op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
     word = "largest" if fn == "max" else "smallest"
     op.__doc__ = (f"The {word} value over ``axis``, all elements when None (NumPy's ``{op.__name__}``); tied "
@@ -230,17 +251,16 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
     ``prod`` takes one ``dim``)."""
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
-    return _reduce(prod_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
+    return _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),))
 
 
 @public("var")
 def var(x, axis=None, ddof=0, keepdims=False):
     """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
-    return _reduce(var_p, x, axis, keepdims, lambda a, axes, n, n_out: _var_array(a, axes, ddof, keepdims, n, n_out),
-                 ddof=ddof)
+    return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof)
 
 
-def _var_array(a, axes, ddof, keepdims, n, n_out):
+def _var_array(a, n, n_out, *, axes, keepdims, ddof):
     centered = a - reduce_array(a, "sum", axes, True) / n
     sq = centered * centered if a.dtype.kind != "c" else da.real(centered * da.conj(centered))
     return reduce_array(sq, "sum", axes, keepdims) / (n_out - ddof)
@@ -249,11 +269,14 @@ def _var_array(a, axes, ddof, keepdims, n, n_out):
 @public("std")
 def std(x, axis=None, ddof=0, keepdims=False):
     """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
-    return _reduce(std_p, x, axis, keepdims,
-                 lambda a, axes, n, n_out: da.sqrt(_var_array(a, axes, ddof, keepdims, n, n_out)), ddof=ddof)
+    return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof)
 
 
-def _logsumexp_array(a, axes, keepdims):
+def _std_array(a, n, n_out, *, axes, keepdims, ddof):
+    return da.sqrt(_var_array(a, n, n_out, axes=axes, keepdims=keepdims, ddof=ddof))
+
+
+def _logsumexp_array(a, n, n_out, *, axes, keepdims):
     m = reduce_array(a, "max", axes, True)
     m = da.where(da.isfinite(m), m, 0)
     out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
@@ -263,7 +286,7 @@ def _logsumexp_array(a, axes, keepdims):
 @public("logsumexp")
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
-    return _reduce(logsumexp_p, x, axis, keepdims, lambda a, axes, n, n_out: _logsumexp_array(a, axes, keepdims))
+    return _reduce(logsumexp_p, x, axis, keepdims, _logsumexp_array)
 
 
 cumsum_p = primitive("cumsum", torch="CumsumBackward0", impl=lambda a, *, axis: da.cumsum(a, axis=axis))
@@ -287,11 +310,11 @@ def cumsum(x, axis=None, dtype=None):
 def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
-    return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
+    return Tensor._make(door.defer(da.argmax, (x._storage.value,), (("axis", axis if axis is None else norm_axis(axis, x.ndim)),)))
 
 
 @public("argmin")
 def argmin(x, axis=None):
     """Index of the smallest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
-    return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
+    return Tensor._make(door.defer(da.argmin, (x._storage.value,), (("axis", axis if axis is None else norm_axis(axis, x.ndim)),)))

@@ -157,9 +157,13 @@ def broadcast_to(x, shape, chunks=None):
                                f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
                                f"Tensor sizes: {list(old)}")
     if shape == old:  # nothing to broadcast: at most a rechunk, no ExpandBackward0
-        a = _kept(x.array, shape, chunks)
-        if chunks is None or tuple(chunks) == a.chunks:
-            return x if a is x.array else rechunk(x, a.chunks)
+        if chunks is None:
+            return x
+        lead = len(shape) - x.ndim
+        want = tuple(c if x.shape[i] != 1 or shape[lead + i] == 1 else x.chunks[i]
+                     for i, c in enumerate(tuple(chunks)[lead:]))
+        if tuple(chunks) == want:
+            return x if want == x.chunks else rechunk(x, want)
     return broadcast_to_p.bind(x, shape=shape, chunks=chunks, old=old)
 
 

@@ -369,7 +369,7 @@ def lu_solve(LU, pivots, B=None, *, left=True, adjoint=False, trans=None):
         return mH(lu_solve(LU, pivots, mH(B), adjoint=not adjoint))
     n = LU.shape[-1]
     p = _whole(pivots.detach().array, 1)
-    meta = _meta(LU.array._meta, p.ndim + 1, LU.dtype)
+    meta = _meta(LU._storage.value._meta, p.ndim + 1, LU.dtype)
     P = Tensor._make(p.map_blocks(_permutation_block, m=n, out_dtype=LU.dtype, dtype=LU.dtype, new_axis=p.ndim,
                                   chunks=p.chunks[:-1] + ((n,), (n,)), meta=meta))
     if not adjoint:  # X = U^-1 L^-1 P^T B

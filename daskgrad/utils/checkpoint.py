@@ -567,7 +567,7 @@ def _after_state(g, state):
     back in the schedule's order: it runs when its step's state does."""
     a = g.array
     index = tuple(range(a.ndim))
-    if all(t.array.chunks == a.chunks for t in state):
+    if all(t.chunks == a.chunks for t in state):
         marks = [x for t in state for x in (door.marks_of(t.array), index)]
         arr = da.blockwise(_pass_first, index, a, index, *marks, dtype=a.dtype, meta=a._meta, align_arrays=False,
                            name="adjoint-" + tokenize(a, *marks[::2]))

@@ -1,0 +1,546 @@
+"""One program, many runs: a submission is the recorded program of the values it asks for, lowered
+to an optimized dask graph once per structure and instantiated for every run.
+
+:func:`Program.of` walks the :class:`~.lazy.Lazy` values a submission asks for: its *equations*
+(each op, its parameters and what it reads, by position) and its *slots*, the dask arrays it reads:
+values in memory (a parameter stored by the step before, a batch of data) described by their
+chunks, dtype and chunk type only, and lazy dask graphs (a Zarr source) by their name, since their
+graph is part of what runs.  The program's key is that description: two submissions with one key
+compute the same functions of their slots, so the graph lowered, optimized and chunk-fused for the
+first is a *template* the later ones instantiate with their own slot values
+(:func:`instantiate`), without calling an op's forward or dask's optimizer.  A training loop, a
+line search, a compiled function's calls and a time loop's steps all come through here; the
+template is kept the second time a key is seen (a graph submitted once never pays for one).
+
+**Where**: dask's local schedulers run a graph in isolation, so an instance keeps the template's
+keys and a step of small chunks runs inline (:func:`run_inline`); a distributed scheduler remembers
+keys across submissions, so there every task of an instance gets a key of its own, the template's
+name with a token of the instance (:func:`_renamed`): the same program on the same values sends the
+same tasks, and nothing collides with an earlier step's keys.
+
+**Memory**: templates hold no slot values, at most ``daskgrad.step-cache.entries`` templates
+(default 16) and ``daskgrad.step-cache.tasks`` tasks in all (default 1,000,000), least recently
+used first out; ``daskgrad.step-cache.enabled: False`` lowers every submission anew.
+"""
+from __future__ import annotations
+
+import collections
+import collections.abc
+import functools
+import threading
+import types
+import uuid
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+
+from .calls import fast
+from .internals import Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, convert_legacy_task, \
+    flatten, order
+from .lazy import Lazy, is_stub, lower
+from .fold import flat_layers
+from .optimize import holds_data, materialized, optimize_layers
+
+SMALL_CHUNK = 256 * 1024  # bytes: an instance whose chunks are all this small runs inline (see run_inline)
+
+
+# ------------------------------------------------------------------ the program
+@dataclass(frozen=True, eq=False)
+class Program:
+    """A submission's recorded program: ``eqns`` (Lazy values, each after what it reads), ``slots``
+    (the dask arrays read, by name), ``outputs`` (the values asked for) and ``key``, its structure
+    (None where a parameter or constant has no exact hashable form: then it is lowered anew)."""
+
+    eqns: tuple
+    slots: dict
+    outputs: tuple
+    key: object
+
+    @classmethod
+    def of(cls, outputs):
+        outputs = tuple(outputs)
+        index, slots, eqns, desc = {}, {}, [], []
+        slot_desc = []
+        keyed = True
+
+        def ref(s):
+            nonlocal keyed
+            if type(s) is Lazy:
+                if s.kept is None:
+                    return index[id(s)]
+                s = s.kept
+            if isinstance(s, da.Array):
+                j = slots.get(s.name)
+                if j is None:
+                    j = slots[s.name] = len(slot_desc)
+                    slot_desc.append(_slot_desc(s))
+                    slot_arrays.append(s)
+                return ("s", j)
+            try:
+                return _frozen(s)
+            except _NoKey:
+                keyed = False
+                return None
+
+        slot_arrays = []
+        for node in _order(outputs):
+            srcs = tuple(ref(s) for s in node.srcs)
+            try:
+                params = _frozen(node.params) if node.params else ()
+            except _NoKey:
+                keyed, params = False, None
+            index[id(node)] = ("e", len(eqns))
+            eqns.append(node)
+            if node.annotations:
+                try:
+                    params = (params, _frozen(node.annotations))
+                except _NoKey:
+                    keyed = False
+            desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise))
+        outs = tuple(ref(o) for o in outputs)
+        key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
+        if key is not None:
+            try:
+                hash(key)
+            except TypeError:
+                key = None
+        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
+
+
+class _NoKey(Exception):
+    """A value with no exact hashable form here."""
+
+
+def _frozen(v):
+    """``v`` as a hashable value equal exactly when the values are: numbers by type and bits
+    (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ), containers by their items, NumPy arrays by type,
+    dtype, shape and bytes, functions and other hashable objects by themselves (identity)."""
+    t = type(v)
+    if t is int or t is bool or t is str or v is None:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())
+    if t is tuple or t is list:
+        return (t,) + tuple(_frozen(o) for o in v)
+    if t is complex:
+        return (t, v.real.hex(), v.imag.hex())
+    if t is dict:
+        return (dict,) + tuple(sorted(((_frozen(k), _frozen(o)) for k, o in v.items()), key=repr))
+    if t is slice:
+        return (slice, _frozen(v.start), _frozen(v.stop), _frozen(v.step))
+    if isinstance(v, np.ndarray):
+        if v.dtype.hasobject:
+            raise _NoKey(t)
+        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    if t is functools.partial:
+        return (t, _frozen(v.func), _frozen(v.args), _frozen(v.keywords))
+    if t is types.FunctionType and v.__closure__:  # a closure made afresh: its code and captured values
+        return (t, v.__code__, _frozen(v.__defaults__), tuple(_frozen(c.cell_contents) for c in v.__closure__))
+    try:
+        hash(v)
+    except TypeError:
+        raise _NoKey(t) from None
+    return v
+
+
+def _slot_desc(a):
+    """A slot by what the program depends on: a value in memory by its chunks, dtype and chunk
+    type; a lazy dask graph (whose tasks are part of what runs) by its name."""
+    meta = type(a._meta)
+    if is_data(a):
+        return ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+    return ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+
+
+def is_data(a):
+    """Whether dask array ``a`` holds its values (chunks or Futures), not tasks."""
+    layers = a.dask.layers
+    return len(layers) == 1 and a.name in layers and holds_data(layers[a.name])
+
+
+def _order(outputs):
+    """The Lazy nodes ``outputs`` read that are not kept, each after all it reads, in a fixed
+    order: depth first from the outputs, each node's operands in their order."""
+    out, done, stack = [], set(), [o for o in reversed(outputs) if type(o) is Lazy and o.kept is None]
+    while stack:
+        node = stack[-1]
+        if id(node) in done:
+            stack.pop()
+            continue
+        waiting = [s for s in node.srcs if type(s) is Lazy and s.kept is None and id(s) not in done]
+        if waiting:
+            stack.extend(reversed(waiting))
+        else:
+            stack.pop()
+            done.add(id(node))
+            out.append(node)
+    return out
+
+
+# ------------------------------------------------------------------ templates
+@dataclass
+class _Template:
+    graph: dict             # the optimized graph, the data slots' values taken out
+    slots: tuple            # per data slot (in slot order): the template's keys of its chunks
+    outputs: tuple          # the template's name of each output
+    names: frozenset        # every key name of the graph
+    readers: dict           # result key -> the keys of the tasks that read it
+    small: bool             # its chunks are small: run inline, in order, in the calling thread
+    annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
+    name: str               # its own, for an instance's token
+    plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
+    #                           a direct call: calls.fast), at its second instance
+
+
+_lock = threading.Lock()
+_templates = collections.OrderedDict()  # program key -> _Template, least recently used first
+_seen = collections.OrderedDict()  # keys of recent programs without a template (see _keep)
+_stats = {"hits": 0, "misses": 0, "uncached": 0}
+
+
+def instantiate(prog, *, local=True, fuse_chunks=None):
+    """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
+    not in memory), ready to submit: an instance of the template of the program (lowered and kept
+    the second time it is seen), or the program lowered and optimized with its own names.
+    ``local``: for dask's local schedulers (else every key of an instance is its own, for a
+    distributed scheduler)."""
+    enabled = dask.config.get("daskgrad.step-cache.enabled", True)
+    fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
+    key = None if prog.key is None or not enabled else (prog.key, fuse, local)
+    template = None
+    if key is not None:
+        with _lock:
+            template = _templates.get(key)
+            if template is not None:
+                _templates.move_to_end(key)
+    if template is not None:
+        _stats["hits"] += 1
+        return _instance(template, prog, local)
+    _stats["uncached" if key is None and enabled else "misses"] += 1
+    if key is None or not _keep(key):
+        return _lowered(prog, lambda a: a.name, fuse)
+    data = [a for a in prog.slots.values() if is_data(a)]
+    names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
+    optimized = _lowered(prog, lambda a: names.get(a.name, a.name), fuse)
+    template = _remember(key, optimized, [names[a.name] for a in data])
+    if template is None:
+        return _lowered(prog, lambda a: a.name, fuse)
+    return _instance(template, prog, local)
+
+
+def in_memory(v):
+    """``v``'s value in memory if it is one (a kept Lazy value, a dask array holding its chunks), else None."""
+    if type(v) is Lazy:
+        return v.kept
+    return v if materialized(v) else None
+
+
+def key_token(key):
+    """A short token of a program key (it names the template's slots)."""
+    return f"{hash(key) & 0xFFFFFFFFFFFF:012x}"
+
+
+def _keep(key):
+    """Whether a template is kept for ``key``: the second time it is seen in a while."""
+    with _lock:
+        if key in _seen:
+            del _seen[key]
+            return True
+        _seen[key] = None
+        while len(_seen) > 4 * dask.config.get("daskgrad.step-cache.entries", 16):
+            _seen.popitem(last=False)
+    return False
+
+
+def _lowered(prog, slot_name, fuse):
+    """``prog`` lowered to dask (its slots read under ``slot_name(array)``) and optimized as one
+    graph: the arrays of its outputs."""
+    layers, deps, names, slots = lower(prog.eqns, slot_name)
+    for a in prog.slots.values():
+        slots.setdefault(slot_name(a), a)
+    for name, a in slots.items():
+        if name != a.name:  # a value in memory read under the template's name of its slot
+            keys = list(flatten(a.__dask_keys__()))
+            graph = dict(a.dask)
+            layers[name] = MaterializedLayer({(name,) + k[1:] if isinstance(k, tuple) else name: graph[k]
+                                              for k in keys})
+            deps[name] = set()
+            continue
+        for n, layer, layer_deps in flat_layers(a.dask):
+            if n not in layers or is_stub(layers[n]):
+                layers[n], deps[n] = layer, layer_deps
+    for name, layer in layers.items():
+        if holds_data(layer):
+            deps[name] = set()
+    outs = []
+    for o in prog.outputs:
+        if type(o) is Lazy and o.kept is None:
+            outs.append(da.Array(HighLevelGraph({}, {}), names[id(o)], o.chunks, meta=o._meta))
+        else:
+            a = o.kept if type(o) is Lazy else o
+            name = slot_name(a)
+            outs.append(da.Array(HighLevelGraph({}, {}), name, a.chunks, meta=a._meta))
+    deps = {n: d & layers.keys() for n, d in deps.items() if n in layers}
+    needed, stack = set(), [a.name for a in outs]
+    while stack:  # only the layers the outputs read
+        name = stack.pop()
+        if name not in needed and name in layers:
+            needed.add(name)
+            stack.extend(deps[name])
+    return optimize_layers(outs, {n: layers[n] for n in layers if n in needed},
+                           {n: deps[n] & needed for n in layers if n in needed}, fuse)
+
+
+def step_cache_info() -> dict:
+    """The program cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits`` (instances
+    of a kept template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
+    ``entries`` and ``tasks`` held."""
+    with _lock:
+        return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
+
+
+def step_cache_clear() -> None:
+    """Drop every kept template and zero the counts."""
+    with _lock:
+        _templates.clear()
+        _seen.clear()
+        _stats.update(hits=0, misses=0, uncached=0)
+
+
+def _notes(layer):
+    """A layer's annotations (GPU ``resources``) but a span's: distributed's ``span()`` annotates the
+    layers of each submission with its own, and a template is instantiated in the span of its run."""
+    return {n: v for n, v in (layer.annotations or {}).items() if n != "span"}
+
+
+def _remember(key, optimized, inputs):
+    """Keep the optimized graph as the template of ``key``: the values of the data slots taken out
+    (each instance puts its own in), dask's legacy tasks converted, what an instance renames noted."""
+    graph = dict(optimized[0].__dask_graph__())
+    limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
+    if len(graph) > limit:
+        return None
+    by_name = {}  # one pass over the graph, not one per slot
+    for k in graph:
+        by_name.setdefault(k[0] if isinstance(k, tuple) else k, []).append(k)
+    slots, largest = [], 0
+    for name in inputs:
+        keys = tuple(by_name.get(name, ()))
+        for k in keys:
+            v = graph[k]
+            largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
+            graph[k] = None  # the values are put back at each instance: a template holds no data
+        slots.append(keys)
+    legacy = [k for k, t in graph.items() if type(t) is tuple]  # dask's legacy tasks (a reduction's aggregate)
+    for k in legacy:  # (converted after the slots are out: converting a graph drops its Futures' keys)
+        graph[k] = convert_legacy_task(k, graph[k], graph)
+    if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
+        return None  # a value or legacy task outside the slots: not renamed here
+    annotated = []  # a span's annotation is the submission's own (distributed's span() sets it anew)
+    for layer in optimized[0].dask.layers.values():
+        note = _notes(layer)
+        keys = tuple(k for k in layer if graph.get(k) is not None)
+        if note and keys:
+            annotated.append((note, keys))
+    results = {k for a in optimized for k in flatten(a.__dask_keys__())}
+    readers = {}
+    for k, t in graph.items():
+        for d in (t.dependencies if t is not None else ()):
+            if d in results:
+                readers.setdefault(d, []).append(k)
+    largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
+    template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
+                         frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
+                         largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
+    with _lock:
+        _templates[key] = template
+        _templates.move_to_end(key)
+        entries = dask.config.get("daskgrad.step-cache.entries", 16)
+        while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
+            _templates.popitem(last=False)
+    return template
+
+
+def _chunk_elements(a):
+    """Elements of ``a``'s largest chunk."""
+    n = 1
+    for c in a.chunks:
+        n *= max(c, default=1)
+    return n
+
+
+# ------------------------------------------------------------------ instances
+def _instance(template, prog, local):
+    """The template run on ``prog``'s slot values: its outputs named for this instance."""
+    data = [a for a in prog.slots.values() if is_data(a)]
+    inputs = [a.name for a in data]
+    token = tokenize(template.name, inputs)
+    arrays = []
+    for o, name in zip(prog.outputs, template.outputs):
+        v = o.kept if type(o) is Lazy and o.kept is not None else o
+        arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
+    input_layers = [a.dask.layers[a.name] for a in data]
+    return (_replay if local else _renamed)(template, arrays, input_layers, inputs, token)
+
+
+def _replay(template, arrays, input_layers, inputs, token):
+    """The template's graph reading ``input_layers`` and naming its results as ``arrays`` (for dask's
+    local schedulers, which run a graph in isolation: the other keys stay the template's)."""
+    values = {}
+    for keys, layer, name in zip(template.slots, input_layers, inputs):
+        for k in keys:
+            v = layer[(name,) + k[1:] if isinstance(k, tuple) else name]
+            values[k] = v.value if isinstance(v, DataNode) else v
+    renamed, aliases, done = {}, {}, set()  # template key -> result key; result key -> its twin's
+    for a, old in zip(arrays, template.outputs):
+        if a.name in done:  # (an array asked for twice is one result)
+            continue
+        done.add(a.name)
+        for k in flatten(a.__dask_keys__()):
+            was = (old,) + k[1:] if isinstance(k, tuple) else old
+            if was in renamed:  # the same array asked for twice under two names
+                aliases[k] = renamed[was]
+            else:
+                renamed[was] = k
+    if template.plan is None:  # worked out once, at the second instance (a graph run once never pays it)
+        filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
+        priority = order(filled)
+        reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
+        keys = tuple(sorted(filled, key=priority.__getitem__))
+        calls = {k: fast(template.graph[k]) for k in keys if template.graph[k] is not None} if template.small else {}
+        template.plan = (keys, dict(reads), calls)  # (only a step of small chunks runs inline: run_inline)
+    name = f"instance-{token}"
+    hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _renamed(template, arrays, input_layers, inputs, token):
+    """The template's graph under keys of its own for a distributed scheduler, which remembers keys
+    across submissions: the slots are the values' own keys (already in cluster memory), the results
+    the arrays asked for, every other key the template's name with the instance's token (the prefix
+    the dashboard groups by stays)."""
+    subs = {}
+    for keys, name in zip(template.slots, inputs):
+        for k in keys:
+            subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
+    for a, old in zip(arrays, template.outputs):
+        for k in flatten(a.__dask_keys__()):
+            subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
+    graph = {}
+    for k, t in template.graph.items():
+        if t is None:
+            continue
+        new = subs.get(k)
+        if new is None:
+            new = subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+        graph[new] = t
+    graph = {new: t.substitute(subs, key=new) for new, t in graph.items()}
+    for keys, layer in zip(template.slots, input_layers):
+        for k in keys:
+            graph[subs[k]] = layer[subs[k]]
+    for a in arrays:  # an output that is a slot itself: its value
+        for k in flatten(a.__dask_keys__()):
+            if k not in graph:
+                graph[k] = Alias(k, subs.get(k, k))
+    layers = {}
+    for i, (note, keys) in enumerate(template.annotated):
+        name = f"{arrays[0].name}-{token}-{i}"
+        layers[name] = MaterializedLayer({subs[k]: graph.pop(subs[k]) for k in keys if subs[k] in graph},
+                                         annotations=note)
+    layers[f"{arrays[0].name}-{token}"] = MaterializedLayer(graph)
+    hlg = HighLevelGraph(layers, {n: set() for n in layers})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+class Instance(MaterializedLayer):
+    """An instance of a template: the template, the slot values it reads this time and the names of
+    its results.  Its tasks under the results' names (each task that reads a renamed result
+    rewritten) are made only when a scheduler asks for them: :func:`run_inline` runs the template's
+    own tasks."""
+
+    def __init__(self, template, inputs, renamed, aliases):
+        # (made by a plain function of the parts, not a method: no cycle holds the inputs)
+        super().__init__(_MadeOnRead(functools.partial(_renamed_tasks, template, inputs, renamed, aliases)))
+        self.template, self.inputs, self.renamed, self.aliases = template, inputs, renamed, aliases
+
+
+def _renamed_tasks(template, inputs, renamed, aliases):
+    graph = dict(template.graph)
+    for k, v in inputs.items():
+        graph[k] = DataNode(k, v)
+    for was, k in renamed.items():  # the results renamed in place, then the tasks that read them
+        graph[k] = graph.pop(was).substitute({}, key=k)
+    for was, k in renamed.items():  # (a reader may be a result itself, renamed above)
+        for r in template.readers.get(was, ()):
+            r = renamed.get(r, r)
+            graph[r] = graph[r].substitute({was: k})
+    for k, target in aliases.items():
+        graph[k] = Alias(k, target)
+    return graph
+
+
+class _MadeOnRead(collections.abc.Mapping):
+    """A mapping made by ``make()`` when first read (once, whichever thread reads first)."""
+
+    def __init__(self, make):
+        self._make, self._made, self._lock = make, None, threading.Lock()
+
+    @property
+    def _graph(self):
+        if self._made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made, self._make = self._make(), None
+        return self._made
+
+    def __getitem__(self, k):
+        return self._graph[k]
+
+    def __iter__(self):
+        return iter(self._graph)
+
+    def __len__(self):
+        return len(self._graph)
+
+
+_INLINE_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "single-threaded")
+
+
+def run_inline(arrays):
+    """The results of an instance of small chunks, computed in the calling thread in dask.order's
+    order (each value dropped after its last reader), as ``dask.persist`` would give them; None
+    when it must go to dask's scheduler: large chunks (threads run them in parallel), another
+    scheduler, or a dask diagnostic listening (a progress bar, a profiler, a callback).
+
+    On small chunks dask's threaded scheduler spends more than the tasks: ordering the graph again
+    (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway."""
+    layers = arrays[0].dask.layers if arrays else {}
+    layer = next(iter(layers.values())) if len(layers) == 1 else None
+    if (type(layer) is not Instance or not layer.template.small or Callback.active
+            or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS):
+        return None
+    template, aliases = layer.template, layer.aliases
+    back = {new: old for old, new in layer.renamed.items()}  # a result's key -> the template's
+
+    def key(k):
+        k = aliases.get(k, k)
+        return back.get(k, k)
+
+    wanted = {key(k) for a in arrays for k in flatten(a.__dask_keys__())}
+    keys, reads, calls = template.plan
+    left, values = dict(reads), dict(layer.inputs)
+    for k in keys:
+        task = calls.get(k)
+        if task is None:  # a slot: its value is in place
+            continue
+        values[k] = task(values)
+        for d in task.dependencies:
+            left[d] -= 1
+            if not left[d] and d not in wanted:
+                del values[d]
+    return [a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())}) for a in arrays]
