@@ -56,6 +56,14 @@ def take_pending(runs_here):
     return mine
 
 
+def forget_pending(ids) -> None:
+    """The storages of ``ids`` (a compiled function's own tensors, whose values its results hold)
+    are no longer pending."""
+    with _lock:
+        for st in [st for st in list(_pending) if id(st) in ids]:
+            del _pending[st]
+
+
 def swap(storage, old, new) -> None:
     """``storage`` holds ``new``, the computed ``old``, unless another thread wrote it meanwhile
     (then what it holds is pending again)."""

@@ -59,6 +59,16 @@ def _touched(t, what):
         trace.touched(t, what)
 
 
+def recorded(x):
+    """What an op records for operand ``x``: a tensor's value (as a compiled function's trace reads
+    it: an argument or a value read from outside through the alias rebound at each call), anything
+    else as it is."""
+    if not isinstance(x, Tensor):
+        return x
+    trace = getattr(_modes_state, "trace", None)
+    return x._storage.value if trace is None else trace.value(x._storage)
+
+
 class _Storage:
     """A tensor's value and torch's in-place version counter, shared by ``detach()``.
 

@@ -13,13 +13,14 @@ import dask.array as da
 
 from . import _dask as door
 from ._modes import is_anomaly_check_nan_enabled
+from ._tensor import recorded
 
 
 def nan_flags(checks):
     """One flag per VJP output; none when anomaly mode runs with ``check_nan=False``."""
     if not is_anomaly_check_nan_enabled():
         return []
-    return [door.defer(_any_nan, (o._storage.value,)) for _, _, o in checks]
+    return [door.defer(_any_nan, (recorded(o),)) for _, _, o in checks]
 
 
 def _any_nan(a):

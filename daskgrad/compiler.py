@@ -1,13 +1,13 @@
 """``daskgrad.compile``: a function traced once per kind of call, then replayed without running it.
 
-The step cache (:mod:`daskgrad._dask.stepcache`) already skips optimizing a graph it has seen,
-but every call still runs the user's Python, records the ops, builds their dask layers and the
-reverse pass's, and describes the whole graph to find it: on small chunks that is most of a step
-(an L-BFGS evaluation on dask-glm's 1000 x 100 problem: ~3 of 5.5 ms).  ``compile(fn)`` says the
-function may be *replayed*: the first call of a kind runs ``fn`` as usual on its arguments'
-values renamed (no other value of equal content, which dask names alike, is taken for one), and
-keeps its one submission's optimized graph; a later call of that kind puts its arguments' chunks
-into the graph's input slots and runs it, as ``jax.jit`` and ``torch.compile`` do.
+Every submission already reuses the template of a program it has seen (:mod:`daskgrad._dask.program`),
+but every call still runs the user's Python and records its ops and reverse pass: on small chunks
+that is most of a step.  ``compile(fn)`` says the function may be *replayed*: the first call of a
+kind runs ``fn`` as usual, recording its program, in which every tensor it reads (its arguments,
+and tensors it reaches through a guarded name or module) is an *alias*; a later call of that kind
+points each alias at the tensor's value now (the call's arguments, a parameter an optimizer has
+updated since) and submits the same program, without running ``fn``, as ``jax.jit`` and
+``torch.compile`` do.  The caller's tensors are never written while tracing.
 
 **A kind of call** (the guards): each tensor argument's shape, chunks, dtype, chunk type,
 ``requires_grad``, leafness, inference flag and which arguments share a value; other arguments by
@@ -19,9 +19,9 @@ user functions it names (not libraries').
 **What the trace watches**, so that a replay is never silently wrong:
 
 * a tensor read from outside must be one named directly (a guarded name, a guarded module's
-  parameter or buffer), and is replayed only while it holds the value it held at the trace (an
-  optimizer step makes the next call trace again; a tensor reached through a container or object,
-  or a ``.grad``, makes the function run as usual);
+  parameter or buffer): it is read anew at each replay; one reached through a container or an
+  object, or a ``.grad``, makes the function run as usual (the name could later hold another);
+  one read by value, outside the recorded ops, is replayed only while it holds that value;
 * what a replay would not do again makes the function run as usual, with one warning
   (``fullgraph=True``: an error where it happens): computing a value inside (``.item()``, printing,
   ``backward()``), changing a tensor it did not make (in place, ``.grad``, ``requires_grad``, a
@@ -32,10 +32,11 @@ user functions it names (not libraries').
   mode runs the function as usual.
 
 A kind seen ``daskgrad.compile.cache-size`` times (8, torch's recompile limit) with other values
-read from outside, or more kinds than that, run as usual, with a warning saying why.
+read by value from outside, or more kinds than that, run as usual, with a warning saying why.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -48,10 +49,8 @@ import weakref
 
 import dask
 import numpy as np
-from dask.base import tokenize
 
 from . import _dask as door, _state, _tensor, graph, runtime
-from ._dask.freeze import Unfrozen, freeze
 from ._modes import (current_trace, is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, set_trace)
 from ._tensor import Tensor
 
@@ -62,13 +61,15 @@ _names = itertools.count()
 
 
 class _Trace:
-    """What a traced call made, read from outside and did that a replay would not repeat."""
+    """What a traced call made, read and did that a replay would not repeat."""
 
-    __slots__ = ("first_node", "fresh", "tensors", "reads", "breaks", "fullgraph")
+    __slots__ = ("first_node", "fresh", "tensors", "reads", "inputs", "args", "allowed", "breaks", "fullgraph")
 
-    def __init__(self, fullgraph):
+    def __init__(self, fullgraph, args, allowed):
         self.first_node = next(graph._made)  # nodes made from here on are the function's
         self.fresh, self.tensors, self.reads, self.breaks, self.fullgraph = set(), set(), {}, [], fullgraph
+        self.args, self.allowed = args, allowed  # id(storage) -> argument index; -> a tensor named from outside
+        self.inputs = {}  # id(storage) -> (alias, source: an argument's index or a weak reference to the storage)
 
     def made(self, storage):
         self.fresh.add(id(storage))
@@ -76,9 +77,30 @@ class _Trace:
     def made_tensor(self, t):
         self.tensors.add(id(t))
 
+    def value(self, storage):
+        """What an op records for a tensor's value: its own for a tensor the function made, else an
+        alias a replay points at the value then (:func:`daskgrad._dask.alias`)."""
+        i = id(storage)
+        if i in self.fresh:
+            return storage.value
+        hit = self.inputs.get(i)
+        if hit is None:
+            if i in self.args:
+                source = self.args[i]
+            elif self.allowed is None or i in self.allowed:
+                source = weakref.ref(storage)
+            else:  # reached through an object or a container: the run ends as usual (_check)
+                self.read(storage)
+                return storage.value
+            hit = self.inputs[i] = (door.alias(storage.value), source)
+        return hit[0]
+
     def read(self, storage):
+        """A tensor's values read as a dask array, outside the recorded ops: guarded by value."""
         i = id(storage)
         if i not in self.fresh and i not in self.reads:
+            if i in self.args or self.allowed is None:
+                self.broke("an op reads a tensor's values outside the ops daskgrad records")
             self.reads[i] = (storage, storage.version)
 
     def wrote(self, storage):
@@ -98,18 +120,15 @@ class _Trace:
 
 @dataclasses.dataclass
 class _Entry:
-    """One kind of call: its kept graph and where each of the graph's inputs comes from, or why it
-    runs as usual (``reason``)."""
+    """One kind of call: the program its trace recorded and where each alias points at a replay,
+    or why it runs as usual (``reason``)."""
 
     reason: str | None = None
-    template: object = None
-    inputs: tuple = ()        # the template's input layer names at the trace
-    sources: tuple = ()       # per input: an argument's index, a storage read from outside (weakly), or a
-    #                           layer of values the function made itself (a constant)
-    outputs: tuple = ()       # per result: (name, chunks, meta) at the trace
+    outputs: tuple = ()       # the results' values as recorded (Lazy values reading the aliases)
+    inputs: tuple = ()        # (alias, source): an argument's index, or a storage read from outside (weakly)
     structure: object = None  # how the results go back into what fn returns
-    reads: tuple = ()         # (storage, its value at the trace), both weakly: the replay's guard
-    retraces: int = 0         # traces of this kind because a value read from outside changed
+    reads: tuple = ()         # (storage, its value at the trace), both weakly: read by value, guarded
+    retraces: int = 0         # traces of this kind because a value read by value changed
     pins: tuple = ()          # objects guarded by identity that cannot be referenced weakly: held
 
 
@@ -183,7 +202,7 @@ class Compiled:
         config = tuple(dask.config.get(k, None) for k in ("daskgrad.fuse-chunks", "daskgrad.vjp-resources",
                                                          "daskgrad.row-block-bytes", "array.backend"))
         return (described, names, is_grad_enabled(), is_inference_mode_enabled(),
-                None if client is None else id(client), freeze(config) if _frozen(config) else repr(config))
+                None if client is None else id(client), door.frozen(config, objects=False) if _frozen(config) else repr(config))
 
     def _pin(self, key, pins):
         """Objects guarded by identity: their entry goes when one of them goes (its id may be reused)."""
@@ -200,56 +219,40 @@ class Compiled:
     # ------------------------------------------------------------------ the first call of a kind
     def _trace(self, key, args, kwargs, tensors, pins, allowed, retraces):
         self._stats["traces"] += 1
-        values = _inputs(tensors, flush=True)
-        # each argument's values under a name of its own, in memory (on a cluster, under keys of their
-        # own: a layer of Futures renamed would only alias the old keys, which fusion reads directly)
         first = {}
-        for t, a in zip(tensors, values):
-            first.setdefault(id(t._storage), (t._storage, a))
-        renamed = runtime.persist([door.relabel(a, f"compile-input-{next(_names)}") for _, a in first.values()])
-        stands = {i: (st, st.value, r) for (i, (st, _)), r in zip(first.items(), renamed)}
+        for i, t in enumerate(tensors):
+            first.setdefault(id(t._storage), i)
         rng = _random_states()
-        trace = _Trace(self._fullgraph)
-        for st, _, stand in stands.values():
-            st.value = stand
+        trace = _Trace(self._fullgraph, first, allowed)
         before = set_trace(trace)
         try:
             out = self._fn(*args, **kwargs)
         finally:
             set_trace(before)
-            for st, value, stand in stands.values():
-                if st.value is stand:
-                    st.value = value
-        structure, results = self._check(trace, out, rng, tensors, allowed)
+        structure, results = self._check(trace, out, rng)
         if trace.breaks:
             return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
-        layers = {name: layer for t in results for name, layer, _ in door.flat_layers(t.array.dask)}
-        with door.capture_templates() as kept:
-            done = runtime.persist([t.array for t in results], keep=slice(0, len(results)))
-        returned = _unflatten(structure, iter(_wrap(done)))
-        if len(kept) != 1:
-            return self._keep(key, _Entry(reason="its graph cannot be kept (a step cache limit, or a task it "
-                                                 "cannot describe)"), pins, returned)
-        template, inputs = kept[0]
-        names = {}
-        for i, t in enumerate(tensors):
-            names.setdefault(stands[id(t._storage)][2].name, i)
-        reads = [st for st, _ in trace.reads.values() if id(st) not in stands]
-        sources = tuple(names[n] if n in names else _source(n, layers, reads) for n in inputs)
-        entry = _Entry(template=template, inputs=inputs, sources=sources, structure=structure,
-                       outputs=tuple((a.name, a.chunks, a._meta) for a in done), retraces=retraces,
+        # what the function wrote in place on its own tensors is part of its results, not an update
+        # for the next submission to store (that would mark the recorded values as kept)
+        _state.forget_pending(trace.fresh)
+        outputs = tuple(t._storage.value for t in results)
+        done = runtime.persist(outputs, keep=slice(0, len(outputs)))
+        inputs = tuple(trace.inputs.values())
+        for alias, _ in inputs:  # (an alias holds no value between calls)
+            door.rebind(alias, None)
+        reads = [st for st, _ in trace.reads.values()]
+        entry = _Entry(outputs=outputs, inputs=inputs, structure=structure, retraces=retraces,
                        reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
-        return self._keep(key, entry, pins, returned)
+        return self._keep(key, entry, pins, _unflatten(structure, iter(_wrap(done))))
 
-    def _check(self, trace, out, rng, tensors, allowed):
+    def _check(self, trace, out, rng):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
         if _random_states() != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
-        args = {id(t._storage) for t in tensors}
-        for storage, version in trace.reads.values():
+        for i, (storage, version) in trace.reads.items():
             if storage.version != version:
                 trace.broke("it writes a tensor in place")
-            elif id(storage) not in args and id(storage) not in allowed:
+            elif i not in trace.allowed and i not in trace.args:
                 trace.broke("it reads a tensor through an object, a container or .grad (pass it as an argument, "
                             "or name it)")
         structure = _flatten(out, trace)
@@ -260,7 +263,7 @@ class Compiled:
             if t.requires_grad:
                 trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), or "
                             "differentiate inside, e.g. with daskgrad.func.grad_and_value")
-            elif door.materialized(t.array):
+            elif id(t._storage) not in trace.fresh or door.in_memory(t._storage.value) is not None:
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
         return structure, results
 
@@ -284,25 +287,44 @@ class Compiled:
 
     # ------------------------------------------------------------------ a later call of the same kind
     def _replay(self, entry, tensors):
-        values = _inputs(tensors)
-        layers, names = [], []
-        for name, source in zip(entry.inputs, entry.sources):
-            if type(source) is int:
-                a = values[source]
-                layers.append(a.dask.layers[a.name])
-                names.append(a.name)
-            elif type(source) is weakref.ref:  # a value read from outside, unchanged (the guard)
-                layers.append(source().array.dask.layers[name])
-                names.append(name)
-            else:
-                layers.append(source)
-                names.append(name)
-        token = tokenize(entry.template.name, names)
-        outputs = [(f"{n}-{token}", c, m) for n, c, m in entry.outputs]
-        arrays = door.replay_template(entry.template, outputs, layers, names, local=door.current_client() is None)
+        with self._lock:  # (the aliases are the entry's own: one call at a time points them)
+            for alias, source in entry.inputs:
+                st = tensors[source]._storage if type(source) is int else source()
+                door.rebind(alias, st.value)
+            try:
+                done = runtime.persist(entry.outputs, keep=slice(0, len(entry.outputs)))
+            finally:
+                for alias, _ in entry.inputs:
+                    door.rebind(alias, None)
         self._stats["replays"] += 1
-        done = runtime.persist(arrays, keep=slice(0, len(arrays)), optimized=True)
         return _unflatten(entry.structure, iter(_wrap(done)))
+
+
+def _alias_built():
+    trace = current_trace()
+    if trace is not None:
+        trace.broke("an op reads a tensor's values outside the ops daskgrad records")
+
+
+door.on_alias_built(_alias_built)
+
+
+@contextlib.contextmanager
+def recording():
+    """Record the ops run inside into a program whose every read of a tensor made outside goes
+    through an alias (``trace.inputs``: storage -> (alias, weak reference to the storage)); yields the
+    trace, whose ``breaks`` say what a program recorded once could not repeat.  A time loop's step
+    is recorded so (:func:`daskgrad.utils.checkpoint.checkpoint_steps`)."""
+    trace = _Trace(False, {}, None)
+    rng = _random_states()
+    before = set_trace(trace)
+    try:
+        yield trace
+    finally:
+        set_trace(before)
+        if _random_states() != rng:
+            trace.broke("it draws random numbers")
+        _state.forget_pending(trace.fresh)
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="daskgrad", mode=None, options=None,
@@ -430,16 +452,16 @@ def _describe(obj, tensors, pins, allowed, seen):
         pins.append(obj)
         return ("id", id(obj))
     try:
-        return freeze(obj)
-    except (Unfrozen, RecursionError):
+        return door.frozen(obj, objects=False)
+    except (door.NoKey, RecursionError):
         pins.append(obj)
         return ("id", id(obj))
 
 
 def _frozen(value):
     try:
-        freeze(value)
-    except Unfrozen:
+        door.frozen(value, objects=False)
+    except door.NoKey:
         return False
     return True
 
@@ -452,7 +474,10 @@ def _forget(compiled_ref, key):
 
 
 def _stale(entry):
-    """Whether a value read from outside is gone or holds another value than at the trace."""
+    """Whether a tensor read from outside is gone, or (read by value) holds another value than at the trace."""
+    for _, source in entry.inputs:
+        if type(source) is not int and source() is None:
+            return True
     for storage, value in entry.reads:
         st, v = storage(), value()
         if st is None or v is None or st.value is not v:
@@ -468,18 +493,6 @@ def _random_states():
 
 
 # ------------------------------------------------------------------ values in, results out
-def _inputs(tensors, flush=False):
-    """The tensor arguments' values in memory: one submission computes those not computed yet (kept
-    for this call only: the argument stays as lazy as it was, as a call without replay would leave
-    it; ``flush``: also what in-place writes left pending, as any submission does)."""
-    values = [t.array for t in tensors]
-    lazy = {a.name: a for a in values if not door.materialized(a)}
-    if not lazy and not flush:
-        return values
-    done = dict(zip(lazy, runtime.persist(list(lazy.values()), keep=slice(0, len(lazy)))))
-    return [done.get(a.name, a) if not door.materialized(a) else a for a in values]
-
-
 def _leaves(out):
     if isinstance(out, Tensor):
         yield out
@@ -527,14 +540,3 @@ def _wrap(arrays):
         _state.hold(t._storage, door.flat_keys(a))
         out.append(t)
     return out
-
-
-def _source(name, layers, reads):
-    """Where the values ``name`` of the traced graph come from at a replay: a storage read from
-    outside that holds them (its value is guarded), else the layer itself (a constant the function
-    made, the same every call)."""
-    for st in reads:
-        a = st.array
-        if a.name == name and door.materialized(a):
-            return weakref.ref(st)
-    return layers[name]

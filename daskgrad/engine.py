@@ -29,7 +29,7 @@ from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._modes import carried, current_trace, is_anomaly_enabled, is_grad_enabled, set_grad_enabled
-from ._tensor import Tensor
+from ._tensor import Tensor, recorded
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
 
@@ -190,7 +190,7 @@ def _make_grads(outputs, grad_outputs):
 
 def _implicit_ones(out):
     """The gradient of a one-element output: ones in one chunk of the output's array type."""
-    v = out._storage.value
+    v = recorded(out)
     if v.npartitions != 1:
         return ones_like(out)
     return Tensor._make(door.defer(_ones_chunk, (v,)))
@@ -486,7 +486,7 @@ def _broadcastable(shape, to_shape):
 
 def _label(t, node):
     """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
-    return Tensor._make(door.defer(door.relabel, (t._storage.value,), (("prefix", f"{node._prim.label(node)}-vjp"),)))
+    return Tensor._make(door.defer(door.relabel, (recorded(t),), (("prefix", f"{node._prim.label(node)}-vjp"),)))
 
 
 # ------------------------------------------------------------------ submit
@@ -551,8 +551,7 @@ def _persist(plan, out):
     saved = [v for n in out.executed for v in n.saved_tensors()
              if v.leaf is None and not v.persisted] if plan.retain_graph else []
     flags = nan_flags(out.nan_checks)
-    arrays = [w.grad._storage.value for _, w in writes] + [g._storage.value for _, g in returned] + [
-        s.value for s in saved]
+    arrays = [recorded(w.grad) for _, w in writes] + [recorded(g) for _, g in returned] + [s.value for s in saved]
     done = runtime.persist(arrays + flags, phase="backward",
                            store=[t._storage for t in plan.roots] + [w.tensor._storage for _, w in writes],
                            keep=slice(0, len(arrays)))  # all the user holds

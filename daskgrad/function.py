@@ -9,9 +9,10 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
+from . import _dask as door
 from .graph import RESULT, node_class, primitive, save_tensors
 from ._modes import is_grad_enabled, no_grad
-from ._tensor import Tensor, _Handle
+from ._tensor import Tensor, _Handle, recorded
 from .ops import concatenate, zeros_like
 
 
@@ -376,15 +377,20 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
     input.  Backward runs it once per chunk; the layer is named ``<name>-vjp``.
     """
     ts = [t if isinstance(t, Tensor) else Tensor._make(t) for t in tensors]
-    arrays = [t.array for t in ts]
     label = name or getattr(chunk_fn, "__name__", "map_blocks")
-    dtype = np.dtype(dtype) if dtype is not None else arrays[0].dtype
-    out = da.map_blocks(chunk_fn, *arrays, dtype=dtype, meta=arrays[0]._meta.astype(dtype),
-                        name=f"{label}-{tokenize(chunk_fn, *arrays, kwargs)}", **kwargs)
+    dtype = np.dtype(dtype) if dtype is not None else ts[0].dtype
+    out = door.defer(_map_blocks_array, [recorded(t) for t in ts],
+                     (("fn", chunk_fn), ("dtype", dtype), ("label", label), ("kwargs", tuple(kwargs.items()))))
     if vjp is None:
         return Tensor._make(out)
     return map_blocks_p.record(out, *ts, save={f"t{i}": t for i, t in enumerate(ts)}, node=f"{label}Backward",
                                vjp=vjp, label=label, kwargs=kwargs, n=len(ts))
+
+
+def _map_blocks_array(*arrays, fn, dtype, label, kwargs):
+    kwargs = dict(kwargs)
+    return da.map_blocks(fn, *arrays, dtype=dtype, meta=arrays[0]._meta.astype(dtype),
+                         name=f"{label}-{tokenize(fn, *arrays, kwargs)}", **kwargs)
 
 
 # A user's chunk kernel: its node is named <name>Backward; the params hold the chunk-level vjp.
@@ -393,11 +399,22 @@ map_blocks_p = primitive("map_blocks")
 
 @map_blocks_p.vjp
 def _map_blocks_rule(g, s, *, vjp, label, kwargs, n):
-    ins = [getattr(s, f"t{i}").array for i in range(n)]
-    _check_on_meta(vjp, label, g.array, ins, kwargs)
-    token = tokenize(vjp, g.array, *ins, kwargs)
-    cells = da.map_blocks(_vjp_all(vjp, label, kwargs), g.array, *ins, dtype=object,
-                          meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
-    return tuple(Tensor._make(da.map_blocks(_pick(i), cells, dtype=a.dtype, meta=a._meta,
-                                            name=f"{label}-vjp-pick{i}-{token}"))
-                 for i, a in enumerate(ins))
+    ins = [recorded(getattr(s, f"t{i}")) for i in range(n)]
+    _check_on_meta(vjp, label, recorded(g), ins, kwargs)
+    cells = door.defer(_vjp_cells, [recorded(g)] + ins, (("vjp", vjp), ("label", label),
+                                                          ("kwargs", tuple(kwargs.items()))))
+    return tuple(Tensor._make(door.defer(_picked, (cells, a), (("i", i),))) for i, a in enumerate(ins))
+
+
+def _vjp_cells(g, *ins, vjp, label, kwargs):
+    """One object block per chunk holding the user's cotangent blocks of every input."""
+    kwargs = dict(kwargs)
+    token = tokenize(vjp, g, *ins, kwargs)
+    return da.map_blocks(_vjp_all(vjp, label, kwargs), g, *ins, dtype=object,
+                         meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
+
+
+def _picked(cells, like, *, i):
+    """Input ``i``'s cotangent blocks out of ``cells`` (``like``: that input, for its dtype and meta)."""
+    return da.map_blocks(_pick(i), cells, dtype=like.dtype, meta=like._meta,
+                         name=f"{cells.name.replace('-vjp-', '-vjp-pick{}-'.format(i), 1)}")

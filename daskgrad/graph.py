@@ -21,7 +21,7 @@ import weakref
 
 from . import _dask as door
 from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
-from ._tensor import Tensor, _Handle
+from ._tensor import Tensor, _Handle, recorded
 
 # ------------------------------------------------------------------------ errors
 INFERENCE_SAVE_MESSAGE = (
@@ -314,13 +314,7 @@ class Primitive:
         declared torch names."""
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        trace = current_trace()
-        if trace is not None:  # (what reading .array tells daskgrad.compile otherwise)
-            for x in inputs:
-                if isinstance(x, Tensor):
-                    trace.read(x._storage)
-        out = door.defer(self.impl, [x._storage.value if isinstance(x, Tensor) else x for x in inputs],
-                         tuple(params.items()), elementwise=self.elementwise)
+        out = door.defer(self.impl, [recorded(x) for x in inputs], tuple(params.items()), elementwise=self.elementwise)
         needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
         for entry in self.save:

@@ -47,7 +47,7 @@ def estimate_memory(*roots, report=False):
         with no_grad():
             writes = [g if t.grad is None else t.grad + g for t, g in zip(leaves, grads) if g is not None]
     arrays = [g.array for g in writes] + [r.array for r in roots if not door.materialized(r.array)]
-    arrays += _state.pending_arrays(door.materialized)
+    arrays += [door.value_of(v) for v in _state.pending_values(lambda v: door.in_memory(v) is not None)]
     known = list(made) + [a for a in arrays]
     for node in graph.toposort([r.grad_fn for r in roots if r.grad_fn is not None]):
         known += [v.data for v in node.saved_tensors()]

@@ -178,8 +178,43 @@ def test_steps_run_on_the_workers_are_revolve_s_binomial_count(steps, snapshots)
     # every state a step makes, in 3 chunks: Revolve's t advances (the forward sweep and the
     # recomputations) and the last step; the recorded re-run inside each reversal makes no state
     assert runs[0] == 3 * (t + 1)
-    assert len(calls) == t + steps  # on the client: the advances and one recorded call per step
+    # on the client: each step recorded once (does step i do what step 0 does?), none again for the
+    # recomputations and reversals, which instantiate the recorded program
+    assert calls == list(range(steps))
     assert c.grad is not None and u0.grad is not None
+
+
+def test_with_per_step_data_as_xs_step_is_called_once_and_the_gradients_are_the_unrolled_loop_s():
+    rng = np.random.default_rng(4)
+    u0 = dg.from_array(rng.standard_normal(17), chunks=(6, 6, 5), requires_grad=True)
+    c = dg.from_array(0.3 + 0.1 * rng.random(17), chunks=(6, 6, 5), requires_grad=True)
+    xs = dg.from_array(rng.standard_normal((30, 17)), chunks=((8, 8, 8, 6), (6, 6, 5)), requires_grad=True)
+    calls = []
+
+    def step(state, x):
+        calls.append(1)
+        prev, u = state
+        return u, 2 * u - prev + c ** 2 * dg.correlate(dg.tanh(u), LAP1, mode="constant") + 0.01 * x
+
+    def loss(s):
+        return (s[1] ** 2).sum()
+
+    def grads(snapshots):
+        for t in (u0, c, xs):
+            t.grad = None
+        state = (u0 * 1.0, u0)
+        if snapshots is None:
+            for i in range(30):
+                state = step(state, xs[i])
+        else:
+            state = checkpoint_steps(step, state, 30, snapshots=snapshots, xs=xs)
+        loss(state).backward()
+        return [t.grad.numpy() for t in (u0, c, xs)]
+
+    want = grads(None)
+    calls.clear()
+    assert_close(grads(4), want)
+    assert len(calls) == 1
 
 
 # ------------------------------------------------------------------ memory

@@ -12,7 +12,7 @@ range).  Read in this order:
 * :mod:`.calls`: how a chunk-fused task runs (direct calls, one generated function a chunk);
 * :mod:`.program`: a submission's program, lowered once per structure into a template and
   instantiated for every run (the one cache: plain loops, compiled functions, time loops);
-* :mod:`.gating`: a time step's stateless values rebuilt to wait for the state (checkpoint_steps);
+* :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps);
 * :mod:`.halo`: stencils' halos, a task a chunk and axis;
 * :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
 * :mod:`.replicas`: the scheduler plugin keeping stored values on two workers;
@@ -20,19 +20,20 @@ range).  Read in this order:
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
-from .lazy import Lazy, build, defer, value_of
+from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind, through, value_of
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
-from .gating import gate, marks_of, stateless_waiting
 from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
-from .program import Program, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
+from .scan import Body, ScanLayer, row_stand_in
+from .scan import forward as scan_forward, revolve as scan_revolve
+from .program import NoKey, Program, frozen, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
 from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
 from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
                      submit)
 
-__all__ = ["elemwise", "one_chunk", "prototype", "relabel", "within_chunks", "Lazy", "build", "defer", "value_of",
-           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "gate", "marks_of", "stateless_waiting", "halo",
+__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype", "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind", "through", "value_of",
+           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",
-           "Program", "in_memory", "instantiate", "is_data", "step_cache_clear", "step_cache_info",
+           "NoKey", "Program", "frozen", "in_memory", "instantiate", "is_data", "step_cache_clear", "step_cache_info",
            "MemoryEstimate", "PeakTracker", "chunk_bytes", "recording", "simulate", "client_of", "current_client",
            "data_futures", "flat_keys", "gather", "keep", "lost_keys", "reads_any", "store", "submit"]

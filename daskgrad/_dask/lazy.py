@@ -35,7 +35,7 @@ class Lazy:
     memory (a later program reads that instead of computing it again)."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "kept", "_built", "__weakref__")
+                 "many", "kept", "_built", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -45,6 +45,7 @@ class Lazy:
         # dask.annotate's annotations where it was recorded (GPU placement of a rule's tasks), which its
         # layers carry when built, outside that context
         self.annotations = dask.get_annotations() or None
+        self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
         self.kept = self._built = None
 
     def __repr__(self):
@@ -70,11 +71,36 @@ class Lazy:
 
     def build(self):
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
+        if self.fn is _alias:
+            return value_of(through(self))
         if self.kept is not None:
             return self.kept
         if self._built is None:
             build([self])
         return self._built if self.kept is None else self.kept
+
+
+def _alias(a):
+    return a  # (never run: an alias is read through, see through)
+
+
+def alias(value):
+    """A Lazy value standing for ``value`` (a Lazy value or a dask array), to be rebound with
+    :func:`rebind`: a compiled function's program reads its arguments through aliases, rebound to
+    each call's values."""
+    return Lazy(_alias, (value,), (), value.dtype, value._meta, value.chunks)
+
+
+def rebind(node, value):
+    """Point alias ``node`` at ``value`` (None: at nothing, an empty stand-in of its kind)."""
+    node.srcs = (stand_in(node, "unbound") if value is None else value,)
+
+
+def through(x):
+    """``x``, or what the alias ``x`` stands for (followed to the end)."""
+    while type(x) is Lazy and x.fn is _alias:
+        x = x.srcs[0]
+    return x
 
 
 def value_of(x):
@@ -98,6 +124,18 @@ def defer(fn, srcs, params=(), elementwise=False):
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
     return Lazy(fn, srcs, params, *aval)
+
+
+def _component(group, *, i):
+    return group[i]  # (never run: lowering names a component as its group's i-th array)
+
+
+def defer_many(fn, srcs, params, avals):
+    """``fn(*srcs, **dict(params))`` returning one dask array per ``(dtype, meta, chunks)`` of
+    ``avals``, not built yet: one Lazy value each (components of one group, built together)."""
+    group = Lazy(fn, tuple(srcs), tuple(params), *avals[0])
+    group.many = len(avals)
+    return [Lazy(_component, (group,), (("i", i),), *aval) for i, aval in enumerate(avals)]
 
 
 _avals = {}  # (fn, params, kinds of srcs) -> (dtype, meta, chunks), or None where it must run on the values
@@ -171,8 +209,11 @@ def lower(order, slot_name=None):
     joins.  ``slot_name(array)``: the name a slot is read under (a template names them itself)."""
     layers, deps, names, slots = {}, {}, {}, {}
     for node in order:
+        if node.fn is _component:  # the group's i-th array
+            names[id(node)] = names[id(node.srcs[0])][node.params[0][1]]
+            continue
         args = []
-        for s in node.srcs:
+        for s in map(through, node.srcs):
             if type(s) is Lazy and id(s) in names:
                 args.append(stand_in(s, names[id(s)]))
             elif isinstance(s, (Lazy, da.Array)):
@@ -187,12 +228,13 @@ def lower(order, slot_name=None):
                 out = elementwise_layer(node.fn, args, node.dtype, node._meta, node.chunks)
             else:
                 out = node.fn(*args, **dict(node.params))
-        for name, layer in out.dask.layers.items():
-            if not is_stub(layer) and name not in layers:
-                layers[name], deps[name] = layer, set(out.dask.dependencies.get(name, ()))
-                if type(layer) is MaterializedLayer:  # dask's pad and setitem inline their operands'
-                    deps[name] |= _layers_read(layer)  # graphs into one layer: of a stand-in, only the keys
-        names[id(node)] = out.name
+        for o in (out if node.many else (out,)):
+            for name, layer in o.dask.layers.items():
+                if not is_stub(layer) and name not in layers:
+                    layers[name], deps[name] = layer, set(o.dask.dependencies.get(name, ()))
+                    if type(layer) is MaterializedLayer:  # dask's pad and setitem inline their operands'
+                        deps[name] |= _layers_read(layer)  # graphs into one layer: of a stand-in, only the keys
+        names[id(node)] = tuple(o.name for o in out) if node.many else out.name
     return layers, deps, names, slots
 
 
@@ -208,13 +250,14 @@ _nothing = contextlib.nullcontext()
 def _postorder(outputs):
     """The Lazy nodes ``outputs`` read that are neither kept nor built, each after all it reads
     (iteratively: a recorded chain is as deep as the loop that made it)."""
-    order, done, stack = [], set(), [o for o in outputs if type(o) is Lazy and o.kept is None and o._built is None]
+    order, done = [], set()
+    stack = [o for o in map(through, outputs) if type(o) is Lazy and o.kept is None and o._built is None]
     while stack:
         node = stack[-1]
         if id(node) in done:
             stack.pop()
             continue
-        waiting = [s for s in node.srcs if type(s) is Lazy and s.kept is None and s._built is None
+        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.kept is None and s._built is None
                    and id(s) not in done]
         if waiting:
             stack.extend(reversed(waiting))
@@ -226,6 +269,14 @@ def _postorder(outputs):
 
 
 _building = threading.RLock()
+_alias_hook = []  # told when a value read through an alias is built on its own (daskgrad.compile's traces)
+
+
+def on_alias_built(hook):
+    """``hook()`` is called whenever a value read through an alias is built as a dask array on its own
+    (``tensor.array`` inside a recording): the array holds the values the aliases point at now, which a
+    program recorded for other values would silently keep."""
+    _alias_hook[:] = [hook]
 
 
 def build(nodes):
@@ -235,7 +286,10 @@ def build(nodes):
         todo = [n for n in nodes if n.kept is None and n._built is None]
         if not todo:
             return
-        layers, deps, names, slots = lower(_postorder(todo))
+        order = _postorder(todo)
+        if _alias_hook and any(type(s) is Lazy and s.fn is _alias for n in order for s in n.srcs):
+            _alias_hook[0]()
+        layers, deps, names, slots = lower(order)
         for a in slots.values():
             for name, layer, layer_deps in _layers_of(a):
                 if name not in layers or is_stub(layers[name]):

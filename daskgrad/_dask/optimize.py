@@ -86,8 +86,18 @@ def optimize_layers(arrays, layers, deps, fuse_chunks=None):
     hlg = cull(fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys), keys)
     # ~0.3 ms a chunk on the client, less than the scheduler spends on the tasks it saves (a quarter remain)
     if dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks:
-        hlg = fuse.fuse_chunks(hlg, keys, arrays[0].name)
+        loops = {n: layer for n, layer in hlg.layers.items() if isinstance(layer, ScanLayer)}
+        rest = HighLevelGraph({n: layer for n, layer in hlg.layers.items() if n not in loops},
+                              {n: d - loops.keys() for n, d in hlg.dependencies.items() if n not in loops})
+        fused = fuse.fuse_chunks(rest, keys, arrays[0].name)  # (a time loop's tasks are fused step by step)
+        hlg = HighLevelGraph({**fused.layers, **loops}, {**fused.dependencies,
+                                                          **{n: hlg.dependencies[n] for n in loops}})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+class ScanLayer(MaterializedLayer):
+    """The tasks of a time loop (:mod:`.scan`), already fused step by step: chunk fusion leaves them
+    as they are (fusing them again would cost as much as making them)."""
 
 
 def cull(hlg, keys):

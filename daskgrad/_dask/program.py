@@ -40,7 +40,7 @@ from dask.base import tokenize
 from .calls import fast
 from .internals import Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, convert_legacy_task, \
     flatten, order
-from .lazy import Lazy, is_stub, lower
+from .lazy import Lazy, is_stub, lower, through
 from .fold import flat_layers
 from .optimize import holds_data, materialized, optimize_layers
 
@@ -68,6 +68,7 @@ class Program:
 
         def ref(s):
             nonlocal keyed
+            s = through(s)
             if type(s) is Lazy:
                 if s.kept is None:
                     return index[id(s)]
@@ -80,26 +81,26 @@ class Program:
                     slot_arrays.append(s)
                 return ("s", j)
             try:
-                return _frozen(s)
-            except _NoKey:
+                return frozen(s)
+            except NoKey:
                 keyed = False
                 return None
 
         slot_arrays = []
         for node in _order(outputs):
-            srcs = tuple(ref(s) for s in node.srcs)
+            srcs = tuple(ref(s) for s in node.srcs)  # (an alias is what it stands for)
             try:
-                params = _frozen(node.params) if node.params else ()
-            except _NoKey:
+                params = frozen(node.params) if node.params else ()
+            except NoKey:
                 keyed, params = False, None
             index[id(node)] = ("e", len(eqns))
             eqns.append(node)
             if node.annotations:
                 try:
-                    params = (params, _frozen(node.annotations))
-                except _NoKey:
+                    params = (params, frozen(node.annotations))
+                except NoKey:
                     keyed = False
-            desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise))
+            desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise, node.many))
         outs = tuple(ref(o) for o in outputs)
         key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
         if key is not None:
@@ -110,42 +111,70 @@ class Program:
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
 
 
-class _NoKey(Exception):
-    """A value with no exact hashable form here."""
+class NoKey(Exception):
+    """A value with no exact hashable form here (see :func:`frozen`)."""
 
 
-def _frozen(v):
-    """``v`` as a hashable value equal exactly when the values are: numbers by type and bits
-    (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ), containers by their items, NumPy arrays by type,
-    dtype, shape and bytes, functions and other hashable objects by themselves (identity)."""
+_SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
+
+
+def frozen(v, objects=True):
+    """``v`` as a hashable value equal exactly when the values are (:class:`NoKey` where it has no
+    such form here): numbers by type and bits (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ),
+    containers by their items, NumPy arrays and scalars by type, dtype, shape and bytes, a closure
+    by its code and captured values, functions and other hashable objects by themselves (identity:
+    held; ``objects=False``: only functions, types and ufuncs are, other objects have no key)."""
     t = type(v)
     if t is int or t is bool or t is str or v is None:
         return (t, v)
     if t is float:
         return (t, v.hex())
     if t is tuple or t is list:
-        return (t,) + tuple(_frozen(o) for o in v)
+        return (t,) + tuple(frozen(o, objects) for o in v)
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
     if t is dict:
-        return (dict,) + tuple(sorted(((_frozen(k), _frozen(o)) for k, o in v.items()), key=repr))
+        return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
     if t is slice:
-        return (slice, _frozen(v.start), _frozen(v.stop), _frozen(v.step))
+        return (slice, frozen(v.start, objects), frozen(v.stop, objects), frozen(v.step, objects))
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
-            raise _NoKey(t)
-        return (np.ndarray, v.dtype.str, v.shape, v.tobytes())
+            raise NoKey(t)
+        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else tokenize(v))
     if isinstance(v, np.generic):
-        return (t, v.tobytes())
+        return (t, _dtype(v.dtype), v.tobytes())
+    if isinstance(v, np.dtype):
+        return _dtype(v)
     if t is functools.partial:
-        return (t, _frozen(v.func), _frozen(v.args), _frozen(v.keywords))
-    if t is types.FunctionType and v.__closure__:  # a closure made afresh: its code and captured values
-        return (t, v.__code__, _frozen(v.__defaults__), tuple(_frozen(c.cell_contents) for c in v.__closure__))
+        return (t, frozen(v.func, objects), frozen(v.args, objects), frozen(v.keywords, objects))
+    if t is types.FunctionType and (v.__closure__ or v.__defaults__ or v.__kwdefaults__):
+        try:  # a closure made afresh (an op's kernel) is what it runs: its code and captured values
+            cells = tuple(frozen(c.cell_contents, objects) for c in v.__closure__ or ())
+        except ValueError:  # a cell not filled yet
+            raise NoKey(t) from None
+        return (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
+    if v is Ellipsis:
+        return (t,)
+    if not objects and not isinstance(v, _ITSELF):
+        raise NoKey(t)
     try:
         hash(v)
     except TypeError:
-        raise _NoKey(t) from None
+        raise NoKey(t) from None
     return v
+
+
+# functions, types and NumPy's ufuncs and dispatchers are themselves in a key (and held by it, so
+# that their identity is not reused)
+_ITSELF = (types.FunctionType, types.BuiltinFunctionType, type, np.ufunc, type(np.transpose))
+
+
+def _dtype(dtype):
+    """A dtype by its byte layout, and its repr where that is not all of it (``.str`` is ``|V16`` for
+    every 16-byte record type, whatever its fields)."""
+    if dtype.kind in "biufcmMSU" and dtype.metadata is None:
+        return (np.dtype, dtype.str)
+    return (np.dtype, dtype.str, repr(dtype))
 
 
 def _slot_desc(a):
@@ -166,13 +195,14 @@ def is_data(a):
 def _order(outputs):
     """The Lazy nodes ``outputs`` read that are not kept, each after all it reads, in a fixed
     order: depth first from the outputs, each node's operands in their order."""
-    out, done, stack = [], set(), [o for o in reversed(outputs) if type(o) is Lazy and o.kept is None]
+    out, done = [], set()
+    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.kept is None]
     while stack:
         node = stack[-1]
         if id(node) in done:
             stack.pop()
             continue
-        waiting = [s for s in node.srcs if type(s) is Lazy and s.kept is None and id(s) not in done]
+        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.kept is None and id(s) not in done]
         if waiting:
             stack.extend(reversed(waiting))
         else:
@@ -223,18 +253,19 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
         return _instance(template, prog, local)
     _stats["uncached" if key is None and enabled else "misses"] += 1
     if key is None or not _keep(key):
-        return _lowered(prog, lambda a: a.name, fuse)
+        return lowered(prog, lambda a: a.name, fuse)
     data = [a for a in prog.slots.values() if is_data(a)]
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
-    optimized = _lowered(prog, lambda a: names.get(a.name, a.name), fuse)
+    optimized = lowered(prog, lambda a: names.get(a.name, a.name), fuse)
     template = _remember(key, optimized, [names[a.name] for a in data])
     if template is None:
-        return _lowered(prog, lambda a: a.name, fuse)
+        return lowered(prog, lambda a: a.name, fuse)
     return _instance(template, prog, local)
 
 
 def in_memory(v):
     """``v``'s value in memory if it is one (a kept Lazy value, a dask array holding its chunks), else None."""
+    v = through(v)
     if type(v) is Lazy:
         return v.kept
     return v if materialized(v) else None
@@ -257,7 +288,7 @@ def _keep(key):
     return False
 
 
-def _lowered(prog, slot_name, fuse):
+def lowered(prog, slot_name, fuse):
     """``prog`` lowered to dask (its slots read under ``slot_name(array)``) and optimized as one
     graph: the arrays of its outputs."""
     layers, deps, names, slots = lower(prog.eqns, slot_name)
@@ -278,7 +309,7 @@ def _lowered(prog, slot_name, fuse):
         if holds_data(layer):
             deps[name] = set()
     outs = []
-    for o in prog.outputs:
+    for o in map(through, prog.outputs):
         if type(o) is Lazy and o.kept is None:
             outs.append(da.Array(HighLevelGraph({}, {}), names[id(o)], o.chunks, meta=o._meta))
         else:
@@ -319,11 +350,27 @@ def _notes(layer):
 
 
 def _remember(key, optimized, inputs):
-    """Keep the optimized graph as the template of ``key``: the values of the data slots taken out
-    (each instance puts its own in), dask's legacy tasks converted, what an instance renames noted."""
-    graph = dict(optimized[0].__dask_graph__())
+    """Keep the optimized graph as the template of ``key`` (see :func:`make_template`)."""
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
-    if len(graph) > limit:
+    template = make_template(optimized, inputs, limit)
+    if template is None:
+        return None
+    with _lock:
+        _templates[key] = template
+        _templates.move_to_end(key)
+        entries = dask.config.get("daskgrad.step-cache.entries", 16)
+        while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
+            _templates.popitem(last=False)
+    return template
+
+
+def make_template(optimized, inputs, limit=None):
+    """The optimized graph of ``optimized`` (dask arrays of one graph) as a template: the values of
+    the slots named ``inputs`` taken out (each instance puts its own in), dask's legacy tasks
+    converted, what an instance renames noted; None where it cannot be one (more tasks than
+    ``limit``, a value or legacy task outside the slots)."""
+    graph = dict(optimized[0].__dask_graph__())
+    if limit is not None and len(graph) > limit:
         return None
     by_name = {}  # one pass over the graph, not one per slot
     for k in graph:
@@ -354,16 +401,9 @@ def _remember(key, optimized, inputs):
             if d in results:
                 readers.setdefault(d, []).append(k)
     largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
-    template = _Template(graph, tuple(slots), tuple(a.name for a in optimized),
-                         frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                         largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
-    with _lock:
-        _templates[key] = template
-        _templates.move_to_end(key)
-        entries = dask.config.get("daskgrad.step-cache.entries", 16)
-        while len(_templates) > entries or sum(len(t.graph) for t in _templates.values()) > limit:
-            _templates.popitem(last=False)
-    return template
+    return _Template(graph, tuple(slots), tuple(a.name for a in optimized),
+                     frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
+                     largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
 
 
 def _chunk_elements(a):
@@ -381,7 +421,7 @@ def _instance(template, prog, local):
     inputs = [a.name for a in data]
     token = tokenize(template.name, inputs)
     arrays = []
-    for o, name in zip(prog.outputs, template.outputs):
+    for o, name in zip(map(through, prog.outputs), template.outputs):
         v = o.kept if type(o) is Lazy and o.kept is not None else o
         arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
     input_layers = [a.dask.layers[a.name] for a in data]

@@ -7,7 +7,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, chunk
-from .._tensor import Tensor
+from .._tensor import Tensor, recorded
 from .._modes import is_grad_enabled
 
 SCALARS = (numbers.Number,)
@@ -74,9 +74,7 @@ def raw(x):
     return x.array if isinstance(x, Tensor) else x
 
 
-def value(x):
-    """A tensor's value as recorded (a Lazy value not built yet, or a dask array); anything else as it is."""
-    return x._storage.value if isinstance(x, Tensor) else x
+value = recorded  # a tensor's value as an op records it (a Lazy value not built yet, or a dask array)
 
 
 def only_tensor(x):

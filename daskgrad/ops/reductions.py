@@ -16,7 +16,8 @@ from dask.array.utils import meta_from_array
 from .. import _dask as door, chunk
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
-from ._util import (as_tensor, norm_axes, norm_axis, numel, public, raw, reduce_array, split_every, tensor_operand)
+from ._util import (as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every, tensor_operand,
+                    value)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
@@ -50,14 +51,10 @@ def _reduce(prim, x, axis, keepdims, forward, fwd=(), **params):
         save["n"] = n
     elif "n" in prim.save:
         params["n"] = n
-    out = door.defer(forward, (x._storage.value, _value(n), _value(n_out)),
+    out = door.defer(forward, (value(x), value(n), value(n_out)),
                      (("axes", axes), ("keepdims", keepdims)) + tuple(fwd))
     return prim.record(out, x, save=save, node=prim.torch[0] if axis is None else prim.torch[-1], axes=axes,
                        keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
-
-
-def _value(n):
-    return n._storage.value if isinstance(n, Tensor) else n
 
 
 def _reduce_fwd(a, n, n_out, *, axes, keepdims, fn):
@@ -91,7 +88,7 @@ spread_p.vjp(lambda g, s, *, axes, keepdims: (sum(g, axis=axes, keepdims=keepdim
 def spread(g, axes, keepdims, shape, chunks):
     """One blockwise task per output chunk (fuses with what follows), unlike dask's broadcast_to."""
     g = as_tensor(g)
-    out = door.defer(_spread_array, (g._storage.value,), (("axes", axes), ("keepdims", keepdims), ("chunks", chunks)))
+    out = door.defer(_spread_array, (value(g),), (("axes", axes), ("keepdims", keepdims), ("chunks", chunks)))
     return spread_p.record(out, g, axes=axes, keepdims=keepdims)
 
 
@@ -310,11 +307,13 @@ def cumsum(x, axis=None, dtype=None):
 def argmax(x, axis=None):
     """Index of the largest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
-    return Tensor._make(door.defer(da.argmax, (x._storage.value,), (("axis", axis if axis is None else norm_axis(axis, x.ndim)),)))
+    axis = axis if axis is None else norm_axis(axis, x.ndim)
+    return Tensor._make(door.defer(da.argmax, (value(x),), (("axis", axis),)))
 
 
 @public("argmin")
 def argmin(x, axis=None):
     """Index of the smallest value (an integer tensor: never differentiable)."""
     x = as_tensor(x)
-    return Tensor._make(door.defer(da.argmin, (x._storage.value,), (("axis", axis if axis is None else norm_axis(axis, x.ndim)),)))
+    axis = axis if axis is None else norm_axis(axis, x.ndim)
+    return Tensor._make(door.defer(da.argmin, (value(x),), (("axis", axis),)))

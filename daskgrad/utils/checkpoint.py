@@ -23,11 +23,12 @@ import dask.array as da
 from dask.base import tokenize
 
 from .. import _dask as door, _tensor, graph
-from .._modes import enable_grad, is_grad_enabled
-from .._tensor import Tensor
+from .._modes import enable_grad, is_grad_enabled, no_grad
+from .._tensor import Tensor, recorded
+from ..compiler import recording as door_recording
 from ..engine import grad
 from ..function import Function
-from ..ops import zeros_like
+from ..ops import rechunk, zeros_like
 from . import revolve
 
 __all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "checkpoint_steps"]
@@ -330,69 +331,53 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
 
 
 # ------------------------------------------------------------------ checkpointed time stepping
-def checkpoint_steps(step, state, steps, *, snapshots):
-    """``steps`` time steps ``state = step(state, i)`` for ``i = 0 .. steps - 1`` whose backward
-    holds at most ``snapshots`` states (the initial one included) and recomputes the others,
-    following Revolve's binomial schedule (:mod:`daskgrad.utils.revolve`).
+def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
+    """``steps`` time steps ``state = step(state, i)`` for ``i = 0 .. steps - 1`` (or, with ``xs``,
+    ``state = step(state, xs[i])``: each step's own data, a row of ``xs``, as ``jax.lax.scan``'s)
+    whose backward holds at most ``snapshots`` states (the initial one included) and recomputes
+    the others, following Revolve's binomial schedule (:mod:`daskgrad.utils.revolve`).
 
     ``state`` is a tensor or a tuple of tensors (a wave equation's ``(u_prev, u)``); ``step``
     returns the same structure and may read leaves requiring grad (a velocity model, a source
-    term's parameters), which get the gradient summed over all steps.  Returns the final state,
-    recorded: ``loss(checkpoint_steps(...)).backward()`` gives the uncheckpointed gradients.
+    term's parameters), which get the gradient summed over all steps, and ``xs`` may require grad
+    (each row gets its step's).  Returns the final state, recorded: ``loss(checkpoint_steps(...)).backward()``
+    gives the uncheckpointed gradients.
+
+    ``step`` is recorded once, on stand-ins of the state (twice without ``xs``: steps 0 and 1 tell
+    whether it depends on ``i``; if it does, once per step), into a program lowered to dask once and
+    instantiated for every step (:mod:`daskgrad._dask.scan`): the work on the client per step is a
+    renaming of that program's keys.  It must do what every step does: computing a value inside
+    (``.item()``), writing a tensor it did not make in place or drawing random numbers is refused.
 
     Schedule: the pure binomial one (Griewank & Walther, Revolve), all snapshots in (cluster)
     memory.  It is optimal among schedules that store states -- the fewest forward steps,
     ``t(steps, snapshots) = r * steps - C(snapshots + r, r - 1)`` with ``r`` the smallest integer
     with ``C(snapshots + r, r) >= steps`` (:func:`daskgrad.utils.revolve.repetitions`) -- and its
-    memory, ``snapshots`` states + one step's values, does not grow with ``steps``.  Multi-level
-    (disk) schedules are left to dask's spilling to disk, which moves the held snapshots out of a
-    worker's memory when it runs short.  Each step also runs once recorded as part of its own
-    reversal (what a plain backward keeps instead); so forward steps total ``t + 1`` (the
-    forward sweep, the recomputations, the last step), recorded re-runs ``steps - 1``.
-
-    Like :func:`checkpoint`, each recomputation reads its snapshot through a pass-through that
-    waits for every chunk of the adjoint where the schedule stands (and of the leaves' gradients
-    so far): dask cannot run it sooner, so it holds what Revolve holds.  Each step's reversal reads
-    the adjoint through one that waits for the step's state (:func:`_after_state`): the adjoint of
-    a step linear in the state reads no state, and workers would run it ahead and hold it.  A value
-    ``step`` makes that depends on no state (a dense source term ``wavelet[i] * src``, also through
-    a stencil or a slicing) is rebuilt under new keys waiting for the state it meets
-    (:func:`_gated`); otherwise dask would compute every step's at the start and hold them.
-    Forward and backward are one submission.  A double backward through it is not supported.
+    memory, ``snapshots`` states + one step's values, does not grow with ``steps``.  Snapshots
+    beyond memory are left to dask's spilling to disk.  The states made are ``t + 1`` steps'
+    worth (the forward sweep, the recomputations, the last step); each step's reversal also runs
+    the step from its state to apply its VJP.  Each recomputation waits for every chunk of the
+    adjoint where the schedule stands, each reversal's adjoint for its step's state, and a value
+    a step makes from its own data alone (a dense source term ``xs[i] * src``) for the step's
+    state, so dask cannot run them early and hold them; what a step makes from leaves and
+    constants alone (``c ** 2``) is computed once for all steps.  Forward and backward are one
+    submission.  A double backward through it is not supported.
     """
     states = _check_steps(step, state, steps, snapshots)
     single = isinstance(state, Tensor)
-
-    def call(s, i):
-        out = step(s[0] if single else s, i)
-        return _as_state(out, single, len(s), i)
-
+    if xs is not None:
+        xs = _check_xs(xs, steps)
     if steps == 0:
         return state
-    if steps == 1 or not is_grad_enabled():
-        cur = states
-        for i in range(steps):
-            cur = call(cur, i)
-        return cur[0] if single else cur
-    start = next(graph._made)
-    stand_ins = tuple(t.detach().requires_grad_(t.requires_grad) for t in states)
-    with enable_grad():
-        first = call(stand_ins, 0)  # recorded once, to find the leaves step reads (nothing runs)
-    leaves = _leaves_read(first, {id(t) for t in stand_ins}, start, *_STEP_READS)
-    shared = frozenset(name for t in first for name in t.array.dask.layers)
-
-    def advance(s, i):  # unrecorded steps (the sweep, the recomputations): per-step values wait for state i
-        return _gated(s, call(s, i), shared, i)
-
-    plan = _Plan(call, advance, revolve.schedule(steps, snapshots), tuple(t.detach() for t in first), leaves)
-    plan.shared = shared
-    mid = _Steps.apply(plan, *states, *leaves)
-    mid = (mid,) + tuple(_Component.apply(plan, k, mid) for k in range(1, len(states)))
-    out = call(mid, steps - 1)  # recorded: Revolve's "firsturn"
+    loop = _Loop.trace(step, states, steps, xs, single, want_grad=is_grad_enabled())
+    if not is_grad_enabled() or not loop.differentiable:
+        out = loop.forward_tensors()
+        return out[0] if single else tuple(out)
+    plan = _Plan(loop, revolve.schedule(steps, snapshots))
+    inputs = (*states, *loop.leaves) + ((xs,) if loop.x_grad else ())
+    first = _Scan.apply(plan, *inputs)
+    out = (first,) + tuple(_Component.apply(plan, k, first) for k in range(1, len(states)))
     return out[0] if single else out
-
-
-_STEP_READS = ("checkpoint_steps: step", "make it a leaf (t.detach().requires_grad_()) or compute it inside step")
 
 
 def _check_steps(step, state, steps, snapshots):
@@ -414,6 +399,15 @@ def _check_steps(step, state, steps, snapshots):
     return state
 
 
+def _check_xs(xs, steps):
+    if not isinstance(xs, Tensor):
+        raise TypeError(f"checkpoint_steps(): argument 'xs' must be Tensor, not {type(xs).__name__}")
+    if xs.ndim == 0 or xs.shape[0] != steps:
+        raise ValueError(f"checkpoint_steps(): xs must have one row per step (steps={steps}), but got shape "
+                         f"{list(xs.shape)}")
+    return xs
+
+
 def _as_state(out, single, n, i):
     out = (out,) if single and isinstance(out, Tensor) else out
     if not isinstance(out, tuple) or len(out) != n or not all(isinstance(t, Tensor) for t in out):
@@ -423,73 +417,167 @@ def _as_state(out, single, n, i):
     return out
 
 
+_STEP_READS = ("checkpoint_steps: step", "make it a leaf (t.detach().requires_grad_()) or compute it inside step")
+
+
+class _Loop:
+    """A time loop's steps recorded: the forward bodies (one for every step, or one per step where
+    the step depends on ``i``), the reverse bodies, the values they read (``fixed``: each step's
+    at ``fixed_at``) and the leaves requiring grad among them."""
+
+    @classmethod
+    def trace(cls, step, states, steps, xs, single, want_grad):
+        self = cls()
+        self.n, self.steps, self.xs, self.single = len(states), steps, xs, single
+        self.state_values = tuple(recorded(t) for t in states)
+        self.x_grad = bool(want_grad and xs is not None and xs.requires_grad)
+        first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad)
+        records = [first]
+        if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
+            for i in range(1, steps):
+                r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False)
+                if r.fwd != first.fwd or r.fixed_ids != first.fixed_ids:
+                    r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves)
+                records.append(r)
+        self.leaves, self.error = first.leaves, None
+        known = {id(v) for v in first.leaves}
+        for r in records:
+            if self.error is None and any(id(v) not in known for v in r.read_leaves):
+                self.error = (f"checkpoint_steps: step {r.i} reads a leaf tensor requiring grad that step 0 does not "
+                              "read; step must read the same leaves at every step")
+        if all(r.fwd == first.fwd and r.fixed_ids == first.fixed_ids for r in records):
+            records = [first]  # every step does what step 0 does: one body for all
+        union, at = {}, []  # the values the steps read from outside, each once
+        for r in records:
+            at.append(tuple(union.setdefault(i, (len(union), v))[0] for i, v in zip(r.fixed_ids, r.fixed)))
+        self.fixed = tuple(v for _, v in union.values())
+        self.fixed_at = tuple(at) if len(records) > 1 else None
+        self.fwds, self.revs = tuple(r.fwd for r in records), tuple(r.rev for r in records)
+        self.differentiable = want_grad and (any(t.requires_grad for t in states) or bool(self.leaves)
+                                             or self.x_grad)
+        return self
+
+    def srcs(self):
+        """The values the scan reads: the initial state, the per-step data, the fixed values."""
+        return self.state_values + ((recorded(self.xs),) if self.xs is not None else ()) + self.fixed
+
+    def params(self):
+        return (("bodies", self.fwds), ("steps", self.steps), ("n_carry", self.n),
+                ("xs_at", self.n if self.xs is not None else None), ("fixed_at", self.fixed_at))
+
+    def forward_values(self):
+        return door.defer_many(door.scan_forward, self.srcs(), self.params(), self.fwds[0].out_avals)
+
+    def forward_tensors(self):
+        return [Tensor._make(v) for v in self.forward_values()]
+
+
+class _Recorded:
+    """One recording of ``step`` (step ``i``, on stand-ins of the state and of ``x``): its forward
+    body, its reverse body (``want_grad``: the VJP with respect to the state, ``leaves`` -- found
+    here when not given -- and ``x``), and the values its fixed inputs read."""
+
+    def __init__(self, step, states, i, xs, single, want_grad, x_grad, leaves=None, reverse=True):
+        n, self.i = len(states), i
+        start = next(graph._made)
+        with door_recording() as trace:
+            carry = tuple(Tensor._make(door.alias(recorded(t)), requires_grad=want_grad) for t in states)
+            x = Tensor._make(door.alias(_row(xs)), requires_grad=x_grad) if xs is not None else None
+            with enable_grad() if want_grad else no_grad():
+                out = _as_state(step(carry[0] if single else carry, x if xs is not None else i), single, n, i)
+                out = tuple(_like(o, t, i) for o, t in zip(out, states))
+            own = {id(t) for t in carry} | ({id(x)} if x is not None else set())
+            self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
+            self.leaves = self.read_leaves if leaves is None else leaves
+            adj = tuple(Tensor._make(door.alias(recorded(o))) for o in out)
+            want_grad = want_grad and reverse
+            if want_grad:
+                wanted = list(carry) + list(self.leaves) + ([x] if x_grad else [])
+                pairs = [(o, g) for o, g in zip(out, adj) if o.requires_grad]
+                grads = grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
+                             materialize_grads=True) if pairs else tuple(zeros_like(w) for w in wanted)
+        if trace.breaks:
+            raise RuntimeError(f"checkpoint_steps: step {i} cannot be recorded once for every step: "
+                               + "; ".join(trace.breaks))
+        # what the step read from outside (leaves, constants) it read through aliases: its fixed inputs
+        fixed_aliases = [a for a, _ in trace.inputs.values()]
+        self.fixed = tuple(door.through(a) for a in fixed_aliases)
+        self.fixed_ids = tuple(trace.inputs)
+        inputs = [recorded(t) for t in carry] + ([recorded(x)] if x is not None else []) + fixed_aliases
+        roles = ["carry"] * n + (["x"] if x is not None else []) + ["fixed"] * len(fixed_aliases)
+        self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
+        self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
+                             roles + ["carry"] * n) if want_grad else None
+
+
+def _like(out, state, i):
+    """A step's output on its state's chunks (the next step reads it in their place)."""
+    if out.shape != state.shape or out.dtype != state.dtype:
+        raise TypeError(f"checkpoint_steps: step must return a state like the one it is given, but step {i} returned "
+                        f"a tensor of shape {list(out.shape)} and dtype {out.dtype} for one of shape "
+                        f"{list(state.shape)} and dtype {state.dtype}")
+    return out if out.chunks == state.chunks else rechunk(out, state.chunks)
+
+
+def _row(xs):
+    """A stand-in of one row of ``xs`` (its chunks without the first axis)."""
+    v = recorded(xs)
+    return door.row_stand_in(v)
+
+
 class _Plan:
-    """What ``_Steps`` runs: ``call(state, i)`` (recorded in a reversal), ``advance(state, i)`` (the
-    same step unrecorded, its per-step values waiting for the state: :func:`_gated`), the Revolve
-    actions, state 1 (from the run that found the leaves), and those leaves."""
+    """What ``_Scan`` runs: the recorded loop and Revolve's actions."""
 
-    def __init__(self, call, advance, actions, first, leaves):
-        k = next(j for j, a in enumerate(actions) if isinstance(a, revolve.Reverse))
-        self.call, self.advance, self.first, self.leaves = call, advance, first, leaves
-        self.sweep, self.rest = actions[:k], actions[k + 1:]
-        self.n = len(first)
+    def __init__(self, loop, actions):
+        self.loop, self.actions = loop, tuple(actions)
+        self.n = loop.n
+        self.grads = {}
 
 
-class _Steps(Function):
-    """Steps ``0 .. steps - 2`` as one node: the forward sweep holds Revolve's snapshots (saved for
-    the backward); the backward runs the rest of the schedule.  Inputs: the plan, the state's
-    tensors, the leaves step reads."""
+class _Scan(Function):
+    """The time loop as one node: its output is the final state's first component (the others come
+    through ``_Component``).  Inputs: the plan, the initial state, the leaves step reads, ``xs`` if
+    it requires grad."""
 
     @staticmethod
     def forward(ctx, plan, *inputs):
-        snaps, cur, pos = {}, plan.first, 1
-        for a in plan.sweep:
-            if isinstance(a, revolve.Takeshot):
-                snaps[a.index] = inputs[:plan.n] if a.index == 0 else cur
-            else:  # the sweep only advances and stores
-                for i in range(pos, a.stop):
-                    cur = plan.advance(cur, i)
-                pos = a.stop
-        ctx.plan, ctx.where = plan, {p: j * plan.n for j, p in enumerate(snaps)}
-        ctx.save_for_backward(*(t for s in snaps.values() for t in s))
-        plan.last, plan.grads = cur, {}
-        return cur[0]
+        ctx.plan = plan
+        plan.last = plan.loop.forward_tensors()
+        plan.grads = {}
+        return plan.last[0]
 
     @staticmethod
     def backward(ctx, *adjoint):
         if is_grad_enabled():
             raise RuntimeError("checkpoint_steps: a double backward (create_graph=True) through it is not supported")
-        plan, saved = ctx.plan, ctx.saved_tensors
-        snaps = {p: saved[j:j + plan.n] for p, j in ctx.where.items()}
+        plan, loop = ctx.plan, ctx.plan.loop
+        if loop.error is not None:
+            raise RuntimeError(loop.error)
         adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n)]
-        total, cur, fresh = [None] * len(plan.leaves), None, False
-        for a in plan.rest:
-            if all(g is None for g in adjoint):
-                break
-            if isinstance(a, revolve.Restore):
-                cur, fresh = snaps[a.index], True
-                continue
-            if isinstance(a, revolve.Takeshot):
-                snaps[a.index] = cur
-                continue
-            if fresh:  # a recomputation starts: it waits for the backward to have passed this point
-                gate = _every_chunk(adjoint + total)
-                cur, fresh = tuple(_waiting(t, gate) for t in cur), False
-            if isinstance(a, revolve.Advance):
-                for i in range(a.start, a.stop):
-                    cur = plan.advance(cur, i)
-            else:
-                adjoint, got = _reverse_step(plan, cur, a.index, adjoint)
-                total = [g if t is None else t if g is None else t + g for t, g in zip(total, got)]
+        if all(g is None for g in adjoint):
+            return (None,) * len(ctx.needs_input_grad)
+        last = plan.last
+        adj = [recorded(g) if g is not None else recorded(zeros_like(t)) for g, t in zip(adjoint, last)]
+        rev = loop.revs
+        avals = rev[0].out_avals[:plan.n + len(loop.leaves)]
+        if loop.x_grad:
+            v = recorded(loop.xs)
+            avals = avals + ((v.dtype, v._meta, v.chunks),)
+        params = (("fwd", loop.fwds), ("rev", rev), ("actions", plan.actions), ("steps", loop.steps),
+                  ("n_carry", plan.n), ("n_leaves", len(loop.leaves)),
+                  ("xs_at", plan.n if loop.xs is not None else None), ("x_grad", loop.x_grad),
+                  ("fixed_at", loop.fixed_at))
+        outs = [Tensor._make(v) for v in door.defer_many(door.scan_revolve, loop.srcs() + tuple(adj), params, avals)]
         needs = ctx.needs_input_grad
-        return (None, *(g if needs[1 + k] else None for k, g in enumerate(adjoint)), *total)
+        grads = outs[:plan.n] + outs[plan.n:]
+        return (None, *(g if needs[1 + k] else None for k, g in enumerate(grads)))
 
 
 class _Component(Function):
-    """Component ``k`` of a tuple state out of ``_Steps`` (whose node has one output, component 0:
+    """Component ``k`` of a tuple state out of ``_Scan`` (whose node has one output, component 0:
     a node with several outputs would pack them into one flat array, copying a whole state).
-    Its backward hands the gradient to ``_Steps``'s through the plan, and zeros to component 0,
-    so that ``_Steps``'s backward runs after it even where component 0 gets no gradient."""
+    Its backward hands the gradient to ``_Scan``'s through the plan, and zeros to component 0,
+    so that ``_Scan``'s backward runs after it even where component 0 gets no gradient."""
 
     @staticmethod
     def forward(ctx, plan, k, anchor):
@@ -500,86 +588,3 @@ class _Component(Function):
     def backward(ctx, g):
         ctx.plan.grads[ctx.k] = g
         return None, None, ctx.zero
-
-
-def _reverse_step(plan, cur, i, adjoint):
-    """Step ``i`` recorded from state ``i`` and its VJP: the adjoint of state ``i``, and the
-    leaves' gradients from this step."""
-    x = tuple(t.detach().requires_grad_() for t in cur)
-    start = next(graph._made)
-    with enable_grad():
-        y = plan.call(x, i)
-    known = {id(v) for v in plan.leaves}
-    if any(id(v) not in known for v in _leaves_read(y, {id(t) for t in x}, start, *_STEP_READS)):
-        raise RuntimeError(f"checkpoint_steps: step {i} reads a leaf tensor requiring grad that step 0 does not "
-                           f"read; step must read the same leaves at every step")
-    pairs = [(o, _after_state(g, cur)) for o, g in zip(y, adjoint) if g is not None and o.requires_grad]
-    wanted = list(x) + list(plan.leaves)
-    if not pairs:
-        return [None] * len(x), [None] * len(plan.leaves)
-    got = list(grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True, lazy=True))
-    # values of the recorded step that depend on no state wait for it here too (a VJP reading them)
-    given = tuple(x) + tuple(g for g in adjoint if g is not None)
-    have = [k for k, g in enumerate(got) if g is not None]
-    for k, g in zip(have, _gated(given, tuple(got[k] for k in have), plan.shared, i)):
-        got[k] = g
-    return got[:len(x)], got[len(x):]
-
-
-def _gated(state, out, shared, i):
-    """Step ``i``'s outputs ``out`` from ``state``, where values the step makes that depend on no
-    state (a dense source term ``wavelet[i] * src``) wait for every chunk of ``state``.
-
-    Such a value is ready from the start of the submission, and has the same key in the forward
-    sweep, in each recomputation and in the step's reversal: dask would compute every step's at
-    once and hold each until its last use -- memory growing with the steps, which the schedule
-    exists to bound.  Those values, and what the step computes from them, are rebuilt under new
-    keys (:func:`daskgrad._dask.stateless_waiting`), the values' tasks waiting for one element of
-    each chunk of ``state``; the step's other layers, the state's, and step 0's (``shared``: the leaves
-    and constants every step reads) keep theirs; the values may reach the outputs through any
-    ops (elementwise, a stencil, a slicing).  A step made only of state-dependent values is
-    returned as it is."""
-    names = {t.array.name for t in state}
-    fresh = [k for k, t in enumerate(out) if t.array.name not in names]
-    bound = door.stateless_waiting([out[k].array for k in fresh], names, shared, lambda: _every_chunk(state), i)
-    if bound is None:
-        return out
-    out = list(out)
-    for k, a in zip(fresh, bound):
-        out[k] = Tensor._make(a, requires_grad=False)
-    return tuple(out)
-
-
-def _pass_first(block, *gates):
-    return block
-
-
-def _after_state(g, state):
-    """The adjoint ``g`` entering a step's reversal, under new keys that wait for ``state`` (the
-    state the step runs from): each chunk for the same chunk of every component where the chunks
-    line up, for all of ``state`` otherwise.
-
-    Where the step is linear in the state (a wave equation's ``2 u - u_prev + c^2 lap(u)``) the
-    adjoint chain reads no state: on a cluster, idle workers ran it through every step long before
-    the recomputations reached those steps, and each step's adjoint was held until its state came
-    to meet it (in the leaves' gradient, ``g * lap(u)``): 22.5 of the 25.5 state chunks the busiest
-    of 4 workers held at its peak (24 steps, 3 snapshots).  Waiting for the state puts the adjoint
-    back in the schedule's order: it runs when its step's state does."""
-    a = g.array
-    index = tuple(range(a.ndim))
-    if all(t.chunks == a.chunks for t in state):
-        marks = [x for t in state for x in (door.marks_of(t.array), index)]
-        arr = da.blockwise(_pass_first, index, a, index, *marks, dtype=a.dtype, meta=a._meta, align_arrays=False,
-                           name="adjoint-" + tokenize(a, *marks[::2]))
-        return Tensor._make(arr, requires_grad=False)
-    return _waiting(g, _every_chunk(state))
-
-
-def _every_chunk(tensors):
-    """A dask scalar that exists once every chunk of ``tensors`` does (:func:`daskgrad._dask.gate`).
-
-    The recomputation waits for all of the adjoint and of the leaves' gradients so far, not one
-    chunk: with a tuple state, one component's adjoint can be ready long before the others (a wave
-    equation's ``u_prev``), and dask would run later recomputations, holding their values, ahead
-    of the adjoint chain."""
-    return door.gate([t.array for t in tensors if t is not None])

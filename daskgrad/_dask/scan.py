@@ -1,0 +1,457 @@
+"""Time loops: a step's recorded program lowered once, and instantiated for every step.
+
+A :class:`Body` is a step's program: Lazy outputs reading the step's inputs through aliases
+(:func:`.lazy.alias`), each input with a role: the *carry* (the state, and in a reversal the
+adjoint), the step's own data ``x`` (a slice of a per-step array, :func:`step_slices`) and *fixed*
+values (the leaves and constants every step reads).  Its template is lowered, optimized and
+chunk-fused once per structure; a scan is that template instantiated for every step by renaming
+its keys (:meth:`Body.instance`): the client's work per step is a renaming, whatever the step
+computes.  What the body computes from fixed values alone is one instance for the whole loop (a
+velocity model's padding, ``c ** 2``: computed once, not per step); what it computes from ``x``
+alone waits for the step's carry (a dense source term ``x * src`` is ready from the start, and
+dask would compute every step's early and hold them).
+
+:func:`forward` runs the steps; :func:`revolve` runs Griewank & Walther's binomial schedule
+backwards: the forward sweep keeping snapshots, then each step's reversal (the reverse body, which
+recomputes the step from its state and applies its VJP), recomputing from snapshots, each
+recomputation waiting for the adjoint where the schedule stands, each reversal's adjoint waiting
+for its step's state.  The sweep is the forward's own tasks (the same keys), so a loss and its
+gradient submitted together run it once.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+
+import dask.array as da
+from dask.base import tokenize
+
+from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
+from .lazy import rebind
+from .optimize import ScanLayer
+from .program import Program, key_token, lowered, make_template
+
+CARRY, X, FIXED = "carry", "x", "fixed"
+
+
+class _Placeholder:
+    """A slot's chunk in a body's template while it is lowered (taken out before it is kept)."""
+
+    __slots__ = ()
+    nbytes = 0
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+def _stand_in(a, name):
+    """A slot of ``a``'s chunks and meta whose graph holds a placeholder per chunk (described by the
+    program key as a value in memory)."""
+    layer = MaterializedLayer({k: _PLACEHOLDER for k in _keys(name, a.chunks)})
+    return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta)
+
+
+def row_stand_in(xs):
+    """A stand-in of one row of the per-step array ``xs`` (its chunks and meta without the first axis)."""
+    from dask.array.utils import meta_from_array
+
+    meta = meta_from_array(xs._meta, ndim=xs.ndim - 1)
+    return _stand_in(da.Array(HighLevelGraph({}, {}), "row", xs.chunks[1:], meta=meta), f"row-{tokenize(xs.chunks)}")
+
+
+def _keys(name, chunks):
+    import itertools
+
+    return [(name,) + idx for idx in itertools.product(*(range(len(c)) for c in chunks))]
+
+
+class Body:
+    """A step's recorded program: Lazy ``outputs`` reading ``inputs`` (aliases), each input with a
+    role in ``roles`` (:data:`CARRY`, :data:`X` or :data:`FIXED`).  Equal bodies (one structure,
+    traced anew each call of a time loop) share one template."""
+
+    def __init__(self, outputs, inputs, roles):
+        self.outputs, self.inputs, self.roles = tuple(outputs), tuple(inputs), tuple(roles)
+        self._names = [f"scan-in{j}" for j in range(len(inputs))]
+        for a, name in zip(inputs, self._names):
+            rebind(a, _stand_in(a, name))
+        prog = Program.of(self.outputs)
+        canonical = set(self._names)
+        # values the body made itself (a kernel's array): slots the template reads as they are
+        self.constants = tuple(a for n, a in prog.slots.items() if n not in canonical)
+        self.key = None if prog.key is None else (prog.key, self.roles)
+        self._prog = prog
+
+    def __hash__(self):
+        return hash(self.key) if self.key is not None else id(self)
+
+    def __eq__(self, other):
+        if not isinstance(other, Body):
+            return NotImplemented
+        return self is other or (self.key is not None and self.key == other.key)
+
+    @property
+    def out_avals(self):
+        return tuple((o.dtype, o._meta, o.chunks) for o in self.outputs)
+
+    def template(self):
+        """The body lowered, optimized and fused once (per structure): ``_BodyTemplate``."""
+        if self.key is not None:
+            with _lock:
+                hit = _bodies.get(self.key)
+            if hit is not None:
+                return hit
+        for a, name in zip(self.inputs, self._names):
+            rebind(a, _stand_in(a, name))
+        optimized = lowered(self._prog, lambda a: a.name, None)
+        canonical = set(self._names)
+        # values the body made itself (a constant's chunks): slots whose values every step reads as they are
+        data = {}
+        for k, v in dict(optimized[0].__dask_graph__()).items():
+            name = k[0] if isinstance(k, tuple) else k
+            if name not in canonical and not isinstance(v, GraphNode):
+                data.setdefault(name, {})[k] = v
+        tmpl = make_template(optimized, self._names + list(data))
+        if tmpl is None:
+            raise RuntimeError("a time step's graph holds a value daskgrad cannot instantiate for every step")
+        made = _BodyTemplate(tmpl, self.roles, len(self._names), data)
+        if self.key is not None:
+            with _lock:
+                _bodies[self.key] = made
+                while len(_bodies) > 32:
+                    _bodies.pop(next(iter(_bodies)))
+        return made
+
+
+_lock = threading.Lock()
+_bodies = {}  # body key -> _BodyTemplate (a few time loops' steps)
+
+
+class _BodyTemplate:
+    """A body's template, with what varies per task: ``kind[k]`` is 0 for a task of fixed values only
+    (one instance for the whole loop), 1 for one of the step's ``x`` but not its carry (it waits for
+    the carry), 2 for one reading the carry."""
+
+    def __init__(self, template, roles, n_inputs, data):
+        self.template, self.roles, self.n_inputs = template, roles, n_inputs
+        self.data = data  # name -> layer: the body's own values in memory (slots after the inputs)
+        graph = template.graph
+        kind = {}
+        for j, keys in enumerate(template.slots):
+            role = roles[j] if j < n_inputs else FIXED
+            for k in keys:
+                kind[k] = 2 if role == CARRY else 1 if role == X else 0
+        order = _topological(graph)
+        for k in order:
+            t = graph[k]
+            if t is not None:
+                kind[k] = max((kind.get(d, 0) for d in t.dependencies), default=0)
+        self.kind = kind
+        self.order = [k for k in order if graph[k] is not None]
+        self.token = key_token(template.name)
+        self.n_slots = n_inputs
+        self.waits = any(kind[k] == 1 for k in self.order)  # x-only tasks: each step's wait for its carry
+        self.out_keys = [_out_keys(template, name) for name in template.outputs]
+
+    def instance(self, tasks, inputs, token, fixed_token, gate=None, hoist=True):
+        """Add the tasks of one step to ``tasks``: ``inputs`` the keys of each input slot (a list of
+        chunk keys per input, in slot order), ``token`` this step's, ``fixed_token`` the loop's (the
+        fixed values' tasks, made once); ``gate``: a key the step's ``x``-only tasks wait for;
+        ``hoist=False``: the body is this step's only (one per step), so what it makes from fixed
+        values is this step's too, and waits.  Returns the keys of each output (a list of chunk keys
+        each)."""
+        t = self.template
+        subs = {}
+        for keys, actual in zip(t.slots, inputs):
+            for k, a in zip(keys, actual):
+                subs[k] = a
+        for keys, layer in zip(t.slots[self.n_inputs:], self.data.values()):
+            for k in keys:
+                subs[k] = k
+                if k not in tasks:
+                    tasks[k] = layer[k]
+        kind, graph = self.kind, t.graph
+        if not hoist:  # a body of this step only: what it makes from fixed values is this step's, and waits
+            kind = {k: v or 1 for k, v in kind.items()}
+        for k in self.order:
+            tok = token if kind[k] else fixed_token
+            subs[k] = (f"{k[0]}-{tok}",) + k[1:] if isinstance(k, tuple) else f"{k}-{tok}"
+        for k in self.order:
+            new = subs[k]
+            if not kind[k] and new in tasks:  # made once for the loop
+                continue
+            task = graph[k].substitute(subs, key=new)
+            if kind[k] == 1 and gate is not None:  # it would be ready from the start: it waits for the step
+                task = Task(new, _first, task, TaskRef(gate))
+            tasks[new] = task
+        return [[subs[k] for k in keys] for keys in self.out_keys]
+
+
+def _out_keys(template, name):
+    """The keys of output ``name`` of ``template`` (its chunks, in order)."""
+    return sorted((k for k in template.graph if isinstance(k, tuple) and k[0] == name), key=lambda k: k[1:])
+
+
+def _first(value, *_):
+    return value
+
+
+def _nothing(*_):
+    return None
+
+
+def _topological(graph):
+    """The keys of ``graph`` (slot keys None) each after what it reads."""
+    out, done = [], set()
+    for root in graph:
+        if root in done:
+            continue
+        stack = [root]
+        while stack:
+            k = stack[-1]
+            if k in done:
+                stack.pop()
+                continue
+            t = graph.get(k)
+            waiting = [d for d in (t.dependencies if t is not None else ()) if d in graph and d not in done]
+            if waiting:
+                stack.extend(waiting)
+            else:
+                stack.pop()
+                done.add(k)
+                out.append(k)
+    return out
+
+
+# ------------------------------------------------------------------ per-step data
+def step_slices(tasks, xs, k, token):
+    """The keys of ``xs[k]`` (a per-step array, steps along its first axis), one getitem task per
+    chunk, added to ``tasks`` once."""
+    import bisect
+    import itertools
+
+    starts = [0]
+    for c in xs.chunks[0]:
+        starts.append(starts[-1] + c)
+    b = bisect.bisect_right(starts, k) - 1
+    name = f"x{k}-{token}"
+    out = []
+    for idx in itertools.product(*(range(len(c)) for c in xs.chunks[1:])):
+        key = (name,) + idx
+        if key not in tasks:
+            tasks[key] = Task(key, operator.getitem, TaskRef((xs.name, b) + idx), k - starts[b])
+        out.append(key)
+    return out
+
+
+def _chunk_keys(a):
+    return list(flatten(a.__dask_keys__()))
+
+
+def _arrays(tasks, names_keys, avals, inputs, name):
+    """Dask arrays over ``tasks`` (one layer) for outputs ``names_keys`` (chunk keys of each): each
+    output a layer of its own under a name of its own, its chunks aliases of the keys it has in the
+    loop (which later steps of the loop may read)."""
+    import itertools
+
+    token = tokenize(*[ks[0] for ks in names_keys])
+    main = f"{name}-{token}"
+    layers = {main: ScanLayer(tasks)}
+    deps = {main: {a.name for a in inputs}}
+    out = []
+    for j, (keys, (dtype, meta, chunks)) in enumerate(zip(names_keys, avals)):
+        oname = f"{name}-out{j}-{token}"
+        idx = list(itertools.product(*(range(len(c)) for c in chunks)))
+        layers[oname] = MaterializedLayer({(oname,) + i: Alias((oname,) + i, k) for i, k in zip(idx, keys)})
+        deps[oname] = {main} | {k[0] if isinstance(k, tuple) else k for k in keys if k not in tasks}
+        out.append(oname)
+    for a in inputs:
+        for n, layer in a.dask.layers.items():
+            layers.setdefault(n, layer)
+            deps.setdefault(n, set(a.dask.dependencies.get(n, ())))
+    hlg = HighLevelGraph(layers, deps)
+    return [da.Array(hlg, oname, chunks, meta=meta) for oname, (dtype, meta, chunks) in zip(out, avals)]
+
+
+# ------------------------------------------------------------------ the loops
+def forward(*arrays, bodies, steps, n_carry, xs_at=None, fixed_at=None):
+    """The carry after ``steps`` steps from ``arrays[:n_carry]``: step ``k`` runs ``bodies[k]`` (one
+    body for all steps when there is one), reading ``arrays[xs_at]``'s row ``k`` as its ``x`` and the
+    fixed values ``arrays[j]`` for ``j`` in its ``fixed_at`` (all the rest, in order, by default)."""
+    loop = _Loop(arrays, bodies, n_carry, xs_at, fixed_at)
+    carry = [_chunk_keys(a) for a in arrays[:n_carry]]
+    for k in range(steps):
+        carry = loop.advance(carry, k)
+    return _arrays(loop.tasks, carry, bodies[0].out_avals, arrays, "scan")
+
+
+class _Loop:
+    """The tasks of one time loop, made step by step (see :func:`forward`)."""
+
+    def __init__(self, arrays, bodies, n_carry, xs_at, fixed_at):
+        self.tasks, self.n_carry, self.bodies = {}, n_carry, bodies
+        self.templates = [b.template() for b in bodies]
+        self.xs = arrays[xs_at] if xs_at is not None else None
+        rest = [j for j in range(n_carry, len(arrays)) if j != xs_at]
+        self.fixed_at = fixed_at or (tuple(range(len(rest))),) * len(bodies)
+        self.fixed = [_chunk_keys(arrays[j]) for j in rest]
+        self.token = tokenize([t.token for t in self.templates], [arrays[j].name for j in rest])
+
+    def body(self, k):
+        return self.templates[k if len(self.templates) > 1 else 0]
+
+    def inputs(self, tmpl, k, carry, x):
+        """The keys of step ``k``'s inputs in ``tmpl``'s order: the carry's, ``x``'s, the fixed values'
+        (a reverse body's adjoint inputs, which come last, are the caller's)."""
+        fixed = [self.fixed[j] for j in self.fixed_at[k if len(self.fixed_at) > 1 else 0]]
+        it_c, it_f = iter(carry), iter(fixed)
+        count = self.n_carry + (self.xs is not None) + len(fixed)
+        return [next(it_c) if r == CARRY else x if r == X else next(it_f) for r in tmpl.roles[:count]]
+
+    def x(self, k):
+        return step_slices(self.tasks, self.xs, k, self.token) if self.xs is not None else None
+
+    @property
+    def hoist(self):
+        """Whether what a body makes from fixed values alone is made once for the loop (one body for
+        every step), not per step."""
+        return len(self.templates) == 1
+
+    def gate(self, tmpl, carry, token):
+        """The key a step's tasks that read no carry wait for (None if it has none)."""
+        return _gate(self.tasks, carry, token) if tmpl.waits or not self.hoist else None
+
+    def advance(self, carry, k):
+        """Step ``k`` from ``carry``: its output keys."""
+        tmpl = self.body(k)
+        token = tokenize(tmpl.token, k, carry[0][0], self.token)
+        return tmpl.instance(self.tasks, self.inputs(tmpl, k, carry, self.x(k)), token, self.token,
+                             self.gate(tmpl, carry, token), self.hoist)
+
+
+def _gate(tasks, keys, token):
+    """A task that exists once every chunk of ``keys`` (lists of chunk keys) does."""
+    gate = f"gate-{token}"
+    tasks[gate] = Task(gate, _nothing, *[TaskRef(k) for ks in keys for k in ks])
+    return gate
+
+
+def _waiting(tasks, keys, gate, token):
+    """``keys`` (lists of chunk keys) read under new keys that wait for ``gate``."""
+    out = []
+    for j, ks in enumerate(keys):
+        row = []
+        for k in ks:
+            new = (f"wait{j}-{token}",) + (k[1:] if isinstance(k, tuple) else ())
+            tasks[new] = Task(new, _first, TaskRef(k), TaskRef(gate))
+            row.append(new)
+        out.append(row)
+    return out
+
+
+def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_grad=False, fixed_at=None):
+    """The adjoints of the initial carry and the gradients of the leaves (fixed values that require
+    grad), from the adjoint of the final carry: Revolve's ``actions`` over ``steps`` steps of the
+    bodies ``fwd``, each step reversed by its body of ``rev`` (inputs: the forward body's, then the
+    adjoint; outputs: the carry's adjoint, the leaves' gradients, then ``x``'s gradient if
+    ``x_grad``).  ``arrays``: the forward's (see :func:`forward`), then the final carry's adjoint."""
+    n = len(arrays) - n_carry
+    inputs = arrays[:n]
+    loop = _Loop(inputs, fwd, n_carry, xs_at, fixed_at)
+    back = _Loop(inputs, rev, n_carry, xs_at, fixed_at)
+    adjoint = [_chunk_keys(a) for a in arrays[n:]]
+    tasks = back.tasks = loop.tasks
+    snaps, cur, fresh = {}, [_chunk_keys(a) for a in inputs[:n_carry]], False
+    state0 = cur
+    totals, dxs = None, {}
+    for a in actions:
+        kind = type(a).__name__
+        if kind == "Takeshot":
+            snaps[a.index] = state0 if a.index == 0 else cur
+            continue
+        if kind == "Restore":
+            cur, fresh = snaps[a.index], True
+            continue
+        if fresh:  # a recomputation starts: it waits for the backward to have passed this point
+            token = tokenize("recompute", back.token, cur[0][0], adjoint[0][0])
+            gate = _gate(tasks, adjoint + (totals or []), token)
+            cur, fresh = _waiting(tasks, cur, gate, token), False
+        if kind == "Advance":
+            for k in range(a.start, a.stop):
+                cur = loop.advance(cur, k)
+            continue
+        k = a.index  # a reversal of step k (the first one from the sweep's last state)
+        tmpl = back.body(k)
+        token = tokenize(tmpl.token, k, cur[0][0], adjoint[0][0], back.token)
+        waited = _after_state(tasks, adjoint, cur, token)
+        outs = tmpl.instance(tasks, back.inputs(tmpl, k, cur, back.x(k)) + waited, token, back.token,
+                             back.gate(tmpl, cur, token), back.hoist)
+        adjoint, got = outs[:n_carry], outs[n_carry:]
+        if x_grad:
+            dxs[k] = got[n_leaves]
+        leaves = got[:n_leaves]
+        totals = leaves if totals is None else _summed(tasks, totals, leaves, token)
+    outs = adjoint + (totals or [])
+    avals = list(rev[0].out_avals[:n_carry + n_leaves])
+    if x_grad:
+        xs = loop.xs
+        outs.append(_stacked(tasks, dxs, xs, back.token))
+        avals.append((xs.dtype, xs._meta, xs.chunks))
+    return _arrays(tasks, outs, avals, arrays, "revolve")
+
+
+def _after_state(tasks, adjoint, state, token):
+    """The adjoint entering a step's reversal, under keys that wait for the step's state (a linear
+    step's adjoint reads no state: workers would run it ahead and hold it): each chunk for the same
+    chunk of every component where they line up, for all of them otherwise."""
+    out = []
+    aligned = all(len(s) == len(adjoint[0]) for s in state) and all(len(a) == len(adjoint[0]) for a in adjoint)
+    gate = None if aligned else _gate(tasks, state, token)
+    for j, ks in enumerate(adjoint):
+        row = []
+        for i, k in enumerate(ks):
+            new = (f"adjoint{j}-{token}",) + (k[1:] if isinstance(k, tuple) else ())
+            deps = [TaskRef(s[i]) for s in state] if aligned else [TaskRef(gate)]
+            tasks[new] = Task(new, _first, TaskRef(k), *deps)
+            row.append(new)
+        out.append(row)
+    return out
+
+
+def _summed(tasks, totals, new, token):
+    out = []
+    for j, (ts, ns) in enumerate(zip(totals, new)):
+        row = []
+        for t, n in zip(ts, ns):
+            key = (f"total{j}-{token}",) + (t[1:] if isinstance(t, tuple) else ())
+            tasks[key] = Task(key, operator.add, TaskRef(t), TaskRef(n))
+            row.append(key)
+        out.append(row)
+    return out
+
+
+def _stacked(tasks, dxs, xs, token):
+    """The per-step gradients ``dxs[k]`` (chunk keys of each step's ``x``) as ``xs``'s chunks."""
+    import itertools
+
+    import numpy as np
+
+    name = f"dxs-{token}"
+    out, start = [], 0
+    for b, c in enumerate(xs.chunks[0]):
+        for i, idx in enumerate(itertools.product(*(range(len(cc)) for cc in xs.chunks[1:]))):
+            key = (name, b) + idx
+            rows = [TaskRef(dxs[k][i]) for k in range(start, start + c)]
+            tasks[key] = Task(key, _stack, *rows)
+            out.append(key)
+        start += c
+    del np
+    return out
+
+
+def _stack(*rows):
+    import numpy as np
+
+    first = rows[0]
+    xp = np if type(first).__module__ == "numpy" else __import__(type(first).__module__.split(".")[0])
+    return xp.stack(rows)
