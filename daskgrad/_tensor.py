@@ -748,9 +748,15 @@ def _shape(shape):
 
 
 def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
-    with dask.config.set({"array.backend": _backend(device)}):
-        arr = fn(_shape(shape), dtype=np.dtype(dtype or _DEFAULT_FLOAT), chunks=chunks, **kw)
-    return _leaf(arr, requires_grad)
+    """A leaf of dask's creation function ``fn``, recorded (no dask graph until its value is read)."""
+    params = (("fn", fn), ("shape", _shape(shape)), ("dtype", np.dtype(dtype or _DEFAULT_FLOAT)),
+              ("chunks", chunks), ("backend", _backend(device))) + tuple(kw.items())
+    return _leaf(door.defer(_created, (), params), requires_grad)
+
+
+def _created(*, fn, backend, **kw):
+    with dask.config.set({"array.backend": backend}):
+        return fn(kw.pop("shape"), **kw)
 
 
 def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
@@ -779,9 +785,13 @@ def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=Fa
         start, stop = 0, start
     if dtype is None:
         dtype = np.int64 if all(isinstance(v, int) for v in (start, stop, step)) else _DEFAULT_FLOAT
-    with dask.config.set({"array.backend": _backend(device)}):
-        arr = da.arange(start, stop, step, dtype=dtype, chunks=chunks)
-    return _leaf(arr, requires_grad)
+    params = (("fn", _arange), ("shape", (start, stop, step)), ("dtype", np.dtype(dtype)), ("chunks", chunks),
+              ("backend", _backend(device)))
+    return _leaf(door.defer(_created, (), params), requires_grad)
+
+
+def _arange(bounds, dtype, chunks):
+    return da.arange(*bounds, dtype=dtype, chunks=chunks)
 
 
 def _random(method, shape, dtype, chunks, requires_grad, device):

@@ -108,21 +108,33 @@ def _submit(values, phase, optimized=False):
     todo = [v for v, done in zip(values, out) if done is None]
     if not todo:
         return out
+    kept = []
     if optimized:
         arrays = slots = todo
     else:
         prog = door.Program.of(todo)
+        kept = [n for n in prog.to_keep() if not any(n is v for v in todo)]
+        if kept:  # values an earlier submission computed too: kept this time (see Program.to_keep)
+            prog = door.Program.of(todo + kept)
+        for node in prog.eqns:
+            node.seen += 1
         slots = list(prog.slots.values())
         _raise_if_lost(todo, slots)  # before submitting: dask would name internal keys, later
         arrays = door.instantiate(prog, local=current_client() is None)
     for observer in list(_observers):
         observer(phase, arrays)
     try:
-        done = iter(door.submit(arrays, phase, progress=_progress["enabled"]))
+        done = door.submit(arrays, phase, progress=_progress["enabled"])
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
             _raise_if_lost(todo, slots, e)
         raise
+    for node, value in zip(kept, done[len(todo):]):
+        node.kept = value
+    client = current_client()
+    if kept and client is not None:  # on two workers, as a value a tensor holds
+        door.keep(client, [k for a in done[len(todo):] for k in door.flat_keys(a)])
+    done = iter(done[:len(todo)])
     return [next(done) if a is None else a for a in out]
 
 

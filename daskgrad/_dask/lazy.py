@@ -19,10 +19,14 @@ layers into each array it makes, which would cost O(N²) for a chain of N ops).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
+import types
 
 import dask
 import dask.array as da
+import numpy as np
+from dask.base import tokenize
 from dask.utils import funcname
 
 from .fold import fold
@@ -35,7 +39,7 @@ class Lazy:
     memory (a later program reads that instead of computing it again)."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "many", "kept", "_built", "__weakref__")
+                 "many", "seen", "kept", "_built", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -46,6 +50,7 @@ class Lazy:
         # layers carry when built, outside that context
         self.annotations = dask.get_annotations() or None
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
+        self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.to_keep)
         self.kept = self._built = None
 
     def __repr__(self):
@@ -138,6 +143,73 @@ def defer_many(fn, srcs, params, avals):
     return [Lazy(_component, (group,), (("i", i),), *aval) for i, aval in enumerate(avals)]
 
 
+# ------------------------------------------------------------------ keys
+class NoKey(Exception):
+    """A value with no exact hashable form here (see :func:`frozen`)."""
+
+
+_SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
+
+
+def frozen(v, objects=True):
+    """``v`` as a hashable value equal exactly when the values are (:class:`NoKey` where it has no
+    such form here): numbers by type and bits (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ),
+    containers by their items, NumPy arrays and scalars by type, dtype, shape and bytes, a closure
+    by its code and captured values, functions and other hashable objects by themselves (identity:
+    held; ``objects=False``: only functions, types and ufuncs are, other objects have no key)."""
+    t = type(v)
+    if t is int or t is bool or t is str or v is None:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())
+    if t is tuple or t is list:
+        return (t,) + tuple(frozen(o, objects) for o in v)
+    if t is complex:
+        return (t, v.real.hex(), v.imag.hex())
+    if t is dict:
+        return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
+    if t is slice:
+        return (slice, frozen(v.start, objects), frozen(v.stop, objects), frozen(v.step, objects))
+    if isinstance(v, np.ndarray):
+        if v.dtype.hasobject:
+            raise NoKey(t)
+        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else tokenize(v))
+    if isinstance(v, np.generic):
+        return (t, _dtype(v.dtype), v.tobytes())
+    if isinstance(v, np.dtype):
+        return _dtype(v)
+    if t is functools.partial:
+        return (t, frozen(v.func, objects), frozen(v.args, objects), frozen(v.keywords, objects))
+    if t is types.FunctionType and (v.__closure__ or v.__defaults__ or v.__kwdefaults__):
+        try:  # a closure made afresh (an op's kernel) is what it runs: its code and captured values
+            cells = tuple(frozen(c.cell_contents, objects) for c in v.__closure__ or ())
+        except ValueError:  # a cell not filled yet
+            raise NoKey(t) from None
+        return (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
+    if v is Ellipsis:
+        return (t,)
+    if not objects and not isinstance(v, _ITSELF):
+        raise NoKey(t)
+    try:
+        hash(v)
+    except TypeError:
+        raise NoKey(t) from None
+    return v
+
+
+# functions, types and NumPy's ufuncs and dispatchers are themselves in a key (and held by it, so
+# that their identity is not reused)
+_ITSELF = (types.FunctionType, types.BuiltinFunctionType, type, np.ufunc, type(np.transpose))
+
+
+def _dtype(dtype):
+    """A dtype by its byte layout, and its repr where that is not all of it (``.str`` is ``|V16`` for
+    every 16-byte record type, whatever its fields)."""
+    if dtype.kind in "biufcmMSU" and dtype.metadata is None:
+        return (np.dtype, dtype.str)
+    return (np.dtype, dtype.str, repr(dtype))
+
+
 _avals = {}  # (fn, params, kinds of srcs) -> (dtype, meta, chunks), or None where it must run on the values
 _AVALS_MAX = 65536
 _lock = threading.RLock()
@@ -158,9 +230,9 @@ def _aval(fn, srcs, params):
     """The result's dtype, meta and chunks, from ``fn`` run once on stand-ins of ``srcs`` (remembered
     per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown."""
     try:
-        key = (fn, params, tuple(_kind(s) for s in srcs))
+        key = (fn, frozen(params), tuple(_kind(s) for s in srcs))
         hash(key)
-    except TypeError:  # an unhashable constant: inferred every time
+    except (TypeError, NoKey):  # an unhashable constant: inferred every time
         key = None
     if key is not None:
         hit = _avals.get(key, _avals)
@@ -201,16 +273,28 @@ def is_stub(layer):
 
 
 # ------------------------------------------------------------------ lowering
-def lower(order, slot_name=None):
+def lower(order, slot_name=None, wanted=()):
     """The layers of the Lazy nodes ``order`` (each after the nodes of ``order`` it reads), with the
     name of each node's array: ``(layers, deps, names, slots)``.  A node's forward runs on stand-ins
     named as its operands' arrays, so it makes only its own layers; ``slots`` are the dask arrays
     read (kept or built values of nodes not in ``order``, arrays), by name, whose graphs the caller
-    joins.  ``slot_name(array)``: the name a slot is read under (a template names them itself)."""
+    joins.  ``slot_name(array)``: the name a slot is read under (a template names them itself).
+
+    A chain of elementwise ops whose intermediate values nothing else reads (``wanted``: the nodes
+    asked for) is one layer, one function a chunk (:class:`Fused`): a 100,000-op chain makes a few
+    thousand layers, not 100,000."""
     layers, deps, names, slots = {}, {}, {}, {}
+    inner = _fusable_chains(order, {id(n) for n in wanted})
     for node in order:
         if node.fn is _component:  # the group's i-th array
             names[id(node)] = names[id(node.srcs[0])][node.params[0][1]]
+            continue
+        if id(node) in inner:
+            continue  # (computed inside the fused function of the chain it ends in)
+        chain = inner.get(("root", id(node)))
+        if chain is not None:
+            name, layer, layer_deps = _fused_layer(node, chain, names, slots, slot_name)
+            layers[name], deps[name], names[id(node)] = layer, layer_deps, name
             continue
         args = []
         for s in map(through, node.srcs):
@@ -236,6 +320,117 @@ def lower(order, slot_name=None):
                         deps[name] |= _layers_read(layer)  # graphs into one layer: of a stand-in, only the keys
         names[id(node)] = tuple(o.name for o in out) if node.many else out.name
     return layers, deps, names, slots
+
+
+_CHAIN = 128  # elementwise ops fused into one function at most (a chain longer is several)
+
+
+def _fusable(node):
+    return (node.elementwise and node.ndim > 0 and not node.annotations
+            and not any(isinstance(s, (Lazy, da.Array)) and s.ndim == 0 for s in map(through, node.srcs)))
+
+
+def _fusable_chains(order, wanted):
+    """The chains of elementwise ops to fuse: ``{("root", id): [nodes, each after what it reads]}``
+    for the last op of each, and the ids of the ops inside one (read once, by the chain)."""
+    reads = {}
+    for node in order:
+        for s in map(through, node.srcs):
+            if type(s) is Lazy:
+                reads[id(s)] = reads.get(id(s), 0) + 1
+    in_order = {id(n) for n in order}
+    out = {}
+    for root in reversed(order):
+        if id(root) in out or not _fusable(root):
+            continue
+        members, stack = [], [root]
+        while stack and len(members) < _CHAIN:
+            node = stack.pop()
+            members.append(node)
+            for s in map(through, node.srcs):
+                if (type(s) is Lazy and id(s) in in_order and id(s) not in out and id(s) not in wanted
+                        and reads.get(id(s)) == 1 and s.kept is None and _fusable(s) and _aligned(s, root)):
+                    out[id(s)] = True
+                    stack.append(s)
+        if len(members) > 1:
+            position = {id(n): i for i, n in enumerate(order)}
+            out[("root", id(root))] = sorted(members, key=lambda n: position[id(n)])
+        for node in stack:  # (beyond the cap: computed as chains of their own)
+            out.pop(id(node), None)
+    return out
+
+
+def _aligned(node, root):
+    """Whether ``node``'s blocks line up with ``root``'s (trailing axes the same chunks, or one element)."""
+    for j, c in enumerate(node.chunks):
+        d = root.ndim - node.ndim + j
+        if d < 0 or (c != root.chunks[d] and c != (1,)):
+            return False
+    return True
+
+
+class Fused:
+    """A chain of elementwise ops as one function of its inputs' blocks: ``steps`` ``(fn, refs)`` run in
+    order, a ref ``(0, j)`` input block ``j``, ``(1, k)`` step ``k``'s result, ``(2, v)`` the number
+    ``v``; each result dropped after its last reader (``drops``)."""
+
+    __slots__ = ("steps", "drops")
+
+    def __init__(self, steps):
+        self.steps = tuple(steps)
+        last = {}
+        for i, (_, refs) in enumerate(self.steps):
+            for kind, v in refs:
+                if kind == 1:
+                    last[v] = i
+        self.drops = tuple(tuple(k for k, i2 in last.items() if i2 == i) for i in range(len(self.steps)))
+
+    def __call__(self, *blocks):
+        results = [None] * len(self.steps)
+        for i, (fn, refs) in enumerate(self.steps):
+            results[i] = fn(*[blocks[v] if kind == 0 else results[v] if kind == 1 else v for kind, v in refs])
+            for k in self.drops[i]:
+                results[k] = None
+        return results[-1]
+
+    def __dask_tokenize__(self):
+        return ("daskgrad-fused", tuple((funcname(fn), tokenize(fn), refs) for fn, refs in self.steps))
+
+    def __reduce__(self):
+        return Fused, (self.steps,)
+
+
+def _fused_layer(root, chain, names, slots, slot_name):
+    """One blockwise layer computing the elementwise ``chain`` that ends in ``root``."""
+    from .internals import blockwise
+
+    position = {id(n): i for i, n in enumerate(chain)}
+    inputs, arg_of, steps = [], {}, []
+    for node in chain:
+        refs = []
+        for s in map(through, node.srcs):
+            if type(s) is Lazy and id(s) in position:
+                refs.append((1, position[id(s)]))
+            elif isinstance(s, (Lazy, da.Array)):
+                if type(s) is Lazy and id(s) in names:
+                    name, a = names[id(s)], s
+                else:
+                    a = value_of(s) if type(s) is Lazy else s
+                    name = a.name if slot_name is None else slot_name(a)
+                    slots.setdefault(name, a)
+                if name not in arg_of:
+                    arg_of[name] = len(inputs)
+                    inputs.append((name, a.ndim, a.numblocks))
+                refs.append((0, arg_of[name]))
+            else:
+                refs.append((2, s))
+        steps.append((getattr(node.fn, "_ufunc", node.fn), tuple(refs)))
+    fn = Fused(steps)
+    name = f"{funcname(steps[-1][0])}-{tokenize(fn, [n for n, _, _ in inputs], root.dtype)}"
+    ind = tuple(range(root.ndim))[::-1]
+    pairs = [x for n, nd, _ in inputs for x in (n, ind[len(ind) - nd:])]
+    layer = blockwise(fn, name, ind, *pairs, numblocks={n: nb for n, _, nb in inputs})
+    return name, layer, {n for n, _, _ in inputs}
 
 
 def _layers_read(layer):
@@ -289,7 +484,7 @@ def build(nodes):
         order = _postorder(todo)
         if _alias_hook and any(type(s) is Lazy and s.fn is _alias for n in order for s in n.srcs):
             _alias_hook[0]()
-        layers, deps, names, slots = lower(order)
+        layers, deps, names, slots = lower(order, wanted=todo)
         for a in slots.values():
             for name, layer, layer_deps in _layers_of(a):
                 if name not in layers or is_stub(layers[name]):

@@ -89,15 +89,29 @@ def optimize_layers(arrays, layers, deps, fuse_chunks=None):
         loops = {n: layer for n, layer in hlg.layers.items() if isinstance(layer, ScanLayer)}
         rest = HighLevelGraph({n: layer for n, layer in hlg.layers.items() if n not in loops},
                               {n: d - loops.keys() for n, d in hlg.dependencies.items() if n not in loops})
-        fused = fuse.fuse_chunks(rest, keys, arrays[0].name)  # (a time loop's tasks are fused step by step)
+        # (a time loop's tasks are fused step by step; what they read from the rest must stay a key)
+        read = {d for layer in loops.values() for d in layer.reads}
+        fused = fuse.fuse_chunks(rest, keys + [k for k in read if k not in keys], arrays[0].name)
         hlg = HighLevelGraph({**fused.layers, **loops}, {**fused.dependencies,
                                                           **{n: hlg.dependencies[n] for n in loops}})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
 class ScanLayer(MaterializedLayer):
-    """The tasks of a time loop (:mod:`.scan`), already fused step by step: chunk fusion leaves them
-    as they are (fusing them again would cost as much as making them)."""
+    """The tasks of a time loop (:mod:`.scan`), already fused step by step, in the order the loop
+    runs them: chunk fusion leaves them as they are (fusing them again would cost as much as making
+    them).  ``small``: every chunk of the loop is small (it may run inline, in that order)."""
+
+    def __init__(self, mapping, annotations=None, small=False, reads=frozenset()):
+        super().__init__(mapping, annotations=annotations)
+        self.small, self.reads = small, reads  # reads: the keys of other layers its tasks read
+
+    @property
+    def has_legacy_tasks(self):
+        return False
+
+    def cull(self, keys, all_hlg_keys):
+        return self, {None: self.reads}  # a loop's tasks are all needed (culled, the loop is another one)
 
 
 def cull(hlg, keys):

@@ -38,11 +38,11 @@ import numpy as np
 from dask.base import tokenize
 
 from .calls import fast
-from .internals import Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, convert_legacy_task, \
-    flatten, order
-from .lazy import Lazy, is_stub, lower, through
+from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
+                        convert_legacy_task, flatten, order)
+from .lazy import Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
 from .fold import flat_layers
-from .optimize import holds_data, materialized, optimize_layers
+from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
 SMALL_CHUNK = 256 * 1024  # bytes: an instance whose chunks are all this small runs inline (see run_inline)
 
@@ -110,71 +110,26 @@ class Program:
                 key = None
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
 
-
-class NoKey(Exception):
-    """A value with no exact hashable form here (see :func:`frozen`)."""
-
-
-_SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
-
-
-def frozen(v, objects=True):
-    """``v`` as a hashable value equal exactly when the values are (:class:`NoKey` where it has no
-    such form here): numbers by type and bits (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ),
-    containers by their items, NumPy arrays and scalars by type, dtype, shape and bytes, a closure
-    by its code and captured values, functions and other hashable objects by themselves (identity:
-    held; ``objects=False``: only functions, types and ufuncs are, other objects have no key)."""
-    t = type(v)
-    if t is int or t is bool or t is str or v is None:
-        return (t, v)
-    if t is float:
-        return (t, v.hex())
-    if t is tuple or t is list:
-        return (t,) + tuple(frozen(o, objects) for o in v)
-    if t is complex:
-        return (t, v.real.hex(), v.imag.hex())
-    if t is dict:
-        return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
-    if t is slice:
-        return (slice, frozen(v.start, objects), frozen(v.stop, objects), frozen(v.step, objects))
-    if isinstance(v, np.ndarray):
-        if v.dtype.hasobject:
-            raise NoKey(t)
-        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else tokenize(v))
-    if isinstance(v, np.generic):
-        return (t, _dtype(v.dtype), v.tobytes())
-    if isinstance(v, np.dtype):
-        return _dtype(v)
-    if t is functools.partial:
-        return (t, frozen(v.func, objects), frozen(v.args, objects), frozen(v.keywords, objects))
-    if t is types.FunctionType and (v.__closure__ or v.__defaults__ or v.__kwdefaults__):
-        try:  # a closure made afresh (an op's kernel) is what it runs: its code and captured values
-            cells = tuple(frozen(c.cell_contents, objects) for c in v.__closure__ or ())
-        except ValueError:  # a cell not filled yet
-            raise NoKey(t) from None
-        return (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
-    if v is Ellipsis:
-        return (t,)
-    if not objects and not isinstance(v, _ITSELF):
-        raise NoKey(t)
-    try:
-        hash(v)
-    except TypeError:
-        raise NoKey(t) from None
-    return v
-
-
-# functions, types and NumPy's ufuncs and dispatchers are themselves in a key (and held by it, so
-# that their identity is not reused)
-_ITSELF = (types.FunctionType, types.BuiltinFunctionType, type, np.ufunc, type(np.transpose))
-
-
-def _dtype(dtype):
-    """A dtype by its byte layout, and its repr where that is not all of it (``.str`` is ``|V16`` for
-    every 16-byte record type, whatever its fields)."""
-    if dtype.kind in "biufcmMSU" and dtype.metadata is None:
-        return (np.dtype, dtype.str)
-    return (np.dtype, dtype.str, repr(dtype))
+    def to_keep(self):
+        """The values of this program that an earlier submission computed too, from values in memory
+        alone, and that a value new to this one reads: the submission keeps them (:attr:`Lazy.kept`),
+        so a functional update ``x = x - lr * g``, read again by the next step, is computed once and
+        the program stays the size of one step.  A value made from a lazy source (a Zarr array
+        streamed chunk by chunk) is never kept: it may not fit in memory."""
+        in_memory, read_by_new = {}, set()
+        for node in self.eqns:
+            ok = True
+            for s in node.srcs:
+                s = through(s)
+                if type(s) is Lazy:
+                    ok = ok and (s.kept is not None or in_memory.get(id(s), False))
+                elif isinstance(s, da.Array):
+                    ok = ok and is_data(s)
+            in_memory[id(node)] = ok
+            if not node.seen:
+                read_by_new.update(id(through(s)) for s in node.srcs if type(through(s)) is Lazy)
+        return [n for n in self.eqns if n.seen and in_memory[id(n)] and id(n) in read_by_new and not n.many
+                and n.fn is not _component_fn]
 
 
 def _slot_desc(a):
@@ -291,7 +246,7 @@ def _keep(key):
 def lowered(prog, slot_name, fuse):
     """``prog`` lowered to dask (its slots read under ``slot_name(array)``) and optimized as one
     graph: the arrays of its outputs."""
-    layers, deps, names, slots = lower(prog.eqns, slot_name)
+    layers, deps, names, slots = lower(prog.eqns, slot_name, [through(o) for o in prog.outputs])
     for a in prog.slots.values():
         slots.setdefault(slot_name(a), a)
     for name, a in slots.items():
@@ -552,18 +507,29 @@ _INLINE_SCHEDULERS = (None, "threads", "threading", "sync", "synchronous", "sing
 
 
 def run_inline(arrays):
-    """The results of an instance of small chunks, computed in the calling thread in dask.order's
-    order (each value dropped after its last reader), as ``dask.persist`` would give them; None
-    when it must go to dask's scheduler: large chunks (threads run them in parallel), another
-    scheduler, or a dask diagnostic listening (a progress bar, a profiler, a callback).
+    """The results of an instance of small chunks (or of a graph whose time loops are all of small
+    chunks), computed in the calling thread, as ``dask.persist`` would give them; None when it must
+    go to dask's scheduler: large chunks (threads run them in parallel), another scheduler, or a dask
+    diagnostic listening (a progress bar, a profiler, a callback).
 
     On small chunks dask's threaded scheduler spends more than the tasks: ordering the graph again
-    (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway."""
-    layers = arrays[0].dask.layers if arrays else {}
-    layer = next(iter(layers.values())) if len(layers) == 1 else None
-    if (type(layer) is not Instance or not layer.template.small or Callback.active
-            or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS):
+    (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway.  An
+    instance runs in the order ``dask.order`` gave its template; a time loop in the order it was
+    made (Revolve's: the order that holds the fewest states)."""
+    if not arrays or Callback.active or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS:
         return None
+    layers = arrays[0].dask.layers
+    layer = next(iter(layers.values())) if len(layers) == 1 else None
+    if type(layer) is Instance:
+        return _run_instance(arrays, layer) if layer.template.small else None
+    loops = [v for v in layers.values() if isinstance(v, ScanLayer)]
+    if not loops or not all(v.small for v in loops) or any(_chunk_elements(a) * a.dtype.itemsize > SMALL_CHUNK
+                                                            for a in arrays):
+        return None
+    return _run_graph(arrays)
+
+
+def _run_instance(arrays, layer):
     template, aliases = layer.template, layer.aliases
     back = {new: old for old, new in layer.renamed.items()}  # a result's key -> the template's
 
@@ -584,3 +550,67 @@ def run_inline(arrays):
             if not left[d] and d not in wanted:
                 del values[d]
     return [a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())}) for a in arrays]
+
+
+class _Run:
+    """A template's task as a function of its inputs' values, in ``deps`` order: a time loop's step
+    is a task calling it on the step's own keys (made in microseconds, where renaming the keys inside
+    a fused task costs a walk of all it holds; :mod:`.scan`)."""
+
+    __slots__ = ("task", "deps")
+
+    def __init__(self, task):
+        self.task, self.deps = task, tuple(task.dependencies)
+
+    def __call__(self, *values):
+        return self.task(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
+
+    def __reduce__(self):
+        return _Run, (self.task,)
+
+
+def _run_graph(arrays):
+    """A graph run in the calling thread: each task as soon as its inputs are, in the graph's own
+    order where several are (a time loop's: the schedule's), each value dropped after its last reader."""
+    import heapq
+
+    graph = dict(arrays[0].__dask_graph__())
+    wanted = {k for a in arrays for k in flatten(a.__dask_keys__())}
+    position = {k: i for i, k in enumerate(graph)}
+    waiting, readers, values, ready = {}, {}, {}, []
+    for k, t in graph.items():
+        if not isinstance(t, GraphNode):
+            values[k] = t
+            continue
+        if isinstance(t, DataNode):
+            values[k] = t.value
+            continue
+        deps = [d for d in t.dependencies if d in graph]
+        waiting[k] = len(deps)
+        for d in deps:
+            readers.setdefault(d, []).append(k)
+        if not deps:
+            heapq.heappush(ready, (position[k], k))
+    left = {k: len(r) for k, r in readers.items()}
+    for k in values:
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, (position[r], r))
+    while ready:
+        _, k = heapq.heappop(ready)
+        t = graph[k]
+        if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
+            values[k] = t.func(*[values[a.key] for a in t.args])
+        else:
+            values[k] = values[t.target] if type(t) is Alias else fast(t)(values) if type(t) is Task else t(values)
+        for d in t.dependencies:
+            if d in left:
+                left[d] -= 1
+                if not left[d] and d not in wanted:
+                    values.pop(d, None)
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, (position[r], r))
+    return [a._rebuild({k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]

@@ -29,7 +29,7 @@ from dask.base import tokenize
 from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
 from .lazy import rebind
 from .optimize import ScanLayer
-from .program import Program, key_token, lowered, make_template
+from .program import Program, _Run, key_token, lowered, make_template
 
 CARRY, X, FIXED = "carry", "x", "fixed"
 
@@ -148,6 +148,7 @@ class _BodyTemplate:
                 kind[k] = max((kind.get(d, 0) for d in t.dependencies), default=0)
         self.kind = kind
         self.order = [k for k in order if graph[k] is not None]
+        self.runs = {k: _Run(graph[k]) for k in self.order}
         self.token = key_token(template.name)
         self.n_slots = n_inputs
         self.waits = any(kind[k] == 1 for k in self.order)  # x-only tasks: each step's wait for its carry
@@ -176,14 +177,16 @@ class _BodyTemplate:
         for k in self.order:
             tok = token if kind[k] else fixed_token
             subs[k] = (f"{k[0]}-{tok}",) + k[1:] if isinstance(k, tuple) else f"{k}-{tok}"
+        runs = self.runs
         for k in self.order:
             new = subs[k]
             if not kind[k] and new in tasks:  # made once for the loop
                 continue
-            task = graph[k].substitute(subs, key=new)
+            run = runs[k]
+            refs = [TaskRef(subs[d]) for d in run.deps]
             if kind[k] == 1 and gate is not None:  # it would be ready from the start: it waits for the step
-                task = Task(new, _first, task, TaskRef(gate))
-            tasks[new] = task
+                refs.append(TaskRef(gate))
+            tasks[new] = Task(new, run, *refs)
         return [[subs[k] for k in keys] for keys in self.out_keys]
 
 
@@ -248,7 +251,7 @@ def _chunk_keys(a):
     return list(flatten(a.__dask_keys__()))
 
 
-def _arrays(tasks, names_keys, avals, inputs, name):
+def _arrays(tasks, names_keys, avals, inputs, name, small=False):
     """Dask arrays over ``tasks`` (one layer) for outputs ``names_keys`` (chunk keys of each): each
     output a layer of its own under a name of its own, its chunks aliases of the keys it has in the
     loop (which later steps of the loop may read)."""
@@ -256,7 +259,7 @@ def _arrays(tasks, names_keys, avals, inputs, name):
 
     token = tokenize(*[ks[0] for ks in names_keys])
     main = f"{name}-{token}"
-    layers = {main: ScanLayer(tasks)}
+    layers = {main: ScanLayer(tasks, small=small, reads=frozenset(k for a in inputs for k in _chunk_keys(a)))}
     deps = {main: {a.name for a in inputs}}
     out = []
     for j, (keys, (dtype, meta, chunks)) in enumerate(zip(names_keys, avals)):
@@ -282,7 +285,7 @@ def forward(*arrays, bodies, steps, n_carry, xs_at=None, fixed_at=None):
     carry = [_chunk_keys(a) for a in arrays[:n_carry]]
     for k in range(steps):
         carry = loop.advance(carry, k)
-    return _arrays(loop.tasks, carry, bodies[0].out_avals, arrays, "scan")
+    return _arrays(loop.tasks, carry, bodies[0].out_avals, arrays, "scan", loop.small)
 
 
 class _Loop:
@@ -296,6 +299,7 @@ class _Loop:
         self.fixed_at = fixed_at or (tuple(range(len(rest))),) * len(bodies)
         self.fixed = [_chunk_keys(arrays[j]) for j in rest]
         self.token = tokenize([t.token for t in self.templates], [arrays[j].name for j in rest])
+        self.small = all(t.template.small for t in self.templates)
 
     def body(self, k):
         return self.templates[k if len(self.templates) > 1 else 0]
@@ -397,7 +401,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_
         xs = loop.xs
         outs.append(_stacked(tasks, dxs, xs, back.token))
         avals.append((xs.dtype, xs._meta, xs.chunks))
-    return _arrays(tasks, outs, avals, arrays, "revolve")
+    return _arrays(tasks, outs, avals, arrays, "revolve", loop.small and back.small)
 
 
 def _after_state(tasks, adjoint, state, token):

@@ -1,0 +1,196 @@
+"""One program, many runs: ops record Lazy values (no dask graph), a submission's program is lowered to
+dask once per structure and instantiated for every later run -- the plain loop, a compiled function's
+calls and a time loop's steps alike -- and a functional update loop stays the size of one step."""
+import importlib
+import sys
+import types
+
+import dask
+import numpy as np
+import pytest
+from dask.highlevelgraph import HighLevelGraph
+
+import daskgrad as dg
+from daskgrad import _dask as door
+from daskgrad.graph import PRIMITIVES
+from daskgrad.utils.checkpoint import checkpoint_steps
+
+
+@pytest.fixture
+def graphs_built(monkeypatch):
+    """How many HighLevelGraphs dask made meanwhile."""
+    count = [0]
+    init = HighLevelGraph.__init__
+
+    def counting(self, *args, **kwargs):
+        count[0] += 1
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(HighLevelGraph, "__init__", counting)
+    return count
+
+
+def test_recording_a_hundred_thousand_ops_builds_no_dask_graph_until_a_value_is_read(graphs_built):
+    x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
+    y = x
+    before = graphs_built[0]
+    for i in range(25_000):
+        y = dg.sin(y * 0.5 + 1.0) - 0.25
+    assert graphs_built[0] == before  # 100,000 ops recorded
+    np.testing.assert_allclose(y.detach().numpy(), _chain(np.arange(4.0), 25_000))
+    assert graphs_built[0] > before
+
+
+def _chain(v, n):
+    for _ in range(n):
+        v = np.sin(v * 0.5 + 1.0) - 0.25
+    return v
+
+
+def test_ops_of_a_kind_seen_before_build_no_dask_graph_either(graphs_built):
+    x = dg.from_array(np.ones((6, 4)), chunks=(3, 2))
+
+    def record():
+        return (dg.tanh(x @ dg.ones((4, 3), dtype="float64")).sum(axis=0) ** 2).mean()
+
+    record()  # the first of each kind runs its forward once on stand-ins, for its chunks
+    before = graphs_built[0]
+    for _ in range(100):
+        record()
+    assert graphs_built[0] == before
+
+
+def _loop(steps, X, y, w):
+    losses = []
+    for _ in range(steps):
+        loss = ((X @ w - y) ** 2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+            w.grad = None
+    return losses
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((40, 3)), chunks=(10, 3))
+    y = dg.from_array(rng.standard_normal(40), chunks=10)
+    return X, y
+
+
+def test_a_repeated_plain_loop_step_calls_no_op_forward_and_no_dask_optimizer(monkeypatch):
+    X, y = _data()
+    w = dg.from_array(np.zeros(3), chunks=3, requires_grad=True)
+    _loop(4, X, y, w)  # the first steps: each kind of op inferred, the program lowered and kept
+    lazy, layers = importlib.import_module("daskgrad._dask.lazy"), importlib.import_module("daskgrad._dask.layers")
+    program = importlib.import_module("daskgrad._dask.program")
+    inferred = (len(lazy._avals), len(layers._inferred))  # an op's forward runs only where these grow
+    lowerings, optimized = [0], [0]
+    monkeypatch.setattr(program, "lower", _counting(program.lower, lowerings))
+    monkeypatch.setattr(program, "optimize_layers", _counting(program.optimize_layers, optimized))
+    hits = dg.step_cache_info()["hits"]
+    _loop(5, X, y, w)
+    assert dg.step_cache_info()["hits"] == hits + 5
+    assert (len(lazy._avals), len(layers._inferred)) == inferred
+    assert lowerings == [0] and optimized == [0]
+
+
+def _counting(fn, count):
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return fn(*args, **kwargs)
+    return counted
+
+
+def test_only_the_lowering_module_calls_an_op_s_forward(monkeypatch):
+    callers = set()
+
+    def watched(fn):
+        def call(*args, **kwargs):
+            frame = sys._getframe(1)
+            callers.add(frame.f_code.co_filename.replace("\\", "/").rsplit("/daskgrad/", 1)[-1])
+            return fn(*args, **kwargs)
+        return call
+
+    for p in PRIMITIVES.values():
+        if p.impl is not None:
+            monkeypatch.setattr(p, "impl", watched(p.impl))
+    X, y = _data()
+    w = dg.from_array(np.zeros(3), chunks=3, requires_grad=True)
+    _loop(3, X, y, w)
+    assert callers == {"_dask/lazy.py"}
+
+
+def test_a_functional_update_loop_stays_the_size_of_one_step_and_computes_gradient_descent():
+    X, y = _data()
+    grad = dg.func.grad(lambda w: ((X @ w - y) ** 2).mean())
+    w = dg.from_array(np.zeros(3), chunks=3)
+    Xn, yn, wn = X.numpy(), y.numpy(), np.zeros(3)
+    sizes = []
+    for i in range(60):
+        w = w - 0.1 * grad(w)  # HIPS autograd's and optax's way: a new value every step, no in-place write
+        wn = wn - 0.1 * (2 / len(yn)) * Xn.T @ (Xn @ wn - yn)
+        sizes.append(len(door.Program.of([w._storage.value]).eqns))
+    np.testing.assert_allclose(w.numpy(), wn, rtol=1e-12)
+    assert sizes[10] == sizes[-1] <= 4  # not a chain of 60 updates
+    assert dg.step_cache_info()["hits"] >= 50
+
+
+def test_a_compiled_call_leaves_the_caller_s_tensors_untouched_while_it_traces():
+    X, y = _data()
+    w = dg.from_array(np.zeros(3), chunks=3)
+    value, version = w._storage.value, w._storage.version
+    box = types.SimpleNamespace(seen=[])  # (an object: guarded by identity, not by what it holds)
+
+    def loss(v):
+        box.seen.append((v._storage.value is value, w._storage.value is value))
+        return ((X @ v - y) ** 2).mean()
+
+    step = dg.compile(dg.func.grad_and_value(loss))
+    for _ in range(3):
+        step(w)
+    assert box.seen == [(True, True)]  # traced once, the caller's value in place, then replayed
+    assert w._storage.value is value and w._storage.version == version
+
+
+def test_checkpoint_steps_the_plain_loop_and_compile_share_one_cache_of_programs():
+    rng = np.random.default_rng(1)
+    u0 = dg.from_array(rng.standard_normal(12), chunks=4)
+    c = dg.from_array(np.full(12, 0.2), chunks=4, requires_grad=True)
+    xs = dg.from_array(rng.standard_normal((20, 12)), chunks=(5, 4))
+    calls = []
+
+    def step(u, x):
+        calls.append(1)
+        return dg.tanh(u + c * x)
+
+    def gradient():
+        c.grad = None
+        (checkpoint_steps(step, u0, 20, snapshots=3, xs=xs) ** 2).sum().backward()
+        return c.grad.numpy()
+
+    first = gradient()
+    hits = dg.step_cache_info()["hits"]
+    for _ in range(3):
+        np.testing.assert_array_equal(gradient(), first)
+    assert dg.step_cache_info()["hits"] >= hits + 2  # each gradient after the second an instance
+    assert len(calls) == 4  # step recorded once per gradient
+
+
+def test_a_program_with_a_value_of_no_exact_key_is_lowered_anew_each_time_with_the_same_numbers():
+    x = dg.from_array(np.arange(6.0), chunks=3)
+    info = dg.step_cache_info()
+    k = np.array([2.0], dtype=object)  # a parameter with no exact hashable form
+    out = [dg.map_blocks(lambda b, k: b * k.astype(float), x, k=k).sum().item() for _ in range(3)]
+    assert out == [30.0] * 3
+    assert dg.step_cache_info()["uncached"] >= info["uncached"] + 3
+
+
+def test_a_distributed_client_gets_each_instance_under_keys_of_its_own(client):
+    X, y = _data()
+    w = dg.from_array(np.zeros(3), chunks=3, requires_grad=True)
+    losses = _loop(6, X, y, w)
+    w_ref = dg.from_array(np.zeros(3), chunks=3, requires_grad=True)
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        assert _loop(6, X, y, w_ref) == losses
