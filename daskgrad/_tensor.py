@@ -387,7 +387,10 @@ class Tensor:
         any other is wrapped as its dask array, so all of xarray's dask support works on it
         (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
         gradient chunk by chunk, with the coords of ``w``'s DataArray."""
-        import xarray as xr
+        try:
+            import xarray as xr
+        except ImportError:
+            raise ImportError("Tensor.to_xarray needs xarray: pip install 'daskgrad[xarray]'") from None
 
         given = {"dims": dims, "coords": coords, "name": name, "attrs": attrs}
         labels = {k: v for k, v in (self._labels or {}).items() if given[k] is None and v is not None}

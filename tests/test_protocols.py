@@ -421,6 +421,14 @@ def test_a_dataarray_over_a_leaf_keeps_dims_and_coords_through_differentiable_xa
     assert dg.from_array(v).to_xarray(dims=("a", "b")).dims == ("a", "b")  # plain tensors: labels given
 
 
+def test_to_xarray_without_xarray_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "xarray", None)  # `import xarray` raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'daskgrad\[xarray\]'"):
+        dg.ones(3).to_xarray()
+
+
 def test_the_xarray_example_writes_a_gradient_of_a_zarr_field_back_to_zarr_with_its_coords(tmp_path):
     pytest.importorskip("xarray")
     pytest.importorskip("zarr")
