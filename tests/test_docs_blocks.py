@@ -97,3 +97,12 @@ def test_no_page_points_outside_the_repository():
     for page in PAGES:
         text = page.read_text()
         assert "../shared" not in text and "/work/" not in text, page
+
+
+def test_the_benchmark_page_is_what_its_script_writes_from_the_results():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "docs" / "make_benchmarks.py"), "--check"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
