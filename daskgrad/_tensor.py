@@ -412,6 +412,39 @@ class Tensor:
 
     to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
 
+    # dask.array's attributes, answered by the dask array (``blocks`` and ``map_blocks``, which
+    # record ops, are installed by daskgrad.function)
+    @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``."""
+        return self.array.dask
+
+    @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``."""
+        return self.array.nbytes
+
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``."""
+        return self.array.chunksize
+
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``."""
+        return self.array.numblocks
+
+    def visualize(self, filename="mydask", format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs."""
+        return self.array.visualize(filename=filename, format=format, optimize_graph=optimize_graph, **kwargs)
+
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded)."""
+        return self.array.to_delayed(optimize_graph=optimize_graph)
+
     def to_xarray(self, dims=None, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with the dims, coords, name and attrs of the DataArray this tensor
         was made from by :func:`from_array` (a leaf, and its ``.grad``), or those given.

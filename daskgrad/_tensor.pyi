@@ -374,6 +374,12 @@ class Tensor:
     def bitwise_xor(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
+    @property
+    def blocks(self):
+        """``t.blocks[i, j]``: the tensor of the selected chunks, as dask.array's ``Array.blocks``: the axes
+        stay (an int selects one chunk), slices and lists of block indices select several.  It is
+        differentiable: a run of consecutive blocks is a slice of the tensor, other selections join slices.
+        """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
@@ -382,6 +388,10 @@ class Tensor:
         """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``.
+        """
     def clamp(self, a_min=None, a_max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
         """
@@ -432,6 +442,10 @@ class Tensor:
     def cumsum(self, axis=None, dtype=None, *, dim=...) -> Tensor:
         """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
         None, where torch requires ``dim``).
+        """
+    @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``.
         """
     @property
     def data(self) -> Tensor:
@@ -649,6 +663,13 @@ class Tensor:
         """
     @property
     def mT(self) -> Tensor: ...
+    def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
+        """``t.map_blocks(func, *others, vjp=None, dtype=None, name=None, **kwargs)``: dask.array's method,
+        differentiable: :func:`daskgrad.map_blocks` with this tensor as the first input.  ``func`` runs on
+        each chunk; ``vjp(g, *blocks)`` gives one cotangent block per input.  On a tensor that requires
+        grad, ``vjp`` is needed (else ``RuntimeError`` saying so; ``t.detach().map_blocks(func)`` gives values
+        alone).
+        """
     def matmul(self, b) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
@@ -712,6 +733,10 @@ class Tensor:
         a zero gradient.
         """
     @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``.
+        """
+    @property
     def ndim(self) -> int: ...
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
@@ -724,6 +749,10 @@ class Tensor:
         vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
+        """
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``.
         """
     def numel(self) -> int:
         """The number of elements, as torch's ``Tensor.numel()``.
@@ -936,6 +965,10 @@ class Tensor:
         it, and, dask arrays being immutable, a later in-place write to this tensor does not show
         through (torch's ``detach()`` shares memory; here the snapshot is the current value).
         """
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded).
+        """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
         sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
@@ -983,6 +1016,11 @@ class Tensor:
     def view(self, *shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        """
+    def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs.
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.
