@@ -12,8 +12,6 @@ were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, 
 release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
 "Upgrading dask").
 """
-CHECKED = {"dask": ("2025.12.0", "2026.8.0"), "distributed": ("2025.12.0", "2026.8.0")}
-
 from dask._task_spec import (  # noqa: F401  (re-exported)
     Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
     convert_legacy_task)
@@ -31,6 +29,9 @@ from distributed.client import _current_client, _global_clients
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
 from distributed.metrics import context_meter  # noqa: F401
 from distributed.worker import _worker_cvar
+
+# the oldest and newest releases the names above (and the whole suite) were checked against
+CHECKED = {"dask": ("2025.12.0", "2026.8.0"), "distributed": ("2025.12.0", "2026.8.0")}
 
 
 def clientless() -> bool:
