@@ -3,7 +3,6 @@ setup the reference prints (docs/api/examples_setup.py), a fresh copy of it for 
 empty directory, on dask's synchronous scheduler; printed values are compared as doctest does."""
 import doctest
 import importlib
-import os
 import pathlib
 import pkgutil
 

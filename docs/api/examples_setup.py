@@ -1,11 +1,11 @@
 # The names the examples of the API reference use; tests/test_docstring_examples.py runs each example
 # after this (a fresh copy for each docstring), in an empty directory, on dask's synchronous scheduler.
-import math
+import math  # noqa: F401  (the examples use it)
 
 import numpy as np
 
 import daskgrad as dg
-import daskgrad.nn.functional as F
+import daskgrad.nn.functional as F  # noqa: F401  (the examples use it)
 from daskgrad import nn, optim
 
 dg.manual_seed(0)
