@@ -150,10 +150,14 @@ class Tensor:
         self._storage.array = _as_array(value)
         _state.mark_pending(self._storage)
 
-    shape = property(lambda self: self._storage.value.shape)
-    ndim = property(lambda self: self._storage.value.ndim)
-    dtype = property(lambda self: self._storage.value.dtype)
-    chunks = property(lambda self: self._storage.value.chunks)
+    shape = property(lambda self: self._storage.value.shape,
+                     doc="The tensor's shape, a tuple of ints (torch's ``Tensor.shape``; known without computing).")
+    ndim = property(lambda self: self._storage.value.ndim, doc="The number of axes (torch's ``Tensor.ndim``).")
+    dtype = property(lambda self: self._storage.value.dtype,
+                     doc="The element type, a NumPy dtype (``x.dtype == daskgrad.float32``).")
+    chunks = property(lambda self: self._storage.value.chunks,
+                      doc="The chunk lengths along each axis, as dask.array's ``chunks``: "
+                          "``((2, 2), (3,))`` for a (4, 3) tensor in two row chunks.")
     _version = property(lambda self: self._storage.version)
 
     @property
@@ -163,9 +167,11 @@ class Tensor:
         return _Size(self.shape)
 
     def dim(self) -> int:
+        """The number of axes, as torch's ``Tensor.dim()`` (``ndim``)."""
         return self.ndim
 
     def numel(self) -> int:
+        """The number of elements, as torch's ``Tensor.numel()``."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __len__(self):
@@ -178,10 +184,12 @@ class Tensor:
 
     @property
     def device(self) -> str:
+        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string)."""
         return "cuda" if type(self._storage.value._meta).__module__.startswith("cupy") else "cpu"
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``)."""
         return self.device == "cuda"
 
     def __repr__(self):
@@ -197,6 +205,9 @@ class Tensor:
     # ------------------------------------------------------- autograd fields
     @property
     def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor, as torch's: an op's result requires grad
+        when grad mode is on and an input does. Set it only on leaves (``True`` on a non-leaf is a
+        no-op; ``False`` raises torch's error), and only on floating-point or complex tensors."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -204,6 +215,13 @@ class Tensor:
         self._set_requires_grad(flag, "only Tensors of floating point and complex dtype can require gradients")
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place and return this tensor, as torch's ``Tensor.requires_grad_``.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether autograd should record operations on this tensor. Default: ``True``.
+        """
         self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
 
@@ -228,14 +246,21 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
+        made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``)."""
         return self.grad_fn is None
 
     @property
     def retains_grad(self) -> bool:
+        """Whether this non-leaf's ``.grad`` is filled by backward (after :meth:`retain_grad`)."""
         return self._retains_grad
 
     @property
     def grad(self):
+        """The gradient backward accumulated into this leaf: ``None`` until a backward reaches it, then
+        a tensor of this tensor's shape, dtype and chunks, held in (cluster) memory. Later backwards
+        add into it; set it to ``None`` (or use ``optimizer.zero_grad()``) between steps. Reading it
+        on a non-leaf that did not :meth:`retain_grad` warns and gives ``None``, as torch's."""
         if self.grad_fn is not None and not self._retains_grad:
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         if self._labels is not None and self._grad is not None and self._grad._labels is None:
@@ -273,6 +298,8 @@ class Tensor:
         self._grad = None
 
     def retain_grad(self) -> None:
+        """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
+        a leaf; raises on a tensor that does not require grad)."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         _touched(self, "calls retain_grad() on")
@@ -289,17 +316,24 @@ class Tensor:
         return _Handle(table, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, called after backward has accumulated into this leaf's ``.grad``
+        (torch's ``Tensor.register_post_accumulate_grad_hook``; leaves only). Returns a handle whose
+        ``remove()`` unregisters it."""
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         _touched(self, "registers a hook on")
         return _Handle(self._post_hooks, hook)
 
     def detach(self) -> "Tensor":
+        """A new leaf over the same storage that does not require grad, as torch's ``Tensor.detach()``:
+        an in-place write to either is seen by both (and bumps the shared version counter)."""
         t = Tensor.__new__(Tensor)
         t._init(self._storage)
         return t
 
     def detach_(self) -> "Tensor":
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad
+        (torch's ``Tensor.detach_()``). Returns this tensor."""
         if self._base is not None:
             raise RuntimeError(
                 "Can't detach views in-place. Use detach() instead. If you are using "
@@ -378,6 +412,39 @@ class Tensor:
 
     to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
 
+    # dask.array's attributes, answered by the dask array (``blocks`` and ``map_blocks``, which
+    # record ops, are installed by daskgrad.function)
+    @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``."""
+        return self.array.dask
+
+    @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``."""
+        return self.array.nbytes
+
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``."""
+        return self.array.chunksize
+
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``."""
+        return self.array.numblocks
+
+    def visualize(self, filename="mydask", format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs."""
+        return self.array.visualize(filename=filename, format=format, optimize_graph=optimize_graph, **kwargs)
+
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded)."""
+        return self.array.to_delayed(optimize_graph=optimize_graph)
+
     def to_xarray(self, dims=None, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with the dims, coords, name and attrs of the DataArray this tensor
         was made from by :func:`from_array` (a leaf, and its ``.grad``), or those given.
@@ -387,7 +454,10 @@ class Tensor:
         any other is wrapped as its dask array, so all of xarray's dask support works on it
         (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
         gradient chunk by chunk, with the coords of ``w``'s DataArray."""
-        import xarray as xr
+        try:
+            import xarray as xr
+        except ImportError:
+            raise ImportError("Tensor.to_xarray needs xarray: pip install 'daskgrad[xarray]'") from None
 
         given = {"dims": dims, "coords": coords, "name": name, "attrs": attrs}
         labels = {k: v for k, v in (self._labels or {}).items() if given[k] is None and v is not None}
@@ -417,6 +487,8 @@ class Tensor:
         return _rebuilt, (self, self.array, rebuild, state)
 
     def item(self):
+        """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
+        after ``backward()`` a loss's value is already in memory, so nothing runs)."""
         return self._scalar().item()
 
     def _scalar(self):
@@ -425,6 +497,7 @@ class Tensor:
         return self.compute().reshape(())
 
     def tolist(self):
+        """The values as nested Python lists (a number for a 0-d tensor), as torch's ``Tensor.tolist()``."""
         return self.compute().tolist()
 
     def __float__(self):
@@ -495,9 +568,12 @@ class Tensor:
         return self._assign(op(self, *args))
 
     def zero_(self):
+        """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``."""
         return self._fill("ZeroBackward0", 0)
 
     def fill_(self, value):
+        """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
+        ``Tensor.fill_``."""
         if isinstance(value, Tensor):  # a 0-d tensor: it gets the whole gradient, as in copy_
             if value.ndim:
                 raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "

@@ -318,10 +318,44 @@ class Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+        """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
 
-        Checks everything first, then submits one dask graph for all gradients and
-        returns when they are in memory (on the current distributed Client if any).
+        The graph is differentiated by the chain rule. If this tensor has more than one element,
+        ``gradient`` must be given: the gradient of the differentiated function with respect to ``self``
+        (the ``v`` of the vector-Jacobian product), of this tensor's shape. The result is *added* into
+        the ``.grad`` of each leaf that requires grad (and of each tensor that called ``retain_grad()``):
+        zero ``.grad`` or set it to ``None`` between steps.
+
+        Every check (shapes, released graphs, in-place versions, hooks) runs on the client first; then one
+        dask graph computes every gradient (on the current distributed client, if any), and the call
+        returns when they are in memory. A failing backward writes no ``.grad``.
+
+        Parameters
+        ----------
+        gradient : Tensor, optional
+            The gradient of the function being differentiated with respect to ``self``, of ``self``'s
+            shape. May be omitted when ``self`` has one element. Defaults to ``None``.
+        retain_graph : bool, optional
+            If ``False``, the values the graph saved for its backward are released (a second backward
+            through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
+            to ``None``: the value of ``create_graph``.
+        create_graph : bool, optional
+            If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be
+            differentiated again (higher-order derivatives). Defaults to ``False``.
+        inputs : Tensor or sequence of Tensor, optional
+            The tensors into whose ``.grad`` the gradient is accumulated; all others are left alone.
+            If not given, every leaf used to compute ``self``. Defaults to ``None``.
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> ((2 * x) ** 3).backward(dg.tensor([1.0, 0.1, 0.5]))
+        >>> x.grad
+        tensor([ 24.0000,   9.6000, 108.0000])
         """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
@@ -340,6 +374,12 @@ class Tensor:
     def bitwise_xor(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
+    @property
+    def blocks(self):
+        """``t.blocks[i, j]``: the tensor of the selected chunks, as dask.array's ``Array.blocks``: the axes
+        stay (an int selects one chunk), slices and lists of block indices select several.  It is
+        differentiable: a run of consecutive blocks is a slice of the tensor, other selections join slices.
+        """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
@@ -348,6 +388,10 @@ class Tensor:
         """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``.
+        """
     def clamp(self, a_min=None, a_max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
         """
@@ -400,6 +444,10 @@ class Tensor:
         None, where torch requires ``dim``).
         """
     @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``.
+        """
+    @property
     def data(self) -> Tensor:
         """A detached alias sharing storage; unlike torch, writes through it bump the version.
         """
@@ -408,10 +456,18 @@ class Tensor:
     def deg2rad(self) -> Tensor:
         """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
         """
-    def detach(self) -> Tensor: ...
-    def detach_(self) -> Tensor: ...
+    def detach(self) -> Tensor:
+        """A new leaf over the same storage that does not require grad, as torch's ``Tensor.detach()``:
+        an in-place write to either is seen by both (and bumps the shared version counter).
+        """
+    def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad
+        (torch's ``Tensor.detach_()``). Returns this tensor.
+        """
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string).
+        """
     def diag(self, k=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
@@ -419,7 +475,9 @@ class Tensor:
     def diagonal(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
         """
-    def dim(self) -> int: ...
+    def dim(self) -> int:
+        """The number of axes, as torch's ``Tensor.dim()`` (``ndim``).
+        """
     def div(self, b) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
         without ``rounding_mode=``).
@@ -460,7 +518,10 @@ class Tensor:
     def expm1(self) -> Tensor:
         """Elementwise ``expm1``; gradient node ``Expm1Backward0``.
         """
-    def fill_(self, value): ...
+    def fill_(self, value):
+        """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
+        ``Tensor.fill_``.
+        """
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
@@ -495,7 +556,12 @@ class Tensor:
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
         """
     @property
-    def grad(self) -> Tensor | None: ...
+    def grad(self) -> Tensor | None:
+        """The gradient backward accumulated into this leaf: ``None`` until a backward reaches it, then
+        a tensor of this tensor's shape, dtype and chunks, held in (cluster) memory. Later backwards
+        add into it; set it to ``None`` (or use ``optimizer.zero_grad()``) between steps. Reading it
+        on a non-leaf that did not :meth:`retain_grad` warns and gives ``None``, as torch's.
+        """
     @grad.setter
     def grad(self, value) -> None: ...
     @grad.deleter
@@ -516,12 +582,17 @@ class Tensor:
         b.shape[:-1]``.
         """
     @property
-    def is_cuda(self) -> bool: ...
+    def is_cuda(self) -> bool:
+        """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``).
+        """
     def is_inference(self) -> bool:
         """Whether this tensor was made under :class:`daskgrad.inference_mode`.
         """
     @property
-    def is_leaf(self) -> bool: ...
+    def is_leaf(self) -> bool:
+        """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
+        made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
+        """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).
         """
@@ -540,7 +611,10 @@ class Tensor:
     def isreal(self) -> Tensor:
         """NumPy's ``isreal`` (boolean; not differentiable).
         """
-    def item(self): ...
+    def item(self):
+        """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
+        after ``backward()`` a loss's value is already in memory, so nothing runs).
+        """
     def kron(self, b) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
@@ -589,6 +663,13 @@ class Tensor:
         """
     @property
     def mT(self) -> Tensor: ...
+    def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
+        """``t.map_blocks(func, *others, vjp=None, dtype=None, name=None, **kwargs)``: dask.array's method,
+        differentiable: :func:`daskgrad.map_blocks` with this tensor as the first input.  ``func`` runs on
+        each chunk; ``vjp(g, *blocks)`` gives one cotangent block per input.  On a tensor that requires
+        grad, ``vjp`` is needed (else ``RuntimeError`` saying so; ``t.detach().map_blocks(func)`` gives values
+        alone).
+        """
     def matmul(self, b) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
@@ -652,6 +733,10 @@ class Tensor:
         a zero gradient.
         """
     @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``.
+        """
+    @property
     def ndim(self) -> int: ...
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
@@ -665,7 +750,13 @@ class Tensor:
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
-    def numel(self) -> int: ...
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``.
+        """
+    def numel(self) -> int:
+        """The number of elements, as torch's ``Tensor.numel()``.
+        """
     def numpy(self, *, force=False):
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
         refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first.
@@ -718,7 +809,11 @@ class Tensor:
     def register_hook(self, hook):
         """``hook(grad)`` runs during backward (on the lazy gradient) and may return a replacement.
         """
-    def register_post_accumulate_grad_hook(self, hook): ...
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, called after backward has accumulated into this leaf's ``.grad``
+        (torch's ``Tensor.register_post_accumulate_grad_hook``; leaves only). Returns a handle whose
+        ``remove()`` unregisters it.
+        """
     def relu(self) -> Tensor:
         """Elementwise ``relu``; gradient node ``ReluBackward0``.
         """
@@ -733,17 +828,33 @@ class Tensor:
         ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
         """
     @property
-    def requires_grad(self) -> bool: ...
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor, as torch's: an op's result requires grad
+        when grad mode is on and an input does. Set it only on leaves (``True`` on a non-leaf is a
+        no-op; ``False`` raises torch's error), and only on floating-point or complex tensors.
+        """
     @requires_grad.setter
     def requires_grad(self, value) -> None: ...
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor: ...
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return this tensor, as torch's ``Tensor.requires_grad_``.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether autograd should record operations on this tensor. Default: ``True``.
+        """
     def reshape(self, *shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
         """
-    def retain_grad(self) -> None: ...
+    def retain_grad(self) -> None:
+        """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
+        a leaf; raises on a tensor that does not require grad).
+        """
     @property
-    def retains_grad(self) -> bool: ...
+    def retains_grad(self) -> bool:
+        """Whether this non-leaf's ``.grad`` is filled by backward (after :meth:`retain_grad`).
+        """
     def roll(self, shift, axis=None, *, dim=...) -> Tensor:
         """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
         (NumPy's and torch's ``roll``).
@@ -854,6 +965,10 @@ class Tensor:
         it, and, dask arrays being immutable, a later in-place write to this tensor does not show
         through (torch's ``detach()`` shares memory; here the snapshot is the current value).
         """
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded).
+        """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
         sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
@@ -870,7 +985,9 @@ class Tensor:
         (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
         gradient chunk by chunk, with the coords of ``w``'s DataArray.
         """
-    def tolist(self): ...
+    def tolist(self):
+        """The values as nested Python lists (a number for a 0-d tensor), as torch's ``Tensor.tolist()``.
+        """
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.
         """
@@ -900,7 +1017,14 @@ class Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
         """
-    def zero_(self): ...
+    def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs.
+        """
+    def zero_(self):
+        """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.
+        """
 
 
 def _as_array(value): ...

@@ -220,7 +220,7 @@ class Compiled:
             for st, value, stand in stands.values():
                 if st.value is stand:
                     st.value = value
-        structure, results = self._check(trace, out, rng, tensors, allowed)
+        structure, results = self._check(trace, out, rng, tensors, allowed, (args, kwargs))
         if trace.breaks:
             return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         layers = {name: layer for t in results for name, layer, _ in door.flat_layers(t.array.dask)}
@@ -241,7 +241,7 @@ class Compiled:
                        reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
         return self._keep(key, entry, pins, returned)
 
-    def _check(self, trace, out, rng, tensors, allowed):
+    def _check(self, trace, out, rng, tensors, allowed, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
         if _random_states() != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
@@ -258,8 +258,13 @@ class Compiled:
             trace.broke("it returns no tensor")
         for t in results:
             if t.requires_grad:
-                trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), or "
-                            "differentiate inside, e.g. with daskgrad.func.grad_and_value")
+                given = _requiring_grad(self._fn, *call)
+                if given:  # the usual cause: the result keeps a graph back to an argument that requires grad
+                    trace.broke(f"its result requires grad because {given} requires grad (a replay gives values, "
+                                "not graphs): pass it detached (.detach(), or made without requires_grad=True)")
+                else:
+                    trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), "
+                                "or differentiate inside, e.g. with daskgrad.func.grad_and_value")
             elif door.materialized(t.array):
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
         return structure, results
@@ -538,3 +543,18 @@ def _source(name, layers, reads):
         if a.name == name and door.materialized(a):
             return weakref.ref(st)
     return layers[name]
+
+
+def _requiring_grad(fn, args, kwargs):
+    """The arguments of a call of ``fn`` that are tensors requiring grad, named for a message: "argument
+    'w'" (its parameter's name where ``fn``'s signature gives one), or "" where there is none."""
+    import inspect
+
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    given = [f"'{names[i]}'" if i < len(names) else f"{i}" for i, a in enumerate(args)
+             if isinstance(a, Tensor) and a.requires_grad]
+    given += [f"'{k}'" for k, a in kwargs.items() if isinstance(a, Tensor) and a.requires_grad]
+    return f"argument{'s' if len(given) > 1 else ''} {', '.join(given)}" if given else ""

@@ -639,10 +639,44 @@ def _write_grad(plan, w):
 
 # Tensor.backward, installed here: the tensor sits on a floor below the engine
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+    """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
 
-    Checks everything first, then submits one dask graph for all gradients and
-    returns when they are in memory (on the current distributed Client if any).
+    The graph is differentiated by the chain rule. If this tensor has more than one element,
+    ``gradient`` must be given: the gradient of the differentiated function with respect to ``self``
+    (the ``v`` of the vector-Jacobian product), of this tensor's shape. The result is *added* into
+    the ``.grad`` of each leaf that requires grad (and of each tensor that called ``retain_grad()``):
+    zero ``.grad`` or set it to ``None`` between steps.
+
+    Every check (shapes, released graphs, in-place versions, hooks) runs on the client first; then one
+    dask graph computes every gradient (on the current distributed client, if any), and the call
+    returns when they are in memory. A failing backward writes no ``.grad``.
+
+    Parameters
+    ----------
+    gradient : Tensor, optional
+        The gradient of the function being differentiated with respect to ``self``, of ``self``'s
+        shape. May be omitted when ``self`` has one element. Defaults to ``None``.
+    retain_graph : bool, optional
+        If ``False``, the values the graph saved for its backward are released (a second backward
+        through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
+        to ``None``: the value of ``create_graph``.
+    create_graph : bool, optional
+        If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be
+        differentiated again (higher-order derivatives). Defaults to ``False``.
+    inputs : Tensor or sequence of Tensor, optional
+        The tensors into whose ``.grad`` the gradient is accumulated; all others are left alone.
+        If not given, every leaf used to compute ``self``. Defaults to ``None``.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> ((2 * x) ** 3).backward(dg.tensor([1.0, 0.1, 0.5]))
+    >>> x.grad
+    tensor([ 24.0000,   9.6000, 108.0000])
     """
     if create_graph:
         warnings.warn(
@@ -658,4 +692,5 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 
+_tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"  # help() shows it so
 Tensor.backward = _tensor_backward

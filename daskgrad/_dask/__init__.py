@@ -6,6 +6,7 @@ but :mod:`daskgrad.chunk`: the only package that imports ``dask.highlevelgraph``
 the reason dask is pinned to a tested range).  Read in this order:
 
 * :mod:`.fold`: a long lineage held as one layer (graphs stay a few layers deep);
+* :mod:`.labels`: which VJP rule made a layer (the dashboard's name for a fused task's part);
 * :mod:`.arena`: stand-ins for the reverse pass's rules, joined once for what leaves the pass;
 * :mod:`.elemwise`: elementwise and within-chunk layers built without dask's per-call inference;
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;

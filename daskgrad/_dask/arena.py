@@ -11,6 +11,9 @@ from __future__ import annotations
 import dask.array as da
 from dask.base import tokenize
 
+from dask.utils import key_split
+
+from .labels import made_by
 from .optimize import holds_data
 from .internals import GraphNode, HighLevelGraph, MaterializedLayer, blockwise
 
@@ -51,12 +54,17 @@ class Arena:
         hlg = a.dask
         if len(hlg.layers) == 1 and isinstance(hlg.layers.get(a.name), _Stub):
             return a
+        new = []
         for name, layer in hlg.layers.items():
             if not isinstance(layer, _Stub) and name not in self.layers:
                 self.layers[name], self.deps[name] = layer, set(hlg.dependencies.get(name, ()))
                 if type(layer) is MaterializedLayer:  # dask's setitem inlines its value's graph into
                     self.deps[name] |= _layers_read(layer)  # one layer: of a stand-in, only the keys
                 self._graph = None
+                new.append(name)
+        rule = key_split(a.name)
+        if new and rule.endswith("-vjp"):  # a rule's output (engine._label): the layers it made are its own
+            made_by(new, rule)
         return self._stub(a)
 
     def full(self, a):
