@@ -61,7 +61,7 @@ def _method(fn, name):
     if name.startswith("__r") and name[3:-2] in _BINARY:  # (not __round__, __rshift__ ...)
         return name, lambda self, other: fn(other, self)
     if (name.startswith("__i") and name[3:-2] in _BINARY) or (name.endswith("_") and not name.endswith("__")):
-        return name, lambda self, *args, **kwargs: self._inplace(lambda s: fn(s, *args, **kwargs))
+        return name, lambda self, *args, **kwargs: self._inplace(fn, *args, **kwargs)
     return name, fn
 
 
@@ -72,3 +72,4 @@ Tensor.T = property(lambda self: transpose(self))
 Tensor.mT = property(lambda self: swapaxes(self, -1, -2))
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_)
+from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)

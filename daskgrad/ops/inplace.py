@@ -8,13 +8,15 @@ from __future__ import annotations
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from .elementwise import copy_to, fill
-from .indexing import setitem
+from .indexing import region, setitem
 
 
 def _setitem(self, index, value):
     if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     self._check_inplace()
+    part = region(self, index)  # (what torch writes to: self[index], or all of self)
+    self._check_overlap((value,), *(part or ()))
     self._assign(setitem(self, index, value))
 
 def _fill(self, name, value):
