@@ -204,14 +204,32 @@ def put_steps(a, steps, new):
     """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
     write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
     ...), on dask arrays.  ``a``'s chunks and dtype are kept."""
+    return _put(a, steps, new, False)[0]
+
+
+def _put(a, steps, new, masked):
+    """(``a`` written through ``steps``, and, if ``masked``, where: a boolean array, None for all of
+    ``a``).  Where is needed below a view op that reads an element several times (``expand``): a
+    part of such a view written puts, for each element, the one copy in the part."""
     if not steps:
         if not isinstance(new, da.Array):
-            return da.full_like(a, new)
+            return da.full_like(a, new), None
         new = new.astype(a.dtype) if new.dtype != a.dtype else new
-        return new if new.chunks == a.chunks else new.rechunk(a.chunks)
+        return (new if new.chunks == a.chunks else new.rechunk(a.chunks)), None
     prim, _, params = steps[0]
-    out = prim.view.put(a, put_steps(prim.impl(a, **params), steps[1:], new), **params)
-    return out if out.chunks == a.chunks else out.rechunk(a.chunks)
+    view = prim.view
+    gathers = view.gather is not None and len(steps) > 1
+    inner_new, inner_mask = _put(prim.impl(a, **params), steps[1:], new, masked or gathers)
+    mask = None
+    if gathers and inner_mask is not None:
+        out, mask = view.gather(a, inner_new, inner_mask, **params)
+    else:
+        out = view.put(a, inner_new, **params)
+        if masked:
+            written = inner_mask if inner_mask is not None else da.ones(inner_new.shape, dtype=bool,
+                                                                          chunks=inner_new.chunks)
+            mask = view.put(da.zeros(a.shape, dtype=bool, chunks=a.chunks), written, **params)
+    return (out if out.chunks == a.chunks else out.rechunk(a.chunks)), mask
 
 
 def contiguous_strides(shape):
@@ -508,7 +526,7 @@ class Tensor:
                 "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
                 "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
                 "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
-                "torch/optim/optimizer.py as the solution.")
+                "daskgrad/optim/optimizer.py as the solution.")
         self.grad_fn, self._requires_grad = None, False
         return self
 
@@ -691,7 +709,7 @@ class Tensor:
     def _assign(self, out: "Tensor") -> "Tensor":
         """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
         through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`)."""
-        if out.shape != self.shape:
+        if len(out.shape) != len(self.shape) or any(a != b and a == a for a, b in zip(out.shape, self.shape)):
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                f"{list(out.shape)}")
         if type(self._storage) is _ViewStorage:
@@ -699,7 +717,7 @@ class Tensor:
         arr = out.array
         if arr.dtype != self.dtype:
             arr = arr.astype(self.dtype)
-        if arr.chunks != self.chunks:
+        if arr.chunks != self.chunks and all(n == n for n in self.shape):  # (unknown lengths: dask's own)
             arr = arr.rechunk(self.chunks)
         st = self._storage
         st.array, st.version = arr, st.version + 1

@@ -22,7 +22,7 @@ import weakref
 import dask.array as da
 
 from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
-from ._tensor import Tensor, _Handle, as_view
+from ._tensor import Tensor, _Handle, _ViewStorage, as_view
 
 # ------------------------------------------------------------------------ errors
 INFERENCE_SAVE_MESSAGE = (
@@ -89,6 +89,8 @@ class SavedTensor:
             if orig is not None and orig._storage is self.storage:  # torch names what the input holds now
                 node = orig.grad_fn
             op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
+            if node is not None and orig is None and type(self.storage) is _ViewStorage:
+                op = "AsStrided"  # (a view's history, rewritten since: its base was written)
             op = "daskgrad::autograd::CopySlices" if op == "CopySlices" else op  # (torch's C++ name)
             producer = f", which is output 0 of {op}," if node else ""
             hint = ("Hint: the backtrace further above shows the operation that failed to compute "
@@ -356,12 +358,15 @@ class View:
     out_shape, **params)``: the result's strides and storage offset, in elements, from its input's,
     as torch computes them, or ``None`` where torch copies instead (``reshape`` of a tensor it cannot
     view).  ``put(a, new, **params)``: the op's inverse on dask arrays, ``a`` with the part its view
-    sees replaced by ``new`` (a write through the view, functionalized onto the base)."""
+    sees replaced by ``new`` (a write through the view, functionalized onto the base).  For an op
+    whose view reads an element several times (``expand``), ``put`` may take any copy (all were
+    written, with one value: ``fill_``), and ``gather(a, new, written, **params)`` puts only the
+    copies ``written`` (a boolean array) holds, returning ``a`` so written and where it was."""
 
-    __slots__ = ("layout", "put")
+    __slots__ = ("layout", "put", "gather")
 
-    def __init__(self, layout, put):
-        self.layout, self.put = layout, put
+    def __init__(self, layout, put, gather=None):
+        self.layout, self.put, self.gather = layout, put, gather
 
 
 def primitive(name, torch=None, user_code=False, **forward) -> Primitive:

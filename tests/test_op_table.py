@@ -66,6 +66,7 @@ EXTRA = (
     OpSpec("copy_", _copied, [M, M], -2, 2),
     OpSpec("write_through_view", _written_through_view, [M, M], -2, 2),
     OpSpec("alias", lambda a: a[...] * a, [M], -2, 2),
+    OpSpec("getitem_none", lambda a: a[:, None] * 2.0, [M], -2, 2),
     OpSpec("unbind", lambda a: a.unbind(1)[2] * a[:, 0], [M], -2, 2),
     OpSpec("split", lambda a: a.split(2)[1] * a.split([1, 5])[1][1:3], [M], -2, 2),
     OpSpec("reshape_copy", lambda a: a.T.reshape(-1) * 2.0, [M], -2, 2),

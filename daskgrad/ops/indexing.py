@@ -114,10 +114,10 @@ def _put_index(a, new, index):
     return out
 
 
-# a basic index views its tensor; torch names the node of a select, a slice, an alias (x[...]) and of
-# each output of the ops that return several views (unbind, split, chunk: see ops/views.py)
-getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "AliasBackward0", "UnbindBackward0",
-                                        "SplitBackward0", "SplitWithSizesBackward0"),
+# a basic index views its tensor; torch names the node of a slice, a select, a None, an alias (x[...]) and
+# of each output of the ops that return several views (unbind, split, chunk: see ops/views.py)
+getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "UnsqueezeBackward0", "AliasBackward0",
+                                        "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0"),
                       impl=lambda a, *, index, meta: a[index],
                       view=View(_index_layout, lambda a, new, *, index, meta: _put_index(a, new, index)))
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
@@ -128,7 +128,7 @@ def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
     x = as_tensor(x)
-    alias = index is Ellipsis or (type(index) is tuple and not index)  # x[...], x[()]: torch's alias of x
+    one_slice = isinstance(index, slice)  # (torch slices x[:], where x[:, :] is an alias of x)
     if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
                                        or i is None or i is Ellipsis for i in index):
         index = tuple(index)  # torch (and old NumPy) read a list holding sequences as a tuple of indices
@@ -144,9 +144,24 @@ def getitem(x, index):
         if len(points) > 1:
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
-    node = ("SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else
-            "AliasBackward0" if alias else "SliceBackward0")
-    return getitem_p.bind(x, node=node, index=index, meta=_meta(x))
+    return getitem_p.bind(x, node="SliceBackward0" if one_slice else _index_node(index, x.shape), index=index,
+                          meta=_meta(x))
+
+
+def _index_node(index, shape):
+    """torch's node of ``x[index]``: that of the last op its indexing applies, one index at a time (a
+    full slice applies none; none at all is an alias)."""
+    name, d = "AliasBackward0", 0
+    for i in index:
+        if i is None:
+            name = "UnsqueezeBackward0"
+            continue
+        if not isinstance(i, slice):
+            name = "SelectBackward0"
+        elif shape[d] != shape[d] or i.indices(shape[d]) != (0, shape[d], 1):
+            name = "SliceBackward0"
+        d += 1
+    return name
 
 
 def _points(x, index, axes):

@@ -238,10 +238,22 @@ def _expand_put(a, new, *, shape, chunks, old):
                                    for n, m in zip(old, new.shape[lead:]))]
 
 
+def _expand_gather(a, new, written, *, shape, chunks, old):
+    """The copies ``written`` of an expanded view put back (each element is written at most once:
+    torch refuses a write to a part of the view that reads an element twice)."""
+    lead = new.ndim - len(old)
+    axes = tuple(range(lead)) + tuple(lead + i for i, (n, m) in enumerate(zip(old, new.shape[lead:]))
+                                      if n == 1 and m != 1)
+    front = (0,) * lead
+    hit = written.any(axis=axes, keepdims=True)[front]
+    value = da.where(written, new, 0).sum(axis=axes, keepdims=True, dtype=new.dtype)[front]
+    return da.where(hit, value, a), hit
+
+
 broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
                            impl=lambda a, *, shape, chunks, old: da.broadcast_to(_kept(a, shape, chunks), shape,
                                                                                  chunks=chunks),
-                           view=View(_expand_layout, _expand_put))
+                           view=View(_expand_layout, _expand_put, _expand_gather))
 broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
 

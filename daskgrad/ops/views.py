@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import _state
 from ..graph import primitive, rebase
-from .._tensor import (NO_GRAD_VIEW, Tensor, _multi_output_message, _ViewStorage, put_steps)
+from .._tensor import NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _ViewStorage, put_steps
 from ._util import norm_axis
 
 
@@ -36,13 +36,15 @@ def _bind_steps(x, steps):
 
 # base <- base with the part `steps` see replaced by value: torch's CopySlices
 view_scatter_p = primitive("view_scatter", torch="CopySlices", args=("base", "value"),
-                           impl=lambda base, value, *, steps: put_steps(base, steps, value))
+                           impl=lambda base, value, *, steps, overlap: put_steps(base, steps, value))
 
 
 @view_scatter_p.vjp
-def _view_scatter_rule(g, s, *, steps):
+def _view_scatter_rule(g, s, *, steps, overlap):
+    if overlap:  # (torch's CopySlices copies the view's gradient into an expanded view of the base's)
+        raise RuntimeError(OVERLAP_SELF)
     needs = s.needs
-    return (view_scatter_p.bind(g, 0, steps=steps) if needs[0] else None,
+    return (view_scatter_p.bind(g, 0, steps=steps, overlap=False) if needs[0] else None,
             _bind_steps(g, steps) if needs[1] else None)
 
 
@@ -82,7 +84,8 @@ def _write_view(self, out):
         st.write(arr)
         owner = self
     else:
-        new = view_scatter_p.bind(base, out, steps=self._view.steps)  # recorded if anything requires grad
+        overlap = any(s == 0 and n > 1 for n, s in zip(self.shape, st.strides))  # (fill_ of an expanded view)
+        new = view_scatter_p.bind(base, out, steps=self._view.steps, overlap=overlap)  # (a node if grad is needed)
         bst = base._storage
         if type(bst) is _ViewStorage:
             bst.write(new.array)
