@@ -39,6 +39,11 @@ NO_GRAD_VIEW = (
     "case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the "
     "inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if "
     "you want the inplace to be tracked).")
+INFERENCE_VIEW = (
+    "A view was created in inference mode and is being modified inplace in normal mode. Given that this use case is "
+    "ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
+    "either both inside the inference_mode block (if you don't want the inplace to be tracked) or both outside (if "
+    "you want the inplace to be tracked).")
 OVERLAP_SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
                 "location. Please clone() the tensor before performing the operation.")
 OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
@@ -265,7 +270,8 @@ def layout(t):
 
 class _ViewInfo:
     """What a view knows of how it was made: ``steps`` from its ``_base`` (the autograd history a
-    write through it rewrites), and torch's creation mode: ``None`` (grad mode), ``"no_grad"``, or
+    write through it rewrites), and torch's creation mode: ``None`` (grad mode), ``"no_grad"``,
+    ``"inference"``, or
     ``(output number, op)`` for an output of an op that returns several views (``unbind``)."""
 
     __slots__ = ("steps", "creation")
@@ -288,6 +294,8 @@ def as_view(out, x, prim, node, params):
     if lay is None:
         return out
     step = (prim, node, params)
+    if root.inference and not is_inference_mode_enabled():  # torch records no view of an inference tensor
+        out.grad_fn, out._requires_grad = None, False
     out._storage = _ViewStorage(root, steps + (step,), lay[0], lay[1], out._storage.value)
     if x._base is None:
         out._base, chain, creation = x, (step,), None
@@ -296,7 +304,7 @@ def as_view(out, x, prim, node, params):
         if type(creation) is tuple:  # a view of an output of unbind: torch names the view's own op
             creation = (0, None)
     if creation is None and not is_grad_enabled():
-        creation = "no_grad"
+        creation = "inference" if is_inference_mode_enabled() else "no_grad"
     out._view = _ViewInfo(chain, creation)
     if root.views is None:
         root.views = weakref.WeakSet()
@@ -681,6 +689,8 @@ class Tensor:
             creation = self._view.creation
             if creation == "no_grad":
                 raise RuntimeError(NO_GRAD_VIEW)
+            if creation == "inference":
+                raise RuntimeError(INFERENCE_VIEW)
             if creation is not None:
                 raise RuntimeError(_multi_output_message(self, creation, "is being modified inplace"))
             if base.grad_fn is None:

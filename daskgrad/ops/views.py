@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from .. import _state
 from ..graph import primitive, rebase
-from .._tensor import NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _ViewStorage, put_steps
+from .._tensor import INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _ViewStorage, put_steps
 from ._util import norm_axis
+from .elementwise import clone
+from .indexing import _meta, getitem_p
 
 
 def _apply(a, steps):
@@ -110,7 +112,7 @@ def _write_view(self, out):
 def _rebase_views(root):
     """Every live view of ``root`` whose base requires grad gets its history from the base's new
     one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved)."""
-    for v in list(root.views):
+    for v in list(root.views or ()):
         base = v._base
         if not base.requires_grad:
             continue
@@ -118,24 +120,23 @@ def _rebase_views(root):
         if info.creation is None:
             node = rebase(v, "AsStridedBackward0", (base,), view_of_p, {"steps": info.steps}, st.meta)
         else:
-            message = NO_GRAD_VIEW_REBASED if info.creation == "no_grad" else _multi_output_message(
-                v, info.creation, "its base or another view of its base has been modified inplace")
+            message = (_REBASED[info.creation] if info.creation in _REBASED else _multi_output_message(
+                v, info.creation, "its base or another view of its base has been modified inplace"))
             node = rebase(v, "AsStridedBackward0", (base,), refused_p, {"steps": info.steps, "message": message},
                           st.meta)
         v._retain_moved(old, node)
 
 
-NO_GRAD_VIEW_REBASED = NO_GRAD_VIEW.replace("is being modified inplace with grad mode enabled",
-                                            "its base or another view of its base has been modified inplace "
-                                            "with grad mode enabled")
+_REBASED = {"no_grad": NO_GRAD_VIEW.replace("is being modified inplace", "its base or another view of its base has "
+                                                                         "been modified inplace"),
+            "inference": INFERENCE_VIEW.replace("is being modified inplace", "its base or another view of its base "
+                                                                             "has been modified inplace")}
 
 Tensor._write_view, Tensor._rebase_views = _write_view, staticmethod(_rebase_views)
 
 
 def _contiguous(self, memory_format=None):
     """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``)."""
-    from .elementwise import clone
-
     return self if self.is_contiguous() else clone(self)
 
 
@@ -146,8 +147,6 @@ Tensor.contiguous = _contiguous
 def _outputs(x, pieces, axis, node, op):
     """The views ``x[..., lo:hi]`` (or ``x[..., i]`` for an int) along ``axis``, each marked as an
     output of torch's multi-view ``op``: torch refuses to write into them in grad mode."""
-    from .indexing import _meta, getitem_p
-
     pre = (slice(None),) * axis
     rest = (slice(None),) * (x.ndim - axis - 1)
     outs = []
