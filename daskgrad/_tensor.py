@@ -205,6 +205,23 @@ class _ViewStorage(_Storage):
     inference = property(lambda self: self.root.inference)
 
 
+def _resave(node, st, result):
+    """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
+    is torch's copy of the original self, which no later write changes (a dask array never changes:
+    it only leaves the storage's version counter); its saved result (``result``'s storage) is what
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version."""
+    first = node._prim.args[0] if node._prim is not None and node._prim.args else None
+    for name, v in (node._saved or {}).items():
+        if not hasattr(v, "storage"):
+            continue
+        if v.storage is result:
+            v.storage, v.version = st, st.version
+        elif v.storage is st and name == first:
+            copy = _Storage.__new__(_Storage)
+            copy.value, copy.version, copy.inference, copy.views = v._data, 0, st.inference, None
+            v.storage, v.version = copy, 0
+
+
 def put_steps(a, steps, new):
     """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
     write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
@@ -372,11 +389,18 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         if self.requires_grad and not _differentiable(value.dtype):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
-        if type(self._storage) is _ViewStorage:  # as torch's set_data: a storage of its own
+        st = self._storage
+        if type(st) is _ViewStorage:  # as torch's set_data: a storage of its own
             self._storage = _Storage(_as_array(value))
             return
-        self._storage.array = _as_array(value)
-        _state.mark_pending(self._storage)
+        if st.views:  # torch's views keep the old storage: theirs now holds the old value
+            old = _Storage.__new__(_Storage)
+            old.value, old.version, old.inference, old.views = st.value, st.version, st.inference, st.views
+            for v in st.views:
+                v._storage.root = old
+            st.views = None
+        st.array = _as_array(value)
+        _state.mark_pending(st)
 
     shape = property(lambda self: self._storage.value.shape)
     ndim = property(lambda self: self._storage.value.ndim)
@@ -751,10 +775,7 @@ class Tensor:
         if node is not None:
             self._retain_moved(self.grad_fn, node)
             self.grad_fn, self._requires_grad = node, True
-            # the op saved self as it was before the write; that copy is still intact
-            for v in node.saved_tensors():
-                if v.storage in (st, out._storage):
-                    v.storage, v.version = st, st.version
+            _resave(node, st, out._storage)
 
     def _inplace(self, op, *args, **kwargs):
         self._check_inplace()

@@ -543,7 +543,31 @@ def no_grad_writes_through_views_of_a_leaf(L, make):
     return {"w": w}
 
 
-AUTOGRAD = [issue_example_mul_through_a_slice, base_write_rewrites_the_views_history,
+def in_place_ops_after_one_that_saved_self(L, make):
+    """torch saves a copy of the original self for an in-place op whose derivative reads it: later
+    writes do not touch it."""
+    x = make(V, requires_grad=True)
+    w = make(V[::-1].copy(), requires_grad=True)
+    y = x.clone()
+    y.mul_(w)
+    y.pow_(2)
+    y[1:].div_(w[1:])
+    y.add_(1.0)
+    y.sum().backward()
+    return {"x_grad": x.grad, "w_grad": w.grad, "y": y}
+
+
+def gradients_alias_nothing(L, make):
+    x = make(A, requires_grad=True)
+    y = x.view(24)
+    y.retain_grad()
+    (y * y).sum().backward()
+    x.grad.zero_()
+    return {"x_grad": x.grad, "y_grad": y.grad}
+
+
+AUTOGRAD = [in_place_ops_after_one_that_saved_self, gradients_alias_nothing, issue_example_mul_through_a_slice,
+            base_write_rewrites_the_views_history,
             transposed_row_copied_from_a_tensor_that_requires_grad, base_without_grad_gets_it_through_a_view,
             setitem_of_a_leaf_without_grad_with_a_value_that_requires_it, diagonal_mul_, strided_view_of_a_reshape,
             expanded_view_fill_of_a_non_leaf, two_writes_through_two_views, retain_grad_of_a_written_view,
@@ -684,6 +708,19 @@ def saved_leaf_written_through_a_view_under_no_grad(L, make):
     s.backward()
 
 
+def saved_other_operand_is_the_tensor_written(L, make):
+    y = make(V, requires_grad=True).clone()
+    y.mul_(y)
+    y.sum().backward()
+
+
+def saved_result_written_again(L, make):
+    y = make(V, requires_grad=True).clone()
+    y.exp_()
+    y[2:].add_(1.0)
+    y.sum().backward()
+
+
 def detach_in_place_of_a_view(L, make):
     make(A)[0].detach_()
 
@@ -695,7 +732,8 @@ ERRORS = [leaf_view_setitem, leaf_slice_add_, leaf_reshape_view_add_, leaf_trans
           unbind_output_of_a_leaf_written, unbind_output_written_under_no_grad,
           unbind_output_of_a_detached_output_written, saved_output_written_through_a_view,
           saved_input_written_through_a_view, saved_view_written_through_its_detached_alias,
-          saved_base_written_in_place, saved_leaf_written_through_a_view_under_no_grad, detach_in_place_of_a_view]
+          saved_base_written_in_place, saved_leaf_written_through_a_view_under_no_grad,
+          saved_other_operand_is_the_tensor_written, saved_result_written_again, detach_in_place_of_a_view]
 
 
 @pytest.mark.parametrize("case", ERRORS, ids=lambda c: c.__name__)

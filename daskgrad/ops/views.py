@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from .. import _state
 from ..graph import primitive, rebase
-from .._tensor import INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _ViewStorage, put_steps
+from .._tensor import (INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _resave,
+                       _root, _ViewStorage, put_steps)
 from ._util import norm_axis
 from .elementwise import clone
 from .indexing import _meta, getitem_p
@@ -72,9 +73,10 @@ def _refused_rule(g, s, *, steps, message):
     raise RuntimeError(message)
 
 
-def _write_view(self, out):
+def _write_view(self, out, bump=True):
     """``self``, a view (or a detached alias of one), now holds ``out``: its base's value and history
-    are rewritten, and the history of every live view of the base."""
+    are rewritten, and the history of every live view of the base.  ``bump=False``: the write was
+    counted already (a custom Function's forward wrote the view it marks dirty)."""
     st = self._storage
     root, base = st.root, self._base
     arr = out.array
@@ -82,7 +84,7 @@ def _write_view(self, out):
         arr = arr.astype(self.dtype)
     if arr.chunks != self.chunks:
         arr = arr.rechunk(self.chunks)
-    if base is None:  # a detached alias of a view: its values only
+    if base is None or _root(base._storage) is not root:  # a detached alias (or its base's .data was set)
         st.write(arr)
         owner = self
     else:
@@ -96,13 +98,10 @@ def _write_view(self, out):
         if new.grad_fn is not None:
             base._took(new, bst)
         owner = base
-    root.version += 1
+    root.version += bump
     st.holds(arr)  # (what this view reads now: no layer to take it out of the new base again)
-    node = out.grad_fn
-    if node is not None:  # the op saved the view as it was before the write; that copy is still intact
-        for v in node.saved_tensors():
-            if v.storage in (st, out._storage):
-                v.storage, v.version = st, st.version
+    if out.grad_fn is not None:
+        _resave(out.grad_fn, st, out._storage)
     if owner.grad_fn is None:  # a leaf's storage (a buffer, a parameter under no_grad): its next value is due
         _state.mark_pending(root)
     _rebase_views(root)
