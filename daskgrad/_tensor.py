@@ -248,9 +248,8 @@ def _put(a, steps, new, masked):
     else:
         out = view.put(a, inner_new, **params)
         if masked:
-            written = inner_mask if inner_mask is not None else da.ones(inner_new.shape, dtype=bool,
-                                                                          chunks=inner_new.chunks)
-            mask = view.put(da.zeros(a.shape, dtype=bool, chunks=a.chunks), written, **params)
+            written = inner_mask if inner_mask is not None else da.ones_like(inner_new, dtype=bool)
+            mask = view.put(da.zeros_like(a, dtype=bool), written, **params)  # (on the chunks' device)
     return (out if out.chunks == a.chunks else out.rechunk(a.chunks)), mask
 
 

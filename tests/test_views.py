@@ -10,6 +10,7 @@ shape, ``_version``, ``_is_view()``, which returned tensor is its ``_base``, ``i
 exception type with the same text in daskgrad ("torch" read as "daskgrad")."""
 import re
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -392,6 +393,15 @@ def unbind_chunk_split_without_grad_write(L, make):
     return {"t": t}
 
 
+def unbind_split_chunk_pieces(L, make):
+    t = make(A)
+    out = {"t": t}
+    for name, pieces in (("chunk", t.chunk(4)), ("chunk1", t.chunk(3, 1)), ("split", t.split(4, 1)),
+                         ("sizes", t.split([1, 2, 3])), ("unbind", t.unbind(1))):
+        out.update((f"{name}{k}", p) for k, p in enumerate(pieces))
+    return out
+
+
 def narrow_and_select_views(L, make):
     if not hasattr(dg.Tensor, "narrow") or not hasattr(dg.Tensor, "select"):
         pytest.skip("Tensor.narrow/select come with the method-results work")
@@ -413,7 +423,7 @@ VALUES = [write_index_of_index, write_slice_with_a_tensor, view_add_, view_made_
           contiguity, contiguous_copies_only_when_needed, view_of_a_transposed_tensor_refused,
           views_that_view_can_make, partial_overlap_copy_refused, partial_overlap_setitem_refused,
           partial_overlap_add_refused, transposed_operand_refused, full_overlap_is_fine,
-          unbind_chunk_split_without_grad_write, narrow_and_select_views]
+          unbind_chunk_split_without_grad_write, unbind_split_chunk_pieces, narrow_and_select_views]
 
 
 @pytest.mark.parametrize("chunking", CHUNKINGS)
@@ -807,3 +817,32 @@ def test_writes_through_views_compute_nothing_until_a_value_is_asked_for():
     want.reshape(-1)[::5] += 1.0
     np.testing.assert_allclose(y.detach().numpy(), want)
     assert reads
+
+
+def _writes_through_views(make):
+    """Writes through every kind of view, with gradients: what must stay on the chunks' device."""
+    x = make(S)
+    x.requires_grad_()
+    y = x * 2.0
+    y[1:].T[0].mul_(3.0)
+    y.diagonal(1).fill_(0.5)
+    y.view(-1)[::3].add_(1.0)
+    e = y[0:1].expand(3, 4)
+    e[2, 1:] = y[3, 1:] * 2.0
+    y.unsqueeze(0)[0, 2].copy_(x[1])
+    (y * y).sum().backward()
+    return [y.detach(), x.grad]
+
+
+def test_writes_through_views_keep_chunks_on_their_device():
+    """On StrictArray chunks (which fail as cupy's do on a host conversion or a host operand): the
+    same numbers as on NumPy chunks, and every result on strict chunks."""
+    from strict_array import StrictArray, to_strict
+
+    host = _writes_through_views(lambda v: dg.from_array(v, chunks=(3, 2)))
+    device = _writes_through_views(lambda v: to_strict(dg.from_array(v, chunks=(3, 2))))
+    for a, b in zip(host, device):
+        assert isinstance(b.array._meta, StrictArray)
+        blocks = dask.compute(*b.array.to_delayed().ravel())
+        assert all(isinstance(blk, StrictArray) for blk in blocks)
+        np.testing.assert_allclose(a.numpy(), b.array.map_blocks(lambda s: s.get(), meta=np.empty(0)).compute())

@@ -15,6 +15,8 @@ live view of the base, becomes the view ops applied to the new base (torch's
 """
 from __future__ import annotations
 
+import itertools
+
 from .. import _state
 from ..graph import primitive, rebase
 from .._tensor import (INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _multi_output_message, _resave,
@@ -113,7 +115,7 @@ def _rebase_views(root):
     one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved)."""
     for v in list(root.views or ()):
         base = v._base
-        if not base.requires_grad:
+        if not base.requires_grad or _root(base._storage) is not root:  # (its base's .data was set since)
             continue
         info, st, old = v._view, v._storage, v.grad_fn
         if info.creation is None:
@@ -172,39 +174,30 @@ def _split(self, split_size_or_sections, dim=0):
         size = split_size_or_sections
         if size < 0:
             raise RuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
-        bounds = list(range(0, n, size)) + [n] if size else [0, n]
+        if size == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        bounds = list(range(0, n, size)) + [n] if n else [0, 0]
         node, op = "SplitBackward0", "Split"
     else:
         sizes = [int(k) for k in split_size_or_sections]
         if sum(sizes) != n or any(k < 0 for k in sizes):
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                                f"dimension {dim}), but got split_sizes={sizes}")
-        bounds = [0] + [int(b) for b in _cumsum(sizes)]
+        bounds = [0, *itertools.accumulate(sizes)]
         node, op = "SplitWithSizesBackward0", "SplitWithSizes"
     return _outputs(self, [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])], dim, node, op)
 
 
-def _cumsum(sizes):
-    total, out = 0, []
-    for k in sizes:
-        total += k
-        out.append(total)
-    return out
-
-
 def _chunk(self, chunks, dim=0):
-    """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim``."""
+    """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
+    empty ones of an empty axis)."""
     if chunks <= 0:
-        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: 0" if chunks == 0 else
-                           f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     dim = norm_axis(dim, self.ndim)
     n = self.shape[dim]
-    return _split(self, max(-(-n // chunks), 1) if n else 1, dim)
+    if not n:
+        return _outputs(self, [slice(0, 0)] * chunks, dim, "SplitBackward0", "Split")
+    return _split(self, -(-n // chunks), dim)
 
 
-def _split_method(self, split_size_or_sections, dim=0):
-    return _split(self, split_size_or_sections, dim)
-
-
-_split_method.__doc__ = _split.__doc__
-Tensor.unbind, Tensor.chunk, Tensor.split = _unbind, _chunk, _split_method
+Tensor.unbind, Tensor.chunk, Tensor.split = _unbind, _chunk, _split
