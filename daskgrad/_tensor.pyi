@@ -100,6 +100,14 @@ class _ViewStorage(_Storage):
         """
 
 
+def _resave(node, st, result):
+    """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
+    is torch's copy of the original self, which no later write changes (a dask array never changes:
+    it only leaves the storage's version counter); its saved result (``result``'s storage) is what
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
+    """
+
+
 def put_steps(a, steps, new):
     """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
     write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
@@ -351,9 +359,10 @@ class Tensor:
     @property
     def _version(self) -> int: ...
     _view: Any
-    def _write_view(self, out):
+    def _write_view(self, out, bump=True):
         """``self``, a view (or a detached alias of one), now holds ``out``: its base's value and history
-        are rewritten, and the history of every live view of the base.
+        are rewritten, and the history of every live view of the base.  ``bump=False``: the write was
+        counted already (a custom Function's forward wrote the view it marks dirty).
         """
     def abs(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
@@ -472,7 +481,8 @@ class Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
         """
     def chunk(self, chunks, dim=0):
-        """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim``.
+        """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
+        empty ones of an empty axis).
         """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
