@@ -726,14 +726,16 @@ class Tensor:
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
         ``expand``ed view), or partly overlaps an operand tensor of the write."""
-        if shape is None:
-            shape = self.shape
-            strides, offset = layout(self)
-        if any(s == 0 and n > 1 for n, s in zip(shape, strides)):
+        st = self._storage
+        if shape is None and type(st) is _ViewStorage:
+            shape, (strides, offset) = self.shape, layout(self)
+        if shape is not None and any(s == 0 and n > 1 for n, s in zip(shape, strides)):
             raise RuntimeError(OVERLAP_SELF)
-        root = _root(self._storage)
+        root = _root(st)
         for x in others:
-            if isinstance(x, Tensor) and _root(x._storage) is root:
+            if isinstance(x, Tensor) and _root(x._storage) is root:  # (rare: the plain loop stops here)
+                if shape is None:
+                    shape, (strides, offset) = self.shape, layout(self)
                 x_strides, x_offset = layout(x)
                 if (tuple(x.shape), x_strides, x_offset) != (tuple(shape), strides, offset) and _partly_overlap(
                         shape, strides, offset, x.shape, x_strides, x_offset):
