@@ -15,6 +15,33 @@ _NONLEAF_GRAD_WARNING: str
 
 _GRAD_DTYPE_NAMES: dict
 
+NO_GRAD_VIEW: str
+
+INFERENCE_VIEW: str
+
+OVERLAP_SELF: str
+
+OVERLAP_INPUT: str
+
+
+def _multi_output_message(t, creation, what):
+    """torch's refusal to write into (or through) an output of an op that returns several views.
+    """
+
+
+def _root(storage): ...
+
+
+def _dense(shape, strides):
+    """torch's ``is_non_overlapping_and_dense``: the elements fill a block of memory, in some order.
+    """
+
+
+def _partly_overlap(shape_a, strides_a, off_a, shape_b, strides_b, off_b):
+    """torch's ``get_overlap_status(a, b) == Partial`` for two layouts over one storage: both dense,
+    their memory blocks meet and are not the same block read in the same order.
+    """
+
 
 def _differentiable(dtype) -> bool: ...
 
@@ -40,6 +67,87 @@ class _Storage:
     inference: Any
     value: Any
     version: Any
+    views: Any
+
+
+class _ViewStorage(_Storage):
+    def __init__(self, root, steps, strides, offset, array): ...
+    _cache: Any
+    _of: Any
+    @property
+    def array(self): ...
+    @array.setter
+    def array(self, value) -> None: ...
+    def holds(self, array):
+        """``array`` is this view's value at the root's current version.
+        """
+    @property
+    def inference(self): ...
+    meta: Any
+    offset: Any
+    root: Any
+    steps: Any
+    strides: Any
+    @property
+    def value(self): ...
+    @property
+    def version(self): ...
+    @version.setter
+    def version(self, value) -> None: ...
+    def write(self, array):
+        """The root holds its value with this view's part replaced by ``array`` (the caller bumps
+        the version, then :meth:`holds` what was written).
+        """
+
+
+def _resave(node, st, result):
+    """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
+    is torch's copy of the original self, which no later write changes (a dask array never changes:
+    it only leaves the storage's version counter); its saved result (``result``'s storage) is what
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
+    """
+
+
+def put_steps(a, steps, new):
+    """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
+    write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
+    ...), on dask arrays.  ``a``'s chunks and dtype are kept.
+    """
+
+
+def _put(a, steps, new, masked):
+    """(``a`` written through ``steps``, and, if ``masked``, where: a boolean array, None for all of
+    ``a``).  Where is needed below a view op that reads an element several times (``expand``): a
+    part of such a view written puts, for each element, the one copy in the part.
+    """
+
+
+def contiguous_strides(shape):
+    """torch's strides of a C-contiguous tensor of ``shape``, in elements.
+    """
+
+
+def _contiguous(shape, strides):
+    """torch's ``is_contiguous``: C order, ignoring length-1 axes (and any layout of nothing).
+    """
+
+
+def layout(t):
+    """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).
+    """
+
+
+class _ViewInfo:
+    def __init__(self, steps, creation): ...
+    creation: Any
+    steps: Any
+
+
+def as_view(out, x, prim, node, params):
+    """Make ``out``, the result of view op ``prim`` on ``x``, a view sharing ``x``'s storage (where
+    torch's op views: ``prim.view.layout`` says).
+    """
 
 
 class Tensor:
@@ -203,33 +311,59 @@ class Tensor:
         """
     _accumulate_node: Any
     def _assign(self, out: Tensor) -> Tensor:
-        """Rebind this tensor to ``out`` (the in-place result) and bump the version.
+        """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
+        through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`).
         """
     _base: Any
     def _check_inplace(self): ...
+    def _check_overlap(self, others=..., shape=None, strides=None, offset=None):
+        """torch's refusals to write where one memory location is read or written twice: this tensor
+        (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
+        ``expand``ed view), or partly overlaps an operand tensor of the write.
+        """
     def _fill(self, name, value):
         """Overwrite with a constant; what the old value came from gets a zero gradient.
         """
     _grad: Any
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
-    def _inplace(self, op, *args): ...
+    def _inplace(self, op, *args, **kwargs): ...
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (``_base``), sharing its storage, as torch's.
+        """
     _labels: Any
     @classmethod
-    def _make(cls, array, grad_fn=None, requires_grad=False, base=None): ...
+    def _make(cls, array, grad_fn=None, requires_grad=False): ...
     _origin: Any
     _post_hooks: Any
+    @staticmethod
+    def _rebase_views(root):
+        """Every live view of ``root`` whose base requires grad gets its history from the base's new
+        one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved).
+        """
     def _repr_html_(self):
         """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
         dtype and device.
         """
     _requires_grad: Any
+    def _retain_moved(self, old, node):
+        """retain_grad follows the newest version of this tensor: from node ``old`` to ``node``.
+        """
     _retains_grad: Any
     def _scalar(self): ...
     def _set_requires_grad(self, flag, dtype_message): ...
     _storage: Any
+    def _took(self, out, st):
+        """This tensor's history is now ``out``'s (its in-place result, held by storage ``st``).
+        """
     @property
     def _version(self) -> int: ...
+    _view: Any
+    def _write_view(self, out, bump=True):
+        """``self``, a view (or a detached alias of one), now holds ``out``: its base's value and history
+        are rewritten, and the history of every live view of the base.  ``bump=False``: the write was
+        counted already (a custom Function's forward wrote the view it marks dirty).
+        """
     def abs(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
@@ -386,6 +520,10 @@ class Tensor:
     def ceil(self) -> Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
         """
+    def chunk(self, chunks, dim=0):
+        """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
+        empty ones of an empty axis).
+        """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
     @property
@@ -410,6 +548,9 @@ class Tensor:
         """
     def conj(self) -> Tensor:
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
+        """
+    def contiguous(self, memory_format=None):
+        """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
     def copy_(self, src):
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all.
@@ -581,6 +722,10 @@ class Tensor:
         """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
         b.shape[:-1]``.
         """
+    def is_contiguous(self, memory_format=None) -> bool:
+        """torch's answer: False for a view whose elements are not in C order over its base's
+        memory (``x.T``, ``x[:, :2]``, ``x.expand(...)``); an op's result is contiguous here.
+        """
     @property
     def is_cuda(self) -> bool:
         """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``).
@@ -696,8 +841,12 @@ class Tensor:
         half the gradient, as in torch.
         """
     def moveaxis(self, source, destination) -> Tensor:
-        """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
-        ``moveaxis``).
+        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+        """
+    def movedim(self, source, destination) -> Tensor:
+        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
         """
     def mul(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -845,7 +994,8 @@ class Tensor:
         """
     def reshape(self, *shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+        when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
     def retain_grad(self) -> None:
         """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
@@ -902,6 +1052,10 @@ class Tensor:
         """
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
+        """
+    def split(self, split_size_or_sections, dim=0):
+        """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
+        given sizes, views that may not be written in place.
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -1003,6 +1157,12 @@ class Tensor:
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
+    def unbind(self, dim=0):
+        """torch's ``unbind``: the slices along ``dim``, views that may not be written in place.
+        """
+    def unflatten(self, dim, sizes) -> Tensor:
+        """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view.
+        """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
@@ -1013,9 +1173,10 @@ class Tensor:
     def vdot(self, b) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
         """
-    def view(self, *shape) -> Tensor:
+    def view(self, shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+        when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
     def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
         """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same

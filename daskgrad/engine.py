@@ -29,7 +29,7 @@ from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._modes import carried, current_trace, is_anomaly_enabled, set_grad_enabled
-from ._tensor import Tensor
+from ._tensor import Tensor, _ViewStorage
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
 
@@ -629,11 +629,14 @@ def _write_grad(plan, w):
     if t.grad_fn is not None:
         t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
     old = t._grad
-    if old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy:
+    if (old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy
+            and old._base is None and type(old._storage) is not _ViewStorage):
         # torch accumulates in place: a reference to the old .grad sees the sum
         old._storage.array, old._storage.version = g.array, old._storage.version + 1
         _state.hold(old._storage)
     else:
+        if type(g._storage) is _ViewStorage:  # a rule's view of another cotangent: .grad aliases nothing
+            g = Tensor._make(g.array, g.grad_fn, g.requires_grad)
         t._grad = g
 
 

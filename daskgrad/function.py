@@ -162,6 +162,8 @@ def _check_dirty(ctx, out):
 def _rebase_dirty(ctx, out, res):
     """torch returns a modified (dirty) input itself, now an output of the Function's node."""
     if id(out) in ctx._dirty and res.grad_fn is not None:
+        if out._base is not None:  # a view: its base's history becomes torch's CopySlices of the node
+            return out._write_view(res, bump=False)
         out._storage.array = res.array
         out.grad_fn, out._requires_grad = res.grad_fn, True
         return out

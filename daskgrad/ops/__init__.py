@@ -65,7 +65,7 @@ def _method(fn, name):
                             f"``other {name[3:-2]} self``: :func:`daskgrad.{fn.__name__}` with the operands swapped.")
     if (name.startswith("__i") and name[3:-2] in _BINARY) or (name.endswith("_") and not name.endswith("__")):
         plain = name[3:-2] if name.startswith("__i") else name[:-1]
-        return name, _named(lambda self, *args, **kwargs: self._inplace(lambda s: fn(s, *args, **kwargs)), name,
+        return name, _named(lambda self, *args, **kwargs: self._inplace(fn, *args, **kwargs), name,
                             f"In-place version of :meth:`Tensor.{plain}` (:func:`daskgrad.{fn.__name__}`): the "
                             f"result is written into this tensor, which is returned; as torch's, a leaf that "
                             f"requires grad refuses it outside ``no_grad`` and the version counter goes up.")
@@ -93,3 +93,4 @@ Tensor.mT = property(lambda self: swapaxes(self, -1, -2), doc="The tensor with i
                                                               "matrices transposed (torch's ``Tensor.mT``).")
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_)
+from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
