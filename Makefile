@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench bench-gpu test-gpu install clean stubs
+.PHONY: demo test lint bench bench-gpu test-gpu gpu-extra install clean stubs docs
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,12 +80,30 @@ bench: $(VENV)/.bench
 	@# the whole suite (~40 min on 2 cores); BENCH_QUICK=1 make bench for a smoke run at tiny sizes
 	$(PY) benchmarks/run_all.py
 
-# on a machine with a CUDA 12 GPU: the gpu-marked tests and the CPU-vs-GPU benchmark
-test-gpu: $(VENV)/.test
+# on a machine with an NVIDIA GPU: cupy for the CUDA major version of its driver (nvidia-smi's header;
+# tools/gpu_extra.py says why when there is none), the other CUDA build removed (both are `cupy`)
+gpu-extra: $(VENV)/.test
+	@extra=$$($(PY) tools/gpu_extra.py) || exit 1; \
+	echo "NVIDIA driver found: installing daskgrad[$$extra]"; \
+	$(PIP) uninstall -y $$($(PY) tools/gpu_extra.py --conflicting) >/dev/null 2>&1; \
+	$(PIP) install -e ".[$$extra]"
+
+# the gpu-marked tests and the CPU-vs-GPU benchmark
+test-gpu: gpu-extra
 	$(PY) -m pytest -m gpu tests/test_gpu.py
 
-bench-gpu: $(VENV)/.test
+bench-gpu: gpu-extra
 	$(PY) benchmarks/bench_gpu.py
+
+# the documentation (docs/, Sphinx), warnings as errors: docs/_build/html/index.html
+$(VENV)/.docs: $(VENV)/.core
+	$(PIP) install -e ".[docs,demo,io,optimize]"
+	touch $@
+
+docs: $(VENV)/.docs
+	$(PY) docs/make_benchmarks.py
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs written to docs/_build/html/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -40,3 +40,15 @@ half, float, double, short, int, long = float16, float32, float64, int16, int32,
 cfloat, cdouble = complex64, complex128
 
 __version__ = "0.1.0"
+
+_DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "complex64", "complex128",
+           "bool", "half", "float", "double", "short", "int", "long", "cfloat", "cdouble"]
+# the public names: the ops, the names above them, the dtypes and the subpackages users import
+__all__ = sorted(set(_ops_all) | set(_DTYPES) | {
+    "Tensor", "Function", "LostTensorError", "tensor", "as_tensor", "from_array", "from_torch", "zeros", "ones",
+    "full", "arange", "rand", "randn", "manual_seed", "backward", "grad", "map_blocks", "compile", "connect",
+    "compute", "values", "save", "load", "estimate_memory", "memory_report", "release_graph", "set_progress",
+    "step_cache_clear", "step_cache_info", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+    "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled", "autograd", "func", "functional", "linalg", "nn", "optim", "optimize",
+    "testing", "utils"})

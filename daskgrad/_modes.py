@@ -42,18 +42,23 @@ def carried(fn):
 
 
 def is_grad_enabled() -> bool:
+    """Whether grad mode is on in this thread: ops record for backward (torch's ``torch.is_grad_enabled``)."""
     return getattr(_state, "grad", _DEFAULTS["grad"])
 
 
 def is_inference_mode_enabled() -> bool:
+    """Whether inference mode is on in this thread (torch's ``torch.is_inference_mode_enabled``)."""
     return getattr(_state, "inference", _DEFAULTS["inference"])
 
 
 def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on in this thread (torch's ``torch.is_anomaly_enabled``)."""
     return getattr(_state, "anomaly", _DEFAULTS["anomaly"])
 
 
 def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection also checks each backward rule's output for NaN
+    (torch's ``torch.is_anomaly_check_nan_enabled``)."""
     return getattr(_state, "check_nan", _DEFAULTS["check_nan"])
 
 

@@ -13,6 +13,7 @@ a DLPack producer (``torch.from_dlpack(t)``, ``to_torch()``).
 """
 from __future__ import annotations
 
+import re
 import warnings
 import weakref
 
@@ -31,6 +32,58 @@ _NONLEAF_GRAD_WARNING = (
     "github.com/pytorch/pytorch/pull/30531 for more information.")
 _GRAD_DTYPE_NAMES = {"float64": ("double", "Double"), "float32": ("float", "Float"),
                      "float16": ("half", "Half"), "int64": ("long", "Long"), "int32": ("int", "Int")}
+
+
+NO_GRAD_VIEW = (
+    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that this use "
+    "case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the "
+    "inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if "
+    "you want the inplace to be tracked).")
+INFERENCE_VIEW = (
+    "A view was created in inference mode and is being modified inplace in normal mode. Given that this use case is "
+    "ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
+    "either both inside the inference_mode block (if you don't want the inplace to be tracked) or both outside (if "
+    "you want the inplace to be tracked).")
+OVERLAP_SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                "location. Please clone() the tensor before performing the operation.")
+OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                 "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _multi_output_message(t, creation, what):
+    """torch's refusal to write into (or through) an output of an op that returns several views."""
+    k, op = creation
+    if op is None:  # a view of such an output: torch names the view's own op
+        op = re.sub(r"Backward\d*$", "", t.grad_fn.name()) if t.grad_fn is not None else "a view op"
+    return (f"Output {k} of {op} is a view and {what}. This view is the output of a function that returns multiple "
+            "views. Such functions do not allow the output views to be modified inplace. You should replace the "
+            "inplace operation by an out-of-place one.")
+
+
+def _root(storage):
+    return storage.root if type(storage) is _ViewStorage else storage
+
+
+def _dense(shape, strides):
+    """torch's ``is_non_overlapping_and_dense``: the elements fill a block of memory, in some order."""
+    dims = sorted((s, n) for n, s in zip(shape, strides) if n >= 2)
+    want = 1
+    for s, n in dims:
+        if s != want:
+            return False
+        want *= n
+    return True
+
+
+def _partly_overlap(shape_a, strides_a, off_a, shape_b, strides_b, off_b):
+    """torch's ``get_overlap_status(a, b) == Partial`` for two layouts over one storage: both dense,
+    their memory blocks meet and are not the same block read in the same order."""
+    na, nb = int(np.prod(shape_a, dtype=np.int64)), int(np.prod(shape_b, dtype=np.int64))
+    if not na or not nb or not _dense(shape_a, strides_a) or not _dense(shape_b, strides_b):
+        return False  # (torch's "too hard to tell": no error)
+    if off_a == off_b and na == nb:
+        return tuple(strides_a) != tuple(strides_b)
+    return off_a < off_b + nb and off_b < off_a + na
 
 
 def _differentiable(dtype) -> bool:
@@ -76,7 +129,7 @@ class _Storage:
     shape, dtype, chunks and meta) or a dask array: recording ops builds no dask graph; reading
     ``array`` builds it (a submission lowers the whole program it asks for at once instead)."""
 
-    __slots__ = ("value", "version", "inference", "__weakref__")
+    __slots__ = ("value", "version", "inference", "views", "__weakref__")
 
     def __init__(self, array):
         trace = getattr(_modes_state, "trace", None)
@@ -84,6 +137,7 @@ class _Storage:
             trace.made(self)
         lazy = type(array) is door.Lazy
         self.value, self.version = array if lazy else door.fold(array), 0
+        self.views = None  # the live views of this storage (a WeakSet), whose history a write rewrites
         self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
         if not lazy:  # (a result not built yet is no kept value)
             _state.share(self)
@@ -103,11 +157,194 @@ class _Storage:
         self.value = array
 
 
+class _ViewStorage(_Storage):
+    """A view's window onto the storage of its base (torch's views share their base's memory and
+    version counter).  Dask arrays are immutable, so the window is a recipe: ``steps``, the view
+    ops ``(primitive, node name, params)`` from the root storage's value to this one, applied again
+    (once, when read) after the root was written, which its version counter tells; the root's value
+    computed (the same values) leaves the view's own as it is.  ``strides`` and ``offset`` are the
+    view's layout in elements over the root's C-contiguous memory, as torch's; ``meta`` its
+    (shape, dtype, chunks), which never change."""
+
+    __slots__ = ("root", "steps", "strides", "offset", "meta", "_cache", "_of")
+
+    def __init__(self, root, steps, strides, offset, array):
+        trace = getattr(_modes_state, "trace", None)
+        if trace is not None:
+            trace.made(self)
+        self.root, self.steps, self.strides, self.offset = root, steps, strides, offset
+        self.meta = (array.shape, array.dtype, array.chunks)
+        self._cache, self._of = array, root.version  # the view of the root at version `_of`
+
+    @property
+    def value(self):
+        root = self.root
+        if root.version != self._of:  # the base was written since: the view ops on its value, recorded
+            a = root.value
+            for prim, _, params in self.steps:
+                a = door.defer(prim.impl, (a,), tuple(params.items()), elementwise=prim.elementwise)
+            self._cache, self._of = a, root.version
+        return self._cache
+
+    @property
+    def array(self):
+        trace = getattr(_modes_state, "trace", None)
+        if trace is not None:
+            trace.read(self)
+        value = self.value
+        return value.build() if type(value) is door.Lazy else value
+
+    @array.setter
+    def array(self, array):
+        """The same values, held otherwise (computed, persisted): a write goes through ``write``."""
+        self._cache = array
+
+    def write(self, array):
+        """The root holds its value with this view's part replaced by ``array`` (the caller bumps
+        the version, then :meth:`holds` what was written)."""
+        root = self.root
+        root.value = door.defer(_put_steps, (root.value, array), (("steps", self.steps),))
+
+    def holds(self, array):
+        """``array`` is this view's value at the root's current version."""
+        self._cache, self._of = array, self.root.version
+
+    version = property(lambda self: self.root.version, lambda self, v: setattr(self.root, "version", v))
+    inference = property(lambda self: self.root.inference)
+
+
+def _resave(node, st, result):
+    """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
+    is torch's copy of the original self, which no later write changes (a dask array never changes:
+    it only leaves the storage's version counter); its saved result (``result``'s storage) is what
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version."""
+    first = node._prim.args[0] if node._prim is not None and node._prim.args else None
+    for name, v in (node._saved or {}).items():
+        if not hasattr(v, "storage"):
+            continue
+        if v.storage is result:
+            v.storage, v.version = st, st.version
+        elif v.storage is st and name == first:
+            copy = _Storage.__new__(_Storage)
+            copy.value, copy.version, copy.inference, copy.views = v._data, 0, st.inference, None
+            v.storage, v.version = copy, 0
+
+
+def _put_steps(a, new, *, steps):
+    return put_steps(a, steps, new)
+
+
+def put_steps(a, steps, new):
+    """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
+    write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
+    ...), on dask arrays.  ``a``'s chunks and dtype are kept."""
+    return _put(a, steps, new, False)[0]
+
+
+def _put(a, steps, new, masked):
+    """(``a`` written through ``steps``, and, if ``masked``, where: a boolean array, None for all of
+    ``a``).  Where is needed below a view op that reads an element several times (``expand``): a
+    part of such a view written puts, for each element, the one copy in the part."""
+    if not steps:
+        if not isinstance(new, da.Array):
+            return da.full_like(a, new), None
+        new = new.astype(a.dtype) if new.dtype != a.dtype else new
+        return (new if new.chunks == a.chunks else new.rechunk(a.chunks)), None
+    prim, _, params = steps[0]
+    view = prim.view
+    gathers = view.gather is not None and len(steps) > 1
+    inner_new, inner_mask = _put(prim.impl(a, **params), steps[1:], new, masked or gathers)
+    mask = None
+    if gathers and inner_mask is not None:
+        out, mask = view.gather(a, inner_new, inner_mask, **params)
+    else:
+        out = view.put(a, inner_new, **params)
+        if masked:
+            written = inner_mask if inner_mask is not None else da.ones_like(inner_new, dtype=bool)
+            mask = view.put(da.zeros_like(a, dtype=bool), written, **params)  # (on the chunks' device)
+    return (out if out.chunks == a.chunks else out.rechunk(a.chunks)), mask
+
+
+def contiguous_strides(shape):
+    """torch's strides of a C-contiguous tensor of ``shape``, in elements."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _contiguous(shape, strides):
+    """torch's ``is_contiguous``: C order, ignoring length-1 axes (and any layout of nothing)."""
+    if any(n == 0 for n in shape):
+        return True
+    want = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            if s != want:
+                return False
+            want *= n
+    return True
+
+
+def layout(t):
+    """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout)."""
+    st = t._storage
+    if type(st) is _ViewStorage:
+        return st.strides, st.offset
+    return contiguous_strides(t.shape), 0
+
+
+class _ViewInfo:
+    """What a view knows of how it was made: ``steps`` from its ``_base`` (the autograd history a
+    write through it rewrites), and torch's creation mode: ``None`` (grad mode), ``"no_grad"``,
+    ``"inference"``, or
+    ``(output number, op)`` for an output of an op that returns several views (``unbind``)."""
+
+    __slots__ = ("steps", "creation")
+
+    def __init__(self, steps, creation):
+        self.steps, self.creation = steps, creation
+
+
+def as_view(out, x, prim, node, params):
+    """Make ``out``, the result of view op ``prim`` on ``x``, a view sharing ``x``'s storage (where
+    torch's op views: ``prim.view.layout`` says)."""
+    if not isinstance(x, Tensor):
+        return out
+    st = x._storage
+    if type(st) is _ViewStorage:
+        root, steps, strides, offset = st.root, st.steps, st.strides, st.offset
+    else:
+        root, steps, strides, offset = st, (), contiguous_strides(x.shape), 0
+    lay = prim.view.layout(x.shape, strides, offset, out.shape, **params)
+    if lay is None:
+        return out
+    step = (prim, node, params)
+    if root.inference and not is_inference_mode_enabled():  # torch records no view of an inference tensor
+        out.grad_fn, out._requires_grad = None, False
+    out._storage = _ViewStorage(root, steps + (step,), lay[0], lay[1], out._storage.value)
+    if x._base is None:
+        out._base, chain, creation = x, (step,), None
+    else:
+        out._base, chain, creation = x._base, x._view.steps + (step,), x._view.creation
+        if type(creation) is tuple:  # a view of an output of unbind: torch names the view's own op
+            creation = (0, None)
+    if creation is None and not is_grad_enabled():
+        creation = "inference" if is_inference_mode_enabled() else "no_grad"
+    out._view = _ViewInfo(chain, creation)
+    if root.views is None:
+        root.views = weakref.WeakSet()
+    root.views.add(out)
+    return out
+
+
 class Tensor:
     """A chunked, lazy array that records operations for reverse-mode autodiff."""
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
-                 "_post_hooks", "_accumulate_node", "_base", "_origin", "_labels", "__weakref__")
+                 "_post_hooks", "_accumulate_node", "_base", "_view", "_origin", "_labels", "__weakref__")
     # NumPy's dispatch (np.exp(t), ndarray + t) runs the ops: daskgrad.interop installs __array_ufunc__ and
     # __array_function__ from above; until then numpy defers to the reflected operators
     __array_ufunc__ = None
@@ -125,16 +362,15 @@ class Tensor:
         if trace is not None:  # daskgrad.compile: a tensor the traced function made (its own to change)
             trace.made_tensor(self)
         self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad
-        self._grad = self._accumulate_node = self._base = None
+        self._grad = self._accumulate_node = self._base = self._view = None
         self._origin = ()  # for a comparison: the recorded tensors it was computed from
         self._labels = None  # an xarray DataArray's dims, coords, name, attrs (from_array of one)
         self._retains_grad, self._hooks, self._post_hooks = False, {}, {}
 
     @classmethod
-    def _make(cls, array, grad_fn=None, requires_grad=False, base=None):
+    def _make(cls, array, grad_fn=None, requires_grad=False):
         t = cls.__new__(cls)
         t._init(_Storage(array), grad_fn, requires_grad)
-        t._base = base
         return t
 
     # ------------------------------------------------------------ array facts
@@ -142,6 +378,16 @@ class Tensor:
     def array(self) -> da.Array:
         """The underlying (lazy or persisted) dask array."""
         return self._storage.array
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (``_base``), sharing its storage, as torch's."""
+        return self._base is not None
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """torch's answer: False for a view whose elements are not in C order over its base's
+        memory (``x.T``, ``x[:, :2]``, ``x.expand(...)``); an op's result is contiguous here."""
+        st = self._storage
+        return type(st) is not _ViewStorage or _contiguous(self.shape, st.strides)
 
     @property
     def data(self) -> "Tensor":
@@ -154,13 +400,28 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         if self.requires_grad and not _differentiable(value.dtype):
             raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
-        self._storage.value = value._storage.value if isinstance(value, Tensor) else value
-        _state.mark_pending(self._storage)
+        new = recorded(value)
+        st = self._storage
+        if type(st) is _ViewStorage:  # as torch's set_data: a storage of its own
+            self._storage = _Storage(new)
+            return
+        if st.views:  # torch's views keep the old storage: theirs now holds the old value
+            old = _Storage.__new__(_Storage)
+            old.value, old.version, old.inference, old.views = st.value, st.version, st.inference, st.views
+            for v in st.views:
+                v._storage.root = old
+            st.views = None
+        st.value = new
+        _state.mark_pending(st)
 
-    shape = property(lambda self: self._storage.value.shape)
-    ndim = property(lambda self: self._storage.value.ndim)
-    dtype = property(lambda self: self._storage.value.dtype)
-    chunks = property(lambda self: self._storage.value.chunks)
+    shape = property(lambda self: self._storage.value.shape,
+                     doc="The tensor's shape, a tuple of ints (torch's ``Tensor.shape``; known without computing).")
+    ndim = property(lambda self: self._storage.value.ndim, doc="The number of axes (torch's ``Tensor.ndim``).")
+    dtype = property(lambda self: self._storage.value.dtype,
+                     doc="The element type, a NumPy dtype (``x.dtype == daskgrad.float32``).")
+    chunks = property(lambda self: self._storage.value.chunks,
+                      doc="The chunk lengths along each axis, as dask.array's ``chunks``: "
+                          "``((2, 2), (3,))`` for a (4, 3) tensor in two row chunks.")
     _version = property(lambda self: self._storage.version)
 
     @property
@@ -170,9 +431,11 @@ class Tensor:
         return _Size(self.shape)
 
     def dim(self) -> int:
+        """The number of axes, as torch's ``Tensor.dim()`` (``ndim``)."""
         return self.ndim
 
     def numel(self) -> int:
+        """The number of elements, as torch's ``Tensor.numel()``."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     def __len__(self):
@@ -185,10 +448,12 @@ class Tensor:
 
     @property
     def device(self) -> str:
+        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string)."""
         return "cuda" if type(self._storage.value._meta).__module__.startswith("cupy") else "cpu"
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``)."""
         return self.device == "cuda"
 
     def __repr__(self):
@@ -204,6 +469,9 @@ class Tensor:
     # ------------------------------------------------------- autograd fields
     @property
     def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor, as torch's: an op's result requires grad
+        when grad mode is on and an input does. Set it only on leaves (``True`` on a non-leaf is a
+        no-op; ``False`` raises torch's error), and only on floating-point or complex tensors."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -211,6 +479,13 @@ class Tensor:
         self._set_requires_grad(flag, "only Tensors of floating point and complex dtype can require gradients")
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place and return this tensor, as torch's ``Tensor.requires_grad_``.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether autograd should record operations on this tensor. Default: ``True``.
+        """
         self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
 
@@ -235,14 +510,21 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
+        made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``)."""
         return self.grad_fn is None
 
     @property
     def retains_grad(self) -> bool:
+        """Whether this non-leaf's ``.grad`` is filled by backward (after :meth:`retain_grad`)."""
         return self._retains_grad
 
     @property
     def grad(self):
+        """The gradient backward accumulated into this leaf: ``None`` until a backward reaches it, then
+        a tensor of this tensor's shape, dtype and chunks, held in (cluster) memory. Later backwards
+        add into it; set it to ``None`` (or use ``optimizer.zero_grad()``) between steps. Reading it
+        on a non-leaf that did not :meth:`retain_grad` warns and gives ``None``, as torch's."""
         if self.grad_fn is not None and not self._retains_grad:
             warnings.warn(_NONLEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         if self._labels is not None and self._grad is not None and self._grad._labels is None:
@@ -280,6 +562,8 @@ class Tensor:
         self._grad = None
 
     def retain_grad(self) -> None:
+        """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
+        a leaf; raises on a tensor that does not require grad)."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         _touched(self, "calls retain_grad() on")
@@ -296,24 +580,31 @@ class Tensor:
         return _Handle(table, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, called after backward has accumulated into this leaf's ``.grad``
+        (torch's ``Tensor.register_post_accumulate_grad_hook``; leaves only). Returns a handle whose
+        ``remove()`` unregisters it."""
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         _touched(self, "registers a hook on")
         return _Handle(self._post_hooks, hook)
 
     def detach(self) -> "Tensor":
+        """A new leaf over the same storage that does not require grad, as torch's ``Tensor.detach()``:
+        an in-place write to either is seen by both (and bumps the shared version counter)."""
         t = Tensor.__new__(Tensor)
         t._init(self._storage)
         return t
 
     def detach_(self) -> "Tensor":
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad
+        (torch's ``Tensor.detach_()``). Returns this tensor."""
         if self._base is not None:
             raise RuntimeError(
                 "Can't detach views in-place. Use detach() instead. If you are using "
                 "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
                 "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
                 "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
-                "torch/optim/optimizer.py as the solution.")
+                "daskgrad/optim/optimizer.py as the solution.")
         self.grad_fn, self._requires_grad = None, False
         return self
 
@@ -385,6 +676,39 @@ class Tensor:
 
     to_dask_array = to_dask  # the name dask.array.asarray looks for: da.asarray(t) is t.to_dask()
 
+    # dask.array's attributes, answered by the dask array (``blocks`` and ``map_blocks``, which
+    # record ops, are installed by daskgrad.function)
+    @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``."""
+        return self.array.dask
+
+    @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``."""
+        return self.array.nbytes
+
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``."""
+        return self.array.chunksize
+
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``."""
+        return self.array.numblocks
+
+    def visualize(self, filename="mydask", format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs."""
+        return self.array.visualize(filename=filename, format=format, optimize_graph=optimize_graph, **kwargs)
+
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded)."""
+        return self.array.to_delayed(optimize_graph=optimize_graph)
+
     def to_xarray(self, dims=None, coords=None, name=None, attrs=None):
         """An ``xarray.DataArray`` with the dims, coords, name and attrs of the DataArray this tensor
         was made from by :func:`from_array` (a leaf, and its ``.grad``), or those given.
@@ -394,7 +718,10 @@ class Tensor:
         any other is wrapped as its dask array, so all of xarray's dask support works on it
         (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
         gradient chunk by chunk, with the coords of ``w``'s DataArray."""
-        import xarray as xr
+        try:
+            import xarray as xr
+        except ImportError:
+            raise ImportError("Tensor.to_xarray needs xarray: pip install 'daskgrad[xarray]'") from None
 
         given = {"dims": dims, "coords": coords, "name": name, "attrs": attrs}
         labels = {k: v for k, v in (self._labels or {}).items() if given[k] is None and v is not None}
@@ -424,6 +751,8 @@ class Tensor:
         return _rebuilt, (self, self.array, rebuild, state)
 
     def item(self):
+        """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
+        after ``backward()`` a loss's value is already in memory, so nothing runs)."""
         return self._scalar().item()
 
     def _scalar(self):
@@ -432,6 +761,7 @@ class Tensor:
         return self.compute().reshape(())
 
     def tolist(self):
+        """The values as nested Python lists (a number for a 0-d tensor), as torch's ``Tensor.tolist()``."""
         return self.compute().tolist()
 
     def __float__(self):
@@ -463,48 +793,89 @@ class Tensor:
                                "https://github.com/pytorch/rfcs/pull/17 for more details.")
         if not is_grad_enabled():
             return
+        base = self._base
+        if base is not None and base.requires_grad:  # torch checks how a view was made before the leaf
+            creation = self._view.creation
+            if creation == "no_grad":
+                raise RuntimeError(NO_GRAD_VIEW)
+            if creation == "inference":
+                raise RuntimeError(INFERENCE_VIEW)
+            if creation is not None:
+                raise RuntimeError(_multi_output_message(self, creation, "is being modified inplace"))
+            if base.grad_fn is None:
+                raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                                   "operation.")
         if self.grad_fn is None and self.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        base = self._base
-        if base is not None and base.grad_fn is None and base.requires_grad:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+
+    def _check_overlap(self, others=(), shape=None, strides=None, offset=None):
+        """torch's refusals to write where one memory location is read or written twice: this tensor
+        (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
+        ``expand``ed view), or partly overlaps an operand tensor of the write."""
+        st = self._storage
+        if shape is None and type(st) is _ViewStorage:
+            shape, (strides, offset) = self.shape, layout(self)
+        if shape is not None and any(s == 0 and n > 1 for n, s in zip(shape, strides)):
+            raise RuntimeError(OVERLAP_SELF)
+        root = _root(st)
+        for x in others:
+            if isinstance(x, Tensor) and _root(x._storage) is root:  # (rare: the plain loop stops here)
+                if shape is None:
+                    shape, (strides, offset) = self.shape, layout(self)
+                x_strides, x_offset = layout(x)
+                if (tuple(x.shape), x_strides, x_offset) != (tuple(shape), strides, offset) and _partly_overlap(
+                        shape, strides, offset, x.shape, x_strides, x_offset):
+                    raise RuntimeError(OVERLAP_INPUT)
 
     def _assign(self, out: "Tensor") -> "Tensor":
-        """Rebind this tensor to ``out`` (the in-place result) and bump the version."""
-        if out.shape != self.shape:
+        """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
+        through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`)."""
+        if len(out.shape) != len(self.shape) or any(a != b and a == a for a, b in zip(out.shape, self.shape)):
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                f"{list(out.shape)}")
+        if type(self._storage) is _ViewStorage:
+            return self._write_view(out)
         value = out._storage.value  # (not built: the next program reads the write as recorded)
         if value.dtype != self.dtype:
             value = door.defer(_cast, (value,), (("dtype", self.dtype),))
-        if value.chunks != self.chunks:
+        if value.chunks != self.chunks and all(n == n for n in self.shape):  # (unknown lengths: dask's own)
             value = door.defer(_rechunked, (value,), (("chunks", self.chunks),))
         st = self._storage
         st.value, st.version = value, st.version + 1
-        node = out.grad_fn
-        if node is not None:
-            if self._retains_grad and self.grad_fn is not node:  # retain_grad follows the newest version
-                if self.grad_fn is not None and self.grad_fn._retained is not None \
-                        and self.grad_fn._retained() is self:
-                    self.grad_fn._retained = None
-                node._retained = weakref.ref(self)
-            self.grad_fn, self._requires_grad = node, True
-            # the op saved self as it was before the write; that copy is still intact
-            for v in node.saved_tensors():
-                if v.storage in (st, out._storage):
-                    v.storage, v.version = st, st.version
+        self._took(out, st)
         if self.grad_fn is None:  # a leaf (a parameter, optimizer state): its next value is due
             _state.mark_pending(st)
+        if st.views:
+            self._rebase_views(st)
         return self
 
-    def _inplace(self, op, *args):
+    def _retain_moved(self, old, node):
+        """retain_grad follows the newest version of this tensor: from node ``old`` to ``node``."""
+        if self._retains_grad and old is not node:
+            if old is not None and old._retained is not None and old._retained() is self:
+                old._retained = None
+            node._retained = weakref.ref(self)
+
+    def _took(self, out, st):
+        """This tensor's history is now ``out``'s (its in-place result, held by storage ``st``)."""
+        node = out.grad_fn
+        if node is not None:
+            self._retain_moved(self.grad_fn, node)
+            self.grad_fn, self._requires_grad = node, True
+            _resave(node, st, out._storage)
+
+    def _inplace(self, op, *args, **kwargs):
         self._check_inplace()
-        return self._assign(op(self, *args))
+        self._check_overlap(args)
+        return self._assign(op(self, *args, **kwargs))
 
     def zero_(self):
+        """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``."""
         return self._fill("ZeroBackward0", 0)
 
     def fill_(self, value):
+        """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
+        ``Tensor.fill_``."""
         if isinstance(value, Tensor):  # a 0-d tensor: it gets the whole gradient, as in copy_
             if value.ndim:
                 raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "

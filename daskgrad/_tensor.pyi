@@ -15,6 +15,33 @@ _NONLEAF_GRAD_WARNING: str
 
 _GRAD_DTYPE_NAMES: dict
 
+NO_GRAD_VIEW: str
+
+INFERENCE_VIEW: str
+
+OVERLAP_SELF: str
+
+OVERLAP_INPUT: str
+
+
+def _multi_output_message(t, creation, what):
+    """torch's refusal to write into (or through) an output of an op that returns several views.
+    """
+
+
+def _root(storage): ...
+
+
+def _dense(shape, strides):
+    """torch's ``is_non_overlapping_and_dense``: the elements fill a block of memory, in some order.
+    """
+
+
+def _partly_overlap(shape_a, strides_a, off_a, shape_b, strides_b, off_b):
+    """torch's ``get_overlap_status(a, b) == Partial`` for two layouts over one storage: both dense,
+    their memory blocks meet and are not the same block read in the same order.
+    """
+
 
 def _differentiable(dtype) -> bool: ...
 
@@ -40,6 +67,87 @@ class _Storage:
     inference: Any
     value: Any
     version: Any
+    views: Any
+
+
+class _ViewStorage(_Storage):
+    def __init__(self, root, steps, strides, offset, array): ...
+    _cache: Any
+    _of: Any
+    @property
+    def array(self): ...
+    @array.setter
+    def array(self, value) -> None: ...
+    def holds(self, array):
+        """``array`` is this view's value at the root's current version.
+        """
+    @property
+    def inference(self): ...
+    meta: Any
+    offset: Any
+    root: Any
+    steps: Any
+    strides: Any
+    @property
+    def value(self): ...
+    @property
+    def version(self): ...
+    @version.setter
+    def version(self, value) -> None: ...
+    def write(self, array):
+        """The root holds its value with this view's part replaced by ``array`` (the caller bumps
+        the version, then :meth:`holds` what was written).
+        """
+
+
+def _resave(node, st, result):
+    """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
+    is torch's copy of the original self, which no later write changes (a dask array never changes:
+    it only leaves the storage's version counter); its saved result (``result``'s storage) is what
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
+    """
+
+
+def put_steps(a, steps, new):
+    """``a`` with the part that ``steps`` (view ops) see replaced by ``new``, an array or a number: a
+    write through a view, functionalized onto its base (torch's ``slice_scatter``, ``select_scatter``
+    ...), on dask arrays.  ``a``'s chunks and dtype are kept.
+    """
+
+
+def _put(a, steps, new, masked):
+    """(``a`` written through ``steps``, and, if ``masked``, where: a boolean array, None for all of
+    ``a``).  Where is needed below a view op that reads an element several times (``expand``): a
+    part of such a view written puts, for each element, the one copy in the part.
+    """
+
+
+def contiguous_strides(shape):
+    """torch's strides of a C-contiguous tensor of ``shape``, in elements.
+    """
+
+
+def _contiguous(shape, strides):
+    """torch's ``is_contiguous``: C order, ignoring length-1 axes (and any layout of nothing).
+    """
+
+
+def layout(t):
+    """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).
+    """
+
+
+class _ViewInfo:
+    def __init__(self, steps, creation): ...
+    creation: Any
+    steps: Any
+
+
+def as_view(out, x, prim, node, params):
+    """Make ``out``, the result of view op ``prim`` on ``x``, a view sharing ``x``'s storage (where
+    torch's op views: ``prim.view.layout`` says).
+    """
 
 
 class Tensor:
@@ -203,33 +311,59 @@ class Tensor:
         """
     _accumulate_node: Any
     def _assign(self, out: Tensor) -> Tensor:
-        """Rebind this tensor to ``out`` (the in-place result) and bump the version.
+        """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
+        through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`).
         """
     _base: Any
     def _check_inplace(self): ...
+    def _check_overlap(self, others=..., shape=None, strides=None, offset=None):
+        """torch's refusals to write where one memory location is read or written twice: this tensor
+        (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
+        ``expand``ed view), or partly overlaps an operand tensor of the write.
+        """
     def _fill(self, name, value):
         """Overwrite with a constant; what the old value came from gets a zero gradient.
         """
     _grad: Any
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
-    def _inplace(self, op, *args): ...
+    def _inplace(self, op, *args, **kwargs): ...
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (``_base``), sharing its storage, as torch's.
+        """
     _labels: Any
     @classmethod
-    def _make(cls, array, grad_fn=None, requires_grad=False, base=None): ...
+    def _make(cls, array, grad_fn=None, requires_grad=False): ...
     _origin: Any
     _post_hooks: Any
+    @staticmethod
+    def _rebase_views(root):
+        """Every live view of ``root`` whose base requires grad gets its history from the base's new
+        one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved).
+        """
     def _repr_html_(self):
         """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
         dtype and device.
         """
     _requires_grad: Any
+    def _retain_moved(self, old, node):
+        """retain_grad follows the newest version of this tensor: from node ``old`` to ``node``.
+        """
     _retains_grad: Any
     def _scalar(self): ...
     def _set_requires_grad(self, flag, dtype_message): ...
     _storage: Any
+    def _took(self, out, st):
+        """This tensor's history is now ``out``'s (its in-place result, held by storage ``st``).
+        """
     @property
     def _version(self) -> int: ...
+    _view: Any
+    def _write_view(self, out, bump=True):
+        """``self``, a view (or a detached alias of one), now holds ``out``: its base's value and history
+        are rewritten, and the history of every live view of the base.  ``bump=False``: the write was
+        counted already (a custom Function's forward wrote the view it marks dirty).
+        """
     def abs(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
@@ -318,10 +452,44 @@ class Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+        """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
 
-        Checks everything first, then submits one dask graph for all gradients and
-        returns when they are in memory (on the current distributed Client if any).
+        The graph is differentiated by the chain rule. If this tensor has more than one element,
+        ``gradient`` must be given: the gradient of the differentiated function with respect to ``self``
+        (the ``v`` of the vector-Jacobian product), of this tensor's shape. The result is *added* into
+        the ``.grad`` of each leaf that requires grad (and of each tensor that called ``retain_grad()``):
+        zero ``.grad`` or set it to ``None`` between steps.
+
+        Every check (shapes, released graphs, in-place versions, hooks) runs on the client first; then one
+        dask graph computes every gradient (on the current distributed client, if any), and the call
+        returns when they are in memory. A failing backward writes no ``.grad``.
+
+        Parameters
+        ----------
+        gradient : Tensor, optional
+            The gradient of the function being differentiated with respect to ``self``, of ``self``'s
+            shape. May be omitted when ``self`` has one element. Defaults to ``None``.
+        retain_graph : bool, optional
+            If ``False``, the values the graph saved for its backward are released (a second backward
+            through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
+            to ``None``: the value of ``create_graph``.
+        create_graph : bool, optional
+            If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be
+            differentiated again (higher-order derivatives). Defaults to ``False``.
+        inputs : Tensor or sequence of Tensor, optional
+            The tensors into whose ``.grad`` the gradient is accumulated; all others are left alone.
+            If not given, every leaf used to compute ``self``. Defaults to ``None``.
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> ((2 * x) ** 3).backward(dg.tensor([1.0, 0.1, 0.5]))
+        >>> x.grad
+        tensor([ 24.0000,   9.6000, 108.0000])
         """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
@@ -340,14 +508,28 @@ class Tensor:
     def bitwise_xor(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
+    @property
+    def blocks(self):
+        """``t.blocks[i, j]``: the tensor of the selected chunks, as dask.array's ``Array.blocks``: the axes
+        stay (an int selects one chunk), slices and lists of block indices select several.  It is
+        differentiable: a run of consecutive blocks is a slice of the tensor, other selections join slices.
+        """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
     def ceil(self) -> Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
         """
+    def chunk(self, chunks, dim=0):
+        """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
+        empty ones of an empty axis).
+        """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
+    @property
+    def chunksize(self) -> tuple:
+        """The largest chunk's length along each axis, as dask.array's ``chunksize``.
+        """
     def clamp(self, a_min=None, a_max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
         """
@@ -366,6 +548,9 @@ class Tensor:
         """
     def conj(self) -> Tensor:
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
+        """
+    def contiguous(self, memory_format=None):
+        """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
     def copy_(self, src):
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all.
@@ -400,6 +585,10 @@ class Tensor:
         None, where torch requires ``dim``).
         """
     @property
+    def dask(self):
+        """The task graph of the values, a ``HighLevelGraph``, as dask.array's ``Array.dask``.
+        """
+    @property
     def data(self) -> Tensor:
         """A detached alias sharing storage; unlike torch, writes through it bump the version.
         """
@@ -408,10 +597,18 @@ class Tensor:
     def deg2rad(self) -> Tensor:
         """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
         """
-    def detach(self) -> Tensor: ...
-    def detach_(self) -> Tensor: ...
+    def detach(self) -> Tensor:
+        """A new leaf over the same storage that does not require grad, as torch's ``Tensor.detach()``:
+        an in-place write to either is seen by both (and bumps the shared version counter).
+        """
+    def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad
+        (torch's ``Tensor.detach_()``). Returns this tensor.
+        """
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string).
+        """
     def diag(self, k=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
@@ -419,7 +616,9 @@ class Tensor:
     def diagonal(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
         """
-    def dim(self) -> int: ...
+    def dim(self) -> int:
+        """The number of axes, as torch's ``Tensor.dim()`` (``ndim``).
+        """
     def div(self, b) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
         without ``rounding_mode=``).
@@ -460,7 +659,10 @@ class Tensor:
     def expm1(self) -> Tensor:
         """Elementwise ``expm1``; gradient node ``Expm1Backward0``.
         """
-    def fill_(self, value): ...
+    def fill_(self, value):
+        """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
+        ``Tensor.fill_``.
+        """
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
@@ -495,7 +697,12 @@ class Tensor:
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
         """
     @property
-    def grad(self) -> Tensor | None: ...
+    def grad(self) -> Tensor | None:
+        """The gradient backward accumulated into this leaf: ``None`` until a backward reaches it, then
+        a tensor of this tensor's shape, dtype and chunks, held in (cluster) memory. Later backwards
+        add into it; set it to ``None`` (or use ``optimizer.zero_grad()``) between steps. Reading it
+        on a non-leaf that did not :meth:`retain_grad` warns and gives ``None``, as torch's.
+        """
     @grad.setter
     def grad(self, value) -> None: ...
     @grad.deleter
@@ -515,13 +722,22 @@ class Tensor:
         """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
         b.shape[:-1]``.
         """
+    def is_contiguous(self, memory_format=None) -> bool:
+        """torch's answer: False for a view whose elements are not in C order over its base's
+        memory (``x.T``, ``x[:, :2]``, ``x.expand(...)``); an op's result is contiguous here.
+        """
     @property
-    def is_cuda(self) -> bool: ...
+    def is_cuda(self) -> bool:
+        """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``).
+        """
     def is_inference(self) -> bool:
         """Whether this tensor was made under :class:`daskgrad.inference_mode`.
         """
     @property
-    def is_leaf(self) -> bool: ...
+    def is_leaf(self) -> bool:
+        """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
+        made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
+        """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).
         """
@@ -540,7 +756,10 @@ class Tensor:
     def isreal(self) -> Tensor:
         """NumPy's ``isreal`` (boolean; not differentiable).
         """
-    def item(self): ...
+    def item(self):
+        """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
+        after ``backward()`` a loss's value is already in memory, so nothing runs).
+        """
     def kron(self, b) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
@@ -589,6 +808,13 @@ class Tensor:
         """
     @property
     def mT(self) -> Tensor: ...
+    def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
+        """``t.map_blocks(func, *others, vjp=None, dtype=None, name=None, **kwargs)``: dask.array's method,
+        differentiable: :func:`daskgrad.map_blocks` with this tensor as the first input.  ``func`` runs on
+        each chunk; ``vjp(g, *blocks)`` gives one cotangent block per input.  On a tensor that requires
+        grad, ``vjp`` is needed (else ``RuntimeError`` saying so; ``t.detach().map_blocks(func)`` gives values
+        alone).
+        """
     def matmul(self, b) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
@@ -615,8 +841,12 @@ class Tensor:
         half the gradient, as in torch.
         """
     def moveaxis(self, source, destination) -> Tensor:
-        """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
-        ``moveaxis``).
+        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+        """
+    def movedim(self, source, destination) -> Tensor:
+        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
         """
     def mul(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -652,6 +882,10 @@ class Tensor:
         a zero gradient.
         """
     @property
+    def nbytes(self) -> int:
+        """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``.
+        """
+    @property
     def ndim(self) -> int: ...
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
@@ -665,7 +899,13 @@ class Tensor:
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
-    def numel(self) -> int: ...
+    @property
+    def numblocks(self) -> tuple:
+        """The number of chunks along each axis, as dask.array's ``numblocks``.
+        """
+    def numel(self) -> int:
+        """The number of elements, as torch's ``Tensor.numel()``.
+        """
     def numpy(self, *, force=False):
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
         refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first.
@@ -718,7 +958,11 @@ class Tensor:
     def register_hook(self, hook):
         """``hook(grad)`` runs during backward (on the lazy gradient) and may return a replacement.
         """
-    def register_post_accumulate_grad_hook(self, hook): ...
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, called after backward has accumulated into this leaf's ``.grad``
+        (torch's ``Tensor.register_post_accumulate_grad_hook``; leaves only). Returns a handle whose
+        ``remove()`` unregisters it.
+        """
     def relu(self) -> Tensor:
         """Elementwise ``relu``; gradient node ``ReluBackward0``.
         """
@@ -733,17 +977,34 @@ class Tensor:
         ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
         """
     @property
-    def requires_grad(self) -> bool: ...
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor, as torch's: an op's result requires grad
+        when grad mode is on and an input does. Set it only on leaves (``True`` on a non-leaf is a
+        no-op; ``False`` raises torch's error), and only on floating-point or complex tensors.
+        """
     @requires_grad.setter
     def requires_grad(self, value) -> None: ...
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor: ...
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place and return this tensor, as torch's ``Tensor.requires_grad_``.
+
+        Parameters
+        ----------
+        requires_grad : bool, optional
+            Whether autograd should record operations on this tensor. Default: ``True``.
+        """
     def reshape(self, *shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+        when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
-    def retain_grad(self) -> None: ...
+    def retain_grad(self) -> None:
+        """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
+        a leaf; raises on a tensor that does not require grad).
+        """
     @property
-    def retains_grad(self) -> bool: ...
+    def retains_grad(self) -> bool:
+        """Whether this non-leaf's ``.grad`` is filled by backward (after :meth:`retain_grad`).
+        """
     def roll(self, shift, axis=None, *, dim=...) -> Tensor:
         """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
         (NumPy's and torch's ``roll``).
@@ -791,6 +1052,10 @@ class Tensor:
         """
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
+        """
+    def split(self, split_size_or_sections, dim=0):
+        """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
+        given sizes, views that may not be written in place.
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -854,6 +1119,10 @@ class Tensor:
         it, and, dask arrays being immutable, a later in-place write to this tensor does not show
         through (torch's ``detach()`` shares memory; here the snapshot is the current value).
         """
+    def to_delayed(self, optimize_graph=True):
+        """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
+        ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded).
+        """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
         sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
@@ -870,7 +1139,9 @@ class Tensor:
         (``to_zarr``, ``compute``, plotting): ``w.grad.to_xarray().to_zarr(path)`` writes the
         gradient chunk by chunk, with the coords of ``w``'s DataArray.
         """
-    def tolist(self): ...
+    def tolist(self):
+        """The values as nested Python lists (a number for a 0-d tensor), as torch's ``Tensor.tolist()``.
+        """
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.
         """
@@ -886,6 +1157,12 @@ class Tensor:
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
+    def unbind(self, dim=0):
+        """torch's ``unbind``: the slices along ``dim``, views that may not be written in place.
+        """
+    def unflatten(self, dim, sizes) -> Tensor:
+        """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view.
+        """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
@@ -896,11 +1173,19 @@ class Tensor:
     def vdot(self, b) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
         """
-    def view(self, *shape) -> Tensor:
+    def view(self, shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-        ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+        when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
-    def zero_(self): ...
+    def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
+        """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
+        arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
+        one; ``backward()`` builds the reverse graph when it runs.
+        """
+    def zero_(self):
+        """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.
+        """
 
 
 def _as_array(value): ...

@@ -32,6 +32,48 @@ class InsecureClusterWarning(UserWarning):
 def connect(address: str = "local", *, scheduler_file=None, n_workers=None, threads_per_worker=None,
             processes=False, host=None, dashboard_address=LOOPBACK + ":8787",
             worker_dashboard_address=LOOPBACK + ":0", security=None, **kwargs):
+    """Connect to a Dask cluster, or start a local one, and make it the one daskgrad submits to.
+
+    The returned ``distributed.Client`` is the default client: every ``backward()``, ``compute`` and
+    optimizer step after this call runs on its cluster. Its dashboard gets daskgrad's page
+    (``/daskgrad``: the running backward, the time of each VJP rule, the graphs kept in memory).
+
+    Parameters
+    ----------
+    address : str, optional
+        ``"local"`` (default) starts a ``distributed.LocalCluster`` on this machine, listening on
+        127.0.0.1 only; ``"tcp://host:8786"`` (or ``tls://``) joins a running scheduler (a warning if it
+        is plain TCP on a non-loopback address); ``"auto-mpi"`` joins the scheduler ``dask_mpi`` started.
+    scheduler_file : str or path, optional
+        The scheduler file a batch job's scheduler wrote (``dask scheduler --scheduler-file``).
+    n_workers, threads_per_worker : int, optional
+        The local cluster's workers and threads (dask's defaults: from the machine's cores).
+    processes : bool, optional
+        Local workers in processes of their own (``True``) or as threads of this process (``False``,
+        the default: no pickling, the fastest start).
+    host : str, optional
+        The address the local scheduler listens on (default: 127.0.0.1).
+    dashboard_address : str or None, optional
+        Where the local cluster's dashboard listens (default ``127.0.0.1:8787``; ``":0"`` a free port;
+        ``None`` no dashboard).
+    worker_dashboard_address : str, optional
+        Where each local worker's dashboard listens (default: a free port on 127.0.0.1).
+    security : distributed.Security, optional
+        TLS settings (``cluster/tls/make_certs.py`` makes certificates).
+    **kwargs
+        Passed to ``distributed.Client``.
+
+    Returns
+    -------
+    distributed.Client
+        ``client.close()`` disconnects; ``client.cluster.close()`` also stops a local cluster.
+
+    Examples
+    --------
+    >>> client = dg.connect("local", n_workers=2)        # doctest: +SKIP
+    >>> client = dg.connect("tcp://scheduler:8786")      # doctest: +SKIP
+    >>> client = dg.connect(scheduler_file="scheduler.json")  # doctest: +SKIP
+    """
     from distributed import Client, LocalCluster  # looked up per call: tests replace Client to stay offline
 
     if address != "local" or scheduler_file is not None:

@@ -229,7 +229,7 @@ class Compiled:
             out = self._fn(*args, **kwargs)
         finally:
             set_trace(before)
-        structure, results = self._check(trace, out, rng)
+        structure, results = self._check(trace, out, rng, (args, kwargs))
         if trace.breaks:
             return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         # what the function wrote in place on its own tensors is part of its results, not an update
@@ -245,7 +245,7 @@ class Compiled:
                        reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
         return self._keep(key, entry, pins, _unflatten(structure, iter(_wrap(done))))
 
-    def _check(self, trace, out, rng):
+    def _check(self, trace, out, rng, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
         if _random_states() != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
@@ -261,8 +261,13 @@ class Compiled:
             trace.broke("it returns no tensor")
         for t in results:
             if t.requires_grad:
-                trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), or "
-                            "differentiate inside, e.g. with daskgrad.func.grad_and_value")
+                given = _requiring_grad(self._fn, *call)
+                if given:  # the usual cause: the result keeps a graph back to an argument that requires grad
+                    trace.broke(f"its result requires grad because {given} requires grad (a replay gives values, "
+                                "not graphs): pass it detached (.detach(), or made without requires_grad=True)")
+                else:
+                    trace.broke("its result requires grad (a replay gives values, not graphs): return .detach(), "
+                                "or differentiate inside, e.g. with daskgrad.func.grad_and_value")
             elif id(t._storage) not in trace.fresh or door.in_memory(t._storage.value) is not None:
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
         return structure, results
@@ -540,3 +545,18 @@ def _wrap(arrays):
         _state.hold(t._storage, door.flat_keys(a))
         out.append(t)
     return out
+
+
+def _requiring_grad(fn, args, kwargs):
+    """The arguments of a call of ``fn`` that are tensors requiring grad, named for a message: "argument
+    'w'" (its parameter's name where ``fn``'s signature gives one), or "" where there is none."""
+    import inspect
+
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    given = [f"'{names[i]}'" if i < len(names) else f"{i}" for i, a in enumerate(args)
+             if isinstance(a, Tensor) and a.requires_grad]
+    given += [f"'{k}'" for k, a in kwargs.items() if isinstance(a, Tensor) and a.requires_grad]
+    return f"argument{'s' if len(given) > 1 else ''} {', '.join(given)}" if given else ""

@@ -29,7 +29,7 @@ from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._modes import carried, current_trace, is_anomaly_enabled, is_grad_enabled, set_grad_enabled
-from ._tensor import Tensor, recorded
+from ._tensor import Tensor, _ViewStorage, recorded
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
 from .ops.elementwise import real
 
@@ -431,7 +431,7 @@ def _tensor_hooks(hooks, g):
 def _call_rule(node, g, cot):
     """``node``'s VJP rule on ``g``, then the node's hooks: one cotangent per input, conformed to
     it (``None``: zero)."""
-    with _placement(g):
+    with _placement(g), door.rule(f"{node._prim.label(node)}-vjp"):
         cts = node._prim.rule(g, graph._Saved(node), **node._params)
         cts = cts if isinstance(cts, tuple) else (cts,)
         if len(cts) != len(node.next_functions):
@@ -593,20 +593,57 @@ def _write_grad(plan, w):
     if t.grad_fn is not None:
         t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
     old = t._grad
-    if old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy:
+    if (old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy
+            and old._base is None and type(old._storage) is not _ViewStorage):
         # torch accumulates in place: a reference to the old .grad sees the sum
         old._storage.array, old._storage.version = g.array, old._storage.version + 1
         _state.hold(old._storage)
     else:
+        if type(g._storage) is _ViewStorage:  # a rule's view of another cotangent: .grad aliases nothing
+            g = Tensor._make(g.array, g.grad_fn, g.requires_grad)
         t._grad = g
 
 
 # Tensor.backward, installed here: the tensor sits on a floor below the engine
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    """Accumulate d(self)/d(leaf), weighted by ``gradient``, into every leaf's ``.grad``.
+    """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
 
-    Checks everything first, then submits one dask graph for all gradients and
-    returns when they are in memory (on the current distributed Client if any).
+    The graph is differentiated by the chain rule. If this tensor has more than one element,
+    ``gradient`` must be given: the gradient of the differentiated function with respect to ``self``
+    (the ``v`` of the vector-Jacobian product), of this tensor's shape. The result is *added* into
+    the ``.grad`` of each leaf that requires grad (and of each tensor that called ``retain_grad()``):
+    zero ``.grad`` or set it to ``None`` between steps.
+
+    Every check (shapes, released graphs, in-place versions, hooks) runs on the client first; then one
+    dask graph computes every gradient (on the current distributed client, if any), and the call
+    returns when they are in memory. A failing backward writes no ``.grad``.
+
+    Parameters
+    ----------
+    gradient : Tensor, optional
+        The gradient of the function being differentiated with respect to ``self``, of ``self``'s
+        shape. May be omitted when ``self`` has one element. Defaults to ``None``.
+    retain_graph : bool, optional
+        If ``False``, the values the graph saved for its backward are released (a second backward
+        through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
+        to ``None``: the value of ``create_graph``.
+    create_graph : bool, optional
+        If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be
+        differentiated again (higher-order derivatives). Defaults to ``False``.
+    inputs : Tensor or sequence of Tensor, optional
+        The tensors into whose ``.grad`` the gradient is accumulated; all others are left alone.
+        If not given, every leaf used to compute ``self``. Defaults to ``None``.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> ((2 * x) ** 3).backward(dg.tensor([1.0, 0.1, 0.5]))
+    >>> x.grad
+    tensor([ 24.0000,   9.6000, 108.0000])
     """
     if create_graph:
         warnings.warn(
@@ -622,4 +659,5 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 
+_tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"  # help() shows it so
 Tensor.backward = _tensor_backward

@@ -163,6 +163,8 @@ def _check_dirty(ctx, out):
 def _rebase_dirty(ctx, out, res):
     """torch returns a modified (dirty) input itself, now an output of the Function's node."""
     if id(out) in ctx._dirty and res.grad_fn is not None:
+        if out._base is not None:  # a view: its base's history becomes torch's CopySlices of the node
+            return out._write_view(res, bump=False)
         out._storage.array = res.array
         out.grad_fn, out._requires_grad = res.grad_fn, True
         return out
@@ -371,12 +373,41 @@ def _pick(i):
 
 
 def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
-    """Apply an elementwise-aligned chunk kernel to tensors that share chunks.
+    """Apply an elementwise-aligned chunk kernel to tensors that share chunks, as dask's ``map_blocks``.
 
-    ``vjp(g_block, *input_blocks, **kwargs)`` returns one cotangent block per
-    input.  Backward runs it once per chunk; the layer is named ``<name>-vjp``.
+    ``chunk_fn(*blocks, **kwargs)`` runs on each chunk (NumPy or cupy blocks) and returns a block of
+    the same shape.  ``vjp(g_block, *input_blocks, **kwargs)`` returns one cotangent block per
+    input: backward runs it once per chunk, in a layer named ``<name>-vjp``.  Without ``vjp`` the
+    result does not require grad, so an input that requires grad (under grad mode) raises, rather
+    than silently dropping its gradient.
+
+    Parameters
+    ----------
+    chunk_fn : callable
+        The chunk kernel.
+    *tensors : Tensor or array
+        Its inputs, with the same chunks.
+    vjp : callable, optional
+        The chunk-level vector-Jacobian product.
+    dtype : dtype, optional
+        The result's dtype (default: the first input's).
+    name : str, optional
+        The layer's name (default: ``chunk_fn``'s name); the node is ``<name>Backward``.
+    **kwargs
+        Passed to ``chunk_fn`` and ``vjp`` (and dask's ``map_blocks`` options).
+
+    Returns
+    -------
+    Tensor
     """
     ts = [t if isinstance(t, Tensor) else Tensor._make(t) for t in tensors]
+    if vjp is None and is_grad_enabled():
+        needs = [i for i, t in enumerate(ts) if t.requires_grad]
+        if needs:  # the result would silently leave the graph: no gradient would reach these inputs
+            raise RuntimeError(
+                f"map_blocks: input {needs[0]} requires grad, but no vjp= was given, so no gradient could "
+                f"flow through {getattr(chunk_fn, '__name__', 'the kernel')}: pass vjp=(g, *blocks) -> one "
+                f"cotangent block per input, or call it on .detach() (or under no_grad()) for values alone")
     label = name or getattr(chunk_fn, "__name__", "map_blocks")
     dtype = np.dtype(dtype) if dtype is not None else ts[0].dtype
     out = door.defer(_map_blocks_array, [recorded(t) for t in ts],
@@ -418,3 +449,85 @@ def _picked(cells, like, *, i):
     """Input ``i``'s cotangent blocks out of ``cells`` (``like``: that input, for its dtype and meta)."""
     return da.map_blocks(_pick(i), cells, dtype=like.dtype, meta=like._meta,
                          name=f"{cells.name.replace('-vjp-', '-vjp-pick{}-'.format(i), 1)}")
+
+
+# --------------------------------------------------------------------------- the dask.array surface
+def _tensor_map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
+    """``t.map_blocks(func, *others, vjp=None, dtype=None, name=None, **kwargs)``: dask.array's method,
+    differentiable: :func:`daskgrad.map_blocks` with this tensor as the first input.  ``func`` runs on
+    each chunk; ``vjp(g, *blocks)`` gives one cotangent block per input.  On a tensor that requires
+    grad, ``vjp`` is needed (else ``RuntimeError`` saying so; ``t.detach().map_blocks(func)`` gives values
+    alone)."""
+    return map_blocks(func, self, *args, vjp=vjp, dtype=dtype, name=name, **kwargs)
+
+
+_tensor_map_blocks.__name__, _tensor_map_blocks.__qualname__ = "map_blocks", "Tensor.map_blocks"
+
+
+class _BlockIndexer:
+    """``t.blocks[i, j]``: the tensor of the selected chunks, as dask.array's ``Array.blocks``: the axes
+    stay (an int selects one chunk), slices and lists of block indices select several.  It is
+    differentiable: a run of consecutive blocks is a slice of the tensor, other selections join slices."""
+
+    def __init__(self, tensor):
+        self._t = tensor
+
+    def __getitem__(self, index):
+        t = self._t
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is None for i in index) or any(i is Ellipsis for i in index):
+            raise IndexError("blocks does not support None or Ellipsis: index each axis by block numbers")
+        if len(index) > t.ndim:
+            raise IndexError(f"too many indices for blocks: {len(index)} given, the tensor has {t.ndim} axes")
+        out = t
+        for axis, sel in enumerate(index):
+            n = len(t.chunks[axis])
+            if isinstance(sel, slice):
+                picked = list(range(n))[sel]
+            elif isinstance(sel, (int, np.integer)):
+                if not -n <= sel < n:
+                    raise IndexError(f"index {sel} is out of bounds for axis {axis} with {n} blocks")
+                picked = [int(sel) % n]
+            else:
+                picked = [int(i) % n if -n <= int(i) < n else _out_of_bounds(i, axis, n) for i in sel]
+            out = _pick_blocks(out, axis, t.chunks[axis], picked)
+        return out
+
+
+def _out_of_bounds(i, axis, n):
+    raise IndexError(f"index {i} is out of bounds for axis {axis} with {n} blocks")
+
+
+def _pick_blocks(t, axis, chunks, picked):
+    starts = np.concatenate([[0], np.cumsum(chunks)]).astype(int).tolist()
+    if picked == list(range(len(chunks))):
+        return t
+
+    def part(first, last):  # blocks first..last, one slice of the tensor
+        key = [slice(None)] * t.ndim
+        key[axis] = slice(starts[first], starts[last + 1])
+        return t[tuple(key)]
+
+    runs, first = [], None
+    for k, b in enumerate(picked):
+        if first is None:
+            first = prev = b
+        elif b == prev + 1:
+            prev = b
+        else:
+            runs.append((first, prev))
+            first = prev = b
+        if k == len(picked) - 1:
+            runs.append((first, prev))
+    if not runs:
+        key = [slice(None)] * t.ndim
+        key[axis] = slice(0, 0)
+        return t[tuple(key)]
+    parts = [part(a, b) for a, b in runs]
+    return parts[0] if len(parts) == 1 else concatenate(parts, axis=axis)
+
+
+Tensor.map_blocks = _tensor_map_blocks
+Tensor.blocks = property(_BlockIndexer, doc="Index by block numbers, as dask.array's ``Array.blocks``: "
+                                            "``t.blocks[0]``, ``t.blocks[1:, [0, 2]]`` (differentiable).")

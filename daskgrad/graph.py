@@ -21,7 +21,7 @@ import weakref
 
 from . import _dask as door
 from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
-from ._tensor import Tensor, _Handle, recorded
+from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
 # ------------------------------------------------------------------------ errors
 INFERENCE_SAVE_MESSAGE = (
@@ -85,7 +85,13 @@ class SavedTensor:
                 warnings.warn(f"Error detected in {consumer.name()}. Traceback of forward call that caused "
                               f"the error:\n{''.join(consumer._stack or [])}", UserWarning, stacklevel=2)
             node = self._node()
+            orig = self.orig() if self.orig is not None else None
+            if orig is not None and orig._storage is self.storage:  # torch names what the input holds now
+                node = orig.grad_fn
             op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
+            if node is not None and orig is None and type(self.storage) is _ViewStorage:
+                op = "AsStrided"  # (a view's history, rewritten since: its base was written)
+            op = "daskgrad::autograd::CopySlices" if op == "CopySlices" else op  # (torch's C++ name)
             producer = f", which is output 0 of {op}," if node else ""
             hint = ("Hint: the backtrace further above shows the operation that failed to compute "
                     "its gradient. The variable in question was changed in there or anywhere later. "
@@ -282,23 +288,26 @@ class Primitive:
     coerces and checks the operands (the op modules' families supply it), returning them.
     ``elementwise``: ``impl`` is an operator or ufunc applied elementwise, whose abstract value and
     layer :mod:`daskgrad._dask` makes without a dask call.
+    ``view``: a :class:`View` for torch's view ops, whose result shares its input's storage (see
+    :mod:`daskgrad.ops.views`).
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
     meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "elementwise")
+    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "elementwise",
+                 "view")
 
     def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), consts=(),
-                 prepare=None, elementwise=False):
+                 prepare=None, elementwise=False, view=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
         self.rule, self.user_code = None, user_code
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
-        self.consts, self.elementwise = tuple(consts), elementwise
+        self.consts, self.elementwise, self.view = tuple(consts), elementwise, view
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -323,8 +332,11 @@ class Primitive:
             save[name] = v if when is None or needs[when] else None
         if self.consts:
             inputs = inputs[:len(inputs) - len(self.consts)]
-        return self.record(out, *[x if isinstance(x, Tensor) else None for x in inputs], save=save, node=node,
-                           **params)
+        out = self.record(out, *[x if isinstance(x, Tensor) else None for x in inputs], save=save, node=node,
+                          **params)
+        if self.view is not None:  # torch's view op: the result shares the input's storage
+            as_view(out, inputs[0], self, node or self.torch[0], params)
+        return out
 
     def record(self, out_array, *inputs, save=None, node=None, **params):
         """Wrap ``out_array``, made by the caller, as a Tensor recorded as this op on ``inputs``
@@ -345,6 +357,23 @@ class Primitive:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", re.sub(r"Backward\d*$", "", node.name())).lower()
 
 
+class View:
+    """What makes a primitive one of torch's view ops, whose result shares its input's storage and
+    version counter (``x[0]``, ``x.T``, ``x.view(-1)`` ...).  ``layout(shape, strides, offset,
+    out_shape, **params)``: the result's strides and storage offset, in elements, from its input's,
+    as torch computes them, or ``None`` where torch copies instead (``reshape`` of a tensor it cannot
+    view).  ``put(a, new, **params)``: the op's inverse on dask arrays, ``a`` with the part its view
+    sees replaced by ``new`` (a write through the view, functionalized onto the base).  For an op
+    whose view reads an element several times (``expand``), ``put`` may take any copy (all were
+    written, with one value: ``fill_``), and ``gather(a, new, written, **params)`` puts only the
+    copies ``written`` (a boolean array) holds, returning ``a`` so written and where it was."""
+
+    __slots__ = ("layout", "put", "gather")
+
+    def __init__(self, layout, put, gather=None):
+        self.layout, self.put, self.gather = layout, put, gather
+
+
 def primitive(name, torch=None, user_code=False, **forward) -> Primitive:
     return Primitive(name, torch, user_code, **forward)
 
@@ -359,11 +388,24 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     wanting = [isinstance(t, Tensor) and t._requires_grad for t in inputs]
     if not any(wanting) or not is_grad_enabled():
         return out
+    _attach(out, name, inputs, wanting, prim, save, params, _meta(out._storage.value))
+    return out
+
+
+def rebase(t, name, inputs, prim, params, meta):
+    """Give ``t`` a new node ``name`` of ``prim`` on ``inputs`` (which require grad), in any grad
+    mode, without reading its value: torch's history of a view rewritten after an in-place write to
+    its base (``AsStridedBackward0``).  ``meta``: (shape, dtype, chunks) of ``t``."""
+    _attach(t, name, inputs, [True] * len(inputs), prim, None, params, meta)
+    return t.grad_fn
+
+
+def _attach(out, name, inputs, wanting, prim, save, params, out_meta):
     node = _new_node(name)
     node._prim, node._params = prim, params or {}
     node.next_functions = tuple((edge(t) if w else None, 0) for t, w in zip(inputs, wanting))
     node._input_meta = tuple(_meta(t._storage.value) if w else None for t, w in zip(inputs, wanting))
-    node._output_meta = _meta(out._storage.value)
+    node._output_meta = out_meta
     out.grad_fn, out._requires_grad = node, True
     if save:
         save_tensors(node, {k: out if v is RESULT else v for k, v in save.items()}, out)
@@ -374,7 +416,6 @@ def record(name, out_array, inputs, prim, save=None, params=None):
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
         node._stack = traceback.format_list(frames[:-1])  # and the op that bound: the user's line comes last
-    return out
 
 
 def _meta(value):

@@ -272,4 +272,6 @@ def _rebuild(cls, value, chunks, requires_grad):
     return cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
 
 
+_compute.__name__, _compute.__qualname__ = "compute", "Tensor.compute"  # help(Tensor.compute) shows it so
+_persist_tensor.__name__, _persist_tensor.__qualname__ = "persist", "Tensor.persist"
 Tensor.compute, Tensor.persist, Tensor.__reduce_ex__ = _compute, _persist_tensor, _reduce_ex

@@ -174,9 +174,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         raise NotImplementedError("daskgrad has no forward-mode AD: gradgradcheck checks reverse over reverse")
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     wrt = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
-    if grad_outputs is None:
-        with no_grad():
-            outs = _as_outputs(func(*inputs))
+    if grad_outputs is None:  # (func runs in the caller's grad mode, as torch's: it may assert on requires_grad)
+        outs = _as_outputs(func(*inputs))
         grad_outputs = tuple(random_like(o, seed + 101 + j) for j, o in enumerate(outs))
     vs = tuple(g.detach().requires_grad_() for g in _as_outputs(grad_outputs))
 

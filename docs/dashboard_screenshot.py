@@ -1,5 +1,6 @@
-"""Regenerate docs/dashboard.png: a small training step on a local cluster, its graph retained,
-the daskgrad page captured by headless chromium:  PYTHONPATH=. python docs/dashboard_screenshot.py"""
+"""Regenerate docs/dashboard.png: an MLP training step (Linear-ReLU-Linear, cross-entropy) on a local
+cluster, its graph retained, the daskgrad page captured by headless chromium:
+PYTHONPATH=. python docs/dashboard_screenshot.py"""
 import os
 import sys
 import time
@@ -14,12 +15,14 @@ from browser import PAGE_STATE_JS, Chromium, chromium_or_reason  # noqa: E402
 if __name__ == "__main__":
     client = dg.connect("local", n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0")
     port = client.cluster.scheduler.http_server.port
+    from daskgrad import nn
+
     rng = np.random.default_rng(0)
-    x = dg.from_array(rng.normal(size=(4000, 20)), chunks=(500, 20))
-    y = dg.from_array(rng.normal(size=(4000, 1)), chunks=(500, 1))
-    w1 = dg.from_array(rng.normal(size=(20, 16)) * 0.1, chunks=(20, 16), requires_grad=True)
-    w2 = dg.from_array(rng.normal(size=(16, 1)) * 0.1, chunks=(16, 1), requires_grad=True)
-    loss = ((dg.tanh(x @ w1) @ w2 - y) ** 2).mean()
+    X = dg.from_array(rng.standard_normal((40_000, 20)).astype("float32"), chunks=(5_000, 20))
+    y = dg.from_array(rng.integers(0, 3, 40_000), chunks=5_000)
+    dg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
+    loss = nn.functional.cross_entropy(model(X), y)
     loss.backward(retain_graph=True)
     path, why = chromium_or_reason()
     if path is None:
@@ -29,6 +32,9 @@ if __name__ == "__main__":
         browser.goto(f"http://127.0.0.1:{port}/daskgrad")
         browser.wait_for(f"(() => {{ const s = {PAGE_STATE_JS}; return s.canvases >= 2 && "
                          "s.text.includes('Backward0'); })()", timeout=60)
+        browser.wait_for("(() => { const d = window.Bokeh && Bokeh.documents[0] && "
+                         "Bokeh.documents[0].get_model_by_name('daskgrad-rules'); "
+                         "return d && Array.from(d.data.rule).includes('matmul-vjp'); })()", timeout=60)
         time.sleep(1)  # let the periodic update settle the layout
         browser.screenshot(os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard.png"))
     finally:

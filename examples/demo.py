@@ -46,20 +46,30 @@ def check_gradients(model, X, y, rows=6):
     return dg.testing.gradcheck(lambda inp: criterion(model64(inp), ys), [Xs])
 
 
-def plot(losses, path):
+def plot(step_losses, steps_per_epoch, classes, path=None):
+    """The training loss at every step, each epoch's mean, and the loss of a guess (uniform over the
+    classes: ``log(classes)``) for reference; written to ``path`` if given.  Returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(np.arange(1, len(losses) + 1), losses, marker="o")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean training loss")
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    steps = np.arange(1, len(step_losses) + 1)
+    ax.plot(steps, step_losses, marker=".", lw=1, label="minibatch loss")
+    epochs = len(step_losses) // steps_per_epoch
+    means = [np.mean(step_losses[e * steps_per_epoch:(e + 1) * steps_per_epoch]) for e in range(epochs)]
+    ax.plot((np.arange(epochs) + 1) * steps_per_epoch, means, marker="o", ls="--", label="epoch mean")
+    ax.axhline(np.log(classes), color="grey", ls=":", label=f"uniform guess, log {classes}")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy loss")
     ax.set_title("daskgrad MLP on a chunked dataset")
     ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
 
 
 def main(argv=None):
@@ -71,6 +81,7 @@ def main(argv=None):
     p.add_argument("--classes", type=int, default=3)
     p.add_argument("--chunk-rows", type=int, default=20_000)
     p.add_argument("--batch-chunks", type=int, default=4, help="chunks per minibatch")
+    p.add_argument("--test-chunks", type=int, default=4, help="chunks held out to measure accuracy on")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--out", default="demo_loss.png", help="where to write the loss curve")
@@ -92,13 +103,18 @@ def main(argv=None):
     criterion = nn.CrossEntropyLoss()
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
     batch = args.chunk_rows * args.batch_chunks
-    steps = args.rows // batch
+    test_rows = args.chunk_rows * args.test_chunks  # the last rows: never trained on
+    train_rows = args.rows - test_rows
+    steps = train_rows // batch
+    if steps < 1:
+        p.error(f"--rows {args.rows} leaves {train_rows} rows for training after {test_rows} held out: "
+                f"less than one minibatch of {batch}")
     print(f"data: {args.rows:,} x {args.features} float32 in {X.array.npartitions} chunks; "
-          f"{steps} minibatches of {batch:,} rows per epoch")
+          f"{steps} minibatches of {batch:,} rows per epoch, {test_rows:,} rows held out")
 
     from tqdm import tqdm
 
-    losses, t0 = [], time.perf_counter()
+    losses, step_losses, t0 = [], [], time.perf_counter()
     bar = tqdm(total=args.epochs * steps, unit="step", desc="training")
     for epoch in range(args.epochs):
         epoch_losses = []
@@ -111,17 +127,21 @@ def main(argv=None):
             epoch_losses.append(loss.item())  # already computed by backward: no new work
             bar.set_postfix(loss=f"{epoch_losses[-1]:.4f}")
             bar.update()
+        step_losses += epoch_losses
         losses.append(float(np.mean(epoch_losses)))
         bar.write(f"epoch {epoch + 1}: mean loss {losses[-1]:.4f}")
     bar.close()
     elapsed = time.perf_counter() - t0
     with dg.no_grad():
-        accuracy = float(dg.mean(dg.argmax(model(X[:batch]), axis=1) == y[:batch]))
-    print(f"{args.epochs * steps} steps in {elapsed:.1f} s ({elapsed / (args.epochs * steps):.2f} s/step); "
-          f"accuracy on the first batch {accuracy:.3f}")
+        X_test, y_test = X[train_rows:], y[train_rows:]
+        accuracy, majority = dg.compute(dg.mean(dg.argmax(model(X_test), axis=1) == y_test),
+                                        dg.bincount(y_test, minlength=args.classes).max() / test_rows)
+    print(f"{args.epochs * steps} steps in {elapsed:.1f} s ({elapsed / (args.epochs * steps):.2f} s/step)")
+    print(f"held-out accuracy {float(accuracy):.3f} on {test_rows:,} rows not trained on "
+          f"(the most frequent class alone: {float(majority):.3f})")
     print("gradient check (float64 finite differences on 6 rows):",
           "passed" if check_gradients(model, X, y) else "FAILED")
-    plot(losses, args.out)
+    plot(step_losses, steps, args.classes, args.out)
     print(f"loss curve written to {args.out}")
     client.close()
     if cluster is not None:

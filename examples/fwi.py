@@ -297,15 +297,25 @@ def save_figures(out, sv, vp_true, vp_start, vp_final, misfits):
         paths.append(os.path.join(out, f"{name}.png"))
         fig.savefig(paths[-1], dpi=90)
         plt.close(fig)
-    fig, ax = plt.subplots(figsize=(4, 3))
-    ax.semilogy(range(len(misfits)), misfits, marker="o")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("misfit")
-    fig.tight_layout()
+    fig = misfit_figure(misfits)
     paths.append(os.path.join(out, "misfit.png"))
     fig.savefig(paths[-1], dpi=90)
     plt.close(fig)
     return paths
+
+
+def misfit_figure(misfits):
+    """The misfit at each iteration (0: the starting model), on whole-iteration ticks."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.semilogy(range(len(misfits)), misfits, marker="o")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole: no 0.5, 1.5, ...
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("misfit")
+    fig.tight_layout()
+    return fig
 
 
 def main(argv=None):

@@ -1,5 +1,5 @@
 """Checkpoints that hold values: daskgrad.save / daskgrad.load (a Zarr group written by the workers),
-pickling a Tensor (its values, as torch), torch files, and the README's checkpoint-and-resume recipe
+pickling a Tensor (its values, as torch), torch files, and the user guide's checkpoint-and-resume recipe
 run as written in two processes."""
 import copy
 import io
@@ -319,9 +319,9 @@ def test_a_torch_file_without_torch_says_so(tmp_path, monkeypatch):
         dg.load(tmp_path / "m.pt")
 
 
-# ------------------------------------------------------------------ the README recipe
+# ------------------------------------------------------------------ the user guide's recipe
 def _readme_blocks():
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = open(os.path.join(ROOT, "docs", "user-guide", "checkpointing.md")).read()
     section = text.split("## Checkpoint and resume\n", 1)[1].split("\n## ", 1)[0]
     setup, train_and_save, resume = re.findall(r"```python\n(.*?)```", section, re.S)
     return setup, train_and_save, resume

@@ -52,6 +52,24 @@ def test_a_compiled_gradient_step_is_traced_once_then_replayed_with_the_same_num
     assert step.cache_info() == {"replays": 3, "traces": 1, "eager": 0, "entries": 1}
 
 
+def test_a_parameter_that_requires_grad_is_named_as_the_reason_and_its_detached_value_replays():
+    # the README's example after its quick start: w is a leaf made with requires_grad=True
+    X, y = _data()
+    w = dg.zeros(3, dtype="float64", requires_grad=True)
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    with pytest.warns(UserWarning, match=r"its result requires grad because argument 'w' requires grad .*"
+                                         r"pass it detached \(\.detach\(\)"):
+        step(w, X, y)
+    assert "grad_and_value" not in str(step._warned)  # not the circular advice: the user calls it already
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    w = w.detach()
+    for _ in range(4):
+        g, value = step(w, X, y)
+        with dg.no_grad():
+            w -= 0.1 * g
+    assert step.cache_info() == {"replays": 3, "traces": 1, "eager": 0, "entries": 1}
+
+
 def test_a_replay_does_not_run_the_function():
     X, y = _data()
     calls = types.SimpleNamespace(n=0)  # (an object: guarded by identity, not by what it holds)

@@ -174,3 +174,83 @@ def test_headless_chromium_renders_the_page(cluster, tmp_path):
     assert "Retained graphs: 1 nodes" in state["text"]
     png = shot.read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000  # a blank page compresses to a few kB
+
+
+# ------------------------------------------------------------------ which rule is slow, for an nn model
+# layers that matmul's and relu's rules build on the way (no forward op of this model makes them)
+RULE_INTERNALS = {"matmul_partial", "le"}
+
+
+def _mlp_step(seed=0, retain_graph=False):
+    """One training step of Linear-ReLU-Linear with cross-entropy on 40,000 rows in 8 chunks."""
+    from daskgrad import nn
+
+    rng = np.random.default_rng(seed)
+    X = dg.from_array(rng.standard_normal((40_000, 20)).astype("float32"), chunks=(5_000, 20))
+    y = dg.from_array(rng.integers(0, 3, 40_000), chunks=5_000)
+    dg.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
+    loss = nn.functional.cross_entropy(model(X), y)
+    loss.backward(retain_graph=retain_graph)
+    return model, loss
+
+
+def _attributed_mlp(d):
+    b = d["backward"]
+    return b is not None and not b["running"] and {"matmul-vjp", "relu-vjp"} <= set(b["rules"])
+
+
+def _is_rule_or_op(name):
+    return name.endswith("-vjp") or name in dg.ops.__all__
+
+
+def test_an_mlp_step_s_time_goes_to_its_vjp_rules_and_forward_ops_with_rows_of_no_time_folded(cluster):
+    _, port = cluster
+    model, _ = _mlp_step()
+    b = _eventually(port, _attributed_mlp)["backward"]
+    names = set(b["rules"]) | set(b["other"])
+    # the partial products of matmul's rule, relu's where and comparison: under the rules that made them
+    assert not names & RULE_INTERNALS, names & RULE_INTERNALS
+    assert b["rules"]["matmul-vjp"]["tasks"] >= 16 and b["rules"]["relu-vjp"]["tasks"] == 8
+    assert not any(name.endswith("-fused") for name in names)
+    chart = b["chart"]
+    assert [r["seconds"] for r in chart] == sorted((r["seconds"] for r in chart), reverse=True)
+    assert b["folded"]["rows"] > 0 and len(chart) + b["folded"]["rows"] == len(names)
+    assert all(r["seconds"] >= max(1e-3, 0.01 * chart[0]["seconds"]) for r in chart)
+    assert all(_is_rule_or_op(r["name"]) for r in chart[:3]), chart[:3]
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_headless_chromium_shows_an_mlp_step_s_largest_bars_as_vjp_rules_and_forward_ops(cluster, tmp_path):
+    from daskgrad._dask.dashboard import short_key
+
+    path, why = chromium_or_reason()
+    if path is None:
+        pytest.skip(why)
+    _, port = cluster
+    _, loss = _mlp_step(seed=1, retain_graph=True)  # its saved values: the retained table's keys
+    data = _eventually(port, lambda d: _attributed_mlp(d) and d["retained"])
+    shown_key = short_key(data["retained"][0]["keys"][0])  # "maximum (0, 0)": prefix and block
+    browser = Chromium(path)
+    try:
+        browser.goto(f"http://127.0.0.1:{port}/daskgrad")
+        bars = ("(() => { const d = (window.Bokeh && Bokeh.documents[0]) ? "
+                "Bokeh.documents[0].get_model_by_name('daskgrad-rules') : null; "
+                "return d ? {rule: Array.from(d.data.rule), seconds: Array.from(d.data.seconds), "
+                "kind: Array.from(d.data.kind)} : null; })()")
+        browser.wait_for(f"(() => {{ const b = {bars}; return b && b.rule.includes('matmul-vjp'); }})()", timeout=60)
+        browser.wait_for(f"(() => {{ const s = {PAGE_STATE_JS}; return s.text.includes({json.dumps(shown_key)}); }})()",
+                         timeout=60)
+        drawn = browser.evaluate(bars)
+        state = browser.evaluate(PAGE_STATE_JS)
+        browser.screenshot(str(tmp_path / "mlp.png"))
+        assert browser.errors == []
+    finally:
+        browser.close()
+        dg.release_graph(loss)
+    largest = sorted(zip(drawn["seconds"], drawn["rule"], drawn["kind"]), reverse=True)
+    assert all(_is_rule_or_op(name) for _, name, _ in largest[:3]), largest
+    assert {"matmul-vjp", "relu-vjp"} <= set(drawn["rule"]) and not set(drawn["rule"]) & RULE_INTERNALS
+    assert all(kind == ("VJP rule" if name.endswith("-vjp") else "forward op") for _, name, kind in largest)
+    assert "more kinds of task ran for about no time" in state["text"]  # the rows of ~0 s, folded
+    assert shown_key in state["text"]  # the keys column: prefix and block, not a cut-off token

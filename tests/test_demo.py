@@ -17,12 +17,18 @@ def test_demo_trains_checks_gradients_and_writes_the_loss_curve(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "loss.png"
     run = subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "demo.py"), "--rows", "20000",
-                          "--chunk-rows", "5000", "--batch-chunks", "2", "--epochs", "2", "--out", str(out)],
+                          "--chunk-rows", "5000", "--batch-chunks", "1", "--test-chunks", "1", "--epochs", "2",
+                          "--out", str(out)],
                          capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "daskgrad page  http://127.0.0.1:" in run.stdout
     assert run.stdout.count("mean loss") == 2
     assert "gradient check (float64 finite differences on 6 rows): passed" in run.stdout
+    # accuracy on rows held out of training (the last chunk: 5,000 of 20,000), beside the majority class's
+    held_out = re.search(r"held-out accuracy (\d\.\d+) on 5,000 rows not trained on "
+                         r"\(the most frequent class alone: (\d\.\d+)\)", run.stdout)
+    assert held_out and 0 <= float(held_out.group(1)) <= 1 and 0 < float(held_out.group(2)) <= 1, run.stdout
+    assert "3 minibatches of 5,000 rows per epoch, 5,000 rows held out" in run.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Traceback" not in run.stdout
     # the embedded cluster shuts down quietly: no traceback through daskgrad or the script.  (On a
@@ -45,3 +51,25 @@ def test_tracebacks_finds_each_logged_traceback():
             '  File "x.py", line 1, in f\n    g()\nOSError: gone\nafter\n')
     (trace,) = tracebacks(text)
     assert trace.startswith("2026 - distributed.nanny") and trace.endswith("OSError: gone")
+
+
+def test_the_loss_plot_shows_every_step_each_epoch_s_mean_and_the_uniform_guess_for_reference():
+    pytest.importorskip("matplotlib")
+    import math
+
+    import matplotlib.pyplot as plt
+
+    sys.path.insert(0, HERE)
+    from conftest import example
+
+    demo = example("demo")
+    step_losses = [1.1, 1.0, 0.9, 0.85, 0.8, 0.78]
+    fig = demo.plot(step_losses, steps_per_epoch=3, classes=3)
+    try:
+        (ax,) = fig.axes
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert list(lines["minibatch loss"].get_ydata()) == step_losses  # a point per step, not per epoch
+        assert list(lines["epoch mean"].get_xdata()) == [3, 6]
+        assert set(lines["uniform guess, log 3"].get_ydata()) == {math.log(3)}
+    finally:
+        plt.close(fig)

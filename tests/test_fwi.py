@@ -121,3 +121,18 @@ def test_the_example_runs_from_the_command_line_with_space_chunked_and_lowers_th
         return
     for name in ("vp_true", "vp_start", "vp_final", "misfit"):
         assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_the_misfit_plot_labels_whole_iterations():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = fwi.misfit_figure([29974.0, 6128.0, 2053.0])  # 3 points: matplotlib's own ticks would be 0, 0.25, ...
+    try:
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    finally:
+        plt.close(fig)

@@ -35,6 +35,8 @@ def test_quickstart_notebook_runs_and_shows_tensors_with_their_html_repr(tmp_pat
     assert any("Dask graph" in h and "is_leaf" in h for h in html)  # dask's chunk table, the autograd fields
     assert any("BinaryCrossEntropyWithLogitsBackward0" in h for h in html)  # the loss, with its grad_fn
     assert any("<pre>tensor([[ 0.5000, -1.0000]," in h for h in html)  # a small tensor's values
+    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "daskgrad page: http://127.0.0.1:" in printed and "/daskgrad" in printed  # the dashboard is on
     plain = [o["data"]["text/plain"] for o in outputs if "text/plain" in o.get("data", {})]
     # a gradient held on the cluster's workers: dask's summary, not a gather
     assert plain[-1].startswith("tensor(dask.array<shape=(16, 8)")

@@ -1,5 +1,5 @@
 """dask.array's public functions against daskgrad's ops: each is an op (``daskgrad.ops.__all__``) or
-deliberately absent for a stated reason, and the README's NumPy-surface section names every one.
+deliberately absent for a stated reason, and the user guide's NumPy-surface page names every one.
 A dask release that adds a function fails here until it is built or listed below."""
 import inspect
 import pathlib
@@ -9,7 +9,7 @@ import dask.array as da
 
 import daskgrad as dg
 
-# why a group of dask.array functions is not an op (the README's table gives the same reasons)
+# why a group of dask.array functions is not an op (the user guide's table gives the same reasons)
 REASONS = {
     "io": "constructors and storage, not ops: daskgrad.from_array / tensor / as_tensor read arrays (Zarr, "
           "HDF5, dask), Tensor.array is the dask array to store",
@@ -60,12 +60,11 @@ def test_every_dask_array_linalg_function_is_in_daskgrad_linalg():
 
 
 def _surface_section():
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    start = readme.index("## The NumPy surface")
-    return readme[start:readme.index("\n## ", start + 1)]
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "user-guide" / "numpy.md").read_text()
+    return page[page.index("# The NumPy surface"):]
 
 
 def test_the_readme_numpy_surface_names_every_dask_array_function():
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _surface_section()))
     missing = [n for n in dask_functions() + dask_linalg_functions() if n not in words]
-    assert not missing, f"README's NumPy surface does not name: {missing}"
+    assert not missing, f"the user guide's NumPy surface (docs/user-guide/numpy.md) does not name: {missing}"

@@ -103,6 +103,74 @@ def test_dask_visualize_draws_the_tensor_graph(tmp_path):
     assert (tmp_path / "graph.png").stat().st_size > 0
 
 
+def test_the_dask_array_attributes_of_a_tensor_are_those_of_its_dask_array():
+    a = np.arange(70.0).reshape(7, 10)
+    t = dg.from_array(a, chunks=(3, 4), requires_grad=True) * 2
+    d = da.from_array(a, chunks=(3, 4)) * 2
+    assert (t.nbytes, t.chunksize, t.numblocks) == (d.nbytes, d.chunksize, d.numblocks) == (560, (3, 4), (3, 3))
+    assert set(dict(t.dask)) == set(dict(t.to_dask().dask)) and t.dask is t.to_dask().dask
+    delayed, expected = t.to_delayed(), d.to_delayed()
+    assert delayed.shape == expected.shape == (3, 3)
+    for got, want in zip(dask.compute(*delayed.ravel()), dask.compute(*expected.ravel())):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("index", [0, -1, (1,), (slice(1, None), [0, 2]), ([2, 0],), (-1, -1),
+                                   (slice(None, None, 2),)], ids=repr)
+def test_blocks_selects_the_chunks_dask_s_blocks_selects_and_is_differentiable(index):
+    a = np.arange(70.0).reshape(7, 10)
+    t = dg.from_array(a, chunks=(3, 4), requires_grad=True)
+    d = da.from_array(a, chunks=(3, 4))
+    got, want = t.blocks[index], d.blocks[index]
+    assert got.shape == want.shape and got.chunks == want.chunks
+    np.testing.assert_array_equal(got.detach().numpy(), want.compute())
+    got.sum().backward()
+    ones = da.from_array(np.arange(a.size).reshape(a.shape), chunks=(3, 4)).blocks[index].compute().ravel()
+    expected = np.zeros(a.size)
+    np.add.at(expected, ones.astype(int), 1.0)  # each selected element once (a block picked twice: twice)
+    np.testing.assert_array_equal(t.grad.numpy(), expected.reshape(a.shape))
+
+
+def test_blocks_refuses_an_index_beyond_the_blocks_as_dask_does():
+    t = dg.ones((4, 4), chunks=2)
+    for index in [(2,), (0, [0, 5])]:
+        with pytest.raises(IndexError):
+            da.ones((4, 4), chunks=2).blocks[index]
+        with pytest.raises(IndexError, match="out of bounds"):
+            t.blocks[index]
+
+
+def test_map_blocks_as_a_method_is_differentiable_with_a_chunk_vjp_and_equals_dask_s_values():
+    a = np.linspace(-2, 2, 12).reshape(3, 4)
+    t = dg.from_array(a, chunks=(1, 2), requires_grad=True)
+    y = t.map_blocks(np.sin, vjp=lambda g, b: (g * np.cos(b),))
+    np.testing.assert_array_equal(y.detach().numpy(), da.from_array(a, chunks=(1, 2)).map_blocks(np.sin).compute())
+    assert y.chunks == t.chunks and y.requires_grad
+    y.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), torch.cos(torch.tensor(a)).numpy(), rtol=1e-15)
+
+
+def test_map_blocks_without_a_vjp_on_a_tensor_that_requires_grad_says_so_instead_of_dropping_the_gradient():
+    t = dg.from_array(np.ones((2, 2)), chunks=1, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"map_blocks: input 0 requires grad, but no vjp= was given"):
+        t.map_blocks(np.sin)
+    with pytest.raises(RuntimeError, match="no vjp= was given"):
+        dg.map_blocks(np.sin, t)
+    np.testing.assert_array_equal(t.detach().map_blocks(np.sin).numpy(), np.sin(np.ones((2, 2))))
+    with dg.no_grad():
+        assert not t.map_blocks(np.sin).requires_grad
+
+
+def test_tensor_visualize_draws_the_graph_as_dask_arrays_do(tmp_path):
+    pytest.importorskip("graphviz")
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's dot program is not installed")
+    t = dg.ones(4, chunks=2, requires_grad=True) * 2
+    t.visualize(filename=str(tmp_path / "t.png"))
+    t.to_dask().visualize(filename=str(tmp_path / "d.png"))
+    assert (tmp_path / "t.png").stat().st_size == (tmp_path / "d.png").stat().st_size > 0
+
+
 def test_to_dask_is_detached_data_that_da_to_zarr_writes(tmp_path, rng):
     pytest.importorskip("zarr")
     x = rng.standard_normal((6, 4)).astype(np.float32)
@@ -421,6 +489,14 @@ def test_a_dataarray_over_a_leaf_keeps_dims_and_coords_through_differentiable_xa
     assert dg.from_array(v).to_xarray(dims=("a", "b")).dims == ("a", "b")  # plain tensors: labels given
 
 
+def test_to_xarray_without_xarray_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "xarray", None)  # `import xarray` raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'daskgrad\[xarray\]'"):
+        dg.ones(3).to_xarray()
+
+
 def test_the_xarray_example_writes_a_gradient_of_a_zarr_field_back_to_zarr_with_its_coords(tmp_path):
     pytest.importorskip("xarray")
     pytest.importorskip("zarr")
@@ -508,11 +584,11 @@ def test_cuda_tensors_cross_on_the_gpu_without_visiting_the_host():
     assert dg.tensor(tt).device == "cuda"
 
 
-def test_the_readme_interop_example_runs(tmp_path, monkeypatch):
+def test_the_user_guide_interop_example_runs(tmp_path, monkeypatch):
     import pathlib
 
-    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text[text.index("## NumPy, Dask and torch interop"):]
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "user-guide" / "interop.md").read_text()
+    section = text[text.index("# NumPy, Dask, xarray and torch"):]
     code = section[section.index("```python") + len("```python"):section.index("```\n", section.index("```python"))]
     monkeypatch.chdir(tmp_path)  # it writes w.zarr
     scope = {}

@@ -120,10 +120,12 @@ def test_two_processes_training_identical_models_on_one_cluster_both_finish_alik
     assert not [line for _, err in outs for line in err.splitlines() if LOGGED.search(line)]
 
 
-def readme_block(after):
-    """The first ```python block after the line containing ``after`` in README.md."""
-    text = open(os.path.join(ROOT, "README.md")).read()
-    start = text.index("```python", text.index(after)) + len("```python")
+def readme_block(after, page="README.md", nth=0):
+    """The ``nth`` ```python block after the line containing ``after`` in ``page`` (README.md or a docs page)."""
+    text = open(os.path.join(ROOT, page)).read()
+    start = text.index(after)
+    for _ in range(nth + 1):
+        start = text.index("```python", start) + len("```python")
     return textwrap.dedent(text[start:text.index("```", start)])
 
 
@@ -133,7 +135,7 @@ def test_readme_snippets_as_a_script_that_never_closes_its_client_exit_quietly(t
         'client = dg.connect("local")  # as the README says: connect first, the same code runs there',
         readme_block("## Quick start"),
         "steps, lr, history = 3, 0.1, []",
-        readme_block("### Logging the loss without stalling the cluster"),
+        readme_block("## Logging the loss without stalling the cluster", "docs/user-guide/concepts.md", nth=1),
         "print(len(history))",
     ])
     path = tmp_path / "snippets.py"

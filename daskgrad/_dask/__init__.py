@@ -6,6 +6,7 @@ package that imports ``dask.highlevelgraph``, ``dask.blockwise``, ``dask._task_s
 distributed's internals (one compatibility point, and the reason dask is pinned to a tested
 range).  Read in this order:
 
+* :mod:`.labels`: which VJP rule made a layer (the dashboard's name for a fused task's part);
 * :mod:`.layers`: small layers built directly (elementwise, within chunks, one chunk, a relabel);
 * :mod:`.lazy`: what an op records -- its forward, operands and abstract value -- and its lowering;
 * :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
@@ -20,7 +21,7 @@ range).  Read in this order:
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
-from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind, through, value_of
+from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind, rule, through, value_of
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
@@ -31,7 +32,7 @@ from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulat
 from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
                      submit)
 
-__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype", "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind", "through", "value_of",
+__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype", "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind", "rule", "through", "value_of",
            "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",
            "NoKey", "Program", "frozen", "in_memory", "instantiate", "is_data", "step_cache_clear", "step_cache_info",

@@ -17,6 +17,7 @@ import dask
 from dask.utils import key_split, parse_bytes
 
 from . import rows
+from .labels import part_name
 
 from .internals import (Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, context_meter,
                         metering)
@@ -47,7 +48,7 @@ class _Subgraph:
     instead cost ~0.5 ms a chunk on the client.  Here the inner tasks stay as they are and only
     their order is computed (a topological sort of a few tasks)."""
 
-    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs", "drops")
+    __slots__ = ("key", "dependencies", "data_producer", "tasks", "outkey", "inputs", "drops", "names")
 
     def __init__(self, node):
         inner, self.outkey, inkeys = node.args[:3]
@@ -72,6 +73,7 @@ class _Subgraph:
             if d != self.outkey:
                 drops[i].append(d)
         self.drops = tuple(map(tuple, drops))
+        self.names = tuple(part_name(t.key) for t in self.tasks)  # each inner task's, for the dashboard
 
     @staticmethod
     def applies(node):
@@ -85,13 +87,12 @@ class _Subgraph:
     def __call__(self, cache, seconds=None):
         """The output; ``seconds`` (a dict), when given, gains the time of each inner task by name."""
         local = {k: _input(a, cache) for k, a in self.inputs}
-        for t, drop in zip(self.tasks, self.drops):
+        for t, drop, name in zip(self.tasks, self.drops, self.names):
             if seconds is None:
                 local[t.key] = t(local)
             else:
                 start = time.perf_counter()
                 local[t.key] = t(local)
-                name = key_split(t.key)
                 seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
             for d in drop:
                 local.pop(d, None)
@@ -99,7 +100,7 @@ class _Subgraph:
 
     def __reduce__(self):
         return (_Subgraph._restore, (self.key, self.dependencies, self.data_producer, self.tasks, self.outkey,
-                                     self.inputs, self.drops))
+                                     self.inputs, self.drops, self.names))
 
     @staticmethod
     def _restore(*state):
@@ -359,9 +360,9 @@ def _row_parts(order, names):
         local = {k: a.key for k, a in node.inputs if isinstance(a, TaskRef)}
         local.update((k, ("s", list, tuple((True, e.key) for e in a.args))) for k, a in node.inputs if type(a) is List)
         constants = {k: a.value for k, a in node.inputs if not isinstance(a, TaskRef) and type(a) is not List}
-        for t in node.tasks:
+        for t, inner_name in zip(node.tasks, node.names):
             key = node.key if t.key == node.outkey else (node.key, t.key)
-            parts.append(_row_part(t, key, key_split(t.key), local, constants))
+            parts.append(_row_part(t, key, inner_name, local, constants))
             local[t.key] = key
     return parts
 

@@ -174,12 +174,39 @@ class _Backward:
                 p["tasks"] += tasks
                 p["seconds"] += seconds
         prefixes = sorted(prefixes.items())
+        rows = [{"name": k, "seconds": v["seconds"], "tasks": v["tasks"],
+                 "kind": "rule" if k.endswith("-vjp") else "forward"} for k, v in prefixes]
+        chart, folded = _fold(rows)
         return {"id": self.id, "span": self.span, "client": self.client, "started": self.started,
                 "finished": self.finished, "running": self.pending > 0, "total": self.total,
                 "done": self.done, "erred": self.erred, "cancelled": self.cancelled,
                 "vjp_total": self.vjp_total, "vjp_done": self.vjp_done,
                 "rules": {k: dict(v) for k, v in prefixes if k.endswith("-vjp")},
-                "other": {k: dict(v) for k, v in prefixes if not k.endswith("-vjp")}}
+                "other": {k: dict(v) for k, v in prefixes if not k.endswith("-vjp")},
+                "chart": chart, "folded": folded}
+
+
+# a row of the chart that took less than this share of the largest row's seconds (or under a
+# millisecond) is folded into one "others" row: a step has dozens of kinds of tasks that ran for ~0 s
+FOLD_SHARE, FOLD_SECONDS = 0.01, 1e-3
+
+
+def _fold(rows):
+    """The chart's rows, largest first, and what was folded away: ``{"rows": n, "seconds": s}``."""
+    rows = sorted(rows, key=lambda r: (-r["seconds"], r["name"]))
+    top = rows[0]["seconds"] if rows else 0.0
+    limit = max(FOLD_SECONDS, FOLD_SHARE * top)
+    shown = [r for r in rows if r["seconds"] >= limit]
+    rest = rows[len(shown):]
+    return shown, {"rows": len(rest), "seconds": sum(r["seconds"] for r in rest),
+                   "tasks": sum(r["tasks"] for r in rest)}
+
+
+def short_key(key) -> str:
+    """A key as the page shows it: its prefix and block index, ``exp (0,)`` for ``('exp-4b8c…', 0)``."""
+    if isinstance(key, (tuple, list)) and key:
+        return f"{key_split(key[0])} {tuple(key[1:])}"
+    return key_split(key)
 
 
 class DaskgradPlugin(SchedulerPlugin):
@@ -330,8 +357,8 @@ class _View:
 
     def __init__(self, scheduler):
         from bokeh.layouts import column
-        from bokeh.models import (ColumnDataSource, DataTable, Div, FactorRange, HoverTool, NumberFormatter,
-                                  TableColumn)
+        from bokeh.models import (ColumnDataSource, DataTable, Div, FactorRange, HoverTool, HTMLTemplateFormatter,
+                                  NumberFormatter, TableColumn)
         from bokeh.plotting import figure
 
         self.scheduler = scheduler
@@ -342,25 +369,33 @@ class _View:
         self.progress = figure(y_range=["tasks"], height=90, sizing_mode="stretch_width", tools="",
                                toolbar_location=None, title="Backward progress: tasks done / total")
         self.progress.hbar(y="y", right="right", height=0.6, color="color", source=self.progress_src)
-        self.rules_src = ColumnDataSource({"rule": [], "seconds": [], "tasks": [], "color": []})
+        self.rules_src = ColumnDataSource({"rule": [], "seconds": [], "tasks": [], "color": [], "kind": []},
+                                          name="daskgrad-rules")
         self.rules = figure(y_range=FactorRange(), height=220, sizing_mode="stretch_width", tools="",
                             toolbar_location=None, x_axis_label="seconds",
-                            title="Task-seconds per VJP rule in the last backward (grey: forward values "
-                                  "and sums it needed, and rules fused into them)")
+                            title="Where the last backward's time went: each VJP rule (blue) and forward op "
+                                  "(grey) it ran, the work fused into one task shared out among them")
         self.rules.hbar(y="rule", right="seconds", height=0.7, color="color", source=self.rules_src)
-        self.rules.add_tools(HoverTool(tooltips=[("rule", "@rule"), ("seconds", "@seconds{0.000}"),
+        self.rules.add_tools(HoverTool(tooltips=[("", "@rule (@kind)"), ("seconds", "@seconds{0.000}"),
                                                  ("tasks", "@tasks")]))
+        self.folded = Div(name="daskgrad-folded")
         self.retained_title = Div(name="daskgrad-retained")
-        self.table_src = ColumnDataSource({c: [] for c in ("node", "nkeys", "nbytes", "workers", "keys")})
-        columns = [TableColumn(field="node", title="node", width=120),
+        self.table_src = ColumnDataSource({c: [] for c in ("node", "nkeys", "nbytes", "workers", "keys", "full")})
+        wrap = HTMLTemplateFormatter(template='<div title="<%= full %>" style="white-space: normal; '
+                                              'line-height: 1.2">' '<%= value %></div>')
+        columns = [TableColumn(field="node", title="node", width=140),
                    TableColumn(field="nkeys", title="keys", width=50),
                    TableColumn(field="nbytes", title="bytes", formatter=NumberFormatter(format="0.0 b"), width=80),
-                   TableColumn(field="workers", title="bytes per worker", width=420),
-                   TableColumn(field="keys", title="keys (first three)", width=530)]
-        self.table = DataTable(source=self.table_src, columns=columns, height=220, sizing_mode="stretch_width",
-                               index_position=None, name="daskgrad-table")
-        self.root = column(self.title, self.status, self.progress, self.rules, self.retained_title, self.table,
-                           sizing_mode="stretch_width")
+                   TableColumn(field="workers", title="bytes per worker",
+                               formatter=HTMLTemplateFormatter(template='<div style="white-space: normal; '
+                                                                        'line-height: 1.2"><%= value %></div>'),
+                               width=360),
+                   TableColumn(field="keys", title="keys (prefix and block; hover for the full keys)",
+                               formatter=wrap, width=480)]
+        self.table = DataTable(source=self.table_src, columns=columns, height=240, sizing_mode="stretch_width",
+                               index_position=None, row_height=44, name="daskgrad-table")
+        self.root = column(self.title, self.status, self.progress, self.rules, self.folded, self.retained_title,
+                           self.table, sizing_mode="stretch_width")
 
     def update(self):
         plugin = self.scheduler.plugins.get(NAME)
@@ -379,13 +414,18 @@ class _View:
                                 + (f", {b['erred']} erred" if b["erred"] else ""))
             self.progress_src.data = {"y": ["tasks"] * 2, "right": [b["total"], b["done"]],
                                       "color": ["#dddddd", "#2ca02c"]}
-            rules = {**b["other"], **b["rules"]}
-            names = sorted(rules, key=lambda r: (r.endswith("-vjp"), rules[r]["seconds"]))
+            chart = b["chart"][::-1]  # (bokeh draws the first factor at the bottom: the largest on top)
+            names = [r["name"] for r in chart]
             self.rules.y_range.factors = names
             self.rules.height = 80 + 28 * max(len(names), 3)
-            self.rules_src.data = {"rule": names, "seconds": [rules[r]["seconds"] for r in names],
-                                   "tasks": [rules[r]["tasks"] for r in names],
-                                   "color": ["#1f77b4" if r.endswith("-vjp") else "#aaaaaa" for r in names]}
+            self.rules_src.data = {"rule": names, "seconds": [r["seconds"] for r in chart],
+                                   "tasks": [r["tasks"] for r in chart],
+                                   "kind": ["VJP rule" if r["kind"] == "rule" else "forward op" for r in chart],
+                                   "color": ["#1f77b4" if r["kind"] == "rule" else "#aaaaaa" for r in chart]}
+            f = b["folded"]
+            self.folded.text = (f"{f['rows']} more kinds of task ran for about no time "
+                                f"({f['seconds']:.3f} s in {f['tasks']} tasks together), not drawn"
+                                if f["rows"] else "")
         rows = snap["retained"]
         self.retained_title.text = (f"<h3>Retained graphs: {len(rows)} nodes, "
                                     f"{format_bytes(snap['retained_nbytes'])}</h3>")
@@ -393,4 +433,10 @@ class _View:
             "node": [r["node"] for r in rows], "nkeys": [len(r["keys"]) for r in rows],
             "nbytes": [r["nbytes"] for r in rows],
             "workers": [", ".join(f"{w}: {format_bytes(n)}" for w, n in sorted(r["bytes"].items())) for r in rows],
-            "keys": [", ".join(map(str, r["keys"][:3])) + (" ..." if len(r["keys"]) > 3 else "") for r in rows]}
+            "keys": [", ".join(short_key(k) for k in r["keys"][:6]) + (f" and {len(r['keys']) - 6} more"
+                                                                     if len(r["keys"]) > 6 else "") for r in rows],
+            "full": [_html_escape(", ".join(map(str, r["keys"]))) for r in rows]}
+
+
+def _html_escape(text):
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")

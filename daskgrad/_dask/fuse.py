@@ -19,6 +19,7 @@ from dask.base import tokenize
 from dask.utils import key_split
 
 from .calls import _Call, _Subgraph, _run_fused
+from .labels import part_name
 from .internals import (Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, _fuse_annotations,
                         convert_legacy_task)
 
@@ -414,7 +415,7 @@ def _fused_task(fkey, parts, exports):
         if d not in exports:
             drops[i].append(d)
     outputs = list(exports) if len(exports) > 1 else exports[0]
-    names = tuple(key_split(t.key) for t in order)
+    names = tuple(part_name(t.key) for t in order)  # (the dashboard's: a rule's layers under its name)
     return Task(fkey, _run_fused, order, tuple(map(tuple, drops)), tuple(inputs), outputs, names,
                 *(TaskRef(d) for d in inputs), _data_producer=any(n.data_producer for n in order))
 

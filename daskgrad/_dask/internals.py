@@ -6,6 +6,11 @@ checked in one place: pyproject.toml pins the tested range (``dask>=2025.12.0,<2
 if a name moves, this import fails at ``import daskgrad`` with dask's own message instead of
 deep inside a backward.  (The dashboard page's imports of distributed's web internals stay in
 :mod:`.dashboard`, imported only when a scheduler serves the page.)
+
+``CHECKED`` names the oldest and the newest release of each that these names (and the whole suite)
+were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, when the installed
+release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
+"Upgrading dask").
 """
 from dask._task_spec import (  # noqa: F401  (re-exported)
     Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
@@ -24,6 +29,9 @@ from distributed.client import _current_client, _global_clients
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
 from distributed.metrics import context_meter  # noqa: F401
 from distributed.worker import _worker_cvar
+
+# the oldest and newest releases the names above (and the whole suite) were checked against
+CHECKED = {"dask": ("2025.12.0", "2026.8.0"), "distributed": ("2025.12.0", "2026.8.0")}
 
 
 def clientless() -> bool:

@@ -31,6 +31,7 @@ from dask.utils import funcname
 
 from .fold import fold
 from .internals import GraphNode, HighLevelGraph, MaterializedLayer
+from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
 class Lazy:
@@ -39,7 +40,7 @@ class Lazy:
     memory (a later program reads that instead of computing it again)."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "many", "seen", "kept", "_built", "__weakref__")
+                 "rule", "many", "seen", "kept", "_built", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -49,6 +50,7 @@ class Lazy:
         # dask.annotate's annotations where it was recorded (GPU placement of a rule's tasks), which its
         # layers carry when built, outside that context
         self.annotations = dask.get_annotations() or None
+        self.rule = getattr(_making, "rule", None)  # the VJP rule that recorded it (the dashboard's name for it)
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
         self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.to_keep)
         self.kept = self._built = None
@@ -83,6 +85,21 @@ class Lazy:
         if self._built is None:
             build([self])
         return self._built if self.kept is None else self.kept
+
+
+_making = threading.local()
+
+
+@contextlib.contextmanager
+def rule(name):
+    """Within, the values recorded are ``name``'s (a VJP rule, ``"matmul-vjp"``): their layers show on
+    the dashboard under it (:mod:`.labels`), whatever ops they are."""
+    before = getattr(_making, "rule", None)
+    _making.rule = name
+    try:
+        yield
+    finally:
+        _making.rule = before
 
 
 def _alias(a):
@@ -295,6 +312,8 @@ def lower(order, slot_name=None, wanted=()):
         if chain is not None:
             name, layer, layer_deps = _fused_layer(node, chain, names, slots, slot_name)
             layers[name], deps[name], names[id(node)] = layer, layer_deps, name
+            if node.rule is not None:
+                made_by([name], node.rule)
             continue
         args = []
         for s in map(through, node.srcs):
@@ -312,12 +331,16 @@ def lower(order, slot_name=None, wanted=()):
                 out = elementwise_layer(node.fn, args, node.dtype, node._meta, node.chunks)
             else:
                 out = node.fn(*args, **dict(node.params))
+        made = []
         for o in (out if node.many else (out,)):
             for name, layer in o.dask.layers.items():
                 if not is_stub(layer) and name not in layers:
                     layers[name], deps[name] = layer, set(o.dask.dependencies.get(name, ()))
+                    made.append(name)
                     if type(layer) is MaterializedLayer:  # dask's pad and setitem inline their operands'
                         deps[name] |= _layers_read(layer)  # graphs into one layer: of a stand-in, only the keys
+        if node.rule is not None and made:
+            made_by(made, node.rule)
         names[id(node)] = tuple(o.name for o in out) if node.many else out.name
     return layers, deps, names, slots
 

@@ -5,7 +5,9 @@ torch's, chunk by chunk: the tensor keeps its shape, dtype, chunks and device, a
 until the next submission (the write is a pending update, like an optimizer step).
 
 >>> nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5))
->>> nn.init.zeros_(layer.bias)
+Parameter containing:
+tensor(dask.array<shape=(8, 4), dtype=float32, ...>, requires_grad=True)
+>>> _ = nn.init.zeros_(layer.bias)   # (returns the tensor, as torch's)
 """
 from __future__ import annotations
 

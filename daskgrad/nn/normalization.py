@@ -5,7 +5,7 @@ BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) 
 training mode, as torch's (``momentum=None``: the cumulative average, ``1 / num_batches_tracked``),
 and travel in ``state_dict`` under torch's names.
 
->>> bn = nn.BatchNorm2d(8); y = bn(x)          # x: (N, 8, H, W)
+>>> bn = nn.BatchNorm2d(8); y = bn(images)     # images: (N, 8, H, W)
 """
 from __future__ import annotations
 

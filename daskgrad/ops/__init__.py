@@ -57,18 +57,40 @@ def _method(fn, name):
     """``(name, method)``: ``__rX__`` swaps the operands, ``__iX__`` and ``X_`` write in place."""
     if not isinstance(name, str):
         name, wrap = name
-        return name, wrap(fn)
+        return name, _named(wrap(fn), name, f"``Tensor.{name}``, torch's method: :func:`daskgrad.{fn.__name__}`"
+                                           f" with torch's arguments ({(wrap.__doc__ or '').strip()})\n\n"
+                                           f"{_doc_of(fn)}")
     if name.startswith("__r") and name[3:-2] in _BINARY:  # (not __round__, __rshift__ ...)
-        return name, lambda self, other: fn(other, self)
+        return name, _named(lambda self, other: fn(other, self), name,
+                            f"``other {name[3:-2]} self``: :func:`daskgrad.{fn.__name__}` with the operands swapped.")
     if (name.startswith("__i") and name[3:-2] in _BINARY) or (name.endswith("_") and not name.endswith("__")):
-        return name, lambda self, *args, **kwargs: self._inplace(lambda s: fn(s, *args, **kwargs))
+        plain = name[3:-2] if name.startswith("__i") else name[:-1]
+        return name, _named(lambda self, *args, **kwargs: self._inplace(fn, *args, **kwargs), name,
+                            f"In-place version of :meth:`Tensor.{plain}` (:func:`daskgrad.{fn.__name__}`): the "
+                            f"result is written into this tensor, which is returned; as torch's, a leaf that "
+                            f"requires grad refuses it outside ``no_grad`` and the version counter goes up.")
     return name, fn
+
+
+def _doc_of(fn):
+    return inspect.cleandoc(fn.__doc__ or "")
+
+
+def _named(method, name, doc):
+    """``method`` named as the Tensor method it is (``help(t.add_)`` shows ``add_``), with ``doc``."""
+    if isinstance(method, property):
+        return property(method.fget, method.fset, method.fdel, method.__doc__ or doc)
+    method.__name__, method.__qualname__, method.__doc__ = name, f"Tensor.{name}", doc
+    return method
 
 
 _METHODS = dict(_method(_PUBLIC[name], m) for name, (_, methods) in OPS.items() for m in methods)
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
-Tensor.T = property(lambda self: transpose(self))
-Tensor.mT = property(lambda self: swapaxes(self, -1, -2))
+Tensor.T = property(lambda self: transpose(self), doc="The tensor with its axes reversed (torch's ``Tensor.T``; "
+                                                          "for a matrix, its transpose).")
+Tensor.mT = property(lambda self: swapaxes(self, -1, -2), doc="The tensor with its last two axes swapped: a batch of "
+                                                              "matrices transposed (torch's ``Tensor.mT``).")
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_)
+from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)

@@ -25,6 +25,7 @@ from . import spectral as spectral
 from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
 from . import triangular as triangular
+from . import views as views
 
 OPS: dict[str, Any]
 
@@ -115,6 +116,8 @@ __all__ = [
     'permute',
     'swapaxes',
     'moveaxis',
+    'movedim',
+    'unflatten',
     'broadcast_to',
     'expand_dims',
     'unsqueeze',
@@ -573,7 +576,8 @@ def i0(x) -> Tensor:
     """
 def reshape(x, shape) -> Tensor:
     """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-    ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+    ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+    when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
     """
 def flatten(x) -> Tensor:
     """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
@@ -589,8 +593,15 @@ def swapaxes(x, axis1, axis2) -> Tensor:
     """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
     """
 def moveaxis(x, source, destination) -> Tensor:
-    """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
-    ``moveaxis``).
+    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+    """
+def movedim(x, source, destination) -> Tensor:
+    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+    """
+def unflatten(x, dim, sizes) -> Tensor:
+    """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view.
     """
 def broadcast_to(x, shape, chunks=None) -> Tensor:
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.

@@ -180,7 +180,10 @@ def truediv(a, b):
     return truediv_p.bind(a, b)
 
 
-pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operator.pow, save=("a", "b", "r"))
+# the result is saved only for the exponent's gradient, as torch's (so pow_ of a scalar exponent saves
+# only its base, which a later write does not change)
+pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operator.pow,
+                save=("a", "b", ("r", 1)))
 
 
 @pow_p.vjp
@@ -193,7 +196,7 @@ def _pow_rule(g, s):
     else:  # a real exponent (complex ones are refused): conj(b * a**(b-1)) = b * conj(a**(b-1))
         ga = g * b * conj(pow(a, b - 1)) if b != 0 else zeros_like(g)
     gb = None
-    if isinstance(b, Tensor):
+    if isinstance(b, Tensor) and s.needs[1]:
         if isinstance(a, Tensor):
             gb = where((a == 0) & (b >= 0), 0, g * s.r * log(a))
         elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks

@@ -17,8 +17,8 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
-from ..graph import primitive
-from .._tensor import Tensor
+from ..graph import View, primitive
+from .._tensor import Tensor, layout
 from . import _util
 from ._util import as_tensor, public, raw
 from .shape import broadcast_to, moveaxis, permute, rechunk, reshape
@@ -56,7 +56,70 @@ def _is_array_index(i):
     return isinstance(i, (list, np.ndarray, da.Array, Tensor))
 
 
-getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0"), impl=lambda a, *, index, meta: a[index])
+def _index_geometry(shape, strides, offset, index):
+    """torch's shape, strides and storage offset of ``x[index]`` (ints, slices, None), one index at a
+    time as torch applies them (a None's stride comes from the axis it lands before); None for an
+    index torch copies for."""
+    shape, strides, d = list(shape), list(strides), 0
+    for i in index:
+        if i is None:
+            strides.insert(d, shape[d] * strides[d] if d < len(shape) else 1)
+            shape.insert(d, 1)
+            d += 1
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(shape[d])
+            offset += start * strides[d]
+            shape[d], strides[d] = len(range(start, stop, step)), strides[d] * step
+            d += 1
+        elif isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            return None  # (a bool is a 0-d mask, an array an advanced index: torch copies)
+        else:
+            offset += (int(i) % shape[d]) * strides[d]
+            del shape[d], strides[d]
+    return tuple(shape), tuple(strides), offset
+
+
+def _index_layout(x_shape, x_strides, x_offset, out_shape, *, index, meta):
+    geometry = _index_geometry(x_shape, x_strides, x_offset, index)
+    return None if geometry is None else geometry[1:]
+
+
+def region(x, index):
+    """(shape, strides, offset) of the part of ``x`` that ``x[index]`` writes, for a basic index; None
+    for another (the whole of ``x`` may be written)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (list, tuple, np.ndarray, Tensor, da.Array)) for i in index):
+        return None
+    try:
+        index = _expand_index(index, x.ndim)
+    except TypeError:
+        return None
+    if sum(1 for i in index if i is not None) != x.ndim:
+        return None
+    strides, offset = layout(x)
+    return _index_geometry(x.shape, strides, offset, index)
+
+
+def _put_index(a, new, index):
+    """``a`` with ``new`` written at basic ``index`` (whose None axes ``new`` has)."""
+    kept = tuple(i for i in index if i is not None)
+    new_axes, pos = [], 0
+    for i in index:
+        if i is None:
+            new_axes.append(pos)
+        if not isinstance(i, (int, np.integer)):
+            pos += 1
+    out = a.copy()
+    out[kept] = new.squeeze(axis=tuple(new_axes)) if new_axes else new
+    return out
+
+
+# a basic index views its tensor; torch names the node of a slice, a select, a None, an alias (x[...]) and
+# of each output of the ops that return several views (unbind, split, chunk: see ops/views.py)
+getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "UnsqueezeBackward0", "AliasBackward0",
+                                        "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0"),
+                      impl=lambda a, *, index, meta: a[index],
+                      view=View(_index_layout, lambda a, new, *, index, meta: _put_index(a, new, index)))
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
 
@@ -65,6 +128,7 @@ def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
     x = as_tensor(x)
+    one_slice = isinstance(index, slice)  # (torch slices x[:], where x[:, :] is an alias of x)
     if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
                                        or i is None or i is Ellipsis for i in index):
         index = tuple(index)  # torch (and old NumPy) read a list holding sequences as a tuple of indices
@@ -80,10 +144,24 @@ def getitem(x, index):
         if len(points) > 1:
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
-    node = "SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in index) else "SliceBackward0"
-    out = getitem_p.bind(x, node=node, index=index, meta=_meta(x))
-    out._base = x if out.grad_fn is not None or x.requires_grad else None
-    return out
+    return getitem_p.bind(x, node="SliceBackward0" if one_slice else _index_node(index, x.shape), index=index,
+                          meta=_meta(x))
+
+
+def _index_node(index, shape):
+    """torch's node of ``x[index]``: that of the last op its indexing applies, one index at a time (a
+    full slice applies none; none at all is an alias)."""
+    name, d = "AliasBackward0", 0
+    for i in index:
+        if i is None:
+            name = "UnsqueezeBackward0"
+            continue
+        if not isinstance(i, slice):
+            name = "SelectBackward0"
+        elif shape[d] != shape[d] or i.indices(shape[d]) != (0, shape[d], 1):
+            name = "SliceBackward0"
+        d += 1
+    return name
 
 
 def _points(x, index, axes):
@@ -191,18 +269,7 @@ def _check_bounds(index, shape):
 
 def _scatter_array(g, *, index, meta):
     """Zeros of the primal's shape with ``g`` written at ``index`` (the VJP of basic indexing)."""
-    kept = tuple(i for i in index if i is not None)
-    new_axes = []
-    pos = 0
-    for i in index:
-        if i is None:
-            new_axes.append(pos)
-        if not isinstance(i, (int, np.integer)):
-            pos += 1
-    src = g.squeeze(axis=tuple(new_axes)) if new_axes else g
-    out = _zeros(meta)
-    out[kept] = src
-    return out
+    return _put_index(_zeros(meta), g, index)
 
 
 scatter_p = primitive("scatter", torch="SliceBackwardBackward0", impl=_scatter_array)

@@ -6,15 +6,23 @@ tensor's own ``_assign`` rebinds it to the op's result and bumps its version.
 from __future__ import annotations
 
 from .._modes import is_grad_enabled
-from .._tensor import Tensor
+from .._tensor import Tensor, _ViewStorage
 from .elementwise import copy_to, fill
-from .indexing import setitem
+from .indexing import getitem, region, setitem
 
 
 def _setitem(self, index, value):
+    part = region(self, index)  # (what torch writes to: self[index], or all of self)
+    if part is not None and type(self._storage) is _ViewStorage:  # torch's self[index].copy_(value): only
+        target = getitem(self, index)  # that part goes through to the base (of an expanded view, one copy)
+        target._check_inplace()
+        target._check_overlap((value,))
+        target._assign(copy_to(target, value))
+        return
     if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     self._check_inplace()
+    self._check_overlap((value,), *(part or ()))
     self._assign(setitem(self, index, value))
 
 def _fill(self, name, value):

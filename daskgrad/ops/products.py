@@ -24,7 +24,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import primitive
+from ..graph import View, primitive
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public
 from .elementwise import conj
 from .reductions import sum
@@ -434,8 +434,29 @@ def _diagonal_operand(x):
     return (as_tensor(x),)
 
 
+def _diagonal_layout(x_shape, x_strides, x_offset, out_shape, *, offset, axis1, axis2, chunks):
+    """torch's diagonal: one step along both axes at once, from the diagonal's first element."""
+    s1, s2 = x_strides[axis1], x_strides[axis2]
+    if out_shape[-1]:
+        x_offset += offset * s2 if offset >= 0 else -offset * s1
+    return tuple(s for i, s in enumerate(x_strides) if i not in (axis1, axis2)) + (s1 + s2,), x_offset
+
+
+def _planes_back(e, axis1, axis2):
+    """Matrices on the last two axes moved back to ``axis1`` and ``axis2``."""
+    return (da.moveaxis(da.moveaxis(e, -2, axis1), -1, axis2) if axis1 < axis2 else
+            da.moveaxis(da.moveaxis(e, -1, axis2), -1, axis1))
+
+
+def _diagonal_put(a, new, *, offset, axis1, axis2, chunks):
+    """``a`` with ``new`` on its diagonal (torch's ``diagonal_scatter``)."""
+    on = _planes_back(_embed_array(da.ones_like(new, dtype=bool), offset, chunks), axis1, axis2)
+    return da.where(on, _planes_back(_embed_array(new, offset, chunks), axis1, axis2), a)
+
+
 diagonal_p = primitive("diagonal", torch="DiagonalBackward0", prepare=_diagonal_operand,
-                       impl=lambda a, *, offset, axis1, axis2, chunks: da.diagonal(a, offset, axis1, axis2))
+                       impl=lambda a, *, offset, axis1, axis2, chunks: da.diagonal(a, offset, axis1, axis2),
+                       view=View(_diagonal_layout, _diagonal_put))
 diag_embed_p = primitive("diag_embed", torch="DiagEmbedBackward0", prepare=_diagonal_operand,
                          impl=lambda a, *, offset, chunks: _embed_array(a, offset, chunks))
 

@@ -9,27 +9,82 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from ..graph import primitive
-from .._tensor import Tensor
+from ..graph import View, primitive
+from .._tensor import Tensor, contiguous_strides, layout
 from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
 
 
 # ------------------------------------------------------------------- reshaping
-# torch names x.reshape(...) of a contiguous tensor ViewBackward0 (daskgrad tracks no strides)
-reshape_p = primitive("reshape", torch="ViewBackward0", impl=lambda a, *, shape, old: _reshape_array(a, shape))
+def _view_strides(old, strides, new):
+    """torch's ``computeStride``: the strides of a view of shape ``new`` of a tensor of shape ``old``
+    and ``strides``, or None where its elements cannot be walked with strides (a copy is needed)."""
+    if not old:
+        return (1,) * len(new)
+    if any(n != n for n in old):  # unknown lengths (after a boolean mask): a copy
+        return None
+    if not int(np.prod(old, dtype=np.int64)):
+        return tuple(strides) if tuple(old) == tuple(new) else contiguous_strides(new)
+    out, view_d = [0] * len(new), len(new) - 1
+    base, tensor_numel, view_numel = strides[-1], 1, 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                out[view_d] = view_numel * base
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return tuple(out) if view_d == -1 else None
+
+
+def _reshape_layout(x_shape, x_strides, x_offset, out_shape, *, shape, old):
+    strides = _view_strides(x_shape, x_strides, out_shape)
+    return None if strides is None else (strides, x_offset)
+
+
+# x.reshape(...) views x where torch's does (ViewBackward0), else copies (UnsafeViewBackward0)
+reshape_p = primitive("reshape", torch=("ViewBackward0", "UnsafeViewBackward0"),
+                      impl=lambda a, *, shape, old: _reshape_array(a, shape),
+                      view=View(_reshape_layout, lambda a, new, *, shape, old: _reshape_array(new, old)))
 reshape_p.vjp(lambda g, s, *, shape, old: (reshape(g, old),))
 
+_VIEW_ERROR = ("view size is not compatible with input tensor's size and stride (at least one dimension spans "
+               "across two contiguous subspaces). Use .reshape(...) instead.")
 
-@public(("reshape", shape_args), ("view", shape_args))
+
+def _view_method(reshape):
+    """torch's ``x.view(shape)``: a view, or its error where the elements cannot be walked as ``shape``."""
+    def view(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        out = reshape(self, shape)
+        if not out._is_view() and all(n == n for n in self.shape):
+            raise RuntimeError(_VIEW_ERROR)
+        return out
+    view.__wrapped__ = reshape
+    return view
+
+
+@public(("reshape", shape_args), ("view", _view_method))
 def reshape(x, shape):
     """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
-    ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views)."""
+    ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
+    when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy."""
     x = as_tensor(x)
     old = x.shape
     shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     _check_reshape(shape, old)
-    return reshape_p.bind(x, shape=shape, old=old)
+    if -1 in shape and all(n == n for n in old):
+        known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+        new = tuple(int(np.prod(old, dtype=np.int64)) // known if n == -1 else n for n in shape)
+    else:
+        new = shape
+    strides = layout(x)[0]
+    node = "ViewBackward0" if _view_strides(old, strides, new) is not None else "UnsafeViewBackward0"
+    return reshape_p.bind(x, node=node, shape=shape, old=old)
 
 
 def _check_reshape(shape, old):
@@ -73,7 +128,10 @@ def _transpose_method(transpose):
 
 
 transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"),
-                        impl=lambda a, *, perm, inverse: da.transpose(a, perm))
+                        impl=lambda a, *, perm, inverse: da.transpose(a, perm),
+                        view=View(lambda x_shape, x_strides, x_offset, out_shape, *, perm, inverse:
+                                  (tuple(x_strides[p] for p in perm), x_offset),
+                                  lambda a, new, *, perm, inverse: da.transpose(new, inverse)))
 transpose_p.vjp(lambda g, s, *, perm, inverse: (transpose(g, inverse),))
 
 
@@ -112,15 +170,36 @@ def swapaxes(x, axis1, axis2):
     return transpose(x, perm)
 
 
-@public("moveaxis")
+@public("moveaxis", "movedim")
 def moveaxis(x, source, destination):
-    """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
-    ``moveaxis``)."""
+    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view."""
     x = as_tensor(x)
-    source, destination = norm_axis(source, x.ndim), norm_axis(destination, x.ndim)
-    perm = [i for i in range(x.ndim) if i != source]
-    perm.insert(destination, source)
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
+                           f"the same number of dims as destination ({list(dst)} dims)")
+    src, dst = [norm_axis(a, x.ndim) for a in src], [norm_axis(a, x.ndim) for a in dst]
+    if len(set(src)) != len(src):
+        raise RuntimeError(f"movedim: repeated dim in `source` ({list(source)})")
+    if len(set(dst)) != len(dst):
+        raise RuntimeError(f"movedim: repeated dim in `destination` ({list(destination)})")
+    perm = [i for i in range(x.ndim) if i not in src]
+    for d, a in sorted(zip(dst, src)):
+        perm.insert(d, a)
     return transpose(x, perm)
+
+
+public(name="movedim")(moveaxis)
+
+
+@public("unflatten")
+def unflatten(x, dim, sizes):
+    """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view."""
+    x = as_tensor(x)
+    dim = norm_axis(dim, x.ndim)
+    return reshape(x, x.shape[:dim] + tuple(sizes) + x.shape[dim + 1:])
 
 
 def _sum_to(g, shape):
@@ -139,9 +218,42 @@ def _kept(a, shape, chunks):
     return a if want == a.chunks else a.rechunk(want)
 
 
+def _expand_layout(x_shape, x_strides, x_offset, out_shape, *, shape, chunks, old):
+    """torch's ``inferExpandGeometry``: a broadcast axis has stride 0 (its elements share memory)."""
+    nd, lead = len(out_shape), len(out_shape) - len(x_shape)
+    strides = [0] * nd
+    for i in range(nd - 1, -1, -1):
+        d = i - lead
+        size = x_shape[d] if d >= 0 else 1
+        stride = x_strides[d] if d >= 0 else (out_shape[i + 1] * strides[i + 1] if i + 1 < nd else 1)
+        strides[i] = 0 if size != out_shape[i] else stride
+    return tuple(strides), x_offset
+
+
+def _expand_put(a, new, *, shape, chunks, old):
+    """A write through an expanded view (only ``fill_``/``zero_`` may: the same value everywhere) puts
+    one of the copies of each element."""
+    lead = new.ndim - len(old)
+    return new[(0,) * lead + tuple(slice(0, 1) if n == 1 and m != 1 else slice(None)
+                                   for n, m in zip(old, new.shape[lead:]))]
+
+
+def _expand_gather(a, new, written, *, shape, chunks, old):
+    """The copies ``written`` of an expanded view put back (each element is written at most once:
+    torch refuses a write to a part of the view that reads an element twice)."""
+    lead = new.ndim - len(old)
+    axes = tuple(range(lead)) + tuple(lead + i for i, (n, m) in enumerate(zip(old, new.shape[lead:]))
+                                      if n == 1 and m != 1)
+    front = (0,) * lead
+    hit = written.any(axis=axes, keepdims=True)[front]
+    value = da.where(written, new, 0).sum(axis=axes, keepdims=True, dtype=new.dtype)[front]
+    return da.where(hit, value, a), hit
+
+
 broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
                            impl=lambda a, *, shape, chunks, old: da.broadcast_to(_kept(a, shape, chunks), shape,
-                                                                                 chunks=chunks))
+                                                                                 chunks=chunks),
+                           view=View(_expand_layout, _expand_put, _expand_gather))
 broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
 
@@ -167,9 +279,23 @@ def broadcast_to(x, shape, chunks=None):
     return broadcast_to_p.bind(x, shape=shape, chunks=chunks, old=old)
 
 
-expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0", impl=lambda a, *, axes: da.expand_dims(a, axes))
+def _unsqueeze_layout(x_shape, x_strides, x_offset, out_shape, *, axes):
+    shape, strides = list(x_shape), list(x_strides)
+    for a in sorted(axes):  # torch's unsqueeze: the new axis steps over the axis it lands before
+        strides.insert(a, shape[a] * strides[a] if a < len(shape) else 1)
+        shape.insert(a, 1)
+    return tuple(strides), x_offset
+
+
+def _squeeze_layout(x_shape, x_strides, x_offset, out_shape, *, axes):
+    return tuple(s for i, s in enumerate(x_strides) if i not in axes), x_offset
+
+
+expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0", impl=lambda a, *, axes: da.expand_dims(a, axes),
+                          view=View(_unsqueeze_layout, lambda a, new, *, axes: da.squeeze(new, axis=axes)))
 expand_dims_p.vjp(lambda g, s, *, axes: (squeeze(g, axes),))
-squeeze_p = primitive("squeeze", torch="SqueezeBackward1", impl=lambda a, *, axes: da.squeeze(a, axis=axes))
+squeeze_p = primitive("squeeze", torch="SqueezeBackward1", impl=lambda a, *, axes: da.squeeze(a, axis=axes),
+                      view=View(_squeeze_layout, lambda a, new, *, axes: da.expand_dims(new, axes)))
 squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 

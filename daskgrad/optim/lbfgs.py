@@ -10,7 +10,8 @@ few per submission; the two-loop recursion is one lazy graph whose scalars are c
 >>> opt = optim.LBFGS([w], line_search_fn="strong_wolfe")
 >>> def closure():
 ...     opt.zero_grad(); loss = f(w); loss.backward(); return loss
->>> opt.step(closure)
+>>> opt.step(closure)                  # the first evaluation's loss, as torch's
+tensor(dask.array<shape=(), dtype=float32, ...>, grad_fn=<SumBackward0>)
 """
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ Calls rewritten to an equivalent that both libraries have (same meaning, not a w
 values -> NumPy arrays; the SimulateBackwardError exception -> RuntimeError.
 
 Not ported (category: reason), upstream names:
-* views / storage (daskgrad has no views; slicing copies): test_detach_base,
-  test_inplace_view_*, test_as_strided, test_variable_traverse (view cycles), test_set_data_tensorimpl_type,
-  test_version_counter's shared-view half, test_no_requires_grad_inplace's view half,
-  test_return_duplicate_inplace's view half, test_index_backward_does_not_save_tensor (writes through a view).
+* views / storage: test_as_strided (no as_strided), test_variable_traverse (view cycles),
+  test_set_data_tensorimpl_type, test_return_duplicate_inplace's view half (a Function marking a view dirty
+  returns several outputs), test_index_backward_does_not_save_tensor (assigns a tensor of unknown length
+  through a lazy mask). The rest of upstream's view tests are ported at the end of this file.
 * sparse: test_sparse_backward, test_sparse_mm_backward, test_sparse_gather_*, test_no_grad_copy_sparse,
   test_gradcheck_sparse_input, the sparse half of test_accumulate_grad_tensor_reference.
 * CUDA / devices / multiprocessing / threads of the engine: test_type_conversions' cuda half,
@@ -1868,3 +1868,187 @@ def test_return_duplicate_inplace(T):
     T.gradgradcheck(inplace_fn, [x])
     with pytest.raises(RuntimeError):
         DoubleInplace.apply(x)
+
+
+# ---------------------------------------------------------------------------------------------- views
+# Upstream's view tests (daskgrad's views share storage and version as torch's: tests/test_views.py).
+# x.narrow(d, start, n) -> the slice start:start+n along d (a view in both libraries).
+def test_version_counter_shared_by_a_view(T):
+    """Upstream test_version_counter's view half."""
+    x = T.randn(1, 2)
+    x.add_(1).add_(1)
+    xz = x[:]
+    assert x._version == xz._version
+    xz.add_(1)
+    assert x._version == xz._version
+    x.add_(1)
+    assert x._version == xz._version
+
+
+def test_no_requires_grad_inplace_through_a_view(T):
+    """Upstream test_no_requires_grad_inplace's view half."""
+    a = T.randn(2, 3)
+    b = a[:]
+    b.add_(5)
+    a.requires_grad = True
+    a.sum().backward()
+    T.assert_equal(a.grad, T.ones(2, 3))
+    a = T.randn(2, 3)
+    b = a[:]
+    a.requires_grad = True
+    with pytest.raises(RuntimeError):
+        a.add_(5)
+    with pytest.raises(RuntimeError):
+        b.add_(5)
+
+
+def test_detach_base(T):
+    """detaching base does not detach view"""
+    x = T.randn(10, 10, requires_grad=True)
+    view = x[1:5]
+    x.detach_()
+    assert not x.requires_grad
+    assert view.requires_grad
+    assert view.grad_fn is not None
+    assert view._base is x
+
+
+def test_inplace_view_backprop_base(T):
+    root = T.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x[0:1]
+    v1.mul_(2)
+    x.sum().backward()
+    assert T.values(root.grad).tolist() == [[2, 2], [1, 1]]
+
+
+def test_inplace_view_backprop_view_of_view(T):
+    root = T.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x[0:1]
+    v2 = x[0:1]
+    v1.mul_(2)
+    v2.sum().backward()
+    assert T.values(root.grad).tolist() == [[2, 2], [0, 0]]
+
+
+def test_inplace_view_of_view(T):
+    root = T.randn(2, 2, requires_grad=True)
+    x = root.clone()
+    v1 = x[0:1]
+    v2 = v1[:, 1:2]
+    v2.mul_(2)
+    x.sum().backward()
+    assert T.values(root.grad).tolist() == [[1, 2], [1, 1]]
+
+
+def test_inplace_view_gradcheck(T):
+    a = T.randn(4, 4, requires_grad=True)
+    b = T.randn(2, 2, requires_grad=True)
+
+    def func(root, b):
+        x = root.clone()
+        x[:, 2:4][1:3].mul_(b)
+        x[:, 0:2][1:3].mul_(b)
+        return x
+
+    T.gradcheck(func, [a, b], raise_exception=True)
+    go = T.randn(4, 4, requires_grad=True)
+    T.gradgradcheck(func, (a, b), (go,))
+
+
+def test_inplace_view_makes_base_require_grad(T):
+    a = T.randn(4, 4, requires_grad=False)
+    b = T.randn(4, 2, requires_grad=True)
+
+    def func(root, b):
+        x = root.clone()
+        assert not x.requires_grad
+        x[:, 2:4].mul_(b)
+        assert x.requires_grad
+        return x
+
+    T.gradcheck(func, [a, b], raise_exception=True)
+    go = T.randn(4, 4, requires_grad=True)
+    T.gradgradcheck(func, (a, b), (go,))
+
+
+def test_inplace_view_backprop_view(T):
+    a = T.tensor([2., 5.], requires_grad=False)
+    b = T.tensor([3.], requires_grad=True)
+    res = a[1:2].mul_(b)
+    res.sum().backward()
+    assert T.values(b.grad).tolist() == [5]
+    assert a.grad is None
+
+
+def test_inplace_view_modify_base(T):
+    r = T.ones(1, requires_grad=True)
+
+    def fn(r):
+        x = T.ones(5)
+        v = x[1]
+        assert not v.requires_grad
+        assert v.grad_fn is None
+        x.add_(r)  # v is now dependent on r due to the in-place op on x
+        assert v.requires_grad
+        return v
+
+    T.gradcheck(fn, [r])
+    T.gradgradcheck(fn, [r])
+
+
+def test_inplace_view_python(T):
+    a = T.randn(4, 4, requires_grad=True)
+    b = T.randn(2, 2, requires_grad=True)
+
+    class PyAdd(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.mark_dirty(x)
+            x.add_(y)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad
+
+    def func(root, b):
+        x = root.clone()
+        PyAdd.apply(x[:, 2:4][1:3], b)
+        PyAdd.apply(x[:, 0:2][1:3], b)
+        return x
+
+    T.gradcheck(func, [a, b], raise_exception=True)
+    go = T.randn(4, 4, requires_grad=True)
+    T.gradgradcheck(func, (a, b), (go,))
+
+
+def test_inplace_view_non_contig(T):
+    data = T.ones(2, 3, 2)[:, :, 1].T  # upstream: .select(2, 1).t()
+    root = data.detach().requires_grad_(True)
+    x = root.clone()
+    v1 = x[0:1]
+    v2 = v1[:, 1:2]
+    v2.mul_(2)
+    x.sum().backward()
+    assert T.values(root.grad).tolist() == [[1, 2], [1, 1], [1, 1]]
+
+
+def test_inplace_view_saved_output(T):
+    dealloc = [0]
+
+    class IncrementOnDelete:
+        def __del__(self):
+            dealloc[0] += 1
+
+    def test():
+        root = T.randn(3, 3, requires_grad=True)
+        copy = root.clone()
+        copy.grad_fn.register_hook(IncrementOnDelete())
+        view = copy.view(9)
+        view.relu_()  # upstream: torch.nn.functional.relu(view, inplace=True)
+
+    test()
+    gc.collect()
+    assert dealloc[0] == 1

@@ -1617,7 +1617,7 @@ def test_detect_anomaly_warns_when_enabled(T):
 
 
 # ------------------------------------------------------------------ TestAutogradInferenceMode
-# torch.is_inference(t) -> t.is_inference(); x.view(-1) -> x.reshape(-1) (daskgrad has no views: see the xfails)
+# torch.is_inference(t) -> t.is_inference(); x.view(-1) -> x.reshape(-1) (a view as well, in both libraries)
 def test_inference_mode_context_manager(T):
     assert not T.is_inference_mode_enabled()
     with T.inference_mode():
@@ -1723,9 +1723,6 @@ def test_inference_mode_inf_tensor_in_normal_mode_inplace_op(T):
                 c.add_(2)
 
 
-@dg_xfail("daskgrad has no views (README, Differences): reshape of an inference tensor that requires grad is a "
-          "new tensor recorded as an op (ViewBackward0), where torch's view shares the inference tensor's storage, "
-          "is an inference tensor itself and records nothing")
 def test_inference_mode_inf_tensor_in_normal_mode_view_op(T):
     for requires_grad in (True, False):
         with T.inference_mode():
@@ -1749,9 +1746,9 @@ def test_normal_tensor_inplace_output_in_inference_mode(T):
             assert a.requires_grad == requires_grad
 
 
-NO_VIEWS = ("daskgrad has no views (README, Differences): reshape/view copies, so a view of a normal tensor made "
-            "in inference mode is a new inference tensor that does not require grad, not a view that keeps its "
-            "base's requires_grad and refuses in-place writes outside the mode")
+NO_VIEWS = ("README, Differences: a view made in inference mode (or under no_grad) of a tensor that requires grad "
+            "does not require grad in daskgrad; torch's keeps its base's requires_grad (with no gradient flowing "
+            "to it)")
 
 
 @dg_xfail(NO_VIEWS)

@@ -1,0 +1,142 @@
+"""Write docs/benchmarks.md from benchmarks/results/*.json: the numbers as the benchmarks recorded them.
+
+``make docs`` runs it before Sphinx; ``tests/test_docs_blocks.py`` checks that the committed page is
+what it writes, so the page cannot drift from the results.  Each results file is a section, each of
+its components (a top-level key holding a dict) a table of its numbers, flattened by key path; a
+list of records (``rows``) is a table of its own; a plot of the same name beside the file is shown.
+``suite-quick.json`` (the smoke run of ``BENCH_QUICK=1``, tiny sizes) is left out.
+
+    python docs/make_benchmarks.py            # writes docs/benchmarks.md
+    python docs/make_benchmarks.py --check    # exits 1 if docs/benchmarks.md differs
+"""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "benchmarks.md"
+LEFT_OUT = {"suite-quick.json"}
+FACTS = ("problem", "run", "device", "note", "quick")  # a file's or component's description, as prose
+
+
+def fmt(value) -> str:
+    """A table cell: numbers to 4 significant digits, lists inline, text as is (pipes escaped)."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if value != 0 and (abs(value) >= 1e7 or abs(value) < 1e-3):
+            return f"{value:.4g}"
+        return f"{value:,.4g}" if abs(value) >= 1000 else f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def flatten(d: dict, prefix: str = ""):
+    """``(key path, value)`` for each leaf of ``d`` that is not a list of records."""
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict):
+            yield from flatten(v, path + ".")
+        elif not records(v):
+            yield path, v
+
+
+def records(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
+
+
+def record_tables(d: dict, prefix: str = ""):
+    """``(key path, list of records)`` anywhere in ``d``."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from record_tables(v, f"{prefix}{k}.")
+        elif records(v):
+            yield f"{prefix}{k}", v
+
+
+def table(rows) -> list[str]:
+    out = ["| quantity | value |", "|---|---|"]
+    out += [f"| `{k}` | {fmt(v)} |" for k, v in rows]
+    return out
+
+
+def record_table(name: str, rows: list[dict]) -> list[str]:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    out = [f"`{name}`:", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(fmt(r.get(k, "")) if not isinstance(r.get(k), dict)
+                              else fmt(json.dumps(r[k])) for k in keys) + " |" for r in rows]
+    return out
+
+
+def section(path: pathlib.Path) -> list[str]:
+    data = json.loads(path.read_text())
+    out = [f"## {path.stem}", "", f"From `benchmarks/results/{path.name}`."]
+    facts = [f"{k}: {fmt(data[k])}" for k in FACTS if k in data and not isinstance(data[k], (dict, list))]
+    out += [""] + [f"* {f}" for f in facts] if facts else []
+    machine = data.get("machine")
+    if isinstance(machine, dict):
+        out += ["", "Machine: " + ", ".join(f"{k} {fmt(v)}" for k, v in machine.items()) + "."]
+    top = [(k, v) for k, v in data.items() if k not in FACTS and k != "machine" and not isinstance(v, dict)
+           and not records(v)]
+    if top:
+        out += [""] + table(top)
+    for k, v in data.items():
+        if k == "machine" or not isinstance(v, dict):
+            continue
+        out += ["", f"### {path.stem}: {k}", ""]
+        facts = [f"* {f}: {fmt(v[f])}" for f in FACTS if f in v and not isinstance(v[f], (dict, list))]
+        if facts:
+            out += facts + [""]
+        leaves = [(p, x) for p, x in flatten(v) if p not in FACTS]
+        if leaves:
+            out += table(leaves)
+        for name, rows in record_tables(v):
+            out += [""] + record_table(name, rows)
+        plot = RESULTS / f"{k}.png"
+        if plot.exists() and path.name == "suite.json":
+            out += ["", f"![{k}](../benchmarks/results/{plot.name})"]
+    plot = RESULTS / f"{path.stem}.png"
+    if plot.exists():
+        out += ["", f"![{path.stem}](../benchmarks/results/{plot.name})"]
+    for name, rows in (("rows", data["rows"]),) if records(data.get("rows")) else ():
+        out += [""] + record_table(name, rows)
+    return out
+
+
+def page() -> str:
+    files = sorted(p for p in RESULTS.glob("*.json") if p.name not in LEFT_OUT)
+    out = ["# Benchmarks", "",
+           "The numbers of the last recorded run of each benchmark, as `benchmarks/results/*.json` holds them "
+           "(this page is generated by `docs/make_benchmarks.py`; `make bench` and the components in "
+           "`benchmarks/` write the files). Times are seconds unless a name says otherwise; each file names "
+           "its machine. How to read them, and the history of each number, is in the "
+           "[developer guide](developer.md) (\"Performance log\").", ""]
+    out += ["Files: " + ", ".join(f"[{p.stem}](#{p.stem.replace('_', '-')})" for p in files) + ".", ""]
+    for p in files:
+        out += section(p) + [""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main(argv) -> int:
+    text = page()
+    if "--check" in argv:
+        if not PAGE.exists() or PAGE.read_text() != text:
+            print(f"{PAGE.relative_to(ROOT)} is stale: run python docs/make_benchmarks.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(text)
+    print(f"wrote {PAGE.relative_to(ROOT)} from {len(list(RESULTS.glob('*.json'))) - len(LEFT_OUT)} result files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
