@@ -186,6 +186,11 @@ class _ViewStorage(_Storage):
             self._cache, self._of = a, root.version
         return self._cache
 
+    @value.setter
+    def value(self, value):
+        """The same values, held otherwise (computed, persisted): a write goes through ``write``."""
+        self._cache = value
+
     @property
     def array(self):
         trace = getattr(_modes_state, "trace", None)
@@ -196,7 +201,6 @@ class _ViewStorage(_Storage):
 
     @array.setter
     def array(self, array):
-        """The same values, held otherwise (computed, persisted): a write goes through ``write``."""
         self._cache = array
 
     def write(self, array):

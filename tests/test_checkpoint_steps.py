@@ -449,3 +449,58 @@ def test_on_worker_processes_the_adjoint_waits_for_its_step_s_state_so_it_is_not
     # 15.8-16.6 states held on the workers at once; 8.6-10.9 waiting (which worker holds them is
     # dask's placement: one worker held 35-80% of them at its peak, either way)
     assert held.peak / (2 * n * 8) <= 3 + 10
+
+
+# ------------------------------------------------------------------ scan (JAX's lax.scan)
+def _rnn(chunks=3):
+    rng = np.random.default_rng(8)
+    c = dg.from_array(rng.standard_normal(6), chunks=chunks, requires_grad=True)
+    h0 = dg.from_array(rng.standard_normal(6), chunks=chunks, requires_grad=True)
+    X = dg.from_array(rng.standard_normal((8, 6)), chunks=(3, chunks), requires_grad=True)
+
+    def f(h, x):
+        h = dg.tanh(h * c + x)
+        return h, ((h * h).sum(), h[:2] * 1.0)
+
+    return f, h0, X, (c, h0, X)
+
+
+@pytest.mark.parametrize("snapshots", [None, 3])
+def test_scan_gives_the_unrolled_loop_s_values_and_gradients(snapshots):
+    from daskgrad.utils.checkpoint import scan
+
+    f, h0, X, leaves = _rnn()
+    weights = dg.arange(8.0, dtype="float64")
+
+    def grads(loss):
+        for t in leaves:
+            t.grad = None
+        value = loss()
+        value.backward()
+        return [value.item()] + [t.grad.numpy() for t in leaves]
+
+    def unrolled():
+        h, total = h0, 0.0
+        for i in range(8):
+            h, (y, z) = f(h, X[i])
+            total = total + float(i) * y + (z ** 2).sum()
+        return total + h.sum()
+
+    def scanned():
+        h, (y, z) = scan(f, h0, X, snapshots=snapshots)
+        assert y.shape == (8,) and z.shape == (8, 2)
+        return (y * weights).sum() + (z ** 2).sum() + h.sum()
+
+    want, got = grads(unrolled), grads(scanned)
+    assert abs(got[0] - want[0]) <= 1e-12 * abs(want[0])
+    assert_close(got[1:], want[1:])
+
+
+def test_scan_without_xs_runs_length_steps_and_a_none_y_gives_none():
+    from daskgrad.utils.checkpoint import scan
+
+    carry, ys = scan(lambda c, x: (c * 2.0, None), dg.ones(3, dtype="float64"), length=5)
+    assert ys is None
+    np.testing.assert_array_equal(carry.numpy(), np.full(3, 32.0))
+    with pytest.raises(ValueError, match="no xs and no length"):
+        scan(lambda c, x: (c, None), dg.ones(3))

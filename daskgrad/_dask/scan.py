@@ -164,8 +164,9 @@ class _BodyTemplate:
         t = self.template
         subs = {}
         for keys, actual in zip(t.slots, inputs):
-            for k, a in zip(keys, actual):
-                subs[k] = a
+            by_index = {a[1:]: a for a in actual}  # (a template lists a slot's keys in its graph's order)
+            for k in keys:
+                subs[k] = by_index[k[1:]]
         for keys, layer in zip(t.slots[self.n_inputs:], self.data.values()):
             for k in keys:
                 subs[k] = k
@@ -237,7 +238,7 @@ def step_slices(tasks, xs, k, token):
     for c in xs.chunks[0]:
         starts.append(starts[-1] + c)
     b = bisect.bisect_right(starts, k) - 1
-    name = f"x{k}-{token}"
+    name = f"{xs.name}-row{k}"
     out = []
     for idx in itertools.product(*(range(len(c)) for c in xs.chunks[1:])):
         key = (name,) + idx
@@ -277,15 +278,29 @@ def _arrays(tasks, names_keys, avals, inputs, name, small=False):
 
 
 # ------------------------------------------------------------------ the loops
-def forward(*arrays, bodies, steps, n_carry, xs_at=None, fixed_at=None):
-    """The carry after ``steps`` steps from ``arrays[:n_carry]``: step ``k`` runs ``bodies[k]`` (one
-    body for all steps when there is one), reading ``arrays[xs_at]``'s row ``k`` as its ``x`` and the
-    fixed values ``arrays[j]`` for ``j`` in its ``fixed_at`` (all the rest, in order, by default)."""
+def forward(*arrays, bodies, steps, n_carry, xs_at=None, fixed_at=None, ys_blocks=None):
+    """The carry after ``steps`` steps from ``arrays[:n_carry]``, then each per-step output stacked
+    (``ys_blocks``: steps per block of the stacked axis): step ``k`` runs ``bodies[k]`` (one body for
+    all steps when there is one), whose outputs are the carry, then its per-step outputs, reading
+    ``arrays[xs_at]``'s row ``k`` as its ``x`` and the fixed values ``arrays[j]`` for ``j`` in its
+    ``fixed_at`` (all the rest, in order, by default)."""
     loop = _Loop(arrays, bodies, n_carry, xs_at, fixed_at)
-    carry = [_chunk_keys(a) for a in arrays[:n_carry]]
+    carry, ys = [_chunk_keys(a) for a in arrays[:n_carry]], {}
     for k in range(steps):
-        carry = loop.advance(carry, k)
-    return _arrays(loop.tasks, carry, bodies[0].out_avals, arrays, "scan", loop.small)
+        outs = loop.advance(carry, k)
+        carry, ys[k] = outs[:n_carry], outs[n_carry:]
+    avals = list(bodies[0].out_avals[:n_carry])
+    outs = list(carry)
+    for j, (dtype, meta, chunks) in enumerate(bodies[0].out_avals[n_carry:]):
+        outs.append(_stacked(loop.tasks, {k: ys[k][j] for k in ys}, ys_blocks, chunks, f"ys{j}-{loop.token}"))
+        avals.append((dtype, _stacked_meta(meta), (ys_blocks,) + chunks))
+    return _arrays(loop.tasks, outs, avals, arrays, "scan", loop.small)
+
+
+def _stacked_meta(meta):
+    from dask.array.utils import meta_from_array
+
+    return meta_from_array(meta, ndim=meta.ndim + 1)
 
 
 class _Loop:
@@ -353,17 +368,21 @@ def _waiting(tasks, keys, gate, token):
     return out
 
 
-def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_grad=False, fixed_at=None):
+def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_grad=False, fixed_at=None,
+            n_ys=0):
     """The adjoints of the initial carry and the gradients of the leaves (fixed values that require
-    grad), from the adjoint of the final carry: Revolve's ``actions`` over ``steps`` steps of the
-    bodies ``fwd``, each step reversed by its body of ``rev`` (inputs: the forward body's, then the
-    adjoint; outputs: the carry's adjoint, the leaves' gradients, then ``x``'s gradient if
-    ``x_grad``).  ``arrays``: the forward's (see :func:`forward`), then the final carry's adjoint."""
-    n = len(arrays) - n_carry
+    grad), from the adjoint of the final carry and of the stacked per-step outputs: Revolve's
+    ``actions`` over ``steps`` steps of the bodies ``fwd``, each step reversed by its body of ``rev``
+    (inputs: the forward body's, then the carry's adjoint, then the step's rows of the per-step
+    outputs' adjoints; outputs: the carry's adjoint, the leaves' gradients, then ``x``'s gradient if
+    ``x_grad``).  ``arrays``: the forward's (see :func:`forward`), then the final carry's adjoint,
+    then the ``n_ys`` stacked adjoints."""
+    n = len(arrays) - n_carry - n_ys
     inputs = arrays[:n]
     loop = _Loop(inputs, fwd, n_carry, xs_at, fixed_at)
     back = _Loop(inputs, rev, n_carry, xs_at, fixed_at)
-    adjoint = [_chunk_keys(a) for a in arrays[n:]]
+    adjoint = [_chunk_keys(a) for a in arrays[n:n + n_carry]]
+    dys = arrays[n + n_carry:]
     tasks = back.tasks = loop.tasks
     snaps, cur, fresh = {}, [_chunk_keys(a) for a in inputs[:n_carry]], False
     state0 = cur
@@ -382,13 +401,14 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_
             cur, fresh = _waiting(tasks, cur, gate, token), False
         if kind == "Advance":
             for k in range(a.start, a.stop):
-                cur = loop.advance(cur, k)
+                cur = loop.advance(cur, k)[:n_carry]
             continue
         k = a.index  # a reversal of step k (the first one from the sweep's last state)
         tmpl = back.body(k)
         token = tokenize(tmpl.token, k, cur[0][0], adjoint[0][0], back.token)
         waited = _after_state(tasks, adjoint, cur, token)
-        outs = tmpl.instance(tasks, back.inputs(tmpl, k, cur, back.x(k)) + waited, token, back.token,
+        rows = [step_slices(tasks, dy, k, back.token) for dy in dys]
+        outs = tmpl.instance(tasks, back.inputs(tmpl, k, cur, back.x(k)) + waited + rows, token, back.token,
                              back.gate(tmpl, cur, token), back.hoist)
         adjoint, got = outs[:n_carry], outs[n_carry:]
         if x_grad:
@@ -399,7 +419,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_
     avals = list(rev[0].out_avals[:n_carry + n_leaves])
     if x_grad:
         xs = loop.xs
-        outs.append(_stacked(tasks, dxs, xs, back.token))
+        outs.append(_stacked(tasks, dxs, xs.chunks[0], xs.chunks[1:], f"dxs-{back.token}"))
         avals.append((xs.dtype, xs._meta, xs.chunks))
     return _arrays(tasks, outs, avals, arrays, "revolve", loop.small and back.small)
 
@@ -434,28 +454,22 @@ def _summed(tasks, totals, new, token):
     return out
 
 
-def _stacked(tasks, dxs, xs, token):
-    """The per-step gradients ``dxs[k]`` (chunk keys of each step's ``x``) as ``xs``'s chunks."""
+def _stacked(tasks, rows, blocks, chunks, name):
+    """The per-step arrays ``rows[k]`` (chunk keys of each step's) stacked along a new first axis
+    split in ``blocks`` (steps per block), as chunks of ``(blocks,) + chunks``: their keys."""
     import itertools
 
-    import numpy as np
-
-    name = f"dxs-{token}"
     out, start = [], 0
-    for b, c in enumerate(xs.chunks[0]):
-        for i, idx in enumerate(itertools.product(*(range(len(cc)) for cc in xs.chunks[1:]))):
+    for b, c in enumerate(blocks):
+        for i, idx in enumerate(itertools.product(*(range(len(cc)) for cc in chunks))):
             key = (name, b) + idx
-            rows = [TaskRef(dxs[k][i]) for k in range(start, start + c)]
-            tasks[key] = Task(key, _stack, *rows)
+            tasks[key] = Task(key, _stack, *[TaskRef(rows[k][i]) for k in range(start, start + c)])
             out.append(key)
         start += c
-    del np
     return out
 
 
 def _stack(*rows):
     import numpy as np
 
-    first = rows[0]
-    xp = np if type(first).__module__ == "numpy" else __import__(type(first).__module__.split(".")[0])
-    return xp.stack(rows)
+    return np.stack(rows)  # (NumPy's dispatch hands cupy rows to cupy)

@@ -20,6 +20,7 @@ import math
 import warnings
 
 import dask.array as da
+import numpy as np
 from dask.base import tokenize
 
 from .. import _dask as door, _tensor, graph
@@ -31,7 +32,7 @@ from ..function import Function
 from ..ops import rechunk, zeros_like
 from . import revolve
 
-__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "checkpoint_steps"]
+__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "checkpoint_steps", "scan"]
 
 _EXPLICIT = ("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in PyTorch "
              "2.9, calling checkpoint without use_reentrant will raise an exception. use_reentrant=False is "
@@ -369,15 +370,61 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
         xs = _check_xs(xs, steps)
     if steps == 0:
         return state
-    loop = _Loop.trace(step, states, steps, xs, single, want_grad=is_grad_enabled())
-    if not is_grad_enabled() or not loop.differentiable:
-        out = loop.forward_tensors()
-        return out[0] if single else tuple(out)
-    plan = _Plan(loop, revolve.schedule(steps, snapshots))
-    inputs = (*states, *loop.leaves) + ((xs,) if loop.x_grad else ())
-    first = _Scan.apply(plan, *inputs)
-    out = (first,) + tuple(_Component.apply(plan, k, first) for k in range(1, len(states)))
+    out = _run(step, states, steps, snapshots, xs, single, ys=False)
     return out[0] if single else out
+
+
+def scan(f, init, xs=None, length=None, *, snapshots=None):
+    """JAX's ``lax.scan``: ``carry, y = f(carry, x)`` for each row ``x`` of ``xs`` (or ``length``
+    times with ``x`` None), returning the final carry and the ``y`` of every step stacked along a new
+    first axis (``None`` where ``f`` returns ``None``; a tuple of tensors for a tuple).  ``carry`` is a
+    tensor or a tuple of tensors, as :func:`checkpoint_steps`'s state.  ``f`` is recorded once and
+    instantiated for every step (:mod:`daskgrad._dask.scan`); its backward keeps every step's
+    carry, or, with ``snapshots``, at most that many, recomputing the rest (Revolve's schedule).
+
+    >>> import daskgrad as dg
+    >>> from daskgrad.utils.checkpoint import scan
+    >>> xs = dg.arange(1.0, 6.0).reshape(5, 1)
+    >>> total, partial = scan(lambda c, x: (c + x, c * 1.0), dg.zeros(1), xs)
+    >>> total.item(), partial.reshape(-1).tolist()
+    (15.0, [0.0, 1.0, 3.0, 6.0, 10.0])
+    """
+    if xs is None and length is None:
+        raise ValueError("scan got no xs and no length: the number of steps is unknown")
+    if xs is not None and length is not None and (not isinstance(xs, Tensor) or xs.ndim == 0
+                                                  or xs.shape[0] != length):
+        raise ValueError(f"scan got an xs of {len(xs)} steps and length={length}")
+    steps = length if xs is None else (xs.shape[0] if isinstance(xs, Tensor) and xs.ndim else -1)
+    states = _check_steps(f, init, steps, snapshots or max(steps, 1))
+    single = isinstance(init, Tensor)
+    if xs is not None:
+        xs = _check_xs(xs, steps)
+    if steps == 0:
+        raise ValueError("scan of zero steps has no per-step outputs to stack")
+    out = _run(f, states, steps, snapshots or steps, xs, single, ys=True)
+    n = len(states)
+    carry = out[0] if single else tuple(out[:n])
+    ys = out[n:]
+    shape = out.ys_structure
+    return carry, None if shape is None else ys[0] if shape == "tensor" else tuple(ys)
+
+
+class _Outs(tuple):
+    """A loop's outputs, the final carry then the stacked per-step outputs (``ys_structure``: None,
+    ``"tensor"`` or ``"tuple"``: what ``f`` returned as its ``y``)."""
+
+
+def _run(step, states, steps, snapshots, xs, single, ys):
+    loop = _Loop.trace(step, states, steps, xs, single, want_grad=is_grad_enabled(), ys=ys)
+    if not is_grad_enabled() or not loop.differentiable:
+        out = _Outs(loop.forward_tensors())
+    else:
+        plan = _Plan(loop, revolve.schedule(steps, snapshots))
+        inputs = (*states, *loop.leaves) + ((xs,) if loop.x_grad else ())
+        first = _Scan.apply(plan, *inputs)
+        out = _Outs((first,) + tuple(_Component.apply(plan, k, first) for k in range(1, plan.n + loop.n_ys)))
+    out.ys_structure = loop.ys_structure
+    return out
 
 
 def _check_steps(step, state, steps, snapshots):
@@ -426,19 +473,21 @@ class _Loop:
     at ``fixed_at``) and the leaves requiring grad among them."""
 
     @classmethod
-    def trace(cls, step, states, steps, xs, single, want_grad):
+    def trace(cls, step, states, steps, xs, single, want_grad, ys=False):
         self = cls()
         self.n, self.steps, self.xs, self.single = len(states), steps, xs, single
         self.state_values = tuple(recorded(t) for t in states)
         self.x_grad = bool(want_grad and xs is not None and xs.requires_grad)
-        first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad)
+        first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad, ys=ys)
         records = [first]
         if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
             for i in range(1, steps):
-                r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False)
+                r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False,
+                              ys=ys)
                 if r.fwd != first.fwd or r.fixed_ids != first.fixed_ids:
-                    r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves)
+                    r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
                 records.append(r)
+        self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.leaves, self.error = first.leaves, None
         known = {id(v) for v in first.leaves}
         for r in records:
@@ -463,10 +512,21 @@ class _Loop:
 
     def params(self):
         return (("bodies", self.fwds), ("steps", self.steps), ("n_carry", self.n),
-                ("xs_at", self.n if self.xs is not None else None), ("fixed_at", self.fixed_at))
+                ("xs_at", self.n if self.xs is not None else None), ("fixed_at", self.fixed_at),
+                ("ys_blocks", (self.steps,)))
+
+    def ys_avals(self):
+        """(dtype, meta, chunks) of each stacked per-step output."""
+        out = []
+        for dtype, meta, chunks in self.fwds[0].out_avals[self.n:]:
+            stacked = np.empty((0,) * (meta.ndim + 1), dtype=meta.dtype) if type(meta) is np.ndarray else \
+                meta.reshape((0,) * (meta.ndim + 1))
+            out.append((dtype, stacked, ((self.steps,),) + tuple(chunks)))
+        return out
 
     def forward_values(self):
-        return door.defer_many(door.scan_forward, self.srcs(), self.params(), self.fwds[0].out_avals)
+        avals = list(self.fwds[0].out_avals[:self.n]) + self.ys_avals()
+        return door.defer_many(door.scan_forward, self.srcs(), self.params(), avals)
 
     def forward_tensors(self):
         return [Tensor._make(v) for v in self.forward_values()]
@@ -477,15 +537,29 @@ class _Recorded:
     body, its reverse body (``want_grad``: the VJP with respect to the state, ``leaves`` -- found
     here when not given -- and ``x``), and the values its fixed inputs read."""
 
-    def __init__(self, step, states, i, xs, single, want_grad, x_grad, leaves=None, reverse=True):
+    def __init__(self, step, states, i, xs, single, want_grad, x_grad, leaves=None, reverse=True, ys=False):
         n, self.i = len(states), i
         start = next(graph._made)
         with door_recording() as trace:
             carry = tuple(Tensor._make(door.alias(recorded(t)), requires_grad=want_grad) for t in states)
             x = Tensor._make(door.alias(_row(xs)), requires_grad=x_grad) if xs is not None else None
             with enable_grad() if want_grad else no_grad():
-                out = _as_state(step(carry[0] if single else carry, x if xs is not None else i), single, n, i)
-                out = tuple(_like(o, t, i) for o, t in zip(out, states))
+                out = step(carry[0] if single else carry, x if xs is not None else i)
+                self.ys_structure, extra = None, ()
+                if ys:
+                    if not isinstance(out, tuple) or len(out) != 2:
+                        raise TypeError(f"scan: f must return (carry, y), but step {i} returned {type(out).__name__}")
+                    out, y = out
+                    if isinstance(y, Tensor):
+                        self.ys_structure, extra = "tensor", (y,)
+                    elif isinstance(y, tuple) and all(isinstance(t, Tensor) for t in y):
+                        self.ys_structure, extra = "tuple", y
+                    elif y is not None:
+                        raise TypeError(f"scan: f's y must be a Tensor, a tuple of Tensors or None, not "
+                                        f"{type(y).__name__}")
+                out = _as_state(out, single, n, i)
+                out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
+            self.n_ys = len(extra)
             own = {id(t) for t in carry} | ({id(x)} if x is not None else set())
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
@@ -507,7 +581,7 @@ class _Recorded:
         roles = ["carry"] * n + (["x"] if x is not None else []) + ["fixed"] * len(fixed_aliases)
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
-                             roles + ["carry"] * n) if want_grad else None
+                             roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
 
 
 def _like(out, state, i):
@@ -553,7 +627,7 @@ class _Scan(Function):
         plan, loop = ctx.plan, ctx.plan.loop
         if loop.error is not None:
             raise RuntimeError(loop.error)
-        adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n)]
+        adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n + loop.n_ys)]
         if all(g is None for g in adjoint):
             return (None,) * len(ctx.needs_input_grad)
         last = plan.last
@@ -566,7 +640,7 @@ class _Scan(Function):
         params = (("fwd", loop.fwds), ("rev", rev), ("actions", plan.actions), ("steps", loop.steps),
                   ("n_carry", plan.n), ("n_leaves", len(loop.leaves)),
                   ("xs_at", plan.n if loop.xs is not None else None), ("x_grad", loop.x_grad),
-                  ("fixed_at", loop.fixed_at))
+                  ("fixed_at", loop.fixed_at), ("n_ys", loop.n_ys))
         outs = [Tensor._make(v) for v in door.defer_many(door.scan_revolve, loop.srcs() + tuple(adj), params, avals)]
         needs = ctx.needs_input_grad
         grads = outs[:plan.n] + outs[plan.n:]
