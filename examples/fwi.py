@@ -152,8 +152,9 @@ class Modelling:
         nbl = self.sv.nbl
         return dg.rechunk(dg.pad(m, nbl, constant_values=1.0 / BACKGROUND ** 2), self.chunks[1:])
 
-    def update(self, m, u_prev, u, i):
-        """u at step i + 1 from steps i - 1 and i (``m`` the extended squared slowness):
+    def update(self, m, u_prev, u, amplitude):
+        """u at the next step from the last two (``m`` the extended squared slowness, ``amplitude`` the
+        source wavelet's value at this step, a number or a 0-d tensor):
         (m/dt^2 + damp/2dt) u+ = lap u + m/dt^2 (2u - u-) + damp/2dt u-, then the source injected
         as Devito's, ``dt^2 / m`` times the wavelet.
 
@@ -166,7 +167,7 @@ class Modelling:
         lap = dg.correlate(u, self.lap, mode="constant")
         new = (lap + a * (2 * u - u_prev) + self.damp * u_prev) / (a + self.damp)
         v2_at_src = dg.sum(self.src / m, axis=(1, 2), keepdims=True)  # the same for every step: computed once
-        return dg.where(self.at_src, new + (sv.dt ** 2 * float(sv.wavelet[i])) * v2_at_src, new)
+        return dg.where(self.at_src, new + (sv.dt ** 2 * amplitude) * v2_at_src, new)
 
     def receivers(self, u):
         sv = self.sv
@@ -182,7 +183,7 @@ class Modelling:
             m = self.extended(m)
             u_prev, u, traces = self.zeros(), self.zeros(), []
             for i in range(self.sv.steps):
-                u_prev, u = u, self.update(m, u_prev, u, i)
+                u_prev, u = u, self.update(m, u_prev, u, float(self.sv.wavelet[i]))
                 traces.append(self.receivers(u))
             return dg.stack(traces).cpu().numpy()
 
@@ -190,22 +191,26 @@ class Modelling:
         """0.5 ||d - d_obs||^2 summed over shots, steps and receivers; ``snapshots=None``: no checkpoints.
 
         The layer is put round ``m`` inside ``step`` (a checkpointed step reads leaves, not values made
-        outside it); each step builds the same keys, so it is computed once."""
+        outside it; recorded once, it is computed once for all steps).  Each step's own data, the
+        wavelet's value and the observed traces, enter as rows of ``xs``, so ``step`` is recorded once
+        for every step."""
         sv = self.sv
-        obs = self.tensor(d_obs, (1, 1, d_obs.shape[2]))
+        obs = self.tensor(d_obs, (sv.steps, 1, d_obs.shape[2]))
+        wavelet = self.tensor(sv.wavelet, sv.steps)
 
-        def step(state, i):
+        def step(state, x):
             u_prev, u, acc = state
-            new = self.update(self.extended(m), u_prev, u, i)
-            r = self.receivers(new) - obs[i]
+            amplitude, observed = x
+            new = self.update(self.extended(m), u_prev, u, amplitude)
+            r = self.receivers(new) - observed
             return u, new, acc + 0.5 * dg.sum(r * r, axis=1)
 
         state = (self.zeros(), self.zeros(), self.tensor(np.zeros(sv.nshots), 1))
         if snapshots is None:
             for i in range(sv.steps):
-                state = step(state, i)
+                state = step(state, (wavelet[i], obs[i]))
         else:
-            state = checkpoint_steps(step, state, sv.steps, snapshots=snapshots)
+            state = checkpoint_steps(step, state, sv.steps, snapshots=snapshots, xs=(wavelet, obs))
         return dg.sum(state[2])
 
 

@@ -278,11 +278,11 @@ def _arrays(tasks, names_keys, avals, inputs, name, small=False):
 
 
 # ------------------------------------------------------------------ the loops
-def forward(*arrays, bodies, steps, n_carry, xs_at=None, fixed_at=None, ys_blocks=None):
+def forward(*arrays, bodies, steps, n_carry, xs_at=(), fixed_at=None, ys_blocks=None):
     """The carry after ``steps`` steps from ``arrays[:n_carry]``, then each per-step output stacked
     (``ys_blocks``: steps per block of the stacked axis): step ``k`` runs ``bodies[k]`` (one body for
     all steps when there is one), whose outputs are the carry, then its per-step outputs, reading
-    ``arrays[xs_at]``'s row ``k`` as its ``x`` and the fixed values ``arrays[j]`` for ``j`` in its
+    row ``k`` of each ``arrays[j]``, ``j`` in ``xs_at``, as its ``x`` and the fixed values ``arrays[j]`` for ``j`` in its
     ``fixed_at`` (all the rest, in order, by default)."""
     loop = _Loop(arrays, bodies, n_carry, xs_at, fixed_at)
     carry, ys = [_chunk_keys(a) for a in arrays[:n_carry]], {}
@@ -309,8 +309,9 @@ class _Loop:
     def __init__(self, arrays, bodies, n_carry, xs_at, fixed_at):
         self.tasks, self.n_carry, self.bodies = {}, n_carry, bodies
         self.templates = [b.template() for b in bodies]
-        self.xs = arrays[xs_at] if xs_at is not None else None
-        rest = [j for j in range(n_carry, len(arrays)) if j != xs_at]
+        xs_at = xs_at or ()
+        self.xs = [arrays[j] for j in xs_at]  # the per-step arrays: step k reads row k of each
+        rest = [j for j in range(n_carry, len(arrays)) if j not in xs_at]
         self.fixed_at = fixed_at or (tuple(range(len(rest))),) * len(bodies)
         self.fixed = [_chunk_keys(arrays[j]) for j in rest]
         self.token = tokenize([t.token for t in self.templates], [arrays[j].name for j in rest])
@@ -323,12 +324,13 @@ class _Loop:
         """The keys of step ``k``'s inputs in ``tmpl``'s order: the carry's, ``x``'s, the fixed values'
         (a reverse body's adjoint inputs, which come last, are the caller's)."""
         fixed = [self.fixed[j] for j in self.fixed_at[k if len(self.fixed_at) > 1 else 0]]
-        it_c, it_f = iter(carry), iter(fixed)
-        count = self.n_carry + (self.xs is not None) + len(fixed)
-        return [next(it_c) if r == CARRY else x if r == X else next(it_f) for r in tmpl.roles[:count]]
+        it_c, it_x, it_f = iter(carry), iter(x), iter(fixed)
+        count = self.n_carry + len(self.xs) + len(fixed)
+        return [next(it_c) if r == CARRY else next(it_x) if r == X else next(it_f) for r in tmpl.roles[:count]]
 
     def x(self, k):
-        return step_slices(self.tasks, self.xs, k, self.token) if self.xs is not None else None
+        """The keys of row ``k`` of each per-step array."""
+        return [step_slices(self.tasks, xs, k, self.token) for xs in self.xs]
 
     @property
     def hoist(self):
@@ -368,7 +370,7 @@ def _waiting(tasks, keys, gate, token):
     return out
 
 
-def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_grad=False, fixed_at=None,
+def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=(), x_grad=False, fixed_at=None,
             n_ys=0):
     """The adjoints of the initial carry and the gradients of the leaves (fixed values that require
     grad), from the adjoint of the final carry and of the stacked per-step outputs: Revolve's
@@ -412,14 +414,14 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=None, x_
                              back.gate(tmpl, cur, token), back.hoist)
         adjoint, got = outs[:n_carry], outs[n_carry:]
         if x_grad:
-            dxs[k] = got[n_leaves]
+            dxs[k] = got[n_leaves:]
         leaves = got[:n_leaves]
         totals = leaves if totals is None else _summed(tasks, totals, leaves, token)
     outs = adjoint + (totals or [])
     avals = list(rev[0].out_avals[:n_carry + n_leaves])
-    if x_grad:
-        xs = loop.xs
-        outs.append(_stacked(tasks, dxs, xs.chunks[0], xs.chunks[1:], f"dxs-{back.token}"))
+    for j, xs in enumerate(loop.xs if x_grad else ()):
+        outs.append(_stacked(tasks, {k: g[j] for k, g in dxs.items()}, xs.chunks[0], xs.chunks[1:],
+                             f"dxs{j}-{back.token}"))
         avals.append((xs.dtype, xs._meta, xs.chunks))
     return _arrays(tasks, outs, avals, arrays, "revolve", loop.small and back.small)
 

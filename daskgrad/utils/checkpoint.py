@@ -391,10 +391,10 @@ def scan(f, init, xs=None, length=None, *, snapshots=None):
     """
     if xs is None and length is None:
         raise ValueError("scan got no xs and no length: the number of steps is unknown")
-    if xs is not None and length is not None and (not isinstance(xs, Tensor) or xs.ndim == 0
-                                                  or xs.shape[0] != length):
-        raise ValueError(f"scan got an xs of {len(xs)} steps and length={length}")
-    steps = length if xs is None else (xs.shape[0] if isinstance(xs, Tensor) and xs.ndim else -1)
+    first = (xs[0] if isinstance(xs, tuple) and xs else xs) if xs is not None else None
+    steps = length if first is None else (first.shape[0] if isinstance(first, Tensor) and first.ndim else -1)
+    if first is not None and length is not None and steps != length:
+        raise ValueError(f"scan got an xs of {steps} steps and length={length}")
     states = _check_steps(f, init, steps, snapshots or max(steps, 1))
     single = isinstance(init, Tensor)
     if xs is not None:
@@ -420,7 +420,7 @@ def _run(step, states, steps, snapshots, xs, single, ys):
         out = _Outs(loop.forward_tensors())
     else:
         plan = _Plan(loop, revolve.schedule(steps, snapshots))
-        inputs = (*states, *loop.leaves) + ((xs,) if loop.x_grad else ())
+        inputs = (*states, *loop.leaves) + (loop.xs if loop.x_grad else ())
         first = _Scan.apply(plan, *inputs)
         out = _Outs((first,) + tuple(_Component.apply(plan, k, first) for k in range(1, plan.n + loop.n_ys)))
     out.ys_structure = loop.ys_structure
@@ -447,11 +447,15 @@ def _check_steps(step, state, steps, snapshots):
 
 
 def _check_xs(xs, steps):
-    if not isinstance(xs, Tensor):
-        raise TypeError(f"checkpoint_steps(): argument 'xs' must be Tensor, not {type(xs).__name__}")
-    if xs.ndim == 0 or xs.shape[0] != steps:
-        raise ValueError(f"checkpoint_steps(): xs must have one row per step (steps={steps}), but got shape "
-                         f"{list(xs.shape)}")
+    """``xs`` (a tensor, or a tuple of tensors: step ``i`` reads row ``i`` of each) as a tuple."""
+    parts = xs if isinstance(xs, tuple) else (xs,)
+    for x in parts:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"checkpoint_steps(): argument 'xs' must be Tensor or tuple of Tensors, not "
+                            f"{type(x).__name__}")
+        if x.ndim == 0 or x.shape[0] != steps:
+            raise ValueError(f"checkpoint_steps(): xs must have one row per step (steps={steps}), but got shape "
+                             f"{list(x.shape)}")
     return xs
 
 
@@ -475,9 +479,10 @@ class _Loop:
     @classmethod
     def trace(cls, step, states, steps, xs, single, want_grad, ys=False):
         self = cls()
-        self.n, self.steps, self.xs, self.single = len(states), steps, xs, single
+        self.n, self.steps, self.single = len(states), steps, single
+        self.xs = () if xs is None else xs if isinstance(xs, tuple) else (xs,)
         self.state_values = tuple(recorded(t) for t in states)
-        self.x_grad = bool(want_grad and xs is not None and xs.requires_grad)
+        self.x_grad = bool(want_grad and any(x.requires_grad for x in self.xs))
         first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad, ys=ys)
         records = [first]
         if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
@@ -508,12 +513,14 @@ class _Loop:
 
     def srcs(self):
         """The values the scan reads: the initial state, the per-step data, the fixed values."""
-        return self.state_values + ((recorded(self.xs),) if self.xs is not None else ()) + self.fixed
+        return self.state_values + tuple(recorded(x) for x in self.xs) + self.fixed
+
+    def xs_at(self):
+        return tuple(range(self.n, self.n + len(self.xs)))
 
     def params(self):
-        return (("bodies", self.fwds), ("steps", self.steps), ("n_carry", self.n),
-                ("xs_at", self.n if self.xs is not None else None), ("fixed_at", self.fixed_at),
-                ("ys_blocks", (self.steps,)))
+        return (("bodies", self.fwds), ("steps", self.steps), ("n_carry", self.n), ("xs_at", self.xs_at()),
+                ("fixed_at", self.fixed_at), ("ys_blocks", (self.steps,)))
 
     def ys_avals(self):
         """(dtype, meta, chunks) of each stacked per-step output."""
@@ -542,9 +549,11 @@ class _Recorded:
         start = next(graph._made)
         with door_recording() as trace:
             carry = tuple(Tensor._make(door.alias(recorded(t)), requires_grad=want_grad) for t in states)
-            x = Tensor._make(door.alias(_row(xs)), requires_grad=x_grad) if xs is not None else None
+            parts = () if xs is None else xs if isinstance(xs, tuple) else (xs,)
+            x = tuple(Tensor._make(door.alias(_row(p)), requires_grad=x_grad) for p in parts)
             with enable_grad() if want_grad else no_grad():
-                out = step(carry[0] if single else carry, x if xs is not None else i)
+                arg = i if xs is None else x if isinstance(xs, tuple) else x[0]
+                out = step(carry[0] if single else carry, arg)
                 self.ys_structure, extra = None, ()
                 if ys:
                     if not isinstance(out, tuple) or len(out) != 2:
@@ -560,13 +569,13 @@ class _Recorded:
                 out = _as_state(out, single, n, i)
                 out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
             self.n_ys = len(extra)
-            own = {id(t) for t in carry} | ({id(x)} if x is not None else set())
+            own = {id(t) for t in carry} | {id(t) for t in x}
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
             adj = tuple(Tensor._make(door.alias(recorded(o))) for o in out)
             want_grad = want_grad and reverse
             if want_grad:
-                wanted = list(carry) + list(self.leaves) + ([x] if x_grad else [])
+                wanted = list(carry) + list(self.leaves) + (list(x) if x_grad else [])
                 pairs = [(o, g) for o, g in zip(out, adj) if o.requires_grad]
                 grads = grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
                              materialize_grads=True) if pairs else tuple(zeros_like(w) for w in wanted)
@@ -577,8 +586,8 @@ class _Recorded:
         fixed_aliases = [a for a, _ in trace.inputs.values()]
         self.fixed = tuple(door.through(a) for a in fixed_aliases)
         self.fixed_ids = tuple(trace.inputs)
-        inputs = [recorded(t) for t in carry] + ([recorded(x)] if x is not None else []) + fixed_aliases
-        roles = ["carry"] * n + (["x"] if x is not None else []) + ["fixed"] * len(fixed_aliases)
+        inputs = [recorded(t) for t in carry] + [recorded(t) for t in x] + fixed_aliases
+        roles = ["carry"] * n + ["x"] * len(x) + ["fixed"] * len(fixed_aliases)
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
                              roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
@@ -635,11 +644,10 @@ class _Scan(Function):
         rev = loop.revs
         avals = rev[0].out_avals[:plan.n + len(loop.leaves)]
         if loop.x_grad:
-            v = recorded(loop.xs)
-            avals = avals + ((v.dtype, v._meta, v.chunks),)
+            avals = avals + tuple((v.dtype, v._meta, v.chunks) for v in map(recorded, loop.xs))
         params = (("fwd", loop.fwds), ("rev", rev), ("actions", plan.actions), ("steps", loop.steps),
                   ("n_carry", plan.n), ("n_leaves", len(loop.leaves)),
-                  ("xs_at", plan.n if loop.xs is not None else None), ("x_grad", loop.x_grad),
+                  ("xs_at", loop.xs_at()), ("x_grad", loop.x_grad),
                   ("fixed_at", loop.fixed_at), ("n_ys", loop.n_ys))
         outs = [Tensor._make(v) for v in door.defer_many(door.scan_revolve, loop.srcs() + tuple(adj), params, avals)]
         needs = ctx.needs_input_grad
