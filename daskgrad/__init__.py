@@ -7,7 +7,7 @@ functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
 import numpy as np
 
-from . import autograd, func, functional, interop, ops, testing
+from . import autograd, func, functional, interop, ops, serialization, testing
 from . import optimize
 from . import linalg, nn, optim, utils  # noqa: E402,F401
 from .engine import backward, grad
