@@ -92,6 +92,31 @@ def _add_chunks(sizes, name, chunks, dtype):
         sizes[(name, *index)] = 0 if n != n else int(n) * item
 
 
+def largest_chunk(arrays):
+    """``(bytes, layer name, chunk shape, dtype)`` of the largest chunk a task of the graph behind
+    ``arrays`` makes, or None: read from the largest chunk dask notes on each layer (no task is
+    looked at; values in memory and constants broadcast from one item are not made by a task)."""
+    from .optimize import holds_data
+
+    best, seen = None, set()
+    for a in arrays:
+        for name, layer, _ in flat_layers(a.dask):
+            if name in seen:
+                continue
+            seen.add(name)
+            notes = layer.collection_annotations or {}
+            size, dtype = notes.get("chunksize"), notes.get("dtype")
+            if size is None or not getattr(dtype, "itemsize", 0):
+                continue
+            n = math.prod(size) * dtype.itemsize
+            if n != n or (best is not None and n <= best[0]):
+                continue
+            if holds_data(layer) or _broadcast(getattr(layer, "task", None)):
+                continue
+            best = (int(n), name, tuple(size), dtype)
+    return best
+
+
 def simulate(arrays, known=(), graphs=(), distributed=False):
     """Replay the order the graph behind ``arrays`` (already optimized) runs in: dask's local
     scheduler's, or (``distributed``) a distributed worker's.  The chunks of ``known`` arrays and of

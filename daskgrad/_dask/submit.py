@@ -279,9 +279,44 @@ def lost_keys(arrays, ask=False):
     if ask and futures:
         client = next(iter(futures.values())).client
         if client.status == "running":
-            held = client.who_has(list(futures.values()))
+            # by key: Client.who_has refuses a list holding a cancelled future (FuturesCancelledError)
+            held = client.sync(client.scheduler.who_has, keys=list(futures))
             dead |= {k for k in futures if not held.get(k)}
     return dead
+
+
+_rooms = {}  # client id -> (when asked, the room a task's output has on the tightest worker)
+
+
+def task_room(client, every=5.0):
+    """Bytes one task's output can take on the worker with the least room, or None when no worker
+    has a memory limit: distributed's nanny restarts a worker whose process passes
+    ``distributed.worker.memory.terminate`` (95%) of its limit, and the process itself (Python, its
+    libraries: unmanaged memory) takes part of it; the data it holds can be spilled.  Asked of the
+    scheduler at most once every ``every`` seconds."""
+    import time
+
+    now = time.monotonic()
+    got = _rooms.get(client.id)
+    if got is not None and now - got[0] < every:
+        return got[1]
+    terminate = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    rooms = []
+    for w in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+        limit, metrics = w.get("memory_limit") or 0, w.get("metrics") or {}
+        if limit:
+            rooms.append(int(limit * terminate) - max(0, metrics.get("memory", 0) - metrics.get("managed_bytes", 0)))
+    room = min(rooms, default=None)
+    _rooms[client.id] = (now, room)
+    return room
+
+
+def cancelled(error) -> bool:
+    """Whether ``error`` is distributed telling that values are gone: a future cancelled or lost
+    (its data and any way to compute it), or a task whose every worker died."""
+    from concurrent.futures import CancelledError
+
+    return isinstance(error, CancelledError) or type(error).__name__ in ("KilledWorker", "FutureCancelledError")
 
 
 def reads_any(arr, keys):
