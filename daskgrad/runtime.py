@@ -17,7 +17,7 @@ from . import _dask as door, graph, lost
 from ._tensor import Tensor
 from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
-from ._modes import current_trace
+from ._modes import are_deterministic_algorithms_enabled, current_trace
 
 _progress = {"enabled": False}
 _observers = []  # callables told (phase, optimized arrays) of each submission: see daskgrad.testing
@@ -114,7 +114,8 @@ def _submit(arrays, phase, optimized=False):
     _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
     _check_task_sizes(arrays)
     try:
-        return door.submit(optimized, phase, progress=_progress["enabled"])
+        return door.submit(optimized, phase, progress=_progress["enabled"],
+                           deterministic=are_deterministic_algorithms_enabled())
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
             _raise_if_lost(arrays, e)

@@ -24,6 +24,7 @@ from dask.sizeof import sizeof
 
 from . import calls
 from .fold import flat_layers
+from .optimize import holds_data
 from .internals import Callback, DataNode, GraphNode, TaskRef, broadcast_trick, flatten, get_deps, order
 
 _record_lock = threading.Lock()
@@ -96,8 +97,6 @@ def largest_chunk(arrays):
     """``(bytes, layer name, chunk shape, dtype)`` of the largest chunk a task of the graph behind
     ``arrays`` makes, or None: read from the largest chunk dask notes on each layer (no task is
     looked at; values in memory and constants broadcast from one item are not made by a task)."""
-    from .optimize import holds_data
-
     best, seen = None, set()
     for a in arrays:
         for name, layer, _ in flat_layers(a.dask):

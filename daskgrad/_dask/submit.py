@@ -14,7 +14,8 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import replicas, stepcache
+from . import deterministic, replicas, stepcache
+from .deterministic import on_cluster as deterministic_workers
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
 from .internals import DataNode, HighLevelGraph, clientless, flatten
@@ -34,18 +35,22 @@ def current_client():
         return None
 
 
-def submit(arrays, phase, progress=False):
+def submit(arrays, phase, progress=False, deterministic=False):
     """Persist ``arrays`` (already optimized) and return them once in memory: on the current client
     in a span named ``phase`` (the dashboard groups its tasks under it), else on dask's local
-    scheduler.  ``progress``: distributed's progress bar, or dask's locally."""
+    scheduler.  ``progress``: distributed's progress bar, or dask's locally.  ``deterministic``:
+    the same bits wherever tasks run (:mod:`.deterministic`)."""
     client = current_client()
     if client is None:
-        done = None if progress else stepcache.run_inline(arrays)
-        if done is not None:
-            return done
-        with _local_progress(progress), _one_blas_thread_per_task():
-            return list(dask.persist(*arrays, optimize_graph=False))
+        with _one_blas_thread_per_task(always=deterministic):
+            done = None if progress else stepcache.run_inline(arrays)
+            if done is not None:
+                return done
+            with _local_progress(progress):
+                return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
+
+    deterministic_workers(client, deterministic)
 
     with span("daskgrad", phase):
         out = client.persist(arrays, optimize_graph=False)
@@ -79,24 +84,15 @@ def _cluster_progress(arrays, phase):
             bar.update()
 
 
-_blas = {}  # the threadpoolctl controller, made once (it inspects the loaded libraries)
-
-
-def _one_blas_thread_per_task():
+def _one_blas_thread_per_task(always=False):
     """On dask's threaded scheduler each task's BLAS call would start a BLAS thread pool of its own,
     and 2 dask threads x 2 BLAS threads oversubscribe 2 cores (distributed's nanny sets one BLAS
     thread per worker process for the same reason).  Limit BLAS while the submission runs, when
-    threadpoolctl is installed (it is an optional dependency)."""
-    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+    threadpoolctl is installed (it is an optional dependency); ``always`` (deterministic mode):
+    on any scheduler, so that a product's bits do not depend on the threads (it needs threadpoolctl)."""
+    if not always and dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return contextlib.nullcontext()
-    if "controller" not in _blas:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _blas["controller"] = ThreadpoolController()
-        except ImportError:
-            _blas["controller"] = None
-    controller = _blas["controller"]
+    controller = deterministic.controller() if always else deterministic.blas_controller()
     return contextlib.nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
