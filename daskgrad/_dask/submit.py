@@ -42,11 +42,12 @@ def submit(arrays, phase, progress=False, deterministic=False):
     the same bits wherever tasks run (:mod:`.deterministic`)."""
     client = current_client()
     if client is None:
-        with _one_blas_thread_per_task(always=deterministic):
+        # a step run inline (one task at a time) keeps the BLAS threads it had, unless the mode asks for one
+        with _one_blas_thread_per_task(always=True) if deterministic else contextlib.nullcontext():
             done = None if progress else stepcache.run_inline(arrays)
             if done is not None:
                 return done
-            with _local_progress(progress):
+            with _local_progress(progress), contextlib.nullcontext() if deterministic else _one_blas_thread_per_task():
                 return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
 
