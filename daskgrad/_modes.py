@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import sys
 import threading
@@ -249,6 +250,9 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
             where = "(position 1) " if name == "mode" else ""
             raise TypeError(f"_set_deterministic_algorithms(): argument '{name}' {where}must be bool, not "
                             f"{type(value).__name__}")
+    if mode and importlib.util.find_spec("threadpoolctl") is None:
+        raise ImportError("daskgrad.use_deterministic_algorithms(True) runs BLAS on one thread in each process "
+                          "that runs tasks, which needs threadpoolctl: pip install 'daskgrad[deterministic]'")
     _deterministic.update(enabled=mode, warn_only=warn_only)
 
 

@@ -90,3 +90,15 @@ def test_threads_of_an_in_process_cluster_and_the_threaded_scheduler_give_the_sa
     with LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \
             Client(cluster):
         assert [gradient() for _ in range(2)] == [local] * 2
+
+
+def test_without_threadpoolctl_turning_the_mode_on_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "threadpoolctl" else real(name, *a))
+    with pytest.raises(ImportError, match=re.escape("pip install 'daskgrad[deterministic]'")):
+        dg.use_deterministic_algorithms(True)
+    assert not dg.are_deterministic_algorithms_enabled()
+    dg.use_deterministic_algorithms(False)  # (turning it off needs nothing)

@@ -57,7 +57,7 @@ def controller():
     found = blas_controller()
     if found is None:
         raise ImportError("daskgrad.use_deterministic_algorithms(True) sets BLAS to one thread in each process "
-                          "that runs tasks, which needs threadpoolctl: pip install threadpoolctl")
+                          "that runs tasks, which needs threadpoolctl: pip install 'daskgrad[deterministic]'")
     return found
 
 

@@ -97,8 +97,11 @@ def largest_chunk(arrays):
     """``(bytes, layer name, chunk shape, dtype)`` of the largest chunk a task of the graph behind
     ``arrays`` makes, or None: read from the largest chunk dask notes on each layer (no task is
     looked at; values in memory and constants broadcast from one item are not made by a task)."""
-    best, seen = None, set()
+    best, seen, graphs = None, set(), set()
     for a in arrays:
+        if id(a.dask) in graphs:  # (the arrays of one submission often share their graph)
+            continue
+        graphs.add(id(a.dask))
         for name, layer, _ in flat_layers(a.dask):
             if name in seen:
                 continue
