@@ -62,7 +62,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import runtime
+from . import _dask as door, runtime
 from ._tensor import Tensor
 from .nn.module import Parameter
 from .serialization import WeightsUnpickler
@@ -109,7 +109,12 @@ def save(obj, path) -> None:
         writes = [_write(t, new, name) for name, t in tensors.items()]
         client = runtime.current_client()
         if client is not None:
-            client.compute(writes, sync=True)
+            try:
+                client.compute(writes, sync=True)
+            except Exception as e:  # a tensor's values lost meanwhile: named, not dask's keys
+                if door.cancelled(e):
+                    runtime.raise_if_lost([t.array for t in tensors.values()], e)
+                raise
         elif writes:
             dask.compute(*writes)
         data = np.frombuffer(structure, dtype=np.uint8)

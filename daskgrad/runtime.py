@@ -72,7 +72,7 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0), optim
             out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
     except Exception as e:  # kept values lost while the submission ran (both holders died, say):
         if client is not None and door.cancelled(e):  # name them, not dask's internal keys
-            _raise_if_lost(submitted, e)
+            raise_if_lost(submitted, e)
         raise
     for (st, old), new in zip(stores, out[len(arrays):]):
         swap(st, old, new)
@@ -111,14 +111,14 @@ def _submit(arrays, phase, optimized=False):
     optimized = arrays if optimized else optimize(arrays, cached=True)
     for observer in list(_observers):
         observer(phase, optimized)
-    _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
+    raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
     _check_task_sizes(arrays)
     try:
         return door.submit(optimized, phase, progress=_progress["enabled"],
                            deterministic=are_deterministic_algorithms_enabled())
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
-            _raise_if_lost(arrays, e)
+            raise_if_lost(arrays, e)
         raise
 
 
@@ -146,7 +146,7 @@ def _check_task_sizes(arrays):
         "workers more memory (dask config 'daskgrad.task-memory-check': False skips this check).")
 
 
-def _raise_if_lost(arrays, cause=None):
+def raise_if_lost(arrays, cause=None):
     """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values
     ``arrays`` read: the kept values, and the ``arrays`` (a parameter's pending update, say) that
     can no longer be computed from them."""
@@ -194,12 +194,12 @@ def values(tensors, **kwargs):
 
 
 def _gather(arr):
-    _raise_if_lost([arr])
+    raise_if_lost([arr])
     try:
         return door.gather(arr)
     except Exception as e:  # lost between the check and the gather
         if door.cancelled(e):
-            _raise_if_lost([arr], e)
+            raise_if_lost([arr], e)
         raise
 
 

@@ -314,3 +314,29 @@ def test_a_task_whose_chunk_cannot_fit_a_worker_is_refused_before_it_runs(limite
     got = state(*adam_loop(4, on_step=oversized_step))
     assert refused and worker_pids(client) == pids  # no worker was restarted
     assert_same(got, want)  # and training went on with every value it keeps
+
+
+def test_a_save_after_every_holder_died_raises_lost_tensor_error_and_keeps_the_last_checkpoint(tmp_path):
+    procs = Processes([[], []])
+    try:
+        client = procs.client()
+        model, opt = adam_loop(2)
+        dg.save({"model": model.state_dict(), "step": 2}, tmp_path / "ck")
+        saved = {k: v.numpy() for k, v in dg.load(tmp_path / "ck")["model"].items()}
+        model, opt = adam_loop(3)
+        pids = worker_pids(client)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 30
+        while set(client.scheduler_info()["workers"]) & set(pids) and time.time() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(dg.LostTensorError) as info:
+            dg.save({"model": model.state_dict(), "step": 3}, tmp_path / "ck")
+        assert "parameter '" in str(info.value)
+        client.close()
+    finally:
+        procs.close()
+    got = dg.load(tmp_path / "ck")  # (here, without the cluster)
+    assert got["step"] == 2 and {k: v.numpy() for k, v in got["model"].items()}.keys() == saved.keys()
+    for k, v in got["model"].items():
+        np.testing.assert_array_equal(v.numpy(), saved[k])
