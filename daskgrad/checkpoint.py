@@ -101,6 +101,7 @@ def save(obj, path) -> None:
     tensors = {}  # array name -> tensor
     structure = _dumps(obj, _readable_names(obj), tensors)
     runtime.persist([])  # the step's lazy parameter updates: computed (and kept) once, not per write
+    path = os.path.realpath(path)  # (a link to a checkpoint: the checkpoint is replaced, the link kept)
     _remove_unfinished(path)
     new = _unfinished(path)
     try:

@@ -231,6 +231,14 @@ def test_a_save_over_a_checkpoint_swaps_it_whole(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ck"]
 
 
+def test_a_save_through_a_link_replaces_the_checkpoint_it_points_to(tmp_path):
+    dg.save({"v": 1}, tmp_path / "real")
+    os.symlink(tmp_path / "real", tmp_path / "latest")
+    dg.save({"v": 2}, tmp_path / "latest")
+    assert os.path.islink(tmp_path / "latest") and dg.load(tmp_path / "real") == {"v": 2}
+    assert sorted(os.listdir(tmp_path)) == ["latest", "real"]
+
+
 _KILLED_WHILE_SAVING = """
 import os, sys, time
 import numpy as np
