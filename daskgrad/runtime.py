@@ -17,7 +17,7 @@ from . import _dask as door, graph, lost
 from ._tensor import Tensor
 from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
-from ._modes import current_trace
+from ._modes import are_deterministic_algorithms_enabled, current_trace
 
 _progress = {"enabled": False}
 _observers = []  # callables told (phase, optimized arrays) of each submission: see daskgrad.testing
@@ -65,9 +65,15 @@ def persist(arrays, *, phase: str = "compute", store=(), keep=slice(0, 0), optim
     stores = [(st, st.array) for st in stores.values() if not door.materialized(st.array)]
     if not arrays and not stores:
         return []
-    out = _submit(arrays + [a for _, a in stores], phase, optimized=optimized and not stores)
-    if client is not None and stores:
-        out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
+    submitted = arrays + [a for _, a in stores]
+    try:
+        out = _submit(submitted, phase, optimized=optimized and not stores)
+        if client is not None and stores:
+            out[len(arrays):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(arrays):])]
+    except Exception as e:  # kept values lost while the submission ran (both holders died, say):
+        if client is not None and door.cancelled(e):  # name them, not dask's internal keys
+            raise_if_lost(submitted, e)
+        raise
     for (st, old), new in zip(stores, out[len(arrays):]):
         swap(st, old, new)
     if client is not None:
@@ -105,16 +111,42 @@ def _submit(arrays, phase, optimized=False):
     optimized = arrays if optimized else optimize(arrays, cached=True)
     for observer in list(_observers):
         observer(phase, optimized)
-    _raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
+    raise_if_lost(arrays)  # before submitting: dask would name internal keys, later
+    _check_task_sizes(arrays)
     try:
-        return door.submit(optimized, phase, progress=_progress["enabled"])
+        return door.submit(optimized, phase, progress=_progress["enabled"],
+                           deterministic=are_deterministic_algorithms_enabled())
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
-            _raise_if_lost(arrays, e)
+            raise_if_lost(arrays, e)
         raise
 
 
-def _raise_if_lost(arrays, cause=None):
+def _check_task_sizes(arrays):
+    """Refuse, before it runs, a submission one of whose tasks makes a chunk larger than a worker
+    can hold: each worker would be restarted in turn at its memory limit, losing the values it keeps."""
+    client = current_client()
+    if client is None or not dask.config.get("daskgrad.task-memory-check", True):
+        return
+    room = door.task_room(client)
+    if room is None:
+        return
+    found = door.largest_chunk(arrays)
+    if found is None or found[0] <= room:
+        return
+    nbytes, name, shape, dtype = found
+    from dask.utils import format_bytes, key_split
+
+    raise RuntimeError(
+        f"{key_split(name)}: one task would make a chunk of {format_bytes(nbytes)} (shape {shape}, {dtype}), more "
+        f"than a worker can hold: the worker with the least room has {format_bytes(max(room, 0))} for it (its memory "
+        "limit, up to where distributed restarts it, less what its process itself uses). Nothing was submitted: each "
+        "worker would be restarted in turn, losing the values it keeps. Rechunk into smaller chunks (x.rechunk(...), "
+        "or chunks= where the tensor is made) so that a chunk is a small part of a worker's memory, or give the "
+        "workers more memory (dask config 'daskgrad.task-memory-check': False skips this check).")
+
+
+def raise_if_lost(arrays, cause=None):
     """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values
     ``arrays`` read: the kept values, and the ``arrays`` (a parameter's pending update, say) that
     can no longer be computed from them."""
@@ -125,7 +157,9 @@ def _raise_if_lost(arrays, cause=None):
     names.update(a.name for a in arrays if door.reads_any(a, dead))
     shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
     shapes.update((a.name, a) for a in arrays if a.name in names)
-    raise lost.LostTensorError(lost.describe(names, shapes)) from cause
+    error = lost.LostTensorError(lost.describe(names, shapes))
+    error.dask_error = cause  # (distributed's own report, internal keys and all: not shown)
+    raise error from None
 
 
 def values(tensors, **kwargs):
@@ -160,8 +194,13 @@ def values(tensors, **kwargs):
 
 
 def _gather(arr):
-    _raise_if_lost([arr])
-    return door.gather(arr)
+    raise_if_lost([arr])
+    try:
+        return door.gather(arr)
+    except Exception as e:  # lost between the check and the gather
+        if door.cancelled(e):
+            raise_if_lost([arr], e)
+        raise
 
 
 def force(t, **kwargs):

@@ -27,14 +27,15 @@ from .gating import gate, marks_of, stateless_waiting
 from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .stepcache import capture_templates, optimize_cached, replay_template, step_cache_clear, step_cache_info
-from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
-from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
-                     submit)
+from .replay import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
+from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
+                     reads_any, store, submit, task_room)
 
 __all__ = ["Arena", "one_chunk", "prototype", "relabel", "Pending", "deferred", "elemwise", "within_chunks",
            "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "gate", "marks_of", "stateless_waiting", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "optimize_cached",
            "capture_templates", "replay_template",
            "step_cache_clear", "step_cache_info", "toposort_layers", "MemoryEstimate", "PeakTracker", "chunk_bytes",
-           "recording", "simulate", "client_of", "current_client", "data_futures", "flat_keys", "gather", "keep",
-           "lost_keys", "reads_any", "store", "submit"]
+           "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client", "data_futures",
+           "flat_keys", "gather", "keep",
+           "lost_keys", "reads_any", "store", "submit", "task_room"]
