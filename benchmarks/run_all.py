@@ -35,7 +35,10 @@ Components (each a function below, each returning a JSON-able dict):
                  snapshots x state chunk and estimate_memory, steps run vs Revolve's count
                  (benchmarks/bench_big_state.py);
 * ``memory_soak`` 2,000 steps of the plain loop on a cluster: scheduler, worker and client memory,
-                 scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py).
+                 scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py);
+* ``deterministic`` ``use_deterministic_algorithms(True)`` on a 16-chunk ``X.T @ (X @ w)`` gradient: seconds
+                 with the mode off and on (3 worker processes; the threaded scheduler), and the distinct bit
+                 patterns of repeated runs in each mode.
 
 Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared
 machine hits all alike).  Writes benchmarks/results/suite.json and one PNG per component.
@@ -946,6 +949,72 @@ def big_state():
     return bench.run()
 
 
+# ------------------------------------------------------------------ (m) deterministic mode
+def deterministic(runs=8, rounds=5):
+    """``daskgrad.use_deterministic_algorithms(True)``: what it costs and what it buys, on the
+    16-chunk gradient ``X.T @ (X @ w)`` of issue 32 (the data sent with the graph, as ``from_array``
+    of a NumPy array does).  On a LocalCluster of 3 worker processes (in-process workers in quick
+    mode): the seconds per gradient with the mode off, on, off again (the mode's one-time cost,
+    registering its worker plugin, apart), and how many distinct bit patterns ``runs`` runs gave in
+    each phase; on the threaded scheduler, the seconds of one gradient off and on, interleaved."""
+    import hashlib
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    import daskgrad as dg
+
+    if QUICK:
+        runs, rounds = 3, 1
+    n, d, nchunks = (16 * 100, 8, 16) if QUICK else (16 * 5_000, 64, 16)
+    rng = np.random.default_rng(0)
+    Xn, wn = rng.standard_normal((n, d)), rng.standard_normal(d)
+
+    def grad():
+        X = dg.from_array(Xn, chunks=(n // nchunks, d))
+        w = dg.from_array(wn, chunks=d, requires_grad=True)
+        (0.5 * ((X @ w) ** 2).sum()).backward()
+        return w.grad.numpy()
+
+    def phase(enabled):
+        dg.use_deterministic_algorithms(enabled)
+        t0 = time.perf_counter()
+        grad()  # warm-up: turned on, it registers the workers' plugin
+        first = time.perf_counter() - t0
+        times, patterns = [], set()
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            g = grad()
+            times.append(time.perf_counter() - t0)
+            patterns.add(hashlib.sha1(g.tobytes()).hexdigest())
+        return {"seconds": statistics.median(times), "first_run_seconds": first, "distinct_bit_patterns": len(patterns),
+                "runs": runs}
+
+    def toggled(enabled):
+        def run():
+            dg.use_deterministic_algorithms(enabled)
+            grad()
+        return run
+
+    out = {"problem": f"gradient X.T @ (X @ w), X {n}x{d} float64 in {nchunks} chunks"}
+    try:
+        with dask.config.set(scheduler="threads"):
+            out["threads_seconds"] = interleaved({"off": toggled(False), "on": toggled(True)}, rounds)
+        with LocalCluster(n_workers=3, threads_per_worker=1, processes=not QUICK, dashboard_address=None,
+                          worker_dashboard_address=None) as lc, Client(lc):
+            out["cluster"] = {"off": phase(False), "on": phase(True), "off_again": phase(False)}
+    finally:
+        dg.use_deterministic_algorithms(False)
+    c = out["cluster"]
+    off = statistics.mean([c["off"]["seconds"], c["off_again"]["seconds"]])
+    out["on_over_off"] = {"cluster": c["on"]["seconds"] / off,
+                          "threads": out["threads_seconds"]["on"] / out["threads_seconds"]["off"]}
+    _bars("deterministic", out["problem"], {"cluster_off": off, "cluster_on": c["on"]["seconds"],
+                                            "threads_off": out["threads_seconds"]["off"],
+                                            "threads_on": out["threads_seconds"]["on"]})
+    return out
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -1084,7 +1153,7 @@ def _plot_soak(out):
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
               "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi,
-              "big_state": big_state}
+              "big_state": big_state, "deterministic": deterministic}
 
 
 def main(names=None):

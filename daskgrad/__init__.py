@@ -7,13 +7,15 @@ functions; the modules are ``daskgrad._tensor`` and ``daskgrad.engine``.
 """
 import numpy as np
 
-from . import autograd, func, functional, interop, ops, testing
+from . import autograd, func, functional, interop, ops, serialization, testing
 from . import optimize
 from . import linalg, nn, optim, utils  # noqa: E402,F401
 from .engine import backward, grad
 from .function import Function, map_blocks
-from ._modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,
-                     is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly, set_grad_enabled)
+from ._modes import (are_deterministic_algorithms_enabled, detect_anomaly, enable_grad, inference_mode,
+                     is_anomaly_check_nan_enabled, is_anomaly_enabled, is_deterministic_algorithms_warn_only_enabled,
+                     is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly, set_grad_enabled,
+                     use_deterministic_algorithms)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
 from .checkpoint import load, save

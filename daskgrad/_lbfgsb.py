@@ -8,6 +8,12 @@ is a projected backtracking line search (Armijo's condition along the projected 
 ``clip(x + t d, lb, ub)``, quadratic interpolation between trials).  Convergence tests are SciPy's:
 max-norm of the projected gradient ``<= gtol``, relative reduction of f ``<= ftol``.
 
+A value no step can be measured against stops the run as SciPy's does, with ``"ABNORMAL: "``,
+``status=2``, ``success=False`` (``fun`` the NaN or infinite objective met; ``x`` and ``jac`` the last
+point accepted): a NaN objective or gradient (at x0 or at a trial point), an infinite gradient, an
+objective of +inf at x0 or of -inf anywhere.  A trial point whose objective is +inf is too high:
+the line search steps back from it.
+
 x, the gradient, the direction and the ``maxcor`` pairs of history vectors are tensors chunked
 like x0 and stored on the cluster (written in place, so each submission stores them with no
 lineage); the client gets back only scalars (the loss, dot products, max-norms), a few per
@@ -30,7 +36,7 @@ _MESSAGES = {"pgtol": "CONVERGENCE: NORM OF PROJECTED GRADIENT <= PGTOL",
              "ftol": "CONVERGENCE: RELATIVE REDUCTION OF F <= FACTR*EPSMCH",
              "maxiter": "STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT",
              "maxfun": "STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT",
-             "abnormal": "ABNORMAL: NO DECREASE ALONG THE SEARCH DIRECTION"}
+             "abnormal": "ABNORMAL: "}  # SciPy 1.15+'s words for a failed line search (and NaN)
 _DEFAULTS = dict(maxcor=10, ftol=2.2204460492503131e-09, gtol=1e-5, maxiter=15000, maxfun=15000, maxls=20)
 
 
@@ -82,9 +88,10 @@ class _Search:
         self.fun, self.args, self.lb, self.ub, self.opts = fun, args, lb, ub, opts
         self.s, self.y, self.rho = [], [], []
         self.nfev = 0
+        self.met = None  # the objective value of a point that stopped the run (a NaN, say)
         with no_grad():
             self.x = self._stored(clip(x0, lb, ub))
-        self.f, self.g, self.pg_max = self._evaluate(self.x)[:3]
+        self.f, self.g, self.pg_max, self.g_max = self._evaluate(self.x, lambda g: g.abs().max())
 
     def _stored(self, t):
         """``t`` written in place into a tensor made like x0: the next submission stores it."""
@@ -144,6 +151,9 @@ class _Search:
             f, g, pg_max, decrease, sy, yy = self._evaluate(
                 x_new, lambda g_: _dot(self.g, step), lambda g_: _dot(step, g_ - self.g),
                 lambda g_: _dot(g_ - self.g, g_ - self.g))
+            if np.isnan(f) or f == -np.inf or not (np.isfinite(pg_max) and np.isfinite(yy)):  # nothing to go by
+                self.met = None if np.isfinite(f) else f  # (a finite f of a NaN gradient: x's own is reported)
+                return None
             if f <= self.f + 1e-4 * decrease:
                 return x_new, f, g, pg_max, sy, yy, step
             if self.nfev >= self.opts["maxfun"]:
@@ -175,7 +185,9 @@ def minimize_on_cluster(fun, x0, args, lb, ub, options, callback, so):
     opts = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
     run = _Search(fun, args, x0, lb, ub, opts)
     nit, why = 0, "pgtol"
-    while run.pg_max > opts["gtol"]:
+    if not (np.isfinite(run.f) and np.isfinite(run.g_max)):  # (`while pg_max > gtol` would end on a NaN)
+        why, run.met = "abnormal", run.f
+    while why == "pgtol" and run.pg_max > opts["gtol"]:
         if nit >= opts["maxiter"]:
             why = "maxiter"
             break
@@ -198,5 +210,6 @@ def minimize_on_cluster(fun, x0, args, lb, ub, options, callback, so):
             why = "ftol"
             break
     status = {"pgtol": 0, "ftol": 0, "maxiter": 1, "maxfun": 1, "abnormal": 2}[why]
-    return so.OptimizeResult(x=run.x, fun=run.f, jac=run.g, nit=nit, nfev=run.nfev, njev=run.nfev, status=status,
+    fun = run.f if run.met is None else run.met  # SciPy reports the value that stopped it
+    return so.OptimizeResult(x=run.x, fun=fun, jac=run.g, nit=nit, nfev=run.nfev, njev=run.nfev, status=status,
                              success=status == 0, message=_MESSAGES[why])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import sys
 import threading
@@ -238,3 +239,33 @@ class set_detect_anomaly(_Mode):
 
     def __enter__(self):  # torch's enters without setting again: the call already did
         return self
+
+
+# ------------------------------------------------------------------ deterministic mode (process-wide, as torch's)
+_deterministic = {"enabled": False, "warn_only": False}
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """torch's switch: with ``True``, a run's numbers do not depend on where its tasks run or on
+    thread counts -- the same bits on the local scheduler and on any cluster of this software and
+    hardware (:mod:`daskgrad._dask.deterministic` says how, and what it costs).  ``warn_only`` is
+    kept for torch's signature (daskgrad has no op without a deterministic form to warn about)."""
+    for name, value in (("mode", mode), ("warn_only", warn_only)):
+        if not isinstance(value, bool):
+            where = "(position 1) " if name == "mode" else ""
+            raise TypeError(f"_set_deterministic_algorithms(): argument '{name}' {where}must be bool, not "
+                            f"{type(value).__name__}")
+    if mode and importlib.util.find_spec("threadpoolctl") is None:
+        raise ImportError("daskgrad.use_deterministic_algorithms(True) runs BLAS on one thread in each process "
+                          "that runs tasks, which needs threadpoolctl: pip install 'daskgrad[deterministic]'")
+    _deterministic.update(enabled=mode, warn_only=warn_only)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """Whether :func:`use_deterministic_algorithms` turned the mode on."""
+    return _deterministic["enabled"]
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether the mode was turned on with ``warn_only=True``."""
+    return _deterministic["enabled"] and _deterministic["warn_only"]

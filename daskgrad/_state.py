@@ -18,8 +18,11 @@ Elsewhere, each beside the code that needs it:
 * ``engine._claimed``/``_grad_locks``: nodes a running backward will free, and per-leaf locks, so
   threads backpropagating at once behave as torch's;
 * ``_tensor._rng``: ``manual_seed``'s generator; ``_tensor._cuda_ok``: a GPU was found once;
-* ``_dask.submit._tokens``/``_installed``/``_blas``: per-client stored-name tokens, schedulers that
-  have the Keeper, the BLAS thread limiter; ``_dask.calls._inner_observer``: a memory tracker;
+* ``_dask.submit._tokens``/``_installed``/``_rooms``: per-client stored-name tokens, schedulers that
+  have the Keeper, the room for a task's output on the tightest worker (asked every few seconds);
+  ``_dask.deterministic._blas``/``_installed``/``_registered``: the BLAS thread limiter, whether this
+  process aligns what it receives, clusters whose workers do; ``_modes._deterministic``: the mode;
+  ``_dask.calls._inner_observer``: a memory tracker;
   ``_dask.dashboard._outbox``/``_node_ids``: retained graphs not yet published to the scheduler.
 """
 from __future__ import annotations

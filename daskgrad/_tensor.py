@@ -1122,10 +1122,61 @@ def _shape(shape):
     return tuple(shape)
 
 
-def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw):
+MAX_CHUNKS = 1_000_000  # chunks of one made tensor (dask config daskgrad.max-chunks): one task each, per op
+
+
+def check_size(name, shape, dtype, chunks, negative=None):
+    """Refuse at once, as torch does, a tensor that cannot be made: a negative dimension (torch's
+    words; ``negative`` is the message where torch has one of its own), or more chunks than
+    ``daskgrad.max-chunks`` -- counted from the shape and ``chunks`` before dask builds them (10**15
+    elements in 128 MiB chunks would take dask 15 s to lay out, and a graph of 30 M tasks per op)."""
+    shape = tuple(shape)
+    for d in shape:
+        if d < 0:
+            raise RuntimeError(negative or f"Trying to create tensor with negative dimension {d}: {list(shape)}")
+    limit = int(dask.config.get("daskgrad.max-chunks", MAX_CHUNKS))
+    count = _chunk_count(shape, np.dtype(dtype).itemsize, chunks)
+    if count is not None and count > limit:
+        numel, dtype = int(np.prod(shape, dtype=object)), np.dtype(dtype)
+        raise RuntimeError(f"{name}: you tried to make a tensor of {numel} elements ({numel * dtype.itemsize} "
+                           f"bytes of {dtype}) in {count} chunks, more than the {limit} chunks daskgrad "
+                           "builds for one tensor (dask config 'daskgrad.max-chunks'): pass larger chunks= (each "
+                           "chunk must fit in a worker's memory), or make a smaller tensor.")
+
+
+def _chunk_count(shape, itemsize, chunks):
+    """How many chunks dask makes of ``shape`` with ``chunks`` (its forms: an int, -1/None, a byte size
+    or "auto", explicit sizes, per axis or for all), without making them; for "auto" (or a byte size)
+    the fewest it can make.  None where the form is one not counted here (dask checks it)."""
+    per_axis = chunks if isinstance(chunks, (tuple, list)) else (chunks,) * len(shape)
+    if len(per_axis) != len(shape):
+        return None
+    count, auto = 1, None
+    for size, c in zip(shape, per_axis):
+        if c is None or (isinstance(c, int) and c == -1):
+            continue
+        if isinstance(c, (int, np.integer)) and c > 0:
+            count *= -(-int(size) // int(c))
+        elif isinstance(c, (tuple, list)):
+            count *= len(c)
+        elif isinstance(c, str):
+            auto = c
+        else:
+            return None
+    if auto is not None:
+        from dask.utils import parse_bytes
+
+        limit = parse_bytes(dask.config.get("array.chunk-size") if auto == "auto" else auto)
+        count = max(count, -(-int(np.prod(shape, dtype=object)) * itemsize // max(limit, 1)))
+    return count
+
+
+def _factory(fn, shape, dtype, chunks, requires_grad, device, name, negative=None, **kw):
     """A leaf of dask's creation function ``fn``, recorded (no dask graph until its value is read)."""
-    params = (("fn", fn), ("shape", _shape(shape)), ("dtype", np.dtype(dtype or _DEFAULT_FLOAT)),
-              ("chunks", chunks), ("backend", _backend(device))) + tuple(kw.items())
+    shape, dtype = _shape(shape), np.dtype(dtype or _DEFAULT_FLOAT)
+    check_size(name, shape, dtype, chunks, negative)
+    params = (("fn", fn), ("shape", shape), ("dtype", dtype), ("chunks", chunks),
+              ("backend", _backend(device))) + tuple(kw.items())
     return _leaf(door.defer(_created, (), params), requires_grad)
 
 
@@ -1136,12 +1187,13 @@ def _created(*, fn, backend, **kw):
 
 def zeros(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
     """A leaf of zeros (torch's ``zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``; float32 by default), lazy."""
-    return _factory(da.zeros, shape, dtype, chunks, requires_grad, device)
+    return _factory(da.zeros, shape, dtype, chunks, requires_grad, device, "zeros",
+                    "zeros: Dimension size must be non-negative.")
 
 
 def ones(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
     """A leaf of ones (torch's ``ones``: ``ones(2, 3)`` or ``ones((2, 3))``; float32 by default), lazy."""
-    return _factory(da.ones, shape, dtype, chunks, requires_grad, device)
+    return _factory(da.ones, shape, dtype, chunks, requires_grad, device, "ones")
 
 
 def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
@@ -1150,7 +1202,7 @@ def full(shape, fill_value, dtype=None, chunks="auto", requires_grad=False, devi
     if dtype is None and isinstance(fill_value, (bool, int)) and not isinstance(fill_value, float):
         dtype = np.bool_ if isinstance(fill_value, bool) else np.int64
     return _factory(da.full, (shape,) if not isinstance(shape, int) else (shape,), dtype, chunks,
-                    requires_grad, device, fill_value=fill_value)
+                    requires_grad, device, "full", fill_value=fill_value)
 
 
 def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
@@ -1160,6 +1212,11 @@ def arange(start, stop=None, step=1, dtype=None, chunks="auto", requires_grad=Fa
         start, stop = 0, start
     if dtype is None:
         dtype = np.int64 if all(isinstance(v, int) for v in (start, stop, step)) else _DEFAULT_FLOAT
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (stop - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    check_size("arange", (max(0, int(np.ceil((stop - start) / step))),), dtype, chunks)
     params = (("fn", _arange), ("shape", (start, stop, step)), ("dtype", np.dtype(dtype)), ("chunks", chunks),
               ("backend", _backend(device)))
     return _leaf(door.defer(_created, (), params), requires_grad)
@@ -1170,6 +1227,7 @@ def _arange(bounds, dtype, chunks):
 
 
 def _random(method, shape, dtype, chunks, requires_grad, device):
+    check_size("rand" if method == "random" else "randn", _shape(shape), np.dtype(dtype or _DEFAULT_FLOAT), chunks)
     seed = int(_rng.integers(2**63))
     backend = _backend(device)
     with dask.config.set({"array.backend": backend}):

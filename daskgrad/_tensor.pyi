@@ -1296,8 +1296,25 @@ def _torch_array(t):
 
 def _shape(shape): ...
 
+MAX_CHUNKS: int
 
-def _factory(fn, shape, dtype, chunks, requires_grad, device, **kw): ...
+
+def check_size(name, shape, dtype, chunks, negative=None):
+    """Refuse at once, as torch does, a tensor that cannot be made: a negative dimension (torch's
+    words; ``negative`` is the message where torch has one of its own), or more chunks than
+    ``daskgrad.max-chunks`` -- counted from the shape and ``chunks`` before dask builds them (10**15
+    elements in 128 MiB chunks would take dask 15 s to lay out, and a graph of 30 M tasks per op).
+    """
+
+
+def _chunk_count(shape, itemsize, chunks):
+    """How many chunks dask makes of ``shape`` with ``chunks`` (its forms: an int, -1/None, a byte size
+    or "auto", explicit sizes, per axis or for all), without making them; for "auto" (or a byte size)
+    the fewest it can make.  None where the form is one not counted here (dask checks it).
+    """
+
+
+def _factory(fn, shape, dtype, chunks, requires_grad, device, name, negative=None, **kw): ...
 
 
 def zeros(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:

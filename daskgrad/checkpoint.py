@@ -15,16 +15,29 @@ Zarr (format 3) group:
   ``tensor-N``.  Zarr wants regular chunks, so a tensor with uneven chunks is written with the
   largest chunk of each dimension; its own chunks are kept in the array's attributes
   (``attrs["daskgrad"] = {"chunks", "requires_grad", "parameter", "device"}``) and restored on load.
-  Chunks on a GPU (cupy) are copied to the host, one chunk at a time on its worker, to be written;
+  Chunks on a GPU (cupy) are copied to the host, one chunk at a time on its worker, to be written.
+  Every chunk carries a CRC32C checksum (Zarr's ``crc32c`` codec) and every chunk is written, even
+  one of zeros, so that ``load`` tells a changed or missing chunk file from a value;
 * ``structure.pkl``, a 1-d uint8 Zarr array (so the directory stays a clean Zarr hierarchy): the
   bytes of a pickle of everything else (dicts, lists, numbers, strings, the step count, even a whole
   Module) in which each tensor is a pickle *persistent id*, its array's name -- the mechanism
-  torch.save uses for its storages.  It is written last: a save cut short does not load.
+  torch.save uses for its storages.
+
+**Atomic**: ``save`` writes the whole checkpoint into a new directory next to ``path``
+(``.NAME.saving-HOST-PID-N``) and swaps it in by one rename (an exchange, where the file system has
+one) once every chunk and the structure are written; the previous checkpoint is deleted after.  A
+save that raises, or a process killed while saving, leaves the previous checkpoint as it was (and,
+if killed, its unfinished directory, which the next save of that path from the host removes).
+
+**Safe**: ``load`` reads the structure with :mod:`daskgrad.serialization`'s unpickler, which builds
+only containers, numbers, strings, dtypes and the tensors (``weights_only=True``, torch.load's
+default since PyTorch 2.6); a checkpoint holding anything else (a whole Module) is refused with
+torch's words unless loaded with ``weights_only=False`` -- only for a file you trust.
 
 Without daskgrad, ``zarr.open_group("ckpt")["model/0.weight"][:]`` reads a tensor's values, and
 ``pickle.Unpickler(io.BytesIO(zarr.open_array("ckpt", path="structure.pkl")[:].tobytes()))`` with
-``persistent_load = lambda name: zarr.open_array("ckpt", path=name)`` reads the whole object.  As with
-torch.load, loading unpickles: load trusted files only.
+``persistent_load = lambda name: zarr.open_array("ckpt", path=name)`` reads the whole object (a
+plain unpickler runs what the file names: trusted files only).
 
 ``load`` reads a checkpoint directory back, or a torch file (``torch.save(model.state_dict(), "m.pt")``,
 through ``torch.load`` when torch is installed) into daskgrad tensors.  It reads every value into
@@ -35,21 +48,29 @@ must be one the workers can read and write (a shared file system on a multi-node
 """
 from __future__ import annotations
 
+import ctypes
 import io
+import itertools
+import json
 import os
 import pickle
+import shutil
+import socket
+import uuid
 from collections import OrderedDict
 
 import dask
 import dask.array as da
 import numpy as np
 
-from . import runtime
+from . import _dask as door, runtime
 from ._tensor import Tensor
 from .nn.module import Parameter
+from .serialization import WeightsUnpickler
 
 STRUCTURE = "structure.pkl"
-_FORMAT = 1
+_FORMAT = 2  # 1: no checksums, chunks of zeros not written (still read)
+_SAVING = ".saving-"  # in the name of a save's unfinished directory: .NAME.saving-HOST-PID-N
 
 
 def _zarr():
@@ -61,30 +82,54 @@ def _zarr():
     return zarr
 
 
+def _array_options():
+    """How every array is written: Zarr's default compressor with a CRC32C checksum after it, and
+    every chunk written (Zarr skips chunks equal to the fill value: a missing file would read as zeros)."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return {"compressors": [ZstdCodec(level=0), Crc32cCodec()], "config": {"write_empty_chunks": True}}
+
+
 # ------------------------------------------------------------------------ save
 def save(obj, path) -> None:
     """Write ``obj`` (tensors in dicts/lists/tuples, state_dicts, any picklable object holding tensors)
     to the directory ``path`` (see the module docstring for the layout); an earlier checkpoint there is
-    replaced.  Pending updates (an optimizer step not yet run) are computed first, once."""
+    replaced once the new one is complete (never a directory that is not a checkpoint).  Pending
+    updates (an optimizer step not yet run) are computed first, once."""
     zarr = _zarr()
     path = os.fspath(path)
     _check_target(path)
     tensors = {}  # array name -> tensor
     structure = _dumps(obj, _readable_names(obj), tensors)
     runtime.persist([])  # the step's lazy parameter updates: computed (and kept) once, not per write
-    group = zarr.open_group(path, mode="w", attributes={"daskgrad": {"format": _FORMAT, "structure": STRUCTURE}})
-    writes = [_write(t, path, name) for name, t in tensors.items()]
-    client = runtime.current_client()
-    if client is not None:
-        client.compute(writes, sync=True)
-    elif writes:
-        dask.compute(*writes)
-    data = np.frombuffer(structure, dtype=np.uint8)
-    group.create_array(STRUCTURE, shape=data.shape, dtype=np.uint8, chunks=(max(data.size, 1),))[:] = data
+    path = os.path.realpath(path)  # (a link to a checkpoint: the checkpoint is replaced, the link kept)
+    _remove_unfinished(path)
+    new = _unfinished(path)
+    try:
+        group = zarr.open_group(new, mode="w-", attributes={"daskgrad": {"format": _FORMAT, "structure": STRUCTURE,
+                                                                           "checksums": "crc32c"}})
+        writes = [_write(t, new, name) for name, t in tensors.items()]
+        client = runtime.current_client()
+        if client is not None:
+            try:
+                client.compute(writes, sync=True)
+            except Exception as e:  # a tensor's values lost meanwhile: named, not dask's keys
+                if door.cancelled(e):
+                    runtime.raise_if_lost([t.array for t in tensors.values()], e)
+                raise
+        elif writes:
+            dask.compute(*writes)
+        data = np.frombuffer(structure, dtype=np.uint8)
+        group.create_array(STRUCTURE, shape=data.shape, dtype=np.uint8, chunks=(max(data.size, 1),),
+                           **_array_options())[:] = data
+        _swap_in(new, path)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
 
 
 def _check_target(path):
-    """Replace a checkpoint, never a directory that is something else (save clears the directory)."""
+    """Replace a checkpoint, never a directory that is something else."""
     if not os.path.exists(path):
         return
     if not os.path.isdir(path):
@@ -94,13 +139,75 @@ def _check_target(path):
 
 
 def _is_checkpoint(path):
-    import json
+    return _attributes(path) is not None
 
+
+def _attributes(path):
+    """The checkpoint's own attributes (format, structure), or None if ``path`` holds no checkpoint."""
     try:
         with open(os.path.join(path, "zarr.json")) as f:
-            return "daskgrad" in json.load(f).get("attributes", {})
-    except (OSError, ValueError):
+            return json.load(f).get("attributes", {}).get("daskgrad")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+_count = itertools.count()
+
+
+def _unfinished(path):
+    """A new directory next to ``path`` (the same file system: a rename swaps it in)."""
+    head, name = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{name}{_SAVING}{socket.gethostname()}-{os.getpid()}-{next(_count)}-"
+                              f"{uuid.uuid4().hex[:8]}")
+
+
+def _remove_unfinished(path):
+    """The unfinished directories a killed save of ``path`` on this host left (its process is gone)."""
+    head, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name}{_SAVING}{socket.gethostname()}-"
+    for entry in os.listdir(head or "."):
+        if not entry.startswith(prefix):
+            continue
+        try:
+            pid = int(entry[len(prefix):].split("-")[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(head, entry), ignore_errors=True)
+        except (ValueError, PermissionError, OSError):
+            continue
+
+
+def _swap_in(new, path):
+    """``new`` renamed to ``path`` in one step; the checkpoint it replaces, deleted after."""
+    if not os.path.lexists(path):
+        try:
+            os.rename(new, path)
+            return
+        except OSError:  # made meanwhile (another save): exchanged below
+            pass
+    elif os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)
+        os.rename(new, path)
+        return
+    if _exchange(new, path):
+        shutil.rmtree(new)  # (now the old checkpoint)
+        return
+    # no atomic exchange here: two renames (between them, for an instant, there is no checkpoint at path)
+    old = new + "-old"
+    os.rename(path, old)
+    os.rename(new, path)
+    shutil.rmtree(old)
+
+
+def _exchange(a, b):
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where not available."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
         return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 class _Pickler(pickle.Pickler):
@@ -185,55 +292,125 @@ def _write(t, path, name):
         arr = arr.rechunk(tuple(max(c, default=1) for c in arr.chunks))
     attrs = {"chunks": [list(c) for c in t.chunks], "requires_grad": t.requires_grad,
              "parameter": isinstance(t, Parameter), "device": t.device}
-    return da.to_zarr(arr, path, component=name, compute=False, attributes={"daskgrad": attrs})
+    return da.to_zarr(arr, path, component=name, compute=False, attributes={"daskgrad": attrs}, **_array_options())
 
 
 # ------------------------------------------------------------------------ load
-def load(path, map_location=None):
+def load(path, map_location=None, *, weights_only=None):
     """Read what :func:`save` wrote, or a torch checkpoint file, into daskgrad tensors in memory.
 
     ``map_location="cpu"`` (or ``"cuda"``) puts every tensor there; by default each goes back to the
-    device it was saved from, as torch.load does.  A torch file is read with torch's safe loader
-    (``weights_only=True``): tensors, containers, numbers, strings -- what state_dicts hold.
+    device it was saved from, as torch.load does.  ``weights_only`` (default True, as torch.load's):
+    build only tensors, containers, numbers, strings and dtypes -- what state_dicts and training state
+    hold -- and refuse anything else before it is built, with torch's words
+    (:mod:`daskgrad.serialization`; ``weights_only=False`` builds any object the file names, so it can
+    run code: only for a file you trust).  A chunk file changed or missing since the save raises a
+    RuntimeError naming the tensor.  A torch file is read by ``torch.load`` with the same
+    ``weights_only``.
     """
     path = os.fspath(path)
+    weights_only = True if weights_only is None else bool(weights_only)
     if os.path.isdir(path):
-        obj, tensors = _load_checkpoint(path, map_location)
+        obj, tensors = _load_checkpoint(path, map_location, weights_only)
     elif os.path.isfile(path):
-        obj, tensors = _load_torch(path, map_location)
+        obj, tensors = _load_torch(path, map_location, weights_only)
     else:
         raise FileNotFoundError(f"No such file or directory: '{path}'")
     runtime.persist([], store=[t._storage for t in tensors])
     return obj
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, read):
+class _Unpickler(WeightsUnpickler):
+    """The structure's unpickler: tensors through persistent ids (names of the checkpoint's arrays);
+    other globals allowlisted (:mod:`daskgrad.serialization`) unless ``weights_only=False``."""
+
+    def __init__(self, file, read, names, weights_only):
         super().__init__(file)
-        self.read, self.loaded = read, {}
+        self.read, self.names, self.loaded, self.weights_only = read, names, {}, weights_only
+
+    def find_class(self, module, name):
+        if self.weights_only:
+            return super().find_class(module, name)
+        return pickle.Unpickler.find_class(self, module, name)
 
     def persistent_load(self, name):
+        if not isinstance(name, str) or name not in self.names:
+            raise pickle.UnpicklingError(f"unsupported persistent id encountered: {name!r} is not a tensor of "
+                                         "this checkpoint")
         if name not in self.loaded:
             self.loaded[name] = self.read(name)
         return self.loaded[name]
 
 
-def _load_checkpoint(path, map_location):
+def _load_checkpoint(path, map_location, weights_only):
     zarr = _zarr()
-    if not _is_checkpoint(path):
+    attrs = _attributes(path)
+    if attrs is None:
         raise ValueError(f"{path} is a directory that is not a daskgrad checkpoint")
+    if not isinstance(attrs, dict) or attrs.get("format") not in (1, _FORMAT):
+        raise ValueError(f"{path} is a daskgrad checkpoint of format {attrs.get('format')!r}, which this daskgrad "
+                         f"does not read (it reads formats 1 and {_FORMAT}): load it with a newer daskgrad")
+    checked = attrs["format"] >= 2  # format 1 skipped chunks of zeros, and had no checksums
     group = zarr.open_group(path, mode="r")
     if STRUCTURE not in group:
         raise ValueError(f"{path} is an incomplete daskgrad checkpoint (no {STRUCTURE}: was its save cut short?)")
-    data = group[STRUCTURE][:]
-    unpickler = _Unpickler(io.BytesIO(data.tobytes()), lambda name: _read(group[name], map_location))
+    names = {name for name, member in group.members(max_depth=None)
+             if name != STRUCTURE and isinstance(member, zarr.Array) and "daskgrad" in member.attrs}
+    structure = group[STRUCTURE]
+    if checked:
+        _check_chunks(path, [(STRUCTURE, structure, "its structure")] +
+                      [(name, group[name], f"tensor {name!r}") for name in sorted(names)])
+    data = _Chunks(structure, path, "its structure")[...]
+    unpickler = _Unpickler(io.BytesIO(data.tobytes()), lambda name: _read(group[name], path, name, map_location),
+                           names, weights_only)
     obj = unpickler.load()
     return obj, list(unpickler.loaded.values())
 
 
-def _read(z, map_location):
+def _check_chunks(path, arrays):
+    """Raise if a chunk file of any of ``arrays`` ((name, array, what)) is missing: Zarr would read
+    the fill value in its place."""
+    damaged = []
+    for name, z, what in arrays:
+        encode = z.metadata.chunk_key_encoding.encode_chunk_key
+        root = os.path.join(path, name)
+        present = {os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                   for d, _, files in os.walk(os.path.join(root, "c")) for f in files}
+        if z.ndim == 0 and os.path.isfile(os.path.join(root, "c")):
+            present.add("c")
+        missing = [k for index in itertools.product(*map(range, z.cdata_shape)) if (k := encode(index)) not in present]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f", ... ({len(missing)} in all)" if len(missing) > 5 else "")
+            damaged.append(f"{what} misses chunk file(s) {shown}")
+    if damaged:
+        raise RuntimeError(f"daskgrad.load: the checkpoint {path} is damaged: {'; '.join(damaged)}. It cannot be "
+                           "read: load an earlier checkpoint.")
+
+
+class _Chunks:
+    """A Zarr array read by dask block by block (as ``da.from_zarr``), a chunk that fails its
+    checksum raising an error that names the tensor and the file."""
+
+    def __init__(self, z, path, what):
+        self.z, self.path, self.what = z, path, what
+        self.shape, self.dtype, self.ndim = z.shape, z.dtype, z.ndim
+
+    def __getitem__(self, index):
+        try:
+            return self.z[index]
+        except ValueError as e:
+            if "checksum" not in str(e):
+                raise
+            raise RuntimeError(f"daskgrad.load: the checkpoint {self.path} is damaged: {self.what} has a chunk whose "
+                               f"CRC32C checksum does not match its contents (the file changed after the save: {e}). "
+                               "Load an earlier checkpoint.") from None
+
+
+def _read(z, path, name, map_location):
     attrs = z.attrs["daskgrad"]
-    arr = da.from_zarr(z)
+    # a fresh name: a checkpoint saved again at the same path holds other values under the same names
+    arr = da.from_array(_Chunks(z, path, f"tensor {name!r}"), chunks=z.chunks, name=f"load-{uuid.uuid4().hex}",
+                        asarray=True)
     chunks = tuple(tuple(c) for c in attrs["chunks"])
     if arr.chunks != chunks:
         arr = arr.rechunk(chunks)
@@ -253,13 +430,13 @@ def _place(t, device):
     return type(t)._make(moved.array, requires_grad=t.requires_grad)
 
 
-def _load_torch(path, map_location):
+def _load_torch(path, map_location, weights_only):
     try:
         import torch
     except ImportError:
         raise ImportError(f"{path} is a file, not a daskgrad checkpoint directory; reading it as a torch "
                           "checkpoint needs torch (pip install torch)") from None
-    obj = torch.load(path, map_location="cpu", weights_only=True)  # torch's own safe loader
+    obj = torch.load(path, map_location="cpu", weights_only=weights_only)  # torch's own (safe) loader
     converted = {}
     out = _from_torch(obj, torch, converted, map_location or "cpu")
     return out, list(converted.values())

@@ -108,23 +108,31 @@ def connect(address: str = "local", *, scheduler_file=None, n_workers=None, thre
                            n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
                            dashboard_address=dashboard_address, worker_dashboard_address=worker_dashboard_address,
                            security=security, **options)
-    host = (dashboard_address or "").rpartition(":")[0].strip("[]")
-    cluster.dashboard_host = host if host and host not in ("0.0.0.0", "::") else None
+    cluster.dashboard_host = _listening_host(dashboard_address)
+    cluster.worker_dashboard_host = _listening_host(worker_dashboard_address)
     warn_if_exposed(cluster.scheduler_address)
     return _install_dashboard(Client(cluster, security=security, **kwargs))  # client.cluster.close() stops it
+
+
+def _listening_host(address):
+    """The host a dashboard ``address`` (``"127.0.0.1:8787"``) listens on, when it names one."""
+    host = (address or "").rpartition(":")[0].strip("[]")
+    return host if host and host not in ("0.0.0.0", "::") else None
 
 
 _LocalCluster = None
 
 
 def _local_cluster_type(base):
-    """LocalCluster whose ``dashboard_link`` names the host its dashboard listens on: distributed
-    names the machine's LAN address for an in-process cluster, where nothing listens (the
-    dashboard is on 127.0.0.1), so the printed link led nowhere."""
+    """LocalCluster whose dashboard links name the host each dashboard listens on: distributed names
+    the machine's LAN address for an in-process cluster, where nothing listens (the dashboards are on
+    127.0.0.1), both in ``dashboard_link`` and in the links of the notebook display (the
+    scheduler's and each worker's), so a printed link led nowhere."""
     global _LocalCluster
     if _LocalCluster is None:
         class LocalCluster(base):
             dashboard_host = None  # the host of ``dashboard_address``, when it names one
+            worker_dashboard_host = None  # and of ``worker_dashboard_address``
 
             @property
             def dashboard_link(self):
@@ -135,6 +143,28 @@ def _local_cluster_type(base):
                     return link
                 parts = urlsplit(link)
                 return parts._replace(netloc=f"{host}:{parts.port}").geturl()
+
+            def _repr_html_(self, cluster_status=None):
+                html = super()._repr_html_(cluster_status)
+                for link, right in self._dashboard_links():
+                    html = html.replace(f'"{link}"', f'"{right}"').replace(f">{link}<", f">{right}<")
+                return html
+
+            def _dashboard_links(self):
+                """(the link distributed shows, the one where the dashboard listens) for the scheduler
+                and each worker: distributed's own formatting of each, with the host replaced."""
+                from urllib.parse import urlparse
+
+                from distributed.utils import format_dashboard_link
+
+                info = self.scheduler_info or {}
+                servers = [(info, self.dashboard_host)] + [(w, self.worker_dashboard_host)
+                                                           for w in (info.get("workers") or {}).values()]
+                for server, host in servers:
+                    port = (server.get("services") or {}).get("dashboard")
+                    shown = server.get("host") or urlparse(server.get("address", "")).hostname
+                    if host and port and shown and shown != host:
+                        yield format_dashboard_link(shown, port), format_dashboard_link(host, port)
 
         _LocalCluster = LocalCluster
     return _LocalCluster

@@ -11,10 +11,13 @@ updated since) and submits the same program, without running ``fn``, as ``jax.ji
 
 **A kind of call** (the guards): each tensor argument's shape, chunks, dtype, chunk type,
 ``requires_grad``, leafness, inference flag and which arguments share a value; other arguments by
-value (containers and NumPy arrays by content, other objects by identity; a module by its
-parameters, buffers and ``training``); the modes, the client and the dask settings a graph
-depends on; and what ``fn`` names from its globals and closure, in the same way, following the
-user functions it names (not libraries').
+value (containers and NumPy arrays by content, other objects by identity and their attributes'
+values, as torch.compile guards ``self.scale``; a module by its parameters, buffers, ``training``
+and plain attributes, submodules' too); the modes, the client and the dask settings a graph
+depends on; and what ``fn`` (a compiled module: its ``forward``) names from its globals and
+closure, in the same way, following the user functions it names (not libraries').  An attribute
+that changes between calls traces again, even one the function does not read: a retrace, never a
+stale replay.
 
 **What the trace watches**, so that a replay is never silently wrong:
 
@@ -202,7 +205,8 @@ class Compiled:
         config = tuple(dask.config.get(k, None) for k in ("daskgrad.fuse-chunks", "daskgrad.vjp-resources",
                                                          "daskgrad.row-block-bytes", "array.backend"))
         return (described, names, is_grad_enabled(), is_inference_mode_enabled(),
-                None if client is None else id(client), door.frozen(config, objects=False) if _frozen(config) else repr(config))
+                None if client is None else id(client),
+                door.frozen(config, objects=False) if _frozen(config) else repr(config))
 
     def _pin(self, key, pins):
         """Objects guarded by identity: their entry goes when one of them goes (its id may be reused)."""
@@ -386,6 +390,8 @@ def _names_guard(functions, pins, allowed):
     while todo and len(seen) < 64:
         fn = todo.pop()
         fn = getattr(fn, "_fn", fn) if isinstance(fn, Compiled) else fn
+        if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(getattr(fn, "forward", None)):
+            fn = types.MethodType(type(fn).forward, fn)  # compile(module): its forward, bound
         if isinstance(fn, types.MethodType):
             out.append(("self", _describe(fn.__self__, None, pins, allowed, {})))
             fn = fn.__func__
@@ -451,8 +457,9 @@ def _describe(obj, tensors, pins, allowed, seen):
         held = [*obj.named_parameters(), *obj.named_buffers()]
         for _, p in held:
             allowed[id(p._storage)] = p
-        parts = obj.modules() if callable(getattr(obj, "modules", None)) else [obj]
-        return ("module", id(obj), tuple((n, id(p)) for n, p in held), tuple(m.training for m in parts))
+        parts = list(obj.modules()) if callable(getattr(obj, "modules", None)) else [obj]
+        return ("module", id(obj), tuple((n, id(p)) for n, p in held), tuple(m.training for m in parts),
+                tuple(_attributes(m, pins, allowed) for m in parts))
     if isinstance(obj, (types.ModuleType, types.FunctionType, type, Compiled)):
         pins.append(obj)
         return ("id", id(obj))
@@ -460,7 +467,39 @@ def _describe(obj, tensors, pins, allowed, seen):
         return door.frozen(obj, objects=False)
     except (door.NoKey, RecursionError):
         pins.append(obj)
-        return ("id", id(obj))
+        return ("id", id(obj), _attributes(obj, pins, allowed))
+
+
+_MODULE_TABLES = frozenset(("training", "_parameters", "_buffers", "_non_persistent_buffers_set", "_modules",
+                            "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                            "_forward_hooks_with_kwargs", "_forward_hooks_always_called"))
+
+
+def _attributes(obj, pins, allowed, depth=1):
+    """An object's attributes as a trace may have read them (``self.scale``, ``cfg.lr``), as torch.compile's
+    guards check them: values by value, tensors and other objects by identity (a tensor's value is
+    guarded where it is read), an object's own attributes one level down.  A module's registered
+    parameters, buffers and submodules are described with the module."""
+    d = getattr(obj, "__dict__", None)
+    if type(d) is not dict:
+        return ()
+    out = []
+    for name, v in d.items():
+        if name in _MODULE_TABLES:
+            continue
+        if isinstance(v, Tensor):
+            pins.append(v)
+            allowed[id(v._storage)] = v
+            out.append((name, "tensor", id(v)))
+            continue
+        try:
+            out.append((name, door.frozen(v, objects=False)))
+        except (door.NoKey, RecursionError):
+            pins.append(v)
+            inner = _attributes(v, pins, allowed, depth - 1) if depth > 0 and not isinstance(
+                v, (types.ModuleType, types.FunctionType, type, Compiled)) else ()
+            out.append((name, id(v), inner))
+    return tuple(out)
 
 
 def _frozen(value):

@@ -20,7 +20,7 @@ import warnings
 import weakref
 
 from . import _dask as door
-from ._modes import current_trace, is_anomaly_enabled, is_grad_enabled
+from ._modes import is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
 # ------------------------------------------------------------------------ errors
@@ -280,8 +280,8 @@ class Primitive:
     whole tensors rather than stand-ins.
 
     ``impl(*operands, **params)``: the forward on dask arrays (recorded, and run when the program is
-    lowered to dask); an operand that is a Python number arrives as itself.  ``args``: the operands' names.  ``save``: what the rule reads, by name:
-    an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
+    lowered to dask); an operand that is a Python number arrives as itself.  ``args``: the operands'
+    names.  ``save``: what the rule reads, by name: an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
     only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward
     reads but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0``
     keeps its indices: a mask or index tensor the op derives and saves.  ``prepare(*inputs)``:

@@ -21,8 +21,8 @@ class LostTensorError(RuntimeError):
         self.names = list(names)
         shown = ", ".join(self.names[:20]) + (f", ... ({len(self.names)} in all)" if len(self.names) > 20 else "")
         super().__init__(f"{len(self.names)} tensor value(s) daskgrad kept on the cluster were lost (the scheduler "
-                         "restarted, every worker holding a copy died, or the client holding them was closed): "
-                         f"{shown}. {RECIPE}")
+                         "restarted, every worker holding a copy died or was restarted at its memory limit, or the "
+                         f"client holding them was closed): {shown}. {RECIPE}")
 
 
 def dead(future) -> bool:

@@ -50,7 +50,8 @@ def minimize(fun, x0, args=(), method="L-BFGS-B", bounds=None, constraints=(), t
     cluster by projected L-BFGS (:mod:`daskgrad._lbfgsb`: active set, two-loop direction, projected
     Armijo backtracking; not SciPy's Cauchy point): x, the gradient and the history stay chunked
     like x0 there and only scalars reach the client.  Its options are SciPy's (``maxcor``,
-    ``ftol``, ``gtol``, ``maxiter``, ``maxfun``, ``maxls``); ``x`` and ``jac`` are not gathered.
+    ``ftol``, ``gtol``, ``maxiter``, ``maxfun``, ``maxls``); ``x`` and ``jac`` are not gathered.  A NaN
+    objective or gradient ends it as it ends SciPy's: ``"ABNORMAL: "``, ``status=2``, ``success=False``.
     """
     try:
         import scipy.optimize as so

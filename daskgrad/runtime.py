@@ -17,7 +17,7 @@ from . import _dask as door, graph, lost
 from ._tensor import Tensor
 from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
-from ._modes import current_trace
+from ._modes import are_deterministic_algorithms_enabled, current_trace
 
 _progress = {"enabled": False}
 _observers = []  # callables told (phase, optimized arrays) of each submission: see daskgrad.testing
@@ -66,9 +66,15 @@ def persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), optim
     stores = [(st, st.value) for st in stores.values() if not in_memory(st.value)]
     if not values and not stores:
         return []
-    out = _submit(values + [v for _, v in stores], phase, optimized=optimized and not stores)
-    if client is not None and stores:
-        out[len(values):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(values):])]
+    submitted = values + [v for _, v in stores]
+    try:
+        out = _submit(submitted, phase, optimized=optimized and not stores)
+        if client is not None and stores:
+            out[len(values):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(values):])]
+    except Exception as e:  # kept values lost while the submission ran (both holders died, say):
+        if client is not None and door.cancelled(e):  # name them, not dask's internal keys
+            raise_if_lost(submitted, e)
+        raise
     for (st, old), new in zip(stores, out[len(values):]):
         swap(st, old, new)
     if client is not None:
@@ -119,15 +125,18 @@ def _submit(values, phase, optimized=False):
         for node in prog.eqns:
             node.seen += 1
         slots = list(prog.slots.values())
-        _raise_if_lost(todo, slots)  # before submitting: dask would name internal keys, later
+        raise_if_lost(todo, slots=slots)  # before submitting: dask would name internal keys, later
         arrays = door.instantiate(prog, local=current_client() is None)
     for observer in list(_observers):
         observer(phase, arrays)
+    if current_client() is not None:
+        _check_task_sizes(arrays)
     try:
-        done = door.submit(arrays, phase, progress=_progress["enabled"])
+        done = door.submit(arrays, phase, progress=_progress["enabled"],
+                           deterministic=are_deterministic_algorithms_enabled())
     except Exception as e:  # "lost dependencies": lost while the submission ran
         if current_client() is not None:
-            _raise_if_lost(todo, slots, e)
+            raise_if_lost(todo, e, slots)
         raise
     for node, value in zip(kept, done[len(todo):]):
         node.kept = value
@@ -138,10 +147,39 @@ def _submit(values, phase, optimized=False):
     return [next(done) if a is None else a for a in out]
 
 
-def _raise_if_lost(values, slots, cause=None):
+def _check_task_sizes(arrays):
+    """Refuse, before it runs, a submission one of whose tasks makes a chunk larger than a worker
+    can hold: each worker would be restarted in turn at its memory limit, losing the values it keeps."""
+    client = current_client()
+    if client is None or not dask.config.get("daskgrad.task-memory-check", True):
+        return
+    room = door.task_room(client)
+    if room is None:
+        return
+    found = door.largest_chunk(arrays)
+    if found is None or found[0] <= room:
+        return
+    nbytes, name, shape, dtype = found
+    from dask.utils import format_bytes, key_split
+
+    raise RuntimeError(
+        f"{key_split(name)}: one task would make a chunk of {format_bytes(nbytes)} (shape {shape}, {dtype}), more "
+        f"than a worker can hold: the worker with the least room has {format_bytes(max(room, 0))} for it (its memory "
+        "limit, up to where distributed restarts it, less what its process itself uses). Nothing was submitted: each "
+        "worker would be restarted in turn, losing the values it keeps. Rechunk into smaller chunks (x.rechunk(...), "
+        "or chunks= where the tensor is made) so that a chunk is a small part of a worker's memory, or give the "
+        "workers more memory (dask config 'daskgrad.task-memory-check': False skips this check).")
+
+
+def raise_if_lost(values, cause=None, slots=None):
     """:class:`~daskgrad.lost.LostTensorError` naming what the cluster lost of the values the
-    program reads (``slots``): the kept values, and the ``values`` (a parameter's pending update,
-    say) that can no longer be computed from them."""
+    ``values`` read (``slots``: the values in memory their program reads, found when not given):
+    the kept values, and the ``values`` (a parameter's pending update, say) that can no longer be
+    computed from them."""
+    if slots is None:
+        lazy = [v for v in values if isinstance(v, door.Lazy)]
+        slots = [v for v in values if not isinstance(v, door.Lazy)]
+        slots += list(door.Program.of(lazy).slots.values()) if lazy else []
     dead = door.lost_keys(slots, ask=cause is not None)
     if not dead:
         return
@@ -153,7 +191,9 @@ def _raise_if_lost(values, slots, cause=None):
         if v.name in names or door.reads_any(v, dead):
             names.add(v.name)
             shapes[v.name] = v
-    raise lost.LostTensorError(lost.describe(names, shapes)) from cause
+    error = lost.LostTensorError(lost.describe(names, shapes))
+    error.dask_error = cause  # (distributed's own report, internal keys and all: not shown)
+    raise error from None
 
 
 def values(tensors, **kwargs):
@@ -190,8 +230,13 @@ def values(tensors, **kwargs):
 
 
 def _gather(arr):
-    _raise_if_lost([arr], [arr])
-    return door.gather(arr)
+    raise_if_lost([arr])
+    try:
+        return door.gather(arr)
+    except Exception as e:  # lost between the check and the gather
+        if door.cancelled(e):
+            raise_if_lost([arr], e)
+        raise
 
 
 def force(t, **kwargs):

@@ -56,6 +56,8 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert big["step_evaluations_on_workers"] == big["revolve_t_plus_last_step"]
     assert big["peak_managed_per_worker"] > 0 and big["grad_norm"] > 0 and big["grad_finite"]
     assert big["bands"] > big["n_workers"] and big["restarted"] is False
+    det = report["deterministic"]["cluster"]
+    assert det["on"]["distinct_bit_patterns"] == 1 and report["deterministic"]["on_over_off"]["cluster"] > 0
     assert "| logreg |" in proc.stdout  # the README table
     if "matplotlib" in sys.modules or _importable("matplotlib"):
         for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak"):

@@ -3,6 +3,7 @@ uncompiled function gives, bit for bit; any change a replay could not see (a sha
 argument value, mode, a global rebound, a tensor read from outside updated) traces again; and a
 function doing what a replay cannot repeat runs as usual, with a warning (an error with
 fullgraph=True)."""
+import itertools
 import time
 import types
 import warnings
@@ -72,16 +73,16 @@ def test_a_parameter_that_requires_grad_is_named_as_the_reason_and_its_detached_
 
 def test_a_replay_does_not_run_the_function():
     X, y = _data()
-    calls = types.SimpleNamespace(n=0)  # (an object: guarded by identity, not by what it holds)
+    calls = itertools.count()  # (an iterator: guarded by identity; an attribute would be guarded by value)
 
     def loss(w):
-        calls.n += 1
+        next(calls)
         return _loss(w, X, y)
 
     step = dg.compile(dg.func.grad(loss))
     for w in _ws():
         step(w)
-    assert calls.n == 1
+    assert next(calls) == 1
 
 
 def test_gradients_inside_a_compiled_function_join_its_one_submission(submissions):
@@ -416,6 +417,101 @@ def test_python_values_the_function_reads_are_guarded_by_value():
 
 
 _HELPER_SCALE = 1.0
+
+
+# ------------------------------------------------------------------ guards on what a trace read, as torch.compile's
+def _scaled_module(lib):
+    """The same module in torch and daskgrad: a plain attribute and a buffer scale the sum."""
+    class Scaled((torch_nn() if lib is not dg else nn).Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 1.0
+            self.register_buffer("b", lib.tensor(1.0, dtype=lib.float64))
+
+        def forward(self, x):
+            return (x * self.scale * self.b).sum()
+    return Scaled()
+
+
+def torch_nn():
+    return pytest.importorskip("torch").nn
+
+
+def _object_attribute(lib):
+    cfg = types.SimpleNamespace(scale=1.0)
+    return (lambda x: (x * cfg.scale).sum()), lambda: setattr(cfg, "scale", 3.0)
+
+
+_GUARDED_SCALE = 1.0
+
+
+def _scaled_by_a_global(x):
+    return (x * _GUARDED_SCALE).sum()
+
+
+def _global(lib):
+    global _GUARDED_SCALE
+    _GUARDED_SCALE = 1.0
+
+    def change():
+        global _GUARDED_SCALE
+        _GUARDED_SCALE = 3.0
+    return _scaled_by_a_global, change
+
+
+def _closure_cell(lib):
+    scale = 1.0
+
+    def f(x):
+        return (x * scale).sum()
+
+    def change():
+        nonlocal scale
+        scale = 3.0
+    return f, change
+
+
+def _module_buffer_written_in_place(lib):
+    m = _scaled_module(lib)
+    return (lambda x: m(x)), lambda: m.b.fill_(3.0)
+
+
+def _module_buffer_assigned(lib):
+    m = _scaled_module(lib)
+    return (lambda x: m(x)), lambda: setattr(m, "b", lib.tensor(3.0, dtype=lib.float64))
+
+
+def _module_plain_attribute(lib):
+    m = _scaled_module(lib)
+    return (lambda x: m(x)), lambda: setattr(m, "scale", 3.0)
+
+
+def _compiled_module_plain_attribute(lib):
+    m = _scaled_module(lib)
+    return m, lambda: setattr(m, "scale", 3.0)
+
+
+READS = {"object attribute": _object_attribute, "global": _global, "closure cell": _closure_cell,
+         "module buffer written in place": _module_buffer_written_in_place,
+         "module buffer assigned": _module_buffer_assigned, "module plain attribute": _module_plain_attribute,
+         "plain attribute of the compiled module": _compiled_module_plain_attribute}
+
+
+@pytest.mark.parametrize("read", list(READS))
+def test_a_python_value_the_trace_read_and_changed_between_calls_gives_torch_compile_s_numbers(read):
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    runs = {}
+    for lib, compile_ in ((torch, lambda f: torch.compile(f, backend="eager")), (dg, dg.compile)):
+        fn, change = READS[read](lib)
+        step = compile_(fn)
+        x = lib.ones(3, dtype=lib.float64)
+        runs[lib] = [step(x).item()]
+        change()  # between calls: module.scale = 3.0, a buffer filled, a global rebound, ...
+        runs[lib] += [step(x).item(), step(x).item()]
+    assert runs[dg] == runs[torch] == [3.0, 9.0, 9.0]
+    # traced again once, then replayed: never the stale 3, 3, 3 of a replay that missed the change
+    assert step.cache_info()["traces"] == 2 and step.cache_info()["replays"] == 1
 
 
 def _helper(x):

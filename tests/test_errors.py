@@ -366,3 +366,62 @@ def test_is_grads_batched_checks_the_trailing_shape_before_submitting():
     y = x * 2
     (g,) = dg.grad(y, x, dg.ones(2, 3), is_grads_batched=True)  # the failed call freed nothing
     np.testing.assert_allclose(g.numpy(), 2)
+
+
+# ------------------------------------------------------------------ sizes no tensor can have: refused at once
+MAKERS = {"zeros": lambda lib, *s: lib.zeros(*s), "ones": lambda lib, *s: lib.ones(*s),
+          "full": lambda lib, *s: lib.full(s, 1.0), "empty": lambda lib, *s: lib.empty(*s),
+          "rand": lambda lib, *s: lib.rand(*s), "randn": lambda lib, *s: lib.randn(*s)}
+
+
+@pytest.mark.parametrize("make", list(MAKERS))
+@pytest.mark.parametrize("shape", [(-1,), (2, -3)])
+def test_a_negative_dimension_raises_torch_s_error(make, shape):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as want:
+        MAKERS[make](torch, *shape)
+    with raises(RuntimeError, str(want.value)):
+        MAKERS[make](dg, *shape)
+
+
+def test_arange_s_impossible_steps_raise_torch_s_errors():
+    torch = pytest.importorskip("torch")
+    for args in [(0, 10, 0), (0, -10, 1), (5, 1, 2)]:
+        with pytest.raises(RuntimeError) as want:
+            torch.arange(*args)
+        with raises(RuntimeError, str(want.value)):
+            dg.arange(*args)
+
+
+HUGE = {"zeros": lambda: dg.zeros(10**15), "ones": lambda: dg.ones(10**8, 10**7), "full": lambda: dg.full(10**15, 2.0),
+        "empty": lambda: dg.empty(10**15), "rand": lambda: dg.rand(10**15), "randn": lambda: dg.randn(10**15),
+        "arange": lambda: dg.arange(10**15), "eye": lambda: dg.eye(10**8),
+        "linspace": lambda: dg.linspace(0, 1, 10**15), "chunks=1": lambda: dg.zeros(10**7, chunks=1)}
+
+
+@pytest.mark.parametrize("make", list(HUGE))
+def test_a_tensor_of_impossibly_many_chunks_is_refused_before_dask_lays_them_out(make, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import dask.array as da
+
+    def lay_out(*args, **kwargs):
+        raise AssertionError("dask was asked to lay out the chunks")
+
+    for name in ("zeros", "ones", "full", "arange", "eye", "linspace", "tri"):
+        monkeypatch.setattr(da, name, lay_out)
+    monkeypatch.setattr(da.random, "default_rng", lay_out)
+    with pytest.raises(RuntimeError, match=r"you tried to make a tensor of \d+ elements \(\d+ bytes of \w+\) in "
+                                           r"\d+ chunks, more than the 1000000 chunks .* pass larger chunks="):
+        HUGE[make]()
+    with pytest.raises(RuntimeError, match="can't allocate memory: you tried to allocate"):  # torch: at once too
+        torch.zeros(10**15)
+
+
+def test_the_chunk_bound_is_a_dask_setting_and_a_big_tensor_in_big_chunks_is_made_lazily():
+    import dask
+
+    assert dg.zeros(10**12).array.npartitions == 29803  # 4 TB in 128 MiB chunks: lazy, nothing allocated
+    with dask.config.set({"daskgrad.max-chunks": 10}):
+        with pytest.raises(RuntimeError, match="in 11 chunks, more than the 10 chunks"):
+            dg.ones(110, chunks=10)
+        assert dg.ones(100, chunks=10).array.npartitions == 10

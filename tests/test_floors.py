@@ -13,7 +13,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "daskgrad"
 
 # bottom to top; a module may import modules of its own floor only where said below
 FLOORS = [
-    ["chunk", "_dask", "_modes", "lost", "_data"],
+    ["chunk", "_dask", "_modes", "lost", "_data", "serialization"],
     ["_state", "_repr"],
     ["_tensor"],
     ["graph"],

@@ -213,3 +213,43 @@ def test_lbfgs_on_a_distributed_client_matches_torch_and_keeps_history_in_worker
     held = client.who_has()
     for vec in opt.state[ps[0]]["old_dirs"]:
         assert all(held.get(k) for v in vec for k in v.array.__dask_keys__())
+
+
+# ------------------------------------------------------------------ NaN and Inf: what torch does, step for step
+NONFINITE = {
+    "NaN from the start": (lambda lib, w: (w * float("nan")).sum(), np.array([0.5, 1.0, 2.0, 0.1])),
+    "Inf from the start": (lambda lib, w: (w * float("inf")).sum(), np.array([0.5, 1.0, 2.0, 0.1])),
+    "NaN once a step leaves the domain": (lambda lib, w: -lib.log(w).sum() + 10 * (w * w).sum(),
+                                          np.array([0.5, 1.0, 2.0, 0.1])),
+}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+@pytest.mark.parametrize("case", list(NONFINITE))
+def test_nan_and_inf_losses_give_torch_s_losses_parameters_and_counts_or_its_error(case, line_search_fn):
+    loss, x0 = NONFINITE[case]
+
+    def run(lib):
+        w = torch.tensor(x0, requires_grad=True) if lib is torch else dg.from_array(x0, chunks=2, requires_grad=True)
+        opt = (torch.optim if lib is torch else optim).LBFGS([w], line_search_fn=line_search_fn)
+
+        def closure():
+            opt.zero_grad()
+            value = loss(lib, w)
+            value.backward()
+            return value
+        try:
+            losses = [float(opt.step(closure).detach()) for _ in range(2)]
+        except Exception as e:  # torch's strong-Wolfe search indexes an empty bracket on some NaN runs
+            return type(e), str(e)
+        return losses, w.detach().numpy(), opt.state[w]["n_iter"], opt.state[w]["func_evals"]
+
+    want, got = run(torch), run(dg)
+    if isinstance(want[0], type):
+        assert got == want
+        return
+    np.testing.assert_array_equal(got[0], want[0])  # NaN where torch's is NaN
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-9)
+    assert got[2:] == want[2:]
+    assert np.isnan(got[1]).any() or not np.isfinite(got[0]).all()  # the NaN shows: never a quiet "converged"

@@ -294,3 +294,66 @@ def test_lbfgsb_on_a_distributed_client_leaves_x_in_worker_memory(client):
     held = client.who_has()
     assert all(held.get(k) for k in dask.core.flatten(res.x.array.__dask_keys__()))
     np.testing.assert_allclose(res.x.numpy(), np.clip(target, 1.0, 8.0), rtol=1e-6)
+
+
+# ------------------------------------------------------------------ NaN and Inf: never "CONVERGENCE"
+def _sqrt_abs(lib, x):  # finite at x0 = 0, its gradient NaN there (0 * inf, as in torch)
+    return lib.sqrt(lib.abs(x)).sum() + (x * x).sum()
+
+
+NONFINITE = {
+    "a NaN objective at x0": (lambda lib, x: (x * float("nan")).sum(), np.ones(4)),
+    "a NaN gradient at x0": (_sqrt_abs, np.array([0.0, 1.0, 2.0, 0.5])),
+    "a NaN at the first step's point": (lambda lib, x: lib.sqrt(x).sum() + ((x + 3) ** 2).sum(),
+                                        np.array([0.5, 1.0, 2.0, 0.1])),
+}
+
+
+def _torch_value_and_grad(fn):
+    """The oracle's objective: SciPy's minimize on NumPy vectors, value and gradient by torch."""
+    torch = pytest.importorskip("torch")
+
+    def value_and_grad(x):
+        t = torch.tensor(x, requires_grad=True)
+        value = fn(torch, t)
+        value.backward()
+        return value.item(), t.grad.numpy()
+    return value_and_grad
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("on_cluster", [False, True], ids=["through SciPy", "on the cluster"])
+@pytest.mark.parametrize("case", list(NONFINITE))
+def test_a_nan_objective_or_gradient_is_reported_abnormal_as_scipy_reports_it(case, on_cluster):
+    fn, x0 = NONFINITE[case]
+    want = so.minimize(_torch_value_and_grad(fn), x0, jac=True, method="L-BFGS-B")
+    got = dg.optimize.minimize(lambda x: fn(dg, x), dg.from_array(x0, chunks=2), options={"on_cluster": on_cluster})
+    assert want.message == "ABNORMAL: " and want.status == 2 and not want.success and np.isnan(want.fun)
+    assert (got.message, got.status, got.success, got.nit) == (want.message, want.status, want.success, want.nit)
+    # the NaN is in what it reports (SciPy's fun is the NaN of a last trial; here x's own value and jac)
+    assert np.isnan(got.fun) or np.isnan(got.jac.numpy()).any()
+    np.testing.assert_array_equal(got.x.numpy(), want.x)  # where it stopped: x0, never a NaN point
+
+
+def test_an_infinite_objective_at_x0_is_no_success_on_the_cluster_either():
+    def fn(lib, x):
+        return (x * float("inf")).sum()
+
+    want = so.minimize(_torch_value_and_grad(fn), np.ones(4), jac=True, method="L-BFGS-B", options={"maxfun": 30})
+    got = dg.optimize.minimize(lambda x: fn(dg, x), dg.ones(4, dtype="float64", chunks=2),
+                               options={"on_cluster": True, "maxfun": 30})
+    assert not want.success and not got.success  # SciPy spends maxfun evaluations (status 1); here one is enough
+    assert got.status == 2 and got.fun == np.inf and got.nfev == 1
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+def test_a_nan_gradient_met_mid_run_stops_the_cluster_run_as_scipy_stops():
+    def fn(lib, x):  # NaN gradient beyond x = 3 (0 * inf), the objective finite: SciPy ends ABNORMAL
+        return _sqrt_abs(lib, lib.where(x > 3, 0.0 * x, x - 5)) + ((x - 5) ** 2).sum()
+
+    want = so.minimize(_torch_value_and_grad(fn), np.zeros(3), jac=True, method="L-BFGS-B")
+    got = dg.optimize.minimize(lambda x: fn(dg, x), dg.zeros(3, dtype="float64", chunks=2),
+                               options={"on_cluster": True})
+    assert (got.message, got.status, got.success) == (want.message, want.status, want.success) == \
+        ("ABNORMAL: ", 2, False)
+    assert np.all(np.isfinite(got.x.numpy()))

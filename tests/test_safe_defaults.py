@@ -77,6 +77,24 @@ def test_the_printed_dashboard_link_is_where_the_dashboard_listens(kwargs):
         client.cluster.close()
 
 
+def test_every_dashboard_link_the_notebook_display_shows_is_where_that_dashboard_listens():
+    import re
+    import urllib.request
+
+    client = dg.connect("local", n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    try:
+        client.wait_for_workers(2)
+        # the display of `client` in a notebook: the scheduler's dashboard and each worker's
+        links = set(re.findall(r'href="(https?://[^"]+)"', client._repr_html_()))
+        assert len(links) == 3 and all(link.startswith("http://127.0.0.1:") for link in links), links
+        for link in links:
+            with urllib.request.urlopen(link, timeout=30) as r:
+                assert r.status == 200
+    finally:
+        client.close()
+        client.cluster.close()
+
+
 def test_connect_warns_before_contacting_a_plain_tcp_scheduler_beyond_the_loopback(monkeypatch, tmp_path):
     import distributed
 

@@ -210,3 +210,133 @@ def test_a_restarted_scheduler_raises_lost_tensor_error_on_next_use():
         client.close(timeout=5)
     finally:
         procs.close()
+
+
+# ------------------------------------------------------------------ values gone mid-run: LostTensorError, never dask's
+def assert_names_what_was_lost(error):
+    """The user's words, not distributed's: parameters and optimizer state, no FuturesCancelledError,
+    no internal key, in the message or anywhere in the traceback shown."""
+    import traceback
+
+    shown = "".join(traceback.format_exception(error))
+    assert "parameter '" in str(error) and "Adam state" in str(error)
+    assert "Cancelled" not in shown and "stored-" not in shown and "-vjp-" not in shown, shown[-3000:]
+
+
+def _slow_then(marker):
+    def slow(block):
+        open(marker, "a").close()  # the submission is running
+        time.sleep(1.0)
+        return block
+    return slow
+
+
+def test_both_holders_dying_while_a_submission_runs_raise_lost_tensor_error(tmp_path):
+    procs = Processes([[], []])
+    try:
+        client = procs.client()
+        model, opt = adam_loop(3)
+        X = dg.from_array(np.random.default_rng(2).standard_normal((200, 10)), chunks=(50, 10))
+        marker = tmp_path / "running"
+        slow = _slow_then(str(marker))
+        pids = worker_pids(client)
+
+        def kill_both_once_running():
+            while not marker.exists():
+                time.sleep(0.02)
+            for pid in pids.values():  # every holder of every kept value, mid-submission
+                os.kill(pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_both_once_running)
+        killer.start()
+        with pytest.raises(dg.LostTensorError) as info:
+            for _ in range(3):  # the loop goes on as users write it
+                opt.zero_grad()
+                loss = (model(X) + dg.map_blocks(slow, X[:, :1]) * 0).sum()
+                loss.backward()
+                opt.step()
+                loss.item()
+        killer.join()
+        assert_names_what_was_lost(info.value)
+        client.close()
+    finally:
+        procs.close()
+
+
+def _hungry(block):
+    """Allocates more than a worker may hold inside the task: no chunk shows it beforehand."""
+    big = np.ones(60_000_000)  # 480 MB
+    return block + big[:1].sum() - 1
+
+
+@pytest.fixture
+def limited_workers():
+    """Two workers at 400 MB each (a worker process itself takes about 200 MB here)."""
+    procs = Processes([["--memory-limit", "400MB"], ["--memory-limit", "400MB"]])
+    client = procs.client()
+    yield procs, client
+    client.close()
+    procs.close()
+
+
+def test_every_worker_restarted_at_its_memory_limit_raises_lost_tensor_error(limited_workers):
+    procs, client = limited_workers
+    model, opt = adam_loop(3)
+    X = dg.from_array(np.random.default_rng(2).standard_normal((200, 10)), chunks=(50, 10))
+    with pytest.raises(dg.LostTensorError) as info:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = (model(X) + dg.map_blocks(_hungry, X[:, :1]) * 0).sum()  # restarts each worker in turn
+            loss.backward()
+            opt.step()
+            loss.item()
+    assert_names_what_was_lost(info.value)
+
+
+def test_a_task_whose_chunk_cannot_fit_a_worker_is_refused_before_it_runs(limited_workers):
+    procs, client = limited_workers
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        want = state(*adam_loop(4))
+    pids = worker_pids(client)
+    refused = []
+
+    def oversized_step(step):
+        if step == 2:
+            v = dg.ones(10_000, dtype="float64")  # one chunk
+            with pytest.raises(RuntimeError, match=r"^mul: one task would make a chunk of 762\.94 MiB \(shape "
+                                                   r"\(10000, 10000\), float64\), more than a worker can hold") as e:
+                (v[:, None] * v[None, :]).sum().item()  # an outer product: 800 MB in one chunk
+            assert "Rechunk into smaller chunks" in str(e.value)
+            refused.append(True)
+
+    got = state(*adam_loop(4, on_step=oversized_step))
+    assert refused and worker_pids(client) == pids  # no worker was restarted
+    assert_same(got, want)  # and training went on with every value it keeps
+
+
+def test_a_save_after_every_holder_died_raises_lost_tensor_error_and_keeps_the_last_checkpoint(tmp_path):
+    procs = Processes([[], []])
+    try:
+        client = procs.client()
+        model, opt = adam_loop(2)
+        dg.save({"model": model.state_dict(), "step": 2}, tmp_path / "ck")
+        saved = {k: v.numpy() for k, v in dg.load(tmp_path / "ck")["model"].items()}
+        model, opt = adam_loop(3)
+        pids = worker_pids(client)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 30
+        while set(client.scheduler_info()["workers"]) & set(pids) and time.time() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(dg.LostTensorError) as info:
+            dg.save({"model": model.state_dict(), "step": 3}, tmp_path / "ck")
+        assert "parameter '" in str(info.value)
+        client.close()
+    finally:
+        procs.close()
+    got = dg.load(tmp_path / "ck")  # (here, without the cluster)
+    assert got["step"] == 2 and {k: v.numpy() for k, v in got["model"].items()}.keys() == saved.keys()
+    for k, v in got["model"].items():
+        np.testing.assert_array_equal(v.numpy(), saved[k])

@@ -28,13 +28,15 @@ from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, 
 from .scan import Body, ScanLayer, row_stand_in
 from .scan import forward as scan_forward, revolve as scan_revolve
 from .program import NoKey, Program, frozen, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
-from .replay import MemoryEstimate, PeakTracker, chunk_bytes, recording, simulate
-from .submit import (client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys, reads_any, store,
-                     submit)
+from .replay import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
+from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
+                     reads_any, store, submit, task_room)
 
-__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype", "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind", "rule", "through", "value_of",
-           "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
+__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
+           "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind",
+           "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",
            "NoKey", "Program", "frozen", "in_memory", "instantiate", "is_data", "step_cache_clear", "step_cache_info",
-           "MemoryEstimate", "PeakTracker", "chunk_bytes", "recording", "simulate", "client_of", "current_client",
-           "data_futures", "flat_keys", "gather", "keep", "lost_keys", "reads_any", "store", "submit"]
+           "MemoryEstimate", "PeakTracker", "chunk_bytes", "largest_chunk", "recording", "simulate", "cancelled",
+           "client_of", "current_client", "data_futures", "flat_keys", "gather", "keep", "lost_keys", "reads_any",
+           "store", "submit", "task_room"]

@@ -26,7 +26,7 @@ from dask.order import order  # noqa: F401
 from distributed.active_memory_manager import ReduceReplicas  # noqa: F401
 from distributed.core import Status  # noqa: F401
 from distributed.client import _current_client, _global_clients
-from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: F401
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin  # noqa: F401
 from distributed.metrics import context_meter  # noqa: F401
 from distributed.worker import _worker_cvar
 

@@ -28,13 +28,11 @@ import collections
 import collections.abc
 import functools
 import threading
-import types
 import uuid
 from dataclasses import dataclass
 
 import dask
 import dask.array as da
-import numpy as np
 from dask.base import tokenize
 
 from .calls import fast

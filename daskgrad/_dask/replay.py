@@ -24,6 +24,7 @@ from dask.sizeof import sizeof
 
 from . import calls
 from .fold import flat_layers
+from .optimize import holds_data
 from .internals import Callback, DataNode, GraphNode, TaskRef, broadcast_trick, flatten, get_deps, order
 
 _record_lock = threading.Lock()
@@ -90,6 +91,32 @@ def _add_chunks(sizes, name, chunks, dtype):
     for index, shape in zip(itertools.product(*(range(len(c)) for c in chunks)), itertools.product(*chunks)):
         n = math.prod(shape)
         sizes[(name, *index)] = 0 if n != n else int(n) * item
+
+
+def largest_chunk(arrays):
+    """``(bytes, layer name, chunk shape, dtype)`` of the largest chunk a task of the graph behind
+    ``arrays`` makes, or None: read from the largest chunk dask notes on each layer (no task is
+    looked at; values in memory and constants broadcast from one item are not made by a task)."""
+    best, seen, graphs = None, set(), set()
+    for a in arrays:
+        if id(a.dask) in graphs:  # (the arrays of one submission often share their graph)
+            continue
+        graphs.add(id(a.dask))
+        for name, layer, _ in flat_layers(a.dask):
+            if name in seen:
+                continue
+            seen.add(name)
+            notes = layer.collection_annotations or {}
+            size, dtype = notes.get("chunksize"), notes.get("dtype")
+            if size is None or not getattr(dtype, "itemsize", 0):
+                continue
+            n = math.prod(size) * dtype.itemsize
+            if n != n or (best is not None and n <= best[0]):
+                continue
+            if holds_data(layer) or _broadcast(getattr(layer, "task", None)):
+                continue
+            best = (int(n), name, tuple(size), dtype)
+    return best
 
 
 def simulate(arrays, known=(), graphs=(), distributed=False):

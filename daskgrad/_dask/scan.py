@@ -172,7 +172,7 @@ class _BodyTemplate:
                 subs[k] = k
                 if k not in tasks:
                     tasks[k] = layer[k]
-        kind, graph = self.kind, t.graph
+        kind = self.kind
         if not hoist:  # a body of this step only: what it makes from fixed values is this step's, and waits
             kind = {k: v or 1 for k, v in kind.items()}
         for k in self.order:
@@ -282,8 +282,8 @@ def forward(*arrays, bodies, steps, n_carry, xs_at=(), fixed_at=None, ys_blocks=
     """The carry after ``steps`` steps from ``arrays[:n_carry]``, then each per-step output stacked
     (``ys_blocks``: steps per block of the stacked axis): step ``k`` runs ``bodies[k]`` (one body for
     all steps when there is one), whose outputs are the carry, then its per-step outputs, reading
-    row ``k`` of each ``arrays[j]``, ``j`` in ``xs_at``, as its ``x`` and the fixed values ``arrays[j]`` for ``j`` in its
-    ``fixed_at`` (all the rest, in order, by default)."""
+    row ``k`` of each ``arrays[j]``, ``j`` in ``xs_at``, as its ``x`` and the fixed values ``arrays[j]``
+    for ``j`` in its ``fixed_at`` (all the rest, in order, by default)."""
     loop = _Loop(arrays, bodies, n_carry, xs_at, fixed_at)
     carry, ys = [_chunk_keys(a) for a in arrays[:n_carry]], {}
     for k in range(steps):

@@ -14,7 +14,8 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import replicas
+from . import deterministic, replicas
+from .deterministic import on_cluster as deterministic_workers
 from .lazy import Lazy
 from .program import Program, run_inline
 from .fold import flat_layers
@@ -36,18 +37,23 @@ def current_client():
         return None
 
 
-def submit(arrays, phase, progress=False):
+def submit(arrays, phase, progress=False, deterministic=False):
     """Persist ``arrays`` (already optimized) and return them once in memory: on the current client
     in a span named ``phase`` (the dashboard groups its tasks under it), else on dask's local
-    scheduler.  ``progress``: distributed's progress bar, or dask's locally."""
+    scheduler.  ``progress``: distributed's progress bar, or dask's locally.  ``deterministic``:
+    the same bits wherever tasks run (:mod:`.deterministic`)."""
     client = current_client()
     if client is None:
-        done = None if progress else run_inline(arrays)
-        if done is not None:
-            return done
-        with _local_progress(progress), _one_blas_thread_per_task():
-            return list(dask.persist(*arrays, optimize_graph=False))
+        # a step run inline (one task at a time) keeps the BLAS threads it had, unless the mode asks for one
+        with _one_blas_thread_per_task(always=True) if deterministic else contextlib.nullcontext():
+            done = None if progress else run_inline(arrays)
+            if done is not None:
+                return done
+            with _local_progress(progress), contextlib.nullcontext() if deterministic else _one_blas_thread_per_task():
+                return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
+
+    deterministic_workers(client, deterministic)
 
     with span("daskgrad", phase):
         out = client.persist(arrays, optimize_graph=False)
@@ -79,24 +85,15 @@ def _cluster_progress(arrays, phase):
             bar.update()
 
 
-_blas = {}  # the threadpoolctl controller, made once (it inspects the loaded libraries)
-
-
-def _one_blas_thread_per_task():
+def _one_blas_thread_per_task(always=False):
     """On dask's threaded scheduler each task's BLAS call would start a BLAS thread pool of its own,
     and 2 dask threads x 2 BLAS threads oversubscribe 2 cores (distributed's nanny sets one BLAS
     thread per worker process for the same reason).  Limit BLAS while the submission runs, when
-    threadpoolctl is installed (it is an optional dependency)."""
-    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+    threadpoolctl is installed (it is an optional dependency); ``always`` (deterministic mode):
+    on any scheduler, so that a product's bits do not depend on the threads (it needs threadpoolctl)."""
+    if not always and dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return contextlib.nullcontext()
-    if "controller" not in _blas:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _blas["controller"] = ThreadpoolController()
-        except ImportError:
-            _blas["controller"] = None
-    controller = _blas["controller"]
+    controller = deterministic.controller() if always else deterministic.blas_controller()
     return contextlib.nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
@@ -279,9 +276,44 @@ def lost_keys(arrays, ask=False):
     if ask and futures:
         client = next(iter(futures.values())).client
         if client.status == "running":
-            held = client.who_has(list(futures.values()))
+            # by key: Client.who_has refuses a list holding a cancelled future (FuturesCancelledError)
+            held = client.sync(client.scheduler.who_has, keys=list(futures))
             dead |= {k for k in futures if not held.get(k)}
     return dead
+
+
+_rooms = {}  # client id -> (when asked, the room a task's output has on the tightest worker)
+
+
+def task_room(client, every=5.0):
+    """Bytes one task's output can take on the worker with the least room, or None when no worker
+    has a memory limit: distributed's nanny restarts a worker whose process passes
+    ``distributed.worker.memory.terminate`` (95%) of its limit, and the process itself (Python, its
+    libraries: unmanaged memory) takes part of it; the data it holds can be spilled.  Asked of the
+    scheduler at most once every ``every`` seconds."""
+    import time
+
+    now = time.monotonic()
+    got = _rooms.get(client.id)
+    if got is not None and now - got[0] < every:
+        return got[1]
+    terminate = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0
+    rooms = []
+    for w in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+        limit, metrics = w.get("memory_limit") or 0, w.get("metrics") or {}
+        if limit:
+            rooms.append(int(limit * terminate) - max(0, metrics.get("memory", 0) - metrics.get("managed_bytes", 0)))
+    room = min(rooms, default=None)
+    _rooms[client.id] = (now, room)
+    return room
+
+
+def cancelled(error) -> bool:
+    """Whether ``error`` is distributed telling that values are gone: a future cancelled or lost
+    (its data and any way to compute it), or a task whose every worker died."""
+    from concurrent.futures import CancelledError
+
+    return isinstance(error, CancelledError) or type(error).__name__ in ("KilledWorker", "FutureCancelledError")
 
 
 def reads_any(arr, keys):

@@ -10,7 +10,7 @@ import numbers
 import dask.array as da
 import numpy as np
 
-from .._tensor import Tensor
+from .._tensor import Tensor, check_size
 from ._util import as_tensor, norm_axis, public
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, real, sign, sin, sqrt, where
@@ -240,6 +240,9 @@ def angle(x, deg=False):
 @public()
 def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks="auto", requires_grad=False):
     """NumPy's ``linspace`` as a leaf tensor, chunked like dask's."""
+    if num < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    check_size("linspace", (num,), dtype or np.float64, chunks)
     t = Tensor._make(da.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, chunks=chunks))
     return t.requires_grad_(requires_grad) if requires_grad else t
 

@@ -14,8 +14,8 @@ from .. import _dask as door, chunk
 from ..graph import primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, raw,
-                    reduce_array, refuse_complex, tensor_or_scalar, value)
+from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array, refuse_complex,
+                    tensor_or_scalar, value)
 from .elementwise import exp, sigmoid
 from .reductions import sum
 

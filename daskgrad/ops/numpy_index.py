@@ -218,6 +218,10 @@ def _made(fn, dtype, requires_grad, device, **kwargs):
 def eye(N, M=None, k=0, dtype=None, chunks="auto", requires_grad=False, device=None):
     """Ones on the ``k``-th diagonal (``torch.eye``; float32 by default, as torch's)."""
     M = N if M is None else M
+    for n, what in ((N, "n"), (M, "m")):
+        if n < 0:
+            raise RuntimeError(f"{what} must be greater or equal to 0, got {n}")
+    _tensor.check_size("eye", (max(N, M), max(N, M)), dtype or _tensor._DEFAULT_FLOAT, chunks)
     # the square one, sliced: dask 2026.8's non-square eye loses a block when one chunk spans a side
     return _made(lambda dtype: da.eye(max(N, M), chunks=chunks, k=k, dtype=dtype)[:N, :M], dtype, requires_grad,
                  device)
@@ -232,12 +236,14 @@ def identity(n, dtype=None, chunks="auto", requires_grad=False, device=None):
 @public()
 def tri(N, M=None, k=0, dtype=None, chunks="auto", requires_grad=False, device=None):
     """Ones at and below the ``k``-th diagonal."""
+    _tensor.check_size("tri", (N, N if M is None else M), dtype or _tensor._DEFAULT_FLOAT, chunks)
     return _made(lambda dtype: da.tri(N, M, k, dtype=dtype, chunks=chunks), dtype, requires_grad, device)
 
 
 @public()
 def empty(*shape, dtype=None, chunks="auto", requires_grad=False, device=None):
     """As ``zeros`` (dask's ``empty`` is lazy too: its values are never read before being written)."""
+    _tensor.check_size("empty", _tensor._shape(shape), dtype or _tensor._DEFAULT_FLOAT, chunks)
     return zeros(*shape, dtype=dtype, chunks=chunks, requires_grad=requires_grad, device=device)
 
 

@@ -141,6 +141,7 @@ def _contiguous(self, memory_format=None):
     return self if self.is_contiguous() else clone(self)
 
 
+_contiguous.__name__, _contiguous.__qualname__ = "contiguous", "Tensor.contiguous"
 Tensor.contiguous = _contiguous
 
 
@@ -200,4 +201,6 @@ def _chunk(self, chunks, dim=0):
     return _split(self, -(-n // chunks), dim)
 
 
+for _fn, _name in ((_unbind, "unbind"), (_chunk, "chunk"), (_split, "split")):
+    _fn.__name__, _fn.__qualname__ = _name, f"Tensor.{_name}"
 Tensor.unbind, Tensor.chunk, Tensor.split = _unbind, _chunk, _split

@@ -1,4 +1,5 @@
-"""The step cache's key (daskgrad._dask.freeze): equal exactly when the graphs compute the same."""
+"""A program's key (daskgrad._dask.lazy.frozen, daskgrad._dask.program.Program.key): equal exactly when
+the programs compute the same."""
 import functools
 import math
 
@@ -6,7 +7,12 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad._dask.freeze import Unfrozen, freeze
+from daskgrad._dask.lazy import NoKey as Unfrozen, frozen
+from daskgrad._dask.program import Program
+
+
+def freeze(v):  # as a compile guard freezes: objects other than functions and types have no key
+    return frozen(v, objects=False)
 
 
 def _kernel_scale(c):
@@ -37,21 +43,17 @@ def test_containers_dtypes_and_arrays_are_frozen_by_content():
         freeze(object())
 
 
-def test_a_reductions_graph_has_a_frozen_key_without_falling_back_to_dasks_token():
-    # NumPy's C-dispatched functions, a tree reduction's aggregate (toolz compose of partials) and
-    # the per-type registries its chunk functions name are frozen as themselves, not tokenized
-    import dask.array as da
-    from daskgrad._dask.stepcache import _key
-    from daskgrad._dask.optimize import collect
-
+def test_programs_recorded_twice_the_same_way_have_one_key():
+    # NumPy's C-dispatched functions and an op's kernels made afresh are frozen as what they compute
     assert freeze(np.transpose) is np.transpose
-    x = da.ones((40, 3), chunks=(10, 3))
-    arrays = [(x.T @ x).sum(axis=0), x.mean()]
-    layers, _ = collect(arrays, None)
-    key, _ = _key(arrays, layers, ())
-    assert isinstance(key, tuple)  # dask's token, the fallback, is a string
-    y = da.ones((40, 3), chunks=(10, 3))
-    assert _key(arrays, layers, ())[0] == _key(a := [(y.T @ y).sum(axis=0), y.mean()], collect(a, None)[0], ())[0]
+
+    def program():
+        x = dg.ones((40, 3), chunks=(10, 3), dtype="float64")
+        return Program.of([(x.T @ x).sum(axis=0)._storage.value, x.mean()._storage.value]).key
+
+    key = program()
+    assert key is not None and hash(key) is not None
+    assert program() == key
 
 
 def test_functions_are_themselves_and_closures_what_they_compute():
@@ -81,12 +83,14 @@ def test_a_closure_over_a_name_not_assigned_yet_has_no_frozen_form():
     assert freeze(outer()) == freeze(outer())
 
 
-def test_a_closure_naming_a_global_that_was_rebound_is_another_function():
-    space = {}
+def test_a_closure_naming_a_global_that_was_rebound_computes_with_its_new_value():
+    space = {"dg": dg, "np": np}
     exec("SCALE = 2.0\ndef make():\n    k = 1\n    return lambda a: a * SCALE * k\n", space)
-    before = freeze(space["make"]())
-    space["SCALE"] = 3.0
-    assert freeze(space["make"]()) != before
+    x0 = np.arange(4.0)
+    for scale in (2.0, 3.0, 3.0, 2.0):
+        space["SCALE"] = scale
+        x = dg.from_array(x0, chunks=2)
+        assert dg.map_blocks(space["make"](), x, dtype=x.dtype).sum().item() == x0.sum() * scale
 
 
 @pytest.mark.parametrize("zero", [0.0, -0.0])
