@@ -279,15 +279,14 @@ class Primitive:
     runs a user's ``backward``, which may compute or keep what it is given, so the engine hands it
     whole tensors rather than stand-ins.
 
-    ``impl(*operands, **params)``: the forward on dask arrays (recorded, and run when the program is
-    lowered to dask); an operand that is a Python number arrives as itself.  ``args``: the operands'
-    names.  ``save``: what the rule reads, by name: an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the operand
-    only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward
-    reads but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0``
-    keeps its indices: a mask or index tensor the op derives and saves.  ``prepare(*inputs)``:
-    coerces and checks the operands (the op modules' families supply it), returning them.
-    ``elementwise``: ``impl`` is an operator or ufunc applied elementwise, whose abstract value and
-    layer :mod:`daskgrad._dask` makes without a dask call.
+    ``impl(*operands, **params)``: the forward on dask arrays (recorded, and run when the program is lowered to
+    dask); an operand that is a Python number arrives as itself.  ``args``: the operands' names.  ``save``: what the
+    rule reads, by name: an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the
+    operand only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward reads
+    but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0`` keeps its indices: a
+    mask or index tensor the op derives and saves.  ``prepare(*inputs)``: coerces and checks the operands (the op
+    modules' families supply it), returning them. ``elementwise``: ``impl`` is an operator or ufunc applied
+    elementwise, whose abstract value and layer :mod:`daskgrad._dask` makes without a dask call.
     ``view``: a :class:`View` for torch's view ops, whose result shares its input's storage (see
     :mod:`daskgrad.ops.views`).
 
