@@ -129,8 +129,8 @@ def _submit(values, phase, optimized=False):
         arrays = door.instantiate(prog, local=current_client() is None)
     for observer in list(_observers):
         observer(phase, arrays)
-    if current_client() is not None:
-        _check_task_sizes(arrays)
+    if current_client() is not None and not optimized:
+        _check_task_sizes(prog)
     try:
         done = door.submit(arrays, phase, progress=_progress["enabled"],
                            deterministic=are_deterministic_algorithms_enabled())
@@ -147,16 +147,16 @@ def _submit(values, phase, optimized=False):
     return [next(done) if a is None else a for a in out]
 
 
-def _check_task_sizes(arrays):
+def _check_task_sizes(prog):
     """Refuse, before it runs, a submission one of whose tasks makes a chunk larger than a worker
     can hold: each worker would be restarted in turn at its memory limit, losing the values it keeps."""
     client = current_client()
-    if client is None or not dask.config.get("daskgrad.task-memory-check", True):
+    if not dask.config.get("daskgrad.task-memory-check", True):
         return
     room = door.task_room(client)
     if room is None:
         return
-    found = door.largest_chunk(arrays)
+    found = door.largest_chunk(prog)
     if found is None or found[0] <= room:
         return
     nbytes, name, shape, dtype = found
@@ -186,7 +186,11 @@ def raise_if_lost(values, cause=None, slots=None):
     names = {k[0] if isinstance(k, tuple) else k for k in dead}
     shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
     for v in values:
-        if isinstance(v, door.Lazy):
+        if isinstance(v, door.Lazy):  # (named as the array a parameter's .array gives)
+            if names & set(door.Program.of([v]).slots):
+                arr = v.build()
+                names.add(arr.name)
+                shapes[arr.name] = arr
             continue
         if v.name in names or door.reads_any(v, dead):
             names.add(v.name)

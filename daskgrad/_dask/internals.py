@@ -17,6 +17,7 @@ from dask._task_spec import (  # noqa: F401  (re-exported)
     convert_legacy_task)
 from dask.array.core import _enforce_dtype as enforce_dtype  # noqa: F401
 from dask.array.optimization import fuse_roots  # noqa: F401
+from dask.optimization import fuse as dask_fuse  # noqa: F401
 from dask.array.wrap import _broadcast_trick_inner as broadcast_trick  # noqa: F401
 from dask.blockwise import Blockwise, _fuse_annotations, blockwise, optimize_blockwise  # noqa: F401
 from dask.callbacks import Callback  # noqa: F401

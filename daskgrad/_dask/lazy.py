@@ -29,8 +29,8 @@ import numpy as np
 from dask.base import tokenize
 from dask.utils import funcname
 
-from .fold import fold
-from .internals import GraphNode, HighLevelGraph, MaterializedLayer
+from .fold import flat_layers, fold
+from .internals import GraphNode, HighLevelGraph, MaterializedLayer, blockwise
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -425,8 +425,6 @@ class Fused:
 
 def _fused_layer(root, chain, names, slots, slot_name):
     """One blockwise layer computing the elementwise ``chain`` that ends in ``root``."""
-    from .internals import blockwise
-
     position = {id(n): i for i, n in enumerate(chain)}
     inputs, arg_of, steps = [], {}, []
     for node in chain:
@@ -518,6 +516,4 @@ def build(nodes):
 
 
 def _layers_of(a):
-    from .fold import flat_layers
-
     yield from flat_layers(a.dask)

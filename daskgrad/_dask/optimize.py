@@ -13,7 +13,7 @@ from dask.array.core import concatenate3
 
 from .fold import Folded, flat_layers
 from . import fuse
-from .internals import (Blockwise, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, flatten, fuse_roots,
+from .internals import (Blockwise, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, dask_fuse, flatten,
                         optimize_blockwise)
 
 # longest chain of Blockwise layers fused into one task (see optimize): fusing costs the square of a
@@ -83,7 +83,7 @@ def optimize_layers(arrays, layers, deps, fuse_chunks=None):
             layers[name], depth[name] = MaterializedLayer(dict(layer), annotations=layer.annotations), 0
     keys = [k for a in arrays for k in flatten(a.__dask_keys__())]
     hlg = HighLevelGraph(layers, deps)
-    hlg = cull(fuse_roots(optimize_blockwise(hlg, keys=keys), keys=keys), keys)
+    hlg = cull(_fuse_roots(optimize_blockwise(hlg, keys=keys), keys), keys)
     # ~0.3 ms a chunk on the client, less than the scheduler spends on the tasks it saves (a quarter remain)
     if dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks:
         loops = {n: layer for n, layer in hlg.layers.items() if isinstance(layer, ScanLayer)}
@@ -95,6 +95,30 @@ def optimize_layers(arrays, layers, deps, fuse_chunks=None):
         hlg = HighLevelGraph({**fused.layers, **loops}, {**fused.dependencies,
                                                           **{n: hlg.dependencies[n] for n in loops}})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _fuse_roots(hlg, keys):
+    """dask's ``fuse_roots`` (a Blockwise layer and the root layers only it reads, made one by
+    dask's ``fuse``), but a value in memory stays a key of its own: fused, its chunk or Future would
+    be inlined into the task -- shipped inside it, and, in a template (:mod:`.program`), the first
+    instance's value read by every later one."""
+    layers, deps = dict(hlg.layers), {n: set(d) for n, d in hlg.dependencies.items()}
+    readers = {}
+    for n, d in deps.items():
+        for r in d:
+            readers[r] = readers.get(r, 0) + 1
+    for name, layer in hlg.layers.items():
+        roots = hlg.dependencies[name]
+        if (isinstance(layer, Blockwise) and len(roots) > 1 and not any(deps[r] for r in roots)
+                and all(readers[r] == 1 for r in roots)
+                and all(layer.annotations == hlg.layers[r].annotations for r in roots)
+                and not any(holds_data(hlg.layers[r]) for r in roots)):
+            new, _ = dask_fuse({**layer, **{k: v for r in roots for k, v in layers[r].items()}}, keys,
+                               ave_width=len(roots))
+            for r in roots:
+                del layers[r], deps[r]
+            layers[name], deps[name] = new, set()
+    return HighLevelGraph(layers, deps)
 
 
 class ScanLayer(MaterializedLayer):

@@ -251,8 +251,10 @@ def lowered(prog, slot_name, fuse):
         if name != a.name:  # a value in memory read under the template's name of its slot
             keys = list(flatten(a.__dask_keys__()))
             graph = dict(a.dask)
-            layers[name] = MaterializedLayer({(name,) + k[1:] if isinstance(k, tuple) else name: graph[k]
-                                              for k in keys})
+            renamed = [(name,) + k[1:] if isinstance(k, tuple) else name for k in keys]
+            # (as data: a Future under another key would be an alias, which fusion inlines)
+            layers[name] = MaterializedLayer({new: DataNode(new, v.value if isinstance(v, DataNode) else v)
+                                              for new, v in zip(renamed, map(graph.__getitem__, keys))})
             deps[name] = set()
             continue
         for n, layer, layer_deps in flat_layers(a.dask):
@@ -339,8 +341,11 @@ def make_template(optimized, inputs, limit=None):
     legacy = [k for k, t in graph.items() if type(t) is tuple]  # dask's legacy tasks (a reduction's aggregate)
     for k in legacy:  # (converted after the slots are out: converting a graph drops its Futures' keys)
         graph[k] = convert_legacy_task(k, graph[k], graph)
+    for k, t in graph.items():  # a constant an op made from its parameters (a NumPy array): part of the key
+        if t is not None and not isinstance(t, (GraphNode, tuple)):
+            graph[k] = DataNode(k, t)
     if not all(t is None or isinstance(t, GraphNode) for t in graph.values()):
-        return None  # a value or legacy task outside the slots: not renamed here
+        return None  # a legacy task outside the slots: not renamed here
     annotated = []  # a span's annotation is the submission's own (distributed's span() sets it anew)
     for layer in optimized[0].dask.layers.values():
         note = _notes(layer)
@@ -373,15 +378,23 @@ def _instance(template, prog, local):
     data = [a for a in prog.slots.values() if is_data(a)]
     inputs = [a.name for a in data]
     token = tokenize(template.name, inputs)
-    arrays = []
+    slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
+               for j, keys in enumerate(template.slots) if keys}
+    arrays, olds, outputs = [], [], []
     for o, name in zip(map(through, prog.outputs), template.outputs):
+        if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
+            outputs.append(data[slot_at[name]])
+            continue
         v = o.kept if type(o) is Lazy and o.kept is not None else o
         arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
+        olds.append(name)
+        outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
-    return (_replay if local else _renamed)(template, arrays, input_layers, inputs, token)
+    made = iter((_replay if local else _renamed)(template, arrays, olds, input_layers, inputs, token) if arrays else ())
+    return [next(made) if a is None else a for a in outputs]
 
 
-def _replay(template, arrays, input_layers, inputs, token):
+def _replay(template, arrays, olds, input_layers, inputs, token):
     """The template's graph reading ``input_layers`` and naming its results as ``arrays`` (for dask's
     local schedulers, which run a graph in isolation: the other keys stay the template's)."""
     values = {}
@@ -390,7 +403,7 @@ def _replay(template, arrays, input_layers, inputs, token):
             v = layer[(name,) + k[1:] if isinstance(k, tuple) else name]
             values[k] = v.value if isinstance(v, DataNode) else v
     renamed, aliases, done = {}, {}, set()  # template key -> result key; result key -> its twin's
-    for a, old in zip(arrays, template.outputs):
+    for a, old in zip(arrays, olds):
         if a.name in done:  # (an array asked for twice is one result)
             continue
         done.add(a.name)
@@ -412,7 +425,7 @@ def _replay(template, arrays, input_layers, inputs, token):
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
-def _renamed(template, arrays, input_layers, inputs, token):
+def _renamed(template, arrays, olds, input_layers, inputs, token):
     """The template's graph under keys of its own for a distributed scheduler, which remembers keys
     across submissions: the slots are the values' own keys (already in cluster memory), the results
     the arrays asked for, every other key the template's name with the instance's token (the prefix
@@ -421,7 +434,7 @@ def _renamed(template, arrays, input_layers, inputs, token):
     for keys, name in zip(template.slots, inputs):
         for k in keys:
             subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
-    for a, old in zip(arrays, template.outputs):
+    for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
             subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
     graph = {}
@@ -516,7 +529,8 @@ def run_inline(arrays):
     made (Revolve's: the order that holds the fewest states)."""
     if not arrays or Callback.active or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS:
         return None
-    layers = arrays[0].dask.layers
+    made = [a for a in arrays if not is_data(a)]
+    layers = made[0].dask.layers if made else {}
     layer = next(iter(layers.values())) if len(layers) == 1 else None
     if type(layer) is Instance:
         return _run_instance(arrays, layer) if layer.template.small else None
@@ -535,7 +549,7 @@ def _run_instance(arrays, layer):
         k = aliases.get(k, k)
         return back.get(k, k)
 
-    wanted = {key(k) for a in arrays for k in flatten(a.__dask_keys__())}
+    wanted = {key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__())}
     keys, reads, calls = template.plan
     left, values = dict(reads), dict(layer.inputs)
     for k in keys:
@@ -547,7 +561,8 @@ def _run_instance(arrays, layer):
             left[d] -= 1
             if not left[d] and d not in wanted:
                 del values[d]
-    return [a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())}) for a in arrays]
+    return [a if is_data(a) else a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())})
+            for a in arrays]  # (an output that is a slot's value is that value: see _instance)
 
 
 class _Run:

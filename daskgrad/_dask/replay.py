@@ -20,11 +20,12 @@ import threading
 from dataclasses import dataclass, field
 
 import dask.array as da
+import numpy as np
 from dask.sizeof import sizeof
+from dask.utils import funcname
 
 from . import calls
 from .fold import flat_layers
-from .optimize import holds_data
 from .internals import Callback, DataNode, GraphNode, TaskRef, broadcast_trick, flatten, get_deps, order
 
 _record_lock = threading.Lock()
@@ -93,30 +94,28 @@ def _add_chunks(sizes, name, chunks, dtype):
         sizes[(name, *index)] = 0 if n != n else int(n) * item
 
 
-def largest_chunk(arrays):
-    """``(bytes, layer name, chunk shape, dtype)`` of the largest chunk a task of the graph behind
-    ``arrays`` makes, or None: read from the largest chunk dask notes on each layer (no task is
-    looked at; values in memory and constants broadcast from one item are not made by a task)."""
-    best, seen, graphs = None, set(), set()
-    for a in arrays:
-        if id(a.dask) in graphs:  # (the arrays of one submission often share their graph)
+def largest_chunk(prog):
+    """``(bytes, op name, chunk shape, dtype)`` of the largest chunk a task of the program ``prog``
+    makes, or None: read from its values' abstract chunks (no task is looked at; values in memory
+    are not made by a task, nor constants broadcast from one item)."""
+    best = None
+    for node in prog.eqns:
+        itemsize = getattr(node.dtype, "itemsize", 0)
+        if not itemsize:
             continue
-        graphs.add(id(a.dask))
-        for name, layer, _ in flat_layers(a.dask):
-            if name in seen:
-                continue
-            seen.add(name)
-            notes = layer.collection_annotations or {}
-            size, dtype = notes.get("chunksize"), notes.get("dtype")
-            if size is None or not getattr(dtype, "itemsize", 0):
-                continue
-            n = math.prod(size) * dtype.itemsize
-            if n != n or (best is not None and n <= best[0]):
-                continue
-            if holds_data(layer) or _broadcast(getattr(layer, "task", None)):
-                continue
-            best = (int(n), name, tuple(size), dtype)
+        size = tuple(max(c, default=0) for c in node.chunks)
+        n = math.prod(size) * itemsize
+        if n != n or (best is not None and n <= best[0]) or _broadcast_made(node):
+            continue
+        best = (int(n), funcname(node.fn).lstrip("_"), size, node.dtype)
     return best
+
+
+def _broadcast_made(node):
+    """Whether ``node`` is a constant broadcast from one item (``zeros``, ``full``...): a view that
+    takes one item of memory, as ``dask.sizeof`` and a worker count it."""
+    made = dict(node.params).get("fn") if getattr(node.fn, "__name__", "") == "_created" else node.fn
+    return made in (da.zeros, da.ones, da.full, da.empty, np.broadcast_to)
 
 
 def simulate(arrays, known=(), graphs=(), distributed=False):
