@@ -510,8 +510,11 @@ def test_a_python_value_the_trace_read_and_changed_between_calls_gives_torch_com
         change()  # between calls: module.scale = 3.0, a buffer filled, a global rebound, ...
         runs[lib] += [step(x).item(), step(x).item()]
     assert runs[dg] == runs[torch] == [3.0, 9.0, 9.0]
-    # traced again once, then replayed: never the stale 3, 3, 3 of a replay that missed the change
-    assert step.cache_info()["traces"] == 2 and step.cache_info()["replays"] == 1
+    # traced again once, then replayed: never the stale 3, 3, 3 of a replay that missed the change; a
+    # buffer written in place is a tensor the program reads (an input of every replay, as for
+    # torch.compile, which does not recompile either): replayed with its new value
+    traces = 1 if read == "module buffer written in place" else 2
+    assert step.cache_info()["traces"] == traces and step.cache_info()["replays"] == 3 - traces
 
 
 def _helper(x):

@@ -1,9 +1,9 @@
 """One program, many runs: ops record Lazy values (no dask graph), a submission's program is lowered to
 dask once per structure and instantiated for every later run -- the plain loop, a compiled function's
 calls and a time loop's steps alike -- and a functional update loop stays the size of one step."""
+import collections
 import importlib
 import sys
-import types
 
 import dask
 import numpy as np
@@ -141,16 +141,17 @@ def test_a_compiled_call_leaves_the_caller_s_tensors_untouched_while_it_traces()
     X, y = _data()
     w = dg.from_array(np.zeros(3), chunks=3)
     value, version = w._storage.value, w._storage.version
-    box = types.SimpleNamespace(seen=[])  # (an object: guarded by identity, not by what it holds)
+    held = id(value)  # (the dask array itself, read by the function, would be guarded by its attributes)
+    seen = collections.deque()  # (no frozen form, no attributes: guarded by identity, not by what it holds)
 
     def loss(v):
-        box.seen.append((v._storage.value is value, w._storage.value is value))
+        seen.append((id(v._storage.value) == held, id(w._storage.value) == held))
         return ((X @ v - y) ** 2).mean()
 
     step = dg.compile(dg.func.grad_and_value(loss))
     for _ in range(3):
         step(w)
-    assert box.seen == [(True, True)]  # traced once, the caller's value in place, then replayed
+    assert list(seen) == [(True, True)]  # traced once, the caller's value in place, then replayed
     assert w._storage.value is value and w._storage.version == version
 
 
