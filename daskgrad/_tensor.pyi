@@ -48,9 +48,9 @@ class Tensor:
     def __abs__(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
-    def __add__(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def __add__(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
     def __and__(self, b) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
@@ -84,6 +84,13 @@ class Tensor:
         """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
         """
     def __float__(self): ...
+    def __floordiv__(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
+        """
+    def __format__(self, spec):
+        """``f"{loss:.4f}"``: a 0-d tensor formats its value (computed), as torch's; any other takes only
+        the empty format (its repr).
+        """
     def __ge__(self, b) -> Tensor:
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
@@ -95,9 +102,12 @@ class Tensor:
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
         """
     def __hash__(self, /): ...
-    def __iadd__(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def __iadd__(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
+        """
+    def __ifloordiv__(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def __imul__(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -107,15 +117,16 @@ class Tensor:
     def __int__(self): ...
     def __invert__(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-        floating tensors are refused with torch's TypeError.
+        floating tensors are refused with torch's errors.
         """
-    def __isub__(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def __isub__(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
     def __iter__(self): ...
-    def __itruediv__(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def __itruediv__(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __le__(self, b) -> Tensor:
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
@@ -148,8 +159,8 @@ class Tensor:
         complex inputs that require grad are refused (no rule yet).
         """
     def __radd__(self, other) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
     def __rand__(self, other) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
@@ -162,6 +173,9 @@ class Tensor:
     def __repr__(self):
         """torch's text, with the values when they are few and already in memory (never computed for
         a repr), else dask's summary of the array: see :mod:`daskgrad._repr`.
+        """
+    def __rfloordiv__(self, other) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def __rmatmul__(self, other) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
@@ -181,22 +195,24 @@ class Tensor:
         complex inputs that require grad are refused (no rule yet).
         """
     def __rsub__(self, other) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
     def __rtruediv__(self, other) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __rxor__(self, other) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __setitem__(self, index, value): ...
-    def __sub__(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def __sub__(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def __truediv__(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def __truediv__(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __xor__(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
@@ -242,23 +258,19 @@ class Tensor:
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
-    def add(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def add(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
-    def add_(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def add_(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
         """
-    def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
-        """
-    def amin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
-        """
+    def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None): ...
+    def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None): ...
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
         """
@@ -287,11 +299,17 @@ class Tensor:
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
-    def argmax(self, axis=None, *, dim=...) -> Tensor:
-        """Index of the largest value (an integer tensor: never differentiable).
+    def argmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
+        when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's).
         """
-    def argmin(self, axis=None, *, dim=...) -> Tensor:
-        """Index of the smallest value (an integer tensor: never differentiable).
+    def argmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
+        when ``axis`` is None.
+        """
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """torch's ``argsort(dim=-1, descending=False)`` (stable; NaN largest); ``daskgrad.argsort`` is NumPy's
+        (``argsort(x, axis, kind)``).
         """
     @property
     def array(self) -> da.Array:
@@ -303,9 +321,10 @@ class Tensor:
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
-    def astype(self, dtype) -> Tensor:
+    def astype(self, dtype, copy=True) -> Tensor:
         """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+        differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
+        is never written in place, so no copy is needed).
         """
     def atan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -332,7 +351,7 @@ class Tensor:
         """
     def bitwise_not(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-        floating tensors are refused with torch's TypeError.
+        floating tensors are refused with torch's errors.
         """
     def bitwise_or(self, b) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
@@ -348,14 +367,20 @@ class Tensor:
         """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
-    def clamp(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clamp(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
-    def clamp_(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clamp_(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
-    def clip(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clip(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
     def clone(self) -> Tensor:
         """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
@@ -382,9 +407,7 @@ class Tensor:
     def cosh(self) -> Tensor:
         """Elementwise ``cosh``; gradient node ``CoshBackward0``.
         """
-    def count_nonzero(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor.
-        """
+    def count_nonzero(self, dim=None, *, axis=None): ...
     def cpu(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
@@ -411,30 +434,35 @@ class Tensor:
     def detach(self) -> Tensor: ...
     def detach_(self) -> Tensor: ...
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """Where the chunks live: ``daskgrad.device("cuda")`` for cupy chunks, else ``device("cpu")`` (a str
+        too: ``t.device == "cpu"``).
+        """
     def diag(self, k=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
         """
-    def diagonal(self, offset=0, axis1=0, axis2=1) -> Tensor:
-        """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
+    def diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
+        """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
+        ``dim2``), as a new last axis.
         """
     def dim(self) -> int: ...
-    def div(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def div(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
-    def div_(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def div_(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def dot(self, b) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
         """
-    def double(self) -> Tensor:
-        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+    def double(self, memory_format=None):
+        """``to(<class 'numpy.float64'>)`` (``memory_format`` ignored: no strides here).
         """
     @property
     def dtype(self) -> np.dtype: ...
@@ -464,20 +492,25 @@ class Tensor:
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
-    def flatten(self) -> Tensor:
-        """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
-        ``start_dim``/``end_dim``).
+    def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+        """Axes ``start_dim`` to ``end_dim`` merged into one, all of them by default (a 1-d tensor: NumPy's
+        ``ndarray.flatten``; torch's ``flatten``, a 0-d tensor becoming 1-d).
         """
-    def flip(self, axis=None, *, dim=...) -> Tensor:
-        """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
-        ``dims``).
+    def flip(self, *dims, **kwargs):
+        """torch's ``flip(dims)``: reversed along each of ``dims`` (``x.flip(0, 1)``, ``x.flip((0, 1))``,
+        ``x.flip(dims=(0, 1))``).
         """
-    def float(self) -> Tensor:
-        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+    def float(self, memory_format=None):
+        """``to(<class 'numpy.float32'>)`` (``memory_format`` ignored: no strides here).
         """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
+        """
+    def floor_divide(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
+        """
+    def floor_divide_(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def fmax(self, b) -> Tensor:
         """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
@@ -491,7 +524,7 @@ class Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
         """
     def frexp(self) -> Tensor:
-        """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+        """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
         """
     @property
@@ -562,9 +595,9 @@ class Tensor:
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
-    def log_softmax(self, axis=-1, *, dim=...) -> Tensor:
-        """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
-        one, where ``nn.functional.log_softmax`` asks for ``dim``).
+    def log_softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+        """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
+        ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
         """
     def logaddexp(self, b) -> Tensor:
         """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``).
@@ -593,30 +626,34 @@ class Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
         """
-    def max(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    def max(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
+        """torch's ``max``: over every element the value; ``max(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``max(other)`` the elementwise ``maximum``.  ``daskgrad.max`` is NumPy's, values only.
         """
     def maximum(self, b) -> Tensor:
         """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
         half the gradient, as in torch.
         """
-    def mean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
+    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None): ...
+    def median(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``median``: the lower of the two middle values for an even count (NumPy's, ``daskgrad.median``, averages them); ``median(dim)`` the named tuple ``(values, indices)``; the gradient goes to the value's index.
         """
-    def median(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
-        lower one), differentiable through the values it reads.
-        """
-    def min(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    def min(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
+        """torch's ``min``: over every element the value; ``min(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``min(other)`` the elementwise ``minimum``.  ``daskgrad.min`` is NumPy's, values only.
         """
     def minimum(self, b) -> Tensor:
         """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
         half the gradient, as in torch.
         """
+    def mm(self, b) -> Tensor:
+        """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only).
+        """
     def moveaxis(self, source, destination) -> Tensor:
-        """``x`` with axis ``source`` moved to position ``destination``, one axis (NumPy's and torch's
-        ``moveaxis``).
+        """``x`` with axes ``source`` moved to positions ``destination`` (ints or sequences of ints; NumPy's
+        ``moveaxis``, torch's ``movedim``).
+        """
+    def movedim(self, source, destination) -> Tensor:
+        """``x`` with axes ``source`` moved to positions ``destination`` (ints or sequences of ints; NumPy's
+        ``moveaxis``, torch's ``movedim``).
         """
     def mul(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -632,24 +669,21 @@ class Tensor:
         """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
         where NumPy warns and gives NaN.
         """
-    def nanmean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
-        """
-    def nanmedian(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
-        torch's ``nanmedian`` returns the lower one).
+    def nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None): ...
+    def nanmedian(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``nanmedian``: the lower of the two middle values for an even count (NumPy's, ``daskgrad.nanmedian``, averages them); ``nanmedian(dim)`` the named tuple ``(values, indices)``; the gradient goes to the value's index.
         """
     def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
         where NumPy warns and gives NaN.
         """
-    def nanquantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def nanquantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
         """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
-        ``nanquantile``: the gradient goes to the two values interpolated.
+        ``nanquantile``: the gradient goes to the values interpolated.
         """
-    def nansum(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
-        a zero gradient.
+    def nansum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None): ...
+    def narrow(self, dim, start, length):
+        """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``.
         """
     @property
     def ndim(self) -> int: ...
@@ -658,6 +692,21 @@ class Tensor:
         """
     def neg_(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
+        """
+    def new_empty(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_empty``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_full(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_full``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_ones(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_ones``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_tensor(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_tensor``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_zeros(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_zeros``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
         """
     def norm(self, ord=None, axis=None, keepdims=False) -> Tensor:
         """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
@@ -694,10 +743,11 @@ class Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
         """
-    def quantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-        default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-        a sequence of numbers (a leading axis of the result, as NumPy's).
+    def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+        """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
+        torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
+        differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
+        numbers (a leading axis of the result, as NumPy's).  A slice holding a NaN gives NaN.
         """
     def rad2deg(self) -> Tensor:
         """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
@@ -728,9 +778,10 @@ class Tensor:
     def remainder(self, b) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
-    def repeat_interleave(self, repeats, axis=None, *, dim=...) -> Tensor:
+    def repeat_interleave(self, repeats, axis=None, *, output_size=None, dim=...) -> Tensor:
         """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
-        ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
+        ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
+        a tensor, computed); torch's ``output_size`` is checked.
         """
     @property
     def requires_grad(self) -> bool: ...
@@ -753,6 +804,10 @@ class Tensor:
         """
     def round(self, decimals=0) -> Tensor:
         """NumPy's ``round`` (half to even, as torch's); a zero gradient.
+        """
+    def select(self, dim, index):
+        """torch's ``select``: the slice at ``index`` along ``dim`` (``daskgrad.select`` is NumPy's choice
+        by conditions).
         """
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -785,12 +840,16 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
-    def softmax(self, axis=-1, *, dim=...) -> Tensor:
-        """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
-        one, where ``nn.functional.softmax`` asks for ``dim``).
+    def softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
+        ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``).
         """
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
+        """
+    def sort(self, dim=-1, descending=False, stable=False):
+        """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
+        first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -801,36 +860,34 @@ class Tensor:
     def square(self) -> Tensor:
         """``x ** 2`` elementwise (NumPy's and torch's ``square``).
         """
-    def squeeze(self, axis=None, *, dim=...) -> Tensor:
-        """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
-        not 1 raises ValueError, where torch leaves it).
+    def squeeze(self, dim=None):
+        """torch's ``squeeze``: the length-1 axes of ``dim`` (an int or a tuple) removed, any other left, as
+        torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there).
         """
-    def std(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch.
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
+        """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
         """
-    def sub(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def sub(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def sub_(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def sub_(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def sum(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
-        """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
-        ``dim=``/``keepdim=`` are accepted too).
-        """
+    def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None): ...
     def swapaxes(self, axis1, axis2) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def t(self):
+        """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is.
         """
     def take(self, indices, axis=None, *, dim=...) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
         ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
         a.shape[axis + 1:]``; repeated indices accumulate in backward.
         """
-    def take_along_dim(self, indices, axis=-1, *, dim=...) -> Tensor:
-        """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
-        ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
-        None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
-        Backward adds the cotangent back where it was read (repeats accumulate).
+    def take_along_dim(self, indices, dim=None) -> Tensor:
+        """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
+        flattened when ``dim`` is None (torch's default).
         """
     def tan(self) -> Tensor:
         """Elementwise ``tan``; gradient node ``TanBackward0``.
@@ -841,18 +898,19 @@ class Tensor:
     def tanh_(self) -> Tensor:
         """Elementwise ``tanh``; gradient node ``TanhBackward0``.
         """
-    def to(self, device) -> Tensor:
-        """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
+    def to(self, *args, **kwargs):
+        """torch's ``to``: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)`` (its device and dtype), with
+        ``non_blocking``, ``copy`` (a new tensor even when nothing changes) and ``memory_format`` (no strides
+        here: ignored); differentiable; the tensor itself when nothing changes.
         """
     def to_dask(self) -> da.Array:
         """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
         it, and, dask arrays being immutable, a later in-place write to this tensor does not show
         through (torch's ``detach()`` shares memory; here the snapshot is the current value).
         """
-    def to_dask_array(self) -> da.Array:
-        """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
-        it, and, dask arrays being immutable, a later in-place write to this tensor does not show
-        through (torch's ``detach()`` shares memory; here the snapshot is the current value).
+    def to_dask_array(self):
+        """``da.asarray(t)`` is ``t.to_dask()``; inside another dask function (``da.sum(t)``), a tensor that
+        requires grad refuses: dask would return a plain array without its gradient.
         """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
@@ -874,7 +932,7 @@ class Tensor:
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.
         """
-    def transpose(self, *axes) -> Tensor:
+    def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
     def tril(self, k=0) -> Tensor:
@@ -890,8 +948,8 @@ class Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
         """
-    def var(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``).
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
+        """torch's ``var``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.var`` is NumPy's, ddof=0.
         """
     def vdot(self, b) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
@@ -901,6 +959,11 @@ class Tensor:
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
         """
     def zero_(self): ...
+
+
+def _unknown_alike(a, b):
+    """Shapes equal but for lengths unknown in both (NaN after a boolean mask: ``t[mask] += 1``).
+    """
 
 
 def _as_array(value): ...
@@ -938,6 +1001,10 @@ def _leaf(array, requires_grad) -> Tensor: ...
 def _backend(device): ...
 
 _cuda_ok: bool
+
+_CPU: Any
+
+_CUDA: Any
 
 
 def require_cuda() -> None:
@@ -983,6 +1050,12 @@ def from_array(x, chunks='auto', requires_grad=False, dtype=None, device=None) -
 def _xarray_array(x, chunks):
     """An xarray DataArray's dask array: its own if it has one, else one xarray makes over its (possibly
     lazily loaded) values, without reading them.
+    """
+
+
+def from_numpy(ndarray, chunks='auto') -> Tensor:
+    """``torch.from_numpy``: a leaf with a NumPy array's values and dtype, which :func:`from_array` copies once
+    (torch's would share the array's memory: a later write to it is not seen here).
     """
 
 

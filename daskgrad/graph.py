@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
 import re
 import threading
 import traceback
@@ -369,7 +370,10 @@ def record(name, out_array, inputs, prim, save=None, params=None):
         frames = traceback.extract_stack()
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
-        node._stack = traceback.format_list(frames[:-1])  # and the op that bound: the user's line comes last
+        frames.pop()  # and the op that bound
+        while frames and frames[-1].filename == _PUBLIC_WRAPPER:  # and its public wrapper: the user's line is last
+            frames.pop()
+        node._stack = traceback.format_list(frames)
     return out
 
 
@@ -419,6 +423,8 @@ class watch_saved:
 
 
 RESULT = object()  # marker: "save this op's own output"
+# the file of the public ops' wrapper (torch's keywords, out=), a frame between an op and its caller
+_PUBLIC_WRAPPER = os.path.join(os.path.dirname(__file__), "ops", "__init__.py")
 
 
 def toposort(roots):
