@@ -9,6 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 
+class LinAlgError(RuntimeError):
+    """torch's ``torch.linalg.LinAlgError``: a factorisation or solve that failed on the values (a singular
+    matrix), raised by the chunk kernel that met it (``daskgrad.linalg.LinAlgError``)."""
+
+
 def _rows(rule):
     """Says how a kernel treats rows, so a fused step can run it on blocks of rows
     (:mod:`daskgrad._dask.rows`): "elementwise" (each element on its own, operands broadcast as
