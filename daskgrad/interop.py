@@ -185,27 +185,31 @@ _LINALG = {  # numpy.linalg's name -> the op answering as NumPy does
 
 
 # ------------------------------------------------------------------- dask.array
-def _dask_caller():
-    """The dask function user code called (``dask.array.sum``), from the frames above the conversion: the
-    outermost dask frame, and whether user code called it (not xarray or another library)."""
-    frame, entry = sys._getframe(2), None
+def _dask_entry(frame):
+    """The dask function user code called (``sum`` of ``dask.array.sum``): the outermost of the dask
+    frames from ``frame`` up."""
+    entry = None
     while frame is not None and frame.f_globals.get("__name__", "").startswith("dask."):
         entry, frame = frame, frame.f_back
     return entry
+
+
+def _refuse_in_dask(entry):
+    name = entry.f_code.co_name
+    hint = (f"daskgrad.{name}(t) (or NumPy's, which runs it)" if name in OPS else
+            f"daskgrad has no op named {name!r}: write it with daskgrad's ops or daskgrad.map_blocks, or call "
+            f"dask.array.{name}(t.detach().to_dask()) for values without a gradient")
+    return TypeError(f"dask.array.{name}() of a Tensor that requires grad would return a dask array without its "
+                     f"gradient: call {hint}")
 
 
 def _to_dask_array(self):
     """``da.asarray(t)`` is ``t.to_dask()``; inside another dask function (``da.sum(t)``), a tensor that
     requires grad refuses: dask would return a plain array without its gradient."""
     if self._requires_grad and is_grad_enabled():
-        entry = _dask_caller()
+        entry = _dask_entry(sys._getframe(1))
         if entry is not None and entry.f_code.co_name not in ("asarray", "asanyarray"):
-            name = entry.f_code.co_name
-            hint = (f"daskgrad.{name}(t) (or NumPy's, which runs it)" if name in OPS else
-                    f"daskgrad has no op named {name!r}: write it with daskgrad's ops or daskgrad.map_blocks, "
-                    f"or call dask.array.{name}(t.detach().to_dask()) for values without a gradient")
-            raise TypeError(f"dask.array.{name}() of a Tensor that requires grad would return a dask array "
-                            f"without its gradient: call {hint}")
+            raise _refuse_in_dask(entry)
     return self.array
 
 
@@ -230,8 +234,19 @@ _dask_graph, _chunks = Tensor.__dask_graph__, Tensor.chunks
 
 
 def _graph_unless_xarray_asks(self):
+    """The dask graph, as to dask itself; none to xarray's checks (see the module's docstring); and to
+    dask.array's functions that take a collection as an array-like constant (``da.dot(t, t)`` through
+    ``from_array``, ``da.around`` through ``map_blocks``), for a tensor that requires grad, a TypeError
+    naming the function, as :func:`_to_dask_array` gives."""
     # (xarray -> its is_dask_collection -> dask's is_dask_collection -> here: within 3 frames)
-    return None if _xarray_asks(3) else _dask_graph(self)
+    if _xarray_asks(3):
+        return None
+    if self._requires_grad and is_grad_enabled():
+        asker = sys._getframe(1)  # dask's is_dask_collection, and who asked it
+        if asker.f_code.co_name == "is_dask_collection" and asker.f_back is not None \
+                and asker.f_back.f_globals.get("__name__", "").startswith("dask.array"):
+            raise _refuse_in_dask(_dask_entry(asker))
+    return _dask_graph(self)
 
 
 def _chunks_unless_xarray_asks(self):

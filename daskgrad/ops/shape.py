@@ -184,16 +184,16 @@ def broadcast_to(x, shape, chunks=None):
         raise RuntimeError(f"expand({type_repr(x.dtype)}{{{list(old)}}}, size={list(shape)}): the number of sizes "
                            f"provided ({len(shape)}) must be greater or equal to the number of dimensions in the "
                            f"tensor ({len(old)})")
-    for i, n in enumerate(shape[:lead]):
-        if n == -1:
+    for i in range(len(shape) - 1, -1, -1):  # torch's checks, in its order: from the last dimension
+        n, want = (old[i - lead] if i >= lead else 1), shape[i]
+        if want == -1 and i < lead:
             raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
                                f"dimension {i}")
+        if want != -1 and n != 1 and n == n and want != n:
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the existing size ({n}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(shape)}.  Tensor sizes: "
+                               f"{list(old)}")
     shape = shape[:lead] + tuple(n if m == -1 else m for n, m in zip(old, shape[lead:]))  # torch: -1 keeps a size
-    for i, n in enumerate(old):
-        if n != 1 and n == n and shape[lead + i] != n:
-            raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
-                               f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
-                               f"Tensor sizes: {list(old)}")
     if shape == old:  # nothing to broadcast: at most a rechunk, no ExpandBackward0
         a = _kept(x.array, shape, chunks)
         if chunks is None or tuple(chunks) == a.chunks:
