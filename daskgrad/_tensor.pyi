@@ -44,6 +44,8 @@ class _Storage:
 
 class Tensor:
     @property
+    def H(self): ...
+    @property
     def T(self) -> Tensor: ...
     def __abs__(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
@@ -62,7 +64,12 @@ class Tensor:
     def __array_function__(self, func, types, args, kwargs): ...
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs): ...
     def __bool__(self): ...
-    def __dask_graph__(self): ...
+    def __dask_graph__(self):
+        """The dask graph, as to dask itself; none to xarray's checks (see the module's docstring); and to
+        dask.array's functions that take a collection as an array-like constant (``da.dot(t, t)`` through
+        ``from_array``, ``da.around`` through ``map_blocks``), for a tensor that requires grad, a TypeError
+        naming the function, as :func:`_to_dask_array` gives.
+        """
     def __dask_keys__(self): ...
     def __dask_layers__(self): ...
     __dask_optimize__: Any
@@ -252,6 +259,9 @@ class Tensor:
     def abs_(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
+    def absolute(self):
+        """Elementwise ``abs``; gradient node ``AbsBackward0``.
+        """
     def acos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
@@ -266,11 +276,35 @@ class Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
         """
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``.
+        """
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``.
+        """
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``.
+        """
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``.
+        """
+    def addmv(self, mat, vec, *, beta=1, alpha=1):
+        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
+        """
+    def addr(self, vec1, vec2, *, beta=1, alpha=1):
+        """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
+        """
+    def adjoint(self):
+        """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated.
+        """
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
         """
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None): ...
     def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None): ...
+    def aminmax(self, *, dim=None, keepdim=False):
+        """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None).
+        """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
         """
@@ -311,6 +345,10 @@ class Tensor:
         """torch's ``argsort(dim=-1, descending=False)`` (stable; NaN largest); ``daskgrad.argsort`` is NumPy's
         (``argsort(x, axis, kind)``).
         """
+    def argwhere(self):
+        """torch's ``argwhere``: the indices of the non-zero elements, one row each (an unknown count until
+        computed); a 0-d tensor has rows of no index.
+        """
     @property
     def array(self) -> da.Array:
         """The underlying (lazy or persisted) dask array.
@@ -342,6 +380,9 @@ class Tensor:
         Checks everything first, then submits one dask graph for all gradients and
         returns when they are in memory (on the current distributed Client if any).
         """
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """torch's ``baddbmm``: ``beta * self + alpha * (batch1 @ batch2)``.
+        """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
         with weights that require grad the result does too, and backward raises, as torch's.
@@ -359,11 +400,32 @@ class Tensor:
     def bitwise_xor(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
+    def bmm(self, mat2):
+        """torch's ``bmm``: batches of matrices multiplied, both 3-d.
+        """
+    def bool(self, memory_format=None):
+        """``to(bool)``, differentiable where that dtype is.
+        """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
+    def byte(self, memory_format=None):
+        """``to(uint8)``, differentiable where that dtype is.
+        """
+    def cdouble(self, memory_format=None):
+        """``to(complex128)``, differentiable where that dtype is.
+        """
     def ceil(self) -> Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
+        """
+    def cfloat(self, memory_format=None):
+        """``to(complex64)``, differentiable where that dtype is.
+        """
+    def char(self, memory_format=None):
+        """``to(int8)``, differentiable where that dtype is.
+        """
+    def chunk(self, chunks, dim=0):
+        """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim``.
         """
     @property
     def chunks(self) -> tuple[tuple[int, ...], ...]: ...
@@ -376,6 +438,12 @@ class Tensor:
         """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
         a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
         the gradient (torch's convention).
+        """
+    def clamp_max(self, max):
+        """torch's ``clamp_max``: ``clamp(max=max)``.
+        """
+    def clamp_min(self, min):
+        """torch's ``clamp_min``: ``clamp(min=min)``.
         """
     def clip(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
@@ -392,11 +460,18 @@ class Tensor:
     def conj(self) -> Tensor:
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
         """
+    def conj_physical(self):
+        """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
+        """
     def copy_(self, src):
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all.
         """
     def copysign(self, b) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's).
+        """
+    def corrcoef(self, rowvar=True):
+        """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
+        ``cov`` (NumPy's ``corrcoef``; torch's takes rows only).
         """
     def cos(self) -> Tensor:
         """Elementwise ``cos``; gradient node ``CosBackward0``.
@@ -408,6 +483,10 @@ class Tensor:
         """Elementwise ``cosh``; gradient node ``CoshBackward0``.
         """
     def count_nonzero(self, dim=None, *, axis=None): ...
+    def cov(self, *, correction=1, fweights=None, aweights=None):
+        """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
+        frequency and observation weights as NumPy's ``cov``.
+        """
     def cpu(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
@@ -431,6 +510,9 @@ class Tensor:
     def deg2rad(self) -> Tensor:
         """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
         """
+    def det(self):
+        """torch's ``linalg.det``; its gradient is torch's, finite at singular matrices too.
+        """
     def detach(self) -> Tensor: ...
     def detach_(self) -> Tensor: ...
     @property
@@ -446,13 +528,25 @@ class Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
         ``dim2``), as a new last axis.
         """
+    def diff(self, n=1, axis=-1, prepend=None, append=None):
+        """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
+        (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
+        """
     def dim(self) -> int: ...
+    def dist(self, other, p=2):
+        """torch's ``dist``: the ``p``-norm of ``self - other``.
+        """
     def div(self, b, *, rounding_mode=None) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
     def div_(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
+        """
+    def divide(self, b, *, rounding_mode=None):
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
@@ -464,8 +558,14 @@ class Tensor:
     def double(self, memory_format=None):
         """``to(<class 'numpy.float64'>)`` (``memory_format`` ignored: no strides here).
         """
+    def dsplit(self, indices_or_sections):
+        """torch's ``dsplit``: NumPy's, as a tuple.
+        """
     @property
     def dtype(self) -> np.dtype: ...
+    def eq(self, b):
+        """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+        """
     def erf(self) -> Tensor:
         """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``.
         """
@@ -480,6 +580,9 @@ class Tensor:
         """
     def expand(self, *shape) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
+        """
+    def expand_as(self, other):
+        """``expand(other.shape)``.
         """
     def expand_dims(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
@@ -500,8 +603,17 @@ class Tensor:
         """torch's ``flip(dims)``: reversed along each of ``dims`` (``x.flip(0, 1)``, ``x.flip((0, 1))``,
         ``x.flip(dims=(0, 1))``).
         """
+    def fliplr(self):
+        """``x`` reversed along axis 1, for at least 2 dimensions (NumPy's and torch's ``fliplr``).
+        """
+    def flipud(self):
+        """``x`` reversed along axis 0 (NumPy's and torch's ``flipud``).
+        """
     def float(self, memory_format=None):
         """``to(<class 'numpy.float32'>)`` (``memory_format`` ignored: no strides here).
+        """
+    def float_power(self, b):
+        """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.
         """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
@@ -523,9 +635,22 @@ class Tensor:
     def fmod(self, b) -> Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
         """
+    def frac(self):
+        """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes.
+        """
     def frexp(self) -> Tensor:
         """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
+        """
+    def gather(self, dim, index):
+        """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
+        ``self`` on the other dims (read from their start), not broadcast.
+        """
+    def ge(self, b):
+        """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
+    def ger(self, b):
+        """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
     @property
     def grad(self) -> Tensor | None: ...
@@ -534,6 +659,21 @@ class Tensor:
     @grad.deleter
     def grad(self) -> None: ...
     grad_fn: Any
+    def greater(self, b):
+        """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
+    def greater_equal(self, b):
+        """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
+    def gt(self, b):
+        """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
+    def half(self, memory_format=None):
+        """``to(float16)``, differentiable where that dtype is.
+        """
+    def hsplit(self, indices_or_sections):
+        """torch's ``hsplit``: NumPy's, as a tuple.
+        """
     def hypot(self, b) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
@@ -544,9 +684,18 @@ class Tensor:
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
         """
+    def index_select(self, dim, index):
+        """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
+        """
     def inner(self, b) -> Tensor:
         """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
         b.shape[:-1]``.
+        """
+    def int(self, memory_format=None):
+        """``to(int32)``, differentiable where that dtype is.
+        """
+    def inverse(self):
+        """torch's ``linalg.inv`` of (batches of) square matrices, each in one chunk.
         """
     @property
     def is_cuda(self) -> bool: ...
@@ -555,6 +704,9 @@ class Tensor:
         """
     @property
     def is_leaf(self) -> bool: ...
+    def isclose(*self, **kwargs):
+        """NumPy's ``isclose`` (not differentiable).
+        """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).
         """
@@ -577,8 +729,23 @@ class Tensor:
     def kron(self, b) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
+        """
     def ldexp(self, x2) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's.
+        """
+    def le(self, b):
+        """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+        """
+    def lerp(self, end, weight):
+        """torch's ``lerp``: ``self + weight * (end - self)``.
+        """
+    def less(self, b):
+        """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    def less_equal(self, b):
+        """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def log(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
@@ -605,6 +772,9 @@ class Tensor:
     def logaddexp2(self, b) -> Tensor:
         """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
         """
+    def logdet(self):
+        """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one.
+        """
     def logical_and(self, b) -> Tensor:
         """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
@@ -617,14 +787,42 @@ class Tensor:
     def logical_xor(self, b) -> Tensor:
         """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
+    def logit(self, eps=None):
+        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite.
         """
+    def long(self, memory_format=None):
+        """``to(int64)``, differentiable where that dtype is.
+        """
+    def lt(self, b):
+        """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    @property
+    def mH(self):
+        """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated.
+        """
     @property
     def mT(self) -> Tensor: ...
+    def masked_fill(self, mask, value):
+        """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
+        ``mask`` is True.
+        """
+    def masked_select(self, mask):
+        """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor.
+        """
     def matmul(self, b) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
+        """
+    def matrix_exp(self):
+        """torch's ``linalg.matrix_exp`` (and ``torch.matrix_exp``): ``exp`` of (batches of) square matrices,
+        each in one chunk, by Pade [13/13] with scaling and squaring; torch's gradient.
+        """
+    def matrix_power(self, n):
+        """torch's ``linalg.matrix_power``: ``A`` to the integer power ``n`` by repeated squaring (``n < 0``
+        inverts first); ``n == 0`` gives identities whose gradient is 0.
         """
     def max(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
         """torch's ``max``: over every element the value; ``max(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``max(other)`` the elementwise ``maximum``.  ``daskgrad.max`` is NumPy's, values only.
@@ -655,11 +853,20 @@ class Tensor:
         """``x`` with axes ``source`` moved to positions ``destination`` (ints or sequences of ints; NumPy's
         ``moveaxis``, torch's ``movedim``).
         """
+    def msort(self):
+        """torch's ``msort``: ``sort(dim=0).values``.
+        """
     def mul(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
     def mul_(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def multiply(self, b):
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def mv(self, vec):
+        """torch's ``mv``: a matrix times a vector.
         """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
@@ -687,10 +894,16 @@ class Tensor:
         """
     @property
     def ndim(self) -> int: ...
+    def ne(self, b):
+        """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+        """
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
     def neg_(self) -> Tensor:
+        """Elementwise ``neg``; gradient node ``NegBackward0``.
+        """
+    def negative(self):
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
     def new_empty(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
@@ -708,11 +921,22 @@ class Tensor:
     def new_zeros(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
         """torch's ``new_zeros``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
         """
+    def nextafter(self, b):
+        """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+        goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's.
+        """
+    def nonzero(self, *, as_tuple=False):
+        """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim
+        (a 0-d tensor read as 1-d).
+        """
     def norm(self, ord=None, axis=None, keepdims=False) -> Tensor:
         """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
         vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
+        """
+    def not_equal(self, b):
+        """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
     def numel(self) -> int: ...
     def numpy(self, *, force=False):
@@ -728,6 +952,7 @@ class Tensor:
     def persist(self):
         """Keep this tensor's chunks in (cluster) memory; returns ``self``.
         """
+    def pinverse(self, rcond=1e-15): ...
     def positive(self) -> Tensor:
         """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
         """
@@ -778,6 +1003,10 @@ class Tensor:
     def remainder(self, b) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
+    def repeat(self, *sizes):
+        """torch's ``repeat``: the tensor tiled ``sizes`` times (NumPy's ``tile``; ``daskgrad.repeat`` is NumPy's
+        element-wise repeat, torch's ``repeat_interleave``).
+        """
     def repeat_interleave(self, repeats, axis=None, *, output_size=None, dim=...) -> Tensor:
         """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
         ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
@@ -792,6 +1021,15 @@ class Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
         """
+    def reshape_as(self, other):
+        """``reshape(other.shape)`` (``view_as`` too).
+        """
+    def resolve_conj(self):
+        """The tensor itself (daskgrad keeps no lazy conjugate or negative bit).
+        """
+    def resolve_neg(self):
+        """The tensor itself (daskgrad keeps no lazy conjugate or negative bit).
+        """
     def retain_grad(self) -> None: ...
     @property
     def retains_grad(self) -> bool: ...
@@ -805,12 +1043,21 @@ class Tensor:
     def round(self, decimals=0) -> Tensor:
         """NumPy's ``round`` (half to even, as torch's); a zero gradient.
         """
+    def rsqrt(self):
+        """torch's ``rsqrt``: ``1 / sqrt(x)``.
+        """
     def select(self, dim, index):
         """torch's ``select``: the slice at ``index`` along ``dim`` (``daskgrad.select`` is NumPy's choice
         by conditions).
         """
+    def sgn(self):
+        """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
+        """
     @property
     def shape(self) -> tuple[int, ...]: ...
+    def short(self, memory_format=None):
+        """``to(int16)``, differentiable where that dtype is.
+        """
     def sigmoid(self) -> Tensor:
         """Elementwise ``sigmoid``; gradient node ``SigmoidBackward0``.
         """
@@ -840,6 +1087,9 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
+    def slogdet(self):
+        """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
+        """
     def softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
         """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``).
@@ -850,6 +1100,10 @@ class Tensor:
     def sort(self, dim=-1, descending=False, stable=False):
         """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
         first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
+        """
+    def split(self, split_size_or_sections, dim=0):
+        """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last smaller), or of the given sizes
+        (``daskgrad.split`` is NumPy's: a number of equal sections, or split points).
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -873,8 +1127,14 @@ class Tensor:
     def sub_(self, b, *, alpha=1) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
+    def subtract(self, b, *, alpha=1):
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
+        """
     def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None): ...
     def swapaxes(self, axis1, axis2) -> Tensor:
+        """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def swapdims(self, axis1, axis2):
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
     def t(self):
@@ -897,6 +1157,12 @@ class Tensor:
         """
     def tanh_(self) -> Tensor:
         """Elementwise ``tanh``; gradient node ``TanhBackward0``.
+        """
+    def tensor_split(self, indices_or_sections, dim=0):
+        """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple.
+        """
+    def tile(self, reps):
+        """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones).
         """
     def to(self, *args, **kwargs):
         """torch's ``to``: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)`` (its device and dtype), with
@@ -929,6 +1195,10 @@ class Tensor:
         gradient chunk by chunk, with the coords of ``w``'s DataArray.
         """
     def tolist(self): ...
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        """torch's ``topk``: the named ``(values, indices)`` of the ``k`` largest (``largest=False``:
+        smallest) along ``dim``, in order (NaN largest); the gradient goes to their indices.
+        """
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.
         """
@@ -941,8 +1211,22 @@ class Tensor:
     def triu(self, k=0) -> Tensor:
         """NumPy's ``triu`` of the last two axes (``k`` the diagonal); gradient node ``TriuBackward0``.
         """
+    def true_divide(self, b, *, rounding_mode=None):
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
+        """
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
+        """
+    def type_as(self, other):
+        """``to(other.dtype)``.
+        """
+    def unbind(self, dim=0):
+        """torch's ``unbind``: the slices along ``dim``, a tuple.
+        """
+    def unflatten(self, dim, sizes):
+        """torch's ``unflatten``: ``dim`` split into ``sizes`` (one may be -1).
         """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
@@ -957,6 +1241,18 @@ class Tensor:
     def view(self, *shape) -> Tensor:
         """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
         ``x.reshape(2, 3)`` and ``x.view(2, 3)``, which copies (dask arrays have no views).
+        """
+    def view_as(self, other):
+        """``reshape(other.shape)`` (``view_as`` too).
+        """
+    def vsplit(self, indices_or_sections):
+        """torch's ``vsplit``: NumPy's, as a tuple.
+        """
+    def where(self, condition, other):
+        """torch's ``x.where(condition, other)``: ``where(condition, x, other)``.
+        """
+    def xlogy(self, other):
+        """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN).
         """
     def zero_(self): ...
 

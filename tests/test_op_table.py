@@ -116,7 +116,7 @@ NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "l
                       "nanargmax", "nanargmin", "argtopk", "zeros", "ones", "full", "arange", "searchsorted",
                       "digitize", "count_nonzero", "argwhere", "nonzero", "flatnonzero", "unravel_index",
                       "ravel_multi_index", "isin", "unique", "union1d", "histogram", "histogram2d", "histogramdd",
-                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing",
+                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing",
                       "invert", "all", "any", "eye", "identity", "tri", "empty", "empty_like", "indices",
                       "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from"}
 _INTS = np.array([0, 2, 1, 2, 3, 0])

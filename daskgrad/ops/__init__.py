@@ -77,4 +77,6 @@ Tensor.T = property(lambda self: transpose(self))
 Tensor.mT = property(lambda self: swapaxes(self, -1, -2))
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_; write_out)
-from . import methods  # noqa: E402,F401  (installs the methods that speak torch where the ops speak NumPy)
+from . import methods  # noqa: E402  (installs the methods that speak torch where the ops speak NumPy)
+for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
+    setattr(Tensor, _name, _PUBLIC[_op])

@@ -94,6 +94,7 @@ __all__ = [
     'ceil',
     'trunc',
     'round',
+    'nextafter',
     'arctan2',
     'hypot',
     'logaddexp',
@@ -291,7 +292,6 @@ __all__ = [
     'iscomplex',
     'isclose',
     'allclose',
-    'nextafter',
     'spacing',
     'invert',
     'all',
@@ -527,6 +527,10 @@ def trunc(x) -> Tensor:
     """
 def round(x, decimals=0) -> Tensor:
     """NumPy's ``round`` (half to even, as torch's); a zero gradient.
+    """
+def nextafter(a, b) -> Tensor:
+    """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+    goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's.
     """
 def arctan2(a, b) -> Tensor:
     """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
@@ -1208,9 +1212,6 @@ def isclose(*args, **kwargs) -> Tensor:
     """
 def allclose(*args, **kwargs) -> Tensor:
     """NumPy's ``allclose`` (not differentiable).
-    """
-def nextafter(*args, **kwargs) -> Tensor:
-    """NumPy's ``nextafter`` (not differentiable).
     """
 def spacing(*args, **kwargs) -> Tensor:
     """NumPy's ``spacing`` (not differentiable).

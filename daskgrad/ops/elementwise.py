@@ -561,6 +561,17 @@ mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mo
 mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
 
 
+nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, refuse="nextafter")
+nextafter_p.vjp(lambda g, s: (g, zeros_like(g)))  # torch's: the first operand's, as if the step were 0
+
+
+@public()
+def nextafter(a, b):
+    """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+    goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's."""
+    return nextafter_p.bind(a, b)
+
+
 @public("atan2", "arctan2")
 def arctan2(a, b):
     """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,

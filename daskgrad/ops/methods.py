@@ -10,6 +10,7 @@ those that differ, or that NumPy has no function for, each a thin call of the op
 """
 from __future__ import annotations
 
+import builtins
 import numbers
 
 import numpy as np
@@ -17,13 +18,17 @@ import numpy as np
 from .. import _data, return_types
 from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import as_tensor, norm_axes, norm_axis
-from .composite import isnan, nanmean, nansum, ravel
-from .elementwise import astype, clone, maximum, minimum, to_device, where, zeros_like
+from .composite import array_split, corrcoef, cov, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile, vsplit
+from .elementwise import (abs, astype, clip, clone, conj, log, maximum, minimum, reciprocal, sign, sqrt, to_device,
+                          trunc, where, zeros_like)
 from .indexing import argsort, getitem
-from .numpy_extra import take_along_axis, values_at
-from .numpy_index import count_nonzero
+from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
+from .numpy_extra import take, take_along_axis, values_at
+from .numpy_index import argwhere, count_nonzero, nonzero
+from .products import matmul, mm, outer
 from .reductions import _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
-from .shape import flip, reshape, squeeze, swapaxes
+from .shape import broadcast_to, flip, reshape, squeeze, swapaxes
+from .spectral import matrix_exp
 
 
 def _dim(dim, axis, name="dim"):
@@ -302,6 +307,358 @@ def _new_tensor(data, dtype, device, requires_grad):
     return tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+# ------------------------------------------- torch's methods NumPy's arrays do not have
+def _cast(dtype):
+    def method(self, memory_format=None):
+        return astype(self, np.dtype(dtype))
+    method.__doc__ = f"``to({np.dtype(dtype)})``, differentiable where that dtype is."
+    return method
+
+
+def _clamp_min(self, min):
+    """torch's ``clamp_min``: ``clamp(min=min)``."""
+    return clip(self, min, None)
+
+
+def _clamp_max(self, max):
+    """torch's ``clamp_max``: ``clamp(max=max)``."""
+    return clip(self, None, max)
+
+
+def _expand_as(self, other):
+    """``expand(other.shape)``."""
+    return broadcast_to(self, other.shape)
+
+
+def _reshape_as(self, other):
+    """``reshape(other.shape)`` (``view_as`` too)."""
+    return reshape(self, other.shape)
+
+
+def _type_as(self, other):
+    """``to(other.dtype)``."""
+    return astype(self, other.dtype)
+
+
+def _masked_fill(self, mask, value):
+    """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
+    ``mask`` is True."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    if isinstance(value, Tensor) and value.dtype != self.dtype:
+        value = astype(value, self.dtype)
+    return where(mask, value, self)
+
+
+def _masked_select(self, mask):
+    """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor."""
+    mask = as_tensor(mask)
+    shape = np.broadcast_shapes(self.shape, mask.shape)
+    x = self if self.shape == shape else broadcast_to(self, shape)
+    return getitem(ravel(x), ravel(mask if mask.shape == shape else broadcast_to(mask, shape)))
+
+
+def _gather(self, dim, index):
+    """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
+    ``self`` on the other dims (read from their start), not broadcast."""
+    index = as_tensor(index)
+    dim = norm_axis(dim, self.ndim)
+    x = self if self.ndim else reshape(self, (1,))  # torch reads a 0-d tensor (or index) as 1-d
+    idx = index if index.ndim else reshape(index, (1,))
+    if idx.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for d, (n, m) in enumerate(zip(idx.shape, x.shape)):
+        if d != dim and n > m:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be no "
+                               f"larger than self {list(self.shape)} apart from dimension {dim}")
+    x = getitem(x, tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(idx.shape)))
+    out = take_along_axis(x, idx, dim)
+    return out if out.shape == index.shape else reshape(out, index.shape)
+
+
+def _index_select(self, dim, index):
+    """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``."""
+    index = as_tensor(index)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    return take(self, reshape(index, (-1,)) if index.ndim == 0 else index, norm_axis(dim, self.ndim or 1)) \
+        if self.ndim else reshape(take(reshape(self, (1,)), reshape(index, (-1,)), 0), ())
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):
+    """torch's ``topk``: the named ``(values, indices)`` of the ``k`` largest (``largest=False``:
+    smallest) along ``dim``, in order (NaN largest); the gradient goes to their indices."""
+    x = as_tensor(self)
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        if k not in (0, 1):
+            raise RuntimeError("selected index k out of range")
+        return _scalar_result(x, return_types.topk)
+    dim = norm_axis(dim, x.ndim)
+    if not 0 <= k <= x.shape[dim]:
+        raise RuntimeError("selected index k out of range")
+    idx = getitem(argsort(x, dim, descending=largest), (slice(None),) * dim + (slice(0, k),))
+    return return_types.topk(values_at(x, idx, dim, True, "TopkBackward0"), idx)
+
+
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``."""
+    x = as_tensor(self)
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        if k != 1:
+            raise IndexError("kthvalue(): selected number k out of range for dimension 0")
+        return _scalar_result(x, return_types.kthvalue)
+    dim = norm_axis(dim, x.ndim)
+    if not 1 <= k <= x.shape[dim]:
+        raise IndexError(f"kthvalue(): selected number k out of range for dimension {dim}")
+    idx = getitem(argsort(x, dim), (slice(None),) * dim + (slice(k - 1, k),))
+    values = values_at(x, idx, dim, keepdim, "KthvalueBackward0")
+    return return_types.kthvalue(values, idx if keepdim else squeeze(idx, dim))
+
+
+def _aminmax(self, *, dim=None, keepdim=False):
+    """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None)."""
+    return return_types.aminmax(amin(self, dim, keepdim), amax(self, dim, keepdim))
+
+
+def _pieces(self, dim, bounds):
+    dim = norm_axis(dim, self.ndim)
+    pre = (slice(None),) * dim
+    return tuple(getitem(self, pre + (slice(a, b),)) for a, b in bounds)
+
+
+def _split(self, split_size_or_sections, dim=0):
+    """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last smaller), or of the given sizes
+    (``daskgrad.split`` is NumPy's: a number of equal sections, or split points)."""
+    n = self.shape[norm_axis(dim, self.ndim)]
+    if isinstance(split_size_or_sections, numbers.Integral):
+        size = int(split_size_or_sections)
+        if size < 0 or (size == 0 and n):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        starts = range(0, n, size) if size else [0]
+        return _pieces(self, dim, [(a, builtins.min(a + size, n)) for a in starts])
+    sizes = [int(s) for s in split_size_or_sections]
+    if builtins.sum(sizes) != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                           f"dimension {norm_axis(dim, self.ndim)}), but got split_sizes={sizes}")
+    ends = np.cumsum(sizes)
+    return _pieces(self, dim, list(zip(ends - sizes, ends)))
+
+
+def _chunk(self, chunks, dim=0):
+    """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim``."""
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    n = self.shape[norm_axis(dim, self.ndim)]
+    return _split(self, builtins.max(-(-n // chunks), 1) if n else 0, dim) if n else _split(self, [0] * chunks, dim)
+
+
+def _unbind(self, dim=0):
+    """torch's ``unbind``: the slices along ``dim``, a tuple."""
+    dim = norm_axis(dim, self.ndim)
+    return tuple(getitem(self, (slice(None),) * dim + (i,)) for i in range(self.shape[dim]))
+
+
+def _tensor_split(self, indices_or_sections, dim=0):
+    """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple."""
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.detach().numpy().tolist()
+    return tuple(array_split(self, indices_or_sections, norm_axis(dim, self.ndim)))
+
+
+def _np_split(fn, name):
+    def method(self, indices_or_sections):
+        return tuple(fn(self, indices_or_sections))
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"torch's ``{name}``: NumPy's, as a tuple."
+    return method
+
+
+def _unflatten(self, dim, sizes):
+    """torch's ``unflatten``: ``dim`` split into ``sizes`` (one may be -1)."""
+    dim = norm_axis(dim, self.ndim)
+    return reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+
+def _repeat(self, *sizes):
+    """torch's ``repeat``: the tensor tiled ``sizes`` times (NumPy's ``tile``; ``daskgrad.repeat`` is NumPy's
+    element-wise repeat, torch's ``repeat_interleave``)."""
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], numbers.Integral) else sizes
+    if len(sizes) < self.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    return tile(self, sizes)
+
+
+def _where(self, condition, other):
+    """torch's ``x.where(condition, other)``: ``where(condition, x, other)``."""
+    return where(condition, self, other)
+
+
+def _check_ndim(x, n, what):
+    if x.ndim != n:
+        raise RuntimeError(f"{what} must be a {n}D tensor" if n != 2 else f"{what} must be a matrix")
+
+
+def _mv(self, vec):
+    """torch's ``mv``: a matrix times a vector."""
+    if self.ndim != 2 or as_tensor(vec).ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.ndim}, {as_tensor(vec).ndim}")
+    return matmul(self, vec)
+
+
+def _bmm(self, mat2):
+    """torch's ``bmm``: batches of matrices multiplied, both 3-d."""
+    mat2 = as_tensor(mat2)
+    _check_ndim(self, 3, "batch1")
+    _check_ndim(mat2, 3, "batch2")
+    return matmul(self, mat2)
+
+
+def _scaled_sum(self, product, beta, alpha):
+    """``beta * self + alpha * product``, ``self`` ignored when ``beta`` is 0 (torch: its NaNs too)."""
+    product = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return broadcast_to(product * 1, np.broadcast_shapes(self.shape, product.shape))
+    return (self if beta == 1 else self * beta) + product
+
+
+def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``."""
+    return _scaled_sum(self, mm(mat1, mat2), beta, alpha)
+
+
+def _addmv(self, mat, vec, *, beta=1, alpha=1):
+    """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``."""
+    return _scaled_sum(self, _mv(as_tensor(mat), vec), beta, alpha)
+
+
+def _addr(self, vec1, vec2, *, beta=1, alpha=1):
+    """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``."""
+    return _scaled_sum(self, outer(vec1, vec2), beta, alpha)
+
+
+def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """torch's ``baddbmm``: ``beta * self + alpha * (batch1 @ batch2)``."""
+    return _scaled_sum(self, _bmm(as_tensor(batch1), batch2), beta, alpha)
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    return _scaled_sum(self, sum(_bmm(as_tensor(batch1), batch2), 0), beta, alpha)
+
+
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    """torch's ``addcmul``: ``self + value * tensor1 * tensor2``."""
+    return self + (tensor1 * tensor2 if value == 1 else value * tensor1 * tensor2)
+
+
+def _addcdiv(self, tensor1, tensor2, *, value=1):
+    """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``."""
+    return self + (tensor1 / tensor2 if value == 1 else value * tensor1 / tensor2)
+
+
+def _rsqrt(self):
+    """torch's ``rsqrt``: ``1 / sqrt(x)``."""
+    return reciprocal(sqrt(self))
+
+
+def _frac(self):
+    """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes."""
+    return self - trunc(self)
+
+
+def _lerp(self, end, weight):
+    """torch's ``lerp``: ``self + weight * (end - self)``."""
+    return self + weight * (end - self)
+
+
+def _logit(self, eps=None):
+    """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given."""
+    x = self if eps is None else clip(self, eps, 1 - eps)
+    return log(x / (1 - x))
+
+
+def _xlogy(self, other):
+    """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN)."""
+    other = as_tensor(other) if not isinstance(other, numbers.Number) else other
+    return where((self == 0) & ~isnan(as_tensor(other) * 0 + self * 0 + other), 0, self * log(other))
+
+
+def _cov(self, *, correction=1, fweights=None, aweights=None):
+    """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
+    frequency and observation weights as NumPy's ``cov``."""
+    if fweights is None and aweights is None:
+        return cov(self, ddof=correction)
+    w = fweights if aweights is None else aweights if fweights is None else fweights * aweights
+    w = astype(as_tensor(w), self.dtype if self.dtype.kind in "fc" else np.float64)
+    v1 = sum(w)
+    centered = self - sum(self * w, -1, keepdims=True) / v1
+    fact = v1 - (correction if aweights is None else correction * sum(w * aweights) / v1)
+    c = matmul(centered * w, conj(swapaxes(centered, 0, -1))) / fact
+    return reshape(c, ()) if c.shape == (1, 1) else c  # (one variable: a 0-d tensor, as NumPy's and torch's)
+
+
+def _msort(self):
+    """torch's ``msort``: ``sort(dim=0).values``."""
+    return _sort(self, 0).values
+
+
+def _adjoint(self):
+    """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated."""
+    return conj(swapaxes(self, -2, -1))
+
+
+def _H(self):
+    if self.ndim > 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
+    return conj(swapaxes(self, 0, -1)) if self.ndim else self
+
+
+def _same(self):
+    """The tensor itself (daskgrad keeps no lazy conjugate or negative bit)."""
+    return self
+
+
+def _logdet(self):
+    """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one."""
+    sign, logabsdet = slogdet(self)
+    return where(sign < 0, np.nan, logabsdet)
+
+
+def _dist(self, other, p=2):
+    """torch's ``dist``: the ``p``-norm of ``self - other``."""
+    return vector_norm(self - other, p)
+
+
+def _argwhere(self):
+    """torch's ``argwhere``: the indices of the non-zero elements, one row each (an unknown count until
+    computed); a 0-d tensor has rows of no index."""
+    if self.ndim == 0:
+        return getitem(argwhere(reshape(self, (1,))), (slice(None), slice(0, 0)))
+    if not self.numel():  # (dask's argwhere of no elements fails)
+        return zeros(0, self.ndim, dtype=np.int64, device=self.device)
+    return argwhere(self)
+
+
+def _nonzero(self, *, as_tuple=False):
+    """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim
+    (a 0-d tensor read as 1-d)."""
+    if as_tuple:
+        return tuple(nonzero(self if self.ndim else reshape(self, (1,))))
+    return _argwhere(self)
+
+
+def _sgn(self):
+    """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one."""
+    if self.dtype.kind != "c":
+        return sign(self)
+    r = abs(self)
+    return where(r == 0, 0, self / where(r == 0, 1, r))
+
+
 METHODS = {
     "sum": _sum, "mean": _mean, "nansum": _nansum, "nanmean": _nanmean, "amax": _amax, "amin": _amin,
     "count_nonzero": _count_nonzero, "var": _variance(var), "std": _variance(std),
@@ -317,6 +674,31 @@ METHODS = {
     "new_empty": _new(lambda *size, **kw: zeros(*size, **kw), "new_empty"),
     "new_full": _new(lambda size, fill_value, **kw: _new_full(size, fill_value, **kw), "new_full"),
     "new_tensor": _new(lambda data, **kw: _new_tensor(data, **kw), "new_tensor"),
+    **{name: _cast(dtype) for name, dtype in (("bool", np.bool_), ("byte", np.uint8), ("char", np.int8),
+                                              ("short", np.int16), ("int", np.int32), ("long", np.int64),
+                                              ("half", np.float16), ("cfloat", np.complex64),
+                                              ("cdouble", np.complex128))},
+    "clamp_min": _clamp_min, "clamp_max": _clamp_max, "expand_as": _expand_as, "view_as": _reshape_as,
+    "reshape_as": _reshape_as, "type_as": _type_as, "masked_fill": _masked_fill, "masked_select": _masked_select,
+    "gather": _gather, "index_select": _index_select, "topk": _topk, "kthvalue": _kthvalue, "aminmax": _aminmax,
+    "split": _split, "chunk": _chunk, "unbind": _unbind, "tensor_split": _tensor_split,
+    "hsplit": _np_split(hsplit, "hsplit"), "vsplit": _np_split(vsplit, "vsplit"),
+    "dsplit": _np_split(dsplit, "dsplit"), "unflatten": _unflatten, "repeat": _repeat, "where": _where,
+    "mv": _mv, "bmm": _bmm, "addmm": _addmm, "addmv": _addmv, "addr": _addr, "baddbmm": _baddbmm,
+    "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": outer, "rsqrt": _rsqrt, "frac": _frac,
+    "lerp": _lerp, "logit": _logit, "xlogy": _xlogy, "cov": _cov, "corrcoef": corrcoef, "msort": _msort,
+    "adjoint": _adjoint, "resolve_conj": _same, "resolve_neg": _same, "conj_physical": conj,
+    "matrix_power": matrix_power, "matrix_exp": matrix_exp, "det": det, "logdet": _logdet, "slogdet": slogdet,
+    "inverse": inv, "pinverse": lambda self, rcond=1e-15: pinv(self, rcond=rcond), "dist": _dist,
+    "nonzero": _nonzero, "argwhere": _argwhere, "sgn": _sgn,
 }
+# torch's methods that are an op as it is (torch's name -> the op's)
+ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
+           "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+           "not_equal": "ne", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "diff": "diff",
+           "fliplr": "fliplr", "flipud": "flipud", "float_power": "float_power", "nextafter": "nextafter",
+           "isclose": "isclose", "tile": "tile", "swapdims": "swapaxes", "logical_not": "logical_not"}
 for _name, _fn in METHODS.items():
     setattr(Tensor, _name, _fn)
+Tensor.mH = property(_adjoint, doc="torch's ``mH``: the last two dims swapped and conjugated.")
+Tensor.H = property(_H, doc="torch's ``H``: a matrix transposed and conjugated.")

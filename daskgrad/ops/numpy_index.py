@@ -176,7 +176,7 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
     return public(*methods)(op)
 
 
-for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing"):
     globals()[_name] = _elementwise(_name)
 public(name="invert")(bitwise_not)  # NumPy's name for ~
 
