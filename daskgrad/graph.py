@@ -371,7 +371,7 @@ def record(name, out_array, inputs, prim, save=None, params=None):
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
         frames.pop()  # and the op that bound
-        while frames and frames[-1].filename == _PUBLIC_WRAPPER:  # and its public wrapper: the user's line is last
+        while frames and frames[-1].filename in _WRAPPERS:  # and its public wrapper or method: the user's line last
             frames.pop()
         node._stack = traceback.format_list(frames)
     return out
@@ -423,8 +423,9 @@ class watch_saved:
 
 
 RESULT = object()  # marker: "save this op's own output"
-# the file of the public ops' wrapper (torch's keywords, out=), a frame between an op and its caller
-_PUBLIC_WRAPPER = os.path.join(os.path.dirname(__file__), "ops", "__init__.py")
+# the files of the public ops' wrapper (torch's keywords, out=) and of torch's methods: frames between an op
+# and the line that called it
+_WRAPPERS = {os.path.join(os.path.dirname(__file__), "ops", name) for name in ("__init__.py", "methods.py")}
 
 
 def toposort(roots):

@@ -4,9 +4,11 @@ daskgrad's module-level functions are NumPy's (``dg.std(x)`` has ddof=0, ``dg.ma
 ``dg.sort(x)`` the sorted values, ``dg.median`` the mean of the two middle values); a Tensor's methods are
 torch's (``x.std()`` has ``correction=1``, ``x.max(0)`` and ``x.sort()`` are the named tuple ``(values,
 indices)``, ``x.median()`` is the lower middle value, ``x.sum(dim=())`` sums everything).  Where the two
-agree the method is the op itself, installed by the op table (``@public("name")``); the methods below are
-those that differ, or that NumPy has no function for, each a thin call of the ops.  They are installed on
-:class:`~daskgrad.Tensor` from :data:`METHODS`, which the README's table lists.
+agree the method is the op itself, installed by the op table (``@public("name")``), or under torch's
+name by :data:`ALIASES` (``x.lt``, ``x.subtract``); the methods below are those that differ, or that NumPy
+arrays do not have (``narrow``, ``topk``, ``addmm`` ...), each a thin call of the ops.  They are installed
+on :class:`~daskgrad.Tensor` from :data:`METHODS`; the README's "Methods speak torch" table lists them, and
+tests/test_torch_op_db.py checks every one against torch's ``op_db``.
 """
 from __future__ import annotations
 
@@ -583,8 +585,8 @@ def _logit(self, eps=None):
 
 def _xlogy(self, other):
     """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN)."""
-    other = as_tensor(other) if not isinstance(other, numbers.Number) else other
-    return where((self == 0) & ~isnan(as_tensor(other) * 0 + self * 0 + other), 0, self * log(other))
+    other = as_tensor(other)
+    return where((self == 0) & ~isnan(other), 0, self * log(other))
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
