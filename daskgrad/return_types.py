@@ -26,11 +26,7 @@ nanmedian = _result("nanmedian", ["values", "indices"])
 sort = _result("sort", ["values", "indices"])
 topk = _result("topk", ["values", "indices"])
 kthvalue = _result("kthvalue", ["values", "indices"])
-mode = _result("mode", ["values", "indices"])
-cummax = _result("cummax", ["values", "indices"])
-cummin = _result("cummin", ["values", "indices"])
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 
-__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "mode", "nanmedian", "sort",
-           "topk"]
+__all__ = ["aminmax", "frexp", "kthvalue", "max", "median", "min", "nanmedian", "sort", "topk"]
