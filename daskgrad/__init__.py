@@ -9,7 +9,7 @@ import numpy as np
 
 from . import autograd, func, functional, interop, ops, serialization, testing
 from . import optimize
-from . import linalg, nn, optim, utils  # noqa: E402,F401
+from . import cuda, linalg, nn, optim, return_types, utils  # noqa: E402,F401
 from .engine import backward, grad
 from .function import Function, map_blocks
 from ._modes import (are_deterministic_algorithms_enabled, detect_anomaly, enable_grad, inference_mode,
@@ -25,8 +25,9 @@ from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
 from ._dask import step_cache_clear, step_cache_info
-from ._tensor import (Tensor, arange, as_tensor, from_array, from_torch, full, manual_seed, ones, rand, randn,
-                      tensor, zeros)
+from ._tensor import (Tensor, arange, as_tensor, from_array, from_numpy, from_torch, full, manual_seed, ones, rand,
+                      randn, tensor, zeros)
+from ._data import channels_last, channels_last_3d, contiguous_format, device, memory_format, preserve_format
 
 
 def compute(*tensors, **kwargs):

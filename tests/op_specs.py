@@ -72,6 +72,17 @@ SPECS = (
     OpSpec("mul_scalar", lambda a: a * 3.0, [M], -2, 2),
     OpSpec("truediv", lambda a, b: a / b, [M, M], 0.5, 2),
     OpSpec("rtruediv", lambda a: 2.0 / a, [M], 0.5, 2),
+    # torch's methods that pick a value per slice (the gradient goes to its index), each under torch's node name
+    OpSpec("max_dim", lambda a: a.max(1).values, [M], -2, 2),
+    OpSpec("nextafter", lambda a, b: dg.nextafter(a, b) * b, [M, M], -2, 2),
+    OpSpec("topk_method", lambda a: a.topk(2, 0).values * a.kthvalue(3, 1).values[:2, None], [M], -2, 2),
+    OpSpec("min_dim", lambda a: a.min(0, keepdim=True).values, [M], -2, 2),
+    OpSpec("median_method", lambda a: a.median() * a.median(0).values, [M], -2, 2),
+    OpSpec("nanmedian_method", lambda a: a.nanmedian() * a.nanmedian(1).values, [M], -2, 2),
+    OpSpec("sort_method", lambda a: a.sort(0, descending=True).values * a, [M], -2, 2),
+    # torch's div(rounding_mode=): a zero gradient (through the product, b's own)
+    OpSpec("rounded_div", lambda a, b: a.div(b, rounding_mode="floor") * b + a.div(b, rounding_mode="trunc"), [M, M],
+           0.5, 2),
     OpSpec("pow_scalar", lambda a: a ** 3, [M], -2, 2),
     OpSpec("pow_tensor", lambda a, b: a ** b, [M, M], 0.5, 2),
     OpSpec("rpow", lambda a: 2.0 ** a, [M], -2, 2),

@@ -99,6 +99,23 @@ def refuse_complex(name, *xs):
         raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
 
 
+TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "complex64": "ComplexFloat",
+                     "complex128": "ComplexDouble", "int64": "Long", "int32": "Int", "int16": "Short",
+                     "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def refuse_dtype_kinds(kernel, kinds, *xs):
+    """torch's NotImplementedError for a kernel without a dtype (``"bitwise_and_cpu" not implemented for
+    'Double'``), where NumPy would fail inside a task or answer otherwise."""
+    for x in xs:
+        dtype = getattr(x, "dtype", None)
+        if dtype is None and isinstance(x, numbers.Number) and not isinstance(x, (bool, int)):
+            dtype = np.dtype(type(x))
+        if dtype is not None and np.dtype(dtype).kind in kinds:
+            name = TORCH_TYPE_NAMES.get(str(np.dtype(dtype)), str(dtype))
+            raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{name}\'')
+
+
 def check_broadcast(sa, sb):
     """torch's RuntimeError for shapes that do not broadcast (dask's ValueError otherwise)."""
     nd = max(len(sa), len(sb))

@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .._tensor import Tensor, check_size
-from ._util import as_tensor, norm_axis, public
+from ._util import as_tensor, norm_axes, norm_axis, public
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, real, sign, sin, sqrt, where
 from .indexing import getitem, sort
@@ -133,10 +133,13 @@ def dsplit(x, indices_or_sections):
 
 
 @public("repeat_interleave")
-def repeat(x, repeats, axis=None):
+def repeat(x, repeats, axis=None, *, output_size=None):
     """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
-    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element."""
+    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
+    a tensor, computed); torch's ``output_size`` is checked."""
     x = as_tensor(x)
+    if isinstance(repeats, Tensor):
+        repeats = repeats.detach().numpy()
     if axis is None:
         x, axis = ravel(x), 0
     axis = norm_axis(axis, x.ndim)
@@ -145,6 +148,8 @@ def repeat(x, repeats, axis=None):
     if counts.shape != (n,) or (counts < 0).any():
         raise ValueError(f"repeats must be a non-negative int or {n} non-negative ints for an axis of length {n}")
     index = np.repeat(np.arange(n), counts)  # host integers the user gave: a gather, summed back in backward
+    if output_size is not None and output_size != len(index):
+        raise RuntimeError("allocated size does not match required size")
     return getitem(x, (slice(None),) * axis + (index,))
 
 
@@ -334,7 +339,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 
 # ---------------------------------------------------- NaN-ignoring and other reductions
-@public("nansum")
+@public()
 def nansum(x, axis=None, keepdims=False):
     """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
     a zero gradient."""
@@ -342,7 +347,7 @@ def nansum(x, axis=None, keepdims=False):
     return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
 
 
-@public("nanmean")
+@public()
 def nanmean(x, axis=None, keepdims=False):
     """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``)."""
     x = as_tensor(x)
@@ -390,43 +395,96 @@ def average(x, axis=None, weights=None, keepdims=False):
     return sum(x * w, axis=axis, keepdims=keepdims) / sum(w * ew.ones_like(x), axis=axis, keepdims=keepdims)
 
 
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def quantile_method(method, interpolation):
+    """The interpolation asked for by NumPy's ``method=`` or torch's (and old NumPy's) ``interpolation=``:
+    one of torch's five; NumPy's other methods (``'weibull'``, ...) are not implemented."""
+    if interpolation is not None:
+        if method != "linear":
+            raise TypeError("quantile() got both 'method' and 'interpolation' (the same argument)")
+        method = interpolation
+    if method not in _INTERPOLATIONS:
+        if method in ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
+                      "hazen", "weibull", "median_unbiased", "normal_unbiased"):
+            raise NotImplementedError(f"quantile(method={method!r}) is not implemented: daskgrad has torch's "
+                                      f"interpolations {', '.join(_INTERPOLATIONS)}")
+        raise RuntimeError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                           f"Got {method}")
+    return method
+
+
 def quantile_args(x, q, axis):
-    """What the quantile family shares: ``x`` as a tensor (flattened when ``axis`` is None), the
-    quantiles as a host array of floats (checked), the axis, ``x``'s rank, and whether it was flattened."""
+    """What the quantile family shares: ``x`` as a tensor with the axes to reduce merged into its last
+    one (flattened when ``axis`` is None), the quantiles as a host array of floats (checked), the axis to
+    reduce, ``x``'s rank, and the axes reduced (None: all)."""
     x = as_tensor(x)
-    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    qs = np.atleast_1d(np.asarray(q.detach() if isinstance(q, Tensor) else q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
         raise ValueError("Quantiles must be in the range [0, 1]")
-    ndim, flat = x.ndim, axis is None
-    if flat:
-        x, axis = ravel(x), 0
-    return x, qs, norm_axis(axis, x.ndim), ndim, flat
+    if x.numel() == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    if x.ndim == 0 and axis is not None:
+        norm_axes(axis, 1)  # (0 or -1: a 0-d tensor's one element, as flattened)
+    ndim = x.ndim
+    if axis is None or x.ndim == 0:
+        return ravel(x), qs, 0, ndim, None
+    if isinstance(axis, (tuple, list)):  # NumPy's several axes: moved last and merged into one
+        axes = norm_axes(axis, x.ndim)
+        rest = [i for i in range(x.ndim) if i not in axes]
+        x = transpose(x, rest + list(axes))
+        return reshape(x, x.shape[:len(rest)] + (-1,)), qs, len(rest), ndim, axes
+    axis = norm_axis(axis, x.ndim)
+    return x, qs, axis, ndim, (axis,)
 
 
-@public("quantile")
-def quantile(x, q, axis=None, keepdims=False):
-    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-    a sequence of numbers (a leading axis of the result, as NumPy's)."""
-    x, qs, axis, ndim, flat = quantile_args(x, q, axis)
-    n, pick = x.shape[axis], (slice(None),) * axis
-    s = sort(x, axis=axis)
-    out = []
-    for p in qs:
-        pos = float(p) * (n - 1)
-        lo, frac = int(math.floor(pos)), pos - math.floor(pos)
-        v = getitem(s, pick + (lo,))
-        if frac:
-            v = v + (getitem(s, pick + (min(lo + 1, n - 1),)) - v) * frac
-        out.append(v)
+def _positions(pos, last, method):
+    """The two sorted positions a quantile at ``pos`` reads and the weight of the upper one."""
+    lo = math.floor(pos)
+    if method == "lower":
+        return lo, lo, 0.0
+    if method == "higher":
+        return math.ceil(pos), math.ceil(pos), 0.0
+    if method == "nearest":  # half to even, as torch's round and NumPy's
+        k = int(np.round(pos))
+        return k, k, 0.0
+    hi = min(math.ceil(pos), last)
+    return lo, hi, (0.5 if method == "midpoint" else pos - lo) if hi != lo else 0.0
+
+
+def quantile_result(out, q, keepdims, ndim, reduced):
+    """One result per quantile shaped as NumPy's (a leading axis for a sequence of quantiles)."""
     lead = 0 if np.ndim(q) == 0 else 1
     res = out[0] if not lead else stack(out, axis=0)
     if keepdims:
-        res = reshape(res, res.shape[:lead] + (1,) * ndim) if flat else expand_dims(res, lead + axis)
+        res = (reshape(res, res.shape[:lead] + (1,) * ndim) if reduced is None else
+               expand_dims(res, tuple(lead + a for a in reduced)))
     return res
 
 
-@public("median")
+@public("quantile")
+def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
+    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
+    torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
+    differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
+    numbers (a leading axis of the result, as NumPy's).  A slice holding a NaN gives NaN."""
+    method = quantile_method(method, interpolation)
+    x, qs, axis, ndim, reduced = quantile_args(x, q, axis)
+    n, pick = x.shape[axis], (slice(None),) * axis
+    s = sort(x, axis=axis)
+    last = getitem(s, pick + (n - 1,))  # NaN sorts last: the slice holds one iff this is NaN
+    out = []
+    for p in qs:
+        lo, hi, w = _positions(float(p) * (n - 1), n - 1, method)
+        v = getitem(s, pick + (lo,))
+        if w:
+            v = v + (getitem(s, pick + (hi,)) - v) * w
+        out.append(where(last != last, last, v) if x.dtype.kind in "fc" and lo != n - 1 else v)
+    return quantile_result(out, q, keepdims, ndim, reduced)
+
+
+@public()
 def median(x, axis=None, keepdims=False):
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
     lower one), differentiable through the values it reads."""
@@ -434,9 +492,10 @@ def median(x, axis=None, keepdims=False):
 
 
 @public()
-def percentile(x, q, axis=None, keepdims=False):
-    """``quantile(x, q / 100)``: NumPy's ``percentile`` (linear interpolation), ``q`` in [0, 100]."""
-    return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+def percentile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
+    """``quantile(x, q / 100)``: NumPy's ``percentile``, ``q`` in [0, 100]."""
+    return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims, method=method,
+                    interpolation=interpolation)
 
 
 @public()

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _tensor
 from ..graph import primitive
 from .._tensor import Tensor, arange, full, ones, zeros
-from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
+from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar
 from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -56,7 +56,7 @@ def digitize(x, bins, right=False):
     return Tensor._make(da.digitize(raw(as_tensor(x)), np.asarray(bins), right=right))
 
 
-@public("count_nonzero")
+@public()
 def count_nonzero(a, axis=None, keepdims=False):
     """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor."""
     a = as_tensor(a)
@@ -155,6 +155,7 @@ def bincount(x, weights=None, minlength=0):
     """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
     with weights that require grad the result does too, and backward raises, as torch's."""
     x = as_tensor(x)
+    refuse_dtype_kinds("bincount", "fc", x)
     if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     w = _arr(weights)
@@ -175,7 +176,7 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
     return public(*methods)(op)
 
 
-for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing"):
     globals()[_name] = _elementwise(_name)
 public(name="invert")(bitwise_not)  # NumPy's name for ~
 
@@ -193,7 +194,7 @@ def _boolean_reduction(name):
 all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all/any (not the builtins)
 
 
-@public()
+@public("__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide", "floor_divide_")
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
     a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)

@@ -13,7 +13,7 @@ from .elementwise import astype
 from .indexing import argsort, getitem, sort
 from .numpy_extra import _check_host_index, _on_device, nanprod
 from .reductions import amax, amin, mean, prod, sum
-from .shape import broadcast_to, concatenate, flip, moveaxis, reshape
+from .shape import broadcast_to, concatenate, flip, moveaxis, reshape, stack
 
 
 @public()
@@ -198,3 +198,34 @@ def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
         shape += [n // f, f]
         reduced.append(2 * k + 1)
     return op(reshape(x, tuple(shape)), axis=tuple(reduced), **kwargs)
+
+
+@public()
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """NumPy's ``lib.stride_tricks.sliding_window_view``: every window of ``window_shape`` along ``axis``
+    (all axes when None), as new last axes; the windows are slices stacked (a copy, not a view:
+    ``writeable`` must stay False), so each value's gradient sums over the windows holding it."""
+    if writeable:
+        raise ValueError("sliding_window_view of a daskgrad Tensor cannot be writeable: the windows are a copy")
+    x = as_tensor(x)
+    window_shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    if axis is None:
+        if len(window_shape) != x.ndim:
+            raise ValueError(f"Since axis is `None`, must provide window_shape for all dimensions of `x`; got "
+                             f"{len(window_shape)} window_shape elements and `x.ndim` is {x.ndim}.")
+        axes = tuple(range(x.ndim))
+    else:
+        axes = tuple(norm_axis(a, x.ndim) for a in (axis if np.iterable(axis) else (axis,)))
+        if len(window_shape) != len(axes):
+            raise ValueError(f"Must provide matching length window_shape and axis; got {len(window_shape)} "
+                             f"window_shape elements and {len(axes)} axes elements.")
+    if any(w < 0 for w in window_shape):
+        raise ValueError("`window_shape` cannot contain negative values")
+    out = x
+    for ax, w in zip(axes, window_shape):
+        n = out.shape[ax] - w + 1
+        if n < 0:
+            raise ValueError("window shape cannot be larger than input array shape")
+        pre = (slice(None),) * ax
+        out = stack([getitem(out, pre + (slice(k, k + n),)) for k in range(w)], axis=-1)
+    return out

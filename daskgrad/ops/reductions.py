@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import dask.array as da
+import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
@@ -164,7 +165,7 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
 
 
 # ------------------------------------------------------------------ the ops
-@public("sum")
+@public()
 def sum(x, axis=None, keepdims=False, dtype=None):
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
     ``dim=``/``keepdim=`` are accepted too)."""
@@ -173,7 +174,7 @@ def sum(x, axis=None, keepdims=False, dtype=None):
         da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))))
 
 
-@public("mean")
+@public()
 def mean(x, axis=None, keepdims=False):
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``)."""
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
@@ -219,10 +220,10 @@ def _extreme(all_p, axis_p, fn):
     return op
 
 
-max = public("max")(_extreme(max_all_p, amax_p, "max"))
-min = public("min")(_extreme(min_all_p, amin_p, "min"))
-amax = public("amax")(_extreme(amax_p, amax_p, "max"))
-amin = public("amin")(_extreme(amin_p, amin_p, "min"))
+max = public()(_extreme(max_all_p, amax_p, "max"))
+min = public()(_extreme(min_all_p, amin_p, "min"))
+amax = public()(_extreme(amax_p, amax_p, "max"))
+amin = public()(_extreme(amin_p, amin_p, "min"))
 
 
 @public("prod")
@@ -233,11 +234,26 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     return _reduce(prod_p, x, axis, keepdims, lambda a, axes, n, n_out: reduce_array(a, "prod", axes, keepdims))
 
 
-@public("var")
-def var(x, axis=None, ddof=0, keepdims=False):
-    """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
+def _ddof(ddof, correction, unbiased):
+    """NumPy's ``ddof`` from torch's spellings: ``correction=`` is ddof, ``unbiased=`` 1 or 0."""
+    given = [k for k, v in (("correction", correction), ("unbiased", unbiased)) if v is not None]
+    if len(given) > 1 or (given and ddof != 0):
+        raise TypeError(f"got {' and '.join((['ddof'] if ddof != 0 else []) + given)}: give one of ddof, "
+                        "correction and unbiased")
+    if correction is not None:
+        return correction
+    if unbiased is not None:
+        return int(bool(unbiased))
+    return ddof
+
+
+@public()
+def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None):
+    """Variance with NumPy's default ``ddof=0``; torch's ``correction=`` (ddof) and ``unbiased=`` (ddof 1
+    or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default)."""
+    ddof = _ddof(ddof, correction, unbiased)
     return _reduce(var_p, x, axis, keepdims, lambda a, axes, n, n_out: _var_array(a, axes, ddof, keepdims, n, n_out),
-                 ddof=ddof)
+                   ddof=ddof)
 
 
 def _var_array(a, axes, ddof, keepdims, n, n_out):
@@ -246,11 +262,13 @@ def _var_array(a, axes, ddof, keepdims, n, n_out):
     return reduce_array(sq, "sum", axes, keepdims) / (n_out - ddof)
 
 
-@public("std")
-def std(x, axis=None, ddof=0, keepdims=False):
-    """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
+@public()
+def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None):
+    """Standard deviation with NumPy's default ``ddof=0`` (torch's ``correction=``/``unbiased=`` taken, as
+    by :func:`var`); its gradient is 0 where it is 0, as in torch."""
+    ddof = _ddof(ddof, correction, unbiased)
     return _reduce(std_p, x, axis, keepdims,
-                 lambda a, axes, n, n_out: da.sqrt(_var_array(a, axes, ddof, keepdims, n, n_out)), ddof=ddof)
+                   lambda a, axes, n, n_out: da.sqrt(_var_array(a, axes, ddof, keepdims, n, n_out)), ddof=ddof)
 
 
 def _logsumexp_array(a, axes, keepdims):
@@ -283,15 +301,28 @@ def cumsum(x, axis=None, dtype=None):
     return cumsum_p.bind(x, axis=axis)
 
 
-@public("argmax")
-def argmax(x, axis=None):
-    """Index of the largest value (an integer tensor: never differentiable)."""
+def _arg_extreme(x, axis, keepdims, fn):
     x = as_tensor(x)
-    return Tensor._make(da.argmax(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
+    if x.ndim == 0:  # torch: the index of a 0-d tensor's one element, along dim 0 or -1 or none
+        if axis is not None:
+            norm_axis(axis, 0)
+        return zeros_like(x, dtype=np.int64)
+    if axis is None:
+        out = getattr(da, fn)(x.array)
+        return Tensor._make(out.reshape((1,) * x.ndim) if keepdims else out)
+    axis = norm_axis(axis, x.ndim)
+    return Tensor._make(getattr(da, fn)(x.array, axis=axis, keepdims=keepdims))
+
+
+@public("argmax")
+def argmax(x, axis=None, keepdims=False):
+    """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's)."""
+    return _arg_extreme(x, axis, keepdims, "argmax")
 
 
 @public("argmin")
-def argmin(x, axis=None):
-    """Index of the smallest value (an integer tensor: never differentiable)."""
-    x = as_tensor(x)
-    return Tensor._make(da.argmin(x.array, axis=axis if axis is None else norm_axis(axis, x.ndim)))
+def argmin(x, axis=None, keepdims=False):
+    """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None."""
+    return _arg_extreme(x, axis, keepdims, "argmin")
