@@ -429,7 +429,7 @@ class Tensor:
         """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
         """
     def adjoint(self):
-        """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated.
+        """torch's ``adjoint``: the last two dims swapped and conjugated.
         """
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
@@ -782,7 +782,7 @@ class Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
     def expand_as(self, other):
-        """torch's ``expand_as``: ``expand(other.shape)``.
+        """torch's ``expand_as``: ``expand(other.shape)``, a view.
         """
     def expand_dims(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
@@ -1020,9 +1020,7 @@ class Tensor:
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
     @property
-    def mH(self):
-        """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated.
-        """
+    def mH(self): ...
     @property
     def mT(self) -> Tensor: ...
     def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
@@ -1123,7 +1121,7 @@ class Tensor:
         """torch's ``nansum``: the sum with NaN read as 0, over ``dim`` (None or ``()``: every dim).
         """
     def narrow(self, dim, start, length):
-        """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``.
+        """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view.
         """
     @property
     def nbytes(self) -> int:
@@ -1313,8 +1311,8 @@ class Tensor:
         """torch's ``rsqrt``: ``1 / sqrt(x)``.
         """
     def select(self, dim, index):
-        """torch's ``select``: the slice at ``index`` along ``dim`` (``daskgrad.select`` is NumPy's choice
-        by conditions).
+        """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
+        choice by conditions).
         """
     def sgn(self):
         """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
@@ -1406,7 +1404,7 @@ class Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
     def t(self):
-        """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is.
+        """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
         """
     def take(self, indices, axis=None, *, dim=...) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
@@ -1518,7 +1516,8 @@ class Tensor:
         when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
     def view_as(self, other):
-        """torch's ``view_as``: ``reshape(other.shape)``.
+        """torch's ``view_as``: ``view(other.shape)``, a view (torch's error where the elements cannot be
+        walked so).
         """
     def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
         """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same

@@ -220,6 +220,8 @@ SPECS = (
     OpSpec("einsum_mm", lambda a, b: dg.einsum("ij,jk->ik", a, b), [M, (4, 3)], -2, 2),
     OpSpec("einsum_sum_index", lambda a, b: dg.einsum("ij,ik->k", a, b), [M, (6, 2)], -2, 2),
     OpSpec("transpose", lambda a: a.T, [M], -2, 2),
+    OpSpec("t", lambda a: a.t(), [M], -2, 2),
+    OpSpec("swapaxes", lambda a: a.transpose(0, 1), [M], -2, 2),
     OpSpec("permute", lambda a: dg.transpose(dg.reshape(a, (2, 3, 4)), (2, 0, 1)), [M], -2, 2),
     OpSpec("reshape", lambda a: dg.reshape(a, (4, 6)), [M], -2, 2),
     OpSpec("flatten", dg.flatten, [M], -2, 2),

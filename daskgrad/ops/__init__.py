@@ -94,7 +94,7 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self), doc="The tensor with its axes reversed (torch's ``Tensor.T``; "
                                                           "for a matrix, its transpose).")
-Tensor.mT = property(lambda self: swapaxes(self, -1, -2),
+Tensor.mT = property(lambda self: swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
                      doc="The tensor with its last two axes swapped: a batch of matrices transposed (torch's "
                          "``Tensor.mT``).")
 

@@ -6,7 +6,8 @@ torch's (``x.std()`` has ``correction=1``, ``x.max(0)`` and ``x.sort()`` are the
 indices)``, ``x.median()`` is the lower middle value, ``x.sum(dim=())`` sums everything).  Where the two
 agree the method is the op itself, installed by the op table (``@public("name")``), or under torch's
 name by :data:`ALIASES` (``x.lt``, ``x.subtract``); the methods below are those that differ, or that NumPy
-arrays do not have (``narrow``, ``topk``, ``addmm`` ...), each a thin call of the ops.  They are installed on
+arrays do not have (``narrow``, ``topk``, ``addmm`` ...), each a thin call of the ops (views where torch's
+are: ``narrow``, ``select``, ``t``, ``view_as``, ``expand_as``).  They are installed on
 :class:`~daskgrad.Tensor` from :data:`METHODS`; the "Methods speak torch" table of docs/user-guide/torch.md
 lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_db``.
 """
@@ -22,13 +23,13 @@ from ._util import as_tensor, norm_axes, norm_axis
 from .composite import array_split, corrcoef, cov, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile, vsplit
 from .elementwise import (abs, astype, clip, clone, conj, log, maximum, minimum, reciprocal, sign, sqrt, to_device,
                           trunc, where, zeros_like)
-from .indexing import argsort, getitem
+from .indexing import _meta, argsort, getitem, getitem_p
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import take, take_along_axis, values_at
 from .numpy_index import argwhere, count_nonzero, nonzero
 from .products import matmul, mm, outer
 from .reductions import _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
-from .shape import broadcast_to, flip, reshape, squeeze, swapaxes
+from .shape import broadcast_to, flip, permuted, reshape, squeeze, swapaxes
 from .spectral import matrix_exp
 
 
@@ -218,7 +219,7 @@ def _flip(self, *dims, **kwargs):
 
 
 def _narrow(self, dim, start, length):
-    """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``."""
+    """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view."""
     if self.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = norm_axis(dim, self.ndim)
@@ -230,12 +231,13 @@ def _narrow(self, dim, start, length):
     start = start + n if start < 0 else start
     if start + length > n:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return getitem(self, (slice(None),) * dim + (slice(start, start + length),))
+    index = (slice(None),) * dim + (slice(start, start + length),) + (slice(None),) * (self.ndim - dim - 1)
+    return getitem_p.bind(self, node="SliceBackward0", index=index, meta=_meta(self))  # a view, even of all of it
 
 
 def _select(self, dim, index):
-    """torch's ``select``: the slice at ``index`` along ``dim`` (``daskgrad.select`` is NumPy's choice
-    by conditions)."""
+    """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
+    choice by conditions)."""
     if self.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     dim = norm_axis(dim, self.ndim)
@@ -247,10 +249,10 @@ def _select(self, dim, index):
 
 
 def _t(self):
-    """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is."""
+    """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0)."""
     if self.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-    return swapaxes(self, 0, -1)
+    return permuted(self, tuple(range(self.ndim))[::-1], "TBackward0")
 
 
 # ------------------------------------------------------------------ conversions
@@ -334,7 +336,7 @@ def _clamp_max(self, max):
 
 
 def _expand_as(self, other):
-    """torch's ``expand_as``: ``expand(other.shape)``."""
+    """torch's ``expand_as``: ``expand(other.shape)``, a view."""
     return broadcast_to(self, other.shape)
 
 
@@ -344,8 +346,9 @@ def _reshape_as(self, other):
 
 
 def _view_as(self, other):
-    """torch's ``view_as``: ``reshape(other.shape)``."""
-    return reshape(self, other.shape)
+    """torch's ``view_as``: ``view(other.shape)``, a view (torch's error where the elements cannot be
+    walked so)."""
+    return self.view(other.shape)
 
 
 def _type_as(self, other):
@@ -575,13 +578,24 @@ def _msort(self):
     return _sort(self, 0).values
 
 
+def matrices(x, what):
+    """``x``, refused with torch's words where ``what`` (``"tensor.mT"``) needs matrices: a 1-d tensor."""
+    if x.ndim == 1:
+        raise RuntimeError(f"{what} is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return x
+
+
 def _adjoint(self):
-    """torch's ``adjoint``/``mH``: the last two dims swapped and conjugated."""
-    return conj(swapaxes(self, -2, -1))
+    """torch's ``adjoint``: the last two dims swapped and conjugated."""
+    return conj(swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
+
+
+def _mH(self):
+    return conj(swapaxes(matrices(self, "tensor.mH"), -2, -1))
 
 
 def _H(self):
-    if self.ndim > 2:
+    if self.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
     return conj(swapaxes(self, 0, -1)) if self.ndim else self
 
@@ -679,5 +693,5 @@ for _name, _fn in METHODS.items():
     if _fn.__module__ == __name__:  # (helpers here are named as the method they are: help(t.std) shows std)
         _fn.__name__, _fn.__qualname__ = _name, f"Tensor.{_name}"
     setattr(Tensor, _name, _fn)
-Tensor.mH = property(_adjoint, doc="torch's ``mH``: the last two dims swapped and conjugated.")
+Tensor.mH = property(_mH, doc="torch's ``mH``: the last two dims swapped and conjugated.")
 Tensor.H = property(_H, doc="torch's ``H``: a matrix transposed and conjugated.")

@@ -143,7 +143,9 @@ def _transpose_method(transpose):
     return method
 
 
-transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"),
+# torch names the node by the method: x.T, permute, movedim PermuteBackward0; transpose(0, 1), swapaxes,
+# mT TransposeBackward0; t() TBackward0
+transpose_p = primitive("transpose", torch=("PermuteBackward0", "TransposeBackward0", "TBackward0"),
                         impl=lambda a, *, perm, inverse: da.transpose(a, perm),
                         view=View(lambda x_shape, x_strides, x_offset, out_shape, *, perm, inverse:
                                   (tuple(x_strides[p] for p in perm), x_offset),
@@ -155,10 +157,12 @@ transpose_p.vjp(lambda g, s, *, perm, inverse: (transpose(g, inverse),))
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
-    perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
-    inverse = tuple(int(i) for i in np.argsort(perm))
-    node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
-    return transpose_p.bind(x, node=node, perm=perm, inverse=inverse)
+    return permuted(x, tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim))
+
+
+def permuted(x, perm, node="PermuteBackward0"):
+    """The view of tensor ``x`` with its axes in the order ``perm`` (checked), recorded as ``node``."""
+    return transpose_p.bind(x, node=node, perm=tuple(perm), inverse=tuple(int(i) for i in np.argsort(perm)))
 
 
 permute = public(("permute", shape_args), name="permute")(transpose)
@@ -184,7 +188,7 @@ def swapaxes(x, axis1, axis2):
     axis1, axis2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
     if x.ndim:  # (a 0-d tensor takes dims 0 and -1, as torch's, and stays itself)
         perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
-    return transpose(x, perm)
+    return permuted(x, perm, "TransposeBackward0")
 
 
 def _move(x, source, destination, numpy):
