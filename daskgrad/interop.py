@@ -104,7 +104,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if asked:
         raise TypeError(f"{what}: daskgrad.{name} takes no {', '.join(sorted(asked))} argument")
     result = OPS[name][0](*map(_operand, inputs))
-    return result if out is None else write_out(ufunc.__name__, out if len(out) > 1 else out[0], result)
+    return result if out is None else write_out(ufunc.__name__, out if len(out) > 1 else out[0], result, inputs)
 
 
 def _operand(x):
@@ -141,7 +141,7 @@ def _array_function(self, func, types, args, kwargs):
     except TypeError as e:
         raise TypeError(f"{what}: daskgrad.{name}{sig} does not take these arguments ({e})") from None
     result = op(*args, **kwargs)
-    return result if out is None else write_out(func.__name__, out, result)
+    return result if out is None else write_out(func.__name__, out, result, (*args, *kwargs.values()))
 
 
 # ------------------------------------------------------------------ numpy.linalg

@@ -44,7 +44,7 @@ def _torch_keywords(fn):
                 kwargs[numpy_name] = kwargs.pop(torch_name)
         out = kwargs.pop("out", None)
         result = fn(*args, **kwargs)
-        return result if out is None else write_out(fn.__name__, out, result)
+        return result if out is None else write_out(fn.__name__, out, result, (*args, *kwargs.values()))
     return op
 
 
