@@ -16,6 +16,7 @@ from ._modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_che
                      is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly, set_grad_enabled)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
+from .ops.numpy_shape import c_, r_  # NumPy's index tricks (objects that join on indexing, not ops)
 from .checkpoint import load, save
 from .compiler import compile
 from .cluster import connect

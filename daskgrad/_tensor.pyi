@@ -253,11 +253,11 @@ class Tensor:
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
         """
-    def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    def amax(self, axis=None, keepdims=False) -> Tensor:
+        """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
         """
-    def amin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    def amin(self, axis=None, keepdims=False) -> Tensor:
+        """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
         """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
@@ -593,8 +593,8 @@ class Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
         """
-    def max(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    def max(self, axis=None, keepdims=False) -> Tensor:
+        """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
         """
     def maximum(self, b) -> Tensor:
         """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
@@ -607,8 +607,8 @@ class Tensor:
         """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
         lower one), differentiable through the values it reads.
         """
-    def min(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    def min(self, axis=None, keepdims=False) -> Tensor:
+        """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
         """
     def minimum(self, b) -> Tensor:
         """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets

@@ -174,6 +174,7 @@ __all__ = [
     'atleast_2d',
     'atleast_3d',
     'vstack',
+    'row_stack',
     'hstack',
     'dstack',
     'column_stack',
@@ -187,12 +188,14 @@ __all__ = [
     'flipud',
     'fliplr',
     'rot90',
+    'cross',
     'imag',
     'real',
     'conj',
     'conjugate',
     'angle',
     'linspace',
+    'array',
     'isnan',
     'isinf',
     'isfinite',
@@ -250,6 +253,11 @@ __all__ = [
     'take',
     'take_along_axis',
     'take_along_dim',
+    'argpartition',
+    'partition',
+    'diag_embed',
+    'make_diagonal',
+    'real_if_close',
     'select',
     'piecewise',
     'choose',
@@ -665,16 +673,16 @@ def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
     """
 def max(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def min(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def prod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
@@ -800,6 +808,9 @@ def atleast_3d(x) -> Tensor:
 def vstack(tensors) -> Tensor:
     """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
     """
+def row_stack(tensors) -> Tensor:
+    """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
+    """
 def hstack(tensors) -> Tensor:
     """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``).
     """
@@ -807,8 +818,8 @@ def dstack(tensors) -> Tensor:
     """Tensors joined along axis 2 after ``atleast_3d`` (NumPy's and torch's ``dstack``).
     """
 def column_stack(tensors) -> Tensor:
-    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
-    torch's ``column_stack``).
+    """1-d tensors as the columns of a 2-d one (a 0-d one as a 1 x 1), 2-d ones as they are, joined along
+    axis 1 (NumPy's and torch's ``column_stack``).
     """
 def append(arr, values, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``append``: both raveled when ``axis`` is None.
@@ -842,6 +853,12 @@ def fliplr(x) -> Tensor:
 def rot90(x, k=1, axes=...) -> Tensor:
     """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
     """
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``cross``: the cross product of the 2- or 3-vectors along ``axisa`` of ``a`` and ``axisb``
+    of ``b`` (``axis`` sets all three), broadcast, the product's components along ``axisc``; two
+    2-vectors give the z component alone.  (torch's ``cross(dim=)`` spelling reaches ``axis``; its
+    default, the first axis of length 3, is not NumPy's -1.)
+    """
 def imag(x) -> Tensor:
     """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
     """
@@ -857,8 +874,15 @@ def conjugate(x) -> Tensor:
 def angle(x, deg=False) -> Tensor:
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
     """
-def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False) -> Tensor:
-    """NumPy's ``linspace`` as a leaf tensor, chunked like dask's.
+def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False, axis=0, *, dim=...) -> Tensor:
+    """NumPy's ``linspace``: a leaf tensor chunked like dask's for number endpoints; for tensor (or
+    array) endpoints, NumPy's ``start + k * step`` along a new ``axis``, its last sample ``stop`` itself
+    when ``endpoint``, differentiable in both endpoints.
+    """
+def array(object, dtype=None, *, copy=True, ndmin=0) -> Tensor:
+    """NumPy's ``array``: a tensor from a tensor (a differentiable copy unless ``copy=False``), a number,
+    an array, or nested lists and tuples of them (stacked: ``array([x, x * 2])`` is lazy and differentiable
+    in ``x``, as in HIPS autograd); ``dtype`` casts, ``ndmin`` prepends axes.
     """
 def isnan(x) -> Tensor:
     """NumPy's ``isnan`` (boolean; not differentiable).
@@ -1057,6 +1081,30 @@ def take_along_dim(arr, indices, axis=-1, *, dim=...) -> Tensor:
     ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
     None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
     Backward adds the cotangent back where it was read (repeats accumulate).
+    """
+def argpartition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
+    holding the whole axis (the axis becomes one chunk).
+    """
+def partition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``partition``: the element at each ``kth`` position where sorting would put it, smaller ones
+    before, larger after, in NumPy's own arrangement (``take_along_axis`` of :func:`argpartition`), so
+    each value's gradient goes back to where it came from.
+    """
+def diag_embed(input, offset=0, dim1=-2, dim2=-1) -> Tensor:
+    """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
+    the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
+    cotangent.
+    """
+def make_diagonal(D, offset=0, axis1=0, axis2=1) -> Tensor:
+    """HIPS autograd's ``make_diagonal`` (the inverse of ``diagonal``): :func:`diag_embed` with its
+    axes named ``axis1`` and ``axis2``.
+    """
+def real_if_close(a, tol=100) -> Tensor:
+    """NumPy's ``real_if_close``: the real part of a complex tensor whose imaginary parts are all below
+    ``tol`` machine epsilons (``tol`` itself when under 1), else the tensor as it is.  That test decides
+    the result's dtype, so for a complex tensor it is computed here, at the call (one small reduction,
+    a single boolean back); a real tensor is returned as it is, with nothing computed.
     """
 def select(condlist, choicelist, default=0) -> Tensor:
     """NumPy's ``select``: each element from the first choice whose condition holds, else ``default``.
