@@ -187,7 +187,9 @@ pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operato
 def _pow_rule(g, s):
     # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
     # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included.  d/db is
-    # torch's g * where(mask, 0, r * log a), g outside the mask, so its derivative in g is 0 there, not NaN
+    # torch's g * where(mask, 0, r * log a), so its derivative in g is torch's 0 under the mask; r is
+    # masked too, so its derivative in b is 0 there, not a 0 * log 0 (torch's NaN of its own formula:
+    # tests/test_degenerate_derivatives.py's MASKED_NAN)
     a, b = s.a, s.b
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
@@ -196,9 +198,11 @@ def _pow_rule(g, s):
     gb = None
     if isinstance(b, Tensor):
         if isinstance(a, Tensor):
-            gb = g * where((a == 0) & (b >= 0), 0, s.r * log(a))
+            mask = (a == 0) & (b >= 0)
+            gb = g * where(mask, 0, where(mask, 0, s.r) * log(a))
         elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
-            gb = g * where(b >= 0, 0, s.r * -math.inf)
+            mask = b >= 0
+            gb = g * where(mask, 0, where(mask, 0, s.r) * -math.inf)
         else:
             gb = g * s.r * (math.log(a) if a > 0 else math.nan)
     return ga, gb

@@ -4,7 +4,6 @@ import operator as op
 
 import numpy as onp
 import numpy.random as npr
-import pytest
 
 from hips_adapter import (binary_ufunc_check, binary_ufunc_check_no_same_args, combo_check, np,  # noqa: F401
                           random_seed, stat_check, unary_ufunc_check)  # (random_seed: upstream's conftest fixture)
@@ -40,20 +39,8 @@ def test_var():
     stat_check(np.var)
 
 
-# (not upstream) where torch and autograd differ daskgrad's numbers are torch's: the std of a single
-# element has torch's second derivative, NaN (0/0 in StdBackward0's own backward), where autograd's is 0.
-# Upstream's test is therefore an expected failure; the one after it runs upstream's other cases.
-@pytest.mark.xfail(strict=True, reason="std of one element: torch's second derivative (NaN), not autograd's 0")
 def test_std():
     stat_check(np.std)
-
-
-def test_std_of_several_elements():
-    B, C, D = npr.randn(3), npr.randn(2, 3), npr.randn(1, 3)
-    E = npr.randn(2, 3) + 0.1j * npr.randn(2, 3)
-    check = combo_check(np.std, (0,))
-    check([B, C, E], axis=[None, 0], keepdims=[True, False])
-    check([C, D], axis=[None, 1], keepdims=[True, False])
 
 
 # Unary ufunc tests
