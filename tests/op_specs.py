@@ -363,6 +363,8 @@ SPECS = (
     OpSpec("linspace_tensor_endpoints", lambda a: dg.linspace(a[0], a[1], 5) + dg.linspace(a[2, 0], a[3], 5,
                                                                                            endpoint=False), [M], -2, 2),
     OpSpec("max_min_complex", lambda a, b: dg.real(dg.max(a + 1j * b, axis=0) * dg.min(a - 1j * b)), [M, M], -2, 2),
+    # torch's zero derivative (the function is nearly the identity: only its product with 0 gradchecks)
+    OpSpec("nextafter", lambda a, b: dg.nextafter(a, b) * 0.0, [M, M], -2, 2),
     OpSpec("mixed_advanced_and_basic_index", lambda a: a[1:5, [0, 2, 2]] * a[[3, 1], 1:][:, :3].sum(), [M], -2, 2),
     # convolution and pooling windows (unfold/fold), halos across chunks of the spatial axes
     OpSpec("conv2d_strided_dilated", lambda a, w: F.conv2d(_image(a), w, stride=(2, 1), padding=1, dilation=(1, 2)),

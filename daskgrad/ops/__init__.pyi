@@ -295,8 +295,8 @@ __all__ = [
     'iscomplex',
     'isclose',
     'allclose',
-    'nextafter',
     'spacing',
+    'nextafter',
     'invert',
     'all',
     'any',
@@ -307,6 +307,8 @@ __all__ = [
     'tri',
     'empty',
     'empty_like',
+    'rand_like',
+    'randn_like',
     'indices',
     'meshgrid',
     'fromfunction',
@@ -469,16 +471,17 @@ def to_device(x, device) -> Tensor:
 def clone(x) -> Tensor:
     """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
     """
-def full_like(x, fill_value, dtype=None) -> Tensor:
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks.
+def full_like(x, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad.
     """
-def zeros_like(x, dtype=None) -> Tensor:
+def zeros_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
-def ones_like(x, dtype=None) -> Tensor:
+def ones_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
 def arcsin(x) -> Tensor:
     """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
@@ -1231,11 +1234,12 @@ def isclose(*args, **kwargs) -> Tensor:
 def allclose(*args, **kwargs) -> Tensor:
     """NumPy's ``allclose`` (not differentiable).
     """
-def nextafter(*args, **kwargs) -> Tensor:
-    """NumPy's ``nextafter`` (not differentiable).
-    """
 def spacing(*args, **kwargs) -> Tensor:
     """NumPy's ``spacing`` (not differentiable).
+    """
+def nextafter(x1, x2) -> Tensor:
+    """The next float after ``x1`` towards ``x2`` (NumPy's and torch's ``nextafter``); its gradient is 0,
+    as torch's.
     """
 def invert(x) -> Tensor:
     """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
@@ -1267,6 +1271,12 @@ def empty(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -
     """
 def empty_like(x, dtype=None, requires_grad=False) -> Tensor:
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does.
+    """
+def rand_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device.
+    """
+def randn_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device.
     """
 def indices(dimensions, dtype=..., chunks='auto', sparse=False) -> Tensor:
     """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's).

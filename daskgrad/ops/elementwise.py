@@ -424,26 +424,29 @@ def copy_to(x, src):
 
 
 @public()
-def full_like(x, fill_value, dtype=None):
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad."""
     a = raw(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
-        return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(_full(a, fill_value, dtype))
+        out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
+    else:
+        out = Tensor._make(_full(a, fill_value, dtype))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 @public()
-def zeros_like(x, dtype=None):
+def zeros_like(x, dtype=None, requires_grad=False):
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 0, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 0, dtype, requires_grad)
 
 
 @public()
-def ones_like(x, dtype=None):
+def ones_like(x, dtype=None, requires_grad=False):
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 1, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 1, dtype, requires_grad)
 
 
 # ------------------------------------------------- the rest of NumPy's elementwise functions

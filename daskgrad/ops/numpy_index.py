@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import _tensor
 from ..graph import primitive
-from .._tensor import Tensor, arange, full, ones, zeros
-from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
+from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
+from ._util import as_tensor, binary_operands, norm_axis, public, raw, tensor_or_scalar
 from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -175,8 +175,20 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
     return public(*methods)(op)
 
 
-for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing"):
     globals()[_name] = _elementwise(_name)
+
+# torch (2.13) gives nextafter a zero derivative: inputs that require grad give a result that does
+nextafter_p = primitive("nextafter", torch="NextafterBackward0", impl=da.nextafter, args=("a", "b"),
+                        prepare=lambda a, b: binary_operands(as_tensor(a), as_tensor(b)))
+nextafter_p.vjp(lambda g, s: (zeros_like(g), zeros_like(g)))
+
+
+@public()
+def nextafter(x1, x2):
+    """The next float after ``x1`` towards ``x2`` (NumPy's and torch's ``nextafter``); its gradient is 0,
+    as torch's."""
+    return nextafter_p.bind(x1, x2)
 public(name="invert")(bitwise_not)  # NumPy's name for ~
 
 
@@ -246,6 +258,20 @@ def empty_like(x, dtype=None, requires_grad=False):
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does."""
     out = zeros_like(x, dtype=dtype)
     return out.requires_grad_(True) if requires_grad else out
+
+
+@public()
+def rand_like(x, dtype=None, requires_grad=False):
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return rand(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
+
+
+@public()
+def randn_like(x, dtype=None, requires_grad=False):
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return randn(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
 
 
 @public()
