@@ -1,7 +1,7 @@
 """daskgrad's nn modules against torch's own samples: every ``daskgrad.nn`` module torch's ``module_db``
 (torch.testing._internal.common_modules) has is built from each of its samples' constructor arguments,
-given torch's parameters and buffers, and run on the sample's inputs chunked in two along every axis
-(float64, CPU): outputs, the inputs' and parameters' gradients for one random cotangent, and the buffers
+given torch's parameters and buffers, and run on the sample's inputs chunked in two along the first axis
+(the batch, float64, CPU): outputs, the inputs' and parameters' gradients for one random cotangent, and the buffers
 afterwards (BatchNorm's running statistics) equal torch's.  Samples are made in training mode (and in
 eval mode too for the modules whose forward depends on it).  A new module, or a new sample in a torch
 release, is checked the day it appears; a sample daskgrad does not support is listed in GAPS with why."""
@@ -37,10 +37,10 @@ def _module_db():
 
 
 def _to_dg(x):
-    """torch's sample values as a daskgrad user passes them: tensors chunked in two along every axis."""
+    """torch's sample values as a daskgrad user passes them: tensors chunked in two along the batch axis."""
     if isinstance(x, torch.Tensor):
         a = x.detach().numpy()
-        t = dg.from_array(a, chunks=tuple(max(1, (n + 1) // 2) for n in a.shape) if a.ndim else ())
+        t = dg.from_array(a, chunks=((max(1, (a.shape[0] + 1) // 2),) + a.shape[1:]) if a.ndim else ())
         return t.requires_grad_(True) if x.requires_grad else t
     if isinstance(x, (list, tuple)):
         return type(x)(_to_dg(v) for v in x)
