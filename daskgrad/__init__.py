@@ -18,6 +18,7 @@ from ._modes import (are_deterministic_algorithms_enabled, detect_anomaly, enabl
                      use_deterministic_algorithms)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
+from .ops.numpy_shape import c_, r_  # NumPy's index tricks (objects that join on indexing, not ops)
 from .checkpoint import load, save
 from .compiler import compile
 from .cluster import connect

@@ -161,6 +161,10 @@ def argsort(block, axis, descending=False):
     return block.shape[axis] - 1 - order
 
 
+def argpartition(block, kth, axis):
+    return np.argpartition(block, kth, axis=axis)
+
+
 # I1(x) = (x/2) sum_k y^k / (k! (k+1)!), y = x^2/4: positive terms, no cancellation; 64 terms reach
 # double precision up to |x| = 25.  Beyond it, Hankel's expansion e^x / sqrt(2 pi x) sum_k a_k / x^k,
 # a_k = -a_{k-1} (4 - (2k-1)^2) / (8k), 30 terms under 1e-18 there.

@@ -131,9 +131,9 @@ NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "l
                       "nanargmax", "nanargmin", "argtopk", "zeros", "ones", "full", "arange", "searchsorted",
                       "digitize", "count_nonzero", "argwhere", "nonzero", "flatnonzero", "unravel_index",
                       "ravel_multi_index", "isin", "unique", "union1d", "histogram", "histogram2d", "histogramdd",
-                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing",
-                      "invert", "all", "any", "eye", "identity", "tri", "empty", "empty_like", "indices",
-                      "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from"}
+                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing", "invert", "all",
+                      "any", "rand_like", "randn_like", "eye", "identity", "tri", "empty", "empty_like", "indices",
+                      "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from", "argpartition"}
 _INTS = np.array([0, 2, 1, 2, 3, 0])
 
 
@@ -199,6 +199,10 @@ def _probe(name, x, y):
         "indices": lambda: fn((2, 3)), "meshgrid": lambda: fn(x[:, 0], y[0])[0],
         "fromfunction": lambda: fn(lambda i, j: i + j, (2, 3)) * x[:2, :3], "tril_indices": lambda: fn(3)[0],
         "triu_indices": lambda: fn(3)[0], "tril_indices_from": lambda: fn(x)[0], "triu_indices_from": lambda: fn(x)[0],
+        "cross": lambda: fn(x[:, :3], y[:, :3]), "array": lambda: fn([x, y]), "row_stack": lambda: fn([x, y]),
+        "partition": lambda: fn(x, 2, axis=0),
+        "argpartition": lambda: fn(x, 2), "real_if_close": lambda: fn(x * (1 + 1e-20j)), "diag_embed": lambda: fn(x),
+        "make_diagonal": lambda: fn(x), "rand_like": lambda: fn(x), "randn_like": lambda: fn(x),
     }
     if name in special:
         return special[name]()

@@ -287,7 +287,7 @@ def test_shape_queries_answer_without_computing(submissions):
 
 
 @pytest.mark.parametrize("call, named", [
-    (lambda t: np.partition(t, 1), "numpy.partition"),
+    (lambda t: np.unwrap(t), "numpy.unwrap"),
     (lambda t: np.interp(0.5, t, t), "numpy.interp"),
     (lambda t: np.fft.fft(t), "numpy.fft.fft"),
     (lambda t: np.add.reduce(t), "numpy.add.reduce"),

@@ -181,6 +181,7 @@ __all__ = [
     'atleast_2d',
     'atleast_3d',
     'vstack',
+    'row_stack',
     'hstack',
     'dstack',
     'column_stack',
@@ -194,12 +195,14 @@ __all__ = [
     'flipud',
     'fliplr',
     'rot90',
+    'cross',
     'imag',
     'real',
     'conj',
     'conjugate',
     'angle',
     'linspace',
+    'array',
     'isnan',
     'isinf',
     'isfinite',
@@ -257,6 +260,11 @@ __all__ = [
     'take',
     'take_along_axis',
     'take_along_dim',
+    'argpartition',
+    'partition',
+    'diag_embed',
+    'make_diagonal',
+    'real_if_close',
     'select',
     'piecewise',
     'choose',
@@ -305,6 +313,8 @@ __all__ = [
     'tri',
     'empty',
     'empty_like',
+    'rand_like',
+    'randn_like',
     'indices',
     'meshgrid',
     'fromfunction',
@@ -474,16 +484,17 @@ def to_device(x, device) -> Tensor:
 def clone(x) -> Tensor:
     """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
     """
-def full_like(x, fill_value, dtype=None) -> Tensor:
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks.
+def full_like(x, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad.
     """
-def zeros_like(x, dtype=None) -> Tensor:
+def zeros_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
-def ones_like(x, dtype=None) -> Tensor:
+def ones_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
 def arcsin(x) -> Tensor:
     """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
@@ -691,16 +702,16 @@ def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
     """
 def max(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def min(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def prod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
@@ -834,6 +845,9 @@ def atleast_3d(x) -> Tensor:
 def vstack(tensors) -> Tensor:
     """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
     """
+def row_stack(tensors) -> Tensor:
+    """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
+    """
 def hstack(tensors) -> Tensor:
     """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``).
     """
@@ -841,8 +855,8 @@ def dstack(tensors) -> Tensor:
     """Tensors joined along axis 2 after ``atleast_3d`` (NumPy's and torch's ``dstack``).
     """
 def column_stack(tensors) -> Tensor:
-    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
-    torch's ``column_stack``).
+    """1-d tensors as the columns of a 2-d one (a 0-d one as a 1 x 1), 2-d ones as they are, joined along
+    axis 1 (NumPy's and torch's ``column_stack``).
     """
 def append(arr, values, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``append``: both raveled when ``axis`` is None.
@@ -877,6 +891,12 @@ def fliplr(x) -> Tensor:
 def rot90(x, k=1, axes=...) -> Tensor:
     """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
     """
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``cross``: the cross product of the 2- or 3-vectors along ``axisa`` of ``a`` and ``axisb``
+    of ``b`` (``axis`` sets all three), broadcast, the product's components along ``axisc``; two
+    2-vectors give the z component alone.  (torch's ``cross(dim=)`` spelling reaches ``axis``; its
+    default, the first axis of length 3, is not NumPy's -1.)
+    """
 def imag(x) -> Tensor:
     """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
     """
@@ -892,8 +912,15 @@ def conjugate(x) -> Tensor:
 def angle(x, deg=False) -> Tensor:
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
     """
-def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False) -> Tensor:
-    """NumPy's ``linspace`` as a leaf tensor, chunked like dask's.
+def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False, axis=0, *, dim=...) -> Tensor:
+    """NumPy's ``linspace``: a leaf tensor chunked like dask's for number endpoints; for tensor (or
+    array) endpoints, NumPy's ``start + k * step`` along a new ``axis``, its last sample ``stop`` itself
+    when ``endpoint``, differentiable in both endpoints.
+    """
+def array(object, dtype=None, *, copy=True, ndmin=0) -> Tensor:
+    """NumPy's ``array``: a tensor from a tensor (a differentiable copy unless ``copy=False``), a number,
+    an array, or nested lists and tuples of them (stacked: ``array([x, x * 2])`` is lazy and differentiable
+    in ``x``, as in HIPS autograd); ``dtype`` casts, ``ndmin`` prepends axes.
     """
 def isnan(x) -> Tensor:
     """NumPy's ``isnan`` (boolean; not differentiable).
@@ -1094,6 +1121,30 @@ def take_along_dim(x, indices, dim=None) -> Tensor:
     """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
     flattened when ``dim`` is None (torch's default).
     """
+def argpartition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
+    holding the whole axis (the axis becomes one chunk).
+    """
+def partition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``partition``: the element at each ``kth`` position where sorting would put it, smaller ones
+    before, larger after, in NumPy's own arrangement (``take_along_axis`` of :func:`argpartition`), so
+    each value's gradient goes back to where it came from.
+    """
+def diag_embed(input, offset=0, dim1=-2, dim2=-1) -> Tensor:
+    """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
+    the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
+    cotangent.
+    """
+def make_diagonal(D, offset=0, axis1=0, axis2=1) -> Tensor:
+    """HIPS autograd's ``make_diagonal`` (the inverse of ``diagonal``): :func:`diag_embed` with its
+    axes named ``axis1`` and ``axis2``.
+    """
+def real_if_close(a, tol=100) -> Tensor:
+    """NumPy's ``real_if_close``: the real part of a complex tensor whose imaginary parts are all below
+    ``tol`` machine epsilons (``tol`` itself when under 1), else the tensor as it is.  That test decides
+    the result's dtype, so for a complex tensor it is computed here, at the call (one small reduction,
+    a single boolean back); a real tensor is returned as it is, with nothing computed.
+    """
 def select(condlist, choicelist, default=0) -> Tensor:
     """NumPy's ``select``: each element from the first choice whose condition holds, else ``default``.
     """
@@ -1252,6 +1303,12 @@ def empty(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -
     """
 def empty_like(x, dtype=None, requires_grad=False) -> Tensor:
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does.
+    """
+def rand_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device.
+    """
+def randn_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device.
     """
 def indices(dimensions, dtype=..., chunks='auto', sparse=False) -> Tensor:
     """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's).

@@ -209,7 +209,10 @@ pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operato
 @pow_p.vjp
 def _pow_rule(g, s):
     # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
-    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
+    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included.  d/db is
+    # torch's g * where(mask, 0, r * log a), so its derivative in g is torch's 0 under the mask; r is
+    # masked too, so its derivative in b is 0 there, not a 0 * log 0 (torch's NaN of its own formula:
+    # tests/test_degenerate_derivatives.py's MASKED_NAN)
     a, b = s.a, s.b
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
@@ -218,9 +221,11 @@ def _pow_rule(g, s):
     gb = None
     if isinstance(b, Tensor) and s.needs[1]:
         if isinstance(a, Tensor):
-            gb = where((a == 0) & (b >= 0), 0, g * s.r * log(a))
+            mask = (a == 0) & (b >= 0)
+            gb = g * where(mask, 0, where(mask, 0, s.r) * log(a))
         elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
-            gb = where(b >= 0, 0, g * s.r * -math.inf)
+            mask = b >= 0
+            gb = g * where(mask, 0, where(mask, 0, s.r) * -math.inf)
         else:
             gb = g * s.r * (math.log(a) if a > 0 else math.nan)
     return ga, gb
@@ -466,26 +471,29 @@ def copy_to(x, src):
 
 
 @public()
-def full_like(x, fill_value, dtype=None):
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad."""
     a = raw(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
-        return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(_full(a, fill_value, dtype))
+        out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
+    else:
+        out = Tensor._make(_full(a, fill_value, dtype))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 @public()
-def zeros_like(x, dtype=None):
+def zeros_like(x, dtype=None, requires_grad=False):
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 0, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 0, dtype, requires_grad)
 
 
 @public()
-def ones_like(x, dtype=None):
+def ones_like(x, dtype=None, requires_grad=False):
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 1, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 1, dtype, requires_grad)
 
 
 # ------------------------------------------------- the rest of NumPy's elementwise functions

@@ -150,6 +150,11 @@ def getitem(x, index):
         if _is_mask(first):
             return _mask_select(x, first)
         points = [k for k, i in enumerate(index) if _is_array_index(i) or isinstance(i, (int, np.integer))]
+        if all(i is not None for i in index) and any(i != slice(None) for k, i in enumerate(index) if k not in points):
+            # NumPy's mixed indexing (x[3, 2:, [1, 3]]): the slices first, as a basic index that keeps
+            # every axis, then the integer arrays (and ints) on the result, placed as NumPy places them
+            x = getitem(x, tuple(slice(None) if k in points else i for k, i in enumerate(index)))
+            index = tuple(i if k in points else slice(None) for k, i in enumerate(index))
         if len(points) > 1:
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)

@@ -327,11 +327,14 @@ def _svd_s_rule(g, s, *, m, n, full):
     return (matmul(u * expand_dims(g, -2), vh),)
 
 
-def svd(A, full_matrices=True):
+def svd(A, full_matrices=True, compute_uv=True):
     """torch's ``linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh``.  A chunked tall-and-skinny
     (or short-and-wide) matrix runs dask's TSQR-based SVD and needs ``full_matrices=False``; other
     matrices are decomposed one matrix per chunk.  Gradients are torch's (distinct singular values;
-    for complex inputs the loss must not depend on the singular vectors' phases)."""
+    for complex inputs the loss must not depend on the singular vectors' phases).  NumPy's
+    ``compute_uv=False`` returns ``S`` alone (:func:`svdvals`)."""
+    if not compute_uv:
+        return svdvals(A)
     A = _matrix(A, "svd")
     u, s, vh = _svd_arrays(A.array, full_matrices)
     m, n = A.shape[-2:]

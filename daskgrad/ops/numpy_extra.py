@@ -23,7 +23,7 @@ from .composite import isnan, quantile_args, quantile_method, quantile_result, r
 from .elementwise import astype, conj, exp2, trunc, where
 from .indexing import getitem, sort
 from .reductions import cumsum, mean, prod, sum
-from .shape import broadcast_to, concatenate, expand_dims, flip, rechunk, reshape, squeeze
+from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
 
 # ---------------------------------------------------------------------- cumprod
@@ -341,6 +341,76 @@ def take_along_dim(x, indices, dim=None):
         indices = reshape(indices, (-1,)) if isinstance(indices, Tensor) else np.asarray(indices).reshape(-1)
         dim = 0
     return take_along_axis(x, indices, dim)
+
+
+# ------------------------------------------------------------ partition, diagonals
+@public()
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
+    holding the whole axis (the axis becomes one chunk)."""
+    x = as_tensor(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = norm_axis(axis, x.ndim)
+    if kind != "introselect" or order is not None:
+        raise NotImplementedError("argpartition: daskgrad takes kind='introselect' and no order")
+    if len(x.chunks[axis]) > 1:
+        x = rechunk(x, {axis: -1})
+    return Tensor._make(da.map_blocks(chunk.argpartition, x.array, kth=kth, axis=axis, dtype=np.int64,
+                                      meta=meta_from_array(x.array._meta, x.ndim, np.int64)))
+
+
+@public()
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``partition``: the element at each ``kth`` position where sorting would put it, smaller ones
+    before, larger after, in NumPy's own arrangement (``take_along_axis`` of :func:`argpartition`), so
+    each value's gradient goes back to where it came from."""
+    x = as_tensor(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    return take_along_axis(x, argpartition(x.detach(), kth, axis, kind, order), axis)
+
+
+@public()
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
+    the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
+    cotangent."""
+    x = as_tensor(input)
+    n = x.shape[-1] if x.ndim else 1
+    x = reshape(x, (1,)) if x.ndim == 0 else x
+    square = reshape(x, x.shape + (1,)) * _on_device(np.eye(n, dtype=x.dtype), x)  # rows i hold x[..., i] at i
+    k = abs(int(offset))
+    if k:
+        lead = ((0, 0),) * (x.ndim - 1)
+        square = pad(square, lead + (((0, k), (k, 0)) if offset > 0 else ((k, 0), (0, k))))
+    ndim = square.ndim
+    d1, d2 = norm_axis(dim1, ndim), norm_axis(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = iter(range(ndim - 2))
+    return transpose(square, [ndim - 2 if i == d1 else ndim - 1 if i == d2 else next(rest) for i in range(ndim)])
+
+
+@public()
+def make_diagonal(D, offset=0, axis1=0, axis2=1):
+    """HIPS autograd's ``make_diagonal`` (the inverse of ``diagonal``): :func:`diag_embed` with its
+    axes named ``axis1`` and ``axis2``."""
+    return diag_embed(D, offset, axis1, axis2)
+
+
+@public()
+def real_if_close(a, tol=100):
+    """NumPy's ``real_if_close``: the real part of a complex tensor whose imaginary parts are all below
+    ``tol`` machine epsilons (``tol`` itself when under 1), else the tensor as it is.  That test decides
+    the result's dtype, so for a complex tensor it is computed here, at the call (one small reduction,
+    a single boolean back); a real tensor is returned as it is, with nothing computed."""
+    x = as_tensor(a)
+    if x.dtype.kind != "c":
+        return x
+    limit = np.finfo(x.dtype).eps * tol if tol > 1 else tol
+    small = Tensor._make(da.all(da.absolute(da.imag(x.array)) < limit))
+    return ew.real(x) if bool(small.item()) else x
 
 
 # --------------------------------------------------------------- choosing

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _tensor
 from ..graph import primitive
-from .._tensor import Tensor, arange, full, ones, zeros
+from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
 from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar
 from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
@@ -178,6 +178,7 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
 
 for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing"):
     globals()[_name] = _elementwise(_name)
+
 public(name="invert")(bitwise_not)  # NumPy's name for ~
 
 
@@ -253,6 +254,20 @@ def empty_like(x, dtype=None, requires_grad=False):
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does."""
     out = zeros_like(x, dtype=dtype)
     return out.requires_grad_(True) if requires_grad else out
+
+
+@public()
+def rand_like(x, dtype=None, requires_grad=False):
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return rand(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
+
+
+@public()
+def randn_like(x, dtype=None, requires_grad=False):
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return randn(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
 
 
 @public()

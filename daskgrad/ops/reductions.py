@@ -156,10 +156,11 @@ prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, sav
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
 var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
                    save=("x", "n"))
-# the gradient of std is 0 where it is 0, as in torch
+# the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
+# derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
-                   save=("x", "r", "n"))
+                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof)))
+                   * _centered(x, axes), save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
                          save=("x", "r"), refuse="logsumexp")
 
