@@ -1158,7 +1158,8 @@ class Tensor:
         """
     def nextafter(self, b):
         """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
-        goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's.
+        goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+        torch's.
         """
     def nonzero(self, *, as_tuple=False):
         """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim

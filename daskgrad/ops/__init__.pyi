@@ -543,7 +543,8 @@ def round(x, decimals=0) -> Tensor:
     """
 def nextafter(a, b) -> Tensor:
     """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
-    goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's.
+    goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+    torch's.
     """
 def arctan2(a, b) -> Tensor:
     """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,

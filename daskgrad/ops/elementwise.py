@@ -572,14 +572,17 @@ mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mo
 mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
 
 
-nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, refuse="nextafter")
-nextafter_p.vjp(lambda g, s: (g, zeros_like(g)))  # torch's: the first operand's, as if the step were 0
+nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, save=("a", "b"), refuse="nextafter")
+# torch 2.13's: the first operand's, as if the step were 0, where the operands differ (NaN included); 0 where
+# they are equal (nextafter(a, a) is a constant), and 0 for the second operand
+nextafter_p.vjp(lambda g, s: (where(s.a != s.b, g, 0), zeros_like(g)))
 
 
 @public()
 def nextafter(a, b):
     """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
-    goes to ``a`` as if the step were 0, ``b`` gets 0, as torch's."""
+    goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+    torch's."""
     return nextafter_p.bind(a, b)
 
 
