@@ -260,7 +260,7 @@ def test_array_functions_run_the_ops_of_the_same_name_with_torchs_node_names(rng
         (lambda v: np.mean(v, axis=1, keepdims=True), lambda v: v.mean(1, keepdim=True)),
         (lambda v: np.concatenate([v, np.ones((1, 3))]), lambda v: torch.cat([v, torch.ones(1, 3, dtype=v.dtype)])),
         (lambda v: np.stack([v, v], axis=1), lambda v: torch.stack([v, v], 1)),
-        (lambda v: np.transpose(v), lambda v: v.t()),
+        (lambda v: np.transpose(v), lambda v: v.T),  # NumPy's transpose reverses every axis: torch's .T (a permute)
         (lambda v: np.reshape(v, (3, 4)), lambda v: v.reshape(3, 4)),
         (lambda v: np.clip(v, -0.5, 0.5), lambda v: v.clamp(-0.5, 0.5)),
         (lambda v: np.where(v > 0, v, 0.0), lambda v: torch.where(v > 0, v, 0.0)),
