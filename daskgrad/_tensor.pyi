@@ -58,10 +58,20 @@ def _touched(t, what):
     """
 
 
+def recorded(x):
+    """What an op records for operand ``x``: a tensor's value (as a compiled function's trace reads
+    it: an argument or a value read from outside through the alias rebound at each call), anything
+    else as it is.
+    """
+
+
 class _Storage:
     def __init__(self, array): ...
     @property
-    def array(self): ...
+    def array(self):
+        """The value as a dask array (built now if it is a Lazy value; the storage keeps the Lazy
+        value, whose structure later programs read).
+        """
     @array.setter
     def array(self, value) -> None: ...
     inference: Any
@@ -90,6 +100,8 @@ class _ViewStorage(_Storage):
     strides: Any
     @property
     def value(self): ...
+    @value.setter
+    def value(self, value) -> None: ...
     @property
     def version(self): ...
     @version.setter
@@ -106,6 +118,9 @@ def _resave(node, st, result):
     it only leaves the storage's version counter); its saved result (``result``'s storage) is what
     ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
     """
+
+
+def _put_steps(a, new, *, steps): ...
 
 
 def put_steps(a, steps, new):
@@ -152,13 +167,15 @@ def as_view(out, x, prim, node, params):
 
 class Tensor:
     @property
+    def H(self): ...
+    @property
     def T(self) -> Tensor: ...
     def __abs__(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
-    def __add__(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def __add__(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
     def __and__(self, b) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
@@ -170,7 +187,12 @@ class Tensor:
     def __array_function__(self, func, types, args, kwargs): ...
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs): ...
     def __bool__(self): ...
-    def __dask_graph__(self): ...
+    def __dask_graph__(self):
+        """The dask graph, as to dask itself; none to xarray's checks (see the module's docstring); and to
+        dask.array's functions that take a collection as an array-like constant (``da.dot(t, t)`` through
+        ``from_array``, ``da.around`` through ``map_blocks``), for a tensor that requires grad, a TypeError
+        naming the function, as :func:`_to_dask_array` gives.
+        """
     def __dask_keys__(self): ...
     def __dask_layers__(self): ...
     __dask_optimize__: Any
@@ -192,6 +214,13 @@ class Tensor:
         """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
         """
     def __float__(self): ...
+    def __floordiv__(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
+        """
+    def __format__(self, spec):
+        """``f"{loss:.4f}"``: a 0-d tensor formats its value (computed), as torch's; any other takes only
+        the empty format (its repr).
+        """
     def __ge__(self, b) -> Tensor:
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
@@ -203,9 +232,12 @@ class Tensor:
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
         """
     def __hash__(self, /): ...
-    def __iadd__(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def __iadd__(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
+        """
+    def __ifloordiv__(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def __imul__(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -215,15 +247,16 @@ class Tensor:
     def __int__(self): ...
     def __invert__(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-        floating tensors are refused with torch's TypeError.
+        floating tensors are refused with torch's errors.
         """
-    def __isub__(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def __isub__(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
     def __iter__(self): ...
-    def __itruediv__(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def __itruediv__(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __le__(self, b) -> Tensor:
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
@@ -256,8 +289,8 @@ class Tensor:
         complex inputs that require grad are refused (no rule yet).
         """
     def __radd__(self, other) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
     def __rand__(self, other) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
@@ -270,6 +303,9 @@ class Tensor:
     def __repr__(self):
         """torch's text, with the values when they are few and already in memory (never computed for
         a repr), else dask's summary of the array: see :mod:`daskgrad._repr`.
+        """
+    def __rfloordiv__(self, other) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def __rmatmul__(self, other) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
@@ -289,22 +325,24 @@ class Tensor:
         complex inputs that require grad are refused (no rule yet).
         """
     def __rsub__(self, other) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
     def __rtruediv__(self, other) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __rxor__(self, other) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __setitem__(self, index, value): ...
-    def __sub__(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def __sub__(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def __truediv__(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def __truediv__(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def __xor__(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
@@ -370,28 +408,55 @@ class Tensor:
     def abs_(self) -> Tensor:
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
+    def absolute(self):
+        """Elementwise ``abs``; gradient node ``AbsBackward0``.
+        """
     def acos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
-    def add(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def add(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
         """
-    def add_(self, b) -> Tensor:
-        """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-        stays weakly typed, as in torch.
+    def add_(self, b, *, alpha=1) -> Tensor:
+        """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+        typed, as in torch.
+        """
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``.
+        """
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``.
+        """
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``.
+        """
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+        """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``.
+        """
+    def addmv(self, mat, vec, *, beta=1, alpha=1):
+        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
+        """
+    def addr(self, vec1, vec2, *, beta=1, alpha=1):
+        """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
+        """
+    def adjoint(self):
+        """torch's ``adjoint``: the last two dims swapped and conjugated.
         """
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
         """
-    def amax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``amax``: the largest values over ``dim`` (None or ``()``: every dim), the gradient shared by ties.
         """
-    def amin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``amin``: the smallest values over ``dim`` (None or ``()``: every dim), the gradient shared by ties.
+        """
+    def aminmax(self, *, dim=None, keepdim=False):
+        """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None).
         """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
@@ -421,11 +486,21 @@ class Tensor:
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
-    def argmax(self, axis=None, *, dim=...) -> Tensor:
-        """Index of the largest value (an integer tensor: never differentiable).
+    def argmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
+        when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's).
         """
-    def argmin(self, axis=None, *, dim=...) -> Tensor:
-        """Index of the smallest value (an integer tensor: never differentiable).
+    def argmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+        """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
+        when ``axis`` is None.
+        """
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """torch's ``argsort(dim=-1, descending=False)`` (stable; NaN largest); ``daskgrad.argsort`` is NumPy's
+        (``argsort(x, axis, kind)``).
+        """
+    def argwhere(self):
+        """torch's ``argwhere``: the indices of the non-zero elements, one row each (an unknown count until
+        computed); a 0-d tensor has rows of no index.
         """
     @property
     def array(self) -> da.Array:
@@ -437,9 +512,10 @@ class Tensor:
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
-    def astype(self, dtype) -> Tensor:
+    def astype(self, dtype, copy=True) -> Tensor:
         """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+        differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
+        is never written in place, so no copy is needed).
         """
     def atan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -491,6 +567,9 @@ class Tensor:
         >>> x.grad
         tensor([ 24.0000,   9.6000, 108.0000])
         """
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """torch's ``baddbmm``: ``beta * self + alpha * (batch1 @ batch2)``.
+        """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
         with weights that require grad the result does too, and backward raises, as torch's.
@@ -500,7 +579,7 @@ class Tensor:
         """
     def bitwise_not(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-        floating tensors are refused with torch's TypeError.
+        floating tensors are refused with torch's errors.
         """
     def bitwise_or(self, b) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
@@ -514,11 +593,29 @@ class Tensor:
         stay (an int selects one chunk), slices and lists of block indices select several.  It is
         differentiable: a run of consecutive blocks is a slice of the tensor, other selections join slices.
         """
+    def bmm(self, mat2):
+        """torch's ``bmm``: batches of matrices multiplied, both 3-d.
+        """
+    def bool(self, memory_format=None):
+        """``to(bool)``, differentiable where that dtype is.
+        """
     def broadcast_to(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
+    def byte(self, memory_format=None):
+        """``to(uint8)``, differentiable where that dtype is.
+        """
+    def cdouble(self, memory_format=None):
+        """``to(complex128)``, differentiable where that dtype is.
+        """
     def ceil(self) -> Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
+        """
+    def cfloat(self, memory_format=None):
+        """``to(complex64)``, differentiable where that dtype is.
+        """
+    def char(self, memory_format=None):
+        """``to(int8)``, differentiable where that dtype is.
         """
     def chunk(self, chunks, dim=0):
         """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
@@ -530,14 +627,26 @@ class Tensor:
     def chunksize(self) -> tuple:
         """The largest chunk's length along each axis, as dask.array's ``chunksize``.
         """
-    def clamp(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clamp(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
-    def clamp_(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clamp_(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
-    def clip(self, a_min=None, a_max=None) -> Tensor:
-        """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+    def clamp_max(self, max):
+        """torch's ``clamp_max``: ``clamp(max=max)``.
+        """
+    def clamp_min(self, min):
+        """torch's ``clamp_min``: ``clamp(min=min)``.
+        """
+    def clip(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+        """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+        a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+        the gradient (torch's convention).
         """
     def clone(self) -> Tensor:
         """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
@@ -549,6 +658,9 @@ class Tensor:
     def conj(self) -> Tensor:
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
         """
+    def conj_physical(self):
+        """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
+        """
     def contiguous(self, memory_format=None):
         """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
@@ -557,6 +669,10 @@ class Tensor:
         """
     def copysign(self, b) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's).
+        """
+    def corrcoef(self, rowvar=True):
+        """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
+        ``cov`` (NumPy's ``corrcoef``; torch's takes rows only).
         """
     def cos(self) -> Tensor:
         """Elementwise ``cos``; gradient node ``CosBackward0``.
@@ -567,8 +683,12 @@ class Tensor:
     def cosh(self) -> Tensor:
         """Elementwise ``cosh``; gradient node ``CoshBackward0``.
         """
-    def count_nonzero(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor.
+    def count_nonzero(self, dim=None, *, axis=None):
+        """torch's ``count_nonzero``: how many elements are not zero, over ``dim`` (None or ``()``: every dim).
+        """
+    def cov(self, *, correction=1, fweights=None, aweights=None):
+        """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
+        frequency and observation weights as NumPy's ``cov``.
         """
     def cpu(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
@@ -597,6 +717,9 @@ class Tensor:
     def deg2rad(self) -> Tensor:
         """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
         """
+    def det(self):
+        """torch's ``linalg.det``; its gradient is torch's, finite at singular matrices too.
+        """
     def detach(self) -> Tensor:
         """A new leaf over the same storage that does not require grad, as torch's ``Tensor.detach()``:
         an in-place write to either is seen by both (and bumps the shared version counter).
@@ -607,36 +730,57 @@ class Tensor:
         """
     @property
     def device(self) -> str:
-        """``"cuda"`` if the chunks are cupy arrays, else ``"cpu"`` (torch's ``Tensor.device``, as a string).
+        """Where the chunks live: ``daskgrad.device("cuda")`` for cupy chunks, else ``device("cpu")`` (a str
+        too: ``t.device == "cpu"``).
         """
     def diag(self, k=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
         """
-    def diagonal(self, offset=0, axis1=0, axis2=1) -> Tensor:
-        """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
+    def diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
+        """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
+        ``dim2``), as a new last axis.
+        """
+    def diff(self, n=1, axis=-1, prepend=None, append=None):
+        """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
+        (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
         """
     def dim(self) -> int:
         """The number of axes, as torch's ``Tensor.dim()`` (``ndim``).
         """
-    def div(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def dist(self, other, p=2):
+        """torch's ``dist``: the ``p``-norm of ``self - other``.
         """
-    def div_(self, b) -> Tensor:
-        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-        without ``rounding_mode=``).
+    def div(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
+        """
+    def div_(self, b, *, rounding_mode=None) -> Tensor:
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
+        """
+    def divide(self, b, *, rounding_mode=None):
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
         """
     def dot(self, b) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
         """
-    def double(self) -> Tensor:
-        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+    def double(self, memory_format=None):
+        """``to(<class 'numpy.float64'>)`` (``memory_format`` ignored: no strides here).
+        """
+    def dsplit(self, indices_or_sections):
+        """torch's ``dsplit``: NumPy's, as a tuple.
         """
     @property
     def dtype(self) -> np.dtype: ...
+    def eq(self, b):
+        """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+        """
     def erf(self) -> Tensor:
         """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``.
         """
@@ -652,6 +796,9 @@ class Tensor:
     def expand(self, *shape) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
+    def expand_as(self, other):
+        """torch's ``expand_as``: ``expand(other.shape)``, a view.
+        """
     def expand_dims(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
@@ -666,20 +813,34 @@ class Tensor:
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
-    def flatten(self) -> Tensor:
-        """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
-        ``start_dim``/``end_dim``).
+    def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+        """Axes ``start_dim`` to ``end_dim`` merged into one, all of them by default (a 1-d tensor: NumPy's
+        ``ndarray.flatten``; torch's ``flatten``, a 0-d tensor becoming 1-d).
         """
-    def flip(self, axis=None, *, dim=...) -> Tensor:
-        """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
-        ``dims``).
+    def flip(self, *dims, **kwargs):
+        """torch's ``flip(dims)``: reversed along each of ``dims`` (``x.flip(0, 1)``, ``x.flip((0, 1))``,
+        ``x.flip(dims=(0, 1))``).
         """
-    def float(self) -> Tensor:
-        """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-        differentiable; ``x`` itself when it has that dtype already.
+    def fliplr(self):
+        """``x`` reversed along axis 1, for at least 2 dimensions (NumPy's and torch's ``fliplr``).
+        """
+    def flipud(self):
+        """``x`` reversed along axis 0 (NumPy's and torch's ``flipud``).
+        """
+    def float(self, memory_format=None):
+        """``to(<class 'numpy.float32'>)`` (``memory_format`` ignored: no strides here).
+        """
+    def float_power(self, b):
+        """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.
         """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
+        """
+    def floor_divide(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
+        """
+    def floor_divide_(self, x2) -> Tensor:
+        """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def fmax(self, b) -> Tensor:
         """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
@@ -692,9 +853,22 @@ class Tensor:
     def fmod(self, b) -> Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
         """
+    def frac(self):
+        """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes.
+        """
     def frexp(self) -> Tensor:
-        """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+        """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
+        """
+    def gather(self, dim, index):
+        """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
+        ``self`` on the other dims (read from their start), not broadcast.
+        """
+    def ge(self, b):
+        """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
+    def ger(self, b):
+        """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
     @property
     def grad(self) -> Tensor | None:
@@ -708,6 +882,21 @@ class Tensor:
     @grad.deleter
     def grad(self) -> None: ...
     grad_fn: Any
+    def greater(self, b):
+        """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
+    def greater_equal(self, b):
+        """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
+    def gt(self, b):
+        """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
+    def half(self, memory_format=None):
+        """``to(float16)``, differentiable where that dtype is.
+        """
+    def hsplit(self, indices_or_sections):
+        """torch's ``hsplit``: NumPy's, as a tuple.
+        """
     def hypot(self, b) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
@@ -718,9 +907,18 @@ class Tensor:
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
         """
+    def index_select(self, dim, index):
+        """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
+        """
     def inner(self, b) -> Tensor:
         """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
         b.shape[:-1]``.
+        """
+    def int(self, memory_format=None):
+        """``to(int32)``, differentiable where that dtype is.
+        """
+    def inverse(self):
+        """torch's ``linalg.inv`` of (batches of) square matrices, each in one chunk.
         """
     def is_contiguous(self, memory_format=None) -> bool:
         """torch's answer: False for a view whose elements are not in C order over its base's
@@ -737,6 +935,9 @@ class Tensor:
     def is_leaf(self) -> bool:
         """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
         made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
+        """
+    def isclose(*self, **kwargs):
+        """NumPy's ``isclose`` (not differentiable).
         """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).
@@ -763,8 +964,23 @@ class Tensor:
     def kron(self, b) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
+        """
     def ldexp(self, x2) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's.
+        """
+    def le(self, b):
+        """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+        """
+    def lerp(self, end, weight):
+        """torch's ``lerp``: ``self + weight * (end - self)``.
+        """
+    def less(self, b):
+        """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    def less_equal(self, b):
+        """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def log(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
@@ -781,15 +997,18 @@ class Tensor:
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
-    def log_softmax(self, axis=-1, *, dim=...) -> Tensor:
-        """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
-        one, where ``nn.functional.log_softmax`` asks for ``dim``).
+    def log_softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+        """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
+        ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
         """
     def logaddexp(self, b) -> Tensor:
         """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``).
         """
     def logaddexp2(self, b) -> Tensor:
         """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
+        """
+    def logdet(self):
+        """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one.
         """
     def logical_and(self, b) -> Tensor:
         """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
@@ -803,9 +1022,20 @@ class Tensor:
     def logical_xor(self, b) -> Tensor:
         """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
+    def logit(self, eps=None):
+        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite.
         """
+    def long(self, memory_format=None):
+        """``to(int64)``, differentiable where that dtype is.
+        """
+    def lt(self, b):
+        """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    @property
+    def mH(self): ...
     @property
     def mT(self) -> Tensor: ...
     def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
@@ -815,44 +1045,70 @@ class Tensor:
         grad, ``vjp`` is needed (else ``RuntimeError`` saying so; ``t.detach().map_blocks(func)`` gives values
         alone).
         """
+    def masked_fill(self, mask, value):
+        """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
+        ``mask`` is True.
+        """
+    def masked_select(self, mask):
+        """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor.
+        """
     def matmul(self, b) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
         """
-    def max(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    def matrix_exp(self):
+        """torch's ``linalg.matrix_exp`` (and ``torch.matrix_exp``): ``exp`` of (batches of) square matrices,
+        each in one chunk, by Pade [13/13] with scaling and squaring; torch's gradient.
+        """
+    def matrix_power(self, n):
+        """torch's ``linalg.matrix_power``: ``A`` to the integer power ``n`` by repeated squaring (``n < 0``
+        inverts first); ``n == 0`` gives identities whose gradient is 0.
+        """
+    def max(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
+        """torch's ``max``: over every element the value; ``max(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``max(other)`` the elementwise ``maximum``.  ``daskgrad.max`` is NumPy's, values only.
         """
     def maximum(self, b) -> Tensor:
         """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
         half the gradient, as in torch.
         """
-    def mean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
+    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
         """
-    def median(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
-        lower one), differentiable through the values it reads.
+    def median(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``median``: the lower of the two middle values for an even count (NumPy's, ``daskgrad.median``, averages them); ``median(dim)`` the named tuple ``(values, indices)``; the gradient goes to the value's index.
         """
-    def min(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    def min(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
+        """torch's ``min``: over every element the value; ``min(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``min(other)`` the elementwise ``minimum``.  ``daskgrad.min`` is NumPy's, values only.
         """
     def minimum(self, b) -> Tensor:
         """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
         half the gradient, as in torch.
         """
+    def mm(self, b) -> Tensor:
+        """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only).
+        """
     def moveaxis(self, source, destination) -> Tensor:
-        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
-        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+        """torch's ``movedim`` (``Tensor.movedim``, ``Tensor.moveaxis``): NumPy's ``moveaxis`` with
+        torch's errors; a view.
         """
     def movedim(self, source, destination) -> Tensor:
-        """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
-        others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+        """torch's ``movedim`` (``Tensor.movedim``, ``Tensor.moveaxis``): NumPy's ``moveaxis`` with
+        torch's errors; a view.
+        """
+    def msort(self):
+        """torch's ``msort``: ``sort(dim=0).values``.
         """
     def mul(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
     def mul_(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def multiply(self, b):
+        """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
+        """
+    def mv(self, vec):
+        """torch's ``mv``: a matrix times a vector.
         """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
@@ -862,24 +1118,25 @@ class Tensor:
         """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
         where NumPy warns and gives NaN.
         """
-    def nanmean(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
+    def nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """torch's ``nanmean``: the mean of the values that are not NaN, over ``dim`` (None or ``()``: every dim).
         """
-    def nanmedian(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
-        torch's ``nanmedian`` returns the lower one).
+    def nanmedian(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """torch's ``nanmedian``: the lower of the two middle values for an even count (NumPy's, ``daskgrad.nanmedian``, averages them); ``nanmedian(dim)`` the named tuple ``(values, indices)``; the gradient goes to the value's index.
         """
     def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
         where NumPy warns and gives NaN.
         """
-    def nanquantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def nanquantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
         """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
-        ``nanquantile``: the gradient goes to the two values interpolated.
+        ``nanquantile``: the gradient goes to the values interpolated.
         """
-    def nansum(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
-        a zero gradient.
+    def nansum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """torch's ``nansum``: the sum with NaN read as 0, over ``dim`` (None or ``()``: every dim).
+        """
+    def narrow(self, dim, start, length):
+        """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view.
         """
     @property
     def nbytes(self) -> int:
@@ -887,17 +1144,50 @@ class Tensor:
         """
     @property
     def ndim(self) -> int: ...
+    def ne(self, b):
+        """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+        """
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
     def neg_(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
+    def negative(self):
+        """Elementwise ``neg``; gradient node ``NegBackward0``.
+        """
+    def new_empty(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_empty``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_full(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_full``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_ones(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_ones``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_tensor(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_tensor``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def new_zeros(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        """torch's ``new_zeros``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
+        """
+    def nextafter(self, b):
+        """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+        goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+        torch's.
+        """
+    def nonzero(self, *, as_tuple=False):
+        """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim
+        (a 0-d tensor read as 1-d).
+        """
     def norm(self, ord=None, axis=None, keepdims=False) -> Tensor:
         """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
         vector norm of a 1-D or the matrix norm of a 2-D ``x``; an int ``axis`` gives vector norms, a pair
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
+        """
+    def not_equal(self, b):
+        """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
     @property
     def numblocks(self) -> tuple:
@@ -919,6 +1209,9 @@ class Tensor:
     def persist(self):
         """Keep this tensor's chunks in (cluster) memory; returns ``self``.
         """
+    def pinverse(self, rcond=1e-15):
+        """torch's ``pinverse``: the pseudo-inverse, singular values below ``rcond`` times the largest cut.
+        """
     def positive(self) -> Tensor:
         """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
         """
@@ -934,10 +1227,11 @@ class Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
         """
-    def quantile(self, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-        default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-        a sequence of numbers (a leading axis of the result, as NumPy's).
+    def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+        """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
+        torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
+        differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
+        numbers (a leading axis of the result, as NumPy's).  A slice holding a NaN gives NaN.
         """
     def rad2deg(self) -> Tensor:
         """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
@@ -972,9 +1266,14 @@ class Tensor:
     def remainder(self, b) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
-    def repeat_interleave(self, repeats, axis=None, *, dim=...) -> Tensor:
+    def repeat(self, *sizes):
+        """torch's ``repeat``: the tensor tiled ``sizes`` times (NumPy's ``tile``; ``daskgrad.repeat`` is NumPy's
+        element-wise repeat, torch's ``repeat_interleave``).
+        """
+    def repeat_interleave(self, repeats, axis=None, *, output_size=None, dim=...) -> Tensor:
         """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
-        ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
+        ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
+        a tensor, computed); torch's ``output_size`` is checked.
         """
     @property
     def requires_grad(self) -> bool:
@@ -997,6 +1296,15 @@ class Tensor:
         ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
         when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
+    def reshape_as(self, other):
+        """torch's ``reshape_as``: ``reshape(other.shape)``, a view where the elements allow it, else a copy.
+        """
+    def resolve_conj(self):
+        """torch's ``resolve_conj``: the tensor itself (daskgrad keeps no lazy conjugate or negative bit).
+        """
+    def resolve_neg(self):
+        """torch's ``resolve_neg``: the tensor itself (daskgrad keeps no lazy conjugate or negative bit).
+        """
     def retain_grad(self) -> None:
         """Fill this non-leaf's ``.grad`` during backward, as torch's ``Tensor.retain_grad()`` (a no-op on
         a leaf; raises on a tensor that does not require grad).
@@ -1015,8 +1323,21 @@ class Tensor:
     def round(self, decimals=0) -> Tensor:
         """NumPy's ``round`` (half to even, as torch's); a zero gradient.
         """
+    def rsqrt(self):
+        """torch's ``rsqrt``: ``1 / sqrt(x)``.
+        """
+    def select(self, dim, index):
+        """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
+        choice by conditions).
+        """
+    def sgn(self):
+        """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
+        """
     @property
     def shape(self) -> tuple[int, ...]: ...
+    def short(self, memory_format=None):
+        """``to(int16)``, differentiable where that dtype is.
+        """
     def sigmoid(self) -> Tensor:
         """Elementwise ``sigmoid``; gradient node ``SigmoidBackward0``.
         """
@@ -1046,12 +1367,19 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
-    def softmax(self, axis=-1, *, dim=...) -> Tensor:
-        """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
-        one, where ``nn.functional.softmax`` asks for ``dim``).
+    def slogdet(self):
+        """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
+        """
+    def softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
+        ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``).
         """
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
+        """
+    def sort(self, dim=-1, descending=False, stable=False):
+        """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
+        first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
         """
     def split(self, split_size_or_sections, dim=0):
         """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
@@ -1066,36 +1394,42 @@ class Tensor:
     def square(self) -> Tensor:
         """``x ** 2`` elementwise (NumPy's and torch's ``square``).
         """
-    def squeeze(self, axis=None, *, dim=...) -> Tensor:
-        """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
-        not 1 raises ValueError, where torch leaves it).
+    def squeeze(self, dim=None):
+        """torch's ``squeeze``: the length-1 axes of ``dim`` (an int or a tuple) removed, any other left, as
+        torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there).
         """
-    def std(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch.
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
+        """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
         """
-    def sub(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def sub(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def sub_(self, b) -> Tensor:
-        """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+    def sub_(self, b, *, alpha=1) -> Tensor:
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def sum(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
-        """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
-        ``dim=``/``keepdim=`` are accepted too).
+    def subtract(self, b, *, alpha=1):
+        """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
+        """
+    def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
         """
     def swapaxes(self, axis1, axis2) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def swapdims(self, axis1, axis2):
+        """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def t(self):
+        """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
         """
     def take(self, indices, axis=None, *, dim=...) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
         ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
         a.shape[axis + 1:]``; repeated indices accumulate in backward.
         """
-    def take_along_dim(self, indices, axis=-1, *, dim=...) -> Tensor:
-        """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
-        ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
-        None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
-        Backward adds the cotangent back where it was read (repeats accumulate).
+    def take_along_dim(self, indices, dim=None) -> Tensor:
+        """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
+        flattened when ``dim`` is None (torch's default).
         """
     def tan(self) -> Tensor:
         """Elementwise ``tan``; gradient node ``TanBackward0``.
@@ -1106,18 +1440,25 @@ class Tensor:
     def tanh_(self) -> Tensor:
         """Elementwise ``tanh``; gradient node ``TanhBackward0``.
         """
-    def to(self, device) -> Tensor:
-        """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
+    def tensor_split(self, indices_or_sections, dim=0):
+        """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple.
+        """
+    def tile(self, reps):
+        """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones).
+        """
+    def to(self, *args, **kwargs):
+        """torch's ``to``: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)`` (its device and dtype), with
+        ``non_blocking``, ``copy`` (a new tensor even when nothing changes) and ``memory_format`` (no strides
+        here: ignored); differentiable; the tensor itself when nothing changes.
         """
     def to_dask(self) -> da.Array:
         """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
         it, and, dask arrays being immutable, a later in-place write to this tensor does not show
         through (torch's ``detach()`` shares memory; here the snapshot is the current value).
         """
-    def to_dask_array(self) -> da.Array:
-        """The values as a dask array, as ``detach()`` sees them: nothing records what is done with
-        it, and, dask arrays being immutable, a later in-place write to this tensor does not show
-        through (torch's ``detach()`` shares memory; here the snapshot is the current value).
+    def to_dask_array(self):
+        """``da.asarray(t)`` is ``t.to_dask()``; inside another dask function (``da.sum(t)``), a tensor that
+        requires grad refuses: dask would return a plain array without its gradient.
         """
     def to_delayed(self, optimize_graph=True):
         """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
@@ -1142,10 +1483,14 @@ class Tensor:
     def tolist(self):
         """The values as nested Python lists (a number for a 0-d tensor), as torch's ``Tensor.tolist()``.
         """
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        """torch's ``topk``: the named ``(values, indices)`` of the ``k`` largest (``largest=False``:
+        smallest) along ``dim``, in order (NaN largest); the gradient goes to their indices.
+        """
     def trace(self, offset=0, axis1=0, axis2=1) -> Tensor:
         """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.
         """
-    def transpose(self, *axes) -> Tensor:
+    def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
     def tril(self, k=0) -> Tensor:
@@ -1154,8 +1499,16 @@ class Tensor:
     def triu(self, k=0) -> Tensor:
         """NumPy's ``triu`` of the last two axes (``k`` the diagonal); gradient node ``TriuBackward0``.
         """
+    def true_divide(self, b, *, rounding_mode=None):
+        """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+        torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+        a zero gradient.
+        """
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
+        """
+    def type_as(self, other):
+        """``to(other.dtype)``.
         """
     def unbind(self, dim=0):
         """torch's ``unbind``: the slices along ``dim``, views that may not be written in place.
@@ -1167,8 +1520,8 @@ class Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
         """
-    def var(self, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-        """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``).
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
+        """torch's ``var``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.var`` is NumPy's, ddof=0.
         """
     def vdot(self, b) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
@@ -1178,10 +1531,23 @@ class Tensor:
         ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
         when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
         """
+    def view_as(self, other):
+        """torch's ``view_as``: ``view(other.shape)``, a view (torch's error where the elements cannot be
+        walked so).
+        """
     def visualize(self, filename='mydask', format=None, optimize_graph=False, **kwargs):
         """Draw the task graph of the values with graphviz, as dask.array's ``visualize`` (same
         arguments; needs the ``graphviz`` package and its ``dot`` program).  The graph is the forward
         one; ``backward()`` builds the reverse graph when it runs.
+        """
+    def vsplit(self, indices_or_sections):
+        """torch's ``vsplit``: NumPy's, as a tuple.
+        """
+    def where(self, condition, other):
+        """torch's ``x.where(condition, other)``: ``where(condition, x, other)``.
+        """
+    def xlogy(self, other):
+        """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN).
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.
@@ -1189,6 +1555,12 @@ class Tensor:
 
 
 def _as_array(value): ...
+
+
+def _cast(a, dtype): ...
+
+
+def _rechunked(a, chunks): ...
 
 
 def _rebuilt(dsk, t, old, rebuild, state, rename=None):
@@ -1223,6 +1595,10 @@ def _leaf(array, requires_grad) -> Tensor: ...
 def _backend(device): ...
 
 _cuda_ok: bool
+
+_CPU: Any
+
+_CUDA: Any
 
 
 def require_cuda() -> None:
@@ -1271,6 +1647,12 @@ def _xarray_array(x, chunks):
     """
 
 
+def from_numpy(ndarray, chunks='auto') -> Tensor:
+    """``torch.from_numpy``: a leaf with a NumPy array's values and dtype, which :func:`from_array` copies once
+    (torch's would share the array's memory: a later write to it is not seen here).
+    """
+
+
 def as_tensor(data, dtype=None, device=None, chunks='auto') -> Tensor:
     """``torch.as_tensor``: a Tensor comes back itself (its autograd history kept; cast or moved by
     the differentiable ``astype``/``to`` when ``dtype``/``device`` differ); arrays (NumPy, cupy,
@@ -1314,7 +1696,12 @@ def _chunk_count(shape, itemsize, chunks):
     """
 
 
-def _factory(fn, shape, dtype, chunks, requires_grad, device, name, negative=None, **kw): ...
+def _factory(fn, shape, dtype, chunks, requires_grad, device, name, negative=None, **kw):
+    """A leaf of dask's creation function ``fn``, recorded (no dask graph until its value is read).
+    """
+
+
+def _created(*, fn, backend, **kw): ...
 
 
 def zeros(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
@@ -1337,6 +1724,9 @@ def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=Fa
     """A 1-d leaf of ``start, start + step, ...`` below ``stop`` (torch's ``arange``: int64 for int
     arguments, float32 otherwise), lazy.
     """
+
+
+def _arange(bounds, dtype, chunks): ...
 
 
 def _random(method, shape, dtype, chunks, requires_grad, device): ...

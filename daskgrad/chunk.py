@@ -9,6 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 
+class LinAlgError(RuntimeError):
+    """torch's ``torch.linalg.LinAlgError``: a factorisation or solve that failed on the values (a singular
+    matrix), raised by the chunk kernel that met it (``daskgrad.linalg.LinAlgError``)."""
+
+
 def _rows(rule):
     """Says how a kernel treats rows, so a fused step can run it on blocks of rows
     (:mod:`daskgrad._dask.rows`): "elementwise" (each element on its own, operands broadcast as
@@ -123,8 +128,8 @@ def mask_select(block, mask):
 
 
 def mask_scatter(mask, values):
-    """Zeros shaped like ``mask`` with ``values`` written where it is True (its VJP)."""
-    out = np.zeros_like(mask, dtype=values.dtype)
+    """Zeros shaped ``mask.shape + values.shape[1:]`` with ``values`` written where ``mask`` is True (its VJP)."""
+    out = np.zeros_like(mask, dtype=values.dtype, shape=mask.shape + values.shape[1:])
     out[mask] = values
     return out
 
@@ -147,8 +152,17 @@ def permute_along(block, key, axis, inverse):
     return np.take_along_axis(block, order, axis)
 
 
-def argsort(block, axis):
-    return np.argsort(block, axis=axis, kind="stable")
+def argsort(block, axis, descending=False):
+    """Stable; NaN last, or first when ``descending`` (the largest, as torch's sort orders it): the
+    ascending order of the reversed block, reversed, keeps equal values in their order."""
+    if not descending:
+        return np.argsort(block, axis=axis, kind="stable")
+    order = np.flip(np.argsort(np.flip(block, axis), axis=axis, kind="stable"), axis)
+    return block.shape[axis] - 1 - order
+
+
+def argpartition(block, kth, axis):
+    return np.argpartition(block, kth, axis=axis)
 
 
 # I1(x) = (x/2) sum_k y^k / (k! (k+1)!), y = x^2/4: positive terms, no cancellation; 64 terms reach

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 
 import dask.array as da
@@ -77,10 +78,17 @@ class Function:
                                   "autograd.Function to use it with backward mode AD.")
 
     @classmethod
-    def apply(cls, *args):
+    def apply(cls, *args, **kwargs):
+        if cls.setup_context is not Function.setup_context:  # forward(*args) takes no ctx
+            # torch binds forward's defaults first: setup_context sees every input, defaults included
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, {}
+        elif kwargs:
+            args = inspect.signature(cls.forward).bind(None, *args, **kwargs).args[1:]
         ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
         with no_grad():
-            if cls.setup_context is not Function.setup_context:  # forward(*args) takes no ctx
+            if cls.setup_context is not Function.setup_context:
                 out = cls.forward(*args)
                 cls.setup_context(ctx, args, out)
             else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
 import re
 import threading
 import traceback
@@ -414,7 +415,10 @@ def _attach(out, name, inputs, wanting, prim, save, params, out_meta):
         frames = traceback.extract_stack()
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
-        node._stack = traceback.format_list(frames[:-1])  # and the op that bound: the user's line comes last
+        frames.pop()  # and the op that bound
+        while frames and frames[-1].filename in _WRAPPERS:  # and its public wrapper or method: the user's line last
+            frames.pop()
+        node._stack = traceback.format_list(frames)
 
 
 def _meta(value):
@@ -463,6 +467,9 @@ class watch_saved:
 
 
 RESULT = object()  # marker: "save this op's own output"
+# the files of the public ops' wrapper (torch's keywords, out=) and of torch's methods: frames between an op
+# and the line that called it
+_WRAPPERS = {os.path.join(os.path.dirname(__file__), "ops", name) for name in ("__init__.py", "methods.py")}
 
 
 def toposort(roots):

@@ -7,6 +7,7 @@ and their VJP rules live in :mod:`daskgrad.ops.linalg` (norms, solvers, decompos
 :mod:`daskgrad.ops.spectral` (``eig``, ``matrix_exp``) and :mod:`daskgrad.ops.products`;
 their docstrings say which matrices are decomposed chunk by chunk (TSQR) and which must fit in one
 chunk."""
+from .chunk import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError: a singular matrix met in a task)
 from .ops import _torch_keywords
 from .ops.linalg import (cholesky, cond, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_norm,
                          matrix_power, matrix_rank, norm, pinv, qr, slogdet, solve, svd, svd_compressed, svdvals,

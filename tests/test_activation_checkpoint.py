@@ -285,8 +285,7 @@ def outcome(lib, checkpoint_fn, first, then, x, **kwargs):
     except RuntimeError as e:
         text = str(e).split("\nTip:")[0]
         if lib == "torch":
-            text = (text.replace("torch.Size(", "daskgrad.Size(").replace("torch.float64", "daskgrad.float64")
-                    .replace("device(type='cpu')", "'cpu'"))
+            text = text.replace("torch.Size(", "daskgrad.Size(").replace("torch.float64", "daskgrad.float64")
         return type(e).__name__, text
     return x.grad.numpy() if lib == "dg" else x.grad.detach().numpy()
 
@@ -326,9 +325,10 @@ def test_a_second_run_saving_tensors_of_another_shape_raises_torch_s_metadata_er
     assert got == ("CheckpointError",
                    "torch.utils.checkpoint: Recomputed values for the following tensors have different metadata "
                    "than during the forward pass.\ntensor at position 1:\n"
-                   "saved metadata: {'shape': daskgrad.Size([1]), 'dtype': daskgrad.float64, 'device': 'cpu'}\n"
+                   "saved metadata: {'shape': daskgrad.Size([1]), 'dtype': daskgrad.float64, "
+                   "'device': device(type='cpu')}\n"
                    "recomputed metadata: {'shape': daskgrad.Size([2]), 'dtype': daskgrad.float64, "
-                   "'device': 'cpu'}\n.\n")
+                   "'device': device(type='cpu')}\n.\n")
 
 
 def test_a_region_whose_output_shape_follows_a_call_counter_raises_the_metadata_error_as_torch():

@@ -88,18 +88,34 @@ def test_ops_without_a_complex_rule_refuse_complex_inputs_that_require_grad(op, 
 
 
 @pytest.mark.parametrize("call,kind,msg", [
-    (lambda m, z: z.max(), NotImplementedError, "\"max_all\" not implemented for 'ComplexDouble'"),
-    (lambda m, z: z.min(), NotImplementedError, "\"min_all\" not implemented for 'ComplexDouble'"),
-    (lambda m, z: m.amax(z, 0), NotImplementedError, "\"max_values_cpu\" not implemented for 'ComplexDouble'"),
-    (lambda m, z: m.amin(z, 0), NotImplementedError, "\"min_values_cpu\" not implemented for 'ComplexDouble'"),
-    (lambda m, z: m.max(z, 0), RuntimeError, "max(): does not support complex input"),
+    (lambda z: z.max(), NotImplementedError, "\"max_all\" not implemented for 'ComplexDouble'"),
+    (lambda z: z.min(), NotImplementedError, "\"min_all\" not implemented for 'ComplexDouble'"),
+    (lambda z: z.amax(0), NotImplementedError, "\"max_values_cpu\" not implemented for 'ComplexDouble'"),
+    (lambda z: z.amin(0), NotImplementedError, "\"min_values_cpu\" not implemented for 'ComplexDouble'"),
+    (lambda z: z.max(0), RuntimeError, "max(): does not support complex input"),
 ])
-def test_max_and_min_of_complex_refuse_with_torchs_words_with_or_without_autograd(call, kind, msg):
+def test_max_and_min_methods_of_complex_refuse_with_torchs_words_with_or_without_autograd(call, kind, msg):
     with pytest.raises(kind, match="^" + re.escape(msg) + "$"):
-        call(torch, torch.tensor(Z))
+        call(torch.tensor(Z))
     for grad in (True, False):
         with pytest.raises(kind, match="^" + re.escape(msg) + "$"):
-            call(dg, dg.tensor(Z, requires_grad=grad))
+            call(dg.tensor(Z, requires_grad=grad))
+
+
+@pytest.mark.parametrize("name", ["max", "min", "amax", "amin"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_module_level_max_and_min_of_complex_are_numpys_with_autograds_gradient(name, axis):
+    autograd = pytest.importorskip("autograd")
+    anp = pytest.importorskip("autograd.numpy")
+    values = np.array([[1 + 2j, 2 - 1j, 2 - 1j], [2 + 0.5j, -3 + 9j, 2 - 1j]])  # ties share the gradient
+    expected_out = getattr(np, name)(values, axis=axis)
+    weights = (np.arange(1.0, expected_out.size + 1) * (0.5 - 1j)).reshape(expected_out.shape)
+    z = dg.from_array(values, chunks=(1, 2), requires_grad=True)
+    out = getattr(dg, name)(z, axis=axis)
+    np.testing.assert_array_equal(out.detach().numpy(), expected_out)
+    dg.real(out * weights).sum().backward()
+    expected = autograd.grad(lambda v: anp.sum(anp.real(getattr(anp, name)(v, axis=axis) * weights)))(values)
+    np.testing.assert_allclose(z.grad.numpy(), np.conj(expected))  # torch's convention: autograd's conjugate
 
 
 @pytest.mark.parametrize("ddof", [0, 1])

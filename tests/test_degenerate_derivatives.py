@@ -212,3 +212,31 @@ def test_where_torchs_second_derivative_is_a_masked_nan_ours_is_zero_and_the_fir
     np.testing.assert_allclose(g, tg, equal_nan=True)
     assert np.isnan(th).all()
     np.testing.assert_array_equal(h, np.zeros_like(h))
+
+
+def _in_the_cotangent(lib, f, x0, v0):
+    """The derivative in the cotangent ``v`` of ``f``'s VJP (the backward of a backward, as HIPS autograd's
+    check_grads takes it): ``J w`` for ``w`` = 1."""
+    x = (torch.tensor(x0, requires_grad=True) if lib is torch else dg.tensor(x0, requires_grad=True, chunks=2))
+    v = (torch.tensor(v0, requires_grad=True) if lib is torch else dg.tensor(v0, requires_grad=True, chunks=2))
+    (g,) = lib.autograd.grad(f(lib, x), x, v, create_graph=True)
+    (h,) = lib.autograd.grad(g.sum(), v)
+    return h.numpy(force=True) if lib is torch else h.numpy()
+
+
+def test_the_derivative_of_pows_exponent_gradient_in_its_cotangent_is_torchs_zero_under_the_mask():
+    # (found by HIPS autograd's test_power_arg1_zero: daskgrad gave NaN, a 0 * log 0 inside the mask)
+    y = np.array([0.5, 1.0, 2.0, 0.0, -0.5])
+    for f in (lambda m, t: m.pow(0.0, t), lambda m, t: m.pow(m.zeros_like(t), t)):
+        np.testing.assert_array_equal(_in_the_cotangent(dg, f, y, np.full(5, 0.7)),
+                                      _in_the_cotangent(torch, f, y, np.full(5, 0.7)))
+
+
+def test_the_std_of_one_element_has_a_rule_whose_derivative_in_the_cotangent_is_zero_not_torchs_nan():
+    # the rule is 0 for every cotangent; torch's NaN is (g / (2 r)).masked_fill(r == 0, 0) at r = 0
+    # (found by HIPS autograd's test_std)
+    def f(m, t):
+        return t.reshape(3, 1).std(1, correction=0) if m is torch else dg.std(dg.reshape(t, (3, 1)), axis=1)
+
+    assert np.isnan(_in_the_cotangent(torch, f, np.ones(3), np.full(3, 0.7))).all()
+    np.testing.assert_array_equal(_in_the_cotangent(dg, f, np.ones(3), np.full(3, 0.7)), np.zeros(3))

@@ -13,7 +13,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "daskgrad"
 
 # bottom to top; a module may import modules of its own floor only where said below
 FLOORS = [
-    ["chunk", "_dask", "_modes", "lost", "_data", "serialization"],
+    ["chunk", "_dask", "_modes", "lost", "_data", "serialization", "return_types"],
     ["_state", "_repr"],
     ["_tensor"],
     ["graph"],
@@ -22,7 +22,7 @@ FLOORS = [
     ["engine", "anomaly"],
     ["function", "functional", "testing", "memory", "optimize", "_lbfgsb", "checkpoint", "interop", "compiler",
      "func"],
-    ["nn", "optim", "cluster", "dashboard", "autograd", "utils", "linalg"],
+    ["nn", "optim", "cluster", "dashboard", "autograd", "utils", "linalg", "cuda"],
     ["__init__"],
 ]
 SAME_FLOOR = {("function", "functional"), ("testing", "functional"), ("optim", "nn"), ("autograd", "functional"),

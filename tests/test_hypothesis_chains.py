@@ -91,7 +91,8 @@ REDUCE = {
 NOT_CHAINED = {"eq", "ne", "lt", "le", "gt", "ge", "equal", "not_equal", "greater", "greater_equal", "less",
                "less_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
                "bitwise_xor", "bitwise_not", "invert", "astype", "clone", "to_device", "full_like", "ones_like",
-               "zeros_like"}
+               "zeros_like",
+               "nextafter"}  # (x's neighbouring float, torch's gradient that of x: gradchecked in op_specs)
 COMPOSITE_ELEMENTWISE = {"cbrt", "sinc", "deg2rad", "radians", "rad2deg", "degrees", "positive", "copysign",
                          "float_power", "nan_to_num", "imag", "angle", "erf", "fmax", "fmin", "ldexp", "frexp", "modf"}
 

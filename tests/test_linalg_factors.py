@@ -168,13 +168,33 @@ def test_svd_compressed_gives_dasks_factors_for_the_same_seed(iterator, power):
         np.testing.assert_allclose(o.numpy(), t.compute(), atol=1e-10)
 
 
-def test_svd_compressed_of_a_low_rank_matrix_has_the_exact_singular_value_gradient():
-    A = _values((30, 3)) @ _values((3, 8))
+def test_svd_compressed_of_a_full_rank_matrix_has_the_exact_singular_value_gradient():
+    # a sketch of min(m, n) = 8 columns (dask's compression level: at least 20, at most n) of a rank-8
+    # matrix spans its range: the singular values and their gradient are exact, and the sketch's QR,
+    # which the gradient passes through, has a well-conditioned R
+    A = np.random.default_rng(3).standard_normal((30, 8))
     ta = torch.tensor(A, requires_grad=True)
     torch.linalg.svdvals(ta)[:3].sum().backward()
     a = dg.tensor(A, requires_grad=True, chunks=(10, 8))
     dg.linalg.svd_compressed(a, 3)[1].sum().backward()
-    _close(a.grad, ta.grad, 1e-7)
+    _close(a.grad, ta.grad, 1e-10)
+
+
+def test_svd_compressed_of_a_low_rank_matrix_raises_in_backward_where_the_sketch_has_no_derivative():
+    # rank 3 sketched by 8 columns: the sketch's R is singular, and the QR of a rank-deficient matrix has no
+    # derivative (torch's is R^{-H} of that R: inf, or roundoff amplified 1e15 times): a clear error, not noise
+    rng = np.random.default_rng(4)
+    a = dg.tensor(rng.standard_normal((30, 3)) @ rng.standard_normal((3, 8)), requires_grad=True, chunks=(10, 8))
+    s = dg.linalg.svd_compressed(a, 3)[1]
+    np.testing.assert_allclose(s.detach().numpy(), np.linalg.svd(a.detach().numpy(), compute_uv=False)[:3],
+                               rtol=1e-12)  # the values are exact: the sketch spans the range
+    with pytest.raises(dg.linalg.LinAlgError, match="R is singular .A has rank below its number of columns"):
+        s.sum().backward()
+    assert a.grad is None
+    with pytest.raises(dg.linalg.LinAlgError, match="torch.linalg.solve: The solver failed because the input "
+                                                    "matrix is singular."):
+        dg.linalg.solve(dg.zeros((3, 3), dtype=dg.float64), dg.ones(3, dtype=dg.float64)).numpy()
+    assert issubclass(dg.linalg.LinAlgError, RuntimeError)  # as torch.linalg.LinAlgError
 
 
 def test_new_linalg_errors_are_torchs_and_raise_before_anything_is_submitted():

@@ -162,3 +162,20 @@ def test_i0_second_derivative_and_i1_over_the_whole_range_are_torch_s():
     assert h.numpy()[241] == 0.5 and type(g.grad_fn).__name__ == "MulBackward0"
     with pytest.raises(TypeError, match="complex"):
         dg.i0(dg.tensor(np.ones(2, complex)))
+
+
+def test_nextafter_gradient_is_torch_s_where_the_operands_differ_and_where_they_are_equal():
+    torch = pytest.importorskip("torch")
+    nan, inf = float("nan"), float("inf")
+    a = np.array([1.0, 2.0, 3.0, nan, 1.0, nan, inf, inf, 0.0, -0.0, 5.0, -1.0])
+    b = np.array([1.0, 3.0, 0.0, 1.0, nan, nan, inf, 0.0, -0.0, 0.0, 5.0, 2.0])
+    w = np.arange(1.0, 13.0)
+    x, y = (dg.from_array(v, chunks=5, requires_grad=True) for v in (a, b))
+    xt, yt = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    out, ref = dg.nextafter(x, y), torch.nextafter(xt, yt)
+    np.testing.assert_array_equal(out.detach().numpy(), np.nextafter(a, b))
+    assert type(out.grad_fn).__name__ == type(ref.grad_fn).__name__
+    (out * dg.from_array(w, chunks=5)).sum().backward()
+    (ref * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    np.testing.assert_array_equal(y.grad.numpy(), yt.grad.numpy())

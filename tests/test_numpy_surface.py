@@ -12,14 +12,14 @@ import daskgrad as dg
 # why a group of dask.array functions is not an op (the user guide's table gives the same reasons)
 REASONS = {
     "io": "constructors and storage, not ops: daskgrad.from_array / tensor / as_tensor read arrays (Zarr, "
-          "HDF5, dask), Tensor.array is the dask array to store",
+          "HDF5, dask), Tensor.array is the dask array to store (daskgrad.array is NumPy's array of tensors)",
     "machinery": "dask's graph-building machinery, not NumPy functions: daskgrad.map_blocks with a vjp is the "
                  "differentiable custom kernel",
     "attributes": "answered without computing: t.shape, t.ndim, and np.shape/np.ndim/np.result_type of a Tensor",
     "dask_only": "dask-specific data operations with no NumPy or torch counterpart to follow",
 }
 ABSENT = {
-    **dict.fromkeys(["array", "asarray", "asanyarray", "from_array", "from_delayed", "from_npy_stack",
+    **dict.fromkeys(["asarray", "asanyarray", "from_array", "from_delayed", "from_npy_stack",
                      "from_tiledb", "from_zarr", "to_hdf5", "to_npy_stack", "to_tiledb", "to_zarr", "store"], "io"),
     **dict.fromkeys(["map_blocks", "map_overlap", "blockwise", "atop", "reduction", "apply_gufunc", "as_gufunc",
                      "frompyfunc", "apply_along_axis", "apply_over_axes", "reshape_blockwise", "unify_chunks",

@@ -131,9 +131,9 @@ NOT_DIFFERENTIABLE = {"argmax", "argmin", "eq", "ne", "lt", "le", "gt", "ge", "l
                       "nanargmax", "nanargmin", "argtopk", "zeros", "ones", "full", "arange", "searchsorted",
                       "digitize", "count_nonzero", "argwhere", "nonzero", "flatnonzero", "unravel_index",
                       "ravel_multi_index", "isin", "unique", "union1d", "histogram", "histogram2d", "histogramdd",
-                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing",
-                      "invert", "all", "any", "eye", "identity", "tri", "empty", "empty_like", "indices",
-                      "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from"}
+                      "left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing", "invert", "all",
+                      "any", "rand_like", "randn_like", "eye", "identity", "tri", "empty", "empty_like", "indices",
+                      "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from", "argpartition"}
 _INTS = np.array([0, 2, 1, 2, 3, 0])
 
 
@@ -147,7 +147,7 @@ def _probe(name, x, y):
         "split": lambda: fn(x, 2)[0], "reshape": lambda: fn(x, (4, 6)), "broadcast_to": lambda: fn(x, (2, 6, 4)),
         "expand_dims": lambda: fn(x, 0), "unsqueeze": lambda: fn(x, 0), "squeeze": lambda: fn(x[None], 0),
         "swapaxes": lambda: fn(x, 0, 1), "moveaxis": lambda: fn(x, 0, 1), "movedim": lambda: fn(x, 0, 1),
-        "unflatten": lambda: fn(x, 1, (2, 2)), "permute": lambda: fn(x, (1, 0)),
+        "unflatten": lambda: fn(x, 1, (2, 2)), "mm": lambda: fn(x, y.T), "permute": lambda: fn(x, (1, 0)),
         "transpose": lambda: fn(x), "rechunk": lambda: fn(x, 2), "roll": lambda: fn(x, 1, 0),
         "pad": lambda: fn(x, 1), "getitem": lambda: fn(x, (slice(1, 3),)),
         "setitem": lambda: fn(x, (slice(1, 3),), y[:2]), "astype": lambda: fn(x, "float32"),
@@ -176,6 +176,7 @@ def _probe(name, x, y):
         "coarsen": lambda: fn(np.sum, x, {0: 2}), "moment": lambda: fn(x, 3), "gradient": lambda: fn(x)[0],
         "take": lambda: fn(x, [1, 2]),
         "take_along_axis": lambda: fn(x, np.zeros((6, 1), dtype=int), 1),
+        "sliding_window_view": lambda: fn(x, 2, 0),
         "take_along_dim": lambda: fn(x, np.zeros((6, 1), dtype=int), 1), "select": lambda: fn([x > 1], [x]),
         "piecewise": lambda: fn(x, [x > 1], [lambda t: t * 2, 0.0]), "choose": lambda: fn(x > 1, [x, y]),
         "compress": lambda: fn([True, False], x, axis=1), "extract": lambda: fn(x > 1, x),
@@ -198,6 +199,10 @@ def _probe(name, x, y):
         "indices": lambda: fn((2, 3)), "meshgrid": lambda: fn(x[:, 0], y[0])[0],
         "fromfunction": lambda: fn(lambda i, j: i + j, (2, 3)) * x[:2, :3], "tril_indices": lambda: fn(3)[0],
         "triu_indices": lambda: fn(3)[0], "tril_indices_from": lambda: fn(x)[0], "triu_indices_from": lambda: fn(x)[0],
+        "cross": lambda: fn(x[:, :3], y[:, :3]), "array": lambda: fn([x, y]), "row_stack": lambda: fn([x, y]),
+        "partition": lambda: fn(x, 2, axis=0),
+        "argpartition": lambda: fn(x, 2), "real_if_close": lambda: fn(x * (1 + 1e-20j)), "diag_embed": lambda: fn(x),
+        "make_diagonal": lambda: fn(x), "rand_like": lambda: fn(x), "randn_like": lambda: fn(x),
     }
     if name in special:
         return special[name]()

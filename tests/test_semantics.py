@@ -33,7 +33,8 @@ def test_grad_fn_names_follow_torch():
         "AddBackward0": a + 2, "RsubBackward1": 2 - a, "SubBackward0": a - a, "MulBackward0": a * 2,
         "DivBackward0": a / 2, "PowBackward0": a ** 2, "PowBackward1": a ** a, "PowBackward2": 2 ** a,
         "SumBackward0": a.sum(), "SumBackward1": a.sum(axis=0), "MeanBackward0": a.mean(),
-        "MaxBackward1": a.max(), "AmaxBackward0": dg.reshape(a, (1, 3)).max(axis=1),
+        "MaxBackward1": a.max(), "AmaxBackward0": dg.max(dg.reshape(a, (1, 3)), axis=1),
+        "MaxBackward0": a.max(0).values, "MedianBackward0": a.median(), "SortBackward0": a.sort().values,
         "SliceBackward0": a[1:], "SelectBackward0": a[0], "IndexBackward0": a[[0, 2]],
         "DotBackward0": a @ a, "ExpBackward0": a.exp(), "SoftmaxBackward0": dg.softmax(a),
     }

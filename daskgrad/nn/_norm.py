@@ -50,9 +50,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         batch_mean = mean(input, axis=axes, keepdims=True)
         centred = input - batch_mean
         var = mean(centred * centred, axis=axes, keepdims=True)
-        if running_mean is not None:
+        # an empty batch leaves the running statistics as they are, as torch's (its mean would be NaN)
+        if running_mean is not None and n:
             _update_running(running_mean, batch_mean, momentum)
-        if running_var is not None:
+        if running_var is not None and n:
             _update_running(running_var, var * (n / (n - 1)), momentum)
         out = centred * (1 / sqrt(var + eps))
     else:

@@ -207,6 +207,31 @@ def _row_weights(safe, keep, weight, dtype):
     return ops.reshape(picked, (safe.shape[0],)) * keep
 
 
+def _as_rows(loss, input, target, reduction, *args):
+    """torch's shapes for the class losses, as rows of classes: a ``(C,)`` input (no batch) is one row, a
+    ``(N, C, d1, ..., dk)`` one has its class axis moved last and the rest flattened into rows (its
+    class-index targets ``(N, d1, ..., dk)``, flattened alike), then ``loss(rows, targets, ...)``'s
+    per-row result (``reduction='none'``) is shaped back to ``(N, d1, ..., dk)``."""
+    if 1 < input.ndim <= 2 or input.ndim == 0:
+        return loss(input, target, *args, reduction)
+    probabilities = target.shape == input.shape and target.dtype.kind not in "iu"
+    if input.ndim == 1:
+        out_shape = ()
+        if not probabilities and target.ndim == 1 and target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+    else:
+        out_shape = (input.shape[0],) + tuple(input.shape[2:])
+        if not probabilities and tuple(target.shape) != out_shape:
+            raise RuntimeError(f"Expected target size {list(out_shape)}, got {list(target.shape)}")
+
+    def rows(t):  # (N, C, d1, ..., dk) -> (N d1 ... dk, C); (C,) -> (1, C)
+        return ops.reshape(ops.moveaxis(t, 1, -1) if t.ndim > 2 else t, (-1, input.shape[1 if input.ndim > 1 else 0]))
+
+    target = rows(target) if probabilities else ops.reshape(target, (-1,))
+    out = loss(rows(input), target, *args, reduction)
+    return ops.reshape(out, out_shape) if reduction == "none" else out
+
+
 def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoothing):
     """torch's cross entropy of logits (N, C) against class indices: rows whose target is ``ignore_index`` count
     nowhere (nor in the mean's denominator), ``weight`` weighs each row by its class, and ``label_smoothing``
@@ -227,7 +252,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoo
         return loss
     if reduction == "sum":
         return ops.sum(loss)
-    return ops.sum(loss) / ops.sum(w_row)
+    return _weighted_mean(loss, w_row)
 
 
 def _class_probability_loss(input, target, weight, reduction, label_smoothing):
@@ -250,7 +275,8 @@ def _class_probability_loss(input, target, weight, reduction, label_smoothing):
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
-    """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C), as torch's."""
+    """Softmax cross entropy of logits (N, C), (C,) or (N, C, d1, ..., dk) against class indices or class
+    probabilities, as torch's."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
@@ -258,16 +284,23 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
     if target.shape == input.shape and target.dtype.kind not in "iu":
-        return _class_probability_loss(input, target, weight, reduction, label_smoothing)
-    return _class_index_loss(input, target, weight, ignore_index, reduction, label_smoothing)
+        return _as_rows(lambda i, t, r: _class_probability_loss(i, t, weight, r, label_smoothing), input, target,
+                        reduction)
+    return _as_rows(lambda i, t, r: _class_index_loss(i, t, weight, ignore_index, r, label_smoothing), input, target,
+                    reduction)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """Negative log likelihood of class indices under log-probabilities (N, C), with torch's options."""
+    """Negative log likelihood of class indices under log-probabilities (N, C), (C,) or (N, C, d1, ..., dk),
+    with torch's options."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
     weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
+    return _as_rows(lambda i, t, r: _nll_rows(i, t, weight, ignore_index, r), input, target, reduction)
+
+
+def _nll_rows(input, target, weight, ignore_index, reduction):
     target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
     keep = ops.ne(target, ignore_index)
     safe = ops.where(keep, target, 0)
@@ -275,7 +308,15 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     loss = ops.nll_loss(input, safe, reduction="none") * w_row
     if reduction == "none":
         return loss
-    return ops.sum(loss) if reduction == "sum" else ops.sum(loss) / ops.sum(w_row)
+    return ops.sum(loss) if reduction == "sum" else _weighted_mean(loss, w_row)
+
+
+def _weighted_mean(loss, w_row):
+    """``sum(loss) / sum(w_row)``, as torch's: NaN when every target is ignored (0 / 0), with a zero
+    gradient then (torch's backward divides only the kept rows, and there are none)."""
+    total = ops.sum(w_row)
+    none_kept = total == 0
+    return ops.where(none_kept, math.nan, ops.sum(loss) / ops.where(none_kept, 1, total))
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",

@@ -19,17 +19,20 @@ from . import composite, numpy_extra, numpy_index, numpy_shape  # noqa: F401,E40
 from .layers import dropout_mask, embedding_backward  # noqa: F401  (for nn and functional; not public)
 from .reductions import sum_to  # noqa: F401  (for the engine; not public)
 from .shape import swapaxes, transpose
+from .inplace import write_out
 
 
 
 def _torch_keywords(fn):
-    """``fn`` also taking torch's spellings ``dim=``/``keepdim=`` where it takes NumPy's ``axis=``/``keepdims=``."""
+    """``fn`` also taking torch's spellings ``dim=``/``keepdim=`` where it takes NumPy's ``axis=``/``keepdims=``,
+    and ``out=`` (the result written into a given tensor, as torch's and NumPy's ``out=``: see
+    :func:`~.inplace.write_out`)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return fn
     renames = {t: n for t, n in (("dim", "axis"), ("keepdim", "keepdims")) if n in params and t not in params}
-    if not renames:
+    if "out" in params:
         return fn
 
     @functools.wraps(fn)
@@ -39,7 +42,9 @@ def _torch_keywords(fn):
                 if numpy_name in kwargs:
                     raise TypeError(f"{fn.__name__}() got both {numpy_name!r} and {torch_name!r} (the same argument)")
                 kwargs[numpy_name] = kwargs.pop(torch_name)
-        return fn(*args, **kwargs)
+        out = kwargs.pop("out", None)
+        result = fn(*args, **kwargs)
+        return result if out is None else write_out(fn.__name__, out, result, (*args, *kwargs.values()))
     return op
 
 
@@ -89,8 +94,12 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self), doc="The tensor with its axes reversed (torch's ``Tensor.T``; "
                                                           "for a matrix, its transpose).")
-Tensor.mT = property(lambda self: swapaxes(self, -1, -2), doc="The tensor with its last two axes swapped: a batch of "
-                                                              "matrices transposed (torch's ``Tensor.mT``).")
+Tensor.mT = property(lambda self: swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
+                     doc="The tensor with its last two axes swapped: a batch of matrices transposed (torch's "
+                         "``Tensor.mT``).")
 
-from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_)
+from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_; write_out)
+from . import methods  # noqa: E402  (installs the methods that speak torch where the ops speak NumPy)
+for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
+    setattr(Tensor, _name, _PUBLIC[_op])
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)

@@ -14,6 +14,7 @@ from . import indexing as indexing
 from . import inplace as inplace
 from . import layers as layers
 from . import linalg as linalg
+from . import methods as methods
 from . import nn as nn
 from . import numpy_extra as numpy_extra
 from . import numpy_index as numpy_index
@@ -26,6 +27,7 @@ from . import stencil as stencil
 from daskgrad.ops.reductions import sum_to as sum_to
 from . import triangular as triangular
 from . import views as views
+from daskgrad.ops.inplace import write_out as write_out
 
 OPS: dict[str, Any]
 
@@ -93,6 +95,7 @@ __all__ = [
     'ceil',
     'trunc',
     'round',
+    'nextafter',
     'arctan2',
     'hypot',
     'logaddexp',
@@ -150,6 +153,7 @@ __all__ = [
     'argmax',
     'argmin',
     'matmul',
+    'mm',
     'dot',
     'inner',
     'outer',
@@ -177,6 +181,7 @@ __all__ = [
     'atleast_2d',
     'atleast_3d',
     'vstack',
+    'row_stack',
     'hstack',
     'dstack',
     'column_stack',
@@ -190,12 +195,14 @@ __all__ = [
     'flipud',
     'fliplr',
     'rot90',
+    'cross',
     'imag',
     'real',
     'conj',
     'conjugate',
     'angle',
     'linspace',
+    'array',
     'isnan',
     'isinf',
     'isfinite',
@@ -253,6 +260,11 @@ __all__ = [
     'take',
     'take_along_axis',
     'take_along_dim',
+    'argpartition',
+    'partition',
+    'diag_embed',
+    'make_diagonal',
+    'real_if_close',
     'select',
     'piecewise',
     'choose',
@@ -290,7 +302,6 @@ __all__ = [
     'iscomplex',
     'isclose',
     'allclose',
-    'nextafter',
     'spacing',
     'invert',
     'all',
@@ -302,6 +313,8 @@ __all__ = [
     'tri',
     'empty',
     'empty_like',
+    'rand_like',
+    'randn_like',
     'indices',
     'meshgrid',
     'fromfunction',
@@ -319,6 +332,7 @@ __all__ = [
     'argtopk',
     'block',
     'coarsen',
+    'sliding_window_view',
 ]
 
 def neg(x) -> Tensor:
@@ -375,19 +389,20 @@ def cosh(x) -> Tensor:
 def square(x) -> Tensor:
     """``x ** 2`` elementwise (NumPy's and torch's ``square``).
     """
-def add(a, b) -> Tensor:
-    """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-    stays weakly typed, as in torch.
+def add(a, b, *, alpha=1) -> Tensor:
+    """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+    typed, as in torch.
     """
-def sub(a, b) -> Tensor:
-    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+def sub(a, b, *, alpha=1) -> Tensor:
+    """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
     """
 def mul(a, b) -> Tensor:
     """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
     """
-def truediv(a, b) -> Tensor:
-    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-    without ``rounding_mode=``).
+def truediv(a, b, *, rounding_mode=None) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+    torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+    a zero gradient.
     """
 def pow(a, b) -> Tensor:
     """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
@@ -405,11 +420,15 @@ def where(condition, x, y) -> Tensor:
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
     torch's node has two edges, so this op records its own forward).
     """
-def clip(x, a_min=None, a_max=None) -> Tensor:
-    """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+def clip(x, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+    """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+    a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+    the gradient (torch's convention).
     """
-def clamp(x, a_min=None, a_max=None) -> Tensor:
-    """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention).
+def clamp(x, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
+    """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+    a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+    the gradient (torch's convention).
     """
 def lt(a, b) -> Tensor:
     """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
@@ -452,11 +471,12 @@ def logical_not(x) -> Tensor:
     """
 def bitwise_not(x) -> Tensor:
     """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-    floating tensors are refused with torch's TypeError.
+    floating tensors are refused with torch's errors.
     """
-def astype(x, dtype) -> Tensor:
+def astype(x, dtype, copy=True) -> Tensor:
     """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-    differentiable; ``x`` itself when it has that dtype already.
+    differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
+    is never written in place, so no copy is needed).
     """
 def to_device(x, device) -> Tensor:
     """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
@@ -464,16 +484,17 @@ def to_device(x, device) -> Tensor:
 def clone(x) -> Tensor:
     """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
     """
-def full_like(x, fill_value, dtype=None) -> Tensor:
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks.
+def full_like(x, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad.
     """
-def zeros_like(x, dtype=None) -> Tensor:
+def zeros_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
-def ones_like(x, dtype=None) -> Tensor:
+def ones_like(x, dtype=None, requires_grad=False) -> Tensor:
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``.
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's).
     """
 def arcsin(x) -> Tensor:
     """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
@@ -519,6 +540,11 @@ def trunc(x) -> Tensor:
     """
 def round(x, decimals=0) -> Tensor:
     """NumPy's ``round`` (half to even, as torch's); a zero gradient.
+    """
+def nextafter(a, b) -> Tensor:
+    """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+    goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+    torch's.
     """
 def arctan2(a, b) -> Tensor:
     """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
@@ -579,9 +605,9 @@ def reshape(x, shape) -> Tensor:
     ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
     when its elements can be walked with strides (``x.view(2, 3)`` insists), else a copy.
     """
-def flatten(x) -> Tensor:
-    """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
-    ``start_dim``/``end_dim``).
+def flatten(x, start_dim=0, end_dim=-1) -> Tensor:
+    """Axes ``start_dim`` to ``end_dim`` merged into one, all of them by default (a 1-d tensor: NumPy's
+    ``ndarray.flatten``; torch's ``flatten``, a 0-d tensor becoming 1-d).
     """
 def transpose(x, axes=None) -> Tensor:
     """Permute axes (all reversed by default, as in NumPy).
@@ -594,11 +620,11 @@ def swapaxes(x, axis1, axis2) -> Tensor:
     """
 def moveaxis(x, source, destination) -> Tensor:
     """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
-    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+    others keeping their order (NumPy's ``moveaxis``, with its errors): a view.
     """
 def movedim(x, source, destination) -> Tensor:
-    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
-    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view.
+    """torch's ``movedim`` (``Tensor.movedim``, ``Tensor.moveaxis``): NumPy's ``moveaxis`` with
+    torch's errors; a view.
     """
 def unflatten(x, dim, sizes) -> Tensor:
     """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view.
@@ -659,8 +685,9 @@ def sort(x, axis=-1, kind=None, *, dim=...) -> Tensor:
     differentiable as torch's: each value's gradient goes back to where it came from.  The sorted
     axis is rechunked into one chunk (the other axes stay chunked).
     """
-def argsort(x, axis=-1, kind=None, *, dim=...) -> Tensor:
-    """NumPy's ``argsort`` (stable; not differentiable); the axis is rechunked into one chunk.
+def argsort(x, axis=-1, kind=None, *, descending=False, stable=None, dim=...) -> Tensor:
+    """NumPy's ``argsort`` (stable, NaN last; not differentiable), torch's ``descending=`` too (stable,
+    NaN first); the axis is rechunked into one chunk.
     """
 def erf(x) -> Tensor:
     """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``.
@@ -676,26 +703,28 @@ def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
     """
 def max(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).
+    """The largest value over ``axis``, all elements when None (NumPy's ``max``); tied extremes share the gradient evenly.  Unlike torch's ``max(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def min(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).
+    """The smallest value over ``axis``, all elements when None (NumPy's ``min``); tied extremes share the gradient evenly.  Unlike torch's ``min(dim)``, the values only (no indices).  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.
+    """The largest value over ``axis``, all elements when None (NumPy's ``amax``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def amin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.
+    """The smallest value over ``axis``, all elements when None (NumPy's ``amin``); tied extremes share the gradient evenly.  Complex tensors are ordered as NumPy orders them (torch's method refuses them).
     """
 def prod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
     ``prod`` takes one ``dim``).
     """
-def var(x, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``).
+def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None, dim=..., keepdim=...) -> Tensor:
+    """Variance with NumPy's default ``ddof=0``; torch's ``correction=`` (ddof) and ``unbiased=`` (ddof 1
+    or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default).
     """
-def std(x, axis=None, ddof=0, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch.
+def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None, dim=..., keepdim=...) -> Tensor:
+    """Standard deviation with NumPy's default ``ddof=0`` (torch's ``correction=``/``unbiased=`` taken, as
+    by :func:`var`); its gradient is 0 where it is 0, as in torch.
     """
 def logsumexp(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """``log(sum(exp(x)))``, shifted by the max so large values stay finite.
@@ -704,15 +733,20 @@ def cumsum(x, axis=None, dtype=None, *, dim=...) -> Tensor:
     """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
     None, where torch requires ``dim``).
     """
-def argmax(x, axis=None, *, dim=...) -> Tensor:
-    """Index of the largest value (an integer tensor: never differentiable).
+def argmax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's).
     """
-def argmin(x, axis=None, *, dim=...) -> Tensor:
-    """Index of the smallest value (an integer tensor: never differentiable).
+def argmin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None.
     """
 def matmul(a, b) -> Tensor:
     """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
     axes broadcast as batches.
+    """
+def mm(a, b) -> Tensor:
+    """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only).
     """
 def dot(a, b) -> Tensor:
     """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
@@ -739,8 +773,9 @@ def einsum(*args, optimize=False) -> Tensor:
     """NumPy's and torch's ``einsum``: ellipses, an implicit output, a repeated index within one
     operand (its diagonal) and NumPy's sublist form; a size-1 axis broadcasts against its index.
     """
-def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:
-    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis.
+def diagonal(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
+    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
+    ``dim2``), as a new last axis.
     """
 def diag(x, k=0) -> Tensor:
     """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
@@ -761,13 +796,13 @@ def norm(x, ord=None, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Ten
     matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
     (``linalg.vector_norm`` and ``linalg.matrix_norm``).
     """
-def softmax(x, axis=-1, *, dim=...) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
-    one, where ``nn.functional.softmax`` asks for ``dim``).
+def softmax(x, axis=-1, dtype=None, *, dim=...) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
+    ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``).
     """
-def log_softmax(x, axis=-1, *, dim=...) -> Tensor:
-    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
-    one, where ``nn.functional.log_softmax`` asks for ``dim``).
+def log_softmax(x, axis=-1, dtype=None, *, dim=...) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
+    ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
     """
 def nll_loss(log_probs, target, reduction='mean') -> Tensor:
     """Negative log likelihood of class indices ``target`` under ``log_probs`` (N, C).
@@ -811,6 +846,9 @@ def atleast_3d(x) -> Tensor:
 def vstack(tensors) -> Tensor:
     """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
     """
+def row_stack(tensors) -> Tensor:
+    """Tensors joined along axis 0 after ``atleast_2d`` (NumPy's and torch's ``vstack``).
+    """
 def hstack(tensors) -> Tensor:
     """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``).
     """
@@ -818,8 +856,8 @@ def dstack(tensors) -> Tensor:
     """Tensors joined along axis 2 after ``atleast_3d`` (NumPy's and torch's ``dstack``).
     """
 def column_stack(tensors) -> Tensor:
-    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
-    torch's ``column_stack``).
+    """1-d tensors as the columns of a 2-d one (a 0-d one as a 1 x 1), 2-d ones as they are, joined along
+    axis 1 (NumPy's and torch's ``column_stack``).
     """
 def append(arr, values, axis=None, *, dim=...) -> Tensor:
     """NumPy's ``append``: both raveled when ``axis`` is None.
@@ -837,9 +875,10 @@ def vsplit(x, indices_or_sections) -> list[Tensor]:
 def dsplit(x, indices_or_sections) -> list[Tensor]:
     """``split`` along axis 2 of a tensor of at least 3 dimensions: a list of tensors (NumPy's ``dsplit``).
     """
-def repeat(x, repeats, axis=None, *, dim=...) -> Tensor:
+def repeat(x, repeats, axis=None, *, output_size=None, dim=...) -> Tensor:
     """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
-    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element.
+    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
+    a tensor, computed); torch's ``output_size`` is checked.
     """
 def tile(x, reps) -> Tensor:
     """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones).
@@ -852,6 +891,12 @@ def fliplr(x) -> Tensor:
     """
 def rot90(x, k=1, axes=...) -> Tensor:
     """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
+    """
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, *, dim=...) -> Tensor:
+    """NumPy's ``cross``: the cross product of the 2- or 3-vectors along ``axisa`` of ``a`` and ``axisb``
+    of ``b`` (``axis`` sets all three), broadcast, the product's components along ``axisc``; two
+    2-vectors give the z component alone.  (torch's ``cross(dim=)`` spelling reaches ``axis``; its
+    default, the first axis of length 3, is not NumPy's -1.)
     """
 def imag(x) -> Tensor:
     """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
@@ -868,8 +913,15 @@ def conjugate(x) -> Tensor:
 def angle(x, deg=False) -> Tensor:
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
     """
-def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False) -> Tensor:
-    """NumPy's ``linspace`` as a leaf tensor, chunked like dask's.
+def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks='auto', requires_grad=False, axis=0, *, dim=...) -> Tensor:
+    """NumPy's ``linspace``: a leaf tensor chunked like dask's for number endpoints; for tensor (or
+    array) endpoints, NumPy's ``start + k * step`` along a new ``axis``, its last sample ``stop`` itself
+    when ``endpoint``, differentiable in both endpoints.
+    """
+def array(object, dtype=None, *, copy=True, ndmin=0) -> Tensor:
+    """NumPy's ``array``: a tensor from a tensor (a differentiable copy unless ``copy=False``), a number,
+    an array, or nested lists and tuples of them (stacked: ``array([x, x * 2])`` is lazy and differentiable
+    in ``x``, as in HIPS autograd); ``dtype`` casts, ``ndmin`` prepends axes.
     """
 def isnan(x) -> Tensor:
     """NumPy's ``isnan`` (boolean; not differentiable).
@@ -904,16 +956,18 @@ def negative(x) -> Tensor:
 def multiply(a, b) -> Tensor:
     """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
     """
-def subtract(a, b) -> Tensor:
-    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``).
+def subtract(a, b, *, alpha=1) -> Tensor:
+    """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
     """
-def divide(a, b) -> Tensor:
-    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-    without ``rounding_mode=``).
+def divide(a, b, *, rounding_mode=None) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+    torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+    a zero gradient.
     """
-def true_divide(a, b) -> Tensor:
-    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-    without ``rounding_mode=``).
+def true_divide(a, b, *, rounding_mode=None) -> Tensor:
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+    torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+    a zero gradient.
     """
 def power(a, b) -> Tensor:
     """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
@@ -990,17 +1044,18 @@ def average(x, axis=None, weights=None, keepdims=False, *, dim=..., keepdim=...)
     """NumPy's ``average``: the mean, or ``sum(x * w) / sum(w)`` (``weights`` 1-D along one ``axis``,
     or shaped like ``x``).
     """
-def quantile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-    a sequence of numbers (a leading axis of the result, as NumPy's).
+def quantile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
+    torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
+    differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
+    numbers (a leading axis of the result, as NumPy's).  A slice holding a NaN gives NaN.
     """
 def median(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
     lower one), differentiable through the values it reads.
     """
-def percentile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """``quantile(x, q / 100)``: NumPy's ``percentile`` (linear interpolation), ``q`` in [0, 100].
+def percentile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+    """``quantile(x, q / 100)``: NumPy's ``percentile``, ``q`` in [0, 100].
     """
 def cov(m, rowvar=True, bias=False, ddof=None) -> Tensor:
     """NumPy's ``cov`` of the variables in the rows of ``m`` (its columns when ``rowvar`` is False).
@@ -1063,11 +1118,33 @@ def take_along_axis(arr, indices, axis=-1, *, dim=...) -> Tensor:
     None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
     Backward adds the cotangent back where it was read (repeats accumulate).
     """
-def take_along_dim(arr, indices, axis=-1, *, dim=...) -> Tensor:
-    """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
-    ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
-    None).  ``indices`` host integers or an integer tensor (``argsort``'s); the axis becomes one chunk.
-    Backward adds the cotangent back where it was read (repeats accumulate).
+def take_along_dim(x, indices, dim=None) -> Tensor:
+    """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
+    flattened when ``dim`` is None (torch's default).
+    """
+def argpartition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
+    holding the whole axis (the axis becomes one chunk).
+    """
+def partition(a, kth, axis=-1, kind='introselect', order=None, *, dim=...) -> Tensor:
+    """NumPy's ``partition``: the element at each ``kth`` position where sorting would put it, smaller ones
+    before, larger after, in NumPy's own arrangement (``take_along_axis`` of :func:`argpartition`), so
+    each value's gradient goes back to where it came from.
+    """
+def diag_embed(input, offset=0, dim1=-2, dim2=-1) -> Tensor:
+    """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
+    the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
+    cotangent.
+    """
+def make_diagonal(D, offset=0, axis1=0, axis2=1) -> Tensor:
+    """HIPS autograd's ``make_diagonal`` (the inverse of ``diagonal``): :func:`diag_embed` with its
+    axes named ``axis1`` and ``axis2``.
+    """
+def real_if_close(a, tol=100) -> Tensor:
+    """NumPy's ``real_if_close``: the real part of a complex tensor whose imaginary parts are all below
+    ``tol`` machine epsilons (``tol`` itself when under 1), else the tensor as it is.  That test decides
+    the result's dtype, so for a complex tensor it is computed here, at the call (one small reduction,
+    a single boolean back); a real tensor is returned as it is, with nothing computed.
     """
 def select(condlist, choicelist, default=0) -> Tensor:
     """NumPy's ``select``: each element from the first choice whose condition holds, else ``default``.
@@ -1096,11 +1173,11 @@ def fmin(a, b) -> Tensor:
     """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
     ``a``, as torch's.
     """
-def nanquantile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+def nanquantile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
     """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
-    ``nanquantile``: the gradient goes to the two values interpolated.
+    ``nanquantile``: the gradient goes to the values interpolated.
     """
-def nanpercentile(x, q, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+def nanpercentile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
     """``nanquantile`` at ``q / 100`` (``q`` in [0, 100]).
     """
 def nanmedian(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
@@ -1111,7 +1188,7 @@ def ldexp(x1, x2) -> Tensor:
     """``x1 * 2**x2``, differentiable as torch's.
     """
 def frexp(x) -> Tensor:
-    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+    """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
     ``g / 2**exponent``, as torch's, the exponent an integer tensor.
     """
 def modf(x) -> Tensor:
@@ -1194,15 +1271,12 @@ def isclose(*args, **kwargs) -> Tensor:
 def allclose(*args, **kwargs) -> Tensor:
     """NumPy's ``allclose`` (not differentiable).
     """
-def nextafter(*args, **kwargs) -> Tensor:
-    """NumPy's ``nextafter`` (not differentiable).
-    """
 def spacing(*args, **kwargs) -> Tensor:
     """NumPy's ``spacing`` (not differentiable).
     """
 def invert(x) -> Tensor:
     """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-    floating tensors are refused with torch's TypeError.
+    floating tensors are refused with torch's errors.
     """
 def all(a, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """NumPy's ``all`` (a boolean tensor).
@@ -1230,6 +1304,12 @@ def empty(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -
     """
 def empty_like(x, dtype=None, requires_grad=False) -> Tensor:
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does.
+    """
+def rand_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device.
+    """
+def randn_like(x, dtype=None, requires_grad=False) -> Tensor:
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device.
     """
 def indices(dimensions, dtype=..., chunks='auto', sparse=False) -> Tensor:
     """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's).
@@ -1287,4 +1367,9 @@ def block(arrays) -> Tensor:
 def coarsen(reduction, x, axes, trim_excess=False, **kwargs) -> Tensor:
     """dask's ``coarsen``: ``reduction`` (NumPy's ``sum``, ``mean``, ``max`` ... or the daskgrad op)
     over each block of ``axes[k]`` neighbours along axis ``k``, differentiable as that reduction.
+    """
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False, dim=...) -> Tensor:
+    """NumPy's ``lib.stride_tricks.sliding_window_view``: every window of ``window_shape`` along ``axis``
+    (all axes when None), as new last axes; the windows are slices stacked (a copy, not a view:
+    ``writeable`` must stay False), so each value's gradient sums over the windows holding it.
     """

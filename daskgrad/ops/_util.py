@@ -5,8 +5,10 @@ import numbers
 
 import dask.array as da
 import numpy as np
+from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
+from ..graph import PRIMITIVES
 from .._tensor import Tensor, recorded
 from .._modes import is_grad_enabled
 
@@ -64,10 +66,50 @@ def binary_operands(a, b, refuse=None):
 
 
 def as_tensor(x) -> Tensor:
+    """One tensor from an op's array-like operand, as NumPy reads one: a tensor as it is, a number or
+    array a constant, and nested lists and tuples as :func:`from_sequence` reads them."""
+    if isinstance(x, (list, tuple)):
+        return from_sequence(x)
     x = tensor_or_scalar(x)
     if isinstance(x, Tensor):
         return x
     return Tensor._make(da.from_array(np.array(x), chunks=()))
+
+
+def _holds_tensor(seq):
+    return any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v)) for v in seq)
+
+
+def from_sequence(seq) -> Tensor:
+    """Nested lists and tuples as NumPy's ``array`` reads them (``np.mean([x, x + 2])``): without
+    tensors, a constant; holding tensors, their stack (the ``stack`` op, so it stays lazy and
+    differentiable), numbers among them becoming constants on the tensors' chunk type."""
+    if not _holds_tensor(seq):
+        return Tensor._make(da.from_array(np.array(seq), chunks=-1))
+    like = next(v for v in _leaves(seq) if isinstance(v, Tensor)).array._meta
+    items = [from_sequence(v) if isinstance(v, (list, tuple)) else v if isinstance(v, Tensor) else
+             constant_like(v, like) for v in seq]
+    shapes = {t.shape for t in items}
+    if len(shapes) > 1:
+        raise ValueError("setting an array element with a sequence. The requested array has an inhomogeneous "
+                         f"shape after 1 dimensions. The detected shape was ({len(items)},) + inhomogeneous part.")
+    return PRIMITIVES["stack"].bind(*items, axis=0, n=len(items))
+
+
+def constant_like(value, like):
+    """A host number or array as a one-chunk constant of NumPy's dtype for it, on the chunk type of the
+    ``_meta`` array ``like`` (so it can meet device chunks)."""
+    a = np.array(value)
+    return Tensor._make(da.from_array(a, chunks=-1).map_blocks(chunk.like, like, dtype=a.dtype,
+                                                                meta=meta_from_array(like, a.ndim, a.dtype)))
+
+
+def _leaves(seq):
+    for v in seq:
+        if isinstance(v, (list, tuple)):
+            yield from _leaves(v)
+        else:
+            yield v
 
 
 def raw(x):
@@ -100,6 +142,23 @@ def refuse_complex(name, *xs):
     if (is_grad_enabled() and any(_is_complex(x) for x in xs)
             and any(isinstance(x, Tensor) and x.requires_grad for x in xs)):
         raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
+
+
+TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "complex64": "ComplexFloat",
+                     "complex128": "ComplexDouble", "int64": "Long", "int32": "Int", "int16": "Short",
+                     "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def refuse_dtype_kinds(kernel, kinds, *xs):
+    """torch's NotImplementedError for a kernel without a dtype (``"bitwise_and_cpu" not implemented for
+    'Double'``), where NumPy would fail inside a task or answer otherwise."""
+    for x in xs:
+        dtype = getattr(x, "dtype", None)
+        if dtype is None and isinstance(x, numbers.Number) and not isinstance(x, (bool, int)):
+            dtype = np.dtype(type(x))
+        if dtype is not None and np.dtype(dtype).kind in kinds:
+            name = TORCH_TYPE_NAMES.get(str(np.dtype(dtype)), str(dtype))
+            raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{name}\'')
 
 
 def check_broadcast(sa, sb):
@@ -165,8 +224,6 @@ def reduce_array(a, fn, axes, keepdims=False):
     """``da.<fn>`` over ``axes``; when every reduced axis is a single chunk (softmax over classes,
     a row norm, a 0-d tensor's ``sum()``), one fusable blockwise task per chunk instead of a
     reduction tree."""
-    from dask.array.utils import meta_from_array
-
     axes = norm_axes(axes, a.ndim)
     if (not axes and a.ndim) or any(len(a.chunks[ax]) != 1 for ax in axes):
         return getattr(da, fn)(a, axis=axes, keepdims=keepdims, split_every=split_every(a, axes))

@@ -4,19 +4,21 @@ with them).  NumPy's names and argument conventions; torch's name as an alias wh
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import warnings
 
 import dask.array as da
 import numpy as np
 
 from .._tensor import Tensor, check_size
-from ._util import as_tensor, norm_axis, public
+from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, real, sign, sin, sqrt, where
 from .indexing import getitem, sort
 from .reductions import amax, amin, mean, sum
-from .shape import concatenate, expand_dims, flip, reshape, split, stack, transpose
+from .shape import broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose
 
 
 public(name="cat")(concatenate)  # torch's name
@@ -61,6 +63,9 @@ def vstack(tensors):
     return concatenate([atleast_2d(t) for t in tensors], axis=0)
 
 
+public(name="row_stack")(vstack)  # NumPy's (deprecated) and torch's other name
+
+
 @public()
 def hstack(tensors):
     """Tensors joined along axis 1, or axis 0 for 1-d ones (NumPy's and torch's ``hstack``)."""
@@ -76,10 +81,10 @@ def dstack(tensors):
 
 @public()
 def column_stack(tensors):
-    """1-d tensors as the columns of a 2-d one, 2-d ones as they are, joined along axis 1 (NumPy's and
-    torch's ``column_stack``)."""
+    """1-d tensors as the columns of a 2-d one (a 0-d one as a 1 x 1), 2-d ones as they are, joined along
+    axis 1 (NumPy's and torch's ``column_stack``)."""
     ts = [as_tensor(t) for t in tensors]
-    return concatenate([reshape(t, (t.shape[0], 1)) if t.ndim < 2 else t for t in ts], axis=1)
+    return concatenate([reshape(t, (t.numel(), 1)) if t.ndim < 2 else t for t in ts], axis=1)
 
 
 @public()
@@ -133,10 +138,13 @@ def dsplit(x, indices_or_sections):
 
 
 @public("repeat_interleave")
-def repeat(x, repeats, axis=None):
+def repeat(x, repeats, axis=None, *, output_size=None):
     """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
-    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element."""
+    ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
+    a tensor, computed); torch's ``output_size`` is checked."""
     x = as_tensor(x)
+    if isinstance(repeats, Tensor):
+        repeats = repeats.detach().numpy()
     if axis is None:
         x, axis = ravel(x), 0
     axis = norm_axis(axis, x.ndim)
@@ -145,6 +153,8 @@ def repeat(x, repeats, axis=None):
     if counts.shape != (n,) or (counts < 0).any():
         raise ValueError(f"repeats must be a non-negative int or {n} non-negative ints for an axis of length {n}")
     index = np.repeat(np.arange(n), counts)  # host integers the user gave: a gather, summed back in backward
+    if output_size is not None and output_size != len(index):
+        raise RuntimeError("allocated size does not match required size")
     return getitem(x, (slice(None),) * axis + (index,))
 
 
@@ -201,6 +211,36 @@ def rot90(x, k=1, axes=(0, 1)):
     return transpose(flip(x, a1), perm) if k == 1 else flip(transpose(x, perm), a1)
 
 
+@public()
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """NumPy's ``cross``: the cross product of the 2- or 3-vectors along ``axisa`` of ``a`` and ``axisb``
+    of ``b`` (``axis`` sets all three), broadcast, the product's components along ``axisc``; two
+    2-vectors give the z component alone.  (torch's ``cross(dim=)`` spelling reaches ``axis``; its
+    default, the first axis of length 3, is not NumPy's -1.)"""
+    a, b = as_tensor(a), as_tensor(b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = moveaxis(a, norm_axis(axisa, a.ndim), -1), moveaxis(b, norm_axis(axisb, b.ndim), -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+    x = [getitem(a, (Ellipsis, i)) for i in range(a.shape[-1])]
+    y = [getitem(b, (Ellipsis, i)) for i in range(b.shape[-1])]
+    z = x[0] * y[1] - x[1] * y[0]
+    if len(x) == len(y) == 2:
+        warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of 3-dimensional vectors "
+                      "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=2)
+        return z
+    if len(x) == 2:
+        parts = [x[1] * y[2], -(x[0] * y[2]), z]
+    elif len(y) == 2:
+        parts = [-(x[2] * y[1]), x[2] * y[0], z]
+    else:
+        parts = [x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], z]
+    shape = np.broadcast_shapes(*(p.shape for p in parts))
+    out = stack([p if p.shape == shape else broadcast_to(p, shape) for p in parts], axis=-1)
+    return moveaxis(out, -1, norm_axis(axisc, out.ndim))
+
+
 def _imag_attribute(imag):
     # NumPy's answer (zeros) for a real tensor where torch's attribute raises: array libraries probe
     # duck arrays with hasattr(t, "imag") (xarray's protocol check), which only an AttributeError passes
@@ -238,14 +278,42 @@ def angle(x, deg=False):
 
 
 @public()
-def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks="auto", requires_grad=False):
-    """NumPy's ``linspace`` as a leaf tensor, chunked like dask's."""
+def linspace(start, stop, num=50, endpoint=True, dtype=None, chunks="auto", requires_grad=False, axis=0):
+    """NumPy's ``linspace``: a leaf tensor chunked like dask's for number endpoints; for tensor (or
+    array) endpoints, NumPy's ``start + k * step`` along a new ``axis``, its last sample ``stop`` itself
+    when ``endpoint``, differentiable in both endpoints."""
     if num < 0:
         raise RuntimeError("number of steps must be non-negative")
-    check_size("linspace", (num,), dtype or np.float64, chunks)
-    t = Tensor._make(da.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, chunks=chunks))
-    return t.requires_grad_(requires_grad) if requires_grad else t
+    if not any(isinstance(v, (Tensor, list, tuple)) or np.ndim(v) for v in (start, stop)):
+        check_size("linspace", (num,), dtype or np.float64, chunks)
+        t = Tensor._make(da.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, chunks=chunks))
+        return t.requires_grad_(requires_grad) if requires_grad else t
+    start, stop = as_tensor(start), as_tensor(stop)
+    shape = np.broadcast_shapes(start.shape, stop.shape)
+    div = (num - 1) if endpoint else num
+    k = constant_like(np.arange(num, dtype=np.result_type(start.dtype, stop.dtype, float)), start.array._meta)
+    k = reshape(k, (num,) + (1,) * len(shape))
+    if div > 0:
+        y = start + k * ((stop - start) / div)
+    else:  # NumPy: one sample (or none) is start itself
+        y = start + k * 0
+    if endpoint and num > 1:
+        y = concatenate([getitem(y, (slice(0, num - 1),)), reshape(broadcast_to(stop, shape), (1,) + shape)], axis=0)
+    y = y if dtype is None else ew.astype(y, dtype)
+    return y if axis == 0 else moveaxis(y, 0, norm_axis(axis, y.ndim))
 
+
+@public()
+def array(object, dtype=None, *, copy=True, ndmin=0):
+    """NumPy's ``array``: a tensor from a tensor (a differentiable copy unless ``copy=False``), a number,
+    an array, or nested lists and tuples of them (stacked: ``array([x, x * 2])`` is lazy and differentiable
+    in ``x``, as in HIPS autograd); ``dtype`` casts, ``ndmin`` prepends axes."""
+    t = as_tensor(object)
+    if copy and t is object:
+        t = ew.clone(t)
+    if dtype is not None and np.dtype(dtype) != t.dtype:
+        t = ew.astype(t, dtype)
+    return reshape(t, (1,) * (ndmin - t.ndim) + t.shape) if t.ndim < ndmin else t
 
 
 # ------------------------------------------------------------- NumPy's other names
@@ -333,8 +401,46 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return where(out == -math.inf, lo, out)
 
 
+
+# ------------------------------------------------- max and min of complex numbers
+def _complex_extreme(torch_op, fn):
+    """NumPy's ``max``/``min``/``amax``/``amin``: as torch's for real tensors; complex ones ordered as NumPy
+    orders them (real parts, then imaginary), the gradient shared evenly by the tied extremes, as HIPS
+    autograd's.  The extreme ``c`` is picked without a gradient and the result is ``c`` plus the mean of
+    ``x - c`` over the positions holding it (exactly ``c``), so the gradient reaches those positions."""
+    def op(x, axis=None, keepdims=False):
+        x = as_tensor(x)
+        if x.dtype.kind != "c":
+            return torch_op(x, axis=axis, keepdims=keepdims)
+        axes = norm_axes(axis, x.ndim)
+        c = Tensor._make(reduce_array(x.detach().array, fn, axes, keepdims=True))
+        held = ew.eq(x.detach(), c)
+        share = sum(where(held, x - c, 0), axis=axes, keepdims=True) / sum(held, axis=axes, keepdims=True)
+        out = c + share
+        return out if keepdims else reshape(out, tuple(n for k, n in enumerate(x.shape) if k not in axes))
+    op.__name__ = op.__qualname__ = torch_op.__name__
+    op.__doc__ = torch_op.__doc__ + "  Complex tensors are ordered as NumPy orders them (torch's method refuses them)."
+    return op
+
+
+def _module_level_only(name, numpy_op):
+    """``numpy_op`` as the module-level function ``name``, the Tensor methods calling what they called."""
+    fn, methods = OPS[name]
+
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    kept = tuple((m, lambda _op: method) if isinstance(m, str) else (m[0], lambda _op, w=m[1]: w(method))
+                 for m in methods)
+    return public(*kept, name=name)(numpy_op)
+
+
+for _name, _fn in (("max", "max"), ("min", "min"), ("amax", "max"), ("amin", "min")):
+    _module_level_only(_name, _complex_extreme(OPS[_name][0], _fn))
+
 # ---------------------------------------------------- NaN-ignoring and other reductions
-@public("nansum")
+@public()
 def nansum(x, axis=None, keepdims=False):
     """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
     a zero gradient."""
@@ -342,7 +448,7 @@ def nansum(x, axis=None, keepdims=False):
     return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
 
 
-@public("nanmean")
+@public()
 def nanmean(x, axis=None, keepdims=False):
     """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``)."""
     x = as_tensor(x)
@@ -390,43 +496,96 @@ def average(x, axis=None, weights=None, keepdims=False):
     return sum(x * w, axis=axis, keepdims=keepdims) / sum(w * ew.ones_like(x), axis=axis, keepdims=keepdims)
 
 
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def quantile_method(method, interpolation):
+    """The interpolation asked for by NumPy's ``method=`` or torch's (and old NumPy's) ``interpolation=``:
+    one of torch's five; NumPy's other methods (``'weibull'``, ...) are not implemented."""
+    if interpolation is not None:
+        if method != "linear":
+            raise TypeError("quantile() got both 'method' and 'interpolation' (the same argument)")
+        method = interpolation
+    if method not in _INTERPOLATIONS:
+        if method in ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
+                      "hazen", "weibull", "median_unbiased", "normal_unbiased"):
+            raise NotImplementedError(f"quantile(method={method!r}) is not implemented: daskgrad has torch's "
+                                      f"interpolations {', '.join(_INTERPOLATIONS)}")
+        raise RuntimeError("quantile() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                           f"Got {method}")
+    return method
+
+
 def quantile_args(x, q, axis):
-    """What the quantile family shares: ``x`` as a tensor (flattened when ``axis`` is None), the
-    quantiles as a host array of floats (checked), the axis, ``x``'s rank, and whether it was flattened."""
+    """What the quantile family shares: ``x`` as a tensor with the axes to reduce merged into its last
+    one (flattened when ``axis`` is None), the quantiles as a host array of floats (checked), the axis to
+    reduce, ``x``'s rank, and the axes reduced (None: all)."""
     x = as_tensor(x)
-    qs = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    qs = np.atleast_1d(np.asarray(q.detach() if isinstance(q, Tensor) else q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
         raise ValueError("Quantiles must be in the range [0, 1]")
-    ndim, flat = x.ndim, axis is None
-    if flat:
-        x, axis = ravel(x), 0
-    return x, qs, norm_axis(axis, x.ndim), ndim, flat
+    if x.numel() == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    if x.ndim == 0 and axis is not None:
+        norm_axes(axis, 1)  # (0 or -1: a 0-d tensor's one element, as flattened)
+    ndim = x.ndim
+    if axis is None or x.ndim == 0:
+        return ravel(x), qs, 0, ndim, None
+    if isinstance(axis, (tuple, list)):  # NumPy's several axes: moved last and merged into one
+        axes = norm_axes(axis, x.ndim)
+        rest = [i for i in range(x.ndim) if i not in axes]
+        x = transpose(x, rest + list(axes))
+        return reshape(x, x.shape[:len(rest)] + (-1,)), qs, len(rest), ndim, axes
+    axis = norm_axis(axis, x.ndim)
+    return x, qs, axis, ndim, (axis,)
 
 
-@public("quantile")
-def quantile(x, q, axis=None, keepdims=False):
-    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values, as torch's
-    default), differentiable as torch's: the gradient goes to those two values.  ``q`` a number or
-    a sequence of numbers (a leading axis of the result, as NumPy's)."""
-    x, qs, axis, ndim, flat = quantile_args(x, q, axis)
-    n, pick = x.shape[axis], (slice(None),) * axis
-    s = sort(x, axis=axis)
-    out = []
-    for p in qs:
-        pos = float(p) * (n - 1)
-        lo, frac = int(math.floor(pos)), pos - math.floor(pos)
-        v = getitem(s, pick + (lo,))
-        if frac:
-            v = v + (getitem(s, pick + (min(lo + 1, n - 1),)) - v) * frac
-        out.append(v)
+def _positions(pos, last, method):
+    """The two sorted positions a quantile at ``pos`` reads and the weight of the upper one."""
+    lo = math.floor(pos)
+    if method == "lower":
+        return lo, lo, 0.0
+    if method == "higher":
+        return math.ceil(pos), math.ceil(pos), 0.0
+    if method == "nearest":  # half to even, as torch's round and NumPy's
+        k = int(np.round(pos))
+        return k, k, 0.0
+    hi = min(math.ceil(pos), last)
+    return lo, hi, (0.5 if method == "midpoint" else pos - lo) if hi != lo else 0.0
+
+
+def quantile_result(out, q, keepdims, ndim, reduced):
+    """One result per quantile shaped as NumPy's (a leading axis for a sequence of quantiles)."""
     lead = 0 if np.ndim(q) == 0 else 1
     res = out[0] if not lead else stack(out, axis=0)
     if keepdims:
-        res = reshape(res, res.shape[:lead] + (1,) * ndim) if flat else expand_dims(res, lead + axis)
+        res = (reshape(res, res.shape[:lead] + (1,) * ndim) if reduced is None else
+               expand_dims(res, tuple(lead + a for a in reduced)))
     return res
 
 
-@public("median")
+@public("quantile")
+def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
+    """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
+    torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
+    differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
+    numbers (a leading axis of the result, as NumPy's).  A slice holding a NaN gives NaN."""
+    method = quantile_method(method, interpolation)
+    x, qs, axis, ndim, reduced = quantile_args(x, q, axis)
+    n, pick = x.shape[axis], (slice(None),) * axis
+    s = sort(x, axis=axis)
+    last = getitem(s, pick + (n - 1,))  # NaN sorts last: the slice holds one iff this is NaN
+    out = []
+    for p in qs:
+        lo, hi, w = _positions(float(p) * (n - 1), n - 1, method)
+        v = getitem(s, pick + (lo,))
+        if w:
+            v = v + (getitem(s, pick + (hi,)) - v) * w
+        out.append(where(last != last, last, v) if x.dtype.kind in "fc" and lo != n - 1 else v)
+    return quantile_result(out, q, keepdims, ndim, reduced)
+
+
+@public()
 def median(x, axis=None, keepdims=False):
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
     lower one), differentiable through the values it reads."""
@@ -434,9 +593,10 @@ def median(x, axis=None, keepdims=False):
 
 
 @public()
-def percentile(x, q, axis=None, keepdims=False):
-    """``quantile(x, q / 100)``: NumPy's ``percentile`` (linear interpolation), ``q`` in [0, 100]."""
-    return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+def percentile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
+    """``quantile(x, q / 100)``: NumPy's ``percentile``, ``q`` in [0, 100]."""
+    return quantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims, method=method,
+                    interpolation=interpolation)
 
 
 @public()

@@ -30,7 +30,7 @@ import numpy as np
 from .. import _dask as door, chunk
 from ..graph import primitive
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
-                    refuse_complex, SCALARS, tensor_operand, tensor_or_scalar, value)
+                    refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
 from .._tensor import Tensor, require_cuda
 
 
@@ -138,16 +138,17 @@ sub_p.vjp(lambda g, s: (g, -g))
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
-def add(a, b):
-    """``a + b`` with broadcasting (NumPy's ``add``, torch's ``add`` without ``alpha=``); a Python number
-    stays weakly typed, as in torch."""
-    return add_p.bind(a, b)
+def add(a, b, *, alpha=1):
+    """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
+    typed, as in torch."""
+    return add_p.bind(a, b if alpha == 1 else mul(b, alpha))
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
-def sub(a, b):
-    """``a - b`` with broadcasting (NumPy's ``subtract``, torch's ``sub`` without ``alpha=``)."""
-    return sub_p.bind(a, b, node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
+def sub(a, b, *, alpha=1):
+    """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
+    return sub_p.bind(a, b if alpha == 1 else mul(b, alpha),
+                      node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
 # each operand is saved only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
@@ -173,11 +174,30 @@ def mul(a, b):
     return mul_p.bind(a, b)
 
 
+# torch's div(rounding_mode=...): the rounded quotient, whose gradient is zero (not floor_divide's error)
+rounded_div_p = primitive("rounded_div", torch="DivBackward2", impl=lambda a, b, *, mode: _rounded_div(a, b, mode),
+                          args=("a", "b"), prepare=binary_operands)
+rounded_div_p.vjp(lambda g, s, *, mode: (zeros_like(g), zeros_like(g)))
+
+
+def _rounded_div(a, b, mode):
+    floor = a // b  # Python's floor division (exact where floor(a / b) rounds wrong), as torch's; its dtype
+    if mode == "floor":
+        return floor
+    return da.trunc(a / b).astype(floor.dtype)
+
+
 @public("__truediv__", "__rtruediv__", "__itruediv__", "div_", "div")
-def truediv(a, b):
-    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``
-    without ``rounding_mode=``)."""
-    return truediv_p.bind(a, b)
+def truediv(a, b, *, rounding_mode=None):
+    """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
+    torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
+    a zero gradient."""
+    if rounding_mode is None:
+        return truediv_p.bind(a, b)
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    return rounded_div_p.bind(a, b, mode=rounding_mode)
 
 
 # the result is saved only for the exponent's gradient, as torch's (so pow_ of a scalar exponent saves
@@ -189,7 +209,10 @@ pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operato
 @pow_p.vjp
 def _pow_rule(g, s):
     # torch's masks: d/da is 0 where b == 0 (not 0 * a**-1, NaN at a == 0), and d/db is 0 where
-    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included
+    # a == 0 and b >= 0 (not 0 * log 0); elsewhere the plain formulas, infinities included.  d/db is
+    # torch's g * where(mask, 0, r * log a), so its derivative in g is torch's 0 under the mask; r is
+    # masked too, so its derivative in b is 0 there, not a 0 * log 0 (torch's NaN of its own formula:
+    # tests/test_degenerate_derivatives.py's MASKED_NAN)
     a, b = s.a, s.b
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
@@ -198,9 +221,11 @@ def _pow_rule(g, s):
     gb = None
     if isinstance(b, Tensor) and s.needs[1]:
         if isinstance(a, Tensor):
-            gb = where((a == 0) & (b >= 0), 0, g * s.r * log(a))
+            mask = (a == 0) & (b >= 0)
+            gb = g * where(mask, 0, where(mask, 0, s.r) * log(a))
         elif a == 0:  # a Python base stays a Python number: a host 0-d chunk would meet device chunks
-            gb = where(b >= 0, 0, g * s.r * -math.inf)
+            mask = b >= 0
+            gb = g * where(mask, 0, where(mask, 0, s.r) * -math.inf)
         else:
             gb = g * s.r * (math.log(a) if a > 0 else math.nan)
     return ga, gb
@@ -262,8 +287,11 @@ def where(condition, x, y):
 
 
 def _clamp_operands(x, lo, hi):
-    x, lo, hi = as_tensor(x), tensor_or_scalar(lo), tensor_or_scalar(hi)
-    refuse_complex("clamp", x, lo, hi)
+    x = as_tensor(x)
+    lo, hi = (None if v is None else tensor_or_scalar(v) for v in (lo, hi))
+    if lo is None and hi is None:
+        raise RuntimeError("daskgrad.clamp: At least one of 'min' or 'max' must not be None")
+    refuse_complex("clamp", x, *(v for v in (lo, hi) if v is not None))
     return x, lo, hi
 
 
@@ -281,21 +309,32 @@ clamp_p = primitive("clamp", torch=("ClampBackward0", "ClampBackward1"), impl=_c
 
 @clamp_p.vjp
 def _clamp_rule(g, s):
-    lo, hi = s.lo, s.hi
+    # torch's clamp_backward and clamp_backward_min_max: x keeps g inside [lo, hi]; where lo > hi the
+    # result is hi, so hi takes g there and lo only where x < lo <= ... < hi
+    x, lo, hi = s.x, s.lo, s.hi
     keep = None
     if lo is not None:
-        keep = s.x >= lo
+        keep = x >= lo
     if hi is not None:
-        keep = (s.x <= hi) if keep is None else keep & (s.x <= hi)
-    g_lo = where(s.x < lo, g, 0) if isinstance(lo, Tensor) else None
-    g_hi = where(s.x > hi, g, 0) if isinstance(hi, Tensor) else None
-    return (g if keep is None else where(keep, g, 0)), g_lo, g_hi
+        keep = (x <= hi) if keep is None else keep & (x <= hi)
+    g_lo = g_hi = None
+    if isinstance(lo, Tensor):
+        g_lo = where((x < lo) & (lo < hi) if hi is not None else x < lo, g, 0)
+    if isinstance(hi, Tensor):
+        g_hi = where((x > hi) | (hi < lo) if lo is not None else x > hi, g, 0)
+    return where(keep, g, 0), g_lo, g_hi
 
 
 @public("clip", "clamp", "clamp_")
-def clip(x, a_min=None, a_max=None):
-    """Clamp to ``[a_min, a_max]``; on a bound the input keeps its gradient (torch's convention)."""
-    tensor_bounds = any(not isinstance(v, SCALARS) for v in (a_min, a_max))  # None is refused by the coercion
+def clip(x, a_min=None, a_max=None, *, min=None, max=None):
+    """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
+    a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
+    the gradient (torch's convention)."""
+    if min is not None or max is not None:
+        if (a_min is not None and min is not None) or (a_max is not None and max is not None):
+            raise TypeError("clip() got a bound twice (a_min and min, or a_max and max)")
+        a_min, a_max = a_min if min is None else min, a_max if max is None else max
+    tensor_bounds = any(v is not None and not isinstance(v, SCALARS) for v in (a_min, a_max))
     return clamp_p.bind(x, a_min, a_max, node="ClampBackward0" if tensor_bounds else "ClampBackward1")
 
 
@@ -306,6 +345,8 @@ clamp = public(name="clamp")(clip)
 def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+        if name.startswith("bitwise_"):
+            refuse_dtype_kinds(name, "fc", a, b)
         out = Tensor._make(door.defer(fn, (value(a), value(b)), elementwise=True))
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
@@ -344,13 +385,21 @@ def logical_not(x):
     return Tensor._make(door.defer(da.logical_not, (value(x),), elementwise=True))
 
 
-@public("__invert__", "bitwise_not")
+def _invert_method(bitwise_not):
+    def method(self):
+        if self.dtype.kind in "fc":  # torch's words for the operator, as its kernel's for the method
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+        return bitwise_not(self)
+    method.__wrapped__ = bitwise_not
+    return method
+
+
+@public(("__invert__", _invert_method), "bitwise_not")
 def bitwise_not(x):
     """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
-    floating tensors are refused with torch's TypeError."""
+    floating tensors are refused with torch's errors."""
     x = as_tensor(x)
-    if x.dtype.kind in "fc":
-        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    refuse_dtype_kinds("bitwise_not", "fc", x)
     return Tensor._make(door.defer(da.invert, (value(x),), elementwise=True))
 
 
@@ -364,18 +413,18 @@ clone_p = primitive("clone", torch="CloneBackward0", impl=lambda a: a.copy(), pr
 clone_p.vjp(lambda g, s: (g,))
 
 
-@public("astype", ("double", lambda astype: lambda self: astype(self, "float64")),
-        ("float", lambda astype: lambda self: astype(self, "float32")))
-def astype(x, dtype):
+@public("astype")
+def astype(x, dtype, copy=True):
     """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
-    differentiable; ``x`` itself when it has that dtype already."""
+    differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
+    is never written in place, so no copy is needed)."""
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
     return astype_p.bind(x, dtype=dtype)
 
 
-@public("to", ("cuda", lambda to_device: lambda self: to_device(self, "cuda")),
+@public(("cuda", lambda to_device: lambda self: to_device(self, "cuda")),
         ("cpu", lambda to_device: lambda self: to_device(self, "cpu")))
 def to_device(x, device):
     """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable."""
@@ -423,27 +472,30 @@ def copy_to(x, src):
 
 
 @public()
-def full_like(x, fill_value, dtype=None):
-    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks."""
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
+    torch's ``requires_grad=True`` makes it a leaf that requires grad."""
     a = value(x)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         a = raw(x)
-        return Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
-    return Tensor._make(door.defer(_full, (a, fill_value), (("dtype", dtype),)))
+        out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
+    else:
+        out = Tensor._make(door.defer(_full, (a, fill_value), (("dtype", dtype),)))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 @public()
-def zeros_like(x, dtype=None):
+def zeros_like(x, dtype=None, requires_grad=False):
     """Zeros with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``zeros_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 0, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 0, dtype, requires_grad)
 
 
 @public()
-def ones_like(x, dtype=None):
+def ones_like(x, dtype=None, requires_grad=False):
     """Ones with ``x``'s shape, chunks and chunk type (NumPy's and torch's ``ones_like``); a constant:
-    no gradient flows to ``x``."""
-    return full_like(x, 1, dtype)
+    no gradient flows to ``x`` (``requires_grad=True``: a leaf that requires grad, as torch's)."""
+    return full_like(x, 1, dtype, requires_grad)
 
 
 # ------------------------------------------------- the rest of NumPy's elementwise functions
@@ -520,6 +572,20 @@ fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=("a",
 fmod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: trunc(t)))
 mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mod, save=("a", "b"), refuse="remainder")
 mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
+
+
+nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, save=("a", "b"), refuse="nextafter")
+# torch 2.13's: the first operand's, as if the step were 0, where the operands differ (NaN included); 0 where
+# they are equal (nextafter(a, a) is a constant), and 0 for the second operand
+nextafter_p.vjp(lambda g, s: (where(s.a != s.b, g, 0), zeros_like(g)))
+
+
+@public()
+def nextafter(a, b):
+    """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
+    goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
+    torch's."""
+    return nextafter_p.bind(a, b)
 
 
 @public("atan2", "arctan2")

@@ -59,7 +59,10 @@ def _is_array_index(i):
 def _index_geometry(shape, strides, offset, index):
     """torch's shape, strides and storage offset of ``x[index]`` (ints, slices, None), one index at a
     time as torch applies them (a None's stride comes from the axis it lands before); None for an
-    index torch copies for."""
+    index torch copies for, or of a tensor whose lengths are unknown (after a boolean mask: a copy, as
+    reshape's)."""
+    if any(n != n for n in shape):
+        return None
     shape, strides, d = list(shape), list(strides), 0
     for i in index:
         if i is None:
@@ -109,8 +112,11 @@ def _put_index(a, new, index):
             new_axes.append(pos)
         if not isinstance(i, (int, np.integer)):
             pos += 1
+    new = new.squeeze(axis=tuple(new_axes)) if new_axes else new
+    if not new.size:  # nothing is written (dask's assignment of an empty value raises)
+        return a
     out = a.copy()
-    out[kept] = new.squeeze(axis=tuple(new_axes)) if new_axes else new
+    out[kept] = new
     return out
 
 
@@ -138,9 +144,17 @@ def getitem(x, index):
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
     if arrays:
         first = index[arrays[0]]
+        if _is_mask(first) and isinstance(first, (list, np.ndarray)):  # a host mask: its True places, known
+            k = arrays[0]
+            return getitem(x, index[:k] + tuple(np.nonzero(np.asarray(first))) + index[k + 1:])
         if _is_mask(first):
             return _mask_select(x, first)
         points = [k for k, i in enumerate(index) if _is_array_index(i) or isinstance(i, (int, np.integer))]
+        if all(i is not None for i in index) and any(i != slice(None) for k, i in enumerate(index) if k not in points):
+            # NumPy's mixed indexing (x[3, 2:, [1, 3]]): the slices first, as a basic index that keeps
+            # every axis, then the integer arrays (and ints) on the result, placed as NumPy places them
+            x = getitem(x, tuple(slice(None) if k in points else i for k, i in enumerate(index)))
+            index = tuple(i if k in points else slice(None) for k, i in enumerate(index))
         if len(points) > 1:
             return _take_points(x, index, points)
         return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
@@ -232,6 +246,15 @@ def _set_mask(x, mask, value):
         raise IndexError(f"The shape of the mask {list(m.shape)} at index 0 does not match the shape of the "
                          f"indexed tensor {list(x.shape)} at index 0")
     rest = x.shape[m.ndim:]
+    cond = reshape(m, tuple(m.shape) + (1,) * len(rest)) if rest else m
+    if isinstance(value, Tensor) and value.ndim and value.shape[0] != value.shape[0]:
+        # an unknown length: a masked selection itself (``t[mask] += v``), one block per row block of the
+        # mask, written back block by block (a block holding another count of values raises in its task)
+        rows = _rows_only(m.array.rechunk(x.chunks[:m.ndim]))
+        if len(value.chunks[0]) != len(rows.chunks[0]):
+            raise NotImplementedError("assigning a tensor of unknown length through a mask: its blocks must be "
+                                      "those of the masked selection (t[mask] = f(t[mask]))")
+        return where(cond, _mask_scatter(value, Tensor._make(rows)), x)
     if isinstance(value, Tensor) and value.ndim and value.shape[0] != 1:
         if concrete:
             k = int(np.asarray(mask).sum())
@@ -242,7 +265,6 @@ def _set_mask(x, mask, value):
         order = where(order < 0, 0, order)
         gathered = _take(value, order.array, 0, (slice(None),) * value.ndim)
         value = reshape(gathered, tuple(m.shape) + tuple(value.shape[1:]))
-    cond = reshape(m, tuple(m.shape) + (1,) * len(rest)) if rest else m
     return where(cond, value, x)
 
 
@@ -340,16 +362,21 @@ def _rows_only(a):
 
 
 def _mask_select_array(a, m):
+    """``a[m]`` per row block, for a mask ``m`` over ``a``'s first ``m.ndim`` axes: the selected rows,
+    (count,) + the other axes (whole in each block: ``_rows_only``)."""
     a = _rows_only(a)
     letters = "".join(chr(ord("i") + k) for k in range(a.ndim))
-    return da.blockwise(chunk.mask_select, "i", a, letters, m, letters, dtype=a.dtype,
-                        adjust_chunks={"i": lambda n: np.nan}, meta=a._meta[:0].reshape((0,)), concatenate=True)
+    out = letters[:1] + letters[m.ndim:]
+    return da.blockwise(chunk.mask_select, out, a, letters, m, letters[:m.ndim], dtype=a.dtype,
+                        adjust_chunks={"i": lambda n: np.nan}, concatenate=True,
+                        meta=meta_from_array(a._meta, ndim=len(out)))
 
 
 def _mask_scatter_array(g, m):
-    letters = "".join(chr(ord("i") + k) for k in range(m.ndim))
-    return da.blockwise(chunk.mask_scatter, letters, m, letters, g, "i", dtype=g.dtype, align_arrays=False,
-                        meta=g._meta.reshape((0,) * m.ndim))
+    """Zeros shaped ``m.shape + g.shape[1:]`` with ``g``'s rows written where ``m`` is True."""
+    letters = "".join(chr(ord("i") + k) for k in range(m.ndim + g.ndim - 1))
+    return da.blockwise(chunk.mask_scatter, letters, m, letters[:m.ndim], g, letters[:1] + letters[m.ndim:],
+                        dtype=g.dtype, align_arrays=False, meta=meta_from_array(g._meta, ndim=len(letters)))
 
 
 # the mask is saved but is no input (torch's nodes have one edge)
@@ -362,15 +389,16 @@ mask_scatter_p.vjp(lambda g, s: (_mask_select(g, s.m),))
 
 
 def _mask_select(x, mask):
-    """``x[mask]``: one output chunk (of unknown length) per row block of ``x``."""
+    """``x[mask]``: the elements (a mask as ``x``) or rows (a mask over ``x``'s first axes, torch's and
+    NumPy's ``x[x[:, 0] > 2]``) where ``mask`` is True; one output chunk (of unknown length) per row block."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
+    if mask.ndim > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     for i, (m, n) in enumerate(zip(mask.shape, x.shape)):
         if m != n and m == m and n == n:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {i} does not match the shape of the "
                              f"indexed tensor {list(x.shape)} at index {i}")
-    if mask.shape != x.shape:
-        mask = da.broadcast_to(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
-    return mask_select_p.bind(x, Tensor._make(_rows_only(mask.rechunk(x.chunks))))
+    return mask_select_p.bind(x, Tensor._make(_rows_only(mask.rechunk(x.chunks[:mask.ndim]))))
 
 
 def _mask_scatter(g, m):
@@ -441,9 +469,15 @@ def sort(x, axis=-1, kind=None):
 
 
 @public()
-def argsort(x, axis=-1, kind=None):
-    """NumPy's ``argsort`` (stable; not differentiable); the axis is rechunked into one chunk."""
+def argsort(x, axis=-1, kind=None, *, descending=False, stable=None):
+    """NumPy's ``argsort`` (stable, NaN last; not differentiable), torch's ``descending=`` too (stable,
+    NaN first); the axis is rechunked into one chunk."""
+    x = as_tensor(x)
+    if x.ndim == 0 and axis is not None:  # torch: the one index of a 0-d tensor
+        _util.norm_axis(axis, 0)
+        return Tensor._make(da.zeros((), dtype=np.int64, chunks=(), meta=meta_from_array(x.array, 0, np.int64)))
     x, axis = _along_one_chunk(x, axis)
     a = x.array
     meta = meta_from_array(a, dtype=np.int64)
-    return Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, dtype=np.int64, meta=meta))
+    return Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, descending=descending, dtype=np.int64,
+                                      meta=meta))

@@ -1,12 +1,19 @@
-"""In-place writes on tensors that run an op: ``t[i] = v``, ``fill_``/``zero_``, ``copy_``.
+"""In-place writes on tensors that run an op: ``t[i] = v``, ``fill_``/``zero_``, ``copy_``, and the
+functions' ``out=``.
 
 Installed on :class:`~daskgrad.Tensor` here (the tensor sits on a floor below the ops); the
 tensor's own ``_assign`` rebinds it to the op's result and bumps its version.
 """
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+
+from .. import _state
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage
+from ._util import TORCH_TYPE_NAMES
 from .elementwise import copy_to, fill
 from .indexing import getitem, region, setitem
 
@@ -33,6 +40,46 @@ def _fill(self, name, value):
 def copy_(self, src):
     """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
     return self._inplace(copy_to, src)
+
+
+def write_out(name, out, result, inputs=()):
+    """``name(..., out=out)``: ``result`` written into ``out``, which is returned, as torch's ``out=``: an op
+    recorded for autograd refuses (torch's words), a result that cannot be cast to ``out``'s dtype
+    (``same_kind``) refuses, an ``out`` that partly overlaps one of the op's ``inputs`` refuses (torch's
+    words), and an ``out`` of another shape takes the result's (with torch's warning when it held
+    elements).  A tuple ``out`` takes a tuple result, item by item."""
+    if isinstance(out, tuple) and isinstance(result, tuple) and len(out) == len(result):
+        return tuple(write_out(name, o, r, inputs) for o, r in zip(out, result))
+    if not isinstance(out, Tensor):
+        kind = type(out).__qualname__
+        kind = kind if type(out).__module__ == "builtins" else f"{type(out).__module__}.{kind}"
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {kind}")
+    if not isinstance(result, Tensor):
+        raise TypeError(f"{name}() returns a {type(result).__name__}: out= takes a tensor result only")
+    if is_grad_enabled() and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad.")
+    if not np.can_cast(result.dtype, out.dtype, "same_kind"):
+        raise RuntimeError(f"result type {TORCH_TYPE_NAMES.get(str(result.dtype), result.dtype)} can't be cast to "
+                           f"the desired output type {TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)}")
+    out._check_overlap([t for x in inputs for t in (x if isinstance(x, (list, tuple)) else (x,))])
+    if out.shape == result.shape:
+        return out._assign(result)
+    st = out._storage
+    if type(st) is _ViewStorage or st.views:  # (torch resizes the shared memory: the base and its views change)
+        raise NotImplementedError(f"{name}(): out= of shape {list(out.shape)} shares its storage with views (it is "
+                                  f"one, or their base): it cannot be resized to the result's shape "
+                                  f"{list(result.shape)} here; pass an out of that shape")
+    if out.numel():
+        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, which "
+                      f"does not match the required output shape {list(result.shape)}. This behavior is deprecated, "
+                      "and in a future PyTorch release outputs will not be resized unless they have zero elements.",
+                      UserWarning, stacklevel=3)
+    # resized: the result's shape, in out's dtype
+    st.array, st.version = result.array.astype(out.dtype), st.version + 1
+    if out.grad_fn is None:
+        _state.mark_pending(st)
+    return out
 
 
 Tensor.__setitem__, Tensor._fill, Tensor.copy_ = _setitem, _fill, copy_

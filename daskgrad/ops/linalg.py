@@ -330,11 +330,14 @@ def _svd_s_rule(g, s, *, m, n, full):
     return (matmul(u * expand_dims(g, -2), vh),)
 
 
-def svd(A, full_matrices=True):
+def svd(A, full_matrices=True, compute_uv=True):
     """torch's ``linalg.svd``: ``(U, S, Vh)`` with ``A = U diag(S) Vh``.  A chunked tall-and-skinny
     (or short-and-wide) matrix runs dask's TSQR-based SVD and needs ``full_matrices=False``; other
     matrices are decomposed one matrix per chunk.  Gradients are torch's (distinct singular values;
-    for complex inputs the loss must not depend on the singular vectors' phases)."""
+    for complex inputs the loss must not depend on the singular vectors' phases).  NumPy's
+    ``compute_uv=False`` returns ``S`` alone (:func:`svdvals`)."""
+    if not compute_uv:
+        return svdvals(A)
     A = _matrix(A, "svd")
     u, s, vh = _svd_arrays(A.array, full_matrices)
     m, n = A.shape[-2:]
@@ -351,8 +354,21 @@ def svdvals(A):
 
 
 # ----------------------------------------------------------------------- solve
-def _solve_block(a, b):
-    return np.linalg.solve(a, b)
+_SINGULAR = "torch.linalg.solve: The solver failed because the input matrix is singular."
+
+
+def _solve_block(a, b, singular=None):
+    """``a^{-1} b``; a singular ``a`` raises torch's LinAlgError.  ``singular``: the message for a
+    triangular ``a`` whose rank is checked first (its diagonal against roundoff), where a solve would
+    succeed on the roundoff and return noise."""
+    if singular is not None and a.size:
+        d = np.abs(np.diagonal(a, axis1=-2, axis2=-1))
+        if (d <= a.shape[-1] * np.finfo(d.dtype).eps * d.max(axis=-1, keepdims=True)).any():
+            raise chunk.LinAlgError(singular)
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise chunk.LinAlgError(_SINGULAR) from None
 
 
 def _solve_arrays(a, b, block=_solve_block, **params):
@@ -390,8 +406,9 @@ def _solve_operands(a, b, left=True):
     return a, b, vec
 
 
-def _solve_impl(a, b, *, vec):
-    return _solve_arrays(a, b[..., None])[..., 0] if vec else _solve_arrays(a, b)
+def _solve_impl(a, b, *, vec, singular=None):
+    extra = {} if singular is None else {"singular": singular}
+    return _solve_arrays(a, b[..., None], **extra)[..., 0] if vec else _solve_arrays(a, b, **extra)
 
 
 solve_p = primitive("solve", torch="LinalgSolveExBackward0", impl=_solve_impl, args=("a", "b"), save=("a", "r"))
@@ -400,17 +417,24 @@ solve_p = primitive("solve", torch="LinalgSolveExBackward0", impl=_solve_impl, a
 def solve(A, B, *, left=True):
     """torch's ``linalg.solve``: ``X`` with ``A X = B`` (``X A = B`` when ``left=False``), batched.  Each
     matrix of ``A`` is solved in one chunk (it must fit a worker); ``B``'s columns keep their chunks,
-    so a long right-hand side is solved chunk by chunk.  A singular ``A`` raises when computed."""
+    so a long right-hand side is solved chunk by chunk.  A singular ``A`` raises torch's
+    :class:`LinAlgError` when computed."""
     A, B, vec = _solve_operands(A, B, left)
     if not left:
         return mT(solve(mT(A), mT(B)))
     return solve_p.bind(A, B, vec=vec)
 
 
+def _solve_triangular_checked(A, B, singular):
+    """``A^{-1} B`` for a triangular ``A`` that raises ``singular`` when ``A`` is singular to roundoff."""
+    A, B, vec = _solve_operands(A, B)
+    return solve_p.bind(A, B, vec=vec, singular=singular)
+
+
 @solve_p.vjp
-def _solve_rule(g, s, *, vec):
+def _solve_rule(g, s, *, vec, singular=None):
     # gB = A^{-H} gX, gA = -gB X^H (torch's linalg_solve_backward)
-    gb = solve(mH(s.a), g)
+    gb = solve(mH(s.a), g) if singular is None else _solve_triangular_checked(mH(s.a), g, singular)
     if not s.needs[0]:
         return None, gb
     x = s.r
@@ -418,9 +442,10 @@ def _solve_rule(g, s, *, vec):
     return ga, gb
 
 
-def _solve_right(y, m):
-    """``Y M^{-1}``, by a solve with ``Y``'s rows as right-hand sides (they keep their chunks)."""
-    return mH(solve(mH(m), mH(y)))
+def _solve_right(y, m, singular=None):
+    """``Y M^{-1}``, by a solve with ``Y``'s rows as right-hand sides (they keep their chunks); for a
+    triangular ``M``, ``singular`` is the error when it is singular to roundoff."""
+    return mH(solve(mH(m), mH(y)) if singular is None else _solve_triangular_checked(mH(m), mH(y), singular))
 
 
 # ------------------------------------------------------------------- inv / det
@@ -565,6 +590,9 @@ qr_r_p = primitive("qr_r", torch="LinalgQrBackward0", save=("q", "r"))
 _QR_MODE_ERROR = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
                   "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
 _QR_COMPLETE_ERROR = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+# torch's gradient there is R^{-H} of a singular R: inf, or roundoff amplified by 1e15
+_QR_RANK_ERROR = ("linalg.qr backward: R is singular (A has rank below its number of columns): the QR decomposition "
+                  "of a rank-deficient matrix is not differentiable")
 
 
 def _syminvadj(x):
@@ -589,9 +617,9 @@ def _qr_backward(gq, gr, q, r, m, n):
         ga = matmul(q, _syminvadj(triu(small)))
         if gq is not None:
             ga = ga + gq
-        return _solve_right(ga, mH(r))  # ga R^{-H}
+        return _solve_right(ga, mH(r), _QR_RANK_ERROR)  # ga R^{-H}
     ga = matmul(q, _tril_im_inv_adj_skew(-small))
-    ga = _solve_right(ga, mH(r[..., :, :m]))
+    ga = _solve_right(ga, mH(r[..., :, :m]), _QR_RANK_ERROR)
     ga = pad(ga, [(0, 0)] * (ga.ndim - 1) + [(0, n - m)])  # zero gradient for R's columns past m
     if gr is not None:
         ga = ga + matmul(q, gr)

@@ -16,7 +16,7 @@ from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array, refuse_complex,
                     tensor_or_scalar, value)
-from .elementwise import exp, sigmoid
+from .elementwise import astype, exp, sigmoid
 from .reductions import sum
 
 
@@ -36,23 +36,31 @@ log_softmax_p = primitive("log_softmax", torch="LogSoftmaxBackward0", impl=_log_
 log_softmax_p.vjp(lambda g, s, *, axis: (g - exp(s.r) * sum(g, axis=axis, keepdims=True),))
 
 
-@public("softmax")
-def softmax(x, axis=-1):
-    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``; here ``axis`` defaults to the last
-    one, where ``nn.functional.softmax`` asks for ``dim``)."""
+def _softmax_operand(name, x, axis, dtype):
     x = as_tensor(x)
-    refuse_complex("softmax", x)
-    axis = norm_axis(axis, x.ndim)
+    if dtype is not None:  # torch casts first (a float32 input softmaxed in float64)
+        x = astype(x, np.dtype(dtype))
+    refuse_complex(name, x)
+    return x, norm_axis(axis, x.ndim)
+
+
+@public("softmax")
+def softmax(x, axis=-1, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
+    ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``)."""
+    x, axis = _softmax_operand("softmax", x, axis, dtype)
+    if not x.numel():  # nothing to normalize (dask's max of no elements would raise)
+        return x * 1
     return softmax_p.bind(x, axis=axis)
 
 
 @public("log_softmax")
-def log_softmax(x, axis=-1):
-    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``; here ``axis`` defaults to the last
-    one, where ``nn.functional.log_softmax`` asks for ``dim``)."""
-    x = as_tensor(x)
-    refuse_complex("log_softmax", x)
-    axis = norm_axis(axis, x.ndim)
+def log_softmax(x, axis=-1, dtype=None):
+    """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
+    ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``)."""
+    x, axis = _softmax_operand("log_softmax", x, axis, dtype)
+    if not x.numel():
+        return x * 1
     return log_softmax_p.bind(x, axis=axis)
 
 

@@ -14,16 +14,16 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from .. import chunk
+from .. import chunk, return_types
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
-from .composite import isnan, quantile_args, ravel
+from .composite import isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, trunc, where
 from .indexing import getitem, sort
 from .reductions import cumsum, mean, prod, sum
-from .shape import broadcast_to, concatenate, flip, rechunk, reshape, squeeze, stack
+from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
 
 # ---------------------------------------------------------------------- cumprod
@@ -271,7 +271,7 @@ def _check_host_index(idx, n, axis):
         raise IndexError(f"index {int(idx[bad][0])} is out of bounds for axis {axis} with size {n}")
 
 
-@public("take_along_dim")
+@public()
 def take_along_axis(arr, indices, axis=-1):
     """NumPy's ``take_along_axis`` (torch's ``take_along_dim``, ``torch.gather`` with broadcasting):
     ``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis`` (the raveled tensor when
@@ -282,6 +282,13 @@ def take_along_axis(arr, indices, axis=-1):
     idx = raw(indices) if lazy else np.asarray(indices)
     if axis is None:
         x, axis, idx = ravel(x), 0, idx.reshape(-1)
+    x, idx, axis, n = _gather_operands(x, idx, axis, lazy)
+    return gather_p.bind(x, idx, axis=axis, n=n)
+
+
+def _gather_operands(x, idx, axis, lazy):
+    """``x`` and integer ``idx`` (a dask or host array) broadcast against each other but along ``axis``,
+    ``x``'s axis in one chunk, ``idx`` chunked as the result: what ``gather_p`` takes."""
     axis = norm_axis(axis, x.ndim)
     if idx.dtype.kind not in "iu":
         raise IndexError("`indices` must be an integer array")
@@ -302,10 +309,108 @@ def take_along_axis(arr, indices, axis=-1):
         meta = x._storage.value._meta
         idx = da.from_array(np.broadcast_to(idx, shape), chunks=chunks).map_blocks(
             chunk.like, meta, dtype=idx.dtype, meta=meta_from_array(meta, len(shape), idx.dtype))
-    return gather_p.bind(x, Tensor._make(idx), axis=axis, n=n)
+    return x, Tensor._make(idx), axis, n
 
 
-public(name="take_along_dim")(take_along_axis)  # torch's name
+# torch's ops that pick one value per slice and return its index (max(dim), median, sort ...): a gather at
+# the index, its own node under torch's name, the index axis dropped unless ``keepdims``
+values_at_p = primitive("values_at", torch=("MaxBackward0", "MinBackward0", "MedianBackward0", "MedianBackward1",
+                                            "NanmedianBackward0", "NanmedianBackward1", "SortBackward0",
+                                            "TopkBackward0", "KthvalueBackward0"),
+                        impl=lambda a, idx, *, axis, n, keepdims: (_gather_array(a, idx, axis=axis, n=n) if keepdims
+                                                                   else _gather_array(a, idx, axis=axis, n=n)
+                                                                   .squeeze(axis)),
+                        args=("x", "idx"), save=("idx",), consts=("idx",))
+values_at_p.vjp(lambda g, s, *, axis, n, keepdims: (scatter_add_p.bind(g if keepdims else expand_dims(g, axis),
+                                                                       s.idx, axis=axis, n=n),))
+
+
+def values_at(x, indices, axis, keepdims, node):
+    """The values of ``x`` at integer tensor ``indices`` (shaped as ``x`` but 1 along ``axis``, or the whole
+    axis for a sort) along ``axis``, recorded as torch's ``node``; the gradient goes to those places."""
+    x, idx, axis, n = _gather_operands(as_tensor(x), raw(indices), axis, True)
+    return values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node)
+
+
+@public("take_along_dim")
+def take_along_dim(x, indices, dim=None):
+    """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
+    flattened when ``dim`` is None (torch's default)."""
+    if dim is None:
+        x = ravel(x)
+        indices = reshape(indices, (-1,)) if isinstance(indices, Tensor) else np.asarray(indices).reshape(-1)
+        dim = 0
+    return take_along_axis(x, indices, dim)
+
+
+# ------------------------------------------------------------ partition, diagonals
+@public()
+def argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
+    holding the whole axis (the axis becomes one chunk)."""
+    x = as_tensor(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = norm_axis(axis, x.ndim)
+    if kind != "introselect" or order is not None:
+        raise NotImplementedError("argpartition: daskgrad takes kind='introselect' and no order")
+    if len(x.chunks[axis]) > 1:
+        x = rechunk(x, {axis: -1})
+    return Tensor._make(da.map_blocks(chunk.argpartition, x.array, kth=kth, axis=axis, dtype=np.int64,
+                                      meta=meta_from_array(x.array._meta, x.ndim, np.int64)))
+
+
+@public()
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """NumPy's ``partition``: the element at each ``kth`` position where sorting would put it, smaller ones
+    before, larger after, in NumPy's own arrangement (``take_along_axis`` of :func:`argpartition`), so
+    each value's gradient goes back to where it came from."""
+    x = as_tensor(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    return take_along_axis(x, argpartition(x.detach(), kth, axis, kind, order), axis)
+
+
+@public()
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
+    the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
+    cotangent."""
+    x = as_tensor(input)
+    n = x.shape[-1] if x.ndim else 1
+    x = reshape(x, (1,)) if x.ndim == 0 else x
+    square = reshape(x, x.shape + (1,)) * _on_device(np.eye(n, dtype=x.dtype), x)  # rows i hold x[..., i] at i
+    k = abs(int(offset))
+    if k:
+        lead = ((0, 0),) * (x.ndim - 1)
+        square = pad(square, lead + (((0, k), (k, 0)) if offset > 0 else ((k, 0), (0, k))))
+    ndim = square.ndim
+    d1, d2 = norm_axis(dim1, ndim), norm_axis(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = iter(range(ndim - 2))
+    return transpose(square, [ndim - 2 if i == d1 else ndim - 1 if i == d2 else next(rest) for i in range(ndim)])
+
+
+@public()
+def make_diagonal(D, offset=0, axis1=0, axis2=1):
+    """HIPS autograd's ``make_diagonal`` (the inverse of ``diagonal``): :func:`diag_embed` with its
+    axes named ``axis1`` and ``axis2``."""
+    return diag_embed(D, offset, axis1, axis2)
+
+
+@public()
+def real_if_close(a, tol=100):
+    """NumPy's ``real_if_close``: the real part of a complex tensor whose imaginary parts are all below
+    ``tol`` machine epsilons (``tol`` itself when under 1), else the tensor as it is.  That test decides
+    the result's dtype, so for a complex tensor it is computed here, at the call (one small reduction,
+    a single boolean back); a real tensor is returned as it is, with nothing computed."""
+    x = as_tensor(a)
+    if x.dtype.kind != "c":
+        return x
+    limit = np.finfo(x.dtype).eps * tol if tol > 1 else tol
+    small = Tensor._make(da.all(da.absolute(da.imag(x.array)) < limit))
+    return ew.real(x) if bool(small.item()) else x
 
 
 # --------------------------------------------------------------- choosing
@@ -416,41 +521,46 @@ def fmin(a, b):
 
 
 # ------------------------------------------------- NaN-ignoring order statistics
-def _nan_at(s, c, p, axis):
-    """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values:
-    linear interpolation between the two nearest, read by a gather at indices that differ per slice."""
+def _nan_at(s, c, p, axis, method):
+    """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values: the
+    values at the positions ``method`` reads, by a gather at indices that differ per slice."""
     pos = (c - 1) * float(p)
     lo = ew.floor(pos)
-    frac = pos - lo
     n = s.shape[axis]
-    lo_i = astype(ew.clip(lo, 0, n - 1), np.int64)
-    hi_i = astype(ew.clip(ew.minimum(lo + 1, c - 1), 0, n - 1), np.int64)
-    v = take_along_axis(s, lo_i, axis)
-    v = v + (take_along_axis(s, hi_i, axis) - v) * frac
+    if method == "higher":
+        lo = ew.ceil(pos)
+    elif method == "nearest":
+        lo = ew.round(pos)  # half to even, as torch's
+    hi, frac = lo, None
+    if method in ("linear", "midpoint"):
+        hi = ew.ceil(pos)
+        frac = pos - lo if method == "linear" else where(hi > lo, 0.5, 0.0)
+    v = take_along_axis(s, astype(ew.clip(lo, 0, n - 1), np.int64), axis)
+    if frac is not None:
+        v = v + (take_along_axis(s, astype(ew.clip(hi, 0, n - 1), np.int64), axis) - v) * frac
     return where(c == 0, math.nan, v)  # an all-NaN slice
 
 
 @public("nanquantile")
-def nanquantile(x, q, axis=None, keepdims=False):
+def nanquantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
     """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
-    ``nanquantile``: the gradient goes to the two values interpolated."""
-    x, qs, axis, ndim, flat = quantile_args(x, q, axis)
+    ``nanquantile``: the gradient goes to the values interpolated."""
+    method = quantile_method(method, interpolation)
+    x, qs, axis, ndim, reduced = quantile_args(x, q, axis)
     s = sort(x, axis=axis)
     c = sum(where(isnan(s), 0.0, ew.ones_like(s)), axis=axis, keepdims=True)
-    out = [_nan_at(s, c, p, axis) for p in qs]
-    out = [o if keepdims and not flat else squeeze(o, axis) for o in out]
-    if keepdims and flat:
-        out = [reshape(o, (1,) * ndim) for o in out]
-    return out[0] if np.ndim(q) == 0 else stack(out, axis=0)
+    out = [squeeze(_nan_at(s, c, p, axis, method), axis) for p in qs]
+    return quantile_result(out, q, keepdims, ndim, reduced)
 
 
 @public()
-def nanpercentile(x, q, axis=None, keepdims=False):
+def nanpercentile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=None):
     """``nanquantile`` at ``q / 100`` (``q`` in [0, 100])."""
-    return nanquantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims)
+    return nanquantile(x, np.asarray(q, dtype=np.float64) / 100, axis=axis, keepdims=keepdims, method=method,
+                       interpolation=interpolation)
 
 
-@public("nanmedian")
+@public()
 def nanmedian(x, axis=None, keepdims=False):
     """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
     torch's ``nanmedian`` returns the lower one)."""
@@ -467,11 +577,11 @@ def ldexp(x1, x2):
 
 @public("frexp")
 def frexp(x):
-    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``; the mantissa's gradient is
+    """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
     ``g / 2**exponent``, as torch's, the exponent an integer tensor."""
     x = as_tensor(x)
     e = Tensor._make(da.frexp(x.array)[1])
-    return x / exp2(astype(e, x.dtype)), e
+    return return_types.frexp(x / exp2(astype(e, x.dtype)), e)
 
 
 @public()

@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import _tensor
 from ..graph import primitive
-from .._tensor import Tensor, arange, full, ones, zeros
-from ._util import as_tensor, norm_axis, public, raw, tensor_or_scalar
+from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
+from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar
 from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -56,7 +56,7 @@ def digitize(x, bins, right=False):
     return Tensor._make(da.digitize(raw(as_tensor(x)), np.asarray(bins), right=right))
 
 
-@public("count_nonzero")
+@public()
 def count_nonzero(a, axis=None, keepdims=False):
     """How many elements are not zero, over ``axis`` (``torch.count_nonzero``); an integer tensor."""
     a = as_tensor(a)
@@ -155,6 +155,7 @@ def bincount(x, weights=None, minlength=0):
     """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
     with weights that require grad the result does too, and backward raises, as torch's."""
     x = as_tensor(x)
+    refuse_dtype_kinds("bincount", "fc", x)
     if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     w = _arr(weights)
@@ -175,8 +176,9 @@ def _elementwise(name, methods=(), doc="NumPy's ``{}``"):
     return public(*methods)(op)
 
 
-for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "nextafter", "spacing"):
+for _name in ("left_shift", "right_shift", "iscomplex", "isclose", "allclose", "spacing"):
     globals()[_name] = _elementwise(_name)
+
 public(name="invert")(bitwise_not)  # NumPy's name for ~
 
 
@@ -193,7 +195,7 @@ def _boolean_reduction(name):
 all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all/any (not the builtins)
 
 
-@public()
+@public("__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide", "floor_divide_")
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
     a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
@@ -252,6 +254,20 @@ def empty_like(x, dtype=None, requires_grad=False):
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does."""
     out = zeros_like(x, dtype=dtype)
     return out.requires_grad_(True) if requires_grad else out
+
+
+@public()
+def rand_like(x, dtype=None, requires_grad=False):
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return rand(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
+
+
+@public()
+def randn_like(x, dtype=None, requires_grad=False):
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device."""
+    x = as_tensor(x)
+    return randn(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
 
 
 @public()

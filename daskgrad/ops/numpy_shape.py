@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from ._util import as_tensor, norm_axis, public
+from ._util import as_tensor, constant_like, norm_axis, public
 from .composite import nanmax, nanmean, nanmin, nansum, ravel
 from .elementwise import astype
 from .indexing import argsort, getitem, sort
 from .numpy_extra import _check_host_index, _on_device, nanprod
 from .reductions import amax, amin, mean, prod, sum
-from .shape import broadcast_to, concatenate, flip, moveaxis, reshape
+from .shape import broadcast_to, concatenate, flip, moveaxis, reshape, stack, transpose
 
 
 @public()
@@ -152,6 +152,82 @@ def argtopk(a, k, axis=-1, split_every=None):
 
 
 # ------------------------------------------------------------------ assembling
+class _AxisConcatenator:
+    """NumPy's ``r_``/``c_``: ``dg.r_[x, 0:3, y, 1.5]`` joins tensors, arrays, numbers and ranges (a
+    slice is ``arange``, or ``linspace`` with a complex step ``0:1:5j``) along an axis, each raised to
+    ``ndmin`` axes as NumPy raises them; a leading string ``"axis[,ndmin[,trans1d]]"`` sets those.
+    The join is ``concatenate``, so it is lazy and differentiable in the tensors joined."""
+
+    def __init__(self, axis, ndmin, trans1d, name):
+        self.axis, self.ndmin, self.trans1d, self.__name__ = axis, ndmin, trans1d, name
+        self.__doc__ = type(self).__doc__
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        parts, scalars = [], []
+        tensor = next((item for item in key if isinstance(item, Tensor)), None)
+
+        def constant(host):  # on the tensors' chunk type, where they are device arrays
+            return as_tensor(host) if tensor is None else constant_like(host, tensor.array._meta)
+
+        for k, item in enumerate(key):
+            if isinstance(item, str):
+                if k:
+                    raise ValueError("special directives must be the first entry.")
+                if item in ("r", "c"):
+                    raise NotImplementedError(f"{self.__name__}['{item}', ...]: daskgrad has no matrix type")
+                axis, ndmin, trans1d = self._directive(item)
+                continue
+            if isinstance(item, slice):
+                part, scalar = constant(self._range(item)), False
+            elif isinstance(item, Tensor):
+                part, scalar = item, False
+            else:
+                part, scalar = constant(item), not np.ndim(item)
+                scalars += [item] if scalar else []
+            parts.append((self._raised(part, ndmin, trans1d), scalar))
+        tensors = [t.dtype for t, scalar in parts if not scalar]
+        dtype = np.result_type(*tensors, *scalars) if tensors else np.result_type(*[t.dtype for t, _ in parts])
+        return concatenate([astype(t, dtype) if t.dtype != dtype else t for t, _ in parts], axis=axis)
+
+    @staticmethod
+    def _directive(text):
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            raise ValueError(f"unknown special directive {text!r}") from None
+        defaults = [0, 1, -1]
+        return tuple(values[:3] + defaults[len(values):])
+
+    @staticmethod
+    def _range(item):
+        start = 0 if item.start is None else item.start
+        step = 1 if item.step is None else item.step
+        if isinstance(step, (complex, np.complexfloating)):
+            return np.linspace(start, item.stop, int(abs(step)))
+        return np.arange(start, item.stop, step)
+
+    @staticmethod
+    def _raised(t, ndmin, trans1d):
+        """NumPy's ``array(t, ndmin=ndmin)``, then its ``trans1d`` move of the original axes."""
+        if t.ndim >= ndmin:
+            return t
+        k2 = ndmin - t.ndim
+        raised = reshape(t, (1,) * k2 + t.shape)
+        if trans1d == -1:
+            return raised
+        k1 = trans1d + k2 + 1 if trans1d < 0 else trans1d
+        order = list(range(ndmin))
+        order = order[:k1] + order[k2:] + order[k1:k2]
+        return raised if order == sorted(order) else transpose(raised, tuple(order))
+
+
+# (objects, as NumPy's: daskgrad.r_ and daskgrad.c_, not ops of the table)
+r_ = _AxisConcatenator(0, 1, -1, "r_")
+c_ = _AxisConcatenator(-1, 2, 0, "c_")
+
+
 @public()
 def block(arrays):
     """NumPy's ``block``: nested lists of tensors joined, the innermost lists along the last axis."""
@@ -198,3 +274,34 @@ def coarsen(reduction, x, axes, trim_excess=False, **kwargs):
         shape += [n // f, f]
         reduced.append(2 * k + 1)
     return op(reshape(x, tuple(shape)), axis=tuple(reduced), **kwargs)
+
+
+@public()
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """NumPy's ``lib.stride_tricks.sliding_window_view``: every window of ``window_shape`` along ``axis``
+    (all axes when None), as new last axes; the windows are slices stacked (a copy, not a view:
+    ``writeable`` must stay False), so each value's gradient sums over the windows holding it."""
+    if writeable:
+        raise ValueError("sliding_window_view of a daskgrad Tensor cannot be writeable: the windows are a copy")
+    x = as_tensor(x)
+    window_shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    if axis is None:
+        if len(window_shape) != x.ndim:
+            raise ValueError(f"Since axis is `None`, must provide window_shape for all dimensions of `x`; got "
+                             f"{len(window_shape)} window_shape elements and `x.ndim` is {x.ndim}.")
+        axes = tuple(range(x.ndim))
+    else:
+        axes = tuple(norm_axis(a, x.ndim) for a in (axis if np.iterable(axis) else (axis,)))
+        if len(window_shape) != len(axes):
+            raise ValueError(f"Must provide matching length window_shape and axis; got {len(window_shape)} "
+                             f"window_shape elements and {len(axes)} axes elements.")
+    if any(w < 0 for w in window_shape):
+        raise ValueError("`window_shape` cannot contain negative values")
+    out = x
+    for ax, w in zip(axes, window_shape):
+        n = out.shape[ax] - w + 1
+        if n < 0:
+            raise ValueError("window shape cannot be larger than input array shape")
+        pre = (slice(None),) * ax
+        out = stack([getitem(out, pre + (slice(k, k + n),)) for k in range(w)], axis=-1)
+    return out

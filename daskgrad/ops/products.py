@@ -164,6 +164,20 @@ def mH(x):
     return conj(swapaxes(x, -1, -2))
 
 
+@public("mm")
+def mm(a, b):
+    """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only)."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                           f"{b.shape[0]}x{b.shape[1]})")
+    return matmul(a, b)
+
+
 @public("dot")
 def dot(a, b):
     """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
@@ -462,8 +476,10 @@ diag_embed_p = primitive("diag_embed", torch="DiagEmbedBackward0", prepare=_diag
 
 
 @public("diagonal")
-def diagonal(x, offset=0, axis1=0, axis2=1):
-    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as a new last axis."""
+def diagonal(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
+    """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
+    ``dim2``), as a new last axis."""
+    axis1, axis2 = (axis1 if dim1 is None else dim1), (axis2 if dim2 is None else dim2)
     x = as_tensor(x)
     offset = _int_arg(offset, "offset")
     if x.ndim < 2:

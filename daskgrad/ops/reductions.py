@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import dask.array as da
+import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
@@ -166,16 +167,17 @@ prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, sav
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
 var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
                    save=("x", "n"))
-# the gradient of std is 0 where it is 0, as in torch
+# the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
+# derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / (r * (n - ddof))) * _centered(x, axes),
-                   save=("x", "r", "n"))
+                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof)))
+                   * _centered(x, axes), save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
                          save=("x", "r"), refuse="logsumexp")
 
 
 # ------------------------------------------------------------------ the ops
-@public("sum")
+@public()
 def sum(x, axis=None, keepdims=False, dtype=None):
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
     ``dim=``/``keepdim=`` are accepted too)."""
@@ -188,7 +190,7 @@ def _sum_fwd(a, n, n_out, *, axes, keepdims, dtype):
     return da.sum(a, axis=axes, keepdims=keepdims, dtype=dtype, split_every=split_every(a, axes))
 
 
-@public("mean")
+@public()
 def mean(x, axis=None, keepdims=False):
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``)."""
     # sum / n rather than da.mean: dask's mean builds host count arrays, which device chunks refuse
@@ -237,10 +239,10 @@ def _extreme(all_p, axis_p, fn):
     return op
 
 
-max = public("max")(_extreme(max_all_p, amax_p, "max"))
-min = public("min")(_extreme(min_all_p, amin_p, "min"))
-amax = public("amax")(_extreme(amax_p, amax_p, "max"))
-amin = public("amin")(_extreme(amin_p, amin_p, "min"))
+max = public()(_extreme(max_all_p, amax_p, "max"))
+min = public()(_extreme(min_all_p, amin_p, "min"))
+amax = public()(_extreme(amax_p, amax_p, "max"))
+amin = public()(_extreme(amin_p, amin_p, "min"))
 
 
 @public("prod")
@@ -251,9 +253,24 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     return _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),))
 
 
-@public("var")
-def var(x, axis=None, ddof=0, keepdims=False):
-    """Variance with NumPy's default ``ddof=0`` (torch's default is 1: pass ``ddof=1``)."""
+def _ddof(ddof, correction, unbiased):
+    """NumPy's ``ddof`` from torch's spellings: ``correction=`` is ddof, ``unbiased=`` 1 or 0."""
+    given = [k for k, v in (("correction", correction), ("unbiased", unbiased)) if v is not None]
+    if len(given) > 1 or (given and ddof != 0):
+        raise TypeError(f"got {' and '.join((['ddof'] if ddof != 0 else []) + given)}: give one of ddof, "
+                        "correction and unbiased")
+    if correction is not None:
+        return correction
+    if unbiased is not None:
+        return int(bool(unbiased))
+    return ddof
+
+
+@public()
+def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None):
+    """Variance with NumPy's default ``ddof=0``; torch's ``correction=`` (ddof) and ``unbiased=`` (ddof 1
+    or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default)."""
+    ddof = _ddof(ddof, correction, unbiased)
     return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof)
 
 
@@ -263,9 +280,11 @@ def _var_array(a, n, n_out, *, axes, keepdims, ddof):
     return reduce_array(sq, "sum", axes, keepdims) / (n_out - ddof)
 
 
-@public("std")
-def std(x, axis=None, ddof=0, keepdims=False):
-    """Standard deviation (``ddof=0`` by default); its gradient is 0 where it is 0, as in torch."""
+@public()
+def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None):
+    """Standard deviation with NumPy's default ``ddof=0`` (torch's ``correction=``/``unbiased=`` taken, as
+    by :func:`var`); its gradient is 0 where it is 0, as in torch."""
+    ddof = _ddof(ddof, correction, unbiased)
     return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof)
 
 
@@ -303,17 +322,34 @@ def cumsum(x, axis=None, dtype=None):
     return cumsum_p.bind(x, axis=axis)
 
 
-@public("argmax")
-def argmax(x, axis=None):
-    """Index of the largest value (an integer tensor: never differentiable)."""
+def _arg_extreme(x, axis, keepdims, fn):
     x = as_tensor(x)
-    axis = axis if axis is None else norm_axis(axis, x.ndim)
-    return Tensor._make(door.defer(da.argmax, (value(x),), (("axis", axis),)))
+    if x.ndim == 0:  # torch: the index of a 0-d tensor's one element, along dim 0 or -1 or none
+        if axis is not None:
+            norm_axis(axis, 0)
+        return zeros_like(x, dtype=np.int64)
+    if axis is not None:
+        axis = norm_axis(axis, x.ndim)
+    params = (("fn", fn), ("axis", axis), ("keepdims", keepdims))
+    return Tensor._make(door.defer(_arg_extreme_array, (value(x),), params))
+
+
+def _arg_extreme_array(a, *, fn, axis, keepdims):
+    if axis is None:
+        out = getattr(da, fn)(a)
+        return out.reshape((1,) * a.ndim) if keepdims else out
+    return getattr(da, fn)(a, axis=axis, keepdims=keepdims)
+
+
+@public("argmax")
+def argmax(x, axis=None, keepdims=False):
+    """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's)."""
+    return _arg_extreme(x, axis, keepdims, "argmax")
 
 
 @public("argmin")
-def argmin(x, axis=None):
-    """Index of the smallest value (an integer tensor: never differentiable)."""
-    x = as_tensor(x)
-    axis = axis if axis is None else norm_axis(axis, x.ndim)
-    return Tensor._make(door.defer(da.argmin, (value(x),), (("axis", axis),)))
+def argmin(x, axis=None, keepdims=False):
+    """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
+    when ``axis`` is None."""
+    return _arg_extreme(x, axis, keepdims, "argmin")

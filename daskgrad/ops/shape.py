@@ -9,7 +9,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from ..graph import View, primitive
+from ..graph import View, primitive, type_repr
 from .._tensor import Tensor, contiguous_strides, layout
 from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
@@ -114,20 +114,38 @@ def _reshape_array(a, shape):
 
 
 @public("flatten")
-def flatten(x):
-    """All elements as a 1-d tensor (NumPy's ``ndarray.flatten``; torch's ``flatten()`` without
-    ``start_dim``/``end_dim``)."""
-    return reshape(x, (-1,))
+def flatten(x, start_dim=0, end_dim=-1):
+    """Axes ``start_dim`` to ``end_dim`` merged into one, all of them by default (a 1-d tensor: NumPy's
+    ``ndarray.flatten``; torch's ``flatten``, a 0-d tensor becoming 1-d)."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    start, end = norm_axis(start_dim, x.ndim), norm_axis(end_dim, x.ndim)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:
+        return x
+    merged = x.shape[start:end + 1]
+    n = int(np.prod(merged, dtype=np.int64)) if all(k == k for k in merged) else -1  # (NaN: after a mask)
+    return reshape(x, x.shape[:start] + (n,) + x.shape[end + 1:])
 
 
 def _transpose_method(transpose):
-    """``x.transpose(0, 1)`` swaps two axes, as torch's; ``x.transpose()`` and ``x.transpose(axes)``
-    permute, as NumPy's."""
-    return lambda self, *axes: (swapaxes(self, *axes) if len(axes) == 2 and self.ndim != 2 else
-                                transpose(self, axes[0] if len(axes) == 1 else (axes or None)))
+    """``x.transpose(0, 1)`` swaps two axes, as torch's (also ``dim0=``/``dim1=``); ``x.transpose()`` and
+    ``x.transpose(axes)``, which torch refuses, permute, as NumPy's."""
+    def method(self, *axes, dim0=None, dim1=None):
+        if dim0 is not None or dim1 is not None:
+            axes = axes + tuple(d for d in (dim0, dim1) if d is not None)
+        if len(axes) == 2:
+            return swapaxes(self, *axes)
+        return transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+    method.__wrapped__ = transpose
+    return method
 
 
-transpose_p = primitive("transpose", torch=("TBackward0", "PermuteBackward0"),
+# torch names the node by the method: x.T, permute, movedim PermuteBackward0; transpose(0, 1), swapaxes,
+# mT TransposeBackward0; t() TBackward0
+transpose_p = primitive("transpose", torch=("PermuteBackward0", "TransposeBackward0", "TBackward0"),
                         impl=lambda a, *, perm, inverse: da.transpose(a, perm),
                         view=View(lambda x_shape, x_strides, x_offset, out_shape, *, perm, inverse:
                                   (tuple(x_strides[p] for p in perm), x_offset),
@@ -139,10 +157,12 @@ transpose_p.vjp(lambda g, s, *, perm, inverse: (transpose(g, inverse),))
 def transpose(x, axes=None):
     """Permute axes (all reversed by default, as in NumPy)."""
     x = as_tensor(x)
-    perm = tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim)
-    inverse = tuple(int(i) for i in np.argsort(perm))
-    node = "TBackward0" if axes is None and x.ndim <= 2 else "PermuteBackward0"
-    return transpose_p.bind(x, node=node, perm=perm, inverse=inverse)
+    return permuted(x, tuple(range(x.ndim))[::-1] if axes is None else _perm(axes, x.ndim))
+
+
+def permuted(x, perm, node="PermuteBackward0"):
+    """The view of tensor ``x`` with its axes in the order ``perm`` (checked), recorded as ``node``."""
+    return transpose_p.bind(x, node=node, perm=tuple(perm), inverse=tuple(int(i) for i in np.argsort(perm)))
 
 
 permute = public(("permute", shape_args), name="permute")(transpose)
@@ -166,32 +186,48 @@ def swapaxes(x, axis1, axis2):
     x = as_tensor(x)
     perm = list(range(x.ndim))
     axis1, axis2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
-    perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
-    return transpose(x, perm)
+    if x.ndim:  # (a 0-d tensor takes dims 0 and -1, as torch's, and stays itself)
+        perm[axis1], perm[axis2] = perm[axis2], perm[axis1]
+    return permuted(x, perm, "TransposeBackward0")
 
 
-@public("moveaxis", "movedim")
-def moveaxis(x, source, destination):
-    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
-    others keeping their order (NumPy's ``moveaxis``, torch's ``movedim``): a view."""
+def _move(x, source, destination, numpy):
+    """``x`` with axes ``source`` moved to ``destination``, the others keeping their order: a view
+    (PermuteBackward0); NumPy's errors (``numpy``) or torch's."""
     x = as_tensor(x)
     src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
     dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
     if len(src) != len(dst):
+        if numpy:
+            raise ValueError("`source` and `destination` arguments must have the same number of elements")
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
                            f"the same number of dims as destination ({list(dst)} dims)")
     src, dst = [norm_axis(a, x.ndim) for a in src], [norm_axis(a, x.ndim) for a in dst]
-    if len(set(src)) != len(src):
-        raise RuntimeError(f"movedim: repeated dim in `source` ({list(source)})")
-    if len(set(dst)) != len(dst):
-        raise RuntimeError(f"movedim: repeated dim in `destination` ({list(destination)})")
+    for what, given, axes in (("source", source, src), ("destination", destination, dst)):
+        if len(set(axes)) != len(axes):
+            raise (ValueError(f"repeated axis in `{what}` argument") if numpy else
+                   RuntimeError(f"movedim: repeated dim in `{what}` ({list(given)})"))
+    if not x.ndim:  # (dims 0 and -1 name the one position of a 0-d tensor: torch's alias of it)
+        from .indexing import getitem  # indexing imports this module
+        return getitem(x, Ellipsis)
     perm = [i for i in range(x.ndim) if i not in src]
     for d, a in sorted(zip(dst, src)):
         perm.insert(d, a)
     return transpose(x, perm)
 
 
-public(name="movedim")(moveaxis)
+@public()
+def moveaxis(x, source, destination):
+    """``x`` with axes ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order (NumPy's ``moveaxis``, with its errors): a view."""
+    return _move(x, source, destination, numpy=True)
+
+
+@public("movedim", "moveaxis")
+def movedim(x, source, destination):
+    """torch's ``movedim`` (``Tensor.movedim``, ``Tensor.moveaxis``): NumPy's ``moveaxis`` with
+    torch's errors; a view."""
+    return _move(x, source, destination, numpy=False)
 
 
 @public("unflatten")
@@ -263,11 +299,20 @@ def broadcast_to(x, shape, chunks=None):
     x = as_tensor(x)
     shape, old = tuple(shape), x.shape
     lead = len(shape) - len(old)
-    for i, n in enumerate(old):
-        if n != 1 and n == n and shape[lead + i] != n and shape[lead + i] != -1:
-            raise RuntimeError(f"The expanded size of the tensor ({shape[lead + i]}) must match the existing size "
-                               f"({n}) at non-singleton dimension {lead + i}.  Target sizes: {list(shape)}.  "
-                               f"Tensor sizes: {list(old)}")
+    if lead < 0:
+        raise RuntimeError(f"expand({type_repr(x.dtype)}{{{list(old)}}}, size={list(shape)}): the number of sizes "
+                           f"provided ({len(shape)}) must be greater or equal to the number of dimensions in the "
+                           f"tensor ({len(old)})")
+    for i in range(len(shape) - 1, -1, -1):  # torch's checks, in its order: from the last dimension
+        n, want = (old[i - lead] if i >= lead else 1), shape[i]
+        if want == -1 and i < lead:
+            raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
+                               f"dimension {i}")
+        if want != -1 and n != 1 and n == n and want != n:
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the existing size ({n}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(shape)}.  Tensor sizes: "
+                               f"{list(old)}")
+    shape = shape[:lead] + tuple(n if m == -1 else m for n, m in zip(old, shape[lead:]))  # torch: -1 keeps a size
     if shape == old:  # nothing to broadcast: at most a rechunk, no ExpandBackward0
         if chunks is None:
             return x
@@ -312,7 +357,7 @@ def expand_dims(x, axis):
 unsqueeze = public("unsqueeze", name="unsqueeze")(expand_dims)
 
 
-@public("squeeze")
+@public()
 def squeeze(x, axis=None):
     """``x`` without its length-1 axes, or those of ``axis`` (NumPy's ``squeeze``: an axis whose length is
     not 1 raises ValueError, where torch leaves it)."""
@@ -345,7 +390,7 @@ def rechunk(x, chunks):
     return rechunk_p.bind(x, chunks=chunks, old=x.chunks)
 
 
-@public("flip")
+@public()
 def flip(x, axis=None):
     """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires
     ``dims``)."""

@@ -16,6 +16,7 @@ live view of the base, becomes the view ops applied to the new base (torch's
 from __future__ import annotations
 
 import itertools
+import numbers
 
 from .. import _dask as door, _state
 from ..graph import primitive, rebase
@@ -171,8 +172,8 @@ def _split(self, split_size_or_sections, dim=0):
     given sizes, views that may not be written in place."""
     dim = norm_axis(dim, self.ndim)
     n = self.shape[dim]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
+    if isinstance(split_size_or_sections, numbers.Integral):  # (a NumPy int too)
+        size = int(split_size_or_sections)
         if size < 0:
             raise RuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
         if size == 0 and n:

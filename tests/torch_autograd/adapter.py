@@ -67,6 +67,10 @@ def make_torch():
               "var", "std", "norm", "einsum", "broadcast_to", "clamp", "chunk", "sign", "square", "argmax"):
         setattr(T, n, getattr(torch, n))
     T.randn_like = torch.randn_like
+    for n in ("argmin", "argsort", "isin", "signbit", "searchsorted", "count_nonzero", "nextafter", "rand_like"):
+        setattr(T, n, getattr(torch, n))
+    T.nn, T.optim = torch.nn, torch.optim
+    T.int8, T.int16, T.int32, T.complex128 = torch.int8, torch.int16, torch.int32, torch.complex128
     T.autograd = torch.autograd
     T.functional = torch.autograd.functional
     T.gradcheck, T.gradgradcheck = torch.autograd.gradcheck, torch.autograd.gradgradcheck
@@ -130,6 +134,10 @@ def make_daskgrad(chunks):
         return T.randn(*t.shape, dtype=t.dtype)
 
     T.randn_like = randn_like
+    for n in ("argmin", "argsort", "isin", "signbit", "searchsorted", "count_nonzero", "nextafter", "rand_like"):
+        setattr(T, n, getattr(dg, n))
+    T.nn, T.optim = dg.nn, dg.optim
+    T.int8, T.int16, T.int32, T.complex128 = np.int8, np.int16, np.int32, np.complex128
     for n in ("exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "sqrt", "abs", "pow", "where", "clone",
               "maximum", "broadcast_to", "einsum", "sign", "square", "no_grad", "enable_grad",
               "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled"):

@@ -1,0 +1,32 @@
+"""torch's named results (``torch.return_types``): tuples whose items are also attributes.
+
+``vals, idx = x.max(dim=0)`` unpacks them, ``x.max(0).values`` and ``x.max(0)[0]`` read the values, and
+each prints as torch's does, with daskgrad's module name.
+"""
+from __future__ import annotations
+
+import collections
+
+
+def _result(name, fields):
+    base = collections.namedtuple(name, fields)
+
+    def __repr__(self):
+        items = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"daskgrad.return_types.{name}(\n{items})"
+
+    return type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__module__": __name__,
+                                "__doc__": f"torch's ``torch.return_types.{name}``: ({', '.join(fields)})."})
+
+
+max = _result("max", ["values", "indices"])
+min = _result("min", ["values", "indices"])
+median = _result("median", ["values", "indices"])
+nanmedian = _result("nanmedian", ["values", "indices"])
+sort = _result("sort", ["values", "indices"])
+topk = _result("topk", ["values", "indices"])
+kthvalue = _result("kthvalue", ["values", "indices"])
+aminmax = _result("aminmax", ["min", "max"])
+frexp = _result("frexp", ["mantissa", "exponent"])
+
+__all__ = ["aminmax", "frexp", "kthvalue", "max", "median", "min", "nanmedian", "sort", "topk"]

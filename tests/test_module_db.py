@@ -1,0 +1,115 @@
+"""daskgrad's nn modules against torch's own samples: every ``daskgrad.nn`` module torch's ``module_db``
+(torch.testing._internal.common_modules) has is built from each of its samples' constructor arguments,
+given torch's parameters and buffers, and run on the sample's inputs chunked in two along the first axis
+(the batch, float64, CPU): outputs, the inputs' and parameters' gradients for one random cotangent, and the buffers
+afterwards (BatchNorm's running statistics) equal torch's.  Samples are made in training mode (and in
+eval mode too for the modules whose forward depends on it).  A new module, or a new sample in a torch
+release, is checked the day it appears; a sample daskgrad does not support is listed in GAPS with why."""
+import functools
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+torch = pytest.importorskip("torch")
+
+# (module, sample description) -> why daskgrad differs (a strict expectation: it must still fail)
+GAPS = {
+    ("MaxPool1d", "return_indices"): "max pooling's return_indices=True is refused (NotImplementedError): "
+                                     "daskgrad returns the values only",
+    ("MaxPool2d", "return_indices"): "max pooling's return_indices=True is refused (NotImplementedError): "
+                                     "daskgrad returns the values only",
+}
+MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout"}  # also run on eval-mode samples
+
+
+def _daskgrad_modules():
+    return sorted(n for n in dir(dg.nn) if isinstance(getattr(dg.nn, n), type)
+                  and issubclass(getattr(dg.nn, n), dg.nn.Module) and n != "Module" and hasattr(torch.nn, n))
+
+
+@functools.cache
+def _module_db():
+    from torch.testing._internal.common_modules import module_db  # slow to import: once, at first use
+
+    return {m.module_cls.__name__: m for m in module_db}
+
+
+def _to_dg(x):
+    """torch's sample values as a daskgrad user passes them: tensors chunked in two along the batch axis."""
+    if isinstance(x, torch.Tensor):
+        a = x.detach().numpy()
+        t = dg.from_array(a, chunks=((max(1, (a.shape[0] + 1) // 2),) + a.shape[1:]) if a.ndim else ())
+        return t.requires_grad_(True) if x.requires_grad else t
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_dg(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_dg(v) for k, v in x.items()}
+    if isinstance(x, torch.dtype):
+        return np.dtype(str(x).removeprefix("torch."))
+    return x
+
+
+def _close(ours, theirs, what):
+    theirs = theirs.detach().numpy()
+    assert np.shape(ours) == theirs.shape, f"{what}: shape {np.shape(ours)}, torch's {theirs.shape}"
+    np.testing.assert_allclose(ours, theirs, rtol=1e-7, atol=1e-9, err_msg=what)
+
+
+def _check(name, info, sample, training):
+    args, kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+    theirs = info.module_cls(*args, **kwargs).double().train(training)
+    ours = getattr(dg.nn, name)(*_to_dg(args), **_to_dg(kwargs)).double().train(training)
+    state = {k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()}
+    if state:
+        ours.load_state_dict(state)
+    t_in = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+            for a in sample.forward_input.args]
+    d_in = [_to_dg(a) for a in t_in]
+    t_out = theirs(*t_in, **sample.forward_input.kwargs)
+    d_out = ours(*d_in, **_to_dg(sample.forward_input.kwargs))
+    if isinstance(t_out, tuple):
+        t_out, d_out = t_out[0], d_out[0]
+    pairs = [(d_out, t_out, "output")]
+    if t_out.requires_grad:
+        w = torch.randn(t_out.shape)
+        (t_out * w).sum().backward()
+        (d_out * _to_dg(w)).sum().backward()
+        pairs += [(d.grad, t.grad, f"input {i}'s gradient") for i, (d, t) in enumerate(zip(d_in, t_in))
+                  if isinstance(t, torch.Tensor) and t.requires_grad]
+        d_params = dict(ours.named_parameters())
+        pairs += [(d_params[k].grad, p.grad, f"{k}'s gradient") for k, p in theirs.named_parameters()
+                  if p.grad is not None]
+    d_buffers = dict(ours.named_buffers())
+    pairs += [(d_buffers[k], b, f"buffer {k}") for k, b in theirs.named_buffers()]
+    values = dg.compute(*[d.detach() for d, _, _ in pairs])  # one submission
+    for value, (_, t, what) in zip(values, pairs):
+        _close(value, t, what)
+
+
+def _cases():
+    """(module, training) pairs: every module in training mode, those whose forward depends on it in eval too."""
+    return [(n, True) for n in _daskgrad_modules()] + [(n, False) for n in _daskgrad_modules() if n in MODE_DEPENDENT]
+
+
+@pytest.mark.parametrize("name,training", _cases(), ids=[f"{n}-{'train' if t else 'eval'}" for n, t in _cases()])
+def test_module_gives_torchs_outputs_gradients_and_buffers_on_every_module_db_sample(name, training):
+    info = _module_db().get(name)
+    if info is None:
+        pytest.skip(f"torch's module_db has no {name} (tests/test_nn_parity.py checks it against torch)")
+    torch.manual_seed(0)  # the samples' values are drawn from torch's generator
+    samples = info.module_inputs_func(info, device="cpu", dtype=torch.float64, requires_grad=True,
+                                      training=training)
+    failures = []
+    for sample in samples:
+        gap = GAPS.get((name, sample.desc))
+        try:
+            _check(name, info, sample, training)
+        except Exception as e:  # noqa: BLE001  (each sample's failure is reported, and the gaps expected)
+            if gap is None:
+                failures.append(f"{sample.desc or '(default)'}: {type(e).__name__}: {e}")
+        else:
+            if gap is not None:
+                failures.append(f"{sample.desc}: listed in GAPS ({gap}) but now gives torch's result")
+    assert not failures, f"{len(failures)} of {len(samples)} samples:\n" + "\n".join(failures)
