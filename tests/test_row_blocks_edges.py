@@ -77,8 +77,8 @@ def _edges():
         ("sum_axis_none", lambda X, c, r, y, v: dg.sum(X * X) * dg.sum(y) + (X @ v).sum()),
         ("comparison_and_where", lambda X, c, r, y, v: (dg.where(X > r, X * c, -X) @ v).sum()
          + ((X > 0).sum(axis=1) * y).sum()),
-        ("max_over_rows", lambda X, c, r, y, v: X.max(axis=0) @ v + (X @ v).max()),
-        ("max_over_columns", lambda X, c, r, y, v: (X.max(axis=1) * y).sum()),
+        ("max_over_rows", lambda X, c, r, y, v: dg.max(X, axis=0) @ v + (X @ v).max()),  # (NumPy's max: the
+        ("max_over_columns", lambda X, c, r, y, v: (dg.max(X, axis=1) * y).sum()),  # method gives torch's pair)
         ("prod_over_rows", lambda X, c, r, y, v: (1 + 0.01 * X).prod(axis=0) @ v),
         ("var_over_rows", lambda X, c, r, y, v: X.var(axis=0) @ v + (X * c).std()),
         ("logsumexp_over_rows", lambda X, c, r, y, v: dg.logsumexp(X @ v, axis=0) + dg.logsumexp(X, axis=0) @ v),

@@ -398,6 +398,7 @@ class Fused:
     ``v``; each result dropped after its last reader (``drops``)."""
 
     __slots__ = ("steps", "drops")
+    row_rule = "elementwise"  # (a chain of elementwise ops is one: :mod:`.rows` may run it over row blocks)
 
     def __init__(self, steps):
         self.steps = tuple(steps)

@@ -1,0 +1,135 @@
+"""The FWI misfit gradient of examples/fwi.py against the same scheme written in PyTorch (the test
+suite's oracle, tests/test_fwi.py): the tutorial's grid (101 x 101 + a 40-cell layer, 5 shots), 40
+time steps, float64, one chunk per shot; daskgrad plain and checkpointed (``snapshots=6``) on NumPy
+chunks (threads) and, where cupy and a GPU are there, on cupy chunks; PyTorch on the CPU and, where
+there is one, on CUDA.  Medians of interleaved rounds after a warm-up, each round the whole gradient
+(recording the forward, ``backward()``, reading the gradient).
+
+    python benchmarks/fwi_vs_torch.py [steps]       (make bench: component fwi_vs_torch)
+
+Rate: useful grid-point updates a second, shots x grid points x steps x 2 (the forward and the
+adjoint sweep) over the gradient's time (Devito's serial rate here: ~30 M/s).
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+
+
+def torch_misfit(torch, sv, m, d_obs, device):
+    """tests/test_fwi.py's oracle, on ``device``."""
+    import fwi
+
+    f = torch.nn.functional
+    m = f.pad(m, (sv.nbl,) * 4, value=1.0 / fwi.BACKGROUND ** 2)
+    lap = torch.from_numpy(sv.laplacian_kernel()[None]).to(device)
+    damp = torch.from_numpy(sv.damp / (2 * sv.dt)).to(device)
+    src = torch.from_numpy(sv.source_mask()).to(device)
+    obs = torch.from_numpy(d_obs).to(device)
+    u_prev = torch.zeros((sv.nshots,) + sv.shape, dtype=torch.float64, device=device)
+    u, total = u_prev.clone(), torch.zeros((), dtype=torch.float64, device=device)
+    a = m / sv.dt ** 2
+    for i in range(sv.steps):
+        laplace = f.conv2d(u[:, None], lap, padding=2)[:, 0]
+        new = (laplace + a * (2 * u - u_prev) + damp * u_prev) / (a + damp)
+        new = new + sv.dt ** 2 * float(sv.wavelet[i]) * src / m
+        u_prev, u = u, new
+        r = u[:, sv.rec_x, sv.rec_z[0]:sv.rec_z[1]] - obs[i]
+        total = total + 0.5 * (r * r).sum()
+    return total
+
+
+def _importable(name):
+    try:
+        __import__(name)
+        return True
+    except Exception:  # noqa: BLE001 - a broken install is as good as none here
+        return False
+
+
+def _gpu():
+    if not _importable("cupy"):
+        return False
+    import cupy
+
+    try:
+        cupy.zeros(1)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def run(steps=40, snapshots=6, rounds=5, n=101):
+    import fwi
+
+    sv = fwi.survey(n=n, steps=steps)
+    vp_true = fwi.camembert(n)
+    start = np.full(vp_true.shape, fwi.BACKGROUND)
+    variants, grads = {}, {}
+
+    def daskgrad_variant(device, snaps):
+        fwd = fwi.Modelling(sv, device=device)
+        d_obs = fwd.shot_records(fwd.slowness(vp_true))
+
+        def run_():
+            m = fwd.slowness(start, requires_grad=True)
+            fwd.misfit(m, d_obs, snaps).backward()
+            g = m.grad.numpy()
+            return g
+        return run_, d_obs
+
+    first, d_obs_np = daskgrad_variant("cpu", None)
+    variants["daskgrad_cpu"] = first
+    variants["daskgrad_cpu_checkpointed"] = daskgrad_variant("cpu", snapshots)[0]
+    if _gpu():
+        variants["daskgrad_cuda"] = daskgrad_variant("cuda", None)[0]
+        variants["daskgrad_cuda_checkpointed"] = daskgrad_variant("cuda", snapshots)[0]
+    d_obs = d_obs_np  # (a NumPy array: shot_records reads it to the host)
+    if _importable("torch"):
+        import torch
+
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        for device in devices:
+            def torch_run(device=device):
+                m = torch.tensor(1.0 / start ** 2, dtype=torch.float64, device=device, requires_grad=True)
+                torch_misfit(torch, sv, m, d_obs, device).backward()
+                return m.grad.cpu().numpy()
+            variants[f"pytorch_{device}"] = torch_run
+    times = {k: [] for k in variants}
+    for r in range(rounds + 1):
+        for k, fn in variants.items():
+            t0 = time.perf_counter()
+            grads[k] = fn()
+            if r:  # round 0 warms up
+                times[k].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    updates = sv.nshots * int(np.prod(sv.shape)) * steps * 2
+    out = {"grid": list(sv.shape), "shots": sv.nshots, "steps": steps, "snapshots": snapshots, "rounds": rounds,
+           "seconds": med, "updates_per_second": {k: updates / v for k, v in med.items()}}
+    ref = grads.get("pytorch_cpu")
+    if ref is not None:
+        scale = np.abs(ref).max() or 1.0  # (a wave that has not reached the receivers: no gradient)
+        out["max_abs_difference_vs_pytorch_cpu"] = {k: float(np.abs(g - ref).max() / scale) for k, g in grads.items()}
+        out["ratio_vs_pytorch_cpu"] = {k: v / med["pytorch_cpu"] for k, v in med.items()}
+    if "pytorch_cuda" in med:
+        out["ratio_vs_pytorch_cuda"] = {k: v / med["pytorch_cuda"] for k, v in med.items()}
+    return out
+
+
+def main():
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    out = run(steps=steps)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "fwi_vs_torch.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
