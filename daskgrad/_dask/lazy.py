@@ -372,7 +372,8 @@ def _fusable_chains(order, wanted):
             members.append(node)
             for s in map(through, node.srcs):
                 if (type(s) is Lazy and id(s) in in_order and id(s) not in out and id(s) not in wanted
-                        and reads.get(id(s)) == 1 and s.kept is None and _fusable(s) and _aligned(s, root)):
+                        and reads.get(id(s)) == 1 and s.kept is None and _fusable(s) and _aligned(s, root)
+                        and s.rule == root.rule):  # (the dashboard names a fused layer by its rule)
                     out[id(s)] = True
                     stack.append(s)
         if len(members) > 1:
@@ -511,7 +512,15 @@ def build(nodes):
             for name, layer, layer_deps in _layers_of(a):
                 if name not in layers or is_stub(layers[name]):
                     layers[name], deps[name] = layer, layer_deps
-        hlg = HighLevelGraph(layers, {n: d & layers.keys() for n, d in deps.items()})
+        deps = {n: d & layers.keys() for n, d in deps.items() if n in layers}
+        needed, stack = set(), [names[id(n)] for n in todo if not n.many]
+        stack += [m for n in todo if n.many for m in names[id(n)]]
+        while stack:  # only the layers the arrays read (a slot an op was given for its shape is not)
+            name = stack.pop()
+            if name not in needed and name in layers:
+                needed.add(name)
+                stack.extend(deps.get(name, ()))
+        hlg = HighLevelGraph({n: layers[n] for n in needed}, {n: deps.get(n, set()) & needed for n in needed})
         for n in todo:
             n._built = fold(da.Array(hlg, names[id(n)], n.chunks, meta=n._meta))
 
