@@ -573,7 +573,9 @@ class _Run:
     __slots__ = ("task", "deps")
 
     def __init__(self, task):
-        self.task, self.deps = task, tuple(task.dependencies)
+        # sorted: a set's order may differ where the task is unpickled (a worker), and the instance's
+        # arguments were laid out in the client's order (a chunk read as another's: shapes mismatched)
+        self.task, self.deps = task, tuple(sorted(task.dependencies, key=repr))
 
     def __call__(self, *values):
         return self.task(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)

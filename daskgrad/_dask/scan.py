@@ -79,7 +79,11 @@ class Body:
         canonical = set(self._names)
         # values the body made itself (a kernel's array): slots the template reads as they are
         self.constants = tuple(a for n, a in prog.slots.items() if n not in canonical)
-        self.key = None if prog.key is None else (prog.key, self.roles)
+        # the template holds the constants' values (every step reads them as they are): keyed by which
+        # values they are (their names), and where they are (a value of a closed client is no other's)
+        held = tuple((a.name, type(next(iter(a.dask.layers[a.name].values()), None)).__name__)
+                     if a.name in a.dask.layers else (a.name,) for a in self.constants)
+        self.key = None if prog.key is None else (prog.key, self.roles, held)
         self._prog = prog
 
     def __hash__(self):
