@@ -120,7 +120,9 @@ def run(n=561, nbl=40, steps=120, snapshots=11, memory_limit=1000e6, nshots=2, r
         "peak_rss_over_baseline": worker["peak_rss"] - base, "peak_rss_over_limit": worker["peak_rss"] / memory_limit,
         "estimate_over_measured": int(predicted.peak) / max(worker["peak_managed"], 1),
         "client_calls_of_step": forward_calls + backward_calls, "calls_in_estimate": estimate_calls,
-        "recompute_factor": (forward_calls + backward_calls) / steps,
+        # the steps the workers run per step of the loop (the client records ``step`` once: a program
+        # instantiated for every step, :mod:`daskgrad._dask.scan`)
+        "recompute_factor": (t + 1 + steps - 1) / steps,
         "revolve_forward_steps": t + 1, "revolve_factor_with_reversals": (t + 1 + steps - 1) / steps,
         "build_and_estimate_s": t1 - t0, "backward_s": t2 - t1, "grad_norm": grad_norm,
     }
