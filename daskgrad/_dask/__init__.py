@@ -1,23 +1,27 @@
 """Dask's graph internals behind one door.
 
 Everything here takes and returns dask arrays, keys and clients (and :class:`.lazy.Lazy` values, an
-op's result not built yet), and imports nothing of daskgrad but :mod:`daskgrad.chunk`: the only
-package that imports ``dask.highlevelgraph``, ``dask.blockwise``, ``dask._task_spec`` or
+op's recorded result, not built yet), and imports nothing of daskgrad but :mod:`daskgrad.chunk`: the
+only package that imports ``dask.highlevelgraph``, ``dask.blockwise``, ``dask._task_spec`` or
 distributed's internals (one compatibility point, and the reason dask is pinned to a tested
-range).  Read in this order:
+range).  What daskgrad caches and replays is the program it recorded, never dask's graph.  Read in
+the order of the data:
 
-* :mod:`.labels`: which VJP rule made a layer (the dashboard's name for a fused task's part);
-* :mod:`.layers`: small layers built directly (elementwise, within chunks, one chunk, a relabel);
-* :mod:`.lazy`: what an op records -- its forward, operands and abstract value -- and its lowering;
-* :mod:`.fuse`, :mod:`.optimize`: Blockwise fusion, chunk fusion, a linear-time cull;
-* :mod:`.calls`: how a chunk-fused task runs (direct calls, one generated function a chunk);
-* :mod:`.program`: a submission's program, lowered once per structure into a template and
-  instantiated for every run (the one cache: plain loops, compiled functions, time loops);
-* :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps);
+* :mod:`.internals`: every private dask and distributed name used, imported once;
+* :mod:`.lazy`: what an op records -- its forward, operands, params and abstract value -- aliases,
+  and the lowering of recorded ops to dask layers (elementwise chains fused: ``Fused``);
+* :mod:`.layers`, :mod:`.labels`, :mod:`.fold`: small layers built directly, which VJP rule made a
+  layer (the dashboard's name for it), an array's long graph held as one layer (``tensor.array``);
+* :mod:`.program`: a submission's program (equations, slots, key), lowered once per key into a
+  template and instantiated for every later run (the one cache: plain loops, compiled functions,
+  time loops);
+* :mod:`.optimize`, :mod:`.fuse`, :mod:`.calls`, :mod:`.rows`: Blockwise fusion and a linear-time
+  cull, chunk fusion, how a chunk-fused task runs, row blocks;
+* :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps, scan);
 * :mod:`.halo`: stencils' halos, a task a chunk and axis;
-* :mod:`.submit`: one submission on the current client, stored values, gathers, lost values;
-* :mod:`.replicas`: the scheduler plugin keeping stored values on two workers;
-* :mod:`.replay`: memory predicted by replaying a graph, and measured on a real run;
+* :mod:`.submit`, :mod:`.deterministic`, :mod:`.replicas`: one submission on the current client,
+  stored values, gathers, lost values; the same bits wherever tasks run; stored values on two workers;
+* :mod:`.replay`: memory predicted by replaying a graph's order, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
