@@ -38,7 +38,18 @@ Components (each a function below, each returning a JSON-able dict):
                  scheduler tasks and spans, with and without daskgrad's span (benchmarks/memory_soak.py);
 * ``deterministic`` ``use_deterministic_algorithms(True)`` on a 16-chunk ``X.T @ (X @ w)`` gradient: seconds
                  with the mode off and on (3 worker processes; the threaded scheduler), and the distinct bit
-                 patterns of repeated runs in each mode.
+                 patterns of repeated runs in each mode;
+* ``programs``   five small public example programs (PyTorch's two_layer_net_autograd and regression example,
+                 HIPS autograd's logistic_regression, neural_net with adam, rosenbrock), each in its original
+                 framework and ported to daskgrad: seconds per iteration, the ratio, results equal to rtol 1e-10
+                 (benchmarks/bench_programs.py);
+* ``plain_loop`` ms per chunk of the plain-loop step (``overhead``'s) on 200 tiny chunks, no compile, and
+                 PyTorch's time for the same step on the whole data;
+* ``checkpoint_block`` README's checkpoint_steps example (1,000 steps, 20 snapshots) and a 32x32 diffusion in
+                 4 chunks: seconds for forward + backward + reading c.grad, calls of ``step``, PyTorch's plain loop;
+* ``demo_step``  seconds per training step of ``make demo``'s job (examples/demo.py on its LocalCluster) and
+                 of the same step in PyTorch on the same data;
+* ``package``    non-blank lines of daskgrad/**/*.py.
 
 Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared
 machine hits all alike).  Writes benchmarks/results/suite.json and one PNG per component.
@@ -1023,6 +1034,47 @@ def deterministic(runs=8, rounds=5):
     return out
 
 
+# ------------------------------------------------------------------ (n) "One program, many runs"
+def programs():
+    """Five small public example programs in their original framework and in daskgrad
+    (benchmarks/bench_programs.py): seconds per iteration, ratio, agreement to rtol 1e-10."""
+    import bench_programs
+
+    out = bench_programs.run(quick=QUICK, interleaved=interleaved)
+    _bars("programs", out["problem"], {f"{k} [{v}]": r["seconds_per_iteration"][v]
+                                       for k, r in out["rows"].items() for v in ("original", "daskgrad")})
+    return out
+
+
+def plain_loop():
+    """ms per chunk of the plain-loop logistic-regression step on 200 tiny chunks (no compile), and
+    PyTorch's step on the whole data."""
+    import bench_programs
+
+    return bench_programs.plain_loop(QUICK, interleaved, nchunks=200)
+
+
+def checkpoint_block():
+    """The README's checkpoint_steps example as one block (forward, backward, c.grad): seconds, step calls."""
+    import bench_programs
+
+    return bench_programs.checkpoint_block(QUICK, interleaved)
+
+
+def demo_step():
+    """Seconds per training step of make demo's job and of the same step in PyTorch."""
+    import bench_programs
+
+    return bench_programs.demo_step(QUICK, interleaved)
+
+
+def package():
+    """The package's size: non-blank lines of daskgrad/**/*.py."""
+    import bench_programs
+
+    return bench_programs.package_lines(os.path.dirname(HERE))
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -1161,7 +1213,9 @@ def _plot_soak(out):
 COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_cost, "depth": depth,
               "out_of_core": out_of_core, "cluster": cluster, "loop": loop, "overhead": overhead,
               "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi,
-              "big_state": big_state, "deterministic": deterministic}
+              "big_state": big_state, "deterministic": deterministic, "programs": programs,
+              "plain_loop": plain_loop, "checkpoint_block": checkpoint_block, "demo_step": demo_step,
+              "package": package}
 
 
 def main(names=None):
@@ -1305,6 +1359,39 @@ def summary(report):
                 lines.append(f"| memory soak ({variant}) | {r['steps']} steps | {r['loop_s']:.1f} | kB/step: scheduler "
                              f"{sl['scheduler_rss']:.2f}, workers {sl['worker_rss_sum']:.2f}, client "
                              f"{sl['client_rss']:.2f}; spans {r['samples'][-1]['spans']} |")
+    if "programs" in report:
+        r = report["programs"]
+        for name, row in r["rows"].items():
+            s = row["seconds_per_iteration"]
+            lines.append(f"| program {name} | {row['original_framework']} / daskgrad | {s['original']:.5f} / "
+                         f"{s['daskgrad']:.5f} s per iteration | {row['daskgrad_over_original']:.2f} x original; "
+                         f"results agree to {row['max_relative_difference']:.1e}"
+                         + (" (missing in daskgrad: see result)" if row.get("missing_in_daskgrad") else "") + " |")
+        lines.append(f"| programs | median over {len(r['rows'])} | | {r['median_daskgrad_over_original']:.2f} x "
+                     "original |")
+    if "plain_loop" in report:
+        r = report["plain_loop"]
+        key = f"ms_per_chunk_plain_loop_{r['chunks']}_tiny_chunks_no_compile"
+        lines.append(f"| plain loop, {r['chunks']} tiny chunks, no compile | daskgrad / PyTorch (whole data) | "
+                     f"{r['seconds_per_step']['daskgrad_plain_loop']:.4f} / "
+                     f"{r['seconds_per_step']['pytorch_whole_data']:.5f} | {r[key]:.3f} ms per chunk; "
+                     f"{r['daskgrad_over_pytorch']:.0f} x PyTorch |")
+    if "checkpoint_block" in report:
+        r = report["checkpoint_block"]
+        for name, row in r["rows"].items():
+            s = row["seconds"]
+            lines.append(f"| checkpoint_steps block ({name}), {r['steps']} steps, {r['snapshots']} snapshots | "
+                         f"daskgrad / PyTorch plain loop | {s['daskgrad_checkpoint_steps']:.2f} / "
+                         f"{s['pytorch_plain_loop']:.3f} | {row['daskgrad_over_pytorch']:.0f} x PyTorch; "
+                         f"step called {row['step_calls']} times |")
+    if "demo_step" in report:
+        r = report["demo_step"]
+        s = r["seconds_per_step"]
+        lines.append(f"| make demo's training step | daskgrad / PyTorch | {s['daskgrad_demo_step']:.4f} / "
+                     f"{s['pytorch_step']:.4f} | {r['daskgrad_over_pytorch']:.1f} x PyTorch |")
+    if "package" in report:
+        n = report["package"]["non_blank_lines"]
+        lines.append(f"| package size | daskgrad/**/*.py | | {n:,} non-blank lines |")
     return "\n".join(lines)
 
 
