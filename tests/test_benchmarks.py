@@ -50,9 +50,7 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert row["peak_states"] >= 3
     assert 1 / 1.5 <= row["predicted_over_measured"] <= 1.5, row
     assert report["fwi"]["peak_managed"] >= 5 * report["fwi"]["field_bytes"]
-    # (a time loop recorded once and instantiated per step: the estimate sizes its steps' tasks short of
-    # what a worker holds, 0.6 x at these sizes -- a known gap, within 2 x until the estimate reads them)
-    assert 1 / 2 <= report["fwi"]["estimate_over_measured"] <= 1.5, report["fwi"]
+    assert 1 / 1.5 <= report["fwi"]["estimate_over_measured"] <= 1.5, report["fwi"]
     assert report["fwi"]["grad_norm"] > 0  # the receivers near the sources: the wave reaches them
     big = report["big_state"]
     assert big["step_evaluations_on_workers"] == big["revolve_t_plus_last_step"]

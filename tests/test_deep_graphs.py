@@ -76,7 +76,7 @@ def test_building_the_reverse_graph_of_a_chain_costs_linear_work(monkeypatch):
     # rules build on stand-ins of their inputs (one layer each), not on arrays carrying the whole
     # lineage: doubling the chain doubles the layers copied instead of quadrupling them
     small, large = _layers_copied_by_backward(150, monkeypatch), _layers_copied_by_backward(300, monkeypatch)
-    assert large < 2.3 * small, (small, large)
+    assert large <= 2.3 * small, (small, large)  # (none at all, recorded as a program: 0 and 0)
 
 
 def test_a_hook_and_a_custom_function_inside_a_long_chain_see_computable_tensors():

@@ -150,8 +150,9 @@ def simulate(arrays, known=(), graphs=(), distributed=False):
         elif calls.fused_outputs(dsk[k]) and all(e in sizes for e in calls.fused_outputs(dsk[k])):
             size[k] = sum(sizes[e] for e in calls.fused_outputs(dsk[k]))  # the values it hands on
         else:
-            unknown += 1
-            size[k] = min((size[d] for d in deps[k]), default=8)
+            unknown += 1  # (a time loop's step task: as large as the largest value it reads, a state's chunk)
+            size[k] = max((size[d] for d in deps[k]), default=8) if isinstance(k, tuple) else min(
+                (size[d] for d in deps[k]), default=8)
     resident = sum(size[k] for k in dsk if is_data(dsk[k]))
     inner = {k: calls.inner_peak(dsk[k], size, sizes) for k in run}
     remaining = {k: len(dependents[k]) for k in dsk}
