@@ -63,8 +63,7 @@ def flat_layers(hlg):
     nest once per ``LINEAGE_LAYERS`` ops, and a chain's tensors share them).
 
     Each fold is unfolded once, told apart by identity, not name: an array whose own layer is a
-    fold is folded again, under the same name, when more layers join its graph (the engine's
-    arena gives a gradient its whole graph back: :meth:`.arena.Arena.full`), and that fold's
+    fold is folded again, under the same name, when more layers join its graph, and that fold's
     inner graph holds the first fold under that name; skipping it by name dropped the array's
     tasks from the graph (dask's blockwise optimization then failed with a KeyError: 51 steps of
     ``checkpoint_steps`` on a one-chunk state were enough)."""

@@ -169,8 +169,8 @@ def one_chunk(a, fill, prefix, dtype=None):
 
 def prototype(a):
     """``a``'s meta as a task's prototype argument: a 0-d array's meta is a value (a computed
-    scalar's own), which would make every step's graph a new one to the step cache; an empty
-    1-d array of its type says the same (its array type and dtype)."""
+    scalar's own), which a task would carry from step to step; an empty 1-d array of its type says
+    the same (its array type and dtype)."""
     return a._meta.reshape(-1)[:0] if a.ndim == 0 else a._meta
 
 

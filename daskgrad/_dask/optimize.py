@@ -60,7 +60,6 @@ def collect(arrays, reuse=None):
             deps[name] = set()
     # only the layers the arrays read: a graph also carries layers no result needs (a checkpointed
     # backward's, a third of them), which would keep a layer they read from fusing into its reader
-    # and, merged in an order that follows the names, change the step cache's key from step to step
     needed, stack = set(), [a.name for a in arrays]
     while stack:
         name = stack.pop()

@@ -344,8 +344,8 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
     (each row gets its step's).  Returns the final state, recorded: ``loss(checkpoint_steps(...)).backward()``
     gives the uncheckpointed gradients.
 
-    ``step`` is recorded once, on stand-ins of the state (twice without ``xs``: steps 0 and 1 tell
-    whether it depends on ``i``; if it does, once per step), into a program lowered to dask once and
+    ``step`` is recorded once, on stand-ins of the state (without ``xs``, once per step, forward
+    only: steps recorded the same share one body), into a program lowered to dask once and
     instantiated for every step (:mod:`daskgrad._dask.scan`): the work on the client per step is a
     renaming of that program's keys.  It must do what every step does: computing a value inside
     (``.item()``), writing a tensor it did not make in place or drawing random numbers is refused.
