@@ -17,6 +17,7 @@ import threading
 from dask.utils import key_split
 
 _BLOCKWISE_INDEX = re.compile(r"(_\.\d+)+$")  # an inner task of a Blockwise-fused task: "<layer>_.0_.1"
+_INSTANCE = re.compile(r"-[0-9a-f]{32}$")  # a template's key renamed for an instance or a time step: "<layer>-<token>"
 
 _RULE_OF: dict = {}   # layer name -> "<op>-vjp", most recent last
 _LIMIT = 1 << 16      # layer names of recent backwards (a loop's steps repeat them; old ones go first)
@@ -25,8 +26,40 @@ _lock = threading.Lock()
 
 def made_by(layer_names, rule: str) -> None:
     """Record that the layers ``layer_names`` were made by the VJP rule ``rule`` (``"matmul-vjp"``)."""
+    collected = getattr(_collecting, "into", None)
     with _lock:
         for name in layer_names:
+            _RULE_OF.pop(name, None)
+            _RULE_OF[name] = rule
+            if collected is not None:
+                collected[name] = rule
+        while len(_RULE_OF) > _LIMIT:
+            del _RULE_OF[next(iter(_RULE_OF))]
+
+
+_collecting = threading.local()
+
+
+class collecting:
+    """``with collecting() as rules:`` the layer names :func:`made_by` records meanwhile, with their
+    rules: a template keeps them, and each of its instances records them again (:func:`remember`), so
+    a step replayed long after it was lowered is still named by its rules."""
+
+    def __enter__(self):
+        self.outer, self.rules = getattr(_collecting, "into", None), {}
+        _collecting.into = self.rules
+        return self.rules
+
+    def __exit__(self, *exc):
+        _collecting.into = self.outer
+        if self.outer is not None:
+            self.outer.update(self.rules)
+
+
+def remember(rules: dict) -> None:
+    """Record ``rules`` (layer name -> rule) again, as most recent."""
+    with _lock:
+        for name, rule in rules.items():
             _RULE_OF.pop(name, None)
             _RULE_OF[name] = rule
         while len(_RULE_OF) > _LIMIT:
@@ -38,5 +71,9 @@ def part_name(key) -> str:
     name = key[0] if isinstance(key, tuple) else key
     rule = _RULE_OF.get(name)
     if rule is None and isinstance(name, str):
-        rule = _RULE_OF.get(_BLOCKWISE_INDEX.sub("", name))
+        name = _BLOCKWISE_INDEX.sub("", name)
+        rule = _RULE_OF.get(name)
+        while rule is None and _INSTANCE.search(name):  # (an instance of an instance: a step of a loop)
+            name = _BLOCKWISE_INDEX.sub("", _INSTANCE.sub("", name))
+            rule = _RULE_OF.get(name)
     return rule if rule is not None else key_split(key)

@@ -35,6 +35,7 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
+from . import labels
 from .calls import fast
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         convert_legacy_task, flatten, order)
@@ -178,6 +179,7 @@ class _Template:
     name: str               # its own, for an instance's token
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
     #                           a direct call: calls.fast), at its second instance
+    rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
 
 
 _lock = threading.Lock()
@@ -209,10 +211,12 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
         return lowered(prog, lambda a: a.name, fuse)
     data = [a for a in prog.slots.values() if is_data(a)]
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
-    optimized = lowered(prog, lambda a: names.get(a.name, a.name), fuse)
+    with labels.collecting() as rules:
+        optimized = lowered(prog, lambda a: names.get(a.name, a.name), fuse)
     template = _remember(key, optimized, [names[a.name] for a in data])
     if template is None:
         return lowered(prog, lambda a: a.name, fuse)
+    template.rules = rules
     return _instance(template, prog, local)
 
 
@@ -375,6 +379,8 @@ def _chunk_elements(a):
 # ------------------------------------------------------------------ instances
 def _instance(template, prog, local):
     """The template run on ``prog``'s slot values: its outputs named for this instance."""
+    if template.rules:
+        labels.remember(template.rules)
     data = [a for a in prog.slots.values() if is_data(a)]
     inputs = [a.name for a in data]
     token = tokenize(template.name, inputs)
