@@ -226,14 +226,15 @@ class Compiled:
         first = {}
         for i, t in enumerate(tensors):
             first.setdefault(id(t._storage), i)
-        rng = _random_states()
         trace = _Trace(self._fullgraph, first, allowed)
-        before = set_trace(trace)
-        try:
-            out = self._fn(*args, **kwargs)
-        finally:
-            set_trace(before)
-        structure, results = self._check(trace, out, rng, (args, kwargs))
+        with _python_draws():
+            rng = _random_states()
+            before = set_trace(trace)
+            try:
+                out = self._fn(*args, **kwargs)
+            finally:
+                set_trace(before)
+            structure, results = self._check(trace, out, rng, (args, kwargs))
         if trace.breaks:
             return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         # what the function wrote in place on its own tensors is part of its results, not an update
@@ -325,15 +326,16 @@ def recording():
     trace, whose ``breaks`` say what a program recorded once could not repeat.  A time loop's step
     is recorded so (:func:`daskgrad.utils.checkpoint.checkpoint_steps`)."""
     trace = _Trace(False, {}, None)
-    rng = _random_states()
-    before = set_trace(trace)
-    try:
-        yield trace
-    finally:
-        set_trace(before)
-        if _random_states() != rng:
-            trace.broke("it draws random numbers")
-        _state.forget_pending(trace.fresh)
+    with _python_draws():
+        rng = _random_states()
+        before = set_trace(trace)
+        try:
+            yield trace
+        finally:
+            set_trace(before)
+            if _random_states() != rng:
+                trace.broke("it draws random numbers")
+            _state.forget_pending(trace.fresh)
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="daskgrad", mode=None, options=None,
@@ -530,10 +532,61 @@ def _stale(entry):
 
 
 def _random_states():
-    """daskgrad's, NumPy's global and Python's random generators' states: a trace that draws from
-    one would replay the same numbers."""
+    """daskgrad's and NumPy's global generators' states and the draws from Python's made on this
+    thread while it records (:func:`_python_draws`): a trace that draws from one would replay the
+    same numbers."""
     return (_tensor._rng, repr(_tensor._rng.bit_generator.state), repr(np.random.get_state()[1][:4]),
-            np.random.get_state()[2], hash(random.getstate()))
+            np.random.get_state()[2], _draws.get(threading.get_ident()))
+
+
+# Python's ``random`` is drawn from by other threads of the process too (tornado's periodic callbacks
+# with jitter, the scheduler of a LocalCluster): its global state changing while a trace ran does not
+# say the traced function drew.  While a trace records, the module's functions count the draws made
+# on each recording thread instead.
+_PYTHON_DRAWS = ("random", "uniform", "randint", "randrange", "choice", "choices", "shuffle", "sample", "gauss",
+                 "normalvariate", "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate",
+                 "betavariate", "paretovariate", "weibullvariate", "triangular", "getrandbits", "randbytes",
+                 "binomialvariate")
+_draws = {}  # recording thread's id -> draws it made from Python's random while recording
+_draws_depth = {}  # recording thread's id -> nested recordings
+_draws_lock = threading.Lock()
+_draws_originals = {}
+
+
+def _counted_draw(fn):
+    @functools.wraps(fn)
+    def draw(*args, **kwargs):
+        me = threading.get_ident()
+        if me in _draws:
+            _draws[me] += 1
+        return fn(*args, **kwargs)
+
+    return draw
+
+
+@contextlib.contextmanager
+def _python_draws():
+    """Count this thread's draws from Python's ``random`` module while inside."""
+    me = threading.get_ident()
+    with _draws_lock:
+        if not _draws_depth:
+            for name in _PYTHON_DRAWS:
+                if hasattr(random, name):
+                    _draws_originals[name] = getattr(random, name)
+                    setattr(random, name, _counted_draw(_draws_originals[name]))
+        _draws_depth[me] = _draws_depth.get(me, 0) + 1
+        _draws.setdefault(me, 0)
+    try:
+        yield
+    finally:
+        with _draws_lock:
+            _draws_depth[me] -= 1
+            if not _draws_depth[me]:
+                del _draws_depth[me], _draws[me]
+            if not _draws_depth:
+                for name, fn in _draws_originals.items():
+                    setattr(random, name, fn)
+                _draws_originals.clear()
 
 
 # ------------------------------------------------------------------ values in, results out

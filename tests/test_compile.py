@@ -4,6 +4,8 @@ argument value, mode, a global rebound, a tensor read from outside updated) trac
 function doing what a replay cannot repeat runs as usual, with a warning (an error with
 fullgraph=True)."""
 import itertools
+import random
+import threading
 import time
 import types
 import warnings
@@ -14,6 +16,7 @@ import pytest
 
 import daskgrad as dg
 from daskgrad import nn, optim
+from daskgrad.utils.checkpoint import checkpoint_steps
 
 
 def _data(n=40, d=3, chunks=10, seed=0):
@@ -221,7 +224,7 @@ def test_a_lazy_argument_an_in_place_update_left_is_computed_and_the_loop_equals
     assert step.cache_info()["replays"] >= 3
 
 
-@pytest.mark.parametrize("what", ["item", "backward", "hook", "random", "requires_grad", "inplace"])
+@pytest.mark.parametrize("what", ["item", "backward", "hook", "random", "python_random", "requires_grad", "inplace"])
 def test_a_function_a_replay_cannot_repeat_runs_as_usual_every_call_with_one_warning(what):
     X, y = _data()
     w = dg.from_array(np.ones(3), chunks=3, requires_grad=True)
@@ -242,6 +245,8 @@ def test_a_function_a_replay_cannot_repeat_runs_as_usual_every_call_with_one_war
             return dg.autograd.grad(z.sum(), u)[0]
         if what == "random":
             return v * dg.rand(3, chunks=3, dtype="float64")
+        if what == "python_random":
+            return v * random.random()
         if what == "requires_grad":
             return (X @ w).sum()
         with dg.no_grad():
@@ -259,12 +264,49 @@ def test_a_function_a_replay_cannot_repeat_runs_as_usual_every_call_with_one_war
         np.testing.assert_allclose(w.grad.numpy(), 3 * dg.func.grad(_loss)(w.detach(), X, y).numpy())
     if what == "hook":
         assert len(seen) == 3
-    if what == "random":
+    if what in ("random", "python_random"):
         assert not np.array_equal(outs[0].numpy(), outs[1].numpy())
     if what == "requires_grad":
         assert outs[0].requires_grad and outs[0].grad_fn is not None
     if what == "inplace":
         np.testing.assert_array_equal(state.numpy(), 3 * np.arange(3.0))
+
+
+def test_another_thread_drawing_from_python_s_random_does_not_break_a_trace():
+    """tornado's periodic callbacks and a LocalCluster's scheduler draw from Python's ``random`` in the
+    client's process while a function is traced: only the traced thread's draws break a trace (a
+    changed global state made a checkpointed FWI's step unrecordable on a LocalCluster)."""
+
+    def elsewhere():  # another thread draws while the trace runs, every time
+        other = threading.Thread(target=random.random)
+        other.start()
+        other.join()
+
+    def f(v):
+        elsewhere()
+        return v * 2 + 1
+
+    def step_fn(u, i):
+        elsewhere()
+        return u * 0.5 + 1
+
+    step = dg.compile(f, fullgraph=True)
+    v = dg.from_array(np.arange(3.0), chunks=3)
+    for _ in range(3):
+        np.testing.assert_array_equal(step(v).numpy(), np.arange(3.0) * 2 + 1)
+    out = checkpoint_steps(step_fn, v * 1, 20, snapshots=3)
+    np.testing.assert_allclose(out.numpy(), _affine(np.arange(3.0), 20))
+    assert step.cache_info()["traces"] == 1 and step.cache_info()["eager"] == 0
+    assert random.random == random._inst.random  # the counting wrappers are gone after the trace
+    with pytest.raises(RuntimeError, match="step 0 cannot be recorded once for every step: it draws random numbers"):
+        checkpoint_steps(lambda u, i: u * random.random(), v * 1, 5, snapshots=2)
+    assert random.random == random._inst.random
+
+
+def _affine(u, steps):
+    for _ in range(steps):
+        u = u * 0.5 + 1
+    return u
 
 
 def test_fullgraph_raises_where_the_function_cannot_be_replayed():

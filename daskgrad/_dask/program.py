@@ -35,7 +35,7 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import labels
+from . import labels, replay
 from .calls import fast
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         convert_legacy_task, flatten, order)
@@ -282,6 +282,7 @@ def lowered(prog, slot_name, fuse):
         if name not in needed and name in layers:
             needed.add(name)
             stack.extend(deps[name])
+    replay.note_layer_chunks({n: layers[n] for n in needed})  # (estimate_memory sizes instances' tasks so)
     return optimize_layers(outs, {n: layers[n] for n in layers if n in needed},
                            {n: deps[n] & needed for n in layers if n in needed}, fuse)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -87,6 +88,51 @@ def chunk_bytes(arrays, graphs=()):
     return sizes
 
 
+# The chunks of every layer a program was lowered to (noted as :func:`program.lowered` lowers one;
+# optimizing it into a template merges the layers and their notes): an instance's key is its
+# template's with a token appended ("<key>-<token>", a time step's twice), and is sized as the
+# template's.  Layers are named by content, so one table serves every template.
+_layer_chunks = {}
+_LAYER_CHUNKS_MAX = 1 << 16
+
+
+def note_layer_chunks(layers):
+    """Note the chunks and dtype of each of ``layers`` (name -> layer) that dask annotated with them."""
+    noted = {}
+    for name, layer in layers.items():
+        notes = getattr(layer, "collection_annotations", None) or {}
+        if "chunks" in notes and "dtype" in notes:
+            noted[name] = (notes["chunks"], notes["dtype"])
+    with _record_lock:
+        if len(_layer_chunks) > _LAYER_CHUNKS_MAX:
+            _layer_chunks.clear()
+        _layer_chunks.update(noted)
+
+
+def _instance_size(k, sizes):
+    """The bytes of instance key ``k``: its template key's (the instance tokens stripped), or None."""
+    if not isinstance(k, tuple) or not isinstance(k[0], str):
+        return None
+    name = k[0]
+    while _TOKEN.search(name):
+        name = _TOKEN.sub("", name)
+        n = sizes.get((name,) + k[1:])
+        if n is not None:
+            return n
+        noted = _layer_chunks.get(name)
+        if noted is not None and len(noted[0]) == len(k) - 1:
+            try:
+                shape = [c[i] for c, i in zip(noted[0], k[1:])]
+            except (IndexError, TypeError):
+                return None
+            n = math.prod(shape)
+            return 0 if n != n else int(n) * (getattr(noted[1], "itemsize", 0) or 0)
+    return None
+
+
+_TOKEN = re.compile(r"-[0-9a-f]{32}$")
+
+
 def _add_chunks(sizes, name, chunks, dtype):
     item = getattr(dtype, "itemsize", 0) or 0
     for index, shape in zip(itertools.product(*(range(len(c)) for c in chunks)), itertools.product(*chunks)):
@@ -149,6 +195,8 @@ def simulate(arrays, known=(), graphs=(), distributed=False):
             size[k] = sizes[k]
         elif calls.fused_outputs(dsk[k]) and all(e in sizes for e in calls.fused_outputs(dsk[k])):
             size[k] = sum(sizes[e] for e in calls.fused_outputs(dsk[k]))  # the values it hands on
+        elif _instance_size(k, sizes) is not None:
+            size[k] = _instance_size(k, sizes)
         else:
             unknown += 1  # (a time loop's step task: as large as the largest value it reads, a state's chunk)
             size[k] = max((size[d] for d in deps[k]), default=8) if isinstance(k, tuple) else min(
