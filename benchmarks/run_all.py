@@ -1075,6 +1075,16 @@ def package():
     return bench_programs.package_lines(os.path.dirname(HERE))
 
 
+def fwi_vs_torch():
+    """The FWI misfit gradient against the same scheme in PyTorch (CPU, and CUDA where there is one):
+    seconds, ratios, grid-point updates a second (benchmarks/fwi_vs_torch.py)."""
+    import fwi_vs_torch as bench
+
+    if QUICK:
+        return bench.run(steps=10, snapshots=2, rounds=1, n=15, nbl=3, nshots=2, rec_offset=3)
+    return bench.run()
+
+
 # ------------------------------------------------------------------ plots and driver
 def _plt():
     try:
@@ -1215,7 +1225,7 @@ COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_
               "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi,
               "big_state": big_state, "deterministic": deterministic, "programs": programs,
               "plain_loop": plain_loop, "checkpoint_block": checkpoint_block, "demo_step": demo_step,
-              "package": package}
+              "package": package, "fwi_vs_torch": fwi_vs_torch}
 
 
 def main(names=None):

@@ -70,7 +70,7 @@ def persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), optim
     try:
         out = _submit(submitted, phase, optimized=optimized and not stores)
         if client is not None and stores:
-            out[len(values):] = [_store(client, a, st) for (st, _), a in zip(stores, out[len(values):])]
+            out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores])
     except Exception as e:  # kept values lost while the submission ran (both holders died, say):
         if client is not None and door.cancelled(e):  # name them, not dask's internal keys
             raise_if_lost(submitted, e)
@@ -90,13 +90,14 @@ def in_memory(value) -> bool:
     return door.in_memory(value) is not None
 
 
-def _store(client, arr, storage):
-    """``arr`` stored on the cluster with no lineage, on two workers (:func:`._dask.store`); the
-    storage holding it is remembered by name, to name what a lost worker took."""
-    new = door.store(client, arr)
-    if new is not arr:
-        _kept_names[new.name] = storage
-    return new
+def _store(client, arrays, storages):
+    """``arrays`` stored on the cluster with no lineage, on two workers (:func:`._dask.store`); the
+    storage holding each is remembered by name, to name what a lost worker took."""
+    out = door.store(client, arrays)
+    for arr, new, storage in zip(arrays, out, storages):
+        if new is not arr:
+            _kept_names[new.name] = storage
+    return out
 
 
 _kept_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)

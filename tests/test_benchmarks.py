@@ -57,6 +57,10 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     # came near (2x: a peak under 97 kB, 0.7x the lowest seen).
     assert 1 / 1.5 <= report["fwi"]["estimate_over_measured"] <= 2, report["fwi"]
     assert report["fwi"]["grad_norm"] > 0  # the receivers near the sources: the wave reaches them
+    vs_torch = report["fwi_vs_torch"]  # the same gradient as PyTorch's, plain and checkpointed
+    assert {"daskgrad_cpu", "daskgrad_cpu_checkpointed", "pytorch_cpu"} <= set(vs_torch["seconds"])
+    assert max(vs_torch["max_abs_difference_vs_pytorch_cpu"].values()) <= 1e-10, vs_torch
+    assert vs_torch["gradient_norm_pytorch_cpu"] > 0  # (the receivers near the sources: the wave reaches them)
     big = report["big_state"]
     assert big["step_evaluations_on_workers"] == big["revolve_t_plus_last_step"]
     assert big["peak_managed_per_worker"] > 0 and big["grad_norm"] > 0 and big["grad_finite"]

@@ -620,3 +620,45 @@ def test_embedding_options_and_errors_as_torch():
     for kw in (dict(max_norm=1.0), dict(scale_grad_by_freq=True), dict(sparse=True)):
         with pytest.raises(NotImplementedError, match="is not supported"):
             nn.Embedding(5, 3, **kw)
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("l1_loss", {}), ("l1_loss", {"reduction": "sum", "weight": True}), ("smooth_l1_loss", {}),
+    ("smooth_l1_loss", {"beta": 0.5, "reduction": "none"}), ("smooth_l1_loss", {"beta": 0.0}),
+    ("huber_loss", {}), ("huber_loss", {"delta": 0.5, "weight": True}), ("huber_loss", {"reduction": "sum"}),
+])
+def test_pointwise_losses_give_torch_s_values_and_gradients_at_zero_and_at_the_threshold(name, kwargs):
+    a, d, t = _x((7, 3))
+    target = a.copy()
+    target[0, 0] = a[0, 0]  # a zero difference: gradient 0, as torch's
+    target[1, 1] = a[1, 1] - 0.5  # a difference at the threshold (beta = delta = 0.5)
+    target[2] = a[2] + np.array([1.0, -1.0, 3.0])
+    target[3:] = a[3:] + np.random.default_rng(1).standard_normal((4, 3))
+    kw = dict(kwargs)
+    t_kw, d_kw = dict(kw), dict(kw)
+    if kw.get("weight"):
+        w = np.random.default_rng(2).random((7, 3))
+        t_kw["weight"], d_kw["weight"] = torch.tensor(w), dg.from_array(w, chunks=(ROWS, (3,)))
+    ours = getattr(F, name)(d, dg.from_array(target, chunks=(ROWS, (3,))), **d_kw)
+    theirs = getattr(torch.nn.functional, name)(t, torch.tensor(target), **t_kw)
+    _close(ours, theirs)
+    g = np.random.default_rng(3).standard_normal(tuple(theirs.shape))
+    ours.backward(dg.from_array(g)) if ours.ndim else ours.backward()
+    theirs.backward(torch.tensor(g)) if theirs.ndim else theirs.backward()
+    _close(d.grad, t.grad)
+
+
+def test_pointwise_loss_modules_and_bad_arguments_are_torch_s():
+    a, d, t = _x((7, 3))
+    for ours, theirs in ((nn.L1Loss(), torch.nn.L1Loss()), (nn.SmoothL1Loss(beta=0.3), torch.nn.SmoothL1Loss(beta=0.3)),
+                         (nn.HuberLoss(delta=2.0), torch.nn.HuberLoss(delta=2.0))):
+        _close(ours(d, d * 0.5), theirs(t, t * 0.5))
+    x = dg.ones(3)
+    with pytest.raises(RuntimeError, match="^smooth_l1_loss does not support negative values for beta.$"):
+        F.smooth_l1_loss(x, x, beta=-1.0)
+    with pytest.raises(RuntimeError, match="^huber_loss does not support non-positive values for delta.$"):
+        F.huber_loss(x, x, delta=0.0)
+    with pytest.raises(ValueError, match="^foo is not a valid value for reduction$"):
+        F.l1_loss(x, x, reduction="foo")
+    with pytest.raises(ValueError, match="^Weights and input must have the same size.$"):
+        F.l1_loss(x, x, weight=dg.ones(2))

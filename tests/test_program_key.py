@@ -112,3 +112,47 @@ def test_a_loop_with_fresh_closures_each_step_is_replayed():
         total = (dg.map_blocks(_kernel_scale(3.0), x, dtype=x.dtype) + 1).sum().item()
         assert total == pytest.approx(((x0 + step) * 3.0 + 1).sum(), rel=1e-15)
     assert dg.step_cache_info()["hits"] >= 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_number_arithmetic_reads_is_a_value_of_the_program_not_part_of_its_key(dtype):
+    """``x * c`` for a Python float ``c`` reads ``c`` as a 0-d value of x's dtype (NumPy converts the
+    number so, NEP 50): the bits are NumPy's, and programs differing only in such numbers share a key
+    (Adam's bias correction, a learning-rate schedule: one template for every step)."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal(6).astype(dtype)
+    x = dg.from_array(xs, chunks=4)
+    keys = set()
+    for c in (0.1, 1 / 3, -2.5e-7, 1e3):  # (numbers equal in the dtype are one value: 1e30 + 1 is 1e30)
+        y = 1.5 - (x * c + 0.25) / (c + 1.0) - c
+        keys.add(Program.of([y._storage.value]).key)
+        assert y.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(y.numpy(), 1.5 - (xs * c + 0.25) / (c + 1.0) - c)
+    assert len(keys) == 1 and None not in keys
+    # where NumPy's conversion is not to the array's dtype the number stays part of the key
+    ints = dg.from_array(np.arange(6), chunks=4)
+    assert Program.of([(ints * 0.5)._storage.value]).key != Program.of([(ints * 0.25)._storage.value]).key
+    np.testing.assert_array_equal((ints * 0.5).numpy(), np.arange(6) * 0.5)
+    assert Program.of([(x ** 0.5)._storage.value]).key != Program.of([(x ** 0.25)._storage.value]).key
+
+
+def test_an_adam_loop_whose_bias_correction_changes_every_step_runs_as_one_template():
+    from daskgrad import nn, optim
+
+    dg.step_cache_clear()
+    dg.manual_seed(0)
+    X = dg.from_array(np.random.default_rng(1).standard_normal((32, 3)), chunks=16)
+    y = dg.from_array(np.random.default_rng(2).standard_normal(32), chunks=16)
+    model = nn.Linear(3, 1).double()
+    opt = optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(12):
+        loss = ((model(X)[:, 0] - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    loss.item()
+    info = dg.step_cache_info()
+    # the first steps differ (no state yet; values kept from the step before; a template made at the
+    # second sight), then each step is an instance of one template (with the numbers as part of the
+    # key, none would be)
+    assert info["hits"] >= 8 and info["entries"] == 1, info

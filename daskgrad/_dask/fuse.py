@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import operator
 
+import numpy as np
+
 from dask.base import tokenize
 from dask.utils import key_split
 
 from .calls import _Call, _Subgraph, _run_fused
 from .labels import part_name
-from .internals import (Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, _fuse_annotations,
+from .internals import (Alias, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, _fuse_annotations,
                         convert_legacy_task)
 
 FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), never a chunk's own
@@ -80,11 +82,20 @@ class _Tasks:
             for d in ds:
                 self.readers.setdefault(d, []).append(k)
         # values read by many tasks, or by several tasks of one layer (a parameter every chunk reads)
+        # and a number read as a value (:class:`.lazy.Constant`): one value, no chunk of anything (a forward's
+        # ``u * 1.0`` and a VJP's ``g * 1.0`` read one; grouped as siblings they made a cycle)
         self.shared = {d for d, rs in self.readers.items()
-                       if len(rs) > FUSE_WIDTH or len({self.layer(r) for r in rs}) < len(rs)}
+                       if len(rs) > FUSE_WIDTH or len({self.layer(r) for r in rs}) < len(rs)
+                       or _one_value(self.raw.get(d))}
 
     def layer(self, k):
         return self.layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
+
+
+def _one_value(v):
+    """Whether graph value ``v`` is data of one item (a NumPy scalar or 0-d array), not a chunk."""
+    v = v.value if isinstance(v, DataNode) else v
+    return isinstance(v, np.generic) or (isinstance(v, np.ndarray) and v.ndim == 0)
 
 
 class _Groups:

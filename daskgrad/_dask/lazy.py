@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import threading
 import types
 
@@ -30,7 +31,7 @@ from dask.base import tokenize
 from dask.utils import funcname
 
 from .fold import flat_layers, fold
-from .internals import GraphNode, HighLevelGraph, MaterializedLayer, blockwise
+from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, blockwise
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -126,8 +127,9 @@ def through(x):
 
 
 def value_of(x):
-    """A Lazy value's dask array as it stands (kept, built, or built now); anything else as it is."""
-    return x.build() if type(x) is Lazy else x
+    """A Lazy value's dask array as it stands (kept, built, or built now); a constant's 0-d array;
+    anything else as it is."""
+    return x.build() if type(x) is Lazy else x.array if type(x) is Constant else x
 
 
 # ------------------------------------------------------------------ recording
@@ -141,11 +143,59 @@ def defer(fn, srcs, params=(), elementwise=False):
     if elementwise:
         aval = elementwise_aval(fn, srcs) if not params else None
         if aval is not None:
+            if fn in _LIFTED and len(srcs) == 2:
+                srcs = _lifted(srcs, aval[0])
             return Lazy(fn, srcs, (), *aval, elementwise=True)
     aval = _aval(fn, srcs, params)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
     return Lazy(fn, srcs, params, *aval)
+
+
+# Arithmetic with a Python float (a learning rate, Adam's bias correction, a time step's
+# coefficient) reads the number as a 0-d value in memory of the result's dtype: a program that
+# differs from the last only in such numbers has the same key and runs as an instance of its template
+# (a number computed anew each step made every step of a training loop a new program).  Only where
+# the array operand already has the result's dtype: NumPy then converts the number to that dtype
+# (NEP 50), as the 0-d value is, and computes the same bits.
+_LIFTED = frozenset({operator.add, operator.sub, operator.mul, operator.truediv})
+
+
+def _lifted(srcs, dtype):
+    a, b = srcs
+    if type(b) is float and isinstance(a, (Lazy, da.Array)) and a.dtype == dtype and dtype.kind == "f":
+        return a, Constant(dtype.type(b))
+    if type(a) is float and isinstance(b, (Lazy, da.Array)) and b.dtype == dtype and dtype.kind == "f":
+        return Constant(dtype.type(a)), b
+    return srcs
+
+
+class Constant:
+    """A number an op reads as a 0-d value in memory (a NumPy scalar ``v``): its dask array is made
+    when a program is lowered or submitted (recording builds no graph), named by its dtype and value
+    (a time step's body holds its numbers as they are, and is one body for equal numbers)."""
+
+    __slots__ = ("v", "_array")
+    ndim, chunks = 0, ()
+
+    def __init__(self, v):
+        self.v, self._array = v, None
+
+    @property
+    def dtype(self):
+        return self.v.dtype
+
+    @property
+    def array(self):
+        if self._array is None:
+            name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
+            layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
+            self._array = da.Array(HighLevelGraph({name: layer}, {name: set()}), name, (),
+                                   meta=np.empty((), self.v.dtype))
+        return self._array
+
+    def __repr__(self):
+        return f"Constant({self.v!r})"
 
 
 def _component(group, *, i):
@@ -319,8 +369,8 @@ def lower(order, slot_name=None, wanted=()):
         for s in map(through, node.srcs):
             if type(s) is Lazy and id(s) in names:
                 args.append(stand_in(s, names[id(s)]))
-            elif isinstance(s, (Lazy, da.Array)):
-                a = value_of(s) if type(s) is Lazy else s  # (a kept or built value: read as a slot)
+            elif isinstance(s, (Lazy, da.Array, Constant)):
+                a = value_of(s)  # (a kept or built value, or a constant: read as a slot)
                 name = a.name if slot_name is None else slot_name(a)
                 slots.setdefault(name, a)
                 args.append(stand_in(a, name))
@@ -349,6 +399,8 @@ _CHAIN = 128  # elementwise ops fused into one function at most (a chain longer 
 
 
 def _fusable(node):
+    # (a 0-d operand's chunk may be a NumPy scalar, which would change the result's dtype; a lifted
+    # number is one of the result's dtype)
     return (node.elementwise and node.ndim > 0 and not node.annotations
             and not any(isinstance(s, (Lazy, da.Array)) and s.ndim == 0 for s in map(through, node.srcs)))
 
@@ -434,11 +486,11 @@ def _fused_layer(root, chain, names, slots, slot_name):
         for s in map(through, node.srcs):
             if type(s) is Lazy and id(s) in position:
                 refs.append((1, position[id(s)]))
-            elif isinstance(s, (Lazy, da.Array)):
+            elif isinstance(s, (Lazy, da.Array, Constant)):
                 if type(s) is Lazy and id(s) in names:
                     name, a = names[id(s)], s
                 else:
-                    a = value_of(s) if type(s) is Lazy else s
+                    a = value_of(s)
                     name = a.name if slot_name is None else slot_name(a)
                     slots.setdefault(name, a)
                 if name not in arg_of:

@@ -39,7 +39,7 @@ from . import labels, replay
 from .calls import fast
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         convert_legacy_task, flatten, order)
-from .lazy import Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
+from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
@@ -72,6 +72,8 @@ class Program:
                 if s.kept is None:
                     return index[id(s)]
                 s = s.kept
+            elif type(s) is Constant:  # a number read as a value in memory: a slot, not part of the key
+                s = s.array
             if isinstance(s, da.Array):
                 j = slots.get(s.name)
                 if j is None:

@@ -109,34 +109,35 @@ def _local_progress(enabled):
 
 
 # ------------------------------------------------------------ stored values
-def store(client, arr):
-    """``arr`` (persisted) under new keys that the scheduler holds as plain data, as if scattered,
-    on two workers; ``arr`` itself if that could not be done (it keeps its keys and lineage).
+def store(client, arrays):
+    """``arrays`` (persisted) under new keys that the scheduler holds as plain data, as if scattered,
+    on two workers; an array itself where that could not be done (it keeps its keys and lineage).
 
     The scheduler keeps the (released) tasks a key in memory was computed from, to recompute it if
     a worker dies; a parameter updated once per step would make that lineage grow by every step's
     tasks.  The chunks are not copied or moved: each worker files the same object under the new key
     (then one copy goes to a second worker).  The names are the client's own: two clients training
-    identical models on one cluster must not release each other's values.
+    identical models on one cluster must not release each other's values.  All of ``arrays`` take
+    the same round trips (an optimizer's step stores every parameter and state: one round trip each
+    was most of a small model's step on a LocalCluster).
     """
     from distributed import Future, wait
 
-    keys = flat_keys(arr)
-    graph = dict(arr.dask)
-    name = f"stored-{client_token(client)}-{arr.name}"
-    renamed = {k: (name,) + tuple(k[1:]) for k in keys}
-    futures = [graph[k] for k in keys]
-    todo, held = keys, set()
+    graph, renamed, names = {}, {}, []
+    for arr in arrays:
+        graph.update(arr.dask)
+        name = f"stored-{client_token(client)}-{arr.name}"
+        names.append(name)
+        renamed.update((k, (name,) + tuple(k[1:])) for k in flat_keys(arr))
+    keys = list(renamed)
+    todo, held, who_has = keys, set(), {}
     # a worker can die (its chunks are then recomputed from values still held) or a replica be
     # dropped between asking who holds a key and filing it: what no holder filed is asked again
     for _ in range(10):
-        wait([f for f in futures if f.key in todo])
-        owners = client.who_has([graph[k] for k in todo])
-        by_worker = {}
-        for k in todo:
-            for worker in owners.get(k, ()):
-                by_worker.setdefault(worker, []).append((k, renamed[k]))
-        filed = client.run(_file_under, by_worker, workers=list(by_worker), on_error="return")
+        if any(graph[k].status != "finished" for k in todo):  # (after a submission's wait: all are)
+            wait([graph[k] for k in todo])
+        # every worker files what it holds of them (no round trip to ask who holds what)
+        filed = client.run(_file_under, [(k, renamed[k]) for k in todo], on_error="return")
         who_has, nbytes = {}, {}
         for worker, sizes in filed.items():
             if isinstance(sizes, dict):
@@ -148,23 +149,31 @@ def store(client, arr):
         todo = [k for k in todo if renamed[k] not in held]
         if not todo:
             break
-    else:  # keep the computed keys (and their lineage) rather than lose a value
-        for worker in {w for ws in who_has.values() for w in ws}:
-            client.run(_unfile, list(who_has), workers=[worker])
-        return arr
-    futures = {}
-    for new in renamed.values():
-        futures[new] = Future(new, client)
-        client.futures[new].finish()
-    out = da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks, meta=arr._meta)
+    out = []
+    lost = {renamed[k][0] for k in todo}  # (stores whose chunks no worker filed: keep the computed keys)
+    for arr, name in zip(arrays, names):
+        if name in lost:
+            out.append(arr)
+            continue
+        futures = {}
+        for k in flat_keys(arr):
+            new = renamed[k]
+            futures[new] = Future(new, client)
+            client.futures[new].finish()
+        out.append(da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks,
+                            meta=arr._meta))
+    if lost:  # what was filed of them goes (their lineage keeps the values)
+        undo = [new for new in held if new[0] in lost]
+        for worker in {w for new in undo for w in who_has.get(new, ())}:
+            client.run(_unfile, undo, workers=[worker])
     return out
 
 
-def _file_under(pairs_by_worker, dask_worker=None):
-    """On a worker: the chunks it still holds, the same objects, under new keys; their sizes."""
+def _file_under(pairs, dask_worker=None):
+    """On a worker: the chunks of ``pairs`` (old key, new key) it holds, the same objects, under the
+    new keys; their sizes."""
     from dask.sizeof import sizeof
 
-    pairs = pairs_by_worker.get(dask_worker.address, ())
     data = {new: dask_worker.data[old] for old, new in pairs if old in dask_worker.data}
     dask_worker.update_data(data=data)
     return {new: sizeof(v) for new, v in data.items()}

@@ -9,11 +9,12 @@ from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Lea
                      ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
            "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU",
-           "GroupNorm", "Identity", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d",
-           "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
-           "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "functional", "init", "utils"]
+           "GroupNorm", "HuberLoss", "Identity", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss",
+           "MaxPool1d", "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
+           "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "functional", "init",
+           "utils"]

@@ -353,3 +353,49 @@ def flatten(input, start_dim=0, end_dim=-1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = tuple(input.shape)
     return ops.reshape(input, shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
+
+
+# ------------------------------------------------------------------ losses of the difference
+def _pointwise_loss(loss_of, input, target, reduction, weight):
+    """torch's pointwise losses (``l1_loss``, ``smooth_l1_loss``, ``huber_loss``): ``loss_of(|input -
+    target|)`` over the broadcast shape (with torch's warning where the shapes differ), times ``weight``
+    (the input's shape), then reduced."""
+    _check_reduction(reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
+                      f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", UserWarning, stacklevel=3)
+    if weight is not None and tuple(_tensor_of(weight).shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss_of(ops.abs(input - target))
+    if weight is not None:
+        loss = loss * _tensor_of(weight)
+    return loss if reduction == "none" else ops.sum(loss) if reduction == "sum" else ops.mean(loss)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """``|input - target|``, averaged, summed or kept per element (torch's ``nn.functional.l1_loss``)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    return _pointwise_loss(lambda d: d, input, target, reduction, weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5 d² / beta`` where ``d = |input - target| < beta``, else ``d - 0.5 beta`` (torch's
+    ``nn.functional.smooth_l1_loss``; ``beta=0`` is the L1 loss)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return _pointwise_loss(lambda d: d, input, target, reduction, None)
+    return _pointwise_loss(lambda d: ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), input, target,
+                           reduction, None)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5 d²`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)`` (torch's
+    ``nn.functional.huber_loss``)."""
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _pointwise_loss(lambda d: ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, target,
+                           reduction, weight)

@@ -30,6 +30,32 @@ class MSELoss(_Loss):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
+class L1Loss(_Loss):
+    """The absolute error of ``input`` against ``target`` (torch's ``nn.L1Loss``)."""
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """torch's ``nn.SmoothL1Loss``: squared below ``beta``, absolute above."""
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """torch's ``nn.HuberLoss``: squared below ``delta``, ``delta`` times absolute above."""
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
 class CrossEntropyLoss(_WeightedLoss):
     """Logits (N, C) against class indices (N,) or class probabilities (N, C).  Targets equal to
     ``ignore_index`` are skipped (not counted in the mean); ``weight`` weighs classes; ``label_smoothing``
