@@ -260,7 +260,9 @@ def test_headless_chromium_shows_an_mlp_step_s_largest_bars_as_vjp_rules_and_for
                 "Bokeh.documents[0].get_model_by_name('daskgrad-rules') : null; "
                 "return d ? {rule: Array.from(d.data.rule), seconds: Array.from(d.data.seconds), "
                 "kind: Array.from(d.data.kind)} : null; })()")
-        browser.wait_for(f"(() => {{ const b = {bars}; return b && b.rule.includes('matmul-vjp'); }})()", timeout=60)
+        # (the page polls the server: wait until it draws every rule the server already named)
+        browser.wait_for(f"(() => {{ const b = {bars}; return b && b.rule.includes('matmul-vjp') "
+                         f"&& b.rule.includes('relu-vjp'); }})()", timeout=60)
         browser.wait_for(f"(() => {{ const s = {PAGE_STATE_JS}; return s.text.includes({json.dumps(shown_key)}); }})()",
                          timeout=60)
         drawn = browser.evaluate(bars)
