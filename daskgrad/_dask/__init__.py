@@ -29,14 +29,14 @@ from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind,
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
-from .scan import Body, ScanLayer, row_stand_in
+from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
 from .program import NoKey, Program, frozen, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
 from .replay import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
                      reads_any, store, submit, task_room)
 
-__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
+__all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
            "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind",
            "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",

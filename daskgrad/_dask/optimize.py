@@ -203,8 +203,8 @@ def _holds_data(layer):
 
 
 def _empty(layer):
-    """An empty layer: a reverse-pass stand-in's (a rule's output folded with its stand-ins carries
-    them), never the layer that computes the keys."""
+    """An empty layer: a stand-in's (:func:`.lazy.stand_in`: an array made by a forward run on
+    stand-ins carries their layers), never the layer that computes the keys."""
     return isinstance(layer, MaterializedLayer) and len(layer) == 0
 
 

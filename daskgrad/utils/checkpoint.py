@@ -108,17 +108,17 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
 
 
 def _first_run(run, args):
-    """The region run once, recorded, on stand-ins of its inputs: its outputs (detached), and the
+    """The region run once, recorded, on detached copies of its inputs: its outputs (detached), and the
     leaves it reads besides them (a module's parameters), which must get gradients too.
 
     Running it here rather than without recording costs building the graph once more (nothing
     is computed); it finds the parameters, as torch's hooks do.  A tensor made outside the region
     that requires grad and is read inside (a closure) cannot be found that way: refused."""
     start = next(graph._made)
-    stand_ins = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
-    own = {id(t) for t in stand_ins if isinstance(t, Tensor)}
+    inputs = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
+    own = {id(t) for t in inputs if isinstance(t, Tensor)}
     with enable_grad(), graph.watch_saved() as saved:
-        outs = run(*stand_ins)
+        outs = run(*inputs)
     leaves = _leaves_read(outs, own, start)
 
     def detach(o):
@@ -344,7 +344,7 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
     (each row gets its step's).  Returns the final state, recorded: ``loss(checkpoint_steps(...)).backward()``
     gives the uncheckpointed gradients.
 
-    ``step`` is recorded once, on stand-ins of the state (without ``xs``, once per step, forward
+    ``step`` is recorded once, on aliases of the state (without ``xs``, once per step, forward
     only: steps recorded the same share one body), into a program lowered to dask once and
     instantiated for every step (:mod:`daskgrad._dask.scan`): the work on the client per step is a
     renaming of that program's keys.  It must do what every step does: computing a value inside
@@ -540,7 +540,7 @@ class _Loop:
 
 
 class _Recorded:
-    """One recording of ``step`` (step ``i``, on stand-ins of the state and of ``x``): its forward
+    """One recording of ``step`` (step ``i``, on aliases of the state and of ``x``): its forward
     body, its reverse body (``want_grad``: the VJP with respect to the state, ``leaves`` -- found
     here when not given -- and ``x``), and the values its fixed inputs read."""
 
@@ -603,9 +603,9 @@ def _like(out, state, i):
 
 
 def _row(xs):
-    """A stand-in of one row of ``xs`` (its chunks without the first axis)."""
+    """A placeholder slot of one row of ``xs`` (its chunks without the first axis)."""
     v = recorded(xs)
-    return door.row_stand_in(v)
+    return door.row_placeholder(v)
 
 
 class _Plan:
