@@ -4,7 +4,7 @@ Everything here takes and returns dask arrays, keys and clients (and :class:`.la
 op's recorded result, not built yet), and imports nothing of daskgrad but :mod:`daskgrad.chunk`: the
 only package that imports ``dask.highlevelgraph``, ``dask.blockwise``, ``dask._task_spec`` or
 distributed's internals (one compatibility point, and the reason dask is pinned to a tested
-range).  What daskgrad caches and replays is the program it recorded, never dask's graph.  Read in
+range).  What daskgrad caches and instantiates is the program it recorded, never dask's graph.  Read in
 the order of the data:
 
 * :mod:`.internals`: every private dask and distributed name used, imported once;
@@ -21,7 +21,7 @@ the order of the data:
 * :mod:`.halo`: stencils' halos, a task a chunk and axis;
 * :mod:`.submit`, :mod:`.deterministic`, :mod:`.replicas`: one submission on the current client,
   stored values, gathers, lost values; the same bits wherever tasks run; stored values on two workers;
-* :mod:`.replay`: memory predicted by replaying a graph's order, and measured on a real run;
+* :mod:`.peaks`: peak memory predicted by simulating a graph's run order, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
@@ -32,7 +32,7 @@ from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, 
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
 from .program import NoKey, Program, frozen, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
-from .replay import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
+from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
                      reads_any, store, submit, task_room)
 

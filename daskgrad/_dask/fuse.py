@@ -8,7 +8,7 @@ submission (config ``daskgrad.fuse-chunks``, default on).
 
 This module is the pass only: which tasks fuse, decided once per submission on the client.  How a
 fused task then runs, on every chunk and on workers, is :mod:`.calls`; it knows nothing of the
-grouping, so a replay or a memory estimate reads fused tasks without the pass.
+grouping, so an instance run inline or a memory estimate reads fused tasks without the pass.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ An op's result is a :class:`Lazy`: the function that makes its dask array (the o
 takes dask arrays), what it reads (other Lazy values, dask arrays, Python numbers) and its plain
 parameters -- and, known at once, its abstract value: shape, chunks, dtype and chunk type (meta).
 Nothing is built while a program is recorded, so recording costs the same whatever its depth, and
-what daskgrad caches and replays is the recorded program (:mod:`.program`), never dask's graph.
+what daskgrad caches and instantiates is the recorded program (:mod:`.program`), never dask's graph.
 
 The abstract value comes from running the forward once on stand-ins, arrays with the real chunks
 and meta but no graph (:func:`defer`), remembered per function, parameters and kinds of operands,

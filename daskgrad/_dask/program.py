@@ -10,13 +10,14 @@ compute the same functions of their slots, so the graph lowered, optimized and c
 first is a *template* the later ones instantiate with their own slot values
 (:func:`instantiate`), without calling an op's forward or dask's optimizer.  A training loop, a
 line search, a compiled function's calls and a time loop's steps all come through here; the
-template is kept the second time a key is seen (a graph submitted once never pays for one).
+template is made the second time a key is seen (a graph submitted once never pays for one), and
+every submission with that key from then on, that second one included, is an *instance* of it.
 
 **Where**: dask's local schedulers run a graph in isolation, so an instance keeps the template's
-keys and a step of small chunks runs inline (:func:`run_inline`); a distributed scheduler remembers
-keys across submissions, so there every task of an instance gets a key of its own, the template's
-name with a token of the instance (:func:`_renamed`): the same program on the same values sends the
-same tasks, and nothing collides with an earlier step's keys.
+keys (:func:`_local_instance`) and a step of small chunks runs inline (:func:`run_inline`); a
+distributed scheduler remembers keys across submissions, so there every task of an instance gets a
+key of its own, the template's name with a token of the instance (:func:`_renamed`): the same
+program on the same values sends the same tasks, and nothing collides with an earlier step's keys.
 
 **Memory**: templates hold no slot values, at most ``daskgrad.step-cache.entries`` templates
 (default 16) and ``daskgrad.step-cache.tasks`` tasks in all (default 1,000,000), least recently
@@ -35,7 +36,7 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import labels, replay
+from . import labels, peaks
 from .calls import fast
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         convert_legacy_task, flatten, order)
@@ -178,7 +179,7 @@ class _Template:
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for an instance's token
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
-    #                           a direct call: calls.fast), at its second instance
+    #                           a direct call: calls.fast), made at its first instance (see _local_instance)
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
 
 
@@ -190,8 +191,8 @@ _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 def instantiate(prog, *, local=True, fuse_chunks=None):
     """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
-    not in memory), ready to submit: an instance of the template of the program (lowered and kept
-    the second time it is seen), or the program lowered and optimized with its own names.
+    not in memory), ready to submit: an instance of the template of the program (made the second
+    time its key is seen), or the program lowered and optimized with its own names.
     ``local``: for dask's local schedulers (else every key of an instance is its own, for a
     distributed scheduler)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
@@ -282,7 +283,7 @@ def lowered(prog, slot_name, fuse):
         if name not in needed and name in layers:
             needed.add(name)
             stack.extend(deps[name])
-    replay.note_layer_chunks({n: layers[n] for n in needed})  # (estimate_memory sizes instances' tasks so)
+    peaks.note_layer_chunks({n: layers[n] for n in needed})  # (estimate_memory sizes instances' tasks so)
     return optimize_layers(outs, {n: layers[n] for n in layers if n in needed},
                            {n: deps[n] & needed for n in layers if n in needed}, fuse)
 
@@ -397,11 +398,12 @@ def _instance(template, prog, local):
         olds.append(name)
         outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
-    made = iter((_replay if local else _renamed)(template, arrays, olds, input_layers, inputs, token) if arrays else ())
+    make = _local_instance if local else _renamed
+    made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
 
 
-def _replay(template, arrays, olds, input_layers, inputs, token):
+def _local_instance(template, arrays, olds, input_layers, inputs, token):
     """The template's graph reading ``input_layers`` and naming its results as ``arrays`` (for dask's
     local schedulers, which run a graph in isolation: the other keys stay the template's)."""
     values = {}
@@ -420,7 +422,7 @@ def _replay(template, arrays, olds, input_layers, inputs, token):
                 aliases[k] = renamed[was]
             else:
                 renamed[was] = k
-    if template.plan is None:  # worked out once, at the second instance (a graph run once never pays it)
+    if template.plan is None:  # worked out once, at the first instance (a program submitted once never pays it)
         filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
         priority = order(filled)
         reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
