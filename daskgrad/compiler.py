@@ -238,7 +238,7 @@ class Compiled:
         if trace.breaks:
             return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         # what the function wrote in place on its own tensors is part of its results, not an update
-        # for the next submission to store (that would mark the recorded values as kept)
+        # for the next submission to store (that would set the recorded values' ``computed``)
         _state.forget_pending(trace.fresh)
         outputs = tuple(t._storage.value for t in results)
         done = runtime.persist(outputs, keep=slice(0, len(outputs)))

@@ -116,16 +116,16 @@ class SavedTensor:
 
     def pin(self, array):
         """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory,
-        and so does any program that reads the value recorded (:attr:`daskgrad._dask.Lazy.kept`)."""
+        and so does any program that reads the value recorded (:attr:`daskgrad._dask.Lazy.computed`)."""
         if type(self._data) is door.Lazy:
             self.lazy = self._data
-            self.lazy.kept = array
+            self.lazy.computed = array
         self._data, self.persisted = array, True
 
     def unpin(self):
         """Let go of the value pinned in memory (the graph is released)."""
-        if self.lazy is not None and self.lazy.kept is self._data:
-            self.lazy.kept = None
+        if self.lazy is not None and self.lazy.computed is self._data:
+            self.lazy.computed = None
 
     def unpack(self):
         if self.leaf is not None:

@@ -70,9 +70,9 @@ class Program:
             nonlocal keyed
             s = through(s)
             if type(s) is Lazy:
-                if s.kept is None:
+                if s.computed is None:
                     return index[id(s)]
-                s = s.kept
+                s = s.computed
             if isinstance(s, da.Array):
                 j = slots.get(s.name)
                 if j is None:
@@ -110,19 +110,19 @@ class Program:
                 key = None
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
 
-    def to_keep(self):
+    def computed_again(self):
         """The values of this program that an earlier submission computed too, from values in memory
-        alone, and that a value new to this one reads: the submission keeps them (:attr:`Lazy.kept`),
-        so a functional update ``x = x - lr * g``, read again by the next step, is computed once and
-        the program stays the size of one step.  A value made from a lazy source (a Zarr array
-        streamed chunk by chunk) is never kept: it may not fit in memory."""
+        alone, and that a value new to this one reads: the submission asks for them as well and sets
+        their :attr:`Lazy.computed`, so a functional update ``x = x - lr * g``, read again by the next
+        step, is computed once and the program stays the size of one step.  A value made from a lazy
+        source (a Zarr array streamed chunk by chunk) is never held so: it may not fit in memory."""
         in_memory, read_by_new = {}, set()
         for node in self.eqns:
             ok = True
             for s in node.srcs:
                 s = through(s)
                 if type(s) is Lazy:
-                    ok = ok and (s.kept is not None or in_memory.get(id(s), False))
+                    ok = ok and (s.computed is not None or in_memory.get(id(s), False))
                 elif isinstance(s, da.Array):
                     ok = ok and is_data(s)
             in_memory[id(node)] = ok
@@ -148,16 +148,16 @@ def is_data(a):
 
 
 def _order(outputs):
-    """The Lazy nodes ``outputs`` read that are not kept, each after all it reads, in a fixed
+    """The Lazy nodes ``outputs`` read that are not computed, each after all it reads, in a fixed
     order: depth first from the outputs, each node's operands in their order."""
     out, done = [], set()
-    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.kept is None]
+    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
     while stack:
         node = stack[-1]
         if id(node) in done:
             stack.pop()
             continue
-        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.kept is None and id(s) not in done]
+        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.computed is None and id(s) not in done]
         if waiting:
             stack.extend(reversed(waiting))
         else:
@@ -185,7 +185,7 @@ class _Template:
 
 _lock = threading.Lock()
 _templates = collections.OrderedDict()  # program key -> _Template, least recently used first
-_seen = collections.OrderedDict()  # keys of recent programs without a template (see _keep)
+_seen = collections.OrderedDict()  # keys of recent programs without a template (see _seen_twice)
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
@@ -208,7 +208,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
         _stats["hits"] += 1
         return _instance(template, prog, local)
     _stats["uncached" if key is None and enabled else "misses"] += 1
-    if key is None or not _keep(key):
+    if key is None or not _seen_twice(key):
         return lowered(prog, lambda a: a.name, fuse)
     data = [a for a in prog.slots.values() if is_data(a)]
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
@@ -222,10 +222,10 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
 
 
 def in_memory(v):
-    """``v``'s value in memory if it is one (a kept Lazy value, a dask array holding its chunks), else None."""
+    """``v``'s value in memory if it is one (a computed Lazy value, a dask array holding its chunks), else None."""
     v = through(v)
     if type(v) is Lazy:
-        return v.kept
+        return v.computed
     return v if materialized(v) else None
 
 
@@ -234,8 +234,8 @@ def key_token(key):
     return f"{hash(key) & 0xFFFFFFFFFFFF:012x}"
 
 
-def _keep(key):
-    """Whether a template is kept for ``key``: the second time it is seen in a while."""
+def _seen_twice(key):
+    """Whether ``key`` was seen before, lately (then a template is made for it); notes it as seen."""
     with _lock:
         if key in _seen:
             del _seen[key]
@@ -270,10 +270,10 @@ def lowered(prog, slot_name, fuse):
             deps[name] = set()
     outs = []
     for o in map(through, prog.outputs):
-        if type(o) is Lazy and o.kept is None:
+        if type(o) is Lazy and o.computed is None:
             outs.append(da.Array(HighLevelGraph({}, {}), names[id(o)], o.chunks, meta=o._meta))
         else:
-            a = o.kept if type(o) is Lazy else o
+            a = o.computed if type(o) is Lazy else o
             name = slot_name(a)
             outs.append(da.Array(HighLevelGraph({}, {}), name, a.chunks, meta=a._meta))
     deps = {n: d & layers.keys() for n, d in deps.items() if n in layers}
@@ -290,14 +290,14 @@ def lowered(prog, slot_name, fuse):
 
 def step_cache_info() -> dict:
     """The program cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits`` (instances
-    of a kept template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
+    of a cached template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
     ``entries`` and ``tasks`` held."""
     with _lock:
         return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
 
 
 def step_cache_clear() -> None:
-    """Drop every kept template and zero the counts."""
+    """Drop every cached template and zero the counts."""
     with _lock:
         _templates.clear()
         _seen.clear()
@@ -311,7 +311,7 @@ def _notes(layer):
 
 
 def _remember(key, optimized, inputs):
-    """Keep the optimized graph as the template of ``key`` (see :func:`make_template`)."""
+    """Cache the optimized graph as the template of ``key`` (see :func:`make_template`)."""
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     template = make_template(optimized, inputs, limit)
     if template is None:
@@ -393,7 +393,7 @@ def _instance(template, prog, local):
         if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
             outputs.append(data[slot_at[name]])
             continue
-        v = o.kept if type(o) is Lazy and o.kept is not None else o
+        v = o.computed if type(o) is Lazy and o.computed is not None else o
         arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
         olds.append(name)
         outputs.append(None)
