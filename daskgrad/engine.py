@@ -42,7 +42,7 @@ class Plan:
     roots: tuple            # the tensors differentiated
     grads: list             # their cotangents, checked (torch's _make_grads)
     inputs: tuple | None    # the tensors whose gradients are wanted; None: every leaf reached
-    retain_graph: bool      # keep the saved values (pinned in memory) for another backward
+    retain_graph: bool      # retain the saved values (pinned in memory) for another backward
     create_graph: bool      # the gradients are tensors of a graph, to differentiate again
     accumulate: bool        # backward(): sum into .grad; grad(): return the gradients
     lazy: bool              # grad(lazy=True): return them unsubmitted
@@ -625,7 +625,7 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
         shape. May be omitted when ``self`` has one element. Defaults to ``None``.
     retain_graph : bool, optional
         If ``False``, the values the graph saved for its backward are released (a second backward
-        through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
+        through a node that saved values raises torch's error); if ``True``, they are retained. Defaults
         to ``None``: the value of ``create_graph``.
     create_graph : bool, optional
         If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be

@@ -260,7 +260,7 @@ def retain(node) -> None:
 
 
 def release_graph(t) -> int:
-    """Release the saved values of every node behind tensor ``t`` (a graph kept with
+    """Release the saved values of every node behind tensor ``t`` (a graph retained with
     ``retain_graph=True`` or forced by ``item()``); returns how many nodes let go.
 
     A later backward through a released node raises torch's "second time" error."""

@@ -500,8 +500,8 @@ def on_alias_built(hook):
 
 
 def build(nodes):
-    """Build ``nodes`` (Lazy values) as dask arrays with the real names, each node's array kept
-    (``_built``): one join of every layer and of the slots' graphs."""
+    """Build ``nodes`` (Lazy values) as dask arrays with the real names, each node's array held in
+    its ``_built``: one join of every layer and of the slots' graphs."""
     with _building:  # (another thread may be building the same chain)
         todo = [n for n in nodes if n.computed is None and n._built is None]
         if not todo:

@@ -1,5 +1,5 @@
 """Activation checkpointing, as ``torch.utils.checkpoint``: a region's intermediate values are not
-kept for the backward; the backward runs the region again from its inputs when the gradient
+saved for the backward; the backward runs the region again from its inputs when the gradient
 reaches it.
 
 daskgrad builds graphs lazily, and dask would give the region's second run the same keys as the
@@ -61,7 +61,7 @@ def _noop_context_fn():
 def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn, determinism_check="default",
                debug=False, preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)`` whose intermediate values are recomputed in the backward
-    instead of kept, as ``torch.utils.checkpoint.checkpoint``.
+    instead of saved, as ``torch.utils.checkpoint.checkpoint``.
 
     Both variants give the same gradients here (daskgrad has one engine); they keep torch's
     argument checks: ``use_reentrant=True`` takes no keyword arguments for ``function``, nor
@@ -92,7 +92,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
         raise ValueError(f"determinism_check should be one of {list(_DETERMINISM_CHECKS)}, but got "
                          f"{determinism_check}")
     run = functools.partial(function, **kwargs) if kwargs else function
-    if not is_grad_enabled():  # nothing is recorded, so nothing is kept: just run it
+    if not is_grad_enabled():  # nothing is recorded, so nothing is saved: just run it
         return run(*args)
     forward_context, recompute_context = context_fn()
     rng = _tensor._rng.bit_generator.state if preserve_rng_state else None
@@ -379,7 +379,7 @@ def scan(f, init, xs=None, length=None, *, snapshots=None):
     times with ``x`` None), returning the final carry and the ``y`` of every step stacked along a new
     first axis (``None`` where ``f`` returns ``None``; a tuple of tensors for a tuple).  ``carry`` is a
     tensor or a tuple of tensors, as :func:`checkpoint_steps`'s state.  ``f`` is recorded once and
-    instantiated for every step (:mod:`daskgrad._dask.scan`); its backward keeps every step's
+    instantiated for every step (:mod:`daskgrad._dask.scan`); its backward saves every step's
     carry, or, with ``snapshots``, at most that many, recomputing the rest (Revolve's schedule).
 
     >>> import daskgrad as dg
