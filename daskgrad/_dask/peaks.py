@@ -165,7 +165,7 @@ def _broadcast_made(node):
 
 
 def simulate(arrays, known=(), graphs=(), distributed=False):
-    """Replay the order the graph behind ``arrays`` (already optimized) runs in: dask's local
+    """Simulate the order the graph behind ``arrays`` (already optimized) runs in: dask's local
     scheduler's, or (``distributed``) a distributed worker's.  The chunks of ``known`` arrays and of
     the arrays whose layers ``graphs`` hold size its tasks."""
     dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}

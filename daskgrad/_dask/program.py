@@ -11,7 +11,8 @@ first is a *template* the later ones instantiate with their own slot values
 (:func:`instantiate`), without calling an op's forward or dask's optimizer.  A training loop, a
 line search, a compiled function's calls and a time loop's steps all come through here; the
 template is made the second time a key is seen (a graph submitted once never pays for one), and
-every submission with that key from then on, that second one included, is an *instance* of it.
+runs at once on that submission's values; every later submission with that key is an *instance* of
+it (a cache hit: nothing is lowered or optimized).
 
 **Where**: dask's local schedulers run a graph in isolation, so an instance keeps the template's
 keys (:func:`_local_instance`) and a step of small chunks runs inline (:func:`run_inline`); a
@@ -179,7 +180,7 @@ class _Template:
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for an instance's token
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
-    #                           a direct call: calls.fast), made at its first instance (see _local_instance)
+    #                           a direct call: calls.fast), made the first time it runs locally (_local_instance)
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
 
 
@@ -380,7 +381,8 @@ def _chunk_elements(a):
 
 # ------------------------------------------------------------------ instances
 def _instance(template, prog, local):
-    """The template run on ``prog``'s slot values: its outputs named for this instance."""
+    """The template run on ``prog``'s slot values: its outputs named for this run (an instance, or
+    the submission that made the template)."""
     if template.rules:
         labels.remember(template.rules)
     data = [a for a in prog.slots.values() if is_data(a)]
@@ -422,7 +424,7 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
                 aliases[k] = renamed[was]
             else:
                 renamed[was] = k
-    if template.plan is None:  # worked out once, at the first instance (a program submitted once never pays it)
+    if template.plan is None:  # worked out once, by the submission that made the template (its first run)
         filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
         priority = order(filled)
         reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
