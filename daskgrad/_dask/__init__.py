@@ -20,7 +20,7 @@ the order of the data:
 * :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps, scan);
 * :mod:`.halo`: stencils' halos, a task a chunk and axis;
 * :mod:`.submit`, :mod:`.deterministic`, :mod:`.replicas`: one submission on the current client,
-  stored values, gathers, lost values; the same bits wherever tasks run; stored values on two workers;
+  stored values, gathers, lost values; the same bits wherever tasks run; kept values on two workers;
 * :mod:`.peaks`: peak memory predicted by simulating a graph's run order, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
