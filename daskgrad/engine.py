@@ -625,7 +625,7 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
         shape. May be omitted when ``self`` has one element. Defaults to ``None``.
     retain_graph : bool, optional
         If ``False``, the values the graph saved for its backward are released (a second backward
-        through a node that saved values raises torch's error); if ``True``, they are retained. Defaults
+        through a node that saved values raises torch's error); if ``True``, they are kept. Defaults
         to ``None``: the value of ``create_graph``.
     create_graph : bool, optional
         If ``True``, the backward itself is recorded, so the gradients have a ``grad_fn`` and can be
