@@ -55,7 +55,26 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Sequential(Module):
+class _Container(Module):
+    """What Sequential and ModuleList share: their children in ``_modules``, in order."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+
+class Sequential(_Container):
     """Modules applied in order: ``Sequential(a, b)(x) == b(a(x))``."""
 
     def __init__(self, *args):
@@ -73,23 +92,13 @@ class Sequential(Module):
             raise IndexError(f"index {idx} is out of range")
         return mods[idx]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
     def forward(self, input):
         for m in self:
             input = m(input)
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Container):
     """Modules in a list, registered as children ``"0"``, ``"1"``, ... (no ``forward`` of its own)."""
 
     def __init__(self, modules=None):
@@ -119,12 +128,6 @@ class ModuleList(Module):
             delattr(self, self._index(idx))
         object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __iadd__(self, modules):
         return self.extend(modules)
 
@@ -138,15 +141,6 @@ class ModuleList(Module):
         for i in range(len(self._modules), index, -1):
             self._modules[str(i)] = self._modules[str(i - 1)]
         self._modules[str(index)] = module
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def pop(self, key):
-        v = self[key]
-        del self[key]
-        return v
 
     def extend(self, modules):
         if not isinstance(modules, Iterable):
