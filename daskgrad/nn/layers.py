@@ -34,6 +34,14 @@ def _uniform(shape, bound, dtype, device):
     return Parameter(rand(*shape, dtype=dtype, chunks=-1, device=device) * (2 * bound) - bound)
 
 
+def _affine(module, affine, shape, dtype, device, bias=True):
+    """Weight ones and bias zeros, each None when not ``affine`` (the bias also when not ``bias``)."""
+    module.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
+                              if affine else None)
+    module.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
+                              if affine and bias else None)
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias``."""
 
@@ -390,10 +398,7 @@ class LayerNorm(Module):
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         if elementwise_affine:  # torch checks only what it allocates
             _check_size(*shape)
-        self.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
-                                if elementwise_affine else None)
-        self.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
-                                if elementwise_affine and bias else None)
+        _affine(self, elementwise_affine, shape, dtype, device, bias)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
