@@ -17,7 +17,7 @@ from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
-from ._norm import batch_norm, group_norm, rms_norm  # noqa: F401
+from ._norm import batch_norm, group_norm, rms_norm, _trailing_axes  # noqa: F401
 
 
 def linear(input, weight, bias=None):
@@ -117,11 +117,7 @@ def _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` axes (biased variance, as torch)."""
-    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
-        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
-    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    axes = _trailing_axes(input, normalized_shape, "*, ")
     centred = input - mean(input, axis=axes, keepdims=True)
     var = mean(centred * centred, axis=axes, keepdims=True)
     out = centred * (1 / sqrt(var + eps))
