@@ -13,7 +13,7 @@ Elsewhere, each beside the code that needs it:
 
 * ``_modes._state``: grad, inference and anomaly modes, per thread, as torch's;
 * ``graph.PRIMITIVES``: the op table; ``runtime._retained``: nodes whose saved values are pinned
-  (their layers are reused by later submissions); ``runtime._kept_names``: stored names, to name
+  (their layers are reused by later submissions); ``runtime._stored_names``: stored names, to name
   what a lost worker took; ``runtime._observers``/``_progress``: submission observers, progress bar;
 * ``engine._claimed``/``_grad_locks``: nodes a running backward will free, and per-leaf locks, so
   threads backpropagating at once behave as torch's;
@@ -74,7 +74,7 @@ def swap(storage, old, new) -> None:
         if storage.value is old:
             storage.value = new
             if type(old) is Lazy:  # programs that read the value recorded read it from memory
-                old.kept = new
+                old.computed = new
             hold(storage)
         else:
             _pending[storage] = None

@@ -191,18 +191,6 @@ class _ViewStorage(_Storage):
         """The same values, held otherwise (computed, persisted): a write goes through ``write``."""
         self._cache = value
 
-    @property
-    def array(self):
-        trace = getattr(_modes_state, "trace", None)
-        if trace is not None:
-            trace.read(self)
-        value = self.value
-        return value.build() if type(value) is door.Lazy else value
-
-    @array.setter
-    def array(self, array):
-        self._cache = array
-
     def write(self, array):
         """The root holds its value with this view's part replaced by ``array`` (the caller bumps
         the version, then :meth:`holds` what was written)."""
@@ -894,10 +882,6 @@ class Tensor:
                                    f"{value.ndim} dimensions.")
             return self.copy_(value)
         return self._fill("FillBackward0", value)
-
-def _as_array(value):
-    return value.array if isinstance(value, Tensor) else value
-
 
 def _cast(a, dtype):
     return a.astype(dtype)

@@ -84,10 +84,6 @@ class _ViewStorage(_Storage):
     def __init__(self, root, steps, strides, offset, array): ...
     _cache: Any
     _of: Any
-    @property
-    def array(self): ...
-    @array.setter
-    def array(self, value) -> None: ...
     def holds(self, array):
         """``array`` is this view's value at the root's current version.
         """
@@ -1552,9 +1548,6 @@ class Tensor:
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.
         """
-
-
-def _as_array(value): ...
 
 
 def _cast(a, dtype): ...

@@ -150,7 +150,7 @@ class Compiled:
         self._stats = {"replays": 0, "traces": 0, "eager": 0}
 
     def cache_info(self) -> dict:
-        """``replays``, ``traces`` and ``eager`` calls so far, and ``entries``: kinds of call kept."""
+        """``replays``, ``traces`` and ``eager`` calls so far, and ``entries``: kinds of call cached."""
         return dict(self._stats, entries=len(self._entries))
 
     def __getattr__(self, name):
@@ -236,9 +236,9 @@ class Compiled:
                 set_trace(before)
             structure, results = self._check(trace, out, rng, (args, kwargs))
         if trace.breaks:
-            return self._keep(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
+            return self._cache(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         # what the function wrote in place on its own tensors is part of its results, not an update
-        # for the next submission to store (that would mark the recorded values as kept)
+        # for the next submission to store (that would set the recorded values' ``computed``)
         _state.forget_pending(trace.fresh)
         outputs = tuple(t._storage.value for t in results)
         done = runtime.persist(outputs, keep=slice(0, len(outputs)))
@@ -248,7 +248,7 @@ class Compiled:
         reads = [st for st, _ in trace.reads.values()]
         entry = _Entry(outputs=outputs, inputs=inputs, structure=structure, retraces=retraces,
                        reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
-        return self._keep(key, entry, pins, _unflatten(structure, iter(_wrap(done))))
+        return self._cache(key, entry, pins, _unflatten(structure, iter(_wrap(done))))
 
     def _check(self, trace, out, rng, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
@@ -277,7 +277,7 @@ class Compiled:
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
         return structure, results
 
-    def _keep(self, key, entry, pins, returned):
+    def _cache(self, key, entry, pins, returned):
         self._entries[key] = entry
         self._pin(key, pins)
         if entry.reason is not None:

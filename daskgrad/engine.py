@@ -42,7 +42,7 @@ class Plan:
     roots: tuple            # the tensors differentiated
     grads: list             # their cotangents, checked (torch's _make_grads)
     inputs: tuple | None    # the tensors whose gradients are wanted; None: every leaf reached
-    retain_graph: bool      # keep the saved values (pinned in memory) for another backward
+    retain_graph: bool      # retain the saved values (pinned in memory) for another backward
     create_graph: bool      # the gradients are tensors of a graph, to differentiate again
     accumulate: bool        # backward(): sum into .grad; grad(): return the gradients
     lazy: bool              # grad(lazy=True): return them unsubmitted

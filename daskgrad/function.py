@@ -146,7 +146,7 @@ class _DelayedError(Function):
 
 # A user's Function: its node is named <Class>Backward; the params hold the class and its ctx, and
 # the inputs' tensors live only in the saved values (``save_for_backward``), as in torch.
-function_p = primitive("function", user_code=True)
+function_p = primitive("function")
 
 
 @function_p.vjp
@@ -294,7 +294,7 @@ def _output_grad(g, p, i):
 
 # A Function with several outputs: one node packs the differentiable outputs into one flat tensor
 # (its rule unpacks the cotangent and calls ``backward``); each output is a slice of it.
-function_many_p = primitive("function_many", user_code=True)
+function_many_p = primitive("function_many")
 function_output_p = primitive("function_output")
 
 

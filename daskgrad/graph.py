@@ -116,39 +116,37 @@ class SavedTensor:
 
     def pin(self, array):
         """Hold the value as ``array`` (persisted): a retained graph's backward reads it from memory,
-        and so does any program that reads the value recorded (:attr:`daskgrad._dask.Lazy.kept`)."""
+        and so does any program that reads the value recorded (:attr:`daskgrad._dask.Lazy.computed`)."""
         if type(self._data) is door.Lazy:
             self.lazy = self._data
-            self.lazy.kept = array
+            self.lazy.computed = array
         self._data, self.persisted = array, True
 
     def unpin(self):
         """Let go of the value pinned in memory (the graph is released)."""
-        if self.lazy is not None and self.lazy.kept is self._data:
-            self.lazy.kept = None
+        if self.lazy is not None and self.lazy.computed is self._data:
+            self.lazy.computed = None
 
-    def unpack(self, wrap=None):
+    def unpack(self):
         if self.leaf is not None:
             return self.leaf
-        orig = self.orig() if self.orig is not None and wrap is None else None
+        orig = self.orig() if self.orig is not None else None
         if (orig is not None and orig._storage is self.storage and self.storage.value is self._data
                 and orig.grad_fn is self._node() and orig.requires_grad == self.requires_grad):
             return orig  # the very value saved (not one pinned since, which only this record holds)
-        data = self._data if wrap is None else wrap(self.data)
-        return Tensor._make(data, grad_fn=self._node(), requires_grad=self.requires_grad)
+        return Tensor._make(self._data, grad_fn=self._node(), requires_grad=self.requires_grad)
 
     def _node(self):
         return self.grad_fn() if isinstance(self.grad_fn, weakref.ref) else self.grad_fn
 
 
 class _Saved:
-    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access.  ``wrap``, when
-    given, replaces each saved array (the engine passes stand-ins that carry no lineage)."""
+    """What a VJP rule sees as ``s``: saved tensors unpacked on attribute access."""
 
-    __slots__ = ("_node", "_wrap")
+    __slots__ = ("_node",)
 
-    def __init__(self, node, wrap=None):
-        self._node, self._wrap = node, wrap
+    def __init__(self, node):
+        self._node = node
 
     def __getattr__(self, name):
         if name == "needs":  # which inputs want a cotangent (torch's needs_input_grad)
@@ -157,7 +155,7 @@ class _Saved:
         if saved is None:
             raise RuntimeError(FREED_MESSAGE)
         v = saved[name]
-        return v.unpack(self._wrap) if isinstance(v, SavedTensor) else v
+        return v.unpack() if isinstance(v, SavedTensor) else v
 
 
 # ------------------------------------------------------------------------- nodes
@@ -276,9 +274,7 @@ class Primitive:
 
     ``torch``: torch's node name, or the names of the op's variants (the op picks one when it
     binds: ``SumBackward0`` over all axes, ``SumBackward1`` over some); ``None`` for ops whose node
-    is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).  ``user_code``: the rule
-    runs a user's ``backward``, which may compute or keep what it is given, so the engine hands it
-    whole tensors rather than stand-ins.
+    is named at bind time (a user's ``Function`` or ``map_blocks`` kernel).
 
     ``impl(*operands, **params)``: the forward on dask arrays (recorded, and run when the program is lowered to
     dask); an operand that is a Python number arrives as itself.  ``args``: the operands' names.  ``save``: what the
@@ -296,16 +292,16 @@ class Primitive:
     meaning zero.
     """
 
-    __slots__ = ("name", "torch", "rule", "user_code", "impl", "args", "save", "consts", "prepare", "elementwise",
+    __slots__ = ("name", "torch", "rule", "impl", "args", "save", "consts", "prepare", "elementwise",
                  "view")
 
-    def __init__(self, name, torch=None, user_code=False, *, impl=None, args=("x",), save=(), consts=(),
+    def __init__(self, name, torch=None, *, impl=None, args=("x",), save=(), consts=(),
                  prepare=None, elementwise=False, view=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
         self.torch = (torch,) if isinstance(torch, str) else tuple(torch or ())
-        self.rule, self.user_code = None, user_code
+        self.rule = None
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
         self.consts, self.elementwise, self.view = tuple(consts), elementwise, view
         PRIMITIVES[name] = self
@@ -374,8 +370,8 @@ class View:
         self.layout, self.put, self.gather = layout, put, gather
 
 
-def primitive(name, torch=None, user_code=False, **forward) -> Primitive:
-    return Primitive(name, torch, user_code, **forward)
+def primitive(name, torch=None, **forward) -> Primitive:
+    return Primitive(name, torch, **forward)
 
 
 # ------------------------------------------------------------------------ record

@@ -2,7 +2,7 @@
 
 :func:`estimate_memory` builds the reverse graph the way ``loss.backward()`` would (lazily, with
 nothing submitted and nothing freed), optimizes the whole submission as :mod:`runtime` does,
-orders it with ``dask.order`` and replays the order the scheduler that will run it follows (dask's
+orders it with ``dask.order`` and simulates the order the scheduler that will run it follows (dask's
 local scheduler: a depth-first walk; a distributed client's workers: the tasks a worker holds
 first, those their results make ready a round trip later): a task's output is held from when it
 runs until its last dependent has run; the results the submission keeps (the gradients, the loss,

@@ -19,13 +19,8 @@ def _result(name, fields):
                                 "__doc__": f"torch's ``torch.return_types.{name}``: ({', '.join(fields)})."})
 
 
-max = _result("max", ["values", "indices"])
-min = _result("min", ["values", "indices"])
-median = _result("median", ["values", "indices"])
-nanmedian = _result("nanmedian", ["values", "indices"])
-sort = _result("sort", ["values", "indices"])
-topk = _result("topk", ["values", "indices"])
-kthvalue = _result("kthvalue", ["values", "indices"])
+max, min, median, nanmedian, sort, topk, kthvalue = (
+    _result(name, ["values", "indices"]) for name in ("max", "min", "median", "nanmedian", "sort", "topk", "kthvalue"))
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 

@@ -2,8 +2,9 @@
 
 This floor knows tensors' storages and nodes; what it asks of Dask goes through :mod:`._dask`
 (optimizing, submitting, storing, gathering).  It holds the process-wide state of what is
-computed: the storages an in-place write left lazy (computed by the next submission), which kept
-values a storage still holds (:func:`hold`), and the retained graphs.
+computed: the storages an in-place write left lazy (computed by the next submission), which
+kept values (on two workers, :mod:`._dask.replicas`) a storage still holds (:func:`hold`), and
+the retained graphs.
 """
 from __future__ import annotations
 
@@ -96,11 +97,11 @@ def _store(client, arrays, storages):
     out = door.store(client, arrays)
     for arr, new, storage in zip(arrays, out, storages):
         if new is not arr:
-            _kept_names[new.name] = storage
+            _stored_names[new.name] = storage
     return out
 
 
-_kept_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)
+_stored_names = weakref.WeakValueDictionary()  # stored name -> the storage holding it (to name losses)
 
 
 def optimize(arrays):
@@ -115,14 +116,14 @@ def _submit(values, phase, optimized=False):
     todo = [v for v, done in zip(values, out) if done is None]
     if not todo:
         return out
-    kept = []
+    again = []
     if optimized:
         arrays = slots = todo
     else:
         prog = door.Program.of(todo)
-        kept = [n for n in prog.to_keep() if not any(n is v for v in todo)]
-        if kept:  # values an earlier submission computed too: kept this time (see Program.to_keep)
-            prog = door.Program.of(todo + kept)
+        again = [n for n in prog.computed_again() if not any(n is v for v in todo)]
+        if again:  # values an earlier submission computed too: held this time (see Program.computed_again)
+            prog = door.Program.of(todo + again)
         for node in prog.eqns:
             node.seen += 1
         slots = list(prog.slots.values())
@@ -139,10 +140,10 @@ def _submit(values, phase, optimized=False):
         if current_client() is not None:
             raise_if_lost(todo, e, slots)
         raise
-    for node, value in zip(kept, done[len(todo):]):
-        node.kept = value
+    for node, value in zip(again, done[len(todo):]):
+        node.computed = value
     client = current_client()
-    if kept and client is not None:  # on two workers, as a value a tensor holds
+    if again and client is not None:  # on two workers, as a value a tensor holds
         door.keep(client, [k for a in done[len(todo):] for k in door.flat_keys(a)])
     done = iter(done[:len(todo)])
     return [next(done) if a is None else a for a in out]
@@ -185,7 +186,7 @@ def raise_if_lost(values, cause=None, slots=None):
     if not dead:
         return
     names = {k[0] if isinstance(k, tuple) else k for k in dead}
-    shapes = {n: st.array for n in names if (st := _kept_names.get(n)) is not None}
+    shapes = {n: st.array for n in names if (st := _stored_names.get(n)) is not None}
     for v in values:
         if isinstance(v, door.Lazy):  # (named as the array a parameter's .array gives)
             if names & set(door.Program.of([v]).slots):
@@ -229,7 +230,7 @@ def values(tensors, **kwargs):
             if t._storage.value is old:
                 t._storage.value = new
                 if type(old) is door.Lazy:
-                    old.kept = new
+                    old.computed = new
                 hold(t._storage, door.flat_keys(new))
     return [_gather(t.array) for t in tensors]
 
@@ -260,7 +261,7 @@ def retain(node) -> None:
 
 
 def release_graph(t) -> int:
-    """Release the saved values of every node behind tensor ``t`` (a graph kept with
+    """Release the saved values of every node behind tensor ``t`` (a graph retained with
     ``retain_graph=True`` or forced by ``item()``); returns how many nodes let go.
 
     A later backward through a released node raises torch's "second time" error."""
@@ -305,7 +306,7 @@ def _persist_tensor(self):
     old = self._storage.value
     (self._storage.value,) = persist([old], keep=slice(0, 1))
     if type(old) is door.Lazy:
-        old.kept = self._storage.value
+        old.computed = self._storage.value
     hold(self._storage, door.flat_keys(self._storage.array))
     return self
 

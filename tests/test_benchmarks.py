@@ -46,7 +46,7 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert report["fwi"]["recompute_factor"] > 1 and report["fwi"]["peak_managed"] > 0
     # estimate_memory predicts the checkpointed backwards' peaks within 1.5x (issue 20 point 5); even at the
     # quick sizes those peaks are mostly states, not constants (revolve ~10 states, fwi ~20 wavefields).
-    # The revolve row runs on dask's single-thread scheduler, whose order the estimate replays exactly:
+    # The revolve row runs on dask's single-thread scheduler, whose order the estimate simulates exactly:
     # the same every run (estimate / measured 1.05).
     assert row["peak_states"] >= 3
     assert 1 / 1.5 <= row["predicted_over_measured"] <= 1.5, row

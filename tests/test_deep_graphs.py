@@ -124,7 +124,7 @@ def test_recording_a_40000_node_chain_builds_no_dask_array_until_one_is_read():
     # torch's test_free_deep_graph (the port runs it at 100,000 nodes): elementwise results stay unbuilt (their shape,
     # dtype and chunks known), so a graph recorded and dropped costs recording only; freed without
     # recursing
-    from daskgrad._dask.replay import recording
+    from daskgrad._dask.peaks import recording
 
     x = dg.randn(1, dtype="float64", requires_grad=True)
     y = x * 1

@@ -1,6 +1,6 @@
 """estimate_memory: the peak a backward will hold, predicted before it runs, within 2x of the peak
 measured while it runs (result bytes held at once on dask's single-thread scheduler, which runs
-tasks in dask.order's order, the order the prediction replays), and within 1.5x of a distributed
+tasks in dask.order's order, the order the prediction simulates), and within 1.5x of a distributed
 worker's managed memory for a checkpointed FWI gradient."""
 import dask
 import numpy as np

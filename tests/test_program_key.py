@@ -22,7 +22,7 @@ def _kernel_scale(c):
 def test_numbers_keep_their_type_and_floats_their_sign_and_bits():
     assert len({freeze(v) for v in (1, 1.0, True, 1 + 0j, np.float64(1.0), np.float32(1.0))}) == 6
     assert freeze(0.0) != freeze(-0.0)
-    assert freeze(math.nan) == freeze(math.nan)  # the same graph: a NaN constant replays a NaN constant
+    assert freeze(math.nan) == freeze(math.nan)  # the same graph: a NaN constant is instantiated as a NaN constant
     assert freeze(0.1 + 0.2) != freeze(0.3)
 
 
@@ -104,7 +104,7 @@ def test_a_step_whose_constant_changes_sign_of_zero_is_built_again_and_right(zer
         x.grad = None
 
 
-def test_a_loop_with_fresh_closures_each_step_is_replayed():
+def test_a_loop_with_fresh_closures_each_step_is_instantiated():
     dg.step_cache_clear()
     x0 = np.linspace(0.0, 1.0, 8)
     for step in range(4):

@@ -185,7 +185,7 @@ def test_random_op_chains_over_row_blocks_equal_whole_chunks(ops, reduce, rows_p
         return out.sum() + ((x @ w) ** 2).sum() if out.ndim else out + ((x @ w) ** 2).sum()
 
     leaves = [(a, (rows_per_chunk, 4), True), (b, (rows_per_chunk, 4), True), (w, -1, True)]
-    # chunks this small replay inline from the step cache (generated kernels, never row blocks): off,
+    # instances of chunks this small run inline (generated kernels, never row blocks): off,
     # so every example's blocked run goes through the fused tasks
     with dask.config.set({"daskgrad.step-cache.enabled": False}):
         loss_b, grads_b = _grads(loss_fn, leaves, 1024)

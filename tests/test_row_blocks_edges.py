@@ -38,7 +38,7 @@ def _grads(loss_fn, leaves, block):
 
 
 def _same_as_whole(loss_fn, leaves, rtol):
-    loss_b, grads_b = _grads(loss_fn, leaves, 1024)   # first: a step run again may be replayed inline
+    loss_b, grads_b = _grads(loss_fn, leaves, 1024)   # first: a step run again may be an instance run inline
     loss_w, grads_w = _grads(loss_fn, leaves, 0)
     assert loss_b == pytest.approx(loss_w, rel=rtol, abs=rtol)
     for gb, gw in zip(grads_b, grads_w):

@@ -1,4 +1,4 @@
-"""A step built once: the plain training loop replays the graph optimized at its first step, and any
+"""A step built once: the plain training loop instantiates the template of its step, and any
 change of structure (shape, chunking, dtype, op, constant, hook, create_graph, retain_graph) builds
 anew, with the same numbers as without the cache."""
 import gc
@@ -48,19 +48,19 @@ def _uncached(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def test_plain_loop_replays_its_step_and_computes_the_same_numbers_as_without_the_cache():
+def test_plain_loop_instantiates_its_step_and_computes_the_same_numbers_as_without_the_cache():
     X, y = _data()
     w, losses = _train(X, y, 12)
     info = dg.step_cache_info()
-    # step 1 (no update pending yet) and step 2 are built; step 3, the second of its outline, is
-    # kept; steps 4..12 replay it
+    # step 1 (no update pending yet) and step 2 are built; step 3, the second of its outline, makes
+    # the template; steps 4..12 are instances of it
     assert info["hits"] >= 9 and info["misses"] <= 4, info  # (and the last update, computed by .numpy())
     w_ref, losses_ref = _uncached(_train, X, y, 12)
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref
 
 
-def test_replayed_step_matches_numpy_gradient_descent():
+def test_an_instance_of_the_step_matches_numpy_gradient_descent():
     X, y = _data(n=40, d=3, chunks=7)  # uneven chunks
     w, _ = _train(X, y, 8, lr=0.5)
     Xn, yn = X.numpy(), y.numpy()
@@ -105,7 +105,7 @@ def _fwi_gradients(starts):
     return grads
 
 
-def test_a_checkpointed_gradient_at_a_new_point_replays_the_first_s_graph_with_its_numbers():
+def test_a_checkpointed_gradient_at_a_new_point_instantiates_the_first_s_template_with_its_numbers():
     starts = [2.5, 2.6, 2.4, 2.55]
     got = _fwi_gradients(starts)
     assert dg.step_cache_info()["hits"] == 2  # (a graph is kept the second time it is seen)
@@ -125,7 +125,7 @@ def test_a_changed_structure_builds_anew_and_computes_what_it_would_without_the_
     assert losses == losses_ref
 
 
-def test_same_structure_with_other_data_values_replays_with_the_new_values():
+def test_same_structure_with_other_data_values_instantiates_with_the_new_values():
     _train(*_data(seed=0), 3)
     hits = dg.step_cache_info()["hits"]
     w, losses = _train(*_data(seed=1), 3)
@@ -181,13 +181,13 @@ def test_a_kept_step_holds_none_of_the_data_it_read():
     assert ref() is None
 
 
-def test_disabled_by_config_replays_nothing():
+def test_disabled_by_config_instantiates_nothing():
     with dask.config.set({"daskgrad.step-cache.enabled": False}):
         _train(*_data(), 4)
     assert dg.step_cache_info()["hits"] == 0
 
 
-def test_replayed_step_of_large_chunks_runs_on_dask_s_threads_with_the_same_numbers(monkeypatch):
+def test_an_instance_of_large_chunks_runs_on_dask_s_threads_with_the_same_numbers(monkeypatch):
     from daskgrad._dask import program as stepcache
 
     monkeypatch.setattr(stepcache, "SMALL_CHUNK", 0)  # every chunk counts as large here
@@ -199,7 +199,7 @@ def test_replayed_step_of_large_chunks_runs_on_dask_s_threads_with_the_same_numb
     assert losses == losses_ref
 
 
-def test_an_error_in_a_replayed_step_is_raised_as_without_the_cache_and_grad_is_untouched():
+def test_an_error_in_an_instance_is_raised_as_without_the_cache_and_grad_is_untouched():
     rng = np.random.default_rng(0)
 
     def run(matrices):
@@ -225,7 +225,7 @@ def test_an_error_in_a_replayed_step_is_raised_as_without_the_cache_and_grad_is_
     assert dg.step_cache_info()["hits"] > 0
 
 
-def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_one(monkeypatch):
+def test_a_module_function_redefined_under_its_name_is_not_instantiated_as_the_old_one(monkeypatch):
     import sys
     import types
 
@@ -243,7 +243,7 @@ def test_a_module_function_redefined_under_its_name_is_not_replayed_as_the_old_o
     np.testing.assert_allclose(np.array(tripled), 1.5 * np.array(doubled), rtol=1e-12)
 
 
-def test_a_replayed_step_on_a_cluster_keeps_its_tasks_gpu_placement():
+def test_an_instance_on_a_cluster_keeps_its_tasks_gpu_placement():
     from distributed import Client, Scheduler, SpecCluster, Worker, get_task_stream
 
     workers = {"gpu-worker": {"cls": Worker, "options": {"nthreads": 1, "resources": {"GPU": 1}}},
@@ -260,7 +260,7 @@ def test_a_replayed_step_on_a_cluster_keeps_its_tasks_gpu_placement():
                 w -= 0.1 * w.grad
             w.grad = None
         assert dg.step_cache_info()["hits"] >= 2
-        fused = [t for t in ts.data if "-fused-" in str(t["key"])]  # the last step's, replayed
+        fused = [t for t in ts.data if "-fused-" in str(t["key"])]  # the last step's, an instance
         assert fused and {names[t["worker"]] for t in fused} == {"gpu-worker"}
 
 
@@ -283,7 +283,7 @@ def _mlp_train(steps, chunks=(15, 2)):
     return W1.detach().numpy(), W2.detach().numpy(), losses
 
 
-def test_a_replayed_step_runs_each_fused_chunk_as_a_generated_kernel_with_the_same_numbers():
+def test_an_instance_runs_each_fused_chunk_as_a_generated_kernel_with_the_same_numbers():
     W1, W2, losses = _mlp_train(8)
     assert dg.step_cache_info()["hits"] >= 4
     W1_ref, W2_ref, losses_ref = _uncached(_mlp_train, 8)
@@ -319,8 +319,8 @@ def _two_loops_alternating(steps):
     return [p.detach().numpy() for p in pa + pb], losses
 
 
-def test_a_replayed_step_whose_results_read_each_other_renames_them_all_on_dask_s_scheduler(monkeypatch):
-    # two loops of one structure take turns (a benchmark's variants): each replay renames the
+def test_an_instance_whose_results_read_each_other_renames_them_all_on_dask_s_scheduler(monkeypatch):
+    # two loops of one structure take turns (a benchmark's variants): each instance renames the
     # parameters' updates, which the tasks of other results (the gradients) read
     from daskgrad._dask import program as stepcache
 
@@ -338,7 +338,7 @@ def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
 
     checked = []
 
-    class Both:  # a replay's part run both ways: the generated kernel and dask's task
+    class Both:  # an instance's part run both ways: the generated kernel and dask's task
         def __init__(self, task):
             self.task, self.fast = task, calls.fast(task)
             self.key, self.dependencies = task.key, task.dependencies
@@ -357,17 +357,17 @@ def test_each_generated_kernel_gives_what_its_fused_task_gives(monkeypatch):
     assert len(checked) >= 8
 
 
-def _replayed_sum(i):
+def _instance_sum(i):
     from daskgrad._dask import program
 
     x = dg.from_array(np.arange(6.0) + i, chunks=2)  # values in memory: the program's slot
     return program.instantiate(program.Program.of([(x * 2 + 1).sum()._storage.value]))
 
 
-def test_a_replayed_steps_arrays_compute_and_cull_as_dasks_own():
+def test_an_instance_s_arrays_compute_and_cull_as_dasks_own():
     # (what an observer of submissions gets: runtime.observe, testing.submissions)
     for i in range(3):
-        (out,) = _replayed_sum(i)
+        (out,) = _instance_sum(i)
     assert dg.step_cache_info()["hits"] == 1
     layer = next(iter(out.dask.layers.values()))
     assert len(list(layer.values())) == len(layer)
@@ -375,9 +375,9 @@ def test_a_replayed_steps_arrays_compute_and_cull_as_dasks_own():
     assert dask.compute(out, optimize_graph=False, scheduler="sync")[0] == out.compute()
 
 
-def test_a_replayed_step_holds_its_inputs_no_longer_than_its_arrays():
+def test_an_instance_holds_its_inputs_no_longer_than_its_arrays():
     for i in range(3):
-        (out,) = _replayed_sum(i)
+        (out,) = _instance_sum(i)
     ref = weakref.ref(next(iter(out.dask.layers.values())))
     gc.disable()
     try:
@@ -388,7 +388,7 @@ def test_a_replayed_step_holds_its_inputs_no_longer_than_its_arrays():
 
 
 # last: the module's client fixture stays up for the tests after it
-def test_on_a_cluster_the_step_is_replayed_with_the_same_numbers_as_without_the_cache(client):
+def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()
     w, losses = _train(X, y, 8)
     assert dg.step_cache_info()["hits"] >= 5
@@ -397,7 +397,7 @@ def test_on_a_cluster_the_step_is_replayed_with_the_same_numbers_as_without_the_
     assert losses == losses_ref
 
 
-def test_on_a_cluster_every_task_of_a_replayed_step_has_a_key_no_earlier_step_had(client):
+def test_on_a_cluster_every_task_of_an_instance_has_a_key_no_earlier_step_had(client):
     from distributed import get_task_stream
 
     X, y = _data()
@@ -427,7 +427,7 @@ def test_on_a_cluster_a_changed_structure_builds_anew_with_the_numbers_it_would_
     assert losses == losses_ref
 
 
-def test_on_a_cluster_a_replayed_step_leaves_grad_and_parameters_readable(client):
+def test_on_a_cluster_an_instance_leaves_grad_and_parameters_readable(client):
     def run():
         X, y = _data()
         w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
@@ -449,7 +449,7 @@ def test_on_a_cluster_a_replayed_step_leaves_grad_and_parameters_readable(client
     assert last == last_ref
 
 
-def test_on_a_cluster_a_loop_run_again_from_the_same_start_replays_with_the_same_numbers(client):
+def test_on_a_cluster_a_loop_run_again_from_the_same_start_is_instantiated_with_the_same_numbers(client):
     X, y = _data()
     first = _train(X, y, 6)
     hits = dg.step_cache_info()["hits"]
@@ -460,7 +460,7 @@ def test_on_a_cluster_a_loop_run_again_from_the_same_start_replays_with_the_same
 
 
 def test_on_a_cluster_the_same_step_sent_again_while_its_results_are_kept_sends_the_same_tasks(client):
-    # the losses kept in a list (or freed only by Python's cycle collector, later): a replay's task for
+    # the losses kept in a list (or freed only by Python's cycle collector, later): an instance's task for
     # such a key would differ from the one the scheduler holds (the client fixture fails on its warning)
     X, y = _data()
     kept = []
@@ -474,7 +474,7 @@ def test_on_a_cluster_the_same_step_sent_again_while_its_results_are_kept_sends_
         np.testing.assert_array_equal(w.grad.numpy(), kept[0][1].grad.numpy())
 
 
-def test_on_a_cluster_a_while_loop_forcing_a_norm_replays_it_with_the_values_of_each_pass(client):
+def test_on_a_cluster_a_while_loop_forcing_a_norm_instantiates_it_with_the_values_of_each_pass(client):
     def doublings():
         x = dg.from_array(np.array([0.5, -1.2, 0.3, 2.0]), chunks=1, requires_grad=True)
         y = x * x

@@ -4,7 +4,7 @@ Everything here takes and returns dask arrays, keys and clients (and :class:`.la
 op's recorded result, not built yet), and imports nothing of daskgrad but :mod:`daskgrad.chunk`: the
 only package that imports ``dask.highlevelgraph``, ``dask.blockwise``, ``dask._task_spec`` or
 distributed's internals (one compatibility point, and the reason dask is pinned to a tested
-range).  What daskgrad caches and replays is the program it recorded, never dask's graph.  Read in
+range).  What daskgrad caches and instantiates is the program it recorded, never dask's graph.  Read in
 the order of the data:
 
 * :mod:`.internals`: every private dask and distributed name used, imported once;
@@ -20,8 +20,8 @@ the order of the data:
 * :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps, scan);
 * :mod:`.halo`: stencils' halos, a task a chunk and axis;
 * :mod:`.submit`, :mod:`.deterministic`, :mod:`.replicas`: one submission on the current client,
-  stored values, gathers, lost values; the same bits wherever tasks run; stored values on two workers;
-* :mod:`.replay`: memory predicted by replaying a graph's order, and measured on a real run;
+  stored values, gathers, lost values; the same bits wherever tasks run; kept values on two workers;
+* :mod:`.peaks`: peak memory predicted by simulating a graph's run order, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
@@ -29,14 +29,14 @@ from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind,
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
-from .scan import Body, ScanLayer, row_stand_in
+from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
 from .program import NoKey, Program, frozen, in_memory, instantiate, is_data, step_cache_clear, step_cache_info
-from .replay import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
+from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
                      reads_any, store, submit, task_room)
 
-__all__ = ["Body", "ScanLayer", "row_stand_in", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
+__all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
            "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind",
            "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",

@@ -7,7 +7,7 @@ walking its arguments, a Blockwise-fused task ordering its inner graph) costs mo
 work, hence direct calls (:class:`_Call`), subgraphs ordered once (:class:`_Subgraph`) and a fused
 task generated as one function (:class:`_Kernel`, by :func:`fast`).  :func:`_run_fused` is the
 path that meters parts for the dashboard and tells a memory tracker (:func:`observe_inner`);
-:func:`fused_outputs` and :func:`inner_peak` read its task's layout for :mod:`.replay`.
+:func:`fused_outputs` and :func:`inner_peak` read its task's layout for :mod:`.peaks`.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class _Outputs(tuple):
         return sum(int(getattr(v, "nbytes", 0) or 0) for v in self)
 
 
-_inner_observer = None  # replay.PeakTracker's: told the most bytes a fused task held inside
+_inner_observer = None  # peaks.PeakTracker's: told the most bytes a fused task held inside
 
 
 def observe_inner(observer):
@@ -159,7 +159,7 @@ class _Call:
 
 
 def fast(task):
-    """``task`` as a direct call where it can be (a step replayed inline calls it so): a chunk-fused
+    """``task`` as a direct call where it can be (an instance run inline calls it so): a chunk-fused
     task as one generated function (:class:`_Kernel`)."""
     if type(task) is Task and task.func is _run_fused:
         try:
@@ -265,7 +265,7 @@ def _input(a, cache):
 
 def _loose(node):
     """Whether a Blockwise-fused task left alone (not in a chunk-fused group) may run as a
-    :class:`_Subgraph` when a replayed step calls it: its inputs may also be tasks of references."""
+    :class:`_Subgraph` when an instance run inline calls it: its inputs may also be tasks of references."""
     return (type(node) is Task and node.func is _execute_subgraph and not node.kwargs
             and all(isinstance(t, (Task, Alias)) for t in node.args[0].values())
             and all(isinstance(a, (TaskRef, DataNode, Task)) or type(a) is List for a in node.args[3:]))

@@ -4,7 +4,7 @@ and the scheduler plugin that feeds both.
     dask scheduler --preload daskgrad.dashboard     # a CLI scheduler
     daskgrad.connect(...)                           # installs the plugin on any scheduler
 
-It shows the graphs kept with ``retain_graph=True`` or forced by ``item()`` (their keys and bytes
+It shows the graphs retained with ``retain_graph=True`` or forced by ``item()`` (their keys and bytes
 per worker), the running backward's progress (tasks done / total, VJP rule outputs among them) and
 the task-seconds of each VJP rule (``<op>-vjp``) in the last backward.  The scheduler cannot tell
 which keys are retained graphs, so the client publishes them (``daskgrad.runtime.retain`` calls

@@ -8,7 +8,7 @@ submission (config ``daskgrad.fuse-chunks``, default on).
 
 This module is the pass only: which tasks fuse, decided once per submission on the client.  How a
 fused task then runs, on every chunk and on workers, is :mod:`.calls`; it knows nothing of the
-grouping, so a replay or a memory estimate reads fused tasks without the pass.
+grouping, so an instance run inline or a memory estimate reads fused tasks without the pass.
 """
 from __future__ import annotations
 
@@ -104,16 +104,16 @@ class _Groups:
     Each task either joins the groups of the chunk-aligned inputs it reads (merging them) or
     starts a group.  Per group: its ``members``, the inputs it reads from other groups
     (``outside``: a merge must not make a group depend on itself), its annotations (``notes``)
-    and whether it is ``closed`` to new members (a value the submission keeps, a task that
+    and whether it is ``closed`` to new members (a result of the submission, a task that
     blocks fusion).  Per task: its group, the groups upstream of it (``reach``; ``None`` when
     too many to track, read as "all"), and for an input chunk the group that first read it
     (``anchor``: tasks reading the same chunk meet there)."""
 
     def __init__(self, tasks, requested):
         self.tasks = tasks
-        # a value the submission keeps and other tasks read stays a task of its own, read like data
+        # a result of the submission that other tasks read stays a task of its own, read like data
         # in memory: fused, it would be held twice (in the group's result and under its own key)
-        self.kept = {k for k in requested if k in tasks.readers}
+        self.results_read = {k for k in requested if k in tasks.readers}
         self.parent, self.members, self.outside, self.notes, self.closed = [], [], [], [], []
         self.group, self.anchor, self.reach, self.position = {}, {}, {}, {}
         self.gathers = {}  # task -> the layers it reads several chunks of (a reduction's or a rechunk's)
@@ -167,7 +167,7 @@ class _Groups:
     def _place(self, k):
         """The group task ``k`` joins, or a new one."""
         note = self.tasks.annotated.get(self.tasks.layer(k))
-        if (k in self.kept or self.tasks.nodes[k].block_fusion
+        if (k in self.results_read or self.tasks.nodes[k].block_fusion
                 or note is not None and any(callable(v) for v in note.values())):
             return self._new(k, note, can_join=False)
         cand, external, sources, reduction = self._inputs(k, note)
@@ -205,7 +205,7 @@ class _Groups:
                         external.append(d)
                     else:
                         cand.add(g)
-                    if d not in self.kept:
+                    if d not in self.results_read:
                         continue
                 if d not in self.tasks.shared:
                     sources.append(d)
@@ -359,7 +359,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
         fkey = _fused_key(ms, exports)
         # The values handed on are getitem tasks: they run right after the group, which then
         # dies, so a value is held once and only as long as before.  Where every value goes to a
-        # reduction across chunks (a partial sum of a gradient) and none is kept, the getitem is
+        # reduction across chunks (a partial sum of a gradient) and none is a result, the getitem is
         # inlined into the reduction instead, saving a task per value (the values are small).
         inline = len(exports) > 1 and all(
             e not in requested and all(isinstance(nodes.get(r), Task)

@@ -42,8 +42,8 @@ _collecting = threading.local()
 
 class collecting:
     """``with collecting() as rules:`` the layer names :func:`made_by` records meanwhile, with their
-    rules: a template keeps them, and each of its instances records them again (:func:`remember`), so
-    a step replayed long after it was lowered is still named by its rules."""
+    rules: a template holds them, and each of its instances records them again (:func:`remember`), so
+    an instance run long after its template was lowered is still named by its rules."""
 
     def __enter__(self):
         self.outer, self.rules = getattr(_collecting, "into", None), {}

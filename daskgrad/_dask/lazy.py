@@ -4,7 +4,7 @@ An op's result is a :class:`Lazy`: the function that makes its dask array (the o
 takes dask arrays), what it reads (other Lazy values, dask arrays, Python numbers) and its plain
 parameters -- and, known at once, its abstract value: shape, chunks, dtype and chunk type (meta).
 Nothing is built while a program is recorded, so recording costs the same whatever its depth, and
-what daskgrad caches and replays is the recorded program (:mod:`.program`), never dask's graph.
+what daskgrad caches and instantiates is the recorded program (:mod:`.program`), never dask's graph.
 
 The abstract value comes from running the forward once on stand-ins, arrays with the real chunks
 and meta but no graph (:func:`defer`), remembered per function, parameters and kinds of operands,
@@ -37,11 +37,13 @@ from .layers import elementwise_aval, elementwise_layer
 
 class Lazy:
     """An op's result not built yet (see the module docstring): ``fn(*srcs, **params)`` makes its
-    dask array.  ``kept``: its value, once a submission computed it and something keeps it in
-    memory (a later program reads that instead of computing it again)."""
+    dask array.  ``computed``: the dask array holding its value in (cluster) memory, once a
+    submission computed it and something holds it (a later program reads that as a slot instead
+    of computing it again); ``_built``: its dask graph, lowered on request (:meth:`build`), not
+    computed."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "rule", "many", "seen", "kept", "_built", "__weakref__")
+                 "rule", "many", "seen", "computed", "_built", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -53,8 +55,8 @@ class Lazy:
         self.annotations = dask.get_annotations() or None
         self.rule = getattr(_making, "rule", None)  # the VJP rule that recorded it (the dashboard's name for it)
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
-        self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.to_keep)
-        self.kept = self._built = None
+        self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.computed_again)
+        self.computed = self._built = None
 
     def __repr__(self):
         return f"Lazy({funcname(self.fn)}, shape={self.shape}, dtype={self.dtype})"
@@ -81,11 +83,11 @@ class Lazy:
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
         if self.fn is _alias:
             return value_of(through(self))
-        if self.kept is not None:
-            return self.kept
+        if self.computed is not None:
+            return self.computed
         if self._built is None:
             build([self])
-        return self._built if self.kept is None else self.kept
+        return self._built if self.computed is None else self.computed
 
 
 _making = threading.local()
@@ -127,7 +129,7 @@ def through(x):
 
 
 def value_of(x):
-    """A Lazy value's dask array as it stands (kept, built, or built now); a constant's 0-d array;
+    """A Lazy value's dask array as it stands (computed, built, or built now); a constant's 0-d array;
     anything else as it is."""
     return x.build() if type(x) is Lazy else x.array if type(x) is Constant else x
 
@@ -344,7 +346,7 @@ def lower(order, slot_name=None, wanted=()):
     """The layers of the Lazy nodes ``order`` (each after the nodes of ``order`` it reads), with the
     name of each node's array: ``(layers, deps, names, slots)``.  A node's forward runs on stand-ins
     named as its operands' arrays, so it makes only its own layers; ``slots`` are the dask arrays
-    read (kept or built values of nodes not in ``order``, arrays), by name, whose graphs the caller
+    read (computed or built values of nodes not in ``order``, arrays), by name, whose graphs the caller
     joins.  ``slot_name(array)``: the name a slot is read under (a template names them itself).
 
     A chain of elementwise ops whose intermediate values nothing else reads (``wanted``: the nodes
@@ -370,7 +372,7 @@ def lower(order, slot_name=None, wanted=()):
             if type(s) is Lazy and id(s) in names:
                 args.append(stand_in(s, names[id(s)]))
             elif isinstance(s, (Lazy, da.Array, Constant)):
-                a = value_of(s)  # (a kept or built value, or a constant: read as a slot)
+                a = value_of(s)  # (a computed or built value, or a constant: read as a slot)
                 name = a.name if slot_name is None else slot_name(a)
                 slots.setdefault(name, a)
                 args.append(stand_in(a, name))
@@ -424,7 +426,7 @@ def _fusable_chains(order, wanted):
             members.append(node)
             for s in map(through, node.srcs):
                 if (type(s) is Lazy and id(s) in in_order and id(s) not in out and id(s) not in wanted
-                        and reads.get(id(s)) == 1 and s.kept is None and _fusable(s) and _aligned(s, root)
+                        and reads.get(id(s)) == 1 and s.computed is None and _fusable(s) and _aligned(s, root)
                         and s.rule == root.rule):  # (the dashboard names a fused layer by its rule)
                     out[id(s)] = True
                     stack.append(s)
@@ -518,16 +520,16 @@ _nothing = contextlib.nullcontext()
 
 
 def _postorder(outputs):
-    """The Lazy nodes ``outputs`` read that are neither kept nor built, each after all it reads
+    """The Lazy nodes ``outputs`` read that are neither computed nor built, each after all it reads
     (iteratively: a recorded chain is as deep as the loop that made it)."""
     order, done = [], set()
-    stack = [o for o in map(through, outputs) if type(o) is Lazy and o.kept is None and o._built is None]
+    stack = [o for o in map(through, outputs) if type(o) is Lazy and o.computed is None and o._built is None]
     while stack:
         node = stack[-1]
         if id(node) in done:
             stack.pop()
             continue
-        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.kept is None and s._built is None
+        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.computed is None and s._built is None
                    and id(s) not in done]
         if waiting:
             stack.extend(reversed(waiting))
@@ -550,10 +552,10 @@ def on_alias_built(hook):
 
 
 def build(nodes):
-    """Build ``nodes`` (Lazy values) as dask arrays with the real names, each node's array kept
-    (``_built``): one join of every layer and of the slots' graphs."""
+    """Build ``nodes`` (Lazy values) as dask arrays with the real names, each node's array held in
+    its ``_built``: one join of every layer and of the slots' graphs."""
     with _building:  # (another thread may be building the same chain)
-        todo = [n for n in nodes if n.kept is None and n._built is None]
+        todo = [n for n in nodes if n.computed is None and n._built is None]
         if not todo:
             return
         order = _postorder(todo)

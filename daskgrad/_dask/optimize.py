@@ -22,12 +22,12 @@ from .internals import (Blockwise, DataNode, GraphNode, HighLevelGraph, Material
 FUSE_DEPTH = 20
 
 
-def optimize(arrays, reuse=None, fuse_chunks=None):
+def optimize(arrays, fuse_chunks=None):
     """dask.array's graph optimization, done here on one graph for the whole submission.
 
-    * A layer already in memory (held by another array of the submission, or in ``reuse``: name ->
-      layer, the saved values of retained or forced graphs) replaces the lazy layer of the same
-      name, so nothing is computed again.
+    * A layer already in memory (held by another array of the submission: the saved values of
+      retained or forced graphs) replaces the lazy layer of the same name, so nothing is computed
+      again.
     * Blockwise fusion (an elementwise chain runs as one task per chunk), but not dask's
       low-level fusion: it drops layer annotations (GPU placement) and renames keys, and a key
       submitted once fused and once not makes the scheduler warn about changed run_specs.  Done
@@ -38,23 +38,19 @@ def optimize(arrays, reuse=None, fuse_chunks=None):
     * Then the tasks of each chunk are fused into one (:func:`fuse.fuse_chunks`; config
       ``daskgrad.fuse-chunks``, default on), keeping annotations and deterministic keys.
     """
-    layers, deps = collect(arrays, reuse)
+    layers, deps = collect(arrays)
     return optimize_layers(arrays, layers, deps, fuse_chunks)
 
 
-def collect(arrays, reuse=None):
+def collect(arrays):
     """The layers of ``arrays`` as one graph (name -> layer, name -> dependencies): each name once,
     a layer in memory preferred to the lazy one of the same name (see :func:`optimize`)."""
-    stored = reuse or {}
     layers, deps = {}, {}
     for a in arrays:
         for name, layer, layer_deps in flat_layers(a.dask):
             if name not in layers or _empty(layers[name]) or (layer is not layers[name] and holds_data(layer)
                                                               and not holds_data(layers[name])):
                 layers[name], deps[name] = layer, layer_deps
-    for name in layers.keys() & stored.keys():
-        if layers[name] is not stored[name] and not holds_data(layers[name]):
-            layers[name] = stored[name]
     for name, layer in layers.items():
         if holds_data(layer):
             deps[name] = set()
@@ -207,8 +203,8 @@ def _holds_data(layer):
 
 
 def _empty(layer):
-    """An empty layer: a reverse-pass stand-in's (a rule's output folded with its stand-ins carries
-    them), never the layer that computes the keys."""
+    """An empty layer: a stand-in's (:func:`.lazy.stand_in`: an array made by a forward run on
+    stand-ins carries their layers), never the layer that computes the keys."""
     return isinstance(layer, MaterializedLayer) and len(layer) == 0
 
 

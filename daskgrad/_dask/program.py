@@ -10,13 +10,15 @@ compute the same functions of their slots, so the graph lowered, optimized and c
 first is a *template* the later ones instantiate with their own slot values
 (:func:`instantiate`), without calling an op's forward or dask's optimizer.  A training loop, a
 line search, a compiled function's calls and a time loop's steps all come through here; the
-template is kept the second time a key is seen (a graph submitted once never pays for one).
+template is made the second time a key is seen (a graph submitted once never pays for one), and
+runs at once on that submission's values; every later submission with that key is an *instance* of
+it (a cache hit: nothing is lowered or optimized).
 
 **Where**: dask's local schedulers run a graph in isolation, so an instance keeps the template's
-keys and a step of small chunks runs inline (:func:`run_inline`); a distributed scheduler remembers
-keys across submissions, so there every task of an instance gets a key of its own, the template's
-name with a token of the instance (:func:`_renamed`): the same program on the same values sends the
-same tasks, and nothing collides with an earlier step's keys.
+keys (:func:`_local_instance`) and a step of small chunks runs inline (:func:`run_inline`); a
+distributed scheduler remembers keys across submissions, so there every task of an instance gets a
+key of its own, the template's name with a token of the instance (:func:`_renamed`): the same
+program on the same values sends the same tasks, and nothing collides with an earlier step's keys.
 
 **Memory**: templates hold no slot values, at most ``daskgrad.step-cache.entries`` templates
 (default 16) and ``daskgrad.step-cache.tasks`` tasks in all (default 1,000,000), least recently
@@ -35,7 +37,7 @@ import dask
 import dask.array as da
 from dask.base import tokenize
 
-from . import labels, replay
+from . import labels, peaks
 from .calls import fast
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
                         convert_legacy_task, flatten, order)
@@ -69,9 +71,9 @@ class Program:
             nonlocal keyed
             s = through(s)
             if type(s) is Lazy:
-                if s.kept is None:
+                if s.computed is None:
                     return index[id(s)]
-                s = s.kept
+                s = s.computed
             elif type(s) is Constant:  # a number read as a value in memory: a slot, not part of the key
                 s = s.array
             if isinstance(s, da.Array):
@@ -111,19 +113,19 @@ class Program:
                 key = None
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
 
-    def to_keep(self):
+    def computed_again(self):
         """The values of this program that an earlier submission computed too, from values in memory
-        alone, and that a value new to this one reads: the submission keeps them (:attr:`Lazy.kept`),
-        so a functional update ``x = x - lr * g``, read again by the next step, is computed once and
-        the program stays the size of one step.  A value made from a lazy source (a Zarr array
-        streamed chunk by chunk) is never kept: it may not fit in memory."""
+        alone, and that a value new to this one reads: the submission asks for them as well and sets
+        their :attr:`Lazy.computed`, so a functional update ``x = x - lr * g``, read again by the next
+        step, is computed once and the program stays the size of one step.  A value made from a lazy
+        source (a Zarr array streamed chunk by chunk) is never held so: it may not fit in memory."""
         in_memory, read_by_new = {}, set()
         for node in self.eqns:
             ok = True
             for s in node.srcs:
                 s = through(s)
                 if type(s) is Lazy:
-                    ok = ok and (s.kept is not None or in_memory.get(id(s), False))
+                    ok = ok and (s.computed is not None or in_memory.get(id(s), False))
                 elif isinstance(s, da.Array):
                     ok = ok and is_data(s)
             in_memory[id(node)] = ok
@@ -149,16 +151,16 @@ def is_data(a):
 
 
 def _order(outputs):
-    """The Lazy nodes ``outputs`` read that are not kept, each after all it reads, in a fixed
+    """The Lazy nodes ``outputs`` read that are not computed, each after all it reads, in a fixed
     order: depth first from the outputs, each node's operands in their order."""
     out, done = [], set()
-    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.kept is None]
+    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
     while stack:
         node = stack[-1]
         if id(node) in done:
             stack.pop()
             continue
-        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.kept is None and id(s) not in done]
+        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.computed is None and id(s) not in done]
         if waiting:
             stack.extend(reversed(waiting))
         else:
@@ -180,20 +182,20 @@ class _Template:
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for an instance's token
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
-    #                           a direct call: calls.fast), at its second instance
+    #                           a direct call: calls.fast), made the first time it runs locally (_local_instance)
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
 
 
 _lock = threading.Lock()
 _templates = collections.OrderedDict()  # program key -> _Template, least recently used first
-_seen = collections.OrderedDict()  # keys of recent programs without a template (see _keep)
+_seen = collections.OrderedDict()  # keys of recent programs without a template (see _seen_twice)
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
 def instantiate(prog, *, local=True, fuse_chunks=None):
     """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
-    not in memory), ready to submit: an instance of the template of the program (lowered and kept
-    the second time it is seen), or the program lowered and optimized with its own names.
+    not in memory), ready to submit: an instance of the template of the program (made the second
+    time its key is seen), or the program lowered and optimized with its own names.
     ``local``: for dask's local schedulers (else every key of an instance is its own, for a
     distributed scheduler)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
@@ -209,7 +211,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
         _stats["hits"] += 1
         return _instance(template, prog, local)
     _stats["uncached" if key is None and enabled else "misses"] += 1
-    if key is None or not _keep(key):
+    if key is None or not _seen_twice(key):
         return lowered(prog, lambda a: a.name, fuse)
     data = [a for a in prog.slots.values() if is_data(a)]
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
@@ -223,10 +225,10 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
 
 
 def in_memory(v):
-    """``v``'s value in memory if it is one (a kept Lazy value, a dask array holding its chunks), else None."""
+    """``v``'s value in memory if it is one (a computed Lazy value, a dask array holding its chunks), else None."""
     v = through(v)
     if type(v) is Lazy:
-        return v.kept
+        return v.computed
     return v if materialized(v) else None
 
 
@@ -235,8 +237,8 @@ def key_token(key):
     return f"{hash(key) & 0xFFFFFFFFFFFF:012x}"
 
 
-def _keep(key):
-    """Whether a template is kept for ``key``: the second time it is seen in a while."""
+def _seen_twice(key):
+    """Whether ``key`` was seen before, lately (then a template is made for it); notes it as seen."""
     with _lock:
         if key in _seen:
             del _seen[key]
@@ -271,10 +273,10 @@ def lowered(prog, slot_name, fuse):
             deps[name] = set()
     outs = []
     for o in map(through, prog.outputs):
-        if type(o) is Lazy and o.kept is None:
+        if type(o) is Lazy and o.computed is None:
             outs.append(da.Array(HighLevelGraph({}, {}), names[id(o)], o.chunks, meta=o._meta))
         else:
-            a = o.kept if type(o) is Lazy else o
+            a = o.computed if type(o) is Lazy else o
             name = slot_name(a)
             outs.append(da.Array(HighLevelGraph({}, {}), name, a.chunks, meta=a._meta))
     deps = {n: d & layers.keys() for n, d in deps.items() if n in layers}
@@ -284,21 +286,21 @@ def lowered(prog, slot_name, fuse):
         if name not in needed and name in layers:
             needed.add(name)
             stack.extend(deps[name])
-    replay.note_layer_chunks({n: layers[n] for n in needed})  # (estimate_memory sizes instances' tasks so)
+    peaks.note_layer_chunks({n: layers[n] for n in needed})  # (estimate_memory sizes instances' tasks so)
     return optimize_layers(outs, {n: layers[n] for n in layers if n in needed},
                            {n: deps[n] & needed for n in layers if n in needed}, fuse)
 
 
 def step_cache_info() -> dict:
     """The program cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits`` (instances
-    of a kept template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
+    of a cached template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
     ``entries`` and ``tasks`` held."""
     with _lock:
         return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
 
 
 def step_cache_clear() -> None:
-    """Drop every kept template and zero the counts."""
+    """Drop every cached template and zero the counts."""
     with _lock:
         _templates.clear()
         _seen.clear()
@@ -312,7 +314,7 @@ def _notes(layer):
 
 
 def _remember(key, optimized, inputs):
-    """Keep the optimized graph as the template of ``key`` (see :func:`make_template`)."""
+    """Cache the optimized graph as the template of ``key`` (see :func:`make_template`)."""
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
     template = make_template(optimized, inputs, limit)
     if template is None:
@@ -381,7 +383,8 @@ def _chunk_elements(a):
 
 # ------------------------------------------------------------------ instances
 def _instance(template, prog, local):
-    """The template run on ``prog``'s slot values: its outputs named for this instance."""
+    """The template run on ``prog``'s slot values: its outputs named for this run (an instance, or
+    the submission that made the template)."""
     if template.rules:
         labels.remember(template.rules)
     data = [a for a in prog.slots.values() if is_data(a)]
@@ -394,16 +397,17 @@ def _instance(template, prog, local):
         if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
             outputs.append(data[slot_at[name]])
             continue
-        v = o.kept if type(o) is Lazy and o.kept is not None else o
+        v = o.computed if type(o) is Lazy and o.computed is not None else o
         arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
         olds.append(name)
         outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
-    made = iter((_replay if local else _renamed)(template, arrays, olds, input_layers, inputs, token) if arrays else ())
+    make = _local_instance if local else _renamed
+    made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
 
 
-def _replay(template, arrays, olds, input_layers, inputs, token):
+def _local_instance(template, arrays, olds, input_layers, inputs, token):
     """The template's graph reading ``input_layers`` and naming its results as ``arrays`` (for dask's
     local schedulers, which run a graph in isolation: the other keys stay the template's)."""
     values = {}
@@ -422,7 +426,7 @@ def _replay(template, arrays, olds, input_layers, inputs, token):
                 aliases[k] = renamed[was]
             else:
                 renamed[was] = k
-    if template.plan is None:  # worked out once, at the second instance (a graph run once never pays it)
+    if template.plan is None:  # worked out once, by the submission that made the template (its first run)
         filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
         priority = order(filled)
         reads = collections.Counter(d for t in filled.values() for d in t.dependencies)

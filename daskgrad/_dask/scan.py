@@ -35,7 +35,7 @@ CARRY, X, FIXED = "carry", "x", "fixed"
 
 
 class _Placeholder:
-    """A slot's chunk in a body's template while it is lowered (taken out before it is kept)."""
+    """A slot's chunk in a body's template while it is lowered (taken out of the template made)."""
 
     __slots__ = ()
     nbytes = 0
@@ -44,19 +44,20 @@ class _Placeholder:
 _PLACEHOLDER = _Placeholder()
 
 
-def _stand_in(a, name):
+def _placeholder_slot(a, name):
     """A slot of ``a``'s chunks and meta whose graph holds a placeholder per chunk (described by the
-    program key as a value in memory)."""
+    program key as a value in memory): what a body's inputs point at while it is keyed and lowered."""
     layer = MaterializedLayer({k: _PLACEHOLDER for k in _keys(name, a.chunks)})
     return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta)
 
 
-def row_stand_in(xs):
-    """A stand-in of one row of the per-step array ``xs`` (its chunks and meta without the first axis)."""
+def row_placeholder(xs):
+    """A placeholder slot of one row of the per-step array ``xs`` (its chunks and meta without the first axis)."""
     from dask.array.utils import meta_from_array
 
     meta = meta_from_array(xs._meta, ndim=xs.ndim - 1)
-    return _stand_in(da.Array(HighLevelGraph({}, {}), "row", xs.chunks[1:], meta=meta), f"row-{tokenize(xs.chunks)}")
+    row = da.Array(HighLevelGraph({}, {}), "row", xs.chunks[1:], meta=meta)
+    return _placeholder_slot(row, f"row-{tokenize(xs.chunks)}")
 
 
 def _keys(name, chunks):
@@ -74,7 +75,7 @@ class Body:
         self.outputs, self.inputs, self.roles = tuple(outputs), tuple(inputs), tuple(roles)
         self._names = [f"scan-in{j}" for j in range(len(inputs))]
         for a, name in zip(inputs, self._names):
-            rebind(a, _stand_in(a, name))
+            rebind(a, _placeholder_slot(a, name))
         prog = Program.of(self.outputs)
         canonical = set(self._names)
         # values the body made itself (a kernel's array): slots the template reads as they are
@@ -106,7 +107,7 @@ class Body:
             if hit is not None:
                 return hit
         for a, name in zip(self.inputs, self._names):
-            rebind(a, _stand_in(a, name))
+            rebind(a, _placeholder_slot(a, name))
         optimized = lowered(self._prog, lambda a: a.name, None)
         canonical = set(self._names)
         # values the body made itself (a constant's chunks): slots whose values every step reads as they are

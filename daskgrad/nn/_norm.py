@@ -89,15 +89,21 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return out if bias is None else out + ops.reshape(bias, shape)
 
 
+def _trailing_axes(input, normalized_shape, star="*"):
+    """The trailing axes that ``normalized_shape`` (an int or a tuple) names, refused as torch refuses a
+    mismatch (``star``: how torch's message for this function begins the expected shape)."""
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[{star}{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    return tuple(range(input.ndim - len(normalized_shape), input.ndim))
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` axes; ``eps=None`` is
     the machine epsilon of the input's dtype, as torch's."""
     input = as_tensor(input)
-    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
-        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                           f"[*{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    axes = _trailing_axes(input, normalized_shape)
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
-    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     out = input * (1 / sqrt(mean(input * input, axis=axes, keepdims=True) + eps))
     return out if weight is None else out * weight

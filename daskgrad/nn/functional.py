@@ -17,7 +17,7 @@ from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
-from ._norm import batch_norm, group_norm, rms_norm  # noqa: F401
+from ._norm import batch_norm, group_norm, rms_norm, _trailing_axes  # noqa: F401
 
 
 def linear(input, weight, bias=None):
@@ -117,11 +117,7 @@ def _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` axes (biased variance, as torch)."""
-    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(normalized_shape):]) != normalized_shape:
-        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
-    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    axes = _trailing_axes(input, normalized_shape, "*, ")
     centred = input - mean(input, axis=axes, keepdims=True)
     var = mean(centred * centred, axis=axes, keepdims=True)
     out = centred * (1 / sqrt(var + eps))
@@ -236,9 +232,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoo
     """torch's cross entropy of logits (N, C) against class indices: rows whose target is ``ignore_index`` count
     nowhere (nor in the mean's denominator), ``weight`` weighs each row by its class, and ``label_smoothing``
     mixes in the uniform distribution's loss, normalised as torch's."""
-    target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
-    keep = ops.ne(target, ignore_index)
-    safe = ops.where(keep, target, 0)  # ignored rows read class 0; their loss is multiplied by 0
+    safe, keep = _kept_rows(input, target, ignore_index)
     nll = ops.cross_entropy(input, safe, reduction="none")  # checks dtype, rank, batch, bounds (as torch)
     w_row = _row_weights(safe, keep, weight, input.dtype)
     loss = nll * w_row
@@ -248,11 +242,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoo
         smooth = smooth * ops.astype(keep, input.dtype)
         classes = input.shape[1]
         loss = (1 - label_smoothing) * loss + (label_smoothing / classes) * smooth
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return ops.sum(loss)
-    return _weighted_mean(loss, w_row)
+    return _reduce_rows(loss, w_row, reduction)
 
 
 def _class_probability_loss(input, target, weight, reduction, label_smoothing):
@@ -301,19 +291,27 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 def _nll_rows(input, target, weight, ignore_index, reduction):
+    safe, keep = _kept_rows(input, target, ignore_index)
+    w_row = _row_weights(safe, keep, weight, input.dtype)
+    return _reduce_rows(ops.nll_loss(input, safe, reduction="none") * w_row, w_row, reduction)
+
+
+def _kept_rows(input, target, ignore_index):
+    """(targets, where kept) of class-index targets: rows whose target is ``ignore_index`` read class 0
+    (their loss is multiplied by 0)."""
     target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
     keep = ops.ne(target, ignore_index)
-    safe = ops.where(keep, target, 0)
-    w_row = _row_weights(safe, keep, weight, input.dtype)
-    loss = ops.nll_loss(input, safe, reduction="none") * w_row
+    return ops.where(keep, target, 0), keep
+
+
+def _reduce_rows(loss, w_row, reduction):
+    """Per-row losses reduced: the sum, or the mean weighted as torch's (``sum(loss) / sum(w_row)``: NaN
+    when every target is ignored (0 / 0), with a zero gradient then, as torch's backward divides only the
+    kept rows, and there are none)."""
     if reduction == "none":
         return loss
-    return ops.sum(loss) if reduction == "sum" else _weighted_mean(loss, w_row)
-
-
-def _weighted_mean(loss, w_row):
-    """``sum(loss) / sum(w_row)``, as torch's: NaN when every target is ignored (0 / 0), with a zero
-    gradient then (torch's backward divides only the kept rows, and there are none)."""
+    if reduction == "sum":
+        return ops.sum(loss)
     total = ops.sum(w_row)
     none_kept = total == 0
     return ops.where(none_kept, math.nan, ops.sum(loss) / ops.where(none_kept, 1, total))

@@ -34,6 +34,14 @@ def _uniform(shape, bound, dtype, device):
     return Parameter(rand(*shape, dtype=dtype, chunks=-1, device=device) * (2 * bound) - bound)
 
 
+def _affine(module, affine, shape, dtype, device, bias=True):
+    """Weight ones and bias zeros, each None when not ``affine`` (the bias also when not ``bias``)."""
+    module.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
+                              if affine else None)
+    module.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
+                              if affine and bias else None)
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias``."""
 
@@ -55,7 +63,26 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Sequential(Module):
+class _Container(Module):
+    """What Sequential and ModuleList share: their children in ``_modules``, in order."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+
+class Sequential(_Container):
     """Modules applied in order: ``Sequential(a, b)(x) == b(a(x))``."""
 
     def __init__(self, *args):
@@ -73,23 +100,13 @@ class Sequential(Module):
             raise IndexError(f"index {idx} is out of range")
         return mods[idx]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
     def forward(self, input):
         for m in self:
             input = m(input)
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Container):
     """Modules in a list, registered as children ``"0"``, ``"1"``, ... (no ``forward`` of its own)."""
 
     def __init__(self, modules=None):
@@ -119,12 +136,6 @@ class ModuleList(Module):
             delattr(self, self._index(idx))
         object.__setattr__(self, "_modules", OrderedDict((str(i), m) for i, m in enumerate(self._modules.values())))
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __iadd__(self, modules):
         return self.extend(modules)
 
@@ -138,15 +149,6 @@ class ModuleList(Module):
         for i in range(len(self._modules), index, -1):
             self._modules[str(i)] = self._modules[str(i - 1)]
         self._modules[str(index)] = module
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def pop(self, key):
-        v = self[key]
-        del self[key]
-        return v
 
     def extend(self, modules):
         if not isinstance(modules, Iterable):
@@ -396,10 +398,7 @@ class LayerNorm(Module):
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         if elementwise_affine:  # torch checks only what it allocates
             _check_size(*shape)
-        self.register_parameter("weight", Parameter(ones(*shape, dtype=dtype, chunks=-1, device=device))
-                                if elementwise_affine else None)
-        self.register_parameter("bias", Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
-                                if elementwise_affine and bias else None)
+        _affine(self, elementwise_affine, shape, dtype, device, bias)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -386,30 +386,25 @@ class Module:
     def children(self):
         return (m for _, m in self.named_children())
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def _named_members(self, attr, prefix, recurse, remove_duplicate):
         seen = set()  # ids: a Tensor's == is elementwise
         mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mprefix, m in mods:
-            for name, p in m._parameters.items():
+            for name, p in getattr(m, attr).items():
                 if p is None or id(p) in seen:
                     continue
                 if remove_duplicate:
                     seen.add(id(p))
                 yield mprefix + ("." if mprefix else "") + name, p
 
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
     def parameters(self, recurse=True):
         return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        seen = set()
-        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
-        for mprefix, m in mods:
-            for name, b in m._buffers.items():
-                if b is None or id(b) in seen:
-                    continue
-                if remove_duplicate:
-                    seen.add(id(b))
-                yield mprefix + ("." if mprefix else "") + name, b
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         return (b for _, b in self.named_buffers(recurse=recurse))

@@ -14,13 +14,8 @@ import numbers
 from .._modes import no_grad
 from .._tensor import ones, zeros
 from . import _norm
-from .layers import _check_size
+from .layers import _affine, _check_size
 from .module import Module, Parameter
-
-
-def _affine(module, n, dtype, device, bias=True):
-    module.register_parameter("weight", Parameter(ones(n, dtype=dtype, chunks=-1, device=device)))
-    module.register_parameter("bias", Parameter(zeros(n, dtype=dtype, chunks=-1, device=device)) if bias else None)
 
 
 class _BatchNorm(Module):
@@ -32,11 +27,7 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         _check_size(num_features)
-        if affine:
-            _affine(self, num_features, dtype, device, bias)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, (num_features,), dtype, device, bias)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype, chunks=-1, device=device))
             self.register_buffer("running_var", ones(num_features, dtype=dtype, chunks=-1, device=device))
@@ -104,10 +95,7 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
             _check_size(num_channels)
-            _affine(self, num_channels, dtype, device, bias)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, (num_channels,), dtype, device, bias)
 
     def forward(self, input):
         return _norm.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

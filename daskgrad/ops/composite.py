@@ -30,6 +30,13 @@ def ravel(x):
     return reshape(x, (-1,))
 
 
+def along_axis(x, axis):
+    """``(x, axis)`` as NumPy's functions of one ``axis`` read them: ``x`` a tensor, ``axis`` normalized;
+    None: the raveled tensor's axis 0."""
+    x = as_tensor(x)
+    return (ravel(x), 0) if axis is None else (x, norm_axis(axis, x.ndim))
+
+
 @public()
 def atleast_1d(x):
     """``x`` with a length-1 axis in front if it is 0-d (NumPy's and torch's ``atleast_1d``, one tensor)."""
@@ -145,9 +152,7 @@ def repeat(x, repeats, axis=None, *, output_size=None):
     x = as_tensor(x)
     if isinstance(repeats, Tensor):
         repeats = repeats.detach().numpy()
-    if axis is None:
-        x, axis = ravel(x), 0
-    axis = norm_axis(axis, x.ndim)
+    x, axis = along_axis(x, axis)
     n = x.shape[axis]
     counts = np.broadcast_to(np.asarray(repeats), (n,)) if np.ndim(repeats) == 0 else np.asarray(repeats)
     if counts.shape != (n,) or (counts < 0).any():

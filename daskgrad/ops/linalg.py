@@ -252,8 +252,7 @@ svd_vh_p = primitive("svd_vh", torch="LinalgSvdBackward0", save=("a", "r"))
 
 
 def _svd_kernel(a, full_matrices):
-    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    return u, s, vh
+    return tuple(np.linalg.svd(a, full_matrices=full_matrices))
 
 
 def _svd_arrays(a, full_matrices):
@@ -543,8 +542,7 @@ def _slogdet_sign_rule(g, s):
 
 
 def _slogdet_kernel(a):
-    sgn, logabs = np.linalg.slogdet(a)
-    return sgn, logabs
+    return tuple(np.linalg.slogdet(a))
 
 
 def slogdet(A):
@@ -645,8 +643,7 @@ def _qr_r_rule(g, s, *, m, n, mode):
 
 
 def _qr_kernel(a, mode):
-    q, r = np.linalg.qr(a, mode=mode)
-    return q, r
+    return tuple(np.linalg.qr(a, mode=mode))
 
 
 def qr(A, mode="reduced"):
@@ -705,8 +702,7 @@ def _eigh_v_rule(g, s, *, uplo):
 
 
 def _eigh_kernel(a, UPLO):
-    w, v = np.linalg.eigh(a, UPLO=UPLO)
-    return w, v
+    return tuple(np.linalg.eigh(a, UPLO=UPLO))
 
 
 def eigh(A, UPLO="L"):

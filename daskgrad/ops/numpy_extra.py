@@ -19,7 +19,7 @@ from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
-from .composite import isnan, quantile_args, quantile_method, quantile_result, ravel
+from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, trunc, where
 from .indexing import getitem, sort
 from .reductions import cumsum, mean, prod, sum
@@ -215,10 +215,7 @@ def take(a, indices, axis=None):
     """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
     ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
     a.shape[axis + 1:]``; repeated indices accumulate in backward."""
-    a = as_tensor(a)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = norm_axis(axis, a.ndim)
+    a, axis = along_axis(a, axis)
     pre = (slice(None),) * axis
     if isinstance(indices, numbers.Integral):
         return getitem(a, pre + (int(indices),))
@@ -348,10 +345,7 @@ def take_along_dim(x, indices, dim=None):
 def argpartition(a, kth, axis=-1, kind="introselect", order=None):
     """NumPy's ``argpartition`` (an integer tensor, not differentiable): NumPy's own, on each chunk
     holding the whole axis (the axis becomes one chunk)."""
-    x = as_tensor(a)
-    if axis is None:
-        x, axis = ravel(x), 0
-    axis = norm_axis(axis, x.ndim)
+    x, axis = along_axis(a, axis)
     if kind != "introselect" or order is not None:
         raise NotImplementedError("argpartition: daskgrad takes kind='introselect' and no order")
     if len(x.chunks[axis]) > 1:
@@ -471,10 +465,7 @@ def choose(a, choices):
 def compress(condition, a, axis=None):
     """NumPy's ``compress``: the slices along ``axis`` (of the raveled tensor when None) where the
     1-D ``condition`` is true; a host condition gives known sizes, a tensor one unknown (as dask's)."""
-    a = as_tensor(a)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = norm_axis(axis, a.ndim)
+    a, axis = along_axis(a, axis)
     pre = (slice(None),) * axis
     if isinstance(condition, (Tensor, da.Array)):
         return getitem(a, pre + (raw(condition).astype(bool),))

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._util import as_tensor, constant_like, norm_axis, public
-from .composite import nanmax, nanmean, nanmin, nansum, ravel
+from .composite import along_axis, nanmax, nanmean, nanmin, nansum, ravel
 from .elementwise import astype
 from .indexing import argsort, getitem, sort
 from .numpy_extra import _check_host_index, _on_device, nanprod
@@ -56,10 +56,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
 @public()
 def delete(arr, obj, axis=None):
     """NumPy's ``delete``: ``arr`` without the entries ``obj`` (an int, a slice or host integers) along ``axis``."""
-    arr = as_tensor(arr)
-    if axis is None:
-        arr, axis = ravel(arr), 0
-    axis = norm_axis(axis, arr.ndim)
+    arr, axis = along_axis(arr, axis)
     n = arr.shape[axis]
     keep = np.ones(n, dtype=bool)
     if isinstance(obj, slice):
@@ -103,10 +100,7 @@ def insert(arr, obj, values, axis=None):
     """NumPy's ``insert``: ``values`` placed before the positions ``obj`` (an int, a sequence of ints
     or a slice, each counted in ``arr`` as it was) along ``axis`` (of the flattened ``arr`` when None),
     with NumPy's broadcasting of ``values``; differentiable in ``arr`` and ``values``."""
-    arr = as_tensor(arr)
-    if axis is None:
-        arr, axis = ravel(arr), 0
-    axis = norm_axis(axis, arr.ndim)
+    arr, axis = along_axis(arr, axis)
     n = arr.shape[axis]
     positions, scalar = _insert_positions(obj, n, axis)
     v = as_tensor(values) if isinstance(values, Tensor) else _on_device(np.asarray(values), arr)

@@ -80,9 +80,15 @@ def _matmul_array(a, b, **_):
 FAN_IN = 32
 
 
-def _matmul_operands(a, b):
+def _operands(a, b):
+    """``a`` and ``b`` as tensors on one device (torch's error where they are not)."""
     a, b = as_tensor(a), as_tensor(b)
     check_same_device(a, b)
+    return a, b
+
+
+def _matmul_operands(a, b):
+    a, b = _operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
@@ -182,8 +188,7 @@ def mm(a, b):
 def dot(a, b):
     """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
     and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
+    a, b = _operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
     if a.ndim <= 2 and b.ndim <= 2:
@@ -195,8 +200,7 @@ def dot(a, b):
 def inner(a, b):
     """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
     b.shape[:-1]``."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
+    a, b = _operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
     if a.shape[-1] != b.shape[-1]:
@@ -210,24 +214,21 @@ def inner(a, b):
 @public("outer")
 def outer(a, b):
     """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only)."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
+    a, b = _operands(a, b)
     return expand_dims(reshape(a, (-1,)), 1) * expand_dims(reshape(b, (-1,)), 0)
 
 
 @public("vdot")
 def vdot(a, b):
     """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors)."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
+    a, b = _operands(a, b)
     return matmul(conj(reshape(a, (-1,))), reshape(b, (-1,)))
 
 
 @public("kron")
 def kron(a, b):
     """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s."""
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
+    a, b = _operands(a, b)
     nd = max(a.ndim, b.ndim)
     sa, sb = (1,) * (nd - a.ndim) + a.shape, (1,) * (nd - b.ndim) + b.shape
     # a on the even axes, b on the odd ones: the product's axes pair up (a_i, b_i)
@@ -262,24 +263,18 @@ def _norm_tensordot_axes(axes, a, b):
     return tuple(xa), tuple(xb)
 
 
-def _tensordot_operands(a, b):
-    a, b = as_tensor(a), as_tensor(b)
-    check_same_device(a, b)
-    return a, b
-
-
 # torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
 # names them apart (the dashboard's tensordot-vjp, einsum-vjp)
 tensordot_p = primitive("tensordot", torch="ViewBackward0", args=("a", "b"), save=(("a", 1), ("b", 0)),
                         impl=lambda a, b, *, xa, xb, na, nb: da.tensordot(a, b, axes=(list(xa), list(xb))),
-                        prepare=_tensordot_operands)
+                        prepare=_operands)
 
 
 @public()
 def tensordot(a, b, axes=2):
     """NumPy's ``tensordot``: ``axes`` an int N (the last N axes of ``a`` with the first N of ``b``)
     or a pair of axis lists."""
-    a, b = _tensordot_operands(a, b)
+    a, b = _operands(a, b)
     xa, xb = _norm_tensordot_axes(axes, a, b)
     return tensordot_p.bind(a, b, xa=xa, xb=xb, na=a.ndim, nb=b.ndim)
 

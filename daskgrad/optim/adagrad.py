@@ -16,11 +16,8 @@ class Adagrad(Optimizer):
     ``maximize``); ``step()`` submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
-        check_lr(lr)
-        for name, value in (("lr_decay", lr_decay), ("weight_decay", weight_decay),
-                            ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
-            if not 0.0 <= value:
-                raise ValueError(f"Invalid {name} value: {value}")
+        check_lr(lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                 initial_accumulator_value=initial_accumulator_value, epsilon=eps)
         if fused:  # before the base class's refusal of differentiable=True, so torch's words come first
             if differentiable:
                 raise RuntimeError("`fused` does not support `differentiable`")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from functools import reduce
 
-from .. import runtime
+from .._lbfgsb import _floats  # lazy 0-d tensors as floats, one submission
 from .._modes import enable_grad, no_grad
 from .._tensor import Tensor
 from ..ops import maximum, zeros_like
@@ -118,12 +118,6 @@ def _abs_max(a):
 
 def _abs_sum(a):
     return reduce(lambda x, y: x + y, [u.abs().sum() for u in a])
-
-
-def _floats(*scalars):
-    """The values of lazy 0-d tensors as Python floats, all in one submission (which also stores
-    the vectors written in place meanwhile)."""
-    return [float(v) for v in runtime.values(list(scalars))]
 
 
 class LBFGS(Optimizer):

@@ -183,8 +183,12 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-def check_lr(lr):
+def check_lr(lr, **nonnegative):
+    """torch's checks of an optimizer's arguments: ``lr`` not negative, then each named value at least 0."""
     if lr is not _required and lr < 0.0:
         raise ValueError(f"Invalid learning rate: {lr}")
+    for name, value in nonnegative.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {name} value: {value}")
 
 

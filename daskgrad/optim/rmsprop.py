@@ -26,11 +26,7 @@ class RMSprop(Optimizer):
     submits nothing, the update runs with the next submission."""
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        check_lr(lr)
-        for name, value in (("epsilon", eps), ("momentum", momentum), ("weight_decay", weight_decay),
-                            ("alpha", alpha)):
-            if not 0.0 <= value:
-                raise ValueError(f"Invalid {name} value: {value}")
+        check_lr(lr, epsilon=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable))

@@ -1,5 +1,5 @@
 """Activation checkpointing, as ``torch.utils.checkpoint``: a region's intermediate values are not
-kept for the backward; the backward runs the region again from its inputs when the gradient
+saved for the backward; the backward runs the region again from its inputs when the gradient
 reaches it.
 
 daskgrad builds graphs lazily, and dask would give the region's second run the same keys as the
@@ -61,7 +61,7 @@ def _noop_context_fn():
 def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn, determinism_check="default",
                debug=False, preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)`` whose intermediate values are recomputed in the backward
-    instead of kept, as ``torch.utils.checkpoint.checkpoint``.
+    instead of saved, as ``torch.utils.checkpoint.checkpoint``.
 
     Both variants give the same gradients here (daskgrad has one engine); they keep torch's
     argument checks: ``use_reentrant=True`` takes no keyword arguments for ``function``, nor
@@ -92,7 +92,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
         raise ValueError(f"determinism_check should be one of {list(_DETERMINISM_CHECKS)}, but got "
                          f"{determinism_check}")
     run = functools.partial(function, **kwargs) if kwargs else function
-    if not is_grad_enabled():  # nothing is recorded, so nothing is kept: just run it
+    if not is_grad_enabled():  # nothing is recorded, so nothing is saved: just run it
         return run(*args)
     forward_context, recompute_context = context_fn()
     rng = _tensor._rng.bit_generator.state if preserve_rng_state else None
@@ -108,17 +108,17 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=_noop_context_fn,
 
 
 def _first_run(run, args):
-    """The region run once, recorded, on stand-ins of its inputs: its outputs (detached), and the
+    """The region run once, recorded, on detached copies of its inputs: its outputs (detached), and the
     leaves it reads besides them (a module's parameters), which must get gradients too.
 
     Running it here rather than without recording costs building the graph once more (nothing
     is computed); it finds the parameters, as torch's hooks do.  A tensor made outside the region
     that requires grad and is read inside (a closure) cannot be found that way: refused."""
     start = next(graph._made)
-    stand_ins = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
-    own = {id(t) for t in stand_ins if isinstance(t, Tensor)}
+    inputs = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args]
+    own = {id(t) for t in inputs if isinstance(t, Tensor)}
     with enable_grad(), graph.watch_saved() as saved:
-        outs = run(*stand_ins)
+        outs = run(*inputs)
     leaves = _leaves_read(outs, own, start)
 
     def detach(o):
@@ -344,7 +344,7 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
     (each row gets its step's).  Returns the final state, recorded: ``loss(checkpoint_steps(...)).backward()``
     gives the uncheckpointed gradients.
 
-    ``step`` is recorded once, on stand-ins of the state (without ``xs``, once per step, forward
+    ``step`` is recorded once, on aliases of the state (without ``xs``, once per step, forward
     only: steps recorded the same share one body), into a program lowered to dask once and
     instantiated for every step (:mod:`daskgrad._dask.scan`): the work on the client per step is a
     renaming of that program's keys.  It must do what every step does: computing a value inside
@@ -379,7 +379,7 @@ def scan(f, init, xs=None, length=None, *, snapshots=None):
     times with ``x`` None), returning the final carry and the ``y`` of every step stacked along a new
     first axis (``None`` where ``f`` returns ``None``; a tuple of tensors for a tuple).  ``carry`` is a
     tensor or a tuple of tensors, as :func:`checkpoint_steps`'s state.  ``f`` is recorded once and
-    instantiated for every step (:mod:`daskgrad._dask.scan`); its backward keeps every step's
+    instantiated for every step (:mod:`daskgrad._dask.scan`); its backward saves every step's
     carry, or, with ``snapshots``, at most that many, recomputing the rest (Revolve's schedule).
 
     >>> import daskgrad as dg
@@ -540,7 +540,7 @@ class _Loop:
 
 
 class _Recorded:
-    """One recording of ``step`` (step ``i``, on stand-ins of the state and of ``x``): its forward
+    """One recording of ``step`` (step ``i``, on aliases of the state and of ``x``): its forward
     body, its reverse body (``want_grad``: the VJP with respect to the state, ``leaves`` -- found
     here when not given -- and ``x``), and the values its fixed inputs read."""
 
@@ -603,9 +603,9 @@ def _like(out, state, i):
 
 
 def _row(xs):
-    """A stand-in of one row of ``xs`` (its chunks without the first axis)."""
+    """A placeholder slot of one row of ``xs`` (its chunks without the first axis)."""
     v = recorded(xs)
-    return door.row_stand_in(v)
+    return door.row_placeholder(v)
 
 
 class _Plan:

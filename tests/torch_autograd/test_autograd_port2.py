@@ -1378,7 +1378,7 @@ def test_deep_reentrant(T):
 
     # 2000 nested backward calls, beyond what one thread's stack holds (the engine hops to a fresh
     # thread now and then).  Each level is two dask submissions (the `ctx.x < 0` test and the nested
-    # backward), each a step the step cache replays inline: ~2.5 ms of CPU a level.
+    # backward), each an instance the step cache runs inline: ~2.5 ms of CPU a level.
     v = T.tensor(2000.0, requires_grad=True)
     DeepReentrant.apply(v).sum().backward()
     # reusing the threads works too

@@ -1,6 +1,6 @@
-"""Replaying a submission's graph to predict the memory it holds, and measuring a real run's.
+"""Peak memory: simulating a submission's run order to predict it, and measuring a real run's.
 
-:func:`simulate` orders the graph with ``dask.order`` and replays the order the scheduler that will
+:func:`simulate` orders the graph with ``dask.order`` and simulates the order the scheduler that will
 run it follows: dask's local scheduler walks it depth-first; a distributed worker runs the tasks
 it holds before those their results make ready.  A task's output is held from when it runs until
 its last dependent has run; the submission's results are held to the end.  Sizes are shape x
@@ -38,7 +38,7 @@ class MemoryEstimate:
 
     peak: int
     resident: int  # chunks already in memory before the submission (persisted inputs)
-    kept: int  # results the submission keeps: gradients, roots, leaves written in place
+    kept: int  # bytes of the submission's results, held to its end: gradients, roots, leaves written in place
     tasks: int
     peak_at: int  # how many tasks had run when the peak was reached
     unknown_sizes: int = 0  # tasks sized from their inputs (no array with their name)
@@ -165,7 +165,7 @@ def _broadcast_made(node):
 
 
 def simulate(arrays, known=(), graphs=(), distributed=False):
-    """Replay the order the graph behind ``arrays`` (already optimized) runs in: dask's local
+    """Simulate the order the graph behind ``arrays`` (already optimized) runs in: dask's local
     scheduler's, or (``distributed``) a distributed worker's.  The chunks of ``known`` arrays and of
     the arrays whose layers ``graphs`` hold size its tasks."""
     dsk = dict(arrays[0].dask) if len(arrays) == 1 else {}
@@ -244,7 +244,7 @@ def _worker_order(dsk, deps, dependents, prio):
     tasks their results make ready reach it only after a round trip through the scheduler (a few
     milliseconds, several tasks of small chunks), so it first runs what it already holds.  Run in
     waves: every task ready at the start by priority, then every task those made ready, and so on.
-    On benchmarks/bench_fwi.py's checkpointed FWI gradient (one worker thread) the replay predicts
+    On benchmarks/bench_fwi.py's checkpointed FWI gradient (one worker thread) the simulation predicts
     1.05x the worker's peak managed memory; ``_run_order``'s depth-first walk predicted 2.5x."""
     waiting = {k: len(deps[k]) for k in dsk}
     wave = [k for k in dsk if not deps[k]]
