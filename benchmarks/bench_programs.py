@@ -530,7 +530,7 @@ def plain_loop(quick, interleaved, nchunks=200, rows=10, d=10, lr=0.1):
         return lambda: [fn() for _ in range(block)]
 
     with dask.config.set(scheduler="threads"):
-        for _ in range(3):  # a loop's steady state: its step is kept at the third submission, replayed after
+        for _ in range(3):  # a loop's steady state: its template is made at the second submission, instantiated after
             daskgrad_step()
             torch_step()
         seconds = interleaved({"daskgrad_plain_loop": steps(daskgrad_step), "pytorch_whole_data": steps(torch_step)},
@@ -727,7 +727,7 @@ def demo_step(quick, interleaved):
             toptimizer.step()
             losses["pytorch"].append(loss.item())
 
-        for _ in range(3):  # the loop's steady state (its step kept at the third submission, replayed after)
+        for _ in range(3):  # the loop's steady state (its template made at the second submission, instantiated after)
             daskgrad_step()
             torch_step()
         seconds = interleaved({"daskgrad_demo_step": daskgrad_step, "pytorch_step": torch_step}, rounds)

@@ -442,7 +442,7 @@ def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
         t2 = time.perf_counter()
         (opt_g, opt_loss) = _lowered([g, loss])  # the program lowered to dask and optimized
         t3 = time.perf_counter()
-        _lowered([g, loss])  # (seen twice: kept as a template)
+        _lowered([g, loss])  # (seen twice: cached as a template)
         # the task graph the scheduler gets (Blockwise layers expand here, or in chunk fusion)
         tasks = len(dict(collections_to_expr([opt_g, opt_loss], optimize_graph=False).__dask_graph__()))
         t4 = time.perf_counter()
@@ -700,7 +700,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
 
         with dask.config.set(scheduler="threads"):
             rounds = 3 if nchunks >= 2_000 or QUICK else 7
-            for _ in range(3):  # a loop's steady state: its step is kept at the third submission, replayed after
+            for _ in range(3):  # a loop's steady state: its template is made at the second submission, instantiated after
                 daskgrad_step()
                 daskgrad_compiled_step()
             hits = dg.step_cache_info()["hits"]
