@@ -700,7 +700,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
 
         with dask.config.set(scheduler="threads"):
             rounds = 3 if nchunks >= 2_000 or QUICK else 7
-            for _ in range(3):  # a loop's steady state: its template is made at the second submission, instantiated after
+            for _ in range(3):  # steady state: the template is made at the second submission, instantiated after
                 daskgrad_step()
                 daskgrad_compiled_step()
             hits = dg.step_cache_info()["hits"]
