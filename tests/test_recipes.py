@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
 import pytest
@@ -93,7 +92,12 @@ def test_tls_cluster_with_generated_certificates_and_uncredentialed_client_refus
             p.wait()
 
 
-def test_connect_local_serves_the_dashboard_and_backward_runs_there():
+_CONNECT_LOCAL = """
+import urllib.request
+import numpy as np
+import daskgrad as dg
+
+if __name__ == "__main__":
     client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0")
     try:
         port = client.cluster.scheduler.http_server.port
@@ -107,6 +111,19 @@ def test_connect_local_serves_the_dashboard_and_backward_runs_there():
     finally:
         client.close()
         client.cluster.close()
+    print("ok")
+"""
+
+
+def test_connect_local_serves_the_dashboard_and_backward_runs_there(tmp_path):
+    # as a user's script, in a process of its own: a LocalCluster started in a test process after the
+    # TLS and MPI recipes' clusters once found distributed's IO loop thread not started within its 10 s
+    script = tmp_path / "connect_local.py"
+    script.write_text(_CONNECT_LOCAL)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p])))
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
 def _backward_with_progress_on_a_cluster():
