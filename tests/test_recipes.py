@@ -126,35 +126,48 @@ def test_connect_local_serves_the_dashboard_and_backward_runs_there(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
-def _backward_with_progress_on_a_cluster():
+_PROGRESS = """
+import sys
+import numpy as np
+import daskgrad as dg
+
+if __name__ == "__main__":
+    if sys.argv[1] == "notebook":  # distributed's bar needs ipywidgets in a notebook: not installed, in a kernel
+        sys.modules["ipywidgets"] = None
+        import distributed.diagnostics.progressbar as bar
+        bar.is_kernel = lambda: True
     client = dg.connect("local", n_workers=1, threads_per_worker=1, dashboard_address=None)
     try:
         dg.set_progress(True)
         x = dg.from_array(np.arange(4.0), chunks=2, requires_grad=True)
         (x * 3).sum().backward()
-        return x.grad.numpy()
+        np.testing.assert_allclose(x.grad.numpy(), 3.0)
     finally:
         dg.set_progress(False)
         client.close()
         client.cluster.close()
+"""
 
 
-def test_progress_bar_prints_on_a_cluster(capsys):
-    _backward_with_progress_on_a_cluster()
-    seen = capsys.readouterr()
-    assert "100%" in seen.out + seen.err
+def _backward_with_progress_on_a_cluster(tmp_path, where):
+    """A user's script (in a process of its own, as the local-cluster recipe above): its output."""
+    script = tmp_path / "progress.py"
+    script.write_text(_PROGRESS)
+    proc = subprocess.run([sys.executable, str(script), where], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p])))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
 
 
-def test_progress_in_a_notebook_without_ipywidgets_shows_text_and_never_raises(capsys, monkeypatch):
+def test_progress_bar_prints_on_a_cluster(tmp_path):
+    assert "100%" in _backward_with_progress_on_a_cluster(tmp_path, "script")
+
+
+def test_progress_in_a_notebook_without_ipywidgets_shows_text_and_never_raises(tmp_path):
     """distributed's bar needs ipywidgets in a notebook (it raised ModuleNotFoundError from
     backward); daskgrad's bar falls back to text."""
-    import sys
-
-    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # not installed
-    monkeypatch.setattr("distributed.diagnostics.progressbar.is_kernel", lambda: True)  # as in a Jupyter kernel
-    np.testing.assert_allclose(_backward_with_progress_on_a_cluster(), 3.0)
-    seen = capsys.readouterr()
-    assert "100%" in seen.out + seen.err
+    assert "100%" in _backward_with_progress_on_a_cluster(tmp_path, "notebook")
 
 
 def test_kubernetes_manifest_parses():
