@@ -31,6 +31,7 @@ from dask.base import tokenize
 from dask.utils import funcname
 
 from .fold import flat_layers, fold
+from . import kernels
 from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, blockwise
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
@@ -415,7 +416,7 @@ def _fusable_chains(order, wanted):
         for s in map(through, node.srcs):
             if type(s) is Lazy:
                 reads[id(s)] = reads.get(id(s), 0) + 1
-    in_order = {id(n) for n in order}
+    position = {id(n): i for i, n in enumerate(order)}  # (also: which ops are in this program)
     out = {}
     for root in reversed(order):
         if id(root) in out or not _fusable(root):
@@ -425,13 +426,12 @@ def _fusable_chains(order, wanted):
             node = stack.pop()
             members.append(node)
             for s in map(through, node.srcs):
-                if (type(s) is Lazy and id(s) in in_order and id(s) not in out and id(s) not in wanted
+                if (type(s) is Lazy and id(s) in position and id(s) not in out and id(s) not in wanted
                         and reads.get(id(s)) == 1 and s.computed is None and _fusable(s) and _aligned(s, root)
                         and s.rule == root.rule):  # (the dashboard names a fused layer by its rule)
                     out[id(s)] = True
                     stack.append(s)
         if len(members) > 1:
-            position = {id(n): i for i, n in enumerate(order)}
             out[("root", id(root))] = sorted(members, key=lambda n: position[id(n)])
         for node in stack:  # (beyond the cap: computed as chains of their own)
             out.pop(id(node), None)
@@ -452,7 +452,7 @@ class Fused:
     order, a ref ``(0, j)`` input block ``j``, ``(1, k)`` step ``k``'s result, ``(2, v)`` the number
     ``v``; each result dropped after its last reader (``drops``)."""
 
-    __slots__ = ("steps", "drops")
+    __slots__ = ("steps", "drops", "_kernel")
     row_rule = "elementwise"  # (a chain of elementwise ops is one: :mod:`.rows` may run it over row blocks)
 
     def __init__(self, steps):
@@ -463,8 +463,15 @@ class Fused:
                 if kind == 1:
                     last[v] = i
         self.drops = tuple(tuple(k for k, i2 in last.items() if i2 == i) for i in range(len(self.steps)))
+        self._kernel = False  # not looked for yet (None: there is none, see kernels.Kernel.of)
 
     def __call__(self, *blocks):
+        if self._kernel is False:
+            self._kernel = kernels.Kernel.of(self.steps)
+        if self._kernel is not None and kernels.enabled():  # one pass over the chunk (same bits): kernels
+            out = self._kernel(blocks)
+            if out is not None:
+                return out
         results = [None] * len(self.steps)
         for i, (fn, refs) in enumerate(self.steps):
             results[i] = fn(*[blocks[v] if kind == 0 else results[v] if kind == 1 else v for kind, v in refs])
