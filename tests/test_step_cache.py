@@ -490,3 +490,34 @@ def test_on_a_cluster_a_while_loop_forcing_a_norm_instantiates_it_with_the_value
     n_ref, grad_ref = _uncached(doublings)
     assert n == n_ref
     np.testing.assert_array_equal(grad, grad_ref)
+
+
+def test_a_time_loops_steps_run_inline_whatever_the_length_of_its_per_step_data(monkeypatch):
+    """A loop's per-step data is one chunk of every step's rows (an FWI's observed traces), which a
+    step reads a row of: 600 steps of 64 make a 300 kB chunk, but the steps' tasks are small and
+    their instance runs inline, with the numbers dask's threads give."""
+    from dask import threaded as dask_threaded
+
+    from daskgrad._dask import program
+    from daskgrad.utils.checkpoint import checkpoint_steps
+
+    threaded, get_async = [], dask_threaded.get_async
+    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
+    xs = dg.from_array(np.random.default_rng(0).standard_normal((600, 64)), chunks=(600, 64))
+    assert xs.array.chunksize[0] * 64 * 8 > program.SMALL_CHUNK
+
+    def gradient():
+        c = dg.full((64,), 0.5, dtype="float64", requires_grad=True)
+        u = checkpoint_steps(lambda u, x: u * 0.99 + c * x, dg.zeros(64, dtype="float64"), 600, snapshots=8, xs=xs)
+        (u * u).sum().backward()
+        return c.grad.numpy()
+
+    with dask.config.set(scheduler="threads"):
+        first, second = gradient(), gradient()
+        threaded.clear()
+        third = gradient()
+    assert dg.step_cache_info()["hits"] == 1
+    assert not threaded  # (the instance ran inline: dask's threaded scheduler was not called)
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        np.testing.assert_allclose(third, gradient(), rtol=1e-13)
+    assert first.tobytes() == second.tobytes() == third.tobytes()

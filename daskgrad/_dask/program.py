@@ -217,7 +217,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
     with labels.collecting() as rules:
         optimized = lowered(prog, lambda a: names.get(a.name, a.name), fuse)
-    template = _remember(key, optimized, [names[a.name] for a in data])
+    template = _remember(key, optimized, [names[a.name] for a in data], _task_bytes(prog))
     if template is None:
         return lowered(prog, lambda a: a.name, fuse)
     template.rules = rules
@@ -313,10 +313,10 @@ def _notes(layer):
     return {n: v for n, v in (layer.annotations or {}).items() if n != "span"}
 
 
-def _remember(key, optimized, inputs):
+def _remember(key, optimized, inputs, task_bytes):
     """Cache the optimized graph as the template of ``key`` (see :func:`make_template`)."""
     limit = dask.config.get("daskgrad.step-cache.tasks", 1_000_000)
-    template = make_template(optimized, inputs, limit)
+    template = make_template(optimized, inputs, limit, task_bytes)
     if template is None:
         return None
     with _lock:
@@ -328,11 +328,12 @@ def _remember(key, optimized, inputs):
     return template
 
 
-def make_template(optimized, inputs, limit=None):
+def make_template(optimized, inputs, limit=None, task_bytes=None):
     """The optimized graph of ``optimized`` (dask arrays of one graph) as a template: the values of
     the slots named ``inputs`` taken out (each instance puts its own in), dask's legacy tasks
     converted, what an instance renames noted; None where it cannot be one (more tasks than
-    ``limit``, a value or legacy task outside the slots)."""
+    ``limit``, a value or legacy task outside the slots).  ``task_bytes``: the largest chunk a task
+    makes or reads whole (:func:`_task_bytes`), where known; else its slots' largest chunk."""
     graph = dict(optimized[0].__dask_graph__())
     if limit is not None and len(graph) > limit:
         return None
@@ -344,7 +345,8 @@ def make_template(optimized, inputs, limit=None):
         keys = tuple(by_name.get(name, ()))
         for k in keys:
             v = graph[k]
-            largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
+            if task_bytes is None:
+                largest = max(largest, getattr(v.value if isinstance(v, DataNode) else v, "nbytes", 0))
             graph[k] = None  # the values are put back at each instance: a template holds no data
         slots.append(keys)
     legacy = [k for k, t in graph.items() if type(t) is tuple]  # dask's legacy tasks (a reduction's aggregate)
@@ -367,10 +369,27 @@ def make_template(optimized, inputs, limit=None):
         for d in (t.dependencies if t is not None else ()):
             if d in results:
                 readers.setdefault(d, []).append(k)
-    largest = max([largest] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
+    largest = max([largest, task_bytes or 0] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     return _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                      frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
                      largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
+
+
+def _task_bytes(prog):
+    """Bytes of the largest chunk a task of ``prog`` makes or reads whole: each op's result chunks and
+    its operands', but for a time loop's per-step data (``xs``), which a step reads a row of.  (A
+    loop's observed traces are one chunk of all steps' rows: counted whole, 715 steps of them made
+    an FWI gradient's small tasks go through dask's threaded scheduler, 2x slower.)"""
+    from .scan import forward, revolve
+
+    largest = 0
+    for node in prog.eqns:
+        srcs = tuple(map(through, node.srcs))
+        rows = {id(srcs[j]) for j in dict(node.params).get("xs_at", ())} if node.fn in (forward, revolve) else ()
+        for v in (node,) + srcs:
+            if id(v) not in rows and isinstance(v, (Lazy, da.Array)):
+                largest = max(largest, _chunk_elements(v) * v.dtype.itemsize)
+    return largest
 
 
 def _chunk_elements(a):
