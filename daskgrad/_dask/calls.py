@@ -57,8 +57,8 @@ class _Subgraph:
         order, seen, stack = [], set(), [(self.outkey, False)]  # depth-first post-order from the output
         while stack:
             k, done = stack.pop()
-            if done:
-                order.append(_Call.of(inner[k]))
+            if done:  # (a Blockwise-fused task inside: one too, or dask orders it on every call)
+                order.append(_Subgraph(inner[k]) if _loose(inner[k]) else _Call.of(inner[k]))
             elif k not in seen:
                 seen.add(k)
                 stack.append((k, True))
