@@ -1,14 +1,18 @@
 """The FWI misfit gradient of examples/fwi.py against the same scheme written in PyTorch (the test
-suite's oracle, tests/test_fwi.py): the tutorial's grid (101 x 101 + a 40-cell layer, 5 shots), 40
-time steps, float64, one chunk per shot; daskgrad plain and checkpointed (``snapshots=6``) on NumPy
-chunks (threads) and, where cupy and a GPU are there, on cupy chunks; PyTorch on the CPU and, where
-there is one, on CUDA.  Medians of interleaved rounds after a warm-up, each round the whole gradient
-(recording the forward, ``backward()``, reading the gradient).
+suite's oracle, tests/test_fwi.py): the tutorial's grid (101 x 101 + a 40-cell layer, 5 shots), 200
+time steps, float64, one chunk per shot; daskgrad plain and checkpointed (``snapshots`` about
+sqrt(steps), examples/fwi.py's default: 14) on NumPy chunks (threads) and, where cupy and a GPU are
+there, on cupy chunks; PyTorch on the CPU and, where there is one, on CUDA.  Medians of interleaved
+rounds after a warm-up, each round the whole gradient (recording the forward, ``backward()``,
+reading the gradient).  ``first_seconds``: each daskgrad variant's first two gradients, before its
+program is a cached template (lowered, optimized and chunk-fused; then instantiated).
 
     python benchmarks/fwi_vs_torch.py [steps]       (make bench: component fwi_vs_torch)
 
 Rate: useful grid-point updates a second, shots x grid points x steps x 2 (the forward and the
-adjoint sweep) over the gradient's time (Devito's serial rate here: ~30 M/s).
+adjoint sweep) over the gradient's time (Devito's serial rate here: ~30 M/s).  Client time a step:
+recording the misfit (the forward's ops, or checkpoint_steps' one trace of ``step``) over the steps;
+tasks a step: the gradient submission's tasks over the steps.
 """
 import json
 import os
@@ -65,33 +69,47 @@ def _gpu():
         return False
 
 
-def run(steps=40, snapshots=6, rounds=5, n=101, nbl=40, nshots=5, rec_offset=None):
+def run(steps=200, snapshots=None, rounds=5, n=101, nbl=40, nshots=5, rec_offset=None):
     import fwi
 
+    import daskgrad as dg
+
+    snapshots = snapshots or fwi.default_snapshots(steps)
     sv = fwi.survey(n=n, nbl=nbl, nshots=nshots, steps=steps)
     if rec_offset is not None:  # the receivers a few cells from the sources: a short run reaches them
         sv.rec_x = sv.src[0][0] + rec_offset
     vp_true = fwi.camembert(n)
     start = np.full(vp_true.shape, fwi.BACKGROUND)
-    variants, grads = {}, {}
+    variants, grads, recording, tasks, first = {}, {}, {}, {}, {}
 
-    def daskgrad_variant(device, snaps):
+    def daskgrad_variant(name, device, snaps):
         fwd = fwi.Modelling(sv, device=device)
         d_obs = fwd.shot_records(fwd.slowness(vp_true))
 
         def run_():
+            t0 = time.perf_counter()
             m = fwd.slowness(start, requires_grad=True)
-            fwd.misfit(m, d_obs, snaps).backward()
-            g = m.grad.numpy()
-            return g
+            loss = fwd.misfit(m, d_obs, snaps)
+            recording.setdefault(name, []).append(time.perf_counter() - t0)
+            with dg.testing.submissions(graphs=True) as seen:
+                loss.backward()
+            tasks[name] = sum(len(a.__dask_graph__()) for a in seen.graphs[0][:1])
+            return m.grad.numpy()
+
+        times = []
+        for _ in range(2):  # its first two gradients: lowered (the second keeps a template)
+            t0 = time.perf_counter()
+            run_()
+            times.append(time.perf_counter() - t0)
+        first[name] = times
         return run_, d_obs
 
-    first, d_obs_np = daskgrad_variant("cpu", None)
-    variants["daskgrad_cpu"] = first
-    variants["daskgrad_cpu_checkpointed"] = daskgrad_variant("cpu", snapshots)[0]
+    variants["daskgrad_cpu"], d_obs_np = daskgrad_variant("daskgrad_cpu", "cpu", None)
+    variants["daskgrad_cpu_checkpointed"] = daskgrad_variant("daskgrad_cpu_checkpointed", "cpu", snapshots)[0]
     if _gpu():
-        variants["daskgrad_cuda"] = daskgrad_variant("cuda", None)[0]
-        variants["daskgrad_cuda_checkpointed"] = daskgrad_variant("cuda", snapshots)[0]
+        variants["daskgrad_cuda"] = daskgrad_variant("daskgrad_cuda", "cuda", None)[0]
+        variants["daskgrad_cuda_checkpointed"] = daskgrad_variant("daskgrad_cuda_checkpointed", "cuda",
+                                                                  snapshots)[0]
     d_obs = d_obs_np  # (a NumPy array: shot_records reads it to the host)
     if _importable("torch"):
         import torch
@@ -113,7 +131,10 @@ def run(steps=40, snapshots=6, rounds=5, n=101, nbl=40, nshots=5, rec_offset=Non
     med = {k: statistics.median(v) for k, v in times.items()}
     updates = sv.nshots * int(np.prod(sv.shape)) * steps * 2
     out = {"grid": list(sv.shape), "shots": sv.nshots, "steps": steps, "snapshots": snapshots, "rounds": rounds,
-           "seconds": med, "updates_per_second": {k: updates / v for k, v in med.items()}}
+           "seconds": med, "updates_per_second": {k: updates / v for k, v in med.items()},
+           "first_seconds": first,
+           "client_microseconds_per_step": {k: 1e6 * statistics.median(v) / steps for k, v in recording.items()},
+           "tasks_per_step": {k: v / steps for k, v in tasks.items()}}
     ref = grads.get("pytorch_cpu")
     if ref is not None:
         scale = np.abs(ref).max() or 1.0  # (a wave that has not reached the receivers: no gradient)
@@ -126,7 +147,7 @@ def run(steps=40, snapshots=6, rounds=5, n=101, nbl=40, nshots=5, rec_offset=Non
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     out = run(steps=steps)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", "fwi_vs_torch.json"), "w") as f:

@@ -1080,9 +1080,10 @@ def fwi_vs_torch():
     seconds, ratios, grid-point updates a second (benchmarks/fwi_vs_torch.py)."""
     import fwi_vs_torch as bench
 
-    if QUICK:
-        return bench.run(steps=10, snapshots=2, rounds=1, n=15, nbl=3, nshots=2, rec_offset=3)
-    return bench.run()
+    out = bench.run(steps=10, snapshots=2, rounds=1, n=15, nbl=3, nshots=2, rec_offset=3) if QUICK else bench.run()
+    _bars("fwi_vs_torch", f"FWI gradient, {out['grid'][0]}^2 x {out['shots']} shots, {out['steps']} steps "
+          f"(snapshots={out['snapshots']}), float64", out["seconds"])
+    return out
 
 
 # ------------------------------------------------------------------ plots and driver
@@ -1349,6 +1350,14 @@ def summary(report):
                      f"{r['memory_limit'] / 1e6:.0f} MB worker | {r['backward_s']:.1f} | peak managed "
                      f"{r['peak_managed'] / 1e6:.0f} MB, predicted {r['checkpointed_estimate'] / 1e6:.0f} MB "
                      f"({r['estimate_over_measured']:.2f}x); {r['recompute_factor']:.2f} step calls per step |")
+    if "fwi_vs_torch" in report:
+        r = report["fwi_vs_torch"]
+        base = r["seconds"].get("pytorch_cpu")
+        for k, v in r["seconds"].items():
+            rate = r["updates_per_second"][k] / 1e6
+            ratio = f"{v / base:.2f} x PyTorch CPU, " if base else ""
+            lines.append(f"| FWI gradient {r['grid'][0]}^2 x {r['shots']}, {r['steps']} steps | {k} | {v:.3f} | "
+                         f"{ratio}{rate:.1f} M updates/s |")
     if "big_state" in report:
         r = report["big_state"]
         lines.append(f"| checkpoint_steps, state > a worker's limit | {r['state_bytes'] / 1e6:.0f} MB state in "

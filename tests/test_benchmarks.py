@@ -61,6 +61,10 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert {"daskgrad_cpu", "daskgrad_cpu_checkpointed", "pytorch_cpu"} <= set(vs_torch["seconds"])
     assert max(vs_torch["max_abs_difference_vs_pytorch_cpu"].values()) <= 1e-10, vs_torch
     assert vs_torch["gradient_norm_pytorch_cpu"] > 0  # (the receivers near the sources: the wave reaches them)
+    assert set(vs_torch["first_seconds"]) == set(vs_torch["tasks_per_step"]) == {"daskgrad_cpu",
+                                                                                  "daskgrad_cpu_checkpointed"}
+    assert all(v > 0 for v in vs_torch["tasks_per_step"].values())
+    assert "| FWI gradient" in proc.stdout
     big = report["big_state"]
     assert big["step_evaluations_on_workers"] == big["revolve_t_plus_last_step"]
     assert big["peak_managed_per_worker"] > 0 and big["grad_norm"] > 0 and big["grad_finite"]
@@ -69,7 +73,8 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
     assert det["on"]["distinct_bit_patterns"] == 1 and report["deterministic"]["on_over_off"]["cluster"] > 0
     assert "| logreg |" in proc.stdout  # the README table
     if "matplotlib" in sys.modules or _importable("matplotlib"):
-        for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak"):
+        for png in ("logreg", "mlp", "chain", "graph_cost", "cluster", "loop", "protection", "memory_soak",
+                    "fwi_vs_torch"):
             assert (tmp_path / f"{png}.png").stat().st_size > 0, png
 
 
