@@ -380,12 +380,10 @@ def _task_bytes(prog):
     its operands', but for a time loop's per-step data (``xs``), which a step reads a row of.  (A
     loop's observed traces are one chunk of all steps' rows: counted whole, 715 steps of them made
     an FWI gradient's small tasks go through dask's threaded scheduler, 2x slower.)"""
-    from .scan import forward, revolve
-
     largest = 0
     for node in prog.eqns:
         srcs = tuple(map(through, node.srcs))
-        rows = {id(srcs[j]) for j in dict(node.params).get("xs_at", ())} if node.fn in (forward, revolve) else ()
+        rows = {id(srcs[j]) for j in dict(node.params).get("xs_at", ())}  # (a time loop's: scan.forward, revolve)
         for v in (node,) + srcs:
             if id(v) not in rows and isinstance(v, (Lazy, da.Array)):
                 largest = max(largest, _chunk_elements(v) * v.dtype.itemsize)
