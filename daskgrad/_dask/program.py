@@ -600,15 +600,18 @@ class _Run:
     is a task calling it on the step's own keys (made in microseconds, where renaming the keys inside
     a fused task costs a walk of all it holds; :mod:`.scan`)."""
 
-    __slots__ = ("task", "deps")
+    __slots__ = ("task", "deps", "_call")
 
     def __init__(self, task):
         # sorted: a set's order may differ where the task is unpickled (a worker), and the instance's
         # arguments were laid out in the client's order (a chunk read as another's: shapes mismatched)
-        self.task, self.deps = task, tuple(sorted(task.dependencies, key=repr))
+        self.task, self.deps, self._call = task, tuple(sorted(task.dependencies, key=repr)), None
 
     def __call__(self, *values):
-        return self.task(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
+        call = self._call
+        if call is None:  # the task as a direct call (calls.fast), made once in each process it runs in:
+            call = self._call = fast(self.task)  # a chunk-fused step as one generated function
+        return call(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
 
     def __reduce__(self):
         return _Run, (self.task,)
