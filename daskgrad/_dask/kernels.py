@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import operator
 import re
-import threading
 
 import dask
 import numpy as np
@@ -56,7 +55,7 @@ class Kernel:
     """A chain's ``steps`` (:class:`.lazy.Fused`'s) as one numexpr expression: ``expression`` over the
     blocks ``i{j}`` for ``j`` in ``inputs`` and the numbers ``c0 ..`` (``numbers``), compiled once per dtype."""
 
-    __slots__ = ("expression", "inputs", "numbers", "_compiled", "_lock")
+    __slots__ = ("expression", "inputs", "numbers", "_compiled")
 
     @classmethod
     def of(cls, steps):
@@ -88,7 +87,7 @@ class Kernel:
         self.expression = exprs[-1]
         self.inputs = tuple(j for j in sorted(inputs) if f"i{j}" in names)
         self.numbers = tuple((j, v) for j, v in enumerate(numbers) if f"c{j}" in names)
-        self._compiled, self._lock = {}, threading.Lock()
+        self._compiled = {}
         return self
 
     def __call__(self, blocks):
@@ -97,7 +96,7 @@ class Kernel:
             return None
         blocks = [blocks[j] for j in self.inputs]
         dtype = blocks[0].dtype if type(blocks[0]) is np.ndarray else None
-        if dtype not in _DTYPES or max(b.size for b in blocks) < MIN_ELEMENTS:
+        if dtype not in _DTYPES or max(b.size for b in blocks) < MIN_ELEMENTS or not enabled():
             return None
         for b in blocks:
             if type(b) is not np.ndarray or b.dtype != dtype:
@@ -105,9 +104,8 @@ class Kernel:
         run = self._compiled.get(dtype)
         if run is None:
             names = [f"i{j}" for j in self.inputs] + [f"c{j}" for j, _ in self.numbers]
-            with self._lock:
-                run = self._compiled.setdefault(
-                    dtype, numexpr().NumExpr(self.expression, signature=[(n, _SIGNATURE[dtype]) for n in names]))
+            run = self._compiled.setdefault(  # (two threads may both compile it: either is the same program)
+                dtype, numexpr().NumExpr(self.expression, signature=[(n, _SIGNATURE[dtype]) for n in names]))
         return run(*blocks, *(np.asarray(v, dtype) for _, v in self.numbers))
 
 

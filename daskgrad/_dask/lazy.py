@@ -468,7 +468,7 @@ class Fused:
     def __call__(self, *blocks):
         if self._kernel is False:
             self._kernel = kernels.Kernel.of(self.steps)
-        if self._kernel is not None and kernels.enabled():  # one pass over the chunk (same bits): kernels
+        if self._kernel is not None:  # one pass over a large chunk (the same bits): kernels
             out = self._kernel(blocks)
             if out is not None:
                 return out

@@ -128,7 +128,7 @@ def _correlate_block(block, taps, depth):
     for offset, weight in taps:
         groups.setdefault(weight, []).append(offset)
     out = kernels.weighted_sum([[shifted(o) for o in offsets] for offsets in groups.values()], list(groups)) \
-        if groups else None
+        if groups and block.size >= kernels.MIN_ELEMENTS else None
     if out is not None:  # one pass, numexpr's (the same bits as below)
         return out
     for weight, offsets in groups.items():
