@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import operator
 import threading
 import time
 import weakref
@@ -130,6 +131,13 @@ def _parts(metrics):
     return out
 
 
+def _hands_on(ts) -> bool:
+    """Whether the task only hands on one value of a fused group's result (:mod:`.fuse`)."""
+    spec = ts.run_spec
+    return (getattr(spec, "func", None) is operator.getitem and len(ts.dependencies) == 1
+            and "-fused" in key_split(next(iter(ts.dependencies)).key))
+
+
 class _Backward:
     """One backward submission: its tasks (VJP rules, and the forward values and sums they need)
     and the task-seconds of each task prefix."""
@@ -146,10 +154,16 @@ class _Backward:
         self.pending += 1
         self.vjp_total += prefix.endswith("-vjp")
 
-    def finish(self, prefix, seconds=0.0, state="memory"):
+    def finish(self, prefix, seconds=0.0, state="memory", handed_on=False):
+        """``handed_on``: the task only picked one value out of a fused group's result (a rule's
+        output under the rule's name): progress, but not a task the rule ran in, for the rule's
+        work is metered inside the group (:meth:`as_dict`'s ``parts``) -- counted here as well, a
+        rule's tasks would double once the workers' heartbeats bring those metrics."""
         if state == "memory":
             self.done += 1
             self.vjp_done += prefix.endswith("-vjp")
+            if handed_on:
+                prefix = "(handed on)"
             p = self.prefixes.setdefault(prefix, {"tasks": 0, "seconds": 0.0})
             p["tasks"] += 1
             p["seconds"] += seconds
@@ -260,10 +274,11 @@ class DaskgradPlugin(SchedulerPlugin):
             ts = scheduler.tasks[k]
             prefix = key_split(k)
             rec.add(prefix)
+            handed_on = _hands_on(ts)
             if ts.state in ("memory", "erred"):  # the same key from an earlier submission
-                rec.finish(prefix, 0.0, ts.state)
+                rec.finish(prefix, 0.0, ts.state, handed_on)
             else:
-                self._pending.setdefault(k, []).append(rec)
+                self._pending.setdefault(k, []).append((rec, handed_on))
         if rec.pending == 0:
             rec.finished = rec.started
         self.backwards.append(rec)
@@ -280,8 +295,8 @@ class DaskgradPlugin(SchedulerPlugin):
             return
         seconds = sum(s["stop"] - s["start"] for s in kwargs.get("startstops") or ()
                       if s.get("action") == "compute")
-        for rec in self._pending.pop(key):
-            rec.finish(key_split(key), seconds, finish)
+        for rec, handed_on in self._pending.pop(key):
+            rec.finish(key_split(key), seconds, finish, handed_on)
 
     # ---- what the page and the JSON route show
     def snapshot(self) -> dict:
