@@ -131,6 +131,26 @@ def test_a_halo_is_one_task_a_chunk_and_axis_and_one_per_strip(mode):
     assert len(dsk) == 6 + halo + 6  # the chunks, the halo, one correlation a chunk
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_axis_of_one_chunk_extends_each_chunk_in_one_task_that_reads_only_it(mode):
+    """9 x 8 in 3 x 1 chunks: axis 1 is one chunk, so its halo is one task a chunk reading only that
+    chunk (fused into the chunk's task: a shot's wavefield on a cluster is one task a step, not
+    five), while axis 0 keeps its strips; the values are scipy's."""
+    from scipy import ndimage
+
+    x = dg.from_array(np.arange(72.0).reshape(9, 8), chunks=(3, 8))
+    y = dg.correlate(x, np.arange(9.0).reshape(3, 3), mode=mode)
+    dsk = dict(y.array.__dask_graph__())
+    halos = [k for k in dsk if k[0].startswith("halo-")]
+    assert len(halos) == (3 + 2 * 3) + 3
+    joins = [dsk[k] for k in halos if not k[0].startswith("halo-strip-")]
+    one = [t for t in joins if len(t.dependencies) == 1]
+    assert len(joins) == 6 and len(one) == 3  # axis 0's three join two strips each; axis 1's read a chunk
+    assert all(len(k) == 3 and k[0].startswith("halo-") for t in one for k in t.dependencies)
+    np.testing.assert_array_equal(y.numpy(), ndimage.correlate(np.arange(72.0).reshape(9, 8),
+                                                               np.arange(9.0).reshape(3, 3), mode=mode))
+
+
 def test_chunk_fusion_keeps_a_stencil_s_chunks_apart_not_one_task_for_all_bands():
     """Each chunk's halo reads two strips of one layer, which chunk fusion treats as a gather: a strip
     read alone fused each chunk with its neighbour, and 32 row bands of a wave equation ran as one

@@ -6,8 +6,9 @@ concatenations per axis, constant-boundary blocks made from nothing): in a wave 
 checkpointed gradient two thirds of the tasks were halo tasks.  Here an axis costs three tasks a
 chunk: two strips (a neighbour's edge cells, sliced where the neighbour is, so on a cluster only
 the strip travels; or the boundary rule's cells, made from the chunk itself) and one task joining
-them to the chunk.  Axes are extended one after another, so the corners come with the second
-axis's strips, already extended along the first.
+them to the chunk.  An axis of one chunk costs one task a chunk, reading only that chunk (so chunk
+fusion runs it inside the chunk's task).  Axes are extended one after another, so the corners come
+with the second axis's strips, already extended along the first.
 """
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def _extend(a, ax, d, boundary):
         def block(j):
             return TaskRef((a.name, *idx[:ax], j, *idx[ax + 1:]))
 
+        if n == 1:  # both strips come from the chunk itself: made inside the one task, which
+            key = (name, *idx)  # reads only its chunk and so fuses with it (a shot's whole grid)
+            tasks[key] = Task(key, _padded, block(i), ax, d, boundary)
+            continue
         for side, j, cells in ((0, i - 1, (-d, None)), (1, i + 1, (0, d))):
             key = (strip, *idx, side)
             if 0 <= j < n or periodic:  # a neighbour's edge cells (across the ends if periodic)
@@ -64,10 +69,11 @@ def _extend(a, ax, d, boundary):
     # equation's checkpointed gradient's estimate 1.4x what a worker held)
     strip_chunks = a.chunks[:ax] + ((d,) * n,) + a.chunks[ax + 1:] + ((1, 1),)
     layers, deps = dict(a.dask.layers), dict(a.dask.dependencies)
-    layers[strip], deps[strip] = MaterializedLayer(
-        strips, collection_annotations={"chunks": strip_chunks, "dtype": a.dtype}), {a.name}
+    if strips:
+        layers[strip], deps[strip] = MaterializedLayer(
+            strips, collection_annotations={"chunks": strip_chunks, "dtype": a.dtype}), {a.name}
     layers[name], deps[name] = MaterializedLayer(
-        tasks, collection_annotations={"chunks": chunks, "dtype": a.dtype}), {a.name, strip}
+        tasks, collection_annotations={"chunks": chunks, "dtype": a.dtype}), {a.name} | ({strip} if strips else set())
     return da.Array(HighLevelGraph(layers, deps), name, chunks, meta=a._meta)
 
 
@@ -81,6 +87,14 @@ def _cells(block, ax, start, stop):
 
 def _joined(left, block, right, ax):
     return np.concatenate([left, block, right], axis=ax)
+
+
+def _padded(block, ax, d, boundary):
+    """The one chunk of an axis extended at both ends: the boundary rule's cells, or periodic, its
+    own other end's."""
+    if boundary == "periodic":
+        return _joined(_cells(block, ax, -d, None), block, _cells(block, ax, 0, d), ax)
+    return _joined(_edge(block, ax, d, boundary, True), block, _edge(block, ax, d, boundary, False), ax)
 
 
 def _edge(block, ax, d, boundary, first):
