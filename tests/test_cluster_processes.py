@@ -131,3 +131,55 @@ def test_retained_graph_survives_a_lost_worker():
         client.close()
     finally:
         procs.close()
+
+
+def _wave_gradient(steps=12):
+    """A checkpointed 2-D wave equation's gradient: two shots, a chunk each (small chunks)."""
+    from daskgrad.utils.checkpoint import checkpoint_steps
+
+    rng = np.random.default_rng(5)
+    lap = np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+    c = dg.from_array(0.2 + 0.05 * rng.random((16, 16)), chunks=16, requires_grad=True)
+    u0 = dg.from_array(rng.standard_normal((2, 16, 16)), chunks=(1, 16, 16))
+
+    def step(state, i):
+        prev, u = state
+        return u, 2 * u - prev + c ** 2 * dg.correlate(u, lap[None], mode="constant")
+
+    prev, u = checkpoint_steps(step, (u0 * 1.0, u0), steps, snapshots=3)
+    (u ** 2).sum().backward()
+    return c.grad.numpy()
+
+
+def test_a_local_cluster_s_worker_processes_serve_chunks_from_the_heap_and_a_small_loop_is_one_task():
+    """distributed's nanny sets MALLOC_TRIM_THRESHOLD_, which freezes glibc's mmap threshold: every
+    chunk over 128 kB was a fresh mmap, NumPy 4x slower in a worker than in the client.  The local
+    cluster of ``dg.connect`` starts its workers with MALLOC_MMAP_THRESHOLD_ (glibc's own ceiling)
+    unless the user's dask config names one.  There a checkpointed time loop of small chunks, run
+    again, is one task, with the numbers of dask's threads."""
+    from distributed import get_task_stream
+
+    from daskgrad.cluster import MMAP_THRESHOLD, _worker_malloc
+
+    key = "distributed.nanny.pre-spawn-environ"
+    with _worker_malloc():
+        assert dask.config.get(key)["MALLOC_MMAP_THRESHOLD_"] == MMAP_THRESHOLD
+        assert dask.config.get(key)["MALLOC_TRIM_THRESHOLD_"] == 65536  # distributed's own, kept
+    with dask.config.set({key + ".MALLOC_MMAP_THRESHOLD_": 1 << 20}), _worker_malloc():
+        assert dask.config.get(key)["MALLOC_MMAP_THRESHOLD_"] == 1 << 20
+    assert "MALLOC_MMAP_THRESHOLD_" not in dask.config.get(key)
+
+    want = _wave_gradient()
+    client = dg.connect("local", n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    try:
+        assert list(client.run(os.environ.get, "MALLOC_MMAP_THRESHOLD_").values()) == [str(MMAP_THRESHOLD)]
+        got = [_wave_gradient() for _ in range(2)]
+        with get_task_stream(client) as ts:
+            got.append(_wave_gradient())
+    finally:
+        client.close()
+        client.cluster.close()
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+    runs = [t for t in ts.data if str(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).startswith("instance-")]
+    assert len(runs) == 1

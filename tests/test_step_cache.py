@@ -262,7 +262,8 @@ def test_an_instance_on_a_cluster_keeps_its_tasks_gpu_placement():
             w.grad = None
         assert dg.step_cache_info()["hits"] >= 2
         fused = [t for t in ts.data if "-fused-" in str(t["key"])]  # the last step's, an instance
-        assert fused and {names[t["worker"]] for t in fused} == {"gpu-worker"}
+        assert fused and {names[t["worker"]] for t in fused} == {"gpu-worker"}  # (not one task: see
+        # test_on_a_cluster_an_instance_of_small_chunks_is_one_task_with_the_numbers_of_its_tasks)
 
 
 def _mlp_train(steps, chunks=(15, 2)):
@@ -473,6 +474,48 @@ def test_on_a_cluster_the_same_step_sent_again_while_its_results_are_kept_sends_
     assert len({loss.item() for loss, _ in kept}) == 1
     for _, w in kept[1:]:
         np.testing.assert_array_equal(w.grad.numpy(), kept[0][1].grad.numpy())
+
+
+def _steps_tasks(client, steps=6):
+    """A training loop's final weights and, per step, the keys of the tasks the scheduler ran
+    (the data's chunks and the step's numbers, sent with each graph, left out)."""
+    from distributed import get_task_stream
+
+    X, y = _data()
+    w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
+    tasks = []
+    for _ in range(steps):
+        with get_task_stream(client) as ts:
+            dg.binary_cross_entropy_with_logits(X @ w, y).backward()
+            with dg.no_grad():
+                w -= 0.1 * w.grad
+            w.grad = None
+        data = {X.array.name, y.array.name}
+        tasks.append([k for t in ts.data if (k := t["key"])[0] not in data and not k[0].startswith("scalar-")])
+    return w.detach().numpy(), tasks
+
+
+def test_on_a_cluster_an_instance_of_small_chunks_is_one_task_with_the_numbers_of_its_tasks(client):
+    """Small chunks: an instance goes to the cluster as one task running the template inline on a
+    worker (and a getitem per result), not as its ~20 tasks of microseconds each; where the most it
+    holds at once is over ``daskgrad.step-cache.one-task-bytes`` (or that is 0) it keeps its tasks.
+    The numbers are the same, bit for bit, and the cache's own."""
+    w, tasks = _steps_tasks(client)
+    assert dg.step_cache_info()["hits"] >= 3
+
+    def runs(step):
+        return [k for k in step if (k[0] if isinstance(k, tuple) else k).startswith("instance-")]
+
+    assert len(runs(tasks[-1])) == 1 and len(runs(tasks[-2])) == 1
+    for limit in (0, "1 kiB"):  # (the step holds ~10 values of up to 120 bytes at once)
+        dg.step_cache_clear()
+        with dask.config.set({"daskgrad.step-cache.one-task-bytes": limit}):
+            w_tasks, many = _steps_tasks(client)
+        assert dg.step_cache_info()["hits"] >= 3
+        assert not any(runs(step) for step in many) and len(many[-1]) > len(tasks[-1])
+        np.testing.assert_array_equal(w_tasks, w)
+    w_ref, _ = _uncached(_steps_tasks, client)
+    np.testing.assert_array_equal(w, w_ref)
 
 
 def test_on_a_cluster_a_while_loop_forcing_a_norm_instantiates_it_with_the_values_of_each_pass(client):

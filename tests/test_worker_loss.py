@@ -171,11 +171,20 @@ def test_adam_loop_survives_workers_killed_repeatedly_while_nannies_restart_them
     assert_same(got, want)
 
 
+def _a_pair_holding_both_copies(dask_scheduler=None):
+    """The addresses of the two workers holding a value the client keeps in two copies."""
+    both = next(ts for ts in dask_scheduler.tasks.values() if ts.who_has and len(ts.who_has) == 2)
+    return sorted(ws.address for ws in both.who_has)
+
+
 def test_losing_both_copies_names_the_lost_tensors_and_the_checkpoint_recipe(three_workers):
     procs, client = three_workers
     model, opt = adam_loop(3)
     pids = worker_pids(client)
-    for address in sorted(pids)[:2]:  # two of three: some values had both copies there
+    # the two workers holding both copies of a kept value (a step of small chunks runs as one task:
+    # every value it makes is made on one worker, so any "two of three" may miss every pair)
+    pair = client.run_on_scheduler(_a_pair_holding_both_copies)
+    for address in sorted(pair):
         os.kill(pids[address], signal.SIGKILL)
     deadline = time.time() + 30
     while len(client.scheduler_info()["workers"]) > 1 and time.time() < deadline:

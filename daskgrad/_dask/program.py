@@ -19,6 +19,8 @@ keys (:func:`_local_instance`) and a step of small chunks runs inline (:func:`ru
 distributed scheduler remembers keys across submissions, so there every task of an instance gets a
 key of its own, the template's name with a token of the instance (:func:`_renamed`): the same
 program on the same values sends the same tasks, and nothing collides with an earlier step's keys.
+An instance of small chunks whose working set is bounded goes to a cluster as one task that runs the
+template inline on a worker (:func:`_one_task`): scheduling a task costs more than its NumPy work.
 
 **Memory**: templates hold no slot values, at most ``daskgrad.step-cache.entries`` templates
 (default 16) and ``daskgrad.step-cache.tasks`` tasks in all (default 1,000,000), least recently
@@ -29,17 +31,20 @@ from __future__ import annotations
 import collections
 import collections.abc
 import functools
+import operator
 import threading
 import uuid
 from dataclasses import dataclass
 
+import cloudpickle
 import dask
 import dask.array as da
 from dask.base import tokenize
+from dask.utils import parse_bytes
 
 from . import labels, peaks
-from .calls import fast
-from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task,
+from .calls import _Outputs, fast
+from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef,
                         convert_legacy_task, flatten, order)
 from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
 from .fold import flat_layers
@@ -184,6 +189,9 @@ class _Template:
     plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
     #                           a direct call: calls.fast), made the first time it runs locally (_local_instance)
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
+    chunk_bytes: int = 0    # the largest chunk a task makes or reads whole
+    held: int | None = None  # the most values an inline run holds at once (slots and results included)
+    shipped: object = None  # the graph pickled once, for a worker that runs it as one task (_one_task)
 
 
 _lock = threading.Lock()
@@ -372,7 +380,7 @@ def make_template(optimized, inputs, limit=None, task_bytes=None):
     largest = max([largest, task_bytes or 0] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     return _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                      frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                     largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex)
+                     largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex, chunk_bytes=largest)
 
 
 def _task_bytes(prog):
@@ -419,7 +427,9 @@ def _instance(template, prog, local):
         olds.append(name)
         outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
-    make = _local_instance if local else _renamed
+    results = {(old,) + k[1:] if isinstance(k, tuple) else old
+               for a, old in zip(arrays, olds) for k in flatten(a.__dask_keys__())}
+    make = _local_instance if local else _one_task if _fits_one_task(template, results) else _renamed
     made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
 
@@ -444,14 +454,131 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
             else:
                 renamed[was] = k
     if template.plan is None:  # worked out once, by the submission that made the template (its first run)
-        filled = {k: DataNode(k, None) if t is None else t for k, t in template.graph.items()}
-        priority = order(filled)
-        reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
-        keys = tuple(sorted(filled, key=priority.__getitem__))
-        calls = {k: fast(template.graph[k]) for k in keys if template.graph[k] is not None} if template.small else {}
-        template.plan = (keys, dict(reads), calls)  # (only a step of small chunks runs inline: run_inline)
+        template.plan = _plan(template.graph, calls=template.small)  # (only small chunks run inline: run_inline)
     name = f"instance-{token}"
     hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
+    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+
+
+def _plan(graph, calls=True):
+    """How an inline run goes through a template's ``graph``: its keys in ``dask.order``'s order, how
+    many tasks read each key, and (``calls``) each task as a direct call (:func:`.calls.fast`)."""
+    filled = {k: DataNode(k, None) if t is None else t for k, t in graph.items()}
+    priority = order(filled)
+    reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
+    keys = tuple(sorted(filled, key=priority.__getitem__))
+    return keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}
+
+
+def _run_plan(plan, values, wanted):
+    """``values`` (the slots') completed by running ``plan`` in order, each value dropped after its
+    last reader unless ``wanted``."""
+    keys, reads, calls = plan
+    left = dict(reads)
+    for k in keys:
+        task = calls.get(k)
+        if task is None:  # a slot: its value is in place
+            continue
+        values[k] = task(values)
+        for d in task.dependencies:
+            left[d] -= 1
+            if not left[d] and d not in wanted:
+                del values[d]
+    return values
+
+
+# ---- a small instance on a cluster: one task
+def _fits_one_task(template, results):
+    """Whether an instance of ``template`` goes to a cluster as one task (:func:`_one_task`): its
+    chunks are small, so each task's scheduling and transfer would cost more than its NumPy work
+    (an FWI's step: ~100 tasks of ~0.2 ms), and the most it holds at once, counted as that many of
+    its largest chunks, is within ``daskgrad.step-cache.one-task-bytes`` (default 512 MiB; 0: never).
+    A graph that carries other annotations (resources, a worker) keeps its tasks."""
+    if not template.small or any(set(note) - {"span"} for note, _ in template.annotated):
+        return False
+    limit = parse_bytes(dask.config.get("daskgrad.step-cache.one-task-bytes", "512 MiB") or 0)
+    if not limit:
+        return False
+    if template.held is None:
+        keys, reads, _ = _plan(template.graph, calls=False)
+        left, live, held = dict(reads), 0, 0
+        for k in keys:  # (a slot is held from the start, a result to the end)
+            t = template.graph[k]
+            live += 1
+            held = max(held, live)
+            for d in t.dependencies if t is not None else ():
+                left[d] -= 1
+                if not left[d] and d not in results:
+                    live -= 1
+        template.held = held
+    return template.held * max(template.chunk_bytes, 1) <= limit
+
+
+class _Shipped:
+    """A template's graph as a worker receives it: pickled once on the client, and travelling as
+    those bytes (the scheduler passes them on as they are); planned, its tasks made direct calls,
+    once in each worker process that runs it (:meth:`plan`)."""
+
+    __slots__ = ("name", "blob")
+
+    def __init__(self, name, blob):
+        self.name, self.blob = name, blob
+
+    @classmethod
+    def of(cls, template):
+        return cls(template.name, cloudpickle.dumps(template.graph))
+
+    def __reduce__(self):
+        return _Shipped, (self.name, self.blob)
+
+    def plan(self):
+        with _lock:
+            plan = _worker_plans.get(self.name)
+            if plan is not None:
+                _worker_plans.move_to_end(self.name)
+                return plan
+        plan = _plan(cloudpickle.loads(self.blob))
+        with _lock:
+            _worker_plans[self.name] = plan
+            while len(_worker_plans) > dask.config.get("daskgrad.step-cache.entries", 16):
+                _worker_plans.popitem(last=False)
+        return plan
+
+
+_worker_plans = collections.OrderedDict()  # template name -> its plan, in a process that ran it as one task
+
+
+def _run_one_task(shipped, slot_keys, wanted, *values):
+    values = _run_plan(shipped.plan(), dict(zip(slot_keys, values)), frozenset(wanted))
+    return _Outputs(values[k] for k in wanted)
+
+
+def _one_task(template, arrays, olds, input_layers, inputs, token):
+    """A small template's instance for a distributed scheduler as one task running the template
+    inline on a worker, as a local scheduler's instance runs in the client's thread, and a
+    ``getitem`` task for each result key.  The scheduler sees the slots it already holds, one task
+    and the results: what it would recompute if a worker were lost."""
+    subs, slot_keys, graph = {}, [], {}
+    for keys, name, layer in zip(template.slots, inputs, input_layers):
+        for k in keys:
+            subs[k] = new = (name,) + k[1:] if isinstance(k, tuple) else name
+            slot_keys.append(k)
+            graph[new] = layer[new]
+    wanted, results = {}, []
+    for a, old in zip(arrays, olds):
+        for k in flatten(a.__dask_keys__()):
+            was = (old,) + k[1:] if isinstance(k, tuple) else old
+            results.append((k, wanted.setdefault(was, len(wanted))))
+    if template.shipped is None:
+        template.shipped = _Shipped.of(template)
+    run = f"instance-{token}"
+    graph[run] = Task(run, _run_one_task, template.shipped, tuple(slot_keys), tuple(wanted),
+                      *(TaskRef(subs[k]) for k in slot_keys))
+    for k, i in results:
+        if k not in graph:  # (an array asked for twice under one name is one result)
+            graph[k] = Task(k, operator.getitem, TaskRef(run), i)
+    name = f"{arrays[0].name}-{token}"
+    hlg = HighLevelGraph({name: MaterializedLayer(graph)}, {name: set()})
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
@@ -580,17 +707,7 @@ def _run_instance(arrays, layer):
         return back.get(k, k)
 
     wanted = {key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__())}
-    keys, reads, calls = template.plan
-    left, values = dict(reads), dict(layer.inputs)
-    for k in keys:
-        task = calls.get(k)
-        if task is None:  # a slot: its value is in place
-            continue
-        values[k] = task(values)
-        for d in task.dependencies:
-            left[d] -= 1
-            if not left[d] and d not in wanted:
-                del values[d]
+    values = _run_plan(template.plan, dict(layer.inputs), wanted)
     return [a if is_data(a) else a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())})
             for a in arrays]  # (an output that is a slot's value is that value: see _instance)
 
