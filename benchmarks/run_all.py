@@ -1080,10 +1080,18 @@ def fwi_vs_torch():
     seconds, ratios, grid-point updates a second (benchmarks/fwi_vs_torch.py)."""
     import fwi_vs_torch as bench
 
-    out = bench.run(steps=10, snapshots=2, rounds=1, n=15, nbl=3, nshots=2, rec_offset=3) if QUICK else bench.run()
-    _bars("fwi_vs_torch", f"FWI gradient, {out['grid'][0]}^2 x {out['shots']} shots, {out['steps']} steps "
-          f"(snapshots={out['snapshots']}), float64", out["seconds"])
+    out = bench.run(steps=10, snapshots=2, rounds=1, n=15, nbl=3, nshots=2, rec_offset=3) if QUICK else bench.run_all()
+    _plot_fwi_vs_torch(out)
     return out
+
+
+def _plot_fwi_vs_torch(out):
+    """The seconds of each variant; the LocalCluster's from its own rounds (with the threads' there)."""
+    seconds = dict(out["seconds"])
+    for k, v in out.get("localcluster", {}).get("seconds", {}).items():
+        seconds[k if "localcluster" in k else f"{k} (LocalCluster rounds)"] = v
+    _bars("fwi_vs_torch", f"FWI gradient, {out['grid'][0]}^2 x {out['shots']} shots, {out['steps']} steps "
+          f"(snapshots={out['snapshots']}), float64", seconds)
 
 
 # ------------------------------------------------------------------ plots and driver
@@ -1350,14 +1358,21 @@ def summary(report):
                      f"{r['memory_limit'] / 1e6:.0f} MB worker | {r['backward_s']:.1f} | peak managed "
                      f"{r['peak_managed'] / 1e6:.0f} MB, predicted {r['checkpointed_estimate'] / 1e6:.0f} MB "
                      f"({r['estimate_over_measured']:.2f}x); {r['recompute_factor']:.2f} step calls per step |")
-    if "fwi_vs_torch" in report:
-        r = report["fwi_vs_torch"]
+    for r in ([report["fwi_vs_torch"], report["fwi_vs_torch"].get("large_grid")] if "fwi_vs_torch" in report else []):
+        if not r:
+            continue
         base = r["seconds"].get("pytorch_cpu")
         for k, v in r["seconds"].items():
             rate = r["updates_per_second"][k] / 1e6
             ratio = f"{v / base:.2f} x PyTorch CPU, " if base else ""
             lines.append(f"| FWI gradient {r['grid'][0]}^2 x {r['shots']}, {r['steps']} steps | {k} | {v:.3f} | "
                          f"{ratio}{rate:.1f} M updates/s |")
+        c = r.get("localcluster")
+        if c:
+            seconds = c["seconds"]["daskgrad_localcluster_checkpointed"]
+            lines.append(f"| FWI gradient {r['grid'][0]}^2 x {r['shots']}, {r['steps']} steps | checkpointed, "
+                         f"LocalCluster of {c['workers']} processes | {seconds:.3f} | "
+                         f"{c['ratio_vs_threads']:.2f} x the same on threads |")
     if "big_state" in report:
         r = report["big_state"]
         lines.append(f"| checkpoint_steps, state > a worker's limit | {r['state_bytes'] / 1e6:.0f} MB state in "
