@@ -128,7 +128,8 @@ def _submit(values, phase, optimized=False):
             node.seen += 1
         slots = list(prog.slots.values())
         raise_if_lost(todo, slots=slots)  # before submitting: dask would name internal keys, later
-        arrays = door.instantiate(prog, local=current_client() is None)
+        client = current_client()
+        arrays = door.instantiate(prog, local=client is None, room=None if client is None else door.task_room(client))
     for observer in list(_observers):
         observer(phase, arrays)
     if current_client() is not None and not optimized:

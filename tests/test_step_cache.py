@@ -495,11 +495,14 @@ def _steps_tasks(client, steps=6):
     return w.detach().numpy(), tasks
 
 
-def test_on_a_cluster_an_instance_of_small_chunks_is_one_task_with_the_numbers_of_its_tasks(client):
+def test_on_a_cluster_an_instance_of_small_chunks_is_one_task_with_the_numbers_of_its_tasks(client, monkeypatch):
     """Small chunks: an instance goes to the cluster as one task running the template inline on a
     worker (and a getitem per result), not as its ~20 tasks of microseconds each; where the most it
-    holds at once is over ``daskgrad.step-cache.one-task-bytes`` (or that is 0) it keeps its tasks.
-    The numbers are the same, bit for bit, and the cache's own."""
+    holds at once is over ``daskgrad.step-cache.one-task-bytes`` (or that is 0), or over a quarter
+    of the room of the worker with the least, it keeps its tasks.  The numbers are the same, bit
+    for bit, and the cache's own."""
+    from daskgrad import _dask as door
+
     w, tasks = _steps_tasks(client)
     assert dg.step_cache_info()["hits"] >= 3
 
@@ -507,8 +510,9 @@ def test_on_a_cluster_an_instance_of_small_chunks_is_one_task_with_the_numbers_o
         return [k for k in step if (k[0] if isinstance(k, tuple) else k).startswith("instance-")]
 
     assert len(runs(tasks[-1])) == 1 and len(runs(tasks[-2])) == 1
-    for limit in (0, "1 kiB"):  # (the step holds ~10 values of up to 120 bytes at once)
+    for limit, room in ((0, None), ("1 kiB", None), ("512 MiB", 4000)):  # (~10 values of <= 120 bytes held)
         dg.step_cache_clear()
+        monkeypatch.setattr(door, "task_room", lambda client: room)
         with dask.config.set({"daskgrad.step-cache.one-task-bytes": limit}):
             w_tasks, many = _steps_tasks(client)
         assert dg.step_cache_info()["hits"] >= 3

@@ -200,12 +200,13 @@ _seen = collections.OrderedDict()  # keys of recent programs without a template 
 _stats = {"hits": 0, "misses": 0, "uncached": 0}
 
 
-def instantiate(prog, *, local=True, fuse_chunks=None):
+def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
     """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
     not in memory), ready to submit: an instance of the template of the program (made the second
     time its key is seen), or the program lowered and optimized with its own names.
     ``local``: for dask's local schedulers (else every key of an instance is its own, for a
-    distributed scheduler)."""
+    distributed scheduler, whose worker with the least room has ``room`` bytes for a task, where
+    known: :func:`.submit.task_room`)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
     key = None if prog.key is None or not enabled else (prog.key, fuse, local)
@@ -217,7 +218,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
                 _templates.move_to_end(key)
     if template is not None:
         _stats["hits"] += 1
-        return _instance(template, prog, local)
+        return _instance(template, prog, local, room)
     _stats["uncached" if key is None and enabled else "misses"] += 1
     if key is None or not _seen_twice(key):
         return lowered(prog, lambda a: a.name, fuse)
@@ -229,7 +230,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None):
     if template is None:
         return lowered(prog, lambda a: a.name, fuse)
     template.rules = rules
-    return _instance(template, prog, local)
+    return _instance(template, prog, local, room)
 
 
 def in_memory(v):
@@ -407,7 +408,7 @@ def _chunk_elements(a):
 
 
 # ------------------------------------------------------------------ instances
-def _instance(template, prog, local):
+def _instance(template, prog, local, room=None):
     """The template run on ``prog``'s slot values: its outputs named for this run (an instance, or
     the submission that made the template)."""
     if template.rules:
@@ -429,7 +430,7 @@ def _instance(template, prog, local):
     input_layers = [a.dask.layers[a.name] for a in data]
     results = {(old,) + k[1:] if isinstance(k, tuple) else old
                for a, old in zip(arrays, olds) for k in flatten(a.__dask_keys__())}
-    make = _local_instance if local else _one_task if _fits_one_task(template, results) else _renamed
+    make = _local_instance if local else _one_task if _fits_one_task(template, results, room) else _renamed
     made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
 
@@ -488,16 +489,19 @@ def _run_plan(plan, values, wanted):
 
 
 # ---- a small instance on a cluster: one task
-def _fits_one_task(template, results):
+def _fits_one_task(template, results, room=None):
     """Whether an instance of ``template`` goes to a cluster as one task (:func:`_one_task`): its
     chunks are small, so each task's scheduling and transfer would cost more than its NumPy work
     (an FWI's step: ~100 tasks of ~0.2 ms), and the most it holds at once, counted as that many of
-    its largest chunks, is within ``daskgrad.step-cache.one-task-bytes`` (default 512 MiB; 0: never).
-    A graph that carries other annotations (resources, a worker) keeps its tasks."""
+    its largest chunks, is within ``daskgrad.step-cache.one-task-bytes`` (default 512 MiB; 0: never)
+    and a quarter of the ``room`` of the worker with the least.  A graph that carries other
+    annotations (resources, a worker) keeps its tasks."""
     if not template.small or any(set(note) - {"span"} for note, _ in template.annotated):
         return False
     limit = parse_bytes(dask.config.get("daskgrad.step-cache.one-task-bytes", "512 MiB") or 0)
-    if not limit:
+    if room is not None:
+        limit = min(limit, room // 4)
+    if limit <= 0:
         return False
     if template.held is None:
         keys, reads, _ = _plan(template.graph, calls=False)
