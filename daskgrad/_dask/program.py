@@ -504,15 +504,19 @@ def _fits_one_task(template, results, room=None):
     if limit <= 0:
         return False
     if template.held is None:
-        keys, reads, _ = _plan(template.graph, calls=False)
-        left, live, held = dict(reads), 0, 0
-        for k in keys:  # (a slot is held from the start, a result to the end)
-            t = template.graph[k]
+        graph = template.graph
+        keys, reads, _ = _plan(graph, calls=False)
+        left = dict(reads)
+        live = held = sum(t is None for t in graph.values())  # the slots: held throughout (the task's inputs)
+        for k in keys:
+            t = graph[k]
+            if t is None:
+                continue
             live += 1
             held = max(held, live)
-            for d in t.dependencies if t is not None else ():
+            for d in t.dependencies:
                 left[d] -= 1
-                if not left[d] and d not in results:
+                if not left[d] and d not in results and graph.get(d, True) is not None:  # (a result: to the end)
                     live -= 1
         template.held = held
     return template.held * max(template.chunk_bytes, 1) <= limit
