@@ -428,9 +428,7 @@ def _instance(template, prog, local, room=None):
         olds.append(name)
         outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
-    results = {(old,) + k[1:] if isinstance(k, tuple) else old
-               for a, old in zip(arrays, olds) for k in flatten(a.__dask_keys__())}
-    make = _local_instance if local else _one_task if _fits_one_task(template, results, room) else _renamed
+    make = _local_instance if local else _one_task if _fits_one_task(template, olds, room) else _renamed
     made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
 
@@ -489,7 +487,7 @@ def _run_plan(plan, values, wanted):
 
 
 # ---- a small instance on a cluster: one task
-def _fits_one_task(template, results, room=None):
+def _fits_one_task(template, olds, room=None):
     """Whether an instance of ``template`` goes to a cluster as one task (:func:`_one_task`): its
     chunks are small, so each task's scheduling and transfer would cost more than its NumPy work
     (an FWI's step: ~100 tasks of ~0.2 ms), and the most it holds at once, counted as that many of
@@ -503,8 +501,10 @@ def _fits_one_task(template, results, room=None):
         limit = min(limit, room // 4)
     if limit <= 0:
         return False
-    if template.held is None:
+    if template.held is None:  # (worked out once: its results are the template's outputs ``olds`` name)
         graph = template.graph
+        names = set(olds)
+        results = {k for k in graph if (k[0] if isinstance(k, tuple) else k) in names}
         keys, reads, _ = _plan(graph, calls=False)
         left = dict(reads)
         live = held = sum(t is None for t in graph.values())  # the slots: held throughout (the task's inputs)
