@@ -234,7 +234,7 @@ def test_an_mlp_step_run_as_an_instance_of_its_template_is_attributed_to_the_sam
     b = _eventually(port, _attributed_mlp)["backward"]
     names = set(b["rules"]) | set(b["other"])
     assert not names & RULE_INTERNALS, names & RULE_INTERNALS
-    assert b["rules"]["matmul-vjp"]["tasks"] >= 16
+    assert b["rules"]["matmul-vjp"]["tasks"] >= 8  # (each of the 8 chunks' VJPs runs in a task)
 
 
 def test_an_mlp_step_s_time_goes_to_its_vjp_rules_and_forward_ops_with_rows_of_no_time_folded(cluster):
@@ -244,7 +244,7 @@ def test_an_mlp_step_s_time_goes_to_its_vjp_rules_and_forward_ops_with_rows_of_n
     names = set(b["rules"]) | set(b["other"])
     # the partial products of matmul's rule, relu's where and comparison: under the rules that made them
     assert not names & RULE_INTERNALS, names & RULE_INTERNALS
-    assert b["rules"]["matmul-vjp"]["tasks"] >= 16 and b["rules"]["relu-vjp"]["tasks"] >= 8  # (a part a chunk at least)
+    assert b["rules"]["matmul-vjp"]["tasks"] >= 8 and b["rules"]["relu-vjp"]["tasks"] >= 8  # (a part a chunk at least)
     assert not any(name.endswith("-fused") for name in names)
     chart = b["chart"]
     assert [r["seconds"] for r in chart] == sorted((r["seconds"] for r in chart), reverse=True)

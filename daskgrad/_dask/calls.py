@@ -397,8 +397,8 @@ def _row_part(t, key, name, local, constants):
 
 def fused_outputs(task):
     """The keys of the values a chunk-fused task hands on, when it hands on several."""
-    if isinstance(task, Task) and task.func is _run_fused and task.args[3] != task.key:
-        return tuple(task.args[3])  # several values (a single one is the task's own key)
+    if isinstance(task, Task) and task.func is _run_fused and type(task.args[3]) is list:
+        return tuple(task.args[3])  # several values (a single one is the task's own value)
     return ()
 
 

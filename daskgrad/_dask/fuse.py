@@ -121,9 +121,34 @@ class _Groups:
             self.position[k] = len(self.position)
             self.reach[k] = self._upstream(k)
             self.group[k] = self._place(k)
-        for g in _groups_on_cycles(tasks.deps, self.group, self.find, self.members):
+        cyclic = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
+        if cyclic:
+            self._split_by_level(cyclic)
+
+    def _split_by_level(self, cyclic):
+        """Split each group of ``cyclic`` (groups on a cycle of the graph of groups) into parts by
+        its members' *level*: the most group boundaries on a path into the task from a member of
+        such a group.  A reader's level is at least its input's, and higher when the input is
+        another group's, so every edge between two parts raises the level and no cycle is left.
+        (A chunk's forward and its VJP that waits for a reduction of all chunks -- a loss's
+        normalizer -- are two tasks, not a dozen.)  Paths from elsewhere (a parameter's update)
+        count no boundary: they cannot lead back into a group."""
+        members = {m for g in cyclic for m in self.members[g]}
+        level = {}
+        for k in sorted(self.position, key=self.position.__getitem__):
+            gk = self.find(self.group[k])
+            lv = [level[d] + (self.find(self.group[d]) != gk) for d in self.tasks.deps[k] if d in level]
+            if lv or k in members:
+                level[k] = max(lv, default=0)
+        for g in cyclic:
+            parts = {}
             for m in self.members[g]:
-                self.group[m] = self._new(m, None, can_join=False)
+                h = parts.get(level[m])
+                if h is None:
+                    parts[level[m]] = self._new(m, self.notes[g], can_join=False)
+                else:
+                    self.members[h].append(m)
+                self.group[m] = parts[level[m]]
             self.members[g] = None
 
     def fused(self):
@@ -349,7 +374,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
     out = {k: nodes.get(k, v) for k, v in tasks.raw.items()}  # converted once here, not again downstream
     notes = {k: layer.annotations for k, layer in hlg.layers.items() if layer.annotations}
     note_of = {k: notes[n] for k, n in tasks.layer_of.items() if n in notes} if notes else {}
-    substitutions, built = {}, []
+    substitutions, built, made = {}, [], set()
     for ms, note in groups:
         inside = set(ms)
         # (a task nobody reads, left by a cull that keeps whole blocks, stays a key as well)
@@ -357,15 +382,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
                    or any(r not in inside for r in readers[m])]
         exports.sort(key=repr)
         fkey = _fused_key(ms, exports)
-        # The values handed on are getitem tasks: they run right after the group, which then
-        # dies, so a value is held once and only as long as before.  Where every value goes to a
-        # reduction across chunks (a partial sum of a gradient) and none is a result, the getitem is
-        # inlined into the reduction instead, saving a task per value (the values are small).
-        inline = len(exports) > 1 and all(
-            e not in requested and all(isinstance(nodes.get(r), Task)
-                                       and (e in tasks.shared or tasks.layer_of.get(e) in gathers.get(r, ()))
-                                       for r in readers.get(e, ()) if r not in inside)
-            for e in exports)
+        inline = _inlined(exports, inside, requested, tasks, gathers)
         for m in ms:
             if m != fkey:
                 del out[m]
@@ -377,6 +394,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
                         substitutions.setdefault(r, {})[e] = ref
             else:
                 out[e] = Task(e, operator.getitem, TaskRef(fkey), i)
+                made.add(e)
         built.append((fkey, ms, exports))
         if note:
             note_of[fkey] = note
@@ -387,14 +405,87 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
         nodes[r] = nodes[r].substitute(subs)
         if r not in fused:
             out[r] = nodes[r]
+            made.add(r)
+    renamed = _own_keys(out, built, nodes, made, requested)
     for fkey, ms, exports in built:
-        out[fkey] = _fused_task(fkey, [nodes[m] for m in ms], exports)
+        out[fkey] = _fused_task(renamed.get(fkey, fkey), [nodes[m] for m in ms], exports)
     # a Blockwise-fused task left alone runs its inner tasks in an order found once, here: as
     # itself it would order them with dask.order at every call (~0.1 ms, more than small chunks' work)
     for k, node in out.items():
         if k not in fused and _Subgraph.applies(node):
-            out[k] = _fused_task(k, [node], [k])
-    return _by_annotations(out, note_of, name)
+            out[k] = _fused_task(renamed.get(k, k), [node], [k])
+    out = {renamed.get(k, k): t if renamed.get(k, k) == k or t.key != k else t.substitute({}, key=renamed[k])
+           for k, t in out.items()}
+    return _by_annotations(out, {renamed.get(k, k): v for k, v in note_of.items()}, name)
+
+
+def _inlined(exports, inside, requested, tasks, gathers):
+    """Whether the group's ``exports`` go to their readers inside them, not as getitem tasks.
+
+    The values handed on are getitem tasks: they run right after the group, which then dies, so a
+    value is held once and only as long as before.  Where none is a result and each goes to a
+    reduction across chunks (a partial sum of a gradient: small) or to tasks of one chunk (a chunk's
+    VJP after its forward, split by a normalizer of all chunks that they all wait for), the getitem is
+    inlined into the readers instead, saving a task per value: the group's values are then held until
+    those readers ran, about as long as before."""
+    if len(exports) < 2:
+        return False
+    blocks = set()
+    for e in exports:
+        outside = [r for r in tasks.readers.get(e, ()) if r not in inside]
+        if e in requested or not all(isinstance(tasks.nodes.get(r), Task) for r in outside):
+            return False
+        if not all(e in tasks.shared or tasks.layer_of.get(e) in gathers.get(r, ()) for r in outside):
+            blocks.update(map(_block, outside))
+    return len(blocks) <= 1 and None not in blocks
+
+
+def _block(k):
+    """The chunk task ``k`` makes, as an index without trailing zeros (``(5,)`` for ``(name, 5, 0)``:
+    a row block's logits and its row sums are one chunk's), or None for a key of no chunk."""
+    if not isinstance(k, tuple):
+        return None
+    index = k[1:]
+    while index and index[-1] == 0:
+        index = index[:-1]
+    return index
+
+
+def _own_keys(out, built, nodes, made, requested):
+    """New keys for every task fusion made or rewrote (``made``: the groups of ``built``, the values
+    they hand on, the tasks an inlined value went into), and every task reading one, but the
+    submission's results; ``out``'s tasks and the groups' parts rewritten to read them.  One key,
+    one computation: a key kept with another computation fails on a cluster.  (The same data fused
+    with one step's parameters and then with the next step's is two groups under one key, and a
+    worker that still knew the key from the first step waited for that step's group, which nobody
+    computes again.)"""
+    reads = {k: getattr(t, "dependencies", ()) for k, t in out.items()}
+    for fkey, ms, _ in built:
+        inside = set(ms)
+        reads[fkey] = {d for m in ms for d in nodes[m].dependencies if d not in inside}
+        made.add(fkey)
+    readers = {}
+    for k, ds in reads.items():
+        for d in ds:
+            readers.setdefault(d, []).append(k)
+    token = hashlib.md5(repr(sorted(map(repr, made))).encode()).hexdigest()[:12]
+    renamed, stack = {}, list(made)
+    while stack:
+        k = stack.pop()
+        if k in renamed or k in requested:  # (a result keeps its key: what reads it reads the same)
+            continue
+        renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+        stack += readers.get(k, ())
+    for k, t in out.items():
+        if isinstance(t, GraphNode) and not renamed.keys().isdisjoint(reads[k]):
+            out[k] = t.substitute(renamed)
+    for _, ms, _ in built:  # (what a part reads inside its group keeps its name there)
+        inside = set(ms)
+        for m in ms:
+            if not renamed.keys().isdisjoint(nodes[m].dependencies):
+                nodes[m] = nodes[m].substitute({d: renamed[d] for d in nodes[m].dependencies
+                                                if d in renamed and d not in inside})
+    return renamed
 
 
 def _fused_key(ms, exports):

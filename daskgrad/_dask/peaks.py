@@ -110,7 +110,7 @@ def note_layer_chunks(layers):
 
 
 def _instance_size(k, sizes):
-    """The bytes of instance key ``k``: its template key's (the instance tokens stripped), or None."""
+    """The bytes of instance key ``k``: its template key's (the instance tokens and fusion's stripped), or None."""
     if not isinstance(k, tuple) or not isinstance(k[0], str):
         return None
     name = k[0]
@@ -130,7 +130,7 @@ def _instance_size(k, sizes):
     return None
 
 
-_TOKEN = re.compile(r"-[0-9a-f]{32}$")
+_TOKEN = re.compile(r"-[0-9a-f]{32}$|-[0-9a-f]{12}$")  # an instance's token, a key of fusion's own (fuse._own_keys)
 
 
 def _add_chunks(sizes, name, chunks, dtype):
