@@ -387,7 +387,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
             if m != fkey:
                 del out[m]
         for i, e in enumerate(exports if len(exports) > 1 else ()):
-            if inline and e not in requested:
+            if e in inline:
                 ref = Task(None, operator.getitem, TaskRef(fkey), i)
                 for r in readers.get(e, ()):
                     if r not in inside:
@@ -420,24 +420,30 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
 
 
 def _inlined(exports, inside, requested, tasks, gathers):
-    """Whether the group's ``exports`` go to their readers inside them, not as getitem tasks.
+    """The group's ``exports`` that go to their readers inside them, not as getitem tasks.
 
     The values handed on are getitem tasks: they run right after the group, which then dies, so a
-    value is held once and only as long as before.  Where none is a result and each goes to a
-    reduction across chunks (a partial sum of a gradient: small) or to tasks of one chunk (a chunk's
-    VJP after its forward, split by a normalizer of all chunks that they all wait for), the getitem is
-    inlined into the readers instead, saving a task per value: the group's values are then held until
-    those readers ran, about as long as before."""
-    if len(exports) < 2:
-        return False
-    blocks = set()
+    value is held once and only as long as before, and a reader elsewhere fetches only its value.
+    Where every value goes to a reduction across chunks (a partial sum of a gradient: small) and
+    none is a result, they are all inlined into the reductions, saving a task per value.  Where the
+    values not reduced all go to tasks of one chunk (a chunk's VJP after its forward, split by a
+    normalizer of all chunks that they all wait for), those are inlined into them: the group's values
+    are then held until those readers ran, about as long as before, and they run where the group
+    did.  (A reduction reading a group's value inline would fetch all its values.)"""
+    if len(exports) < 2 or any(e in requested for e in exports):
+        return set()
+    reduced, blocks = set(), set()
     for e in exports:
         outside = [r for r in tasks.readers.get(e, ()) if r not in inside]
-        if e in requested or not all(isinstance(tasks.nodes.get(r), Task) for r in outside):
-            return False
-        if not all(e in tasks.shared or tasks.layer_of.get(e) in gathers.get(r, ()) for r in outside):
+        if not all(isinstance(tasks.nodes.get(r), Task) for r in outside):
+            return set()
+        if all(e in tasks.shared or tasks.layer_of.get(e) in gathers.get(r, ()) for r in outside):
+            reduced.add(e)
+        else:
             blocks.update(map(_block, outside))
-    return len(blocks) <= 1 and None not in blocks
+    if len(reduced) == len(exports):
+        return reduced
+    return set(exports) - reduced if len(blocks) == 1 and None not in blocks else set()
 
 
 def _block(k):
