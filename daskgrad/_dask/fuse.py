@@ -474,14 +474,17 @@ def _own_keys(out, built, nodes, made, requested):
     for k, ds in reads.items():
         for d in ds:
             readers.setdefault(d, []).append(k)
-    token = hashlib.md5(repr(sorted(map(repr, made))).encode()).hexdigest()[:12]
-    renamed, stack = {}, list(made)
+    to_rename, stack = set(), list(made)
     while stack:
         k = stack.pop()
-        if k in renamed or k in requested:  # (a result keeps its key: what reads it reads the same)
+        if k in to_rename or k in requested:  # (a result keeps its key: what reads it reads the same)
             continue
-        renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+        to_rename.add(k)
         stack += readers.get(k, ())
+    renamed = {}
+    for k in _inputs_first(to_rename, reads):  # each named by what it is and the new names it reads
+        token = hashlib.md5(repr((k, sorted(repr(renamed.get(d, d)) for d in reads[k]))).encode()).hexdigest()[:12]
+        renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
     for k, t in out.items():
         if isinstance(t, GraphNode) and not renamed.keys().isdisjoint(reads[k]):
             out[k] = t.substitute(renamed)
@@ -492,6 +495,25 @@ def _own_keys(out, built, nodes, made, requested):
                 nodes[m] = nodes[m].substitute({d: renamed[d] for d in nodes[m].dependencies
                                                 if d in renamed and d not in inside})
     return renamed
+
+
+def _inputs_first(keys, reads):
+    """``keys`` in an order where each comes after those of them it reads."""
+    out, done = [], set()
+    for root in keys:
+        stack = [root]
+        while stack:
+            k = stack[-1]
+            if k in done:
+                stack.pop()
+                continue
+            waiting = [d for d in reads[k] if d in keys and d not in done]
+            if waiting:
+                stack += waiting
+            else:
+                done.add(stack.pop())
+                out.append(k)
+    return out
 
 
 def _fused_key(ms, exports):
