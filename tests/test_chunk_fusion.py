@@ -349,3 +349,20 @@ def test_a_training_loop_of_an_mlp_under_cross_entropy_runs_on_a_cluster(client)
     for got, expected in zip(runs[2:], runs):
         for a, b in zip(got, expected):
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_of_the_submission():
+    # fusion's own keys are named by what each task is and the keys it reads: a step submitted with
+    # something else beside it runs its tasks under the keys it has alone
+    X, y, w0 = logreg_data()
+    Z = dg.from_array(np.random.default_rng(5).standard_normal((400, 3)), chunks=(100, 3))
+
+    def keys(*extra):
+        w = dg.from_array(w0, chunks=-1, requires_grad=True)
+        loss = dg.binary_cross_entropy_with_logits(X @ w, y)
+        (g,) = dg.grad(loss, [w], lazy=True)
+        return set(dict(runtime.optimize([g.array, loss.array] + [e.array for e in extra])[0].dask))
+
+    alone = keys()
+    assert any("-fused-" in str(k) for k in alone)
+    assert alone <= keys(dg.tanh(Z).sum(), (Z * 2).sum(axis=0))
