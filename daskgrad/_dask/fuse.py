@@ -135,7 +135,7 @@ class _Groups:
         count no boundary: they cannot lead back into a group."""
         members = {m for g in cyclic for m in self.members[g]}
         level = {}
-        for k in sorted(self.position, key=self.position.__getitem__):
+        for k in self.position:  # (in graph order: each after what it reads)
             gk = self.find(self.group[k])
             lv = [level[d] + (self.find(self.group[d]) != gk) for d in self.tasks.deps[k] if d in level]
             if lv or k in members:
@@ -482,7 +482,7 @@ def _own_keys(out, built, nodes, made, requested):
         to_rename.add(k)
         stack += readers.get(k, ())
     renamed = {}
-    for k in _inputs_first(to_rename, reads):  # each named by what it is and the new names it reads
+    for k in inputs_first(to_rename, reads):  # each named by what it is and the new names it reads
         token = hashlib.md5(repr((k, sorted(repr(renamed.get(d, d)) for d in reads[k]))).encode()).hexdigest()[:12]
         renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
     for k, t in out.items():
@@ -497,8 +497,9 @@ def _own_keys(out, built, nodes, made, requested):
     return renamed
 
 
-def _inputs_first(keys, reads):
-    """``keys`` in an order where each comes after those of them it reads."""
+def inputs_first(keys, reads):
+    """``keys`` in an order where each comes after those of them it reads (``reads[k]``), depth
+    first from each key in ``keys``' order (a time step's tasks: :mod:`.scan`)."""
     out, done = [], set()
     for root in keys:
         stack = [root]

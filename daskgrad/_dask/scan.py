@@ -26,6 +26,7 @@ import threading
 import dask.array as da
 from dask.base import tokenize
 
+from .fuse import inputs_first
 from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
 from .lazy import rebind
 from .optimize import ScanLayer
@@ -146,7 +147,7 @@ class _BodyTemplate:
             role = roles[j] if j < n_inputs else FIXED
             for k in keys:
                 kind[k] = 2 if role == CARRY else 1 if role == X else 0
-        order = _topological(graph)
+        order = inputs_first(graph, {k: t.dependencies if t is not None else () for k, t in graph.items()})
         for k in order:
             t = graph[k]
             if t is not None:
@@ -207,29 +208,6 @@ def _first(value, *_):
 
 def _nothing(*_):
     return None
-
-
-def _topological(graph):
-    """The keys of ``graph`` (slot keys None) each after what it reads."""
-    out, done = [], set()
-    for root in graph:
-        if root in done:
-            continue
-        stack = [root]
-        while stack:
-            k = stack[-1]
-            if k in done:
-                stack.pop()
-                continue
-            t = graph.get(k)
-            waiting = [d for d in (t.dependencies if t is not None else ()) if d in graph and d not in done]
-            if waiting:
-                stack.extend(waiting)
-            else:
-                stack.pop()
-                done.add(k)
-                out.append(k)
-    return out
 
 
 # ------------------------------------------------------------------ per-step data
