@@ -602,3 +602,90 @@ def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
     assert not ordered
     assert np.abs(first).max() > 0
     assert first.tobytes() == second.tobytes() == third.tobytes()
+
+
+def _threaded_calls(monkeypatch):
+    """A list that gains an item each time dask's threaded scheduler runs a graph."""
+    from dask import threaded as dask_threaded
+
+    threaded, get_async = [], dask_threaded.get_async
+    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
+    return threaded
+
+
+def test_a_step_of_whole_arrays_runs_inline_whatever_their_size(monkeypatch):
+    """Arrays of one chunk each (PyTorch's two-layer net as a user ports it, 64 x 1,000 rows) give
+    dask's threads only whole ops to run, one after another: the instance runs inline, with the
+    numbers dask's threads give."""
+    from daskgrad._dask import program
+
+    threaded = _threaded_calls(monkeypatch)
+    rng = np.random.default_rng(0)
+    x, y = dg.tensor(rng.standard_normal((64, 1000))), dg.tensor(rng.standard_normal((64, 10)))
+    assert x.array.nbytes > program.SMALL_CHUNK and x.array.npartitions == 1
+
+    def train(steps):
+        w1 = dg.tensor(rng.standard_normal((1000, 100)) * 0.01, requires_grad=True)
+        w2 = dg.tensor(np.ones((100, 10)) * 0.01, requires_grad=True)
+        losses = []
+        for _ in range(steps):
+            loss = (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+            loss.backward()
+            losses.append(loss.item())
+            with dg.no_grad():
+                w1 -= 1e-6 * w1.grad
+                w2 -= 1e-6 * w2.grad
+                w1.grad.zero_()
+                w2.grad.zero_()
+        return w1.detach().numpy(), losses
+
+    with dask.config.set(scheduler="threads"):
+        train(3)
+        threaded.clear()
+        rng = np.random.default_rng(1)
+        w1, losses = train(4)
+        assert dg.step_cache_info()["hits"] >= 3
+        assert not threaded
+        monkeypatch.setattr(program, "_whole_arrays", lambda prog: False)  # by dask's threads
+        dg.step_cache_clear()
+        rng = np.random.default_rng(1)
+        w1_ref, losses_ref = train(4)
+    assert threaded
+    # (OpenBLAS may split a matmul otherwise when two threads call it at once: the last bits may differ)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)
+    np.testing.assert_allclose(w1, w1_ref, rtol=1e-12)
+
+
+def test_a_mean_s_step_orders_nothing_when_it_runs(monkeypatch):
+    """A mean's division reads its sum's aggregate as a list per axis (a list of lists): the step's
+    fused task runs it as a direct call too (calls._Subgraph), where dask's task ordered its
+    subgraph with dask.order on every call (a third of pytorch/examples' regression step)."""
+    import dask.order
+
+    rng = np.random.default_rng(0)
+    X, target = dg.tensor(rng.standard_normal((32, 4))), dg.tensor(rng.standard_normal((32, 1)))
+    fc = dg.nn.Linear(4, 1, dtype="float64")
+
+    def step():
+        fc.zero_grad()
+        d = (fc(X) - target).abs()
+        loss = dg.where(d < 1.0, 0.5 * d * d, d - 0.5).mean()
+        loss.backward()
+        with dg.no_grad():
+            for p in fc.parameters():
+                p -= 0.1 * p.grad
+        return loss.item()
+
+    with dask.config.set(scheduler="threads"):
+        for _ in range(3):
+            step()
+        ordered, order, me = [], dask.order.order, threading.get_ident()
+
+        def counted(*args, **kwargs):  # (on this thread: another test's cluster may still be winding down)
+            ordered.extend([1] if threading.get_ident() == me else [])
+            return order(*args, **kwargs)
+
+        monkeypatch.setattr(dask.order, "order", counted)
+        step()
+    assert dg.step_cache_info()["hits"] >= 1
+    assert not ordered

@@ -78,7 +78,7 @@ class _Subgraph:
     @staticmethod
     def applies(node):
         """Whether ``node`` is a Blockwise-fused task whose inputs are values, references or lists of
-        references (a contraction's blocks)."""
+        references, nested or not (a contraction's blocks; a reduction's aggregate, a list per axis)."""
         return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
                 and all(isinstance(a, (TaskRef, DataNode)) or (type(a) is List and _refs_only(a))
                         for a in node.args[3:])
@@ -220,7 +220,7 @@ class _Kernel:
         for node, drop in zip(order, drops):
             if type(node) is _Subgraph:
                 inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) if type(a) is not List
-                         else f"[{', '.join(var[e.key] for e in a.args)}]" for k, a in node.inputs}
+                         else _listed(a, var) for k, a in node.inputs}
                 made = set()
                 for t, tdrop in zip(node.tasks, node.drops):
                     lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
@@ -250,14 +250,19 @@ class _Kernel:
         return self.run(values)
 
 
+def _listed(seq, var):
+    """The source of a (nested) list of references, each read from its variable in ``var``."""
+    return f"[{', '.join(var[e.key] if type(e) is TaskRef else _listed(e, var) for e in seq.args)}]"
+
+
 def _input(a, cache):
-    """The value of an argument of a Blockwise-fused task: a reference, a value, a list of references
-    (a contraction's blocks), or (a task :func:`fast` runs) tasks made of references."""
+    """The value of an argument of a Blockwise-fused task: a reference, a value, a (nested) list of
+    references (a contraction's blocks), or (a task :func:`fast` runs) tasks made of references."""
     t = type(a)
     if t is TaskRef:
         return cache[a.key]
     if t is List:
-        return [cache[e.key] if type(e) is TaskRef else e(cache) for e in a.args]
+        return [cache[e.key] if type(e) is TaskRef else _input(e, cache) for e in a.args]
     if t is DataNode:
         return a.value
     return a(cache)
@@ -272,7 +277,7 @@ def _loose(node):
 
 
 def _refs_only(seq):
-    return all(isinstance(e, TaskRef) for e in seq.args)
+    return all(isinstance(e, TaskRef) or (type(e) is List and _refs_only(e)) for e in seq.args)
 
 
 def _holds_node(obj):
@@ -358,6 +363,8 @@ def _row_parts(order, names):
             parts.append(_row_part(node, node.key, name, {}, {}))
             continue
         local = {k: a.key for k, a in node.inputs if isinstance(a, TaskRef)}
+        if any(type(e) is List for k, a in node.inputs if type(a) is List for e in a.args):
+            raise rows.Refused  # (a list of lists: a reduction's aggregate over several axes)
         local.update((k, ("s", list, tuple((True, e.key) for e in a.args))) for k, a in node.inputs if type(a) is List)
         constants = {k: a.value for k, a in node.inputs if not isinstance(a, TaskRef) and type(a) is not List}
         for t, inner_name in zip(node.tasks, node.names):
