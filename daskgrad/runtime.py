@@ -123,7 +123,7 @@ def _submit(values, phase, optimized=False):
         prog = door.Program.of(todo)
         again = [n for n in prog.computed_again() if not any(n is v for v in todo)]
         if again:  # values an earlier submission computed too: held this time (see Program.computed_again)
-            prog = door.Program.of(todo + again)
+            prog = prog.asking_also(again)
         for node in prog.eqns:
             node.seen += 1
         slots = list(prog.slots.values())

@@ -12,6 +12,8 @@ were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, 
 release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
 "Upgrading dask").
 """
+import dask
+import dask.array as da
 from dask._task_spec import (  # noqa: F401  (re-exported)
     Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
     convert_legacy_task)
@@ -22,11 +24,12 @@ from dask.array.wrap import _broadcast_trick_inner as broadcast_trick  # noqa: F
 from dask.blockwise import Blockwise, _fuse_annotations, blockwise, optimize_blockwise  # noqa: F401
 from dask.callbacks import Callback  # noqa: F401
 from dask.core import flatten, get_deps  # noqa: F401
+from dask.utils import typename
 from dask.highlevelgraph import HighLevelGraph, Layer, MaterializedLayer  # noqa: F401
 from dask.order import order  # noqa: F401
 from distributed.active_memory_manager import ReduceReplicas  # noqa: F401
 from distributed.core import Status  # noqa: F401
-from distributed.client import _current_client, _global_clients
+from distributed.client import Client, _current_client, _global_clients
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin  # noqa: F401
 from distributed.metrics import context_meter  # noqa: F401
 from distributed.worker import _worker_cvar
@@ -43,7 +46,31 @@ def clientless() -> bool:
     return not _global_clients and _current_client.get() is None and _worker_cvar.get(None) is None
 
 
+def no_clients() -> bool:
+    """Whether no distributed Client exists in this process, so no value is a Future (a Future holds
+    its client)."""
+    return not Client._instances
+
+
 def metering() -> bool:
     """Whether the running task is metered: a distributed worker collects the seconds its code
     tells ``context_meter`` into fine performance metrics (nothing listens on other schedulers)."""
     return bool(context_meter._callbacks.get())
+
+
+def array(graph, name, chunks, meta):
+    """``da.Array(graph, name, chunks, meta=meta)`` for an array daskgrad describes itself: ``graph``
+    a HighLevelGraph, ``chunks`` normalized, ``meta`` an empty chunk of its dtype and dimensions.
+    dask's constructor checks and normalizes each of them again (~20 us); a step of small chunks
+    makes a few dozen arrays, a tenth of a small program's iteration.  Where dask's
+    ``array_plugins`` are configured, dask's constructor runs them."""
+    if dask.config.get("array_plugins", None):
+        return da.Array(graph, name, chunks, meta=meta)
+    a = object.__new__(da.Array)
+    a.dask, a._name, a._chunks, a._meta = graph, name, chunks, meta
+    layer = graph.layers.get(name)
+    if layer is not None and layer.collection_annotations is None:  # (as dask's constructor notes them)
+        layer.collection_annotations = {"shape": a.shape, "dtype": meta.dtype, "chunksize": a.chunksize,
+                                        "chunks": chunks, "type": "dask.array.core.Array",
+                                        "chunk_type": typename(type(meta))}
+    return a

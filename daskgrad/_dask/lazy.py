@@ -32,7 +32,7 @@ from dask.utils import funcname
 
 from .fold import flat_layers, fold
 from . import kernels
-from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, blockwise
+from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, array, blockwise
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -193,8 +193,7 @@ class Constant:
         if self._array is None:
             name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
             layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
-            self._array = da.Array(HighLevelGraph({name: layer}, {name: set()}), name, (),
-                                   meta=np.empty((), self.v.dtype))
+            self._array = array(HighLevelGraph({name: layer}, {name: set()}), name, (), np.empty((), self.v.dtype))
         return self._array
 
     def __repr__(self):

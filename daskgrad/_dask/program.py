@@ -44,12 +44,13 @@ from dask.utils import parse_bytes
 
 from . import labels, peaks
 from .calls import _Outputs, fast
-from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef,
+from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
 from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
+_NO_GRAPH = HighLevelGraph({}, {})  # (an output's name and chunks, before its graph is made)
 SMALL_CHUNK = 256 * 1024  # bytes: an instance whose chunks are all this small runs inline (see run_inline)
 
 
@@ -117,6 +118,14 @@ class Program:
             except TypeError:
                 key = None
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
+
+    def asking_also(self, nodes):
+        """This program asking for its values ``nodes`` as well: the same equations, slots and order
+        (:func:`_order` reaches them from the other outputs first), more outputs."""
+        at = {id(n): j for j, n in enumerate(self.eqns)}
+        extra = tuple(("e", at[id(n)]) for n in nodes)
+        key = None if self.key is None else self.key[:2] + (self.key[2] + extra,)
+        return Program(self.eqns, self.slots, self.outputs + tuple(nodes), key)
 
     def computed_again(self):
         """The values of this program that an earlier submission computed too, from values in memory
@@ -434,7 +443,7 @@ def _instance(template, prog, local, room=None):
             outputs.append(data[slot_at[name]])
             continue
         v = o.computed if type(o) is Lazy and o.computed is not None else o
-        arrays.append(da.Array(HighLevelGraph({}, {}), f"{name}-{token}", v.chunks, meta=v._meta))
+        arrays.append(array(_NO_GRAPH, f"{name}-{token}", v.chunks, v._meta))
         olds.append(name)
         outputs.append(None)
     input_layers = [a.dask.layers[a.name] for a in data]
@@ -466,7 +475,7 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
         template.plan = _plan(template.graph, calls=template.small)  # (only small chunks run inline: run_inline)
     name = f"instance-{token}"
     hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
-    return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
+    return [array(hlg, a.name, a.chunks, a._meta) for a in arrays]
 
 
 def _plan(graph, calls=True):
@@ -726,8 +735,13 @@ def _run_instance(arrays, layer):
 
     wanted = {key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__())}
     values = _run_plan(template.plan, dict(layer.inputs), wanted)
-    return [a if is_data(a) else a._rebuild({k: values[key(k)] for k in flatten(a.__dask_keys__())})
+    return [a if is_data(a) else _holding(a, {k: values[key(k)] for k in flatten(a.__dask_keys__())})
             for a in arrays]  # (an output that is a slot's value is that value: see _instance)
+
+
+def _holding(a, chunks):
+    """``a`` as an array holding ``chunks`` (its keys -> their values), as ``dask.persist`` gives it."""
+    return array(HighLevelGraph({a.name: MaterializedLayer(chunks)}, {a.name: set()}), a.name, a.chunks, a._meta)
 
 
 class _Run:
@@ -796,4 +810,4 @@ def _run_graph(arrays):
             waiting[r] -= 1
             if not waiting[r]:
                 heapq.heappush(ready, (position[r], r))
-    return [a._rebuild({k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]
+    return [_holding(a, {k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]

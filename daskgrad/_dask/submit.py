@@ -20,7 +20,7 @@ from .lazy import Lazy
 from .program import Program, run_inline
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
-from .internals import DataNode, HighLevelGraph, clientless, flatten
+from .internals import DataNode, HighLevelGraph, clientless, flatten, no_clients
 
 
 def current_client():
@@ -273,6 +273,8 @@ def _futures(layer):
 
 def client_of(value):
     """The client whose values ``value`` (a dask array or a Lazy value) is computed from, or ``None``."""
+    if no_clients():  # (walking a Lazy value's program for its slots is most of a small step's pending update)
+        return None
     arrays = Program.of([value]).slots.values() if type(value) is Lazy else [value]
     return next((f.client for a in arrays for f in data_futures(a.dask)), None)
 
