@@ -389,6 +389,126 @@ def test_an_instance_holds_its_inputs_no_longer_than_its_arrays():
         gc.enable()
 
 
+def _threaded_calls(monkeypatch):
+    """A list that gains an item each time dask's threaded scheduler runs a graph."""
+    from dask import threaded as dask_threaded
+
+    threaded, get_async = [], dask_threaded.get_async
+    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
+    return threaded
+
+
+def test_a_step_of_whole_arrays_runs_inline_whatever_their_size(monkeypatch):
+    """Arrays of one chunk each (PyTorch's two-layer net as a user ports it, 64 x 1,000 rows) give
+    dask's threads only whole ops to run, one after another: the instance runs inline, with the
+    numbers dask's threads give."""
+    from daskgrad._dask import program
+
+    threaded = _threaded_calls(monkeypatch)
+    rng = np.random.default_rng(0)
+    x, y = dg.tensor(rng.standard_normal((64, 1000))), dg.tensor(rng.standard_normal((64, 10)))
+    assert x.array.nbytes > program.SMALL_CHUNK and x.array.npartitions == 1
+
+    def train(steps):
+        w1 = dg.tensor(rng.standard_normal((1000, 100)) * 0.01, requires_grad=True)
+        w2 = dg.tensor(np.ones((100, 10)) * 0.01, requires_grad=True)
+        losses = []
+        for _ in range(steps):
+            loss = (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+            loss.backward()
+            losses.append(loss.item())
+            with dg.no_grad():
+                w1 -= 1e-6 * w1.grad
+                w2 -= 1e-6 * w2.grad
+                w1.grad.zero_()
+                w2.grad.zero_()
+        return w1.detach().numpy(), losses
+
+    with dask.config.set(scheduler="threads"):
+        train(3)
+        threaded.clear()
+        rng = np.random.default_rng(1)
+        w1, losses = train(4)
+        assert dg.step_cache_info()["hits"] >= 3
+        assert not threaded
+        monkeypatch.setattr(program, "_whole_arrays", lambda prog: False)  # by dask's threads
+        dg.step_cache_clear()
+        rng = np.random.default_rng(1)
+        w1_ref, losses_ref = train(4)
+    assert threaded
+    # (OpenBLAS may split a matmul otherwise when two threads call it at once: the last bits may differ)
+    np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)
+    np.testing.assert_allclose(w1, w1_ref, rtol=1e-12)
+
+
+def test_a_mean_s_step_orders_nothing_when_it_runs(monkeypatch):
+    """A mean's division reads its sum's aggregate as a list per axis (a list of lists): the step's
+    fused task runs it as a direct call too (calls._Subgraph), where dask's task ordered its
+    subgraph with dask.order on every call (a third of pytorch/examples' regression step)."""
+    import dask.order
+
+    rng = np.random.default_rng(0)
+    X, target = dg.tensor(rng.standard_normal((32, 4))), dg.tensor(rng.standard_normal((32, 1)))
+    fc = dg.nn.Linear(4, 1, dtype="float64")
+
+    def step():
+        fc.zero_grad()
+        d = (fc(X) - target).abs()
+        loss = dg.where(d < 1.0, 0.5 * d * d, d - 0.5).mean()
+        loss.backward()
+        with dg.no_grad():
+            for p in fc.parameters():
+                p -= 0.1 * p.grad
+        return loss.item()
+
+    with dask.config.set(scheduler="threads"):
+        for _ in range(3):
+            step()
+        ordered, order, me = [], dask.order.order, threading.get_ident()
+
+        def counted(*args, **kwargs):  # (on this thread: another test's cluster may still be winding down)
+            ordered.extend([1] if threading.get_ident() == me else [])
+            return order(*args, **kwargs)
+
+        monkeypatch.setattr(dask.order, "order", counted)
+        step()
+    assert dg.step_cache_info()["hits"] >= 1
+    assert not ordered
+
+
+def test_a_reductions_combining_tasks_run_as_direct_calls_with_the_numbers_of_dask_s_tasks(monkeypatch):
+    """A loss over many chunks is summed by a tree whose tasks read ``getitem`` s of fused tasks
+    (tasks inside a task's arguments): they run as direct calls too (calls._Call), where dask's
+    task walked and checked each nested task on every call (a fifth of a 200-chunk step)."""
+    from daskgrad._dask import calls, program as stepcache
+    from daskgrad._dask.internals import Task
+
+    checked, slow = [], []
+
+    class Both:  # an instance's part run both ways: the direct call and dask's task
+        def __init__(self, task):
+            self.task, self.fast = task, calls.fast(task)
+            self.key, self.dependencies = task.key, task.dependencies
+            if type(self.fast) is Task:
+                slow.append(task.key)
+
+        def __call__(self, values):
+            got, want = self.fast(values), self.task(values)
+            checked.append(type(self.fast))
+            for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+                np.testing.assert_array_equal(g, w)
+            return want
+
+    monkeypatch.setattr(stepcache, "fast", Both)
+    X, y = _data(n=64 * 4, chunks=4)
+    with dask.config.set(scheduler="threads"):
+        w, losses = _train(X, y, 4)
+    assert calls._Call in checked and calls._Kernel in checked
+    assert not slow
+    w_ref, losses_ref = _uncached(_train, X, y, 4)
+    np.testing.assert_array_equal(w, w_ref)
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()
@@ -603,89 +723,3 @@ def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
     assert np.abs(first).max() > 0
     assert first.tobytes() == second.tobytes() == third.tobytes()
 
-
-def _threaded_calls(monkeypatch):
-    """A list that gains an item each time dask's threaded scheduler runs a graph."""
-    from dask import threaded as dask_threaded
-
-    threaded, get_async = [], dask_threaded.get_async
-    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
-    return threaded
-
-
-def test_a_step_of_whole_arrays_runs_inline_whatever_their_size(monkeypatch):
-    """Arrays of one chunk each (PyTorch's two-layer net as a user ports it, 64 x 1,000 rows) give
-    dask's threads only whole ops to run, one after another: the instance runs inline, with the
-    numbers dask's threads give."""
-    from daskgrad._dask import program
-
-    threaded = _threaded_calls(monkeypatch)
-    rng = np.random.default_rng(0)
-    x, y = dg.tensor(rng.standard_normal((64, 1000))), dg.tensor(rng.standard_normal((64, 10)))
-    assert x.array.nbytes > program.SMALL_CHUNK and x.array.npartitions == 1
-
-    def train(steps):
-        w1 = dg.tensor(rng.standard_normal((1000, 100)) * 0.01, requires_grad=True)
-        w2 = dg.tensor(np.ones((100, 10)) * 0.01, requires_grad=True)
-        losses = []
-        for _ in range(steps):
-            loss = (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
-            loss.backward()
-            losses.append(loss.item())
-            with dg.no_grad():
-                w1 -= 1e-6 * w1.grad
-                w2 -= 1e-6 * w2.grad
-                w1.grad.zero_()
-                w2.grad.zero_()
-        return w1.detach().numpy(), losses
-
-    with dask.config.set(scheduler="threads"):
-        train(3)
-        threaded.clear()
-        rng = np.random.default_rng(1)
-        w1, losses = train(4)
-        assert dg.step_cache_info()["hits"] >= 3
-        assert not threaded
-        monkeypatch.setattr(program, "_whole_arrays", lambda prog: False)  # by dask's threads
-        dg.step_cache_clear()
-        rng = np.random.default_rng(1)
-        w1_ref, losses_ref = train(4)
-    assert threaded
-    # (OpenBLAS may split a matmul otherwise when two threads call it at once: the last bits may differ)
-    np.testing.assert_allclose(losses, losses_ref, rtol=1e-12)
-    np.testing.assert_allclose(w1, w1_ref, rtol=1e-12)
-
-
-def test_a_mean_s_step_orders_nothing_when_it_runs(monkeypatch):
-    """A mean's division reads its sum's aggregate as a list per axis (a list of lists): the step's
-    fused task runs it as a direct call too (calls._Subgraph), where dask's task ordered its
-    subgraph with dask.order on every call (a third of pytorch/examples' regression step)."""
-    import dask.order
-
-    rng = np.random.default_rng(0)
-    X, target = dg.tensor(rng.standard_normal((32, 4))), dg.tensor(rng.standard_normal((32, 1)))
-    fc = dg.nn.Linear(4, 1, dtype="float64")
-
-    def step():
-        fc.zero_grad()
-        d = (fc(X) - target).abs()
-        loss = dg.where(d < 1.0, 0.5 * d * d, d - 0.5).mean()
-        loss.backward()
-        with dg.no_grad():
-            for p in fc.parameters():
-                p -= 0.1 * p.grad
-        return loss.item()
-
-    with dask.config.set(scheduler="threads"):
-        for _ in range(3):
-            step()
-        ordered, order, me = [], dask.order.order, threading.get_ident()
-
-        def counted(*args, **kwargs):  # (on this thread: another test's cluster may still be winding down)
-            ordered.extend([1] if threading.get_ident() == me else [])
-            return order(*args, **kwargs)
-
-        monkeypatch.setattr(dask.order, "order", counted)
-        step()
-    assert dg.step_cache_info()["hits"] >= 1
-    assert not ordered

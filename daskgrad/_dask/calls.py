@@ -110,52 +110,98 @@ class _Subgraph:
         return new
 
 
+class _Unfit(Exception):
+    """An argument :class:`_Call` does not convert (a container of tasks other than a list or tuple)."""
+
+
 class _Call:
     """A part of a fused task called directly: its function on its constants and the values it reads.
 
     dask's ``Task.__call__`` checks its inputs and walks every argument for nested tasks on each
-    call (~10 us); a fused chunk runs a dozen parts, so on small chunks that walk cost more than the
-    NumPy calls.  Tasks whose arguments are plain values, references, and lists or tuples of those
-    (a contraction's blocks) are converted (:meth:`of`); others run as dask's tasks."""
+    call (~10 us, and as much again for each task nested in it); a fused chunk runs a dozen parts,
+    so on small chunks that walk cost more than the NumPy calls.  A task is converted (:meth:`of`)
+    where each argument is a value, a reference (an alias: what it stands for), a task of those
+    (``calls``, called first: a reduction's combine step reading ``getitem`` s of fused tasks), or a
+    list or tuple of those (a contraction's blocks); others run as dask's tasks.  In ``seqs``
+    each item is ``(kind, e)``: 0 a constant, 1 a reference, 2 a call."""
 
-    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "kwargs", "kwrefs", "seqs")
+    __slots__ = ("key", "dependencies", "data_producer", "func", "args", "refs", "calls", "kwargs", "kwrefs",
+                 "seqs")
 
     @classmethod
     def of(cls, task):
         """``task`` as a call, or ``task`` itself."""
         if type(task) is not Task:
             return task
-        seqs = tuple((i, a) for i, a in enumerate(task.args) if type(a) in (List, Tuple))
-        if any(isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a))
-               for a in [*(a for a in task.args if type(a) not in (List, Tuple)), *task.kwargs.values()]):
+        try:
+            return cls._made(task)
+        except _Unfit:
             return task
-        if any(not isinstance(e, TaskRef) and (isinstance(e, GraphNode) or (isinstance(e, (tuple, list, dict, set))
-                                                                          and _holds_node(e)))
-               for _, a in seqs for e in a.args):
-            return task
+
+    @classmethod
+    def _made(cls, task):
         new = object.__new__(cls)
         new.key, new.dependencies, new.func = task.key, task.dependencies, task.func
         new.data_producer = task.data_producer
-        new.args = tuple(None if isinstance(a, TaskRef) else a for a in task.args)
-        new.refs = tuple((i, a.key) for i, a in enumerate(task.args) if isinstance(a, TaskRef))
-        new.seqs = tuple((i, a.constructor, tuple((True, e.key) if isinstance(e, TaskRef) else (False, e)
-                                                   for e in a.args)) for i, a in seqs)
-        new.kwargs = {k: v for k, v in task.kwargs.items() if not isinstance(v, TaskRef)}
-        new.kwrefs = tuple((k, v.key) for k, v in task.kwargs.items() if isinstance(v, TaskRef))
+        args, refs, calls, seqs = [], [], [], []
+        for i, a in enumerate(task.args):
+            if type(a) in (List, Tuple):
+                items = tuple(_part(e) for e in a.args)
+                if any(kind == 3 for kind, _ in items):
+                    raise _Unfit  # (a list of lists)
+                seqs.append((i, a.constructor, items))
+                args.append(None)
+                continue
+            kind, v = _part(a)
+            args.append(v if kind == 0 else None)
+            if kind == 1:
+                refs.append((i, v))
+            elif kind == 2:
+                calls.append((i, v))
+            elif kind == 3:
+                raise _Unfit
+        new.args, new.refs, new.calls, new.seqs = tuple(args), tuple(refs), tuple(calls), tuple(seqs)
+        kw = {k: _part(a) for k, a in task.kwargs.items()}
+        if any(kind > 1 for kind, _ in kw.values()):
+            raise _Unfit
+        new.kwargs = {k: v for k, (kind, v) in kw.items() if kind == 0}
+        new.kwrefs = tuple((k, v) for k, (kind, v) in kw.items() if kind == 1)
         return new
 
     def __call__(self, values):
         args = list(self.args)
         for i, k in self.refs:
             args[i] = values[k]
+        for i, call in self.calls:
+            args[i] = call(values)
         for i, make, items in self.seqs:
-            args[i] = make(values[e] if ref else e for ref, e in items)
+            args[i] = make(values[e] if kind == 1 else e(values) if kind == 2 else e for kind, e in items)
         if self.kwrefs:
             return self.func(*args, **self.kwargs, **{name: values[k] for name, k in self.kwrefs})
         return self.func(*args, **self.kwargs)
 
     def __dask_tokenize__(self):
-        return ("fused-part", self.key, self.func, self.args, self.refs, self.seqs, self.kwargs, self.kwrefs)
+        return ("fused-part", self.key, self.func, self.args, self.refs, self.calls, self.seqs, self.kwargs,
+                self.kwrefs)
+
+
+def _part(a):
+    """``(kind, v)`` of a task's argument: 0 a value ``v``, 1 a reference to key ``v``, 2 a task
+    (``v``: its :class:`_Call`), 3 a list or tuple (its items not converted)."""
+    t = type(a)
+    if t is TaskRef:
+        return 1, a.key
+    if t is Alias:
+        return 1, a.target
+    if t is DataNode:
+        return 0, a.value
+    if t is Task:
+        return 2, _Call._made(a)
+    if t is List or t is Tuple:
+        return 3, a
+    if isinstance(a, GraphNode) or (isinstance(a, (tuple, list, dict, set)) and _holds_node(a)):
+        raise _Unfit
+    return 0, a
 
 
 def fast(task):
@@ -207,8 +253,11 @@ class _Kernel:
             args = [const(a) for a in part.args]
             for i, k in part.refs:
                 args[i] = scope[k]
+            for i, inner in part.calls:
+                args[i] = call(inner, scope)
             for i, make, items in part.seqs:
-                inner = ", ".join(scope[e] if ref else const(e) for ref, e in items)
+                inner = ", ".join(scope[e] if kind == 1 else call(e, scope) if kind == 2 else const(e)
+                                  for kind, e in items)
                 args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
             kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
             if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
@@ -381,6 +430,8 @@ def _row_part(t, key, name, local, constants):
         found = local.get(k, k)
         return found if type(found) is tuple and found and found[0] == "s" else ("r", found)
 
+    if type(t) is _Call and (t.calls or any(kind == 2 for _, _, items in t.seqs for kind, _ in items)):
+        raise rows.Refused  # (tasks inside its arguments)
     if type(t) is not _Call:
         if any(arg(d)[0] == "s" for d in t.dependencies):
             raise rows.Refused  # (called on a dict: its lists would need building)
@@ -391,7 +442,7 @@ def _row_part(t, key, name, local, constants):
     for i, k in t.refs:
         args[i] = arg(k)
     for i, make, items in t.seqs:
-        found = [arg(e) if ref else ("c", e) for ref, e in items]
+        found = [arg(e) if kind else ("c", e) for kind, e in items]
         if any(a[0] == "s" for a in found):
             raise rows.Refused  # (a list of lists)
         args[i] = ("s", make, tuple((a[0] == "r", a[1]) for a in found))
