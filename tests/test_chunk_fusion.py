@@ -366,3 +366,29 @@ def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_of_the_submiss
     alone = keys()
     assert any("-fused-" in str(k) for k in alone)
     assert alone <= keys(dg.tanh(Z).sum(), (Z * 2).sum(axis=0))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_a_generated_kernel_casts_an_elementwise_result_as_dask_s_enforce_dtype_does(dtype):
+    """dask's elemwise wraps a function to cast its result to the inferred dtype; a generated kernel
+    calls the function itself and casts after, with the same results and errors as dask's task."""
+    from dask._task_spec import Task, TaskRef
+
+    from daskgrad._dask import calls
+    from daskgrad._dask.internals import enforce_dtype
+
+    x = np.linspace(0.5, 4.0, 8)
+    part = calls._Call.of(Task("r", enforce_dtype, TaskRef("x"), enforce_dtype=np.dtype(dtype),
+                               enforce_dtype_function=np.sqrt))
+    fused = Task("out", calls._run_fused, (part,), ((),), ("x",), "r", ("sqrt",), TaskRef("x"))
+    kernel = calls._Kernel(fused)
+    assert calls._as_dtype in kernel.run.__globals__.values()  # (the function called as itself)
+    if dtype == "int64":  # (float64 -> int64 is not a same-kind cast: dask refuses it)
+        with pytest.raises(ValueError, match="can't be cast"):
+            fused({"x": x})
+        with pytest.raises(ValueError, match="can't be cast"):
+            kernel.run({"x": x})
+        return
+    want, got = fused({"x": x}), kernel.run({"x": x})
+    assert got.dtype == want.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)

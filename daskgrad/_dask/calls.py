@@ -20,7 +20,7 @@ from . import rows
 from .labels import part_name
 
 from .internals import (Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, context_meter,
-                        metering)
+                        enforce_dtype, metering)
 
 
 class _Outputs(tuple):
@@ -259,6 +259,11 @@ class _Kernel:
                 inner = ", ".join(scope[e] if kind == 1 else call(e, scope) if kind == 2 else const(e)
                                   for kind, e in items)
                 args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
+            if part.func is enforce_dtype and part.kwargs.keys() == _ENFORCED and not part.kwrefs:
+                # dask's elemwise wraps each function to cast its result: called here as itself, the
+                # result checked after (the keywords' dict copied and popped on every call cost more)
+                inner = f"{const(part.kwargs['enforce_dtype_function'])}({', '.join(args)})"
+                return f"{const(_as_dtype)}({inner}, {const(part.kwargs['enforce_dtype'])})"
             kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
             if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
                 kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
@@ -297,6 +302,20 @@ class _Kernel:
         if _inner_observer is not None or metering():
             return self.task(values)
         return self.run(values)
+
+
+_ENFORCED = {"enforce_dtype", "enforce_dtype_function"}
+
+
+def _as_dtype(result, dtype):
+    """dask's ``_enforce_dtype`` on a result made already: itself where it has ``dtype``."""
+    if getattr(result, "dtype", dtype) == dtype or dtype == object:
+        return result
+    return enforce_dtype(result, enforce_dtype=dtype, enforce_dtype_function=_itself)
+
+
+def _itself(x):
+    return x
 
 
 def _listed(seq, var):
