@@ -309,8 +309,9 @@ _ENFORCED = {"enforce_dtype", "enforce_dtype_function"}
 
 def _as_dtype(result, dtype):
     """dask's ``_enforce_dtype`` on a result made already: itself where it has ``dtype``."""
-    if getattr(result, "dtype", dtype) == dtype or dtype == object:
+    if getattr(result, "dtype", dtype) == dtype:
         return result
+    # (dask's, which leaves a result alone where dtype is object, and refuses a cast across kinds)
     return enforce_dtype(result, enforce_dtype=dtype, enforce_dtype_function=_itself)
 
 
