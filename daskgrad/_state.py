@@ -74,7 +74,7 @@ def swap(storage, old, new) -> None:
         if storage.value is old:
             storage.value = new
             if type(old) is Lazy:  # programs that read the value recorded read it from memory
-                old.computed = new
+                old.becomes(new)
             hold(storage)
         else:
             _pending[storage] = None

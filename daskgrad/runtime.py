@@ -142,7 +142,7 @@ def _submit(values, phase, optimized=False):
             raise_if_lost(todo, e, slots)
         raise
     for node, value in zip(again, done[len(todo):]):
-        node.computed = value
+        node.becomes(value)
     client = current_client()
     if again and client is not None:  # on two workers, as a value a tensor holds
         door.keep(client, [k for a in done[len(todo):] for k in door.flat_keys(a)])
@@ -231,7 +231,7 @@ def values(tensors, **kwargs):
             if t._storage.value is old:
                 t._storage.value = new
                 if type(old) is door.Lazy:
-                    old.computed = new
+                    old.becomes(new)
                 hold(t._storage, door.flat_keys(new))
     return [_gather(t.array) for t in tensors]
 
@@ -307,7 +307,7 @@ def _persist_tensor(self):
     old = self._storage.value
     (self._storage.value,) = persist([old], keep=slice(0, 1))
     if type(old) is door.Lazy:
-        old.computed = self._storage.value
+        old.becomes(self._storage.value)
     hold(self._storage, door.flat_keys(self._storage.array))
     return self
 

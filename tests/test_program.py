@@ -137,6 +137,31 @@ def test_a_functional_update_loop_stays_the_size_of_one_step_and_computes_gradie
     assert dg.step_cache_info()["hits"] >= 50
 
 
+def test_a_functional_update_loop_holds_only_the_last_steps_values():
+    """A value computed for good lets go of what it was computed from: each step's ``w`` read the
+    last one's, so a loop that never reads ``w`` kept every step's values and records alive."""
+    import gc
+    import weakref
+
+    X, y = _data()
+    grad = dg.func.grad(lambda w: ((X @ w - y) ** 2).mean())
+    w = dg.from_array(np.zeros(3), chunks=3)
+    seen = []
+    for _ in range(40):
+        w = w - 0.1 * grad(w)
+        seen.append(weakref.ref(w._storage.value))
+    gc.collect()
+    assert sum(r() is not None for r in seen) <= 3  # (was 40: a chain of every step's w)
+    np.testing.assert_allclose(w.numpy(), _uncached_descent(X, y, 40), rtol=1e-12)
+
+
+def _uncached_descent(X, y, steps):
+    Xn, yn, wn = X.numpy(), y.numpy(), np.zeros(3)
+    for _ in range(steps):
+        wn = wn - 0.1 * (2 / len(yn)) * Xn.T @ (Xn @ wn - yn)
+    return wn
+
+
 def test_a_compiled_call_leaves_the_caller_s_tensors_untouched_while_it_traces():
     X, y = _data()
     w = dg.from_array(np.zeros(3), chunks=3)

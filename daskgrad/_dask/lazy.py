@@ -80,6 +80,14 @@ class Lazy:
             n *= s
         return n
 
+    def becomes(self, array):
+        """Its value is ``array`` (in memory) from now on: it is remade as reading that value alone,
+        letting go of what it was computed from.  (A functional update loop, ``x = x - lr * g``,
+        otherwise kept every step's values and graph: each step's ``x`` read the last.)"""
+        self.computed = array
+        if self.fn is not _alias and not self.many:
+            self.fn, self.srcs, self.params, self.elementwise, self._built = _held, (array,), (), False, None
+
     def build(self):
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
         if self.fn is _alias:
@@ -104,6 +112,10 @@ def rule(name):
         yield
     finally:
         _making.rule = before
+
+
+def _held(a):
+    return a  # (a value computed for good: see Lazy.becomes)
 
 
 def _alias(a):
