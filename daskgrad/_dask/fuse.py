@@ -121,9 +121,46 @@ class _Groups:
             self.position[k] = len(self.position)
             self.reach[k] = self._upstream(k)
             self.group[k] = self._place(k)
-        cyclic = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
-        if cyclic:
-            self._split_by_level(cyclic)
+        cycles = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
+        if cycles:
+            for comp in cycles:
+                for g in comp:
+                    self._peel(g, set(comp))
+            cycles = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
+            self._split_by_level([g for comp in cycles for g in comp if len(self.members[g] or ()) > 1])
+
+    def _peel(self, g, comp):
+        """Split from group ``g`` (on a cycle with the other groups of ``comp``) the members that
+        must run before the cycle's other groups: those feeding one, and what they read in ``g``.
+        CrossEntropyLoss's count of valid targets is summed over all chunks, and each chunk's VJP
+        reads that sum: peeled, the count is a small task of its own, and the chunk's forward and
+        VJP stay one task (its activations handed on inside it, not sent between workers).  Left
+        alone where a peeled member reads a group of ``comp`` itself (then the cycle runs through
+        the peeled part: :meth:`_split_by_level` splits it)."""
+        members = self.members[g]
+        if members is None or len(members) < 2:
+            return
+        inside = set(members)
+
+        def on_cycle(k):
+            h = self.find(self.group[k]) if k in self.group else None
+            return h is not None and h != g and h in comp
+
+        stack = [m for m in members if any(on_cycle(r) for r in self.tasks.readers.get(m, ()))]
+        before = set()
+        while stack:
+            m = stack.pop()
+            if m not in before:
+                before.add(m)
+                stack.extend(d for d in self.tasks.deps[m] if d in inside)
+        if not before or len(before) == len(members) or any(on_cycle(d) for m in before for d in self.tasks.deps[m]):
+            return
+        first, *rest = sorted(before, key=self.position.__getitem__)
+        h = self._new(first, self.notes[g], can_join=False)
+        self.members[h].extend(rest)
+        for m in before:
+            self.group[m] = h
+        self.members[g] = [m for m in members if m not in before]
 
     def _split_by_level(self, cyclic):
         """Split each group of ``cyclic`` (groups on a cycle of the graph of groups) into parts by
@@ -264,7 +301,8 @@ class _Groups:
 
 
 def _groups_on_cycles(deps, group, find, members):
-    """The groups that lie on a cycle of the graph of groups (each then stays unfused).
+    """The strongly connected components (lists of groups) of the graph of groups that hold a
+    cycle through a group of more than one task.
 
     The check while grouping follows the tasks' own inputs; a group can still come to depend on
     itself through another group when two unrelated parts of it each meet that other group
@@ -291,8 +329,8 @@ def _groups_on_cycles(deps, group, find, members):
     if done == len(indegree):
         return []
     left = {g for g, n in indegree.items() if n > 0}
-    return [g for comp in _strong_components(left, succ) if len(comp) > 1 for g in comp
-            if members[g] is not None and len(members[g]) > 1]
+    return [comp for comp in _strong_components(left, succ)
+            if len(comp) > 1 and any(members[g] is not None and len(members[g]) > 1 for g in comp)]
 
 
 def _strong_components(vertices, succ):
