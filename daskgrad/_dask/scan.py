@@ -27,7 +27,7 @@ import dask.array as da
 from dask.base import tokenize
 
 from .fuse import inputs_first
-from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, flatten
+from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array, flatten
 from .lazy import rebind
 from .optimize import ScanLayer
 from .program import Program, _Run, key_token, lowered, make_template
@@ -49,7 +49,7 @@ def _placeholder_slot(a, name):
     """A slot of ``a``'s chunks and meta whose graph holds a placeholder per chunk (described by the
     program key as a value in memory): what a body's inputs point at while it is keyed and lowered."""
     layer = MaterializedLayer({k: _PLACEHOLDER for k in _keys(name, a.chunks)})
-    return da.Array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, meta=a._meta)
+    return array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, a._meta)
 
 
 def row_placeholder(xs):
@@ -257,7 +257,7 @@ def _arrays(tasks, names_keys, avals, inputs, name, small=False):
             layers.setdefault(n, layer)
             deps.setdefault(n, set(a.dask.dependencies.get(n, ())))
     hlg = HighLevelGraph(layers, deps)
-    return [da.Array(hlg, oname, chunks, meta=meta) for oname, (dtype, meta, chunks) in zip(out, avals)]
+    return [array(hlg, oname, chunks, meta) for oname, (dtype, meta, chunks) in zip(out, avals)]
 
 
 # ------------------------------------------------------------------ the loops
