@@ -509,6 +509,45 @@ def test_a_reductions_combining_tasks_run_as_direct_calls_with_the_numbers_of_da
     np.testing.assert_array_equal(w, w_ref)
 
 
+def test_a_stencil_time_loops_steps_order_nothing_when_they_run(monkeypatch):
+    """The README's checkpointed wave (a stencil: each chunk reads its neighbours' edges): a step's
+    Blockwise-fused parts that read a fused task's value through a ``getitem`` task run as direct
+    calls too; dask's Task ordered each with dask.order on every call (40% of the block)."""
+    import dask.order
+
+    from daskgrad.utils.checkpoint import checkpoint_steps
+
+    def gradient(steps=40):
+        c = dg.full(200, 0.5, dtype="float64", chunks=50, requires_grad=True)
+        u0 = dg.from_array(np.exp(-0.01 * (np.arange(200) - 100.0) ** 2), chunks=50)
+        lap = np.array([1.0, -2.0, 1.0])
+
+        def step(state, i):
+            u_prev, u = state
+            return u, 2 * u - u_prev + c ** 2 * dg.correlate(u, lap, mode="constant")
+
+        u_prev, u = checkpoint_steps(step, (u0, u0 * 1.0), steps, snapshots=6)
+        (u ** 2).sum().backward()
+        return c.grad.numpy()
+
+    with dask.config.set(scheduler="threads"):
+        first, second = gradient(), gradient()
+        ordered, order, me = [], dask.order.order, threading.get_ident()
+
+        def counted(*args, **kwargs):  # (on this thread)
+            ordered.extend([1] if threading.get_ident() == me else [])
+            return order(*args, **kwargs)
+
+        monkeypatch.setattr(dask.order, "order", counted)
+        third = gradient()
+        monkeypatch.setattr(dask.order, "order", order)
+        uncached = _uncached(gradient)
+    assert not ordered
+    assert np.abs(first).max() > 0
+    assert first.tobytes() == second.tobytes() == third.tobytes()
+    np.testing.assert_allclose(third, uncached, rtol=1e-13)
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()

@@ -53,7 +53,8 @@ class _Subgraph:
     def __init__(self, node):
         inner, self.outkey, inkeys = node.args[:3]
         self.key, self.dependencies, self.data_producer = node.key, node.dependencies, node.data_producer
-        self.inputs = tuple(zip(inkeys, node.args[3:]))
+        # (an input that is a task of references, a fused task's getitem, called directly too)
+        self.inputs = tuple((k, _Call.of(a)) for k, a in zip(inkeys, node.args[3:]))
         order, seen, stack = [], set(), [(self.outkey, False)]  # depth-first post-order from the output
         while stack:
             k, done = stack.pop()
@@ -77,10 +78,11 @@ class _Subgraph:
 
     @staticmethod
     def applies(node):
-        """Whether ``node`` is a Blockwise-fused task whose inputs are values, references or lists of
-        references, nested or not (a contraction's blocks; a reduction's aggregate, a list per axis)."""
+        """Whether ``node`` is a Blockwise-fused task whose inputs are values, references, tasks
+        (a time step's ``getitem`` of a fused task's values) or lists of references, nested or not (a
+        contraction's blocks; a reduction's aggregate, a list per axis)."""
         return (isinstance(node, Task) and node.func is _execute_subgraph and not node.kwargs
-                and all(isinstance(a, (TaskRef, DataNode)) or (type(a) is List and _refs_only(a))
+                and all(isinstance(a, (TaskRef, DataNode)) or type(a) is Task or (type(a) is List and _refs_only(a))
                         for a in node.args[3:])
                 and all(isinstance(t, (Task, Alias)) for t in node.args[0].values()))
 
@@ -273,8 +275,9 @@ class _Kernel:
             lines.append(f"{new(k, var)} = values[{const(k)}]")
         for node, drop in zip(order, drops):
             if type(node) is _Subgraph:
-                inner = {k: var[a.key] if isinstance(a, TaskRef) else const(a.value) if type(a) is not List
-                         else _listed(a, var) for k, a in node.inputs}
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var) if type(a) is List
+                         else call(a, var) if type(a) in (_Call, Task) else const(a.value)
+                         for k, a in node.inputs}
                 made = set()
                 for t, tdrop in zip(node.tasks, node.drops):
                     lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
@@ -431,6 +434,8 @@ def _row_parts(order, names):
         if type(node) is not _Subgraph:
             parts.append(_row_part(node, node.key, name, {}, {}))
             continue
+        if any(type(a) in (_Call, Task) for _, a in node.inputs):
+            raise rows.Refused  # (an input computed by a task inside it)
         local = {k: a.key for k, a in node.inputs if isinstance(a, TaskRef)}
         if any(type(e) is List for k, a in node.inputs if type(a) is List for e in a.args):
             raise rows.Refused  # (a list of lists: a reduction's aggregate over several axes)
