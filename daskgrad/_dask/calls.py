@@ -248,28 +248,7 @@ class _Kernel:
             return scope[key]
 
         def call(part, scope):
-            """The expression calling ``part`` on the variables of ``scope``."""
-            if type(part) is not _Call:
-                reads = ", ".join(f"{const(d)}: {scope[d]}" for d in part.dependencies)
-                return f"{const(part)}({{{reads}}})"
-            args = [const(a) for a in part.args]
-            for i, k in part.refs:
-                args[i] = scope[k]
-            for i, inner in part.calls:
-                args[i] = call(inner, scope)
-            for i, make, items in part.seqs:
-                inner = ", ".join(scope[e] if kind == 1 else call(e, scope) if kind == 2 else const(e)
-                                  for kind, e in items)
-                args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
-            if part.func is enforce_dtype and part.kwargs.keys() == _ENFORCED and not part.kwrefs:
-                # dask's elemwise wraps each function to cast its result: called here as itself, the
-                # result checked after (the keywords' dict copied and popped on every call cost more)
-                inner = f"{const(part.kwargs['enforce_dtype_function'])}({', '.join(args)})"
-                return f"{const(_as_dtype)}({inner}, {const(part.kwargs['enforce_dtype'])})"
-            kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
-            if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
-                kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
-            return f"{const(part.func)}({', '.join(args + kwargs)})"
+            return _call_source(part, scope, const)
 
         for k in inputs:
             lines.append(f"{new(k, var)} = values[{const(k)}]")
@@ -305,6 +284,32 @@ class _Kernel:
         if _inner_observer is not None or metering():
             return self.task(values)
         return self.run(values)
+
+
+def _call_source(part, scope, const):
+    """The source of an expression calling ``part`` on the variables of ``scope`` (key -> variable
+    name); ``const(value)`` names a constant of the generated function."""
+    if type(part) is not _Call:
+        reads = ", ".join(f"{const(d)}: {scope[d]}" for d in part.dependencies)
+        return f"{const(part)}({{{reads}}})"
+    args = [const(a) for a in part.args]
+    for i, k in part.refs:
+        args[i] = scope[k]
+    for i, inner in part.calls:
+        args[i] = _call_source(inner, scope, const)
+    for i, make, items in part.seqs:
+        inner = ", ".join(scope[e] if kind == 1 else _call_source(e, scope, const) if kind == 2 else const(e)
+                          for kind, e in items)
+        args[i] = f"[{inner}]" if make is list else f"({inner},)" if items else "()"
+    if part.func is enforce_dtype and part.kwargs.keys() == _ENFORCED and not part.kwrefs:
+        # dask's elemwise wraps each function to cast its result: called here as itself, the
+        # result checked after (the keywords' dict copied and popped on every call cost more)
+        inner = f"{const(part.kwargs['enforce_dtype_function'])}({', '.join(args)})"
+        return f"{const(_as_dtype)}({inner}, {const(part.kwargs['enforce_dtype'])})"
+    kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
+    if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
+        kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
+    return f"{const(part.func)}({', '.join(args + kwargs)})"
 
 
 _ENFORCED = {"enforce_dtype", "enforce_dtype_function"}
