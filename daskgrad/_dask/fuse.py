@@ -419,7 +419,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
         exports = [m for m in ms if m in requested or m not in readers
                    or any(r not in inside for r in readers[m])]
         exports.sort(key=repr)
-        fkey = _fused_key(ms, exports)
+        fkey = _fused_key(ms, exports, inside, readers)
         inline = _inlined(exports, inside, requested, tasks, gathers)
         for m in ms:
             if m != fkey:
@@ -555,16 +555,18 @@ def inputs_first(keys, reads):
     return out
 
 
-def _fused_key(ms, exports):
-    """A group's key: its one exported value's, else named after its last VJP rule's task (or its
-    last task) with a token of its parts: "mm-vjp-fused" on the dashboard, the same every run."""
+def _fused_key(ms, exports, inside, readers):
+    """A group's key: its one exported value's, else named after a VJP rule's task that no other task
+    of the group reads (or any such task) with a token of its parts: "mm-vjp-fused" on the dashboard,
+    the same every run.  The group's order of independent tasks follows set order (the hash seed), so
+    the name is chosen by what the tasks are, the greatest key among those last tasks, not by position."""
     if len(exports) == 1:
         return exports[0]
     token = hashlib.md5(repr((sorted(map(repr, ms)), exports)).encode()).hexdigest()
-    prefixes = [key_split(m) for m in ms]
-    i = max((i for i, p in enumerate(prefixes) if p.endswith("-vjp")), default=len(ms) - 1)
-    last = ms[i]
-    return (f"{prefixes[i]}-fused-{token}",) + (tuple(last[1:]) if isinstance(last, tuple) else ())
+    last = [m for m in ms if not any(r in inside for r in readers.get(m, ()))] or list(ms)
+    last = [m for m in last if key_split(m).endswith("-vjp")] or last
+    named = max(last, key=repr)
+    return (f"{key_split(named)}-fused-{token}",) + (tuple(named[1:]) if isinstance(named, tuple) else ())
 
 
 def _fused_task(fkey, parts, exports):
