@@ -63,16 +63,16 @@ class SavedTensor:
                  "persisted", "consumer", "orig", "lazy")
 
     def __init__(self, t, is_output=False):
-        self._data = t._storage.value  # (a result not built yet stays so: see _Storage)
+        self.storage = storage = t._storage
+        self._data = value = storage.value  # (a result not built yet stays so: see _Storage)
         self.lazy = None
-        self.storage = t._storage
-        self.version = t._storage.version
+        self.version = storage.version
         # an op's own output points back at its node: keep that link weak (no reference cycle)
         self.grad_fn = weakref.ref(t.grad_fn) if is_output else t.grad_fn
         self.requires_grad = t.requires_grad
         # a leaf that requires grad must come back as itself so double backward reaches it
         self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
-        self.dtype, self.shape = t.dtype, t.shape
+        self.dtype, self.shape = value.dtype, value.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
         self.consumer = None  # weakref to the node that saved it (set by record)
         # a saved input unpacks as the tensor itself while it lives unchanged, as torch's (not an output:
@@ -253,7 +253,7 @@ def accumulate_node(t) -> AccumulateGrad:
     if node is None:
         node = _new_node("AccumulateGrad")
         node.variable, node.next_functions, node._prim, node._params = t, (), None, {}
-        node._input_meta, node._output_meta = (), (t.shape, t.dtype, t.chunks)
+        node._input_meta, node._output_meta = (), _meta(t._storage.value)
         t._accumulate_node = weakref.ref(node)
     return node
 
@@ -399,8 +399,16 @@ def rebase(t, name, inputs, prim, params, meta):
 def _attach(out, name, inputs, wanting, prim, save, params, out_meta):
     node = _new_node(name)
     node._prim, node._params = prim, params or {}
-    node.next_functions = tuple((edge(t) if w else None, 0) for t, w in zip(inputs, wanting))
-    node._input_meta = tuple(_meta(t._storage.value) if w else None for t, w in zip(inputs, wanting))
+    edges, metas = [], []  # (one loop: every recorded op passes here)
+    for t, w in zip(inputs, wanting):
+        if w:  # (requires grad: its grad_fn, or its leaf's AccumulateGrad, as edge() gives)
+            edges.append((t.grad_fn if t.grad_fn is not None else accumulate_node(t), 0))
+            v = t._storage.value
+            metas.append((v.shape, v.dtype, v.chunks))
+        else:
+            edges.append((None, 0))
+            metas.append(None)
+    node.next_functions, node._input_meta = tuple(edges), tuple(metas)
     node._output_meta = out_meta
     out.grad_fn, out._requires_grad = node, True
     if save:
@@ -426,23 +434,28 @@ def save_tensors(node, save, out=None):
     """Attach the saved values of ``node``: tensors, ``None``, or a Python number operand, which
     holds no memory; any other plain value is a param, so that :meth:`Node.release` frees every
     tensor the rule could read."""
-
+    saved, tensors = {}, []
     for k, v in save.items():
-        if v is not None and not isinstance(v, (Tensor, numbers.Number)):
+        if isinstance(v, Tensor):
+            tensors.append(v)
+        elif v is not None and type(v) is not float and not isinstance(v, numbers.Number):
             raise TypeError(f"{node.name()} saves {k!r} of type {type(v).__name__}: only tensors are saved, "
                             "plain values are params")
-    if not save:
+        saved[k] = v
+    if not saved:
         node._saved = {}
         return
-    if any(v._storage.inference for v in save.values() if isinstance(v, Tensor)):
-        raise RuntimeError(INFERENCE_SAVE_MESSAGE)
-    node._saved = {k: SavedTensor(v, is_output=v is out) if isinstance(v, Tensor) else v for k, v in save.items()}
-    node._had_saved = True
-    for v in node._saved.values():
-        if isinstance(v, SavedTensor):
-            v.consumer = weakref.ref(node)
+    if tensors:
+        if any(v._storage.inference for v in tensors):
+            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+        consumer = weakref.ref(node)
+        for k, v in saved.items():
+            if isinstance(v, Tensor):
+                saved[k] = packed = SavedTensor(v, is_output=v is out)
+                packed.consumer = consumer
+    node._saved, node._had_saved = saved, True
     for seen in getattr(_watching, "lists", ()):
-        seen.extend(v for v in save.values() if isinstance(v, Tensor))
+        seen.extend(tensors)
 
 
 _watching = threading.local()  # lists told every tensor saved in this thread (see watch_saved)

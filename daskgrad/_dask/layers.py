@@ -25,8 +25,15 @@ def _is_array(a):
 def elementwise_aval(op, srcs):
     """The abstract value dask's ``elemwise`` would give ``op(*srcs)`` where the operands broadcast
     block by block; None otherwise (then the forward on stand-ins decides)."""
-    arrays = [a for a in srcs if _is_array(a)]
-    if not _ufunc_like(op) or not arrays or any(type(a) not in _NUMBERS and not _is_array(a) for a in srcs):
+    if not _ufunc_like(op):
+        return None
+    arrays = []
+    for a in srcs:
+        if _is_array(a):
+            arrays.append(a)
+        elif type(a) not in _NUMBERS:
+            return None
+    if not arrays:
         return None
     chunks = broadcast_chunks(arrays)
     if chunks is None:

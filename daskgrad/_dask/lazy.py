@@ -46,10 +46,10 @@ class Lazy:
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
                  "rule", "many", "seen", "computed", "_built", "__weakref__")
 
-    def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False):
+    def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False, shape=None):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
         self.dtype, self._meta, self.chunks = dtype, meta, chunks
-        self.shape = tuple(sum(c) for c in chunks)
+        self.shape = tuple(sum(c) for c in chunks) if shape is None else shape  # (given: an operand's, same chunks)
         self.ndim = len(chunks)
         # dask.annotate's annotations where it was recorded (GPU placement of a rule's tasks), which its
         # layers carry when built, outside that context
@@ -158,9 +158,11 @@ def defer(fn, srcs, params=(), elementwise=False):
     if elementwise:
         aval = elementwise_aval(fn, srcs) if not params else None
         if aval is not None:
+            chunks = aval[2]
+            shape = next((s.shape for s in srcs if isinstance(s, (Lazy, da.Array)) and s.chunks is chunks), None)
             if fn in _LIFTED and len(srcs) == 2:
                 srcs = _lifted(srcs, aval[0])
-            return Lazy(fn, srcs, (), *aval, elementwise=True)
+            return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
     aval = _aval(fn, srcs, params)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))

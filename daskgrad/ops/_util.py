@@ -60,8 +60,10 @@ def binary_operands(a, b, refuse=None):
     if refuse:
         refuse_complex(refuse, a, b)
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-    check_same_device(a, b)
-    check_broadcast(getattr(a, "shape", ()), getattr(b, "shape", ()))
+    if isinstance(a, Tensor) and isinstance(b, Tensor):  # (a number is on every device, and broadcasts)
+        check_same_device(a, b)
+        if a.shape != b.shape:
+            check_broadcast(a.shape, b.shape)
     return a, b
 
 
