@@ -60,6 +60,19 @@ def test_ops_of_a_kind_seen_before_build_no_dask_graph_either(graphs_built):
     assert graphs_built[0] == before
 
 
+def test_a_number_read_every_step_is_one_dask_array_made_once(graphs_built):
+    # a learning rate lifted to a 0-d value (lazy.Constant) in each step's x - 0.1 * g: its array is
+    # made by the first step's submission and found again by every later one, keyed by dtype and bits
+    from daskgrad._dask.lazy import Constant
+
+    first = Constant(np.float64(0.1)).array
+    before = graphs_built[0]
+    assert Constant(np.float64(0.1)).array is first
+    assert graphs_built[0] == before
+    assert Constant(np.float32(0.1)).array.dtype == np.float32
+    assert Constant(np.float64(-0.0)).array.name != Constant(np.float64(0.0)).array.name
+
+
 def _loop(steps, X, y, w):
     losses = []
     for _ in range(steps):

@@ -205,13 +205,22 @@ class Constant:
     @property
     def array(self):
         if self._array is None:
-            name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
-            layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
-            self._array = array(HighLevelGraph({name: layer}, {name: set()}), name, (), np.empty((), self.v.dtype))
+            key = (self.v.dtype.str, self.v.tobytes())  # (a learning rate read every step: one array, made once)
+            self._array = _constants.get(key)
+            if self._array is None:
+                name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
+                layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
+                self._array = array(HighLevelGraph({name: layer}, {name: set()}), name, (), np.empty((), self.v.dtype))
+                if len(_constants) >= 4096:
+                    _constants.clear()
+                _constants[key] = self._array
         return self._array
 
     def __repr__(self):
         return f"Constant({self.v!r})"
+
+
+_constants = {}  # (dtype, bytes) -> a Constant's dask array (an array is never changed once made)
 
 
 def _component(group, *, i):
