@@ -30,7 +30,7 @@ from ..graph import RESULT, primitive
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
-from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where
+from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where, zeros_like
 from .reductions import _reduce, _reduction, amax, amin, cumsum, prod, sum
 from .shape import expand_dims, pad, reshape, squeeze, transpose
 from .products import (_meta, _quiet_meta, _real_dtype, diag, diag_embed, diagonal, dot, einsum,  # noqa: F401
@@ -488,6 +488,8 @@ def _det_rule(g, s):
     rank n-2 and below, and at complex singular matrices); for n up to ``_ADJ_POLY_MAX``."""
     a, d = s.a, s.r
     n = a.shape[-1]
+    if n == 0:  # an empty matrix's determinant is 1, whatever no entry is: its gradient is empty
+        return (zeros_like(a),)
     eps = np.finfo(_real_dtype(a.dtype)).eps
     ones = ones_like(real(a[..., 0]) if a.dtype.kind == "c" else a[..., 0])
     eye = diag_embed(ones, 0, a.chunks[-2:])
@@ -726,6 +728,8 @@ def eigvalsh(A, UPLO="L"):
 
 # ------------------------------------------------------------------------- pinv
 def _pinv_impl(a, *, atol, rtol, m, n):
+    if not min(m, n):  # the n x m zero matrix, as empty as ``a`` (no singular value to take a maximum of)
+        return da.conj(da.swapaxes(a, -1, -2))
     u, s, vh = _svd_arrays(a, False)
     cutoff = da.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True))
     sinv = da.where(s > cutoff, 1 / da.where(s > cutoff, s, 1), 0).astype(s.dtype)

@@ -380,6 +380,8 @@ def _gather(self, dim, index):
     ``self`` on the other dims (read from their start), not broadcast."""
     index = as_tensor(index)
     dim = norm_axis(dim, self.ndim)
+    if 0 in index.shape:  # torch checks nothing more of an empty index: an empty result of its shape
+        return reshape(getitem(reshape(self, (-1,)), slice(0, 0)), index.shape)
     x = self if self.ndim else reshape(self, (1,))  # torch reads a 0-d tensor (or index) as 1-d
     idx = index if index.ndim else reshape(index, (1,))
     if idx.ndim != x.ndim:
