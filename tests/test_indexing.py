@@ -28,6 +28,50 @@ def test_pointwise_indexing_by_several_arrays_matches_numpy_and_gradchecks(idx, 
     assert gradcheck(lambda t: (t[idx] ** 2).sum(), [dg.from_array(x0, chunks=CHUNKINGS[chunks], requires_grad=True)])
 
 
+def _as_tensors(idx, chunks):
+    """``idx`` with each integer list an index tensor (chunked ``chunks``: lazy, its values unknown here)."""
+    return tuple(dg.from_array(np.array(i), chunks=chunks) if isinstance(i, list) else i for i in idx)
+
+
+@pytest.mark.parametrize("index_chunks", [-1, 1], ids=["one-chunk-index", "size1-index-chunks"])
+@pytest.mark.parametrize("chunks", CHUNKINGS, ids=list(CHUNKINGS))
+@pytest.mark.parametrize("idx", INDEXES, ids=[repr(i) for i in INDEXES])
+def test_pointwise_indexing_by_several_index_tensors_matches_numpy_and_gradchecks(idx, chunks, index_chunks):
+    # torch indexes by tensors on several axes as by lists (op_db's __getitem__ sample 12 mixes both)
+    x0 = np.arange(48.0).reshape(4, 3, 4) / 7
+    x = dg.from_array(x0, chunks=CHUNKINGS[chunks], requires_grad=True)
+    tidx = _as_tensors(idx, index_chunks)
+    y = x[tidx]
+    np.testing.assert_array_equal(y.detach().numpy(), x0[idx])
+    y.sum().backward()
+    expected = np.zeros_like(x0)
+    np.add.at(expected, idx, 1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+    assert gradcheck(lambda t: (t[tidx] ** 2).sum(), [dg.from_array(x0, chunks=CHUNKINGS[chunks], requires_grad=True)])
+
+
+def test_index_tensors_on_several_axes_on_chunks_that_refuse_host_conversion():
+    x = to_strict(dg.from_array(np.arange(12.0).reshape(3, 4), chunks=2)).requires_grad_()
+    i, j = (to_strict(dg.from_array(np.array(v), chunks=1)) for v in ([0, 2], [1, 3]))
+    (x[i, j] ** 2).sum().backward()
+    expected = np.zeros((3, 4))
+    expected[0, 1], expected[2, 3] = 2.0, 22.0
+    assert isinstance(x.grad.array._meta, StrictArray)
+    np.testing.assert_array_equal(x.grad.numpy().get(), expected)
+
+
+def test_index_tensors_on_several_axes_out_of_bounds_raise_torchs_index_error():
+    torch = pytest.importorskip("torch")
+    x = dg.from_array(np.zeros((5, 4)), chunks=2)
+    with pytest.raises(IndexError) as expected:
+        torch.zeros(5, 4)[torch.tensor([1]), torch.tensor([4])]
+    with pytest.raises(IndexError) as got:
+        x[dg.tensor([1]), dg.tensor([4])].numpy()
+    assert str(got.value) == str(expected.value)
+    with pytest.raises(NotImplementedError, match="to assign through"):  # refused before anything is submitted
+        x[dg.tensor([1]), dg.tensor([2])] = 1.0
+
+
 def test_pointwise_indexing_and_mask_assignment_on_chunks_that_refuse_host_conversion():
     x = to_strict(dg.from_array(np.arange(12.0).reshape(3, 4), chunks=2)).requires_grad_()
     (x[[0, 2], [1, 3]] ** 2).sum().backward()

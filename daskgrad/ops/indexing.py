@@ -185,13 +185,31 @@ def _points(x, index, axes):
     is what it has (and its VJP accumulates repeated points)."""
     if any(index[k] != slice(None) for k in range(len(index)) if k not in axes) or any(i is None for i in index):
         raise NotImplementedError("integer-array indices on several axes must be combined with full slices only")
-    if any(isinstance(index[k], (da.Array, Tensor)) for k in axes):
-        raise NotImplementedError("integer-array indices on several axes must be concrete (lists or NumPy arrays)")
-    idx = np.broadcast_arrays(*[np.asarray(index[k]) for k in axes])
     sizes = tuple(x.shape[k] for k in axes)
-    lin = np.ravel_multi_index(tuple(i % n for i, n in zip(idx, sizes)), sizes).ravel()
     adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    if any(isinstance(index[k], da.Array) for k in axes):  # (a tensor index, as getitem hands it on)
+        lin, shape = _lazy_linear(index, axes, sizes)
+        return lin, shape, axes[0] if adjacent else 0
+    idx = np.broadcast_arrays(*[np.asarray(index[k]) for k in axes])
+    lin = np.ravel_multi_index(tuple(i % n for i, n in zip(idx, sizes)), sizes).ravel()
     return lin, idx[0].shape, axes[0] if adjacent else 0
+
+
+def _lazy_linear(index, axes, sizes):
+    """The linear indices of pointwise integer arrays over ``axes`` (of lengths ``sizes``), one of them
+    lazy, as a 1-D dask array, and their broadcast shape: each index checked and wrapped in the task
+    that reads it, as a lone lazy index is (:func:`_check_index`)."""
+    parts = [index[k] if isinstance(index[k], da.Array) else da.from_array(np.asarray(index[k]), chunks=-1)
+             for k in axes]
+    if any(p.dtype.kind not in "iu" for p in parts):
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    parts = da.broadcast_arrays(*parts)
+    lin = None
+    for p, n, k in zip(parts, sizes, axes):
+        flat = p.ravel()
+        wrapped = flat.map_blocks(_check_index, n, k, dtype=np.int64, meta=flat._meta.astype(np.int64))
+        lin = wrapped if lin is None else lin * n + wrapped
+    return lin, parts[0].shape
 
 
 def _move(x, source, destination):
@@ -220,6 +238,9 @@ def _take_points(x, index, axes):
 
 def _set_points(x, index, axes, value):
     """``x[index] = value`` for pointwise integer-array indices, through one flattened axis."""
+    if any(isinstance(index[k], (da.Array, Tensor)) for k in axes):
+        raise NotImplementedError("integer-array indices on several axes must be concrete (lists or NumPy arrays) "
+                                  "to assign through")
     lin, bshape, pos = _points(x, index, axes)
     flat, rest = _flat_over(x, axes)
     if isinstance(value, Tensor):
@@ -342,13 +363,14 @@ def _take_host(a, *, idx, axis):
                          chunks=tuple((len(idx),) if k == axis else c for k, c in enumerate(a.chunks)))
 
 
-def _check_index(block, n):
-    """Chunk kernel for a lazy integer index: torch's IndexError (the values are unknown on the
-    client, so the check runs in the task that reads them), negative indices wrapped."""
+def _check_index(block, n, dim=0):
+    """Chunk kernel for a lazy integer index into axis ``dim`` of length ``n``: torch's IndexError (the
+    values are unknown on the client, so the check runs in the task that reads them), negative
+    indices wrapped."""
     bad = (block < -n) | (block >= n)
     if bad.any():
-        raise IndexError(f"index {int(block[bad][0])} is out of bounds for dimension 0 with size {n}")
-    return block % n
+        raise IndexError(f"index {int(block[bad][0])} is out of bounds for dimension {dim} with size {n}")
+    return (block % n).astype(np.int64, copy=False)
 
 
 def _checked_lazy_index(idx, n):
