@@ -200,6 +200,7 @@ class _Template:
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
     chunk_bytes: int = 0    # the largest chunk a task makes or reads whole
     held: int | None = None  # the most values an inline run holds at once (slots and results included)
+    looped: bool = False    # it holds a time loop (a ScanLayer): run in the order the loop made its tasks
     shipped: object = None  # the graph pickled once, for a worker that runs it as one task (_one_task)
 
 
@@ -392,7 +393,8 @@ def make_template(optimized, inputs, limit=None, task_bytes=None, whole=False):
     largest = max([largest, task_bytes or 0] + [a.dtype.itemsize * _chunk_elements(a) for a in optimized])
     return _Template(graph, tuple(slots), tuple(a.name for a in optimized),
                      frozenset(k[0] if isinstance(k, tuple) else k for k in graph), readers,
-                     whole or largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex, chunk_bytes=largest)
+                     whole or largest <= SMALL_CHUNK, tuple(annotated), uuid.uuid4().hex, chunk_bytes=largest,
+                     looped=any(type(v) is ScanLayer for v in optimized[0].dask.layers.values()))
 
 
 def _task_bytes(prog):
@@ -472,19 +474,24 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
             else:
                 renamed[was] = k
     if template.plan is None:  # worked out once, by the submission that made the template (its first run)
-        template.plan = _plan(template.graph, calls=template.small)  # (only small chunks run inline: run_inline)
+        template.plan = _plan(template.graph, calls=template.small, looped=template.looped)  # (only small chunks
+        #                                                                                     run inline: run_inline)
     name = f"instance-{token}"
     hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
     return [array(hlg, a.name, a.chunks, a._meta) for a in arrays]
 
 
-def _plan(graph, calls=True):
-    """How an inline run goes through a template's ``graph``: its keys in ``dask.order``'s order, how
-    many tasks read each key, and (``calls``) each task as a direct call (:func:`.calls.fast`)."""
+def _plan(graph, calls=True, looped=False):
+    """How an inline run goes through a template's ``graph``: its keys in ``dask.order``'s order (in
+    :func:`_made_order`'s where it holds a time loop: ``looped``), how many tasks read each key, and
+    (``calls``) each task as a direct call (:func:`.calls.fast`)."""
     filled = {k: DataNode(k, None) if t is None else t for k, t in graph.items()}
-    priority = order(filled)
     reads = collections.Counter(d for t in filled.values() for d in t.dependencies)
-    keys = tuple(sorted(filled, key=priority.__getitem__))
+    if looped:
+        keys = tuple(_made_order(graph, {k for k, t in graph.items() if t is None}))
+    else:
+        priority = order(filled)
+        keys = tuple(sorted(filled, key=priority.__getitem__))
     return keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}
 
 
@@ -524,7 +531,7 @@ def _fits_one_task(template, olds, room=None):
         graph = template.graph
         names = set(olds)
         results = {k for k in graph if (k[0] if isinstance(k, tuple) else k) in names}
-        keys, reads, _ = _plan(graph, calls=False)
+        keys, reads, _ = _plan(graph, calls=False, looped=template.looped)
         left = dict(reads)
         live = held = sum(t is None for t in graph.values())  # the slots: held throughout (the task's inputs)
         for k in keys:
@@ -546,17 +553,17 @@ class _Shipped:
     those bytes (the scheduler passes them on as they are); planned, its tasks made direct calls,
     once in each worker process that runs it (:meth:`plan`)."""
 
-    __slots__ = ("name", "blob")
+    __slots__ = ("name", "blob", "looped")
 
-    def __init__(self, name, blob):
-        self.name, self.blob = name, blob
+    def __init__(self, name, blob, looped=False):
+        self.name, self.blob, self.looped = name, blob, looped
 
     @classmethod
     def of(cls, template):
-        return cls(template.name, cloudpickle.dumps(template.graph))
+        return cls(template.name, cloudpickle.dumps(template.graph), template.looped)
 
     def __reduce__(self):
-        return _Shipped, (self.name, self.blob)
+        return _Shipped, (self.name, self.blob, self.looped)
 
     def plan(self):
         with _lock:
@@ -564,7 +571,7 @@ class _Shipped:
             if plan is not None:
                 _worker_plans.move_to_end(self.name)
                 return plan
-        plan = _plan(cloudpickle.loads(self.blob))
+        plan = _plan(cloudpickle.loads(self.blob), looped=self.looped)
         with _lock:
             _worker_plans[self.name] = plan
             while len(_worker_plans) > dask.config.get("daskgrad.step-cache.entries", 16):
@@ -767,35 +774,21 @@ class _Run:
 
 
 def _run_graph(arrays):
-    """A graph run in the calling thread: each task as soon as its inputs are, in the graph's own
-    order where several are (a time loop's: the schedule's), each value dropped after its last reader."""
-    import heapq
-
+    """A graph run in the calling thread in the order :func:`_made_order` gives (a time loop's: the
+    schedule's), each value dropped after its last reader."""
     graph = dict(arrays[0].__dask_graph__())
     wanted = {k for a in arrays for k in flatten(a.__dask_keys__())}
-    position = {k: i for i, k in enumerate(graph)}
-    waiting, readers, values, ready = {}, {}, {}, []
+    values, left = {}, {}
     for k, t in graph.items():
         if not isinstance(t, GraphNode):
             values[k] = t
-            continue
-        if isinstance(t, DataNode):
+        elif isinstance(t, DataNode):
             values[k] = t.value
-            continue
-        deps = [d for d in t.dependencies if d in graph]
-        waiting[k] = len(deps)
-        for d in deps:
-            readers.setdefault(d, []).append(k)
-        if not deps:
-            heapq.heappush(ready, (position[k], k))
-    left = {k: len(r) for k, r in readers.items()}
-    for k in values:
-        for r in readers.get(k, ()):
-            waiting[r] -= 1
-            if not waiting[r]:
-                heapq.heappush(ready, (position[r], r))
-    while ready:
-        _, k = heapq.heappop(ready)
+        else:
+            for d in t.dependencies:
+                if d in graph:
+                    left[d] = left.get(d, 0) + 1
+    for k in _made_order(graph, values):
         t = graph[k]
         if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
             values[k] = t.func(*[values[a.key] for a in t.args])
@@ -806,8 +799,33 @@ def _run_graph(arrays):
                 left[d] -= 1
                 if not left[d] and d not in wanted:
                     values.pop(d, None)
+    return [_holding(a, {k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]
+
+
+def _made_order(graph, given):
+    """The tasks of ``graph`` but ``given`` (keys whose values are there from the start), each as soon
+    as what it reads is, in the graph's own order where several are: a time loop's tasks in the order
+    its schedule made them (Revolve's, which holds the fewest states).  (``dask.order`` on a loop of
+    a thousand steps cost seconds, and ordered it otherwise.)"""
+    import heapq
+
+    keys = list(graph)
+    position = {k: i for i, k in enumerate(keys)}
+    waiting, readers, ready = {}, {}, []
+    for i, k in enumerate(keys):
+        if k in given:
+            continue
+        t = graph[k]
+        deps = [d for d in (t.dependencies if isinstance(t, GraphNode) else ()) if d in position and d not in given]
+        waiting[k] = len(deps)
+        for d in deps:
+            readers.setdefault(d, []).append(k)
+        if not deps:
+            ready.append(i)  # (in increasing positions: a heap already)
+    while ready:
+        k = keys[heapq.heappop(ready)]
+        yield k
         for r in readers.get(k, ()):
             waiting[r] -= 1
             if not waiting[r]:
-                heapq.heappush(ready, (position[r], r))
-    return [_holding(a, {k: values[k] for k in flatten(a.__dask_keys__())}) for a in arrays]
+                heapq.heappush(ready, position[r])
