@@ -1,5 +1,6 @@
 """correlate/convolve: same numbers as scipy.ndimage and torch's conv2d, gradients equal to torch's
-across uneven chunks, and bad arguments refused before anything is submitted."""
+across uneven chunks, and bad arguments refused before anything is submitted; roll (a periodic
+stencil's shift): NumPy's values, torch's gradients, the array's own chunks."""
 import numpy as np
 import pytest
 
@@ -172,3 +173,46 @@ def test_chunk_fusion_keeps_a_stencil_s_chunks_apart_not_one_task_for_all_bands(
                for node in dsk.values())
     assert most <= 3  # a chunk and its two neighbours at most
     np.testing.assert_allclose(fused.compute(), g.numpy())
+
+
+ROLLS = [((1, 0)), ((-1, 1)), (((3, -8), (0, 1))), ((25, 0)), (((1, 1, -4), (0, 0, 1)))]
+
+
+@pytest.mark.parametrize("shift,axis", ROLLS, ids=[repr(r) for r in ROLLS])
+@pytest.mark.parametrize("chunks", [(9, 7), (3, 7), CHUNKS, (1, 1)], ids=["one", "even", "uneven", "size1"])
+def test_roll_keeps_the_chunks_and_gives_numpy_s_values_and_torch_s_gradient(shift, axis, chunks, rng):
+    # dask's roll left chunks such as (1, 4, 4) for (4, 4, 1): each next op with the array rechunked them
+    # back, and a periodic stencil's step spent most of its time in those tasks
+    torch = pytest.importorskip("torch")
+    x, w = rng.standard_normal((9, 7)), rng.standard_normal((9, 7))
+    t = leaf(x, chunks)
+    y = dg.roll(t, shift, axis)
+    assert y.chunks == t.chunks
+    np.testing.assert_array_equal(y.detach().numpy(), np.roll(x, shift, axis))
+    (y * dg.from_array(w, chunks=chunks)).sum().backward()
+    xt = torch.tensor(x, requires_grad=True)
+    (torch.roll(xt, shift, axis) * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), xt.grad.numpy())
+    assert dg.testing.gradcheck(lambda a: (dg.roll(a, shift, axis) ** 2).sum(), [leaf(x, chunks)])
+
+
+def test_a_roll_is_one_task_a_chunk_reading_the_chunks_it_takes_from():
+    from dask.utils import key_split
+
+    t = dg.from_array(np.arange(32.0 * 32).reshape(32, 32), chunks=16)
+    y = dg.roll(t, 1, 0).array
+    mine = {k: v for k, v in dict(y.__dask_graph__()).items() if key_split(k) == "roll"}
+    assert len(mine) == 4
+    assert all(len(v.dependencies) == 2 for v in mine.values())  # the last row of the chunk above, and its own
+
+
+def test_roll_on_chunks_that_refuse_host_conversion():
+    from strict_array import StrictArray, to_strict
+
+    x = np.arange(12.0).reshape(3, 4)
+    t = to_strict(dg.from_array(x, chunks=2)).requires_grad_()
+    y = dg.roll(t, (1, -3), (0, 1))
+    assert isinstance(y.array._meta, StrictArray)
+    np.testing.assert_array_equal(y.detach().numpy().get(), np.roll(x, (1, -3), (0, 1)))
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy().get(), 2 * x)

@@ -18,7 +18,7 @@ the order of the data:
 * :mod:`.optimize`, :mod:`.fuse`, :mod:`.calls`, :mod:`.rows`: Blockwise fusion and a linear-time
   cull, chunk fusion, how a chunk-fused task runs, row blocks;
 * :mod:`.scan`: time loops, a step's program instantiated for every step (checkpoint_steps, scan);
-* :mod:`.halo`: stencils' halos, a task a chunk and axis;
+* :mod:`.halo`: stencils' halos, a task a chunk and axis; rolls that keep the chunks;
 * :mod:`.submit`, :mod:`.deterministic`, :mod:`.replicas`: one submission on the current client,
   stored values, gathers, lost values; the same bits wherever tasks run; kept values on two workers;
 * :mod:`.peaks`: peak memory predicted by simulating a graph's run order, and measured on a real run;
@@ -27,7 +27,7 @@ the order of the data:
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
 from .lazy import Lazy, alias, build, defer, defer_many, on_alias_built, rebind, rule, through, value_of
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
-from .halo import halo
+from .halo import halo, rolled
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
@@ -38,7 +38,7 @@ from .submit import (cancelled, client_of, current_client, data_futures, flat_ke
 
 __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
            "relabel", "within_chunks", "Lazy", "alias", "build", "defer", "defer_many", "on_alias_built", "rebind",
-           "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo",
+           "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers", "fold", "halo", "rolled",
            "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize", "toposort_layers",
            "NoKey", "Program", "frozen", "in_memory", "instantiate", "is_data", "step_cache_clear", "step_cache_info",
            "MemoryEstimate", "PeakTracker", "chunk_bytes", "largest_chunk", "recording", "simulate", "cancelled",

@@ -1,5 +1,5 @@
 """Halos for stencils: each chunk extended by its neighbours' edge cells, or by the boundary rule at
-the array's edges.
+the array's edges; and rolls (periodic shifts) with the chunks they had.
 
 dask's ``overlap`` spends ~16 tasks a chunk on a 2-D halo (a slicing per strip and per corner,
 concatenations per axis, constant-boundary blocks made from nothing): in a wave equation's
@@ -106,3 +106,53 @@ def _edge(block, ax, d, boundary, first):
     if boundary == "nearest":
         return np.concatenate([_along(block, ax, slice(0, 1) if first else slice(n - 1, n))] * d, axis=ax)
     return np.full_like(_along(block, ax, slice(0, d)), boundary)  # the strip's shape, never 0-d
+
+
+def rolled(a, shift, axis):
+    """``a`` rolled as ``np.roll(a, shift, axis)`` (``axis`` not None, chunk lengths known), with ``a``'s
+    chunks: a task a chunk joining the pieces of (at most a few) chunks it takes.
+
+    ``dask.array.roll`` concatenates two slices, leaving chunks that differ from ``a``'s (``(1, 16, 15)``
+    for ``(16, 16)`` rolled by 1), so the next elementwise op with ``a`` rechunked them back: a roll-based
+    periodic stencil spent most of its step in slicing, concatenating and rechunk-merging tasks."""
+    total = {}
+    for s, ax in np.broadcast(shift, axis):  # (NumPy's: shifts on one axis add up)
+        total[int(ax)] = total.get(int(ax), 0) + int(s)
+    for ax, s in sorted(total.items()):
+        a = _roll_axis(a, s, ax)
+    return a
+
+
+def _roll_axis(a, s, ax):
+    n = a.shape[ax]
+    s = s % n if n else 0
+    token = tokenize(a.name, s, ax)
+    name = "roll-" + token
+    starts = np.cumsum((0,) + a.chunks[ax])
+    sources = []  # per output chunk along ``ax``: (input chunk, start, stop) pieces, in order
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        pieces, pos, left = [], (lo - s) % n if n else 0, hi - lo
+        while left:
+            c = int(np.searchsorted(starts, pos, side="right")) - 1
+            take = min(left, int(starts[c + 1]) - pos)
+            pieces.append((c, pos - int(starts[c]), pos - int(starts[c]) + take))
+            pos, left = (pos + take) % n, left - take
+        sources.append(pieces)
+    tasks = {}
+    for idx in np.ndindex(*a.numblocks):
+        key = (name, *idx)
+        args = []
+        for c, start, stop in sources[idx[ax]] or [(idx[ax], 0, 0)]:  # (an empty chunk: itself)
+            args += [TaskRef((a.name, *idx[:ax], c, *idx[ax + 1:])), start, stop]
+        tasks[key] = Task(key, _pieces, ax, *args)
+    layer = MaterializedLayer(tasks, collection_annotations={"chunks": a.chunks, "dtype": a.dtype})
+    layers, deps = dict(a.dask.layers), dict(a.dask.dependencies)
+    layers[name], deps[name] = layer, {a.name}
+    return da.Array(HighLevelGraph(layers, deps), name, a.chunks, meta=a._meta)
+
+
+def _pieces(ax, *parts):
+    """A rolled chunk: the slices ``[start, stop)`` along ``ax`` of the blocks in ``parts`` (block,
+    start, stop, block, start, stop, ...), joined in order."""
+    pieces = [_cells(block, ax, start, stop) for block, start, stop in zip(parts[::3], parts[1::3], parts[2::3])]
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=ax)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
+from .. import _dask as door
 from ..graph import View, primitive, type_repr
 from .._tensor import Tensor, contiguous_strides, layout
 from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
@@ -377,7 +378,13 @@ rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chu
 rechunk_p.vjp(lambda g, s, *, chunks, old: (rechunk(g, old),))
 flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: da.flip(a, axes))
 flip_p.vjp(lambda g, s, *, axes: (flip(g, axes),))
-roll_p = primitive("roll", torch="RollBackward0", impl=lambda a, *, shift, axis: da.roll(a, shift, axis))
+def _roll_array(a, *, shift, axis):
+    if axis is None or any(c != c for cs in a.chunks for c in cs):  # (flattened, or unknown lengths: dask's)
+        return da.roll(a, shift, axis)
+    return door.rolled(a, shift, axis)  # the chunks kept
+
+
+roll_p = primitive("roll", torch="RollBackward0", impl=_roll_array)
 roll_p.vjp(lambda g, s, *, shift, axis: (roll(g, tuple(-n for n in shift) if isinstance(shift, tuple) else -shift,
                                               axis),))
 
