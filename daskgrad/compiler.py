@@ -535,8 +535,9 @@ def _random_states():
     """daskgrad's and NumPy's global generators' states and the draws from Python's made on this
     thread while it records (:func:`_python_draws`): a trace that draws from one would replay the
     same numbers."""
-    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), repr(np.random.get_state()[1][:4]),
-            np.random.get_state()[2], _draws.get(threading.get_ident()))
+    legacy = np.random.get_state()  # (a copy of its 624 words: taken once)
+    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), legacy[1][:4].tobytes(), legacy[2],
+            _draws.get(threading.get_ident()))
 
 
 # Python's ``random`` is drawn from by other threads of the process too (tornado's periodic callbacks
