@@ -815,12 +815,17 @@ def _made_order(graph, given):
     for i, k in enumerate(keys):
         if k in given:
             continue
-        t = graph[k]
-        deps = [d for d in (t.dependencies if isinstance(t, GraphNode) else ()) if d in position and d not in given]
-        waiting[k] = len(deps)
-        for d in deps:
-            readers.setdefault(d, []).append(k)
-        if not deps:
+        n = 0
+        for d in graph[k].dependencies:  # (a task, or a DataNode: none)
+            if d in position and d not in given:
+                n += 1
+                r = readers.get(d)
+                if r is None:
+                    readers[d] = [k]
+                else:
+                    r.append(k)
+        waiting[k] = n
+        if not n:
             ready.append(i)  # (in increasing positions: a heap already)
     while ready:
         k = keys[heapq.heappop(ready)]
