@@ -474,8 +474,8 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
             else:
                 renamed[was] = k
     if template.plan is None:  # worked out once, by the submission that made the template (its first run)
-        template.plan = _plan(template.graph, calls=template.small, looped=template.looped)  # (only small chunks
-        #                                                                                     run inline: run_inline)
+        # (only small chunks run inline: run_inline)
+        template.plan = _plan(template.graph, calls=template.small, looped=template.looped)
     name = f"instance-{token}"
     hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
     return [array(hlg, a.name, a.chunks, a._meta) for a in arrays]
@@ -788,7 +788,7 @@ def _run_graph(arrays):
             for d in t.dependencies:
                 if d in graph:
                     left[d] = left.get(d, 0) + 1
-    for k in _made_order(graph, values):
+    for k in _made_order(graph, set(values)):
         t = graph[k]
         if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
             values[k] = t.func(*[values[a.key] for a in t.args])
