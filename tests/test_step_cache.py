@@ -581,6 +581,19 @@ def test_a_time_loop_s_template_runs_in_the_loop_s_own_order_without_dask_order(
     assert first.tobytes() == second.tobytes() == third.tobytes()
 
 
+def test_a_step_traced_every_step_points_its_inputs_at_placeholders_made_once():
+    # checkpoint_steps traces step(state, i) anew for every i; each trace rebinds the step's inputs to
+    # placeholder slots, which were a new dask array each time (README block, 1,000 steps: 1.5 -> 1.35 s)
+    from daskgrad._dask import scan
+
+    a = dg.from_array(np.zeros((8, 6)), chunks=(4, 3)).array
+    first = scan._placeholder_slot(a, "scan-in0")
+    assert scan._placeholder_slot(a, "scan-in0") is first
+    assert scan._placeholder_slot(a.rechunk((2, 3)), "scan-in0") is not first
+    assert scan._placeholder_slot(a.astype("float32"), "scan-in0").dtype == np.float32
+    assert scan._placeholder_slot(a, "scan-in1").name == "scan-in1"
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()

@@ -47,9 +47,24 @@ _PLACEHOLDER = _Placeholder()
 
 def _placeholder_slot(a, name):
     """A slot of ``a``'s chunks and meta whose graph holds a placeholder per chunk (described by the
-    program key as a value in memory): what a body's inputs point at while it is keyed and lowered."""
-    layer = MaterializedLayer({k: _PLACEHOLDER for k in _keys(name, a.chunks)})
-    return array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, a._meta)
+    program key as a value in memory): what a body's inputs point at while it is keyed and lowered.
+    Made once per name, chunks and meta (a step traced anew every step rebinds its inputs each time)."""
+    try:
+        key = (name, a.chunks, a.dtype.str, type(a._meta), a._meta.ndim)
+        hit = _placeholders.get(key)
+    except TypeError:  # (an unhashable meta type)
+        key = hit = None
+    if hit is None:
+        layer = MaterializedLayer({k: _PLACEHOLDER for k in _keys(name, a.chunks)})
+        hit = array(HighLevelGraph({name: layer}, {name: set()}), name, a.chunks, a._meta)
+        if key is not None:
+            if len(_placeholders) >= 1024:
+                _placeholders.clear()
+            _placeholders[key] = hit
+    return hit
+
+
+_placeholders = {}  # (name, chunks, dtype, meta type, ndim) -> a placeholder slot (never changed once made)
 
 
 def row_placeholder(xs):
