@@ -72,6 +72,19 @@ def test_index_tensors_on_several_axes_out_of_bounds_raise_torchs_index_error():
         x[dg.tensor([1]), dg.tensor([2])] = 1.0
 
 
+def test_index_tensors_on_several_axes_that_daskgrad_cannot_combine_are_refused_before_submitting():
+    import dask.array as da
+
+    x = dg.from_array(np.arange(12.0).reshape(3, 4), chunks=2)
+    unknown = dg.from_array(da.from_array(np.array([0, 2, 1, 0]), chunks=2)[da.from_array(np.array([1, 1, 0, 1]),
+                                                                                         chunks=2) > 0])
+    with pytest.raises(NotImplementedError, match="known lengths"):  # (dask cannot broadcast unknown lengths)
+        x[unknown, dg.tensor([1])]
+    with pytest.raises(NotImplementedError, match="boolean"):
+        x[dg.tensor([0, 1]), dg.tensor([True, False, True, False])]
+    assert x[dg.tensor([0]), []].shape == (0,)  # (an empty list beside a tensor: NumPy's empty result)
+
+
 def test_pointwise_indexing_and_mask_assignment_on_chunks_that_refuse_host_conversion():
     x = to_strict(dg.from_array(np.arange(12.0).reshape(3, 4), chunks=2)).requires_grad_()
     (x[[0, 2], [1, 3]] ** 2).sum().backward()

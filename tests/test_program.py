@@ -73,6 +73,19 @@ def test_a_number_read_every_step_is_one_dask_array_made_once(graphs_built):
     assert Constant(np.float64(-0.0)).array.name != Constant(np.float64(0.0)).array.name
 
 
+def test_a_number_lowered_under_dask_annotate_keeps_its_annotations_to_that_program():
+    # the one array per number is not made under dask.annotate: a scalar layer made there carries its
+    # annotations (GPU resources), and a later program reading the same number outside must not
+    x = dg.from_array(np.arange(4.0), chunks=2)
+    with dask.annotate(resources={"GPU": 1}):
+        inside = (x * 0.37).array
+    outside = (x * 0.37).array
+    notes = {n: layer.annotations for n, layer in outside.dask.layers.items() if n.startswith("scalar")}
+    assert notes and not any(notes.values())
+    notes = {n: layer.annotations for n, layer in inside.dask.layers.items() if n.startswith("scalar")}
+    assert notes and all(v == {"resources": {"GPU": 1}} for v in notes.values())
+
+
 def _loop(steps, X, y, w):
     losses = []
     for _ in range(steps):

@@ -205,15 +205,18 @@ class Constant:
     @property
     def array(self):
         if self._array is None:
-            key = (self.v.dtype.str, self.v.tobytes())  # (a learning rate read every step: one array, made once)
+            # (a learning rate read every step: one array, made once; not under dask.annotate, whose
+            # annotations a layer made there carries, and which another program must not inherit)
+            key = None if dask.get_annotations() else (self.v.dtype.str, self.v.tobytes())
             self._array = _constants.get(key)
             if self._array is None:
                 name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
                 layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
                 self._array = array(HighLevelGraph({name: layer}, {name: set()}), name, (), np.empty((), self.v.dtype))
-                if len(_constants) >= 4096:
-                    _constants.clear()
-                _constants[key] = self._array
+                if key is not None:
+                    if len(_constants) >= 4096:
+                        _constants.clear()
+                    _constants[key] = self._array
         return self._array
 
     def __repr__(self):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import operator
 import threading
 
+import dask
 import dask.array as da
 from dask.base import tokenize
 
@@ -49,8 +50,8 @@ def _placeholder_slot(a, name):
     """A slot of ``a``'s chunks and meta whose graph holds a placeholder per chunk (described by the
     program key as a value in memory): what a body's inputs point at while it is keyed and lowered.
     Made once per name, chunks and meta (a step traced anew every step rebinds its inputs each time)."""
-    try:
-        key = (name, a.chunks, a.dtype.str, type(a._meta), a._meta.ndim)
+    try:  # (not under dask.annotate: a layer made there carries its annotations, for that program only)
+        key = None if dask.get_annotations() else (name, a.chunks, a.dtype.str, type(a._meta), a._meta.ndim)
         hit = _placeholders.get(key)
     except TypeError:  # (an unhashable meta type)
         key = hit = None

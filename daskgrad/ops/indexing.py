@@ -199,15 +199,23 @@ def _lazy_linear(index, axes, sizes):
     """The linear indices of pointwise integer arrays over ``axes`` (of lengths ``sizes``), one of them
     lazy, as a 1-D dask array, and their broadcast shape: each index checked and wrapped in the task
     that reads it, as a lone lazy index is (:func:`_check_index`)."""
-    parts = [index[k] if isinstance(index[k], da.Array) else da.from_array(np.asarray(index[k]), chunks=-1)
-             for k in axes]
+    parts = []
+    for k in axes:
+        i = index[k]
+        if not isinstance(i, da.Array):
+            i = np.asarray(i)
+            i = da.from_array(i.astype(np.intp) if i.size == 0 else i, chunks=-1)  # (an empty list is float)
+        parts.append(i)
+    if any(p.dtype.kind == "b" for p in parts) or any(n != n for p in parts for n in p.shape):
+        raise NotImplementedError("integer-array indices on several axes, one of them lazy, must be integer "
+                                  "arrays of known lengths (a boolean index beside them must be concrete)")
     if any(p.dtype.kind not in "iu" for p in parts):
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     parts = da.broadcast_arrays(*parts)
     lin = None
     for p, n, k in zip(parts, sizes, axes):
         flat = p.ravel()
-        wrapped = flat.map_blocks(_check_index, n, k, dtype=np.int64, meta=flat._meta.astype(np.int64))
+        wrapped = flat.map_blocks(_check_index, n, k, dtype=flat.dtype, meta=flat._meta).astype(np.int64)
         lin = wrapped if lin is None else lin * n + wrapped
     return lin, parts[0].shape
 
@@ -370,7 +378,7 @@ def _check_index(block, n, dim=0):
     bad = (block < -n) | (block >= n)
     if bad.any():
         raise IndexError(f"index {int(block[bad][0])} is out of bounds for dimension {dim} with size {n}")
-    return (block % n).astype(np.int64, copy=False)
+    return block % n
 
 
 def _checked_lazy_index(idx, n):
