@@ -353,9 +353,9 @@ def test_a_training_loop_of_an_mlp_under_cross_entropy_runs_on_a_cluster(client)
             np.testing.assert_array_equal(a, b)
 
 
-def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_of_the_submission():
-    # fusion's own keys are named by what each task is and the keys it reads: a step submitted with
-    # something else beside it runs its tasks under the keys it has alone
+def fused_keys_alone_and_beside():
+    """The keys of a logistic-regression gradient's optimized graph submitted alone, and submitted with
+    unrelated arrays beside it."""
     X, y, w0 = logreg_data()
     Z = dg.from_array(np.random.default_rng(5).standard_normal((400, 3)), chunks=(100, 3))
 
@@ -365,31 +365,24 @@ def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_of_the_submiss
         (g,) = dg.grad(loss, [w], lazy=True)
         return set(dict(runtime.optimize([g.array, loss.array] + [e.array for e in extra])[0].dask))
 
-    alone = keys()
+    return keys(), keys(dg.tanh(Z).sum(), (Z * 2).sum(axis=0))
+
+
+def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_of_the_submission():
+    # fusion's own keys are named by what each task is and the keys it reads: a step submitted with
+    # something else beside it runs its tasks under the keys it has alone
+    alone, beside = fused_keys_alone_and_beside()
     assert any("-fused-" in str(k) for k in alone)
-    assert alone <= keys(dg.tanh(Z).sum(), (Z * 2).sum(axis=0))
+    assert alone <= beside
 
 
+# the test above in a process of its own (the hash seed is read when Python starts)
 _FUSED_KEYS = """
-import numpy as np
-import daskgrad as dg
-from daskgrad import runtime
-rng = np.random.default_rng(0)
-X = dg.from_array(rng.standard_normal((4000, 5)), chunks=(500, 5))
-y = dg.from_array((rng.random(4000) < 0.5).astype(float), chunks=500)
-w0 = rng.standard_normal(5)
-Z = dg.from_array(np.random.default_rng(5).standard_normal((400, 3)), chunks=(100, 3))
-
-
-def keys(*extra):
-    w = dg.from_array(w0, chunks=-1, requires_grad=True)
-    loss = dg.binary_cross_entropy_with_logits(X @ w, y)
-    (g,) = dg.grad(loss, [w], lazy=True)
-    return set(dict(runtime.optimize([g.array, loss.array] + [e.array for e in extra])[0].dask))
-
-
-alone = keys()
-print(any("-fused-" in str(k) for k in alone), sorted(map(str, alone - keys(dg.tanh(Z).sum(), (Z * 2).sum(axis=0)))))
+import sys
+sys.path.insert(0, {here!r})
+from test_chunk_fusion import fused_keys_alone_and_beside
+alone, beside = fused_keys_alone_and_beside()
+print(any("-fused-" in str(k) for k in alone), sorted(map(str, alone - beside)))
 """
 
 
@@ -402,7 +395,8 @@ def test_a_fused_group_s_key_does_not_change_with_unrelated_parts_under_any_hash
     import sys
 
     env = dict(os.environ, PYTHONHASHSEED=str(seed))
-    out = subprocess.run([sys.executable, "-c", _FUSED_KEYS], env=env, check=True, capture_output=True, text=True)
+    script = _FUSED_KEYS.format(here=os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "True []"
 
 
