@@ -77,6 +77,7 @@ class Delivery:
     found: dict = field(default_factory=dict)       # id(input) -> its gradient: what grad() returns
     executed: list = field(default_factory=list)    # nodes whose rule ran, in order: released or retained
     nan_checks: list = field(default_factory=list)  # anomaly mode: a NanCheck per rule output
+    arrived: list = field(default_factory=list)     # (node, its cotangent), in the order they arrived
 
     def deliver(self, plan, node, g):
         """``g`` arrived at ``node``: it is the gradient of the tensors ``node`` stands for."""
@@ -333,9 +334,9 @@ def _stack_is_deep():
 def _run_here(plan):
     """The reverse pass and its one submission, holding the nodes the call frees; returns the
     gradients of ``plan.inputs`` by ``id``."""
-    with _claim(plan):
+    with _claim(plan), runtime.gc_paused():
         if plan.batch is None:
-            out = _reverse_pass(plan, plan.grads)
+            out = _reverse_pass_kept(plan)
         else:  # one reverse pass per cotangent, stacked, still one submission
             out = _stacked([_reverse_pass(plan, _make_grads(plan.roots, gs)) for gs in plan.batch])
         return _submit(plan, out)
@@ -354,6 +355,7 @@ def _reverse_pass(plan, seeds):
             g = cot.pop(node)
             if g is None:
                 continue
+            out.arrived.append((node, g))
             g = _run_prehooks(node, g, cot, plan, out)
             if node not in plan.runs:
                 continue
@@ -365,6 +367,116 @@ def _reverse_pass(plan, seeds):
                 ct = cot.add(parent, ct)
                 if is_anomaly_enabled():
                     out.nan_checks.append(NanCheck(node, i, ct))
+    return out
+
+
+# ------------------------------------------------------------------ a reverse pass taken before
+class _Walk(NamedTuple):
+    """A reverse pass kept (:func:`daskgrad._dask.piece`): its cotangents as a recorded ``piece``,
+    made again on another graph of the same structure; ``arrived``, the position in ``plan.order`` of
+    the node each cotangent arrived at; ``executed``, the positions of the nodes whose rule ran."""
+
+    piece: door.Piece
+    arrived: tuple
+    executed: tuple
+
+
+def _reverse_pass_kept(plan):
+    """:func:`_reverse_pass`, or the one a graph of the same structure took, made again on this
+    graph's values: a training loop's backward runs its VJP rules (and ``_conform``) the second time
+    only, like a program's template its lowering.  The rules are pure functions of what the key
+    holds -- ops, params, edges, and the abstract values of the saved tensors and seeds -- and read
+    nothing else (a hook, a user's ``Function`` or ``create_graph`` has no key: its rules always run)."""
+    key, values, where = _structure(plan)
+    if key is None:
+        return _reverse_pass(plan, plan.grads)
+    kept, seen = door.piece(key)
+    if kept:
+        return _walked_again(plan, kept, values)
+    out = _reverse_pass(plan, plan.grads)
+    if seen and kept is None:
+        door.keep_piece(key, _walk_of(plan, out, where))
+    return out
+
+
+def _structure(plan):
+    """``(key, values, where)``: the structure of ``plan``'s reverse pass, the values its rules may
+    read (the seeds and saved tensors, each once, in order) and ``id(value) -> index``; a key of
+    None where the pass has none."""
+    if (plan.create_graph or plan.batch is not None or is_anomaly_enabled() or current_trace() is not None
+            or dask.get_annotations() or not dask.config.get("daskgrad.step-cache.enabled", True)):
+        return None, None, None
+    values, where = [], {}
+
+    def read(v):
+        j = where.get(id(v))
+        if j is None:
+            j = where[id(v)] = len(values)
+            values.append(v)
+        return j
+
+    def aval(v):  # (shape included: unknown chunk sizes have NaN in it)
+        return v.shape, v.dtype, v.chunks, type(v._meta), type(v) is door.Lazy, read(v)
+
+    at = {n: i for i, n in enumerate(plan.order)}
+    runs, targets = plan.runs, plan.targets
+    desc = [plan.accumulate, plan.all_leaves, repr(dask.config.get("daskgrad.vjp-resources", None))]
+    desc += [(at.get(n), None if g is None else aval(recorded(g))) for n, g in zip(plan.nodes, plan.grads)]
+    try:
+        for node in plan.order:
+            if node._hooks or node._prehooks or node._tensor_hooks:
+                return None, None, None
+            if type(node) is AccumulateGrad:
+                if node.variable._hooks:
+                    return None, None, None
+                desc.append(len(targets.get(node, ())))
+                continue
+            if not node._prim.torch:  # a user's Function, map_blocks: its backward is the user's code
+                return None, None, None
+            saved = ()
+            if node in runs:
+                saved = []
+                for k, v in node._saved.items():
+                    if type(v) is not graph.SavedTensor:
+                        saved.append((k, door.frozen(v)))
+                        continue
+                    leaf = v.leaf
+                    if leaf is not None and type(leaf._storage) is _ViewStorage:
+                        return None, None, None
+                    x = v._data if leaf is None else leaf._storage.value  # (what unpacking gives)
+                    saved.append((k, aval(x), v.requires_grad, leaf is not None, type(v.storage)))
+            desc.append((type(node), node._prim, door.frozen(tuple(node._params.items())),
+                         tuple(-1 if p is None else at.get(p, -2) for p, _ in node.next_functions),
+                         node._input_meta, node._output_meta, node in runs, tuple(saved),
+                         len(targets.get(node, ())), node._retained is not None))
+        key = tuple(desc)
+        hash(key)
+    except (door.NoKey, TypeError):
+        return None, None, None
+    return key, values, where
+
+
+def _walk_of(plan, out, where):
+    """The :class:`_Walk` of a pass just taken, or False where a rule read something else (a value
+    in memory, an array built now): then it is never kept."""
+    if any(g.requires_grad for _, g in out.arrived):  # (a cotangent given, passed through: .grad is that tensor)
+        return False
+    at = {n: i for i, n in enumerate(plan.order)}
+    try:
+        piece = door.Piece([recorded(g) for _, g in out.arrived], where)
+    except door.NoKey:
+        return False
+    return _Walk(piece, tuple(at[n] for n, _ in out.arrived), tuple(at[n] for n in out.executed))
+
+
+def _walked_again(plan, walk, values):
+    """The :class:`Delivery` of ``walk`` made again on ``plan``'s ``values``."""
+    out, order = Delivery(), plan.order
+    for i, g in zip(walk.arrived, walk.piece.again(values)):
+        node = order[i]
+        if node in plan.targets or plan.all_leaves and (type(node) is AccumulateGrad or node._retained is not None):
+            out.deliver(plan, node, Tensor._make(g))
+    out.executed.extend(order[i] for i in walk.executed)
     return out
 
 

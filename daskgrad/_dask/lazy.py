@@ -238,6 +238,64 @@ def defer_many(fn, srcs, params, avals):
     return [Lazy(_component, (group,), (("i", i),), *aval) for i, aval in enumerate(avals)]
 
 
+# ------------------------------------------------------------------ a piece of program, made again
+class Piece:
+    """The Lazy values some code recorded, as a recipe: made again (:meth:`again`) on other values
+    of what that code read, without running it.  The engine keeps the reverse pass so (its VJP
+    rules are pure functions of the graph's structure, which its key holds): a training loop's
+    backward records its rules once.  ``eqns``: per value made, ``(fn, srcs, params, dtype, meta,
+    chunks, elementwise, shape, annotations, rule, many)`` with each src a reference --
+    ``("x", j)``: the ``j``-th value read, ``("e", j)``: the ``j``-th value made, ``("c", v)``: a
+    constant ``v``; ``outputs``: a reference each.  It holds no value it read."""
+
+    __slots__ = ("eqns", "outputs")
+
+    def __init__(self, outputs, read):
+        """``outputs``: the values the code made (or passed through); ``read``: ``id(value) -> j``
+        for every value it may have read.  :class:`NoKey` where a value made reads anything else: a
+        dask array, a value computed or held in memory, a param holding an array."""
+        made, eqns = {}, []
+
+        def ref(v):
+            j = read.get(id(v))
+            if j is not None:
+                return ("x", j)
+            if type(v) is Lazy:
+                return ("e", made[id(v)])
+            if isinstance(v, da.Array):
+                raise NoKey(type(v))  # (a dask array this code did not read as its input: not a recipe)
+            return ("c", v)  # (a number, a Constant: the same in every run its key allows)
+
+        stack = [v for v in outputs if type(v) is Lazy and id(v) not in read]
+        while stack:  # depth first, each value after what it reads (a reverse pass is as deep as the program)
+            v = stack[-1]
+            if id(v) in made:
+                stack.pop()
+                continue
+            if v.computed is not None or v.fn is _held or v.fn is _alias:
+                raise NoKey(v)
+            waiting = [s for s in v.srcs if type(s) is Lazy and id(s) not in read and id(s) not in made]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            frozen(v.params, objects=False)  # (NoKey: a param holding an array or another object)
+            made[id(v)] = len(eqns)
+            eqns.append((v.fn, tuple(ref(s) for s in v.srcs), v.params, v.dtype, v._meta, v.chunks, v.elementwise,
+                         v.shape, v.annotations, v.rule, v.many))
+        self.eqns, self.outputs = tuple(eqns), tuple(ref(v) for v in outputs)
+
+    def again(self, values):
+        """The outputs made anew, reading ``values`` (in the order of ``read``'s indices)."""
+        made = []
+        for fn, srcs, params, dtype, meta, chunks, elementwise, shape, notes, rule, many in self.eqns:
+            v = Lazy(fn, tuple(values[j] if k == "x" else made[j] if k == "e" else j for k, j in srcs), params,
+                     dtype, meta, chunks, elementwise, shape)
+            v.annotations, v.rule, v.many = notes, rule, many
+            made.append(v)
+        return [values[j] if k == "x" else made[j] if k == "e" else j for k, j in self.outputs]
+
+
 # ------------------------------------------------------------------ keys
 class NoKey(Exception):
     """A value with no exact hashable form here (see :func:`frozen`)."""

@@ -207,7 +207,7 @@ class _Template:
 _lock = threading.Lock()
 _templates = collections.OrderedDict()  # program key -> _Template, least recently used first
 _seen = collections.OrderedDict()  # keys of recent programs without a template (see _seen_twice)
-_stats = {"hits": 0, "misses": 0, "uncached": 0}
+_stats = {"hits": 0, "misses": 0, "uncached": 0, "piece_hits": 0}
 
 
 def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
@@ -313,17 +313,57 @@ def lowered(prog, slot_name, fuse):
 def step_cache_info() -> dict:
     """The program cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits`` (instances
     of a cached template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
-    ``entries`` and ``tasks`` held."""
+    ``entries`` and ``tasks`` held; ``pieces``, ``piece_hits``: recorded pieces held (reverse
+    passes, see :func:`piece`) and made again."""
     with _lock:
-        return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()))
+        return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()),
+                    pieces=sum(bool(p) for p in _pieces.values()))
 
 
 def step_cache_clear() -> None:
-    """Drop every cached template and zero the counts."""
+    """Drop every cached template and piece, and zero the counts."""
     with _lock:
         _templates.clear()
         _seen.clear()
-        _stats.update(hits=0, misses=0, uncached=0)
+        _pieces.clear()
+        _stats.update(hits=0, misses=0, uncached=0, piece_hits=0)
+
+
+# ------------------------------------------------------------------ pieces: code that records a program, kept
+_pieces = collections.OrderedDict()  # key -> Piece, or None where seen once; least recently used first
+
+
+def piece(key):
+    """``(the Piece kept under key, False where its code records none, or None; whether key was seen
+    before)``; notes ``key`` as seen.
+    What records a program (a reverse pass) is kept, like a template, the second time its key is
+    seen, in the same cache: ``daskgrad.step-cache.entries`` pieces at most (16 by default), and
+    none when ``daskgrad.step-cache.enabled`` is False."""
+    if not dask.config.get("daskgrad.step-cache.enabled", True):
+        return None, False
+    with _lock:
+        if key in _pieces:
+            _pieces.move_to_end(key)
+            p = _pieces[key]
+            if p:
+                _stats["piece_hits"] += 1
+            return p, True
+        _pieces[key] = None
+        while len(_pieces) > 4 * dask.config.get("daskgrad.step-cache.entries", 16):
+            _pieces.popitem(last=False)
+        return None, False
+
+
+def keep_piece(key, p):
+    """Keep ``p`` (a :class:`~.lazy.Piece`, or False: none can be recorded) under ``key``, dropping the
+    least recently used past the bound."""
+    with _lock:
+        _pieces[key] = p
+        _pieces.move_to_end(key)
+        bound = dask.config.get("daskgrad.step-cache.entries", 16)
+        while sum(v is not None for v in _pieces.values()) > bound:
+            oldest = next(k for k, v in _pieces.items() if v is not None)
+            del _pieces[oldest]
 
 
 def _notes(layer):

@@ -282,6 +282,8 @@ def client_of(value):
 def lost_keys(arrays, ask=False):
     """Keys of the values ``arrays`` read that the cluster no longer has (their client was closed,
     or every worker holding them died); ``ask``: ask the scheduler (the client may not have heard)."""
+    if no_clients():  # (no Future without its client: nothing can be lost, and walking the layers costs a step)
+        return set()
     futures = {f.key: f for a in arrays for f in data_futures(a.dask)}
     dead = {k for k, f in futures.items() if f.status in ("cancelled", "lost", "error")}
     if ask and futures:
