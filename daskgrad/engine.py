@@ -334,7 +334,7 @@ def _stack_is_deep():
 def _run_here(plan):
     """The reverse pass and its one submission, holding the nodes the call frees; returns the
     gradients of ``plan.inputs`` by ``id``."""
-    with _claim(plan), runtime.gc_paused():
+    with _claim(plan), door.gc_paused():
         if plan.batch is None:
             out = _reverse_pass_kept(plan)
         else:  # one reverse pass per cotangent, stacked, still one submission
@@ -459,8 +459,8 @@ def _structure(plan):
 def _walk_of(plan, out, where):
     """The :class:`_Walk` of a pass just taken, or False where a rule read something else (a value
     in memory, an array built now): then it is never kept."""
-    if any(g.requires_grad for _, g in out.arrived):  # (a cotangent given, passed through: .grad is that tensor)
-        return False
+    if any(g.requires_grad or _delivers(plan, n) and id(recorded(g)) in where for n, g in out.arrived):
+        return False  # (a cotangent given, handed on as it is: the caller's tensor, which a recipe cannot give)
     at = {n: i for i, n in enumerate(plan.order)}
     try:
         piece = door.Piece([recorded(g) for _, g in out.arrived], where)
@@ -473,11 +473,15 @@ def _walked_again(plan, walk, values):
     """The :class:`Delivery` of ``walk`` made again on ``plan``'s ``values``."""
     out, order = Delivery(), plan.order
     for i, g in zip(walk.arrived, walk.piece.again(values)):
-        node = order[i]
-        if node in plan.targets or plan.all_leaves and (type(node) is AccumulateGrad or node._retained is not None):
-            out.deliver(plan, node, Tensor._make(g))
+        if _delivers(plan, order[i]):
+            out.deliver(plan, order[i], Tensor._make(g))
     out.executed.extend(order[i] for i in walk.executed)
     return out
+
+
+def _delivers(plan, node):
+    """Whether the cotangent arriving at ``node`` is a gradient the call hands out (:meth:`Delivery.deliver`)."""
+    return node in plan.targets or plan.all_leaves and (type(node) is AccumulateGrad or node._retained is not None)
 
 
 def _stacked(passes):

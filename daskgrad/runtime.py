@@ -9,7 +9,6 @@ the retained graphs.
 from __future__ import annotations
 
 import contextlib
-import gc
 import weakref
 
 import dask
@@ -41,28 +40,10 @@ def observe(observer):
         _observers.remove(observer)
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cyclic garbage collector held off while daskgrad builds and runs a submission.  A
-    submission makes and drops hundreds of thousands of small objects (a program, its graph, a
-    backward's cotangents); the collector, run meanwhile, would move them to its oldest generation,
-    whose full collections -- of every object the process holds, cached templates included -- then
-    came every run or two (0.4 s each in a 200-step FWI gradient, a fifth of it).  Refcounting still
-    frees them all at once when the submission ends.  (distributed throttles the collector on its
-    own event loop, for the same reason.)  A collector switched off by the user stays off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def persist(values, **kwargs):
-    """:func:`_persist` with the garbage collector held off (:func:`gc_paused`)."""
-    with gc_paused():
+    """:func:`_persist` with Python's garbage collector held off while daskgrad works
+    (:func:`daskgrad._dask.gc_paused`)."""
+    with door.gc_paused():
         return _persist(values, **kwargs)
 
 

@@ -188,3 +188,59 @@ def test_a_submission_holds_the_garbage_collector_off_and_gives_it_back():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_cotangent_handed_on_as_it_is_stays_the_callers_tensor(rules_run):
+    """``grad(x, x, v, lazy=True)`` returns ``v`` itself, as torch does, every time: a pass whose
+    gradient is a cotangent the caller gave is not made again from a recipe."""
+    for i in range(4):
+        x = dg.from_array(np.arange(6.0), chunks=3, requires_grad=True)
+        y = x * 2.0
+        v = dg.from_array(np.full(6, i + 1.0), chunks=3)
+        (g,) = dg.autograd.grad(x, x, v, lazy=True)
+        (gy,) = dg.autograd.grad(y, y, v, lazy=True)
+        assert g is v and gy is v
+        with dg.no_grad():
+            v.add_(100.0)
+        assert g.numpy()[0] == gy.numpy()[0] == 101.0 + i
+
+
+class _Cycle:
+    alive = 0
+    most = 0
+
+    def __init__(self):
+        self.me = self  # (garbage only the cyclic collector frees)
+        _Cycle.alive += 1
+        _Cycle.most = max(_Cycle.most, _Cycle.alive)
+
+    def __del__(self):
+        _Cycle.alive -= 1
+
+
+def _drops_a_cycle(block):
+    _Cycle()
+    return block * 2.0
+
+
+def _notes_the_collector(block, seen):
+    seen.append(gc.isenabled())
+    return block * 2.0
+
+
+def test_tasks_run_with_a_collector_while_a_submission_holds_it_off():
+    """An inline run (small chunks) collects the youngest generation every 256 tasks: the cycles its
+    tasks drop do not pile up until the submission ends; tasks that dask's scheduler runs (large
+    chunks) run with the collector on."""
+    x = dg.from_array(np.ones((2048, 4)), chunks=(1, 4))
+    with dask.config.set(scheduler="threads"):
+        for _ in range(3):  # (the third runs inline, an instance of the template the second made)
+            gc.collect()
+            _Cycle.alive = _Cycle.most = 0
+            assert float(dg.map_blocks(_drops_a_cycle, x, dtype=np.float64).sum()) == 2 * 2048 * 4
+        assert _Cycle.most < 600  # (2,048 tasks; 454 here, 685 with the collector left as it is)
+        seen = []
+        big = dg.from_array(np.ones((2, 100_000)), chunks=(1, 100_000))  # (800 kB chunks: not inline)
+        float(dg.map_blocks(_notes_the_collector, big, seen=seen, dtype=np.float64).sum())
+        assert seen == [True, True]
+    assert gc.isenabled()

@@ -31,8 +31,8 @@ from .halo import halo, rolled
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
-from .program import (NoKey, Program, frozen, in_memory, instantiate, is_data, keep_piece, piece, step_cache_clear,
-                      step_cache_info)
+from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate, is_data, keep_piece, piece,
+                      step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
                      reads_any, store, submit, task_room)
@@ -41,7 +41,7 @@ __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve
            "prototype", "relabel", "within_chunks", "Lazy", "Piece", "alias", "build", "defer", "defer_many",
            "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded", "flat_layers",
            "fold", "halo", "rolled", "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize",
-           "toposort_layers", "NoKey", "Program", "frozen", "in_memory", "instantiate", "is_data", "keep_piece",
-           "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker", "chunk_bytes",
-           "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client", "data_futures",
-           "flat_keys", "gather", "keep", "lost_keys", "reads_any", "store", "submit", "task_room"]
+           "toposort_layers", "NoKey", "Program", "frozen", "gc_paused", "in_memory", "instantiate", "is_data",
+           "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker",
+           "chunk_bytes", "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client",
+           "data_futures", "flat_keys", "gather", "keep", "lost_keys", "reads_any", "store", "submit", "task_room"]

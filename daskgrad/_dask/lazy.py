@@ -44,7 +44,7 @@ class Lazy:
     computed."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "rule", "many", "seen", "computed", "_built", "__weakref__")
+                 "rule", "many", "seen", "computed", "_built", "frozen_params", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False, shape=None):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -58,6 +58,7 @@ class Lazy:
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
         self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.computed_again)
         self.computed = self._built = None
+        self.frozen_params = None  # frozen(params), where known already (a Piece's values: made once for all)
 
     def __repr__(self):
         return f"Lazy({funcname(self.fn)}, shape={self.shape}, dtype={self.dtype})"
@@ -87,6 +88,7 @@ class Lazy:
         self.computed = array
         if self.fn is not _alias and not self.many:
             self.fn, self.srcs, self.params, self.elementwise, self._built = _held, (array,), (), False, None
+            self.frozen_params = None
 
     def build(self):
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
@@ -243,8 +245,8 @@ class Piece:
     """The Lazy values some code recorded, as a recipe: made again (:meth:`again`) on other values
     of what that code read, without running it.  The engine keeps the reverse pass so (its VJP
     rules are pure functions of the graph's structure, which its key holds): a training loop's
-    backward records its rules once.  ``eqns``: per value made, ``(fn, srcs, params, dtype, meta,
-    chunks, elementwise, shape, annotations, rule, many)`` with each src a reference --
+    backward records its rules once.  ``eqns``: per value made, ``(fn, srcs, params, frozen params,
+    dtype, meta, chunks, elementwise, shape, annotations, rule, many)`` with each src a reference --
     ``("x", j)``: the ``j``-th value read, ``("e", j)``: the ``j``-th value made, ``("c", v)``: a
     constant ``v``; ``outputs``: a reference each.  It holds no value it read."""
 
@@ -279,19 +281,19 @@ class Piece:
                 stack.extend(waiting)
                 continue
             stack.pop()
-            frozen(v.params, objects=False)  # (NoKey: a param holding an array or another object)
+            params = frozen(v.params, objects=False) if v.params else ()  # (NoKey: a param holding an object)
             made[id(v)] = len(eqns)
-            eqns.append((v.fn, tuple(ref(s) for s in v.srcs), v.params, v.dtype, v._meta, v.chunks, v.elementwise,
-                         v.shape, v.annotations, v.rule, v.many))
+            eqns.append((v.fn, tuple(ref(s) for s in v.srcs), v.params, params, v.dtype, v._meta, v.chunks,
+                         v.elementwise, v.shape, v.annotations, v.rule, v.many))
         self.eqns, self.outputs = tuple(eqns), tuple(ref(v) for v in outputs)
 
     def again(self, values):
         """The outputs made anew, reading ``values`` (in the order of ``read``'s indices)."""
         made = []
-        for fn, srcs, params, dtype, meta, chunks, elementwise, shape, notes, rule, many in self.eqns:
+        for fn, srcs, params, fparams, dtype, meta, chunks, elementwise, shape, notes, rule, many in self.eqns:
             v = Lazy(fn, tuple(values[j] if k == "x" else made[j] if k == "e" else j for k, j in srcs), params,
                      dtype, meta, chunks, elementwise, shape)
-            v.annotations, v.rule, v.many = notes, rule, many
+            v.annotations, v.rule, v.many, v.frozen_params = notes, rule, many, fparams
             made.append(v)
         return [values[j] if k == "x" else made[j] if k == "e" else j for k, j in self.outputs]
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextlib
 import functools
+import gc
 import operator
 import threading
 import uuid
@@ -99,7 +101,9 @@ class Program:
         for node in _order(outputs):
             srcs = tuple(ref(s) for s in node.srcs)  # (an alias is what it stands for)
             try:
-                params = frozen(node.params) if node.params else ()
+                params = node.frozen_params
+                if params is None:
+                    params = frozen(node.params) if node.params else ()
             except NoKey:
                 keyed, params = False, None
             index[id(node)] = ("e", len(eqns))
@@ -535,15 +539,59 @@ def _plan(graph, calls=True, looped=False):
     return keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}
 
 
+# ---- Python's garbage collector during a submission
+_gc = threading.local()  # .paused: this thread switched the collector off (gc_paused)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector held off while daskgrad builds and runs a submission in
+    this thread.  A submission makes hundreds of thousands of small objects (a program, its graph,
+    a backward's cotangents) that refcounting frees when it ends; collected meanwhile, they reached
+    the collector's oldest generation, whose full collections -- of every object the process holds,
+    cached templates included -- then came every run or two (0.4 s each in a 200-step FWI
+    gradient).  User code keeps a collector: an inline run collects its youngest generation every
+    256 tasks (:func:`_run_plan`, the cycles its tasks dropped), and the collector runs as usual while
+    dask's scheduler or a cluster runs the tasks (:func:`gc_running`).  A collector switched off
+    by the user stays off; one switched off by another thread meanwhile is switched on again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    _gc.paused = True
+    try:
+        yield
+    finally:
+        _gc.paused = False
+        gc.enable()
+
+
+@contextlib.contextmanager
+def gc_running():
+    """The collector on again within a :func:`gc_paused` of this thread (tasks run by dask's
+    scheduler, or a wait on a cluster: user code, for as long as it takes)."""
+    if not getattr(_gc, "paused", False) or gc.isenabled():
+        yield
+        return
+    gc.enable()
+    try:
+        yield
+    finally:
+        gc.disable()
+
+
 def _run_plan(plan, values, wanted):
     """``values`` (the slots') completed by running ``plan`` in order, each value dropped after its
     last reader unless ``wanted``."""
     keys, reads, calls = plan
     left = dict(reads)
-    for k in keys:
+    collect = getattr(_gc, "paused", False)
+    for i, k in enumerate(keys):
         task = calls.get(k)
         if task is None:  # a slot: its value is in place
             continue
+        if collect and not i & 255:  # (the cycles the tasks dropped; only the youngest: see gc_paused)
+            gc.collect(0)
         values[k] = task(values)
         for d in task.dependencies:
             left[d] -= 1
@@ -828,8 +876,11 @@ def _run_graph(arrays):
             for d in t.dependencies:
                 if d in graph:
                     left[d] = left.get(d, 0) + 1
-    for k in _made_order(graph, set(values)):
+    collect = getattr(_gc, "paused", False)
+    for i, k in enumerate(_made_order(graph, set(values))):
         t = graph[k]
+        if collect and not i & 255:  # (see gc_paused)
+            gc.collect(0)
         if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
             values[k] = t.func(*[values[a.key] for a in t.args])
         else:

@@ -17,7 +17,7 @@ from dask.base import tokenize
 from . import deterministic, replicas
 from .deterministic import on_cluster as deterministic_workers
 from .lazy import Lazy
-from .program import Program, run_inline
+from .program import Program, gc_running, run_inline
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
 from .internals import DataNode, HighLevelGraph, clientless, flatten, no_clients
@@ -49,17 +49,19 @@ def submit(arrays, phase, progress=False, deterministic=False):
             done = None if progress else run_inline(arrays)
             if done is not None:
                 return done
-            with _local_progress(progress), contextlib.nullcontext() if deterministic else _one_blas_thread_per_task():
+            blas = contextlib.nullcontext() if deterministic else _one_blas_thread_per_task()
+            with _local_progress(progress), blas, gc_running():
                 return list(dask.persist(*arrays, optimize_graph=False))
     from distributed import span, wait
 
     deterministic_workers(client, deterministic)
 
-    with span("daskgrad", phase):
-        out = client.persist(arrays, optimize_graph=False)
-    if progress:
-        _cluster_progress(out, phase)
-    wait(out)
+    with gc_running():
+        with span("daskgrad", phase):
+            out = client.persist(arrays, optimize_graph=False)
+        if progress:
+            _cluster_progress(out, phase)
+        wait(out)
     return list(out)
 
 
