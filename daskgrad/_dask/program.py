@@ -551,7 +551,7 @@ def gc_paused():
     the collector's oldest generation, whose full collections -- of every object the process holds,
     cached templates included -- then came every run or two (0.4 s each in a 200-step FWI
     gradient).  User code keeps a collector: an inline run collects its youngest generation every
-    256 tasks (:func:`_run_plan`, the cycles its tasks dropped), and the collector runs as usual while
+    1,024 tasks (:func:`_run_plan`, the cycles its tasks dropped), and the collector runs as usual while
     dask's scheduler or a cluster runs the tasks (:func:`gc_running`).  A collector switched off
     by the user stays off; one switched off by another thread meanwhile is switched on again."""
     if not gc.isenabled():
@@ -590,7 +590,7 @@ def _run_plan(plan, values, wanted):
         task = calls.get(k)
         if task is None:  # a slot: its value is in place
             continue
-        if collect and not i & 255:  # (the cycles the tasks dropped; only the youngest: see gc_paused)
+        if collect and i & 1023 == 1023:  # (the cycles its tasks dropped; the youngest generation: see gc_paused)
             gc.collect(0)
         values[k] = task(values)
         for d in task.dependencies:
@@ -879,7 +879,7 @@ def _run_graph(arrays):
     collect = getattr(_gc, "paused", False)
     for i, k in enumerate(_made_order(graph, set(values))):
         t = graph[k]
-        if collect and not i & 255:  # (see gc_paused)
+        if collect and i & 1023 == 1023:  # (see gc_paused)
             gc.collect(0)
         if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
             values[k] = t.func(*[values[a.key] for a in t.args])
