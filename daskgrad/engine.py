@@ -399,13 +399,16 @@ def _reverse_pass_kept(plan):
     return out
 
 
+_NO_KEY = (None, None, None)  # (_structure: a pass whose rules run every time)
+
+
 def _structure(plan):
     """``(key, values, where)``: the structure of ``plan``'s reverse pass, the values its rules may
     read (the seeds and saved tensors, each once, in order) and ``id(value) -> index``; a key of
     None where the pass has none."""
     if (plan.create_graph or plan.batch is not None or is_anomaly_enabled() or current_trace() is not None
             or dask.get_annotations() or not dask.config.get("daskgrad.step-cache.enabled", True)):
-        return None, None, None
+        return _NO_KEY
     values, where = [], {}
 
     def read(v):
@@ -425,14 +428,14 @@ def _structure(plan):
     try:
         for node in plan.order:
             if node._hooks or node._prehooks or node._tensor_hooks:
-                return None, None, None
+                return _NO_KEY
             if type(node) is AccumulateGrad:
                 if node.variable._hooks:
-                    return None, None, None
+                    return _NO_KEY
                 desc.append(len(targets.get(node, ())))
                 continue
             if not node._prim.torch:  # a user's Function, map_blocks: its backward is the user's code
-                return None, None, None
+                return _NO_KEY
             saved = ()
             if node in runs:
                 saved = []
@@ -442,7 +445,7 @@ def _structure(plan):
                         continue
                     leaf = v.leaf
                     if leaf is not None and type(leaf._storage) is _ViewStorage:
-                        return None, None, None
+                        return _NO_KEY
                     x = v._data if leaf is None else leaf._storage.value  # (what unpacking gives)
                     saved.append((k, aval(x), v.requires_grad, leaf is not None, type(v.storage)))
             desc.append((type(node), node._prim, door.frozen(tuple(node._params.items())),
@@ -452,7 +455,7 @@ def _structure(plan):
         key = tuple(desc)
         hash(key)
     except (door.NoKey, TypeError):
-        return None, None, None
+        return _NO_KEY
     return key, values, where
 
 

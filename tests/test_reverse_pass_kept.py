@@ -10,6 +10,7 @@ import pytest
 
 import daskgrad as dg
 from daskgrad import engine
+from op_specs import Cube
 
 CHUNKINGS = [(12, 3), (4, 3), (5, 3), (1, 3)]  # one chunk, even, uneven, size-1 rows
 
@@ -131,19 +132,7 @@ def _hooked(x):
     return y.sum()
 
 
-class _Cube(dg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 3 * g * x ** 2
-
-
-@pytest.mark.parametrize("make", [_hooked, lambda x: _Cube.apply(x).sum()], ids=["tensor-hook", "custom-function"])
+@pytest.mark.parametrize("make", [_hooked, lambda x: Cube.apply(x).sum()], ids=["tensor-hook", "custom-function"])
 def test_user_code_in_a_backward_runs_every_time(make, rules_run):
     """A hook or a custom Function's backward: user code in the pass, which is never made again
     from a record."""
