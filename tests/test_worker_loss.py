@@ -171,6 +171,45 @@ def test_adam_loop_survives_workers_killed_repeatedly_while_nannies_restart_them
     assert_same(got, want)
 
 
+def test_gradients_survive_their_holder_dying_as_they_are_kept(adam_reference):
+    """A backward's gradients are made on one worker; the Keeper is then asked for their second
+    copy.  The worker dies in that moment (here: as the Keeper takes the call).  The gradients
+    must be computable again then -- the values they were computed from (the previous step's
+    parameters and gradients, which the step's stores supersede) still held -- and be copied once
+    computed again.  Before, the stores' swap let go of those first: a loaded machine lost the
+    gradients, and the next step raised LostTensorError, about once in twenty runs."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        scheduler, victims, armed, recomputed = cluster.scheduler, [], [], []
+
+        def on_step(step):
+            if step == 3:
+                keep = scheduler.handlers["daskgrad_keep"]
+
+                async def dying_holder(keys, who_has=None, **kwargs):
+                    grads = [k for k in keys if "-vjp-" in str(k)]
+                    if armed and who_has is None and grads:
+                        armed.clear()
+                        holders = {ws.address for k in grads for ws in scheduler.tasks[k].who_has or ()}
+                        victims.append(sorted(holders)[0])
+                        await scheduler.remove_worker(address=victims[0], stimulus_id="test-holder-died", close=True)
+                        recomputed.extend(grads)
+                    return await keep(keys=keys, who_has=who_has, **kwargs)
+
+                scheduler.handlers["daskgrad_keep"], armed[:] = dying_holder, [True]
+            if step == 4:  # computed again, they are copied to a second worker, as kept values are
+                deadline = time.time() + 30
+                while min(len(scheduler.tasks[k].who_has or ()) for k in recomputed) < 2:
+                    assert time.time() < deadline, "the gradients computed again have one copy"
+                    time.sleep(0.05)
+
+        got = state(*adam_loop(30, on_step=on_step))
+        assert len(victims) == 1 and victims[0] not in client.scheduler_info()["workers"] and recomputed
+    assert_same(got, adam_reference)
+
+
 def _a_pair_holding_both_copies(dask_scheduler=None):
     """The addresses of the two workers holding a value the client keeps in two copies."""
     both = next(ts for ts in dask_scheduler.tasks.values() if ts.who_has and len(ts.who_has) == 2)

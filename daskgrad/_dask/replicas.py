@@ -8,7 +8,8 @@ grow by a step every step), so Dask cannot recompute them: a single copy dies wi
 * ``keep`` (one RPC per submission, from :func:`daskgrad.runtime.persist`) files the keys the
   client stored and copies each to a second worker before the client lets go of the previous
   values, so at every moment each value has two holders;
-* after a worker leaves (or joins, when only one was left) the surviving copies are copied again;
+* after a worker leaves (or joins, when only one was left) the surviving copies are copied again,
+  and a kept value the scheduler computes again (its only holder died) is copied once computed;
 * distributed's Active Memory Manager, which drops every replica nobody is waiting for, spares
   the kept keys.
 
@@ -48,6 +49,7 @@ class Keeper(SchedulerPlugin):
     def __init__(self):
         self.kept = set()
         self._repairs = set()
+        self._recomputed = set()  # kept keys computed again since the last copy
 
     async def start(self, scheduler):
         self.scheduler = scheduler
@@ -81,10 +83,18 @@ class Keeper(SchedulerPlugin):
         if len(self.kept) > 4 * len(present) + 1000:  # forget keys released since (not every call)
             self.kept.intersection_update(s.tasks)
         if copies > 1:
-            self.kept.update(present)
+            # (those not in memory too: a holder died since, and they are being computed again)
+            self.kept.update(k for k in keys if k in s.tasks)
             await self._copy(present, copies)
         # a holder may have died meanwhile: an emptied who_has reads None on recent distributed
         return [len(s.tasks[k].who_has or ()) if k in s.tasks else 0 for k in keys]
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        """A kept key computed again (its holder died before its copy was made) is copied too."""
+        if finish == "memory" and key in self.kept:
+            if not self._recomputed:
+                self._repair_soon(self._recomputed)
+            self._recomputed.add(key)
 
     def remove_worker(self, scheduler, worker, **kwargs):
         self._repair_soon()
@@ -92,19 +102,24 @@ class Keeper(SchedulerPlugin):
     def add_worker(self, scheduler, worker):
         self._repair_soon()
 
-    def _repair_soon(self):
-        task = asyncio.get_running_loop().create_task(self._repair())
+    def _repair_soon(self, keys=None):
+        task = asyncio.get_running_loop().create_task(self._repair(keys))
         self._repairs.add(task)
         task.add_done_callback(self._repairs.discard)
 
-    async def _repair(self):
+    async def _repair(self, keys=None):
+        """Copy the kept keys (or those of the set ``keys``, emptied) held by too few workers."""
         s = self.scheduler
-        await asyncio.sleep(0)  # after the worker's removal has been filed
+        await asyncio.sleep(0)  # after the worker's removal (the transitions of this stimulus) has been filed
+        if keys is not None:
+            keys, todo = list(keys), keys
+            todo.clear()
         if s.status in (Status.closing, Status.closed):  # a cluster shutting down loses its workers
             return
         self.kept.intersection_update(s.tasks)
         want = min(COPIES, len(s.running))
-        short = [k for k in self.kept if s.tasks[k].state == "memory" and len(s.tasks[k].who_has or ()) < want]
+        short = [k for k in (self.kept if keys is None else self.kept.intersection(keys))
+                 if s.tasks[k].state == "memory" and len(s.tasks[k].who_has or ()) < want]
         try:
             await self._copy(short, COPIES)
         except Exception as e:  # a task nobody awaits: asyncio would print the traceback at exit

@@ -287,7 +287,8 @@ def lost_keys(arrays, ask=False):
     if no_clients():  # (no Future without its client: nothing can be lost, and walking the layers costs a step)
         return set()
     futures = {f.key: f for a in arrays for f in data_futures(a.dask)}
-    dead = {k for k, f in futures.items() if f.status in ("cancelled", "lost", "error")}
+    # (not "lost": the scheduler is computing it again; one that cannot be is then "cancelled")
+    dead = {k for k, f in futures.items() if f.status in ("cancelled", "error")}
     if ask and futures:
         client = next(iter(futures.values())).client
         if client.status == "running":
