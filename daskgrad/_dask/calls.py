@@ -11,9 +11,11 @@ path that meters parts for the dashboard and tells a memory tracker (:func:`obse
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import dask
+import numpy as np
 from dask.utils import key_split, parse_bytes
 
 from . import rows
@@ -187,6 +189,29 @@ class _Call:
                 self.kwrefs)
 
 
+def _as_method(name):
+    """``np.<name>`` called as the ndarray's method on an ndarray: NumPy's reductions check every
+    argument before calling it (2 us a call, more than summing a chunk of a few rows takes)."""
+    fn = getattr(np, name)
+
+    def reduction(a, *args, **kwargs):
+        return getattr(a, name)(*args, **kwargs) if type(a) is np.ndarray else fn(a, *args, **kwargs)
+    reduction.__name__ = reduction.__qualname__ = name
+    return fn, reduction
+
+
+_methods = {id(fn): reduction for fn, reduction in map(_as_method, ("sum", "prod", "max", "min"))}
+
+
+def _faster(func):
+    """``func``, or the same reduction called as a method on ndarrays (dask's reductions call
+    ``partial(np.sum, dtype=...)``), for a generated kernel (the parts keep their functions: rows.py
+    knows the reductions by them)."""
+    if type(func) is functools.partial and id(func.func) in _methods:
+        return functools.partial(_methods[id(func.func)], *func.args, **func.keywords)
+    return _methods.get(id(func), func)
+
+
 def _part(a):
     """``(kind, v)`` of a task's argument: 0 a value ``v``, 1 a reference to key ``v``, 2 a task
     (``v``: its :class:`_Call`), 3 a list or tuple (its items not converted)."""
@@ -309,7 +334,7 @@ def _call_source(part, scope, const):
     kwargs = [f"**{const(part.kwargs)}"] if part.kwargs else []
     if part.kwrefs:  # (by a dict: a keyword need not be an identifier)
         kwargs.append("**{" + ", ".join(f"{const(name)}: {scope[k]}" for name, k in part.kwrefs) + "}")
-    return f"{const(part.func)}({', '.join(args + kwargs)})"
+    return f"{const(_faster(part.func))}({', '.join(args + kwargs)})"
 
 
 _ENFORCED = {"enforce_dtype", "enforce_dtype_function"}
