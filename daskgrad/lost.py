@@ -25,10 +25,6 @@ class LostTensorError(RuntimeError):
                          f"client holding them was closed): {shown}. {RECIPE}")
 
 
-def dead(future) -> bool:
-    return future.status in ("cancelled", "lost", "error")
-
-
 def describe(lost, shapes) -> list[str]:
     """Names for the lost dask array names ``lost``: a module's parameter, a ``.grad``, an
     optimizer's state entry, or else the shape and dtype (``shapes``: name -> array) or the name."""

@@ -83,11 +83,13 @@ def _persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), opti
         if client is not None and door.cancelled(e):  # name them, not dask's internal keys
             raise_if_lost(submitted, e)
         raise
-    if client is not None:  # before the swap lets go of the values they were computed from: a
-        # gradient on one worker and with its lineage's inputs released is lost with that worker
-        door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
-    for (st, old), new in zip(stores, out[len(values):]):
-        swap(st, old, new)
+    try:
+        if client is not None:  # before the swap lets go of the values they were computed from: a
+            # gradient on one worker and with its lineage's inputs released is lost with that worker
+            door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
+    finally:  # (the stores are computed: swapped in even if the Keeper could not be reached)
+        for (st, old), new in zip(stores, out[len(values):]):
+            swap(st, old, new)
     if client is not None:
         let_go()  # what this submission superseded (the pending updates that read it have run): the next call tells
     else:

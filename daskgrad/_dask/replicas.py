@@ -91,7 +91,7 @@ class Keeper(SchedulerPlugin):
 
     def transition(self, key, start, finish, *args, **kwargs):
         """A kept key computed again (its holder died before its copy was made) is copied too."""
-        if finish == "memory" and key in self.kept:
+        if finish == "memory" and key in self.kept and self.scheduler.tasks[key].who_wants:  # (not as an input only)
             if not self._recomputed:
                 self._repair_soon(self._recomputed)
             self._recomputed.add(key)
