@@ -93,7 +93,7 @@ class Keeper(SchedulerPlugin):
         """A kept key computed again (its holder died before its copy was made) is copied too."""
         if finish == "memory" and key in self.kept and self.scheduler.tasks[key].who_wants:  # (not as an input only)
             if not self._recomputed:
-                self._repair_soon(self._recomputed)
+                self._repair_soon(recomputed=True)
             self._recomputed.add(key)
 
     def remove_worker(self, scheduler, worker, **kwargs):
@@ -102,23 +102,23 @@ class Keeper(SchedulerPlugin):
     def add_worker(self, scheduler, worker):
         self._repair_soon()
 
-    def _repair_soon(self, keys=None):
-        task = asyncio.get_running_loop().create_task(self._repair(keys))
+    def _repair_soon(self, recomputed=False):
+        task = asyncio.get_running_loop().create_task(self._repair(recomputed))
         self._repairs.add(task)
         task.add_done_callback(self._repairs.discard)
 
-    async def _repair(self, keys=None):
-        """Copy the kept keys (or those of the set ``keys``, emptied) held by too few workers."""
+    async def _repair(self, recomputed=False):
+        """Copy the kept keys (``recomputed``: those computed again since the last such call) held by
+        too few workers."""
         s = self.scheduler
         await asyncio.sleep(0)  # after the worker's removal (the transitions of this stimulus) has been filed
-        if keys is not None:
-            keys, todo = list(keys), keys
-            todo.clear()
+        if recomputed:
+            keys, self._recomputed = self._recomputed, set()
         if s.status in (Status.closing, Status.closed):  # a cluster shutting down loses its workers
             return
         self.kept.intersection_update(s.tasks)
         want = min(COPIES, len(s.running))
-        short = [k for k in (self.kept if keys is None else self.kept.intersection(keys))
+        short = [k for k in (self.kept.intersection(keys) if recomputed else self.kept)
                  if s.tasks[k].state == "memory" and len(s.tasks[k].who_has or ()) < want]
         try:
             await self._copy(short, COPIES)
