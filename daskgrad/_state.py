@@ -7,7 +7,9 @@ know nothing of tensors or Dask):
   the next submission computes them, so a parameter updated once per step never grows a lineage.
 * ``_holders``/``_held``/``_unkeep``: which storages hold each value kept on two workers, so that a
   value no tensor holds any more goes back to one copy (:mod:`daskgrad._dask.replicas`).
-* ``_lock``: guards both; re-entrant because :func:`hold` runs inside a submission's swap.
+* ``_sources``: the storage made over each lazy dask graph (a dataset made or read lazily), which a
+  submission that reads it again may compute and swap in (``runtime``'s held sources);
+* ``_lock``: guards the first two; re-entrant because :func:`hold` runs inside a submission's swap.
 
 Elsewhere, each beside the code that needs it:
 
@@ -15,6 +17,7 @@ Elsewhere, each beside the code that needs it:
 * ``graph.PRIMITIVES``: the op table; ``runtime._retained``: nodes whose saved values are pinned
   (their layers are reused by later submissions); ``runtime._stored_names``: stored names, to name
   what a lost worker took; ``runtime._observers``/``_progress``: submission observers, progress bar;
+  ``runtime._graphs_read``/``_held_sources``: lazy graphs recent submissions read, lazily made values held;
 * ``engine._claimed``/``_grad_locks``: nodes a running backward will free, and per-leaf locks, so
   threads backpropagating at once behave as torch's;
 * ``_tensor._rng``: ``manual_seed``'s generator; ``_tensor._cuda_ok``: a GPU was found once;
@@ -30,7 +33,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from ._dask import Lazy, flat_keys
+from ._dask import Lazy, flat_keys, is_data
 from ._modes import current_trace
 
 # ------------------------------------------------------------ pending storages
@@ -128,9 +131,23 @@ def hold(storage, keys=None):
 
 
 def share(storage):
-    """A new storage over an array that may be kept (a snapshot, a detached view) holds it too."""
-    if storage.array.name in _holders:
+    """A new storage over an array that may be kept (a snapshot, a detached view) holds it too; one
+    over a lazy dask graph (a dataset generated or read chunk by chunk) is noted as a source."""
+    name = storage.array.name
+    if name in _holders:
         hold(storage)
+    elif not is_data(storage.array):
+        _sources[name] = storage
+
+
+def source(array):
+    """The storage that holds ``array``, a lazy dask graph, as its value, if one does (see runtime's
+    held sources)."""
+    st = _sources.get(array.name)
+    return st if st is not None and st.value is array else None
+
+
+_sources = weakref.WeakValueDictionary()  # lazy graph's name -> the storage made over it
 
 
 def let_go():

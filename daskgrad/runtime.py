@@ -3,8 +3,8 @@
 This floor knows tensors' storages and nodes; what it asks of Dask goes through :mod:`._dask`
 (optimizing, submitting, storing, gathering).  It holds the process-wide state of what is
 computed: the storages an in-place write left lazy (computed by the next submission), which
-kept values (on two workers, :mod:`._dask.replicas`) a storage still holds (:func:`hold`), and
-the retained graphs.
+kept values (on two workers, :mod:`._dask.replicas`) a storage still holds (:func:`hold`), the
+lazily made values read again that it holds (``_held_sources``), and the retained graphs.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import weakref
 
 import dask
 import dask.array as da
+from dask.utils import parse_bytes
 
 from . import _dask as door, graph, lost
 from ._tensor import Tensor
+from . import _state
 from ._state import hold, let_go, swap, take_pending, take_unkeep
 from ._dask import current_client, dashboard
 from ._modes import are_deterministic_algorithms_enabled, current_trace
@@ -127,14 +129,11 @@ def _submit(values, phase, optimized=False):
     todo = [v for v, done in zip(values, out) if done is None]
     if not todo:
         return out
-    again = []
+    again, sources = [], []
     if optimized:
         arrays = slots = todo
     else:
-        prog = door.Program.of(todo)
-        again = [n for n in prog.computed_again() if not any(n is v for v in todo)]
-        if again:  # values an earlier submission computed too: held this time (see Program.computed_again)
-            prog = prog.asking_also(again)
+        prog, again, sources = _asking_also(door.Program.of(todo), todo)
         for node in prog.eqns:
             node.seen += 1
         slots = list(prog.slots.values())
@@ -152,13 +151,93 @@ def _submit(values, phase, optimized=False):
         if current_client() is not None:
             raise_if_lost(todo, e, slots)
         raise
-    for node, value in zip(again, done[len(todo):]):
-        node.becomes(value)
-    client = current_client()
-    if again and client is not None:  # on two workers, as a value a tensor holds
-        door.keep(client, [k for a in done[len(todo):] for k in door.flat_keys(a)])
+    if len(done) > len(todo):
+        _hold(done[len(todo):], again, sources)
     done = iter(done[:len(todo)])
     return [next(done) if a is None else a for a in out]
+
+
+# ------------------------------------------------------------ lazily made values read again
+# A dataset generated or read chunk by chunk (``X = dg.randn(...)``, a Zarr array) and the values made
+# from it alone (its labels) are computed again by every submission that reads them: a training loop
+# over minibatches of it regenerates them at every step.  Read a second time, they are held like a
+# computed value, as long as all held so fit in ``daskgrad.hold-sources`` (default 10% of the workers'
+# memory, or of this machine's; 0 never holds one): larger ones stream from their source each time.
+_graphs_read = {}  # names of the lazy dask graphs recent submissions read (insertion order: oldest first)
+_held_sources = weakref.WeakKeyDictionary()  # held Lazy value or storage -> (its held array's name, bytes)
+
+
+def _asking_also(prog, todo):
+    """``prog`` asking also for the values it holds this time, those Lazy values, and the
+    ``(graph, storage)`` pairs of the lazily made leaves it holds: the values an earlier submission
+    computed too (:meth:`Program.computed_again`) and the lazily made ones read again that fit."""
+    again, sourced = prog.computed_again()
+    sources = _sources_read_again(prog, todo)
+    if sourced or sources:
+        sourced, sources = _within_room(sourced, sources)
+        for node in sourced:
+            _held_sources[node] = None  # (its size, once computed)
+    again = [n for n in again + sourced if not any(n is v for v in todo)]
+    if again or sources:
+        prog = prog.asking_also(again + [a for a, _ in sources])
+    return prog, again, sources
+
+
+def _hold(values, again, sources):
+    """Hold ``values``, the computed ``again`` then ``sources`` (:func:`_asking_also`): on two
+    workers on a cluster, as values a tensor holds."""
+    client = current_client()
+    if client is not None:
+        door.keep(client, [k for a in values for k in door.flat_keys(a)])
+    for node, value in zip(again, values):
+        node.becomes(value)
+        if node in _held_sources:
+            _held_sources[node] = (value.name, value.nbytes)
+    for (old, storage), value in zip(sources, values[len(again):]):
+        swap(storage, old, value)
+        _held_sources[storage] = (value.name, value.nbytes)
+        if client is not None:  # (registered as kept: its copy dropped when no tensor holds it)
+            hold(storage, list(door.flat_keys(value)))
+
+
+def _sources_read_again(prog, todo):
+    """The lazy dask graphs ``prog`` reads that an earlier submission read too and a tensor holds as
+    its value (a leaf made lazily, such as ``dg.randn``'s), each with that tensor's storage; notes
+    the graphs it reads."""
+    out = []
+    for a in prog.slots.values():
+        if door.is_data(a):
+            continue
+        st = _state.source(a) if a.name in _graphs_read else None
+        if st is not None and not any(a is v for v in todo):
+            out.append((a, st))
+        _graphs_read.pop(a.name, None)
+        _graphs_read[a.name] = None
+        while len(_graphs_read) > 256:
+            del _graphs_read[next(iter(_graphs_read))]
+    return out
+
+
+def _within_room(sourced, sources):
+    """Of the Lazy values ``sourced`` and the ``(graph, storage)`` pairs ``sources``, those that fit,
+    in order, in what ``daskgrad.hold-sources`` leaves beside the values held so already."""
+    setting = dask.config.get("daskgrad.hold-sources", "10%")
+    if not setting:
+        return [], []
+    if isinstance(setting, str) and setting.strip().endswith("%"):
+        room = door.memory_total(current_client()) * float(setting.strip()[:-1]) / 100
+    else:
+        room = parse_bytes(setting) if isinstance(setting, str) else setting
+    for held, (name, nbytes) in [(h, v) for h, v in list(_held_sources.items()) if v is not None]:
+        if getattr(held.computed if type(held) is door.Lazy else held.value, "name", None) == name:
+            room -= nbytes
+    fit = []
+    for v in sourced + [a for a, _ in sources]:
+        nbytes = v.size * v.dtype.itemsize  # (NaN where its chunks are unknown: not held)
+        fit.append(nbytes <= room)
+        room -= nbytes if fit[-1] else 0
+    return ([v for v, ok in zip(sourced, fit) if ok],
+            [p for p, ok in zip(sources, fit[len(sourced):]) if ok])
 
 
 def _check_task_sizes(prog):

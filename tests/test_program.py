@@ -3,6 +3,7 @@ dask once per structure and instantiated for every later run -- the plain loop, 
 calls and a time loop's steps alike -- and a functional update loop stays the size of one step."""
 import collections
 import importlib
+import itertools
 import sys
 
 import dask
@@ -179,6 +180,75 @@ def test_a_functional_update_loop_holds_only_the_last_steps_values():
     gc.collect()
     assert sum(r() is not None for r in seen) <= 3  # (was 40: a chain of every step's w)
     np.testing.assert_allclose(w.numpy(), _uncached_descent(X, y, 40), rtol=1e-12)
+
+
+def _read_lazily(reads):
+    """A (600, 4) dataset read chunk by chunk from a source (here: made), each chunk read noted in ``reads``."""
+    import dask.array as da
+
+    # (a name of its own: a graph of the same name is the same computation to dask, and a program reading it
+    # is instantiated from the same template, which runs the first one's function)
+    source = next(_sources)
+    _reads[source] = reads
+    return dg.from_array(da.map_blocks(_read_chunk, source, chunks=((100,) * 6, (4,)), dtype=np.float64,
+                                       name=f"read-{source}"))
+
+
+def _read_chunk(source, block_info=None):
+    (r0, r1), _ = block_info[None]["array-location"]
+    _reads[source].append(r0)  # (a module's dict: a worker in this process finds the same one)
+    return np.cos(np.arange(r0, r1, dtype=np.float64)[:, None] * np.arange(1, 5))
+
+
+_sources, _reads = itertools.count(), {}
+
+
+def _minibatch_loop(steps, reads):
+    """Linear regression over 3 minibatches of a lazily read dataset, with labels made from it."""
+    X = _read_lazily(reads)
+    y = dg.tanh(X @ dg.from_array(np.arange(4.0), chunks=4))
+    w = dg.zeros(4, dtype=dg.float64, requires_grad=True)
+    losses = []
+    for i in range(steps):
+        j = 200 * (i % 3)
+        loss = ((X[j:j + 200] @ w - y[j:j + 200]) ** 2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+            w.grad = None
+    return X, y, losses
+
+
+def test_a_lazily_read_dataset_read_again_is_held_once_it_fits_and_the_numbers_stay_the_same():
+    """A loop over minibatches of a dataset generated or read chunk by chunk (``dg.randn``, Zarr)
+    read every chunk again at every step: the second step that reads it computes it whole, and the
+    labels made from it, and holds them (as a computed value), within ``daskgrad.hold-sources``."""
+    reads = []
+    X, y, losses = _minibatch_loop(9, reads)
+    assert door.is_data(X.array) and door.in_memory(y._storage.value) is not None
+    assert len(reads) == 2 + 6  # step 1: its minibatch's 2 chunks (for X and y); step 2: all 6, then none
+    streamed = []
+    with dask.config.set({"daskgrad.hold-sources": 0}):
+        X0, y0, losses0 = _minibatch_loop(9, streamed)
+    assert losses == losses0  # bit for bit
+    assert not door.is_data(X0.array) and len(streamed) == 9 * 2  # each step reads its minibatch's chunks
+    del X, y, X0, y0  # (what is held counts against the bound)
+    too_big = []
+    with dask.config.set({"daskgrad.hold-sources": "10 kB"}):  # (X is 19.2 kB, y 4.8 kB: y alone fits)
+        X1, y1, losses1 = _minibatch_loop(9, too_big)
+    assert losses1 == losses0 and not door.is_data(X1.array) and door.in_memory(y1._storage.value) is not None
+    assert len(too_big) == 2 + 6 + 7 * 2  # y made once whole, X's minibatch read at every step
+
+
+def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
+    reads = []
+    X, y, losses = _minibatch_loop(6, reads)
+    with dask.config.set({"daskgrad.hold-sources": 0}):
+        assert _minibatch_loop(6, [])[2] == losses
+    assert door.is_data(X.array) and len(reads) == 2 + 6
+    who_has = client.who_has([f.key for f in door.data_futures(X.array.dask)])
+    assert all(len(workers) == 2 for workers in who_has.values())
 
 
 def _uncached_descent(X, y, steps):

@@ -35,7 +35,7 @@ from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate,
                       step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
-                     reads_any, store, submit, task_room)
+                     memory_total, reads_any, store, submit, task_room)
 
 __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk",
            "prototype", "relabel", "within_chunks", "Lazy", "Piece", "alias", "build", "defer", "defer_many",
@@ -44,4 +44,5 @@ __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve
            "toposort_layers", "NoKey", "Program", "frozen", "gc_paused", "in_memory", "instantiate", "is_data",
            "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker",
            "chunk_bytes", "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client",
-           "data_futures", "flat_keys", "gather", "keep", "lost_keys", "reads_any", "store", "submit", "task_room"]
+           "data_futures", "flat_keys", "gather", "keep", "lost_keys", "memory_total", "reads_any", "store", "submit",
+           "task_room"]

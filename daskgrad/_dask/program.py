@@ -123,34 +123,43 @@ class Program:
                 key = None
         return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
 
-    def asking_also(self, nodes):
-        """This program asking for its values ``nodes`` as well: the same equations, slots and order
-        (:func:`_order` reaches them from the other outputs first), more outputs."""
-        at = {id(n): j for j, n in enumerate(self.eqns)}
-        extra = tuple(("e", at[id(n)]) for n in nodes)
+    def asking_also(self, values):
+        """This program asking for ``values`` as well (its Lazy values and slots): the same equations,
+        slots and order (:func:`_order` reaches them from the other outputs first), more outputs."""
+        at = {id(n): ("e", j) for j, n in enumerate(self.eqns)}
+        at.update((id(a), ("s", j)) for j, a in enumerate(self.slots.values()))
+        extra = tuple(at[id(v)] for v in values)
         key = None if self.key is None else self.key[:2] + (self.key[2] + extra,)
-        return Program(self.eqns, self.slots, self.outputs + tuple(nodes), key)
+        return Program(self.eqns, self.slots, self.outputs + tuple(values), key)
 
     def computed_again(self):
-        """The values of this program that an earlier submission computed too, from values in memory
-        alone, and that a value new to this one reads: the submission asks for them as well and sets
-        their :attr:`Lazy.computed`, so a functional update ``x = x - lr * g``, read again by the next
-        step, is computed once and the program stays the size of one step.  A value made from a lazy
-        source (a Zarr array streamed chunk by chunk) is never held so: it may not fit in memory."""
-        in_memory, read_by_new = {}, set()
+        """The values of this program that an earlier submission computed too and that a value new
+        to this one reads, in two lists: those computed from values in memory alone, and those that
+        read a lazy dask graph too (a dataset generated or read chunk by chunk).  The submission asks
+        for the first as well and sets their :attr:`Lazy.computed`, so a functional update
+        ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
+        size of one step; the second are held so only as long as they fit (``runtime``: they may
+        not fit in memory, and are then streamed again at each step)."""
+        made, read_by_new = {}, set()  # made: id(node) -> 1 from values in memory, 2 reading a lazy graph, 0 else
         for node in self.eqns:
-            ok = True
+            how = 1
             for s in node.srcs:
                 s = through(s)
                 if type(s) is Lazy:
-                    ok = ok and (s.computed is not None or in_memory.get(id(s), False))
+                    h = 1 if s.computed is not None else made.get(id(s), 0)
                 elif isinstance(s, da.Array):
-                    ok = ok and is_data(s)
-            in_memory[id(node)] = ok
+                    h = 1 if is_data(s) else 2
+                else:  # (a number, a parameter)
+                    continue
+                how = max(how, h) if h else 0
+                if not how:
+                    break
+            made[id(node)] = how
             if not node.seen:
                 read_by_new.update(id(through(s)) for s in node.srcs if type(through(s)) is Lazy)
-        return [n for n in self.eqns if n.seen and in_memory[id(n)] and id(n) in read_by_new and not n.many
-                and n.fn is not _component_fn]
+        again = [n for n in self.eqns if n.seen and made[id(n)] and id(n) in read_by_new and not n.many
+                 and n.fn is not _component_fn]
+        return [n for n in again if made[id(n)] == 1], [n for n in again if made[id(n)] == 2]
 
 
 def _slot_desc(a):

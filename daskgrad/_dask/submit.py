@@ -324,6 +324,30 @@ def task_room(client, every=5.0):
     return room
 
 
+def memory_total(client, every=5.0):
+    """The memory daskgrad's values may use, in bytes: the workers' memory limits summed (asked of
+    the scheduler at most once every ``every`` seconds), or this machine's memory where there is no
+    client or no worker has a limit."""
+    import time
+
+    now = time.monotonic()
+    got = _totals.get(None if client is None else client.id)
+    if got is not None and now - got[0] < every:
+        return got[1]
+    total = 0
+    if client is not None:
+        total = sum(w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1).get("workers", {}).values())
+    if not total:
+        import psutil
+
+        total = psutil.virtual_memory().total
+    _totals[None if client is None else client.id] = (now, total)
+    return total
+
+
+_totals = {}  # client id (None: no client) -> (when asked, memory_total)
+
+
 def cancelled(error) -> bool:
     """Whether ``error`` is distributed telling that values are gone: a future cancelled or lost
     (its data and any way to compute it), or a task whose every worker died."""
