@@ -9,6 +9,7 @@ lazily made values read again that it holds (``_held_sources``), and the retaine
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 
 import dask
@@ -164,6 +165,7 @@ def _submit(values, phase, optimized=False):
 # computed value, as long as all held so fit in ``daskgrad.hold-sources`` (default 10% of the workers'
 # memory, or of this machine's; 0 never holds one): larger ones stream from their source each time.
 _graphs_read = {}  # names of the lazy dask graphs recent submissions read (insertion order: oldest first)
+_graphs_lock = threading.Lock()
 _held_sources = weakref.WeakKeyDictionary()  # held Lazy value or storage -> (its held array's name, bytes)
 
 
@@ -208,13 +210,14 @@ def _sources_read_again(prog, todo):
     for a in prog.slots.values():
         if door.is_data(a):
             continue
-        st = _state.source(a) if a.name in _graphs_read else None
+        with _graphs_lock:  # (threads may submit at once)
+            again = _graphs_read.pop(a.name, False) is None
+            _graphs_read[a.name] = None
+            while len(_graphs_read) > 256:
+                del _graphs_read[next(iter(_graphs_read))]
+        st = _state.source(a) if again else None
         if st is not None and not any(a is v for v in todo):
             out.append((a, st))
-        _graphs_read.pop(a.name, None)
-        _graphs_read[a.name] = None
-        while len(_graphs_read) > 256:
-            del _graphs_read[next(iter(_graphs_read))]
     return out
 
 
@@ -224,16 +227,18 @@ def _within_room(sourced, sources):
     setting = dask.config.get("daskgrad.hold-sources", "10%")
     if not setting:
         return [], []
+    client = current_client()
     if isinstance(setting, str) and setting.strip().endswith("%"):
-        room = door.memory_total(current_client()) * float(setting.strip()[:-1]) / 100
+        room = door.memory_total(client) * float(setting.strip()[:-1]) / 100
     else:
         room = parse_bytes(setting) if isinstance(setting, str) else setting
+    copies = 1 if client is None else max(1, int(dask.config.get("daskgrad.copies", 2)))  # (kept on two workers)
     for held, (name, nbytes) in [(h, v) for h, v in list(_held_sources.items()) if v is not None]:
         if getattr(held.computed if type(held) is door.Lazy else held.value, "name", None) == name:
-            room -= nbytes
+            room -= nbytes * copies
     fit = []
     for v in sourced + [a for a, _ in sources]:
-        nbytes = v.size * v.dtype.itemsize  # (NaN where its chunks are unknown: not held)
+        nbytes = v.size * v.dtype.itemsize * copies  # (NaN where its chunks are unknown: not held)
         fit.append(nbytes <= room)
         room -= nbytes if fit[-1] else 0
     return ([v for v, ok in zip(sourced, fit) if ok],

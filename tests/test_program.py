@@ -247,8 +247,12 @@ def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
     with dask.config.set({"daskgrad.hold-sources": 0}):
         assert _minibatch_loop(6, [])[2] == losses
     assert door.is_data(X.array) and len(reads) == 2 + 6
-    who_has = client.who_has([f.key for f in door.data_futures(X.array.dask)])
-    assert all(len(workers) == 2 for workers in who_has.values())
+    who_has = client.sync(client.scheduler.who_has, keys=door.flat_keys(X.array))
+    assert len(who_has) == 6 and all(len(workers) == 2 for workers in who_has.values())
+    del X, y
+    with dask.config.set({"daskgrad.hold-sources": "30 kB"}):  # (X 19.2 kB, y 4.8 kB: twice each on a cluster)
+        X, y, _ = _minibatch_loop(4, [])
+    assert not door.is_data(X.array) and door.in_memory(y._storage.value) is not None
 
 
 def _uncached_descent(X, y, steps):
