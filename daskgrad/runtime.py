@@ -78,17 +78,20 @@ def _persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), opti
     if not values and not stores:
         return []
     submitted = values + [v for _, v in stores]
+    kept = client is None
     try:
         out = _submit(submitted, phase, optimized=optimized and not stores)
-        if client is not None and stores:
-            out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores])
+        if client is not None and stores:  # (out[keep] held in the same call to the Keeper: see below)
+            out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores],
+                                       also=[k for a in out[keep] for k in door.flat_keys(a)], unkeep=take_unkeep())
+            kept = True
     except Exception as e:  # kept values lost while the submission ran (both holders died, say):
         if client is not None and door.cancelled(e):  # name them, not dask's internal keys
             raise_if_lost(submitted, e)
         raise
     try:
-        if client is not None:  # before the swap lets go of the values they were computed from: a
-            # gradient on one worker and with its lineage's inputs released is lost with that worker
+        if not kept:  # before the swap lets go of the values they were computed from: a gradient on
+            # one worker and with its lineage's inputs released is lost with that worker
             door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
     finally:  # (the stores are computed: swapped in even if the Keeper could not be reached)
         for (st, old), new in zip(stores, out[len(values):]):
@@ -105,10 +108,11 @@ def in_memory(value) -> bool:
     return door.in_memory(value) is not None
 
 
-def _store(client, arrays, storages):
-    """``arrays`` stored on the cluster with no lineage, on two workers (:func:`._dask.store`); the
-    storage holding each is remembered by name, to name what a lost worker took."""
-    out = door.store(client, arrays)
+def _store(client, arrays, storages, also=(), unkeep=()):
+    """``arrays`` stored on the cluster with no lineage, on two workers (:func:`._dask.store`, which
+    holds the keys ``also`` on two workers and lets ``unkeep`` go in the same call); the storage
+    holding each is remembered by name, to name what a lost worker took."""
+    out = door.store(client, arrays, also, unkeep)
     for arr, new, storage in zip(arrays, out, storages):
         if new is not arr:
             _stored_names[new.name] = storage

@@ -255,6 +255,30 @@ def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
     assert not door.is_data(X.array) and door.in_memory(y._storage.value) is not None
 
 
+def test_a_training_step_on_a_cluster_asks_the_keeper_once(client):
+    """The step's stored parameters and its gradients are held on two workers in one call to the
+    scheduler's Keeper (each call is a round trip the step waits for)."""
+    X, y = _data()
+    model = dg.nn.Linear(3, 1, dtype=dg.float64)
+    opt = dg.optim.SGD(model.parameters(), lr=0.1)
+    scheduler, keep, calls = client.cluster.scheduler, [], []
+
+    async def counting(**kwargs):
+        calls.append(kwargs)
+        return await keep[0](**kwargs)
+
+    for step in range(5):
+        if step == 2:  # (the Keeper is installed by the first step that needs it)
+            keep.append(scheduler.handlers["daskgrad_keep"])
+            scheduler.handlers["daskgrad_keep"] = counting
+        opt.zero_grad()
+        ((model(X)[:, 0] - y) ** 2).mean().backward()
+        opt.step()
+    scheduler.handlers["daskgrad_keep"] = keep[0]
+    assert len(calls) == 3  # one a step: the stores' filing, with the gradients
+    assert all(any("-vjp-" in str(k) for k in c["keys"]) and c["who_has"] for c in calls)
+
+
 def _uncached_descent(X, y, steps):
     Xn, yn, wn = X.numpy(), y.numpy(), np.zeros(3)
     for _ in range(steps):

@@ -111,9 +111,11 @@ def _local_progress(enabled):
 
 
 # ------------------------------------------------------------ stored values
-def store(client, arrays):
+def store(client, arrays, also=(), unkeep=()):
     """``arrays`` (persisted) under new keys that the scheduler holds as plain data, as if scattered,
     on two workers; an array itself where that could not be done (it keeps its keys and lineage).
+    The same call to the Keeper holds the keys ``also`` on two workers and lets ``unkeep`` go
+    (:func:`keep`'s): a step's gradients, kept beside its parameters, take no round trip of their own.
 
     The scheduler keeps the (released) tasks a key in memory was computed from, to recompute it if
     a worker dies; a parameter updated once per step would make that lineage grow by every step's
@@ -147,7 +149,9 @@ def store(client, arrays):
                     who_has.setdefault(new, []).append(worker)
                     nbytes[new] = size
         filed = list(who_has)
-        held.update(k for k, n in zip(filed, keep(client, filed, who_has=who_has, nbytes=nbytes)) if n)
+        held.update(k for k, n in zip(filed, keep(client, filed + list(also), unkeep, who_has=who_has, nbytes=nbytes))
+                    if n)
+        also = unkeep = ()  # (sent once)
         todo = [k for k in todo if renamed[k] not in held]
         if not todo:
             break
