@@ -211,9 +211,7 @@ def _sources_read_again(prog, todo):
     its value (a leaf made lazily, such as ``dg.randn``'s), each with that tensor's storage; notes
     the graphs it reads."""
     out = []
-    for a in prog.slots.values():
-        if door.is_data(a):
-            continue
+    for a in [a for name, a in prog.slots.items() if name in prog.graphs] if prog.graphs else ():
         with _graphs_lock:  # (threads may submit at once)
             again = _graphs_read.pop(a.name, False) is None
             _graphs_read[a.name] = None

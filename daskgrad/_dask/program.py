@@ -67,6 +67,7 @@ class Program:
     slots: dict
     outputs: tuple
     key: object
+    graphs: frozenset = frozenset()  # the names of the slots that are lazy dask graphs (not values in memory)
 
     @classmethod
     def of(cls, outputs):
@@ -90,6 +91,8 @@ class Program:
                     j = slots[s.name] = len(slot_desc)
                     slot_desc.append(_slot_desc(s))
                     slot_arrays.append(s)
+                    if slot_desc[-1][0] == "graph":
+                        graphs.add(s.name)
                 return ("s", j)
             try:
                 return frozen(s)
@@ -97,7 +100,7 @@ class Program:
                 keyed = False
                 return None
 
-        slot_arrays = []
+        slot_arrays, graphs = [], set()
         for node in _order(outputs):
             srcs = tuple(ref(s) for s in node.srcs)  # (an alias is what it stands for)
             try:
@@ -121,7 +124,7 @@ class Program:
                 hash(key)
             except TypeError:
                 key = None
-        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key)
+        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key, frozenset(graphs))
 
     def asking_also(self, values):
         """This program asking for ``values`` as well (its Lazy values and slots): the same equations,
@@ -130,7 +133,7 @@ class Program:
         at.update((id(a), ("s", j)) for j, a in enumerate(self.slots.values()))
         extra = tuple(at[id(v)] for v in values)
         key = None if self.key is None else self.key[:2] + (self.key[2] + extra,)
-        return Program(self.eqns, self.slots, self.outputs + tuple(values), key)
+        return Program(self.eqns, self.slots, self.outputs + tuple(values), key, self.graphs)
 
     def computed_again(self):
         """The values of this program that an earlier submission computed too and that a value new
@@ -140,20 +143,22 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
-        made, read_by_new = {}, set()  # made: id(node) -> 1 from values in memory, 2 reading a lazy graph, 0 else
-        for node in self.eqns:
+        made, read_by_new, graphs = {}, set(), self.graphs  # made: id(node) -> 1 from values in memory,
+        for node in self.eqns:  # 2 reading a lazy graph too, 0 else
             how = 1
             for s in node.srcs:
                 s = through(s)
                 if type(s) is Lazy:
                     h = 1 if s.computed is not None else made.get(id(s), 0)
                 elif isinstance(s, da.Array):
-                    h = 1 if is_data(s) else 2
+                    h = 2 if s.name in graphs else 1
                 else:  # (a number, a parameter)
                     continue
-                how = max(how, h) if h else 0
-                if not how:
+                if not h:
+                    how = 0
                     break
+                if h == 2:
+                    how = 2
             made[id(node)] = how
             if not node.seen:
                 read_by_new.update(id(through(s)) for s in node.srcs if type(through(s)) is Lazy)
