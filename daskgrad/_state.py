@@ -7,9 +7,10 @@ know nothing of tensors or Dask):
   the next submission computes them, so a parameter updated once per step never grows a lineage.
 * ``_holders``/``_held``/``_unkeep``: which storages hold each value kept on two workers, so that a
   value no tensor holds any more goes back to one copy (:mod:`daskgrad._dask.replicas`).
-* ``_sources``: the storage made over each lazy dask graph (a dataset made or read lazily), which a
-  submission that reads it again may compute and swap in (``runtime``'s held sources);
-* ``_lock``: guards the first two; re-entrant because :func:`hold` runs inside a submission's swap.
+* ``_sources``: the storages made over each lazy dask graph (a dataset made or read lazily), which
+  a submission that reads it again may compute and swap in (``runtime``'s held sources);
+* ``_lock``: guards the first two (``_sources`` has its own); re-entrant because :func:`hold` runs
+  inside a submission's swap.
 
 Elsewhere, each beside the code that needs it:
 
@@ -70,17 +71,19 @@ def forget_pending(ids) -> None:
             del _pending[st]
 
 
-def swap(storage, old, new) -> None:
+def swap(storage, old, new, pending=True) -> bool:
     """``storage`` holds ``new``, the computed ``old``, unless another thread wrote it meanwhile
-    (then what it holds is pending again)."""
+    (then what it holds is pending again, if ``pending``); whether it does."""
     with _lock:
         if storage.value is old:
             storage.value = new
             if type(old) is Lazy:  # programs that read the value recorded read it from memory
                 old.becomes(new)
             hold(storage)
-        else:
+            return True
+        if pending:
             _pending[storage] = None
+        return False
 
 
 def pending_values(in_memory):
@@ -137,17 +140,22 @@ def share(storage):
     if name in _holders:
         hold(storage)
     elif not is_data(storage.array):
-        _sources[name] = storage
+        with _sources_lock:
+            if len(_sources) > 1024:  # (names whose storages all died)
+                for n in [n for n, held in _sources.items() if not held]:
+                    del _sources[n]
+            _sources.setdefault(name, weakref.WeakSet()).add(storage)
 
 
-def source(array):
-    """The storage that holds ``array``, a lazy dask graph, as its value, if one does (see runtime's
-    held sources)."""
-    st = _sources.get(array.name)
-    return st if st is not None and st.value is array else None
+def sources(array):
+    """The storages that hold ``array``, a lazy dask graph, as their value (see runtime's held sources)."""
+    with _sources_lock:
+        return [st for st in _sources.get(array.name, ()) if st.value is array]
 
 
-_sources = weakref.WeakValueDictionary()  # lazy graph's name -> the storage made over it
+_sources = {}  # a lazy dask graph's name -> WeakSet of the storages made over it
+_sources_lock = threading.Lock()  # (not _lock: a submission reads it while it makes its program, and a swap
+# holding _lock waits for that to end, Lazy.becomes)
 
 
 def let_go():

@@ -114,7 +114,7 @@ def _store(client, arrays, storages, also=(), unkeep=()):
     holding each is remembered by name, to name what a lost worker took."""
     out = door.store(client, arrays, also, unkeep)
     for arr, new, storage in zip(arrays, out, storages):
-        if new is not arr:
+        if new is not arr and storage is not None:  # (None: a Lazy value's, held by no storage)
             _stored_names[new.name] = storage
     return out
 
@@ -138,13 +138,15 @@ def _submit(values, phase, optimized=False):
     if optimized:
         arrays = slots = todo
     else:
-        prog, again, sources = _asking_also(door.Program.of(todo), todo)
-        for node in prog.eqns:
-            node.seen += 1
-        slots = list(prog.slots.values())
-        raise_if_lost(todo, slots=slots)  # before submitting: dask would name internal keys, later
-        client = current_client()
-        arrays = door.instantiate(prog, local=client is None, room=None if client is None else door.task_room(client))
+        with door.building:  # (no Lazy value of it computed by another thread meanwhile)
+            prog, again, sources = _asking_also(door.Program.of(todo), todo)
+            for node in prog.eqns:
+                node.seen += 1
+            slots = list(prog.slots.values())
+            raise_if_lost(todo, slots=slots)  # before submitting: dask would name internal keys, later
+            client = current_client()
+            arrays = door.instantiate(prog, local=client is None,
+                                      room=None if client is None else door.task_room(client))
     for observer in list(_observers):
         observer(phase, arrays)
     if current_client() is not None and not optimized:
@@ -168,76 +170,85 @@ def _submit(values, phase, optimized=False):
 # over minibatches of it regenerates them at every step.  Read a second time, they are held like a
 # computed value, as long as all held so fit in ``daskgrad.hold-sources`` (default 10% of the workers'
 # memory, or of this machine's; 0 never holds one): larger ones stream from their source each time.
+# On a cluster they are stored under keys of their own (``_dask.store``): the graph's keys name its
+# recipe, not its values (a Zarr array's name is its path's, whatever the file holds when read).
 _graphs_read = {}  # names of the lazy dask graphs recent submissions read (insertion order: oldest first)
-_graphs_lock = threading.Lock()
 _held_sources = weakref.WeakKeyDictionary()  # held Lazy value or storage -> (its held array's name, bytes)
+_sources_lock = threading.Lock()  # (threads may submit at once)
 
 
 def _asking_also(prog, todo):
-    """``prog`` asking also for the values it holds this time, those Lazy values, and the
-    ``(graph, storage)`` pairs of the lazily made leaves it holds: the values an earlier submission
-    computed too (:meth:`Program.computed_again`) and the lazily made ones read again that fit."""
+    """``prog`` asking also for the values it holds this time, those Lazy values (the ones an earlier
+    submission computed too, :meth:`Program.computed_again`, then the ones made from lazy graphs
+    that fit), and the ``(graph, storages)`` of the lazily made leaves read again that fit."""
     again, sourced = prog.computed_again()
     sources = _sources_read_again(prog, todo)
     if sourced or sources:
-        sourced, sources = _within_room(sourced, sources)
-        for node in sourced:
-            _held_sources[node] = None  # (its size, once computed)
-    again = [n for n in again + sourced if not any(n is v for v in todo)]
-    if again or sources:
-        prog = prog.asking_also(again + [a for a, _ in sources])
-    return prog, again, sources
+        sourced, sources = _within_room([n for n in sourced if not any(n is v for v in todo)], sources)
+    again = [n for n in again if not any(n is v for v in todo)]
+    if again or sourced or sources:
+        prog = prog.asking_also(again + sourced + [a for a, _ in sources])
+    return prog, (again, sourced), sources
 
 
 def _hold(values, again, sources):
-    """Hold ``values``, the computed ``again`` then ``sources`` (:func:`_asking_also`): on two
-    workers on a cluster, as values a tensor holds."""
+    """Hold ``values``, the computed ``again`` (values computed again, then those made from lazy
+    graphs) and ``sources`` (:func:`_asking_also`): on two workers on a cluster, the lazily made
+    ones under keys of their own."""
+    again, sourced = again
     client = current_client()
+    n = len(again)
     if client is not None:
-        door.keep(client, [k for a in values for k in door.flat_keys(a)])
-    for node, value in zip(again, values):
+        door.keep(client, [k for a in values[:n] for k in door.flat_keys(a)])
+        if len(values) > n:
+            values = values[:n] + _store(client, values[n:], [None] * len(sourced) + [sts[0] for _, sts in sources])
+    for node, value in zip(again + sourced, values):
         node.becomes(value)
-        if node in _held_sources:
-            _held_sources[node] = (value.name, value.nbytes)
-    for (old, storage), value in zip(sources, values[len(again):]):
-        swap(storage, old, value)
-        _held_sources[storage] = (value.name, value.nbytes)
-        if client is not None:  # (registered as kept: its copy dropped when no tensor holds it)
-            hold(storage, list(door.flat_keys(value)))
+    held = list(zip(sourced, values[n:]))
+    for (old, storages), value in zip(sources, values[n + len(sourced):]):
+        held += [(st, value) for st in storages if swap(st, old, value, pending=False)]  # (unless written meanwhile)
+    with _sources_lock:  # (a lock held for nothing else: a swap waits for programs being made, which read this)
+        for v, value in held:
+            _held_sources[v] = (value.name, value.nbytes)
 
 
 def _sources_read_again(prog, todo):
-    """The lazy dask graphs ``prog`` reads that an earlier submission read too and a tensor holds as
-    its value (a leaf made lazily, such as ``dg.randn``'s), each with that tensor's storage; notes
-    the graphs it reads."""
+    """The lazy dask graphs ``prog`` reads that an earlier submission read too and tensors hold as
+    their value (a leaf made lazily, such as ``dg.randn``'s), each with those tensors' storages;
+    notes the graphs it reads."""
     out = []
     for a in [a for name, a in prog.slots.items() if name in prog.graphs] if prog.graphs else ():
-        with _graphs_lock:  # (threads may submit at once)
+        with _sources_lock:
             again = _graphs_read.pop(a.name, False) is None
             _graphs_read[a.name] = None
             while len(_graphs_read) > 256:
                 del _graphs_read[next(iter(_graphs_read))]
-        st = _state.source(a) if again else None
-        if st is not None and not any(a is v for v in todo):
-            out.append((a, st))
+        storages = _state.sources(a) if again and not any(a is v for v in todo) else ()
+        if storages:
+            out.append((a, storages))
     return out
 
 
 def _within_room(sourced, sources):
-    """Of the Lazy values ``sourced`` and the ``(graph, storage)`` pairs ``sources``, those that fit,
-    in order, in what ``daskgrad.hold-sources`` leaves beside the values held so already."""
+    """Of the Lazy values ``sourced`` and the ``(graph, storages)`` ``sources``, those that fit, in
+    order, in what ``daskgrad.hold-sources`` (a share of the memory: ``"10%"`` or ``0.1``; bytes:
+    ``"2 GiB"``; 0: none) leaves beside the values held so already (each counted as many times as
+    it has copies)."""
     setting = dask.config.get("daskgrad.hold-sources", "10%")
     if not setting:
         return [], []
     client = current_client()
     if isinstance(setting, str) and setting.strip().endswith("%"):
         room = door.memory_total(client) * float(setting.strip()[:-1]) / 100
+    elif isinstance(setting, float) and setting <= 1:
+        room = door.memory_total(client) * setting
     else:
         room = parse_bytes(setting) if isinstance(setting, str) else setting
-    copies = 1 if client is None else max(1, int(dask.config.get("daskgrad.copies", 2)))  # (kept on two workers)
-    for held, (name, nbytes) in [(h, v) for h, v in list(_held_sources.items()) if v is not None]:
-        if getattr(held.computed if type(held) is door.Lazy else held.value, "name", None) == name:
-            room -= nbytes * copies
+    copies = 1 if client is None else max(1, int(dask.config.get("daskgrad.copies", door.replicas.COPIES)))
+    with _sources_lock:
+        for held, (name, nbytes) in list(_held_sources.items()):
+            if getattr(held.computed if type(held) is door.Lazy else held.value, "name", None) == name:
+                room -= nbytes * copies
     fit = []
     for v in sourced + [a for a, _ in sources]:
         nbytes = v.size * v.dtype.itemsize * copies  # (NaN where its chunks are unknown: not held)

@@ -255,6 +255,47 @@ def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
     assert not door.is_data(X.array) and door.in_memory(y._storage.value) is not None
 
 
+def _read_file(block_info=None):
+    """A chunk of a (400, 4) "file" whose every value is ``_file["value"]`` (rewritten by a test)."""
+    (r0, r1), (c0, c1) = block_info[None]["array-location"]
+    return np.full((r1 - r0, c1 - c0), _file["value"])
+
+
+_file = {"value": 1.0}
+
+
+def test_a_held_source_is_held_under_keys_of_its_own_on_a_cluster(client):
+    """A graph's name says how to read it, not what it held when read (``da.from_zarr`` names by
+    path): a file rewritten after one tensor over it was held is read as it is now by a new one."""
+    import dask.array as da
+
+    def over_file():
+        return dg.from_array(da.map_blocks(_read_file, chunks=((100,) * 4, (4,)), dtype=np.float64, name="file"))
+
+    _file["value"] = 1.0
+    X1 = over_file()
+    w = dg.ones(4, dtype=dg.float64, requires_grad=True)
+    for i in range(3):
+        (X1[100 * i:100 * i + 100] @ w).mean().backward()
+        w.grad = None
+    assert door.is_data(X1.array) and X1.array.name != "file"
+    _file["value"] = 5.0  # the file rewritten
+    X2 = over_file()
+    assert (X2 @ w).mean().item() == 20.0 and X1.sum().item() == 1600.0
+
+
+def test_every_tensor_over_a_lazy_dataset_read_again_holds_it():
+    import dask.array as da
+
+    X1 = dg.from_array(da.ones((400, 4), chunks=(100, 4)) * 2)
+    X2 = dg.from_array(X1.array)  # (another tensor over the same dask array: only X1 is read)
+    w = dg.ones(4, dtype=dg.float64, requires_grad=True)
+    for i in range(6):
+        (X1[100 * (i % 4):100 * (i % 4) + 100] @ w).mean().backward()
+        w.grad = None
+    assert door.is_data(X1.array) and X2.array is X1.array  # (before: X2's, the last made, alone)
+
+
 def test_a_training_step_on_a_cluster_asks_the_keeper_once(client):
     """The step's stored parameters and its gradients are held on two workers in one call to the
     scheduler's Keeper (each call is a round trip the step waits for)."""

@@ -36,6 +36,12 @@ from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, a
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
+# held while a submission makes its program (from Program.of to its instance): a Lazy value that another
+# thread's submission computed meanwhile would otherwise change under it (Lazy.becomes), and the program
+# lowered would not be the one keyed
+building = threading.RLock()
+
+
 class Lazy:
     """An op's result not built yet (see the module docstring): ``fn(*srcs, **params)`` makes its
     dask array.  ``computed``: the dask array holding its value in (cluster) memory, once a
@@ -84,11 +90,13 @@ class Lazy:
     def becomes(self, array):
         """Its value is ``array`` (in memory) from now on: it is remade as reading that value alone,
         letting go of what it was computed from.  (A functional update loop, ``x = x - lr * g``,
-        otherwise kept every step's values and graph: each step's ``x`` read the last.)"""
-        self.computed = array
-        if self.fn is not _alias and not self.many:
-            self.fn, self.srcs, self.params, self.elementwise, self._built = _held, (array,), (), False, None
-            self.frozen_params = None
+        otherwise kept every step's values and graph: each step's ``x`` read the last.)  Not while
+        another thread makes a program that reads it (:data:`building`)."""
+        with building:
+            self.computed = array
+            if self.fn is not _alias and not self.many:
+                self.fn, self.srcs, self.params, self.elementwise, self._built = _held, (array,), (), False, None
+                self.frozen_params = None
 
     def build(self):
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
