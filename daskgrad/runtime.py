@@ -81,9 +81,10 @@ def _persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), opti
     kept = client is None
     try:
         out = _submit(submitted, phase, optimized=optimized and not stores)
+        keys = [k for a in out[keep] for k in door.flat_keys(a)]
         if client is not None and stores:  # (out[keep] held in the same call to the Keeper: see below)
-            out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores],
-                                       also=[k for a in out[keep] for k in door.flat_keys(a)], unkeep=take_unkeep())
+            out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores], also=keys,
+                                       unkeep=take_unkeep())
             kept = True
     except Exception as e:  # kept values lost while the submission ran (both holders died, say):
         if client is not None and door.cancelled(e):  # name them, not dask's internal keys
@@ -92,7 +93,7 @@ def _persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), opti
     try:
         if not kept:  # before the swap lets go of the values they were computed from: a gradient on
             # one worker and with its lineage's inputs released is lost with that worker
-            door.keep(client, [k for a in out[keep] for k in door.flat_keys(a)], take_unkeep())
+            door.keep(client, keys, take_unkeep())
     finally:  # (the stores are computed: swapped in even if the Keeper could not be reached)
         for (st, old), new in zip(stores, out[len(values):]):
             swap(st, old, new)
@@ -134,12 +135,12 @@ def _submit(values, phase, optimized=False):
     todo = [v for v, done in zip(values, out) if done is None]
     if not todo:
         return out
-    again, sources = [], []
+    again, sourced, sources = [], [], []
     if optimized:
         arrays = slots = todo
     else:
         with door.building:  # (no Lazy value of it computed by another thread meanwhile)
-            prog, again, sources = _asking_also(door.Program.of(todo), todo)
+            prog, again, sourced, sources = _asking_also(door.Program.of(todo), todo)
             for node in prog.eqns:
                 node.seen += 1
             slots = list(prog.slots.values())
@@ -159,7 +160,7 @@ def _submit(values, phase, optimized=False):
             raise_if_lost(todo, e, slots)
         raise
     if len(done) > len(todo):
-        _hold(done[len(todo):], again, sources)
+        _hold(done[len(todo):], again, sourced, sources)
     done = iter(done[:len(todo)])
     return [next(done) if a is None else a for a in out]
 
@@ -178,9 +179,9 @@ _sources_lock = threading.Lock()  # (threads may submit at once)
 
 
 def _asking_also(prog, todo):
-    """``prog`` asking also for the values it holds this time, those Lazy values (the ones an earlier
-    submission computed too, :meth:`Program.computed_again`, then the ones made from lazy graphs
-    that fit), and the ``(graph, storages)`` of the lazily made leaves read again that fit."""
+    """``prog`` asking also for the values it holds this time; the Lazy values an earlier submission
+    computed too (:meth:`Program.computed_again`), those made from lazy graphs that fit, and the
+    ``(graph, storages)`` of the lazily made leaves read again that fit."""
     again, sourced = prog.computed_again()
     sources = _sources_read_again(prog, todo)
     if sourced or sources:
@@ -188,14 +189,12 @@ def _asking_also(prog, todo):
     again = [n for n in again if not any(n is v for v in todo)]
     if again or sourced or sources:
         prog = prog.asking_also(again + sourced + [a for a, _ in sources])
-    return prog, (again, sourced), sources
+    return prog, again, sourced, sources
 
 
-def _hold(values, again, sources):
-    """Hold ``values``, the computed ``again`` (values computed again, then those made from lazy
-    graphs) and ``sources`` (:func:`_asking_also`): on two workers on a cluster, the lazily made
-    ones under keys of their own."""
-    again, sourced = again
+def _hold(values, again, sourced, sources):
+    """Hold ``values``, the computed ``again``, ``sourced`` and ``sources`` (:func:`_asking_also`): on
+    two workers on a cluster, the lazily made ones under keys of their own."""
     client = current_client()
     n = len(again)
     if client is not None:
