@@ -656,6 +656,38 @@ def test_on_a_cluster_an_instance_leaves_grad_and_parameters_readable(client):
     assert last == last_ref
 
 
+def test_on_a_cluster_an_instance_reads_its_scalars_inside_its_tasks(client):
+    """Adam's step sizes change every step: slots of its template, each a task of its own on the
+    scheduler (run, and sent to the tasks that read it) before; now inside the tasks that read them.
+    The numbers are those of the loop without the cache, bit for bit."""
+    from daskgrad import runtime
+    from daskgrad._dask.internals import DataNode
+
+    def run(graphs):
+        X, y = _data()
+        w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
+        opt = dg.optim.Adam([w], lr=0.1)
+        losses = []
+        with runtime.observe(lambda phase, arrays: graphs.append(dict(arrays[0].__dask_graph__()))):
+            for _ in range(6):
+                opt.zero_grad()
+                loss = dg.binary_cross_entropy_with_logits(X @ w, y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return w.detach().numpy(), losses
+
+    graphs, plain = [], []
+    w, losses = run(graphs)
+    assert dg.step_cache_info()["hits"] >= 2
+    scalars = [k for k, t in graphs[-1].items() if isinstance(t, DataNode) and np.ndim(t.value) == 0]
+    assert not scalars, scalars
+    w_ref, losses_ref = _uncached(run, plain)
+    assert any(isinstance(t, DataNode) and np.ndim(t.value) == 0 for t in plain[-1].values())  # (lowered: keys)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
 def test_on_a_cluster_a_loop_run_again_from_the_same_start_is_instantiated_with_the_same_numbers(client):
     X, y = _data()
     first = _train(X, y, 6)

@@ -697,9 +697,11 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
     subs, slot_keys, graph = {}, [], {}
     for keys, name, layer in zip(template.slots, inputs, input_layers):
         for k in keys:
-            subs[k] = new = (name,) + k[1:] if isinstance(k, tuple) else name
+            new = (name,) + k[1:] if isinstance(k, tuple) else name
             slot_keys.append(k)
-            graph[new] = layer[new]
+            subs[k] = _scalar(layer[new]) or new
+            if subs[k] is new:
+                graph[new] = layer[new]
     wanted, results = {}, []
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
@@ -709,7 +711,7 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
         template.shipped = _Shipped.of(template)
     run = f"instance-{token}"
     graph[run] = Task(run, _run_one_task, template.shipped, tuple(slot_keys), tuple(wanted),
-                      *(TaskRef(subs[k]) for k in slot_keys))
+                      *(subs[k] if isinstance(subs[k], GraphNode) else TaskRef(subs[k]) for k in slot_keys))
     for k, i in results:
         if k not in graph:  # (an array asked for twice under one name is one result)
             graph[k] = Task(k, operator.getitem, TaskRef(run), i)
@@ -718,15 +720,24 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
+def _scalar(v):
+    """A slot's value to put inside the tasks that read it where it is a scalar (an optimizer's step
+    size this step), else None: a key of its own would be a task the scheduler runs and sends on."""
+    return DataNode(None, v.value) if isinstance(v, DataNode) and getattr(v.value, "ndim", None) == 0 else None
+
+
 def _renamed(template, arrays, olds, input_layers, inputs, token):
     """The template's graph under keys of its own for a distributed scheduler, which remembers keys
     across submissions: the slots are the values' own keys (already in cluster memory), the results
     the arrays asked for, every other key the template's name with the instance's token (the prefix
     the dashboard groups by stays)."""
-    subs = {}
-    for keys, name in zip(template.slots, inputs):
+    subs, wanted = {}, {(old,) + k[1:] if isinstance(k, tuple) else old
+                        for a, old in zip(arrays, olds) for k in flatten(a.__dask_keys__())}
+    for keys, name, layer in zip(template.slots, inputs, input_layers):
         for k in keys:
             subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
+            if k not in wanted:
+                subs[k] = _scalar(layer[subs[k]]) or subs[k]
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
             subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
@@ -741,7 +752,8 @@ def _renamed(template, arrays, olds, input_layers, inputs, token):
     graph = {new: t.substitute(subs, key=new) for new, t in graph.items()}
     for keys, layer in zip(template.slots, input_layers):
         for k in keys:
-            graph[subs[k]] = layer[subs[k]]
+            if not isinstance(subs[k], GraphNode):
+                graph[subs[k]] = layer[subs[k]]
     for a in arrays:  # an output that is a slot itself: its value
         for k in flatten(a.__dask_keys__()):
             if k not in graph:
