@@ -48,6 +48,29 @@ def test_estimate_memory_report_release_and_compute_work_after_training_steps(cl
     assert np.isfinite(value) and weight.shape == (16, 10)
 
 
+def test_twin_parameters_stored_by_one_step_are_one_value_under_one_name(client):
+    """Two parameters whose values stay equal (zeros, equal gradients) are one graph name: one
+    store files them under one name (names drawn per array gave the first array the second's keys,
+    and the next step lost its dependencies)."""
+    def run():
+        X = dg.tensor(np.ones((8, 3), dtype="float32"))
+        w1, w2 = dg.zeros(3, requires_grad=True), dg.zeros(3, requires_grad=True)
+        opt = dg.optim.SGD([w1, w2], lr=0.1)
+        losses = []
+        for _ in range(4):
+            opt.zero_grad()
+            loss = (X @ w1).sum() + (X @ w2).sum()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return w1.detach().numpy(), w2.detach().numpy(), losses
+
+    w1, w2, losses = run()
+    np.testing.assert_array_equal(w1, w2)
+    np.testing.assert_allclose(w1, [-3.2] * 3, rtol=1e-6)  # (each step: w -= 0.1 * X.sum(0), X.sum(0) = 8)
+    np.testing.assert_allclose(losses, [0, -38.4, -76.8, -115.2], rtol=1e-6)  # 2 * 8 * 3 * w
+
+
 def test_two_clients_keep_their_values_under_their_own_names(client):
     from distributed import Client
 

@@ -122,18 +122,19 @@ def store(client, arrays, also=(), unkeep=()):
     a worker dies; a parameter updated once per step would make that lineage grow by every step's
     tasks.  The chunks are not copied or moved: each worker files the same object under the new key
     (then one copy goes to a second worker).  The names are the client's own: two clients training
-    identical models on one cluster must not release each other's values, and each store is a name
-    of its own: two threads storing equal values (the same graph name) would otherwise share keys
-    that one lets go of while the other files them.  All of ``arrays`` take
+    identical models on one cluster must not release each other's values, and each call's names are
+    its own: two threads storing equal values (the same graph name) would otherwise share keys that
+    one lets go of while the other files them.  All of ``arrays`` take
     the same round trips (an optimizer's step stores every parameter and state: one round trip each
     was most of a small model's step on a LocalCluster).
     """
     from distributed import Future, wait
 
     graph, renamed, names = {}, {}, []
+    call = next(_stores)  # (one per call: equal arrays in it, twin parameters, are one value under one name)
     for arr in arrays:
         graph.update(arr.dask)
-        name = f"stored-{client_token(client)}-{next(_stores)}-{arr.name}"
+        name = f"stored-{client_token(client)}-{call}-{arr.name}"
         names.append(name)
         renamed.update((k, (name,) + tuple(k[1:])) for k in flat_keys(arr))
     keys = list(renamed)
