@@ -175,7 +175,7 @@ def _submit(values, phase, optimized=False):
 # recipe, not its values (a Zarr array's name is its path's, whatever the file holds when read).
 _graphs_read = {}  # names of the lazy dask graphs recent submissions read (insertion order: oldest first)
 _held_sources = weakref.WeakKeyDictionary()  # held Lazy value or storage -> (its held array's name, bytes)
-_sources_lock = threading.Lock()  # (threads may submit at once)
+_held_lock = threading.Lock()  # guards the two above (threads may submit at once)
 
 
 def _asking_also(prog, todo):
@@ -206,7 +206,7 @@ def _hold(values, again, sourced, sources):
     held = list(zip(sourced, values[n:]))
     for (old, storages), value in zip(sources, values[n + len(sourced):]):
         held += [(st, value) for st in storages if swap(st, old, value, pending=False)]  # (unless written meanwhile)
-    with _sources_lock:  # (a lock held for nothing else: a swap waits for programs being made, which read this)
+    with _held_lock:  # (a lock held for nothing else: a swap waits for programs being made, which read this)
         for v, value in held:
             _held_sources[v] = (value.name, value.nbytes)
 
@@ -217,7 +217,7 @@ def _sources_read_again(prog, todo):
     notes the graphs it reads."""
     out = []
     for a in [a for name, a in prog.slots.items() if name in prog.graphs] if prog.graphs else ():
-        with _sources_lock:
+        with _held_lock:
             again = _graphs_read.pop(a.name, False) is None
             _graphs_read[a.name] = None
             while len(_graphs_read) > 256:
@@ -244,7 +244,7 @@ def _within_room(sourced, sources):
     else:
         room = parse_bytes(setting) if isinstance(setting, str) else setting
     copies = 1 if client is None else max(1, int(dask.config.get("daskgrad.copies", door.replicas.COPIES)))
-    with _sources_lock:
+    with _held_lock:
         for held, (name, nbytes) in list(_held_sources.items()):
             if getattr(held.computed if type(held) is door.Lazy else held.value, "name", None) == name:
                 room -= nbytes * copies

@@ -143,8 +143,9 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
-        made, read_by_new, graphs = {}, set(), self.graphs  # made: id(node) -> 1 from values in memory,
-        for node in self.eqns:  # 2 reading a lazy graph too, 0 else
+        # made: id(node) -> 1 made from values in memory alone, 2 reading a lazy graph too, 0 else
+        made, read_by_new, graphs = {}, set(), self.graphs
+        for node in self.eqns:
             how = 1
             for s in node.srcs:
                 s = through(s)
@@ -700,7 +701,7 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
             new = (name,) + k[1:] if isinstance(k, tuple) else name
             slot_keys.append(k)
             subs[k] = _scalar(layer[new]) or new
-            if subs[k] is new:
+            if subs[k] is new:  # (a scalar goes inside the task)
                 graph[new] = layer[new]
     wanted, results = {}, []
     for a, old in zip(arrays, olds):
@@ -731,13 +732,11 @@ def _renamed(template, arrays, olds, input_layers, inputs, token):
     across submissions: the slots are the values' own keys (already in cluster memory), the results
     the arrays asked for, every other key the template's name with the instance's token (the prefix
     the dashboard groups by stays)."""
-    subs, wanted = {}, {(old,) + k[1:] if isinstance(k, tuple) else old
-                        for a, old in zip(arrays, olds) for k in flatten(a.__dask_keys__())}
+    subs = {}
     for keys, name, layer in zip(template.slots, inputs, input_layers):
-        for k in keys:
-            subs[k] = (name,) + k[1:] if isinstance(k, tuple) else name
-            if k not in wanted:
-                subs[k] = _scalar(layer[subs[k]]) or subs[k]
+        for k in keys:  # (an output that is a slot is the value itself: _instance)
+            new = (name,) + k[1:] if isinstance(k, tuple) else name
+            subs[k] = _scalar(layer[new]) or new
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
             subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
