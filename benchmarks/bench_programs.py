@@ -728,8 +728,8 @@ def demo_step(quick, interleaved):
             toptimizer.step()
             losses["pytorch"].append(loss.item())
 
-        # the loop's steady state: each minibatch's step is its own program (its rows are part of the key),
-        # lowered at its first two epochs and instantiated from its template after; those two epochs are timed apart
+        # the loop's steady state: its first steps are lowered (the first sees the dataset made, the next ones
+        # Adam's state made), every later one is an instance of one template; the first two epochs are timed apart
         t0 = time.perf_counter()
         for _ in range(2 * steps):
             daskgrad_step()

@@ -48,8 +48,8 @@ Components (each a function below, each returning a JSON-able dict):
 * ``checkpoint_block`` README's checkpoint_steps example (1,000 steps, 20 snapshots) and a 32x32 diffusion in
                  4 chunks: seconds for forward + backward + reading c.grad, calls of ``step``, PyTorch's plain loop;
 * ``demo_step``  seconds per training step of ``make demo``'s job (examples/demo.py on its LocalCluster) after
-                 its first two epochs (timed apart: each minibatch's step is lowered twice before it is
-                 instantiated) and of the same step in PyTorch on the same data;
+                 its first two epochs (timed apart: they make the dataset and the step's template) and
+                 of the same step in PyTorch on the same data;
 * ``package``    non-blank lines of daskgrad/**/*.py.
 
 Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared

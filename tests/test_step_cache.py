@@ -594,6 +594,84 @@ def test_a_step_traced_every_step_points_its_inputs_at_placeholders_made_once():
     assert scan._placeholder_slot(a, "scan-in1").name == "scan-in1"
 
 
+def _minibatches(X, y, batch, epochs):
+    """An Adam loop over the minibatches ``X[i * batch:(i + 1) * batch]``, as examples/demo.py writes
+    it: its weights, its losses and the cache's misses after each step."""
+    w = dg.zeros(X.shape[1], dtype=X.dtype, requires_grad=True)
+    opt = dg.optim.Adam([w], lr=0.1)
+    losses, misses = [], []
+    for _ in range(epochs):
+        for i in range(X.shape[0] // batch):
+            xb, yb = X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]
+            opt.zero_grad()
+            loss = dg.binary_cross_entropy_with_logits(xb @ w, yb)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            misses.append(dg.step_cache_info()["misses"])
+    return w.detach().numpy(), losses, misses
+
+
+@pytest.mark.parametrize("batch", [3, 6])
+def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(batch):
+    """A minibatch that is whole chunks of a dataset in memory is a value in memory, a slot of the
+    step's program: its offsets were part of the program's key, so 20 minibatches were 20 programs,
+    more than the cache's 16 templates, each lowered anew at every sighting and never instantiated.
+    Now the loop's step is lowered at its first two steps and instantiated for every later one."""
+    X, y = _data(n=60, chunks=3)
+    w, losses, misses = _minibatches(X, y, batch, 3)
+    assert misses[-1] == misses[3]  # (Adam's first steps differ: its state is made at the first)
+    assert dg.step_cache_info()["hits"] == len(losses) - misses[-1]
+    w_ref, losses_ref, _ = _uncached(_minibatches, X, y, batch, 3)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def _lazy_minibatches():
+    """examples/demo.py's loop on a dataset made chunk by chunk: 3 epochs of 10 minibatches."""
+    dg.manual_seed(0)
+    X = dg.randn(60, 4, chunks=(3, 4), dtype="float64")
+    y = (dg.randn(60, chunks=3, dtype="float64") > 0).astype("float64")
+    return _minibatches(X, y, 6, 3) + (X, y)
+
+
+def test_minibatches_of_a_lazy_dataset_are_one_program_once_it_is_held():
+    """The first epoch computes and holds the dataset; from the second on every step is an instance
+    of one template."""
+    w, losses, misses, _, _ = _lazy_minibatches()
+    assert misses[-1] == misses[10 + 3]
+    w_ref, losses_ref, _, _, _ = _uncached(_lazy_minibatches)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
+def test_whole_chunks_of_a_value_in_memory_are_a_value_in_memory_and_a_view_of_it():
+    """``X[2:6]`` of X in chunks of 2 rows holds X's own chunks (no task, no copy); ``X[1:5]`` is
+    an op, as before.  Both are torch's views: a write through one reaches the other."""
+    from daskgrad import _dask as door
+
+    torch = pytest.importorskip("torch")
+    a = np.arange(24.0).reshape(8, 3)
+    X, t = dg.from_array(a.copy(), chunks=(2, 3)), torch.tensor(a)
+    v, tv = X[2:6], t[2:6]
+    assert door.is_data(v.array) and v.array.chunks == ((2, 2), (3,))
+    held = dict(X.array.dask)
+    assert [dict(v.array.dask)[k] for k in door.flat_keys(v.array)] == [held[(X.array.name, 1, 0)],
+                                                                       held[(X.array.name, 2, 0)]]
+    assert not door.is_data(X[1:5].array)
+    v.mul_(2)
+    tv.mul_(2)
+    np.testing.assert_array_equal(X.numpy(), t.numpy())
+    X.add_(1)
+    t.add_(1)
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    w, tw = dg.from_array(a.copy(), chunks=(2, 3)).requires_grad_(), torch.tensor(a, requires_grad=True)
+    (w[4:8] ** 2).sum().backward()
+    (tw[4:8] ** 2).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    assert w.grad.array.chunks == w.array.chunks
+
+
 # last: the module's client fixture stays up for the tests after it
 def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()
@@ -840,3 +918,28 @@ def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
     assert np.abs(first).max() > 0
     assert first.tobytes() == second.tobytes() == third.tobytes()
 
+
+
+@pytest.mark.parametrize("one_task", [True, False])
+def test_on_a_cluster_a_minibatch_step_reads_the_dataset_s_keys_with_the_numbers_of_the_uncached_loop(client,
+                                                                                                    one_task):
+    """Minibatches of a dataset made and held on the cluster: every step after the first few is an
+    instance of one template, whose tasks read the dataset's own keys (no task aliasing them), as one
+    task or as the template's tasks renamed."""
+    from daskgrad import runtime
+    from daskgrad._dask.internals import Alias
+
+    graphs = []
+    with dask.config.set({} if one_task else {"daskgrad.step-cache.one-task-bytes": 0}):
+        with runtime.observe(lambda phase, arrays: graphs.append(dict(arrays[0].__dask_graph__()))):
+            w, losses, misses, X, y = _lazy_minibatches()
+        w_ref, losses_ref, _, _, _ = _uncached(_lazy_minibatches)
+    assert misses[-1] == misses[10 + 3]
+    step = graphs[-2]  # (the last is w.numpy()'s)
+    assert any(k.startswith("instance-") for k in step if isinstance(k, str)) == one_task
+    assert not any(isinstance(t, Alias) for t in step.values())
+    names = {k[0] for k in step if isinstance(k, tuple)}
+    assert not any(n.startswith("getitem-") for n in names)
+    assert {X.array.name, y.array.name} <= names
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref

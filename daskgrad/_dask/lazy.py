@@ -31,6 +31,7 @@ from dask.base import tokenize
 from dask.utils import funcname
 
 from .fold import flat_layers, fold
+from .optimize import materialized
 from . import kernels
 from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, array, blockwise
 from .labels import made_by
@@ -165,6 +166,10 @@ def defer(fn, srcs, params=(), elementwise=False):
     pairs.  ``elementwise``: ``fn`` is an operator, a NumPy ufunc or a dask one (its dtype and meta
     are inferred as dask's ``elemwise`` infers them, with no dask call)."""
     srcs = tuple(srcs)
+    if fn is basic_index:
+        view = _whole_chunks(srcs[0], dict(params)["index"])
+        if view is not None:
+            return view
     if elementwise:
         aval = elementwise_aval(fn, srcs) if not params else None
         if aval is not None:
@@ -177,6 +182,45 @@ def defer(fn, srcs, params=(), elementwise=False):
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
     return Lazy(fn, srcs, params, *aval)
+
+
+def basic_index(a, *, index, meta):
+    """``a[index]``, a basic index (ints, slices, None: dask's own); ``meta``: what its VJP reads."""
+    return a[index]
+
+
+def _whole_chunks(src, index):
+    """``src[index]`` at once where ``src`` is in (cluster) memory and ``index`` takes whole chunks
+    of it (a slice on each axis, step 1, from a chunk's start to a chunk's end): a dask array holding
+    those chunks under keys of its own, no task (on a cluster, the chunks' Futures, which a submission
+    reads as the keys they are: see :func:`.program._slot_key`).  Else None.
+    A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then a value in memory, a slot of
+    the program that reads it, and every minibatch's step is one program: its offsets in the
+    program's key made one program per minibatch, lowered twice each before a template was made, and
+    a loop over more minibatches than the cache holds never made one."""
+    src = through(src)
+    a = src.computed if type(src) is Lazy else src
+    if not isinstance(a, da.Array) or len(index) != a.ndim or not materialized(a):
+        return None
+    ranges = []
+    for i, c, n in zip(index, a.chunks, a.shape):
+        if type(i) is not slice:
+            return None
+        start, stop, step = i.indices(n)
+        bounds = np.cumsum((0,) + c).tolist()
+        if step != 1 or start >= stop or start not in bounds or stop not in bounds:
+            return None
+        ranges.append((bounds.index(start), bounds.index(stop)))
+    if all(lo == 0 and hi == len(c) for (lo, hi), c in zip(ranges, a.chunks)):
+        return None  # (all of it: an alias, torch's node, as dask's own)
+    (layer,) = a.dask.layers.values()
+    name = "getitem-" + tokenize(a.name, index)
+    values = {}
+    for idx in np.ndindex(*(hi - lo for lo, hi in ranges)):
+        v = layer[(a.name,) + tuple(lo + j for (lo, _), j in zip(ranges, idx))]
+        values[(name,) + idx] = v.value if isinstance(v, DataNode) else v
+    chunks = tuple(c[lo:hi] for (lo, hi), c in zip(ranges, a.chunks))
+    return array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
 
 
 # Arithmetic with a Python float (a learning rate, Adam's bias correction, a time step's

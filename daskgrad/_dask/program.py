@@ -698,11 +698,11 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
     subs, slot_keys, graph = {}, [], {}
     for keys, name, layer in zip(template.slots, inputs, input_layers):
         for k in keys:
-            new = (name,) + k[1:] if isinstance(k, tuple) else name
+            new, value = _slot_key(layer, (name,) + k[1:] if isinstance(k, tuple) else name)
             slot_keys.append(k)
-            subs[k] = _scalar(layer[new]) or new
+            subs[k] = _scalar(value) or new
             if subs[k] is new:  # (a scalar goes inside the task)
-                graph[new] = layer[new]
+                graph[new] = value
     wanted, results = {}, []
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
@@ -721,6 +721,14 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
+def _slot_key(layer, key):
+    """The key a cluster's task reads for a slot's chunk ``key`` in ``layer``, and its value there: the
+    chunk's own, or, where the chunk is another value's Future (whole chunks of a value in memory:
+    :func:`.lazy._whole_chunks`), that value's key, not an alias task to it."""
+    v = layer[key]
+    return (v.key, v) if isinstance(v, TaskRef) and v.key != key else (key, v)
+
+
 def _scalar(v):
     """A slot's value to put inside the tasks that read it where it is a scalar (an optimizer's step
     size this step), else None: a key of its own would be a task the scheduler runs and sends on."""
@@ -732,11 +740,12 @@ def _renamed(template, arrays, olds, input_layers, inputs, token):
     across submissions: the slots are the values' own keys (already in cluster memory), the results
     the arrays asked for, every other key the template's name with the instance's token (the prefix
     the dashboard groups by stays)."""
-    subs = {}
+    subs, values = {}, {}
     for keys, name, layer in zip(template.slots, inputs, input_layers):
         for k in keys:  # (an output that is a slot is the value itself: _instance)
-            new = (name,) + k[1:] if isinstance(k, tuple) else name
-            subs[k] = _scalar(layer[new]) or new
+            new, value = _slot_key(layer, (name,) + k[1:] if isinstance(k, tuple) else name)
+            subs[k] = _scalar(value) or new
+            values[new] = value
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
             subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
@@ -749,10 +758,10 @@ def _renamed(template, arrays, olds, input_layers, inputs, token):
             new = subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
         graph[new] = t
     graph = {new: t.substitute(subs, key=new) for new, t in graph.items()}
-    for keys, layer in zip(template.slots, input_layers):
+    for keys in template.slots:
         for k in keys:
             if not isinstance(subs[k], GraphNode):
-                graph[subs[k]] = layer[subs[k]]
+                graph[subs[k]] = values[subs[k]]
     for a in arrays:  # an output that is a slot itself: its value
         for k in flatten(a.__dask_keys__()):
             if k not in graph:

@@ -130,22 +130,25 @@ def store(client, arrays, also=(), unkeep=()):
     """
     from distributed import Future, wait
 
-    graph, renamed, names = {}, {}, []
+    graph, pairs, names = {}, {}, []  # pairs: (key held, stored key) -> None, in order
     call = next(_stores)  # (one per call: equal arrays in it, twin parameters, are one value under one name)
     for arr in arrays:
         graph.update(arr.dask)
         name = f"stored-{client_token(client)}-{call}-{arr.name}"
         names.append(name)
-        renamed.update((k, (name,) + tuple(k[1:])) for k in flat_keys(arr))
-    keys = list(renamed)
-    todo, held, who_has = keys, set(), {}
+        for k in flat_keys(arr):
+            f = graph[k]  # (the Future of another key where arr is whole chunks of a value: lazy._whole_chunks)
+            held_as = f.key if isinstance(f, Future) else k
+            graph[held_as] = f
+            pairs[held_as, (name,) + tuple(k[1:])] = None
+    todo, held, who_has = list(pairs), set(), {}
     # a worker can die (its chunks are then recomputed from values still held) or a replica be
     # dropped between asking who holds a key and filing it: what no holder filed is asked again
     for _ in range(10):
-        if any(graph[k].status != "finished" for k in todo):  # (after a submission's wait: all are)
-            wait([graph[k] for k in todo])
+        if any(graph[k].status != "finished" for k, _ in todo):  # (after a submission's wait: all are)
+            wait([graph[k] for k, _ in todo])
         # every worker files what it holds of them (no round trip to ask who holds what)
-        filed = client.run(_file_under, [(k, renamed[k]) for k in todo], on_error="return")
+        filed = client.run(_file_under, todo, on_error="return")
         who_has, nbytes = {}, {}
         for worker, sizes in filed.items():
             if isinstance(sizes, dict):
@@ -156,18 +159,18 @@ def store(client, arrays, also=(), unkeep=()):
         held.update(k for k, n in zip(filed, keep(client, filed + list(also), unkeep, who_has=who_has, nbytes=nbytes))
                     if n)
         also = unkeep = ()  # (sent once)
-        todo = [k for k in todo if renamed[k] not in held]
+        todo = [(k, new) for k, new in todo if new not in held]
         if not todo:
             break
     out = []
-    lost = {renamed[k][0] for k in todo}  # (stores whose chunks no worker filed: keep the computed keys)
+    lost = {new[0] for _, new in todo}  # (stores whose chunks no worker filed: keep the computed keys)
     for arr, name in zip(arrays, names):
         if name in lost:
             out.append(arr)
             continue
         futures = {}
         for k in flat_keys(arr):
-            new = renamed[k]
+            new = (name,) + tuple(k[1:])
             futures[new] = Future(new, client)
             client.futures[new].finish()
         out.append(da.Array(HighLevelGraph.from_collections(name, futures, dependencies=()), name, arr.chunks,

@@ -124,7 +124,7 @@ def _put_index(a, new, index):
 # of each output of the ops that return several views (unbind, split, chunk: see ops/views.py)
 getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "UnsqueezeBackward0", "AliasBackward0",
                                         "UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0"),
-                      impl=lambda a, *, index, meta: a[index],
+                      impl=door.basic_index,
                       view=View(_index_layout, lambda a, new, *, index, meta: _put_index(a, new, index)))
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
