@@ -71,6 +71,23 @@ def test_twin_parameters_stored_by_one_step_are_one_value_under_one_name(client)
     np.testing.assert_allclose(losses, [0, -38.4, -76.8, -115.2], rtol=1e-6)  # 2 * 8 * 3 * w
 
 
+def test_whole_chunks_of_a_stored_value_stored_with_it_file_each_under_its_own_name(client):
+    """Whole chunks of a value on the cluster (a minibatch of a held dataset) hold its chunks'
+    Futures under keys of their own: a store files them from the keys the workers hold, and a store
+    of both files each under its own name."""
+    from daskgrad import _dask as door
+
+    from daskgrad import runtime
+
+    (whole,) = runtime.persist([(dg.from_array(np.arange(24.0).reshape(8, 3), chunks=(2, 3)) * 2).array])
+    rows = dg.Tensor(whole)[2:6].array
+    assert door.is_data(rows) and door.data_futures(rows.dask)
+    stored = door.store(client, [rows, whole])
+    assert all(a.name.startswith("stored-") for a in stored)
+    np.testing.assert_array_equal(door.gather(stored[0]), np.arange(24.0).reshape(8, 3)[2:6] * 2)
+    np.testing.assert_array_equal(door.gather(stored[1]), np.arange(24.0).reshape(8, 3) * 2)
+
+
 def test_two_clients_keep_their_values_under_their_own_names(client):
     from distributed import Client
 
