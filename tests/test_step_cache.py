@@ -612,13 +612,14 @@ def _minibatches(X, y, batch, epochs):
     return w.detach().numpy(), losses, misses
 
 
-@pytest.mark.parametrize("batch", [3, 6])
-def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(batch):
-    """A minibatch that is whole chunks of a dataset in memory is a value in memory, a slot of the
-    step's program: its offsets were part of the program's key, so 20 minibatches were 20 programs,
-    more than the cache's 16 templates, each lowered anew at every sighting and never instantiated.
-    Now the loop's step is lowered at its first two steps and instantiated for every later one."""
-    X, y = _data(n=60, chunks=3)
+@pytest.mark.parametrize("chunks, batch", [(3, 3), (3, 6), (6, 3), (12, 3)])
+def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(chunks, batch):
+    """A minibatch that is whole chunks of a dataset in memory, or part of one chunk (dask's local
+    schedulers), is a value in memory, a slot of the step's program: its offsets were part of the
+    program's key, so 20 minibatches were 20 programs, more than the cache's 16 templates, each
+    lowered anew at every sighting and never instantiated.  Now the loop's step is lowered at its
+    first steps and instantiated for every later one."""
+    X, y = _data(n=60, chunks=chunks)
     w, losses, misses = _minibatches(X, y, batch, 3)
     assert misses[-1] == misses[3]  # (Adam's first steps differ: its state is made at the first)
     assert dg.step_cache_info()["hits"] == len(losses) - misses[-1]
@@ -627,12 +628,12 @@ def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(batch)
     assert losses == losses_ref
 
 
-def _lazy_minibatches():
-    """examples/demo.py's loop on a dataset made chunk by chunk: 3 epochs of 10 minibatches."""
+def _lazy_minibatches(chunks=3, batch=6):
+    """examples/demo.py's loop on a dataset made chunk by chunk: 3 epochs of ``60 // batch`` minibatches."""
     dg.manual_seed(0)
-    X = dg.randn(60, 4, chunks=(3, 4), dtype="float64")
-    y = (dg.randn(60, chunks=3, dtype="float64") > 0).astype("float64")
-    return _minibatches(X, y, 6, 3) + (X, y)
+    X = dg.randn(60, 4, chunks=(chunks, 4), dtype="float64")
+    y = (dg.randn(60, chunks=chunks, dtype="float64") > 0).astype("float64")
+    return _minibatches(X, y, batch, 3) + (X, y)
 
 
 def test_minibatches_of_a_lazy_dataset_are_one_program_once_it_is_held():
@@ -658,7 +659,9 @@ def test_whole_chunks_of_a_value_in_memory_are_a_value_in_memory_and_a_view_of_i
     held = dict(X.array.dask)
     assert [dict(v.array.dask)[k] for k in door.flat_keys(v.array)] == [held[(X.array.name, 1, 0)],
                                                                        held[(X.array.name, 2, 0)]]
-    assert not door.is_data(X[1:5].array)
+    assert not door.is_data(X[1:5].array)  # (parts of two chunks: a task joins them)
+    part = X[4:5].array  # (part of one chunk: a NumPy view of it, on dask's local schedulers)
+    assert door.is_data(part) and np.shares_memory(dict(part.dask)[(part.name, 0, 0)], held[(X.array.name, 2, 0)])
     v.mul_(2)
     tv.mul_(2)
     np.testing.assert_array_equal(X.numpy(), t.numpy())
@@ -921,20 +924,24 @@ def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
 
 
 @pytest.mark.parametrize("one_task", [True, False])
+@pytest.mark.parametrize("chunks, batch", [(3, 6), (12, 3)])
 def test_on_a_cluster_a_minibatch_step_reads_the_dataset_s_keys_with_the_numbers_of_the_uncached_loop(client,
-                                                                                                    one_task):
-    """Minibatches of a dataset made and held on the cluster: every step after the first few is an
-    instance of one template, whose tasks read the dataset's own keys (no task aliasing them), as one
-    task or as the template's tasks renamed."""
+                                                                                                    one_task,
+                                                                                                    chunks, batch):
+    """Minibatches of a dataset made and held on the cluster, whole chunks or part of one chunk:
+    every step after the first few is an instance of one template, whose tasks read the dataset's
+    own keys (no task aliasing them; a part's start goes inside the task that cuts it), as one task
+    or as the template's tasks renamed."""
     from daskgrad import runtime
     from daskgrad._dask.internals import Alias
 
     graphs = []
     with dask.config.set({} if one_task else {"daskgrad.step-cache.one-task-bytes": 0}):
         with runtime.observe(lambda phase, arrays: graphs.append(dict(arrays[0].__dask_graph__()))):
-            w, losses, misses, X, y = _lazy_minibatches()
-        w_ref, losses_ref, _, _, _ = _uncached(_lazy_minibatches)
-    assert misses[-1] == misses[10 + 3]
+            w, losses, misses, X, y = _lazy_minibatches(chunks, batch)
+        graphs = graphs[-2:]  # (the others' keys let go: the uncached run computes its first step again)
+        w_ref, losses_ref, _, _, _ = _uncached(_lazy_minibatches, chunks, batch)
+    assert misses[-1] == misses[60 // batch + 3]
     step = graphs[-2]  # (the last is w.numpy()'s)
     assert any(k.startswith("instance-") for k in step if isinstance(k, str)) == one_task
     assert not any(isinstance(t, Alias) for t in step.values())

@@ -33,7 +33,7 @@ from dask.utils import funcname
 from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
-from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, array, blockwise
+from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -190,10 +190,11 @@ def basic_index(a, *, index, meta):
 
 
 def _whole_chunks(src, index):
-    """``src[index]`` at once where ``src`` is in (cluster) memory and ``index`` takes whole chunks
-    of it (a slice on each axis, step 1, from a chunk's start to a chunk's end): a dask array holding
-    those chunks under keys of its own, no task (on a cluster, the chunks' Futures, which a submission
-    reads as the keys they are: see :func:`.program._slot_key`).  Else None.
+    """``src[index]`` at once where ``src`` is in (cluster) memory and ``index`` is a slice on each
+    axis (step 1) that takes whole chunks of it, or on dask's local schedulers part of one chunk: a
+    dask array holding those chunks (or a NumPy view of that part) under keys of its own, no task
+    (on a cluster, the chunks' Futures, which a submission reads as the keys they are: see
+    :func:`.program._slot_key`).  Else None.
     A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then a value in memory, a slot of
     the program that reads it, and every minibatch's step is one program: its offsets in the
     program's key made one program per minibatch, lowered twice each before a template was made, and
@@ -202,16 +203,22 @@ def _whole_chunks(src, index):
     a = src.computed if type(src) is Lazy else src
     if not isinstance(a, da.Array) or len(index) != a.ndim or not materialized(a):
         return None
-    ranges = []
+    ranges, parts = [], []  # per axis: the chunks taken (lo, hi); the part of a chunk taken, or None: all of it
     for i, c, n in zip(index, a.chunks, a.shape):
         if type(i) is not slice:
             return None
         start, stop, step = i.indices(n)
-        bounds = np.cumsum((0,) + c).tolist()
-        if step != 1 or start >= stop or start not in bounds or stop not in bounds:
+        if step != 1 or start >= stop:
             return None
-        ranges.append((bounds.index(start), bounds.index(stop)))
-    if all(lo == 0 and hi == len(c) for (lo, hi), c in zip(ranges, a.chunks)):
+        bounds = np.cumsum((0,) + c).tolist()
+        lo = int(np.searchsorted(bounds, start, side="right")) - 1
+        hi = int(np.searchsorted(bounds, stop, side="left"))
+        whole = bounds[lo] == start and bounds[hi] == stop
+        if not whole and hi - lo != 1:
+            return None  # (part of several chunks: a task joins them)
+        ranges.append((lo, hi))
+        parts.append(None if whole else slice(start - bounds[lo], stop - bounds[lo]))
+    if all(p is None and lo == 0 and hi == len(c) for (lo, hi), c, p in zip(ranges, a.chunks, parts)):
         return None  # (all of it: an alias, torch's node, as dask's own)
     (layer,) = a.dask.layers.values()
     name = "getitem-" + tokenize(a.name, index)
@@ -219,8 +226,33 @@ def _whole_chunks(src, index):
     for idx in np.ndindex(*(hi - lo for lo, hi in ranges)):
         v = layer[(a.name,) + tuple(lo + j for (lo, _), j in zip(ranges, idx))]
         values[(name,) + idx] = v.value if isinstance(v, DataNode) else v
-    chunks = tuple(c[lo:hi] for (lo, hi), c in zip(ranges, a.chunks))
-    return array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
+    cut = tuple(slice(None) if p is None else p for p in parts)
+    if any(p is not None for p in parts) and all(not isinstance(v, TaskRef) for v in values.values()):
+        values = {k: v[cut] for k, v in values.items()}  # (NumPy's views of the part: no copy)
+        parts = [None if p is None else (p.stop - p.start,) for p in parts]
+    chunks = tuple(p if type(p) is tuple else c[lo:hi] for (lo, hi), c, p in zip(ranges, a.chunks, parts))
+    whole = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
+    axes = tuple(d for d, p in enumerate(parts) if type(p) is slice)
+    if not axes:
+        return whole
+    # part of a chunk on a worker: a task cuts it there, from where it starts on each axis (a slot, not
+    # part of the program's key: one program for every minibatch of a chunk's size)
+    return defer(part_of, (whole,) + tuple(Constant(np.int64(parts[d].start)) for d in axes),
+                 (("axes", axes), ("sizes", tuple(parts[d].stop - parts[d].start for d in axes))))
+
+
+def part_of(a, *starts, axes, sizes):
+    """The part of ``a`` (one chunk on each of ``axes``) that starts at ``starts`` (0-d arrays), of
+    ``sizes`` elements, on each of ``axes``."""
+    chunks = tuple((sizes[axes.index(d)],) if d in axes else c for d, c in enumerate(a.chunks))
+    return da.map_blocks(_cut, a, *starts, axes=axes, sizes=sizes, chunks=chunks, dtype=a.dtype, meta=a._meta)
+
+
+def _cut(block, *starts, axes, sizes):
+    index = [slice(None)] * block.ndim
+    for d, start, n in zip(axes, starts, sizes):
+        index[d] = slice(int(start), int(start) + n)
+    return block[tuple(index)]
 
 
 # Arithmetic with a Python float (a learning rate, Adam's bias correction, a time step's
