@@ -5,8 +5,8 @@ know nothing of tensors or Dask):
 
 * ``_pending``: storages holding a lazy value that an in-place write made (``w -= lr * w.grad``);
   the next submission computes them, so a parameter updated once per step never grows a lineage.
-* ``_holders``/``_held``/``_unkeep``: which storages hold each value kept on two workers, so that a
-  value no tensor holds any more goes back to one copy (:mod:`daskgrad._dask.replicas`).
+* ``_holders``/``_held``/``_listed``/``_unkeep``: which storages hold each value kept on two workers,
+  so that a value no tensor holds any more goes back to one copy (:mod:`daskgrad._dask.replicas`).
 * ``_sources``: the storages made over each lazy dask graph (a dataset made or read lazily), which
   a submission that reads it again may compute and swap in (``runtime``'s held sources);
 * ``_lock``: guards the first two (``_sources`` has its own); re-entrant because :func:`hold` runs
@@ -31,10 +31,11 @@ Elsewhere, each beside the code that needs it:
 """
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 
-from ._dask import Lazy, flat_keys, is_data
+from ._dask import Lazy, held_keys, is_data
 from ._modes import current_trace
 
 # ------------------------------------------------------------ pending storages
@@ -101,6 +102,9 @@ def pending_values(in_memory):
 # run) and distributed's memory manager drops the extra copy.  Saved values of retained graphs are
 # not registered here: they keep both copies until released.
 _holders = {}  # kept array name -> [WeakSet of storages holding it, its keys]
+# key -> how many kept names list it: whole chunks of a value (a minibatch) are that value's keys, which
+# go back to one copy only once no name lists them (a minibatch let go must not drop its dataset's copy)
+_listed = collections.Counter()
 _held = weakref.WeakKeyDictionary()  # storage -> ([the kept name it holds], a weakref telling of its death)
 _unkeep = []  # keys of values no storage holds any more, for the Keeper's next call
 # names that may have lost their last holder: a storage holding them died or moved on.  let_go
@@ -119,7 +123,8 @@ def hold(storage, keys=None):
         if entry is None:
             if keys is None and not name.startswith("stored-"):
                 return
-            entry = _holders[name] = [weakref.WeakSet(), keys or flat_keys(storage.array)]
+            entry = _holders[name] = [weakref.WeakSet(), keys or held_keys(storage.array)]
+            _listed.update(entry[1])
         held = _held.get(storage)
         if held is None:  # (the weakref lives as long as the storage: its callback runs when it dies)
             cell = [name]
@@ -167,7 +172,11 @@ def let_go():
         for n in dict.fromkeys(names):
             entry = _holders.get(n)
             if entry is not None and not entry[0]:
-                _unkeep.extend(_holders.pop(n)[1])
+                for k in _holders.pop(n)[1]:
+                    _listed[k] -= 1
+                    if not _listed[k]:
+                        del _listed[k]
+                        _unkeep.append(k)
 
 
 def take_unkeep(send=True):

@@ -635,7 +635,7 @@ def _wrap(arrays):
     out = []
     for a in arrays:
         t = Tensor._make(a)
-        _state.hold(t._storage, door.flat_keys(a))
+        _state.hold(t._storage, door.held_keys(a))
         out.append(t)
     return out
 

@@ -680,7 +680,7 @@ def _persist(plan, out):
     if not plan.accumulate:
         out = replace(out, found={k: _computed(g, a) for (k, g), a in zip(returned, found_out)})
     for g in [w.grad for w in out.writes.values()] + ([] if plan.accumulate else list(out.found.values())):
-        _state.hold(g._storage, door.flat_keys(g.array))  # kept on two workers while held
+        _state.hold(g._storage, door.held_keys(g.array))  # kept on two workers while held
     for s, a in zip(saved, saved_out):
         s.pin(a)
     if plan.retain_graph:

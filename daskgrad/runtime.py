@@ -81,7 +81,7 @@ def _persist(values, *, phase: str = "compute", store=(), keep=slice(0, 0), opti
     kept = client is None
     try:
         out = _submit(submitted, phase, optimized=optimized and not stores)
-        keys = [k for a in out[keep] for k in door.flat_keys(a)]
+        keys = [k for a in out[keep] for k in door.held_keys(a)]
         if client is not None and stores:  # (out[keep] held in the same call to the Keeper: see below)
             out[len(values):] = _store(client, out[len(values):], [st for st, _ in stores], also=keys,
                                        unkeep=take_unkeep())
@@ -198,7 +198,7 @@ def _hold(values, again, sourced, sources):
     client = current_client()
     n = len(again)
     if client is not None:
-        door.keep(client, [k for a in values[:n] for k in door.flat_keys(a)])
+        door.keep(client, [k for a in values[:n] for k in door.held_keys(a)])
         if len(values) > n:
             values = values[:n] + _store(client, values[n:], [None] * len(sourced) + [sts[0] for _, sts in sources])
     for node, value in zip(again + sourced, values):
@@ -339,7 +339,7 @@ def values(tensors, **kwargs):
                 t._storage.value = new
                 if type(old) is door.Lazy:
                     old.becomes(new)
-                hold(t._storage, door.flat_keys(new))
+                hold(t._storage, door.held_keys(new))
     return [_gather(t.array) for t in tensors]
 
 
@@ -365,7 +365,7 @@ _retained = weakref.WeakSet()  # nodes whose saved values are pinned in (cluster
 def retain(node) -> None:
     _retained.add(node)
     # the scheduler cannot tell which keys are retained graphs
-    dashboard.publish_retained(node, node.name(), [k for s in node.pinned() for k in door.flat_keys(s.data)])
+    dashboard.publish_retained(node, node.name(), [k for s in node.pinned() for k in door.held_keys(s.data)])
 
 
 def release_graph(t) -> int:
@@ -390,7 +390,7 @@ def memory_report():
     for node in list(_retained):
         if node._saved is None:
             continue
-        keys = [k for s in node.pinned() for k in door.flat_keys(s.data)]
+        keys = [k for s in node.pinned() for k in door.held_keys(s.data)]
         row = {"node": node.name(), "keys": keys, "bytes": {}}
         if client is not None and keys:
             sizes = client.nbytes(keys, summary=False)
@@ -415,7 +415,7 @@ def _persist_tensor(self):
     (self._storage.value,) = persist([old], keep=slice(0, 1))
     if type(old) is door.Lazy:
         old.becomes(self._storage.value)
-    hold(self._storage, door.flat_keys(self._storage.array))
+    hold(self._storage, door.held_keys(self._storage.array))
     return self
 
 def _reduce_ex(self, protocol):

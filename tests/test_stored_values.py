@@ -88,6 +88,35 @@ def test_whole_chunks_of_a_stored_value_stored_with_it_file_each_under_its_own_n
     np.testing.assert_array_equal(door.gather(stored[1]), np.arange(24.0).reshape(8, 3) * 2)
 
 
+def test_a_retained_graph_that_saved_a_minibatch_is_reported_and_its_dataset_keeps_two_copies(client):
+    """A minibatch of a value held on the cluster holds that value's Futures: the memory report asks
+    the scheduler for those keys (it asked for the minibatch's own, which it never heard of: a
+    KeyError), and letting the minibatch go does not take the dataset's second copy away."""
+    from daskgrad import _dask as door, _state
+
+    X = dg.from_array(np.arange(24.0).reshape(8, 3), chunks=(2, 3)) * 2
+    X.numpy()  # (computed and held on the cluster)
+    held = set(door.held_keys(X.array))
+    w = dg.ones(3, requires_grad=True, dtype="float64")
+    xb = X[2:4]
+    assert set(door.held_keys(xb.array)) <= held
+    loss = ((xb @ w) ** 2).sum()
+    loss.backward(retain_graph=True)
+    (row,) = [r for r in dg.memory_report() if r["node"] == "MvBackward0"]
+    assert set(row["keys"]) <= held and sum(row["bytes"].values()) > 0
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * (np.arange(24.0).reshape(8, 3)[2:4] * 2).T
+                                  @ ((np.arange(24.0).reshape(8, 3)[2:4] * 2) @ np.ones(3)))
+    dg.release_graph(loss)
+    kept = dg.Tensor(xb.array)
+    _state.hold(kept._storage, door.held_keys(kept.array))  # (a minibatch kept as a value: a compiled result's)
+    del kept, xb
+    import gc
+
+    gc.collect()
+    _state.let_go()
+    assert not held & set(_state.take_unkeep(send=False))  # (X still holds them)
+
+
 def test_two_clients_keep_their_values_under_their_own_names(client):
     from distributed import Client
 

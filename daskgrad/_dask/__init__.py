@@ -35,7 +35,8 @@ from .scan import forward as scan_forward, revolve as scan_revolve
 from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate, is_data, keep_piece, piece,
                       step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
-from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, keep, lost_keys,
+from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, held_keys, keep,
+                     lost_keys,
                      memory_total, reads_any, store, submit, task_room)
 
 __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
@@ -46,4 +47,5 @@ __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve
            "toposort_layers", "NoKey", "Program", "frozen", "gc_paused", "in_memory", "instantiate", "is_data",
            "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker", "chunk_bytes",
            "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client", "data_futures",
-           "flat_keys", "gather", "keep", "lost_keys", "memory_total", "reads_any", "store", "submit", "task_room"]
+           "flat_keys", "gather", "held_keys", "keep", "lost_keys", "memory_total", "reads_any", "store", "submit",
+           "task_room"]

@@ -17,6 +17,7 @@ import dask.array as da
 from dask._task_spec import (  # noqa: F401  (re-exported)
     Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
     convert_legacy_task)
+from dask.array.chunk import getitem as chunk_getitem  # noqa: F401  (a part of a chunk, as dask's task makes it)
 from dask.array.core import _enforce_dtype as enforce_dtype  # noqa: F401
 from dask.array.optimization import fuse_roots  # noqa: F401
 from dask.optimization import fuse as dask_fuse  # noqa: F401

@@ -33,7 +33,8 @@ from dask.utils import funcname
 from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
-from .internals import DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise
+from .internals import (DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
+                        chunk_getitem)
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -190,18 +191,21 @@ def basic_index(a, *, index, meta):
 
 
 def _whole_chunks(src, index):
-    """``src[index]`` at once where ``src`` is in (cluster) memory and ``index`` is a slice on each
-    axis (step 1) that takes whole chunks of it, or on dask's local schedulers part of one chunk: a
-    dask array holding those chunks (or a NumPy view of that part) under keys of its own, no task
-    (on a cluster, the chunks' Futures, which a submission reads as the keys they are: see
-    :func:`.program._slot_key`).  Else None.
-    A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then a value in memory, a slot of
-    the program that reads it, and every minibatch's step is one program: its offsets in the
-    program's key made one program per minibatch, lowered twice each before a template was made, and
-    a loop over more minibatches than the cache holds never made one."""
-    src = through(src)
+    """``src[index]`` without its offsets in the program where ``src`` is in (cluster) memory and
+    ``index`` is a slice on each axis (step 1) that takes whole chunks of it or part of one chunk;
+    else None.  Whole chunks are a value in memory at once: a dask array holding those chunks under
+    keys of its own, no task (on a cluster their Futures, which a submission reads as the keys they
+    are: :func:`.program._slot_key`).  Part of a chunk is that part made now, as dask's getitem task
+    makes it, on dask's local schedulers; on a cluster a task cuts it (:func:`part_of`) where it
+    starts, a slot of the program.
+    A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then one program for every ``i``:
+    its offsets in the program's key made one program per minibatch, lowered twice each before a
+    template was made, and a loop over more minibatches than the cache holds never made one.  Not
+    of an alias (a compiled function's argument, a time loop's carry): its value changes at each call."""
+    if type(src) is Lazy and src.fn is _alias:
+        return None  # (an argument of a compiled function or a time loop's step: rebound at every call)
     a = src.computed if type(src) is Lazy else src
-    if not isinstance(a, da.Array) or len(index) != a.ndim or not materialized(a):
+    if not isinstance(a, da.Array) or len(index) != a.ndim or any(n != n for n in a.shape) or not materialized(a):
         return None
     ranges, parts = [], []  # per axis: the chunks taken (lo, hi); the part of a chunk taken, or None: all of it
     for i, c, n in zip(index, a.chunks, a.shape):
@@ -228,7 +232,8 @@ def _whole_chunks(src, index):
         values[(name,) + idx] = v.value if isinstance(v, DataNode) else v
     cut = tuple(slice(None) if p is None else p for p in parts)
     if any(p is not None for p in parts) and all(not isinstance(v, TaskRef) for v in values.values()):
-        values = {k: v[cut] for k, v in values.items()}  # (NumPy's views of the part: no copy)
+        # (made as dask's task makes it: a part under half its chunk is copied, aligned for BLAS; else a view)
+        values = {k: chunk_getitem(v, cut) for k, v in values.items()}
         parts = [None if p is None else (p.stop - p.start,) for p in parts]
     chunks = tuple(p if type(p) is tuple else c[lo:hi] for (lo, hi), c, p in zip(ranges, a.chunks, parts))
     whole = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
@@ -252,7 +257,7 @@ def _cut(block, *starts, axes, sizes):
     index = [slice(None)] * block.ndim
     for d, start, n in zip(axes, starts, sizes):
         index[d] = slice(int(start), int(start) + n)
-    return block[tuple(index)]
+    return chunk_getitem(block, tuple(index))
 
 
 # Arithmetic with a Python float (a learning rate, Adam's bias correction, a time step's

@@ -21,7 +21,7 @@ from .lazy import Lazy
 from .program import Program, gc_running, run_inline
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
-from .internals import DataNode, HighLevelGraph, clientless, flatten, no_clients
+from .internals import DataNode, HighLevelGraph, MaterializedLayer, TaskRef, clientless, flatten, no_clients
 
 
 def current_client():
@@ -269,6 +269,17 @@ def _nest(keys, it):
 
 def flat_keys(arr):
     return list(flatten(arr.__dask_keys__()))
+
+
+def held_keys(arr):
+    """The keys a cluster holds ``arr``'s chunks under: its own keys, but a chunk that is another
+    value's Future (whole chunks of a value in memory: :func:`.lazy._whole_chunks`) under that
+    value's key, which is what the scheduler knows."""
+    keys = flat_keys(arr)
+    layer = arr.dask.layers.get(arr.name)
+    if len(arr.dask.layers) != 1 or type(layer) is not MaterializedLayer:
+        return keys
+    return [v.key if isinstance(v, TaskRef) else k for k, v in zip(keys, map(layer.get, keys))]
 
 
 def data_futures(hlg):
