@@ -50,6 +50,9 @@ Components (each a function below, each returning a JSON-able dict):
 * ``demo_step``  seconds per training step of ``make demo``'s job (examples/demo.py on its LocalCluster) after
                  its first two epochs (timed apart: they make the dataset and the step's template) and
                  of the same step in PyTorch on the same data;
+* ``minibatch_loop`` seconds per step of demo.py's model over 96 minibatches of 500 rows of a held dataset in
+                 chunks of 2,000 rows, on threads, and of the same loop in PyTorch; programs lowered after
+                 the first epoch;
 * ``package``    non-blank lines of daskgrad/**/*.py.
 
 Timings are medians of interleaved rounds (the variants run round-robin, so drift on a shared
@@ -1074,6 +1077,13 @@ def demo_step():
     return bench_programs.demo_step(QUICK, interleaved)
 
 
+def minibatch_loop():
+    """Seconds per step of a training loop over many small minibatches of a held dataset, and PyTorch's."""
+    import bench_programs
+
+    return bench_programs.minibatch_loop(QUICK, interleaved)
+
+
 def package():
     """The package's size: non-blank lines of daskgrad/**/*.py."""
     import bench_programs
@@ -1240,7 +1250,7 @@ COMPONENTS = {"logreg": logreg, "mlp": mlp, "chain": chain, "graph_cost": graph_
               "glm": glm, "protection": protection, "memory_soak": memory_soak, "revolve": revolve, "fwi": fwi,
               "big_state": big_state, "deterministic": deterministic, "programs": programs,
               "plain_loop": plain_loop, "checkpoint_block": checkpoint_block, "demo_step": demo_step,
-              "package": package, "fwi_vs_torch": fwi_vs_torch}
+              "minibatch_loop": minibatch_loop, "package": package, "fwi_vs_torch": fwi_vs_torch}
 
 
 def main(names=None):
@@ -1431,6 +1441,13 @@ def summary(report):
         lines.append(f"| make demo's training step | daskgrad / PyTorch | {s['daskgrad_demo_step']:.4f} / "
                      f"{s['pytorch_step']:.4f} | {r['daskgrad_over_pytorch']:.1f} x PyTorch (first two epochs: "
                      f"{r['daskgrad_seconds_per_step_first_two_epochs']:.3f} s a step) |")
+    if "minibatch_loop" in report:
+        r = report["minibatch_loop"]
+        s = r["seconds_per_step"]
+        lines.append(f"| training loop over small minibatches, threads | daskgrad / PyTorch | {s['daskgrad']:.4f} / "
+                     f"{s['pytorch']:.4f} | {r['daskgrad_over_pytorch']:.1f} x PyTorch (first epoch: "
+                     f"{r['daskgrad_seconds_per_step_first_epoch']:.3f} s a step; programs lowered after it: "
+                     f"{r['programs_lowered_after_first_epoch']}) |")
     if "package" in report:
         n = report["package"]["non_blank_lines"]
         lines.append(f"| package size | daskgrad/**/*.py | | {n:,} non-blank lines |")

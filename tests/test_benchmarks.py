@@ -82,7 +82,7 @@ def test_one_program_many_runs_components_report_agreeing_numbers(tmp_path):
     """The components of issue "One program, many runs" alone, in quick mode: each program's daskgrad port
     gives its original's numbers (the component asserts rtol 1e-10; the report says so), step calls are
     counted, the package's size is read.  No timing is asserted on."""
-    names = ["programs", "plain_loop", "checkpoint_block", "demo_step", "package"]
+    names = ["programs", "plain_loop", "checkpoint_block", "demo_step", "minibatch_loop", "package"]
     env = dict(os.environ, BENCH_QUICK="1", BENCH_RESULTS=str(tmp_path),
                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"), *names], env=env,
@@ -113,6 +113,9 @@ def test_one_program_many_runs_components_report_agreeing_numbers(tmp_path):
     demo = report["demo_step"]
     assert demo["steps_run"] >= 4 and demo["max_relative_loss_difference"] <= 1e-4
     assert set(demo["seconds_per_step"]) == {"daskgrad_demo_step", "pytorch_step"}
+    minibatches = report["minibatch_loop"]
+    assert minibatches["programs_lowered_after_first_epoch"] == 0  # (every minibatch's step: one program)
+    assert minibatches["max_relative_loss_difference_first_two_epochs"] <= 1e-4 and minibatches["steps_run"] >= 24 * 3
     lines = 0
     for dirpath, _, files in os.walk(os.path.join(ROOT, "daskgrad")):
         for f in files:
@@ -121,7 +124,8 @@ def test_one_program_many_runs_components_report_agreeing_numbers(tmp_path):
                     lines += sum(1 for line in fh if line.strip())
     assert report["package"]["non_blank_lines"] == lines > 1000
     for row in ("| program a_two_layer_net_autograd |", "| programs | median over 5 |",
-                "| plain loop, 200 tiny chunks, no compile |", "| make demo's training step |", "| package size |"):
+                "| plain loop, 200 tiny chunks, no compile |", "| make demo's training step |",
+                "| training loop over small minibatches, threads |", "| package size |"):
         assert row in proc.stdout, row
 
 
