@@ -168,7 +168,7 @@ def defer(fn, srcs, params=(), elementwise=False):
     are inferred as dask's ``elemwise`` infers them, with no dask call)."""
     srcs = tuple(srcs)
     if fn is basic_index:
-        view = _whole_chunks(srcs[0], dict(params)["index"])
+        view = _slice_in_memory(srcs[0], dict(params)["index"])
         if view is not None:
             return view
     if elementwise:
@@ -190,7 +190,7 @@ def basic_index(a, *, index, meta):
     return a[index]
 
 
-def _whole_chunks(src, index):
+def _slice_in_memory(src, index):
     """``src[index]`` without its offsets in the program where ``src`` is in (cluster) memory and
     ``index`` is a slice on each axis (step 1) that takes whole chunks of it or part of one chunk;
     else None.  Whole chunks are a value in memory at once: a dask array holding those chunks under
@@ -217,11 +217,13 @@ def _whole_chunks(src, index):
         bounds = np.cumsum((0,) + c).tolist()
         lo = int(np.searchsorted(bounds, start, side="right")) - 1
         hi = int(np.searchsorted(bounds, stop, side="left"))
-        whole = bounds[lo] == start and bounds[hi] == stop
-        if not whole and hi - lo != 1:
-            return None  # (part of several chunks: a task joins them)
+        if bounds[lo] == start and bounds[hi] == stop:
+            parts.append(None)
+        elif hi - lo == 1:
+            parts.append(slice(start - bounds[lo], stop - bounds[lo]))
+        else:
+            return None  # (parts of several chunks: a task joins them)
         ranges.append((lo, hi))
-        parts.append(None if whole else slice(start - bounds[lo], stop - bounds[lo]))
     if all(p is None and lo == 0 and hi == len(c) for (lo, hi), c, p in zip(ranges, a.chunks, parts)):
         return None  # (all of it: an alias, torch's node, as dask's own)
     (layer,) = a.dask.layers.values()
@@ -236,13 +238,13 @@ def _whole_chunks(src, index):
         values = {k: chunk_getitem(v, cut) for k, v in values.items()}
         parts = [None if p is None else (p.stop - p.start,) for p in parts]
     chunks = tuple(p if type(p) is tuple else c[lo:hi] for (lo, hi), c, p in zip(ranges, a.chunks, parts))
-    whole = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
+    taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
     axes = tuple(d for d, p in enumerate(parts) if type(p) is slice)
     if not axes:
-        return whole
+        return taken
     # part of a chunk on a worker: a task cuts it there, from where it starts on each axis (a slot, not
     # part of the program's key: one program for every minibatch of a chunk's size)
-    return defer(part_of, (whole,) + tuple(Constant(np.int64(parts[d].start)) for d in axes),
+    return defer(part_of, (taken,) + tuple(Constant(np.int64(parts[d].start)) for d in axes),
                  (("axes", axes), ("sizes", tuple(parts[d].stop - parts[d].start for d in axes))))
 
 

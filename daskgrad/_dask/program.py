@@ -724,7 +724,7 @@ def _one_task(template, arrays, olds, input_layers, inputs, token):
 def _slot_key(layer, key):
     """The key a cluster's task reads for a slot's chunk ``key`` in ``layer``, and its value there: the
     chunk's own, or, where the chunk is another value's Future (whole chunks of a value in memory:
-    :func:`.lazy._whole_chunks`), that value's key, not an alias task to it."""
+    :func:`.lazy._slice_in_memory`), that value's key, not an alias task to it."""
     v = layer[key]
     return (v.key, v) if isinstance(v, TaskRef) and v.key != key else (key, v)
 

@@ -137,7 +137,7 @@ def store(client, arrays, also=(), unkeep=()):
         name = f"stored-{client_token(client)}-{call}-{arr.name}"
         names.append(name)
         for k in flat_keys(arr):
-            f = graph[k]  # (the Future of another key where arr is whole chunks of a value: lazy._whole_chunks)
+            f = graph[k]  # (the Future of another key where arr is whole chunks of a value: lazy._slice_in_memory)
             held_as = f.key if isinstance(f, Future) else k
             graph[held_as] = f
             pairs[held_as, (name,) + tuple(k[1:])] = None
@@ -273,7 +273,7 @@ def flat_keys(arr):
 
 def held_keys(arr):
     """The keys a cluster holds ``arr``'s chunks under: its own keys, but a chunk that is another
-    value's Future (whole chunks of a value in memory: :func:`.lazy._whole_chunks`) under that
+    value's Future (whole chunks of a value in memory: :func:`.lazy._slice_in_memory`) under that
     value's key, which is what the scheduler knows."""
     keys = flat_keys(arr)
     layer = arr.dask.layers.get(arr.name)
