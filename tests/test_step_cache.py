@@ -612,13 +612,13 @@ def _minibatches(X, y, batch, epochs):
     return w.detach().numpy(), losses, misses
 
 
-@pytest.mark.parametrize("chunks, batch", [(3, 3), (3, 6), (6, 3), (12, 3)])
+@pytest.mark.parametrize("chunks, batch", [(3, 3), (3, 6), (6, 3), (12, 3), (4, 3), (5, 5)])
 def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(chunks, batch):
-    """A minibatch that is whole chunks of a dataset in memory, or part of one chunk (dask's local
-    schedulers), is a value in memory, a slot of the step's program: its offsets were part of the
-    program's key, so 20 minibatches were 20 programs, more than the cache's 16 templates, each
-    lowered anew at every sighting and never instantiated.  Now the loop's step is lowered at its
-    first steps and instantiated for every later one."""
+    """A minibatch that is whole chunks of a dataset in memory, or part of one chunk, or (dask's local
+    schedulers) parts of two chunks no longer than one, is a value in memory, a slot of the step's
+    program: its offsets were part of the program's key, so 20 minibatches were 20 programs, more than
+    the cache's 16 templates, each lowered anew at every sighting and never instantiated.  Now the
+    loop's step is lowered at its first steps and instantiated for every later one."""
     X, y = _data(n=60, chunks=chunks)
     w, losses, misses = _minibatches(X, y, batch, 3)
     assert misses[-1] == misses[3]  # (Adam's first steps differ: its state is made at the first)
@@ -659,7 +659,10 @@ def test_whole_chunks_of_a_value_in_memory_are_a_value_in_memory_and_a_view_of_i
     held = dict(X.array.dask)
     assert [dict(v.array.dask)[k] for k in door.flat_keys(v.array)] == [held[(X.array.name, 1, 0)],
                                                                        held[(X.array.name, 2, 0)]]
-    assert not door.is_data(X[1:5].array)  # (parts of two chunks: a task joins them)
+    assert not door.is_data(X[1:5].array)  # (parts of three chunks: a task joins them)
+    joined = X[1:3].array  # (parts of two, no longer than one: one chunk, made at once on dask's local schedulers)
+    assert door.is_data(joined) and joined.chunks == ((2,), (3,))
+    np.testing.assert_array_equal(X[1:3].numpy(), a[1:3])
     part = X[4:5].array  # (part of one chunk: made at once, as dask's task makes it, on dask's local schedulers)
     assert door.is_data(part) and part.chunks == ((1,), (3,))
     v.mul_(2)

@@ -34,7 +34,7 @@ from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
 from .internals import (DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
-                        chunk_getitem)
+                        chunk_getitem, concatenate_lookup)
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -192,12 +192,13 @@ def basic_index(a, *, index, meta):
 
 def _slice_in_memory(src, index):
     """``src[index]`` without its offsets in the program where ``src`` is in (cluster) memory and
-    ``index`` is a slice on each axis (step 1) that takes whole chunks of it or part of one chunk;
-    else None.  Whole chunks are a value in memory at once: a dask array holding those chunks under
-    keys of its own, no task (on a cluster their Futures, which a submission reads as the keys they
-    are: :func:`.program._slot_key`).  Part of a chunk is that part made now, as dask's getitem task
-    makes it, on dask's local schedulers; on a cluster a task cuts it (:func:`part_of`) where it
-    starts, a slot of the program.
+    ``index`` is a slice on each axis (step 1) that takes whole chunks of it or part of one chunk
+    (on dask's local schedulers, on one axis, also parts of two that together are no longer than the
+    longer: one chunk); else None.  Whole chunks are a value in memory at once: a dask array holding
+    those chunks under keys of its own, no task (on a cluster their Futures, which a submission reads
+    as the keys they are: :func:`.program._slot_key`).  Part of a chunk is that part made now, as
+    dask's getitem task makes it, on dask's local schedulers (parts of two joined: :func:`_join`); on
+    a cluster a task cuts it (:func:`part_of`) where it starts, a slot of the program.
     A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then one program for every ``i``:
     its offsets in the program's key made one program per minibatch, lowered twice each before a
     template was made, and a loop over more minibatches than the cache holds never made one.  Not
@@ -219,23 +220,32 @@ def _slice_in_memory(src, index):
         hi = int(np.searchsorted(bounds, stop, side="left"))
         if bounds[lo] == start and bounds[hi] == stop:
             parts.append(None)
-        elif hi - lo == 1:
-            parts.append(slice(start - bounds[lo], stop - bounds[lo]))
+        elif hi - lo == 1 or (hi - lo == 2 and stop - start <= max(c[lo], c[lo + 1])):
+            parts.append(slice(start - bounds[lo], stop - bounds[lo]))  # (of chunk lo, or of lo and lo + 1 joined)
         else:
             return None  # (parts of several chunks: a task joins them)
         ranges.append((lo, hi))
     if all(p is None and lo == 0 and hi == len(c) for (lo, hi), c, p in zip(ranges, a.chunks, parts)):
         return None  # (all of it: an alias, torch's node, as dask's own)
+    joined = [d for d, ((lo, hi), p) in enumerate(zip(ranges, parts)) if p is not None and hi - lo == 2]
+    if len(joined) > 1:
+        return None
     (layer,) = a.dask.layers.values()
     name = "getitem-" + tokenize(a.name, index)
-    values = {}
-    for idx in np.ndindex(*(hi - lo for lo, hi in ranges)):
-        v = layer[(a.name,) + tuple(lo + j for (lo, _), j in zip(ranges, idx))]
-        values[(name,) + idx] = v.value if isinstance(v, DataNode) else v
+    values = {}  # key -> the chunk it holds, or the two whose parts it joins (on the axis joined)
+    for idx in np.ndindex(*(1 if d in joined else hi - lo for d, (lo, hi) in enumerate(ranges))):
+        at = [(a.name,) + tuple(lo + j + (k if d in joined else 0) for d, ((lo, _), j) in enumerate(zip(ranges, idx)))
+              for k in range(2 if joined else 1)]
+        got = [v.value if isinstance(v, DataNode) else v for v in map(layer.__getitem__, at)]
+        values[(name,) + idx] = got if joined else got[0]
+    local = not any(isinstance(u, TaskRef) for v in values.values() for u in (v if joined else (v,)))
+    if joined and not local:
+        return None  # (parts of two chunks on workers: a task joins them)
     cut = tuple(slice(None) if p is None else p for p in parts)
-    if any(p is not None for p in parts) and all(not isinstance(v, TaskRef) for v in values.values()):
+    if any(p is not None for p in parts) and local:
         # (made as dask's task makes it: a part under half its chunk is copied, aligned for BLAS; else a view)
-        values = {k: chunk_getitem(v, cut) for k, v in values.items()}
+        values = {k: _join(v, cut, joined[0], a.chunks[joined[0]][ranges[joined[0]][0]]) if joined
+                  else chunk_getitem(v, cut) for k, v in values.items()}
         parts = [None if p is None else (p.stop - p.start,) for p in parts]
     chunks = tuple(p if type(p) is tuple else c[lo:hi] for (lo, hi), c, p in zip(ranges, a.chunks, parts))
     taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
@@ -246,6 +256,14 @@ def _slice_in_memory(src, index):
     # part of the program's key: one program for every minibatch of a chunk's size)
     return defer(part_of, (taken,) + tuple(Constant(np.int64(parts[d].start)) for d in axes),
                  (("axes", axes), ("sizes", tuple(parts[d].stop - parts[d].start for d in axes))))
+
+
+def _join(pair, cut, axis, first):
+    """The part ``cut`` of two chunks joined on ``axis`` (the first ``first`` long), made of their parts."""
+    head, tail = list(cut), list(cut)
+    head[axis], tail[axis] = slice(cut[axis].start, first), slice(0, cut[axis].stop - first)
+    pieces = [chunk_getitem(pair[0], tuple(head)), chunk_getitem(pair[1], tuple(tail))]
+    return concatenate_lookup.dispatch(type(pieces[0]))(pieces, axis=axis)
 
 
 def part_of(a, *starts, axes, sizes):
