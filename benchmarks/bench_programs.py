@@ -671,6 +671,33 @@ def checkpoint_block(quick, interleaved):
 
 
 # ------------------------------------------------------------------ make demo's training step
+def _demo_models(features, classes, lr):
+    """examples/demo.py's model, loss and Adam, and the same in PyTorch from the same initial parameters:
+    ``(daskgrad's, PyTorch's)``, each ``(model, criterion, optimizer)``."""
+    import torch
+
+    import daskgrad as dg
+    from daskgrad import nn, optim
+
+    import demo
+
+    dg.manual_seed(1)
+    model = demo.model_for(features, classes)
+    tmodel = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
+    tmodel.load_state_dict({k: torch.from_numpy(np.array(v.detach().numpy())) for k, v in model.state_dict().items()})
+    return ((model, nn.CrossEntropyLoss(), optim.Adam(model.parameters(), lr=lr)),
+            (tmodel, torch.nn.CrossEntropyLoss(), torch.optim.Adam(tmodel.parameters(), lr=lr)))
+
+
+def _train_step(model, criterion, optimizer, xb, yb):
+    """demo.py's loop body, the same code in daskgrad and in PyTorch: the loss."""
+    loss = criterion(model(xb), yb)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 def demo_step(quick, interleaved):
     """Seconds per training step of ``make demo``'s job (examples/demo.py: its data, model, loss,
     Adam and loop body, on its embedded LocalCluster of 2 worker processes x 1 thread; in-process
@@ -683,7 +710,6 @@ def demo_step(quick, interleaved):
     import torch
 
     import daskgrad as dg
-    from daskgrad import nn, optim
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
     import demo
@@ -696,37 +722,21 @@ def demo_step(quick, interleaved):
     client = dg.connect("local", n_workers=2, threads_per_worker=1, processes=not quick, dashboard_address=None)
     try:
         X, y = demo.make_data(rows, features, classes, chunk_rows)
-        dg.manual_seed(1)
-        model = demo.model_for(features, classes)
-        criterion = nn.CrossEntropyLoss()
-        optimizer = optim.Adam(model.parameters(), lr=lr)
+        ours, theirs = _demo_models(features, classes, lr)
         batch = chunk_rows * batch_chunks
         steps = (rows - chunk_rows * test_chunks) // batch
         Xn, yn = X.numpy(), y.numpy()
-        tmodel = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
-        tmodel.load_state_dict({k: torch.from_numpy(np.array(v.detach().numpy()))
-                                for k, v in model.state_dict().items()})
-        tcriterion = torch.nn.CrossEntropyLoss()
-        toptimizer = torch.optim.Adam(tmodel.parameters(), lr=lr)
         losses = {"daskgrad": [], "pytorch": []}
 
-        def daskgrad_step():  # demo.py's loop body
+        def daskgrad_step():
             i = len(losses["daskgrad"]) % steps
-            xb, yb = X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]
-            loss = criterion(model(xb), yb)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses["daskgrad"].append(loss.item())
+            rows_i = slice(i * batch, (i + 1) * batch)
+            losses["daskgrad"].append(_train_step(*ours, X[rows_i], y[rows_i]))
 
         def torch_step():
             i = len(losses["pytorch"]) % steps
-            xb, yb = torch.from_numpy(Xn[i * batch:(i + 1) * batch]), torch.from_numpy(yn[i * batch:(i + 1) * batch])
-            loss = tcriterion(tmodel(xb), yb)
-            toptimizer.zero_grad()
-            loss.backward()
-            toptimizer.step()
-            losses["pytorch"].append(loss.item())
+            rows_i = slice(i * batch, (i + 1) * batch)
+            losses["pytorch"].append(_train_step(*theirs, torch.from_numpy(Xn[rows_i]), torch.from_numpy(yn[rows_i])))
 
         # the loop's steady state: its first steps are lowered (the first sees the dataset made, the next ones
         # Adam's state made), every later one is an instance of one template; the first two epochs are timed apart
@@ -771,7 +781,6 @@ def minibatch_loop(quick, interleaved):
     import torch
 
     import daskgrad as dg
-    from daskgrad import nn, optim
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
     import demo
@@ -783,36 +792,19 @@ def minibatch_loop(quick, interleaved):
     features, classes, lr = 20, 3, 0.01
     with dask.config.set(scheduler="threads"):
         X, y = demo.make_data(batches * batch, features, classes, chunk_rows)
-        dg.manual_seed(1)
-        model = demo.model_for(features, classes)
-        criterion = nn.CrossEntropyLoss()
-        optimizer = optim.Adam(model.parameters(), lr=lr)
-        tmodel = torch.nn.Sequential(torch.nn.Linear(features, 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
-        tmodel.load_state_dict({k: torch.from_numpy(np.array(v.detach().numpy()))
-                                for k, v in model.state_dict().items()})
-        tcriterion = torch.nn.CrossEntropyLoss()
-        toptimizer = torch.optim.Adam(tmodel.parameters(), lr=lr)
+        ours, theirs = _demo_models(features, classes, lr)
         losses = {"daskgrad": [], "pytorch": []}
         Xn = yn = None
 
-        def daskgrad_epoch():  # demo.py's loop body
+        def daskgrad_epoch():
             for i in range(batches):
-                xb, yb = X[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch]
-                loss = criterion(model(xb), yb)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses["daskgrad"].append(loss.item())
+                rows = slice(i * batch, (i + 1) * batch)
+                losses["daskgrad"].append(_train_step(*ours, X[rows], y[rows]))
 
         def torch_epoch():
             for i in range(batches):
                 rows = slice(i * batch, (i + 1) * batch)
-                xb, yb = torch.from_numpy(Xn[rows]), torch.from_numpy(yn[rows])
-                loss = tcriterion(tmodel(xb), yb)
-                toptimizer.zero_grad()
-                loss.backward()
-                toptimizer.step()
-                losses["pytorch"].append(loss.item())
+                losses["pytorch"].append(_train_step(*theirs, torch.from_numpy(Xn[rows]), torch.from_numpy(yn[rows])))
 
         t0 = time.perf_counter()
         daskgrad_epoch()  # (it makes the dataset: timed apart)
