@@ -628,6 +628,24 @@ def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(chunks
     assert losses == losses_ref
 
 
+@pytest.mark.parametrize("chunks, batch, on_a_cluster", [(4, 6, False), (5, 7, False), (4, 10, False), (4, 6, True)])
+def test_minibatches_longer_than_a_chunk_are_one_program_for_each_way_they_lie_across_chunks(request, chunks, batch,
+                                                                                             on_a_cluster):
+    """A minibatch longer than a chunk that is not whole chunks is a getitem of the chunks it spans:
+    its offsets within them are in its program's key, the chunks' places are not.  40 minibatches an
+    epoch were 40 programs, more than the cache's 16 (none ever instantiated); now one per offset
+    within a chunk (at most ``chunks``), none lowered after the second epoch."""
+    if on_a_cluster:
+        request.getfixturevalue("client")
+    X, y = _data(n=40 * batch, chunks=chunks)
+    w, losses, misses = _minibatches(X, y, batch, 3)
+    assert misses[-1] == misses[2 * 40]
+    assert misses[-1] <= 2 * chunks + 2
+    w_ref, losses_ref, _ = _uncached(_minibatches, X, y, batch, 3)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
 def _lazy_minibatches(chunks=3, batch=6):
     """examples/demo.py's loop on a dataset made chunk by chunk: 3 epochs of ``60 // batch`` minibatches."""
     dg.manual_seed(0)
@@ -971,15 +989,40 @@ def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
 
 
 
+@pytest.mark.parametrize("index", [np.s_[3:6], np.s_[2:5, 1:3], np.s_[7:11, :2], np.s_[6:9, 1:2]])
+def test_on_a_cluster_a_part_across_a_chunk_s_edge_has_numpy_s_values_and_torch_s_gradient(client, index):
+    """Parts of two chunks of a tensor held on the cluster (one task cuts and joins them there, with
+    parts of the other axis too) hold NumPy's values, write through as torch's views do, and their
+    gradient is torch's."""
+    torch = pytest.importorskip("torch")
+    a = np.arange(48.0).reshape(12, 4)
+    W = dg.from_array(a.copy(), chunks=(4, 4)) * 1.0
+    W.numpy()  # (held on the cluster from here on)
+    W.requires_grad_()
+    Wt = torch.tensor(a, requires_grad=True)
+    v = W[index]
+    assert len(v.array.chunks[0]) == 1 and any(n.startswith("cut_across") for n in v.array.dask.layers)
+    np.testing.assert_array_equal(v.detach().numpy(), a[index])
+    (v * v).sum().backward()
+    (Wt[index] * Wt[index]).sum().backward()
+    np.testing.assert_array_equal(W.grad.numpy(), Wt.grad.numpy())
+    with dg.no_grad():
+        v.mul_(-1.0)
+    b = a.copy()
+    b[index] *= -1
+    np.testing.assert_array_equal(W.detach().numpy(), b)
+
+
 @pytest.mark.parametrize("one_task", [True, False])
-@pytest.mark.parametrize("chunks, batch", [(3, 6), (12, 3)])
+@pytest.mark.parametrize("chunks, batch", [(3, 6), (12, 3), (4, 3)])
 def test_on_a_cluster_a_minibatch_step_reads_the_dataset_s_keys_with_the_numbers_of_the_uncached_loop(client,
                                                                                                     one_task,
                                                                                                     chunks, batch):
-    """Minibatches of a dataset made and held on the cluster, whole chunks or part of one chunk:
-    every step after the first few is an instance of one template, whose tasks read the dataset's
-    own keys (no task aliasing them; a part's start goes inside the task that cuts it), as one task
-    or as the template's tasks renamed."""
+    """Minibatches of a dataset made and held on the cluster, whole chunks, part of one chunk or parts
+    of two (a batch of 3 rows in chunks of 4: two in three cross a chunk's edge): every step after
+    the first few is an instance of one template, whose tasks read the dataset's own keys (no task
+    aliasing them; a part's start goes inside the task that cuts it), as one task or as the
+    template's tasks renamed."""
     from daskgrad import runtime
     from daskgrad._dask.internals import Alias
 

@@ -168,7 +168,7 @@ def defer(fn, srcs, params=(), elementwise=False):
     are inferred as dask's ``elemwise`` infers them, with no dask call)."""
     srcs = tuple(srcs)
     if fn is basic_index:
-        view = _slice_in_memory(srcs[0], dict(params)["index"])
+        view = _slice_in_memory(srcs[0], params)
         if view is not None:
             return view
     if elementwise:
@@ -190,58 +190,58 @@ def basic_index(a, *, index, meta):
     return a[index]
 
 
-def _slice_in_memory(src, index):
+def _slice_in_memory(src, params):
     """``src[index]`` without its offsets in the program where ``src`` is in (cluster) memory and
     ``index`` is a slice on each axis (step 1) that takes whole chunks of it or part of one chunk
-    (on dask's local schedulers, on one axis, also parts of two that together are no longer than the
-    longer: one chunk); else None.  Whole chunks are a value in memory at once: a dask array holding
-    those chunks under keys of its own, no task (on a cluster their Futures, which a submission reads
-    as the keys they are: :func:`.program._slot_key`).  Part of a chunk is that part made now, as
-    dask's getitem task makes it, on dask's local schedulers (parts of two joined: :func:`_join`); on
-    a cluster a task cuts it (:func:`part_of`) where it starts, a slot of the program.
-    A minibatch ``X[i * b:(i + 1) * b]`` of a dataset in memory is then one program for every ``i``:
+    (on one axis also parts of two that together are no longer than the longer: one chunk); else
+    None.  Whole chunks are a value in memory at once: a dask array holding those chunks under keys
+    of its own, no task (on a cluster their Futures, which a submission reads as the keys they are:
+    :func:`.program._slot_key`).  Part of a chunk is that part made now, as dask's getitem task makes
+    it, on dask's local schedulers (parts of two joined: :func:`_join`); on a cluster a task cuts it
+    (:func:`part_of`, from both chunks for parts of two) where it starts, a slot of the program.
+    Parts of more chunks (a minibatch longer than a chunk) are a getitem of the chunks spanned,
+    its offsets within them in the program's key: one program for each way a minibatch lies across
+    chunks (two for minibatches of 1,500 rows in chunks of 1,000).  A minibatch
+    ``X[i * b:(i + 1) * b]`` of a dataset in memory is then one program for every ``i`` (or a few):
     its offsets in the program's key made one program per minibatch, lowered twice each before a
     template was made, and a loop over more minibatches than the cache holds never made one.  Not
     of an alias (a compiled function's argument, a time loop's carry): its value changes at each call."""
     if type(src) is Lazy and src.fn is _alias:
         return None  # (an argument of a compiled function or a time loop's step: rebound at every call)
+    index = dict(params)["index"]
     a = src.computed if type(src) is Lazy else src
     if not isinstance(a, da.Array) or len(index) != a.ndim or any(n != n for n in a.shape) or not materialized(a):
         return None
-    ranges, parts = [], []  # per axis: the chunks taken (lo, hi); the part of a chunk taken, or None: all of it
-    for i, c, n in zip(index, a.chunks, a.shape):
-        if type(i) is not slice:
-            return None
-        start, stop, step = i.indices(n)
-        if step != 1 or start >= stop:
-            return None
-        bounds = np.cumsum((0,) + c).tolist()
-        lo = int(np.searchsorted(bounds, start, side="right")) - 1
-        hi = int(np.searchsorted(bounds, stop, side="left"))
-        if bounds[lo] == start and bounds[hi] == stop:
-            parts.append(None)
-        elif hi - lo == 1 or (hi - lo == 2 and stop - start <= max(c[lo], c[lo + 1])):
-            parts.append(slice(start - bounds[lo], stop - bounds[lo]))  # (of chunk lo, or of lo and lo + 1 joined)
-        else:
-            return None  # (parts of several chunks: a task joins them)
-        ranges.append((lo, hi))
+    spans = [_span(i, c, n) for i, c, n in zip(index, a.chunks, a.shape)]
+    if None in spans:
+        return None
+    ranges, parts = [(lo, hi) for lo, hi, _ in spans], [p for _, _, p in spans]
+    # parts of more than two chunks, or of two longer than one: not cut by one task
+    several = any(p is not None and (hi - lo > 2 or hi - lo == 2 and p.stop - p.start > max(c[lo:hi]))
+                  for (lo, hi), p, c in zip(ranges, parts, a.chunks))
     if all(p is None and lo == 0 and hi == len(c) for (lo, hi), c, p in zip(ranges, a.chunks, parts)):
         return None  # (all of it: an alias, torch's node, as dask's own)
     joined = [d for d, ((lo, hi), p) in enumerate(zip(ranges, parts)) if p is not None and hi - lo == 2]
-    if len(joined) > 1:
+    if len(joined) > 1 and not several:
         return None
     (layer,) = a.dask.layers.values()
-    name = "getitem-" + tokenize(a.name, index)
+    local = not isinstance(layer[(a.name,) + tuple(lo for lo, _ in ranges)], TaskRef)  # (a cluster's: Futures)
+    if several or not local:
+        joined = []  # (parts of two chunks on workers: both chunks are the slot, the task that cuts joins them)
+    # (not dask's name for a[index]: a graph may hold both, and this one may hold other chunks, or more)
+    name = "getitem-" + tokenize(a.name, index, "in memory")
     values = {}  # key -> the chunk it holds, or the two whose parts it joins (on the axis joined)
     for idx in np.ndindex(*(1 if d in joined else hi - lo for d, (lo, hi) in enumerate(ranges))):
         at = [(a.name,) + tuple(lo + j + (k if d in joined else 0) for d, ((lo, _), j) in enumerate(zip(ranges, idx)))
               for k in range(2 if joined else 1)]
         got = [v.value if isinstance(v, DataNode) else v for v in map(layer.__getitem__, at)]
         values[(name,) + idx] = got if joined else got[0]
-    local = not any(isinstance(u, TaskRef) for v in values.values() for u in (v if joined else (v,)))
-    if joined and not local:
-        return None  # (parts of two chunks on workers: a task joins them)
     cut = tuple(slice(None) if p is None else p for p in parts)
+    if several:  # the chunks spanned, and a getitem of them (dask's: its offsets within them in the key)
+        taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name,
+                      tuple(c[lo:hi] for (lo, hi), c in zip(ranges, a.chunks)), a._meta)
+        params = (("index", cut),) + tuple(kv for kv in params if kv[0] != "index")
+        return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params))
     if any(p is not None for p in parts) and local:
         # (made as dask's task makes it: a part under half its chunk is copied, aligned for BLAS; else a view)
         values = {k: _join(v, cut, joined[0], a.chunks[joined[0]][ranges[joined[0]][0]]) if joined
@@ -258,6 +258,21 @@ def _slice_in_memory(src, index):
                  (("axes", axes), ("sizes", tuple(parts[d].stop - parts[d].start for d in axes))))
 
 
+def _span(index, chunks, n):
+    """``(lo, hi, part)`` of a slice ``index`` (step 1) of an axis of ``n`` elements in ``chunks``: it
+    reads chunks ``lo`` to ``hi`` (not included), ``part`` of them (a slice from the start of chunk ``lo``)
+    or all of them (None); None where it is no such slice."""
+    if type(index) is not slice:
+        return None
+    start, stop, step = index.indices(n)
+    if step != 1 or start >= stop:
+        return None
+    bounds = np.cumsum((0,) + chunks).tolist()
+    lo = int(np.searchsorted(bounds, start, side="right")) - 1
+    hi = int(np.searchsorted(bounds, stop, side="left"))
+    return lo, hi, None if bounds[lo] == start and bounds[hi] == stop else slice(start - bounds[lo], stop - bounds[lo])
+
+
 def _join(pair, cut, axis, first):
     """The part ``cut`` of two chunks joined on ``axis`` (the first ``first`` long), made of their parts."""
     head, tail = list(cut), list(cut)
@@ -267,17 +282,34 @@ def _join(pair, cut, axis, first):
 
 
 def part_of(a, *starts, axes, sizes):
-    """The part of ``a`` (one chunk on each of ``axes``) that starts at ``starts`` (0-d arrays), of
-    ``sizes`` elements, on each of ``axes``."""
-    chunks = tuple((sizes[axes.index(d)],) if d in axes else c for d, c in enumerate(a.chunks))
-    return da.map_blocks(_cut, a, *starts, axes=axes, sizes=sizes, chunks=chunks, dtype=a.dtype, meta=a._meta)
+    """The part of ``a`` (one chunk on each of ``axes``, or two on one of them: the part across
+    their edge) that starts at ``starts`` (0-d arrays), of ``sizes`` elements, on each of ``axes``."""
+    across = [d for d in axes if len(a.chunks[d]) == 2]
+    if not across:
+        chunks = tuple((sizes[axes.index(d)],) if d in axes else c for d, c in enumerate(a.chunks))
+        return da.map_blocks(_cut, a, *starts, axes=axes, sizes=sizes, chunks=chunks, dtype=a.dtype, meta=a._meta)
+    (axis,) = across
+    out = tuple(range(a.ndim))  # (the axis across: a new index in the output, both its chunks one list in a task)
+    return da.blockwise(_cut_across, out, a, tuple(a.ndim if d == axis else d for d in out),
+                        *(x for s in starts for x in (s, ())), axes=axes, sizes=sizes, axis=axis,
+                        new_axes={axis: sizes[axes.index(axis)]},
+                        adjust_chunks={d: sizes[axes.index(d)] for d in axes if d != axis},
+                        dtype=a.dtype, meta=a._meta, concatenate=False)
 
 
 def _cut(block, *starts, axes, sizes):
-    index = [slice(None)] * block.ndim
+    return chunk_getitem(block, _cuts(block.ndim, starts, axes, sizes))
+
+
+def _cut_across(pair, *starts, axes, sizes, axis):
+    return _join(pair, _cuts(pair[0].ndim, starts, axes, sizes), axis, pair[0].shape[axis])
+
+
+def _cuts(ndim, starts, axes, sizes):
+    index = [slice(None)] * ndim
     for d, start, n in zip(axes, starts, sizes):
         index[d] = slice(int(start), int(start) + n)
-    return chunk_getitem(block, tuple(index))
+    return tuple(index)
 
 
 # Arithmetic with a Python float (a learning rate, Adam's bias correction, a time step's
