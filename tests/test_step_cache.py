@@ -1041,3 +1041,31 @@ def test_on_a_cluster_a_minibatch_step_reads_the_dataset_s_keys_with_the_numbers
     assert {X.array.name, y.array.name} <= names
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref
+
+
+def test_on_a_cluster_an_instance_ships_its_fused_tasks_parts_pickled_once_per_template(client):
+    """A renamed instance's chunk-fused tasks carry their parts as bytes pickled once per template
+    (the scheduler unpickles every task of every submission; the parts as objects were most of a
+    step's graph), unpickled once per worker process; the numbers are the uncached loop's."""
+    import pickle
+
+    from daskgrad import runtime
+    from daskgrad._dask.calls import ShippedParts
+    from daskgrad._dask.internals import Task
+
+    def parts(graph):
+        return [t.args[0] for t in graph.values() if isinstance(t, Task) and t.args and type(t.args[0]) is ShippedParts]
+
+    graphs = []
+    X, y = _data(n=60, chunks=15)
+    with dask.config.set({"daskgrad.step-cache.one-task-bytes": 0}):
+        with runtime.observe(lambda phase, arrays: graphs.append(dict(arrays[0].__dask_graph__()))):
+            w, losses = _train(X, y, 8)
+        w_ref, losses_ref = _uncached(_train, X, y, 8)
+    last, before = parts(graphs[-2]), parts(graphs[-4])  # (two steps of the loop: backward, then .item())
+    assert last and {id(p) for p in last} == {id(p) for p in before}
+    got = pickle.loads(pickle.dumps(last[0]))
+    assert got.blob == last[0].blob and got.args() is pickle.loads(pickle.dumps(last[0])).args()
+    assert len(got.args()) == 5
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref

@@ -45,7 +45,7 @@ from dask.base import tokenize
 from dask.utils import parse_bytes
 
 from . import labels, peaks
-from .calls import _Outputs, fast
+from .calls import _Outputs, fast, shipped
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
 from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
@@ -221,6 +221,7 @@ class _Template:
     held: int | None = None  # the most values an inline run holds at once (slots and results included)
     looped: bool = False    # it holds a time loop (a ScanLayer): run in the order the loop made its tasks
     shipped: object = None  # the graph pickled once, for a worker that runs it as one task (_one_task)
+    for_workers: dict | None = None  # the graph with its chunk-fused tasks' parts pickled once (_renamed)
 
 
 _lock = threading.Lock()
@@ -749,10 +750,10 @@ def _renamed(template, arrays, olds, input_layers, inputs, token):
     for a, old in zip(arrays, olds):
         for k in flatten(a.__dask_keys__()):
             subs.setdefault((old,) + k[1:] if isinstance(k, tuple) else old, k)
+    if template.for_workers is None:
+        template.for_workers = {k: shipped(t) for k, t in template.graph.items() if t is not None}
     graph = {}
-    for k, t in template.graph.items():
-        if t is None:
-            continue
+    for k, t in template.for_workers.items():
         new = subs.get(k)
         if new is None:
             new = subs[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
