@@ -45,6 +45,11 @@ def _train(X, y, steps, lr=0.1, loss_fn=dg.binary_cross_entropy_with_logits, hoo
 
 
 def _uncached(fn, *args, **kwargs):
+    """``fn`` run with the step cache off: the reference.  On a cluster it makes the keys the cached
+    run made first (the same values, named by what they are), lowered with other company (a value
+    the cached run held is read anew): what the cached run let go must be gone from the scheduler
+    first, or it logs a "different run_spec" for the key.  The values a cycle held go at a collection."""
+    gc.collect()
     with dask.config.set({"daskgrad.step-cache.enabled": False}):
         return fn(*args, **kwargs)
 

@@ -105,8 +105,8 @@ class Program:
             srcs = tuple(ref(s) for s in node.srcs)  # (an alias is what it stands for)
             try:
                 params = node.frozen_params
-                if params is None:
-                    params = frozen(node.params) if node.params else ()
+                if params is None:  # (kept: a value read again, by the next step's program, is not frozen again)
+                    params = node.frozen_params = frozen(node.params) if node.params else ()
             except NoKey:
                 keyed, params = False, None
             index[id(node)] = ("e", len(eqns))
@@ -187,19 +187,20 @@ def _order(outputs):
     """The Lazy nodes ``outputs`` read that are not computed, each after all it reads, in a fixed
     order: depth first from the outputs, each node's operands in their order."""
     out, done = [], set()
-    stack = [o for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
+    stack = [(o, False) for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
     while stack:
-        node = stack[-1]
+        node, expanded = stack.pop()
         if id(node) in done:
-            stack.pop()
             continue
-        waiting = [s for s in map(through, node.srcs) if type(s) is Lazy and s.computed is None and id(s) not in done]
-        if waiting:
-            stack.extend(reversed(waiting))
-        else:
-            stack.pop()
+        if expanded:  # (what it reads is done: everything pushed after it was)
             done.add(id(node))
             out.append(node)
+            continue
+        stack.append((node, True))
+        for s in reversed(node.srcs):
+            s = through(s)
+            if type(s) is Lazy and s.computed is None and id(s) not in done:
+                stack.append((s, False))
     return out
 
 
