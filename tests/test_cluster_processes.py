@@ -183,3 +183,57 @@ def test_a_local_cluster_s_worker_processes_serve_chunks_from_the_heap_and_a_sma
         np.testing.assert_array_equal(g, want)
     runs = [t for t in ts.data if str(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).startswith("instance-")]
     assert len(runs) == 1
+
+
+_GLOBAL_READ = '''
+import sys
+import numpy as np
+
+SCALE = 1.0
+
+
+def kernel(block):
+    return block * SCALE
+
+
+def steps(X, n=9):
+    global SCALE
+    import daskgrad as dg
+    out = []
+    for k in range(n):
+        SCALE = float(k // 3 + 1)  # (three steps each: the third an instance of a template)
+        out.append(float(((dg.map_blocks(kernel, X) + 1.0) * 2.0).sum().item()))
+    return out
+
+
+if __name__ == "__main__":
+    import dask
+    import daskgrad as dg
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
+            Client(cluster):
+        a = np.arange(40.0).reshape(10, 4)
+        want = [float(((a * (k // 3 + 1) + 1.0) * 2.0).sum()) for k in range(9)]
+        for one_task in ("512 MiB", 0):
+            with dask.config.set({"daskgrad.step-cache.one-task-bytes": one_task}):
+                X = dg.from_array(a, chunks=(5, 4)) * 1.0
+                X.numpy()
+                got = steps(X)
+            assert got == want, (one_task, got, want)
+            assert dg.step_cache_info()["hits"] > 0
+    print("ok")
+'''
+
+
+def test_a_kernel_of_main_reading_a_global_set_before_each_step_gives_each_step_s_values(tmp_path):
+    """A script's kernel that reads a module global, set anew before each step: cloudpickle sends a
+    function of ``__main__`` to worker processes by value with the globals it reads, and a template
+    ships its tasks once, so steps after the template gave the values of the step it was shipped at
+    (where a local scheduler calls the function itself).  Such a global's value is part of the
+    program's key.  Runs on worker processes, as one task and as the template's tasks renamed
+    (their chunk-fused parts pickled once, unpickled on the workers)."""
+    script = tmp_path / "global_read.py"
+    script.write_text(_GLOBAL_READ)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

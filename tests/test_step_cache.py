@@ -1074,3 +1074,32 @@ def test_on_a_cluster_an_instance_ships_its_fused_tasks_parts_pickled_once_per_t
     assert len(got.args()) == 5
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref
+
+
+def test_a_worker_keeps_the_fused_parts_it_unpickled_by_their_bytes_within_a_bound(monkeypatch):
+    """Each pickled parts' bytes are unpickled once in a process and kept by those bytes (no two
+    tasks' parts mistaken), the oldest let go past the bound on their bytes: a count of 1,024 let a
+    template of 1,100 chunk-fused tasks unpickle them again at every step."""
+    import pickle
+
+    from daskgrad._dask import calls
+    from daskgrad._dask.internals import Task, TaskRef
+
+    monkeypatch.setattr(calls, "_worker_parts", __import__("collections").OrderedDict())
+    monkeypatch.setattr(calls, "_worker_bytes", [0])
+    loads = []
+    real = calls.cloudpickle.loads
+    monkeypatch.setattr(calls.cloudpickle, "loads", lambda b: loads.append(b) or real(b))
+
+    def parts(i):
+        task = Task(("t", i), calls._run_fused, (), (), (("x", i),), ("x", i), ("part",), TaskRef(("x", i)))
+        return pickle.loads(pickle.dumps(calls.ShippedParts.of(task)))  # (as a worker receives them)
+
+    sizes = [len(parts(i).blob) for i in range(3)]
+    monkeypatch.setattr(calls, "_WORKER_PARTS_BYTES", sum(sizes[:2]))
+    for _ in range(3):
+        for i in range(2):
+            assert parts(i).args()[2] == (("x", i),)
+    assert len(loads) == 2 and calls._worker_bytes[0] == sum(sizes[:2])
+    parts(2).args()  # (past the bound: the oldest goes)
+    assert list(calls._worker_parts) == [parts(1).blob, parts(2).blob] and len(loads) == 3

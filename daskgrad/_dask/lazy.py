@@ -217,19 +217,19 @@ def _slice_in_memory(src, params):
         return None
     ranges, parts = [(lo, hi) for lo, hi, _ in spans], [p for _, _, p in spans]
     # parts of more than two chunks, or of two longer than one: not cut by one task
-    several = any(p is not None and (hi - lo > 2 or hi - lo == 2 and p.stop - p.start > max(c[lo:hi]))
-                  for (lo, hi), p, c in zip(ranges, parts, a.chunks))
+    spans_more = any(p is not None and (hi - lo > 2 or hi - lo == 2 and p.stop - p.start > max(c[lo:hi]))
+                     for (lo, hi), p, c in zip(ranges, parts, a.chunks))
     if all(p is None and lo == 0 and hi == len(c) for (lo, hi), c, p in zip(ranges, a.chunks, parts)):
         return None  # (all of it: an alias, torch's node, as dask's own)
     joined = [d for d, ((lo, hi), p) in enumerate(zip(ranges, parts)) if p is not None and hi - lo == 2]
-    if len(joined) > 1 and not several:
+    if len(joined) > 1 and not spans_more:
         return None
     (layer,) = a.dask.layers.values()
-    local = not isinstance(layer[(a.name,) + tuple(lo for lo, _ in ranges)], TaskRef)  # (a cluster's: Futures)
-    if several or not local:
+    in_process = not isinstance(layer[(a.name,) + tuple(lo for lo, _ in ranges)], TaskRef)  # (a cluster's: Futures)
+    if spans_more or not in_process:
         joined = []  # (parts of two chunks on workers: both chunks are the slot, the task that cuts joins them)
-    # (not dask's name for a[index]: a graph may hold both, and this one may hold other chunks, or more)
-    name = "getitem-" + tokenize(a.name, index, "in memory")
+    # (not dask's name for a[index], "getitem-": a graph may hold both, and this one may hold other chunks)
+    name = "taken-" + tokenize(a.name, index)
     values = {}  # key -> the chunk it holds, or the two whose parts it joins (on the axis joined)
     for idx in np.ndindex(*(1 if d in joined else hi - lo for d, (lo, hi) in enumerate(ranges))):
         at = [(a.name,) + tuple(lo + j + (k if d in joined else 0) for d, ((lo, _), j) in enumerate(zip(ranges, idx)))
@@ -237,12 +237,12 @@ def _slice_in_memory(src, params):
         got = [v.value if isinstance(v, DataNode) else v for v in map(layer.__getitem__, at)]
         values[(name,) + idx] = got if joined else got[0]
     cut = tuple(slice(None) if p is None else p for p in parts)
-    if several:  # the chunks spanned, and a getitem of them (dask's: its offsets within them in the key)
+    if spans_more:  # the chunks spanned, and a getitem of them (dask's: its offsets within them in the key)
         taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name,
                       tuple(c[lo:hi] for (lo, hi), c in zip(ranges, a.chunks)), a._meta)
         params = (("index", cut),) + tuple(kv for kv in params if kv[0] != "index")
         return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params))
-    if any(p is not None for p in parts) and local:
+    if any(p is not None for p in parts) and in_process:
         # (made as dask's task makes it: a part under half its chunk is copied, aligned for BLAS; else a view)
         values = {k: _join(v, cut, joined[0], a.chunks[joined[0]][ranges[joined[0]][0]]) if joined
                   else chunk_getitem(v, cut) for k, v in values.items()}
@@ -481,7 +481,10 @@ def frozen(v, objects=True):
             cells = tuple(frozen(c.cell_contents, objects) for c in v.__closure__ or ())
         except ValueError:  # a cell not filled yet
             raise NoKey(t) from None
-        return (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
+        key = (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
+        return key + _globals_sent(v) if v.__module__ == "__main__" else key
+    if t is types.FunctionType and v.__module__ == "__main__":
+        return (t, v) + _globals_sent(v)
     if v is Ellipsis:
         return (t,)
     if not objects and not isinstance(v, _ITSELF):
@@ -491,6 +494,62 @@ def frozen(v, objects=True):
     except TypeError:
         raise NoKey(t) from None
     return v
+
+
+class _Same:
+    """A value in a key by its identity (held), hashable or not."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return type(other) is _Same and other.v is self.v
+
+    def __hash__(self):
+        return id(self.v)
+
+
+_PLAIN = (int, float, bool, str, complex, type(None))
+_global_names = {}  # code object -> the global names it (and the code inside it) reads
+_sending = threading.local()  # the functions of __main__ whose globals are being read (one that calls itself)
+
+
+def _globals_sent(fn):
+    """The module globals a function of ``__main__`` reads, as cloudpickle sends them with it to a
+    cluster's workers (by value: the workers cannot import ``__main__``): numbers and strings by
+    value, another function of ``__main__`` by what it reads too, anything else by identity.  A
+    template ships its tasks once (:class:`.calls.ShippedParts`), so ``SCALE = k`` before each step
+    of a loop whose kernel reads ``SCALE`` gave the value it was shipped with, where a local
+    scheduler calls the function itself; now such a step is another program."""
+    names = _global_names.get(fn.__code__)
+    if names is None:
+        found, codes = set(), [fn.__code__]
+        while codes:
+            code = codes.pop()
+            found.update(code.co_names)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        names = _global_names[fn.__code__] = tuple(sorted(found))
+    busy = getattr(_sending, "busy", None)
+    if busy is None:
+        busy = _sending.busy = set()
+    if id(fn) in busy:
+        return ()
+    busy.add(id(fn))
+    try:
+        out, g = [], fn.__globals__
+        for name in names:
+            x = g.get(name, _Same)
+            if x is _Same or isinstance(x, types.ModuleType):
+                continue
+            if type(x) in _PLAIN or type(x) is types.FunctionType and x.__module__ == "__main__":
+                out.append((name, frozen(x)))
+            else:
+                out.append((name, _Same(x)))
+        return tuple(out)
+    finally:
+        busy.discard(id(fn))
 
 
 # functions, types and NumPy's ufuncs and dispatchers are themselves in a key (and held by it, so
