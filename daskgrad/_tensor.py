@@ -107,7 +107,7 @@ class _Handle:
 def _touched(t, what):
     """daskgrad.compile: a traced function changing a tensor it did not make is a side effect a replay
     would not repeat."""
-    trace = getattr(_modes_state, "trace", None)
+    trace = _modes_state.trace
     if trace is not None:
         trace.touched(t, what)
 
@@ -118,7 +118,7 @@ def recorded(x):
     else as it is."""
     if not isinstance(x, Tensor):
         return x
-    trace = getattr(_modes_state, "trace", None)
+    trace = _modes_state.trace
     return x._storage.value if trace is None else trace.value(x._storage)
 
 
@@ -132,7 +132,7 @@ class _Storage:
     __slots__ = ("value", "version", "inference", "views", "__weakref__")
 
     def __init__(self, array):
-        trace = getattr(_modes_state, "trace", None)
+        trace = _modes_state.trace
         if trace is not None:  # daskgrad.compile: made by the function it traces, not read from outside
             trace.made(self)
         lazy = type(array) is door.Lazy
@@ -146,7 +146,7 @@ class _Storage:
     def array(self):
         """The value as a dask array (built now if it is a Lazy value; the storage keeps the Lazy
         value, whose structure later programs read)."""
-        trace = getattr(_modes_state, "trace", None)
+        trace = _modes_state.trace
         if trace is not None:  # daskgrad.compile guards what a traced function reads from outside
             trace.read(self)
         value = self.value
@@ -169,7 +169,7 @@ class _ViewStorage(_Storage):
     __slots__ = ("root", "steps", "strides", "offset", "meta", "_cache", "_of")
 
     def __init__(self, root, steps, strides, offset, array):
-        trace = getattr(_modes_state, "trace", None)
+        trace = _modes_state.trace
         if trace is not None:
             trace.made(self)
         self.root, self.steps, self.strides, self.offset = root, steps, strides, offset
@@ -350,7 +350,7 @@ class Tensor:
         self.requires_grad = requires_grad
 
     def _init(self, storage, grad_fn=None, requires_grad=False):
-        trace = getattr(_modes_state, "trace", None)
+        trace = _modes_state.trace
         if trace is not None:  # daskgrad.compile: a tensor the traced function made (its own to change)
             trace.made_tensor(self)
         self._storage, self.grad_fn, self._requires_grad = storage, grad_fn, requires_grad

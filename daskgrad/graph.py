@@ -454,11 +454,15 @@ def save_tensors(node, save, out=None):
                 saved[k] = packed = SavedTensor(v, is_output=v is out)
                 packed.consumer = consumer
     node._saved, node._had_saved = saved, True
-    for seen in getattr(_watching, "lists", ()):
+    for seen in _watching.lists:
         seen.extend(tensors)
 
 
-_watching = threading.local()  # lists told every tensor saved in this thread (see watch_saved)
+class _Watching(threading.local):
+    lists = ()  # told every tensor saved in this thread (see watch_saved)
+
+
+_watching = _Watching()
 
 
 class watch_saved:
@@ -468,7 +472,7 @@ class watch_saved:
 
     def __enter__(self):
         self.saved = []
-        _watching.lists = getattr(_watching, "lists", ()) + (self.saved,)
+        _watching.lists = _watching.lists + (self.saved,)
         return self.saved
 
     def __exit__(self, *exc):

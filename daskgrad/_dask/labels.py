@@ -26,7 +26,7 @@ _lock = threading.Lock()
 
 def made_by(layer_names, rule: str) -> None:
     """Record that the layers ``layer_names`` were made by the VJP rule ``rule`` (``"matmul-vjp"``)."""
-    collected = getattr(_collecting, "into", None)
+    collected = _collecting.into
     with _lock:
         for name in layer_names:
             _RULE_OF.pop(name, None)
@@ -37,7 +37,11 @@ def made_by(layer_names, rule: str) -> None:
             del _RULE_OF[next(iter(_RULE_OF))]
 
 
-_collecting = threading.local()
+class _Collecting(threading.local):
+    into = None
+
+
+_collecting = _Collecting()
 
 
 class collecting:
@@ -46,7 +50,7 @@ class collecting:
     an instance run long after its template was lowered is still named by its rules."""
 
     def __enter__(self):
-        self.outer, self.rules = getattr(_collecting, "into", None), {}
+        self.outer, self.rules = _collecting.into, {}
         _collecting.into = self.rules
         return self.rules
 

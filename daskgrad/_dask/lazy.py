@@ -62,7 +62,7 @@ class Lazy:
         # dask.annotate's annotations where it was recorded (GPU placement of a rule's tasks), which its
         # layers carry when built, outside that context
         self.annotations = dask.get_annotations() or None
-        self.rule = getattr(_making, "rule", None)  # the VJP rule that recorded it (the dashboard's name for it)
+        self.rule = _making.rule  # the VJP rule that recorded it (the dashboard's name for it)
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
         self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.computed_again)
         self.computed = self._built = None
@@ -111,14 +111,18 @@ class Lazy:
         return self._built if self.computed is None else self.computed
 
 
-_making = threading.local()
+class _Making(threading.local):
+    rule = None  # (each thread starts with it: read as an attribute, not by getattr with a default, which is slow)
+
+
+_making = _Making()
 
 
 @contextlib.contextmanager
 def rule(name):
     """Within, the values recorded are ``name``'s (a VJP rule, ``"matmul-vjp"``): their layers show on
     the dashboard under it (:mod:`.labels`), whatever ops they are."""
-    before = getattr(_making, "rule", None)
+    before = _making.rule
     _making.rule = name
     try:
         yield

@@ -557,7 +557,11 @@ def _plan(graph, calls=True, looped=False):
 
 
 # ---- Python's garbage collector during a submission
-_gc = threading.local()  # .paused: this thread switched the collector off (gc_paused)
+class _GC(threading.local):
+    paused = False  # this thread switched the collector off (gc_paused)
+
+
+_gc = _GC()
 
 
 @contextlib.contextmanager
@@ -587,7 +591,7 @@ def gc_paused():
 def gc_running():
     """The collector on again within a :func:`gc_paused` of this thread (tasks run by dask's
     scheduler, or a wait on a cluster: user code, for as long as it takes)."""
-    if not getattr(_gc, "paused", False) or gc.isenabled():
+    if not _gc.paused or gc.isenabled():
         yield
         return
     gc.enable()
@@ -602,7 +606,7 @@ def _run_plan(plan, values, wanted):
     last reader unless ``wanted``."""
     keys, reads, calls = plan
     left = dict(reads)
-    collect = getattr(_gc, "paused", False)
+    collect = _gc.paused
     for i, k in enumerate(keys):
         task = calls.get(k)
         if task is None:  # a slot: its value is in place
@@ -912,7 +916,7 @@ def _run_graph(arrays):
             for d in t.dependencies:
                 if d in graph:
                     left[d] = left.get(d, 0) + 1
-    collect = getattr(_gc, "paused", False)
+    collect = _gc.paused
     for i, k in enumerate(_made_order(graph, set(values))):
         t = graph[k]
         if collect and i & 1023 == 1023:  # (see gc_paused)
