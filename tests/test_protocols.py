@@ -612,3 +612,19 @@ def test_a_list_of_tensors_in_a_ufunc_is_stacked_lazily_not_computed(submissions
     out = np.add(dg.ones((2, 3)), [a, a * 2])
     assert sum(submissions.values()) == 0 and out.requires_grad
     np.testing.assert_allclose(out.detach().numpy(), 1 + np.array([[0, 1, 2], [0, 2, 4]]))
+
+
+@pytest.mark.parametrize("spelling", ["array_plugins", "array-plugins"])
+def test_dask_s_array_plugins_run_on_the_arrays_daskgrad_makes(spelling):
+    """dask's ``array_plugins`` (either spelling of the key, as ``dask.config.get`` reads it) run on
+    each array daskgrad makes for itself, as dask's constructor runs them."""
+    from daskgrad._dask.internals import HighLevelGraph, MaterializedLayer, array
+
+    seen = []
+    graph = HighLevelGraph({"made": MaterializedLayer({("made", 0): np.ones(2)})}, {"made": set()})
+    with dask.config.set({spelling: [lambda a: seen.append(a.name) or a]}):
+        made = array(graph, "made", ((2,),), np.empty(0))
+        x = dg.from_array(np.arange(4.0), chunks=2)
+        assert (x * 2).numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert "made" in seen and made.compute().tolist() == [1.0, 1.0]
+    assert array(graph, "made", ((2,),), np.empty(0)).dask.layers["made"].collection_annotations["chunksize"] == (2,)

@@ -66,13 +66,20 @@ def array(graph, name, chunks, meta):
     dask's constructor checks and normalizes each of them again (~20 us); a step of small chunks
     makes a few dozen arrays, a tenth of a small program's iteration.  Where dask's
     ``array_plugins`` are configured, dask's constructor runs them."""
-    if dask.config.get("array_plugins", None):
+    if dask.config.config.get("array_plugins") or dask.config.config.get("array-plugins"):  # (dask.config.get's)
         return da.Array(graph, name, chunks, meta=meta)
     a = object.__new__(da.Array)
     a.dask, a._name, a._chunks, a._meta = graph, name, chunks, meta
     layer = graph.layers.get(name)
     if layer is not None and layer.collection_annotations is None:  # (as dask's constructor notes them)
-        layer.collection_annotations = {"shape": a.shape, "dtype": meta.dtype, "chunksize": a.chunksize,
-                                        "chunks": chunks, "type": "dask.array.core.Array",
-                                        "chunk_type": typename(type(meta))}
+        kind = type(meta)
+        chunk_type = _typenames.get(kind)
+        if chunk_type is None:
+            chunk_type = _typenames[kind] = typename(kind)
+        layer.collection_annotations = {"shape": tuple(sum(c) for c in chunks), "dtype": meta.dtype,
+                                        "chunksize": tuple(max(c) for c in chunks), "chunks": chunks,
+                                        "type": "dask.array.core.Array", "chunk_type": chunk_type}
     return a
+
+
+_typenames = {}  # chunk type -> dask's typename of it (each array notes it)
