@@ -15,24 +15,21 @@ import sys
 import threading
 import warnings
 
-_DEFAULTS = {"grad": True, "inference": False, "anomaly": False, "check_nan": True, "trace": None}
-
-
 class _Modes(threading.local):
     """This thread's modes: per client thread, as in torch (a thread, or a worker task, never sees
     another's).  A thread starts with the defaults, the class's attributes: every op reads them, as
     plain attributes (``getattr`` with a default cost a tenth of an op's recording)."""
 
-    grad, inference, anomaly, check_nan, trace = (_DEFAULTS[k] for k in ("grad", "inference", "anomaly",
-                                                                         "check_nan", "trace"))
+    grad, inference, anomaly, check_nan, trace = True, False, False, True, None
 
 
 _state = _Modes()
+_NAMES = ("grad", "inference", "anomaly", "check_nan", "trace")
 
 
 def _swap(values: dict) -> dict:
     """Set this thread's modes to ``values``; returns what they were, ready to be swapped back."""
-    prev = {name: getattr(_state, name, _DEFAULTS[name]) for name in values}
+    prev = {name: getattr(_state, name) for name in values}
     for name, value in values.items():
         setattr(_state, name, value)
     return prev
@@ -40,7 +37,7 @@ def _swap(values: dict) -> dict:
 
 def carried(fn):
     """``fn`` to run in another thread under this thread's modes (modes are per thread)."""
-    modes = {name: getattr(_state, name, default) for name, default in _DEFAULTS.items()}
+    modes = {name: getattr(_state, name) for name in _NAMES}
 
     def run(*args, **kwargs):
         prev = _swap(modes)

@@ -36,8 +36,7 @@ from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate,
                       step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, held_keys, keep,
-                     lost_keys,
-                     memory_total, reads_any, store, submit, task_room)
+                     lost_keys, memory_total, reads_any, store, submit, task_room)
 
 __all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
            "relabel", "within_chunks", "Lazy", "Piece", "alias", "basic_index", "build", "building", "defer",

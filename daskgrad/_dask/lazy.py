@@ -241,18 +241,16 @@ def _slice_in_memory(src, params):
         got = [v.value if isinstance(v, DataNode) else v for v in map(layer.__getitem__, at)]
         values[(name,) + idx] = got if joined else got[0]
     cut = tuple(slice(None) if p is None else p for p in parts)
-    if spans_more:  # the chunks spanned, and a getitem of them (dask's: its offsets within them in the key)
-        taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name,
-                      tuple(c[lo:hi] for (lo, hi), c in zip(ranges, a.chunks)), a._meta)
-        params = (("index", cut),) + tuple(kv for kv in params if kv[0] != "index")
-        return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params))
-    if any(p is not None for p in parts) and in_process:
+    if any(p is not None for p in parts) and in_process and not spans_more:
         # (made as dask's task makes it: a part under half its chunk is copied, aligned for BLAS; else a view)
         values = {k: _join(v, cut, joined[0], a.chunks[joined[0]][ranges[joined[0]][0]]) if joined
                   else chunk_getitem(v, cut) for k, v in values.items()}
         parts = [None if p is None else (p.stop - p.start,) for p in parts]
     chunks = tuple(p if type(p) is tuple else c[lo:hi] for (lo, hi), c, p in zip(ranges, a.chunks, parts))
     taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
+    if spans_more:  # a getitem of the chunks spanned (dask's: its offsets within them in the key)
+        params = (("index", cut),) + tuple(kv for kv in params if kv[0] != "index")
+        return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params))
     axes = tuple(d for d, p in enumerate(parts) if type(p) is slice)
     if not axes:
         return taken
@@ -517,7 +515,12 @@ class _Same:
 
 _PLAIN = (int, float, bool, str, complex, type(None))
 _global_names = {}  # code object -> the global names it (and the code inside it) reads
-_sending = threading.local()  # the functions of __main__ whose globals are being read (one that calls itself)
+class _Sending(threading.local):
+    def __init__(self):
+        self.busy = set()  # the functions of __main__ whose globals are being read (one that calls itself)
+
+
+_sending = _Sending()
 
 
 def _globals_sent(fn):
@@ -535,9 +538,7 @@ def _globals_sent(fn):
             found.update(code.co_names)
             codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
         names = _global_names[fn.__code__] = tuple(sorted(found))
-    busy = getattr(_sending, "busy", None)
-    if busy is None:
-        busy = _sending.busy = set()
+    busy = _sending.busy
     if id(fn) in busy:
         return ()
     busy.add(id(fn))
