@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import operator
 import threading
 import time
 
@@ -22,7 +23,9 @@ import dask
 import numpy as np
 from dask.utils import key_split, parse_bytes
 
+from .. import chunk
 from . import rows
+from .layers import _identity
 from .labels import part_name
 
 from .internals import (Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, context_meter,
@@ -279,15 +282,26 @@ class _Kernel:
         def call(part, scope):
             return _call_source(part, scope, const)
 
+        once = {}  # key -> the value of a part computed here, once (see _made_once)
         for k in inputs:
             lines.append(f"{new(k, var)} = values[{const(k)}]")
         for node, drop in zip(order, drops):
-            if type(node) is _Subgraph:
+            value = _made_once(node, once, outputs)
+            if value is not None:
+                once[node.key] = value
+                var[node.key] = const(value)
+            elif type(node) is _Subgraph:
                 inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var) if type(a) is List
                          else call(a, var) if type(a) in (_Call, Task) else const(a.value)
                          for k, a in node.inputs}
                 made = set()
+                known = {**once, **{k: a.value for k, a in node.inputs if type(a) is DataNode}}
                 for t, tdrop in zip(node.tasks, node.drops):
+                    value = _made_once(t, known, [node.outkey])
+                    if value is not None:
+                        known[t.key] = value
+                        inner[t.key] = const(value)
+                        continue
                     lines.append(f"{new(t.key, inner)} = {call(t, inner)}")
                     made.add(t.key)
                     gone = [inner[d] for d in tdrop if d in made]
@@ -296,8 +310,9 @@ class _Kernel:
                 var[node.key] = inner[node.outkey]
             else:
                 lines.append(f"{new(node.key, var)} = {call(node, var)}")
-            if drop:
-                lines.append(f"del {', '.join(var[d] for d in drop)}")
+            gone = [var[d] for d in drop if d not in once]
+            if gone:
+                lines.append(f"del {', '.join(gone)}")
         result = (f"_Outputs(({', '.join(var[k] for k in outputs)},))" if isinstance(outputs, list)
                   else var[outputs])
         source = "def kernel(values):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
@@ -315,12 +330,47 @@ class _Kernel:
         return self.run(values)
 
 
+def _made_once(node, made, outputs):
+    """The value of ``node`` where the kernel can make it once instead of on every call: a part of
+    the pure functions below reading constants and such values only, whose value is a NumPy scalar
+    or 0-d array (made read-only: every call shares it); None otherwise.  The gradient of a mean is
+    ``ones(()) / n`` in every chunk's task: three calls a chunk, a tenth of a small chunk's step.
+    Not an output of the task (a chunk handed on must be the task's own), nor a random draw or
+    anything on a device (only these functions; only NumPy results)."""
+    if type(node) is not _Call or node.kwrefs or node.key in (outputs if isinstance(outputs, list) else (outputs,)):
+        return None
+    func = node.func
+    if func is enforce_dtype:
+        func = node.kwargs.get("enforce_dtype_function")
+    if func not in _PURE or any(k not in made for _, k in node.refs) or node.calls or any(
+            kind != 0 for _, _, items in node.seqs for kind, _ in items):
+        return None
+    try:
+        with np.errstate(all="raise"):  # (a warning stays each call's)
+            value = node(made)
+    except Exception:  # (raised where it is called, as before)
+        return None
+    if isinstance(value, np.generic):  # (a NumPy scalar: immutable)
+        return value
+    if type(value) is not np.ndarray or value.ndim:
+        return None
+    value = value.copy()
+    value.setflags(write=False)
+    return value
+
+
+_PURE = {chunk.ones, chunk.filled, operator.add, operator.sub, operator.mul, operator.truediv, operator.neg,
+         operator.pow, _identity}
+
+
 def _call_source(part, scope, const):
     """The source of an expression calling ``part`` on the variables of ``scope`` (key -> variable
     name); ``const(value)`` names a constant of the generated function."""
     if type(part) is not _Call:
         reads = ", ".join(f"{const(d)}: {scope[d]}" for d in part.dependencies)
         return f"{const(part)}({{{reads}}})"
+    if part.func is _identity and len(part.refs) == 1 and len(part.args) == 1 and not part.kwargs and not part.kwrefs:
+        return scope[part.refs[0][1]]  # (a relabelled layer's no-op: the variable itself)
     args = [const(a) for a in part.args]
     for i, k in part.refs:
         args[i] = scope[k]

@@ -553,7 +553,35 @@ def _plan(graph, calls=True, looped=False):
     else:
         priority = order(filled)
         keys = tuple(sorted(filled, key=priority.__getitem__))
-    return keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}
+    return _Plan((keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}))
+
+
+class _Plan(tuple):
+    """``(keys, reads, calls)`` of :func:`_plan`, and the runs worked out from them (:meth:`run`)."""
+
+    def run(self, wanted):
+        """The plan's tasks in order as ``(key, call, keys to drop after it)``, each value dropped after
+        its last reader unless ``wanted`` (a frozenset): worked out once per set wanted, not counted
+        down on every run (a template of 200 tiny chunks runs 200 such tasks a step)."""
+        runs = self.__dict__.setdefault("runs", {})
+        hit = runs.get(wanted)
+        if hit is None:
+            keys, reads, calls = self
+            left, hit = dict(reads), []
+            for k in keys:
+                task = calls.get(k)
+                if task is None:  # a slot: its value is in place
+                    continue
+                drops = []
+                for d in task.dependencies:
+                    left[d] -= 1
+                    if not left[d] and d not in wanted:
+                        drops.append(d)
+                hit.append((k, task, tuple(drops)))
+            if len(runs) >= 8:
+                runs.clear()
+            runs[wanted] = hit
+        return hit
 
 
 # ---- Python's garbage collector during a submission
@@ -604,20 +632,13 @@ def gc_running():
 def _run_plan(plan, values, wanted):
     """``values`` (the slots') completed by running ``plan`` in order, each value dropped after its
     last reader unless ``wanted``."""
-    keys, reads, calls = plan
-    left = dict(reads)
     collect = _gc.paused
-    for i, k in enumerate(keys):
-        task = calls.get(k)
-        if task is None:  # a slot: its value is in place
-            continue
+    for i, (k, task, drops) in enumerate(plan.run(wanted)):
         if collect and i & 1023 == 1023:  # (the cycles its tasks dropped; the youngest generation: see gc_paused)
             gc.collect(0)
         values[k] = task(values)
-        for d in task.dependencies:
-            left[d] -= 1
-            if not left[d] and d not in wanted:
-                del values[d]
+        for d in drops:
+            del values[d]
     return values
 
 
@@ -868,7 +889,7 @@ def _run_instance(arrays, layer):
         k = aliases.get(k, k)
         return back.get(k, k)
 
-    wanted = {key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__())}
+    wanted = frozenset(key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__()))
     values = _run_plan(template.plan, dict(layer.inputs), wanted)
     return [a if is_data(a) else _holding(a, {k: values[key(k)] for k in flatten(a.__dask_keys__())})
             for a in arrays]  # (an output that is a slot's value is that value: see _instance)
