@@ -190,18 +190,33 @@ import sys
 import numpy as np
 
 SCALE = 1.0
+PARAMS = {"s": 1.0}
+ARR = np.ones(1)
+
+
+class Cfg:
+    t = 1.0
 
 
 def kernel(block):
-    return block * SCALE
+    return block * SCALE * PARAMS["s"] * Cfg.t * ARR[0]
 
 
-def steps(X, n=9):
+def factor(k):  # three steps each (the third an instance of a template), then one global changes
+    b = k // 3
+    return (1.0 + (b >= 1)) * (1.0 + 2 * (b >= 2)) * (1.0 + 4 * (b >= 3)) * (1.0 + 8 * (b >= 4))
+
+
+def steps(X, n=15):
     global SCALE
     import daskgrad as dg
     out = []
     for k in range(n):
-        SCALE = float(k // 3 + 1)  # (three steps each: the third an instance of a template)
+        b = k // 3
+        SCALE = 1.0 + (b >= 1)  # a global set anew
+        PARAMS["s"] = 1.0 + 2 * (b >= 2)  # a dict, an attribute of a class, an array changed in place
+        Cfg.t = 1.0 + 4 * (b >= 3)
+        ARR[0] = 1.0 + 8 * (b >= 4)
         out.append(float(((dg.map_blocks(kernel, X) + 1.0) * 2.0).sum().item()))
     return out
 
@@ -213,7 +228,7 @@ if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
             Client(cluster):
         a = np.arange(40.0).reshape(10, 4)
-        want = [float(((a * (k // 3 + 1) + 1.0) * 2.0).sum()) for k in range(9)]
+        want = [float(((a * factor(k) + 1.0) * 2.0).sum()) for k in range(15)]
         for one_task in ("512 MiB", 0):
             with dask.config.set({"daskgrad.step-cache.one-task-bytes": one_task}):
                 X = dg.from_array(a, chunks=(5, 4)) * 1.0
@@ -226,10 +241,11 @@ if __name__ == "__main__":
 
 
 def test_a_kernel_of_main_reading_a_global_set_before_each_step_gives_each_step_s_values(tmp_path):
-    """A script's kernel that reads a module global, set anew before each step: cloudpickle sends a
-    function of ``__main__`` to worker processes by value with the globals it reads, and a template
-    ships its tasks once, so steps after the template gave the values of the step it was shipped at
-    (where a local scheduler calls the function itself).  Such a global's value is part of the
+    """A script's kernel that reads module globals, set anew or changed in place (a dict's item, a
+    class's attribute, an array's element) before each step: cloudpickle sends a function of
+    ``__main__`` to worker processes by value with the globals it reads, and a template ships its
+    tasks once, so steps after the template gave the values of the step it was shipped at (where a
+    local scheduler calls the function itself).  What such globals pickle to is part of the
     program's key.  Runs on worker processes, as one task and as the template's tasks renamed
     (their chunk-fused parts pickled once, unpickled on the workers)."""
     script = tmp_path / "global_read.py"

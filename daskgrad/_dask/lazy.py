@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import operator
 import threading
 import types
 
+import cloudpickle
 import dask
 import dask.array as da
 import numpy as np
@@ -526,7 +528,8 @@ _sending = _Sending()
 def _globals_sent(fn):
     """The module globals a function of ``__main__`` reads, as cloudpickle sends them with it to a
     cluster's workers (by value: the workers cannot import ``__main__``): numbers and strings by
-    value, another function of ``__main__`` by what it reads too, anything else by identity.  A
+    value, another function of ``__main__`` by what it reads too, anything else by its pickled bytes
+    (:func:`_pickled`: a dict or an array changed in place is another value).  A
     template ships its tasks once (:class:`.calls.ShippedParts`), so ``SCALE = k`` before each step
     of a loop whose kernel reads ``SCALE`` gave the value it was shipped with, where a local
     scheduler calls the function itself; now such a step is another program."""
@@ -551,10 +554,20 @@ def _globals_sent(fn):
             if type(x) in _PLAIN or type(x) is types.FunctionType and x.__module__ == "__main__":
                 out.append((name, frozen(x)))
             else:
-                out.append((name, _Same(x)))
+                out.append((name, _pickled(x)))
         return tuple(out)
     finally:
         busy.discard(id(fn))
+
+
+def _pickled(x):
+    """A global sent with a function of ``__main__`` by what cloudpickle sends: a digest of its bytes
+    (a dict, an array, a list changed in place between steps, a class of ``__main__`` whose
+    attribute changed: each state its own program); by its identity where it does not pickle."""
+    try:
+        return ("pickled", hashlib.blake2b(cloudpickle.dumps(x), digest_size=16).digest())
+    except Exception:  # (the submission itself would say why it cannot be sent)
+        return _Same(x)
 
 
 # functions, types and NumPy's ufuncs and dispatchers are themselves in a key (and held by it, so
