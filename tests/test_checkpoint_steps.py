@@ -150,6 +150,38 @@ def test_a_step_index_dependent_source_term_reads_one_leaf_at_every_step():
     assert u0.grad is None
 
 
+
+@pytest.mark.parametrize("steps,snapshots", [(4, 2), (7, 3), (6, 6)])
+def test_a_step_that_branches_on_its_index_is_torch_s_unrolled_loop(steps, snapshots):
+    """Two bodies alternating (``i % 2``): each step recorded again is step 0's or the other's, and
+    one recorded forward only takes step 0's reversal (it raised an AttributeError where torch computes)."""
+    import torch
+
+    rng = np.random.default_rng(5)
+    u0n, cn = rng.standard_normal(6), rng.uniform(0.5, 1.5, 6)
+
+    def run(lib, make):
+        u0, c = make(u0n).requires_grad_(), make(cn).requires_grad_()
+
+        def step(u, i):
+            return (u * c).tanh() if i % 2 else u * 0.7 + c
+        if lib is dg:
+            u = checkpoint_steps(step, u0, steps, snapshots=snapshots)
+        else:
+            u = u0
+            for i in range(steps):
+                u = step(u, i)
+        loss = (u * u).sum()
+        loss.backward()
+        return loss.item(), u0.grad.numpy(), c.grad.numpy()
+
+    want = run(torch, torch.tensor)
+    got = run(dg, lambda a: dg.from_array(a, chunks=4))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+
+
 # ------------------------------------------------------------------ counts
 def counting():
     """A map_blocks identity whose task counts the chunks it runs on (in the scheduler's threads)."""

@@ -491,6 +491,8 @@ class _Loop:
                               ys=ys)
                 if r.fwd != first.fwd or r.fixed_ids != first.fixed_ids:
                     r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
+                else:  # step 0's: its reversal too (a step recorded forward only has none)
+                    r.rev = first.rev
                 records.append(r)
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.leaves, self.error = first.leaves, None
