@@ -15,9 +15,11 @@ value (containers and NumPy arrays by content, other objects by identity and the
 values, as torch.compile guards ``self.scale``; a module by its parameters, buffers, ``training``
 and plain attributes, submodules' too); the modes, the client and the dask settings a graph
 depends on; and what ``fn`` (a compiled module: its ``forward``) names from its globals and
-closure, in the same way, following the user functions it names (not libraries').  An attribute
-that changes between calls traces again, even one the function does not read: a retrace, never a
-stale replay.
+closure, in the same way, following what of the user's it reaches (:func:`_names_guard`: functions,
+their defaults, classes' attributes and methods, user modules' values of the names read), not
+libraries'.  An attribute that changes between calls traces again, even one the function does not
+read: a retrace, never a stale replay; a function reading names it computes (``globals()[name]``)
+runs as usual.
 
 **What the trace watches**, so that a replay is never silently wrong:
 
@@ -44,7 +46,10 @@ import copy
 import dataclasses
 import functools
 import itertools
+import os
 import random
+import sys
+import sysconfig
 import threading
 import types
 import warnings
@@ -167,7 +172,10 @@ class Compiled:
         if is_anomaly_enabled():
             return self._eager(args, kwargs, "anomaly mode checks every rule's output as it runs")
         tensors, pins, allowed = [], [], {}
-        key = self._key(args, kwargs, tensors, pins, allowed)
+        try:
+            key = self._key(args, kwargs, tensors, pins, allowed)
+        except _Unguardable as e:
+            return self._eager(args, kwargs, str(e))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.reason is None and _stale(entry):
@@ -196,9 +204,10 @@ class Compiled:
 
     # ------------------------------------------------------------------ guards
     def _key(self, args, kwargs, tensors, pins, allowed):
-        seen = {}
-        described = (_describe(args, tensors, pins, allowed, seen), _describe(kwargs, tensors, pins, allowed, seen))
-        names = _names_guard(self._guarded, pins, allowed)
+        seen, follow = {}, []
+        described = (_describe(args, tensors, pins, allowed, seen, follow),
+                     _describe(kwargs, tensors, pins, allowed, seen, follow))
+        names = _names_guard(self._guarded, pins, allowed, follow)
         client = door.current_client()
         if client is not None:
             pins.append(client)
@@ -385,33 +394,72 @@ def _wrapped(fn):
     return out
 
 
-def _names_guard(functions, pins, allowed):
+class _Unguardable(Exception):
+    """What a function reads that no guard describes: it runs as usual (a replay could be stale)."""
+
+
+_FOLLOW_MAX = 512  # the functions, classes and modules of the user's a guard follows in one call
+_DEPTH = 4  # how far down an object's attributes a guard describes them (then by identity)
+
+
+def _names_guard(functions, pins, allowed, follow):
     """What the names the functions read from their globals and closures hold now, described as
-    arguments are, following the user functions (and compiled ones) they name."""
-    out, todo, seen = [], list(functions), set()
-    while todo and len(seen) < 64:
-        fn = todo.pop()
-        fn = getattr(fn, "_fn", fn) if isinstance(fn, Compiled) else fn
-        if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(getattr(fn, "forward", None)):
-            fn = types.MethodType(type(fn).forward, fn)  # compile(module): its forward, bound
-        if isinstance(fn, types.MethodType):
-            out.append(("self", _describe(fn.__self__, None, pins, allowed, {})))
-            fn = fn.__func__
-        if id(fn) in seen or not isinstance(fn, types.FunctionType):
-            continue
-        seen.add(id(fn))
-        code, glob = fn.__code__, fn.__globals__
-        values = [(n, glob[n]) for n in _global_names(code) if n in glob]
-        for n, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            try:
-                values.append((n, cell.cell_contents))
-            except ValueError:  # a cell not filled yet
-                values.append((n, _EMPTY))
-        for n, v in values:
-            out.append((id(fn), n, _describe(v, None, pins, allowed, {})))
-            if isinstance(v, (types.FunctionType, Compiled)) and not _library(v):
-                todo.append(v)
-    return tuple(out)
+    arguments are, following what is the user's among them (:func:`_users`): the functions they
+    name or hold (in a dict, an attribute, a default: what they read in turn), a class of the
+    user's by its plain attributes and methods (``Cfg.scale``, a method reading a global), a module
+    of the user's by the values of the names the code followed reads (``cfg.scale``,
+    ``helpers.scale()``: an attribute read by name is among its code's names).  ``follow``: what
+    describing the arguments found to follow.  Raises :class:`_Unguardable` where a function reads
+    names it computes (``globals()[name]``) or where it reaches more than ``_FOLLOW_MAX`` of them."""
+    out, seen, todo, modules, names = [], set(), follow, [], set()
+    todo.extend(functions)
+    while True:
+        while todo:
+            obj = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if len(seen) > _FOLLOW_MAX:
+                raise _Unguardable(f"it reaches more than {_FOLLOW_MAX} functions, classes and modules of its "
+                                   "own: too many to guard")
+            if isinstance(obj, types.ModuleType):
+                modules.append(obj)
+            elif isinstance(obj, type):
+                out.append((id(obj), _namespace(obj, pins, allowed, todo)))
+            else:
+                _function_guard(obj, pins, allowed, todo, out, names)
+        # a module last, by the names read so far (the functions it holds may read more: again)
+        described = [(id(m), _namespace(m, pins, allowed, todo, frozenset(names))) for m in modules]
+        if all(id(o) in seen for o in todo):
+            return tuple(out + described)
+
+
+def _function_guard(fn, pins, allowed, todo, out, names):
+    """Add to ``out`` what a function (or a compiled one, a module's ``forward``, a bound method) reads
+    from its globals and closure and its defaults hold; to ``names`` the names its code reads."""
+    fn = getattr(fn, "_fn", fn) if isinstance(fn, Compiled) else fn
+    if not isinstance(fn, (types.FunctionType, types.MethodType)) and callable(getattr(fn, "forward", None)):
+        fn = types.MethodType(type(fn).forward, fn)  # compile(module): its forward, bound
+    if isinstance(fn, types.MethodType):
+        out.append(("self", _describe(fn.__self__, None, pins, allowed, {}, todo)))
+        fn = fn.__func__
+    if not isinstance(fn, types.FunctionType):
+        return
+    code, glob = fn.__code__, fn.__globals__
+    if _computes_names(code):
+        raise _Unguardable(f"{fn.__qualname__} reads names it computes (globals(), vars(), eval, exec): a replay "
+                           "could not tell what it read")
+    read = _global_names(code)
+    names.update(read)
+    values = [(n, glob[n]) for n in read if n in glob]
+    for n, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            values.append((n, cell.cell_contents))
+        except ValueError:  # a cell not filled yet
+            values.append((n, _EMPTY))
+    values += [("__defaults__", fn.__defaults__), ("__kwdefaults__", fn.__kwdefaults__)]
+    for n, v in values:
+        out.append((id(fn), n, _describe(v, None, pins, allowed, {}, todo)))
 
 
 _EMPTY = object()
@@ -428,16 +476,78 @@ def _global_names(code):
     return tuple(sorted(names))
 
 
+_COMPUTED = frozenset(("globals", "vars", "eval", "exec", "locals", "__import__"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _computes_names(code):
+    """Whether ``code`` (or the code it nests) loads a builtin that reads names it computes as a
+    global (not ``model.eval``, an attribute)."""
+    import dis
+
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        if _COMPUTED & set(c.co_names):
+            for ins in dis.get_instructions(c):
+                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in _COMPUTED:
+                    return True
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
+
+
 def _library(fn):
     fn = getattr(fn, "_fn", fn)
     return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARIES
 
 
-def _describe(obj, tensors, pins, allowed, seen):
+def _users(obj):
+    """Whether a function, class or module is the user's (followed by the guards), not a library's,
+    the standard library's or an installed package's."""
+    if isinstance(obj, types.ModuleType):
+        name, file = obj.__name__, getattr(obj, "__file__", None)
+        if name in sys.builtin_module_names or name.split(".")[0] in _LIBRARIES:
+            return False
+        return file is None or not os.path.abspath(file).startswith(_INSTALLED)
+    module = getattr(getattr(obj, "_fn", obj), "__module__", None) or ""
+    if module == "__main__":
+        return True
+    if module.split(".")[0] in _LIBRARIES or module == "builtins":
+        return False
+    mod = sys.modules.get(module)
+    return mod is None or _users(mod)
+
+
+_INSTALLED = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
+                                                                                          "purelib", "platlib"))})
+
+
+def _namespace(obj, pins, allowed, follow, names=None):
+    """A class's own values (and its bases' of the user's): its plain attributes described, its
+    functions followed (``follow``), a special method's too (``__call__``); or a module's values of
+    ``names`` (those the code followed reads)."""
+    if isinstance(obj, types.ModuleType):
+        items = [(n, v) for n, v in list(vars(obj).items()) if n in names]
+    else:
+        items = [(n, v) for c in obj.__mro__ if c is obj or _users(c) for n, v in list(vars(c).items())
+                 if not (n.startswith("__") and n.endswith("__")) or isinstance(v, types.FunctionType)]
+    out = []
+    for name, v in items:
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        elif isinstance(v, property):
+            v = (v.fget, v.fset, v.fdel)
+        out.append((name, _describe(v, None, pins, allowed, {}, follow)))
+    return tuple(out)
+
+
+def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     """A hashable description of an argument or (``tensors`` None) a name's value: a tensor argument
     by its kind (and which argument shares its value), a tensor a name holds by its identity (its
     value is guarded where it is read), a module by its parameters, buffers and ``training``,
-    numbers, strings, containers and NumPy arrays by value, other objects by identity."""
+    numbers, strings, containers and NumPy arrays by value, other objects by identity and their
+    attributes (:func:`_attributes`); a function, class or module of the user's by identity, and
+    added to ``follow`` (:func:`_names_guard` describes what it reads or holds)."""
     t = type(obj)
     if isinstance(obj, Tensor) and tensors is None:
         pins.append(obj)
@@ -450,26 +560,35 @@ def _describe(obj, tensors, pins, allowed, seen):
         return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
                 obj._storage.inference, seen.setdefault(id(obj._storage), len(tensors) - 1))
     if t is tuple or t is list:
-        return (t, *(_describe(o, tensors, pins, allowed, seen) for o in obj))
+        return (t, *(_describe(o, tensors, pins, allowed, seen, follow, depth) for o in obj))
     if t is dict:
-        return (dict, *((_describe(k, None, pins, allowed, {}), _describe(v, tensors, pins, allowed, seen))
-                        for k, v in obj.items()))
-    if callable(getattr(obj, "named_parameters", None)) and callable(getattr(obj, "named_buffers", None)):
+        return (dict, *((_describe(k, None, pins, allowed, {}, follow, depth),
+                         _describe(v, tensors, pins, allowed, seen, follow, depth)) for k, v in obj.items()))
+    if t is not type and callable(getattr(obj, "named_parameters", None)) and callable(
+            getattr(obj, "named_buffers", None)):
         pins.append(obj)  # a module: the tensors it holds now, and whether each part trains
         held = [*obj.named_parameters(), *obj.named_buffers()]
         for _, p in held:
             allowed[id(p._storage)] = p
         parts = list(obj.modules()) if callable(getattr(obj, "modules", None)) else [obj]
+        follow.extend(type(m) for m in parts if _users(type(m)))
         return ("module", id(obj), tuple((n, id(p)) for n, p in held), tuple(m.training for m in parts),
-                tuple(_attributes(m, pins, allowed) for m in parts))
-    if isinstance(obj, (types.ModuleType, types.FunctionType, type, Compiled)):
+                tuple(_attributes(m, pins, allowed, follow, depth - 1) for m in parts))
+    if isinstance(obj, (types.ModuleType, types.FunctionType, type, Compiled, types.MethodType)):
         pins.append(obj)
+        if isinstance(obj, types.MethodType):
+            return ("method", _describe(obj.__func__, None, pins, allowed, {}, follow, depth),
+                    _describe(obj.__self__, None, pins, allowed, {}, follow, depth))
+        if _users(obj):
+            follow.append(obj)
         return ("id", id(obj))
     try:
         return door.frozen(obj, objects=False)
     except (door.NoKey, RecursionError):
         pins.append(obj)
-        return ("id", id(obj), _attributes(obj, pins, allowed))
+        if _users(t):
+            follow.append(t)
+        return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
 
 
 _MODULE_TABLES = frozenset(("training", "_parameters", "_buffers", "_non_persistent_buffers_set", "_modules",
@@ -477,16 +596,22 @@ _MODULE_TABLES = frozenset(("training", "_parameters", "_buffers", "_non_persist
                             "_forward_hooks_with_kwargs", "_forward_hooks_always_called"))
 
 
-def _attributes(obj, pins, allowed, depth=1):
-    """An object's attributes as a trace may have read them (``self.scale``, ``cfg.lr``), as torch.compile's
-    guards check them: values by value, tensors and other objects by identity (a tensor's value is
-    guarded where it is read), an object's own attributes one level down.  A module's registered
-    parameters, buffers and submodules are described with the module."""
-    d = getattr(obj, "__dict__", None)
-    if type(d) is not dict:
+def _attributes(obj, pins, allowed, follow, depth):
+    """An object's attributes as a trace may have read them (``self.scale``, ``cfg.a.b.lr``, a
+    ``__slots__`` attribute, an object in a list), as torch.compile's guards check them: described
+    as a name's value is (:func:`_describe`), ``depth`` levels down (then by identity).  A module's
+    registered parameters, buffers and submodules are described with the module."""
+    if depth < 0:
         return ()
+    d = getattr(obj, "__dict__", None)
+    items = list(d.items()) if type(d) is dict else []
+    for cls in type(obj).__mro__:
+        for name in (cls.__dict__.get("__slots__", ()) if isinstance(cls.__dict__.get("__slots__", ()), (tuple, list))
+                     else (cls.__dict__["__slots__"],)):
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                items.append((name, getattr(obj, name)))
     out = []
-    for name, v in d.items():
+    for name, v in items:
         if name in _MODULE_TABLES:
             continue
         if isinstance(v, Tensor):
@@ -494,13 +619,7 @@ def _attributes(obj, pins, allowed, depth=1):
             allowed[id(v._storage)] = v
             out.append((name, "tensor", id(v)))
             continue
-        try:
-            out.append((name, door.frozen(v, objects=False)))
-        except (door.NoKey, RecursionError):
-            pins.append(v)
-            inner = _attributes(v, pins, allowed, depth - 1) if depth > 0 and not isinstance(
-                v, (types.ModuleType, types.FunctionType, type, Compiled)) else ()
-            out.append((name, id(v), inner))
+        out.append((name, _describe(v, None, pins, allowed, {}, follow, depth)))
     return tuple(out)
 
 

@@ -742,3 +742,66 @@ def test_minimize_with_a_compiled_objective_on_a_cluster_finds_the_same_point(cl
     fast = dg.optimize.minimize(dg.compile(loss), np.zeros(4), method="L-BFGS-B")
     np.testing.assert_array_equal(fast.x.numpy(), plain.x.numpy())
     assert (fast.nit, fast.nfev) == (plain.nit, plain.nfev)
+
+
+# ------------------------------------------------------------------ what a function reaches (a fuzzing review's cases)
+_REACHED = {  # source of a user's module defining ``f(w)`` and ``change(v)``: what f reads, changed between calls
+    "a class's attribute": "class Cfg:\n    scale = 1.0\ndef f(w):\n    return (X @ w) * Cfg.scale\n"
+                           "def change(v):\n    Cfg.scale = v\n",
+    "a class's attribute read through an object": "class Cfg:\n    scale = 1.0\ncfg = Cfg()\n"
+                                                  "def f(w):\n    return (X @ w) * cfg.scale\n"
+                                                  "def change(v):\n    Cfg.scale = v\n",
+    "a module's attribute": "import types\ncfg = types.ModuleType('cfg')\ncfg.scale = 1.0\n"
+                            "def f(w):\n    return (X @ w) * cfg.scale\ndef change(v):\n    cfg.scale = v\n",
+    "a global of a user module's function": "import types\nhelpers = types.ModuleType('helpers')\n"
+                                            "exec('SCALE = 1.0\\ndef scale():\\n    return SCALE\\n',\n"
+                                            "     helpers.__dict__)\n"
+                                            "def f(w):\n    return (X @ w) * helpers.scale()\n"
+                                            "def change(v):\n    helpers.SCALE = v\n",
+    "a __slots__ attribute": "class Cfg:\n    __slots__ = ('scale',)\ncfg = Cfg()\ncfg.scale = 1.0\n"
+                             "def f(w):\n    return (X @ w) * cfg.scale\ndef change(v):\n    cfg.scale = v\n",
+    "an attribute three levels down": "class NS:\n    pass\ncfg = NS(); cfg.a = NS(); cfg.a.b = NS()\n"
+                                      "cfg.a.b.scale = 1.0\n"
+                                      "def f(w):\n    return (X @ w) * cfg.a.b.scale\n"
+                                      "def change(v):\n    cfg.a.b.scale = v\n",
+    "an object in a list attribute": "class NS:\n    pass\nh = NS(); h.items = [NS()]; h.items[0].scale = 1.0\n"
+                                     "def f(w):\n    return (X @ w) * h.items[0].scale\n"
+                                     "def change(v):\n    h.items[0].scale = v\n",
+    "a global a method reads": "LR = 1.0\nclass Sched:\n    def get(self):\n        return LR\nsched = Sched()\n"
+                               "def f(w):\n    return (X @ w) * sched.get()\n"
+                               "def change(v):\n    global LR\n    LR = v\n",
+    "a global a function in a dict reads": "LR = 1.0\ndef lr():\n    return LR\nfns = {'lr': lr}\n"
+                                           "def f(w):\n    return (X @ w) * fns['lr']()\n"
+                                           "def change(v):\n    global LR\n    LR = v\n",
+    "a default argument": "def f(w, scale=1.0):\n    return (X @ w) * scale\n"
+                          "def change(v):\n    f.__defaults__ = (v,)\n",
+    "a global read through globals()": "LR = 1.0\ndef f(w):\n    return (X @ w) * globals()['LR']\n"
+                                       "def change(v):\n    global LR\n    LR = v\n",
+}
+
+
+@pytest.mark.parametrize("case", list(_REACHED))
+def test_a_value_the_function_reaches_changed_between_calls_is_never_replayed_stale(case):
+    """What the function reads through a class, a module of the user's, slots, attributes a few levels
+    down, a method, a function held in a dict or its defaults changes between calls: each call gives
+    what the function itself gives (traced again, or run as usual where it reads names it computes),
+    never the first call's value replayed."""
+    user = types.ModuleType("user_case")
+    user.X = dg.from_array(np.arange(6.0).reshape(3, 2), chunks=(2, 2))
+    exec(_REACHED[case], user.__dict__)
+    w = dg.from_array(np.array([1.0, -1.0]), chunks=1)
+    compiled = dg.compile(user.f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (globals(): runs as usual, with a warning)
+        for i in range(4):
+            user.change(float(i + 1))
+            np.testing.assert_array_equal(compiled(w).numpy(), user.f(w).numpy())
+        info = compiled.cache_info()
+        if case == "a global read through globals()":
+            assert info["eager"] == 4
+        else:
+            assert info["traces"] == 4
+        user.change(4.0)  # the same again: replayed
+        np.testing.assert_array_equal(compiled(w).numpy(), np.full(3, -4.0))
+    if case != "a global read through globals()":
+        assert compiled.cache_info()["replays"] == 1
