@@ -67,6 +67,13 @@ LAYERS = {
     "LeakyReLU": (lambda m: m.LeakyReLU(), (7, 4)),
     "LeakyReLU-0.2": (lambda m: m.LeakyReLU(negative_slope=0.2), (7, 4)),
     "LeakyReLU-negative-slope": (lambda m: m.LeakyReLU(-1.5), (7, 4)),
+    "ELU": (lambda m: m.ELU(), (7, 4)),
+    "ELU-0.5": (lambda m: m.ELU(alpha=0.5), (7, 4)),
+    "CELU-2": (lambda m: m.CELU(2.0), (7, 4)),
+    "Hardtanh": (lambda m: m.Hardtanh(), (7, 4)),
+    "Hardtanh--0.5-0.25": (lambda m: m.Hardtanh(-0.5, 0.25), (7, 4)),
+    "ReLU6": (lambda m: m.ReLU6(), (7, 4)),
+    "Threshold": (lambda m: m.Threshold(0.1, 20), (7, 4)),
 }
 
 
@@ -85,6 +92,59 @@ def test_activation_gradient_at_zero_is_torchs():
                   (F.silu, torch.nn.functional.silu)]:
         xd, xt = dg.from_array(x, chunks=2, requires_grad=True), torch.tensor(x, requires_grad=True)
         _forward_backward(f(xd), tf(xt), xd, xt)
+
+
+_SPECIAL = np.array([-1000.0, -3.0, -1.0, -1e-300, 0.0, -0.0, 1e-300, 0.5, 1.0, 2.0, 6.0, 1000.0, np.nan, -np.inf,
+                     np.inf])
+
+
+@pytest.mark.parametrize("name,kwargs", [("elu", {}), ("elu", {"alpha": 0.5}), ("celu", {"alpha": 2.0}),
+                                         ("hardtanh", {}), ("hardtanh", {"min_val": -2.0, "max_val": 0.5}),
+                                         ("relu6", {}), ("threshold", {"threshold": 0.5, "value": -7.0})])
+def test_activations_give_torch_s_values_and_gradients_at_bounds_zeros_infinities_and_nan(name, kwargs):
+    """A bound, 0, -0, huge values (whose unchosen side overflows), infinities and NaN: torch's values
+    and gradients (``where`` would pass ``inf * 0 = nan`` from an unchosen ``exp(1000)``; ``clamp``'s
+    gradient is 1 at a bound, hardtanh's 0).  The gradients differ only below 1e-200 (celu at -1000:
+    torch's ``exp(-500)``, daskgrad's through ``expm1``, as torch's ``expm1`` rule, 0)."""
+    g = np.linspace(-1.0, 1.0, len(_SPECIAL))
+    xd, xt = dg.from_array(_SPECIAL, chunks=4, requires_grad=True), torch.tensor(_SPECIAL, requires_grad=True)
+    yd, yt = getattr(F, name)(xd, **kwargs), getattr(torch.nn.functional, name)(xt, **kwargs)
+    yd.backward(dg.from_array(g, chunks=4))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-15, atol=0, equal_nan=True)
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-15, atol=1e-200, equal_nan=True)
+    x32 = dg.from_array(_SPECIAL.astype("float32"), chunks=4)
+    assert getattr(F, name)(x32, **kwargs).dtype == np.float32
+
+
+@pytest.mark.parametrize("name,args", [("elu", ()), ("celu", (0.5,)), ("hardtanh", (-0.5, 0.5)), ("relu6", ()),
+                                       ("threshold", (0.1, 20.0))])
+def test_activations_in_place_write_their_input_with_torch_s_rules(name, args):
+    x = np.linspace(-2.0, 7.0, 10)
+    wd, wt = dg.from_array(x, chunks=4, requires_grad=True), torch.tensor(x, requires_grad=True)
+    hd, ht = wd * 2.0, wt * 2.0
+    outd = getattr(F, name)(hd, *args, inplace=True)
+    outt = getattr(torch.nn.functional, name)(ht, *args, inplace=True)
+    np.testing.assert_array_equal(hd.detach().numpy(), ht.detach().numpy())  # (the input written)
+    _forward_backward(outd, outt, wd, wt)
+    _same_error(lambda: getattr(F, name)(wd, *args, inplace=True),
+                lambda: getattr(torch.nn.functional, name)(wt, *args, inplace=True))
+
+
+def test_activation_bad_arguments_raise_torch_s_errors():
+    _, xd, xt = _x((7, 4))
+    _same_error(lambda: F.celu(xd, alpha=0.0), lambda: torch.nn.functional.celu(xt, alpha=0.0))
+    _same_error(lambda: F.hardtanh(xd, 1.0, -1.0), lambda: torch.nn.functional.hardtanh(xt, 1.0, -1.0))
+    _same_error(lambda: nn.Hardtanh(1.0, -1.0), lambda: torch.nn.Hardtanh(1.0, -1.0))
+
+
+@pytest.mark.parametrize("p,dim", [(2.0, 1), (1.0, 0), (3.0, -1), (float("inf"), 1)])
+def test_normalize_is_torch_s(p, dim):
+    _, xd, xt = _x((7, 4))
+    _forward_backward(F.normalize(xd, p=p, dim=dim), torch.nn.functional.normalize(xt, p=p, dim=dim), xd, xt)
+    zero = np.zeros((3, 2))  # (a zero row: divided by eps)
+    zd, zt = dg.from_array(zero, chunks=2, requires_grad=True), torch.tensor(zero, requires_grad=True)
+    _forward_backward(F.normalize(zd), torch.nn.functional.normalize(zt), zd, zt)
 
 
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax"])

@@ -5,16 +5,18 @@
 >>> loss = nn.CrossEntropyLoss()(model(x), y)
 """
 from . import functional, init, utils
-from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, ModuleDict,
-                     ModuleList, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
+from .layers import (CELU, ELU, GELU, Dropout, Embedding, Flatten, Hardtanh, Identity, LayerNorm, LeakyReLU,
+                     Linear, LogSoftmax, ModuleDict, ModuleList, ReLU, ReLU6, Sequential, Sigmoid, SiLU, Softmax, Tanh,
+                     Threshold)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
-           "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU",
-           "GroupNorm", "HuberLoss", "Identity", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss",
-           "MaxPool1d", "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU",
-           "RemovableHandle", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "functional", "init",
-           "utils"]
+           "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
+           "Flatten", "GELU", "GroupNorm", "Hardtanh", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
+           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "Module", "ModuleDict",
+           "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "ReLU6", "RemovableHandle",
+           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "Threshold", "functional",
+           "init", "utils"]

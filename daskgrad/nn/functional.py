@@ -165,6 +165,59 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return ops.where(ops.gt(input, 0), input, input * negative_slope)
 
 
+def _maybe_inplace(input, out, inplace):
+    """``out``, or (``inplace``) ``input`` with ``out`` written into it, with torch's in-place rules
+    (a leaf that requires grad refuses)."""
+    return input.copy_(out) if inplace else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's gradient: ``alpha * exp(x)`` at 0).
+    The unchosen side is computed at 0 where ``x > 0``: its gradient (``exp(1000)``) would be ``inf *
+    0 = nan`` through ``where``."""
+    return _maybe_inplace(input, _elu(input, alpha, 1.0), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")  # (torch's words)
+    return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), inplace)
+
+
+def _elu(x, alpha, input_scale):
+    positive = ops.logical_not(ops.le(x, 0))  # (torch's test: NaN on the ``x`` side, its gradient passed on)
+    return ops.where(positive, x, alpha * ops.expm1(ops.where(positive, 0.0, x) * input_scale))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``x`` clamped to ``[min_val, max_val]``, with torch's gradient: 1 strictly inside (and at NaN), 0
+    elsewhere (``clamp``'s is 1 at the bounds too)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    low = ops.le(input, min_val)  # (torch's tests: NaN is inside, its gradient passed on)
+    outside = ops.logical_or(low, ops.ge(input, max_val))
+    bound = ops.where(low, min_val, max_val).to(input.dtype)
+    return _maybe_inplace(input, ops.where(outside, bound, input), inplace)
+
+
+def relu6(input, inplace=False):
+    """``hardtanh(x, 0, 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as torch's)."""
+    return _maybe_inplace(input, ops.where(ops.le(input, threshold), value, input).to(input.dtype), inplace)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim`` (torch's ``F.normalize``)."""
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported (daskgrad writes no output in place)")
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+
+
 # ---------------------------------------------------------------------- losses
 def legacy_reduction(size_average, reduce, reduction):
     """torch's ``_Reduction.legacy_get_string``: the deprecated ``size_average``/``reduce`` pair, when given,

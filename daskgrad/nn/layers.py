@@ -294,6 +294,67 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
+class ELU(Module):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's ``nn.ELU``)."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (torch's ``nn.CELU``)."""
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+
+class Hardtanh(Module):
+    """``x`` clamped to ``[min_val, max_val]`` (torch's ``nn.Hardtanh``)."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if not max_val > min_val:  # (torch's assert, its words)
+            raise AssertionError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)`` (torch's ``nn.ReLU6``)."""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Threshold(Module):
+    """``value`` where ``x <= threshold``, else ``x`` (torch's ``nn.Threshold``)."""
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
 class ReLU(Module):
     """``max(x, 0)``; ``inplace=True`` writes the input, as torch's (``Tensor.relu_``)."""
 
