@@ -489,9 +489,10 @@ class _Loop:
             for i in range(1, steps):
                 r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False,
                               ys=ys)
-                if r.fwd != first.fwd or r.fixed_ids != first.fixed_ids:
+                if (r.fwd != first.fwd or r.fixed_ids != first.fixed_ids or r.grads_by != first.grads_by
+                        or (want_grad and r.grads_by is None)):
                     r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
-                else:  # step 0's: its reversal too (a step recorded forward only has none)
+                else:  # step 0's forward and autograd graph: its reversal too (one recorded forward only has none)
                     r.rev = first.rev
                 records.append(r)
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
@@ -501,7 +502,7 @@ class _Loop:
             if self.error is None and any(id(v) not in known for v in r.read_leaves):
                 self.error = (f"checkpoint_steps: step {r.i} reads a leaf tensor requiring grad that step 0 does not "
                               "read; step must read the same leaves at every step")
-        if all(r.fwd == first.fwd and r.fixed_ids == first.fixed_ids for r in records):
+        if all(r.fwd == first.fwd and r.rev == first.rev and r.fixed_ids == first.fixed_ids for r in records):
             records = [first]  # every step does what step 0 does: one body for all
         union, at = {}, []  # the values the steps read from outside, each once
         for r in records:
@@ -571,6 +572,7 @@ class _Recorded:
                 out = _as_state(out, single, n, i)
                 out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
             self.n_ys = len(extra)
+            self.grads_by = _grad_structure(out, carry + x) if want_grad else None
             own = {id(t) for t in carry} | {id(t) for t in x}
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
@@ -593,6 +595,35 @@ class _Recorded:
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
                              roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
+
+
+def _grad_structure(outs, inputs):
+    """The autograd graph a step recorded, back from ``outs``, by shape: each node's name, where its
+    edges go and whether it has hooks; a leaf by its place among the step's ``inputs`` (or by
+    identity: a leaf every step reads); None where one has hooks (its reversal is its own).  Two
+    steps recording one forward program differ here where ``detach()``, ``no_grad()`` or a hook
+    changes their backward only."""
+    at = {id(t): j for j, t in enumerate(inputs)}
+    index, desc = {}, []
+    roots = [o.grad_fn if o.grad_fn is not None else graph.edge(o) for o in outs]
+    stack = [(n, False) for n in reversed(roots) if n is not None]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in index:
+            continue
+        edges = [e[0] for e in node.next_functions]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((e, False) for e in reversed(edges) if e is not None and id(e) not in index)
+            continue
+        if getattr(node, "_hooks", None) or getattr(node, "_prehooks", None) or getattr(node, "_tensor_hooks", None) \
+                or getattr(node, "_retained", None):
+            return None
+        variable = getattr(node, "variable", None)
+        leaf = None if variable is None else at.get(id(variable), ("id", id(variable)))
+        index[id(node)] = len(desc)
+        desc.append((node.name(), leaf, tuple(None if e is None else index[id(e)] for e in edges)))
+    return tuple(desc), tuple(None if n is None else index[id(n)] for n in roots)
 
 
 def _like(out, state, i):
