@@ -36,7 +36,7 @@ from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
 from .internals import (DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
-                        chunk_getitem, concatenate_lookup)
+                        chunk_getitem, clientless, concatenate_lookup)
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer
 
@@ -532,7 +532,10 @@ def _globals_sent(fn):
     (:func:`_pickled`: a dict or an array changed in place is another value).  A
     template ships its tasks once (:class:`.calls.ShippedParts`), so ``SCALE = k`` before each step
     of a loop whose kernel reads ``SCALE`` gave the value it was shipped with, where a local
-    scheduler calls the function itself; now such a step is another program."""
+    scheduler calls the function itself; now such a step is another program.  On a local scheduler
+    nothing: the function itself runs, reading its globals as they are."""
+    if not _on_a_cluster():  # (a local scheduler calls the function itself: it reads the globals as they are)
+        return ()
     names = _global_names.get(fn.__code__)
     if names is None:
         found, codes = set(), [fn.__code__]
@@ -560,11 +563,26 @@ def _globals_sent(fn):
         busy.discard(id(fn))
 
 
+def _on_a_cluster():
+    """Whether this thread's submissions go to a distributed client (``submit.current_client``'s test)."""
+    if clientless():
+        return False
+    from distributed import get_client
+
+    try:
+        get_client()
+    except ValueError:
+        return False
+    return True
+
+
 def _pickled(x):
     """A global sent with a function of ``__main__`` by what cloudpickle sends: a digest of its bytes
     (a dict, an array, a list changed in place between steps, a class of ``__main__`` whose
     attribute changed: each state its own program); by its identity where it does not pickle."""
     try:
+        if type(x) is np.ndarray and x.dtype.kind != "O":  # (by its bytes, hashed: not copied into a pickle)
+            return ("array", tokenize(x))
         return ("pickled", hashlib.blake2b(cloudpickle.dumps(x), digest_size=16).digest())
     except Exception:  # (the submission itself would say why it cannot be sent)
         return _Same(x)
