@@ -41,13 +41,16 @@ read by value from outside, or more kinds than that, run as usual, with a warnin
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
 import functools
 import itertools
+import operator
 import os
 import random
+import site
 import sys
 import sysconfig
 import threading
@@ -204,7 +207,7 @@ class Compiled:
 
     # ------------------------------------------------------------------ guards
     def _key(self, args, kwargs, tensors, pins, allowed):
-        seen, follow = {}, []
+        seen, follow = {}, _Walk()
         described = (_describe(args, tensors, pins, allowed, seen, follow),
                      _describe(kwargs, tensors, pins, allowed, seen, follow))
         names = _names_guard(self._guarded, pins, allowed, follow)
@@ -399,7 +402,8 @@ class _Unguardable(Exception):
 
 
 _FOLLOW_MAX = 512  # the functions, classes and modules of the user's a guard follows in one call
-_DEPTH = 4  # how far down an object's attributes a guard describes them (then by identity)
+_VALUES_MAX = 20_000  # the values it describes (a model holding a dataset of objects: run as usual)
+_DEPTH = 8  # how far down an object's attributes a guard describes them (then by identity)
 
 
 def _names_guard(functions, pins, allowed, follow):
@@ -429,6 +433,8 @@ def _names_guard(functions, pins, allowed, follow):
             else:
                 _function_guard(obj, pins, allowed, todo, out, names)
         # a module last, by the names read so far (the functions it holds may read more: again)
+        if todo.any_name:
+            names.add(_ALL)
         described = [(id(m), _namespace(m, pins, allowed, todo, frozenset(names))) for m in modules]
         if all(id(o) in seen for o in todo):
             return tuple(out + described)
@@ -451,6 +457,8 @@ def _function_guard(fn, pins, allowed, todo, out, names):
                            "could not tell what it read")
     read = _global_names(code)
     names.update(read)
+    if _ANY_NAME & set(read):  # getattr(module, name), attrgetter, __dict__: any of a module's names
+        names.add(_ALL)
     values = [(n, glob[n]) for n in read if n in glob]
     for n, cell in zip(code.co_freevars, fn.__closure__ or ()):
         try:
@@ -476,7 +484,7 @@ def _global_names(code):
     return tuple(sorted(names))
 
 
-_COMPUTED = frozenset(("globals", "vars", "eval", "exec", "locals", "__import__"))
+_COMPUTED = frozenset(("globals", "eval", "exec"))  # (vars(obj) reads an object, described already)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -508,7 +516,10 @@ def _users(obj):
         name, file = obj.__name__, getattr(obj, "__file__", None)
         if name in sys.builtin_module_names or name.split(".")[0] in _LIBRARIES:
             return False
-        return file is None or not os.path.abspath(file).startswith(_INSTALLED)
+        if file is None:
+            return True
+        file = os.path.abspath(file)
+        return not file.startswith(_INSTALLED) and not any(part in file for part in _PACKAGE_DIRS)
     module = getattr(getattr(obj, "_fn", obj), "__module__", None) or ""
     if module == "__main__":
         return True
@@ -518,8 +529,9 @@ def _users(obj):
     return mod is None or _users(mod)
 
 
-_INSTALLED = tuple({os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
-                                                                                          "purelib", "platlib"))})
+_INSTALLED = tuple({os.path.abspath(p) + os.sep for p in [*(sysconfig.get_paths()[k] for k in (
+    "stdlib", "platstdlib", "purelib", "platlib")), site.getuserbase()]})
+_PACKAGE_DIRS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")  # (an installed package's)
 
 
 def _namespace(obj, pins, allowed, follow, names=None):
@@ -527,10 +539,12 @@ def _namespace(obj, pins, allowed, follow, names=None):
     functions followed (``follow``), a special method's too (``__call__``); or a module's values of
     ``names`` (those the code followed reads)."""
     if isinstance(obj, types.ModuleType):
-        items = [(n, v) for n, v in list(vars(obj).items()) if n in names]
+        items = [(n, v) for n, v in list(vars(obj).items())
+                 if n in names or (_ALL in names and not (n.startswith("__") and n.endswith("__")))]
     else:
         items = [(n, v) for c in obj.__mro__ if c is obj or _users(c) for n, v in list(vars(c).items())
-                 if not (n.startswith("__") and n.endswith("__")) or isinstance(v, types.FunctionType)]
+                 if not (n.startswith("__") and n.endswith("__"))
+                 or (isinstance(v, types.FunctionType) and n not in _NOT_CALLED)]
     out = []
     for name, v in items:
         if isinstance(v, (staticmethod, classmethod)):
@@ -541,6 +555,13 @@ def _namespace(obj, pins, allowed, follow, names=None):
     return tuple(out)
 
 
+_ALL = object()  # (in the names read: any)
+_ANY_NAME = frozenset(("getattr", "attrgetter", "__dict__"))
+# a class's special methods a call does not run (the others may: __call__, __getitem__, __add__ ...)
+_NOT_CALLED = frozenset(("__init__", "__new__", "__del__", "__init_subclass__", "__set_name__", "__repr__", "__str__",
+                         "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__class_getitem__"))
+
+
 def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     """A hashable description of an argument or (``tensors`` None) a name's value: a tensor argument
     by its kind (and which argument shares its value), a tensor a name holds by its identity (its
@@ -549,6 +570,10 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     attributes (:func:`_attributes`); a function, class or module of the user's by identity, and
     added to ``follow`` (:func:`_names_guard` describes what it reads or holds)."""
     t = type(obj)
+    follow.left -= 1
+    if follow.left < 0:
+        raise _Unguardable(f"it reaches more than {_VALUES_MAX} values (a container of objects, a deep object): "
+                           "too many to guard; pass what it reads as arguments")
     if isinstance(obj, Tensor) and tensors is None:
         pins.append(obj)
         allowed[id(obj._storage)] = obj
@@ -559,12 +584,33 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
         v = obj._storage.value
         return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
                 obj._storage.inference, seen.setdefault(id(obj._storage), len(tensors) - 1))
-    if t is tuple or t is list:
-        return (t, *(_describe(o, tensors, pins, allowed, seen, follow, depth) for o in obj))
-    if t is dict:
-        return (dict, *((_describe(k, None, pins, allowed, {}, follow, depth),
-                         _describe(v, tensors, pins, allowed, seen, follow, depth)) for k, v in obj.items()))
-    if t is not type and callable(getattr(obj, "named_parameters", None)) and callable(
+    if isinstance(obj, (tuple, list, dict, set, frozenset, collections.deque)) and not hasattr(obj, "_fields"):
+        if id(obj) in follow.active:  # (a container holding itself)
+            return ("cycle", id(obj))
+        follow.active.add(id(obj))
+        try:
+            if isinstance(obj, dict):
+                out = (t, *((_describe(k, None, pins, allowed, {}, follow, depth),
+                             _describe(v, tensors, pins, allowed, seen, follow, depth)) for k, v in obj.items()))
+            elif isinstance(obj, (set, frozenset)):
+                out = (t, frozenset(_describe(o, None, pins, allowed, {}, follow, depth) for o in obj))
+            else:
+                out = (t, *(_describe(o, tensors, pins, allowed, seen, follow, depth) for o in obj))
+        finally:
+            follow.active.discard(id(obj))
+        if t not in (tuple, list, dict, set, frozenset, collections.deque):  # (a subclass: its attributes too)
+            out += (_attributes(obj, pins, allowed, follow, depth - 1),)
+            if _users(t):
+                follow.append(t)
+        return out
+    if isinstance(obj, operator.attrgetter):  # (reads attributes by names it holds: any of a module's)
+        follow.any_name = True
+        return ("attrgetter", obj.__reduce__()[1])
+    if isinstance(obj, functools.partial):
+        return ("partial", _describe(obj.func, None, pins, allowed, {}, follow, depth),
+                _describe(obj.args, None, pins, allowed, {}, follow, depth),
+                _describe(obj.keywords, None, pins, allowed, {}, follow, depth))
+    if not isinstance(obj, type) and callable(getattr(obj, "named_parameters", None)) and callable(
             getattr(obj, "named_buffers", None)):
         pins.append(obj)  # a module: the tensors it holds now, and whether each part trains
         held = [*obj.named_parameters(), *obj.named_buffers()]
@@ -588,7 +634,22 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
         pins.append(obj)
         if _users(t):
             follow.append(t)
-        return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
+        if id(obj) in follow.active:  # (an object reached again from inside itself)
+            return ("cycle", id(obj))
+        follow.active.add(id(obj))
+        try:
+            return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
+        finally:
+            follow.active.discard(id(obj))
+
+
+class _Walk(list):
+    """What the guards of one call follow (:func:`_names_guard`), the values they may still
+    describe (``left``) and the containers and objects being described (``active``: a cycle)."""
+
+    def __init__(self):
+        super().__init__()
+        self.left, self.active, self.any_name = _VALUES_MAX, set(), False
 
 
 _MODULE_TABLES = frozenset(("training", "_parameters", "_buffers", "_non_persistent_buffers_set", "_modules",
@@ -606,10 +667,16 @@ def _attributes(obj, pins, allowed, follow, depth):
     d = getattr(obj, "__dict__", None)
     items = list(d.items()) if type(d) is dict else []
     for cls in type(obj).__mro__:
-        for name in (cls.__dict__.get("__slots__", ()) if isinstance(cls.__dict__.get("__slots__", ()), (tuple, list))
-                     else (cls.__dict__["__slots__"],)):
-            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:  # (a tuple, a list, a dict's keys ...)
+            if not isinstance(name, str) or name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):  # (a private name, mangled)
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            try:
                 items.append((name, getattr(obj, name)))
+            except AttributeError:  # (not set)
+                pass
     out = []
     for name, v in items:
         if name in _MODULE_TABLES:
