@@ -136,6 +136,16 @@ def test_activation_bad_arguments_raise_torch_s_errors():
     _same_error(lambda: F.celu(xd, alpha=0.0), lambda: torch.nn.functional.celu(xt, alpha=0.0))
     _same_error(lambda: F.hardtanh(xd, 1.0, -1.0), lambda: torch.nn.functional.hardtanh(xt, 1.0, -1.0))
     _same_error(lambda: nn.Hardtanh(1.0, -1.0), lambda: torch.nn.Hardtanh(1.0, -1.0))
+    for values in (np.array([1, -2, 3]), np.array([True, False])):  # torch's kernels' dtypes: its errors or values
+        for name, args in [("elu", ()), ("celu", ()), ("hardtanh", ()), ("threshold", (0, 5)), ("relu6", ()),
+                           ("normalize", ())]:
+            ours, theirs = getattr(F, name), getattr(torch.nn.functional, name)
+            try:
+                want = theirs(torch.tensor(values), *args).tolist()
+            except Exception:
+                _same_error(lambda: ours(dg.tensor(values), *args), lambda: theirs(torch.tensor(values), *args))
+            else:
+                assert ours(dg.tensor(values), *args).tolist() == want
 
 
 @pytest.mark.parametrize("p,dim", [(2.0, 1), (1.0, 0), (3.0, -1), (float("inf"), 1)])

@@ -14,6 +14,7 @@ from .. import ops
 from ..graph import size_repr, type_repr
 from .._tensor import Tensor
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
+from ..ops._util import TORCH_TYPE_NAMES, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
@@ -175,6 +176,7 @@ def elu(input, alpha=1.0, inplace=False):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's gradient: ``alpha * exp(x)`` at 0).
     The unchosen side is computed at 0 where ``x > 0``: its gradient (``exp(1000)``) would be ``inf *
     0 = nan`` through ``where``."""
+    refuse_dtype_kinds("elu", "biu", input)
     return _maybe_inplace(input, _elu(input, alpha, 1.0), inplace)
 
 
@@ -182,6 +184,7 @@ def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")  # (torch's words)
+    refuse_dtype_kinds("elu", "biu", input)
     return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), inplace)
 
 
@@ -195,6 +198,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     elsewhere (``clamp``'s is 1 at the bounds too)."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if input.dtype == np.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
     low = ops.le(input, min_val)  # (torch's tests: NaN is inside, its gradient passed on)
     outside = ops.logical_or(low, ops.ge(input, max_val))
     bound = ops.where(low, min_val, max_val).to(input.dtype)
@@ -208,6 +213,7 @@ def relu6(input, inplace=False):
 
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as torch's)."""
+    refuse_dtype_kinds("threshold", "b", input)
     return _maybe_inplace(input, ops.where(ops.le(input, threshold), value, input).to(input.dtype), inplace)
 
 
@@ -215,6 +221,9 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim`` (torch's ``F.normalize``)."""
     if out is not None:
         raise NotImplementedError("normalize: out= is not supported (daskgrad writes no output in place)")
+    if input.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{TORCH_TYPE_NAMES.get(str(input.dtype), input.dtype)}")
     return input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
 
 
