@@ -52,8 +52,18 @@ def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
 
 
 def _kernel(fn):
-    """An elementwise chunk kernel as a fusable blockwise layer that keeps the chunk type."""
-    return lambda a: da.map_blocks(fn, a, dtype=a.dtype, meta=a._meta)
+    """An elementwise chunk kernel as a fusable blockwise layer that keeps the chunk type; of an
+    integer or bool input, the floating dtype NumPy's ufuncs give (``exp``'s: its values' dtype)."""
+    def layer(a):
+        dtype = float_result(a.dtype)
+        a = a if dtype == a.dtype else a.astype(dtype)
+        return da.map_blocks(fn, a, dtype=dtype, meta=a._meta)
+    return layer
+
+
+def float_result(dtype):
+    """The dtype of a floating ufunc (``np.exp``) of ``dtype``: itself where floating or complex."""
+    return dtype if dtype.kind in "fc" else np.result_type(dtype, np.float16)
 
 
 conj_p = primitive("conj", torch="ConjBackward0", impl=da.conj)
@@ -104,8 +114,8 @@ relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
 
 
 def _abs_rule(g, s):
-    if s.x.dtype.kind != "c":
-        return (g * sign(s.x),)
+    if s.x.dtype.kind != "c":  # (torch's sign is 0 at NaN, NumPy's NaN: the gradient there is torch's, 0)
+        return (where(s.x != s.x, 0, g * sign(s.x)),) if s.x.dtype.kind == "f" else (g * sign(s.x),)
     r = abs(s.x)  # z / |z|, 0 at 0, built from differentiable ops so double backward stays right
     return (g * where(r == 0, 0, s.x / where(r == 0, 1, r)),)
 
@@ -243,11 +253,12 @@ def pow(a, b):
 
 
 def _tie(g, s, strict):
-    # the larger (smaller) input takes the gradient; a tie splits it 0.5 / 0.5, as in torch.  A Python
-    # bound stays a number: a host 0-d chunk would meet device chunks
+    # torch's rule: each input takes the gradient unless the other is strictly larger (smaller); a tie
+    # splits it 0.5 / 0.5, and a NaN on either side gives it to both.  A Python bound stays a number: a
+    # host 0-d chunk would meet device chunks
     a, b = s.a, s.b
-    tie = where(a == b, g * 0.5, 0)
-    return where(strict(a, b), g, tie), where(strict(b, a), g, tie)
+    share = where(a == b, g * 0.5, g)
+    return where(strict(b, a), 0, share), where(strict(a, b), 0, share)
 
 
 maximum_p = _binary("maximum", "MaximumBackward0", da.maximum, save=("a", "b"), refuse="maximum")
@@ -421,6 +432,8 @@ def astype(x, dtype, copy=True):
     x = as_tensor(x)
     if x.dtype == dtype:
         return x
+    if np.dtype(dtype).kind not in "fc" and x.requires_grad:  # (torch's: an integer or bool result has no
+        x = x.detach()                                          # gradient, and does not require one)
     return astype_p.bind(x, dtype=dtype)
 
 

@@ -20,7 +20,7 @@ from .. import _tensor
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_same_device, public, tensor_operand
-from .elementwise import exp
+from .elementwise import exp, float_result
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
@@ -58,8 +58,19 @@ def _erf_block(x):
     return _erf_ufuncs(x)
 
 
-erf_p = primitive("erf", torch="ErfBackward0", impl=lambda a: da.map_blocks(_erf_block, a, dtype=a.dtype, meta=a._meta),
-                  save=("x",), prepare=tensor_operand)
+def _erf_layer(a):
+    dtype = float_result(a.dtype)
+    if dtype == a.dtype and dtype != np.float16:
+        return da.map_blocks(_erf_block, a, dtype=dtype, meta=a._meta)
+    return da.map_blocks(_erf_as, a, dtype, dtype=dtype, meta=a._meta.astype(dtype))
+
+
+def _erf_as(block, dtype):
+    """erf of an integer or half block in ``dtype`` (the kernels compute half in a wider type)."""
+    return _erf_block(block.astype(dtype)).astype(dtype, copy=False)
+
+
+erf_p = primitive("erf", torch="ErfBackward0", impl=_erf_layer, save=("x",), prepare=tensor_operand)
 erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 
 

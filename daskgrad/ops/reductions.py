@@ -9,6 +9,7 @@ axes=..., ...)``, where ``gx`` is the cotangent already broadcast back to ``x``.
 from __future__ import annotations
 
 import functools
+import math
 
 import dask.array as da
 import numpy as np
@@ -165,13 +166,23 @@ def _centered(x, axes):
 
 prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
-var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: gx * _centered(x, axes) * (2 / (n - ddof)),
+var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: _var_rule(gx, _centered(x, axes), n - ddof),
                    save=("x", "n"))
+
+
+def _var_rule(gx, centered, dof):
+    if dof <= 0:  # (torch's at ddof >= n, where the variance is inf or nan: inf, and nan where x is its mean)
+        return where(centered == 0, math.nan, gx * math.inf)
+    return gx * centered * (2 / dof)
+
+
+
 # the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
 # derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof)))
-                   * _centered(x, axes), save=("x", "r", "n"))
+                   lambda gx, x, r, axes, n, ddof: (where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof)))
+                                                    * _centered(x, axes)) if n > ddof else gx * math.nan * x,
+                   save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
                          save=("x", "r"), refuse="logsumexp")
 
@@ -277,7 +288,9 @@ def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
 def _var_array(a, n, n_out, *, axes, keepdims, ddof):
     centered = a - reduce_array(a, "sum", axes, True) / n
     sq = centered * centered if a.dtype.kind != "c" else da.real(centered * da.conj(centered))
-    return reduce_array(sq, "sum", axes, keepdims) / (n_out - ddof)
+    dof = n_out - ddof
+    dof = (dof if dof > 0 else 0) if isinstance(dof, (int, float, np.number)) else da.maximum(dof, 0)  # (NumPy's)
+    return reduce_array(sq, "sum", axes, keepdims) / dof
 
 
 @public()
@@ -335,8 +348,9 @@ def _arg_extreme(x, axis, keepdims, fn):
 
 
 def _arg_extreme_array(a, *, fn, axis, keepdims):
-    if axis is None:
-        out = getattr(da, fn)(a)
+    if axis is None:  # (flattened first where later axes are split: dask breaks ties in chunk order, torch and
+        flat = a.reshape(-1) if any(len(c) > 1 for c in a.chunks[1:]) else a  # NumPy at the first in row order)
+        out = getattr(da, fn)(flat)
         return out.reshape((1,) * a.ndim) if keepdims else out
     return getattr(da, fn)(a, axis=axis, keepdims=keepdims)
 
