@@ -74,3 +74,61 @@ def test_a_cast_to_an_integer_or_bool_type_does_not_require_grad(cast):
     y = cast(x)
     assert y.requires_grad is False and y.grad_fn is None
     assert x.double().requires_grad and x.float().grad_fn is not None
+
+
+def _pair(values, chunks, grad=True):
+    return dg.from_array(values, chunks=chunks, requires_grad=grad), torch.tensor(values, requires_grad=grad)
+
+
+def _same(got, want):
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+@pytest.mark.parametrize("index", [(1, slice(None), [0, 2]), (-1, slice(None), [0, 2]), (1, 1, slice(None), [0, 2]),
+                                   (1, slice(None), 1, [0, 2]), (1, slice(None), slice(None), [0, 2]),
+                                   ([0, 1], slice(None), 1), (slice(None), 1, [0, 2]), (None, 1, slice(None), [2, 0]),
+                                   ([1, 0], 2)])
+def test_ints_among_array_indices_apply_first_as_torch_s(index):
+    """torch reads ints as basic indexing, before the arrays: ``x[1, :, [0, 2]]`` is ``x[1][:, [0, 2]]``
+    ((3, 2, 5) here), where NumPy's rule puts the array's axis first ((2, 3, 5)): a silent transposition."""
+    a = np.arange(120.0).reshape(2, 3, 4, 5)
+    xd, xt = _pair(a, (1, 2, 3, 2))
+    _same(xd[index], xt[index])
+    g = np.random.default_rng(0).standard_normal(tuple(xt[index].shape))
+    (xd[index] * dg.tensor(g)).sum().backward()
+    (xt[index] * torch.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+    if None in index:  # (a write through a None and an array: refused, as before)
+        return
+    yd, yt = xd.detach() * 1.0, xt.detach() * 1.0  # and written in the same places
+    yd[index] = dg.tensor(g)
+    yt[index] = torch.tensor(g)
+    _same(yd, yt)
+
+
+@pytest.mark.parametrize("index", [True, False, (slice(None), True), (slice(None), False), (None, True, 1),
+                                   (Ellipsis, False), (1, True, slice(1, 3)), (True, Ellipsis, 2)])
+def test_a_python_bool_index_is_a_new_axis_of_one_or_none_as_torch_s(index):
+    a = np.arange(24.0).reshape(2, 3, 4)
+    xd, xt = _pair(a, (1, 2, 3))
+    got, want = xd[index], xt[index]
+    _same(got, want)
+    got.add_(1.0)  # (a copy, as torch's: the base is not written)
+    np.testing.assert_array_equal(xd.detach().numpy(), a)
+
+
+@pytest.mark.parametrize("where", ["last", "after an int", "after an ellipsis"])
+def test_a_tensor_mask_after_the_first_index_selects_along_its_own_axis(where):
+    """``x[:, :, mask]`` selected rows (the first axis) with a tensor mask: a mask anywhere but first
+    reads its True places, as torch does."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    m = np.array([True, False, True, False])
+    xd, xt = _pair(a, (1, 2, 3))
+    md, mt = dg.from_array(m, chunks=2), torch.tensor(m)
+    make = {"last": lambda mm: (slice(None), slice(None), mm), "after an int": lambda mm: (1, slice(None), mm),
+            "after an ellipsis": lambda mm: (Ellipsis, mm)}[where]
+    _same(xd[make(md)], xt[make(mt)])
+    (xd[make(md)] * 2.0).sum().backward()
+    (xt[make(mt)] * 2.0).sum().backward()
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())

@@ -129,11 +129,35 @@ getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "Un
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
 
+def _bool_scalars(x, items):
+    """``x[True]``, ``x[:, False]``: as torch, a new axis of length 1 (True) or 0 (False) where each is,
+    and a copy."""
+    if any(isinstance(i, (list, np.ndarray, Tensor, da.Array)) for i in items):
+        raise IndexError("indexing with a Python bool next to array indices is not supported")
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis and type(i) not in (bool, np.bool_))
+    new, axes, ax = [], [], 0
+    for i in items:
+        if type(i) in (bool, np.bool_):
+            new.append(None)
+            if not i:
+                axes.append(ax)
+            ax += 1
+        else:
+            new.append(i)
+            ax += (1 if i is None or isinstance(i, slice) else x.ndim - consumed if i is Ellipsis else 0)
+    out = getitem(x, tuple(new))
+    for a in axes:
+        out = getitem(out, (slice(None),) * a + (slice(0, 0),))
+    return out.clone()
+
+
 @public("__getitem__")
 def getitem(x, index):
     """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
     array (repeated indices accumulate in backward) or a boolean mask."""
     x = as_tensor(x)
+    if any(type(i) in (bool, np.bool_) for i in (index if isinstance(index, tuple) else (index,))):
+        return _bool_scalars(x, index if isinstance(index, tuple) else (index,))
     one_slice = isinstance(index, slice)  # (torch slices x[:], where x[:, :] is an alias of x)
     if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
                                        or i is None or i is Ellipsis for i in index):
@@ -142,13 +166,27 @@ def getitem(x, index):
                                 for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
     _check_bounds(index, x.shape)
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
+    ints = [k for k, i in enumerate(index) if isinstance(i, (int, np.integer))]
+    if arrays and ints and all(not _is_mask(index[k]) or np.ndim(index[k]) == 1 for k in arrays):
+        # torch applies the ints first, as basic indexing, then the arrays to what is left: x[1, :, [0, 2]]
+        # is x[1][:, [0, 2]], (3, 2) of a (2, 3, 4) x, where NumPy's rule puts the array's axis first (2, 3)
+        basic = tuple(i if k in ints or i is None else slice(None) for k, i in enumerate(index))
+        return getitem(getitem(x, basic), tuple(slice(None) if i is None else i for k, i in enumerate(index)
+                                                if k not in ints))
     if arrays:
         first = index[arrays[0]]
         if _is_mask(first) and isinstance(first, (list, np.ndarray)):  # a host mask: its True places, known
             k = arrays[0]
             return getitem(x, index[:k] + tuple(np.nonzero(np.asarray(first))) + index[k + 1:])
         if _is_mask(first):
-            return _mask_select(x, first)
+            k = arrays[0]
+            if k == 0 and len(arrays) == 1 and all(i == slice(None) for i in index[1:]):
+                return _mask_select(x, first)  # x[mask], x[mask, ...]: lazily, its length unknown
+            # elsewhere (x[:, mask], x[mask, 1]) its True places, as torch finds them: a mask is read
+            if type(first._meta) is not np.ndarray:  # (a device mask is not copied to the host unasked)
+                raise IndexError("a boolean tensor mask on the device is taken as the first index only (x[mask]); "
+                                 "for x[:, mask] pass mask.cpu()")
+            return getitem(x, index[:k] + tuple(np.nonzero(np.asarray(first.compute()))) + index[k + 1:])
         points = [k for k, i in enumerate(index) if _is_array_index(i) or isinstance(i, (int, np.integer))]
         if all(i is not None for i in index) and any(i != slice(None) for k, i in enumerate(index) if k not in points):
             # NumPy's mixed indexing (x[3, 2:, [1, 3]]): the slices first, as a basic index that keeps
@@ -456,6 +494,12 @@ def setitem(x, index, value):
     meta_index = _expand_index(index, x.ndim)
     _check_bounds(meta_index, x.shape)
     arrays = [k for k, i in enumerate(meta_index) if _is_array_index(i)]
+    ints = [k for k, i in enumerate(meta_index) if isinstance(i, (int, np.integer)) and type(i) not in (bool, np.bool_)]
+    if arrays and ints and all(not _is_mask(meta_index[k]) or np.ndim(meta_index[k]) == 1 for k in arrays):
+        # torch's order, as getitem's: the ints first (x[1, :, [0, 2]] = v writes x[1][:, [0, 2]])
+        basic = tuple(i if k in ints else slice(None) for k, i in enumerate(meta_index) if i is not None)
+        rest = tuple(i for k, i in enumerate(meta_index) if k not in ints)
+        return setitem(x, basic, setitem(getitem(x, basic), rest, value))
     if arrays:
         first = meta_index[arrays[0]]
         if _is_mask(first):
