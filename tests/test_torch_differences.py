@@ -132,3 +132,22 @@ def test_a_tensor_mask_after_the_first_index_selects_along_its_own_axis(where):
     (xd[make(md)] * 2.0).sum().backward()
     (xt[make(mt)] * 2.0).sum().backward()
     np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("number", [1, 3, 2.5, -1])
+def test_a_number_over_a_tensor_is_torch_s_reciprocal_times_the_number(number):
+    """torch's ``c / t`` is ``t.reciprocal() * c``: its value bit for bit (``3 / 7`` and ``(1 / 7) * 3``
+    differ), its node, and its gradient reads the reciprocal, so a later write to ``t`` does not make
+    the backward refuse (it raised torch's "modified by an inplace operation" where torch computes)."""
+    v = np.array([1.0, 2.0, 7.0, 3.3, -0.0, np.inf])
+    wd, wt = _pair(v, 2)
+    yd, yt = wd * 1.0, wt * 1.0
+    od, ot = number / yd, number / yt
+    _same(od, ot)
+    assert od.grad_fn.name() == ot.grad_fn.name() == "MulBackward0"
+    yd.add_(1.0)
+    yt.add_(1.0)
+    od.sum().backward()
+    ot.sum().backward()
+    np.testing.assert_array_equal(wd.grad.numpy(), wt.grad.numpy())
+    assert (1 / dg.tensor([1, 2])).tolist() == [1.0, 0.5]  # (an integer tensor: true division)

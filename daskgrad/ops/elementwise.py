@@ -197,7 +197,17 @@ def _rounded_div(a, b, mode):
     return da.trunc(a / b).astype(floor.dtype)
 
 
-@public("__truediv__", "__rtruediv__", "__itruediv__", "div_", "div")
+def _rtruediv(truediv):
+    def __rtruediv__(self, other):
+        """torch's ``number / t``: ``t.reciprocal() * number`` for a floating ``t`` -- its value, bit for
+        bit, and its gradient reads the reciprocal, not ``t`` (which a later write may change)."""
+        if isinstance(other, numbers.Number) and not isinstance(other, bool) and self.dtype.kind in "fc":
+            return mul(reciprocal(self), other)
+        return truediv(other, self)
+    return __rtruediv__
+
+
+@public("__truediv__", ("__rtruediv__", _rtruediv), "__itruediv__", "div_", "div")
 def truediv(a, b, *, rounding_mode=None):
     """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
     torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
