@@ -151,3 +151,18 @@ def test_a_number_over_a_tensor_is_torch_s_reciprocal_times_the_number(number):
     ot.sum().backward()
     np.testing.assert_array_equal(wd.grad.numpy(), wt.grad.numpy())
     assert (1 / dg.tensor([1, 2])).tolist() == [1.0, 0.5]  # (an integer tensor: true division)
+
+
+@pytest.mark.parametrize("values", [[1.0, 3.0, 2.0, 2.0, 5.0], [1.0, np.nan, 2.0, np.nan, 0.0], [4.0, 4.0, 4.0, 1.0],
+                                    [[2.0, 1.0], [2.0, 1.0]], [np.inf, 1.0, np.inf]])
+@pytest.mark.parametrize("fn", ["median", "nanmedian"])
+def test_a_median_of_all_elements_shares_its_gradient_by_the_tied_positions_as_torch(fn, values):
+    """torch's median() (no dim) shares the gradient evenly by the positions holding the value (NaN ones
+    where it is NaN), as max() does; it all went to one of them."""
+    xd, xt = _pair(np.array(values), 2)
+    rd, rt = getattr(xd, fn)(), getattr(xt, fn)()
+    np.testing.assert_array_equal(rd.detach().numpy(), rt.detach().numpy())
+    assert rd.grad_fn.name() == rt.grad_fn.name()
+    rd.backward()
+    rt.backward()
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())

@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from .. import _data, return_types
+from ..graph import primitive
 from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import as_tensor, norm_axes, norm_axis
 from .composite import array_split, corrcoef, cov, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile, vsplit
@@ -28,7 +29,7 @@ from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import take, take_along_axis, values_at
 from .numpy_index import argwhere, count_nonzero, nonzero
 from .products import matmul, mm, outer
-from .reductions import _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
+from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, permuted, reshape, squeeze, swapaxes
 from .spectral import matrix_exp
 
@@ -155,6 +156,13 @@ def _median_at(x, dim, keepdim, ignore_nan, result, node):
     return result(values, idx if keepdim else squeeze(idx, dim))
 
 
+# torch's median() and nanmedian() over all elements: the value, its gradient shared evenly by the
+# positions holding it (NaN ones where it is NaN), as max() does -- not all to one of them
+_median_all_p = primitive("median_all", torch=("MedianBackward0", "NanmedianBackward0"), impl=lambda x, v: v,
+                          save=("x", "r"))
+_median_all_p.vjp(lambda g, s: (_max_local(g, s.x, s.r, None), None))
+
+
 def _median(name, ignore_nan, result):
     def method(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         dim, keepdim = _dim(dim, axis), keepdim if keepdims is None else keepdims
@@ -162,7 +170,8 @@ def _median(name, ignore_nan, result):
         if dim is None:  # the value only
             if not x.numel():
                 return full((), np.nan, dtype=x.dtype, device=x.device)
-            return _median_at(ravel(x), 0, False, ignore_nan, result, f"{name.capitalize()}Backward0").values
+            value = _median_at(ravel(x.detach()), 0, False, ignore_nan, result, f"{name.capitalize()}Backward0").values
+            return _median_all_p.bind(x, value, node=f"{name.capitalize()}Backward0")
         if x.ndim == 0:
             norm_axis(dim, 0)
             return _scalar_result(x, result)
