@@ -272,19 +272,24 @@ class _Expr:
         scope = {k: f"v{j}" for j, k in enumerate(call.dependencies)}
         lines = [f"    {v} = values[{const(k)}]\n" for k, v in scope.items()]
         source = "def kernel(values):\n" + "".join(lines) + f"    return {_call_source(call, scope, const)}\n"
-        code = _compiled.get(source)
-        if code is None:
-            if len(_compiled) >= 4096:
-                _compiled.clear()
-            code = _compiled[source] = compile(source, f"<daskgrad call {key_split(call.key)}>", "exec")
-        exec(code, env)
-        self.run = env["kernel"]
+        self.run = _generated(source, f"<daskgrad call {key_split(call.key)}>", env)
 
     def __call__(self, values):
         return self.run(values)
 
 
 _compiled = {}  # generated source -> its code: every chunk of a layer has the same source, other constants
+
+
+def _generated(source, filename, env):
+    """The function ``kernel`` that ``source`` defines, its names read from ``env`` (compiled once per source)."""
+    code = _compiled.get(source)
+    if code is None:
+        if len(_compiled) >= 4096:
+            _compiled.clear()
+        code = _compiled[source] = compile(source, filename, "exec")
+    exec(code, env)
+    return env["kernel"]
 
 
 class _Kernel:
@@ -349,13 +354,7 @@ class _Kernel:
         result = (f"_Outputs(({', '.join(var[k] for k in outputs)},))" if isinstance(outputs, list)
                   else var[outputs])
         source = "def kernel(values):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {result}\n"
-        code = _compiled.get(source)
-        if code is None:
-            if len(_compiled) >= 4096:
-                _compiled.clear()
-            code = _compiled[source] = compile(source, f"<daskgrad fused {key_split(task.key)}>", "exec")
-        exec(code, env)
-        self.run = env["kernel"]
+        self.run = _generated(source, f"<daskgrad fused {key_split(task.key)}>", env)
 
     def __call__(self, values):
         if _inner_observer is not None or metering():
