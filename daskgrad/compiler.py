@@ -585,24 +585,7 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
         return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
                 obj._storage.inference, seen.setdefault(id(obj._storage), len(tensors) - 1))
     if isinstance(obj, (tuple, list, dict, set, frozenset, collections.deque)) and not hasattr(obj, "_fields"):
-        if id(obj) in follow.active:  # (a container holding itself)
-            return ("cycle", id(obj))
-        follow.active.add(id(obj))
-        try:
-            if isinstance(obj, dict):
-                out = (t, *((_describe(k, None, pins, allowed, {}, follow, depth),
-                             _describe(v, tensors, pins, allowed, seen, follow, depth)) for k, v in obj.items()))
-            elif isinstance(obj, (set, frozenset)):
-                out = (t, frozenset(_describe(o, None, pins, allowed, {}, follow, depth) for o in obj))
-            else:
-                out = (t, *(_describe(o, tensors, pins, allowed, seen, follow, depth) for o in obj))
-        finally:
-            follow.active.discard(id(obj))
-        if t not in (tuple, list, dict, set, frozenset, collections.deque):  # (a subclass: its attributes too)
-            out += (_attributes(obj, pins, allowed, follow, depth - 1),)
-            if _users(t):
-                follow.append(t)
-        return out
+        return _container(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, operator.attrgetter):  # (reads attributes by names it holds: any of a module's)
         follow.any_name = True
         return ("attrgetter", obj.__reduce__()[1])
@@ -641,6 +624,30 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
             return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
         finally:
             follow.active.discard(id(obj))
+
+
+def _container(obj, tensors, pins, allowed, seen, follow, depth):
+    """A container of any of these kinds by what it holds (a subclass's attributes and class too; one
+    holding itself by identity where it does)."""
+    t = type(obj)
+    if id(obj) in follow.active:  # (a container holding itself)
+        return ("cycle", id(obj))
+    follow.active.add(id(obj))
+    try:
+        if isinstance(obj, dict):
+            out = (t, *((_describe(k, None, pins, allowed, {}, follow, depth),
+                         _describe(v, tensors, pins, allowed, seen, follow, depth)) for k, v in obj.items()))
+        elif isinstance(obj, (set, frozenset)):
+            out = (t, frozenset(_describe(o, None, pins, allowed, {}, follow, depth) for o in obj))
+        else:
+            out = (t, *(_describe(o, tensors, pins, allowed, seen, follow, depth) for o in obj))
+    finally:
+        follow.active.discard(id(obj))
+    if t not in (tuple, list, dict, set, frozenset, collections.deque):  # (a subclass: its attributes too)
+        out += (_attributes(obj, pins, allowed, follow, depth - 1),)
+        if _users(t):
+            follow.append(t)
+    return out
 
 
 class _Walk(list):

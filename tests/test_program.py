@@ -1,7 +1,6 @@
 """One program, many runs: ops record Lazy values (no dask graph), a submission's program is lowered to
 dask once per structure and instantiated for every later run -- the plain loop, a compiled function's
 calls and a time loop's steps alike -- and a functional update loop stays the size of one step."""
-import collections
 import importlib
 import itertools
 import sys
@@ -332,10 +331,11 @@ def test_a_compiled_call_leaves_the_caller_s_tensors_untouched_while_it_traces()
     w = dg.from_array(np.zeros(3), chunks=3)
     value, version = w._storage.value, w._storage.version
     held = id(value)  # (the dask array itself, read by the function, would be guarded by its attributes)
-    seen = collections.deque()  # (no frozen form, no attributes: guarded by identity, not by what it holds)
+    seen = []
+    record = seen.append  # (a builtin method: guarded by identity, not by what the list holds, which grows)
 
     def loss(v):
-        seen.append((id(v._storage.value) == held, id(w._storage.value) == held))
+        record((id(v._storage.value) == held, id(w._storage.value) == held))
         return ((X @ v - y) ** 2).mean()
 
     step = dg.compile(dg.func.grad_and_value(loss))

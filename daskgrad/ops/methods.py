@@ -170,7 +170,7 @@ def _median(name, ignore_nan, result):
         if dim is None:  # the value only
             if not x.numel():
                 return full((), np.nan, dtype=x.dtype, device=x.device)
-            value = _median_at(ravel(x.detach()), 0, False, ignore_nan, result, f"{name.capitalize()}Backward0").values
+            value = _median_at(ravel(x.detach()), 0, False, ignore_nan, result, f"{name.capitalize()}Backward1").values
             return _median_all_p.bind(x, value, node=f"{name.capitalize()}Backward0")
         if x.ndim == 0:
             norm_axis(dim, 0)

@@ -311,8 +311,8 @@ def _gather_operands(x, idx, axis, lazy):
 
 # torch's ops that pick one value per slice and return its index (max(dim), median, sort ...): a gather at
 # the index, its own node under torch's name, the index axis dropped unless ``keepdims``
-values_at_p = primitive("values_at", torch=("MaxBackward0", "MinBackward0", "MedianBackward0", "MedianBackward1",
-                                            "NanmedianBackward0", "NanmedianBackward1", "SortBackward0",
+values_at_p = primitive("values_at", torch=("MaxBackward0", "MinBackward0", "MedianBackward1",
+                                            "NanmedianBackward1", "SortBackward0",
                                             "TopkBackward0", "KthvalueBackward0"),
                         impl=lambda a, idx, *, axis, n, keepdims: (_gather_array(a, idx, axis=axis, n=n) if keepdims
                                                                    else _gather_array(a, idx, axis=axis, n=n)
