@@ -484,18 +484,20 @@ def _global_names(code):
     return tuple(sorted(names))
 
 
-_COMPUTED = frozenset(("globals", "eval", "exec"))  # (vars(obj) reads an object, described already)
+_COMPUTED = frozenset(("globals", "eval", "exec", "__import__"))  # (vars(): any of a module's names, _ANY_NAME)
 
 
 @functools.lru_cache(maxsize=1024)
 def _computes_names(code):
     """Whether ``code`` (or the code it nests) loads a builtin that reads names it computes as a
-    global (not ``model.eval``, an attribute)."""
+    global (not ``model.eval``, an attribute), or reads ``sys.modules``."""
     import dis
 
     todo = [code]
     while todo:
         c = todo.pop()
+        if {"sys", "modules"} <= set(c.co_names):  # (sys.modules[name]: a module found by a name it computes)
+            return True
         if _COMPUTED & set(c.co_names):
             for ins in dis.get_instructions(c):
                 if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in _COMPUTED:
@@ -544,7 +546,7 @@ def _namespace(obj, pins, allowed, follow, names=None):
     else:
         items = [(n, v) for c in obj.__mro__ if c is obj or _users(c) for n, v in list(vars(c).items())
                  if not (n.startswith("__") and n.endswith("__"))
-                 or (isinstance(v, types.FunctionType) and n not in _NOT_CALLED)]
+                 or isinstance(v, (types.FunctionType, staticmethod, classmethod))]
     out = []
     for name, v in items:
         if isinstance(v, (staticmethod, classmethod)):
@@ -556,10 +558,7 @@ def _namespace(obj, pins, allowed, follow, names=None):
 
 
 _ALL = object()  # (in the names read: any)
-_ANY_NAME = frozenset(("getattr", "attrgetter", "__dict__"))
-# a class's special methods a call does not run (the others may: __call__, __getitem__, __add__ ...)
-_NOT_CALLED = frozenset(("__init__", "__new__", "__del__", "__init_subclass__", "__set_name__", "__repr__", "__str__",
-                         "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__class_getitem__"))
+_ANY_NAME = frozenset(("getattr", "attrgetter", "__dict__", "vars"))  # (vars(module)[name] too)
 
 
 def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):

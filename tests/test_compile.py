@@ -803,6 +803,11 @@ _REACHED = {  # source of a user's module defining ``f(w)`` and ``change(v)``: w
                            "def f(w):\n    return (X @ w) * Q[-1]\ndef change(v):\n    Q.append(v)\n",
     "a dict subclass's class attribute": "class D(dict):\n    scale = 1.0\nd = D()\n"
                                          "def f(w):\n    return (X @ w) * d.scale\ndef change(v):\n    D.scale = v\n",
+    "a global a class's __init__ reads": "SCALE = 1.0\nclass Helper:\n    def __init__(self):\n        self.s = SCALE\n"
+                                         "def f(w):\n    return (X @ w) * Helper().s\n"
+                                         "def change(v):\n    global SCALE\n    SCALE = v\n",
+    "vars of a module": "import types\ncfg = types.ModuleType('cfg')\ncfg.scale = 1.0\n"
+                        "def f(w):\n    return (X @ w) * vars(cfg)['scale']\ndef change(v):\n    cfg.scale = v\n",
     "an object holding a dict that holds itself": "class NS:\n    pass\nh = NS(); h.scale = 1.0\n"
                                                   "h.d = {}; h.d['me'] = h.d\n"
                                                   "def f(w):\n    return (X @ w) * h.scale\n"

@@ -108,7 +108,8 @@ def test_ints_among_array_indices_apply_first_as_torch_s(index):
 
 
 @pytest.mark.parametrize("index", [True, False, (slice(None), True), (slice(None), False), (None, True, 1),
-                                   (Ellipsis, False), (1, True, slice(1, 3)), (True, Ellipsis, 2)])
+                                   (Ellipsis, False), (1, True, slice(1, 3)), (True, Ellipsis, 2), (True, True),
+                                   (True, slice(None), True), (True, Ellipsis, False), (slice(None), True, False)])
 def test_a_python_bool_index_is_a_new_axis_of_one_or_none_as_torch_s(index):
     a = np.arange(24.0).reshape(2, 3, 4)
     xd, xt = _pair(a, (1, 2, 3))
@@ -166,3 +167,46 @@ def test_a_median_of_all_elements_shares_its_gradient_by_the_tied_positions_as_t
     rd.backward()
     rt.backward()
     np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("index", [(1, [[0, 1], [1, 2]]), ([[0, 1], [1, 0]], 1), (1, slice(None), [0, 2]),
+                                   ("t1", slice(None), "t02"), ("t1",)])
+def test_more_mixed_indices_as_torch_s(index):
+    """An int beside a 2-d index (NumPy's points, torch's too: they sit side by side), and a 0-d
+    integer tensor read as the int it holds (torch selects with it first)."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    xd, xt = _pair(a, (1, 2, 3))
+    sub = {"t1": (dg.tensor(1), torch.tensor(1)), "t02": (dg.tensor([0, 2]), torch.tensor([0, 2]))}
+    ours = tuple(sub[i][0] if isinstance(i, str) else i for i in index)
+    theirs = tuple(sub[i][1] if isinstance(i, str) else i for i in index)
+    _same(xd[ours], xt[theirs])
+
+
+@pytest.mark.parametrize("correction", [2, 3, 4])
+@pytest.mark.parametrize("fn", ["var", "std"])
+def test_a_variance_along_a_dim_whose_correction_reaches_its_count_is_torch_s(fn, correction):
+    """Along a dim torch's formula holds (2 / (n - c), signed; 2 / 0 is inf); over all elements its
+    own rule (inf, nan where x is its mean): a review found the first version used the second for both."""
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 4.0, 4.0]])
+    xd, xt = _pair(a, (1, 2))
+    with np.errstate(all="ignore"):
+        getattr(xd, fn)(1, correction=correction).sum().backward()
+        getattr(xt, fn)(1, correction=correction).sum().backward()
+        np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+def test_a_variance_of_masked_rows_along_a_dim_keeps_its_lazy_count():
+    a = np.array([[1.0, 2.0], [-1.0, 5.0], [3.0, 0.5]])
+    xd, xt = _pair(a, (2, 2))
+    yd, yt = xd[xd.sum(1) > 0], xt[xt.sum(1) > 0]
+    yd.var(0, correction=1).sum().backward()
+    yt.var(0, correction=1).sum().backward()
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-14)
+
+
+def test_abs_s_gradient_at_nan_passes_a_nan_cotangent_on():
+    ad, at = _pair(np.array([np.nan, 1.0]), 1)
+    bd, bt = _pair(np.array([np.nan, 2.0]), 1)
+    (ad.abs() * bd).sum().backward()
+    (at.abs() * bt).sum().backward()
+    np.testing.assert_array_equal(ad.grad.numpy(), at.grad.numpy())

@@ -115,7 +115,7 @@ relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
 
 def _abs_rule(g, s):
     if s.x.dtype.kind != "c":  # (torch's sign is 0 at NaN, NumPy's NaN: the gradient there is torch's, 0)
-        return (where(s.x != s.x, 0, g * sign(s.x)),) if s.x.dtype.kind == "f" else (g * sign(s.x),)
+        return (g * where(s.x != s.x, 0, sign(s.x)),) if s.x.dtype.kind == "f" else (g * sign(s.x),)
     r = abs(s.x)  # z / |z|, 0 at 0, built from differentiable ops so double backward stays right
     return (g * where(r == 0, 0, s.x / where(r == 0, 1, r)),)
 

@@ -129,25 +129,40 @@ getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "Un
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
 
+def _as_int(i):
+    """A 0-d integer index tensor as the int it holds, as torch reads it (``x[t(1), :, t([0, 2])]``
+    selects first); its value is read, as torch's."""
+    if getattr(i, "ndim", None) == 0 and np.dtype(i.dtype).kind in "iu":
+        return int(i.compute())
+    return i
+
+
+def _side_by_side(places):
+    """Whether index places are consecutive: ints and arrays side by side land where NumPy and torch
+    both put them; apart, NumPy puts the arrays' axes first and torch applies the ints first."""
+    places = sorted(places)
+    return places == list(range(places[0], places[0] + len(places)))
+
+
 def _bool_scalars(x, items):
-    """``x[True]``, ``x[:, False]``: as torch, a new axis of length 1 (True) or 0 (False) where each is,
-    and a copy."""
+    """``x[True]``, ``x[:, False]``: as torch, the bools together one advanced index of length 1 (all
+    True) or 0: a new axis where the first is, or first of all where others come between them; a copy."""
     if any(isinstance(i, (list, np.ndarray, Tensor, da.Array)) for i in items):
         raise IndexError("indexing with a Python bool next to array indices is not supported")
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis and type(i) not in (bool, np.bool_))
-    new, axes, ax = [], [], 0
-    for i in items:
-        if type(i) in (bool, np.bool_):
-            new.append(None)
-            if not i:
-                axes.append(ax)
-            ax += 1
-        else:
-            new.append(i)
-            ax += (1 if i is None or isinstance(i, slice) else x.ndim - consumed if i is Ellipsis else 0)
-    out = getitem(x, tuple(new))
-    for a in axes:
-        out = getitem(out, (slice(None),) * a + (slice(0, 0),))
+    at = [k for k, i in enumerate(items) if type(i) in (bool, np.bool_)]
+    keep = all(items[k] for k in at)
+    if at != list(range(at[0], at[0] + len(at))):  # (not side by side: NumPy's and torch's rule puts it first)
+        at = [0]
+        items = (None,) + tuple(i for i in items if type(i) not in (bool, np.bool_))
+    else:
+        items = items[:at[0]] + (None,) + tuple(i for i in items[at[0]:] if type(i) not in (bool, np.bool_))
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    ax = 0  # the new axis's place in the result
+    for i in items[:at[0]]:
+        ax += 1 if i is None or isinstance(i, slice) else x.ndim - consumed if i is Ellipsis else 0
+    out = getitem(x, items)
+    if not keep:
+        out = getitem(out, (slice(None),) * ax + (slice(0, 0),))
     return out.clone()
 
 
@@ -162,12 +177,14 @@ def getitem(x, index):
     if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
                                        or i is None or i is Ellipsis for i in index):
         index = tuple(index)  # torch (and old NumPy) read a list holding sequences as a tuple of indices
-    index = _expand_index(tuple(raw(i) if isinstance(i, Tensor) else i
+    index = _expand_index(tuple(_as_int(raw(i)) if isinstance(i, Tensor) else i
                                 for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
     _check_bounds(index, x.shape)
     arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
     ints = [k for k, i in enumerate(index) if isinstance(i, (int, np.integer))]
-    if arrays and ints and all(not _is_mask(index[k]) or np.ndim(index[k]) == 1 for k in arrays):
+    if (arrays and ints and not _side_by_side(arrays + ints)  # (side by side: NumPy's places are torch's)
+            and all(np.ndim(index[k]) == 1 for k in arrays)  # (N-d ones: NumPy's points, as before)
+            and sum(i is not None for i in index) == x.ndim):
         # torch applies the ints first, as basic indexing, then the arrays to what is left: x[1, :, [0, 2]]
         # is x[1][:, [0, 2]], (3, 2) of a (2, 3, 4) x, where NumPy's rule puts the array's axis first (2, 3)
         basic = tuple(i if k in ints or i is None else slice(None) for k, i in enumerate(index))
@@ -495,7 +512,8 @@ def setitem(x, index, value):
     _check_bounds(meta_index, x.shape)
     arrays = [k for k, i in enumerate(meta_index) if _is_array_index(i)]
     ints = [k for k, i in enumerate(meta_index) if isinstance(i, (int, np.integer)) and type(i) not in (bool, np.bool_)]
-    if arrays and ints and all(not _is_mask(meta_index[k]) or np.ndim(meta_index[k]) == 1 for k in arrays):
+    if (arrays and ints and not _side_by_side(arrays + ints) and all(np.ndim(meta_index[k]) == 1 for k in arrays)
+            and sum(i is not None for i in meta_index) == x.ndim):
         # torch's order, as getitem's: the ints first (x[1, :, [0, 2]] = v writes x[1][:, [0, 2]])
         basic = tuple(i if k in ints else slice(None) for k, i in enumerate(meta_index) if i is not None)
         rest = tuple(i for k, i in enumerate(meta_index) if k not in ints)

@@ -166,22 +166,27 @@ def _centered(x, axes):
 
 prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
-var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: _var_rule(gx, _centered(x, axes), n - ddof),
+var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: _var_rule(gx, x, axes, n, ddof),
                    save=("x", "n"))
 
 
-def _var_rule(gx, centered, dof):
-    if dof <= 0:  # (torch's at ddof >= n, where the variance is inf or nan: inf, and nan where x is its mean)
+def _var_rule(gx, x, axes, n, ddof):
+    centered = _centered(x, axes)
+    if isinstance(n, Tensor):  # (a count of unknown chunks: no branch on it)
+        return gx * centered * (2 / (n - ddof))
+    dof = n - ddof
+    if dof <= 0 and len(axes) == x.ndim:  # torch's over all elements at ddof >= n: inf, nan where x is its mean
         return where(centered == 0, math.nan, gx * math.inf)
-    return gx * centered * (2 / dof)
+    return gx * centered * (2 / dof if dof else math.inf)  # (along some axes torch's formula: 2 / 0 is inf)
 
 
 
 # the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
 # derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: (where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof)))
-                                                    * _centered(x, axes)) if n > ddof else gx * math.nan * x,
+                   lambda gx, x, r, axes, n, ddof: gx * math.nan * x  # (torch's over all elements at ddof >= n)
+                   if not isinstance(n, Tensor) and n <= ddof and len(axes) == x.ndim else
+                   where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof))) * _centered(x, axes),
                    save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
                          save=("x", "r"), refuse="logsumexp")
