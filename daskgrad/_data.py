@@ -14,6 +14,9 @@ DEFAULT_COMPLEX = np.dtype("complex64")  # the complex dtype of that default
 
 # packages whose arrays read their values from disk or a graph only when indexed
 LAZY_PACKAGES = frozenset({"zarr", "h5py", "xarray", "netCDF4", "tiledb", "tensorstore"})
+TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "complex64": "ComplexFloat",
+                    "complex128": "ComplexDouble", "int64": "Long", "int32": "Int", "int16": "Short",
+                    "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 _KINDS = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # torch's categories: bool < integer < float < complex
 _SUPPORTED = ("float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, uint16, "
               "uint8, and bool")
@@ -66,6 +69,38 @@ def promote(a, b):
     if ka == kb or min(ka, kb) >= 2:  # same category, or float with complex (complex of the wider float)
         return np.promote_types(a, b)
     return a if ka > kb else b
+
+
+def result_type(*operands, floating=False):
+    """``torch.result_type`` of an op's operands: arrays and tensors (anything with ``dtype`` and
+    ``ndim``) and Python numbers.  Three classes, each promoted within itself: operands with
+    dimensions, 0-d ones, and numbers (a float is the default float, an int int64).  A lower class
+    counts only where it is of a higher category (float32 with a float64 0-d operand is float32, an
+    int64 tensor with 2.5 is float32); NumPy promotes every operand alike (both give float64).
+    ``floating``: a floating op's (``div``, ``exp``), whose integer or bool result is the default float."""
+    dims = zero = number = None
+    for x in operands:
+        if hasattr(x, "dtype"):
+            if x.ndim:
+                dims = promote(dims, np.dtype(x.dtype))
+            else:
+                zero = promote(zero, np.dtype(x.dtype))
+        elif x is not None:
+            number = promote(number, _scalar_dtype(x))
+    dtype = _over(dims, _over(zero, number))
+    return DEFAULT_FLOAT if floating and dtype.kind in "biu" else dtype
+
+
+def _over(higher, lower):
+    """torch's ``combine_categories``: the higher class's dtype unless the lower one's category is higher."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    kh, kl = _KINDS[higher.kind], _KINDS[lower.kind]
+    if kh == 3 or kh == 2 and kl < 3:
+        return higher
+    if kl == 3:  # a complex number with a float tensor: the complex of that float (float32 + 1j: complex64)
+        return np.result_type(higher, np.complex64) if kh == 2 else lower
+    return promote(higher, lower) if higher.kind == "b" or kl == 2 else higher
 
 
 def _scalar_dtype(x):

@@ -867,7 +867,11 @@ class Tensor:
     def _inplace(self, op, *args, **kwargs):
         self._check_inplace()
         self._check_overlap(args)
-        return self._assign(op(self, *args, **kwargs))
+        out = op(self, *args, **kwargs)
+        if not np.can_cast(out.dtype, self.dtype, "same_kind"):  # (int += 2.5: torch's result type is float32)
+            raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)} can't be cast "
+                               f"to the desired output type {_data.TORCH_TYPE_NAMES.get(str(self.dtype), self.dtype)}")
+        return self._assign(out)
 
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``."""

@@ -52,6 +52,12 @@ def sigmoid(x):
 
 
 @_rows("elementwise")
+def sign(x):
+    """torch's ``sign`` of floats: 0 at NaN (NumPy's is NaN), -1, 0 or 1 elsewhere."""
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+@_rows("elementwise")
 def softplus(x):
     """``log(1 + exp(x)) = max(x, 0) + log1p(e)`` with ``e = exp(-|x|)`` in (0, 1], never overflowing.
 

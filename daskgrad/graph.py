@@ -21,6 +21,7 @@ import warnings
 import weakref
 
 from . import _dask as door
+from ._data import result_type
 from ._modes import is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
@@ -285,7 +286,8 @@ class Primitive:
     modules' families supply it), returning them. ``elementwise``: ``impl`` is an operator or ufunc applied
     elementwise, whose abstract value and layer :mod:`daskgrad._dask` makes without a dask call.
     ``view``: a :class:`View` for torch's view ops, whose result shares its input's storage (see
-    :mod:`daskgrad.ops.views`).
+    :mod:`daskgrad.ops.views`).  ``promote``: the forward reads its operands cast to torch's result
+    type of them (``"common"``), or to a floating one (``"floating"``: ``div``, ``exp``); see :func:`promoted`.
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
@@ -293,10 +295,10 @@ class Primitive:
     """
 
     __slots__ = ("name", "torch", "rule", "impl", "args", "save", "consts", "prepare", "elementwise",
-                 "view")
+                 "view", "promote")
 
     def __init__(self, name, torch=None, *, impl=None, args=("x",), save=(), consts=(),
-                 prepare=None, elementwise=False, view=None):
+                 prepare=None, elementwise=False, view=None, promote=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
@@ -304,6 +306,7 @@ class Primitive:
         self.rule = None
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
         self.consts, self.elementwise, self.view = tuple(consts), elementwise, view
+        self.promote = promote
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -319,7 +322,10 @@ class Primitive:
         declared torch names."""
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        out = door.defer(self.impl, [recorded(x) for x in inputs], tuple(params.items()), elementwise=self.elementwise)
+        values = [recorded(x) for x in inputs]
+        if self.promote is not None:
+            values = promoted(values, floating=self.promote == "floating")
+        out = door.defer(self.impl, values, tuple(params.items()), elementwise=self.elementwise)
         needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
         for entry in self.save:
@@ -372,6 +378,31 @@ class View:
 
 def primitive(name, torch=None, **forward) -> Primitive:
     return Primitive(name, torch, **forward)
+
+
+def promoted(values, floating=False):
+    """An op's operand values (arrays and numbers) with each array cast to torch's result type of them all
+    (:func:`daskgrad._data.result_type`), where NumPy's differs: float32 with int64 is float32, an integer
+    with 2.5 the default float, an integer divided by one too.  Numbers stay numbers: NumPy keeps them weak
+    beside an array of their category or higher, as torch does.  The cast is the forward's only: the
+    node reads its operands as they are, and the engine gives each cotangent its operand's dtype, as
+    torch's nodes do (torch records no cast node either)."""
+    dtypes = {v.dtype for v in values if hasattr(v, "dtype")}
+    if len(dtypes) == 1:  # (the common case, one dtype and weak numbers: nothing to cast, no promotion to run)
+        kind = next(iter(dtypes)).kind
+        weak = _WEAK.get(kind, ()) if not floating or kind in "fc" else None
+        if weak is not None and all(type(v) in weak for v in values if v is not None and not hasattr(v, "dtype")):
+            return values
+    dtype = result_type(*values, floating=floating)
+    return [door.defer(_cast, (v,), (("dtype", dtype),)) if hasattr(v, "dtype") and v.dtype != dtype else v
+            for v in values]
+
+
+_WEAK = {"f": (bool, int, float), "c": (bool, int, float, complex), "i": (bool, int), "u": (bool, int)}
+
+
+def _cast(a, *, dtype):
+    return a.astype(dtype)
 
 
 # ------------------------------------------------------------------------ record

@@ -129,10 +129,12 @@ def test_a_number_arithmetic_reads_is_a_value_of_the_program_not_part_of_its_key
         assert y.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(y.numpy(), 1.5 - (xs * c + 0.25) / (c + 1.0) - c)
     assert len(keys) == 1 and None not in keys
-    # where NumPy's conversion is not to the array's dtype the number stays part of the key
+    # an integer tensor times a float is torch's float32 product: the tensor cast, the number a value of it
     ints = dg.from_array(np.arange(6), chunks=4)
-    assert Program.of([(ints * 0.5)._storage.value]).key != Program.of([(ints * 0.25)._storage.value]).key
-    np.testing.assert_array_equal((ints * 0.5).numpy(), np.arange(6) * 0.5)
+    assert Program.of([(ints * 0.5)._storage.value]).key == Program.of([(ints * 0.25)._storage.value]).key
+    np.testing.assert_array_equal((ints * 0.5).numpy(), np.arange(6, dtype=np.float32) * np.float32(0.5))
+    # where NumPy's conversion is not to the array's dtype the number stays part of the key
+    assert Program.of([(ints * 2)._storage.value]).key != Program.of([(ints * 3)._storage.value]).key
     assert Program.of([(x ** 0.5)._storage.value]).key != Program.of([(x ** 0.25)._storage.value]).key
 
 

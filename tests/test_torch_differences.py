@@ -60,11 +60,12 @@ def test_abs_s_gradient_at_nan_is_torch_s_zero():
 @pytest.mark.parametrize("dtype", ["int64", "int16", "int8", "uint8", "bool"])
 @pytest.mark.parametrize("fn", ["exp", "sigmoid", "erf", "tanh"])
 def test_a_floating_op_of_an_integer_tensor_says_the_dtype_its_values_have(fn, dtype):
-    """NumPy's floating result (float64 of int64; torch's default float32 is a documented difference);
-    sigmoid and erf said int64 and held float64 values."""
+    """torch's default float (NumPy's was float64 of int64: tests/test_type_promotion.py); sigmoid and erf
+    said int64 and held float64 values."""
     x = dg.tensor(np.array([1, 0]).astype(dtype))
     r = getattr(x, fn)()
-    assert r.dtype == r.numpy().dtype == np.exp(np.array([1, 0]).astype(dtype)).dtype
+    assert r.dtype == r.numpy().dtype == np.float32 == getattr(torch.tensor(np.array([1, 0]).astype(dtype)), fn)(
+        ).numpy().dtype
 
 
 @pytest.mark.parametrize("cast", [lambda t: t.long(), lambda t: t.int(), lambda t: t.bool(),
@@ -210,3 +211,11 @@ def test_abs_s_gradient_at_nan_passes_a_nan_cotangent_on():
     (ad.abs() * bd).sum().backward()
     (at.abs() * bt).sum().backward()
     np.testing.assert_array_equal(ad.grad.numpy(), at.grad.numpy())
+
+
+def test_sign_of_nan_is_torch_s_zero_and_abs_s_gradient_reads_it():
+    a = np.array([np.nan, -0.0, 0.0, 2.0, -np.inf, -3.0])
+    for dtype in (np.float64, np.float32, np.float16):
+        np.testing.assert_array_equal(dg.from_array(a.astype(dtype), chunks=4).sign().numpy(),
+                                      torch.tensor(a.astype(dtype)).sign().numpy())
+    assert dg.tensor([3, -2, 0]).sign().tolist() == [1, -1, 0]

@@ -62,8 +62,8 @@ class _BatchNorm(Module):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked += 1
-            if self.momentum is None:  # the cumulative average: a lazy 1 / count, nothing is computed
-                factor = 1.0 / self.num_batches_tracked
+            if self.momentum is None:  # the cumulative average: a lazy 1 / count, nothing is computed, in
+                factor = 1.0 / self.num_batches_tracked.double()  # float64, as torch's 1.0 / float(count)
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         tracked = not self.training or self.track_running_stats
         return _norm.batch_norm(input, self.running_mean if tracked else None,

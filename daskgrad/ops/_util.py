@@ -10,6 +10,7 @@ from dask.array.utils import meta_from_array
 from .. import _dask as door, chunk
 from ..graph import PRIMITIVES
 from .._tensor import Tensor, recorded
+from .._data import TORCH_TYPE_NAMES
 from .._modes import is_grad_enabled
 
 SCALARS = (numbers.Number,)
@@ -118,6 +119,14 @@ def raw(x):
     return x.array if isinstance(x, Tensor) else x
 
 
+def accumulates_in(x, dtype):
+    """The dtype a sum or product of ``x`` is taken in: ``dtype`` where given; torch's int64 for an unsigned
+    integer ``x`` (NumPy's is uint64; signed integers and bools are int64 in both); else None, ``x``'s own."""
+    if dtype is None and getattr(x, "dtype", None) is not None and x.dtype.kind == "u":
+        return np.dtype(np.int64)
+    return dtype
+
+
 value = recorded  # a tensor's value as an op records it (a Lazy value not built yet, or a dask array)
 
 
@@ -146,9 +155,6 @@ def refuse_complex(name, *xs):
         raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
 
 
-TORCH_TYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "complex64": "ComplexFloat",
-                     "complex128": "ComplexDouble", "int64": "Long", "int32": "Int", "int16": "Short",
-                     "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
 
 def refuse_dtype_kinds(kernel, kinds, *xs):

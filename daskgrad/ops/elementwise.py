@@ -28,17 +28,20 @@ import dask.base
 import numpy as np
 
 from .. import _dask as door, chunk
-from ..graph import primitive
+from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
+from .._data import DEFAULT_FLOAT, result_type
 from .._tensor import Tensor, require_cuda
 
 
 # ----------------------------------------------------------------- unary table
-def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=()):
+def _unary(name, node, impl, rule, save=(), complex_ok=True, methods=(), floating=True):
     """An elementwise op of one tensor as one line: its primitive, whose rule ``rule(g, s)`` reads
-    the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it."""
-    p = primitive(name, torch=node, impl=impl, save=save, elementwise=True,
+    the input ``s.x`` or the result ``s.r`` when ``save`` names it, and the public op that binds it.
+    ``floating``: an integer or bool input is read as the default float (torch's ``exp`` of int64 is
+    float32; NumPy's float64), as not for ``neg``, ``abs``, ``floor``."""
+    p = primitive(name, torch=node, impl=impl, save=save, elementwise=True, promote="floating" if floating else None,
                   prepare=functools.partial(tensor_operand, refuse=None if complex_ok else name))
     p.vjp(rule)
 
@@ -62,8 +65,9 @@ def _kernel(fn):
 
 
 def float_result(dtype):
-    """The dtype of a floating ufunc (``np.exp``) of ``dtype``: itself where floating or complex."""
-    return dtype if dtype.kind in "fc" else np.result_type(dtype, np.float16)
+    """The dtype of a floating op (torch's ``exp``) of ``dtype``: itself where floating or complex, else the
+    default float."""
+    return dtype if dtype.kind in "fc" else DEFAULT_FLOAT
 
 
 conj_p = primitive("conj", torch="ConjBackward0", impl=da.conj)
@@ -93,7 +97,8 @@ def real(x):
 
 
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
-neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), methods=("__neg__", "neg_", "neg"))
+neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), methods=("__neg__", "neg_", "neg"),
+             floating=False)
 exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), ("r",), methods=("exp_", "exp"))
 expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * conj(s.r + 1),), ("r",), methods=("expm1",))
 log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / conj(s.x),), ("x",), methods=("log_", "log"))
@@ -110,19 +115,27 @@ softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
 # relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch; relu's zeros are 0 * r, so the gradient depends on
 # the input as torch's threshold_backward does (its own gradient is 0, not missing)
 relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
-              lambda g, s: (where(s.r <= 0, 0 * s.r, g),), ("r",), complex_ok=False, methods=("relu_", "relu"))
+              lambda g, s: (where(s.r <= 0, 0 * s.r, g),), ("r",), complex_ok=False, methods=("relu_", "relu"),
+              floating=False)
 
 
 def _abs_rule(g, s):
-    if s.x.dtype.kind != "c":  # (torch's sign is 0 at NaN, NumPy's NaN: the gradient there is torch's, 0)
-        return (g * where(s.x != s.x, 0, sign(s.x)),) if s.x.dtype.kind == "f" else (g * sign(s.x),)
+    if s.x.dtype.kind != "c":  # (0 at NaN: torch's sign)
+        return (g * sign(s.x),)
     r = abs(s.x)  # z / |z|, 0 at 0, built from differentiable ops so double backward stays right
     return (g * where(r == 0, 0, s.x / where(r == 0, 1, r)),)
 
 
-abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, ("x",), methods=("__abs__", "abs_", "abs"))
+abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, ("x",), methods=("__abs__", "abs_", "abs"), floating=False)
 sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), ("r",), methods=("sqrt_", "sqrt"))
-sign = _unary("sign", "SignBackward0", da.sign, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("sign",))
+def _sign_layer(a):
+    if a.dtype.kind != "f":
+        return da.sign(a)
+    return da.map_blocks(chunk.sign, a, dtype=a.dtype, meta=a._meta)
+
+
+sign = _unary("sign", "SignBackward0", _sign_layer, lambda g, s: (zeros_like(g),), complex_ok=False,
+              methods=("sign",), floating=False)
 sinh = _unary("sinh", "SinhBackward0", da.sinh, lambda g, s: (g * conj(cosh(s.x)),), ("x",), methods=("sinh",))
 cosh = _unary("cosh", "CoshBackward0", da.cosh, lambda g, s: (g * conj(sinh(s.x)),), ("x",), methods=("cosh",))
 
@@ -134,10 +147,11 @@ def square(x):
 
 
 # ---------------------------------------------------------------- binary ops
-def _binary(name, torch, impl, save=(), refuse=None):
+def _binary(name, torch, impl, save=(), refuse=None, promote="common"):
     """A primitive of two operands that broadcast; either may be a Python number, which reaches the
-    rule as itself (``s.a``/``s.b``) when ``save`` names it."""
-    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save,
+    rule as itself (``s.a``/``s.b``) when ``save`` names it.  The forward reads them in torch's result
+    type (``promote="floating"``: a floating one, as ``div``'s), not NumPy's."""
+    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save, promote=promote,
                      elementwise=True, prepare=functools.partial(binary_operands, refuse=refuse))
 
 
@@ -164,7 +178,7 @@ def sub(a, b, *, alpha=1):
 # each operand is saved only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
 # do the same): `h = x * 1; h *= 2; h += 1` must not keep `h` and then refuse its in-place edit
 mul_p = _binary("mul", "MulBackward0", operator.mul, save=(("a", 1), ("b", 0)))
-truediv_p = _binary("truediv", "DivBackward0", operator.truediv, save=(("a", 1), "b"))
+truediv_p = _binary("truediv", "DivBackward0", operator.truediv, save=(("a", 1), "b"), promote="floating")
 
 
 @mul_p.vjp
@@ -186,7 +200,7 @@ def mul(a, b):
 
 # torch's div(rounding_mode=...): the rounded quotient, whose gradient is zero (not floor_divide's error)
 rounded_div_p = primitive("rounded_div", torch="DivBackward2", impl=lambda a, b, *, mode: _rounded_div(a, b, mode),
-                          args=("a", "b"), prepare=binary_operands)
+                          args=("a", "b"), prepare=binary_operands, promote="common")
 rounded_div_p.vjp(lambda g, s, *, mode: (zeros_like(g), zeros_like(g)))
 
 
@@ -259,7 +273,8 @@ def pow(a, b):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
-    return pow_p.bind(a, b, node=node)
+    out = pow_p.bind(a, b, node=node)
+    return astype(out, bool) if out.dtype == np.int8 and result_type(a, b).kind == "b" else out  # (NumPy's bool power)
 
 
 def _tie(g, s, strict):
@@ -300,10 +315,12 @@ def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
     torch's node has two edges, so this op records its own forward)."""
     cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: torch's dtype for them (1.0: float32)
+        y = full_like(cond, y, dtype=result_type(x, y))
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    out = door.defer(da.where, (value(cond), value(x), value(y)))
+    out = door.defer(da.where, (value(cond), *promoted([value(x), value(y)])))
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
 
@@ -325,7 +342,7 @@ def _clamp_array(a, lo, hi):
 
 
 clamp_p = primitive("clamp", torch=("ClampBackward0", "ClampBackward1"), impl=_clamp_array, args=("x", "lo", "hi"),
-                    save=("x", "lo", "hi"), prepare=_clamp_operands)
+                    save=("x", "lo", "hi"), prepare=_clamp_operands, promote="common")
 
 
 @clamp_p.vjp
@@ -368,7 +385,7 @@ def _compare(fn, name, *methods):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
         if name.startswith("bitwise_"):
             refuse_dtype_kinds(name, "fc", a, b)
-        out = Tensor._make(door.defer(fn, (value(a), value(b)), elementwise=True))
+        out = Tensor._make(door.defer(fn, promoted([value(a), value(b)]), elementwise=True))  # (in torch's type)
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
@@ -548,10 +565,11 @@ reciprocal = _unary("reciprocal", "ReciprocalBackward0", da.reciprocal, lambda g
                     ("r",), methods=("reciprocal",))
 # piecewise constant: a zero gradient everywhere, as torch's
 floor = _unary("floor", "FloorBackward0", da.floor, lambda g, s: (zeros_like(g),), complex_ok=False,
-               methods=("floor",))
-ceil = _unary("ceil", "CeilBackward0", da.ceil, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("ceil",))
+               methods=("floor",), floating=False)
+ceil = _unary("ceil", "CeilBackward0", da.ceil, lambda g, s: (zeros_like(g),), complex_ok=False, methods=("ceil",),
+              floating=False)
 trunc = _unary("trunc", "TruncBackward0", da.trunc, lambda g, s: (zeros_like(g),), complex_ok=False,
-               methods=("trunc", "fix"))
+               methods=("trunc", "fix"), floating=False)
 round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"),
                     impl=lambda a, decimals=0: da.round(a, decimals),
                     prepare=functools.partial(tensor_operand, refuse="round"))
@@ -583,13 +601,15 @@ def _remainder_rule(g, s, rounding):
     return g, -g * rounding(s.a / s.b)
 
 
-arctan2_p = _binary("arctan2", "Atan2Backward0", da.arctan2, save=("a", "b"), refuse="atan2")
+arctan2_p = _binary("arctan2", "Atan2Backward0", da.arctan2, save=("a", "b"), refuse="atan2", promote="floating")
 arctan2_p.vjp(_atan2_rule)
-hypot_p = _binary("hypot", "HypotBackward0", da.hypot, save=("a", "b", "r"), refuse="hypot")
+hypot_p = _binary("hypot", "HypotBackward0", da.hypot, save=("a", "b", "r"), refuse="hypot", promote="floating")
 hypot_p.vjp(lambda g, s: (g * s.a / s.r, g * s.b / s.r))
-logaddexp_p = _binary("logaddexp", "LogaddexpBackward0", da.logaddexp, save=("a", "b"), refuse="logaddexp")
+logaddexp_p = _binary("logaddexp", "LogaddexpBackward0", da.logaddexp, save=("a", "b"), refuse="logaddexp",
+                      promote="floating")
 logaddexp_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp(t)))
-logaddexp2_p = _binary("logaddexp2", "Logaddexp2Backward0", da.logaddexp2, save=("a", "b"), refuse="logaddexp2")
+logaddexp2_p = _binary("logaddexp2", "Logaddexp2Backward0", da.logaddexp2, save=("a", "b"), refuse="logaddexp2",
+                       promote="floating")
 logaddexp2_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp2(t)))
 fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=("a", "b"), refuse="fmod")
 fmod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: trunc(t)))
@@ -597,7 +617,8 @@ mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mo
 mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
 
 
-nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, save=("a", "b"), refuse="nextafter")
+nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, save=("a", "b"), refuse="nextafter",
+                      promote="floating")
 # torch 2.13's: the first operand's, as if the step were 0, where the operands differ (NaN included); 0 where
 # they are equal (nextafter(a, a) is a constant), and 0 for the second operand
 nextafter_p.vjp(lambda g, s: (where(s.a != s.b, g, 0), zeros_like(g)))
@@ -656,9 +677,9 @@ for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asin
 # ------------------------------------------------------------------- Bessel I0, I1
 def _bessel_impl(kernel):
     """A real Bessel kernel on the chunk, in the input's float dtype (NumPy's ``i0`` promotes float32
-    through its float64 coefficients; torch keeps float32), integers to float64 as NumPy's."""
+    through its float64 coefficients; torch keeps float32); integers arrive as the default float."""
     def impl(a):
-        dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+        dt = a.dtype
         return da.map_blocks(lambda b: kernel(b).astype(dt, copy=False), a, dtype=dt,
                              meta=a._meta.astype(dt) if hasattr(a._meta, "astype") else a._meta)
     return impl
@@ -672,10 +693,11 @@ def _bessel_operand(x):
 
 
 # torch's rules: i0' = i1; i1' = i0 - i1 / x, 1/2 at 0 (the limit)
-i0_p = primitive("i0", torch="I0Backward0", impl=_bessel_impl(np.i0), save=("x",), prepare=_bessel_operand)
+i0_p = primitive("i0", torch="I0Backward0", impl=_bessel_impl(np.i0), save=("x",), prepare=_bessel_operand,
+                 promote="floating")
 i0_p.vjp(lambda g, s: (g * special_i1(s.x),))
 i1_p = primitive("special_i1", torch="SpecialI1Backward0", impl=_bessel_impl(chunk.i1), save=("x", "r"),
-                 prepare=_bessel_operand)
+                 prepare=_bessel_operand, promote="floating")
 i1_p.vjp(lambda g, s: (g * where(s.x == 0, 0.5, i0(s.x) - s.r / where(s.x == 0, 1, s.x)),))
 
 

@@ -560,7 +560,8 @@ def _lerp(self, end, weight):
 
 def _logit(self, eps=None):
     """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given."""
-    x = self if eps is None else clip(self, eps, 1 - eps)
+    x = self if self.dtype.kind in "fc" else self.astype(_data.DEFAULT_FLOAT)  # (1 - x of uint8 would wrap)
+    x = x if eps is None else clip(x, eps, 1 - eps)
     return log(x / (1 - x))
 
 

@@ -17,7 +17,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk, return_types
 from ..graph import primitive
 from .._tensor import Tensor
-from ._util import as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
+from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, trunc, where
@@ -53,7 +53,8 @@ cumprod_p.vjp(_cumprod_rule)
 def cumprod(x, axis=None, dtype=None):
     """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
     the input holds zeros, as torch's."""
-    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    x = as_tensor(x)
+    x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
     if axis is None:
         return cumprod(ravel(x), 0)
     axis = norm_axis(axis, x.ndim)

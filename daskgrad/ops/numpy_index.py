@@ -10,10 +10,10 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .. import _tensor
-from ..graph import primitive
+from .. import _dask as door, _tensor
+from ..graph import primitive, promoted
 from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
-from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar
+from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar, value
 from .elementwise import bitwise_not, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -199,7 +199,7 @@ all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
     a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
-    out = Tensor._make(da.floor_divide(raw(a), raw(b)))
+    out = Tensor._make(door.defer(da.floor_divide, promoted([value(a), value(b)]), elementwise=True))
     return _no_derivative(out, "floor_divide", a, b)
 
 

@@ -17,9 +17,10 @@ from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
 from ..graph import RESULT, primitive
+from .._data import DEFAULT_FLOAT
 from .._tensor import Tensor
-from ._util import (as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every, tensor_operand,
-                    value)
+from ._util import (accumulates_in, as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every,
+                    tensor_operand, value)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
 from .shape import expand_dims, flip, reshape, squeeze
 
@@ -197,6 +198,7 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
 def sum(x, axis=None, keepdims=False, dtype=None):
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
     ``dim=``/``keepdim=`` are accepted too)."""
+    dtype = accumulates_in(x, dtype)
     if dtype is None:
         return _reduce(sum_p, x, axis, keepdims, _reduce_fwd, (("fn", "sum"),))
     return _reduce(sum_p, x, axis, keepdims, _sum_fwd, (("dtype", dtype),))
@@ -265,7 +267,8 @@ amin = public()(_extreme(amin_p, amin_p, "min"))
 def prod(x, axis=None, keepdims=False, dtype=None):
     """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
     ``prod`` takes one ``dim``)."""
-    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    x = as_tensor(x)
+    x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
     return _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),))
 
 
@@ -319,7 +322,11 @@ def _logsumexp_array(a, n, n_out, *, axes, keepdims):
 
 @public("logsumexp")
 def logsumexp(x, axis=None, keepdims=False):
-    """``log(sum(exp(x)))``, shifted by the max so large values stay finite."""
+    """``log(sum(exp(x)))``, shifted by the max so large values stay finite; of integers, in the default
+    float (torch's)."""
+    x = as_tensor(x)
+    if x.dtype.kind in "biu":
+        x = astype(x, DEFAULT_FLOAT)
     return _reduce(logsumexp_p, x, axis, keepdims, _logsumexp_array)
 
 
@@ -331,7 +338,8 @@ cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 def cumsum(x, axis=None, dtype=None):
     """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
     None, where torch requires ``dim``)."""
-    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    x = as_tensor(x)
+    x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
     if axis is None:
         return cumsum(reshape(x, (-1,)), 0)
     axis = norm_axis(axis, x.ndim)
