@@ -208,8 +208,7 @@ def _no_grad_at_2(u, i, c, lib):
 def test_a_step_whose_backward_alone_differs_gets_its_own_reversal(body):
     """``detach()`` or ``no_grad()`` in one step records step 0's forward program but not its
     backward: that step's reversal is its own (step 0's gave the ungated gradient, silently; a review
-    found it).  torch's numbers; where no gradient reaches the initial state torch leaves its
-    ``.grad`` None and daskgrad's is zeros."""
+    found it).  torch's numbers, and torch's ``.grad`` None where no gradient reaches the initial state."""
     import torch
 
     rng = np.random.default_rng(5)
@@ -225,11 +224,54 @@ def test_a_step_whose_backward_alone_differs_gets_its_own_reversal(body):
                 u = body(u, i, c, lib)
         loss = (u * u).sum()
         loss.backward()
-        return loss.item(), np.zeros(6) if u0.grad is None else u0.grad.numpy(), c.grad.numpy()
+        return loss.item(), None if u0.grad is None else u0.grad.numpy(), c.grad.numpy()
 
     want, got = run(torch, torch.tensor), run(dg, lambda a: dg.from_array(a, chunks=4))
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+
+
+_UNREACHED = {  # a step of a state and leaves (v, w); the components of the final state the loss reads
+    "a remade from a leaf": (lambda s, v, w: (w * 1.0, s[1] * w), (0, 1)),
+    "a detached": (lambda s, v, w: (s[0].detach() * w, s[1] * w), (0, 1)),
+    "a and v unread by the loss": (lambda s, v, w: (s[0] * v, s[1] * w), (1,)),
+    "a read through b": (lambda s, v, w: (s[0] * v, s[1] * w + s[0]), (1,)),
+    "three, the loss reads the last": (lambda s, v, w: (s[0] * v, s[1] * w, s[2] * w), (2,)),
+    "three, b reaches c late": (lambda s, v, w: (s[0] * v, s[0] + 0 * s[1], s[2] * w + s[1]), (2,)),
+}
+
+
+@pytest.mark.parametrize("snapshots", [2, 10])
+@pytest.mark.parametrize("case", sorted(_UNREACHED))
+def test_inputs_no_gradient_reaches_keep_grad_none_as_in_torch_s_unrolled_loop(case, snapshots):
+    """torch's ``.grad`` stays None for an initial state's component or a leaf that no gradient reaches
+    (daskgrad's were zeros); and two recomputations of a state whose first component every step
+    remakes from leaves (one key for all steps) no longer share one name (a cycle: a KeyError)."""
+    import torch
+
+    body, reads = _UNREACHED[case]
+    rng = np.random.default_rng(2)
+    n = 3 if case.startswith("three") else 2
+    values = [rng.standard_normal(5) * 0.5 for _ in range(n + 2)]
+
+    def run(lib, make):
+        *state0, v, w = (make(x).requires_grad_() for x in values)
+        if lib is dg:
+            state = checkpoint_steps(lambda s, i: body(s, v, w), tuple(state0), 5, snapshots=snapshots)
+        else:
+            state = tuple(state0)
+            for _ in range(5):
+                state = body(state, v, w)
+        sum((state[j] * state[j]).sum() for j in reads).backward()
+        return [None if t.grad is None else t.grad.numpy() for t in (*state0, v, w)]
+
+    want, got = run(torch, torch.tensor), run(dg, lambda x: dg.from_array(x, chunks=3))
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
 
 
 # ------------------------------------------------------------------ counts

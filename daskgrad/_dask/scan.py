@@ -344,9 +344,17 @@ class _Loop:
     def advance(self, carry, k):
         """Step ``k`` from ``carry``: its output keys."""
         tmpl = self.body(k)
-        token = tokenize(tmpl.token, k, carry[0][0], self.token)
+        token = tokenize(tmpl.token, k, _firsts(carry), self.token)
         return tmpl.instance(self.tasks, self.inputs(tmpl, k, carry, self.x(k)), token, self.token,
                              self.gate(tmpl, carry, token), self.hoist)
+
+
+def _firsts(keys):
+    """The first chunk key of each of a state's components: what names a step's or a recomputation's
+    tasks.  Every component's, not the first's alone: a component a step makes from fixed values only
+    (``w * 1.0``) has one key for every step, and two recomputations named by it alone made one gate,
+    each waiting for the other's adjoint (a cycle)."""
+    return tuple(ks[0] for ks in keys if ks)
 
 
 def _gate(tasks, keys, token):
@@ -397,7 +405,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=(), x_gr
             cur, fresh = snaps[a.index], True
             continue
         if fresh:  # a recomputation starts: it waits for the backward to have passed this point
-            token = tokenize("recompute", back.token, cur[0][0], adjoint[0][0])
+            token = tokenize("recompute", back.token, _firsts(cur), _firsts(adjoint))
             gate = _gate(tasks, adjoint + (totals or []), token)
             cur, fresh = _waiting(tasks, cur, gate, token), False
         if kind == "Advance":
@@ -406,7 +414,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=(), x_gr
             continue
         k = a.index  # a reversal of step k (the first one from the sweep's last state)
         tmpl = back.body(k)
-        token = tokenize(tmpl.token, k, cur[0][0], adjoint[0][0], back.token)
+        token = tokenize(tmpl.token, k, _firsts(cur), _firsts(adjoint), back.token)
         waited = _after_state(tasks, adjoint, cur, token)
         rows = [step_slices(tasks, dy, k, back.token) for dy in dys]
         outs = tmpl.instance(tasks, back.inputs(tmpl, k, cur, back.x(k)) + waited + rows, token, back.token,

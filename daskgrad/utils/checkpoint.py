@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import warnings
 
 import dask.array as da
@@ -496,6 +497,7 @@ class _Loop:
                     r.rev = first.rev
                 records.append(r)
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
+        self.reaches = tuple(r.reaches for r in records)  # (one per step, or step 0's for all)
         self.leaves, self.error = first.leaves, None
         known = {id(v) for v in first.leaves}
         for r in records:
@@ -573,6 +575,7 @@ class _Recorded:
                 out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
             self.n_ys = len(extra)
             self.grads_by = _grad_structure(out, carry + x) if want_grad else None
+            self.reaches = _reaches(out, carry, x) if want_grad else None
             own = {id(t) for t in carry} | {id(t) for t in x}
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
@@ -595,6 +598,57 @@ class _Recorded:
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
                              roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
+
+
+def _reaches(outs, carry, x):
+    """For each of a step's outputs, the inputs its gradient reaches: ``("c", j)`` the state's component
+    ``j``, ``("x", j)`` the step's data, ``("l", id)`` a leaf it reads (its autograd graph, walked back)."""
+    at = {id(t): ("c", j) for j, t in enumerate(carry)}
+    at.update({id(t): ("x", j) for j, t in enumerate(x)})
+    sets = {}
+    roots = [o.grad_fn if o.grad_fn is not None else graph.edge(o) for o in outs]
+    stack = [(n, False) for n in roots if n is not None]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in sets:
+            continue
+        edges = [e[0] for e in node.next_functions if e[0] is not None]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((e, False) for e in edges if id(e) not in sets)
+            continue
+        variable = getattr(node, "variable", None)
+        own = set() if variable is None else {at.get(id(variable), ("l", id(variable)))}
+        for e in edges:
+            own |= sets[id(e)]
+        sets[id(node)] = frozenset(own)
+    return tuple(frozenset() if n is None else sets[id(n)] for n in roots)
+
+
+def _reached(loop, adjoint):
+    """Which of the loop's inputs a gradient reaches from the outputs that got one (``adjoint``: None
+    where an output got none): the initial state's components, the leaves (by id) and the parts of ``xs``,
+    following each step's :func:`_reaches` back from the last step.  The others keep ``.grad`` None, as
+    an unrolled loop leaves them in torch (a component every step remakes from leaves, ``w * 1.0``)."""
+    n = loop.n
+    wanted = {j for j in range(n) if adjoint[j] is not None}
+    ys = [n + k for k in range(loop.n_ys) if adjoint[n + k] is not None]
+    leaves, xs = set(), set()
+    for i in reversed(range(loop.steps)):
+        reaches = loop.reaches[i if len(loop.reaches) > 1 else 0]
+        before = set()
+        for k in wanted.union(ys):
+            for kind, j in reaches[k]:
+                if kind == "c":
+                    before.add(j)
+                elif kind == "l":
+                    leaves.add(j)
+                else:
+                    xs.add(j)
+        if len(loop.reaches) == 1 and before == wanted:  # (every earlier step reaches the same again)
+            break
+        wanted = before
+    return wanted, leaves, xs
 
 
 def _grad_structure(outs, inputs):
@@ -648,6 +702,7 @@ class _Plan:
         self.loop, self.actions = loop, tuple(actions)
         self.n = loop.n
         self.grads = {}
+        self.anchors = []  # the zeros each _Component hands component 0 (not a gradient of the loss)
 
 
 class _Scan(Function):
@@ -670,6 +725,8 @@ class _Scan(Function):
         if loop.error is not None:
             raise RuntimeError(loop.error)
         adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n + loop.n_ys)]
+        if adjoint[0] is not None and _anchors_only(adjoint[0], plan.anchors):
+            adjoint[0] = None  # (the loss does not read component 0: its gradient is _Component's zeros)
         if all(g is None for g in adjoint):
             return (None,) * len(ctx.needs_input_grad)
         last = plan.last
@@ -683,9 +740,25 @@ class _Scan(Function):
                   ("xs_at", loop.xs_at()), ("x_grad", loop.x_grad),
                   ("fixed_at", loop.fixed_at), ("n_ys", loop.n_ys))
         outs = [Tensor._make(v) for v in door.defer_many(door.scan_revolve, loop.srcs() + tuple(adj), params, avals)]
+        states, leaves, xs = _reached(loop, adjoint)
+        reached = ([j in states for j in range(plan.n)] + [id(v) in leaves for v in loop.leaves]
+                   + [j in xs for j in range(len(loop.xs))] * loop.x_grad)
         needs = ctx.needs_input_grad
-        grads = outs[:plan.n] + outs[plan.n:]
-        return (None, *(g if needs[1 + k] else None for k, g in enumerate(grads)))
+        return (None, *(g if needs[1 + k] and reached[k] else None for k, g in enumerate(outs)))
+
+
+def _anchors_only(g, anchors):
+    """Whether the cotangent ``g`` is made of ``anchors``, the zeros each :class:`_Component` hands
+    component 0, alone: those relabelled by the engine (:func:`daskgrad._dask.relabel`) and added."""
+    ids, stack = {id(recorded(z)) for z in anchors}, [recorded(g)]
+    while stack:
+        v = stack.pop()
+        if id(v) in ids:
+            continue
+        if getattr(v, "fn", None) not in (door.relabel, operator.add):
+            return False
+        stack.extend(v.srcs)
+    return True
 
 
 class _Component(Function):
@@ -697,6 +770,7 @@ class _Component(Function):
     @staticmethod
     def forward(ctx, plan, k, anchor):
         ctx.plan, ctx.k, ctx.zero = plan, k, zeros_like(anchor)  # zeros read no values: no dependency
+        plan.anchors.append(ctx.zero)
         return plan.last[k].detach()
 
     @staticmethod
