@@ -40,7 +40,7 @@ import sys
 import dask.array as da
 import numpy as np
 
-from . import ops
+from . import _data, ops
 from ._modes import is_grad_enabled
 from ._tensor import Tensor
 from .ops._util import OPS
@@ -62,7 +62,9 @@ def _shape_only(name):
     def size(a, axis=None):
         return a.numel() if axis is None else a.shape[axis]
 
-    def result_type(*arrays_and_dtypes):
+    def result_type(*arrays_and_dtypes):  # (of tensors and numbers: the dtype their ops give, torch's)
+        if all(isinstance(x, (Tensor, int, float, complex)) for x in arrays_and_dtypes):
+            return _data.result_type(*arrays_and_dtypes)
         return np.result_type(*[x.dtype if isinstance(x, Tensor) else x for x in arrays_and_dtypes])
 
     return {"shape": lambda a: a.shape, "ndim": lambda a: a.ndim, "size": size, "result_type": result_type,

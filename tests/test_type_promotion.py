@@ -137,3 +137,10 @@ def test_where_of_two_numbers_is_torch_s_dtype():
     cond, theirs = dg.tensor([True, False]), torch.tensor([True, False])
     for a, b in ((1.0, 0.0), (1, 0), (1, 0.5), (True, False)):
         _same(dg.where(cond, a, b), torch.where(theirs, a, b))
+
+
+def test_numpy_s_result_type_of_tensors_is_the_dtype_their_ops_give():
+    a, b = dg.tensor(np.ones(3, np.float32)), dg.tensor(np.arange(3))
+    assert np.result_type(a, b) == (a + b).dtype == np.float32
+    assert np.result_type(b, 2.5) == (b * 2.5).dtype == np.float32
+    assert np.result_type(a, np.float64) == np.float64  # (a NumPy dtype among them: NumPy's answer)
