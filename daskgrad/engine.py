@@ -136,8 +136,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     found = _run(_plan(outputs, grads, inputs=inputs, retain_graph=retain_graph, create_graph=create_graph,
                        accumulate=False, lazy=lazy, allow_unused=allow_unused, batch=batch))
     result = []
-    for t in inputs:
+    for i, t in enumerate(inputs):
         g = found.get(id(t))
+        if g is None and not allow_unused:  # (reached, but every rule on the way gave None: torch's check)
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the graph. "
+                               "Set allow_unused=True if this is the desired behavior.")
         if g is None and materialize_grads:
             g = zeros_like(t.detach()).requires_grad_(create_graph)
             if batch is not None:

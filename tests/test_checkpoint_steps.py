@@ -628,3 +628,99 @@ def test_scan_without_xs_runs_length_steps_and_a_none_y_gives_none():
     np.testing.assert_array_equal(carry.numpy(), np.full(3, 32.0))
     with pytest.raises(ValueError, match="no xs and no length"):
         scan(lambda c, x: (c, None), dg.ones(3))
+
+
+def _unrolled_and_steps(body, n, values, steps, snapshots, loss, chunks=2):
+    """``loss(state)`` of ``steps`` steps of ``body(state, i, leaves)`` from ``values`` (the state's ``n``
+    components, one tensor if 1, then the leaves'), unrolled in torch and through checkpoint_steps: each
+    run's (final state, grads or None)."""
+    import torch
+
+    def run(lib, make):
+        ts = [make(v).requires_grad_() for v in values]
+        state0, leaves = tuple(ts[:n]) if n > 1 else ts[0], ts[n:]
+        step = (lambda s, i: body(s, i, *leaves))
+        if lib is dg:
+            state = checkpoint_steps(step, state0, steps, snapshots=snapshots)
+        else:
+            state = state0
+            for i in range(steps):
+                state = step(state, i)
+        loss(state).backward()
+        finals = state if isinstance(state, tuple) else (state,)
+        return ([f.detach().numpy() for f in finals], [None if t.grad is None else t.grad.numpy() for t in ts])
+
+    return run(torch, torch.tensor), run(dg, lambda v: dg.from_array(v, chunks=chunks))
+
+
+def _agree(want, got):
+    for w, g in zip(want[0], got[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    for w, g in zip(want[1], got[1]):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+_REVIEWED = {  # (body(state, i, *leaves), number of state components, loss of the final state)
+    "state made from a leaf only": (lambda s, i, w: w * 2.0, 1, lambda s: (s * s).sum()),
+    "state detached each step": (lambda s, i, w: s.detach() * w, 1, lambda s: (s * s).sum()),
+    "both components from leaves": (lambda s, i, w: (w * 2.0, w * 3.0), 2, lambda s: (s[0] * s[1]).sum()),
+    "components swapped": (lambda s, i, w: (s[1] * w, s[0] * w), 2, lambda s: (s[0] * s[0] + s[1]).sum()),
+    "swapped every other step": (lambda s, i, w: (s[0] * w, s[1] * w) if i % 2 else (s[1] * w, s[0] * 1.5), 2,
+                                 lambda s: (s[0] * s[0] + s[1]).sum()),
+    "a leaf returned as a component": (lambda s, i, w: (w, s[1] * 2.0 + s[0]), 2, lambda s: (s[1] * s[1]).sum()),
+}
+
+
+@pytest.mark.parametrize("snapshots", [1, 2, 3, 5])
+@pytest.mark.parametrize("case", sorted(_REVIEWED))
+def test_reviewed_step_shapes_are_torch_s_unrolled_loop(case, snapshots):
+    """A review's cases: a state made from leaves alone named two recomputations alike (a cycle, a
+    KeyError); two bodies reading their inputs in another order were one body (the forward gave the
+    other's values); a leaf returned as a state component got no gradient."""
+    body, n, loss = _REVIEWED[case]
+    rng = np.random.default_rng(3)
+    values = [rng.standard_normal(5) * 0.7 for _ in range(n + 1)]
+    _agree(*_unrolled_and_steps(body, n, values, 4, snapshots, loss))
+
+
+@pytest.mark.parametrize("case", ["hook", "retain_grad", "inputs", "grad_unused", "grad_allow_unused"])
+def test_a_final_component_the_loss_does_not_read_gets_nothing_as_in_torch(case):
+    """No gradient is handed to component 0 unless the loss reads it: its hooks are not called, its
+    retained grad stays None, ``backward(inputs=...)`` leaves no stale gradient for a later backward, and
+    ``grad`` of an input no gradient reaches raises torch's error (``allow_unused``: None)."""
+    import torch
+
+    rng = np.random.default_rng(4)
+    values = [rng.standard_normal(4) for _ in range(4)]
+
+    def run(lib, make):
+        a, b, v, w = (make(x).requires_grad_() for x in values)
+        body = lambda s, i: (s[0] * v, s[1] * w)  # noqa: E731
+        if lib is dg:
+            s = checkpoint_steps(body, (a, b), 4, snapshots=2)
+        else:
+            s = (a, b)
+            for i in range(4):
+                s = body(s, i)
+        calls = []
+        if case == "hook":
+            s[0].register_hook(lambda g: calls.append(1) or g * 2)
+            (s[1] ** 2).sum().backward()
+        elif case == "retain_grad":
+            s[0].retain_grad()
+            (s[1] ** 2).sum().backward()
+            return s[0].grad is None
+        elif case == "inputs":
+            (s[0] ** 2 + s[1] ** 2).sum().backward(inputs=[s[0]], retain_graph=True)
+            (s[0] ** 2).sum().backward()
+        elif case == "grad_unused":
+            with pytest.raises(RuntimeError) as e:
+                lib.autograd.grad((s[1] ** 2).sum(), [a, b])
+            return str(e.value)
+        else:
+            return [g is None for g in lib.autograd.grad(s[1].sum(), [s[0], b], allow_unused=True)]
+        return calls, [None if t.grad is None else np.round(t.grad.numpy(), 10).tolist() for t in (a, b, v, w)]
+
+    assert run(dg, lambda x: dg.from_array(x, chunks=3)) == run(torch, torch.tensor)

@@ -101,7 +101,10 @@ class Body:
         # values they are (their names), and where they are (a value of a closed client is no other's)
         held = tuple((a.name, type(next(iter(a.dask.layers[a.name].values()), None)).__name__)
                      if a.name in a.dask.layers else (a.name,) for a in self.constants)
-        self.key = None if prog.key is None else (prog.key, self.roles, held)
+        # the program's key numbers its slots by first use: which input each is, is the body's too (two
+        # steps reading (b, a) and (a, b) alike were one body, and one gave the other's values)
+        order = tuple(n for n in prog.slots if n in canonical)
+        self.key = None if prog.key is None else (prog.key, order, self.roles, held)
         self._prog = prog
 
     def __hash__(self):
@@ -350,10 +353,11 @@ class _Loop:
 
 
 def _firsts(keys):
-    """The first chunk key of each of a state's components: what names a step's or a recomputation's
-    tasks.  Every component's, not the first's alone: a component a step makes from fixed values only
-    (``w * 1.0``) has one key for every step, and two recomputations named by it alone made one gate,
-    each waiting for the other's adjoint (a cycle)."""
+    """The first chunk key of each of a state's components: what names a step's tasks.  Every
+    component's, not the first's alone: a component a step makes from fixed values only (``w * 1.0``)
+    has one key for every step.  (A recomputation is named by its place in the schedule too: a state
+    all made from fixed values is one state at every step, and two recomputations from it had one
+    gate, each waiting for the other's adjoint, a cycle.)"""
     return tuple(ks[0] for ks in keys if ks)
 
 
@@ -396,7 +400,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=(), x_gr
     snaps, cur, fresh = {}, [_chunk_keys(a) for a in inputs[:n_carry]], False
     state0 = cur
     totals, dxs = None, {}
-    for a in actions:
+    for at, a in enumerate(actions):
         kind = type(a).__name__
         if kind == "Takeshot":
             snaps[a.index] = state0 if a.index == 0 else cur
@@ -405,7 +409,7 @@ def revolve(*arrays, fwd, rev, actions, steps, n_carry, n_leaves, xs_at=(), x_gr
             cur, fresh = snaps[a.index], True
             continue
         if fresh:  # a recomputation starts: it waits for the backward to have passed this point
-            token = tokenize("recompute", back.token, _firsts(cur), _firsts(adjoint))
+            token = tokenize("recompute", back.token, at, _firsts(cur), _firsts(adjoint))
             gate = _gate(tasks, adjoint + (totals or []), token)
             cur, fresh = _waiting(tasks, cur, gate, token), False
         if kind == "Advance":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import operator
 import warnings
 
 import dask.array as da
@@ -129,12 +128,14 @@ def _first_run(run, args):
 
 
 def _leaves_read(outs, own, start, who="checkpoint: the function",
-                 fix="pass that tensor as an argument of checkpoint"):
+                 fix="pass that tensor as an argument of checkpoint", returned=False):
     """The leaves requiring grad that the graph of ``outs`` (recorded since node ``start``) reads,
-    besides the tensors ``own`` (ids); a non-leaf made before ``start`` is refused."""
+    besides the tensors ``own`` (ids); a non-leaf made before ``start`` is refused.  ``returned``: a
+    leaf among ``outs`` counts too (a time step's state component that is a leaf itself)."""
     leaves, seen = {}, set()
-    stack = [o.grad_fn for o in (outs if isinstance(outs, tuple) else (outs,))
-             if isinstance(o, Tensor) and o.grad_fn is not None]
+    stack = [o.grad_fn if o.grad_fn is not None else graph.edge(o) if returned else None
+             for o in (outs if isinstance(outs, tuple) else (outs,)) if isinstance(o, Tensor)]
+    stack = [n for n in stack if n is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -422,8 +423,8 @@ def _run(step, states, steps, snapshots, xs, single, ys):
     else:
         plan = _Plan(loop, revolve.schedule(steps, snapshots))
         inputs = (*states, *loop.leaves) + (loop.xs if loop.x_grad else ())
-        first = _Scan.apply(plan, *inputs)
-        out = _Outs((first,) + tuple(_Component.apply(plan, k, first) for k in range(1, plan.n + loop.n_ys)))
+        token = _Scan.apply(plan, *inputs)
+        out = _Outs(_Component.apply(plan, k, token) for k in range(plan.n + loop.n_ys))
     out.ys_structure = loop.ys_structure
     return out
 
@@ -577,7 +578,7 @@ class _Recorded:
             self.grads_by = _grad_structure(out, carry + x) if want_grad else None
             self.reaches = _reaches(out, carry, x) if want_grad else None
             own = {id(t) for t in carry} | {id(t) for t in x}
-            self.read_leaves = _leaves_read(out, own, start, *_STEP_READS) if want_grad else []
+            self.read_leaves = _leaves_read(out, own, start, *_STEP_READS, returned=True) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
             adj = tuple(Tensor._make(door.alias(recorded(o))) for o in out)
             want_grad = want_grad and reverse
@@ -702,31 +703,30 @@ class _Plan:
         self.loop, self.actions = loop, tuple(actions)
         self.n = loop.n
         self.grads = {}
-        self.anchors = []  # the zeros each _Component hands component 0 (not a gradient of the loss)
 
 
 class _Scan(Function):
-    """The time loop as one node: its output is the final state's first component (the others come
-    through ``_Component``).  Inputs: the plan, the initial state, the leaves step reads, ``xs`` if
-    it requires grad."""
+    """The time loop as one node.  Its output is a token, a 0-d zero no user sees: each output (the final
+    state's components, the stacked per-step outputs) comes through a ``_Component`` of it, whose
+    backward hands the gradient over in the plan, so only the outputs the loss reads send one (a node
+    with several outputs would pack them into one flat array, copying a whole state).  Inputs: the plan,
+    the initial state, the leaves step reads, ``xs`` if it requires grad."""
 
     @staticmethod
     def forward(ctx, plan, *inputs):
         ctx.plan = plan
         plan.last = plan.loop.forward_tensors()
         plan.grads = {}
-        return plan.last[0]
+        return _tensor.zeros((), dtype=plan.last[0].dtype, device=plan.last[0].device)
 
     @staticmethod
-    def backward(ctx, *adjoint):
+    def backward(ctx, _token):
         if is_grad_enabled():
             raise RuntimeError("checkpoint_steps: a double backward (create_graph=True) through it is not supported")
         plan, loop = ctx.plan, ctx.plan.loop
         if loop.error is not None:
             raise RuntimeError(loop.error)
-        adjoint = list(adjoint) + [plan.grads.pop(k, None) for k in range(1, plan.n + loop.n_ys)]
-        if adjoint[0] is not None and _anchors_only(adjoint[0], plan.anchors):
-            adjoint[0] = None  # (the loss does not read component 0: its gradient is _Component's zeros)
+        adjoint = [plan.grads.pop(k, None) for k in range(plan.n + loop.n_ys)]
         if all(g is None for g in adjoint):
             return (None,) * len(ctx.needs_input_grad)
         last = plan.last
@@ -747,30 +747,13 @@ class _Scan(Function):
         return (None, *(g if needs[1 + k] and reached[k] else None for k, g in enumerate(outs)))
 
 
-def _anchors_only(g, anchors):
-    """Whether the cotangent ``g`` is made of ``anchors``, the zeros each :class:`_Component` hands
-    component 0, alone: those relabelled by the engine (:func:`daskgrad._dask.relabel`) and added."""
-    ids, stack = {id(recorded(z)) for z in anchors}, [recorded(g)]
-    while stack:
-        v = stack.pop()
-        if id(v) in ids:
-            continue
-        if getattr(v, "fn", None) not in (door.relabel, operator.add):
-            return False
-        stack.extend(v.srcs)
-    return True
-
-
 class _Component(Function):
-    """Component ``k`` of a tuple state out of ``_Scan`` (whose node has one output, component 0:
-    a node with several outputs would pack them into one flat array, copying a whole state).
-    Its backward hands the gradient to ``_Scan``'s through the plan, and zeros to component 0,
-    so that ``_Scan``'s backward runs after it even where component 0 gets no gradient."""
+    """Output ``k`` of the loop out of ``_Scan``'s token: its backward hands the gradient to ``_Scan``'s
+    through the plan, and a zero to the token, so that ``_Scan``'s backward runs after it."""
 
     @staticmethod
-    def forward(ctx, plan, k, anchor):
-        ctx.plan, ctx.k, ctx.zero = plan, k, zeros_like(anchor)  # zeros read no values: no dependency
-        plan.anchors.append(ctx.zero)
+    def forward(ctx, plan, k, token):
+        ctx.plan, ctx.k, ctx.zero = plan, k, zeros_like(token)  # zeros read no values: no dependency
         return plan.last[k].detach()
 
     @staticmethod
