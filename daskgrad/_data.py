@@ -91,6 +91,14 @@ def result_type(*operands, floating=False):
     return DEFAULT_FLOAT if floating and dtype.kind in "biu" else dtype
 
 
+def can_cast(src, dst):
+    """torch's ``can_cast``, what an in-place op or ``out=`` may write: not complex into a real dtype, a
+    float into an integer, nor anything but a bool into a bool (NumPy's ``same_kind`` refuses int64 into
+    uint8 as well, which torch writes, wrapping)."""
+    ks, kd = _KINDS[np.dtype(src).kind], _KINDS[np.dtype(dst).kind]
+    return not (ks == 3 and kd < 3 or ks == 2 and kd < 2 or ks >= 1 and kd == 0)
+
+
 def _over(higher, lower):
     """torch's ``combine_categories``: the higher class's dtype unless the lower one's category is higher."""
     if higher is None or lower is None:

@@ -868,7 +868,7 @@ class Tensor:
         self._check_inplace()
         self._check_overlap(args)
         out = op(self, *args, **kwargs)
-        if not np.can_cast(out.dtype, self.dtype, "same_kind"):  # (int += 2.5: torch's result type is float32)
+        if not _data.can_cast(out.dtype, self.dtype):  # (int += 2.5: torch's result type is float32)
             raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)} can't be cast "
                                f"to the desired output type {_data.TORCH_TYPE_NAMES.get(str(self.dtype), self.dtype)}")
         return self._assign(out)

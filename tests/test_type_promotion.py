@@ -144,3 +144,51 @@ def test_numpy_s_result_type_of_tensors_is_the_dtype_their_ops_give():
     assert np.result_type(a, b) == (a + b).dtype == np.float32
     assert np.result_type(b, 2.5) == (b * 2.5).dtype == np.float32
     assert np.result_type(a, np.float64) == np.float64  # (a NumPy dtype among them: NumPy's answer)
+
+
+def _both(fn):
+    """``fn(lib)`` for daskgrad and torch: (daskgrad's, torch's)."""
+    return fn(dg), fn(torch)
+
+
+@pytest.mark.parametrize("case", ["cat", "stack", "masked_fill", "masked_fill_bool", "nansum", "mse_loss", "copysign",
+                                  "copysign_tensor", "xlogy", "xlogy_half", "ldexp", "ldexp_float"])
+def test_ops_beyond_the_binary_table_give_torch_s_dtype_and_values(case):
+    """A second review's cases: joins, masked_fill (self's dtype: a float number is truncated into an
+    integer tensor), nansum of integers, mse_loss with an integer target, and the composites copysign,
+    xlogy and ldexp (torch's floating result type)."""
+    ints, f32 = np.array([0, 1, 2]), np.array([1.5, -2.0, 0.0], np.float32)
+
+    def make(lib):
+        i, f = lib.tensor(ints), lib.tensor(f32)
+        mask = lib.tensor([False, True, True])
+        nn_f = dg.nn.functional if lib is dg else torch.nn.functional
+        return {"cat": lambda: lib.cat([i, f]), "stack": lambda: lib.stack([i, f]),
+                "masked_fill": lambda: i.masked_fill(mask, 0.5),
+                "masked_fill_bool": lambda: lib.tensor([True, False, True]).masked_fill(mask, 5),
+                "nansum": lambda: i.nansum(), "mse_loss": lambda: nn_f.mse_loss(f, i),
+                "copysign": lambda: i.copysign(-1.0),
+                "copysign_tensor": lambda: f.copysign(lib.tensor(np.array([-1.0, 1.0, -0.0]))),
+                "xlogy": lambda: i.xlogy(2.5), "xlogy_half": lambda: lib.tensor(f32.astype(np.float16)).xlogy(i),
+                "ldexp": lambda: lib.ldexp(i, i), "ldexp_float": lambda: lib.ldexp(f, i)}[case]()
+
+    ours, theirs = _both(make)
+    with np.errstate(all="ignore"):
+        _same(ours, theirs)
+
+
+def test_in_place_writes_what_torch_s_can_cast_allows():
+    """torch writes a signed integer result into uint8 (wrapping), NumPy's same_kind refused it; a float
+    result into an integer, or anything but a bool into a bool, is refused with torch's words."""
+    for lib in (dg, torch):
+        u = lib.tensor(np.array([3, 0, 4], np.uint8))
+        u += lib.tensor(np.array([1, 1, 1], np.int16))
+        assert u.tolist() == [4, 1, 5] and str(u.dtype).endswith("uint8")
+    for op in (lambda b: b.add_(1), lambda b: b.mul_(2.5)):
+        with pytest.raises(RuntimeError) as theirs:
+            op(torch.tensor([True, False]))
+        with pytest.raises(RuntimeError) as ours:
+            op(dg.tensor([True, False]))
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int64_t without overflow"):
+        dg.tensor([1, 2]).masked_fill(dg.tensor([True, False]), float("-inf"))

@@ -12,6 +12,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from .._data import result_type
 from .._tensor import Tensor, check_size
 from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array
 from . import elementwise as ew
@@ -377,8 +378,12 @@ public(name="degrees")(rad2deg)
 
 @public("copysign")
 def copysign(a, b):
-    """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's)."""
+    """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
+    floating result type of the two."""
     b = as_tensor(b) if not isinstance(b, numbers.Number) else b
+    a = as_tensor(a)
+    if (dtype := result_type(a, b, floating=True)) != a.dtype:
+        a = ew.astype(a, dtype)
     negative = signbit(b) if isinstance(b, Tensor) else math.copysign(1.0, b) < 0
     return where(negative, -abs(a), abs(a)) if isinstance(b, Tensor) else (-abs(a) if negative else abs(a))
 
@@ -454,6 +459,8 @@ def nansum(x, axis=None, keepdims=False):
     """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
     a zero gradient."""
     x = as_tensor(x)
+    if x.dtype.kind not in "fc":  # (no NaN to skip: the integer sum, int64 as torch's)
+        return sum(x, axis=axis, keepdims=keepdims)
     return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-
 from .. import _state
+from .._data import can_cast
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage
 from ._util import TORCH_TYPE_NAMES
@@ -59,7 +58,7 @@ def write_out(name, out, result, inputs=()):
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
                            "but one of the arguments requires grad.")
-    if not np.can_cast(result.dtype, out.dtype, "same_kind"):
+    if not can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"result type {TORCH_TYPE_NAMES.get(str(result.dtype), result.dtype)} can't be cast to "
                            f"the desired output type {TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)}")
     out._check_overlap([t for x in inputs for t in (x if isinstance(x, (list, tuple)) else (x,))])

@@ -78,10 +78,10 @@ def _scale(g, reduction, n):
     return g / n if reduction == "mean" else g
 
 
-def _loss(name, torch, pointwise, args, save):
+def _loss(name, torch, pointwise, args, save, promote=None):
     """A loss's table entry: ``pointwise(*operands)`` reduced as ``reduction`` says (a mean divides by
     ``n``); a Python number target reaches the rule as itself."""
-    return primitive(name, torch=torch, args=args, save=save,
+    return primitive(name, torch=torch, args=args, save=save, promote=promote,
                      impl=lambda *operands, reduction, n: _reduce(pointwise(*operands), reduction, n))
 
 
@@ -173,7 +173,8 @@ def _squared_error(a, t):
     return diff * diff
 
 
-mse_loss_p = _loss("mse_loss", "MseLossBackward0", _squared_error, args=("input", "target"), save=("input", "target"))
+mse_loss_p = _loss("mse_loss", "MseLossBackward0", _squared_error, args=("input", "target"), save=("input", "target"),
+                   promote="common")  # (float32 input, int64 target: float32, torch's)
 
 
 @mse_loss_p.vjp

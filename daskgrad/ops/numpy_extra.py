@@ -16,6 +16,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk, return_types
 from ..graph import primitive
+from .._data import result_type
 from .._tensor import Tensor
 from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
@@ -561,10 +562,14 @@ def nanmedian(x, axis=None, keepdims=False):
 
 @public("ldexp")
 def ldexp(x1, x2):
-    """``x1 * 2**x2``, differentiable as torch's."""
-    x2 = tensor_or_scalar(x2)
-    return x1 * (exp2(astype(x2, np.float64) if isinstance(x2, Tensor) and x2.dtype.kind in "iub" else x2)
-                 if isinstance(x2, Tensor) else 2.0 ** x2)
+    """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two."""
+    x1, x2 = as_tensor(x1), tensor_or_scalar(x2)
+    dtype = result_type(x1, x2, floating=True)
+    x1 = x1 if x1.dtype == dtype else astype(x1, dtype)
+    if not isinstance(x2, Tensor):
+        return x1 * 2.0 ** x2
+    real = np.finfo(dtype).dtype  # (2 ** x2 in the real dtype of a complex result)
+    return x1 * exp2(x2 if x2.dtype == real else astype(x2, real))
 
 
 @public("frexp")

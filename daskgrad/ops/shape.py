@@ -425,11 +425,12 @@ def _getitem(x, index):
     return getitem(x, index)
 
 
-concatenate_p = primitive("concatenate", torch="CatBackward0",
+concatenate_p = primitive("concatenate", torch="CatBackward0", promote="common",  # (torch's dtype: cat's)
                           impl=lambda *arrays, axis, bounds: da.concatenate(list(arrays), axis=axis))
 concatenate_p.vjp(lambda g, s, *, axis, bounds: tuple(_getitem(g, (slice(None),) * axis + (slice(lo, hi),))
                                                       for lo, hi in zip(bounds[:-1], bounds[1:])))
-stack_p = primitive("stack", torch="StackBackward0", impl=lambda *arrays, axis, n: da.stack(list(arrays), axis=axis))
+stack_p = primitive("stack", torch="StackBackward0", impl=lambda *arrays, axis, n: da.stack(list(arrays), axis=axis),
+                    promote="common")
 stack_p.vjp(lambda g, s, *, axis, n: tuple(_getitem(g, (slice(None),) * axis + (i,)) for i in range(n)))
 
 
