@@ -427,8 +427,14 @@ class Tensor:
     def addcdiv(self, tensor1, tensor2, *, value=1):
         """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``.
         """
+    def addcdiv_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addcdiv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def addcmul(self, tensor1, tensor2, *, value=1):
         """torch's ``addcmul``: ``self + value * tensor1 * tensor2``.
+        """
+    def addcmul_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addcmul`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``.
@@ -444,6 +450,10 @@ class Tensor:
         """
     def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
+        """
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """torch's ``allclose``: a Python bool, whether ``|self - other| <= atol + rtol * |other|`` everywhere
+        (broadcast; one dtype, as torch requires).  A bool is a value: this computes the comparison now.
         """
     def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """torch's ``amax``: the largest values over ``dim`` (None or ``()``: every dim), the gradient shared by ties.
@@ -636,8 +646,14 @@ class Tensor:
     def clamp_max(self, max):
         """torch's ``clamp_max``: ``clamp(max=max)``.
         """
+    def clamp_max_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.clamp_max`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def clamp_min(self, min):
         """torch's ``clamp_min``: ``clamp(min=min)``.
+        """
+    def clamp_min_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.clamp_min`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def clip(self, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
         """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on
@@ -664,7 +680,8 @@ class Tensor:
         """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all.
         """
     def copysign(self, b) -> Tensor:
-        """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's).
+        """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
+        floating result type of the two.
         """
     def corrcoef(self, rowvar=True):
         """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
@@ -689,8 +706,18 @@ class Tensor:
     def cpu(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
+    def cross(self, other, dim=None):
+        """torch's ``cross``: the cross product of the 3-vectors along ``dim`` (None: the first dim of
+        ``self`` of length 3, with torch's deprecation warning), the other dims broadcast.
+        """
     def cuda(self) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
+        """
+    def cummax(self, dim):
+        """torch's ``cummax(dim)``: the named tuple ``(values, indices)`` of the running maximum along ``dim`` and where it sits (the last place of equal values; NaN propagates, at its own place, as torch's); the gradient goes to those places.  The indices are two running scans, chunk by chunk; the values a gather along ``dim`` (that dim in one chunk).
+        """
+    def cummin(self, dim):
+        """torch's ``cummin(dim)``: the named tuple ``(values, indices)`` of the running minimum along ``dim`` and where it sits (the last place of equal values; NaN propagates, at its own place, as torch's); the gradient goes to those places.  The indices are two running scans, chunk by chunk; the values a gather along ``dim`` (that dim in one chunk).
         """
     def cumprod(self, axis=None, dtype=None, *, dim=...) -> Tensor:
         """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
@@ -774,11 +801,26 @@ class Tensor:
         """
     @property
     def dtype(self) -> np.dtype: ...
+    def element_size(self):
+        """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
+        """
     def eq(self, b):
         """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
         """
+    def equal(self, other):
+        """torch's ``equal``: a Python bool, True for one shape and equal elements (NaN is not equal to
+        itself); False for different shapes without computing.  A bool is a value: this computes now.
+        """
     def erf(self) -> Tensor:
         """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``.
+        """
+    def erfc(self):
+        """torch's ``erfc``: ``1 - erf(x)`` computed without the cancellation (SciPy's kernel on NumPy
+        chunks, cupyx's on cupy ones; else a continued fraction beyond 3, exact in relative terms, and
+        ``1 - erf`` below); the gradient ``-2/sqrt(pi) exp(-x^2)``.
+        """
+    def erfc_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.erfc`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def exp(self) -> Tensor:
         """Elementwise ``exp``; gradient node ``ExpBackward0``.
@@ -858,7 +900,8 @@ class Tensor:
         """
     def gather(self, dim, index):
         """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
-        ``self`` on the other dims (read from their start), not broadcast.
+        ``self`` on the other dims (read from their start), not broadcast; out of range, torch's error (a
+        lazy index's from its tasks).
         """
     def ge(self, b):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
@@ -890,6 +933,14 @@ class Tensor:
     def half(self, memory_format=None):
         """``to(float16)``, differentiable where that dtype is.
         """
+    def heaviside(self, values):
+        """torch's ``heaviside``: 0 where ``self < 0``, ``values`` where it is 0, 1 where it is greater (a NaN
+        gives 0, as torch's); one dtype, broadcast.  As torch's, not differentiable: the result of inputs
+        that require grad requires grad and backward raises.
+        """
+    def heaviside_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.heaviside`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def hsplit(self, indices_or_sections):
         """torch's ``hsplit``: NumPy's, as a tuple.
         """
@@ -902,6 +953,29 @@ class Tensor:
         """
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
+        """
+    def index_add(self, dim, index, source, *, alpha=1):
+        """torch's ``index_add``: ``self`` with ``alpha * source``'s slices along ``dim`` added at the 1-d
+        ``index`` (repeats add up); the gradient to ``source`` is ``alpha`` times the cotangent's slices at
+        ``index``.  Cost: as ``scatter_add`` of ``index`` broadcast to ``source``'s shape.
+        """
+    def index_add_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_add`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def index_copy(self, dim, index, source):
+        """torch's ``index_copy``: ``self`` with ``source``'s slices along ``dim`` written at the 1-d int64
+        ``index`` (a repeat: the last wins, torch's CPU kernel's; torch leaves it undefined); the gradient
+        to ``self`` is zero at the copied slices, to ``source`` the cotangent's slices there.
+        """
+    def index_copy_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_copy`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def index_fill(self, dim, index, value):
+        """torch's ``index_fill``: ``self`` with the slices along ``dim`` at the 1-d int64 ``index`` (negative
+        ones count from the end) set to ``value``, a number or a 0-d tensor (which gets their gradient).
+        """
+    def index_fill_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_fill`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def index_select(self, dim, index):
         """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
@@ -916,6 +990,9 @@ class Tensor:
     def inverse(self):
         """torch's ``linalg.inv`` of (batches of) square matrices, each in one chunk.
         """
+    def is_complex(self):
+        """torch's ``is_complex``: whether the dtype is a complex one.
+        """
     def is_contiguous(self, memory_format=None) -> bool:
         """torch's answer: False for a view whose elements are not in C order over its base's
         memory (``x.T``, ``x[:, :2]``, ``x.expand(...)``); an op's result is contiguous here.
@@ -924,6 +1001,9 @@ class Tensor:
     def is_cuda(self) -> bool:
         """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``).
         """
+    def is_floating_point(self):
+        """torch's ``is_floating_point``: whether the dtype is a real floating one (float16/32/64).
+        """
     def is_inference(self) -> bool:
         """Whether this tensor was made under :class:`daskgrad.inference_mode`.
         """
@@ -931,6 +1011,9 @@ class Tensor:
     def is_leaf(self) -> bool:
         """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
         made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
+        """
+    def is_signed(self):
+        """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
         """
     def isclose(*self, **kwargs):
         """NumPy's ``isclose`` (not differentiable).
@@ -964,13 +1047,16 @@ class Tensor:
         """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
         """
     def ldexp(self, x2) -> Tensor:
-        """``x1 * 2**x2``, differentiable as torch's.
+        """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
         """
     def le(self, b):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def lerp(self, end, weight):
         """torch's ``lerp``: ``self + weight * (end - self)``.
+        """
+    def lerp_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.lerp`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def less(self, b):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
@@ -1002,6 +1088,11 @@ class Tensor:
         """
     def logaddexp2(self, b) -> Tensor:
         """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
+        """
+    def logcumsumexp(self, dim):
+        """torch's ``logcumsumexp``: ``log(cumsum(exp(x)))`` along ``dim``, as a running ``logaddexp`` (stable
+        for any magnitude; chunk by chunk, each chunk's last value carried to the next, as dask's cumsum);
+        torch's stable gradient.  Real floating tensors (complex ones are not implemented here).
         """
     def logdet(self):
         """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one.
@@ -1045,6 +1136,19 @@ class Tensor:
     def masked_fill(self, mask, value):
         """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
         ``mask`` is True.
+        """
+    def masked_fill_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.masked_fill`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def masked_scatter(self, mask, source):
+        """torch's ``masked_scatter``: ``self`` (broadcast with the boolean ``mask``) with the True places
+        taking ``source``'s elements in order (row-major); the gradient to ``source`` is the cotangent at
+        the True places, in order, zero beyond.  Cost: a running count of the mask, chunk by chunk, and a
+        gather from ``source`` flattened into one chunk; too few elements in ``source`` raise torch's error
+        from the tasks.
+        """
+    def masked_scatter_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.masked_scatter`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def masked_select(self, mask):
         """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor.
@@ -1152,6 +1256,9 @@ class Tensor:
         """
     def negative(self):
         """Elementwise ``neg``; gradient node ``NegBackward0``.
+        """
+    def nelement(self):
+        """torch's ``nelement``: ``numel()``, the number of elements.
         """
     def new_empty(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
         """torch's ``new_empty``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
@@ -1263,6 +1370,14 @@ class Tensor:
     def remainder(self, b) -> Tensor:
         """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
         """
+    def renorm(self, p, dim, maxnorm):
+        """torch's ``renorm``: each slice along ``dim`` whose ``p``-norm (over the other dims) exceeds
+        ``maxnorm`` scaled to norm ``maxnorm`` (by ``maxnorm / (norm + 1e-7)``, torch's factor); the
+        gradient goes through the norm too, as torch's.
+        """
+    def renorm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.renorm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def repeat(self, *sizes):
         """torch's ``repeat``: the tensor tiled ``sizes`` times (NumPy's ``tile``; ``daskgrad.repeat`` is NumPy's
         element-wise repeat, torch's ``repeat_interleave``).
@@ -1322,6 +1437,24 @@ class Tensor:
         """
     def rsqrt(self):
         """torch's ``rsqrt``: ``1 / sqrt(x)``.
+        """
+    def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+        """torch's ``scatter``: ``self`` with ``src[i][j]`` written at ``[index[i][j]][j]`` (for ``dim`` 0), or
+        the number ``value``; ``index`` no larger than ``self`` off ``dim`` nor than ``src``.  Where ``index``
+        repeats a place torch leaves the result undefined; here the last along ``dim`` wins (torch's CPU
+        kernel's).  Gradients are torch's: ``self``'s zero where written, ``src``'s a gather.  ``reduce='add'``
+        adds instead, not differentiable (as torch's).  Cost: one task per chunk of ``index`` (``dim`` whole
+        in it), a lazy index checked in range inside its tasks.
+        """
+    def scatter_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.scatter`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def scatter_add(self, dim, index, src):
+        """torch's ``scatter_add``: ``self`` with ``src[i][j]`` added at ``[index[i][j]][j]`` (for ``dim`` 0),
+        repeats adding up; the gradient to ``src`` is a gather of the cotangent.  Cost as ``scatter``'s.
+        """
+    def scatter_add_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.scatter_add`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def select(self, dim, index):
         """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
@@ -1494,8 +1627,14 @@ class Tensor:
     def tril(self, k=0) -> Tensor:
         """NumPy's ``tril`` of the last two axes (``k`` the diagonal); gradient node ``TrilBackward0``.
         """
+    def tril_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.tril`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def triu(self, k=0) -> Tensor:
         """NumPy's ``triu`` of the last two axes (``k`` the diagonal); gradient node ``TriuBackward0``.
+        """
+    def triu_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.triu`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def true_divide(self, b, *, rounding_mode=None):
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
@@ -1545,7 +1684,8 @@ class Tensor:
         """torch's ``x.where(condition, other)``: ``where(condition, x, other)``.
         """
     def xlogy(self, other):
-        """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN).
+        """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
+        result type of the two (a number ``other`` weak, as in torch).
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.

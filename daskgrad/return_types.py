@@ -21,7 +21,8 @@ def _result(name, fields):
 
 max, min, median, nanmedian, sort, topk, kthvalue = (
     _result(name, ["values", "indices"]) for name in ("max", "min", "median", "nanmedian", "sort", "topk", "kthvalue"))
+cummax, cummin = (_result(name, ["values", "indices"]) for name in ("cummax", "cummin"))
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 
-__all__ = ["aminmax", "frexp", "kthvalue", "max", "median", "min", "nanmedian", "sort", "topk"]
+__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "nanmedian", "sort", "topk"]

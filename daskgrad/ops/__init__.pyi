@@ -1014,7 +1014,8 @@ def degrees(x) -> Tensor:
     """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
     """
 def copysign(a, b) -> Tensor:
-    """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's).
+    """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
+    floating result type of the two.
     """
 def sinc(x) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
@@ -1187,7 +1188,7 @@ def nanmedian(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     torch's ``nanmedian`` returns the lower one).
     """
 def ldexp(x1, x2) -> Tensor:
-    """``x1 * 2**x2``, differentiable as torch's.
+    """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
     """
 def frexp(x) -> Tensor:
     """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is

@@ -13,24 +13,30 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 """
 from __future__ import annotations
 
+import math
 import numbers
+import warnings
 
+import dask.array as da
 import numpy as np
 
-from .. import _data, return_types
+from .. import _dask as door, _data, return_types
 from ..graph import primitive
 from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
-from ._util import as_tensor, norm_axes, norm_axis
-from .composite import array_split, corrcoef, cov, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile, vsplit
-from .elementwise import (abs, astype, clip, clone, conj, log, maximum, minimum, reciprocal, sign, sqrt, to_device,
-                          trunc, where, zeros_like)
+from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
+                    value)
+from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
+                        vsplit)
+from .elementwise import (abs, astype, clip, clone, conj, exp, float_result, log, maximum, minimum, ones_like,
+                          reciprocal, sign, sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
+from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
-from .numpy_extra import take, take_along_axis, values_at
-from .numpy_index import argwhere, count_nonzero, nonzero
-from .products import matmul, mm, outer
+from .numpy_extra import gather_p, scatter_add_p, take, take_along_axis, values_at
+from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
+from .products import matmul, mm, outer, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
-from .shape import broadcast_to, flip, permuted, reshape, squeeze, swapaxes
+from .shape import broadcast_to, flip, pad, permuted, rechunk, reshape, squeeze, swapaxes
 from .spectral import matrix_exp
 
 
@@ -365,6 +371,9 @@ def _type_as(self, other):
     return astype(self, other.dtype)
 
 
+_C_TYPES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}  # (torch.s)
+
+
 def _masked_fill(self, mask, value):
     """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
     ``mask`` is True."""
@@ -373,7 +382,11 @@ def _masked_fill(self, mask, value):
                            f"{value.ndim} dimension(s).")
     if isinstance(value, Tensor) and value.dtype != self.dtype:
         value = astype(value, self.dtype)
-    return where(mask, value, self)
+    if isinstance(value, float) and not math.isfinite(value) and self.dtype.kind in "iu":
+        raise RuntimeError(f"value cannot be converted to type {_C_TYPES.get(self.dtype.name, self.dtype.name)} "
+                           "without overflow")
+    out = where(mask, value, self)  # (a number of a higher category: written in self's dtype, as torch's)
+    return out if out.dtype == self.dtype else astype(out, self.dtype)
 
 
 def _masked_select(self, mask):
@@ -386,7 +399,9 @@ def _masked_select(self, mask):
 
 def _gather(self, dim, index):
     """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
-    ``self`` on the other dims (read from their start), not broadcast."""
+    ``self`` on the other dims (read from their start), not broadcast; out of range, torch's error (a
+    lazy index's from its tasks)."""
+    host = np.asarray(index) if isinstance(index, np.ndarray) else None
     index = as_tensor(index)
     dim = norm_axis(dim, self.ndim)
     if 0 in index.shape:  # torch checks nothing more of an empty index: an empty result of its shape
@@ -400,6 +415,9 @@ def _gather(self, dim, index):
             raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be no "
                                f"larger than self {list(self.shape)} apart from dimension {dim}")
     x = getitem(x, tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(idx.shape)))
+    n = x.shape[dim]
+    idx = _in_range(idx, None if host is None else host.reshape(idx.shape), n, RuntimeError,
+                    f"index {{}} is out of bounds for dimension {dim} with size {n}")
     out = take_along_axis(x, idx, dim)
     return out if out.shape == index.shape else reshape(out, index.shape)
 
@@ -566,9 +584,14 @@ def _logit(self, eps=None):
 
 
 def _xlogy(self, other):
-    """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN)."""
-    other = as_tensor(other)
-    return where((self == 0) & ~isnan(other), 0, self * log(other))
+    """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
+    result type of the two (a number ``other`` weak, as in torch)."""
+    other = tensor_or_scalar(other)
+    dtype = _data.result_type(self, other, floating=True)
+    x = self if self.dtype == dtype else astype(self, dtype)
+    y = (constant_like(np.array(other, dtype), value(x)._meta) if not isinstance(other, Tensor) else
+         other if other.dtype == dtype else astype(other, dtype))
+    return where((x == 0) & ~isnan(y), 0, x * log(y))
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
@@ -661,6 +684,575 @@ def _sgn(self):
     return where(r == 0, 0, self / where(r == 0, 1, r))
 
 
+# ------------------------------------------------------- what a tensor is (torch's predicates)
+def _type_name(dtype):
+    return _data.TORCH_TYPE_NAMES.get(str(dtype), str(dtype))
+
+
+def _is_floating_point(self):
+    """torch's ``is_floating_point``: whether the dtype is a real floating one (float16/32/64)."""
+    return self.dtype.kind == "f"
+
+
+def _is_complex(self):
+    """torch's ``is_complex``: whether the dtype is a complex one."""
+    return self.dtype.kind == "c"
+
+
+def _is_signed(self):
+    """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers)."""
+    return self.dtype.kind in "ifc"
+
+
+def _nelement(self):
+    """torch's ``nelement``: ``numel()``, the number of elements."""
+    return self.numel()
+
+
+def _element_size(self):
+    """torch's ``element_size``: the bytes of one element (8 for float64 and complex64)."""
+    return self.dtype.itemsize
+
+
+def _tensor_arg(x, name, arg, position):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument '{arg}' (position {position}) must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch's ``allclose``: a Python bool, whether ``|self - other| <= atol + rtol * |other|`` everywhere
+    (broadcast; one dtype, as torch requires).  A bool is a value: this computes the comparison now."""
+    other = _tensor_arg(other, "allclose", "other", 1)
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"{_type_name(self.dtype)} did not match {_type_name(other.dtype)}")
+    check_broadcast(self.shape, other.shape)
+    return bool(isclose(self.detach(), other.detach(), rtol=rtol, atol=atol, equal_nan=equal_nan).all())
+
+
+def _equal(self, other):
+    """torch's ``equal``: a Python bool, True for one shape and equal elements (NaN is not equal to
+    itself); False for different shapes without computing.  A bool is a value: this computes now."""
+    other = _tensor_arg(other, "equal", "other", 1)
+    if tuple(self.shape) != tuple(other.shape):
+        return False
+    return bool((self.detach() == other.detach()).all())
+
+
+# ------------------------------------------------------------------ elementwise
+def _heaviside(self, values):
+    """torch's ``heaviside``: 0 where ``self < 0``, ``values`` where it is 0, 1 where it is greater (a NaN
+    gives 0, as torch's); one dtype, broadcast.  As torch's, not differentiable: the result of inputs
+    that require grad requires grad and backward raises."""
+    values = _tensor_arg(values, "heaviside", "values", 1)
+    if self.dtype.kind == "c" or values.dtype.kind == "c":
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
+    if self.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    check_broadcast(self.shape, values.shape)
+    x = self.detach()
+    out = where(x == 0, values.detach(), astype(x > 0, x.dtype))
+    return _no_derivative(out, "heaviside", self, values)
+
+
+def _erfc_ufuncs(x):
+    """erfc from ufuncs alone: the continued fraction for x >= 3 (full relative precision far into the
+    tail), ``1 - erf`` below (relative error up to about 3e-11 near x = 3, where erfc is 2e-5)."""
+    big = np.maximum(x, 3.0)
+    frac = big
+    for k in range(60, 0, -1):  # erfc x = e^{-x^2}/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+        frac = big + (k / 2) / frac
+    tail = np.exp(-big * big) / (math.sqrt(math.pi) * frac)
+    return np.where(x < 3.0, 1 - _erf_ufuncs(x), tail).astype(x.dtype, copy=False)
+
+
+def _erfc_block(x):
+    mod = type(x).__module__.split(".")[0]
+    try:
+        if mod == "cupy":
+            from cupyx.scipy.special import erfc as fast
+            return fast(x)
+        if type(x) is np.ndarray:
+            from scipy.special import erfc as fast
+            return fast(x)
+    except ImportError:
+        pass
+    return _erfc_ufuncs(x)
+
+
+def _erfc_as(block, dtype):
+    """erfc of an integer or half block in ``dtype`` (the kernels compute half in a wider type)."""
+    return _erfc_block(block.astype(dtype)).astype(dtype, copy=False)
+
+
+def _erfc_layer(a):
+    dtype = float_result(a.dtype)
+    if dtype == a.dtype and dtype != np.float16:
+        return da.map_blocks(_erfc_block, a, dtype=dtype, meta=a._meta)
+    return da.map_blocks(_erfc_as, a, dtype, dtype=dtype, meta=a._meta.astype(dtype))
+
+
+_erfc_p = primitive("erfc", torch="ErfcBackward0", impl=_erfc_layer, save=("x",), prepare=tensor_operand)
+_erfc_p.vjp(lambda g, s: (g * (-_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
+
+
+def _erfc(self):
+    """torch's ``erfc``: ``1 - erf(x)`` computed without the cancellation (SciPy's kernel on NumPy
+    chunks, cupyx's on cupy ones; else a continued fraction beyond 3, exact in relative terms, and
+    ``1 - erf`` below); the gradient ``-2/sqrt(pi) exp(-x^2)``."""
+    if self.dtype.kind == "c":
+        raise NotImplementedError(f"\"erfc_vml_cpu\" not implemented for '{_type_name(self.dtype)}'")
+    return _erfc_p.bind(self)
+
+
+def _cross(self, other, dim=None):
+    """torch's ``cross``: the cross product of the 3-vectors along ``dim`` (None: the first dim of
+    ``self`` of length 3, with torch's deprecation warning), the other dims broadcast."""
+    other = _tensor_arg(other, "cross", "other", 1)
+    if dim is None:
+        dim = next((d for d, n in enumerate(self.shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                      "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+    if self.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {_type_name(self.dtype)} but found {_type_name(other.dtype)}")
+    dim = norm_axis(dim, self.ndim)
+    if self.shape[dim] != 3 or other.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.shape[dim]} and "
+                           f"{other.shape[dim]}")
+    check_broadcast(self.shape, other.shape)
+    return cross(self, other, axis=dim)
+
+
+def _renorm(self, p, dim, maxnorm):
+    """torch's ``renorm``: each slice along ``dim`` whose ``p``-norm (over the other dims) exceeds
+    ``maxnorm`` scaled to norm ``maxnorm`` (by ``maxnorm / (norm + 1e-7)``, torch's factor); the
+    gradient goes through the norm too, as torch's."""
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    if self.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {self.ndim} dimensions")
+    if self.dtype.kind not in "fc":
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_type_name(self.dtype)}")
+    dim = norm_axis(dim, self.ndim)
+    norm = vector_norm(self, p, tuple(d for d in range(self.ndim) if d != dim), keepdims=True)
+    return self * where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0)
+
+
+def _triangle(fn, name):
+    def method(self, diagonal=0, *, k=None):
+        return fn(self, diagonal if k is None else k)
+    method.__doc__ = (f"torch's ``{name}(diagonal=0)``: the {'upper' if name == 'triu' else 'lower'} triangle of "
+                      f"the last two dims (NumPy's ``k=`` taken too).")
+    return method
+
+
+# ---------------------------------------------------------------- running scans
+def _logaddexp_accumulate(a, axis, dtype=None):
+    with np.errstate(invalid="ignore"):  # (a NaN, as torch's, without NumPy's warning)
+        return np.logaddexp.accumulate(a, axis=axis)
+
+
+def _logaddexp_quiet(a, b):
+    with np.errstate(invalid="ignore"):
+        return np.logaddexp(a, b)
+
+
+def _logcumsumexp_array(a, *, axis):
+    return da.reductions.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
+
+
+_logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=_logcumsumexp_array,
+                            save=("x", "r"))
+
+
+@_logcumsumexp_p.vjp
+def _logcumsumexp_rule(g, s, *, axis):
+    """torch's (TensorFlow's) stable rule: the cotangent's positive and negative parts in log space,
+    each through a reversed logcumsumexp, so no ``exp`` overflows (-inf for the other part's places,
+    where torch's has the lowest float, whose sums would overflow)."""
+    log_over_r = log(where(g == 0, 1, abs(g))) - s.r
+
+    def reversed_scan(t):
+        return flip(_logcumsumexp_p.bind(flip(t, axis), axis=axis), axis)
+    positive = reversed_scan(where(g > 0, log_over_r, -np.inf)) + s.x
+    negative = reversed_scan(where(g < 0, log_over_r, -np.inf)) + s.x
+    return (exp(positive) - exp(negative),)
+
+
+def _logcumsumexp(self, dim):
+    """torch's ``logcumsumexp``: ``log(cumsum(exp(x)))`` along ``dim``, as a running ``logaddexp`` (stable
+    for any magnitude; chunk by chunk, each chunk's last value carried to the next, as dask's cumsum);
+    torch's stable gradient.  Real floating tensors (complex ones are not implemented here)."""
+    x = as_tensor(self)
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{_type_name(x.dtype)}'")
+    axis = norm_axis(dim, x.ndim)
+    if x.ndim == 0:
+        return reshape(_logcumsumexp_p.bind(reshape(x, (1,)), axis=0), ())
+    return _logcumsumexp_p.bind(x, axis=axis)
+
+
+def _running_index_array(a, *, axis, largest):
+    """Where each running extreme along ``axis`` sits: the last index of it (ties and NaN: torch's rule,
+    a new equal value or NaN takes the place), as two chunk-by-chunk running scans."""
+    ufunc = np.maximum if largest else np.minimum
+    kind = a.dtype.kind
+    ident = (not largest) if kind == "b" else (np.iinfo(a.dtype).min if largest else np.iinfo(a.dtype).max) \
+        if kind in "iu" else (-np.inf if largest else np.inf)
+    running = da.reductions.cumreduction(ufunc.accumulate, ufunc, ident, a, axis, dtype=a.dtype)
+    taken = (a == running) | (a != a)
+    shape = tuple(n if k == axis else 1 for k, n in enumerate(a.shape))
+    place = da.arange(a.shape[axis], chunks=(a.chunks[axis],), dtype=np.int64, like=a._meta).reshape(shape)
+    return da.reductions.cumreduction(np.maximum.accumulate, np.maximum, 0, da.where(taken, place, 0), axis,
+                                      dtype=np.int64)
+
+
+def _running_extreme(name, largest):
+    result = getattr(return_types, name)
+
+    def method(self, dim):
+        x = as_tensor(self)
+        if x.dtype.kind == "c":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(x.dtype)}'")
+        axis = norm_axis(dim, x.ndim)
+        if x.ndim == 0:
+            return _scalar_result(x, result)
+        if not x.shape[axis]:
+            return result(clone(x), zeros_like(x, dtype=np.int64))
+        idx = Tensor._make(door.defer(_running_index_array, (value(x),), (("axis", axis), ("largest", largest))))
+        return result(take_along_axis(x, idx, axis), idx)
+    method.__doc__ = (f"torch's ``{name}(dim)``: the named tuple ``(values, indices)`` of the running "
+                      f"{'maximum' if largest else 'minimum'} along ``dim`` and where it sits (the last place of "
+                      f"equal values; NaN propagates, at its own place, as torch's); the gradient goes to those "
+                      f"places.  The indices are two running scans, chunk by chunk; the values a gather along "
+                      f"``dim`` (that dim in one chunk).")
+    return method
+
+
+# ------------------------------------------------- writes at indices: scatter, index_add, ...
+def _index_arg(index, device):
+    """``index`` as a tensor, and its host values (None when it is a lazy tensor, read by no one here)."""
+    if isinstance(index, Tensor):
+        return index, None
+    host = np.asarray(index)
+    return tensor(host, device=device), host
+
+
+def _checked_index_block(idx, *, n, low, error, text):
+    bad = (idx < low) | (idx >= n)
+    if bad.any():
+        raise error(text.format(int(idx[bad][0])))
+    return idx
+
+
+def _checked_index_array(a, *, n, low, error, text):
+    return a.map_blocks(_checked_index_block, n=n, low=low, error=error, text=text, dtype=a.dtype, meta=a._meta)
+
+
+def _in_range(idx, host, n, error, text, low=0):
+    """``idx`` whose values must lie in ``[low, n)``, else ``error(text.format(value))``: host values are
+    checked now, a lazy tensor's inside the tasks that read it (before any value comes back)."""
+    if host is not None:
+        bad = host[(host < low) | (host >= n)]
+        if bad.size:
+            raise error(text.format(int(bad.reshape(-1)[0])))
+        return idx
+    params = (("n", n), ("low", low), ("error", error), ("text", text))
+    return Tensor._make(door.defer(_checked_index_array, (value(idx),), params))
+
+
+def _set_block(src, idx, axis, n):
+    """Zeros with ``src`` written at ``idx`` along ``axis`` (repeats: the last along ``axis`` wins)."""
+    shape = src.shape[:axis] + (n,) + src.shape[axis + 1:]
+    grid = [np.arange(m, like=src).reshape((1,) * d + (m,) + (1,) * (idx.ndim - d - 1))
+            for d, m in enumerate(idx.shape)]
+    grid[axis] = idx % n
+    out = np.zeros_like(src, shape=shape)
+    out[tuple(grid)] = src
+    return out
+
+
+def _set_array(src, idx, *, axis, n):
+    chunks = tuple((n,) if k == axis else c for k, c in enumerate(src.chunks))
+    return da.map_blocks(_set_block, src, idx, axis=axis, n=n, dtype=src.dtype, meta=src._meta, chunks=chunks)
+
+
+def _whole_along(g, idx, axis):
+    """``g`` chunked as ``idx`` but whole along ``axis``: what the gather of the rule takes."""
+    chunks = tuple((g.shape[axis],) if k == axis else c for k, c in enumerate(idx.chunks))
+    return g if g.chunks == chunks else rechunk(g, chunks)
+
+
+# scatter's write (ScatterBackward0): ``src`` put at ``idx`` along an axis, into zeros; the rule is a gather
+_set_p = primitive("set_along_axis", torch="ScatterBackward0", impl=_set_array, args=("src", "idx"), save=("idx",),
+                   consts=("idx",))
+_set_p.vjp(lambda g, s, *, axis, n: (gather_p.bind(_whole_along(g, s.idx, axis), s.idx, axis=axis, n=n),))
+
+
+def _put(src, idx, dim, n, add, shape, chunks):
+    """``src`` (read where ``idx`` reaches) written (``add``: added) at ``idx`` along ``dim`` into zeros
+    of ``shape`` in ``chunks``: one task per chunk of ``idx`` (``dim`` whole in it), a NumPy write."""
+    if src.shape != idx.shape:
+        src = getitem(src, tuple(slice(0, m) for m in idx.shape))
+    if len(src.chunks[dim]) > 1:
+        src = rechunk(src, tuple(c if k != dim else (src.shape[dim],) for k, c in enumerate(src.chunks)))
+    if idx.chunks != src.chunks:
+        idx = rechunk(idx, src.chunks)
+    out = (scatter_add_p if add else _set_p).bind(src, idx, axis=dim, n=n)
+    if out.shape != tuple(shape):
+        out = pad(out, [(0, a - b) for a, b in zip(shape, out.shape)])
+    return out if out.chunks == chunks else rechunk(out, chunks)
+
+
+def _one_d(x):
+    return reshape(x, (1,)) if x.ndim == 0 else x
+
+
+def _scatter_operands(self, dim, index, src):
+    """torch's checks of ``scatter``/``scatter_add``: ``(x, idx, src, dim)`` with 0-d tensors read as 1-d,
+    ``idx`` checked in range; ``idx`` None for an empty index (nothing is written)."""
+    idx, host = _index_arg(index, self.device)
+    if idx.dtype not in (np.int32, np.int64):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if src is not None and src.dtype != self.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    dim = norm_axis(dim, self.ndim)
+    if not idx.numel():
+        return self, None, src, dim
+    if idx.ndim != self.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if src is not None and 0 < src.ndim < idx.ndim:  # (torch reads src's size at each of the index's dims)
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-src.ndim}, {src.ndim - 1}], but got "
+                         f"{src.ndim})")
+    if any(m > n for d, (m, n) in enumerate(zip(idx.shape, self.shape)) if d != dim) or (
+            src is not None and src.ndim and any(m > n for m, n in zip(idx.shape, src.shape))):
+        raise RuntimeError(f"Expected index {list(idx.shape)} to be no larger than self {list(self.shape)} apart "
+                           f"from dimension {dim}" + ("" if src is None else
+                                                      f" and to be no larger size than src {list(src.shape)}"))
+    if src is not None and src.ndim != idx.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    x, idx, src = _one_d(self), _one_d(idx), None if src is None else _one_d(src)
+    host = None if host is None else host.reshape(idx.shape)
+    n = x.shape[dim]
+    idx = _in_range(idx, host, n, RuntimeError, f"index {{}} is out of bounds for dimension {dim} with size {n}")
+    return x, idx, src, dim
+
+
+def _mask_at(idx, dim, x):
+    """Where ``idx`` writes into ``x`` (a boolean tensor of ``x``'s shape and chunks)."""
+    return _put(ones_like(idx, dtype=np.bool_), idx, dim, x.shape[dim], False, x.shape, x.chunks)
+
+
+def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    """torch's ``scatter``: ``self`` with ``src[i][j]`` written at ``[index[i][j]][j]`` (for ``dim`` 0), or
+    the number ``value``; ``index`` no larger than ``self`` off ``dim`` nor than ``src``.  Where ``index``
+    repeats a place torch leaves the result undefined; here the last along ``dim`` wins (torch's CPU
+    kernel's).  Gradients are torch's: ``self``'s zero where written, ``src``'s a gather.  ``reduce='add'``
+    adds instead, not differentiable (as torch's).  Cost: one task per chunk of ``index`` (``dim`` whole
+    in it), a lazy index checked in range inside its tasks."""
+    if src is None and value is None:
+        raise TypeError("scatter() missing 1 required positional argument: 'src' or 'value'")
+    third = src if src is not None else value
+    src, value = (third, None) if isinstance(third, Tensor) else (None, third)
+    if reduce is not None:
+        if reduce not in ("add", "multiply"):
+            raise RuntimeError("reduce argument must be either add or multiply.")
+        if reduce == "multiply":
+            raise NotImplementedError("scatter(reduce='multiply') is not implemented in daskgrad")
+        if src is None:
+            idx = _index_arg(index, self.device)[0]
+            src = full(idx.shape, value, dtype=self.dtype, device=self.device)
+        out = _scatter_add(self.detach(), dim, index, src.detach())
+        return _no_derivative(out, "scatter", self, src)
+    x, idx, src, dim = _scatter_operands(self, dim, index, src)
+    if idx is None:
+        return clone(self)
+    mask = _mask_at(idx, dim, x)
+    new = self.dtype.type(value) if src is None else _put(src, idx, dim, x.shape[dim], False, x.shape, x.chunks)
+    out = where(mask, new, x)
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
+def _scatter_add(self, dim, index, src):
+    """torch's ``scatter_add``: ``self`` with ``src[i][j]`` added at ``[index[i][j]][j]`` (for ``dim`` 0),
+    repeats adding up; the gradient to ``src`` is a gather of the cotangent.  Cost as ``scatter``'s."""
+    src = _tensor_arg(src, "scatter_add", "src", 3)
+    x, idx, src, dim = _scatter_operands(self, dim, index, src)
+    if idx is None:
+        return clone(self)
+    out = x + _put(src, idx, dim, x.shape[dim], True, x.shape, x.chunks)
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
+def _vector_index(name, self, dim, idx, host, source=None):
+    """``(x, idx, source, dim, host)`` of the ``index_*`` ops: 0-d tensors read as 1-d, ``idx`` 1-d."""
+    dim = norm_axis(dim, self.ndim)
+    x = _one_d(self)
+    if idx.ndim > 1:
+        text = {"index_add": f"index_add_(): Index is supposed to be a vector, but got dim: {idx.ndim} with type: "
+                             f"{_type_name(idx.dtype)} and size: {list(idx.shape)}",
+                "index_copy": f"index_copy_(): Index should have dimension 1 or 0 (got {idx.ndim})",
+                "index_fill": "Index has to be a vector/scalar"}[name]
+        raise (RuntimeError if name == "index_fill" else IndexError)(text)
+    idx = _one_d(idx)
+    host = None if host is None else host.reshape(-1)
+    if source is not None:
+        source = _one_d(source)
+        k, m = idx.shape[0], source.shape[dim] if source.ndim > dim else 1
+        if k != m:
+            raise (RuntimeError if name == "index_add" else IndexError)(
+                f"{name}_(): Number of indices ({k}) should be equal to source.size(dim)"
+                + (f": ({m}), for dim: {dim}" if name == "index_add" else f" ({m})"))
+    return x, idx, source, dim, host
+
+
+def _along(idx, dim, ndim, shape):
+    """The 1-d ``idx`` along ``dim`` of ``ndim`` dims, broadcast to ``shape``."""
+    return broadcast_to(reshape(idx, (1,) * dim + (-1,) + (1,) * (ndim - dim - 1)), shape)
+
+
+def _same_slices(name, x, source, dim):
+    off = [(d, a, b) for d, (a, b) in enumerate(zip(x.shape, source.shape)) if d != dim and a != b]
+    if x.ndim != source.ndim or off:
+        if name == "index_add":
+            raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                               f"Got self.shape = {list(x.shape)} source.shape = {list(source.shape)}")
+        d, a, b = off[0] if off else (0, x.ndim, source.ndim)
+        d = d - (d > dim)
+        raise RuntimeError("index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+                           f"shape: {a} at dimension {d} and source slice shape: {b} at dimension {d}.")
+
+
+def _index_add(self, dim, index, source, *, alpha=1):
+    """torch's ``index_add``: ``self`` with ``alpha * source``'s slices along ``dim`` added at the 1-d
+    ``index`` (repeats add up); the gradient to ``source`` is ``alpha`` times the cotangent's slices at
+    ``index``.  Cost: as ``scatter_add`` of ``index`` broadcast to ``source``'s shape."""
+    source = _tensor_arg(source, "index_add", "source", 3)
+    idx, host = _index_arg(index, self.device)
+    if idx.dtype not in (np.int32, np.int64):
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {_type_name(idx.dtype)}")
+    x, idx, source, dim, host = _vector_index("index_add", self, dim, idx, host, source)
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"index_add_(): self ({_type_name(x.dtype)}) and source ({_type_name(source.dtype)}) must "
+                           "have the same scalar type")
+    _same_slices("index_add", x, source, dim)
+    n = x.shape[dim]
+    idx = _in_range(idx, host, n, RuntimeError, f"index {{}} is out of bounds for dimension {dim} with size {n}")
+    if not idx.shape[0]:
+        return clone(self)
+    added = _put(source if alpha == 1 else source * alpha, _along(idx, dim, x.ndim, source.shape), dim, n, True,
+                 x.shape, x.chunks)
+    out = x + added
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
+def _index_mask(idx, dim, x):
+    """Where the 1-d ``idx`` writes along ``dim`` of ``x``: a boolean tensor that broadcasts to ``x``."""
+    n = x.shape[dim]
+    mask = _put(ones_like(idx, dtype=np.bool_), idx, 0, n, False, (n,), (x.chunks[dim],))
+    return reshape(mask, (1,) * dim + (n,) + (1,) * (x.ndim - dim - 1))
+
+
+def _index_copy(self, dim, index, source):
+    """torch's ``index_copy``: ``self`` with ``source``'s slices along ``dim`` written at the 1-d int64
+    ``index`` (a repeat: the last wins, torch's CPU kernel's; torch leaves it undefined); the gradient
+    to ``self`` is zero at the copied slices, to ``source`` the cotangent's slices there."""
+    source = _tensor_arg(source, "index_copy", "source", 3)
+    idx, host = _index_arg(index, self.device)
+    if idx.dtype != np.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {_type_name(idx.dtype)}")
+    x, idx, source, dim, host = _vector_index("index_copy", self, dim, idx, host, source)
+    if source.dtype != x.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{_type_name(x.dtype)} and (source) {_type_name(source.dtype)}")
+    _same_slices("index_copy", x, source, dim)
+    n = x.shape[dim]
+    idx = _in_range(idx, host, n, IndexError, f"index_copy_(): index {{}} is out of bounds for dimension {dim} with "
+                                              f"size {n}")
+    if not idx.shape[0]:
+        return clone(self)
+    new = _put(source, _along(idx, dim, x.ndim, source.shape), dim, n, False, x.shape, x.chunks)
+    out = where(_index_mask(idx, dim, x), new, x)
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
+def _index_fill(self, dim, index, value):
+    """torch's ``index_fill``: ``self`` with the slices along ``dim`` at the 1-d int64 ``index`` (negative
+    ones count from the end) set to ``value``, a number or a 0-d tensor (which gets their gradient)."""
+    idx, host = _index_arg(index, self.device)
+    if idx.dtype != np.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    x, idx, _, dim, host = _vector_index("index_fill", self, dim, idx, host)
+    n = x.shape[dim]
+    idx = _in_range(idx, host, n, IndexError, f"index {{}} is out of bounds for dimension {dim} with size {n}", -n)
+    if not idx.shape[0]:
+        return clone(self)
+    value = (value if value.dtype == x.dtype else astype(value, x.dtype)) if isinstance(value, Tensor) \
+        else x.dtype.type(value)
+    out = where(_index_mask(idx, dim, x), value, x)
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
+def _masked_position_block(m, pos, *, n):
+    if (m & (pos >= n)).any():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    return np.where(m, pos, 0)
+
+
+def _masked_positions_array(m, *, n):
+    """For a 1-d boolean mask, each True place's position in the source (how many Trues precede it), 0
+    at the other places; a position past the source's ``n`` elements raises torch's error in its task."""
+    pos = da.cumsum(m.astype(np.int64), axis=0) - 1
+    return da.map_blocks(_masked_position_block, m, pos, n=n, dtype=np.int64, meta=pos._meta)
+
+
+def _masked_scatter(self, mask, source):
+    """torch's ``masked_scatter``: ``self`` (broadcast with the boolean ``mask``) with the True places
+    taking ``source``'s elements in order (row-major); the gradient to ``source`` is the cotangent at
+    the True places, in order, zero beyond.  Cost: a running count of the mask, chunk by chunk, and a
+    gather from ``source`` flattened into one chunk; too few elements in ``source`` raise torch's error
+    from the tasks."""
+    source = _tensor_arg(source, "masked_scatter", "source", 2)
+    mask = as_tensor(mask)
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{_type_name(mask.dtype)}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{_type_name(self.dtype)} and {_type_name(source.dtype)}")
+    check_broadcast(self.shape, mask.shape)
+    shape = np.broadcast_shapes(self.shape, mask.shape)
+    x = self if self.shape == shape else broadcast_to(self, shape)
+    m = mask if mask.shape == shape else broadcast_to(mask, shape)
+    flat = reshape(m, (-1,))
+    pos = Tensor._make(door.defer(_masked_positions_array, (value(flat),), (("n", source.numel()),)))
+    src = reshape(source, (-1,)) if source.numel() else zeros(1, dtype=self.dtype, device=self.device)
+    return where(m, reshape(take_along_axis(src, pos, 0), shape), x)
+
+
+def _in_place(fn, name, copy=False):
+    """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
+    so it reads a copy of it (torch saves the original ``self`` of an in-place op, which the write leaves)."""
+    def method(self, *args, **kwargs):
+        return self._inplace(lambda x, *a, **k: fn(clone(x), *a, **k), *args, **kwargs) if copy else \
+            self._inplace(fn, *args, **kwargs)
+    method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: the result is written into this tensor, "
+                      "which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and "
+                      "the version counter goes up.")
+    return method
+
+
 METHODS = {
     "sum": _sum, "mean": _mean, "nansum": _nansum, "nanmean": _nanmean, "amax": _amax, "amin": _amin,
     "count_nonzero": _count_nonzero, "var": _variance(var), "std": _variance(std),
@@ -694,7 +1286,19 @@ METHODS = {
     "matrix_power": matrix_power, "matrix_exp": matrix_exp, "det": det, "logdet": _logdet, "slogdet": slogdet,
     "inverse": inv, "pinverse": _pinverse, "dist": _dist,
     "nonzero": _nonzero, "argwhere": _argwhere, "sgn": _sgn,
+    "is_floating_point": _is_floating_point, "is_complex": _is_complex, "is_signed": _is_signed,
+    "nelement": _nelement, "element_size": _element_size, "allclose": _allclose, "equal": _equal,
+    "heaviside": _heaviside, "erfc": _erfc, "cross": _cross, "renorm": _renorm,
+    "triu": _triangle(triu, "triu"), "tril": _triangle(tril, "tril"), "logcumsumexp": _logcumsumexp,
+    "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
+    "scatter": _scatter, "scatter_add": _scatter_add, "index_add": _index_add, "index_copy": _index_copy,
+    "index_fill": _index_fill, "masked_scatter": _masked_scatter,
 }
+# torch's in-place forms of the methods above: the method's result written into the tensor
+METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
+    "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
+    "scatter", "scatter_add", "index_add", "index_copy", "index_fill", "masked_scatter")})
+METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
 # torch's methods that are an op as it is (torch's name -> the op's)
 ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
            "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
