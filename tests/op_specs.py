@@ -253,6 +253,11 @@ SPECS = (
     OpSpec("astype_roundtrip", lambda a: dg.astype(dg.astype(a, "float32"), "float64") * 0 + a, [M], -2, 2),
     OpSpec("rechunk", lambda a: dg.rechunk(a, (2, 4)), [M], -2, 2),
     OpSpec("erf", dg.erf, [M], -2.5, 2.5),
+    OpSpec("erfc", lambda a: a.erfc(), [M], -2.5, 2.5),
+    OpSpec("logcumsumexp", lambda a: a.logcumsumexp(1), [M], -2, 2),
+    # (a permutation of each row: scatter's written places are distinct, so its value is defined)
+    OpSpec("scatter", lambda a, s: a.scatter(1, same_device(dg.tensor(np.array([[3, 0, 2, 1]] * 6)), a), s),
+           [M, M], -2, 2),
     OpSpec("gelu", lambda a: dg.nn.functional.gelu(a), [M], -3, 3),
     OpSpec("gelu_tanh", lambda a: dg.nn.functional.gelu(a, approximate="tanh"), [M], -3, 3),
     OpSpec("layer_norm", lambda a, w: dg.nn.functional.layer_norm(a, 4, w[0], w[1]), [M, M], -2, 2),

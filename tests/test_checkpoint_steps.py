@@ -639,7 +639,9 @@ def _unrolled_and_steps(body, n, values, steps, snapshots, loss, chunks=2):
     def run(lib, make):
         ts = [make(v).requires_grad_() for v in values]
         state0, leaves = tuple(ts[:n]) if n > 1 else ts[0], ts[n:]
-        step = (lambda s, i: body(s, i, *leaves))
+
+        def step(s, i):
+            return body(s, i, *leaves)
         if lib is dg:
             state = checkpoint_steps(step, state0, steps, snapshots=snapshots)
         else:

@@ -219,3 +219,23 @@ def test_sign_of_nan_is_torch_s_zero_and_abs_s_gradient_reads_it():
         np.testing.assert_array_equal(dg.from_array(a.astype(dtype), chunks=4).sign().numpy(),
                                       torch.tensor(a.astype(dtype)).sign().numpy())
     assert dg.tensor([3, -2, 0]).sign().tolist() == [1, -1, 0]
+
+
+@pytest.mark.parametrize("call", ["mean()", "mean(0)", "nanmean()", "var()", "std(0)", "var(correction=0)"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "uint8"])
+def test_a_mean_or_variance_method_of_integers_raises_torch_s_error(call, dtype):
+    """torch's methods refuse integer and bool inputs (NumPy's module functions compute float64, and so do
+    daskgrad's: ``daskgrad.mean(x)``)."""
+    a = np.array([1, 0, 1]).astype(dtype)
+    with pytest.raises(RuntimeError) as theirs:
+        eval(f"x.{call}", {"x": torch.tensor(a)})
+    with pytest.raises(RuntimeError) as ours:
+        eval(f"x.{call}", {"x": dg.tensor(a)})
+    assert str(ours.value) == str(theirs.value)
+    assert dg.mean(dg.tensor(a)).dtype == np.mean(a).dtype
+
+
+def test_add_and_sub_scale_a_number_by_alpha():
+    for lib in (dg, torch):
+        x = lib.tensor([1.0, 2.0])
+        assert x.add(2, alpha=2).tolist() == [5.0, 6.0] and x.sub(1, alpha=3).tolist() == [-2.0, -1.0]

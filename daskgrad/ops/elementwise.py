@@ -161,17 +161,22 @@ sub_p = _binary("sub", ("SubBackward0", "RsubBackward1"), operator.sub)
 sub_p.vjp(lambda g, s: (g, -g))
 
 
+def _scaled(b, alpha):
+    """``alpha * b`` of add's and sub's ``alpha=``: of a number, the number (``t.add(2, alpha=2)``)."""
+    return b * alpha if isinstance(b, numbers.Number) else mul(b, alpha)
+
+
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b, *, alpha=1):
     """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
     typed, as in torch."""
-    return add_p.bind(a, b if alpha == 1 else mul(b, alpha))
+    return add_p.bind(a, b if alpha == 1 else _scaled(b, alpha))
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
-    return sub_p.bind(a, b if alpha == 1 else mul(b, alpha),
+    return sub_p.bind(a, b if alpha == 1 else _scaled(b, alpha),
                       node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 

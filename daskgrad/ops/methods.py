@@ -61,7 +61,11 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
 
 
 def _mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given."""
+    """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given;
+    of integers or bools it raises, as torch's (NumPy's ``daskgrad.mean`` gives float64)."""
+    if dtype is None and self.dtype.kind in "biu":
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                           f"complex dtype. Got: {_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}")
     x = self if dtype is None else astype(self, _data.np_dtype(dtype))
     return mean(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
 
@@ -74,6 +78,9 @@ def _nansum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=No
 
 def _nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """torch's ``nanmean``: the mean of the values that are not NaN, over ``dim`` (None or ``()``: every dim)."""
+    if dtype is None and self.dtype.kind in "biu":
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}")
     x = self if dtype is None else astype(self, _data.np_dtype(dtype))
     return nanmean(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
 
@@ -97,6 +104,8 @@ def _variance(fn):
     """torch's ``var``/``std``: ``correction=1`` by default, ``unbiased=``, and ``x.var(True)`` (unbiased)."""
     def method(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None,
                ddof=None):
+        if self.dtype.kind in "biu":
+            raise RuntimeError("std and var only support floating point and complex dtypes")
         dim = _dim(dim, axis)
         if isinstance(dim, bool):  # torch's var(unbiased) overload
             dim, unbiased = None, dim
