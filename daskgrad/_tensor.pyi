@@ -1173,7 +1173,8 @@ class Tensor:
         half the gradient, as in torch.
         """
     def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-        """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
+        """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given;
+        of integers or bools it raises, as torch's (NumPy's ``daskgrad.mean`` gives float64).
         """
     def median(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """torch's ``median``: the lower of the two middle values for an even count (NumPy's, ``daskgrad.median``, averages them); ``median(dim)`` the named tuple ``(values, indices)``; the gradient goes to the value's index.

@@ -866,7 +866,14 @@ def _triangle(fn, name):
 # ---------------------------------------------------------------- running scans
 def _logaddexp_accumulate(a, axis, dtype=None):
     with np.errstate(invalid="ignore"):  # (a NaN, as torch's, without NumPy's warning)
-        return np.logaddexp.accumulate(a, axis=axis)
+        if type(a) is np.ndarray:
+            return np.logaddexp.accumulate(a, axis=axis)
+        # cupy's ufuncs have no accumulate: the running logaddexp one place at a time along the axis
+        out, at = a.copy(), [slice(None)] * a.ndim
+        for i in range(1, a.shape[axis]):
+            before, here = tuple(at[:axis] + [i - 1] + at[axis + 1:]), tuple(at[:axis] + [i] + at[axis + 1:])
+            out[here] = np.logaddexp(out[before], a[here])
+        return out
 
 
 def _logaddexp_quiet(a, b):
