@@ -44,33 +44,39 @@ def _erf_ufuncs(x):
     return np.where(x < 0, -out, out).astype(x.dtype, copy=False)
 
 
-def _erf_block(x):
-    mod = type(x).__module__.split(".")[0]
-    try:
-        if mod == "cupy":
-            from cupyx.scipy.special import erf as fast
-            return fast(x)
-        if type(x) is np.ndarray:
-            from scipy.special import erf as fast
-            return fast(x)
-    except ImportError:
-        pass
-    return _erf_ufuncs(x)
+def special_layer(name, fallback):
+    """The layer of SciPy's special function ``name`` on each chunk: SciPy's kernel on NumPy chunks,
+    cupyx's on cupy ones, ``fallback`` (ufuncs alone) where neither is installed or for another chunk
+    type; integer and half blocks computed in ``float_result``'s dtype (the kernels compute half in a
+    wider type).  ``erf`` here, ``erfc`` in :mod:`.methods`."""
+    def block(x):
+        mod = type(x).__module__.split(".")[0]
+        try:
+            if mod == "cupy":
+                import cupyx.scipy.special as special
+                return getattr(special, name)(x)
+            if type(x) is np.ndarray:
+                import scipy.special as special
+                return getattr(special, name)(x)
+        except ImportError:
+            pass
+        return fallback(x)
+
+    def block_as(x, dtype):
+        return block(x.astype(dtype)).astype(dtype, copy=False)
+
+    def layer(a):
+        dtype = float_result(a.dtype)
+        if dtype == a.dtype and dtype != np.float16:
+            return da.map_blocks(block, a, dtype=dtype, meta=a._meta)
+        return da.map_blocks(block_as, a, dtype, dtype=dtype, meta=a._meta.astype(dtype))
+
+    block.__name__, block_as.__name__, layer.__name__ = name, f"{name}_as", f"{name}_layer"
+    return layer
 
 
-def _erf_layer(a):
-    dtype = float_result(a.dtype)
-    if dtype == a.dtype and dtype != np.float16:
-        return da.map_blocks(_erf_block, a, dtype=dtype, meta=a._meta)
-    return da.map_blocks(_erf_as, a, dtype, dtype=dtype, meta=a._meta.astype(dtype))
-
-
-def _erf_as(block, dtype):
-    """erf of an integer or half block in ``dtype`` (the kernels compute half in a wider type)."""
-    return _erf_block(block.astype(dtype)).astype(dtype, copy=False)
-
-
-erf_p = primitive("erf", torch="ErfBackward0", impl=_erf_layer, save=("x",), prepare=tensor_operand)
+erf_p = primitive("erf", torch="ErfBackward0", impl=special_layer("erf", _erf_ufuncs), save=("x",),
+                 prepare=tensor_operand)
 erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 
 

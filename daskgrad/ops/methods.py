@@ -27,10 +27,10 @@ from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_a
                     value)
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
-from .elementwise import (abs, astype, clip, clone, conj, exp, float_result, log, maximum, minimum, ones_like,
+from .elementwise import (abs, astype, clip, clone, conj, exp, log, maximum, minimum, ones_like,
                           reciprocal, sign, sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
-from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs
+from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import gather_p, scatter_add_p, take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
@@ -775,33 +775,8 @@ def _erfc_ufuncs(x):
     return np.where(x < 3.0, 1 - _erf_ufuncs(x), tail).astype(x.dtype, copy=False)
 
 
-def _erfc_block(x):
-    mod = type(x).__module__.split(".")[0]
-    try:
-        if mod == "cupy":
-            from cupyx.scipy.special import erfc as fast
-            return fast(x)
-        if type(x) is np.ndarray:
-            from scipy.special import erfc as fast
-            return fast(x)
-    except ImportError:
-        pass
-    return _erfc_ufuncs(x)
-
-
-def _erfc_as(block, dtype):
-    """erfc of an integer or half block in ``dtype`` (the kernels compute half in a wider type)."""
-    return _erfc_block(block.astype(dtype)).astype(dtype, copy=False)
-
-
-def _erfc_layer(a):
-    dtype = float_result(a.dtype)
-    if dtype == a.dtype and dtype != np.float16:
-        return da.map_blocks(_erfc_block, a, dtype=dtype, meta=a._meta)
-    return da.map_blocks(_erfc_as, a, dtype, dtype=dtype, meta=a._meta.astype(dtype))
-
-
-_erfc_p = primitive("erfc", torch="ErfcBackward0", impl=_erfc_layer, save=("x",), prepare=tensor_operand)
+_erfc_p = primitive("erfc", torch="ErfcBackward0", impl=special_layer("erfc", _erfc_ufuncs),
+                    save=("x",), prepare=tensor_operand)
 _erfc_p.vjp(lambda g, s: (g * (-_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 
 
