@@ -490,7 +490,7 @@ class _Loop:
         if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
             for i in range(1, steps):
                 r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False,
-                              ys=ys)
+                              ys=ys, like=first)
                 if (r.fwd != first.fwd or r.fixed_ids != first.fixed_ids or r.grads_by != first.grads_by
                         or (want_grad and r.grads_by is None)):
                     r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
@@ -550,7 +550,8 @@ class _Recorded:
     body, its reverse body (``want_grad``: the VJP with respect to the state, ``leaves`` -- found
     here when not given -- and ``x``), and the values its fixed inputs read."""
 
-    def __init__(self, step, states, i, xs, single, want_grad, x_grad, leaves=None, reverse=True, ys=False):
+    def __init__(self, step, states, i, xs, single, want_grad, x_grad, leaves=None, reverse=True, ys=False,
+                 like=None):
         n, self.i = len(states), i
         start = next(graph._made)
         with door_recording() as trace:
@@ -576,7 +577,9 @@ class _Recorded:
                 out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
             self.n_ys = len(extra)
             self.grads_by = _grad_structure(out, carry + x) if want_grad else None
-            self.reaches = _reaches(out, carry, x) if want_grad else None
+            # (the reach is a function of the autograd graph's shape: a step recording step 0's takes its reach)
+            same = like is not None and self.grads_by is not None and self.grads_by == like.grads_by
+            self.reaches = like.reaches if same else _reaches(out, carry, x) if want_grad else None
             own = {id(t) for t in carry} | {id(t) for t in x}
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS, returned=True) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
