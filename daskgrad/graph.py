@@ -20,8 +20,10 @@ import traceback
 import warnings
 import weakref
 
+import numpy as np
+
 from . import _dask as door
-from ._data import result_type
+from ._data import result_type, wrapped_int
 from ._modes import is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
@@ -288,6 +290,9 @@ class Primitive:
     ``view``: a :class:`View` for torch's view ops, whose result shares its input's storage (see
     :mod:`daskgrad.ops.views`).  ``promote``: the forward reads its operands cast to torch's result
     type of them (``"common"``), or to a floating one (``"floating"``: ``div``, ``exp``); see :func:`promoted`.
+    ``opmath``: where that type and the first operand's are float16, the forward computes in float32 and
+    rounds once, as torch's ``mul`` and ``div`` do: a second operand that is a Python number or a 0-d
+    tensor is not rounded to half first (``f16 * 1e5`` is 49984, not inf).
 
     ``@p.vjp`` registers ``rule(g, s, **params)``: ``g`` the output cotangent, ``s.<name>`` a saved
     value, ``params`` the plain values the op bound; it returns one cotangent per input, ``None``
@@ -295,10 +300,10 @@ class Primitive:
     """
 
     __slots__ = ("name", "torch", "rule", "impl", "args", "save", "consts", "prepare", "elementwise",
-                 "view", "promote")
+                 "view", "promote", "opmath")
 
     def __init__(self, name, torch=None, *, impl=None, args=("x",), save=(), consts=(),
-                 prepare=None, elementwise=False, view=None, promote=None):
+                 prepare=None, elementwise=False, view=None, promote=None, opmath=False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is declared twice")
         self.name = name
@@ -306,7 +311,7 @@ class Primitive:
         self.rule = None
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
         self.consts, self.elementwise, self.view = tuple(consts), elementwise, view
-        self.promote = promote
+        self.promote, self.opmath = promote, opmath
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -323,9 +328,12 @@ class Primitive:
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
         values = [recorded(x) for x in inputs]
+        half = False
         if self.promote is not None:
-            values = promoted(values, floating=self.promote == "floating")
+            values, half = promoted(values, floating=self.promote == "floating", opmath=self.opmath)
         out = door.defer(self.impl, values, tuple(params.items()), elementwise=self.elementwise)
+        if half:
+            out = rounded_to_half(out)
         needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
         for entry in self.save:
@@ -380,22 +388,43 @@ def primitive(name, torch=None, **forward) -> Primitive:
     return Primitive(name, torch, **forward)
 
 
-def promoted(values, floating=False):
+def promoted(values, floating=False, opmath=False):
     """An op's operand values (arrays and numbers) with each array cast to torch's result type of them all
     (:func:`daskgrad._data.result_type`), where NumPy's differs: float32 with int64 is float32, an integer
     with 2.5 the default float, an integer divided by one too.  Numbers stay numbers: NumPy keeps them weak
     beside an array of their category or higher, as torch does.  The cast is the forward's only: the
     node reads its operands as they are, and the engine gives each cotangent its operand's dtype, as
-    torch's nodes do (torch records no cast node either)."""
+    torch's nodes do (torch records no cast node either).  Returns the values and whether the result,
+    computed in float32, is to be rounded to half (``opmath``: a float16 result, see :class:`Primitive`)."""
     dtypes = {v.dtype for v in values if hasattr(v, "dtype")}
     if len(dtypes) == 1:  # (the common case, one dtype and weak numbers: nothing to cast, no promotion to run)
-        kind = next(iter(dtypes)).kind
-        weak = _WEAK.get(kind, ()) if not floating or kind in "fc" else None
-        if weak is not None and all(type(v) in weak for v in values if v is not None and not hasattr(v, "dtype")):
-            return values
+        dtype = next(iter(dtypes))
+        weak = _WEAK.get(dtype.kind, ()) if not floating or dtype.kind in "fc" else None
+        if weak is not None and all(type(v) in weak for v in values if v is not None and not hasattr(v, "dtype")) \
+                and not (opmath and dtype == _HALF) and (dtype.kind not in "iu" or _ints_fit(values, dtype)):
+            return values, False
     dtype = result_type(*values, floating=floating)
+    if dtype.kind in "iu":  # (a Python int beyond the dtype's range wraps into it, as torch's)
+        values = [wrapped_int(v, dtype) if type(v) is int else v for v in values]
+    half = opmath and dtype == _HALF and getattr(values[0], "dtype", None) == _HALF
+    if half:  # (each operand cast straight to float32: a float32 or float64 0-d one is not rounded to half first;
+        # as torch's, only a second operand: a number or 0-d tensor first is rounded to half, ``1e5 // t`` is NaN)
+        dtype = _FLOAT
     return [door.defer(_cast, (v,), (("dtype", dtype),)) if hasattr(v, "dtype") and v.dtype != dtype else v
-            for v in values]
+            for v in values], half
+
+
+_HALF, _FLOAT = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _ints_fit(values, dtype):
+    info = np.iinfo(dtype)
+    return all(info.min <= v <= info.max for v in values if type(v) is int)
+
+
+def rounded_to_half(value):
+    """An opmath forward's float32 result rounded to float16 (see :func:`promoted`)."""
+    return door.defer(_cast, (value,), (("dtype", _HALF),))
 
 
 _WEAK = {"f": (bool, int, float), "c": (bool, int, float, complex), "i": (bool, int), "u": (bool, int)}
@@ -513,7 +542,8 @@ class watch_saved:
 RESULT = object()  # marker: "save this op's own output"
 # the files of the public ops' wrapper (torch's keywords, out=) and of torch's methods: frames between an op
 # and the line that called it
-_WRAPPERS = {os.path.join(os.path.dirname(__file__), "ops", name) for name in ("__init__.py", "methods.py")}
+_WRAPPERS = {os.path.join(os.path.dirname(__file__), "ops", name) for name in ("__init__.py", "methods.py",
+                                                                         "index_writes.py")}
 
 
 def toposort(roots):

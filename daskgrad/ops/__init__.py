@@ -100,6 +100,7 @@ Tensor.mT = property(lambda self: swapaxes(methods.matrices(self, "tensor.mT"), 
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_; write_out)
 from . import methods  # noqa: E402  (installs the methods that speak torch where the ops speak NumPy)
+from . import index_writes  # noqa: E402,F401  (and torch's writes at indices: scatter, index_add ...)
 for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
     setattr(Tensor, _name, _PUBLIC[_op])
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)

@@ -10,6 +10,7 @@ from . import conv as conv
 from daskgrad.ops.layers import dropout_mask as dropout_mask
 from . import elementwise as elementwise
 from daskgrad.ops.layers import embedding_backward as embedding_backward
+from . import index_writes as index_writes
 from . import indexing as indexing
 from . import inplace as inplace
 from . import layers as layers
