@@ -221,8 +221,9 @@ class Tensor:
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
     def __getitem__(self, index) -> Tensor:
-        """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
-        array (repeated indices accumulate in backward) or a boolean mask.
+        """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+        arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
+        then one gather over the advanced indices (a copy).
         """
     def __gt__(self, b) -> Tensor:
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
@@ -261,7 +262,7 @@ class Tensor:
     def __lt__(self, b) -> Tensor:
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
-    def __matmul__(self, b) -> Tensor:
+    def __matmul__(self, other) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
         """
@@ -448,7 +449,7 @@ class Tensor:
     def adjoint(self):
         """torch's ``adjoint``: the last two dims swapped and conjugated.
         """
-    def all(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def all(self, *args, **kwargs) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
         """
     def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -467,7 +468,7 @@ class Tensor:
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).
         """
-    def any(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def any(self, *args, **kwargs) -> Tensor:
         """NumPy's ``any`` (a boolean tensor).
         """
     def arccos(self) -> Tensor:
@@ -768,6 +769,13 @@ class Tensor:
         """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
         (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
         """
+    def digamma(self):
+        """torch's ``digamma``: psi(x), the derivative of lgamma (-inf at +0, inf at -0, NaN at the negative
+        integers); integers and bools in float32; the gradient ``polygamma(1, x)``.
+        """
+    def digamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.digamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def dim(self) -> int:
         """The number of axes, as torch's ``Tensor.dim()`` (``ndim``).
         """
@@ -821,6 +829,13 @@ class Tensor:
         """
     def erfc_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.erfc`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def erfinv(self):
+        """torch's ``erfinv``: the inverse error function on [-1, 1] (infinite at the ends, NaN beyond); the
+        gradient ``sqrt(pi)/2 exp(erfinv(x)^2)``.
+        """
+    def erfinv_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.erfinv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def exp(self) -> Tensor:
         """Elementwise ``exp``; gradient node ``ExpBackward0``.
@@ -1064,6 +1079,12 @@ class Tensor:
     def less_equal(self, b):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
+    def lgamma(self):
+        """torch's ``lgamma``: log|Gamma(x)| (inf at the poles and at both infinities); the gradient ``digamma``.
+        """
+    def lgamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.lgamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def log(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
@@ -1153,7 +1174,7 @@ class Tensor:
     def masked_select(self, mask):
         """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor.
         """
-    def matmul(self, b) -> Tensor:
+    def matmul(self, other) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
         """
@@ -1316,6 +1337,13 @@ class Tensor:
         """
     def pinverse(self, rcond=1e-15):
         """torch's ``pinverse``: the pseudo-inverse, singular values below ``rcond`` times the largest cut.
+        """
+    def polygamma(self, n):
+        """torch's ``polygamma(n)``: the ``n``-th derivative of digamma (SciPy's or cupyx's kernel; torch's NaN
+        for ``n = 1`` at -inf and ``n >= 2`` at inf); the gradient ``polygamma(n + 1, x)``.
+        """
+    def polygamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.polygamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def positive(self) -> Tensor:
         """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
@@ -1653,6 +1681,13 @@ class Tensor:
         """
     def unflatten(self, dim, sizes) -> Tensor:
         """torch's ``unflatten``: axis ``dim`` split into axes of ``sizes`` (one may be -1), a view.
+        """
+    def unfold(self, dimension, size, step):
+        """torch's ``unfold(dimension, size, step)``: the windows of ``size`` elements every ``step`` along
+        ``dimension``, as a new last dim (``dimension`` of length ``(n - size) // step + 1``); a 0-d tensor
+        reads as 1-d.  Chunks: the input's along ``dimension`` (each with the ``size - 1`` places after it),
+        the window dim in one chunk.  The gradient adds overlapping windows back.  Unlike torch's, the result
+        is a copy, not a view (writes into it do not reach ``self``).
         """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's

@@ -255,6 +255,10 @@ SPECS = (
     OpSpec("erf", dg.erf, [M], -2.5, 2.5),
     OpSpec("erfc", lambda a: a.erfc(), [M], -2.5, 2.5),
     OpSpec("logcumsumexp", lambda a: a.logcumsumexp(1), [M], -2, 2),
+    OpSpec("digamma_lgamma", lambda a: a.digamma() * a.lgamma() + a.polygamma(2), [M], 0.5, 3),
+    OpSpec("erfinv", lambda a: a.erfinv(), [M], -0.9, 0.9),
+    OpSpec("unfold", lambda a: a.unfold(0, 3, 2).sum(-1) * a.unfold(1, 2, 1)[:2, :, 1].sum(-1, keepdim=True), [M],
+           -2, 2),
     # (a permutation of each row: scatter's written places are distinct, so its value is defined)
     OpSpec("scatter", lambda a, s: a.scatter(1, same_device(dg.tensor(np.array([[3, 0, 2, 1]] * 6)), a), s),
            [M, M], -2, 2),

@@ -675,11 +675,14 @@ def diff(x, n=1, axis=-1, prepend=None, append=None, *, dim=...) -> Tensor:
     (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
     """
 def getitem(x, index) -> Tensor:
-    """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
-    array (repeated indices accumulate in backward) or a boolean mask.
+    """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+    arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
+    then one gather over the advanced indices (a copy).
     """
 def setitem(x, index, value) -> Tensor:
-    """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it).
+    """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it), as torch
+    writes it: the basic part of the index a view, into which ``value`` is copied (broadcast), or, with
+    advanced indices, put at them (broadcast to what ``x[index]`` would be).
     """
 def sort(x, axis=-1, kind=None, *, dim=...) -> Tensor:
     """NumPy's ``sort`` (values, ascending, NaN last; the flattened tensor when ``axis`` is None),

@@ -44,23 +44,24 @@ def _erf_ufuncs(x):
     return np.where(x < 0, -out, out).astype(x.dtype, copy=False)
 
 
-def special_layer(name, fallback):
+def special_layer(name, fallback, args=()):
     """The layer of SciPy's special function ``name`` on each chunk: SciPy's kernel on NumPy chunks,
     cupyx's on cupy ones, ``fallback`` (ufuncs alone) where neither is installed or for another chunk
     type; integer and half blocks computed in ``float_result``'s dtype (the kernels compute half in a
-    wider type).  ``erf`` here, ``erfc`` in :mod:`.methods`."""
+    wider type).  ``args``: leading arguments of the kernel (``polygamma(n, x)``), trailing ones of
+    ``fallback``.  ``erf`` here, ``erfc``, ``erfinv`` and the gamma family in :mod:`.methods`."""
     def block(x):
         mod = type(x).__module__.split(".")[0]
         try:
             if mod == "cupy":
                 import cupyx.scipy.special as special
-                return getattr(special, name)(x)
+                return getattr(special, name)(*args, x)
             if type(x) is np.ndarray:
                 import scipy.special as special
-                return getattr(special, name)(x)
+                return getattr(special, name)(*args, x)
         except ImportError:
             pass
-        return fallback(x)
+        return fallback(x, *args)
 
     def block_as(x, dtype):
         return block(x.astype(dtype)).astype(dtype, copy=False)

@@ -36,7 +36,7 @@ from .numpy_extra import take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
-from .shape import broadcast_to, flip, permuted, reshape, squeeze, swapaxes
+from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, swapaxes
 from .spectral import matrix_exp
 
 
@@ -789,6 +789,150 @@ def _erfc(self):
     return _erfc_p.bind(self)
 
 
+# ------------------------------------------------------------ gamma family, erfinv
+# (ufunc-only fallbacks of SciPy's kernels, for chunks that are neither NumPy's nor cupy's)
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+            12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7)
+_B2K = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)  # Bernoulli numbers B_2 .. B_16
+
+
+def _quiet(fallback):
+    """``fallback`` without NumPy's warnings at poles and infinities (the values are torch's)."""
+    def quiet(x, *args):
+        with np.errstate(all="ignore"):
+            return fallback(x, *args)
+    quiet.__name__ = fallback.__name__
+    return quiet
+
+
+@_quiet
+def _lgamma_ufuncs(x):
+    """log|Gamma(x)|: Lanczos (g = 7) from 1/2 up, the reflection formula below; inf at the poles and at
+    both infinities (torch's)."""
+    y = np.where(x < 0.5, 1 - x, x) - 1
+    series = _LANCZOS[0]
+    for k, c in enumerate(_LANCZOS[1:], 1):
+        series = series + c / (y + k)
+    t = y + 7.5
+    right = 0.5 * math.log(2 * math.pi) + (y + 0.5) * np.log(t) - t + np.log(series)
+    left = math.log(math.pi) - np.log(np.abs(np.sin(math.pi * (x - 2 * np.floor(x / 2))))) - right
+    out = np.where(x < 0.5, left, right)
+    return np.where((x == np.floor(x)) & (x <= 0) | np.isinf(x), np.inf, out).astype(x.dtype, copy=False)
+
+
+@_quiet
+def _polygamma_ufuncs(x, n=0):
+    """psi^(n)(x): the recurrence up to 12 + n, then the asymptotic series; digamma reflected below 1/2."""
+    if n == 0:
+        z = np.where(x < 0.5, 1 - x, x)
+        shift = np.zeros_like(z)
+        for _ in range(12):
+            shift, z = np.where(z < 12, shift + 1 / z, shift), np.where(z < 12, z + 1, z)
+        zz = 1 / (z * z)
+        out = np.log(z) - 0.5 / z - shift
+        for k, b in enumerate(_B2K, 1):
+            out = out - b / (2 * k) * zz ** k
+        pole = x == np.floor(x)
+        reflected = np.where(pole, np.nan, out - math.pi / np.tan(math.pi * (x - np.floor(x))))
+        out = np.where(x == 0, -1 / x, np.where(x < 0.5, reflected, out))
+        return np.where(x == np.inf, np.inf, out).astype(x.dtype, copy=False)
+    z = np.where(np.isfinite(x), x, 12.0 + n)
+    shift = np.zeros_like(z)
+    while (z < 12 + n).any():  # (negative arguments: as many steps as they are far from 12 + n)
+        term = np.where(z == 0, np.inf, z ** -(n + 1.0))
+        shift, z = np.where(z < 12 + n, shift + term, shift), np.where(z < 12 + n, z + 1, z)
+    series = math.factorial(n - 1) / z ** n + math.factorial(n) / (2 * z ** (n + 1))
+    for k, b in enumerate(_B2K, 1):
+        series = series + b * math.factorial(2 * k + n - 1) / math.factorial(2 * k) / z ** (2 * k + n)
+    sign = (-1.0) ** (n + 1)
+    out = sign * (series + math.factorial(n) * shift)
+    out = np.where(x == np.inf, np.nan if n > 1 else 0.0, np.where(x == -np.inf, np.nan if n == 1 else sign * np.inf,
+                                                                    out))
+    return np.where(x != x, np.nan, out).astype(x.dtype, copy=False)
+
+
+@_quiet
+def _erfinv_ufuncs(y):
+    """erfinv: Giles's single-precision approximation, then Newton steps on :func:`_erf_ufuncs`."""
+    w = -np.log(np.maximum((1 - y) * (1 + y), 1e-300))
+    central, tail = w - 2.5, np.sqrt(w) - 3
+    p = np.full_like(central, 2.81022636e-08)
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+              0.246640727, 1.50140941):
+        p = c + p * central
+    q = np.full_like(tail, -0.000200214257)
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+              1.00167406, 2.83297682):
+        q = c + q * tail
+    x = np.where(w < 5, p, q) * y
+    for _ in range(3):
+        x = x - (_erf_ufuncs(x) - y) / (_TWO_OVER_SQRT_PI * np.exp(-x * x))
+    x = np.where(np.abs(y) == 1, y * np.inf, np.where(np.abs(y) > 1, np.nan, x))
+    return x.astype(y.dtype, copy=False)
+
+
+def _matching_torch(out, x, n):
+    """SciPy's polygamma where torch's differs: NaN at -inf for n = 1, and at inf for n >= 2."""
+    if n == 1:
+        return da.where(x == -np.inf, np.nan, out)
+    return da.where(x == np.inf, np.nan, out) if n >= 2 else out
+
+
+def _polygamma_array(a, *, n):
+    out = (special_layer("psi", _polygamma_ufuncs) if n == 0 else
+           special_layer("polygamma", _polygamma_ufuncs, args=(n,)))(a)
+    return _matching_torch(out, a, n)
+
+
+def _lgamma_array(a):
+    out = special_layer("gammaln", _lgamma_ufuncs)(a)
+    return da.where(a == -np.inf, np.inf, out)  # (SciPy's is -inf there, torch's inf)
+
+
+_polygamma_p = primitive("polygamma", torch=("PolygammaBackward0", "DigammaBackward0"), impl=_polygamma_array,
+                         save=("x",), prepare=tensor_operand)
+_polygamma_p.vjp(lambda g, s, *, n: (g * _polygamma_p.bind(s.x, n=n + 1),))
+_lgamma_p = primitive("lgamma", torch="LgammaBackward0", impl=_lgamma_array, save=("x",), prepare=tensor_operand)
+_lgamma_p.vjp(lambda g, s: (g * _polygamma_p.bind(s.x, n=0, node="DigammaBackward0"),))
+_erfinv_p = primitive("erfinv", torch="ErfinvBackward0", impl=special_layer("erfinv", _erfinv_ufuncs),
+                      save=("r",), prepare=tensor_operand)
+_erfinv_p.vjp(lambda g, s: (g * (math.sqrt(math.pi) / 2 * exp(s.r * s.r)),))
+
+
+def _real(x, kernel):
+    if x.dtype.kind == "c":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(x.dtype)}'")
+    return x
+
+
+def _digamma(self):
+    """torch's ``digamma``: psi(x), the derivative of lgamma (-inf at +0, inf at -0, NaN at the negative
+    integers); integers and bools in float32; the gradient ``polygamma(1, x)``."""
+    return _polygamma_p.bind(_real(self, "digamma"), n=0, node="DigammaBackward0")
+
+
+def _polygamma(self, n):
+    """torch's ``polygamma(n)``: the ``n``-th derivative of digamma (SciPy's or cupyx's kernel; torch's NaN
+    for ``n = 1`` at -inf and ``n >= 2`` at inf); the gradient ``polygamma(n + 1, x)``."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    _real(self, {0: "digamma", 1: "trigamma"}.get(n, "polygamma"))
+    return _polygamma_p.bind(self, n=int(n))
+
+
+def _lgamma(self):
+    """torch's ``lgamma``: log|Gamma(x)| (inf at the poles and at both infinities); the gradient ``digamma``."""
+    return _lgamma_p.bind(_real(self, "lgamma_vml_cpu"))
+
+
+def _erfinv(self):
+    """torch's ``erfinv``: the inverse error function on [-1, 1] (infinite at the ends, NaN beyond); the
+    gradient ``sqrt(pi)/2 exp(erfinv(x)^2)``."""
+    return _erfinv_p.bind(_real(self, "erfinv_vml_cpu"))
+
+
 def _cross(self, other, dim=None):
     """torch's ``cross``: the cross product of the 3-vectors along ``dim`` (None: the first dim of
     ``self`` of length 3, with torch's deprecation warning), the other dims broadcast."""
@@ -836,6 +980,64 @@ def _triangle(fn, name):
     method.__doc__ = (f"torch's ``{name}(diagonal=0)``: the {'upper' if name == 'triu' else 'lower'} triangle of "
                       f"the last two dims (NumPy's ``k=`` taken too).")
     return method
+
+
+# ------------------------------------------------------------------ sliding windows
+def _unfold_array(a, *, axis, size, step, n):
+    """The windows of ``size`` every ``step`` along ``axis``, a new last axis: dask's sliding window view
+    (each chunk with the ``size - 1`` places after it), then every ``step``-th window."""
+    w = da.lib.stride_tricks.sliding_window_view(a, size, axis=axis, automatic_rechunk=False) if size else \
+        da.zeros_like(a, shape=a.shape[:axis] + (a.shape[axis] + 1,) + a.shape[axis + 1:] + (0,))
+    return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
+
+
+_unfold_p = primitive("sliding_windows", torch="UnfoldBackward0", impl=_unfold_array)
+
+
+@_unfold_p.vjp
+def _unfold_rule(g, s, *, axis, size, step, n):
+    """Each window's cotangent added back at its places: the windows' elements in runs of ``step`` (the
+    ``q``-th run of every window lies at ``(i + q) * step + r``), each run laid out along ``axis`` and
+    shifted by ``q * step``; a sum of ``ceil(size / step)`` shifted copies (torch's ``unfold_backward``)."""
+    m = g.shape[axis]
+    g = movedim(g, -1, axis + 1)
+    rest = g.shape[axis + 2:]
+    if not size:  # (windows of no elements: zeros, from the n + 1 empty windows)
+        return (getitem(sum(g, axis=-1), (slice(None),) * axis + (slice(0, n),)),)
+    runs = -(-size // step)
+    total = None
+    for q in range(runs):
+        end = (q + 1) * step if (q + 1) * step < size else size  # (min and max here are the ops)
+        part = getitem(g, (slice(None),) * (axis + 1) + (slice(q * step, end),))
+        if part.shape[axis + 1] < step:
+            part = pad(part, [(0, step - part.shape[axis + 1]) if d == axis + 1 else (0, 0) for d in range(g.ndim)])
+        part = reshape(part, g.shape[:axis] + (m * step,) + rest)
+        part = pad(part, [(q * step, (runs - 1 - q) * step) if d == axis else (0, 0) for d in range(part.ndim)])
+        total = part if total is None else total + part
+    length = total.shape[axis]
+    if length >= n:
+        return (getitem(total, (slice(None),) * axis + (slice(0, n),)),)
+    return (pad(total, [(0, n - length) if d == axis else (0, 0) for d in range(total.ndim)]),)
+
+
+def _unfold(self, dimension, size, step):
+    """torch's ``unfold(dimension, size, step)``: the windows of ``size`` elements every ``step`` along
+    ``dimension``, as a new last dim (``dimension`` of length ``(n - size) // step + 1``); a 0-d tensor
+    reads as 1-d.  Chunks: the input's along ``dimension`` (each with the ``size - 1`` places after it),
+    the window dim in one chunk.  The gradient adds overlapping windows back.  Unlike torch's, the result
+    is a copy, not a view (writes into it do not reach ``self``)."""
+    x = as_tensor(self)
+    axis = norm_axis(dimension, x.ndim or 1)
+    n = x.shape[axis] if x.ndim else 1
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {axis} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if not x.ndim:
+        return reshape(_unfold_p.bind(reshape(x, (1,)), axis=0, size=size, step=step, n=1), (size,))
+    return _unfold_p.bind(x, axis=axis, size=size, step=step, n=n)
 
 
 # ---------------------------------------------------------------- running scans
@@ -1000,12 +1202,14 @@ METHODS = {
     "is_floating_point": _is_floating_point, "is_complex": _is_complex, "is_signed": _is_signed,
     "nelement": _nelement, "element_size": _element_size, "allclose": _allclose, "equal": _equal,
     "heaviside": _heaviside, "erfc": _erfc, "cross": _cross, "renorm": _renorm,
+    "digamma": _digamma, "polygamma": _polygamma, "lgamma": _lgamma, "erfinv": _erfinv, "unfold": _unfold,
     "triu": _triangle(triu, "triu"), "tril": _triangle(tril, "tril"), "logcumsumexp": _logcumsumexp,
     "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
-    "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc")})
+    "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
+    "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
 # torch's methods that are an op as it is (torch's name -> the op's)
 ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
