@@ -956,6 +956,12 @@ class Tensor:
     def heaviside_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.heaviside`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
+    def histc(self, bins=100, min=0, max=0):
+        """torch's ``histc``: counts of the elements in ``bins`` equal bins over ``[min, max]`` (both 0, or
+        equal: the data's own range, a lazy reduction; one value: widened by 1 each way), in ``self``'s
+        floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
+        never requires grad).  Cost: one count per chunk, summed.
+        """
     def hsplit(self, indices_or_sections):
         """torch's ``hsplit``: NumPy's, as a tuple.
         """
@@ -1209,6 +1215,11 @@ class Tensor:
         """
     def mm(self, b) -> Tensor:
         """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only).
+        """
+    def mode(self, dim=-1, keepdim=False):
+        """torch's ``mode``: the named ``(values, indices)`` of the most frequent value along ``dim`` (ties:
+        the smallest) and its last place there, as torch's CPU kernel; the gradient goes to that place.
+        ``dim`` is made one chunk: a sort, one bincount and two argmaxes per chunk.
         """
     def moveaxis(self, source, destination) -> Tensor:
         """torch's ``movedim`` (``Tensor.movedim``, ``Tensor.moveaxis``): NumPy's ``moveaxis`` with

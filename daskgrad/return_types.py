@@ -21,8 +21,9 @@ def _result(name, fields):
 
 max, min, median, nanmedian, sort, topk, kthvalue = (
     _result(name, ["values", "indices"]) for name in ("max", "min", "median", "nanmedian", "sort", "topk", "kthvalue"))
-cummax, cummin = (_result(name, ["values", "indices"]) for name in ("cummax", "cummin"))
+cummax, cummin, mode = (_result(name, ["values", "indices"]) for name in ("cummax", "cummin", "mode"))
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 
-__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "nanmedian", "sort", "topk"]
+__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "mode", "nanmedian", "sort",
+           "topk"]

@@ -1040,6 +1040,112 @@ def _unfold(self, dimension, size, step):
     return _unfold_p.bind(x, axis=axis, size=size, step=step, n=n)
 
 
+# ------------------------------------------------------------------ mode, histc
+def _mode_block(a, *, axis):
+    """Where each slice's mode sits along ``axis`` (kept, length 1): the most frequent value (ties: the
+    smallest, NaNs equal) from the sorted slice's runs counted with one bincount; its last place."""
+    x = np.moveaxis(a, axis, -1)
+    n = x.shape[-1]
+    s = np.sort(x, axis=-1)
+    new = np.ones_like(s, dtype=bool)
+    new[..., 1:] = (s[..., 1:] != s[..., :-1]) & ~((s[..., 1:] != s[..., 1:]) & (s[..., :-1] != s[..., :-1]))
+    run = np.cumsum(new, axis=-1) - 1
+    rows = np.arange(run.size // n if n else 0, like=run).reshape(run.shape[:-1] + (1,)) * n
+    counts = np.bincount((run + rows).reshape(-1), minlength=run.size).reshape(run.shape)
+    first = np.argmax(run == np.argmax(counts, axis=-1)[..., None], axis=-1)[..., None]
+    mode = np.take_along_axis(s, first, axis=-1)
+    same = (x == mode) | ((x != x) & (mode != mode))
+    where = n - 1 - np.argmax(same[..., ::-1], axis=-1)
+    return np.expand_dims(where.astype(np.int64), axis)
+
+
+def _mode_index_array(a, *, axis):
+    a = a.rechunk({axis: -1})
+    chunks = tuple((1,) if k == axis else c for k, c in enumerate(a.chunks))
+    return da.map_blocks(_mode_block, a, axis=axis, chunks=chunks, dtype=np.int64, meta=a._meta.astype(np.int64))
+
+
+def _mode(self, dim=-1, keepdim=False):
+    """torch's ``mode``: the named ``(values, indices)`` of the most frequent value along ``dim`` (ties:
+    the smallest) and its last place there, as torch's CPU kernel; the gradient goes to that place.
+    ``dim`` is made one chunk: a sort, one bincount and two argmaxes per chunk."""
+    x = as_tensor(self)
+    if x.dtype.kind == "c":
+        raise NotImplementedError(f"\"mode_cpu\" not implemented for '{_type_name(x.dtype)}'")
+    if x.ndim == 0:
+        norm_axis(dim, 0)
+        return _scalar_result(x, return_types.mode)
+    axis = norm_axis(dim, x.ndim)
+    if not x.shape[axis]:
+        raise IndexError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
+    idx = Tensor._make(door.defer(_mode_index_array, (value(x),), (("axis", axis),)))
+    values = take_along_axis(x, idx, axis)
+    if not keepdim:
+        values, idx = squeeze(values, axis), squeeze(idx, axis)
+    return return_types.mode(values, idx)
+
+
+def _linspace(lo, hi, steps, like):
+    """torch's ``linspace`` of 0-d ``lo`` and ``hi`` in their dtype: from both ends, meeting halfway."""
+    i = np.arange(steps, like=like).astype(lo.dtype)
+    step = (hi - lo) / (steps - 1)
+    return np.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i))
+
+
+def _histc_block(x, lo, hi, *, bins, given):
+    """One chunk's counts (1, bins): torch's bin of each element in ``[lo, hi]`` (a linear guess, then a
+    search among the edges around it, the top edge in the last bin); a data range made as torch does."""
+    x = x.reshape(-1)
+    if not given:
+        if not (np.isfinite(lo) & np.isfinite(hi)):
+            raise RuntimeError(f"torch.histc: range of [{float(lo):g}, {float(hi):g}] is not finite")
+        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+    edges = _linspace(lo, hi, bins + 1, x)
+    inside = (x >= lo) & (x <= hi)
+    guess = np.clip(np.floor((x - lo) * bins / (hi - lo)), 0, bins).astype(np.int64)
+    pos = np.maximum(guess - 1, 0)
+    found = pos - 1
+    for k in (-1, 0, 1):
+        at = guess + k
+        found = found + ((at >= pos) & (at <= bins) & (edges[np.clip(at, 0, bins)] <= x))
+    found = np.where(x == hi, bins - 1, found)
+    return np.bincount(found[inside], minlength=bins)[None, :bins].astype(x.dtype)
+
+
+def _histc_array(a, *, bins, lo, hi):
+    flat = a.reshape(-1)
+    given = lo is not None
+    if given:  # (numbers, the chunk's type's scalars in the block)
+        lo, hi = a.dtype.type(lo), a.dtype.type(hi)
+    else:
+        lo, hi = flat.min(), flat.max()
+    counts = da.map_blocks(_histc_block, flat, lo, hi, bins=bins, given=given, new_axis=1, dtype=a.dtype,
+                           chunks=((1,) * flat.numblocks[0], (bins,)), meta=a._meta)
+    return counts.sum(axis=0)
+
+
+def _histc(self, bins=100, min=0, max=0):
+    """torch's ``histc``: counts of the elements in ``bins`` equal bins over ``[min, max]`` (both 0, or
+    equal: the data's own range, a lazy reduction; one value: widened by 1 each way), in ``self``'s
+    floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
+    never requires grad).  Cost: one count per chunk, summed."""
+    x = as_tensor(self).detach()
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{_type_name(x.dtype)}'")
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise RuntimeError("torch.histc: max must be larger than min")
+    if not x.numel():
+        return zeros(bins, dtype=x.dtype, device=x.device)
+    if lo == hi:
+        lo = hi = None
+    elif not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+    return Tensor._make(door.defer(_histc_array, (value(x),), (("bins", int(bins)), ("lo", lo), ("hi", hi))))
+
+
 # ---------------------------------------------------------------- running scans
 def _logaddexp_accumulate(a, axis, dtype=None):
     with np.errstate(invalid="ignore"):  # (a NaN, as torch's, without NumPy's warning)
@@ -1203,6 +1309,7 @@ METHODS = {
     "nelement": _nelement, "element_size": _element_size, "allclose": _allclose, "equal": _equal,
     "heaviside": _heaviside, "erfc": _erfc, "cross": _cross, "renorm": _renorm,
     "digamma": _digamma, "polygamma": _polygamma, "lgamma": _lgamma, "erfinv": _erfinv, "unfold": _unfold,
+    "mode": _mode, "histc": _histc,
     "triu": _triangle(triu, "triu"), "tril": _triangle(tril, "tril"), "logcumsumexp": _logcumsumexp,
     "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
 }
