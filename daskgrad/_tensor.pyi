@@ -998,6 +998,17 @@ class Tensor:
     def index_fill_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.index_fill`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
+    def index_put(self, indices, values, accumulate=False):
+        """torch's ``index_put``: ``self`` with ``values`` (broadcast to the indexed shape) written at
+        ``self[indices]`` (``accumulate``: added, repeats adding up; else a repeat's last write wins, torch's
+        CPU kernel's); ``indices`` a tuple of integer tensors over the leading dims (broadcast together,
+        negative ones from the end) or one boolean mask.  As the flat positions of those dims, an
+        ``index_add``/``index_copy`` along dim 0 of ``self`` with them merged; a mask, a ``where`` or a
+        ``masked_scatter``.  Gradients torch's (``values``' summed where broadcast).
+        """
+    def index_put_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def index_select(self, dim, index):
         """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
         """

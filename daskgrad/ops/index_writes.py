@@ -305,9 +305,93 @@ def _masked_scatter(self, mask, source):
     return where(m, reshape(take_along_axis(src, pos, 0), shape), x)
 
 
+# ----------------------------------------------------------------- index_put
+_INDEX_DTYPES = (np.int64, np.int32, np.uint8, np.bool_)
+
+
+def _put_index(i, device):
+    """One index of ``index_put``: a tensor (a host array is read as one), of torch's index dtypes."""
+    if i is None:
+        raise TypeError("expected Tensor as element 0 in argument 0, but got NoneType")
+    i, host = _index_arg(i, device)
+    if i.dtype not in _INDEX_DTYPES:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return (astype(i, np.bool_) if i.dtype == np.uint8 else i), host
+
+
+def _index_put(self, indices, values, accumulate=False):
+    """torch's ``index_put``: ``self`` with ``values`` (broadcast to the indexed shape) written at
+    ``self[indices]`` (``accumulate``: added, repeats adding up; else a repeat's last write wins, torch's
+    CPU kernel's); ``indices`` a tuple of integer tensors over the leading dims (broadcast together,
+    negative ones from the end) or one boolean mask.  As the flat positions of those dims, an
+    ``index_add``/``index_copy`` along dim 0 of ``self`` with them merged; a mask, a ``where`` or a
+    ``masked_scatter``.  Gradients torch's (``values``' summed where broadcast)."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    indices, hosts = zip(*[_put_index(i, self.device) for i in indices]) if len(indices) else ((), ())
+    if values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_type_name(self.dtype).capitalize()} for the destination and "
+                           f"{_type_name(values.dtype).capitalize()} for the source.")
+    if not indices:
+        raise NotImplementedError("index_put with no indices is not implemented in daskgrad")
+    masks = [i for i in indices if i.dtype == np.bool_]
+    k = sum(i.ndim if i.dtype == np.bool_ else 1 for i in indices)
+    if k > self.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {k})")
+    if masks:
+        if len(indices) > 1:
+            raise NotImplementedError("index_put with a boolean mask beside other indices is not implemented in "
+                                      "daskgrad")
+        return _mask_put(self, indices[0], values, accumulate)
+    shape, rest = self.shape[:k], self.shape[k:]
+    idx = [i if i.dtype == np.int64 else astype(i, np.int64) for i in indices]
+    shape_i = np.broadcast_shapes(*(i.shape for i in idx))
+    flat, stride = None, 1
+    for d in range(k - 1, -1, -1):
+        n = shape[d]
+        i = _in_range(idx[d], hosts[d], n, IndexError, f"index {{}} is out of bounds for dimension {d} with size {n}",
+                      -n)
+        i = (i % n) * stride
+        flat, stride = i if flat is None else flat + i, stride * n
+    flat = reshape(broadcast_to(flat, shape_i), (-1,))
+    target = tuple(shape_i) + tuple(rest)
+    try:
+        check_broadcast(target, values.shape)
+        np.broadcast_shapes(target, values.shape)
+        if len(values.shape) > len(target):
+            raise ValueError
+    except (RuntimeError, ValueError):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(target)}") from None
+    source = reshape(broadcast_to(values, target), (-1,) + tuple(rest))
+    x = reshape(self, (-1,) + tuple(rest))
+    out = (_index_add if accumulate else _index_copy)(x, 0, flat, source)
+    return reshape(out, self.shape)
+
+
+def _mask_put(self, mask, values, accumulate):
+    """``index_put`` at one boolean mask over the leading dims: values broadcast along the masked
+    elements (a ``where``), or one per True place in order (a ``masked_scatter``)."""
+    k = mask.ndim
+    for d, (a, b) in enumerate(zip(mask.shape, self.shape)):
+        if a != b:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {d} does not match the shape of the "
+                             f"indexed tensor {list(self.shape)} at index {d}")
+    full_mask = reshape(mask, mask.shape + (1,) * (self.ndim - k))
+    rest = self.shape[k:]
+    if values.ndim <= len(rest) or values.shape[-len(rest) - 1] == 1:  # one value for every masked place
+        v = reshape(values, values.shape[-len(rest):] if rest else ()) if values.ndim > len(rest) else values
+        new = self + v if accumulate else v
+        return where(broadcast_to(full_mask, self.shape), new, self)
+    zero = self * 0 if accumulate else self
+    out = _masked_scatter(zero, broadcast_to(full_mask, self.shape), reshape(values, (-1,)))
+    return self + out if accumulate else out
+
+
 METHODS = {
     "scatter": _scatter, "scatter_add": _scatter_add, "index_add": _index_add, "index_copy": _index_copy,
-    "index_fill": _index_fill, "masked_scatter": _masked_scatter,
+    "index_fill": _index_fill, "masked_scatter": _masked_scatter, "index_put": _index_put,
 }
 # torch's in-place forms: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in list(METHODS)})
