@@ -1507,6 +1507,16 @@ class Tensor:
     def scatter_add_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.scatter_add`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+        """torch's ``scatter_reduce``: ``self`` with ``src[i][j]`` reduced into ``[index[i][j]][j]`` (for
+        ``dim`` 0) by ``reduce`` (``sum``, ``prod``, ``mean``: a floor division for integers, ``amax``,
+        ``amin``), ``self``'s value taking part unless ``include_self=False``; places no index reaches keep
+        ``self``'s.  Checks as ``scatter``'s; torch's gradients (:func:`_scatter_reduce_rule`).  Cost: one
+        task per chunk of ``index`` (``dim`` whole in it), twice (the values, the counts).
+        """
+    def scatter_reduce_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.scatter_reduce`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def select(self, dim, index):
         """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
         choice by conditions).

@@ -262,6 +262,7 @@ SPECS = (
     # (a permutation of each row: scatter's written places are distinct, so its value is defined)
     OpSpec("scatter", lambda a, s: a.scatter(1, same_device(dg.tensor(np.array([[3, 0, 2, 1]] * 6)), a), s),
            [M, M], -2, 2),
+    OpSpec("scatter_reduce", lambda a, s: _scatter_reduces(a, s), [M, M], 0.5, 2),
     OpSpec("gelu", lambda a: dg.nn.functional.gelu(a), [M], -3, 3),
     OpSpec("gelu_tanh", lambda a: dg.nn.functional.gelu(a, approximate="tanh"), [M], -3, 3),
     OpSpec("layer_norm", lambda a, w: dg.nn.functional.layer_norm(a, 4, w[0], w[1]), [M, M], -2, 2),
@@ -453,3 +454,11 @@ def cube_block(b):
 
 def cube_block_vjp(g, b):
     return (3 * b ** 2 * g,)
+
+
+def _scatter_reduces(a, s):
+    """scatter_reduce's five reductions, with and without self, at an index that repeats places."""
+    idx = same_device(dg.tensor(np.array([[3, 0, 0, 1]] * 6)), a)
+    return (a.scatter_reduce(1, idx, s, "prod") + a.scatter_reduce(1, idx, s, "mean", include_self=False)
+            + a.scatter_reduce(1, idx, s, "amax") * a.scatter_reduce(1, idx, s, "amin", include_self=False)
+            + a.scatter_reduce(1, idx, s * s, "sum"))

@@ -17,9 +17,9 @@ from .. import _dask as door
 from ..graph import primitive
 from .._tensor import Tensor, full, tensor, zeros
 from ._util import as_tensor, check_broadcast, norm_axis, value
-from .elementwise import astype, clone, ones_like, where
+from .elementwise import astype, clone, ones_like, where, zeros_like
 from .indexing import getitem
-from .methods import _in_place, _in_range, _tensor_arg, _type_name, install
+from .methods import _gather, _in_place, _in_range, _tensor_arg, _type_name, install
 from .numpy_extra import gather_p, scatter_add_p, take_along_axis
 from .numpy_index import _no_derivative
 from .shape import broadcast_to, pad, rechunk, reshape
@@ -305,6 +305,141 @@ def _masked_scatter(self, mask, source):
     return where(m, reshape(take_along_axis(src, pos, 0), shape), x)
 
 
+# ----------------------------------------------------------------- scatter_reduce
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _identity(reduce, dtype):
+    if reduce in ("sum", "mean", "count"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    if dtype.kind == "b":
+        return reduce == "amin"
+    info = np.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+def _reduce_block(src, idx, axis, n, reduce):
+    """``src`` reduced at ``idx`` along ``axis`` into ``n`` places holding the reduction's identity
+    (``count``: how many reach each place): a ``ufunc.at``, or for ``prod`` (no ``multiply.at`` on
+    cupy) one multiplication per place along ``axis``, whose writes never meet."""
+    dtype = np.dtype(np.int64) if reduce == "count" else src.dtype
+    shape = src.shape[:axis] + (n,) + src.shape[axis + 1:]
+    out = np.full_like(src, _identity(reduce, dtype), dtype=dtype, shape=shape)
+    grid = [np.arange(m, like=src).reshape((1,) * d + (m,) + (1,) * (idx.ndim - d - 1))
+            for d, m in enumerate(idx.shape)]
+    grid[axis] = idx % n
+    if reduce == "prod":
+        for k in range(idx.shape[axis]):
+            here = (slice(None),) * axis + (slice(k, k + 1),)
+            at = tuple(g[here] if g.shape[axis] > 1 else g for g in grid)
+            out[at] = out[at] * src[here]
+        return out
+    ufunc = {"sum": np.add, "mean": np.add, "count": np.add, "amax": np.maximum, "amin": np.minimum}[reduce]
+    flat, stride = 0, 1  # (cupy's ufunc.at takes one index array: the places in the flattened output)
+    for d in range(len(shape) - 1, -1, -1):
+        flat, stride = flat + grid[d] * stride, stride * shape[d]
+    flat = np.broadcast_to(flat, idx.shape).reshape(-1)
+    out = out.reshape(-1)
+    ufunc.at(out, flat, np.ones_like(flat) if reduce == "count" else src.reshape(-1))
+    return out.reshape(shape)
+
+
+def _scatter_reduce_array(x, src, idx, *, axis, reduce, include_self):
+    if src.shape != idx.shape:
+        src = src[tuple(slice(0, m) for m in idx.shape)]
+    src = src.rechunk({axis: -1})
+    idx = idx.rechunk(src.chunks)
+    n = x.shape[axis]
+    chunks = tuple((n,) if k == axis else c for k, c in enumerate(src.chunks))
+    widths = [(0, a - (n if k == axis else b)) for k, (a, b) in enumerate(zip(x.shape, idx.shape))]
+    whole = []
+    for how in (reduce, "count"):
+        dtype = np.int64 if how == "count" else x.dtype
+        part = da.map_blocks(_reduce_block, src, idx, axis, n, how, dtype=dtype, chunks=chunks,
+                             meta=src._meta.astype(dtype))
+        whole.append(da.pad(part, widths).rechunk(x.chunks) if any(w for _, w in widths) else part.rechunk(x.chunks))
+    reduced, count = whole
+    if reduce == "sum":
+        out = reduced + x if include_self else reduced
+    elif reduce == "prod":
+        out = reduced * x if include_self else reduced
+    elif reduce == "mean":
+        total, count = (reduced + x, count + 1) if include_self else (reduced, count)
+        out = total // np.maximum(count, 1).astype(x.dtype) if x.dtype.kind in "iu" else \
+            (total / np.maximum(count, 1)).astype(x.dtype)
+    else:
+        out = (np.maximum if reduce == "amax" else np.minimum)(reduced, x) if include_self else reduced
+    return da.where(whole[1] > 0, out.astype(x.dtype), x)
+
+
+_scatter_reduce_p = primitive("scatter_reduce", torch="ScatterReduceBackward0", impl=_scatter_reduce_array,
+                              args=("x", "src", "idx"), save=("x", "src", "idx", "r"), consts=("idx",))
+
+
+@_scatter_reduce_p.vjp
+def _scatter_reduce_rule(g, s, *, axis, reduce, include_self):
+    """torch's ``scatter_reduce_backward``: ``sum`` the cotangent (and its gather), ``mean`` it over the
+    count at each place, ``amax``/``amin`` shared evenly by the places holding the result, ``prod`` the
+    product of the others (at a single zero too, by a second reduction with it as one)."""
+    x, idx, r = s.x, s.idx, s.r
+    src = s.src if s.src.shape == idx.shape else getitem(s.src, tuple(slice(0, m) for m in idx.shape))
+
+    def gather(t):
+        return _gather(t, axis, idx)
+
+    def counted(t, u):
+        return _scatter_add(t, axis, idx, u)
+    if reduce == "sum":
+        g_self, g_src = g, gather(g)
+    elif reduce == "mean":
+        count = counted(ones_like(x) if include_self else zeros_like(x), ones_like(src))
+        count = where(count == 0, 1, count)
+        g_self, g_src = g / count, gather(g) / gather(count)
+    elif reduce in ("amax", "amin"):
+        self_is = astype(x == r, x.dtype)
+        src_is = astype(src == gather(r), x.dtype)
+        shared = g / counted(self_is, src_is)
+        g_self, g_src = self_is * shared, src_is * gather(shared)
+    else:
+        masked_self = where(x == 0, 1, x)
+        g_self = g * _scatter_reduce_p.bind(masked_self, src, idx, axis=axis, reduce="prod",
+                                            include_self=include_self) / masked_self
+        src_zero = src == 0
+        zeros_at = gather(counted(zeros_like(x), astype(src_zero, x.dtype)))
+        single = src_zero & (zeros_at == 1)
+        others = _scatter_reduce_p.bind(x, where(single, 1, src), idx, axis=axis, reduce="prod",
+                                        include_self=include_self)
+        g_src = where(single, gather(g * others), gather(g * r) / where(src_zero, 1, src))
+    if not include_self:
+        g_self = where(_mask_at(idx, axis, x), 0, g_self)
+    if g_src.shape != s.src.shape:
+        g_src = pad(g_src, [(0, a - b) for a, b in zip(s.src.shape, g_src.shape)])
+    return g_self, g_src
+
+
+def _scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    """torch's ``scatter_reduce``: ``self`` with ``src[i][j]`` reduced into ``[index[i][j]][j]`` (for
+    ``dim`` 0) by ``reduce`` (``sum``, ``prod``, ``mean``: a floor division for integers, ``amax``,
+    ``amin``), ``self``'s value taking part unless ``include_self=False``; places no index reaches keep
+    ``self``'s.  Checks as ``scatter``'s; torch's gradients (:func:`_scatter_reduce_rule`).  Cost: one
+    task per chunk of ``index`` (``dim`` whole in it), twice (the values, the counts)."""
+    src = _tensor_arg(src, "scatter_reduce", "src", 3)
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if reduce in ("amax", "amin") and self.dtype.kind == "c":
+        raise NotImplementedError(f"\"scatter_gather_tensor_cpu_reduce_{reduce}\" not implemented for "
+                                  f"'{_type_name(self.dtype)}'")
+    x, idx, src, dim = _scatter_operands(self, dim, index, src)
+    if idx is None:
+        return clone(self)
+    out = _scatter_reduce_p.bind(x, src, idx, axis=dim, reduce=reduce, include_self=bool(include_self))
+    return out if out.shape == self.shape else reshape(out, self.shape)
+
+
 # ----------------------------------------------------------------- index_put
 _INDEX_DTYPES = (np.int64, np.int32, np.uint8, np.bool_)
 
@@ -392,6 +527,7 @@ def _mask_put(self, mask, values, accumulate):
 METHODS = {
     "scatter": _scatter, "scatter_add": _scatter_add, "index_add": _index_add, "index_copy": _index_copy,
     "index_fill": _index_fill, "masked_scatter": _masked_scatter, "index_put": _index_put,
+    "scatter_reduce": _scatter_reduce,
 }
 # torch's in-place forms: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in list(METHODS)})
