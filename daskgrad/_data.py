@@ -99,6 +99,41 @@ def can_cast(src, dst):
     return not (ks == 3 and kd < 3 or ks == 2 and kd < 2 or ks >= 1 and kd == 0)
 
 
+# torch's C++ names of the dtypes, in its "value cannot be converted to type ... without overflow"
+C_TYPE_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double", "int64": "int64_t", "int32": "int",
+                "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "bool",
+                "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def checked_scalar(value, dtype):
+    """``value``, a Python number an op converts to ``dtype`` as torch's ``Scalar::to<T>()`` does where it
+    checks (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent): one out of the dtype's range
+    raises torch's error; infinities and NaN pass into floating types.  Anything else passes as it is."""
+    if type(value) not in (int, float):
+        return value
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        fits = value != value or (abs(value) != float("inf") and info.min <= value <= info.max)
+    elif dtype.kind == "f":
+        fits = value != value or abs(value) == float("inf") or abs(value) <= np.finfo(dtype).max
+    else:
+        fits = True
+    if not fits:
+        raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES.get(dtype.name, dtype.name)} "
+                           "without overflow")
+    return value
+
+
+def wrapped_int(value, dtype):
+    """A Python int an integer op reads in ``dtype``, wrapped into its range as torch's arithmetic and
+    comparisons wrap a number (``uint8 + 300`` adds 44; NumPy refuses it)."""
+    info = np.iinfo(dtype)
+    if info.min <= value <= info.max:
+        return value
+    return (value - info.min) % (1 << info.bits) + info.min
+
+
 def _over(higher, lower):
     """torch's ``combine_categories``: the higher class's dtype unless the lower one's category is higher."""
     if higher is None or lower is None:

@@ -416,16 +416,19 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 # ------------------------------------------------------------------ losses of the difference
-def _pointwise_loss(loss_of, input, target, reduction, weight):
+def _pointwise_loss(loss_of, input, target, reduction, weight, expand=False):
     """torch's pointwise losses (``l1_loss``, ``smooth_l1_loss``, ``huber_loss``): ``loss_of(|input -
     target|)`` over the broadcast shape (with torch's warning where the shapes differ), times ``weight``
-    (the input's shape), then reduced."""
+    (the input's shape), then reduced.  ``expand``: both broadcast first, as torch's l1 and smooth l1
+    do (so a 0-d float64 target gives a float64 loss)."""
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
     if target.shape != input.shape:
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=3)
+        if expand:
+            input, target = ops.broadcast_arrays(input, target)
     if weight is not None and tuple(_tensor_of(weight).shape) != tuple(input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = loss_of(ops.abs(input - target))
@@ -437,7 +440,7 @@ def _pointwise_loss(loss_of, input, target, reduction, weight):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """``|input - target|``, averaged, summed or kept per element (torch's ``nn.functional.l1_loss``)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
-    return _pointwise_loss(lambda d: d, input, target, reduction, weight)
+    return _pointwise_loss(lambda d: d, input, target, reduction, weight, expand=True)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -447,9 +450,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:
-        return _pointwise_loss(lambda d: d, input, target, reduction, None)
+        return _pointwise_loss(lambda d: d, input, target, reduction, None, expand=True)
     return _pointwise_loss(lambda d: ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), input, target,
-                           reduction, None)
+                           reduction, None, expand=True)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
@@ -457,5 +460,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     ``nn.functional.huber_loss``)."""
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    input, target = _tensor_of(input), _tensor_of(target)
+    if target.dtype != input.dtype:  # (torch's kernel computes in the input's dtype)
+        target = ops.astype(target, input.dtype)
     return _pointwise_loss(lambda d: ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, target,
                            reduction, weight)

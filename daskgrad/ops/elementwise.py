@@ -31,7 +31,7 @@ from .. import _dask as door, chunk
 from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
-from .._data import DEFAULT_FLOAT, result_type
+from .._data import DEFAULT_FLOAT, checked_scalar, result_type
 from .._tensor import Tensor, require_cuda
 
 
@@ -147,11 +147,11 @@ def square(x):
 
 
 # ---------------------------------------------------------------- binary ops
-def _binary(name, torch, impl, save=(), refuse=None, promote="common"):
+def _binary(name, torch, impl, save=(), refuse=None, promote="common", opmath=False):
     """A primitive of two operands that broadcast; either may be a Python number, which reaches the
     rule as itself (``s.a``/``s.b``) when ``save`` names it.  The forward reads them in torch's result
     type (``promote="floating"``: a floating one, as ``div``'s), not NumPy's."""
-    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save, promote=promote,
+    return primitive(name, torch=torch, impl=impl, args=("a", "b"), save=save, promote=promote, opmath=opmath,
                      elementwise=True, prepare=functools.partial(binary_operands, refuse=refuse))
 
 
@@ -161,8 +161,20 @@ sub_p = _binary("sub", ("SubBackward0", "RsubBackward1"), operator.sub)
 sub_p.vjp(lambda g, s: (g, -g))
 
 
-def _scaled(b, alpha):
-    """``alpha * b`` of add's and sub's ``alpha=``: of a number, the number (``t.add(2, alpha=2)``)."""
+def _scaled(a, b, alpha):
+    """``alpha * b`` of add's and sub's ``alpha=``: of a number, the number (``t.add(2, alpha=2)``).  As
+    torch's, ``alpha`` is checked against the result type: no float alpha for integers, a bool one for
+    bools only, none out of the dtype's range; of bools, alpha is a bool (``b`` or nothing)."""
+    dtype = result_type(a, b)
+    if dtype.kind in "biu" and isinstance(alpha, float):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, bool) and dtype.kind != "b":
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if dtype.kind == "b":
+        alpha = bool(alpha)
+    checked_scalar(alpha, dtype)
+    if alpha == 1:
+        return b
     return b * alpha if isinstance(b, numbers.Number) else mul(b, alpha)
 
 
@@ -170,20 +182,21 @@ def _scaled(b, alpha):
 def add(a, b, *, alpha=1):
     """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
     typed, as in torch."""
-    return add_p.bind(a, b if alpha == 1 else _scaled(b, alpha))
+    return add_p.bind(a, b if type(alpha) is int and alpha == 1 else _scaled(a, b, alpha))
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
-    return sub_p.bind(a, b if alpha == 1 else _scaled(b, alpha),
+    return sub_p.bind(a, b if type(alpha) is int and alpha == 1 else _scaled(a, b, alpha),
                       node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
 
 
 # each operand is saved only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
 # do the same): `h = x * 1; h *= 2; h += 1` must not keep `h` and then refuse its in-place edit
-mul_p = _binary("mul", "MulBackward0", operator.mul, save=(("a", 1), ("b", 0)))
-truediv_p = _binary("truediv", "DivBackward0", operator.truediv, save=(("a", 1), "b"), promote="floating")
+mul_p = _binary("mul", "MulBackward0", operator.mul, save=(("a", 1), ("b", 0)), opmath=True)
+truediv_p = _binary("truediv", "DivBackward0", operator.truediv, save=(("a", 1), "b"), promote="floating",
+                    opmath=True)
 
 
 @mul_p.vjp
@@ -197,7 +210,14 @@ def _truediv_rule(g, s):
     return (g / conj(b) if s.needs[0] else None), (-g * conj(a / (b * b)) if s.needs[1] else None)
 
 
-@public("__mul__", "__rmul__", "__imul__", "mul_", "mul")
+def _rmul(mul):
+    def __rmul__(self, other):
+        """torch's ``number * t``: ``t.mul(number)``, the number second (half computes it in float32)."""
+        return mul(self, other)
+    return __rmul__
+
+
+@public("__mul__", ("__rmul__", _rmul), "__imul__", "mul_", "mul")
 def mul(a, b):
     """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``)."""
     return mul_p.bind(a, b)
@@ -205,7 +225,7 @@ def mul(a, b):
 
 # torch's div(rounding_mode=...): the rounded quotient, whose gradient is zero (not floor_divide's error)
 rounded_div_p = primitive("rounded_div", torch="DivBackward2", impl=lambda a, b, *, mode: _rounded_div(a, b, mode),
-                          args=("a", "b"), prepare=binary_operands, promote="common")
+                          args=("a", "b"), prepare=binary_operands, promote="common", opmath=True)
 rounded_div_p.vjp(lambda g, s, *, mode: (zeros_like(g), zeros_like(g)))
 
 
@@ -278,6 +298,8 @@ def pow(a, b):
         refuse_complex("pow", a, b)
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
+    if isinstance(a, Tensor) and node == "PowBackward0":  # (an exponent beyond the result's range: torch's error)
+        checked_scalar(b, result_type(a, b))
     out = pow_p.bind(a, b, node=node)
     return astype(out, bool) if out.dtype == np.int8 and result_type(a, b).kind == "b" else out  # (NumPy's bool power)
 
@@ -325,7 +347,7 @@ def where(condition, x, y):
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    out = door.defer(da.where, (value(cond), *promoted([value(x), value(y)])))
+    out = door.defer(da.where, (value(cond), *promoted([value(x), value(y)])[0]))
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
 
@@ -378,6 +400,10 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):
             raise TypeError("clip() got a bound twice (a_min and min, or a_max and max)")
         a_min, a_max = a_min if min is None else min, a_max if max is None else max
     tensor_bounds = any(v is not None and not isinstance(v, SCALARS) for v in (a_min, a_max))
+    if not tensor_bounds and isinstance(x, Tensor):  # (a number bound beyond the result's range: torch's error)
+        dtype = result_type(*(v for v in (x, a_min, a_max) if v is not None))
+        for v in (a_min, a_max):
+            checked_scalar(v, dtype)
     return clamp_p.bind(x, a_min, a_max, node="ClampBackward0" if tensor_bounds else "ClampBackward1")
 
 
@@ -390,7 +416,7 @@ def _compare(fn, name, *methods):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
         if name.startswith("bitwise_"):
             refuse_dtype_kinds(name, "fc", a, b)
-        out = Tensor._make(door.defer(fn, promoted([value(a), value(b)]), elementwise=True))  # (in torch's type)
+        out = Tensor._make(door.defer(fn, promoted([value(a), value(b)])[0], elementwise=True))  # (in torch's type)
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
         return out
@@ -508,7 +534,7 @@ copy_p.vjp(lambda g, s: (zeros_like(g), g))
 
 def fill(x, value, node="FillBackward0"):
     """``x.fill_(value)``'s out-of-place result: what ``x`` came from gets a zero gradient."""
-    return fill_p.bind(x, value=value, node=node)
+    return fill_p.bind(x, value=checked_scalar(value, x.dtype), node=node)
 
 
 def copy_to(x, src):
@@ -521,6 +547,7 @@ def full_like(x, fill_value, dtype=None, requires_grad=False):
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
     torch's ``requires_grad=True`` makes it a leaf that requires grad."""
     a = value(x)
+    checked_scalar(fill_value, dtype or a.dtype)  # (torch's error for a number beyond the dtype's range)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         a = raw(x)
         out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))

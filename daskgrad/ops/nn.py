@@ -14,10 +14,11 @@ from .. import _dask as door, chunk
 from ..graph import primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array, refuse_complex,
-                    tensor_or_scalar, value)
+from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array,
+                    refuse_complex, tensor_or_scalar, value)
 from .elementwise import astype, exp, sigmoid
 from .reductions import sum
+from .shape import broadcast_to
 
 
 def _softmax_array(a, axis):
@@ -41,7 +42,12 @@ def _softmax_operand(name, x, axis, dtype):
     if dtype is not None:  # torch casts first (a float32 input softmaxed in float64)
         x = astype(x, np.dtype(dtype))
     refuse_complex(name, x)
-    return x, norm_axis(axis, x.ndim)
+    axis = norm_axis(axis, x.ndim)
+    if x.dtype.kind in "biu":  # (torch's kernels are floating only; NumPy would compute in float64)
+        kernel = f"{name}_lastdim_kernel_impl" if axis == x.ndim - 1 or x.ndim == 0 else f"{name}_kernel_impl"
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{TORCH_TYPE_NAMES.get(x.dtype.name, x.dtype.name)}'")
+    return x, axis
 
 
 @public("softmax")
@@ -163,6 +169,8 @@ def mse_loss(input, target, reduction="mean"):
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=2)
+        shape = da.core.broadcast_shapes(input.shape, target.shape)  # (as torch's: a 0-d float64 target, float64)
+        input, target = broadcast_to(input, shape), broadcast_to(target, shape)
     # torch averages over the broadcast shape, not the input's
     n = int(np.prod(da.core.broadcast_shapes(input.shape, getattr(target, "shape", ()))))
     return mse_loss_p.bind(input, target, reduction=reduction, n=n)

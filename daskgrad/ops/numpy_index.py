@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, _tensor
-from ..graph import primitive, promoted
+from ..graph import primitive, promoted, rounded_to_half
 from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
 from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar, value
 from .elementwise import bitwise_not, mod, zeros_like
@@ -189,7 +189,15 @@ def _boolean_reduction(name):
         return Tensor._make(getattr(da, name)(a.array, axis=axes, keepdims=keepdims))
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"NumPy's ``{name}`` (a boolean tensor)."
-    return public(name)(op)
+    return public((name, _uint8_kept))(op)
+
+
+def _uint8_kept(op):
+    def method(self, *args, **kwargs):
+        """of a uint8 tensor, a uint8 one (0 or 1), as torch's"""
+        out = op(self, *args, **kwargs)
+        return out.astype(np.uint8) if self.dtype == np.uint8 else out
+    return method
 
 
 all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all/any (not the builtins)
@@ -199,7 +207,9 @@ all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
     a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
-    out = Tensor._make(door.defer(da.floor_divide, promoted([value(a), value(b)]), elementwise=True))
+    operands, half = promoted([value(a), value(b)], opmath=True)  # (half in float32, as torch's)
+    out = door.defer(da.floor_divide, operands, elementwise=True)
+    out = Tensor._make(rounded_to_half(out) if half else out)
     return _no_derivative(out, "floor_divide", a, b)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import string
 import warnings
 
@@ -25,7 +26,7 @@ from dask.array.utils import meta_from_array
 
 from .. import chunk
 from ..graph import View, primitive
-from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public
+from ._util import TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public
 from .elementwise import conj
 from .reductions import sum
 from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, stack, swapaxes, transpose
@@ -102,7 +103,38 @@ matmul_p = primitive("matmul", torch=("MmBackward0", "MvBackward0", "DotBackward
                      impl=_matmul_array, args=("a", "b"), save=(("a", 1), ("b", 0)), prepare=_matmul_operands)
 
 
-@public("__matmul__", "__rmatmul__", "matmul")
+# torch's C++ type names in its matmul dtype error
+_CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double", "int64": "long int", "int32": "int",
+              "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool",
+              "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
+
+def same_dtype(a, b):
+    """torch's refusal of a matrix product of two dtypes (NumPy's ``matmul`` promotes; torch's Tensor
+    methods raise, with the text of the kernel the shapes reach)."""
+    a, b = as_tensor(a), as_tensor(b)
+    if a.dtype == b.dtype:
+        return a, b
+    na, nb = TORCH_TYPE_NAMES.get(a.dtype.name, a.dtype.name), TORCH_TYPE_NAMES.get(b.dtype.name, b.dtype.name)
+    if a.ndim == b.ndim == 1:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {na} and {nb}")
+    if b.ndim == 1:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {nb}, {na}, and {nb}")
+    if b.ndim == 2:
+        ca, cb = (_CPP_NAMES.get(x.dtype.name, x.dtype.name) for x in (a, b))
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")
+    raise RuntimeError(f"expected scalar type {na} but found {nb}")
+
+
+def _checked(matmul, swap=False):
+    def method(self, other):
+        """torch's ``matmul`` (``@``): both operands of one dtype."""
+        a, b = (other, self) if swap else (self, other)
+        return matmul(*same_dtype(a, b))
+    return method
+
+
+@public(("__matmul__", _checked), ("__rmatmul__", functools.partial(_checked, swap=True)), ("matmul", _checked))
 def matmul(a, b):
     """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
     axes broadcast as batches."""
@@ -181,7 +213,7 @@ def mm(a, b):
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
                            f"{b.shape[0]}x{b.shape[1]})")
-    return matmul(a, b)
+    return matmul(*same_dtype(a, b))
 
 
 @public("dot")

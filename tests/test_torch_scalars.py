@@ -1,0 +1,143 @@
+"""Python numbers meet tensors as in torch, against torch itself: a half tensor times (or divided by) a
+number computes in float32 and rounds once (NumPy rounds the number to half first: ``f16 * 1e5`` was
+inf, torch's 49984); a Python int beyond an integer dtype's range wraps into it (NumPy refuses it);
+a number an op converts with a check (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent) and
+that does not fit raises torch's error instead of becoming inf.  Also torch's refusals NumPy does not
+have: matrix products of two dtypes, softmax of integers, a float or bool ``alpha`` for integers; and
+dtypes: ``uint8.all()`` is uint8, l1 and mse losses broadcast a 0-d target first."""
+import operator
+import warnings
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+torch = pytest.importorskip("torch")
+
+_HALVES = np.concatenate([np.linspace(-40, 40, 97), np.linspace(0, 65000, 61), [0.5, 1, 2, -3]]).astype(np.float16)
+
+
+def _outcome(fn, x):
+    """The value (as NumPy) and dtype name of ``fn(x)``, or its exception's type and text."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            r = fn(x)
+        except (RuntimeError, NotImplementedError, TypeError) as e:
+            return type(e).__name__, str(e)
+        r = r.detach() if hasattr(r, "detach") else r
+        return np.asarray(r.numpy()), str(r.dtype).replace("torch.", "")
+
+
+def _same(a, b):
+    if isinstance(a[0], str) or isinstance(b[0], str):
+        return a == b
+    return a[1] == b[1] and a[0].shape == b[0].shape and np.array_equal(a[0], b[0], equal_nan=a[0].dtype.kind == "f")
+
+
+_HALF_OPS = {"mul": operator.mul, "rmul": lambda t, s: s * t, "div": operator.truediv, "rdiv": lambda t, s: s / t,
+             "floordiv": operator.floordiv, "rfloordiv": lambda t, s: s // t, "mul_": lambda t, s: t.clone().mul_(s),
+             "mul 0-d float32": lambda t, s: t * _like(t, np.float32(s)),
+             "0-d float32 times": lambda t, s: _like(t, np.float32(s)) * t,
+             "add": operator.add, "sub": operator.sub, "rsub": lambda t, s: s - t}
+
+
+def _like(t, v):
+    return torch.tensor(v) if isinstance(t, torch.Tensor) else dg.tensor(v)
+
+
+@pytest.mark.parametrize("number", [0.1, 3.3, 1 / 3, 1e5, 70000.0, 1e-8, 3, 100001])
+@pytest.mark.parametrize("name", sorted(_HALF_OPS))
+def test_half_with_a_number_is_torch_s_bit_for_bit(name, number):
+    fn = _HALF_OPS[name]
+    want = _outcome(lambda t: fn(t, number), torch.from_numpy(_HALVES.copy()))
+    got = _outcome(lambda t: fn(t, number), dg.tensor(_HALVES, chunks=50))
+    assert _same(got, want), (name, number)
+
+
+def test_half_products_and_quotients_of_two_half_tensors_are_unchanged():
+    """float32 then one rounding is NumPy's half arithmetic for two halves (the product is exact in
+    float32; a float32 quotient rounded again to half is correctly rounded), so only numbers change."""
+    a, b = _HALVES, _HALVES[::-1].copy()
+    for fn in (operator.mul, operator.truediv, operator.floordiv):
+        with np.errstate(all="ignore"):
+            want = fn(a, b)
+        got = fn(dg.tensor(a, chunks=40), dg.tensor(b, chunks=40)).numpy()
+        assert got.dtype == np.float16 and np.array_equal(got, want, equal_nan=True)
+
+
+_INTS = [("int8", lambda t: t + 1000), ("uint8", lambda t: t + 300), ("uint8", lambda t: t < -1),
+         ("uint8", lambda t: t == 257), ("int8", lambda t: t * 1000), ("int8", lambda t: t == -24 + 1024),
+         ("int16", lambda t: t - 70000), ("int32", lambda t: t + 2 ** 40),
+         ("uint8", lambda t: t.maximum(_like(t, 3)) + 512),
+         ("int8", lambda t: t.clamp(max=1000)), ("int8", lambda t: t.clone().fill_(1000)),
+         ("float16", lambda t: t ** 1e5), ("float16", lambda t: t.clamp(max=1e5)),
+         ("float16", lambda t: t.clamp(min=-1e5)),
+         ("float16", lambda t: t.clamp_min(1e5)), ("float32", lambda t: t.clamp(max=1e300)),
+         ("float16", lambda t: t.add(t, alpha=1e5)), ("float16", lambda t: t.sub(t, alpha=1e5)),
+         ("float16", lambda t: t.clone().fill_(1e5)), ("float16", lambda t: t + 1e5), ("float16", lambda t: 1e5 ** t),
+         ("float16", lambda t: (torch if isinstance(t, torch.Tensor) else dg).full_like(t, 1e5)),
+         ("float16", lambda t: t.clamp(max=float("inf"))), ("int64", lambda t: t.add(t, alpha=2.5)),
+         ("int64", lambda t: t.add(t, alpha=1.0)), ("int64", lambda t: t.add(t, alpha=True)),
+         ("float32", lambda t: t.add(t, alpha=True)), ("bool", lambda t: t.add(t, alpha=2)),
+         ("bool", lambda t: t.add(t, alpha=0)), ("bool", lambda t: t.add(t, alpha=2.5)),
+         ("int64", lambda t: t.sub(2, alpha=3)),
+         ("float32", lambda t: t.add(t, alpha=1.0))]
+
+
+@pytest.mark.parametrize("case", range(len(_INTS)))
+def test_a_number_beyond_a_dtype_s_range_wraps_or_raises_as_torch(case):
+    dtype, fn = _INTS[case]
+    x = np.array([1, 0, 3, 5], dtype)
+    assert _same(_outcome(fn, dg.tensor(x, chunks=3)), _outcome(fn, torch.from_numpy(x.copy())))
+
+
+@pytest.mark.parametrize("dtypes", [("float32", "float64"), ("float64", "float32"), ("int32", "float32"),
+                                    ("float16", "float32"), ("int64", "int64")])
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((2, 2, 3), (2, 3, 2)), ((2, 2, 3), (3, 2)),
+                                    ((3,), (2, 3, 2)), ((3,), (3, 2)), ((2, 3), (3, 2)), ((2, 3), (2, 3, 2)),
+                                    ((2, 2, 3), (3,))])
+def test_a_matrix_product_of_two_dtypes_raises_torch_s_error(dtypes, shapes):
+    (da, db), (sa, sb) = dtypes, shapes
+    a, b = np.ones(sa, da), np.ones(sb, db)
+    for fn in (operator.matmul, lambda x, y: x.matmul(y), lambda x, y: y.__rmatmul__(x)):
+        want = _outcome(lambda _: fn(torch.from_numpy(a), torch.from_numpy(b)), None)
+        got = _outcome(lambda _: fn(dg.tensor(a), dg.tensor(b)), None)
+        assert _same(got, want), (dtypes, shapes)
+    if len(sa) == len(sb) == 2:
+        assert _same(_outcome(lambda _: dg.tensor(a).mm(dg.tensor(b)), None),
+                     _outcome(lambda _: torch.from_numpy(a).mm(torch.from_numpy(b)), None))
+    assert dg.matmul(dg.tensor(a), dg.tensor(b)).dtype == np.result_type(a, b)  # (NumPy's function promotes)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("shape, dim", [((2, 3), 1), ((2, 3), 0), ((2, 3), -1), ((3,), 0), ((), 0)])
+def test_softmax_of_integers_raises_torch_s_error_unless_a_dtype_is_given(dtype, shape, dim):
+    x = np.ones(shape, dtype)
+    for name in ("softmax", "log_softmax"):
+        for call in (lambda L, t: getattr(L.nn.functional, name)(t, dim=dim), lambda L, t: getattr(t, name)(dim),
+                     lambda L, t: getattr(L.nn.functional, name)(t, dim=dim, dtype=L.float64)):
+            want = _outcome(lambda t: call(torch, t), torch.from_numpy(x.copy()))
+            got = _outcome(lambda t: call(dg, t), dg.tensor(x))
+            assert _same(got, want) if isinstance(want[0], str) else np.allclose(got[0], want[0]) and got[1] == want[1]
+
+
+def test_all_and_any_of_uint8_are_uint8_as_torch_s():
+    x = np.array([[1, 0], [2, 3]], np.uint8)
+    for fn in (lambda t: t.all(), lambda t: t.any(1), lambda t: t.all(dim=0, keepdim=True), lambda t: t.any((0, 1)),
+               lambda t: (t > 1).all()):
+        assert _same(_outcome(fn, dg.tensor(x)), _outcome(fn, torch.from_numpy(x)))
+    assert dg.all(dg.tensor(x)).dtype == bool  # (NumPy's function)
+
+
+@pytest.mark.parametrize("name", ["l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss"])
+@pytest.mark.parametrize("target", [((), "float64"), ((3,), "float64"), ((), "float32"), ((2, 1), "float64")])
+def test_pointwise_losses_with_a_target_of_another_dtype_or_shape_are_torch_s(name, target):
+    x, t = np.arange(3, dtype=np.float32) * 0.7, np.full(target[0], 0.5, target[1])
+    for reduction in ("mean", "none"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = getattr(torch.nn.functional, name)(torch.from_numpy(x), torch.from_numpy(t), reduction=reduction)
+            got = getattr(dg.nn.functional, name)(dg.tensor(x), dg.tensor(t), reduction=reduction)
+        assert str(want.dtype) == f"torch.{got.dtype}" and np.allclose(got.numpy(), want.numpy())
