@@ -1,0 +1,308 @@
+"""torch's Tensor methods digamma, polygamma, lgamma, erfinv, unfold, mode, histc, scatter_reduce and
+index_put (and their in-place forms) against torch itself: values, dtypes, float64 gradients, errors,
+over one chunk, even, uneven and size-1 chunks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+torch = pytest.importorskip("torch")
+
+CHUNKINGS = {"one": -1, "even": 2, "uneven": 3, "size1": 1}
+
+
+def _both(values, chunks, grad=False):
+    t = torch.tensor(values, requires_grad=grad)
+    d = dg.from_array(values, chunks=chunks, requires_grad=grad)
+    return t, d
+
+
+def _np(x):
+    return x.detach().numpy()
+
+
+def _same(t, d, rtol=1e-7, atol=1e-12):
+    assert tuple(t.shape) == tuple(d.shape)
+    assert np.dtype(str(t.dtype).removeprefix("torch.")) == d.dtype
+    np.testing.assert_allclose(_np(d), _np(t), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _raises_as_torch(fn):
+    try:
+        fn(torch)
+    except Exception as e:  # noqa: BLE001 (torch's exception is the expectation)
+        with pytest.raises(type(e)) as info:
+            fn(dg)
+        assert str(info.value) == str(e).splitlines()[0]
+    else:
+        pytest.fail("torch did not raise")
+
+
+# ------------------------------------------------------------------ special functions
+SPECIAL = [("digamma", ()), ("lgamma", ()), ("polygamma", (0,)), ("polygamma", (1,)), ("polygamma", (3,))]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("name,args", SPECIAL, ids=[f"{n}{a}" for n, a in SPECIAL])
+def test_gamma_family_values_and_gradients_match_torch(name, args, chunking, rng):
+    x = np.concatenate([rng.uniform(-4, 6, 9), [0.0, -0.0, -2.0, 1e-8, 50.0, np.inf, -np.inf, np.nan]])
+    t, d = _both(x, CHUNKINGS[chunking])
+    expected = getattr(t, name)(*args).numpy()
+    got = getattr(d, name)(*args).numpy()
+    if name == "polygamma" and args == (1,):  # torch's trigamma at a negative integer: 1/sin^2 of a rounding error
+        expected, got = expected[x != -2.0], got[x != -2.0]
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=0, equal_nan=True)
+    smooth = rng.uniform(0.3, 4, 7)
+    t, d = _both(smooth, CHUNKINGS[chunking], grad=True)
+    (gt,) = torch.autograd.grad(getattr(t, name)(*args).sum(), t, create_graph=True)
+    (gd,) = dg.autograd.grad(getattr(d, name)(*args).sum(), d, create_graph=True)
+    _same(gt, gd, rtol=1e-9)
+    (ggt,) = torch.autograd.grad(gt.sum(), t)
+    (ggd,) = dg.autograd.grad(gd.sum(), d)
+    _same(ggt, ggd, rtol=1e-9)
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+def test_erfinv_values_and_gradients_match_torch(chunking, rng):
+    x = np.concatenate([rng.uniform(-1, 1, 9), [-1.0, 1.0, 0.0, 1.5, -0.999999, np.nan]])
+    t, d = _both(x, CHUNKINGS[chunking])
+    _same(t.erfinv(), d.erfinv(), rtol=1e-12)
+    t, d = _both(rng.uniform(-0.9, 0.9, 7), CHUNKINGS[chunking], grad=True)
+    t.erfinv().sum().backward()
+    d.erfinv().sum().backward()
+    _same(t.grad, d.grad, rtol=1e-10)
+    assert type(d.erfinv().grad_fn).__name__ == "ErfinvBackward0"
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool", "float32", "float64", "float16"])
+@pytest.mark.parametrize("name", ["digamma", "lgamma", "erfinv"])
+def test_special_functions_give_torchs_result_dtype(name, dtype):
+    x = np.array([0, 1, 2, 1]).astype(dtype)
+    t, d = _both(x, 2)
+    expected, got = getattr(t, name)(), getattr(d, name)()
+    _same(expected, got, rtol=1e-3 if dtype in ("float16",) else 1e-6)
+
+
+def test_special_functions_node_names_in_place_forms_and_errors():
+    d = dg.tensor([1.5, 2.5], requires_grad=True)
+    assert [type(f(d).grad_fn).__name__ for f in (dg.Tensor.digamma, dg.Tensor.lgamma)] == \
+        ["DigammaBackward0", "LgammaBackward0"]
+    assert type(d.polygamma(0).grad_fn).__name__ == "PolygammaBackward0"
+    for name, args in (("digamma_", ()), ("lgamma_", ()), ("erfinv_", ()), ("polygamma_", (2,))):
+        t, x = torch.tensor([0.25, 0.5]), dg.tensor([0.25, 0.5])
+        assert getattr(x, name)(*args) is x
+        getattr(t, name)(*args)
+        _same(t, x, rtol=1e-6)
+    _raises_as_torch(lambda m: m.tensor([1.0]).polygamma(-1))
+    _raises_as_torch(lambda m: m.tensor([1.0]).polygamma(1.5))
+    for name in ("digamma", "lgamma", "erfinv"):
+        _raises_as_torch(lambda m, name=name: getattr(m.tensor([1j]), name)())
+
+
+def test_ufunc_fallbacks_agree_with_scipy():
+    from daskgrad.ops import methods
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.linspace(-7.7, 30, 201), [1e-6, 0.5, 1.0, 2.0]])
+    np.testing.assert_allclose(methods._lgamma_ufuncs(x), special.gammaln(x), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(methods._polygamma_ufuncs(x), special.psi(x), rtol=1e-11, atol=1e-12)
+    for n in (1, 2, 4):
+        np.testing.assert_allclose(methods._polygamma_ufuncs(x, n), special.polygamma(n, x), rtol=1e-10)
+    y = np.linspace(-0.999, 0.999, 101)
+    np.testing.assert_allclose(methods._erfinv_ufuncs(y), special.erfinv(y), rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------------ unfold
+UNFOLDS = [((10,), 0, 3, 2), ((10,), 0, 3, 1), ((10,), 0, 10, 1), ((10,), 0, 0, 1), ((6, 7), 1, 3, 3),
+           ((6, 7), 0, 2, 5), ((6, 7), -1, 4, 2), ((5, 4, 3), 1, 2, 1), ((), 0, 1, 1)]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("case", UNFOLDS, ids=str)
+def test_unfold_values_and_gradients_match_torch(case, chunking, rng):
+    shape, dim, size, step = case
+    a = rng.standard_normal(shape)
+    t, d = _both(a, CHUNKINGS[chunking], grad=True)
+    rt, rd = t.unfold(dim, size, step), d.unfold(dim, size, step)
+    _same(rt, rd)
+    c = rng.standard_normal(tuple(rt.shape))
+    (rt * torch.tensor(c)).sum().backward()
+    (rd * dg.tensor(c)).sum().backward()
+    _same(t.grad, d.grad)
+    if rd.ndim > 1:
+        assert len(rd.chunks[-1]) == 1  # the window dim in one chunk
+
+
+def test_unfold_dtypes_and_errors():
+    for dtype in ("int64", "float32", "bool"):
+        t, d = _both(np.arange(7).astype(dtype), 3)
+        _same(t.unfold(0, 2, 2), d.unfold(0, 2, 2))
+    _raises_as_torch(lambda m: m.arange(10.0).unfold(0, 11, 1))
+    _raises_as_torch(lambda m: m.arange(10.0).unfold(0, 3, 0))
+    _raises_as_torch(lambda m: m.arange(10.0).unfold(0, -1, 1))
+    _raises_as_torch(lambda m: m.arange(10.0).unfold(1, 3, 1))
+    _raises_as_torch(lambda m: m.tensor(3.0).unfold(0, 2, 1))
+
+
+# ------------------------------------------------------------------ mode
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32", "float64", "bool"])
+def test_mode_matches_torch_values_indices_and_ties(dtype, chunking, rng):
+    a = rng.integers(0, 4, (5, 9)).astype(dtype)
+    t, d = _both(a, CHUNKINGS[chunking])
+    for dim in (-1, 0, 1):
+        for keepdim in (False, True):
+            rt, rd = t.mode(dim, keepdim), d.mode(dim, keepdim)
+            assert type(rd).__name__ == "mode" and rd._fields == ("values", "indices")
+            _same(rt.values, rd.values)
+            _same(rt.indices, rd.indices)
+
+
+def test_mode_gradient_scalar_and_errors(rng):
+    a = rng.integers(0, 3, (4, 6)).astype(float)
+    t, d = _both(a, 2, grad=True)
+    t.mode(0).values.sum().backward()
+    d.mode(0).values.sum().backward()
+    _same(t.grad, d.grad)
+    rt, rd = torch.tensor(5.0).mode(), dg.tensor(5.0).mode()
+    _same(rt.values, rd.values)
+    _same(rt.indices, rd.indices)
+    _raises_as_torch(lambda m: m.zeros(2, 0).mode(1))
+    _raises_as_torch(lambda m: m.tensor([1j, 2j]).mode())
+
+
+# ------------------------------------------------------------------ histc
+HISTC_ARGS = [(), (7,), (5, -1, 1), (4, 0.5, 0.5), (3, 0, 2), (10, 0, 9)]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_histc_matches_torch(dtype, chunking, rng):
+    for a in (rng.standard_normal(50), rng.standard_normal((6, 7)), np.array([1.0, 1.0]), np.arange(10.0)):
+        a = a.astype(dtype)
+        for args in HISTC_ARGS:
+            t, d = _both(a, CHUNKINGS[chunking])
+            _same(t.histc(*args), d.histc(*args), rtol=0, atol=0)
+
+
+def test_histc_is_not_differentiable_and_raises_torchs_errors():
+    t, d = _both(np.array([1.0, 2.0, 1.0]), 2, grad=True)
+    assert t.histc(3).requires_grad is d.histc(3).requires_grad is False
+    _same(torch.zeros(0).histc(3), dg.zeros(0).histc(3))
+    _raises_as_torch(lambda m: m.tensor([1, 2]).histc())
+    _raises_as_torch(lambda m: m.tensor([1.0]).histc(0))
+    _raises_as_torch(lambda m: m.tensor([1.0]).histc(min=3, max=1))
+    _raises_as_torch(lambda m: m.tensor([1.0, float("inf")]).histc().numpy())
+    _raises_as_torch(lambda m: m.tensor([1.0, 2.0]).histc(3, min=float("nan")))
+
+
+# ------------------------------------------------------------------ scatter_reduce
+REDUCES = ["sum", "prod", "mean", "amax", "amin"]
+SCATTER_SHAPES = [((5, 4), (6, 4), 0), ((5, 4), (4, 6), 1), ((7,), (9,), 0), ((3, 4), (2, 2), -1)]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_scatter_reduce_values_and_gradients_match_torch(reduce, include_self, chunking, rng):
+    chunks = CHUNKINGS[chunking]
+    for shape, sshape, dim in SCATTER_SHAPES:
+        idx = rng.integers(0, shape[dim], sshape)
+        base = rng.integers(-3, 4, shape).astype(float)
+        src = rng.integers(-3, 4, sshape).astype(float)
+        if reduce == "prod":
+            src.reshape(-1)[0] = 0
+        c = rng.standard_normal(shape)
+        t, d = _both(base, chunks, grad=True)
+        ts, ds = _both(src, chunks, grad=True)
+        rt = t.scatter_reduce(dim, torch.tensor(idx), ts, reduce, include_self=include_self)
+        rd = d.scatter_reduce(dim, dg.from_array(idx, chunks=chunks), ds, reduce, include_self=include_self)
+        _same(rt, rd)
+        (rt * torch.tensor(c)).sum().backward()
+        (rd * dg.tensor(c)).sum().backward()
+        _same(t.grad, d.grad)
+        _same(ts.grad, ds.grad)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32"])
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_scatter_reduce_dtypes_and_in_place(reduce, dtype, rng):
+    base = rng.integers(-9, 9, (4, 5)).astype(dtype)
+    src = rng.integers(-9, 9, (4, 5)).astype(dtype)
+    idx = rng.integers(0, 4, (4, 5))
+    for include_self in (True, False):
+        t, d = _both(base, 2)
+        _same(t.scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self),
+              d.scatter_reduce(0, dg.tensor(idx), dg.from_array(src, chunks=3), reduce, include_self=include_self))
+        assert d.scatter_reduce_(0, dg.tensor(idx), dg.tensor(src), reduce, include_self=include_self) is d
+        t.scatter_reduce_(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+        _same(t, d)
+
+
+def test_scatter_reduce_errors_as_torchs():
+    def call(m, reduce="sum", index=(0, 0, 1), src=None, dtype=None):
+        z = m.tensor([10, 20, 30])
+        src = m.tensor([1, 2, 3]) if src is None else src
+        return z.scatter_reduce(0, m.tensor(list(index)) if dtype is None else m.tensor(list(index)).to(dtype),
+                                src, reduce)
+    _raises_as_torch(lambda m: call(m, "foo"))
+    _raises_as_torch(lambda m: call(m, src=m.tensor([1.0, 2.0, 3.0])))
+    _raises_as_torch(lambda m: call(m, dtype=m.float32))
+    _raises_as_torch(lambda m: call(m, index=(0, 5, 1)).numpy())  # (a lazy index: checked in its tasks)
+    _raises_as_torch(lambda m: m.tensor([1j]).scatter_reduce(0, m.tensor([0]), m.tensor([1j]), "amax"))
+
+
+# ------------------------------------------------------------------ index_put
+def _put_cases(rng):
+    return [((3, 4), (np.array([0, 2, 0]),), np.array(1.0), True),
+            ((3, 4), (np.array([0, 2]), np.array([1, 3])), np.array([5.0, 6.0]), False),
+            ((3, 4), (np.array([0, 2]),), np.array([5.0, 6.0, 7, 8]), False),
+            ((3, 4), (np.array([0, -1]),), np.array(1.0), False),
+            ((3, 4), (np.array([[0], [2]]), np.array([1, 3])), np.array([5.0, 6.0]), True),
+            ((3, 4), (np.array([True, False, True]),), np.array([1.0, 2, 3, 4]), True),
+            ((3, 4), (np.array([True, False, True]),), np.array([[1.0, 2, 3, 4], [5, 6, 7, 8]]), True),
+            ((3, 4), (np.array([True, False, True]),), np.array([[1.0, 2, 3, 4], [5, 6, 7, 8]]), False),
+            ((5, 3, 2), (np.array([4, 0, 4, 1], dtype=np.int32), np.array([2, 2, 2, 0])),
+             rng.standard_normal((4, 2)), True),
+            ((5, 3, 2), (np.array([4, 0, 4, 1]), np.array([2, 2, 2, 0])), rng.standard_normal((4, 2)), False)]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+def test_index_put_values_and_gradients_match_torch(chunking, rng):
+    chunks = CHUNKINGS[chunking]
+    for shape, indices, values, accumulate in _put_cases(rng):
+        base = rng.standard_normal(shape)
+        t, d = _both(base, chunks, grad=True)
+        vt, vd = _both(values, -1, grad=True)
+        rt = t.index_put(tuple(torch.tensor(i) for i in indices), vt, accumulate=accumulate)
+        rd = d.index_put(tuple(dg.from_array(i, chunks=chunks) for i in indices), vd, accumulate=accumulate)
+        _same(rt, rd)
+        c = rng.standard_normal(shape)
+        (rt * torch.tensor(c)).sum().backward()
+        (rd * dg.tensor(c)).sum().backward()
+        _same(t.grad, d.grad)
+        _same(vt.grad, vd.grad)
+
+
+def test_index_put_in_place_host_indices_and_dtypes():
+    for dtype in ("int64", "float32"):
+        t, d = _both(np.zeros((3, 4), dtype=dtype), 2)
+        v = np.array(7).astype(dtype)
+        assert d.index_put_((np.array([0, 2, 0]),), dg.tensor(v), accumulate=True) is d
+        t.index_put_((torch.tensor([0, 2, 0]),), torch.tensor(v), accumulate=True)
+        _same(t, d)
+
+
+def test_index_put_errors_as_torchs():
+    def put(m, indices, values=None):
+        values = m.tensor(1.0) if values is None else values
+        return m.zeros(3, 4).index_put(tuple(m.tensor(i) if isinstance(i, list) else i for i in indices), values)
+    _raises_as_torch(lambda m: put(m, ([0, 5],)).numpy())
+    _raises_as_torch(lambda m: put(m, ([0, 2],), m.tensor([5.0, 6.0])))
+    _raises_as_torch(lambda m: put(m, ([0, 2],), m.tensor(1.0, dtype=m.float64)))
+    _raises_as_torch(lambda m: put(m, ([0.0, 2.0],)))
+    _raises_as_torch(lambda m: put(m, ([0, 2],), 1.0))
+    _raises_as_torch(lambda m: put(m, ([True, False],)))
+    _raises_as_torch(lambda m: put(m, ([0, 2], [0, 1], [0, 1])))
+    _raises_as_torch(lambda m: put(m, (m.tensor([0, 2]).short(),)))
