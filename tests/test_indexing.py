@@ -68,8 +68,10 @@ def test_index_tensors_on_several_axes_out_of_bounds_raise_torchs_index_error():
     with pytest.raises(IndexError) as got:
         x[dg.tensor([1]), dg.tensor([4])].numpy()
     assert str(got.value) == str(expected.value)
-    with pytest.raises(NotImplementedError, match="to assign through"):  # refused before anything is submitted
-        x[dg.tensor([1]), dg.tensor([2])] = 1.0
+    x[dg.tensor([1, 3]), dg.tensor([2, 0])] = dg.tensor([1.0, 2.0])  # (lazy indices assign too, as torch's)
+    t = torch.zeros(5, 4, dtype=torch.float64)
+    t[torch.tensor([1, 3]), torch.tensor([2, 0])] = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
 
 
 def test_index_tensors_on_several_axes_that_daskgrad_cannot_combine_are_refused_before_submitting():
@@ -80,8 +82,8 @@ def test_index_tensors_on_several_axes_that_daskgrad_cannot_combine_are_refused_
                                                                                          chunks=2) > 0])
     with pytest.raises(NotImplementedError, match="known lengths"):  # (dask cannot broadcast unknown lengths)
         x[unknown, dg.tensor([1])]
-    with pytest.raises(NotImplementedError, match="boolean"):
-        x[dg.tensor([0, 1]), dg.tensor([True, False, True, False])]
+    # a tensor mask beside another index: its True places read, as torch's (x[[0, 1], [0, 2]])
+    np.testing.assert_array_equal(x[dg.tensor([0, 1]), dg.tensor([True, False, True, False])].numpy(), [0.0, 6.0])
     assert x[dg.tensor([0]), []].shape == (0,)  # (an empty list beside a tensor: NumPy's empty result)
 
 

@@ -129,92 +129,167 @@ getitem_p = primitive("getitem", torch=("SliceBackward0", "SelectBackward0", "Un
 getitem_p.vjp(lambda g, s, *, index, meta: (scatter_p.bind(g, index=index, meta=meta),))
 
 
-def _as_int(i):
-    """A 0-d integer index tensor as the int it holds, as torch reads it (``x[t(1), :, t([0, 2])]``
-    selects first); its value is read, as torch's."""
-    if getattr(i, "ndim", None) == 0 and np.dtype(i.dtype).kind in "iu":
-        return int(i.compute())
+_BOOLS = (bool, np.bool_)
+
+
+def _is_int(i):
+    return isinstance(i, (int, np.integer)) and not isinstance(i, _BOOLS)
+
+
+def _as_tuple(index):
+    """The index as a tuple of items, as torch reads it: a list holding a sequence, a slice, a tensor, None
+    or Ellipsis is a tuple of indices (torch's and old NumPy's rule), any other list one index."""
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
+                                       or i is None or i is Ellipsis for i in index):
+        return tuple(index)
+    return (index,)
+
+
+def _item(i):
+    """One index item normalised: a 0-d integer (bool) tensor the int (bool) it holds, read as torch reads
+    it; a list a NumPy array (an empty one int64); a tensor its dask array."""
+    if isinstance(i, Tensor):
+        i = raw(i)
+    if getattr(i, "ndim", None) == 0 and np.dtype(i.dtype).kind in "iub":
+        v = i.compute() if isinstance(i, da.Array) else i
+        return bool(v) if np.dtype(i.dtype).kind == "b" else int(v)
+    if isinstance(i, list):
+        a = np.asarray(i)
+        return a.astype(np.int64) if a.size == 0 else a
     return i
 
 
-def _side_by_side(places):
-    """Whether index places are consecutive: ints and arrays side by side land where NumPy and torch
-    both put them; apart, NumPy puts the arrays' axes first and torch applies the ints first."""
-    places = sorted(places)
-    return places == list(range(places[0], places[0] + len(places)))
+def _parse(shape, items):
+    """torch's reading of an index (its ``applySlicing``): the basic index it applies first, as views (ints,
+    slices, None, Ellipsis's slices; a Python bool a None), and the advanced indices it then applies to that
+    view, by the view's axis: integer arrays, boolean masks (over as many axes as they have) and a bool's
+    ``[0]`` or ``[]``.  torch's IndexErrors for too many indices, an int or concrete integer array out of
+    range and a mask of another shape."""
+    ndim = len(shape)
+    for i in items:
+        if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer, np.ndarray, da.Array))):
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                             f"valid indices (got {type(i).__name__})")
+        if isinstance(i, (np.ndarray, da.Array)) and i.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    spec = sum(i.ndim if _is_mask(i) else 0 if i is None or i is Ellipsis or isinstance(i, _BOOLS) else 1
+               for i in items)
+    if spec > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    basic, adv, out_shape = [], {}, []
+    d_in = real = 0
+    for i in items:
+        if i is Ellipsis:  # (each of several advances as far: torch's reading; past the last axis, none)
+            n = min(ndim - spec, ndim - d_in)
+            basic += [slice(None)] * n
+            out_shape += shape[d_in:d_in + n]
+            d_in, real = d_in + n, real + n
+        elif d_in >= ndim and not (i is None or isinstance(i, _BOOLS) or isinstance(i, slice) and i == slice(None)):
+            raise IndexError(f"too many indices for tensor of dimension {ndim}")
+        elif isinstance(i, slice) and d_in >= ndim:
+            continue
+        elif i is None or isinstance(i, _BOOLS):
+            if i is not None:
+                adv[len(out_shape)] = np.zeros(1 if i else 0, dtype=np.int64)
+            basic.append(None)
+            out_shape.append(1)
+            real += 1
+        elif isinstance(i, slice):
+            basic.append(i)
+            n = shape[d_in]
+            out_shape.append(len(range(*i.indices(n))) if n == n else n)
+            d_in, real = d_in + 1, real + 1
+        elif _is_int(i):
+            n = shape[d_in]
+            if n == n and not -n <= i < n:
+                raise IndexError(f"index {int(i)} is out of bounds for dimension {real} with size {n}")
+            basic.append(int(i))
+            d_in, real = d_in + 1, real + 1
+        elif _is_mask(i):
+            k, d = i.ndim, len(out_shape)
+            view = tuple(out_shape) + tuple(shape[d_in:])
+            for j in range(k):
+                m, n = i.shape[j], shape[d_in + j]
+                if m != n and m == m and n == n:
+                    raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
+                                     f"of the indexed tensor {list(view)} at index {d + j}")
+            adv[d] = i
+            basic += [slice(None)] * k
+            out_shape += shape[d_in:d_in + k]
+            d_in, real = d_in + k, real + k
+        else:  # an integer array
+            n = shape[d_in]
+            if isinstance(i, np.ndarray) and i.size and n == n:
+                bad = i[(i < -n) | (i >= n)]
+                if bad.size:
+                    raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension 0 with size {n}")
+            adv[len(out_shape)] = i
+            basic.append(slice(None))
+            out_shape.append(n)
+            d_in, real = d_in + 1, real + 1
+    basic += [slice(None)] * (ndim - d_in)
+    return tuple(basic), adv
 
 
-def _bool_scalars(x, items):
-    """``x[True]``, ``x[:, False]``: as torch, the bools together one advanced index of length 1 (all
-    True) or 0: a new axis where the first is, or first of all where others come between them; a copy."""
-    if any(isinstance(i, (list, np.ndarray, Tensor, da.Array)) for i in items):
-        raise IndexError("indexing with a Python bool next to array indices is not supported")
-    at = [k for k, i in enumerate(items) if type(i) in (bool, np.bool_)]
-    keep = all(items[k] for k in at)
-    if at != list(range(at[0], at[0] + len(at))):  # (not side by side: NumPy's and torch's rule puts it first)
-        at = [0]
-        items = (None,) + tuple(i for i in items if type(i) not in (bool, np.bool_))
-    else:
-        items = items[:at[0]] + (None,) + tuple(i for i in items[at[0]:] if type(i) not in (bool, np.bool_))
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-    ax = 0  # the new axis's place in the result
-    for i in items[:at[0]]:
-        ax += 1 if i is None or isinstance(i, slice) else x.ndim - consumed if i is Ellipsis else 0
-    out = getitem(x, items)
-    if not keep:
-        out = getitem(out, (slice(None),) * ax + (slice(0, 0),))
-    return out.clone()
+def _basic(x, basic, one_slice=False):
+    """``x[basic]``, a view (none at all for a basic index that keeps every axis whole, before an advanced one)."""
+    return getitem_p.bind(x, node="SliceBackward0" if one_slice else _index_node(basic, x.shape), index=basic,
+                          meta=_meta(x))
+
+
+def _host_mask(m):
+    """A mask's True places, as torch finds them beside other advanced indices: a tensor mask is read."""
+    if isinstance(m, da.Array):
+        if type(m._meta) is not np.ndarray:  # (a device mask is not copied to the host unasked)
+            raise IndexError("a boolean tensor mask on the device is taken alone only (x[mask], x[:, mask]); "
+                             "beside other advanced indices pass mask.cpu()")
+        m = np.asarray(m.compute())
+    return np.nonzero(np.asarray(m))
+
+
+def _integer_arrays(adv):
+    """The advanced indices by axis, each mask as its True places over its axes (torch's nonzero)."""
+    arrays = {}
+    for d in sorted(adv):
+        if _is_mask(adv[d]):
+            arrays.update({d + j: z for j, z in enumerate(_host_mask(adv[d]))})
+        else:
+            arrays[d] = adv[d]
+    return arrays
+
+
+def _advanced(r, adv):
+    """``r[adv]`` for advanced indices by axis (the other axes whole): one gather over the broadcast indices,
+    their axes in place when side by side, else first (NumPy's and torch's rule).  A lone tensor mask stays
+    lazy (its count unknown); a mask beside others is read (its True places are indices)."""
+    dims = sorted(adv)
+    if len(dims) == 1 and _is_mask(adv[dims[0]]) and isinstance(adv[dims[0]], da.Array):
+        d, m = dims[0], adv[dims[0]]
+        if d == 0:
+            return _mask_select(r, m)
+        return _mask_select(_move(r, list(range(d, d + m.ndim)), list(range(m.ndim))), m, at=d)
+    arrays = _integer_arrays(adv)
+    axes = sorted(arrays)
+    index = tuple(arrays.get(k, slice(None)) for k in range(r.ndim))
+    if len(axes) == 1 and np.ndim(arrays[axes[0]]) == 1:
+        return _take(r, arrays[axes[0]], axes[0], index)
+    return _take_points(r, index, axes)
 
 
 @public("__getitem__")
 def getitem(x, index):
-    """NumPy indexing: ints, slices (negative steps too), None, Ellipsis, one integer
-    array (repeated indices accumulate in backward) or a boolean mask."""
+    """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+    arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
+    then one gather over the advanced indices (a copy)."""
     x = as_tensor(x)
-    if any(type(i) in (bool, np.bool_) for i in (index if isinstance(index, tuple) else (index,))):
-        return _bool_scalars(x, index if isinstance(index, tuple) else (index,))
     one_slice = isinstance(index, slice)  # (torch slices x[:], where x[:, :] is an alias of x)
-    if isinstance(index, list) and any(isinstance(i, (list, tuple, slice, np.ndarray, Tensor, da.Array))
-                                       or i is None or i is Ellipsis for i in index):
-        index = tuple(index)  # torch (and old NumPy) read a list holding sequences as a tuple of indices
-    index = _expand_index(tuple(_as_int(raw(i)) if isinstance(i, Tensor) else i
-                                for i in (index if isinstance(index, tuple) else (index,))), x.ndim)
-    _check_bounds(index, x.shape)
-    arrays = [k for k, i in enumerate(index) if _is_array_index(i)]
-    ints = [k for k, i in enumerate(index) if isinstance(i, (int, np.integer))]
-    if (arrays and ints and not _side_by_side(arrays + ints)  # (side by side: NumPy's places are torch's)
-            and all(np.ndim(index[k]) == 1 for k in arrays)  # (N-d ones: NumPy's points, as before)
-            and sum(i is not None for i in index) == x.ndim):
-        # torch applies the ints first, as basic indexing, then the arrays to what is left: x[1, :, [0, 2]]
-        # is x[1][:, [0, 2]], (3, 2) of a (2, 3, 4) x, where NumPy's rule puts the array's axis first (2, 3)
-        basic = tuple(i if k in ints or i is None else slice(None) for k, i in enumerate(index))
-        return getitem(getitem(x, basic), tuple(slice(None) if i is None else i for k, i in enumerate(index)
-                                                if k not in ints))
-    if arrays:
-        first = index[arrays[0]]
-        if _is_mask(first) and isinstance(first, (list, np.ndarray)):  # a host mask: its True places, known
-            k = arrays[0]
-            return getitem(x, index[:k] + tuple(np.nonzero(np.asarray(first))) + index[k + 1:])
-        if _is_mask(first):
-            k = arrays[0]
-            if k == 0 and len(arrays) == 1 and all(i == slice(None) for i in index[1:]):
-                return _mask_select(x, first)  # x[mask], x[mask, ...]: lazily, its length unknown
-            # elsewhere (x[:, mask], x[mask, 1]) its True places, as torch finds them: a mask is read
-            if type(first._meta) is not np.ndarray:  # (a device mask is not copied to the host unasked)
-                raise IndexError("a boolean tensor mask on the device is taken as the first index only (x[mask]); "
-                                 "for x[:, mask] pass mask.cpu()")
-            return getitem(x, index[:k] + tuple(np.nonzero(np.asarray(first.compute()))) + index[k + 1:])
-        points = [k for k, i in enumerate(index) if _is_array_index(i) or isinstance(i, (int, np.integer))]
-        if all(i is not None for i in index) and any(i != slice(None) for k, i in enumerate(index) if k not in points):
-            # NumPy's mixed indexing (x[3, 2:, [1, 3]]): the slices first, as a basic index that keeps
-            # every axis, then the integer arrays (and ints) on the result, placed as NumPy places them
-            x = getitem(x, tuple(slice(None) if k in points else i for k, i in enumerate(index)))
-            index = tuple(i if k in points else slice(None) for k, i in enumerate(index))
-        if len(points) > 1:
-            return _take_points(x, index, points)
-        return _take(x, np.array(first) if isinstance(first, list) else first, arrays[0], index)
-    return getitem_p.bind(x, node="SliceBackward0" if one_slice else _index_node(index, x.shape), index=index,
-                          meta=_meta(x))
+    basic, adv = _parse(x.shape, tuple(_item(i) for i in _as_tuple(index)))
+    if not adv:
+        return _basic(x, basic, one_slice)
+    r = x if all(i == slice(None) for i in basic) else _basic(x, basic)
+    return _advanced(r, adv)
 
 
 def _index_node(index, shape):
@@ -242,6 +317,12 @@ def _points(x, index, axes):
         raise NotImplementedError("integer-array indices on several axes must be combined with full slices only")
     sizes = tuple(x.shape[k] for k in axes)
     adjacent = list(axes) == list(range(axes[0], axes[0] + len(axes)))
+    try:
+        if all(n == n for k in axes for n in np.shape(index[k])):  # (unknown lengths: refused below)
+            np.broadcast_shapes(*[np.shape(index[k]) for k in axes])
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(np.shape(index[k]))) for k in axes)) from None
     if any(isinstance(index[k], da.Array) for k in axes):  # (a tensor index, as getitem hands it on)
         lin, shape = _lazy_linear(index, axes, sizes)
         return lin, shape, axes[0] if adjacent else 0
@@ -293,34 +374,48 @@ def _flat_over(x, axes):
 def _take_points(x, index, axes):
     lin, bshape, pos = _points(x, index, axes)
     flat, rest = _flat_over(x, axes)
-    out = reshape(_take(flat, lin, 0, (slice(None),) * flat.ndim), bshape + rest)
-    if pos:  # adjacent advanced axes keep their place, as in NumPy (separated ones go first)
-        out = _move(out, list(range(len(bshape))), list(range(pos, pos + len(bshape))))
-    return out
+    # one gather, its flat axis unflattened to the broadcast shape in place (side by side) or first, in its
+    # own task: its result is no view (torch's IndexBackward0 copies)
+    return _take(flat, lin, 0, (slice(None),) * flat.ndim, shape=tuple(bshape), pos=pos)
 
 
 def _set_points(x, index, axes, value):
-    """``x[index] = value`` for pointwise integer-array indices, through one flattened axis."""
-    if any(isinstance(index[k], (da.Array, Tensor)) for k in axes):
-        raise NotImplementedError("integer-array indices on several axes must be concrete (lists or NumPy arrays) "
-                                  "to assign through")
+    """``x[index] = value`` for pointwise integer arrays (lazy ones too) on ``axes`` (the others whole),
+    through one flattened axis; ``value`` broadcast to what ``x[index]`` is, as torch's ``index_put_``."""
     lin, bshape, pos = _points(x, index, axes)
     flat, rest = _flat_over(x, axes)
+    nb, count = len(bshape), int(np.prod(bshape, dtype=np.int64))
+    shape = tuple(rest[:pos]) + tuple(bshape) + tuple(rest[pos:])
     if isinstance(value, Tensor):
-        nb = len(bshape)
-        shape = rest[:pos] + bshape + rest[pos:]
-        value = broadcast_to(value, shape) if value.shape != shape else value
+        if value.shape != shape:
+            if not _broadcasts(value.shape, shape):
+                raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
+                                   f"to indexing result of shape {list(shape)}")
+            value = broadcast_to(value, shape)
         if pos:
             value = _move(value, list(range(pos, pos + nb)), list(range(nb)))
-        value = reshape(value, (len(lin),) + rest)
-    out = setitem(flat, (lin,), value)
-    return _move(reshape(out, tuple(x.shape[k] for k in axes) + rest), list(range(len(axes))), list(axes))
+        value = reshape(value, (count,) + tuple(rest))
+    if not count:  # nothing is written (dask's assignment of an empty value raises)
+        from .elementwise import clone
+        out = clone(x)
+        if isinstance(value, Tensor) and value.requires_grad and x.dtype.kind in "fc":  # (its empty gradient)
+            out = out + value.sum().to(x.dtype)
+        return out
+    out = setitem_p.bind(flat, value, index=(lin,), meta_index=(lin,))
+    return _move(reshape(out, tuple(x.shape[k] for k in axes) + tuple(rest)), list(range(len(axes))), list(axes))
 
 
-def _set_mask(x, mask, value):
+def _broadcasts(src, dst):
+    """Whether shape ``src`` broadcasts to shape ``dst`` (unknown lengths pass)."""
+    return len(src) <= len(dst) and all(a == 1 or a == b or a != a or b != b
+                                        for a, b in zip(src[::-1], dst[::-1]))
+
+
+def _set_mask(x, mask, value, counted):
     """``x[mask] = value`` as a ``where``: dask.array assigns through a boolean mask only with a scalar
     and a 1-D mask.  A tensor value's elements are gathered to the mask's true places in order (the
-    running count of the mask indexes it), so its gradient is the cotangent at those places."""
+    running count of the mask indexes it), so its gradient is the cotangent at those places.
+    ``counted``: the value's first axis runs over the True places (else it is broadcast over them)."""
     from .elementwise import where
     from .reductions import cumsum
 
@@ -331,6 +426,16 @@ def _set_mask(x, mask, value):
                          f"indexed tensor {list(x.shape)} at index 0")
     rest = x.shape[m.ndim:]
     cond = reshape(m, tuple(m.shape) + (1,) * len(rest)) if rest else m
+    if isinstance(value, Tensor) and not counted:  # (the same value at each True place)
+        if not _broadcasts(value.shape, rest):
+            count = int(np.asarray(mask).sum()) if concrete else np.nan
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
+                               f"to indexing result of shape {[count] + list(rest)}")
+        return where(cond, value, x)
+    if isinstance(value, Tensor) and (value.ndim > len(rest) + 1 or not _broadcasts(value.shape[1:], rest)):
+        count = int(np.asarray(mask).sum()) if concrete else np.nan
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast "
+                           f"to indexing result of shape {[count] + list(rest)}")
     if isinstance(value, Tensor) and value.ndim and value.shape[0] != value.shape[0]:
         # an unknown length: a masked selection itself (``t[mask] += v``), one block per row block of the
         # mask, written back block by block (a block holding another count of values raises in its task)
@@ -339,7 +444,9 @@ def _set_mask(x, mask, value):
             raise NotImplementedError("assigning a tensor of unknown length through a mask: its blocks must be "
                                       "those of the masked selection (t[mask] = f(t[mask]))")
         return where(cond, _mask_scatter(value, Tensor._make(rows)), x)
-    if isinstance(value, Tensor) and value.ndim and value.shape[0] != 1:
+    if isinstance(value, Tensor) and value.shape[0] == 1:
+        value = reshape(value, value.shape[1:])
+    elif isinstance(value, Tensor):
         if concrete:
             k = int(np.asarray(mask).sum())
             if value.shape[0] != k:
@@ -348,29 +455,8 @@ def _set_mask(x, mask, value):
         order = reshape(cumsum(reshape(m, (-1,)).astype("int64")) - 1, (-1,))
         order = where(order < 0, 0, order)
         gathered = _take(value, order.array, 0, (slice(None),) * value.ndim)
-        value = reshape(gathered, tuple(m.shape) + tuple(value.shape[1:]))
+        value = reshape(gathered, tuple(m.shape) + (1,) * (len(rest) + 1 - value.ndim) + tuple(value.shape[1:]))
     return where(cond, value, x)
-
-
-def _check_bounds(index, shape):
-    """torch's IndexError for an integer (or a concrete integer-array) index out of range, where
-    NumPy-style wrapping or dask's own text would otherwise answer.  A lazy index array is checked
-    in its chunk kernel instead (see ``_take``)."""
-    dim = 0
-    for pos, i in enumerate(index):  # torch names an int index's place in the index, None included
-        if i is None:
-            continue
-        if isinstance(i, (bool, np.bool_)):
-            continue
-        if isinstance(i, (int, np.integer)) or isinstance(i, (list, np.ndarray)):
-            n = shape[dim]
-            idx = np.asarray(i) if not isinstance(i, (int, np.integer)) else np.array([i])
-            if idx.dtype.kind in "iu" and idx.size and n == n:
-                bad = idx[(idx < -n) | (idx >= n)]
-                if bad.size:
-                    where = pos if isinstance(i, (int, np.integer)) else 0  # torch reports 0 for array indices
-                    raise IndexError(f"index {int(bad[0])} is out of bounds for dimension {where} with size {n}")
-        dim += 1
 
 
 def _scatter_array(g, *, index, meta):
@@ -386,10 +472,14 @@ take_p = primitive("take", torch="IndexBackward0")
 
 
 @take_p.vjp
-def _take_rule(g, s, *, axis, n, chunks, lazy):
+def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
     # scatter-add as a one-hot contraction: repeated indices accumulate
     from .products import tensordot  # late: the knot of linear ops (see tests/test_floors.py)
 
+    if shape is not None:  # (the gather's unflattened axes back to one, first)
+        nb = len(shape)
+        g = _move(g, list(range(pos, pos + nb)), list(range(nb)))
+        g = reshape(g, (int(np.prod(shape, dtype=np.int64)),) + tuple(g.shape[nb:]))
     cols = s.idx.array.rechunk((g.chunks[axis],))
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
         cols = cols.map_blocks(chunk.like, g._storage.value._meta, dtype=cols.dtype,
@@ -399,8 +489,9 @@ def _take_rule(g, s, *, axis, n, chunks, lazy):
     return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
 
 
-def _take(x, idx, axis, index):
-    """On ``record``, not ``impl``: a host index is a constant of each block's task, a lazy one goes to dask's take."""
+def _take(x, idx, axis, index, shape=None, pos=0):
+    """On ``record``, not ``impl``: a host index is a constant of each block's task, a lazy one goes to dask's
+    take.  ``shape``: the taken axis (then the first) unflattened to ``shape`` and moved to ``pos``."""
     if any(i != slice(None) for k, i in enumerate(index) if k != axis):
         raise NotImplementedError("an integer-array index must be combined with full slices only")
     n, chunks = x.shape[axis], x.chunks
@@ -410,10 +501,18 @@ def _take(x, idx, axis, index):
     # the index is saved as a tensor, as torch's IndexBackward0 saves its indices
     if lazy:
         out = door.defer(_take_lazy, (_util.value(x), idx), (("axis", axis),))
-        return take_p.record(out, x, save={"idx": Tensor._make(idx)}, axis=axis, n=n, chunks=chunks, lazy=True)
-    out = door.defer(_take_host, (_util.value(x),), (("idx", idx), ("axis", axis)))
-    return take_p.record(out, x, save={"idx": Tensor._make(da.from_array(idx, chunks=-1))}, axis=axis, n=n,
-                         chunks=chunks, lazy=False)
+    else:
+        out = door.defer(_take_host, (_util.value(x),), (("idx", idx), ("axis", axis)))
+    if shape is not None:
+        out = door.defer(_unflatten, (out,), (("shape", shape), ("pos", pos)))
+    saved = Tensor._make(idx if lazy else da.from_array(idx, chunks=-1))
+    return take_p.record(out, x, save={"idx": saved}, axis=axis, n=n, chunks=chunks, lazy=lazy, shape=shape, pos=pos)
+
+
+def _unflatten(a, *, shape, pos):
+    """``a`` with its first axis as ``shape``, those axes moved to ``pos``."""
+    a = a.reshape(tuple(shape) + a.shape[1:])
+    return da.moveaxis(a, list(range(len(shape))), list(range(pos, pos + len(shape)))) if pos else a
 
 
 def _take_lazy(a, idx, *, axis):
@@ -446,15 +545,16 @@ def _rows_only(a):
     return a.rechunk({i: -1 for i in range(1, a.ndim)})
 
 
-def _mask_select_array(a, m):
+def _mask_select_array(a, m, *, at=0):
     """``a[m]`` per row block, for a mask ``m`` over ``a``'s first ``m.ndim`` axes: the selected rows,
     (count,) + the other axes (whole in each block: ``_rows_only``)."""
     a = _rows_only(a)
     letters = "".join(chr(ord("i") + k) for k in range(a.ndim))
     out = letters[:1] + letters[m.ndim:]
-    return da.blockwise(chunk.mask_select, out, a, letters, m, letters[:m.ndim], dtype=a.dtype,
-                        adjust_chunks={"i": lambda n: np.nan}, concatenate=True,
-                        meta=meta_from_array(a._meta, ndim=len(out)))
+    out = da.blockwise(chunk.mask_select, out, a, letters, m, letters[:m.ndim], dtype=a.dtype,
+                       adjust_chunks={"i": lambda n: np.nan}, concatenate=True,
+                       meta=meta_from_array(a._meta, ndim=len(out)))
+    return da.moveaxis(out, 0, at) if at else out
 
 
 def _mask_scatter_array(g, m):
@@ -467,13 +567,13 @@ def _mask_scatter_array(g, m):
 # the mask is saved but is no input (torch's nodes have one edge)
 mask_select_p = primitive("mask_select", torch="IndexBackward0", impl=_mask_select_array, args=("x", "m"),
                           save=("m",), consts=("m",))
-mask_select_p.vjp(lambda g, s: (_mask_scatter(g, s.m),))
+mask_select_p.vjp(lambda g, s, *, at=0: (_mask_scatter(_move(g, [at], [0]), s.m),))
 mask_scatter_p = primitive("mask_scatter", torch="IndexPutBackward0", impl=_mask_scatter_array, args=("g", "m"),
                            save=("m",), consts=("m",))
 mask_scatter_p.vjp(lambda g, s: (_mask_select(g, s.m),))
 
 
-def _mask_select(x, mask):
+def _mask_select(x, mask, at=0):
     """``x[mask]``: the elements (a mask as ``x``) or rows (a mask over ``x``'s first axes, torch's and
     NumPy's ``x[x[:, 0] > 2]``) where ``mask`` is True; one output chunk (of unknown length) per row block."""
     mask = raw(as_tensor(mask)) if not isinstance(mask, da.Array) else mask
@@ -483,7 +583,7 @@ def _mask_select(x, mask):
         if m != n and m == m and n == n:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {i} does not match the shape of the "
                              f"indexed tensor {list(x.shape)} at index {i}")
-    return mask_select_p.bind(x, Tensor._make(_rows_only(mask.rechunk(x.chunks[:mask.ndim]))))
+    return mask_select_p.bind(x, Tensor._make(_rows_only(mask.rechunk(x.chunks[:mask.ndim]))), at=at)
 
 
 def _mask_scatter(g, m):
@@ -505,29 +605,58 @@ setitem_p.vjp(lambda g, s, *, index, meta_index: (setitem(g, index, 0),
 
 @public()
 def setitem(x, index, value):
-    """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it)."""
+    """The out-of-place result of ``x[index] = value`` (``Tensor.__setitem__`` rebinds to it), as torch
+    writes it: the basic part of the index a view, into which ``value`` is copied (broadcast), or, with
+    advanced indices, put at them (broadcast to what ``x[index]`` would be)."""
     x, value = as_tensor(x), _util.tensor_or_scalar(value)
-    index = tuple(raw(i) if isinstance(i, Tensor) else i for i in (index if isinstance(index, tuple) else (index,)))
-    meta_index = _expand_index(index, x.ndim)
-    _check_bounds(meta_index, x.shape)
-    arrays = [k for k, i in enumerate(meta_index) if _is_array_index(i)]
-    ints = [k for k, i in enumerate(meta_index) if isinstance(i, (int, np.integer)) and type(i) not in (bool, np.bool_)]
-    if (arrays and ints and not _side_by_side(arrays + ints) and all(np.ndim(meta_index[k]) == 1 for k in arrays)
-            and sum(i is not None for i in meta_index) == x.ndim):
-        # torch's order, as getitem's: the ints first (x[1, :, [0, 2]] = v writes x[1][:, [0, 2]])
-        basic = tuple(i if k in ints else slice(None) for k, i in enumerate(meta_index) if i is not None)
-        rest = tuple(i for k, i in enumerate(meta_index) if k not in ints)
-        return setitem(x, basic, setitem(getitem(x, basic), rest, value))
-    if arrays:
-        first = meta_index[arrays[0]]
-        if _is_mask(first):
-            if (np.ndim(first) > 1 or isinstance(value, Tensor) and value.ndim) and len(index) == 1:
-                return _set_mask(x, first, value)
-        else:
-            points = [k for k, i in enumerate(meta_index) if k in arrays or isinstance(i, (int, np.integer))]
-            if len(points) > 1:
-                return _set_points(x, meta_index, points, value)
-    return setitem_p.bind(x, value, index=index, meta_index=meta_index)
+    basic, adv = _parse(x.shape, tuple(_item(i) for i in _as_tuple(index)))
+    kept = tuple(i for i in basic if i is not None)
+    whole = all(i == slice(None) for i in kept)
+    if isinstance(value, Tensor):
+        value = _strip_ones(value)
+    if adv:
+        part = x if whole and len(kept) == len(basic) else getitem_p.bind(x, node=_index_node(basic, x.shape),
+                                                                          index=basic, meta=_meta(x))
+        new = _put_advanced(part, adv, value)
+        if whole:
+            return reshape(new, x.shape) if new.shape != x.shape else new
+        value = new
+    view_shape = _index_geometry(x.shape, (0,) * x.ndim, 0, basic)
+    if isinstance(value, Tensor) and view_shape is not None:
+        view_shape = view_shape[0]
+        if value.shape != view_shape:
+            value = broadcast_to(value, view_shape)
+        target = _index_geometry(x.shape, (0,) * x.ndim, 0, kept)[0]
+        if value.shape != target:
+            value = reshape(value, target)
+    return setitem_p.bind(x, value, index=kept, meta_index=kept)
+
+
+def _strip_ones(value):
+    """``value`` without its leading length-1 axes (torch's ``slicePrefix1sSize`` before it copies)."""
+    k = 0
+    while k < value.ndim and value.shape[k] == 1:
+        k += 1
+    return reshape(value, value.shape[k:]) if k else value
+
+
+def _put_advanced(part, adv, value):
+    """``part`` with ``value`` put at its advanced indices (the other axes whole), out of place: ``value``
+    broadcast to the shape ``part[adv]`` has, as torch's ``index_put_``."""
+    dims = sorted(adv)
+    if len(dims) == 1 and _is_mask(adv[dims[0]]):
+        d, m = dims[0], adv[dims[0]]
+        moved = _move(part, list(range(d, d + m.ndim)), list(range(m.ndim))) if d else part
+        counted = isinstance(value, Tensor) and value.ndim >= part.ndim - m.ndim + 1 - d
+        if counted and d:  # (the value's axis over the True places first, as the mask's axes are moved)
+            c = value.ndim - (part.ndim - m.ndim + 1 - d)
+            value = _move(value, [c], [0])
+        new = _set_mask(moved, m, value, counted)
+        return _move(new, list(range(m.ndim)), list(range(d, d + m.ndim))) if d else new
+    arrays = _integer_arrays(adv)
+    axes = sorted(arrays)
+    index = tuple(arrays.get(k, slice(None)) for k in range(part.ndim))
+    return _set_points(part, index, axes, value)
 
 
 # ------------------------------------------------------------------- sorting
