@@ -726,3 +726,46 @@ def test_a_final_component_the_loss_does_not_read_gets_nothing_as_in_torch(case)
         return calls, [None if t.grad is None else np.round(t.grad.numpy(), 10).tolist() for t in (a, b, v, w)]
 
     assert run(dg, lambda x: dg.from_array(x, chunks=3)) == run(torch, torch.tensor)
+
+
+@pytest.mark.parametrize("quiet", [1, 2, 4])
+def test_a_step_run_under_no_grad_cuts_the_gradient_as_torch_s_unrolled_loop(quiet):
+    """A step that runs under ``no_grad`` makes a state without history: the gradient stops there (a
+    middle step), and after the last step the state does not require grad (it did here)."""
+    torch = pytest.importorskip("torch")
+    w0, s0 = np.array([1.1, 0.9, 1.3, 0.7]), np.array([1.0, 2.0, 3.0, 4.0])
+
+    def run(lib, w, s, loop):
+        def step(s, i):
+            if i == quiet:
+                with lib.no_grad():
+                    return s * w + 1
+            return s * w + 1
+        return loop(step, s)
+
+    def unrolled(step, s):
+        for i in range(5):
+            s = step(s, i)
+        return s
+
+    wt, st = torch.tensor(w0, requires_grad=True), torch.tensor(s0, requires_grad=True)
+    want = run(torch, wt, st, unrolled)
+    w, s = dg.tensor(w0, requires_grad=True), dg.tensor(s0, requires_grad=True)
+    got = run(dg, w, s, lambda step, s: checkpoint_steps(step, s, 5, snapshots=2))
+    assert got.requires_grad == want.requires_grad and np.allclose(got.detach().numpy(), want.detach().numpy())
+    if want.requires_grad:
+        (want ** 2).sum().backward()
+        (got ** 2).sum().backward()
+        assert np.allclose(w.grad.numpy(), wt.grad.numpy()) and s.grad is None and st.grad is None
+
+
+def test_a_first_step_under_no_grad_is_refused_at_once_with_the_reason():
+    w = dg.tensor(np.ones(3), requires_grad=True)
+
+    def step(s, i):
+        if i == 0:
+            with dg.no_grad():
+                return s * w
+        return s * w
+    with pytest.raises(RuntimeError, match="step 0 records no autograd graph .* but step 1 does"):
+        checkpoint_steps(step, dg.tensor(np.ones(3)), 4, snapshots=2)

@@ -424,7 +424,8 @@ def _run(step, states, steps, snapshots, xs, single, ys):
         plan = _Plan(loop, revolve.schedule(steps, snapshots))
         inputs = (*states, *loop.leaves) + (loop.xs if loop.x_grad else ())
         token = _Scan.apply(plan, *inputs)
-        out = _Outs(_Component.apply(plan, k, token) for k in range(plan.n + loop.n_ys))
+        out = _Outs(_Component.apply(plan, k, token) if k >= plan.n or loop.last_requires_grad[k]
+                    else _Component.apply(plan, k, token).detach() for k in range(plan.n + loop.n_ys))
     out.ys_structure = loop.ys_structure
     return out
 
@@ -500,8 +501,14 @@ class _Loop:
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.reaches = tuple(r.reaches for r in records)  # (one per step, or step 0's for all)
         self.leaves, self.error = first.leaves, None
+        # (a last step run under no_grad returns a state that does not require grad, as the unrolled loop's)
+        self.last_requires_grad = records[-1].requires_grad
         known = {id(v) for v in first.leaves}
         for r in records:
+            if want_grad and not any(first.requires_grad) and any(r.requires_grad):
+                raise RuntimeError(f"checkpoint_steps: step 0 records no autograd graph (it ran under no_grad, or "
+                                   f"returned a state that does not require grad) but step {r.i} does; step must do "
+                                   "the same at every step")
             if self.error is None and any(id(v) not in known for v in r.read_leaves):
                 self.error = (f"checkpoint_steps: step {r.i} reads a leaf tensor requiring grad that step 0 does not "
                               "read; step must read the same leaves at every step")
@@ -576,6 +583,7 @@ class _Recorded:
                 out = _as_state(out, single, n, i)
                 out = tuple(_like(o, t, i) for o, t in zip(out, states)) + tuple(extra)
             self.n_ys = len(extra)
+            self.requires_grad = tuple(o.requires_grad for o in out)
             self.grads_by = _grad_structure(out, carry + x) if want_grad else None
             # (the reach is a function of the autograd graph's shape: a step recording step 0's takes its reach)
             same = like is not None and self.grads_by is not None and self.grads_by == like.grads_by
