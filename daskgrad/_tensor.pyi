@@ -267,7 +267,8 @@ class Tensor:
         axes broadcast as batches.
         """
     def __mod__(self, b) -> Tensor:
-        """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+        """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+        an integer one by zero raises torch's error.
         """
     def __mul__(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -309,7 +310,8 @@ class Tensor:
         axes broadcast as batches.
         """
     def __rmod__(self, other) -> Tensor:
-        """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+        """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+        an integer one by zero raises torch's error.
         """
     def __rmul__(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -724,7 +726,7 @@ class Tensor:
         """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
         the input holds zeros, as torch's.
         """
-    def cumsum(self, axis=None, dtype=None, *, dim=...) -> Tensor:
+    def cumsum(self, dim=None, *, dtype=None, axis=None) -> Tensor:
         """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
         None, where torch requires ``dim``).
         """
@@ -1419,7 +1421,8 @@ class Tensor:
         """Elementwise ``relu``; gradient node ``ReluBackward0``.
         """
     def remainder(self, b) -> Tensor:
-        """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+        """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+        an integer one by zero raises torch's error.
         """
     def renorm(self, p, dim, maxnorm):
         """torch's ``renorm``: each slice along ``dim`` whose ``p``-norm (over the other dims) exceeds

@@ -205,3 +205,58 @@ def i1(x):
     with np.errstate(over="ignore"):  # I1 overflows past about 713, to inf as NumPy's i0 does
         far = np.exp(big) / np.sqrt(2 * np.pi * big) * tail
     return np.sign(x) * np.where(ax <= _I1_SPLIT, near, far)
+
+
+# ----------------------------------------------- torch's special values, on any chunk type
+@_rows("elementwise")
+def clamp_min(x, lo):
+    """torch's ``clamp(min=lo)``: ``lo`` where ``x < lo`` or ``lo`` is NaN, else ``x`` itself, so a tie
+    keeps ``x``'s sign of zero (``clamp(-0.0, min=0.0)`` and ``relu(-0.0)`` are -0.0; NumPy's ``maximum``
+    gives 0.0) and a NaN ``x`` stays NaN."""
+    return np.where((x < lo) | (lo != lo), lo, x)
+
+
+@_rows("elementwise")
+def clamp_max(x, hi):
+    """torch's ``clamp(max=hi)``, as :func:`clamp_min`."""
+    return np.where((x > hi) | (hi != hi), hi, x)
+
+
+@_rows("elementwise")
+def relu(x):
+    """torch's ``relu``: ``clamp(x, min=0)``, -0.0 and NaN kept."""
+    return clamp_min(x, 0)
+
+
+@_rows("elementwise")
+def remainder(a, b):
+    """torch's floating ``remainder``: ``fmod(a, b)``, plus ``b`` where that is not zero and its sign is not
+    ``b``'s; a zero keeps ``a``'s sign (NumPy's ``mod`` gives ``b``'s)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # (x % 0 is NaN, as torch's, unwarned)
+        r = np.fmod(a, b)
+    return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+def nonzero_divisor(b):
+    """An integer divisor, checked: torch raises ``RuntimeError: ZeroDivisionError`` for an integer
+    division or remainder by zero, where NumPy gives 0."""
+    if (b == 0).any():
+        raise RuntimeError("ZeroDivisionError")
+    return b
+
+
+def _int_dtype(a, b):
+    """The dtype of promoted integer operands (one may be a Python int)."""
+    return a.dtype if hasattr(a, "dtype") else b.dtype
+
+
+@_rows("elementwise")
+def int_power(a, b):
+    """torch's integer ``a ** b`` with tensor exponents: for a negative ``b``, 1 where ``a`` is 1, 1 or -1
+    (``b`` even or odd) where ``a`` is -1, else 0 (NumPy refuses negative integer powers)."""
+    dtype = _int_dtype(a, b)
+    neg = b < 0
+    r = np.power(a, np.where(neg, 0, b).astype(dtype, copy=False))
+    sign = np.where(a == -1, 1 - 2 * (b & 1), a == 1)
+    return np.where(neg, sign, r).astype(dtype, copy=False)
+

@@ -564,7 +564,8 @@ def fmod(a, b) -> Tensor:
     """C's remainder (the sign of ``a``), as ``torch.fmod``.
     """
 def mod(a, b) -> Tensor:
-    """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+    """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+    an integer one by zero raises torch's error.
     """
 def asin(x) -> Tensor:
     """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
@@ -595,7 +596,8 @@ def around(x, decimals=0) -> Tensor:
     """NumPy's ``round`` (half to even, as torch's); a zero gradient.
     """
 def remainder(a, b) -> Tensor:
-    """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``.
+    """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+    an integer one by zero raises torch's error.
     """
 def i0(x) -> Tensor:
     """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real

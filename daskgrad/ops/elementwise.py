@@ -112,10 +112,10 @@ sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g
                  complex_ok=False, methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
-# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch; relu's zeros are 0 * r, so the gradient depends on
-# the input as torch's threshold_backward does (its own gradient is 0, not missing)
-relu = _unary("relu", "ReluBackward0", lambda a: da.maximum(a, 0),
-              lambda g, s: (where(s.r <= 0, 0 * s.r, g),), ("r",), complex_ok=False, methods=("relu_", "relu"),
+# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch; relu's zeros are 0 * r + 0 (+0.0 at r = -0.0, as
+# torch's), so the gradient depends on the input as torch's threshold_backward does (its own gradient is 0)
+relu = _unary("relu", "ReluBackward0", chunk.relu,
+              lambda g, s: (where(s.r <= 0, 0 * s.r + 0, g),), ("r",), complex_ok=False, methods=("relu_", "relu"),
               floating=False)
 
 
@@ -229,6 +229,28 @@ rounded_div_p = primitive("rounded_div", torch="DivBackward2", impl=lambda a, b,
 rounded_div_p.vjp(lambda g, s, *, mode: (zeros_like(g), zeros_like(g)))
 
 
+def _dtype_of(*operands):
+    """The dtype of a binary op's promoted operands (a Python number among them has the array's)."""
+    return next(x.dtype for x in operands if hasattr(x, "dtype"))
+
+
+def _nonzero_array(a):
+    return da.map_blocks(chunk.nonzero_divisor, a, dtype=a.dtype, meta=a._meta)
+
+
+def checked_divisor(a, b):
+    """``b`` as the divisor of ``a``: where the result is an integer, torch's ``RuntimeError: ZeroDivisionError``
+    for a zero (NumPy gives 0), at once for a number, while computing for a tensor (an integer one: no
+    gradient to keep)."""
+    if result_type(a, b).kind not in "iu":
+        return b
+    if not isinstance(b, Tensor):
+        if b == 0:
+            raise RuntimeError("ZeroDivisionError")
+        return b
+    return Tensor._make(door.defer(_nonzero_array, (value(b),)))
+
+
 def _rounded_div(a, b, mode):
     floor = a // b  # Python's floor division (exact where floor(a / b) rounds wrong), as torch's; its dtype
     if mode == "floor":
@@ -256,12 +278,27 @@ def truediv(a, b, *, rounding_mode=None):
     if rounding_mode not in ("trunc", "floor"):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                            f"'{rounding_mode}'")
-    return rounded_div_p.bind(a, b, mode=rounding_mode)
+    return rounded_div_p.bind(a, checked_divisor(a, b), mode=rounding_mode)
 
 
 # the result is saved only for the exponent's gradient, as torch's (so pow_ of a scalar exponent saves
 # only its base, which a later write does not change)
-pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), operator.pow,
+# torch's pow of a float32/64 tensor by these numbers: products and roots, not C's pow (x ** -0.5 is rsqrt:
+# -inf at -0.0, NaN at -inf, where pow gives inf and 0; x ** 3 is x * x * x, to its last bit)
+_POW_BY = {2: lambda a: a * a, 3: lambda a: a * a * a, -2: lambda a: 1 / (a * a), 0.5: np.sqrt,
+           -0.5: lambda a: 1 / np.sqrt(a), -1: lambda a: 1 / a}
+
+
+def _power(a, b):
+    """``a ** b``; of integers with a tensor exponent, torch's value for negative exponents (NumPy raises)."""
+    dtype = _dtype_of(a, b)
+    if not hasattr(b, "dtype"):
+        special = _POW_BY.get(b) if dtype.kind == "f" and dtype.itemsize >= 4 and type(b) is not bool else None
+        return a ** b if special is None else special(a)
+    return chunk.int_power(a, b) if dtype.kind in "iu" else a ** b
+
+
+pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), _power,
                 save=("a", "b", ("r", 1)))
 
 
@@ -299,6 +336,8 @@ def pow(a, b):
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
     if isinstance(a, Tensor) and node == "PowBackward0":  # (an exponent beyond the result's range: torch's error)
+        if isinstance(b, numbers.Integral) and b < 0 and result_type(a, b).kind in "biu":
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
         checked_scalar(b, result_type(a, b))
     out = pow_p.bind(a, b, node=node)
     return astype(out, bool) if out.dtype == np.int8 and result_type(a, b).kind == "b" else out  # (NumPy's bool power)
@@ -362,9 +401,9 @@ def _clamp_operands(x, lo, hi):
 
 def _clamp_array(a, lo, hi):
     if lo is not None:
-        a = da.maximum(a, lo)
+        a = door.elemwise(chunk.clamp_min, a, lo)
     if hi is not None:
-        a = da.minimum(a, hi)
+        a = door.elemwise(chunk.clamp_max, a, hi)
     return a
 
 
@@ -629,8 +668,9 @@ def _logaddexp_rule(g, s, base_exp):
     return g / (1 + base_exp(b - a)), g / (1 + base_exp(a - b))
 
 
-def _remainder_rule(g, s, rounding):
-    return g, -g * rounding(s.a / s.b)
+def _remainder_rule(g, s, mode):
+    # torch's: -g * a.div(b, rounding_mode=mode), so an infinite a gives NaN (floor) as its division does
+    return g, -g * truediv(s.a, s.b, rounding_mode=mode)
 
 
 arctan2_p = _binary("arctan2", "Atan2Backward0", da.arctan2, save=("a", "b"), refuse="atan2", promote="floating")
@@ -643,10 +683,16 @@ logaddexp_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp(t)))
 logaddexp2_p = _binary("logaddexp2", "Logaddexp2Backward0", da.logaddexp2, save=("a", "b"), refuse="logaddexp2",
                        promote="floating")
 logaddexp2_p.vjp(functools.partial(_logaddexp_rule, base_exp=lambda t: exp2(t)))
+def _mod(a, b):
+    """torch's ``remainder``: of floats, a zero keeps the dividend's sign (:func:`chunk.remainder`), not the divisor's
+    as NumPy's."""
+    return chunk.remainder(a, b) if _dtype_of(a, b).kind == "f" else a % b
+
+
 fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=("a", "b"), refuse="fmod")
-fmod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: trunc(t)))
-mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), operator.mod, save=("a", "b"), refuse="remainder")
-mod_p.vjp(functools.partial(_remainder_rule, rounding=lambda t: floor(t)))
+fmod_p.vjp(functools.partial(_remainder_rule, mode="trunc"))
+mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), _mod, save=("a", "b"), refuse="remainder")
+mod_p.vjp(functools.partial(_remainder_rule, mode="floor"))
 
 
 nextafter_p = _binary("nextafter", "NextafterBackward0", da.nextafter, save=("a", "b"), refuse="nextafter",
@@ -692,13 +738,15 @@ def logaddexp2(a, b):
 @public("fmod")
 def fmod(a, b):
     """C's remainder (the sign of ``a``), as ``torch.fmod``."""
-    return fmod_p.bind(a, b, node="FmodBackward1" if isinstance(b, Tensor) else "FmodBackward0")
+    return fmod_p.bind(a, checked_divisor(a, b), node="FmodBackward1" if isinstance(b, Tensor) else "FmodBackward0")
 
 
 @public("__mod__", "__rmod__", "remainder")
 def mod(a, b):
-    """Python's remainder (the sign of ``b``), as ``torch.remainder`` and NumPy's ``mod``."""
-    return mod_p.bind(a, b, node="RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0")
+    """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
+    an integer one by zero raises torch's error."""
+    node = "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
+    return mod_p.bind(a, checked_divisor(a, b), node=node)
 
 
 for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),

@@ -14,7 +14,7 @@ from .. import _dask as door, _tensor
 from ..graph import primitive, promoted, rounded_to_half
 from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
 from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar, value
-from .elementwise import bitwise_not, mod, zeros_like
+from .elementwise import bitwise_not, checked_divisor, mod, zeros_like
 from .shape import broadcast_to, reshape
 
 for _name, _fn in (("zeros", zeros), ("ones", ones), ("full", full), ("arange", arange)):
@@ -207,6 +207,7 @@ all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
     a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
+    b = checked_divisor(a, b)  # (an integer one by zero: torch's error)
     operands, half = promoted([value(a), value(b)], opmath=True)  # (half in float32, as torch's)
     out = door.defer(da.floor_divide, operands, elementwise=True)
     out = Tensor._make(rounded_to_half(out) if half else out)

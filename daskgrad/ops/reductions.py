@@ -61,6 +61,8 @@ def _reduce(prim, x, axis, keepdims, forward, fwd=(), **params):
 
 
 def _reduce_fwd(a, n, n_out, *, axes, keepdims, fn):
+    if fn in ("max", "min") and not a.size:  # an empty result (the empty reduced dims raised): dask's tree would
+        return reduce_array(a, "sum", axes, keepdims).astype(a.dtype)  # reduce an empty block
     return reduce_array(a, fn, axes, keepdims)
 
 
@@ -243,10 +245,26 @@ def _refuse_complex_extreme(x, fn, amax_like, axis):
     raise NotImplementedError(f'"{kernel}" not implemented for \'{name}\'')
 
 
+def _refuse_empty(x, name, axis, known_dim=False):
+    """torch's errors for an extreme (max, argmax, ...) with no identity over no elements: of all of an empty
+    tensor, or over an empty dim (named as given; as normalized, ``known_dim``: argmax's words)."""
+    if axis is None:
+        if x.ndim and not numel(x.shape, range(x.ndim)):
+            error = IndexError if known_dim else RuntimeError
+            raise error(f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+                        + ("" if known_dim else " Specify the reduction dim with the 'dim' argument."))
+        return
+    for d in (axis if isinstance(axis, (tuple, list)) else (axis,)):
+        if x.ndim and x.shape[norm_axis(d, x.ndim)] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {norm_axis(d, x.ndim) if known_dim else d} to have "
+                             "non-zero size.")
+
+
 def _extreme(all_p, axis_p, fn):
     def op(x, axis=None, keepdims=False):
         x = as_tensor(x)
         _refuse_complex_extreme(x, fn, all_p is axis_p, axis)
+        _refuse_empty(x, op.__name__, axis)
         return _reduce(all_p if axis is None else axis_p, x, axis, keepdims, _reduce_fwd, (("fn", fn),))
     op.__name__ = op.__qualname__ = fn if all_p is not axis_p else axis_p.name
     word = "largest" if fn == "max" else "smallest"
@@ -314,6 +332,8 @@ def _std_array(a, n, n_out, *, axes, keepdims, ddof):
 
 
 def _logsumexp_array(a, n, n_out, *, axes, keepdims):
+    if not a.size:  # log(0): -inf, as torch's, or an empty result (no max to shift by)
+        return reduce_array(a, "sum", axes, keepdims) - np.inf
     m = reduce_array(a, "max", axes, True)
     m = da.where(da.isfinite(m), m, 0)
     out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
@@ -330,11 +350,26 @@ def logsumexp(x, axis=None, keepdims=False):
     return _reduce(logsumexp_p, x, axis, keepdims, _logsumexp_array)
 
 
-cumsum_p = primitive("cumsum", torch="CumsumBackward0", impl=lambda a, *, axis: da.cumsum(a, axis=axis))
+def _cumsum_array(a, *, axis):
+    out = da.cumsum(a, axis=axis)
+    return out + 0 if a.dtype.kind == "f" else out  # torch's running sum starts at +0.0: a leading -0.0 gives 0.0
+
+
+cumsum_p = primitive("cumsum", torch="CumsumBackward0", impl=_cumsum_array)
 cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
 
 
-@public("cumsum")
+def _cumsum_method(cumsum):
+    def method(self, dim=None, *, dtype=None, axis=None):
+        """torch's ``cumsum(dim, dtype=None)``: ``dim`` is required (``daskgrad.cumsum`` flattens without it, as
+        NumPy's)."""
+        if dim is None and axis is None:
+            raise TypeError('cumsum() missing 1 required positional arguments: "dim"')
+        return cumsum(self, dim if axis is None else axis, dtype=dtype)
+    return method
+
+
+@public(("cumsum", _cumsum_method))
 def cumsum(x, axis=None, dtype=None):
     """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
     None, where torch requires ``dim``)."""
@@ -350,6 +385,7 @@ def cumsum(x, axis=None, dtype=None):
 
 def _arg_extreme(x, axis, keepdims, fn):
     x = as_tensor(x)
+    _refuse_empty(x, fn, axis, known_dim=True)
     if x.ndim == 0:  # torch: the index of a 0-d tensor's one element, along dim 0 or -1 or none
         if axis is not None:
             norm_axis(axis, 0)
