@@ -107,16 +107,17 @@ C_TYPE_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
 
 def checked_scalar(value, dtype):
     """``value``, a Python number an op converts to ``dtype`` as torch's ``Scalar::to<T>()`` does where it
-    checks (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent): one out of the dtype's range
-    raises torch's error; infinities and NaN pass into floating types.  Anything else passes as it is."""
+    checks (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent, ``masked_fill``): one out of the
+    dtype's range raises torch's error; infinities and NaN pass into floating types only.  Anything else
+    passes as it is."""
     if type(value) not in (int, float):
         return value
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        fits = value != value or (abs(value) != float("inf") and info.min <= value <= info.max)
+        fits = value == value and abs(value) != float("inf") and info.min <= value <= info.max
     elif dtype.kind == "f":
-        fits = value != value or abs(value) == float("inf") or abs(value) <= np.finfo(dtype).max
+        fits = value != value or abs(value) == float("inf") or abs(value) <= float(np.finfo(dtype).max)
     else:
         fits = True
     if not fits:

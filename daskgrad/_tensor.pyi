@@ -428,13 +428,13 @@ class Tensor:
         """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``.
         """
     def addcdiv(self, tensor1, tensor2, *, value=1):
-        """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``.
+        """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's).
         """
     def addcdiv_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.addcdiv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addcmul(self, tensor1, tensor2, *, value=1):
-        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``.
+        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's.
         """
     def addcmul_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.addcmul`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -1087,7 +1087,7 @@ class Tensor:
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def lerp(self, end, weight):
-        """torch's ``lerp``: ``self + weight * (end - self)``.
+        """torch's ``lerp``: ``self + weight * (end - self)``, by torch's two formulas (exact at both ends).
         """
     def lerp_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.lerp`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.

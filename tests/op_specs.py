@@ -255,6 +255,10 @@ SPECS = (
     OpSpec("erf", dg.erf, [M], -2.5, 2.5),
     OpSpec("erfc", lambda a: a.erfc(), [M], -2.5, 2.5),
     OpSpec("logcumsumexp", lambda a: a.logcumsumexp(1), [M], -2, 2),
+    # (weights on both sides of 0.5: both of torch's formulas)
+    OpSpec("lerp", lambda a, b, w: a.lerp(b, w) + a.lerp(b, 0.3) * b.lerp(a, 0.8), [M, M, M], 0.05, 0.95),
+    OpSpec("addcmul", lambda a, b, c: a.addcmul(b, c, value=0.3) * a.addcmul(c[0], b), [M, M, M], -2, 2),
+    OpSpec("addcdiv", lambda a, b, c: a.addcdiv(b, c, value=0.3) * a.addcdiv(c[0], b), [M, M, M], 0.5, 2),
     OpSpec("digamma_lgamma", lambda a: a.digamma() * a.lgamma() + a.polygamma(2), [M], 0.5, 3),
     OpSpec("erfinv", lambda a: a.erfinv(), [M], -0.9, 0.9),
     OpSpec("unfold", lambda a: a.unfold(0, 3, 2).sum(-1) * a.unfold(1, 2, 1)[:2, :, 1].sum(-1, keepdim=True), [M],

@@ -141,3 +141,50 @@ def test_pointwise_losses_with_a_target_of_another_dtype_or_shape_are_torch_s(na
             want = getattr(torch.nn.functional, name)(torch.from_numpy(x), torch.from_numpy(t), reduction=reduction)
             got = getattr(dg.nn.functional, name)(dg.tensor(x), dg.tensor(t), reduction=reduction)
         assert str(want.dtype) == f"torch.{got.dtype}" and np.allclose(got.numpy(), want.numpy())
+
+
+_FUSED = np.random.default_rng(0).standard_normal((3, 2003)) * 10
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("case", ["lerp 0.3", "lerp 0.7", "lerp 1", "lerp tensor", "addcmul", "addcmul 0.3",
+                                  "addcmul 2", "addcdiv 0.3"])
+def test_lerp_and_addcmul_round_once_as_torch_s_fused_multiply_adds(case, dtype):
+    """torch's lerp (two formulas, exact at both ends) and addcmul are fused multiply-adds, rounded once
+    (float64 too: emulated here, NumPy has none); ``self + w * (end - self)`` differed in the last bit in
+    a quarter of the elements, and ``lerp(a, b, 1)`` was not ``b``."""
+    a, b, c = _FUSED.astype(dtype)
+    w = np.random.default_rng(1).uniform(-0.2, 1.2, a.shape).astype(dtype)
+    name, _, arg = case.partition(" ")
+
+    def call(t, mk):
+        x, y, z = mk(a), mk(b), mk(c)
+        if name == "lerp":
+            return x.lerp(y, mk(w) if arg == "tensor" else float(arg))
+        return getattr(x, name)(y, z, **({"value": float(arg)} if arg else {}))
+    want = call(None, torch.from_numpy).numpy()
+    got = call(None, lambda v: dg.tensor(v, chunks=500)).numpy()
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+
+
+def test_lerp_and_addcmul_gradients_and_refusals_are_torch_s():
+    a, b, w = (np.random.default_rng(2).uniform(0, 1, (3, 4)) for _ in range(3))
+    grads = []
+    for mk in (lambda v: torch.tensor(v, requires_grad=True), lambda v: dg.tensor(v, requires_grad=True)):
+        x, y, z = mk(a), mk(b), mk(w)
+        r = x.lerp(y, z) * x.lerp(y, 0.7) + x.addcmul(y, z, value=0.5) * x.addcdiv(y, z + 1, value=0.3)
+        assert r.grad_fn.name() == "AddBackward0"
+        assert x.lerp(y, z).grad_fn.name() == "LerpBackward1" and x.lerp(y, 0.2).grad_fn.name() == "LerpBackward0"
+        assert x.addcmul(y, z).grad_fn.name() == "AddcmulBackward0"
+        assert x.addcdiv(y, z).grad_fn.name() == "AddcdivBackward0"
+        (r ** 2).sum().backward()
+        grads.append([t.grad.numpy() for t in (x, y, z)])
+    assert all(np.allclose(g, h) for g, h in zip(*grads))
+    for call in (lambda L, t: t.lerp(t.double(), 0.5), lambda L, t: t.long().lerp(t.long(), 0.5),
+                 lambda L, t: t.lerp(t, t.double()), lambda L, t: t.long().lerp(t.long(), t.long()),
+                 lambda L, t: t.mv(t[0].double()), lambda L, t: t[None].bmm(t[None].double()),
+                 lambda L, t: t.half().masked_fill(t > 0, 1e5), lambda L, t: t.long().masked_fill(t > 0, float("nan")),
+                 lambda L, t: t.long().addcdiv(t.long(), t.long())):
+        want = _outcome(lambda t: call(torch, t), torch.ones(3, 3))
+        assert _same(_outcome(lambda t: call(dg, t), dg.ones(3, 3)), want)
+    assert np.array_equal(dg.ones(3).lerp(dg.ones(3) * 2, dg.tensor(np.float64(0.25))).numpy(), np.full(3, 1.25))

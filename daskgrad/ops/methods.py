@@ -34,7 +34,7 @@ from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
-from .products import matmul, mm, outer, tril, triu
+from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, swapaxes
 from .spectral import matrix_exp
@@ -380,9 +380,6 @@ def _type_as(self, other):
     return astype(self, other.dtype)
 
 
-_C_TYPES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t"}  # (torch.s)
-
-
 def _masked_fill(self, mask, value):
     """torch's ``masked_fill``: ``value`` (a number or a 0-d tensor, which gets the gradient there) where
     ``mask`` is True."""
@@ -391,9 +388,7 @@ def _masked_fill(self, mask, value):
                            f"{value.ndim} dimension(s).")
     if isinstance(value, Tensor) and value.dtype != self.dtype:
         value = astype(value, self.dtype)
-    if isinstance(value, float) and not math.isfinite(value) and self.dtype.kind in "iu":
-        raise RuntimeError(f"value cannot be converted to type {_C_TYPES.get(self.dtype.name, self.dtype.name)} "
-                           "without overflow")
+    _data.checked_scalar(value, self.dtype)
     out = where(mask, value, self)  # (a number of a higher category: written in self's dtype, as torch's)
     return out if out.dtype == self.dtype else astype(out, self.dtype)
 
@@ -516,7 +511,7 @@ def _mv(self, vec):
     """torch's ``mv``: a matrix times a vector."""
     if self.ndim != 2 or as_tensor(vec).ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.ndim}, {as_tensor(vec).ndim}")
-    return matmul(self, vec)
+    return matmul(*same_dtype(self, vec))
 
 
 def _bmm(self, mat2):
@@ -524,7 +519,7 @@ def _bmm(self, mat2):
     mat2 = as_tensor(mat2)
     _check_ndim(self, 3, "batch1")
     _check_ndim(mat2, 3, "batch2")
-    return matmul(self, mat2)
+    return matmul(*same_dtype(self, mat2))
 
 
 def _scaled_sum(self, product, beta, alpha):
@@ -560,14 +555,63 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_sum(self, sum(_bmm(as_tensor(batch1), batch2), 0), beta, alpha)
 
 
+def _addcmul_array(a, t1, t2, *, value):
+    if a.dtype.kind != "f":
+        return a + value * t1 * t2
+    opmath = np.float64 if a.dtype == np.float64 else np.float32
+    scaled = t1.astype(opmath) * opmath(value)  # (rounded, then one fused multiply-add: torch's kernel)
+    return fused_multiply_add(scaled, t2.astype(opmath), a, a.dtype)
+
+
+def _addcmul_operands(a, t1, t2):
+    a, t1, t2 = as_tensor(a), as_tensor(t1), as_tensor(t2)
+    check_broadcast(t1.shape, t2.shape)
+    check_broadcast(a.shape, np.broadcast_shapes(t1.shape, t2.shape))
+    return a, t1, t2
+
+
+_addcmul_p = primitive("addcmul", torch="AddcmulBackward0", impl=_addcmul_array, args=("a", "t1", "t2"),
+                       save=(("t1", 2), ("t2", 1)), prepare=_addcmul_operands, promote="common")
+
+
+@_addcmul_p.vjp
+def _addcmul_rule(g, s, *, value):
+    return (g, (g * value * conj(s.t2) if s.needs[1] else None), (g * value * conj(s.t1) if s.needs[2] else None))
+
+
 def _addcmul(self, tensor1, tensor2, *, value=1):
-    """torch's ``addcmul``: ``self + value * tensor1 * tensor2``."""
-    return self + (tensor1 * tensor2 if value == 1 else value * tensor1 * tensor2)
+    """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's."""
+    return _addcmul_p.bind(self, tensor1, tensor2, value=value)
+
+
+def _addcdiv_array(a, t1, t2, *, value):
+    if a.dtype != np.float16:
+        return a + value * t1 / t2
+    f32 = np.float32  # (torch's half computes in float32 and rounds once)
+    return (a.astype(f32) + f32(value) * t1.astype(f32) / t2.astype(f32)).astype(a.dtype)
+
+
+_addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=_addcdiv_array, args=("a", "t1", "t2"),
+                       save=(("t1", 2), "t2"), prepare=_addcmul_operands, promote="common")
+
+
+@_addcdiv_p.vjp
+def _addcdiv_rule(g, s, *, value):
+    t2 = conj(s.t2)
+    return (g, (g * value / t2 if s.needs[1] else None),
+            (-g * value * conj(s.t1) / (t2 * t2) if s.needs[2] else None))
 
 
 def _addcdiv(self, tensor1, tensor2, *, value=1):
-    """torch's ``addcdiv``: ``self + value * tensor1 / tensor2``."""
-    return self + (tensor1 / tensor2 if value == 1 else value * tensor1 / tensor2)
+    """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's)."""
+    if as_tensor(tensor1).dtype.kind in "biu" and as_tensor(tensor2).dtype.kind in "biu":
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+                           "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+                           "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+                           "for all dtypes.")
+    return _addcdiv_p.bind(self, tensor1, tensor2, value=value)
 
 
 def _rsqrt(self):
@@ -580,9 +624,86 @@ def _frac(self):
     return self - trunc(self)
 
 
+def fused_multiply_add(x, y, z, dtype):
+    """``x * y + z`` rounded once to ``dtype``, as torch's kernels' fused multiply-adds: float64 by
+    :func:`_fma`, float32 and half in float64 rounded back through float32 (torch's half computes in
+    float32); other dtypes as they are."""
+    if dtype == np.float64:
+        return _fma(x, y, z)
+    if dtype in (np.float16, np.float32):
+        x, y, z = (v.astype(np.float64) if hasattr(v, "astype") else v for v in (x, y, z))
+        return (x * y + z).astype(np.float32).astype(dtype)
+    return x * y + z
+
+
+def _fma(x, y, z):
+    """``x * y + z`` rounded once, as a fused multiply-add (float64; NumPy has none): Dekker's exact
+    product and Knuth's exact sum, whose parts added last round once in all but freak cases."""
+    p = x * y
+    xh, yh = _split_high(x), _split_high(y)
+    xl, yl = x - xh, y - yh
+    e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl  # (p + e == x * y exactly)
+    s = z + p
+    bb = s - z
+    t = (z - (s - bb)) + (p - bb)  # (s + t == z + p exactly)
+    return s + (t + e)
+
+
+def _split_high(x):
+    c = 134217729.0 * x  # (2**27 + 1: Veltkamp's split of a float64 into two 26-bit halves)
+    return c - (c - x)
+
+
+def _lerp_array(a, b, w):
+    """torch's two formulas, exact at both ends (weight 1 gives ``end``): ``a + w (b - a)`` for
+    ``|w| < 0.5``, else ``b - (b - a)(1 - w)``, each one fused multiply-add as torch's kernel."""
+    dtype = a.dtype
+    if dtype == np.float16:  # (torch's half lerp: float32 throughout)
+        a, b = a.astype(np.float32), b.astype(np.float32)
+        w = w if isinstance(w, numbers.Number) else w.astype(np.float32)
+    if dtype in (np.float16, np.float32) and isinstance(w, numbers.Real):
+        w = float(np.float32(w))  # (torch's float weight)
+    d = b - a  # (rounded in the computing type, as torch's)
+    if isinstance(w, numbers.Number):
+        return fused_multiply_add(w, d, a, dtype) if -0.5 < w < 0.5 else fused_multiply_add(-d, 1 - w, b, dtype)
+    return da.where(np.abs(w) < 0.5, fused_multiply_add(w, d, a, dtype), fused_multiply_add(-d, 1 - w, b, dtype))
+
+
+def _lerp_operands(a, b, w):
+    a, b, w = as_tensor(a), as_tensor(b), tensor_or_scalar(w)
+    for name, t in (("end", b), ("weight", w)):
+        if isinstance(t, Tensor) and t.dtype != a.dtype and (name == "end" or t.ndim):
+            raise RuntimeError(f"expected dtype {_LOWER_NAMES.get(a.dtype.name, a.dtype.name)} for `{name}` but got "
+                               f"dtype {_LOWER_NAMES.get(t.dtype.name, t.dtype.name)}")
+    if a.dtype.kind not in "fc":
+        kernel = "lerp_kernel_tensor" if isinstance(w, Tensor) else "lerp_kernel_scalar"
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_data.TORCH_TYPE_NAMES.get(a.dtype.name, a.dtype.name)}'")
+    check_broadcast(a.shape, b.shape)
+    if isinstance(w, Tensor):
+        check_broadcast(np.broadcast_shapes(a.shape, b.shape), w.shape)
+    if isinstance(w, Tensor) and w.dtype != a.dtype:  # (a 0-d weight of another dtype: read in self's)
+        w = astype(w, a.dtype)
+    return a, b, w
+
+
+_LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
+                "complex128": "complex double"}  # (torch's words in lerp's dtype error)
+_lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=_lerp_array, args=("a", "b", "w"),
+                    save=("a", "b", "w"), prepare=_lerp_operands)
+
+
+@_lerp_p.vjp
+def _lerp_rule(g, s):
+    # torch's: self takes g (1 - w)*, end g w*, a tensor weight g (end - self)*
+    w = s.w
+    return ((g * conj(1 - w) if s.needs[0] else None), (g * conj(w) if s.needs[1] else None),
+            (g * conj(s.b - s.a) if len(s.needs) > 2 and s.needs[2] else None))
+
+
 def _lerp(self, end, weight):
-    """torch's ``lerp``: ``self + weight * (end - self)``."""
-    return self + weight * (end - self)
+    """torch's ``lerp``: ``self + weight * (end - self)``, by torch's two formulas (exact at both ends)."""
+    return _lerp_p.bind(self, end, weight, node="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
 
 
 def _logit(self, eps=None):
