@@ -116,8 +116,29 @@ def _put_index(a, new, index):
     if not new.size:  # nothing is written (dask's assignment of an empty value raises)
         return a
     out = a.copy()
+    kept, new = _positive_steps(kept, a.shape, new)
     out[kept] = new
     return out
+
+
+def _positive_steps(index, shape, value):
+    """A basic index (no None) with each negative-step slice as the positive one over the same elements, and
+    ``value`` flipped along those axes: dask's assignment through a negative step beside an int fails."""
+    if not any(isinstance(i, slice) and i.step is not None and i.step < 0 for i in index):
+        return index, value
+    index, flips, pos = list(index), [], 0
+    for k, i in enumerate(index):
+        if isinstance(i, slice):
+            if i.step is not None and i.step < 0:
+                r = range(*i.indices(shape[k]))
+                index[k] = slice(r[-1], r[0] + 1, -i.step) if len(r) else slice(0, 0)
+                flips.append(pos)
+            pos += 1
+        elif not isinstance(i, (int, np.integer)):
+            pos += 1
+    nd = getattr(value, "ndim", 0)
+    flip = tuple(slice(None, None, -1) if p + pos - nd in flips else slice(None) for p in range(nd))
+    return tuple(index), (value[flip] if nd else value)
 
 
 # a basic index views its tensor; torch names the node of a slice, a select, a None, an alias (x[...]) and
@@ -161,13 +182,9 @@ def _item(i):
     return i
 
 
-def _parse(shape, items):
-    """torch's reading of an index (its ``applySlicing``): the basic index it applies first, as views (ints,
-    slices, None, Ellipsis's slices; a Python bool a None), and the advanced indices it then applies to that
-    view, by the view's axis: integer arrays, boolean masks (over as many axes as they have) and a bool's
-    ``[0]`` or ``[]``.  torch's IndexErrors for too many indices, an int or concrete integer array out of
-    range and a mask of another shape."""
-    ndim = len(shape)
+def _specified(items, ndim):
+    """How many of the tensor's axes ``items`` name (a mask as many as it has); torch's IndexErrors for an item
+    of another kind and for too many."""
     for i in items:
         if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer, np.ndarray, da.Array))):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
@@ -178,57 +195,86 @@ def _parse(shape, items):
                for i in items)
     if spec > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    return spec
+
+
+def _check_mask(mask, view, d):
+    """torch's IndexError for a mask over axes ``d``... of ``view`` (the tensor after the basic index) of
+    another shape."""
+    for j, m in enumerate(mask.shape):
+        n = view[d + j]
+        if m != n and m == m and n == n:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape "
+                             f"of the indexed tensor {list(view)} at index {d + j}")
+
+
+def _past_the_end(i, pos, k, over, adv):
+    """torch's IndexError for an item its axis pointer reaches past the last of the ``k`` axes (after several
+    Ellipses); a full slice passes (and advances it: the return)."""
+    if isinstance(i, slice) and i == slice(None):
+        return 1
+    d = k + over
+    if _is_int(i):
+        raise IndexError(f"index {int(i)} is out of bounds for dimension {pos} with size 0")
+    if isinstance(i, slice):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-k}, {k - 1}], but got {d})")
+    if i is None or isinstance(i, _BOOLS):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-k - 1}, {k}], but got {d})")
+    extra = sum(a.ndim - 1 for a in adv.values() if _is_mask(a))
+    raise IndexError(f"too many indices for tensor of dimension {k} (got {d + extra + (i.ndim if _is_mask(i) else 1)})")
+
+
+def _parse(shape, items):
+    """torch's reading of an index (its ``applySlicing``): the basic index it applies first, as views (ints,
+    slices, None, Ellipsis's slices; a Python bool a None), and the advanced indices it then applies to that
+    view, by the view's axis: integer arrays, boolean masks (over as many axes as they have) and a bool's
+    ``[0]`` or ``[]``.  torch's IndexErrors for too many indices, an int or concrete integer array out of
+    range and a mask of another shape."""
+    ndim = len(shape)
+    spec = _specified(items, ndim)
     basic, adv, out_shape = [], {}, []
-    d_in = real = 0
-    for i in items:
+    d_in = over = 0  # (over: how far torch's axis pointer has run past the last axis, after several Ellipses)
+    for real, i in enumerate(items):  # (torch names an int's place in the index in its IndexError)
         if i is Ellipsis:  # (each of several advances as far: torch's reading; past the last axis, none)
             n = min(ndim - spec, ndim - d_in)
             basic += [slice(None)] * n
             out_shape += shape[d_in:d_in + n]
-            d_in, real = d_in + n, real + n
-        elif d_in >= ndim and not (i is None or isinstance(i, _BOOLS) or isinstance(i, slice) and i == slice(None)):
-            raise IndexError(f"too many indices for tensor of dimension {ndim}")
-        elif isinstance(i, slice) and d_in >= ndim:
-            continue
+            d_in, over = d_in + n, over + ndim - spec - n
+        elif over or d_in >= ndim and not (i is None or isinstance(i, _BOOLS)):
+            over += _past_the_end(i, real, len(out_shape), over, adv)
         elif i is None or isinstance(i, _BOOLS):
             if i is not None:
                 adv[len(out_shape)] = np.zeros(1 if i else 0, dtype=np.int64)
             basic.append(None)
             out_shape.append(1)
-            real += 1
         elif isinstance(i, slice):
             basic.append(i)
             n = shape[d_in]
             out_shape.append(len(range(*i.indices(n))) if n == n else n)
-            d_in, real = d_in + 1, real + 1
+            d_in += 1
         elif _is_int(i):
             n = shape[d_in]
             if n == n and not -n <= i < n:
                 raise IndexError(f"index {int(i)} is out of bounds for dimension {real} with size {n}")
             basic.append(int(i))
-            d_in, real = d_in + 1, real + 1
+            d_in += 1
         elif _is_mask(i):
             k, d = i.ndim, len(out_shape)
-            view = tuple(out_shape) + tuple(shape[d_in:])
-            for j in range(k):
-                m, n = i.shape[j], shape[d_in + j]
-                if m != n and m == m and n == n:
-                    raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
-                                     f"of the indexed tensor {list(view)} at index {d + j}")
+            _check_mask(i, tuple(out_shape) + tuple(shape[d_in:]), d)
             adv[d] = i
             basic += [slice(None)] * k
             out_shape += shape[d_in:d_in + k]
-            d_in, real = d_in + k, real + k
+            d_in += k
         else:  # an integer array
             n = shape[d_in]
             if isinstance(i, np.ndarray) and i.size and n == n:
                 bad = i[(i < -n) | (i >= n)]
-                if bad.size:
+                if bad.size:  # (torch names dimension 0 for every array)
                     raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension 0 with size {n}")
             adv[len(out_shape)] = i
             basic.append(slice(None))
             out_shape.append(n)
-            d_in, real = d_in + 1, real + 1
+            d_in += 1
     basic += [slice(None)] * (ndim - d_in)
     return tuple(basic), adv
 
@@ -594,6 +640,8 @@ def _mask_scatter(g, m):
 
 def _setitem_array(a, value, *, index, meta_index):
     out = a.copy()
+    if not any(isinstance(i, (np.ndarray, da.Array)) for i in index):
+        index, value = _positive_steps(index, a.shape, value)
     out[index] = value
     return out
 
