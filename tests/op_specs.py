@@ -243,6 +243,12 @@ SPECS = (
     OpSpec("getitem_int_array_axis1", lambda a: a[:, [3, 3, 1]], [M], -2, 2),
     OpSpec("getitem_bool_mask", lambda a: a[a > 0].sum() + 0 * a.sum(), [M], -2, 2),
     OpSpec("setitem", lambda a, b: _setitem(a, b), [M, (2, 4)], -2, 2),
+    OpSpec("getitem_mixed_none_int_list", lambda a: a[None, 1, [0, 2]] * a[[5, 0], None, 1:3], [M], -2, 2),
+    OpSpec("getitem_arrays_apart", lambda a: a[None, [[0, 5], [2, 2]], None, [1, 3]] ** 2, [M], -2, 2),
+    OpSpec("getitem_bool_scalar_list_mask", lambda a: a[True, [0, 3], 1:] * a[1:3, np.array([True, False, True, True])],
+           [M], -2, 2),
+    OpSpec("getitem_lazy_mask_axis1", lambda a: a[2:, a[0] > 0].sum() + 0 * a.sum(), [M], -2, 2),
+    OpSpec("setitem_mixed", lambda a, b: _mixed_setitem(a, b), [M, (1, 2)], -2, 2),
     OpSpec("softmax", lambda a: dg.softmax(a, axis=1), [M], -2, 2),
     OpSpec("log_softmax", lambda a: dg.log_softmax(a, axis=1), [M], -2, 2),
     OpSpec("cross_entropy", lambda a: dg.cross_entropy(a, same_device(dg.tensor(np.array([0, 3, 1, 1, 2, 0])), a)),
@@ -437,6 +443,13 @@ def _setitem(a, b):
     c = a * 1.0
     c[1:3] = b * 2.0
     return c
+
+
+def _mixed_setitem(a, b):
+    c = a * 1.0
+    c[[0, 5], None, 1:3] = b  # (the list's axis, then None's, then the slice's: b broadcast)
+    c[True, 2, [0, 3]] = b[0] * 2.0
+    return c * c
 
 
 # the custom ops (a Function and a map_blocks chunk VJP) of test_op_table's and test_strict_backend's cases
