@@ -108,11 +108,13 @@ C_TYPE_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
 def checked_scalar(value, dtype):
     """``value``, a Python number an op converts to ``dtype`` as torch's ``Scalar::to<T>()`` does where it
     checks (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent, ``masked_fill``): one out of the
-    dtype's range raises torch's error; infinities and NaN pass into floating types only.  Anything else
-    passes as it is."""
+    dtype's range raises torch's error; infinities and NaN pass into floating types only; a negative int
+    into an unsigned type wraps (down to minus its maximum).  Returns the number to use."""
     if type(value) not in (int, float):
         return value
     dtype = np.dtype(dtype)
+    if dtype.kind == "u" and type(value) is int and -np.iinfo(dtype).max <= value < 0:
+        return value % (1 << dtype.itemsize * 8)  # (torch wraps a negative int into an unsigned type: -3 is 253)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         fits = value == value and abs(value) != float("inf") and info.min <= value <= info.max

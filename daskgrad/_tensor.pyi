@@ -236,6 +236,9 @@ class Tensor:
     def __ifloordiv__(self, x2) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
+    def __ilshift__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.__lshift__`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def __imul__(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
@@ -245,6 +248,9 @@ class Tensor:
     def __invert__(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
         floating tensors are refused with torch's errors.
+        """
+    def __irshift__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.__rshift__`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def __isub__(self, b, *, alpha=1) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
@@ -259,6 +265,10 @@ class Tensor:
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def __len__(self): ...
+    def __lshift__(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
+        """
     def __lt__(self, b) -> Tensor:
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
@@ -305,6 +315,10 @@ class Tensor:
     def __rfloordiv__(self, other) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
+    def __rlshift__(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
+        """
     def __rmatmul__(self, other) -> Tensor:
         """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
         axes broadcast as batches.
@@ -322,6 +336,14 @@ class Tensor:
     def __rpow__(self, other) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
+        """
+    def __rrshift__(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
+        """
+    def __rshift__(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
         """
     def __rsub__(self, other) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
@@ -586,12 +608,26 @@ class Tensor:
     def bitwise_and(self, b) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
+    def bitwise_left_shift(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
+        """
+    def bitwise_left_shift_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_left_shift`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def bitwise_not(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
         floating tensors are refused with torch's errors.
         """
     def bitwise_or(self, b) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
+        """
+    def bitwise_right_shift(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error.
+        """
+    def bitwise_right_shift_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_right_shift`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def bitwise_xor(self, b) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.

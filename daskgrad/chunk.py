@@ -250,6 +250,80 @@ def _int_dtype(a, b):
     return a.dtype if hasattr(a, "dtype") else b.dtype
 
 
+def fma(x, y, z, dtype):
+    """``x * y + z`` rounded once to ``dtype``, as torch's kernels' fused multiply-adds: float64 by
+    Dekker's exact product and Knuth's exact sum (NumPy has no fma), whose parts added last round
+    once in all but freak cases; float32 and half in float64, rounded back through float32 (torch's
+    half computes in float32); other dtypes as they are."""
+    if dtype in (np.float16, np.float32):
+        x, y, z = (v.astype(np.float64) if hasattr(v, "astype") else v for v in (x, y, z))
+        return (x * y + z).astype(np.float32).astype(dtype)
+    if dtype != np.float64:
+        return x * y + z
+    p = x * y
+    xh, yh = _split_high(x), _split_high(y)
+    xl, yl = x - xh, y - yh
+    e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl  # (p + e == x * y exactly)
+    s = z + p
+    bb = s - z
+    t = (z - (s - bb)) + (p - bb)  # (s + t == z + p exactly)
+    r = s + (t + e)
+    return np.where(np.isnan(r), p + z, r)  # (an infinite part: the parts' differences are NaN, p + z is right)
+
+
+def _split_high(x):
+    c = 134217729.0 * x  # (2**27 + 1: Veltkamp's split of a float64 into two 26-bit halves)
+    return c - (c - x)
+
+
+@_rows("elementwise")
+def lerp(a, b, w):
+    """torch's ``lerp``: its two formulas, exact at both ends (weight 1 gives ``b``), ``a + w (b - a)`` for
+    ``|w| < 0.5``, else ``b - (b - a)(1 - w)``, each one fused multiply-add (:func:`fma`)."""
+    dtype = a.dtype
+    if dtype == np.float16:  # (torch's half lerp: float32 throughout)
+        a, b = a.astype(np.float32), b.astype(np.float32)
+        w = w.astype(np.float32) if hasattr(w, "astype") else w
+    if dtype in (np.float16, np.float32) and not hasattr(w, "astype"):
+        w = float(np.float32(w))  # (torch's float weight)
+    with np.errstate(all="ignore"):  # (torch computes infinities and NaN unwarned)
+        d = b - a  # (rounded in the computing type, as torch's)
+        if not hasattr(w, "astype"):
+            return fma(w, d, a, dtype) if -0.5 < w < 0.5 else fma(-d, 1 - w, b, dtype)
+        return np.where(np.abs(w) < 0.5, fma(w, d, a, dtype), fma(-d, 1 - w, b, dtype))
+
+
+@_rows("elementwise")
+def addcmul(a, t1, t2, value):
+    """torch's ``addcmul``: ``value * t1`` rounded, then one fused multiply-add with ``t2`` and ``a``."""
+    if a.dtype.kind != "f":
+        return a + value * t1 * t2
+    opmath = np.float64 if a.dtype == np.float64 else np.float32
+    with np.errstate(all="ignore"):
+        return fma(t1.astype(opmath) * opmath(value), t2.astype(opmath), a, a.dtype)
+
+
+@_rows("elementwise")
+def addcdiv(a, t1, t2, value):
+    """torch's ``addcdiv``: ``a + value * t1 / t2``, half in float32 rounded once."""
+    if a.dtype != np.float16:
+        return a + value * t1 / t2
+    f32 = np.float32
+    return (a.astype(f32) + f32(value) * t1.astype(f32) / t2.astype(f32)).astype(a.dtype)
+
+
+@_rows("elementwise")
+def shift(a, s, left):
+    """torch's ``a << s`` (``left``) or ``a >> s`` of integers: a count below 0 or of the width or more
+    gives 0 (left) or the sign, -1 or 0 (right), where NumPy's is undefined (the count mod the width)."""
+    dtype = _int_dtype(a, s)
+    outside = (s < 0) | (s >= np.dtype(dtype).itemsize * 8)
+    count = np.where(outside, 0, s).astype(dtype, copy=False)
+    if left:
+        return np.where(outside, 0, np.left_shift(a, count)).astype(dtype, copy=False)
+    return np.where(outside, np.where(a < 0, -1, 0), np.right_shift(a, count)).astype(dtype, copy=False)
+
+
 @_rows("elementwise")
 def int_power(a, b):
     """torch's integer ``a ** b`` with tensor exponents: for a negative ``b``, 1 where ``a`` is 1, 1 or -1

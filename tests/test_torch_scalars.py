@@ -188,3 +188,50 @@ def test_lerp_and_addcmul_gradients_and_refusals_are_torch_s():
         want = _outcome(lambda t: call(torch, t), torch.ones(3, 3))
         assert _same(_outcome(lambda t: call(dg, t), dg.ones(3, 3)), want)
     assert np.array_equal(dg.ones(3).lerp(dg.ones(3) * 2, dg.tensor(np.float64(0.25))).numpy(), np.full(3, 1.25))
+
+
+_SHIFTS = {"<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "<< 2": lambda a, b: a << 2,
+           ">> 70": lambda a, b: a >> 70, "3 <<": lambda a, b: 3 << b.clamp(0, 5),
+           "-16 >>": lambda a, b: -16 >> b.clamp(0, 5), "bitwise_left_shift": lambda a, b: a.bitwise_left_shift(b),
+           "bitwise_right_shift": lambda a, b: a.bitwise_right_shift(1), "<<=": lambda a, b: a.clone().__ilshift__(b),
+           "bitwise_right_shift_": lambda a, b: a.clone().bitwise_right_shift_(b),
+           "float": lambda a, b: a.float() << 2, "<< 2.0": lambda a, b: a << 2.0, "bool": lambda a, b: (a > 0) << 1,
+           "bool << bool": lambda a, b: (a > 0) << (a > 0)}
+
+
+@pytest.mark.parametrize("dtype, values, counts", [("int64", [1, 2, -8, 5, 7], [0, 63, 64, -1, 3]),
+                                                   ("int8", [1, -2, -128, 127, 3], [0, 7, 8, 9, 1]),
+                                                   ("uint8", [1, 200, 255, 3, 9], [0, 7, 8, 1, 2]),
+                                                   ("int32", [1, -1, 5, 9, -7], [31, 32, 2, -3, 1])])
+@pytest.mark.parametrize("name", sorted(_SHIFTS))
+def test_bit_shifts_are_torch_s_for_any_count(name, dtype, values, counts):
+    """A count below 0 or of the width or more gives 0 (``<<``) or the sign (``>>``), as torch's; NumPy's
+    is the count mod the width.  (Tensor methods had no shifts at all.)"""
+    x, s = np.array(values, dtype), np.array(counts, dtype)
+    fn = _SHIFTS[name]
+    want = _outcome(lambda _: fn(torch.from_numpy(x.copy()), torch.from_numpy(s.copy())), None)
+    got = _outcome(lambda _: fn(dg.tensor(x, chunks=2), dg.tensor(s, chunks=3)), None)
+    assert _same(got, want)
+
+
+@pytest.mark.parametrize("call", [lambda L, t: t.clamp(-3), lambda L, t: t.clamp(max=-3),
+                                  lambda L, t: t.clone().fill_(-3), lambda L, t: t.clone().fill_(-256),
+                                  lambda L, t: t.masked_fill(t > 2, -1),
+                                  lambda L, t: L.full_like(t, -2), lambda L, t: t.add(t, alpha=-1),
+                                  lambda L, t: t.clone().fill_(-3.0)])
+def test_a_negative_int_into_an_unsigned_dtype_wraps_as_torch_s(call):
+    x = np.array([1, 5, 200], np.uint8)
+    assert _same(_outcome(lambda t: call(dg, t), dg.tensor(x)), _outcome(lambda t: call(torch, t), torch.from_numpy(x)))
+
+
+def test_lerp_and_addcmul_with_infinities_are_torch_s_and_unwarned():
+    inf = np.inf
+    a, b = np.array([0.0, 1.0, -inf, inf, 1e308, np.nan, 2.0]), np.array([inf, -inf, 1.0, inf, -1e308, 1.0, 3.0])
+    c = np.array([2.0, inf, 1.0, 0.0, 1e200, 1.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for w in (0.3, 0.7, 1.0, 0.0):
+            want = torch.from_numpy(a).lerp(torch.from_numpy(b), w).numpy()
+            assert np.array_equal(dg.tensor(a, chunks=3).lerp(dg.tensor(b, chunks=3), w).numpy(), want, equal_nan=True)
+        want = torch.from_numpy(a).addcmul(torch.from_numpy(b), torch.from_numpy(c)).numpy()
+        assert np.array_equal(dg.tensor(a).addcmul(dg.tensor(b), dg.tensor(c)).numpy(), want, equal_nan=True)

@@ -172,7 +172,7 @@ def _scaled(a, b, alpha):
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if dtype.kind == "b":
         alpha = bool(alpha)
-    checked_scalar(alpha, dtype)
+    alpha = checked_scalar(alpha, dtype)
     if alpha == 1:
         return b
     return b * alpha if isinstance(b, numbers.Number) else mul(b, alpha)
@@ -441,8 +441,7 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None):
     tensor_bounds = any(v is not None and not isinstance(v, SCALARS) for v in (a_min, a_max))
     if not tensor_bounds and isinstance(x, Tensor):  # (a number bound beyond the result's range: torch's error)
         dtype = result_type(*(v for v in (x, a_min, a_max) if v is not None))
-        for v in (a_min, a_max):
-            checked_scalar(v, dtype)
+        a_min, a_max = (checked_scalar(v, dtype) for v in (a_min, a_max))
     return clamp_p.bind(x, a_min, a_max, node="ClampBackward0" if tensor_bounds else "ClampBackward1")
 
 
@@ -586,7 +585,7 @@ def full_like(x, fill_value, dtype=None, requires_grad=False):
     """A constant with ``x``'s shape, chunks and chunk type (``meta``), so a cupy tensor gets cupy chunks;
     torch's ``requires_grad=True`` makes it a leaf that requires grad."""
     a = value(x)
-    checked_scalar(fill_value, dtype or a.dtype)  # (torch's error for a number beyond the dtype's range)
+    fill_value = checked_scalar(fill_value, dtype or a.dtype)  # (torch's error for a number beyond the dtype's range)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         a = raw(x)
         out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))

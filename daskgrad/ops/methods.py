@@ -20,8 +20,8 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _data, return_types
-from ..graph import primitive
+from .. import _dask as door, _data, chunk, return_types
+from ..graph import primitive, promoted
 from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
@@ -388,7 +388,7 @@ def _masked_fill(self, mask, value):
                            f"{value.ndim} dimension(s).")
     if isinstance(value, Tensor) and value.dtype != self.dtype:
         value = astype(value, self.dtype)
-    _data.checked_scalar(value, self.dtype)
+    value = _data.checked_scalar(value, self.dtype)
     out = where(mask, value, self)  # (a number of a higher category: written in self's dtype, as torch's)
     return out if out.dtype == self.dtype else astype(out, self.dtype)
 
@@ -556,11 +556,7 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
 
 
 def _addcmul_array(a, t1, t2, *, value):
-    if a.dtype.kind != "f":
-        return a + value * t1 * t2
-    opmath = np.float64 if a.dtype == np.float64 else np.float32
-    scaled = t1.astype(opmath) * opmath(value)  # (rounded, then one fused multiply-add: torch's kernel)
-    return fused_multiply_add(scaled, t2.astype(opmath), a, a.dtype)
+    return da.core.elemwise(chunk.addcmul, a, t1, t2, value, dtype=a.dtype)
 
 
 def _addcmul_operands(a, t1, t2):
@@ -585,10 +581,7 @@ def _addcmul(self, tensor1, tensor2, *, value=1):
 
 
 def _addcdiv_array(a, t1, t2, *, value):
-    if a.dtype != np.float16:
-        return a + value * t1 / t2
-    f32 = np.float32  # (torch's half computes in float32 and rounds once)
-    return (a.astype(f32) + f32(value) * t1.astype(f32) / t2.astype(f32)).astype(a.dtype)
+    return da.core.elemwise(chunk.addcdiv, a, t1, t2, value, dtype=a.dtype)
 
 
 _addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=_addcdiv_array, args=("a", "t1", "t2"),
@@ -624,49 +617,8 @@ def _frac(self):
     return self - trunc(self)
 
 
-def fused_multiply_add(x, y, z, dtype):
-    """``x * y + z`` rounded once to ``dtype``, as torch's kernels' fused multiply-adds: float64 by
-    :func:`_fma`, float32 and half in float64 rounded back through float32 (torch's half computes in
-    float32); other dtypes as they are."""
-    if dtype == np.float64:
-        return _fma(x, y, z)
-    if dtype in (np.float16, np.float32):
-        x, y, z = (v.astype(np.float64) if hasattr(v, "astype") else v for v in (x, y, z))
-        return (x * y + z).astype(np.float32).astype(dtype)
-    return x * y + z
-
-
-def _fma(x, y, z):
-    """``x * y + z`` rounded once, as a fused multiply-add (float64; NumPy has none): Dekker's exact
-    product and Knuth's exact sum, whose parts added last round once in all but freak cases."""
-    p = x * y
-    xh, yh = _split_high(x), _split_high(y)
-    xl, yl = x - xh, y - yh
-    e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl  # (p + e == x * y exactly)
-    s = z + p
-    bb = s - z
-    t = (z - (s - bb)) + (p - bb)  # (s + t == z + p exactly)
-    return s + (t + e)
-
-
-def _split_high(x):
-    c = 134217729.0 * x  # (2**27 + 1: Veltkamp's split of a float64 into two 26-bit halves)
-    return c - (c - x)
-
-
 def _lerp_array(a, b, w):
-    """torch's two formulas, exact at both ends (weight 1 gives ``end``): ``a + w (b - a)`` for
-    ``|w| < 0.5``, else ``b - (b - a)(1 - w)``, each one fused multiply-add as torch's kernel."""
-    dtype = a.dtype
-    if dtype == np.float16:  # (torch's half lerp: float32 throughout)
-        a, b = a.astype(np.float32), b.astype(np.float32)
-        w = w if isinstance(w, numbers.Number) else w.astype(np.float32)
-    if dtype in (np.float16, np.float32) and isinstance(w, numbers.Real):
-        w = float(np.float32(w))  # (torch's float weight)
-    d = b - a  # (rounded in the computing type, as torch's)
-    if isinstance(w, numbers.Number):
-        return fused_multiply_add(w, d, a, dtype) if -0.5 < w < 0.5 else fused_multiply_add(-d, 1 - w, b, dtype)
-    return da.where(np.abs(w) < 0.5, fused_multiply_add(w, d, a, dtype), fused_multiply_add(-d, 1 - w, b, dtype))
+    return da.core.elemwise(chunk.lerp, a, b, w, dtype=a.dtype)
 
 
 def _lerp_operands(a, b, w):
@@ -812,6 +764,27 @@ def _sgn(self):
         return sign(self)
     r = abs(self)
     return where(r == 0, 0, self / where(r == 0, 1, r))
+
+
+# ------------------------------------------------------------------ bit shifts
+def _shift_array(a, b, *, left):
+    return da.core.elemwise(chunk.shift, a, b, left, dtype=(a if hasattr(a, "dtype") else b).dtype)
+
+
+def _shift(left, swap=False):
+    name = "lshift" if left else "rshift"
+
+    def method(self, other):
+        """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
+        the sign (``>>``); floats and bools raise torch's error."""
+        a, b = (other, self) if swap else (self, tensor_or_scalar(other))
+        dtype = _data.result_type(a, b)
+        if dtype.kind not in "iu":
+            raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                      f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")
+        operands, _ = promoted([value(a) if isinstance(a, Tensor) else a, value(b) if isinstance(b, Tensor) else b])
+        return Tensor._make(door.defer(_shift_array, operands, (("left", left),)))
+    return method
 
 
 # ------------------------------------------------------- what a tensor is (torch's predicates)
@@ -1433,12 +1406,18 @@ METHODS = {
     "mode": _mode, "histc": _histc,
     "triu": _triangle(triu, "triu"), "tril": _triangle(tril, "tril"), "logcumsumexp": _logcumsumexp,
     "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
+    "__lshift__": _shift(True), "__rshift__": _shift(False), "__rlshift__": _shift(True, swap=True),
+    "__rrshift__": _shift(False, swap=True), "bitwise_left_shift": _shift(True), "bitwise_right_shift": _shift(False),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
+METHODS.update({"__ilshift__": _in_place(METHODS["__lshift__"], "__lshift___"),
+                "__irshift__": _in_place(METHODS["__rshift__"], "__rshift___"),
+                "bitwise_left_shift_": _in_place(METHODS["bitwise_left_shift"], "bitwise_left_shift_"),
+                "bitwise_right_shift_": _in_place(METHODS["bitwise_right_shift"], "bitwise_right_shift_")})
 # torch's methods that are an op as it is (torch's name -> the op's)
 ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
            "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
