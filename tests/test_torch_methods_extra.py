@@ -85,6 +85,28 @@ def test_special_functions_give_torchs_result_dtype(name, dtype):
     _same(expected, got, rtol=1e-3 if dtype in ("float16",) else 1e-6)
 
 
+SPECIAL_ALL = [("digamma", ()), ("lgamma", ()), ("erfinv", ()), ("erf", ()), ("erfc", ()), ("i0", ())] + \
+    [("polygamma", (n,)) for n in range(4)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int64", "uint8"])
+@pytest.mark.parametrize("name,args", SPECIAL_ALL, ids=[f"{n}{a}" for n, a in SPECIAL_ALL])
+def test_special_functions_compute_their_declared_dtype(name, args, dtype):
+    x = np.array([0.25, 2.5, 3.5, 7.0]) if dtype.startswith("float") else np.array([2, 3, 4, 5])
+    x = x / 8 if name == "erfinv" else x
+    t, d = _both(x.astype(dtype), 2)
+    expected, got = getattr(t, name)(*args), getattr(d, name)(*args)
+    assert got.numpy().dtype == got.dtype  # (SciPy's polygamma(n, float32) is float64)
+    _same(expected, got, rtol=2e-3 if dtype == "float16" else 1e-6)
+    leaf = dg.tensor(np.float32([1.5, 2.5]), requires_grad=True)
+    getattr(leaf, name)(*args).sum().backward()
+    assert leaf.grad.numpy().dtype == np.float32
+    y = dg.tensor(x.astype("float32"))
+    if name in ("digamma", "lgamma", "erfinv", "polygamma"):
+        getattr(y, name + "_")(*args)
+        assert y.numpy().dtype == np.float32
+
+
 def test_special_functions_node_names_in_place_forms_and_errors():
     d = dg.tensor([1.5, 2.5], requires_grad=True)
     assert [type(f(d).grad_fn).__name__ for f in (dg.Tensor.digamma, dg.Tensor.lgamma)] == \

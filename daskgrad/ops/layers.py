@@ -50,7 +50,7 @@ def special_layer(name, fallback, args=()):
     type; integer and half blocks computed in ``float_result``'s dtype (the kernels compute half in a
     wider type).  ``args``: leading arguments of the kernel (``polygamma(n, x)``), trailing ones of
     ``fallback``.  ``erf`` here, ``erfc``, ``erfinv`` and the gamma family in :mod:`.methods`."""
-    def block(x):
+    def kernel(x):
         mod = type(x).__module__.split(".")[0]
         try:
             if mod == "cupy":
@@ -63,8 +63,11 @@ def special_layer(name, fallback, args=()):
             pass
         return fallback(x, *args)
 
+    def block(x):  # (in x's dtype: SciPy's polygamma(n, float32) is float64)
+        return kernel(x).astype(x.dtype, copy=False)
+
     def block_as(x, dtype):
-        return block(x.astype(dtype)).astype(dtype, copy=False)
+        return block(x.astype(dtype))
 
     def layer(a):
         dtype = float_result(a.dtype)
