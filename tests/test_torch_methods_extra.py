@@ -208,6 +208,30 @@ def test_histc_matches_torch(dtype, chunking, rng):
             _same(t.histc(*args), d.histc(*args), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_histc_bins_by_torchs_linear_rule_in_the_input_dtype(dtype, rng):
+    cases = [(np.array([1, 1 + 1e-7, 1 + 2e-7]), (3, 1, 1.0000002)), (np.array([3e38, -3e38, 0]), (3,)),
+             (np.array([1e38, 0, -2e38]), (3, -2e38, 1e38)), (np.array([6e4, 0, -6e4]), (3,)),
+             (np.array([0.0, 1, 2]), (3, -3e38, 3e38)), (np.array([1e-4] * 3), (4,))]
+    for k in range(40):  # elements on and near the edges, where an edge search and the division differ
+        lo = float(rng.uniform(-5, 5))
+        hi = lo + float(rng.choice([rng.uniform(1e-3, 10), 7.3, 1e-2]))
+        x = np.concatenate([np.linspace(lo, hi, 20), rng.uniform(lo - 0.1, hi + 0.1, 30)])
+        cases.append((x, (int(rng.integers(1, 40)),) + ((lo, hi) if k % 2 else ())))
+    for x, args in cases:
+        with np.errstate(over="ignore"):
+            x = x.astype(dtype)
+        if args[1:] and dtype != "float64":
+            args = (args[0],) + tuple(float(np.asarray(v, dtype)) if abs(v) < 6e4 else v for v in args[1:])
+        t, d = _both(x, 7)
+        try:
+            expected = t.histc(*args)
+        except RuntimeError:  # (half's overflow: torch's error for the range)
+            _raises_as_torch(lambda m, x=x, args=args: m.tensor(x).histc(*args).numpy())
+            continue
+        _same(expected, d.histc(*args), rtol=0, atol=0)
+
+
 def test_histc_is_not_differentiable_and_raises_torchs_errors():
     t, d = _both(np.array([1.0, 2.0, 1.0]), 2, grad=True)
     assert t.histc(3).requires_grad is d.histc(3).requires_grad is False
@@ -217,6 +241,10 @@ def test_histc_is_not_differentiable_and_raises_torchs_errors():
     _raises_as_torch(lambda m: m.tensor([1.0]).histc(min=3, max=1))
     _raises_as_torch(lambda m: m.tensor([1.0, float("inf")]).histc().numpy())
     _raises_as_torch(lambda m: m.tensor([1.0, 2.0]).histc(3, min=float("nan")))
+    _raises_as_torch(lambda m: m.tensor([1.0]).histc(3, min=float("inf"), max=1))
+    _raises_as_torch(lambda m: m.zeros(0).histc(3, min=5, max=1))
+    _raises_as_torch(lambda m: m.tensor([1.0], dtype=m.float16).histc(3, -1, 65519.0))
+    _raises_as_torch(lambda m: m.tensor([65504.0], dtype=m.float16).histc(3).numpy())
 
 
 # ------------------------------------------------------------------ scatter_reduce

@@ -1187,23 +1187,27 @@ def _linspace(lo, hi, steps, like):
 
 
 def _histc_block(x, lo, hi, *, bins, given):
-    """One chunk's counts (1, bins): torch's bin of each element in ``[lo, hi]`` (a linear guess, then a
-    search among the edges around it, the top edge in the last bin); a data range made as torch does."""
+    """One chunk's counts (1, bins) by torch's CPU rule, in the input's dtype: the edges are torch's
+    ``linspace`` (whose ends are NaN where ``hi - lo`` overflows: nothing is counted), an element in
+    ``[edges[0], edges[-1]]`` goes to bin ``int((x - left) * bins / (right - left))``, the top one to the
+    last bin, an infinite or NaN quotient to bin 0 (torch's int64 cast of it, INT64_MIN, lands there);
+    a data range made as torch does (widened by 1 each way in float64 when flat)."""
     x = x.reshape(-1)
+    dtype = x.dtype.type
     if not given:
         if not (np.isfinite(lo) & np.isfinite(hi)):
             raise RuntimeError(f"torch.histc: range of [{float(lo):g}, {float(hi):g}] is not finite")
-        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
-    edges = _linspace(lo, hi, bins + 1, x)
-    inside = (x >= lo) & (x <= hi)
-    guess = np.clip(np.floor((x - lo) * bins / (hi - lo)), 0, bins).astype(np.int64)
-    pos = np.maximum(guess - 1, 0)
-    found = pos - 1
-    for k in (-1, 0, 1):
-        at = guess + k
-        found = found + ((at >= pos) & (at <= bins) & (edges[np.clip(at, 0, bins)] <= x))
-    found = np.where(x == hi, bins - 1, found)
-    return np.bincount(found[inside], minlength=bins)[None, :bins].astype(x.dtype)
+        if lo == hi:  # (half's 65504 + 1 overflows, as torch's)
+            lo, hi = (dtype(_data.checked_scalar(float(v), x.dtype)) for v in (float(lo) - 1, float(hi) + 1))
+    with np.errstate(all="ignore"):
+        edges = _linspace(dtype(lo), dtype(hi), bins + 1, x)
+        left, right = edges[0], edges[-1]
+        inside = (x >= left) & (x <= right)
+        x = x[inside]
+        quotient = (x - left) * dtype(bins) / (right - left)
+    found = np.where(np.isfinite(quotient), quotient, 0).astype(np.int64)
+    found = np.where(found >= bins, bins - 1, found)
+    return np.bincount(found, minlength=bins)[None, :bins].astype(x.dtype)
 
 
 def _histc_array(a, *, bins, lo, hi):
@@ -1229,14 +1233,17 @@ def _histc(self, bins=100, min=0, max=0):
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
     lo, hi = float(min), float(max)
-    if lo > hi:
-        raise RuntimeError("torch.histc: max must be larger than min")
-    if not x.numel():
-        return zeros(bins, dtype=x.dtype, device=x.device)
-    if lo == hi:
+    if lo == hi and x.numel():
         lo = hi = None
-    elif not (math.isfinite(lo) and math.isfinite(hi)):
-        raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+    else:  # (torch's order of checks: the range's finiteness first)
+        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
+        if lo > hi:
+            raise RuntimeError("torch.histc: max must be larger than min")
+        lo, hi = (_data.checked_scalar(v, x.dtype) for v in (lo, hi))
+        if not x.numel():
+            return zeros(bins, dtype=x.dtype, device=x.device)
     return Tensor._make(door.defer(_histc_array, (value(x),), (("bins", int(bins)), ("lo", lo), ("hi", hi))))
 
 
