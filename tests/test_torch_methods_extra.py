@@ -344,6 +344,30 @@ def test_index_put_in_place_host_indices_and_dtypes():
         _same(t, d)
 
 
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+def test_index_put_mask_keeps_unmasked_infs_and_broadcasts_rows_as_torch(chunking):
+    y = np.array([[np.inf, 1, 2], [3, -np.inf, 5], [np.nan, 7, 8]])
+    mask = np.array([[False, True, True], [False, False, True], [False, True, False]])
+    for accumulate in (False, True):
+        t, d = _both(y, CHUNKINGS[chunking])
+        args = (np.array([1.0, 2, 3, 4]), accumulate)
+        _same(t.index_put((torch.tensor(mask),), torch.tensor(args[0]), accumulate),
+              d.index_put((dg.tensor(mask),), dg.tensor(args[0]), accumulate), rtol=0, atol=0)
+        rows = np.array([True, False, True])
+        for v in (np.array([[10.0], [20.0]]), np.arange(6.0).reshape(2, 3), np.array([[5.0]]), np.array([4.0])):
+            t, d = _both(y, CHUNKINGS[chunking])
+            vt, vd = torch.tensor(v, requires_grad=True), dg.tensor(v, requires_grad=True)
+            rt = t.index_put((torch.tensor(rows),), vt, accumulate)
+            rd = d.index_put((dg.tensor(rows),), vd, accumulate)
+            _same(rt, rd, rtol=0, atol=0)
+            (rt * torch.arange(1.0, 10).reshape(3, 3)).nan_to_num().sum().backward()
+            (rd * dg.arange(1.0, 10).reshape(3, 3)).nan_to_num().sum().backward()
+            _same(vt.grad, vd.grad, rtol=0, atol=0)
+    for v in (np.ones((3, 1)), np.ones((2, 2)), np.ones((1, 1, 3)), np.ones((0, 1))):
+        _raises_as_torch(lambda m, v=v: m.zeros(3, 3, dtype=m.float64).index_put(
+            (m.tensor([True, False, True]),), m.tensor(v)).numpy())
+
+
 def test_index_put_errors_as_torchs():
     def put(m, indices, values=None):
         values = m.tensor(1.0) if values is None else values

@@ -505,23 +505,55 @@ def _index_put(self, indices, values, accumulate=False):
     return reshape(out, self.shape)
 
 
+def _mask_row_block(m, pos, total, *, rows, fits, message):
+    total = int(total)
+    if not fits or rows not in (1, total):
+        raise RuntimeError(message.format(total))
+    return np.where(m, pos, 0) if rows > 1 else np.zeros_like(pos)
+
+
+def _mask_rows_array(m, *, rows, fits, message):
+    """For a 1-d boolean mask, the row of ``values`` each True place takes (how many Trues precede it; 0
+    for one row); torch's shape mismatch, raised in the tasks, unless ``values`` (``fits``: its other dims
+    do) has one row or one per True place (their count is in ``message``)."""
+    pos = da.cumsum(m.astype(np.int64), axis=0) - 1
+    return da.map_blocks(_mask_row_block, m, pos, m.sum(), rows=rows, fits=fits, message=message, dtype=np.int64,
+                         meta=pos._meta)
+
+
 def _mask_put(self, mask, values, accumulate):
-    """``index_put`` at one boolean mask over the leading dims: values broadcast along the masked
-    elements (a ``where``), or one per True place in order (a ``masked_scatter``)."""
+    """``index_put`` at one boolean mask over the leading dims, as torch's ``index_put`` at the mask's
+    nonzero places: ``values`` broadcast to ``(number of Trues, *rest)`` (one row for every place, or a
+    row per place in order; another count raises torch's error from the tasks), gathered to the masked
+    places and written (or added) there by a ``where`` (an unmasked inf stays inf)."""
     k = mask.ndim
     for d, (a, b) in enumerate(zip(mask.shape, self.shape)):
         if a != b:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {d} does not match the shape of the "
                              f"indexed tensor {list(self.shape)} at index {d}")
-    full_mask = reshape(mask, mask.shape + (1,) * (self.ndim - k))
+    full_mask = broadcast_to(reshape(mask, mask.shape + (1,) * (self.ndim - k)), self.shape)
     rest = self.shape[k:]
-    if values.ndim <= len(rest) or values.shape[-len(rest) - 1] == 1:  # one value for every masked place
-        v = reshape(values, values.shape[-len(rest):] if rest else ()) if values.ndim > len(rest) else values
-        new = self + v if accumulate else v
-        return where(broadcast_to(full_mask, self.shape), new, self)
-    zero = self * 0 if accumulate else self
-    out = _masked_scatter(zero, broadcast_to(full_mask, self.shape), reshape(values, (-1,)))
-    return self + out if accumulate else out
+    fits = values.ndim <= len(rest) + 1
+    try:
+        np.broadcast_shapes(values.shape[-len(rest):] if rest and fits else (), rest)
+    except ValueError:
+        fits = False
+    rows = values.shape[0] if fits and values.ndim == len(rest) + 1 else 1
+    if fits and rows == 1:  # one value for every masked place
+        v = reshape(values, values.shape[1:]) if values.ndim > len(rest) else values
+        return where(full_mask, self + v if accumulate else v, self)
+    message = (f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to indexing result "
+               f"of shape [{{}}{''.join(f', {n}' for n in rest)}]")
+    flat = reshape(mask, (-1,))
+    pos = Tensor._make(door.defer(_mask_rows_array, (value(flat),),
+                                  (("rows", rows), ("fits", fits), ("message", message))))
+    if not fits:  # (raises from the tasks, with the count in torch's message)
+        values = zeros((1,) + tuple(rest), dtype=self.dtype, device=self.device)
+        rows = 1
+    source = broadcast_to(values, (rows,) + tuple(rest)) if rows else zeros((1,) + tuple(rest), dtype=self.dtype,
+                                                                              device=self.device)
+    picked = reshape(getitem(source, pos), self.shape)
+    return where(full_mask, self + picked if accumulate else picked, self)
 
 
 METHODS = {
