@@ -7,6 +7,8 @@ This module tells those apart and holds torch's inference; it imports nothing of
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 DEFAULT_FLOAT = np.dtype("float32")  # torch.get_default_dtype()
@@ -110,9 +112,14 @@ def checked_scalar(value, dtype):
     checks (``fill_``, ``clamp``'s bounds, ``alpha``, a ``pow`` exponent, ``masked_fill``): one out of the
     dtype's range raises torch's error; infinities and NaN pass into floating types only; a negative int
     into an unsigned type wraps (down to minus its maximum).  Returns the number to use."""
-    if type(value) not in (int, float):
-        return value
     dtype = np.dtype(dtype)
+    if type(value) is complex and dtype.kind != "c" and value.imag == 0:
+        value = value.real
+    if type(value) not in (int, float):
+        if type(value) is complex and dtype.kind != "c":  # (torch's overflow for a lost imaginary part)
+            raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES.get(dtype.name, dtype.name)} "
+                               "without overflow")
+        return value
     if dtype.kind == "u" and type(value) is int and -np.iinfo(dtype).max <= value < 0:
         return value % (1 << dtype.itemsize * 8)  # (torch wraps a negative int into an unsigned type: -3 is 253)
     if dtype.kind in "iu":
@@ -128,13 +135,20 @@ def checked_scalar(value, dtype):
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def int_range(dtype):
+    """``(min, max)`` of an integer dtype, as Python ints (``np.iinfo`` costs microseconds a call)."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
 def wrapped_int(value, dtype):
     """A Python int an integer op reads in ``dtype``, wrapped into its range as torch's arithmetic and
     comparisons wrap a number (``uint8 + 300`` adds 44; NumPy refuses it)."""
-    info = np.iinfo(dtype)
-    if info.min <= value <= info.max:
+    low, high = int_range(dtype)
+    if low <= value <= high:
         return value
-    return (value - info.min) % (1 << info.bits) + info.min
+    return (value - low) % (high - low + 1) + low
 
 
 def _over(higher, lower):

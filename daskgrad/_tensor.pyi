@@ -456,7 +456,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.addcdiv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addcmul(self, tensor1, tensor2, *, value=1):
-        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's.
+        """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's (a 0-d
+        tensor ``value``, whose value is not known here: the products).
         """
     def addcmul_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.addcmul`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -835,7 +836,7 @@ class Tensor:
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
-    def dot(self, b) -> Tensor:
+    def dot(self, other) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
         """

@@ -289,13 +289,25 @@ def lerp(a, b, w):
     with np.errstate(all="ignore"):  # (torch computes infinities and NaN unwarned)
         d = b - a  # (rounded in the computing type, as torch's)
         if not hasattr(w, "astype"):
-            return fma(w, d, a, dtype) if -0.5 < w < 0.5 else fma(-d, 1 - w, b, dtype)
+            return fma(w, d, a, dtype) if abs(w) < 0.5 else fma(-d, 1 - w, b, dtype)
         return np.where(np.abs(w) < 0.5, fma(w, d, a, dtype), fma(-d, 1 - w, b, dtype))
+
+
+@_rows("elementwise")
+def scaled_add(a, b, alpha):
+    """torch's floating ``add(a, b, alpha=)``: one fused multiply-add, ``alpha`` in the computing type
+    (of half, rounded to half first, as torch's)."""
+    dtype = (a if hasattr(a, "dtype") else b).dtype
+    alpha = np.float64(alpha) if dtype == np.float64 else np.float32(dtype.type(alpha))
+    with np.errstate(all="ignore"):
+        return fma(alpha, b, a, dtype)
 
 
 @_rows("elementwise")
 def addcmul(a, t1, t2, value):
     """torch's ``addcmul``: ``value * t1`` rounded, then one fused multiply-add with ``t2`` and ``a``."""
+    if a.dtype.kind in "iu":
+        value = int(value)  # (torch's integer kernel reads value in the dtype: 2.5 is 2)
     if a.dtype.kind != "f":
         return a + value * t1 * t2
     opmath = np.float64 if a.dtype == np.float64 else np.float32

@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 
 from . import _dask as door
-from ._data import result_type, wrapped_int
+from ._data import int_range, result_type, wrapped_int
 from ._modes import is_anomaly_enabled, is_grad_enabled
 from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
@@ -418,8 +418,11 @@ _HALF, _FLOAT = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _ints_fit(values, dtype):
-    info = np.iinfo(dtype)
-    return all(info.min <= v <= info.max for v in values if type(v) is int)
+    ints = [v for v in values if type(v) is int]
+    if not ints:
+        return True
+    low, high = int_range(dtype)
+    return all(low <= v <= high for v in ints)
 
 
 def rounded_to_half(value):

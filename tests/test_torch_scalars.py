@@ -235,3 +235,34 @@ def test_lerp_and_addcmul_with_infinities_are_torch_s_and_unwarned():
             assert np.array_equal(dg.tensor(a, chunks=3).lerp(dg.tensor(b, chunks=3), w).numpy(), want, equal_nan=True)
         want = torch.from_numpy(a).addcmul(torch.from_numpy(b), torch.from_numpy(c)).numpy()
         assert np.array_equal(dg.tensor(a).addcmul(dg.tensor(b), dg.tensor(c)).numpy(), want, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("alpha", [0.3, -0.01, 2.5, 1e-3])
+@pytest.mark.parametrize("name", ["add", "sub", "add_", "sub_"])
+def test_add_and_sub_with_alpha_round_once_as_torch_s(name, alpha, dtype):
+    """torch's ``add(b, alpha=)`` is one fused multiply-add (SGD's ``p.add_(g, alpha=-lr)``); ``b * alpha``
+    then ``+`` rounded twice, differing in the last bit in a tenth to a third of the elements."""
+    a, b = _FUSED[:2].astype(dtype)
+
+    def call(mk):
+        x, y = mk(a), mk(b)
+        return getattr(x.clone() if name.endswith("_") else x, name)(y, alpha=alpha)
+    got, want = call(lambda v: dg.tensor(v, chunks=700)).numpy(), call(torch.from_numpy).numpy()
+    assert np.array_equal(got, want)
+
+
+_REFUSED = [lambda L, t: t.clone().fill_(1 + 2j), lambda L, t: t.clone().fill_(3 + 0j), lambda L, t: t.clamp(min=1j),
+            lambda L, t: t.add(t, alpha=1j), lambda L, t: t.float().add(t.float(), alpha=1j),
+            lambda L, t: t.float().clone().fill_(1 + 2j), lambda L, t: t.addcmul(t, t, value=2.5),
+            lambda L, t: t.bool().addcmul(t.bool(), t.bool()), lambda L, t: t.to(L.uint8) // 256,
+            lambda L, t: t.to(L.uint8) % 256, lambda L, t: t.float().lerp(t.float(), 0.3 + 0.1j),
+            lambda L, t: t.to(L.complex128).lerp(t.to(L.complex128) * 2, 0.3 + 0.1j), lambda L, t: t.dot(t.float()),
+            lambda L, t: t[None].dot(t[None]), lambda L, t: t.dot(t), lambda L, t: t.dot(t[:2])]
+
+
+@pytest.mark.parametrize("case", range(len(_REFUSED)))
+def test_complex_numbers_integer_values_and_dot_are_checked_as_torch_s(case):
+    call = _REFUSED[case]
+    want = _outcome(lambda t: call(torch, t), torch.ones(3, dtype=torch.int64))
+    assert _same(_outcome(lambda t: call(dg, t), dg.ones(3, dtype="int64")), want)

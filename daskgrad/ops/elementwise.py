@@ -31,7 +31,7 @@ from .. import _dask as door, chunk
 from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
-from .._data import DEFAULT_FLOAT, checked_scalar, result_type
+from .._data import DEFAULT_FLOAT, checked_scalar, result_type, wrapped_int
 from .._tensor import Tensor, require_cuda
 
 
@@ -161,35 +161,62 @@ sub_p = _binary("sub", ("SubBackward0", "RsubBackward1"), operator.sub)
 sub_p.vjp(lambda g, s: (g, -g))
 
 
-def _scaled(a, b, alpha):
-    """``alpha * b`` of add's and sub's ``alpha=``: of a number, the number (``t.add(2, alpha=2)``).  As
-    torch's, ``alpha`` is checked against the result type: no float alpha for integers, a bool one for
-    bools only, none out of the dtype's range; of bools, alpha is a bool (``b`` or nothing)."""
+def _alpha(a, b, alpha):
+    """add's and sub's ``alpha=``, checked against the result type as torch's: no float alpha for
+    integers, a bool one for bools only, none out of the dtype's range; of bools, a bool."""
     dtype = result_type(a, b)
-    if dtype.kind in "biu" and isinstance(alpha, float):
+    if dtype.kind in "biu" and isinstance(alpha, (float, complex)):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if isinstance(alpha, complex) and dtype.kind != "c":
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
     if isinstance(alpha, bool) and dtype.kind != "b":
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if dtype.kind == "b":
         alpha = bool(alpha)
-    alpha = checked_scalar(alpha, dtype)
+    return checked_scalar(alpha, dtype), dtype
+
+
+def _with_alpha(plain, a, b, alpha, sign, node):
+    """``plain(a, alpha * b)`` (``sign``: -1 for sub): of floats one fused multiply-add, as torch's kernel
+    (``a + alpha * b`` rounded once: SGD's ``p.add_(g, alpha=-lr)`` is torch's bit for bit).  A 0-d
+    tensor ``alpha`` (a scheduler's tensor learning rate) is a product, as its value is not known here."""
+    if isinstance(alpha, Tensor):
+        return plain.bind(a, mul(b, alpha), node=node)
+    alpha, dtype = _alpha(a, b, alpha)
     if alpha == 1:
-        return b
-    return b * alpha if isinstance(b, numbers.Number) else mul(b, alpha)
+        return plain.bind(a, b, node=node)
+    if isinstance(b, numbers.Number):  # (a number: the number scaled)
+        return plain.bind(a, b * alpha, node=node)
+    if dtype.kind != "f":
+        return plain.bind(a, mul(b, alpha), node=node)
+    return scaled_add_p.bind(a, b, alpha=sign * alpha, node=node)
+
+
+def _scaled_add_array(a, b, *, alpha):
+    return da.core.elemwise(chunk.scaled_add, a, b, alpha, dtype=(a if hasattr(a, "dtype") else b).dtype)
+
+
+scaled_add_p = primitive("scaled_add", torch=("AddBackward0", "SubBackward0", "RsubBackward1"),
+                         impl=_scaled_add_array, args=("a", "b"), prepare=binary_operands, promote="common")
+scaled_add_p.vjp(lambda g, s, *, alpha: (g, g * alpha))
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b, *, alpha=1):
     """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
     typed, as in torch."""
-    return add_p.bind(a, b if type(alpha) is int and alpha == 1 else _scaled(a, b, alpha))
+    if type(alpha) is int and alpha == 1:
+        return add_p.bind(a, b)
+    return _with_alpha(add_p, a, b, alpha, 1, "AddBackward0")
 
 
 @public("__sub__", "__rsub__", "__isub__", "sub_", "sub")
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
-    return sub_p.bind(a, b if type(alpha) is int and alpha == 1 else _scaled(a, b, alpha),
-                      node="SubBackward0" if isinstance(a, Tensor) else "RsubBackward1")
+    node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
+    if type(alpha) is int and alpha == 1:
+        return sub_p.bind(a, b, node=node)
+    return _with_alpha(sub_p, a, b, alpha, -1, node)
 
 
 # each operand is saved only when the *other* one needs a gradient (torch's MulBackward0/DivBackward0
@@ -242,10 +269,11 @@ def checked_divisor(a, b):
     """``b`` as the divisor of ``a``: where the result is an integer, torch's ``RuntimeError: ZeroDivisionError``
     for a zero (NumPy gives 0), at once for a number, while computing for a tensor (an integer one: no
     gradient to keep)."""
-    if result_type(a, b).kind not in "iu":
+    dtype = result_type(a, b)
+    if dtype.kind not in "iu":
         return b
     if not isinstance(b, Tensor):
-        if b == 0:
+        if wrapped_int(b, dtype) == 0:  # (a number wraps into the dtype first: uint8 // 256 divides by 0)
             raise RuntimeError("ZeroDivisionError")
         return b
     return Tensor._make(door.defer(_nonzero_array, (value(b),)))
@@ -396,6 +424,8 @@ def _clamp_operands(x, lo, hi):
     if lo is None and hi is None:
         raise RuntimeError("daskgrad.clamp: At least one of 'min' or 'max' must not be None")
     refuse_complex("clamp", x, *(v for v in (lo, hi) if v is not None))
+    if any(isinstance(v, complex) for v in (lo, hi)):
+        raise NotImplementedError("clamp is not supported for complex types")
     return x, lo, hi
 
 

@@ -576,7 +576,12 @@ def _addcmul_rule(g, s, *, value):
 
 
 def _addcmul(self, tensor1, tensor2, *, value=1):
-    """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's."""
+    """torch's ``addcmul``: ``self + value * tensor1 * tensor2``, one fused multiply-add as torch's (a 0-d
+    tensor ``value``, whose value is not known here: the products)."""
+    if isinstance(value, Tensor):
+        return self + value * tensor1 * tensor2
+    if _data.result_type(self, tensor1, tensor2).kind == "b":
+        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
     return _addcmul_p.bind(self, tensor1, tensor2, value=value)
 
 
@@ -604,6 +609,8 @@ def _addcdiv(self, tensor1, tensor2, *, value=1):
                            "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
                            "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
                            "for all dtypes.")
+    if isinstance(value, Tensor):  # (a 0-d tensor, whose value is not known here)
+        return self + value * tensor1 / tensor2
     return _addcdiv_p.bind(self, tensor1, tensor2, value=value)
 
 
@@ -634,6 +641,8 @@ def _lerp_operands(a, b, w):
     check_broadcast(a.shape, b.shape)
     if isinstance(w, Tensor):
         check_broadcast(np.broadcast_shapes(a.shape, b.shape), w.shape)
+    if not isinstance(w, Tensor):
+        w = _data.checked_scalar(w, a.dtype)  # (a complex weight for a real self: torch's error)
     if isinstance(w, Tensor) and w.dtype != a.dtype:  # (a 0-d weight of another dtype: read in self's)
         w = astype(w, a.dtype)
     return a, b, w

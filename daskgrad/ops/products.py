@@ -216,7 +216,17 @@ def mm(a, b):
     return matmul(*same_dtype(a, b))
 
 
-@public("dot")
+def _vectors_only(dot):
+    def method(self, other):
+        """torch's ``dot``: the inner product of two 1-d tensors of one dtype."""
+        a, b = as_tensor(self), as_tensor(other)
+        if a.ndim != 1 or b.ndim != 1:
+            raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+        return dot(*same_dtype(a, b))
+    return method
+
+
+@public(("dot", _vectors_only))
 def dot(a, b):
     """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
     and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``."""

@@ -43,6 +43,6 @@ class Adagrad(Optimizer):
                 self._init_state(p)
             state["step"] += 1
             clr = lr / (1 + (state["step"] - 1) * lr_decay)
-            state_sum = state["sum"]
-            state_sum += grad * grad
-            p += -clr * (grad / (sqrt(state_sum) + eps))
+            # (torch's single-tensor update, op for op: the same bits)
+            state_sum = state["sum"].addcmul_(grad, grad, value=1)
+            p.addcdiv_(grad, sqrt(state_sum).add_(eps), value=-clr)

@@ -39,17 +39,17 @@ class Adam(Optimizer):
             step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
             if wd != 0 and decoupled:
                 p.mul_(1 - lr * wd)
-            exp_avg += (1 - beta1) * (grad - exp_avg)  # torch's lerp_ for a weight below 0.5
-            exp_avg_sq.mul_(beta2)
-            exp_avg_sq += (1 - beta2) * grad * grad
+            # (torch's single-tensor update, op for op: the same bits)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             step_size = lr / (1 - beta1 ** step)
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
             second = exp_avg_sq
             if group["amsgrad"]:
                 second = state["max_exp_avg_sq"]
                 second.copy_(maximum(second, exp_avg_sq))
-            denom = sqrt(second) / bias_correction2_sqrt + eps
-            p += -step_size * exp_avg / denom
+            denom = (sqrt(second) / bias_correction2_sqrt).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 class AdamW(Adam):

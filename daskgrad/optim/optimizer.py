@@ -129,14 +129,14 @@ class Optimizer:
     def _grads(self, group, l2=True):
         """``(p, grad)`` for each parameter of ``group`` that has a gradient: the loop every
         update runs, with torch's ``maximize`` (the gradient negated) and, if ``l2``, its coupled
-        weight decay (``grad + weight_decay * p``) applied."""
+        weight decay (``grad.add(p, alpha=weight_decay)``, one rounding as torch's) applied."""
         wd = group.get("weight_decay", 0) if l2 else 0
         for p in group["params"]:
             if p.grad is None:
                 continue
             grad = -p.grad if group.get("maximize") else p.grad
             if wd != 0:
-                grad = grad + wd * p
+                grad = grad.add(p, alpha=wd)
             yield p, grad
 
     # -------------------------------------------------------------- state dict

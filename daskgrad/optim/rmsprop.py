@@ -12,15 +12,6 @@ from ..ops import sqrt, zeros_like
 from .optimizer import Optimizer, check_lr
 
 
-def lerp_(self, end, weight):
-    """``self.lerp_(end, weight)`` with torch's two formulas (the one with the smaller weight on the far end)."""
-    if weight < 0.5:
-        self += weight * (end - self)
-    else:
-        self.copy_(end - (end - self) * (1 - weight))
-    return self
-
-
 class RMSprop(Optimizer):
     """torch's ``optim.RMSprop`` (momentum, ``centered``, weight decay, ``maximize``); ``step()``
     submits nothing, the update runs with the next submission."""
@@ -43,18 +34,15 @@ class RMSprop(Optimizer):
                 if group["centered"]:
                     state["grad_avg"] = zeros_like(p)
             state["step"] += 1
-            square_avg = state["square_avg"]
-            square_avg.mul_(alpha)
-            square_avg += (1 - alpha) * grad * grad
+            # (torch's single-tensor update, op for op: the same bits)
+            square_avg = state["square_avg"].mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
             if group["centered"]:
-                grad_avg = lerp_(state["grad_avg"], grad, 1 - alpha)
-                avg = sqrt(square_avg - grad_avg * grad_avg) + eps
+                grad_avg = state["grad_avg"].lerp_(grad, 1 - alpha)
+                avg = sqrt(square_avg.addcmul(grad_avg, grad_avg, value=-1)).add_(eps)
             else:
-                avg = sqrt(square_avg) + eps
+                avg = sqrt(square_avg).add_(eps)
             if momentum > 0:
-                buf = state["momentum_buffer"]
-                buf.mul_(momentum)
-                buf += grad / avg
-                p += -lr * buf
+                buf = state["momentum_buffer"].mul_(momentum).addcdiv_(grad, avg)
+                p.add_(buf, alpha=-lr)
             else:
-                p += -lr * (grad / avg)
+                p.addcdiv_(grad, avg, value=-lr)

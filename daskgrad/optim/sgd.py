@@ -33,7 +33,6 @@ class SGD(Optimizer):
                 if buf is None:  # written in place, as later steps are: stored by the next submission
                     buf = state["momentum_buffer"] = zeros_like(p).copy_(grad)
                 else:
-                    buf.mul_(momentum)
-                    buf += (1 - dampening) * grad
-                grad = grad + momentum * buf if group["nesterov"] else buf
-            p -= lr * grad
+                    buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
+            p.add_(grad, alpha=-lr)  # (torch's single-tensor update, op for op: the same bits)
