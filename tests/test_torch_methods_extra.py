@@ -290,6 +290,22 @@ def test_scatter_reduce_dtypes_and_in_place(reduce, dtype, rng):
         _same(t, d)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean"])
+def test_scatter_reduce_is_bitwise_torchs(reduce, dtype, rng):
+    """self first, then src in order (float32 -43.06121 was -43.061203); half accumulated in float32."""
+    for include_self in (True, False):
+        x = (rng.standard_normal((6, 3, 5)) * 30).astype(dtype)
+        src = (rng.standard_normal((6, 20, 5)) * 30).astype(dtype)
+        src = (1 + src / 300).astype(dtype) if reduce == "prod" else src
+        idx = rng.integers(0, 3, (5, 20, 4))
+        t = torch.tensor(x).scatter_reduce(1, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+        d = dg.from_array(x, chunks=(2, 2, 3)).scatter_reduce(1, dg.from_array(idx, chunks=(3, 7, 2)),
+                                                               dg.from_array(src, chunks=4), reduce,
+                                                               include_self=include_self)
+        _same(t, d, rtol=0, atol=0)
+
+
 def test_scatter_reduce_errors_as_torchs():
     def call(m, reduce="sum", index=(0, 0, 1), src=None, dtype=None):
         z = m.tensor([10, 20, 30])

@@ -322,13 +322,18 @@ def _identity(reduce, dtype):
     return info.min if reduce == "amax" else info.max
 
 
-def _reduce_block(src, idx, axis, n, reduce):
-    """``src`` reduced at ``idx`` along ``axis`` into ``n`` places holding the reduction's identity
-    (``count``: how many reach each place): a ``ufunc.at``, or for ``prod`` (no ``multiply.at`` on
-    cupy) one multiplication per place along ``axis``, whose writes never meet."""
+def _reduce_block(src, idx, axis, n, reduce, seed=None):
+    """``src`` reduced at ``idx`` along ``axis`` into ``n`` places holding the reduction's identity, or
+    ``seed``'s values (``self``'s, which torch's kernel reduces first; ``count``: how many reach each
+    place), in order along ``axis`` as torch's: a ``ufunc.at``, or for ``prod`` (no ``multiply.at`` on
+    cupy) one multiplication per place along ``axis``, whose writes never meet.  Half sums and products
+    accumulate in float32 (torch's), returned in float32."""
     dtype = np.dtype(np.int64) if reduce == "count" else src.dtype
+    if dtype == np.float16 and reduce in ("sum", "mean", "prod"):
+        dtype, src = np.dtype(np.float32), src.astype(np.float32)
     shape = src.shape[:axis] + (n,) + src.shape[axis + 1:]
-    out = np.full_like(src, _identity(reduce, dtype), dtype=dtype, shape=shape)
+    out = np.full_like(src, _identity(reduce, dtype), dtype=dtype, shape=shape) if seed is None else \
+        seed.astype(dtype)  # (a copy)
     grid = [np.arange(m, like=src).reshape((1,) * d + (m,) + (1,) * (idx.ndim - d - 1))
             for d, m in enumerate(idx.shape)]
     grid[axis] = idx % n
@@ -356,21 +361,24 @@ def _scatter_reduce_array(x, src, idx, *, axis, reduce, include_self):
     n = x.shape[axis]
     chunks = tuple((n,) if k == axis else c for k, c in enumerate(src.chunks))
     widths = [(0, a - (n if k == axis else b)) for k, (a, b) in enumerate(zip(x.shape, idx.shape))]
+    seeded = include_self and reduce in ("sum", "prod", "mean")
+    if seeded:  # (self's values first, as torch's kernel: self + s0 + s1 ..., not (s0 + s1 ...) + self)
+        seed = x[tuple(slice(None) if k == axis else slice(0, m) for k, m in enumerate(idx.shape))].rechunk(chunks)
     whole = []
     for how in (reduce, "count"):
-        dtype = np.int64 if how == "count" else x.dtype
-        part = da.map_blocks(_reduce_block, src, idx, axis, n, how, dtype=dtype, chunks=chunks,
+        dtype = np.int64 if how == "count" else np.float32 if x.dtype == np.float16 and how != "amax" and \
+            how != "amin" else x.dtype
+        more = (seed,) if seeded and how != "count" else ()
+        part = da.map_blocks(_reduce_block, src, idx, axis, n, how, *more, dtype=dtype, chunks=chunks,
                              meta=src._meta.astype(dtype))
         whole.append(da.pad(part, widths).rechunk(x.chunks) if any(w for _, w in widths) else part.rechunk(x.chunks))
     reduced, count = whole
-    if reduce == "sum":
-        out = reduced + x if include_self else reduced
-    elif reduce == "prod":
-        out = reduced * x if include_self else reduced
-    elif reduce == "mean":
-        total, count = (reduced + x, count + 1) if include_self else (reduced, count)
+    if reduce in ("sum", "prod"):
+        out = reduced
+    elif reduce == "mean":  # (half: the float32 sum rounded to half, then divided in half, as torch's)
+        total, count = reduced.astype(x.dtype), count + 1 if include_self else count
         out = total // np.maximum(count, 1).astype(x.dtype) if x.dtype.kind in "iu" else \
-            (total / np.maximum(count, 1)).astype(x.dtype)
+            (total / np.maximum(count, 1).astype(x.dtype)).astype(x.dtype)
     else:
         out = (np.maximum if reduce == "amax" else np.minimum)(reduced, x) if include_self else reduced
     return da.where(whole[1] > 0, out.astype(x.dtype), x)
