@@ -396,3 +396,14 @@ def test_index_put_errors_as_torchs():
     _raises_as_torch(lambda m: put(m, ([True, False],)))
     _raises_as_torch(lambda m: put(m, ([0, 2], [0, 1], [0, 1])))
     _raises_as_torch(lambda m: put(m, (m.tensor([0, 2]).short(),)))
+
+
+def test_aminmax_and_nanmedian_of_empty_raise_torchs_texts():
+    _raises_as_torch(lambda m: m.zeros(0).aminmax())
+    _raises_as_torch(lambda m: m.zeros(0, 3).aminmax(dim=0))
+    _raises_as_torch(lambda m: m.zeros(0, 3).aminmax(dim=-2))
+    _raises_as_torch(lambda m: m.zeros(0, 3).nanmedian(0))
+    _raises_as_torch(lambda m: m.zeros(0, 3).median(0))
+    t, d = torch.zeros(0, 3).aminmax(dim=1), dg.zeros(0, 3).aminmax(dim=1)
+    _same(t.min, d.min)
+    _same(t.max, d.max)

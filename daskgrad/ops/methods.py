@@ -191,8 +191,8 @@ def _median(name, ignore_nan, result):
             norm_axis(dim, 0)
             return _scalar_result(x, result)
         dim = norm_axis(dim, x.ndim)
-        if not x.shape[dim]:
-            raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size.")
+        if not x.shape[dim]:  # (torch's text says median for nanmedian too)
+            raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
         return _median_at(x, dim, keepdim, ignore_nan, result, f"{name.capitalize()}Backward1")
     method.__name__ = method.__qualname__ = name
     method.__doc__ = (f"torch's ``{name}``: the lower of the two middle values for an even count (NumPy's, "
@@ -468,7 +468,14 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
 
 
 def _aminmax(self, *, dim=None, keepdim=False):
-    """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None)."""
+    """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None); torch's own
+    errors for an empty input or reduction dim."""
+    x = as_tensor(self)
+    if dim is None and not x.numel():
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                           "identity.")
+    if dim is not None and x.ndim and not x.shape[norm_axis(dim, x.ndim)]:
+        raise IndexError(f"aminmax: Expected reduction dim {norm_axis(dim, x.ndim)} to have non-zero size.")
     return return_types.aminmax(amin(self, dim, keepdim), amax(self, dim, keepdim))
 
 
