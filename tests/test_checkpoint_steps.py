@@ -769,3 +769,36 @@ def test_a_first_step_under_no_grad_is_refused_at_once_with_the_reason():
         return s * w
     with pytest.raises(RuntimeError, match="step 0 records no autograd graph .* but step 1 does"):
         checkpoint_steps(step, dg.tensor(np.ones(3)), 4, snapshots=2)
+
+
+@pytest.mark.parametrize("quiet", [1, 2, 3, 4])
+def test_a_tuple_state_after_a_no_grad_step_requires_grad_where_torch_s_does(quiet):
+    """Which final components require grad follows the history step by step: after a step under
+    ``no_grad`` a component remade only from the other one regains history a step later."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib, make, loop):
+        w = make(np.array([1.1, 0.9, 1.3]), True)
+
+        def step(s, i):
+            a, b = s
+            if i == quiet:
+                with lib.no_grad():
+                    return b * 1.0, a * w + b
+            return b * 1.0, a * w + b
+        return loop(step, (make(np.ones(3), False), make(np.ones(3) * 2, False))), w
+
+    def unrolled(step, s):
+        for i in range(5):
+            s = step(s, i)
+        return s
+    (t0, t1), wt = run(torch, lambda v, r: torch.tensor(v, requires_grad=r), unrolled)
+    (d0, d1), w = run(dg, lambda v, r: dg.tensor(v, requires_grad=r),
+                      lambda step, s: checkpoint_steps(step, s, 5, snapshots=2))
+    assert (d0.requires_grad, d1.requires_grad) == (t0.requires_grad, t1.requires_grad)
+    for d, t in ((d0, t0), (d1, t1)):
+        assert np.allclose(d.detach().numpy(), t.detach().numpy())
+    if t1.requires_grad:
+        (t0 * t1).sum().backward()
+        (d0 * d1).sum().backward()
+        assert np.allclose(w.grad.numpy(), wt.grad.numpy())

@@ -501,8 +501,7 @@ class _Loop:
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.reaches = tuple(r.reaches for r in records)  # (one per step, or step 0's for all)
         self.leaves, self.error = first.leaves, None
-        # (a last step run under no_grad returns a state that does not require grad, as the unrolled loop's)
-        self.last_requires_grad = records[-1].requires_grad
+        self.last_requires_grad = _final_requires_grad(records, states, steps, self.x_grad) if want_grad else None
         known = {id(v) for v in first.leaves}
         for r in records:
             if want_grad and not any(first.requires_grad) and any(r.requires_grad):
@@ -610,6 +609,22 @@ class _Recorded:
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
                              roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
+
+
+def _final_requires_grad(records, states, steps, x_grad):
+    """Which components of the final state require grad, as the unrolled loop's: step by step, a
+    component does where its step recorded it (not under ``no_grad``) from a leaf, the step's data
+    requiring grad, or a component that did (a step under ``no_grad`` cuts the history after it)."""
+    n = len(states)
+    req = tuple(t.requires_grad for t in states)
+    for i in range(steps):
+        r = records[i if len(records) > 1 else 0]
+        new = tuple(r.requires_grad[k] and any(kind == "l" or (kind == "x" and x_grad) or (kind == "c" and req[j])
+                                               for kind, j in r.reaches[k]) for k in range(n))
+        if new == req and len(records) == 1:  # (every later step does the same again)
+            break
+        req = new
+    return req
 
 
 def _reaches(outs, carry, x):
