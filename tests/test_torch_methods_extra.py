@@ -156,6 +156,27 @@ def test_unfold_values_and_gradients_match_torch(case, chunking, rng):
         assert len(rd.chunks[-1]) == 1  # the window dim in one chunk
 
 
+UNFOLD_EDGES = [((4, 3), 0, 0, 1), ((4, 3), 0, 0, 2), ((4, 3), -1, 0, 3), ((2, 3, 4), 1, 0, 1), ((0, 3), 0, 0, 1),
+                ((0, 3), 1, 2, 1), ((3, 0), 0, 2, 1), ((3, 0), 1, 0, 2), ((0,), 0, 0, 1)]
+
+
+@pytest.mark.parametrize("shape,dim,size,step", UNFOLD_EDGES, ids=[str(c) for c in UNFOLD_EDGES])
+def test_unfold_empty_windows_and_inputs_match_torch(shape, dim, size, step):
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    t, d = _both(x, 2, grad=True)
+    rt, rd = t.unfold(dim, size, step), d.unfold(dim, size, step)
+    _same(rt, rd, rtol=0, atol=0)
+    (gt,) = torch.autograd.grad((rt * torch.arange(float(rt.numel())).reshape(rt.shape)).sum(), t)
+    (gd,) = dg.autograd.grad((rd * dg.arange(float(rd.numel())).reshape(rd.shape)).sum(), d)
+    _same(gt, gd, rtol=0, atol=0)
+
+
+def test_unfold_of_an_unknown_length_raises_a_clear_error():
+    x = dg.tensor(np.arange(6.0))
+    with pytest.raises(NotImplementedError, match="unknown length"):
+        x[x > 2].unfold(0, 2, 1)
+
+
 def test_unfold_dtypes_and_errors():
     for dtype in ("int64", "float32", "bool"):
         t, d = _both(np.arange(7).astype(dtype), 3)

@@ -1096,8 +1096,10 @@ def _triangle(fn, name):
 def _unfold_array(a, *, axis, size, step, n):
     """The windows of ``size`` every ``step`` along ``axis``, a new last axis: dask's sliding window view
     (each chunk with the ``size - 1`` places after it), then every ``step``-th window."""
-    w = da.lib.stride_tricks.sliding_window_view(a, size, axis=axis, automatic_rechunk=False) if size else \
-        da.zeros_like(a, shape=a.shape[:axis] + (a.shape[axis] + 1,) + a.shape[axis + 1:] + (0,))
+    if not size or not a.size:  # (no windows' elements to read; dask's view refuses an empty axis)
+        shape = a.shape[:axis] + ((a.shape[axis] - size) // step + 1,) + a.shape[axis + 1:] + (size,)
+        return da.zeros_like(a, shape=shape)
+    w = da.lib.stride_tricks.sliding_window_view(a, size, axis=axis, automatic_rechunk=False)
     return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
 
@@ -1112,8 +1114,8 @@ def _unfold_rule(g, s, *, axis, size, step, n):
     m = g.shape[axis]
     g = movedim(g, -1, axis + 1)
     rest = g.shape[axis + 2:]
-    if not size:  # (windows of no elements: zeros, from the n + 1 empty windows)
-        return (getitem(sum(g, axis=-1), (slice(None),) * axis + (slice(0, n),)),)
+    if not size or not g.size:  # (windows of no elements, or none: zeros)
+        return (zeros(g.shape[:axis] + (n,) + rest, dtype=g.dtype, device=g.device),)
     runs = -(-size // step)
     total = None
     for q in range(runs):
@@ -1139,6 +1141,9 @@ def _unfold(self, dimension, size, step):
     x = as_tensor(self)
     axis = norm_axis(dimension, x.ndim or 1)
     n = x.shape[axis] if x.ndim else 1
+    if n != n:
+        raise NotImplementedError(f"unfold: dimension {axis} has an unknown length (after a boolean mask, say); "
+                                  "its windows cannot be laid out lazily")
     if size < 0:
         raise RuntimeError(f"size is {size} but must be >= 0")
     if size > n:
