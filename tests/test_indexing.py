@@ -68,7 +68,7 @@ def test_index_tensors_on_several_axes_out_of_bounds_raise_torchs_index_error():
     with pytest.raises(IndexError) as got:
         x[dg.tensor([1]), dg.tensor([4])].numpy()
     assert str(got.value) == str(expected.value)
-    x[dg.tensor([1, 3]), dg.tensor([2, 0])] = dg.tensor([1.0, 2.0])  # (lazy indices assign too, as torch's)
+    x[dg.tensor([1, 3]), dg.tensor([2, 0])] = dg.tensor([1.0, 2.0], dtype="float64")  # (lazy indices assign too)
     t = torch.zeros(5, 4, dtype=torch.float64)
     t[torch.tensor([1, 3]), torch.tensor([2, 0])] = torch.tensor([1.0, 2.0], dtype=torch.float64)
     np.testing.assert_array_equal(x.numpy(), t.numpy())

@@ -24,7 +24,7 @@ def _outcome(fn, x):
         warnings.simplefilter("ignore")
         try:
             r = fn(x)
-        except (RuntimeError, NotImplementedError, TypeError) as e:
+        except (RuntimeError, NotImplementedError, TypeError, OverflowError, IndexError) as e:
             return type(e).__name__, str(e)
         r = r.detach() if hasattr(r, "detach") else r
         return np.asarray(r.numpy()), str(r.dtype).replace("torch.", "")
@@ -266,3 +266,33 @@ def test_complex_numbers_integer_values_and_dot_are_checked_as_torch_s(case):
     call = _REFUSED[case]
     want = _outcome(lambda t: call(torch, t), torch.ones(3, dtype=torch.int64))
     assert _same(_outcome(lambda t: call(dg, t), dg.ones(3, dtype="int64")), want)
+
+
+_MORE = [lambda L, b, t, x: b - True, lambda L, b, t, x: t - True, lambda L, b, t, x: t - b,
+         lambda L, b, t, x: 1.5 - b, lambda L, b, t, x: t.sub(b), lambda L, b, t, x: t + (-2 ** 63 - 1),
+         lambda L, b, t, x: t + 2 ** 64, lambda L, b, t, x: t + 2 ** 63, lambda L, b, t, x: t.to(L.uint8) + 2 ** 64,
+         lambda L, b, t, x: x[t.to(L.uint8)], lambda L, b, t, x: x[t[0].to(L.uint8)],
+         lambda L, b, t, x: x[:, L.cat([t, t[:1]]).to(L.uint8)], lambda L, b, t, x: _put(x.double(), [0, 1], x[0]),
+         lambda L, b, t, x: _put(x, (b, slice(None)), x[:1].double()), lambda L, b, t, x: _put(x, slice(0, 1), x[:1])]
+
+
+def _put(x, index, value):
+    x = x.clone()
+    x[index] = value
+    return x
+
+
+@pytest.mark.parametrize("case", range(len(_MORE)))
+def test_bool_subtraction_huge_ints_byte_masks_and_index_put_dtypes_are_torch_s(case):
+    """Subtracting bools raises torch's errors (``bool - 1`` computed); an int beyond int64/uint64 raises
+    torch's OverflowError (it wrapped); a uint8 index tensor is torch's deprecated mask (it was read as
+    integers: another shape); putting a tensor of another dtype at advanced indices raises torch's error."""
+    call = _MORE[case]
+
+    def run(L, mk):
+        b, t = mk(np.array([True, False])), mk(np.array([1, 0]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch's deprecation of byte masks)
+            return call(L, b, t, mk(np.arange(6.0, dtype=np.float32).reshape(2, 3)))
+    want = _outcome(lambda _: run(torch, torch.from_numpy), None)
+    assert _same(_outcome(lambda _: run(dg, dg.tensor), None), want)

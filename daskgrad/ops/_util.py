@@ -61,6 +61,9 @@ def binary_operands(a, b, refuse=None):
     if refuse:
         refuse_complex(refuse, a, b)
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+    for v in (a, b):
+        if type(v) is int and not -(1 << 63) <= v < 1 << 64:  # (torch's Scalar holds int64 or uint64)
+            raise OverflowError("int too big to convert" if v > 0 else "can't convert negative int to unsigned")
     if isinstance(a, Tensor) and isinstance(b, Tensor):  # (a number is on every device, and broadcasts)
         check_same_device(a, b)
         if a.shape != b.shape:

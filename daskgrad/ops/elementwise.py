@@ -214,6 +214,13 @@ def add(a, b, *, alpha=1):
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
     node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
+    bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
+    if any(bools):  # (torch's refusals; NumPy refuses two bools too)
+        if all(bools):
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                               "`logical_xor()` operator instead.")
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
     if type(alpha) is int and alpha == 1:
         return sub_p.bind(a, b, node=node)
     return _with_alpha(sub_p, a, b, alpha, -1, node)

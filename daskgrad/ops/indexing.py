@@ -12,6 +12,8 @@ and boolean-mask indexing its mask; basic indexing saves nothing.
 """
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
@@ -173,6 +175,10 @@ def _item(i):
     it; a list a NumPy array (an empty one int64); a tensor its dask array."""
     if isinstance(i, Tensor):
         i = raw(i)
+    if getattr(i, "dtype", None) == np.uint8 and hasattr(i, "ndim"):  # (torch's deprecated byte mask)
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=4)
+        i = i.astype(bool)
     if getattr(i, "ndim", None) == 0 and np.dtype(i.dtype).kind in "iub":
         v = i.compute() if isinstance(i, da.Array) else i
         return bool(v) if np.dtype(i.dtype).kind == "b" else int(v)
@@ -658,6 +664,10 @@ def setitem(x, index, value):
     advanced indices, put at them (broadcast to what ``x[index]`` would be)."""
     x, value = as_tensor(x), _util.tensor_or_scalar(value)
     basic, adv = _parse(x.shape, tuple(_item(i) for i in _as_tuple(index)))
+    if adv and isinstance(value, Tensor) and value.dtype != x.dtype:
+        names = [_util.TORCH_TYPE_NAMES.get(t.dtype.name, t.dtype.name) for t in (x, value)]
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got {names[0]} for the "
+                           f"destination and {names[1]} for the source.")
     kept = tuple(i for i in basic if i is not None)
     whole = all(i == slice(None) for i in kept)
     if isinstance(value, Tensor):

@@ -787,13 +787,18 @@ def _shift_array(a, b, *, left):
     return da.core.elemwise(chunk.shift, a, b, left, dtype=(a if hasattr(a, "dtype") else b).dtype)
 
 
-def _shift(left, swap=False):
+def _shift(left, swap=False, inplace=False):
     name = "lshift" if left else "rshift"
 
     def method(self, other):
         """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
         the sign (``>>``); floats and bools raise torch's error."""
         a, b = (other, self) if swap else (self, tensor_or_scalar(other))
+        if isinstance(a, Tensor) and isinstance(b, Tensor):  # (shapes first, as torch's TensorIterator)
+            check_broadcast(a.shape, b.shape)
+            if inplace and np.broadcast_shapes(a.shape, b.shape) != a.shape:
+                raise RuntimeError(f"output with shape {list(a.shape)} doesn't match the broadcast shape "
+                                   f"{list(np.broadcast_shapes(a.shape, b.shape))}")
         dtype = _data.result_type(a, b)
         if dtype.kind not in "iu":
             raise NotImplementedError(f'"{name}_cpu" not implemented for '
@@ -1442,10 +1447,10 @@ METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
-METHODS.update({"__ilshift__": _in_place(METHODS["__lshift__"], "__lshift___"),
-                "__irshift__": _in_place(METHODS["__rshift__"], "__rshift___"),
-                "bitwise_left_shift_": _in_place(METHODS["bitwise_left_shift"], "bitwise_left_shift_"),
-                "bitwise_right_shift_": _in_place(METHODS["bitwise_right_shift"], "bitwise_right_shift_")})
+METHODS.update({"__ilshift__": _in_place(_shift(True, inplace=True), "__lshift___"),
+                "__irshift__": _in_place(_shift(False, inplace=True), "__rshift___"),
+                "bitwise_left_shift_": _in_place(_shift(True, inplace=True), "bitwise_left_shift_"),
+                "bitwise_right_shift_": _in_place(_shift(False, inplace=True), "bitwise_right_shift_")})
 # torch's methods that are an op as it is (torch's name -> the op's)
 ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
            "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
