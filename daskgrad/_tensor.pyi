@@ -488,7 +488,8 @@ class Tensor:
         """torch's ``amin``: the smallest values over ``dim`` (None or ``()``: every dim), the gradient shared by ties.
         """
     def aminmax(self, *, dim=None, keepdim=False):
-        """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None).
+        """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None); torch's own
+        errors for an empty input or reduction dim.
         """
     def angle(self, deg=False) -> Tensor:
         """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's).

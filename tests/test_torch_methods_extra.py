@@ -428,3 +428,9 @@ def test_aminmax_and_nanmedian_of_empty_raise_torchs_texts():
     t, d = torch.zeros(0, 3).aminmax(dim=1), dg.zeros(0, 3).aminmax(dim=1)
     _same(t.min, d.min)
     _same(t.max, d.max)
+
+
+def test_mode_gradient_node_is_torchs():
+    t, d = _both(np.array([[1.0, 2, 2], [3, 3, 1]]), 2, grad=True)
+    for keepdim in (False, True):
+        assert type(d.mode(1, keepdim).values.grad_fn).__name__ == type(t.mode(1, keepdim).values.grad_fn).__name__

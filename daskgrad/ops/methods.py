@@ -1199,10 +1199,8 @@ def _mode(self, dim=-1, keepdim=False):
     if not x.shape[axis]:
         raise IndexError(f"mode(): Expected reduction dim {axis} to have non-zero size.")
     idx = Tensor._make(door.defer(_mode_index_array, (value(x),), (("axis", axis),)))
-    values = take_along_axis(x, idx, axis)
-    if not keepdim:
-        values, idx = squeeze(values, axis), squeeze(idx, axis)
-    return return_types.mode(values, idx)
+    values = values_at(x, idx, axis, keepdim, "ModeBackward0")
+    return return_types.mode(values, idx if keepdim else squeeze(idx, axis))
 
 
 def _linspace(lo, hi, steps, like):

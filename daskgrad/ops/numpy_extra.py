@@ -315,7 +315,7 @@ def _gather_operands(x, idx, axis, lazy):
 # the index, its own node under torch's name, the index axis dropped unless ``keepdims``
 values_at_p = primitive("values_at", torch=("MaxBackward0", "MinBackward0", "MedianBackward1",
                                             "NanmedianBackward1", "SortBackward0",
-                                            "TopkBackward0", "KthvalueBackward0"),
+                                            "TopkBackward0", "KthvalueBackward0", "ModeBackward0"),
                         impl=lambda a, idx, *, axis, n, keepdims: (_gather_array(a, idx, axis=axis, n=n) if keepdims
                                                                    else _gather_array(a, idx, axis=axis, n=n)
                                                                    .squeeze(axis)),
