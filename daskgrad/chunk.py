@@ -14,6 +14,13 @@ class LinAlgError(RuntimeError):
     matrix), raised by the chunk kernel that met it (``daskgrad.linalg.LinAlgError``)."""
 
 
+def _elementwise(kernel):
+    """Marks a kernel of broadcasting operands and numbers that an elementwise primitive applies block by
+    block (a fused chain runs it with the others, as it runs an operator or a ufunc)."""
+    kernel.elementwise_kernel = True
+    return _rows("elementwise")(kernel)
+
+
 def _rows(rule):
     """Says how a kernel treats rows, so a fused step can run it on blocks of rows
     (:mod:`daskgrad._dask.rows`): "elementwise" (each element on its own, operands broadcast as
@@ -276,7 +283,7 @@ def _split_high(x):
     return c - (c - x)
 
 
-@_rows("elementwise")
+@_elementwise
 def lerp(a, b, w):
     """torch's ``lerp``: its two formulas, exact at both ends (weight 1 gives ``b``), ``a + w (b - a)`` for
     ``|w| < 0.5``, else ``b - (b - a)(1 - w)``, each one fused multiply-add (:func:`fma`)."""
@@ -293,7 +300,7 @@ def lerp(a, b, w):
         return np.where(np.abs(w) < 0.5, fma(w, d, a, dtype), fma(-d, 1 - w, b, dtype))
 
 
-@_rows("elementwise")
+@_elementwise
 def scaled_add(a, b, alpha):
     """torch's floating ``add(a, b, alpha=)``: one fused multiply-add, ``alpha`` in the computing type
     (of half, rounded to half first, as torch's)."""
@@ -303,11 +310,11 @@ def scaled_add(a, b, alpha):
         return fma(alpha, b, a, dtype)
 
 
-@_rows("elementwise")
+@_elementwise
 def addcmul(a, t1, t2, value):
     """torch's ``addcmul``: ``value * t1`` rounded, then one fused multiply-add with ``t2`` and ``a``."""
     if a.dtype.kind in "iu":
-        value = int(value)  # (torch's integer kernel reads value in the dtype: 2.5 is 2)
+        value = np.trunc(value).astype(a.dtype)  # (torch's integer kernel reads value in the dtype: 2.5 is 2)
     if a.dtype.kind != "f":
         return a + value * t1 * t2
     opmath = np.float64 if a.dtype == np.float64 else np.float32
@@ -315,7 +322,7 @@ def addcmul(a, t1, t2, value):
         return fma(t1.astype(opmath) * opmath(value), t2.astype(opmath), a, a.dtype)
 
 
-@_rows("elementwise")
+@_elementwise
 def addcdiv(a, t1, t2, value):
     """torch's ``addcdiv``: ``a + value * t1 / t2``, half in float32 rounded once."""
     if a.dtype != np.float16:

@@ -284,9 +284,11 @@ class Primitive:
     rule reads, by name: an operand (tensor or Python number) or ``"r"``, the result; ``(name, i)`` saves the
     operand only when input ``i`` needs a gradient.  ``consts``: the last operands, by name, that the forward reads
     but that are no inputs of the node (no edge, no cotangent), as torch's ``IndexBackward0`` keeps its indices: a
-    mask or index tensor the op derives and saves.  ``prepare(*inputs)``: coerces and checks the operands (the op
-    modules' families supply it), returning them. ``elementwise``: ``impl`` is an operator or ufunc applied
-    elementwise, whose abstract value and layer :mod:`daskgrad._dask` makes without a dask call.
+    mask or index tensor the op derives and saves, or a number (``alpha``, ``value``) the forward reads as a value
+    in memory, so that a program differing only in it (a step size) is the same program.  ``prepare(*inputs)``:
+    coerces and checks the operands (the op modules' families supply it), returning them. ``elementwise``:
+    ``impl`` is an operator or ufunc applied elementwise, whose abstract value and layer :mod:`daskgrad._dask`
+    makes without a dask call.
     ``view``: a :class:`View` for torch's view ops, whose result shares its input's storage (see
     :mod:`daskgrad.ops.views`).  ``promote``: the forward reads its operands cast to torch's result
     type of them (``"common"``), or to a floating one (``"floating"``: ``div``, ``exp``); see :func:`promoted`.
@@ -328,9 +330,12 @@ class Primitive:
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
         values = [recorded(x) for x in inputs]
-        half = False
-        if self.promote is not None:
-            values, half = promoted(values, floating=self.promote == "floating", opmath=self.opmath)
+        half, k = False, len(values) - len(self.consts)
+        if self.promote is not None:  # (the operands, not the constants: an index, a scale)
+            values[:k], half = promoted(values[:k], floating=self.promote == "floating", opmath=self.opmath)
+        if self.consts:  # (a real number read as a value in memory: a step size changing every step keeps the key)
+            values[k:] = [door.Constant(np.float64(v) if isinstance(v, float) else np.int64(v))
+                          if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values[k:]]
         out = door.defer(self.impl, values, tuple(params.items()), elementwise=self.elementwise)
         if half:
             out = rounded_to_half(out)

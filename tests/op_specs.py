@@ -264,6 +264,10 @@ SPECS = (
     # (weights on both sides of 0.5: both of torch's formulas)
     OpSpec("lerp", lambda a, b, w: a.lerp(b, w) + a.lerp(b, 0.3) * b.lerp(a, 0.8), [M, M, M], 0.05, 0.95),
     OpSpec("addcmul", lambda a, b, c: a.addcmul(b, c, value=0.3) * a.addcmul(c[0], b), [M, M, M], -2, 2),
+    OpSpec("scaled_add", lambda a, b: a.add(b, alpha=0.3) * a.sub(b[0], alpha=-1.7) + dg.sub(2.5, b, alpha=2.0),
+           [M, M], -2, 2),
+    # (distinct values: each row's mode is its smallest, which takes the gradient)
+    OpSpec("mode", lambda a: a.mode(1).values * a[:, 0], [M], -2, 2),
     OpSpec("addcdiv", lambda a, b, c: a.addcdiv(b, c, value=0.3) * a.addcdiv(c[0], b), [M, M, M], 0.5, 2),
     OpSpec("digamma_lgamma", lambda a: a.digamma() * a.lgamma() + a.polygamma(2), [M], 0.5, 3),
     OpSpec("erfinv", lambda a: a.erfinv(), [M], -0.9, 0.9),

@@ -113,7 +113,7 @@ def test_a_call_of_another_kind_is_traced_again_and_computes_its_own_numbers(cha
     X, y = _data()
 
     def loss(w, scale):
-        return (dg.tanh(X[:, : w.shape[0]] @ w) * scale).sum()
+        return (dg.tanh(X[:, : w.shape[0]].type_as(w) @ w) * scale).sum()
 
     step = dg.compile(lambda w, scale: loss(w, scale).detach())
     w = dg.from_array(np.arange(3.0), chunks=3)
@@ -860,7 +860,7 @@ def test_a_model_of_an_abc_metaclass_compiles_and_replays():
         def forward(self, x):
             return self.lin(x)
 
-    model, x = Lin(), dg.from_array(np.ones((4, 3)), chunks=2)
+    model, x = Lin(), dg.from_array(np.ones((4, 3), dtype="float32"), chunks=2)
     run = dg.compile(lambda x: model(x).detach())
     for _ in range(3):
         np.testing.assert_array_equal(run(x).numpy(), model(x).detach().numpy())
@@ -883,7 +883,7 @@ def test_a_function_reaching_more_values_than_a_guard_describes_runs_as_usual_wi
         def forward(self, x):
             return self.lin(x)
 
-    model, x = Holder(), dg.from_array(np.ones((4, 3)), chunks=2)
+    model, x = Holder(), dg.from_array(np.ones((4, 3), dtype="float32"), chunks=2)
     run = dg.compile(lambda x: model(x).detach())
     with pytest.warns(UserWarning, match="too many to guard"):
         np.testing.assert_array_equal(run(x).numpy(), model(x).detach().numpy())

@@ -25,8 +25,8 @@ the order of the data:
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
-from .lazy import (Lazy, Piece, alias, basic_index, build, building, defer, defer_many, on_alias_built, rebind, rule,
-                   through, value_of)
+from .lazy import (Constant, Lazy, Piece, alias, basic_index, build, building, defer, defer_many, on_alias_built,
+                   rebind, rule, through, value_of)
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo, rolled
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
@@ -38,7 +38,8 @@ from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, reco
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, held_keys, keep,
                      lost_keys, memory_total, reads_any, store, submit, task_room)
 
-__all__ = ["Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
+__all__ = ["Constant",
+           "Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
            "relabel", "within_chunks", "Lazy", "Piece", "alias", "basic_index", "build", "building", "defer",
            "defer_many", "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded",
            "flat_layers", "fold",

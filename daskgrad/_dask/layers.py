@@ -45,7 +45,8 @@ def elementwise_aval(op, srcs):
 
 
 def _ufunc_like(op):
-    return getattr(op, "__module__", None) == "_operator" or isinstance(op, (np.ufunc, da.ufunc.ufunc))
+    return (getattr(op, "__module__", None) == "_operator" or isinstance(op, (np.ufunc, da.ufunc.ufunc))
+            or getattr(op, "elementwise_kernel", False))
 
 
 def broadcast_chunks(arrays):

@@ -350,6 +350,10 @@ class Constant:
         return self.v.dtype
 
     @property
+    def _meta(self):  # (a 0-d operand to an elementwise op's abstract value: it broadcasts)
+        return np.empty((), self.v.dtype)
+
+    @property
     def array(self):
         if self._array is None:
             # (a learning rate read every step: one array, made once; not under dask.annotate, whose
@@ -610,6 +614,8 @@ def _kind(s):
     if isinstance(s, (Lazy, da.Array)):
         return ("array", s.chunks, s.dtype, type(s._meta), s._meta.ndim)
     t = type(s)
+    if t is Constant:  # (its value is in memory, not in the abstract value)
+        return (t, s.v.dtype.str)
     if t is float:
         return (t, s.hex())
     if t is complex:
@@ -630,8 +636,8 @@ def _aval(fn, srcs, params):
         if hit is not _avals:
             return hit
     try:
-        out = fn(*[stand_in(s, f"stand-in-{i}") if isinstance(s, (Lazy, da.Array)) else s
-                   for i, s in enumerate(srcs)], **dict(params))
+        out = fn(*[stand_in(s, f"stand-in-{i}") if isinstance(s, (Lazy, da.Array)) else s.v if type(s) is Constant
+                   else s for i, s in enumerate(srcs)], **dict(params))
     except Exception:  # noqa: BLE001 - the forward on the real arrays raises its own error, or works
         out = fn(*[value_of(s) for s in srcs], **dict(params))
         return None if not isinstance(out, da.Array) else _known(out)

@@ -22,7 +22,16 @@ from ._norm import batch_norm, group_norm, rms_norm, _trailing_axes  # noqa: F40
 
 
 def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``, weight shaped (out_features, in_features) as in torch."""
+    """``input @ weight.T + bias``, weight shaped (out_features, in_features) as in torch (whose
+    errors for operands of two dtypes it gives)."""
+    if bias is not None:
+        name = TORCH_TYPE_NAMES.get
+        if input.dtype != weight.dtype:
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {name(input.dtype.name)} and "
+                               f"{name(weight.dtype.name)}")
+        if getattr(bias, "dtype", weight.dtype) != weight.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {name(bias.dtype.name)} and "
+                               f"{name(weight.dtype.name)}")
     out = input @ weight.T
     return out if bias is None else out + bias
 

@@ -189,16 +189,17 @@ def _with_alpha(plain, a, b, alpha, sign, node):
         return plain.bind(a, b * alpha, node=node)
     if dtype.kind != "f":
         return plain.bind(a, mul(b, alpha), node=node)
-    return scaled_add_p.bind(a, b, alpha=sign * alpha, node=node)
+    return scaled_add_p.bind(a, b, sign * alpha, node=node)
 
 
-def _scaled_add_array(a, b, *, alpha):
-    return da.core.elemwise(chunk.scaled_add, a, b, alpha, dtype=(a if hasattr(a, "dtype") else b).dtype)
+def _scaled_add_operands(a, b, alpha):
+    return (*binary_operands(a, b), alpha)
 
 
 scaled_add_p = primitive("scaled_add", torch=("AddBackward0", "SubBackward0", "RsubBackward1"),
-                         impl=_scaled_add_array, args=("a", "b"), prepare=binary_operands, promote="common")
-scaled_add_p.vjp(lambda g, s, *, alpha: (g, g * alpha))
+                         impl=chunk.scaled_add, args=("a", "b", "alpha"), save=("alpha",), consts=("alpha",),
+                         prepare=_scaled_add_operands, promote="common", elementwise=True)
+scaled_add_p.vjp(lambda g, s: (g, g * s.alpha))
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")

@@ -562,23 +562,21 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scaled_sum(self, sum(_bmm(as_tensor(batch1), batch2), 0), beta, alpha)
 
 
-def _addcmul_array(a, t1, t2, *, value):
-    return da.core.elemwise(chunk.addcmul, a, t1, t2, value, dtype=a.dtype)
-
-
-def _addcmul_operands(a, t1, t2):
+def _addcmul_operands(a, t1, t2, value):
     a, t1, t2 = as_tensor(a), as_tensor(t1), as_tensor(t2)
     check_broadcast(t1.shape, t2.shape)
     check_broadcast(a.shape, np.broadcast_shapes(t1.shape, t2.shape))
-    return a, t1, t2
+    return a, t1, t2, value
 
 
-_addcmul_p = primitive("addcmul", torch="AddcmulBackward0", impl=_addcmul_array, args=("a", "t1", "t2"),
-                       save=(("t1", 2), ("t2", 1)), prepare=_addcmul_operands, promote="common")
+_addcmul_p = primitive("addcmul", torch="AddcmulBackward0", impl=chunk.addcmul, args=("a", "t1", "t2", "value"),
+                       save=(("t1", 2), ("t2", 1), "value"), consts=("value",), prepare=_addcmul_operands,
+                       promote="common", elementwise=True)
 
 
 @_addcmul_p.vjp
-def _addcmul_rule(g, s, *, value):
+def _addcmul_rule(g, s):
+    value = s.value
     return (g, (g * value * conj(s.t2) if s.needs[1] else None), (g * value * conj(s.t1) if s.needs[2] else None))
 
 
@@ -589,20 +587,17 @@ def _addcmul(self, tensor1, tensor2, *, value=1):
         return self + value * tensor1 * tensor2
     if _data.result_type(self, tensor1, tensor2).kind == "b":
         raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
-    return _addcmul_p.bind(self, tensor1, tensor2, value=value)
+    return _addcmul_p.bind(self, tensor1, tensor2, value)
 
 
-def _addcdiv_array(a, t1, t2, *, value):
-    return da.core.elemwise(chunk.addcdiv, a, t1, t2, value, dtype=a.dtype)
-
-
-_addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=_addcdiv_array, args=("a", "t1", "t2"),
-                       save=(("t1", 2), "t2"), prepare=_addcmul_operands, promote="common")
+_addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=chunk.addcdiv, args=("a", "t1", "t2", "value"),
+                       save=(("t1", 2), "t2", "value"), consts=("value",), prepare=_addcmul_operands,
+                       promote="common", elementwise=True)
 
 
 @_addcdiv_p.vjp
-def _addcdiv_rule(g, s, *, value):
-    t2 = conj(s.t2)
+def _addcdiv_rule(g, s):
+    t2, value = conj(s.t2), s.value
     return (g, (g * value / t2 if s.needs[1] else None),
             (-g * value * conj(s.t1) / (t2 * t2) if s.needs[2] else None))
 
@@ -618,7 +613,7 @@ def _addcdiv(self, tensor1, tensor2, *, value=1):
                            "for all dtypes.")
     if isinstance(value, Tensor):  # (a 0-d tensor, whose value is not known here)
         return self + value * tensor1 / tensor2
-    return _addcdiv_p.bind(self, tensor1, tensor2, value=value)
+    return _addcdiv_p.bind(self, tensor1, tensor2, value)
 
 
 def _rsqrt(self):
@@ -629,10 +624,6 @@ def _rsqrt(self):
 def _frac(self):
     """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes."""
     return self - trunc(self)
-
-
-def _lerp_array(a, b, w):
-    return da.core.elemwise(chunk.lerp, a, b, w, dtype=a.dtype)
 
 
 def _lerp_operands(a, b, w):
@@ -657,8 +648,8 @@ def _lerp_operands(a, b, w):
 
 _LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
                 "complex128": "complex double"}  # (torch's words in lerp's dtype error)
-_lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=_lerp_array, args=("a", "b", "w"),
-                    save=("a", "b", "w"), prepare=_lerp_operands)
+_lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=chunk.lerp, args=("a", "b", "w"),
+                    save=("a", "b", "w"), prepare=_lerp_operands, elementwise=True)
 
 
 @_lerp_p.vjp
