@@ -254,7 +254,8 @@ def logistic_regression(quick):
         return iteration, result
 
     def daskgrad_program():
-        inputs, targets = dg.from_array(inputs_n, chunks=-1), dg.from_array(targets_n, chunks=-1)
+        # (as floats: torch, whose Tensor semantics daskgrad has, refuses `1 - targets` of a bool tensor)
+        inputs, targets = dg.from_array(inputs_n, chunks=-1), dg.from_array(targets_n * 1.0, chunks=-1)
 
         def sigmoid(x):
             return 0.5 * (dg.tanh(x) + 1)

@@ -444,7 +444,7 @@ def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
         X = dg.zeros(nchunks * 4, 8, chunks=(4, 8))
         y = dg.zeros(nchunks * 4, chunks=4)
         t0 = time.perf_counter()
-        w = dg.from_array(np.zeros(8)).requires_grad_()  # a parameter's values, in memory
+        w = dg.from_array(np.zeros(8, dtype="float32")).requires_grad_()  # a parameter's values, in memory
         loss = dg.binary_cross_entropy_with_logits(X @ w, y)
         t1 = time.perf_counter()
         (g,) = dg.grad(loss, [w], lazy=True)
@@ -459,7 +459,7 @@ def graph_cost(sizes=(10, 100, 1_000, 10_000, 100_000), budget_s=90.0):
         # the next step of a loop: the same structure on a new parameter, its graph replayed
         hits = dg.step_cache_info()["hits"]
         r0 = time.perf_counter()
-        w2 = dg.from_array(np.full(8, 0.5)).requires_grad_()
+        w2 = dg.from_array(np.full(8, 0.5, dtype="float32")).requires_grad_()
         loss2 = dg.binary_cross_entropy_with_logits(X @ w2, y)
         (g2,) = dg.grad(loss2, [w2], lazy=True)
         _lowered([g2, loss2])
@@ -675,7 +675,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
         Xn, yn = rng.standard_normal((nchunks * rows, d)), (rng.random(nchunks * rows) > 0.5) * 1.0
         X, y = dg.from_array(Xn, chunks=(rows, d)), dg.from_array(yn, chunks=rows)
         Xd, yd = da.from_array(Xn, chunks=(rows, d)), da.from_array(yn, chunks=rows)
-        w = dg.zeros(d, requires_grad=True)
+        w = dg.zeros(d, dtype="float64", requires_grad=True)
         wn = [np.zeros(d)]
 
         def daskgrad_step():
@@ -692,7 +692,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
         @dg.compile
         def compiled_update(v):  # the step as a function (JAX's style): traced once, then replayed
             return v - lr * dg.func.grad(lambda u: dg.binary_cross_entropy_with_logits(X @ u, y))(v)
-        wc = [dg.zeros(d)]
+        wc = [dg.zeros(d, dtype="float64")]
 
         def daskgrad_compiled_step():
             wc[0] = compiled_update(wc[0])

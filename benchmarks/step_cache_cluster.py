@@ -35,7 +35,7 @@ def run(processes=False, nchunks=200, rows=10, d=10, rounds=5, steps_per_round=4
             Client(cluster) as client:
         X, y = dg.from_array(Xn, chunks=(rows, d)), dg.from_array(yn, chunks=rows)
         X, y = X.persist(), y.persist()  # the data in cluster memory, as a cluster user holds it
-        ws = {"cache_on": dg.zeros(d, requires_grad=True), "cache_off": dg.zeros(d, requires_grad=True)}
+        ws = {k: dg.zeros(d, dtype="float64", requires_grad=True) for k in ("cache_on", "cache_off")}
         rec = {k: {"seconds": [], "tasks": [], "update_graph_s": [], "loop_cpu_s": []} for k in ws}
 
         def step(name):

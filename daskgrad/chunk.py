@@ -326,6 +326,7 @@ def addcmul(a, t1, t2, value):
 def addcdiv(a, t1, t2, value):
     """torch's ``addcdiv``: ``a + value * t1 / t2``, half in float32 rounded once."""
     if a.dtype != np.float16:
+        value = a.dtype.type(value) if a.dtype.kind in "fc" else value  # (a float64 number: not a float64 result)
         return a + value * t1 / t2
     f32 = np.float32
     return (a.astype(f32) + f32(value) * t1.astype(f32) / t2.astype(f32)).astype(a.dtype)
@@ -352,4 +353,21 @@ def int_power(a, b):
     r = np.power(a, np.where(neg, 0, b).astype(dtype, copy=False))
     sign = np.where(a == -1, 1 - 2 * (b & 1), a == 1)
     return np.where(neg, sign, r).astype(dtype, copy=False)
+
+
+# torch's pow of a float32/64 tensor by these numbers: products and roots, not C's pow (x ** -0.5 is rsqrt:
+# -inf at -0.0, NaN at -inf, where pow gives inf and 0; x ** 3 is x * x * x, to its last bit)
+_POW_BY = {2: lambda a: a * a, 3: lambda a: a * a * a, -2: lambda a: 1 / (a * a), 0.5: np.sqrt,
+           -0.5: lambda a: 1 / np.sqrt(a), -1: lambda a: 1 / a}
+
+
+@_elementwise
+def pow(a, b):  # noqa: A001  (torch's name: the op the dashboard shows)
+    """torch's ``a ** b``: by the numbers of :data:`_POW_BY` a product or a root, as torch's kernel; of
+    integers with a tensor exponent, torch's value for negative exponents (NumPy raises)."""
+    dtype = (a if hasattr(a, "dtype") else b).dtype
+    if not hasattr(b, "dtype"):
+        special = _POW_BY.get(b) if dtype.kind == "f" and dtype.itemsize >= 4 and type(b) is not bool else None
+        return a ** b if special is None else special(a)
+    return int_power(a, b) if dtype.kind in "iu" else a ** b
 

@@ -73,7 +73,7 @@ def _edges():
         ("gram", lambda X, c, r, y, v: ((X.T @ X) @ v).sum() + (X.T @ y) @ v),
         ("vector_times_rows", lambda X, c, r, y, v: (y @ X) @ v + y @ y),
         ("sum_keepdims_negative_axis", lambda X, c, r, y, v: (X.sum(axis=-1, keepdims=True) * c).sum(axis=0)
-         @ dg.ones(1) + (X * y[:, None]).sum(axis=-2, keepdims=True).sum()),
+         @ dg.ones(1, dtype="float64") + (X * y[:, None]).sum(axis=-2, keepdims=True).sum()),
         ("sum_axis_none", lambda X, c, r, y, v: dg.sum(X * X) * dg.sum(y) + (X @ v).sum()),
         ("comparison_and_where", lambda X, c, r, y, v: (dg.where(X > r, X * c, -X) @ v).sum()
          + ((X > 0).sum(axis=1) * y).sum()),

@@ -305,7 +305,7 @@ def test_values_lost_under_a_fused_step_are_named_before_it_is_submitted(client)
     lost values must still see them (it let dask's FuturesCancelledError through once, under load)."""
     from distributed import futures_of
 
-    X = dg.from_array(np.ones((40, 3)), chunks=(10, 3))
+    X = dg.from_array(np.ones((40, 3), dtype="float32"), chunks=(10, 3))
     w = dg.zeros(3, requires_grad=True)
     for _ in range(2):
         (X @ w).sum().backward()

@@ -52,7 +52,7 @@ def plain_loop(steps, on_step=lambda step: None):
     rng = np.random.default_rng(0)
     X = dg.from_array(rng.standard_normal((400, 6)), chunks=(100, 6))
     y = dg.from_array(rng.standard_normal(400), chunks=100)
-    w = dg.zeros(6, requires_grad=True)
+    w = dg.zeros(6, dtype=dg.float64, requires_grad=True)  # (X's dtype: torch multiplies no two dtypes)
     history = []
     for step in range(steps):
         on_step(step)

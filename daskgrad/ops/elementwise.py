@@ -319,22 +319,7 @@ def truediv(a, b, *, rounding_mode=None):
 
 # the result is saved only for the exponent's gradient, as torch's (so pow_ of a scalar exponent saves
 # only its base, which a later write does not change)
-# torch's pow of a float32/64 tensor by these numbers: products and roots, not C's pow (x ** -0.5 is rsqrt:
-# -inf at -0.0, NaN at -inf, where pow gives inf and 0; x ** 3 is x * x * x, to its last bit)
-_POW_BY = {2: lambda a: a * a, 3: lambda a: a * a * a, -2: lambda a: 1 / (a * a), 0.5: np.sqrt,
-           -0.5: lambda a: 1 / np.sqrt(a), -1: lambda a: 1 / a}
-
-
-def _power(a, b):
-    """``a ** b``; of integers with a tensor exponent, torch's value for negative exponents (NumPy raises)."""
-    dtype = _dtype_of(a, b)
-    if not hasattr(b, "dtype"):
-        special = _POW_BY.get(b) if dtype.kind == "f" and dtype.itemsize >= 4 and type(b) is not bool else None
-        return a ** b if special is None else special(a)
-    return chunk.int_power(a, b) if dtype.kind in "iu" else a ** b
-
-
-pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), _power,
+pow_p = _binary("pow", ("PowBackward0", "PowBackward1", "PowBackward2"), chunk.pow,
                 save=("a", "b", ("r", 1)))
 
 

@@ -91,7 +91,7 @@ def test_post_accumulate_grad_hook_e2e(T):
         return handles
 
     model = T.nn.Linear(3, 2)
-    input = T.rand(2, 3)
+    input = T.rand(2, 3, dtype=model.weight.dtype)  # (the model's dtype: torch multiplies no two dtypes)
     handles = setup_optim_in_bwd(model)
 
     # make a copy for reference
