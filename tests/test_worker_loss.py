@@ -52,11 +52,11 @@ def plain_loop(steps, on_step=lambda step: None):
     rng = np.random.default_rng(0)
     X = dg.from_array(rng.standard_normal((400, 6)), chunks=(100, 6))
     y = dg.from_array(rng.standard_normal(400), chunks=100)
-    w = dg.zeros(6, dtype=dg.float64, requires_grad=True)  # (X's dtype: torch multiplies no two dtypes)
+    w = dg.zeros(6, requires_grad=True)
     history = []
     for step in range(steps):
         on_step(step)
-        loss = dg.mse_loss(X @ w, y)
+        loss = dg.mse_loss(X @ w.double(), y)  # (float64 X: torch multiplies no two dtypes)
         loss.backward()
         with dg.no_grad():
             w -= 0.1 * w.grad
