@@ -221,7 +221,7 @@ class Tensor:
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
     def __getitem__(self, index) -> Tensor:
-        """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+        """torch's indexing: ints, slices (positive steps, as torch's), None, Ellipsis, Python bools, integer
         arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
         then one gather over the advanced indices (a copy).
         """

@@ -677,7 +677,7 @@ def diff(x, n=1, axis=-1, prepend=None, append=None, *, dim=...) -> Tensor:
     (a number or a tensor, broadcast to one slice along ``axis``, as NumPy's).
     """
 def getitem(x, index) -> Tensor:
-    """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+    """torch's indexing: ints, slices (positive steps, as torch's), None, Ellipsis, Python bools, integer
     arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
     then one gather over the advanced indices (a copy).
     """

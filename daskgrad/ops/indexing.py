@@ -118,29 +118,8 @@ def _put_index(a, new, index):
     if not new.size:  # nothing is written (dask's assignment of an empty value raises)
         return a
     out = a.copy()
-    kept, new = _positive_steps(kept, a.shape, new)
     out[kept] = new
     return out
-
-
-def _positive_steps(index, shape, value):
-    """A basic index (no None) with each negative-step slice as the positive one over the same elements, and
-    ``value`` flipped along those axes: dask's assignment through a negative step beside an int fails."""
-    if not any(isinstance(i, slice) and i.step is not None and i.step < 0 for i in index):
-        return index, value
-    index, flips, pos = list(index), [], 0
-    for k, i in enumerate(index):
-        if isinstance(i, slice):
-            if i.step is not None and i.step < 0:
-                r = range(*i.indices(shape[k]))
-                index[k] = slice(r[-1], r[0] + 1, -i.step) if len(r) else slice(0, 0)
-                flips.append(pos)
-            pos += 1
-        elif not isinstance(i, (int, np.integer)):
-            pos += 1
-    nd = getattr(value, "ndim", 0)
-    flip = tuple(slice(None, None, -1) if p + pos - nd in flips else slice(None) for p in range(nd))
-    return tuple(index), (value[flip] if nd else value)
 
 
 # a basic index views its tensor; torch names the node of a slice, a select, a None, an alias (x[...]) and
@@ -254,6 +233,8 @@ def _parse(shape, items):
             basic.append(None)
             out_shape.append(1)
         elif isinstance(i, slice):
+            if i.step is not None and i.step <= 0:  # (NumPy's and dask's negative steps: torch has none, flip does it)
+                raise ValueError("slice step cannot be zero" if i.step == 0 else "step must be greater than zero")
             basic.append(i)
             n = shape[d_in]
             out_shape.append(len(range(*i.indices(n))) if n == n else n)
@@ -332,7 +313,7 @@ def _advanced(r, adv):
 
 @public("__getitem__")
 def getitem(x, index):
-    """torch's indexing: ints, slices (NumPy's negative steps too), None, Ellipsis, Python bools, integer
+    """torch's indexing: ints, slices (positive steps, as torch's), None, Ellipsis, Python bools, integer
     arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
     then one gather over the advanced indices (a copy)."""
     x = as_tensor(x)
@@ -646,8 +627,6 @@ def _mask_scatter(g, m):
 
 def _setitem_array(a, value, *, index, meta_index):
     out = a.copy()
-    if not any(isinstance(i, (np.ndarray, da.Array)) for i in index):
-        index, value = _positive_steps(index, a.shape, value)
     out[index] = value
     return out
 
