@@ -47,7 +47,7 @@ from .ops._util import OPS
 from .ops.inplace import write_out
 
 # NumPy's name -> the op's, where they differ; any other name is looked up as it is
-_ALIASES = {"subtract": "sub", "multiply": "mul", "divide": "truediv", "true_divide": "truediv", "power": "pow",
+_ALIASES = {"multiply": "mul", "divide": "truediv", "true_divide": "truediv", "power": "pow",
             "negative": "neg", "absolute": "abs", "less": "lt", "less_equal": "le", "greater": "gt",
             "greater_equal": "ge", "equal": "eq", "not_equal": "ne", "copy": "clone"}
 # where NumPy functions mean what the ops of that name do

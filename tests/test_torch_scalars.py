@@ -296,3 +296,29 @@ def test_bool_subtraction_huge_ints_byte_masks_and_index_put_dtypes_are_torch_s(
             return call(L, b, t, mk(np.arange(6.0, dtype=np.float32).reshape(2, 3)))
     want = _outcome(lambda _: run(torch, torch.from_numpy), None)
     assert _same(_outcome(lambda _: run(dg, dg.tensor), None), want)
+
+
+@pytest.mark.parametrize("case", ["1 - m", "m - 2.5", "m - m", "True - x", "x - m", "ufunc 1 - m", "ufunc m - m"])
+def test_module_subtract_of_bools_is_numpy_s(case):
+    """``daskgrad.subtract`` is NumPy's ``subtract``: a bool operand beside another computes (``1 - mask``, which
+    torch's ``sub`` and the ``-`` operator refuse), two bools raise NumPy's TypeError; np.subtract of a Tensor too.
+    Values are NumPy's; the dtype is torch's promotion, as for daskgrad's other functions (``m - 2.5`` float32)."""
+    m0, x0 = np.array([True, False, True]), np.array([0.5, 1.5, -2.0], dtype=np.float32)
+    a, b = case.split()[-3], case.split()[-1]
+
+    def run(L, mk):
+        sub = np.subtract if case.startswith("ufunc") else L.subtract
+        named = {"1": 1, "m": mk(m0), "2.5": 2.5, "True": True, "x": mk(x0)}
+        try:
+            r = sub(named[a], named[b])
+        except TypeError as e:
+            return str(e)
+        return np.asarray(r.numpy() if hasattr(r, "numpy") else r)
+    want, got = run(np, np.array), run(dg, dg.tensor)
+    if isinstance(want, str):
+        assert got == want
+        return
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == (np.float32 if case == "m - 2.5" else want.dtype)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
+        (dg.tensor(m0) - 1) if a != "1" else (1 - dg.tensor(m0))  # (the operator and the method stay torch's)

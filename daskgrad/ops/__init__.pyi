@@ -215,7 +215,6 @@ __all__ = [
     'fabs',
     'negative',
     'multiply',
-    'subtract',
     'divide',
     'true_divide',
     'power',
@@ -226,6 +225,7 @@ __all__ = [
     'greater_equal',
     'less',
     'less_equal',
+    'subtract',
     'positive',
     'float_power',
     'deg2rad',
@@ -963,9 +963,6 @@ def negative(x) -> Tensor:
 def multiply(a, b) -> Tensor:
     """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
     """
-def subtract(a, b, *, alpha=1) -> Tensor:
-    """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
-    """
 def divide(a, b, *, rounding_mode=None) -> Tensor:
     """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
     torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
@@ -1000,6 +997,11 @@ def less(a, b) -> Tensor:
     """
 def less_equal(a, b) -> Tensor:
     """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+    """
+def subtract(a, b, *, alpha=1) -> Tensor:
+    """``a - alpha * b`` (NumPy's ``subtract``, torch's ``sub``): a bool operand beside another is taken in
+    their promoted dtype, as NumPy takes it (``1 - mask`` is 0s and 1s), where torch's ``sub`` and the
+    ``-`` operator refuse it; two bools raise NumPy's TypeError.
     """
 def positive(x) -> Tensor:
     """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.

@@ -338,10 +338,26 @@ signbit, isreal, isposinf, isneginf = (_predicate(getattr(da, n), n) for n in ("
                                                                               "isneginf"))
 
 for _alias, _op in (("absolute", ew.abs), ("fabs", ew.abs), ("negative", ew.neg), ("multiply", ew.mul),
-                    ("subtract", ew.sub), ("divide", ew.truediv), ("true_divide", ew.truediv), ("power", ew.pow),
+                    ("divide", ew.truediv), ("true_divide", ew.truediv), ("power", ew.pow),
                     ("rint", ew.round), ("equal", ew.eq), ("not_equal", ew.ne), ("greater", ew.gt),
                     ("greater_equal", ew.ge), ("less", ew.lt), ("less_equal", ew.le)):
     public(name=_alias)(_op)
+
+
+@public()
+def subtract(a, b, *, alpha=1):
+    """``a - alpha * b`` (NumPy's ``subtract``, torch's ``sub``): a bool operand beside another is taken in
+    their promoted dtype, as NumPy takes it (``1 - mask`` is 0s and 1s), where torch's ``sub`` and the
+    ``-`` operator refuse it; two bools raise NumPy's TypeError."""
+    bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
+    if all(bools):
+        raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the `^` "
+                        "operator, or the logical_xor function instead.")
+    if any(bools):
+        dtype = result_type(a, b)
+        a, b = (int(v) if isinstance(v, bool) else ew.astype(v, dtype) if is_bool else v
+                for v, is_bool in zip((a, b), bools))
+    return ew.sub(a, b, alpha=alpha)
 
 
 @public("positive")
