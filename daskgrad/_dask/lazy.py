@@ -185,10 +185,16 @@ def defer(fn, srcs, params=(), elementwise=False):
             if fn in _LIFTED and len(srcs) == 2:
                 srcs = _lifted(srcs, aval[0])
             return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
-    aval = _aval(fn, srcs, params)
+    try:
+        fparams = frozen(params)
+    except NoKey:  # (an unhashable constant: inferred every time, keyed never)
+        fparams = None
+    aval = _aval(fn, srcs, params, fparams)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
-    return Lazy(fn, srcs, params, *aval)
+    out = Lazy(fn, srcs, params, *aval)
+    out.frozen_params = fparams if params else ()  # (the program key reads it: frozen once)
+    return out
 
 
 def basic_index(a, *, index, meta):
@@ -452,6 +458,7 @@ class NoKey(Exception):
     """A value with no exact hashable form here (see :func:`frozen`)."""
 
 
+_INTS = object()  # (frozen: the tag of a tuple or list of ints, which is its own exact key)
 _SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
 
 
@@ -467,6 +474,8 @@ def frozen(v, objects=True):
     if t is float:
         return (t, v.hex())
     if t is tuple or t is list:
+        if all(type(o) is int for o in v):  # (shapes, chunks: the common case, exact as it is)
+            return (_INTS, t, tuple(v))
         return (t,) + tuple(frozen(o, objects) for o in v)
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
@@ -623,11 +632,12 @@ def _kind(s):
     return (t, s)  # ints and strings by value (NumPy's dtype rules read an int's value); others hashed
 
 
-def _aval(fn, srcs, params):
+def _aval(fn, srcs, params, fparams=None):
     """The result's dtype, meta and chunks, from ``fn`` run once on stand-ins of ``srcs`` (remembered
-    per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown."""
+    per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown.
+    ``fparams``: ``frozen(params)``, where the caller has it."""
     try:
-        key = (fn, frozen(params), tuple(_kind(s) for s in srcs))
+        key = (fn, frozen(params) if fparams is None else fparams, tuple(_kind(s) for s in srcs))
         hash(key)
     except (TypeError, NoKey):  # an unhashable constant: inferred every time
         key = None

@@ -143,6 +143,8 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
+        if not any(node.seen for node in self.eqns):
+            return [], []  # (a program all new: nothing in it was computed before)
         # made: id(node) -> 1 made from values in memory alone, 2 reading a lazy graph too, 0 else
         made, read_by_new, graphs = {}, set(), self.graphs
         for node in self.eqns:
