@@ -47,16 +47,17 @@ def kill_worker(client):
     return victim
 
 
-def plain_loop(steps, on_step=lambda step: None):
-    """The README's loop: ``w -= lr * w.grad`` under no_grad, ``w.grad = None``, the loss logged."""
+def plain_loop(steps, on_step=lambda step: None, dtype=np.float64):
+    """The README's loop: ``w -= lr * w.grad`` under no_grad, ``w.grad = None``, the loss logged.
+    (float64 X and y: the float32 ``w`` is multiplied as ``w.double()``, torch multiplies no two dtypes.)"""
     rng = np.random.default_rng(0)
-    X = dg.from_array(rng.standard_normal((400, 6)), chunks=(100, 6))
-    y = dg.from_array(rng.standard_normal(400), chunks=100)
+    X = dg.from_array(rng.standard_normal((400, 6)).astype(dtype), chunks=(100, 6))
+    y = dg.from_array(rng.standard_normal(400).astype(dtype), chunks=100)
     w = dg.zeros(6, requires_grad=True)
     history = []
     for step in range(steps):
         on_step(step)
-        loss = dg.mse_loss(X @ w.double(), y)  # (float64 X: torch multiplies no two dtypes)
+        loss = dg.mse_loss(X @ (w.double() if dtype == np.float64 else w), y)
         loss.backward()
         with dg.no_grad():
             w -= 0.1 * w.grad
@@ -110,6 +111,23 @@ def test_plain_loop_survives_a_worker_killed_between_steps(three_workers):
     with __import__("dask").config.set(scheduler="sync"):
         want_w, want_hist = plain_loop(20)
     got_w, got_hist = plain_loop(20, on_step=lambda s: s == 10 and kill_worker(client))
+    np.testing.assert_array_equal(got_w, want_w)
+    assert got_hist == want_hist
+
+
+def test_float32_plain_loop_survives_a_worker_killed_bitwise_in_deterministic_mode(three_workers):
+    """All float32: a product's chunk that arrived misaligned, or ran on BLAS threads, gives other last bits
+    (3.7e-9 here without the mode); deterministic mode aligns every received buffer and runs BLAS on one thread,
+    so the run with a killed worker equals the sync run bit for bit (docs: concepts, deterministic mode)."""
+    procs, client = three_workers
+    dg.use_deterministic_algorithms(True)
+    try:
+        with __import__("dask").config.set(scheduler="sync"):
+            want_w, want_hist = plain_loop(20, dtype=np.float32)
+        got_w, got_hist = plain_loop(20, on_step=lambda s: s == 10 and kill_worker(client), dtype=np.float32)
+    finally:
+        dg.use_deterministic_algorithms(False)
+    assert got_w.dtype == np.float32
     np.testing.assert_array_equal(got_w, want_w)
     assert got_hist == want_hist
 
