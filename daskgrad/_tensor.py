@@ -50,6 +50,22 @@ OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and t
                  "single memory location. Please clone() the tensor before performing the operation.")
 
 
+OVERLAP_WINDOWS = ("an in-place write through a view whose elements share memory (unfold with step < size) is "
+                   "not supported: torch's result depends on the order its kernel visits them. Only fill_ and "
+                   "zero_ write through it here; clone() the view to write anything else.")
+
+
+def _shares_elements(shape, strides):
+    """Whether two elements of a view with positive ``strides`` may lie at one place (``unfold`` with
+    ``step < size``): each axis's stride, in increasing order, must pass the reach of the smaller ones."""
+    reach = 0
+    for s, n in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
+        if s <= reach:
+            return True
+        reach += s * (n - 1)
+    return False
+
+
 def _multi_output_message(t, creation, what):
     """torch's refusal to write into (or through) an output of an op that returns several views."""
     k, op = creation
@@ -817,6 +833,8 @@ class Tensor:
             shape, (strides, offset) = self.shape, layout(self)
         if shape is not None and any(s == 0 and n > 1 for n, s in zip(shape, strides)):
             raise RuntimeError(OVERLAP_SELF)
+        if shape is not None and _shares_elements(shape, strides):
+            raise NotImplementedError(OVERLAP_WINDOWS)
         root = _root(st)
         for x in others:
             if isinstance(x, Tensor) and _root(x._storage) is root:  # (rare: the plain loop stops here)

@@ -23,6 +23,14 @@ OVERLAP_SELF: str
 
 OVERLAP_INPUT: str
 
+OVERLAP_WINDOWS: str
+
+
+def _shares_elements(shape, strides):
+    """Whether two elements of a view with positive ``strides`` may lie at one place (``unfold`` with
+    ``step < size``): each axis's stride, in increasing order, must pass the reach of the smaller ones.
+    """
+
 
 def _multi_output_message(t, creation, what):
     """torch's refusal to write into (or through) an output of an op that returns several views.
@@ -1759,8 +1767,9 @@ class Tensor:
         """torch's ``unfold(dimension, size, step)``: the windows of ``size`` elements every ``step`` along
         ``dimension``, as a new last dim (``dimension`` of length ``(n - size) // step + 1``); a 0-d tensor
         reads as 1-d.  Chunks: the input's along ``dimension`` (each with the ``size - 1`` places after it),
-        the window dim in one chunk.  The gradient adds overlapping windows back.  Unlike torch's, the result
-        is a copy, not a view (writes into it do not reach ``self``).
+        the window dim in one chunk.  The gradient adds overlapping windows back.  A view, as torch's: writes
+        through it reach ``self``; where windows overlap (``step < size``) only ``fill_``/``zero_`` may write
+        (torch's other in-place ops there give what its kernel's order of visits gives: refused here).
         """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's

@@ -188,6 +188,74 @@ def test_unfold_dtypes_and_errors():
     _raises_as_torch(lambda m: m.tensor(3.0).unfold(0, 2, 1))
 
 
+# writes through the windows, and to the base under them (torch: unfold is a view); overlapping windows
+# (step < size) only by fill_/zero_ or a write of one window (torch's other writes there follow its kernel's order)
+UNFOLD_VIEWS = [((7,), 0, 2, 2), ((7,), 0, 2, 3), ((7,), 0, 1, 4), ((7,), 0, 7, 7), ((7,), 0, 2, 1),
+                ((7,), 0, 3, 2), ((7,), 0, 5, 2), ((7,), 0, 0, 3), ((4, 7), 1, 2, 3), ((6, 5), 0, 3, 1),
+                ((3, 4, 5), 1, 2, 2), ((), 0, 1, 1)]
+UNFOLD_WRITES = {"fill_": lambda u, x: u.fill_(-0.0), "zero_": lambda u, x: u.zero_(),
+                 "mul_": lambda u, x: u.mul_(10), "first window": lambda u, x: u.__setitem__(0, -1.5),
+                 "last window": lambda u, x: u.__setitem__(-1, 2.5), "two windows fill_": lambda u, x: u[0:2].fill_(7),
+                 "first elements": lambda u, x: u.select(-1, 0).fill_(-4), "copy_": lambda u, x: u.copy_(u * 3),
+                 "base add_": lambda u, x: x.add_(1)}
+
+
+def _written(lib, shape, dim, size, step, write, chunks=None):
+    x0 = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+    x = torch.tensor(x0) if lib is torch else dg.from_array(x0, chunks=chunks)
+    try:
+        u = x.unfold(dim, size, step)
+        UNFOLD_WRITES[write](u, x)
+    except Exception as e:  # noqa: BLE001 (torch's outcome is the expectation)
+        return type(e)
+    return (_np(x), _np(u), x._version)
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("case", UNFOLD_VIEWS, ids=str)
+def test_unfold_is_a_view_writes_go_through_as_torch_s(case, chunking):
+    shape, dim, size, step = case
+    for write in UNFOLD_WRITES:
+        want = _written(torch, shape, dim, size, step, write)
+        got = _written(dg, shape, dim, size, step, write, CHUNKINGS[chunking])
+        overlapping = size > step and (np.prod(shape) and shape[dim] if shape else 1) > step
+        if overlapping and write in ("mul_", "copy_"):  # (torch writes element by element in its order: refused)
+            assert got is NotImplementedError, write
+            continue
+        assert type(got) is type(want) and (got == want if isinstance(got, type) else True), (write, got, want)
+        if not isinstance(want, type):
+            for w, g in zip(want[:2], got[:2]):
+                np.testing.assert_array_equal(g, w, err_msg=write)
+                assert np.array_equal(np.signbit(g), np.signbit(w)), write
+            assert got[2] == want[2], write
+
+
+def test_unfold_view_writes_differentiate_as_torch_s(rng):
+    a, v = rng.standard_normal(9), rng.standard_normal(3)
+    grads = []
+    for lib, make in ((torch, torch.tensor), (dg, lambda z, **k: dg.from_array(z, chunks=4, **k))):
+        x, w = make(a, requires_grad=True), make(v, requires_grad=True)
+        y = x * 1.0
+        u = y.unfold(0, 3, 2)  # (overlapping windows; one window written)
+        u[1] = w * 2
+        (y * y).sum().backward()
+        grads.append((_np(x.grad), _np(w.grad), type(y.grad_fn).__name__))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-12)
+    assert grads[1][2] == grads[0][2]
+
+
+def test_unfold_overlapping_writes_refused_before_anything_changes():
+    x = dg.tensor(np.arange(6.0))
+    u = x.unfold(0, 3, 1)
+    with pytest.raises(NotImplementedError, match="share memory"):
+        u.mul_(2)
+    with pytest.raises(NotImplementedError, match="share memory"):
+        u[0:2] = 1.0
+    assert x._version == 0
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0))
+
+
 # ------------------------------------------------------------------ mode
 @pytest.mark.parametrize("chunking", CHUNKINGS)
 @pytest.mark.parametrize("dtype", ["int64", "int32", "float32", "float64", "bool"])

@@ -78,6 +78,8 @@ def _index_geometry(shape, strides, offset, index):
             d += 1
         elif isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
             return None  # (a bool is a 0-d mask, an array an advanced index: torch copies)
+        elif not -shape[d] <= int(i) < shape[d]:
+            return None  # (out of range: the index op raises torch's IndexError)
         else:
             offset += (int(i) % shape[d]) * strides[d]
             del shape[d], strides[d]

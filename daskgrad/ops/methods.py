@@ -21,7 +21,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, _data, chunk, return_types
-from ..graph import primitive, promoted
+from ..graph import View, primitive, promoted
 from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
@@ -1099,7 +1099,78 @@ def _unfold_array(a, *, axis, size, step, n):
     return w if step == 1 else w[(slice(None),) * axis + (slice(None, None, step),)]
 
 
-_unfold_p = primitive("sliding_windows", torch="UnfoldBackward0", impl=_unfold_array)
+def _unfold_layout(x_shape, x_strides, x_offset, out_shape, *, axis, size, step, n):
+    """torch's ``unfold`` strides: windows ``step`` places apart along ``axis``, each window's elements one
+    place apart, on the new last axis (windows with ``step < size`` share elements)."""
+    strides = list(x_strides)
+    strides[axis] = x_strides[axis] * step
+    return tuple(strides) + (x_strides[axis],), x_offset
+
+
+def _unfold_put(a, new, *, axis, size, step, n):
+    """A write through the windows ``new``: each place of ``a`` along ``axis`` that a window holds takes its
+    value in the last window holding it (overlapping windows are written only with one value, ``fill_``:
+    ``Tensor._check_overlap`` refuses the other writes), the places between windows and after the last keep
+    ``a``'s.  Slices, reshapes and joins only, on the chunks' own device."""
+    count = new.shape[axis]
+    if not size or not count:
+        return a
+    w = da.moveaxis(new, -1, axis + 1)  # (..., window, element, ...)
+    pre, lead, rest = (slice(None),) * axis, a.shape[:axis], a.shape[axis + 1:]
+    parts = []
+    if count > 1:  # every window but the last: its first min(size, step) places, then a's up to the next window
+        blocks = w[pre + (slice(0, count - 1), slice(0, size if size < step else step))]  # (min here is the op)
+        if step > size:
+            gaps = a[pre + (slice(0, (count - 1) * step),)].reshape(lead + (count - 1, step) + rest)
+            blocks = da.concatenate([blocks, gaps[pre + (slice(None), slice(size, step))]], axis=axis + 1)
+        parts.append(blocks.reshape(lead + ((count - 1) * step,) + rest))
+    parts.append(w[pre + (count - 1,)])
+    end = (count - 1) * step + size
+    if end < n:
+        parts.append(a[pre + (slice(end, n),)])
+    return da.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+
+
+def _unfold_gather(a, new, written, *, axis, size, step, n):
+    """The copies ``written`` of the windows ``new`` put back (a part of the view written: ``u[0] = v``),
+    and where: each window's elements in runs of ``step`` (as the rule lays them out), the ``q``-th run of
+    every window at ``(i + q) * step + r``, one copy of each place per run; a place takes the copy of the
+    first run that wrote it (two copies written hold one value: ``fill_``, or ``Tensor._check_overlap``
+    refused the write), by ``where`` alone: exact, signed zeros too."""
+    count = new.shape[axis]
+    if not size or not count:
+        return a, da.zeros_like(a, dtype=bool)
+    runs = -(-size // step)
+
+    def placed(w):  # run q of every window at its places along axis (zeros or False elsewhere), q = 0, 1, ...
+        w = da.moveaxis(w, -1, axis + 1)
+        pre, lead, rest = (slice(None),) * axis, w.shape[:axis], w.shape[axis + 2:]
+        for q in range(runs):
+            end = (q + 1) * step if (q + 1) * step < size else size
+            part = w[pre + (slice(None), slice(q * step, end))]
+            widths = [(0, 0)] * part.ndim
+            widths[axis + 1] = (0, step - (end - q * step))
+            part = da.pad(part, widths).reshape(lead + (count * step,) + rest)
+            widths = [(0, 0)] * part.ndim
+            widths[axis] = (q * step, 0)
+            part = da.pad(part, widths)
+            length = part.shape[axis]
+            if length >= n:
+                part = part[pre + (slice(0, n),)]
+            else:
+                widths[axis] = (0, n - length)
+                part = da.pad(part, widths)
+            yield part
+
+    out, hit = a, None
+    for copy, mask in reversed(list(zip(placed(new), placed(written)))):  # (the first run's copy last: it wins)
+        out = da.where(mask, copy, out)
+        hit = mask if hit is None else hit | mask
+    return out, hit
+
+
+_unfold_p = primitive("sliding_windows", torch="UnfoldBackward0", impl=_unfold_array,
+                      view=View(_unfold_layout, _unfold_put, _unfold_gather))
 
 
 @_unfold_p.vjp
@@ -1132,8 +1203,9 @@ def _unfold(self, dimension, size, step):
     """torch's ``unfold(dimension, size, step)``: the windows of ``size`` elements every ``step`` along
     ``dimension``, as a new last dim (``dimension`` of length ``(n - size) // step + 1``); a 0-d tensor
     reads as 1-d.  Chunks: the input's along ``dimension`` (each with the ``size - 1`` places after it),
-    the window dim in one chunk.  The gradient adds overlapping windows back.  Unlike torch's, the result
-    is a copy, not a view (writes into it do not reach ``self``)."""
+    the window dim in one chunk.  The gradient adds overlapping windows back.  A view, as torch's: writes
+    through it reach ``self``; where windows overlap (``step < size``) only ``fill_``/``zero_`` may write
+    (torch's other in-place ops there give what its kernel's order of visits gives: refused here)."""
     x = as_tensor(self)
     axis = norm_axis(dimension, x.ndim or 1)
     n = x.shape[axis] if x.ndim else 1
