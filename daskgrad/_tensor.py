@@ -13,6 +13,7 @@ a DLPack producer (``torch.from_dlpack(t)``, ``to_torch()``).
 """
 from __future__ import annotations
 
+import math
 import re
 import warnings
 import weakref
@@ -51,19 +52,30 @@ OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and t
 
 
 OVERLAP_WINDOWS = ("an in-place write through a view whose elements share memory (unfold with step < size) is "
-                   "not supported: torch's result depends on the order its kernel visits them. Only fill_ and "
-                   "zero_ write through it here; clone() the view to write anything else.")
+                   "not supported: torch's result depends on the order its kernel visits them. Only one value "
+                   "(fill_, zero_, a number or 0-d tensor assigned) is written through it here; clone() the view to "
+                   "write anything else.")
 
 
 def _shares_elements(shape, strides):
-    """Whether two elements of a view with positive ``strides`` may lie at one place (``unfold`` with
-    ``step < size``): each axis's stride, in increasing order, must pass the reach of the smaller ones."""
+    """Whether two elements of a view lie at one place (``unfold`` with ``step < size``).  None do where
+    each axis's stride, in increasing order, passes the reach of the smaller ones; else the places are
+    counted, where there are at most a million (a larger view that fails the first test is taken as sharing)."""
+    if any(n == 0 for n in shape):
+        return False
     reach = 0
     for s, n in sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1):
         if s <= reach:
-            return True
+            break
         reach += s * (n - 1)
-    return False
+    else:
+        return False
+    if math.prod(shape) > 1_000_000:
+        return True
+    places = np.zeros(1, dtype=np.int64)
+    for n, s in zip(shape, strides):
+        places = (places[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
+    return len(np.unique(places)) < len(places)
 
 
 def _multi_output_message(t, creation, what):
@@ -824,16 +836,18 @@ class Tensor:
         if self.grad_fn is None and self.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
-    def _check_overlap(self, others=(), shape=None, strides=None, offset=None):
+    def _check_overlap(self, others=(), shape=None, strides=None, offset=None, one_value=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
-        ``expand``ed view), or partly overlaps an operand tensor of the write."""
+        ``expand``ed view), or partly overlaps an operand tensor of the write.  A write whose result
+        torch's kernel order decides (overlapping ``unfold`` windows) is refused too, unless it puts
+        ``one_value`` everywhere (a number, a 0-d tensor)."""
         st = self._storage
         if shape is None and type(st) is _ViewStorage:
             shape, (strides, offset) = self.shape, layout(self)
         if shape is not None and any(s == 0 and n > 1 for n, s in zip(shape, strides)):
             raise RuntimeError(OVERLAP_SELF)
-        if shape is not None and _shares_elements(shape, strides):
+        if shape is not None and not one_value and _shares_elements(shape, strides):
             raise NotImplementedError(OVERLAP_WINDOWS)
         root = _root(st)
         for x in others:
@@ -882,9 +896,9 @@ class Tensor:
             self.grad_fn, self._requires_grad = node, True
             _resave(node, st, out._storage)
 
-    def _inplace(self, op, *args, **kwargs):
+    def _inplace(self, op, *args, one_value=False, **kwargs):
         self._check_inplace()
-        self._check_overlap(args)
+        self._check_overlap(args, one_value=one_value)  # (one_value: the write puts one value everywhere)
         out = op(self, *args, **kwargs)
         if not _data.can_cast(out.dtype, self.dtype):  # (int += 2.5: torch's result type is float32)
             raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)} can't be cast "

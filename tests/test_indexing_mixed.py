@@ -183,10 +183,11 @@ def test_mixed_index_forms_match_torch(ndim, form):
 
 @pytest.mark.parametrize("chunking", CHUNKINGS)
 @pytest.mark.parametrize("index", [(-1, slice(None, None, -2)), (slice(None, None, -1), 1), slice(None, None, -1),
-                                   (Ellipsis, slice(3, 0, -1)), slice(None, None, 0), ([0, 1], slice(None, None, 0))])
+                                   (Ellipsis, slice(3, 0, -1)), slice(None, None, 0), ([0, 1], slice(None, None, 0)),
+                                   ([0, 9], slice(None, None, -1)), (np.ones(3, bool), slice(None, None, -1))])
 def test_negative_and_zero_steps_raise_torch_s_errors(chunking, index):
     # torch has no negative steps (docs/semantics.md: flip does it); getting and setting raise its ValueError,
-    # before anything is recorded or written
+    # before anything is recorded or written, and before an advanced index's own errors (torch checks those after)
     x0 = np.arange(20.0).reshape(4, 5)
     t = torch.from_numpy(x0.copy())
     with pytest.raises(ValueError) as expected:

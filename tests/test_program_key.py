@@ -158,3 +158,17 @@ def test_an_adam_loop_whose_bias_correction_changes_every_step_runs_as_one_templ
     # second sight), then each step is an instance of one template (with the numbers as part of the
     # key, none would be)
     assert info["hits"] >= 8 and info["entries"] == 1, info
+
+
+def test_a_param_array_changed_before_the_submission_is_read_as_it_is_then():
+    """An op's params are frozen for the program key at the submission, not at recording: a NumPy array
+    param changed in between gives that step's program (a key frozen earlier reused step 1's)."""
+    def scaled(a, w):
+        return a * w
+
+    x = dg.tensor(np.ones(3))
+    for step in range(5):
+        w = np.ones(3)
+        y = dg.map_blocks(scaled, x, w=w)
+        w[:] = step + 1
+        np.testing.assert_array_equal(y.numpy(), np.full(3, step + 1.0))

@@ -245,13 +245,35 @@ def test_unfold_view_writes_differentiate_as_torch_s(rng):
     assert grads[1][2] == grads[0][2]
 
 
+UNFOLD_ONE_VALUE = {  # (writes torch's order of visits does not decide: one value everywhere, none shared, none at all)
+    "empty windows mul_": lambda L, x: x.reshape(2, 4).unfold(1, 0, 1).mul_(2),
+    "every other element of windows 5 apart by 3": lambda L, x: x.unfold(0, 5, 3)[:, ::2].mul_(-1),
+    "their copy_": lambda L, x: x.unfold(0, 5, 3)[:, ::2].copy_(L.ones(2, 3, dtype=L.float64)),
+    "fill_ of a 0-d tensor": lambda L, x: x.unfold(0, 3, 1).fill_(L.tensor(5.0, dtype=L.float64)),
+    "a number set everywhere": lambda L, x: x.unfold(0, 3, 1).__setitem__(slice(None), 5.0),
+    "a number set in a window of windows": lambda L, x: x.reshape(2, 4).unfold(1, 3, 1).__setitem__(0, -2.0),
+    "copy_ of a 0-d tensor": lambda L, x: x.unfold(0, 4, 2).copy_(L.tensor(-0.0, dtype=L.float64)),
+}
+
+
+@pytest.mark.parametrize("write", UNFOLD_ONE_VALUE)
+def test_unfold_writes_that_share_no_element_or_put_one_value_go_through_as_torch_s(write):
+    got = []
+    for lib, make in ((torch, torch.tensor), (dg, lambda z: dg.from_array(z, chunks=3))):
+        x = make(np.arange(1.0, 9.0))
+        UNFOLD_ONE_VALUE[write](lib, x)
+        got.append(_np(x))
+    np.testing.assert_array_equal(got[1], got[0])
+    assert np.array_equal(np.signbit(got[1]), np.signbit(got[0]))
+
+
 def test_unfold_overlapping_writes_refused_before_anything_changes():
     x = dg.tensor(np.arange(6.0))
     u = x.unfold(0, 3, 1)
     with pytest.raises(NotImplementedError, match="share memory"):
         u.mul_(2)
     with pytest.raises(NotImplementedError, match="share memory"):
-        u[0:2] = 1.0
+        u[0:2] = dg.tensor([1.0, 2.0, 3.0])  # (windows 0 and 1 share two places, given two values each)
     assert x._version == 0
     np.testing.assert_array_equal(x.numpy(), np.arange(6.0))
 

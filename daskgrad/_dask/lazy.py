@@ -192,9 +192,9 @@ def defer(fn, srcs, params=(), elementwise=False):
     aval = _aval(fn, srcs, params, fparams)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
-    out = Lazy(fn, srcs, params, *aval)
-    out.frozen_params = fparams if params else ()  # (the program key reads it: frozen once)
-    return out
+    # (not kept as the node's frozen_params: a param may be a mutable array changed before the submission,
+    # whose program key must read it as it is then)
+    return Lazy(fn, srcs, params, *aval)
 
 
 def basic_index(a, *, index, meta):

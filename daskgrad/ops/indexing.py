@@ -219,7 +219,7 @@ def _parse(shape, items):
     range and a mask of another shape."""
     ndim = len(shape)
     spec = _specified(items, ndim)
-    basic, adv, out_shape = [], {}, []
+    basic, adv, out_shape, later = [], {}, [], []
     d_in = over = 0  # (over: how far torch's axis pointer has run past the last axis, after several Ellipses)
     for real, i in enumerate(items):  # (torch names an int's place in the index in its IndexError)
         if i is Ellipsis:  # (each of several advances as far: torch's reading; past the last axis, none)
@@ -249,7 +249,7 @@ def _parse(shape, items):
             d_in += 1
         elif _is_mask(i):
             k, d = i.ndim, len(out_shape)
-            _check_mask(i, tuple(out_shape) + tuple(shape[d_in:]), d)
+            later.append((_check_mask, i, tuple(out_shape) + tuple(shape[d_in:]), d))
             adv[d] = i
             basic += [slice(None)] * k
             out_shape += shape[d_in:d_in + k]
@@ -257,15 +257,21 @@ def _parse(shape, items):
         else:  # an integer array
             n = shape[d_in]
             if isinstance(i, np.ndarray) and i.size and n == n:
-                bad = i[(i < -n) | (i >= n)]
-                if bad.size:  # (torch names dimension 0 for every array)
-                    raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension 0 with size {n}")
+                later.append((_check_bounds, i, n))
             adv[len(out_shape)] = i
             basic.append(slice(None))
             out_shape.append(n)
             d_in += 1
+    for check, *args in later:  # (torch checks its tensor indices after the basic ones: a bad step raises first)
+        check(*args)
     basic += [slice(None)] * (ndim - d_in)
     return tuple(basic), adv
+
+
+def _check_bounds(i, n):
+    bad = i[(i < -n) | (i >= n)]
+    if bad.size:  # (torch names dimension 0 for every array)
+        raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension 0 with size {n}")
 
 
 def _basic(x, basic, one_slice=False):

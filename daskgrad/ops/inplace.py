@@ -17,18 +17,24 @@ from .elementwise import copy_to, fill
 from .indexing import getitem, region, setitem
 
 
+def _one_value(value):
+    """Whether a write puts one value everywhere (a number, a 0-d array or tensor): its result is the same
+    in any order of visits, through overlapping windows too."""
+    return not hasattr(value, "ndim") or value.ndim == 0
+
+
 def _setitem(self, index, value):
     part = region(self, index)  # (what torch writes to: self[index], or all of self)
     if part is not None and type(self._storage) is _ViewStorage:  # torch's self[index].copy_(value): only
         target = getitem(self, index)  # that part goes through to the base (of an expanded view, one copy)
         target._check_inplace()
-        target._check_overlap((value,))
+        target._check_overlap((value,), one_value=_one_value(value))
         target._assign(copy_to(target, value))
         return
     if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     self._check_inplace()
-    self._check_overlap((value,), *(part or ()))
+    self._check_overlap((value,), *(part or ()), one_value=_one_value(value))
     self._assign(setitem(self, index, value))
 
 def _fill(self, name, value):
@@ -38,7 +44,7 @@ def _fill(self, name, value):
 
 def copy_(self, src):
     """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
-    return self._inplace(copy_to, src)
+    return self._inplace(copy_to, src, one_value=_one_value(src))
 
 
 def write_out(name, out, result, inputs=()):
