@@ -110,8 +110,20 @@ def test_signed_zeros_nan_and_infinities_as_torch(op, dtype):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_pow_by_special_exponents_at_zeros_and_infinities(dtype):
+    """Zeros, infinities and NaNs bit for bit; a finite nonzero result within one ulp of torch's: its
+    vectorized ``pow``/``sqrt`` is not correctly rounded on every CPU (``2.0 ** 0.5`` one ulp below
+    ``sqrt(2)`` with AVX-512 here, the IEEE square root elsewhere), the IEEE result is daskgrad's."""
+    x = POWERS.astype(dtype)
     for e in (-0.5, 0.5, 2, 3, -1, -2, 1 / 3, 0, -1.5):
-        both(lambda x: x ** e, POWERS.astype(dtype))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = (torch.from_numpy(x.copy()) ** e).numpy()
+            for chunks in _chunkings(x.shape):
+                got = (dg.tensor(x, chunks=chunks) ** e).numpy()
+                assert got.dtype == want.dtype and got.shape == want.shape
+                plain = np.isfinite(want) & (want != 0)
+                _same(got[~plain], want[~plain])
+                np.testing.assert_array_max_ulp(got[plain], want[plain], maxulp=1)
 
 
 # ---------------------------------------------------------------- empty tensors
@@ -147,4 +159,7 @@ def test_gradients_at_special_values_as_torch(op):
         d = dg.tensor(GRAD_AT, chunks=chunks, requires_grad=True)
         r = op(d)
         r.backward(dg.ones_like(r))
-        _same(d.grad.numpy(), t.grad.numpy())
+        got, want = d.grad.numpy(), t.grad.numpy()
+        plain = np.isfinite(want) & (want != 0)  # (torch's vectorized sqrt is not correctly rounded on every CPU:
+        _same(got[~plain], want[~plain])  # special values bit for bit, finite ones within one ulp)
+        np.testing.assert_array_max_ulp(got[plain], want[plain], maxulp=1)
