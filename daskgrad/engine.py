@@ -212,11 +212,12 @@ def _unbatch(outputs, grad_outputs):
     batched = _as_tuple(grad_outputs)
     for i, (out, g) in enumerate(zip(outputs, batched)):
         if isinstance(g, Tensor) and tuple(g.shape[1:]) != tuple(out.shape):
+            # (torch 2.13 names the shape of grad[0] less its first dimension: grad's shape from the third)
             raise RuntimeError(
                 "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the batch "
                 "dimension. The sizes of the remaining dimensions are expected to match the shape of "
                 f"corresponding output, but a mismatch was detected: grad_output[{i}] has a shape of "
-                f"{size_repr(g.shape)} and output[{i}] has a shape of {size_repr(out.shape)}. If you only want "
+                f"{size_repr(g.shape[2:])} and output[{i}] has a shape of {size_repr(out.shape)}. If you only want "
                 "some tensors in `grad_output` to be considered batched, consider using vmap.")
     n = batched[0].shape[0]
     batch = [tuple(g[b] for g in batched) for b in range(n)]

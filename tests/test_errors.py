@@ -359,7 +359,7 @@ def test_is_grads_batched_checks_the_trailing_shape_before_submitting():
     with raises(RuntimeError, "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as "
                               "the batch dimension. The sizes of the remaining dimensions are expected to match the "
                               "shape of corresponding output, but a mismatch was detected: grad_output[0] has a "
-                              "shape of daskgrad.Size([4, 2]) and output[0] has a shape of daskgrad.Size([3]). If "
+                              "shape of daskgrad.Size([]) and output[0] has a shape of daskgrad.Size([3]). If "
                               "you only want some tensors in `grad_output` to be considered batched, consider "
                               "using vmap."):
         dg.grad(x * 2, x, dg.ones(4, 2), is_grads_batched=True)
