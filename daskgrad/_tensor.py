@@ -497,6 +497,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        if flag and self.grad_fn is not None:  # (torch's setter refuses a non-leaf even where nothing changes;
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")  # requires_grad_ not)
         self._set_requires_grad(flag, "only Tensors of floating point and complex dtype can require gradients")
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

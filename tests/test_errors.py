@@ -1,6 +1,7 @@
 """Each error users meet has torch's type and text, and nothing is written when it fires."""
 import re
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -167,7 +168,9 @@ def test_requires_grad_flags_of_non_leaf():
                               "computed variable in a subgraph that doesn't require differentiation use "
                               "var_no_grad = var.detach()."):
         y.requires_grad = False
-    y.requires_grad = True  # accepted as a no-op
+    with raises(RuntimeError, "you can only change requires_grad flags of leaf variables."):
+        y.requires_grad = True  # (torch 2.13's setter refuses it too, with the short text)
+    assert y.requires_grad_() is y and y.requires_grad_(True).requires_grad  # (the method takes it as a no-op)
 
 
 def test_hook_and_retain_grad_errors():
@@ -425,3 +428,38 @@ def test_the_chunk_bound_is_a_dask_setting_and_a_big_tensor_in_big_chunks_is_mad
         with pytest.raises(RuntimeError, match="in 11 chunks, more than the 10 chunks"):
             dg.ones(110, chunks=10)
         assert dg.ones(100, chunks=10).array.npartitions == 10
+
+
+def test_calling_an_instantiated_function_raises_torch_s_legacy_error():
+    class Legacy(dg.autograd.Function):
+        def forward(self, a):
+            return a
+
+    with pytest.warns(DeprecationWarning, match="should not be instantiated"):
+        legacy = Legacy()
+    with raises(RuntimeError, "Legacy autograd function with non-static forward method is deprecated. Please use "
+                              "new-style autograd function with static forward method. (Example: "
+                              "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"):
+        legacy(x3())
+
+
+VARIANCE_CALLS = {"var()": lambda x: x.var(), "std()": lambda x: x.std(), "var(True)": lambda x: x.var(True),
+                  "var(0, correction=3)": lambda x: x.var(0, correction=3),
+                  "var(correction=0)": lambda x: x.var(correction=0),
+                  "std(unbiased=False)": lambda x: x.std(unbiased=False),
+                  "var(dim=(0, 1), correction=6)": lambda x: x.var(dim=(0, 1), correction=6),
+                  "std(1, keepdim=True)": lambda x: x.std(1, keepdim=True)}
+
+
+@pytest.mark.parametrize("call", VARIANCE_CALLS)
+def test_var_and_std_warn_as_torch_where_degrees_of_freedom_are_not_positive(call):
+    """torch's UserWarning at the call (without its "Triggered internally at" suffix), and only where it warns."""
+    torch = pytest.importorskip("torch")
+    shape = {"var()": (1,), "std()": (1,), "var(True)": (1,), "std(1, keepdim=True)": (3, 1)}.get(call, (3, 2))
+
+    def user_warnings(lib):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            VARIANCE_CALLS[call](lib.ones(shape, dtype=lib.float64))
+        return [str(w.message).split(" (Triggered internally")[0] for w in caught if w.category is UserWarning]
+    assert user_warnings(dg) == user_warnings(torch)

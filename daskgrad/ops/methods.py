@@ -112,7 +112,14 @@ def _variance(fn):
         correction = _dim(correction, ddof, "correction")  # NumPy's spelling too
         if unbiased is None and correction is None:
             correction = 1
-        return fn(self, _all_if_empty(dim), keepdims=keepdim if keepdims is None else keepdims, correction=correction,
+        dim = _all_if_empty(dim)
+        axes = norm_axes(dim, self.ndim)
+        n = math.prod(self.shape[a] for a in axes)
+        ddof = correction if correction is not None else int(bool(unbiased))
+        if n == n and n - ddof <= 0:  # (a length known: torch's warning, at the call)
+            warnings.warn(f"{fn.__name__}(): degrees of freedom is <= 0. Correction should be strictly less than "
+                          "the reduction factor (input numel divided by output numel).", UserWarning, stacklevel=2)
+        return fn(self, dim, keepdims=keepdim if keepdims is None else keepdims, correction=correction,
                   unbiased=unbiased)
     method.__name__ = method.__qualname__ = fn.__name__
     method.__doc__ = (f"torch's ``{fn.__name__}``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` "
