@@ -27,8 +27,9 @@ OVERLAP_WINDOWS: str
 
 
 def _shares_elements(shape, strides):
-    """Whether two elements of a view with positive ``strides`` may lie at one place (``unfold`` with
-    ``step < size``): each axis's stride, in increasing order, must pass the reach of the smaller ones.
+    """Whether two elements of a view lie at one place (``unfold`` with ``step < size``).  None do where
+    each axis's stride, in increasing order, passes the reach of the smaller ones; else the places are
+    counted, where there are at most a million (a larger view that fails the first test is taken as sharing).
     """
 
 
@@ -383,10 +384,12 @@ class Tensor:
         """
     _base: Any
     def _check_inplace(self): ...
-    def _check_overlap(self, others=..., shape=None, strides=None, offset=None):
+    def _check_overlap(self, others=..., shape=None, strides=None, offset=None, one_value=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
-        ``expand``ed view), or partly overlaps an operand tensor of the write.
+        ``expand``ed view), or partly overlaps an operand tensor of the write.  A write whose result
+        torch's kernel order decides (overlapping ``unfold`` windows) is refused too, unless it puts
+        ``one_value`` everywhere (a number, a 0-d tensor).
         """
     def _fill(self, name, value):
         """Overwrite with a constant; what the old value came from gets a zero gradient.
@@ -394,7 +397,7 @@ class Tensor:
     _grad: Any
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
-    def _inplace(self, op, *args, **kwargs): ...
+    def _inplace(self, op, *args, one_value=False, **kwargs): ...
     def _is_view(self) -> bool:
         """Whether this tensor is a view of another (``_base``), sharing its storage, as torch's.
         """
@@ -446,11 +449,11 @@ class Tensor:
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
-    def add(self, b, *, alpha=1) -> Tensor:
+    def add(self, other, *, alpha=1) -> Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
         """
-    def add_(self, b, *, alpha=1) -> Tensor:
+    def add_(self, other, *, alpha=1) -> Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
         """
@@ -520,7 +523,7 @@ class Tensor:
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
         """
-    def arctan2(self, b) -> Tensor:
+    def arctan2(self, other) -> Tensor:
         """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
         torch's ``atan2``).
         """
@@ -561,7 +564,7 @@ class Tensor:
     def atan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
         """
-    def atan2(self, b) -> Tensor:
+    def atan2(self, other) -> Tensor:
         """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
         torch's ``atan2``).
         """
@@ -615,7 +618,7 @@ class Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
         with weights that require grad the result does too, and backward raises, as torch's.
         """
-    def bitwise_and(self, b) -> Tensor:
+    def bitwise_and(self, other) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
     def bitwise_left_shift(self, other):
@@ -629,7 +632,7 @@ class Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
         floating tensors are refused with torch's errors.
         """
-    def bitwise_or(self, b) -> Tensor:
+    def bitwise_or(self, other) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
         """
     def bitwise_right_shift(self, other):
@@ -639,7 +642,7 @@ class Tensor:
     def bitwise_right_shift_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.bitwise_right_shift`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
-    def bitwise_xor(self, b) -> Tensor:
+    def bitwise_xor(self, other) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
         """
     @property
@@ -654,7 +657,7 @@ class Tensor:
     def bool(self, memory_format=None):
         """``to(bool)``, differentiable where that dtype is.
         """
-    def broadcast_to(self, shape, chunks=None) -> Tensor:
+    def broadcast_to(self, size, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
     def byte(self, memory_format=None):
@@ -709,8 +712,8 @@ class Tensor:
         a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
         the gradient (torch's convention).
         """
-    def clone(self) -> Tensor:
-        """A copy of ``x`` that records ``CloneBackward0`` (torch's ``clone``, NumPy's ``copy``).
+    def clone(self, *, memory_format=None) -> Tensor:
+        """torch's ``clone``: a copy recording ``CloneBackward0`` (``memory_format`` ignored: no strides here).
         """
     def compute(self, **kwargs):
         """The values as one in-memory array of the chunk type (numpy or cupy).  The chunks stay
@@ -725,10 +728,11 @@ class Tensor:
     def contiguous(self, memory_format=None):
         """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
-    def copy_(self, src):
-        """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all.
+    def copy_(self, src, non_blocking=False):
+        """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all
+        (``non_blocking`` ignored, as torch's between tensors of one device).
         """
-    def copysign(self, b) -> Tensor:
+    def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
         floating result type of the two.
         """
@@ -805,7 +809,7 @@ class Tensor:
         """Where the chunks live: ``daskgrad.device("cuda")`` for cupy chunks, else ``device("cpu")`` (a str
         too: ``t.device == "cpu"``).
         """
-    def diag(self, k=0) -> Tensor:
+    def diag(self, diagonal=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
         """
@@ -830,22 +834,22 @@ class Tensor:
     def dist(self, other, p=2):
         """torch's ``dist``: the ``p``-norm of ``self - other``.
         """
-    def div(self, b, *, rounding_mode=None) -> Tensor:
+    def div(self, other, *, rounding_mode=None) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
-    def div_(self, b, *, rounding_mode=None) -> Tensor:
+    def div_(self, other, *, rounding_mode=None) -> Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
-    def divide(self, b, *, rounding_mode=None):
+    def divide(self, other, *, rounding_mode=None):
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
-    def dot(self, other) -> Tensor:
+    def dot(self, tensor) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
         """
@@ -860,7 +864,7 @@ class Tensor:
     def element_size(self):
         """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
         """
-    def eq(self, b):
+    def eq(self, other):
         """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
         """
     def equal(self, other):
@@ -931,27 +935,27 @@ class Tensor:
     def float(self, memory_format=None):
         """``to(<class 'numpy.float32'>)`` (``memory_format`` ignored: no strides here).
         """
-    def float_power(self, b):
+    def float_power(self, exponent):
         """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.
         """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
         """
-    def floor_divide(self, x2) -> Tensor:
+    def floor_divide(self, other) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
-    def floor_divide_(self, x2) -> Tensor:
+    def floor_divide_(self, other) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
-    def fmax(self, b) -> Tensor:
+    def fmax(self, other) -> Tensor:
         """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
         ``a``, as torch's.
         """
-    def fmin(self, b) -> Tensor:
+    def fmin(self, other) -> Tensor:
         """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
         ``a``, as torch's.
         """
-    def fmod(self, b) -> Tensor:
+    def fmod(self, other) -> Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
         """
     def frac(self):
@@ -961,15 +965,16 @@ class Tensor:
         """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
         ``g / 2**exponent``, as torch's, the exponent an integer tensor.
         """
-    def gather(self, dim, index):
+    def gather(self, dim, index, *, sparse_grad=False):
         """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
         ``self`` on the other dims (read from their start), not broadcast; out of range, torch's error (a
-        lazy index's from its tasks).
+        lazy index's from its tasks).  ``sparse_grad=True`` (a sparse gradient for ``self``) is refused: no
+        sparse tensors here.
         """
-    def ge(self, b):
+    def ge(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
-    def ger(self, b):
+    def ger(self, vec2):
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
     @property
@@ -984,13 +989,13 @@ class Tensor:
     @grad.deleter
     def grad(self) -> None: ...
     grad_fn: Any
-    def greater(self, b):
+    def greater(self, other):
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
         """
-    def greater_equal(self, b):
+    def greater_equal(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
-    def gt(self, b):
+    def gt(self, other):
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
         """
     def half(self, memory_format=None):
@@ -1013,7 +1018,7 @@ class Tensor:
     def hsplit(self, indices_or_sections):
         """torch's ``hsplit``: NumPy's, as a tuple.
         """
-    def hypot(self, b) -> Tensor:
+    def hypot(self, other) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
     def i0(self) -> Tensor:
@@ -1060,7 +1065,7 @@ class Tensor:
     def index_select(self, dim, index):
         """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
         """
-    def inner(self, b) -> Tensor:
+    def inner(self, other) -> Tensor:
         """Sum over the last axes of ``a`` and ``b`` (a product when one is 0-d); shape ``a.shape[:-1] +
         b.shape[:-1]``.
         """
@@ -1095,8 +1100,9 @@ class Tensor:
     def is_signed(self):
         """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
         """
-    def isclose(*self, **kwargs):
-        """NumPy's ``isclose`` (not differentiable).
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
+        ``equal_nan``).
         """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).
@@ -1120,16 +1126,16 @@ class Tensor:
         """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
         after ``backward()`` a loss's value is already in memory, so nothing runs).
         """
-    def kron(self, b) -> Tensor:
+    def kron(self, other) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
     def kthvalue(self, k, dim=-1, keepdim=False):
         """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
         """
-    def ldexp(self, x2) -> Tensor:
+    def ldexp(self, other) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
         """
-    def le(self, b):
+    def le(self, other):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def lerp(self, end, weight):
@@ -1138,10 +1144,10 @@ class Tensor:
     def lerp_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.lerp`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
-    def less(self, b):
+    def less(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
-    def less_equal(self, b):
+    def less_equal(self, other):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
         """
     def lgamma(self):
@@ -1169,10 +1175,10 @@ class Tensor:
         """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
         """
-    def logaddexp(self, b) -> Tensor:
+    def logaddexp(self, other) -> Tensor:
         """``log(exp(a) + exp(b))``, computed without overflow (NumPy's and torch's ``logaddexp``).
         """
-    def logaddexp2(self, b) -> Tensor:
+    def logaddexp2(self, other) -> Tensor:
         """``log2(2**a + 2**b)``, computed without overflow (NumPy's and torch's ``logaddexp2``).
         """
     def logcumsumexp(self, dim):
@@ -1183,16 +1189,16 @@ class Tensor:
     def logdet(self):
         """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one.
         """
-    def logical_and(self, b) -> Tensor:
+    def logical_and(self, other) -> Tensor:
         """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
     def logical_not(self) -> Tensor:
         """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable.
         """
-    def logical_or(self, b) -> Tensor:
+    def logical_or(self, other) -> Tensor:
         """NumPy's and torch's ``logical_or``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
-    def logical_xor(self, b) -> Tensor:
+    def logical_xor(self, other) -> Tensor:
         """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
     def logit(self, eps=None):
@@ -1205,7 +1211,7 @@ class Tensor:
     def long(self, memory_format=None):
         """``to(int64)``, differentiable where that dtype is.
         """
-    def lt(self, b):
+    def lt(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
     @property
@@ -1254,7 +1260,7 @@ class Tensor:
     def max(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
         """torch's ``max``: over every element the value; ``max(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``max(other)`` the elementwise ``maximum``.  ``daskgrad.max`` is NumPy's, values only.
         """
-    def maximum(self, b) -> Tensor:
+    def maximum(self, other) -> Tensor:
         """The larger of ``a`` and ``b`` elementwise (NumPy's and torch's ``maximum``); at a tie each input gets
         half the gradient, as in torch.
         """
@@ -1268,11 +1274,11 @@ class Tensor:
     def min(self, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
         """torch's ``min``: over every element the value; ``min(dim, keepdim=False)`` the named tuple ``(values, indices)`` (the gradient goes to the index); ``min(other)`` the elementwise ``minimum``.  ``daskgrad.min`` is NumPy's, values only.
         """
-    def minimum(self, b) -> Tensor:
+    def minimum(self, other) -> Tensor:
         """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
         half the gradient, as in torch.
         """
-    def mm(self, b) -> Tensor:
+    def mm(self, mat2) -> Tensor:
         """torch's ``mm``: the product of two matrices (``matmul`` of 2-d tensors only).
         """
     def mode(self, dim=-1, keepdim=False):
@@ -1291,13 +1297,13 @@ class Tensor:
     def msort(self):
         """torch's ``msort``: ``sort(dim=0).values``.
         """
-    def mul(self, b) -> Tensor:
+    def mul(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
-    def mul_(self, b) -> Tensor:
+    def mul_(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
-    def multiply(self, b):
+    def multiply(self, other):
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
     def mv(self, vec):
@@ -1337,7 +1343,7 @@ class Tensor:
         """
     @property
     def ndim(self) -> int: ...
-    def ne(self, b):
+    def ne(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
     def neg(self) -> Tensor:
@@ -1367,7 +1373,7 @@ class Tensor:
     def new_zeros(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
         """torch's ``new_zeros``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
         """
-    def nextafter(self, b):
+    def nextafter(self, other):
         """The next floating value after ``a`` towards ``b`` (NumPy's and torch's ``nextafter``); the gradient
         goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
         torch's.
@@ -1382,7 +1388,7 @@ class Tensor:
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
-    def not_equal(self, b):
+    def not_equal(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
     @property
@@ -1396,7 +1402,7 @@ class Tensor:
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
         refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first.
         """
-    def outer(self, b) -> Tensor:
+    def outer(self, vec2) -> Tensor:
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
     def permute(self, *shape) -> Tensor:
@@ -1418,11 +1424,11 @@ class Tensor:
     def positive(self) -> Tensor:
         """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
         """
-    def pow(self, b) -> Tensor:
+    def pow(self, exponent) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
         """
-    def pow_(self, b) -> Tensor:
+    def pow_(self, exponent) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
         """
@@ -1466,7 +1472,7 @@ class Tensor:
     def relu_(self) -> Tensor:
         """Elementwise ``relu``; gradient node ``ReluBackward0``.
         """
-    def remainder(self, b) -> Tensor:
+    def remainder(self, other) -> Tensor:
         """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
         an integer one by zero raises torch's error.
         """
@@ -1525,11 +1531,11 @@ class Tensor:
     def retains_grad(self) -> bool:
         """Whether this non-leaf's ``.grad`` is filled by backward (after :meth:`retain_grad`).
         """
-    def roll(self, shift, axis=None, *, dim=...) -> Tensor:
+    def roll(self, shifts, dims=None) -> Tensor:
         """``x`` shifted by ``shift`` along ``axis``, wrapping around; flattened first when ``axis`` is None
         (NumPy's and torch's ``roll``).
         """
-    def rot90(self, k=1, axes=...) -> Tensor:
+    def rot90(self, k=1, dims=...) -> Tensor:
         """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second.
         """
     def round(self, decimals=0) -> Tensor:
@@ -1622,7 +1628,7 @@ class Tensor:
         """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
         first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
         """
-    def split(self, split_size_or_sections, dim=0):
+    def split(self, split_size, dim=0):
         """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
         given sizes, views that may not be written in place.
         """
@@ -1642,28 +1648,28 @@ class Tensor:
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
         """
-    def sub(self, b, *, alpha=1) -> Tensor:
+    def sub(self, other, *, alpha=1) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def sub_(self, b, *, alpha=1) -> Tensor:
+    def sub_(self, other, *, alpha=1) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
-    def subtract(self, b, *, alpha=1):
+    def subtract(self, other, *, alpha=1):
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """
     def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
         """
-    def swapaxes(self, axis1, axis2) -> Tensor:
+    def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
-    def swapdims(self, axis1, axis2):
+    def swapdims(self, dim0, dim1):
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
     def t(self):
         """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
         """
-    def take(self, indices, axis=None, *, dim=...) -> Tensor:
+    def take(self, index, axis=None) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
         ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
         a.shape[axis + 1:]``; repeated indices accumulate in backward.
@@ -1684,8 +1690,8 @@ class Tensor:
     def tensor_split(self, indices_or_sections, dim=0):
         """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple.
         """
-    def tile(self, reps):
-        """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones).
+    def tile(self, *dims):
+        """torch's ``tile``: NumPy's, the repetitions as several ints (``x.tile(2, 1)``) or one sequence.
         """
     def to(self, *args, **kwargs):
         """torch's ``to``: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)`` (its device and dtype), with
@@ -1734,19 +1740,19 @@ class Tensor:
     def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
-    def tril(self, k=0) -> Tensor:
-        """NumPy's ``tril`` of the last two axes (``k`` the diagonal); gradient node ``TrilBackward0``.
+    def tril(self, diagonal=0, *, k=None) -> Tensor:
+        """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).
         """
     def tril_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.tril`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
-    def triu(self, k=0) -> Tensor:
-        """NumPy's ``triu`` of the last two axes (``k`` the diagonal); gradient node ``TriuBackward0``.
+    def triu(self, diagonal=0, *, k=None) -> Tensor:
+        """torch's ``triu(diagonal=0)``: the upper triangle of the last two dims (NumPy's ``k=`` taken too).
         """
     def triu_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.triu`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
-    def true_divide(self, b, *, rounding_mode=None):
+    def true_divide(self, other, *, rounding_mode=None):
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
@@ -1778,7 +1784,7 @@ class Tensor:
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``var``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.var`` is NumPy's, ddof=0.
         """
-    def vdot(self, b) -> Tensor:
+    def vdot(self, other) -> Tensor:
         """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors).
         """
     def view(self, shape) -> Tensor:

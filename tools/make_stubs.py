@@ -178,8 +178,10 @@ def _tensor_member(name, value, sources):
         result = RESULTS.get(op, "Tensor")
         if how == "reflected":
             return f"{ind}def {name}(self, other) -> {result}:" + _body(_doc(fn), ind)
-        if how == "wrapped":
+        if how == "wrapped" or "__signature__" in vars(value):  # (torch's keyword names: daskgrad/ops/keywords.py)
             return _def(name, value, ind, method=True, returns=result, doc=_doc(fn))
+        if how == "plain" and value is not fn:  # a method of daskgrad/ops/methods.py installed over the op's
+            return _def(name, value, ind, method=True, returns=result)
         return _def(name, fn, ind, method=True, returns=result, torch_keywords=True)
     if isinstance(value, property):
         ann = _annotation(inspect.signature(value.fget).return_annotation) if value.fget else None

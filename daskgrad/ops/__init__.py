@@ -104,3 +104,5 @@ from . import index_writes  # noqa: E402,F401  (and torch's writes at indices: s
 for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
     setattr(Tensor, _name, _PUBLIC[_op])
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
+from . import keywords  # noqa: E402  (last: torch's keyword names over the methods above, x.add(other=y))
+keywords.install()

@@ -13,6 +13,7 @@ from daskgrad.ops.layers import embedding_backward as embedding_backward
 from . import index_writes as index_writes
 from . import indexing as indexing
 from . import inplace as inplace
+from . import keywords as keywords
 from . import layers as layers
 from . import linalg as linalg
 from . import methods as methods

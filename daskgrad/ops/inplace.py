@@ -42,8 +42,9 @@ def _fill(self, name, value):
     self._check_inplace()
     return self._assign(fill(self, value, name))
 
-def copy_(self, src):
-    """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all."""
+def copy_(self, src, non_blocking=False):
+    """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all
+    (``non_blocking`` ignored, as torch's between tensors of one device)."""
     return self._inplace(copy_to, src, one_value=_one_value(src))
 
 

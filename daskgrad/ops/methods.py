@@ -408,10 +408,13 @@ def _masked_select(self, mask):
     return getitem(ravel(x), ravel(mask if mask.shape == shape else broadcast_to(mask, shape)))
 
 
-def _gather(self, dim, index):
+def _gather(self, dim, index, *, sparse_grad=False):
     """torch's ``gather``: ``out[i][j] = self[index[i][j]][j]`` along ``dim``; ``index`` no larger than
     ``self`` on the other dims (read from their start), not broadcast; out of range, torch's error (a
-    lazy index's from its tasks)."""
+    lazy index's from its tasks).  ``sparse_grad=True`` (a sparse gradient for ``self``) is refused: no
+    sparse tensors here."""
+    if sparse_grad:
+        raise NotImplementedError("gather(sparse_grad=True): daskgrad has no sparse tensors (the gradient is dense)")
     host = np.asarray(index) if isinstance(index, np.ndarray) else None
     index = as_tensor(index)
     dim = norm_axis(dim, self.ndim)
@@ -499,6 +502,22 @@ def _np_split(fn, name):
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"torch's ``{name}``: NumPy's, as a tuple."
     return method
+
+
+def _tile(self, *dims):
+    """torch's ``tile``: NumPy's, the repetitions as several ints (``x.tile(2, 1)``) or one sequence."""
+    return tile(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], numbers.Integral) else dims)
+
+
+def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
+    ``equal_nan``)."""
+    return isclose(self, other, rtol, atol, equal_nan)
+
+
+def _clone(self, *, memory_format=None):
+    """torch's ``clone``: a copy recording ``CloneBackward0`` (``memory_format`` ignored: no strides here)."""
+    return clone(self)
 
 
 def _repeat(self, *sizes):
@@ -1491,7 +1510,8 @@ METHODS = {
     "gather": _gather, "index_select": _index_select, "topk": _topk, "kthvalue": _kthvalue, "aminmax": _aminmax,
     "tensor_split": _tensor_split,
     "hsplit": _np_split(hsplit, "hsplit"), "vsplit": _np_split(vsplit, "vsplit"),
-    "dsplit": _np_split(dsplit, "dsplit"), "repeat": _repeat, "where": _where,
+    "dsplit": _np_split(dsplit, "dsplit"), "repeat": _repeat, "tile": _tile, "isclose": _isclose, "clone": _clone,
+    "where": _where,
     "mv": _mv, "bmm": _bmm, "addmm": _addmm, "addmv": _addmv, "addr": _addr, "baddbmm": _baddbmm,
     "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": outer, "rsqrt": _rsqrt, "frac": _frac,
     "lerp": _lerp, "logit": _logit, "xlogy": _xlogy, "cov": _cov, "corrcoef": corrcoef, "msort": _msort,
@@ -1524,7 +1544,7 @@ ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": 
            "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
            "not_equal": "ne", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "diff": "diff",
            "fliplr": "fliplr", "flipud": "flipud", "float_power": "float_power", "nextafter": "nextafter",
-           "isclose": "isclose", "tile": "tile", "swapdims": "swapaxes", "logical_not": "logical_not"}
+           "swapdims": "swapaxes", "logical_not": "logical_not"}
 
 
 def install(methods, module):
