@@ -756,14 +756,14 @@ class Tensor:
         """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
         frequency and observation weights as NumPy's ``cov``.
         """
-    def cpu(self) -> Tensor:
+    def cpu(self, memory_format=None) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
     def cross(self, other, dim=None):
         """torch's ``cross``: the cross product of the 3-vectors along ``dim`` (None: the first dim of
         ``self`` of length 3, with torch's deprecation warning), the other dims broadcast.
         """
-    def cuda(self) -> Tensor:
+    def cuda(self, device=None, non_blocking=False, memory_format=None) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
         """
     def cummax(self, dim):

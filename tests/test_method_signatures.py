@@ -153,3 +153,21 @@ def test_signatures_are_torchs_and_the_functions_numpys():
     a = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(dg.swapaxes(dg.tensor(a), axis1=0, axis2=1).numpy(), np.swapaxes(a, 0, 1))
     np.testing.assert_array_equal(dg.roll(dg.tensor(a), shift=1, axis=1).numpy(), np.roll(a, 1, axis=1))
+
+
+def test_cpu_and_cuda_take_torch_s_arguments():
+    """``cpu(memory_format=)`` and ``cuda(device, non_blocking, memory_format)`` as torch's: accepted, never a
+    TypeError (without a GPU, ``cuda`` raises its no-GPU error whatever the arguments)."""
+    assert list(inspect.signature(dg.Tensor.cuda).parameters) == ["self", "device", "non_blocking", "memory_format"]
+    assert list(inspect.signature(dg.Tensor.cpu).parameters) == ["self", "memory_format"]
+    x = dg.tensor(BASE)
+    np.testing.assert_array_equal(x.cpu(memory_format=dg.preserve_format).numpy(), BASE)
+    for call in (lambda: x.cuda(0, non_blocking=True), lambda: x.cuda(device="cuda:0", memory_format=None)):
+        try:
+            y = call()
+        except TypeError:
+            raise
+        except RuntimeError as e:  # (no GPU here)
+            assert "GPU" in str(e) or "CUDA" in str(e)
+        else:
+            assert y.device == "cuda"

@@ -556,8 +556,23 @@ def astype(x, dtype, copy=True):
     return astype_p.bind(x, dtype=dtype)
 
 
-@public(("cuda", lambda to_device: lambda self: to_device(self, "cuda")),
-        ("cpu", lambda to_device: lambda self: to_device(self, "cpu")))
+def _cuda_method(to_device):
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        """torch's ``cuda``: the chunks on the GPU (cupy).  ``device``: an index or ``"cuda:i"`` (which GPU runs a
+        chunk is the cluster's placement); ``non_blocking`` and ``memory_format`` are taken, as torch's (a copy
+        here is a lazy task; there are no strides to keep)."""
+        return to_device(self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+    return cuda
+
+
+def _cpu_method(to_device):
+    def cpu(self, memory_format=None):
+        """torch's ``cpu``: the chunks in host memory (NumPy); ``memory_format`` is taken, as torch's."""
+        return to_device(self, "cpu")
+    return cpu
+
+
+@public(("cuda", _cuda_method), ("cpu", _cpu_method))
 def to_device(x, device):
     """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable."""
     x = as_tensor(x)
