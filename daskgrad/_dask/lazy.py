@@ -185,15 +185,9 @@ def defer(fn, srcs, params=(), elementwise=False):
             if fn in _LIFTED and len(srcs) == 2:
                 srcs = _lifted(srcs, aval[0])
             return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
-    try:
-        fparams = frozen(params)
-    except NoKey:  # (an unhashable constant: inferred every time, keyed never)
-        fparams = None
-    aval = _aval(fn, srcs, params, fparams)
+    aval = _aval(fn, srcs, params)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
-    # (not kept as the node's frozen_params: a param may be a mutable array changed before the submission,
-    # whose program key must read it as it is then)
     return Lazy(fn, srcs, params, *aval)
 
 
@@ -632,12 +626,11 @@ def _kind(s):
     return (t, s)  # ints and strings by value (NumPy's dtype rules read an int's value); others hashed
 
 
-def _aval(fn, srcs, params, fparams=None):
+def _aval(fn, srcs, params):
     """The result's dtype, meta and chunks, from ``fn`` run once on stand-ins of ``srcs`` (remembered
-    per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown.
-    ``fparams``: ``frozen(params)``, where the caller has it."""
+    per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown."""
     try:
-        key = (fn, frozen(params) if fparams is None else fparams, tuple(_kind(s) for s in srcs))
+        key = (fn, frozen(params), tuple(_kind(s) for s in srcs))
         hash(key)
     except (TypeError, NoKey):  # an unhashable constant: inferred every time
         key = None
