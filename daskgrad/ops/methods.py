@@ -1133,30 +1133,6 @@ def _unfold_layout(x_shape, x_strides, x_offset, out_shape, *, axis, size, step,
     return tuple(strides) + (x_strides[axis],), x_offset
 
 
-def _unfold_put(a, new, *, axis, size, step, n):
-    """A write through the windows ``new``: each place of ``a`` along ``axis`` that a window holds takes its
-    value in the last window holding it (overlapping windows are written only with one value, ``fill_``:
-    ``Tensor._check_overlap`` refuses the other writes), the places between windows and after the last keep
-    ``a``'s.  Slices, reshapes and joins only, on the chunks' own device."""
-    count = new.shape[axis]
-    if not size or not count:
-        return a
-    w = da.moveaxis(new, -1, axis + 1)  # (..., window, element, ...)
-    pre, lead, rest = (slice(None),) * axis, a.shape[:axis], a.shape[axis + 1:]
-    parts = []
-    if count > 1:  # every window but the last: its first min(size, step) places, then a's up to the next window
-        blocks = w[pre + (slice(0, count - 1), slice(0, size if size < step else step))]  # (min here is the op)
-        if step > size:
-            gaps = a[pre + (slice(0, (count - 1) * step),)].reshape(lead + (count - 1, step) + rest)
-            blocks = da.concatenate([blocks, gaps[pre + (slice(None), slice(size, step))]], axis=axis + 1)
-        parts.append(blocks.reshape(lead + ((count - 1) * step,) + rest))
-    parts.append(w[pre + (count - 1,)])
-    end = (count - 1) * step + size
-    if end < n:
-        parts.append(a[pre + (slice(end, n),)])
-    return da.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
-
-
 def _unfold_gather(a, new, written, *, axis, size, step, n):
     """The copies ``written`` of the windows ``new`` put back (a part of the view written: ``u[0] = v``),
     and where: each window's elements in runs of ``step`` (as the rule lays them out), the ``q``-th run of
@@ -1193,6 +1169,12 @@ def _unfold_gather(a, new, written, *, axis, size, step, n):
         out = da.where(mask, copy, out)
         hit = mask if hit is None else hit | mask
     return out, hit
+
+
+def _unfold_put(a, new, *, axis, size, step, n):
+    """A write through all the windows: each copy written (overlapping windows are written with one value
+    only, ``fill_``: ``Tensor._check_overlap`` refuses the other writes)."""
+    return _unfold_gather(a, new, da.ones_like(new, dtype=bool), axis=axis, size=size, step=step, n=n)[0]
 
 
 _unfold_p = primitive("sliding_windows", torch="UnfoldBackward0", impl=_unfold_array,
