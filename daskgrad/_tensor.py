@@ -409,6 +409,26 @@ class Tensor:
         st = self._storage
         return type(st) is not _ViewStorage or _contiguous(self.shape, st.strides)
 
+    def stride(self, dim=None):
+        """torch's strides in elements (of ``dim``, or all as a tuple): a view's over its base's memory, as
+        torch lays it out; an op's result is C-contiguous here (where torch's keeps an input's layout,
+        ``(x.T * 2).stride()``, the numbers differ, as ``is_contiguous`` does)."""
+        strides = layout(self)[0]
+        if dim is None:
+            return tuple(strides)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"stride(): argument 'dim' (position 1) must be int, not {type(dim).__name__}")
+        if not self.ndim:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -self.ndim <= dim < self.ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-self.ndim}, {self.ndim - 1}], "
+                             f"but got {dim})")
+        return strides[dim]
+
+    def storage_offset(self) -> int:
+        """torch's offset, in elements, of a view's first element in its base's memory (0 otherwise)."""
+        return layout(self)[1]
+
     @property
     def data(self) -> "Tensor":
         """A detached alias sharing storage; unlike torch, writes through it bump the version."""

@@ -1648,6 +1648,14 @@ class Tensor:
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
         """
+    def storage_offset(self) -> int:
+        """torch's offset, in elements, of a view's first element in its base's memory (0 otherwise).
+        """
+    def stride(self, dim=None):
+        """torch's strides in elements (of ``dim``, or all as a tuple): a view's over its base's memory, as
+        torch lays it out; an op's result is C-contiguous here (where torch's keeps an input's layout,
+        ``(x.T * 2).stride()``, the numbers differ, as ``is_contiguous`` does).
+        """
     def sub(self, other, *, alpha=1) -> Tensor:
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
         """

@@ -96,6 +96,9 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
     def copy(self):
         return StrictArray(self.arr.copy())
 
+    def view(self, dtype):  # (cupy's ndarray.view(dtype): the same bytes as another dtype)
+        return StrictArray(self.arr.view(dtype))
+
     def transpose(self, *axes):
         return StrictArray(self.arr.transpose(*axes))
 

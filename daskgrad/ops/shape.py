@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _dask as door
 from ..graph import View, primitive, type_repr
-from .._tensor import Tensor, contiguous_strides, layout
+from .. import _data
+from .._tensor import Tensor, _ViewStorage, contiguous_strides, layout, recorded
 from ._util import as_tensor, norm_axes, norm_axis, public, shape_args
 
 
@@ -58,8 +59,13 @@ _VIEW_ERROR = ("view size is not compatible with input tensor's size and stride 
 
 
 def _view_method(reshape):
-    """torch's ``x.view(shape)``: a view, or its error where the elements cannot be walked as ``shape``."""
-    def view(self, *shape):
+    """torch's ``x.view(shape)``: a view, or its error where the elements cannot be walked as ``shape``;
+    ``x.view(dtype)``: the same memory read as ``dtype`` (:func:`_view_dtype`)."""
+    def view(self, *shape, dtype=None):
+        if dtype is not None or len(shape) == 1 and _is_dtype(shape[0]):
+            if dtype is not None and shape:
+                raise TypeError("view() received an invalid combination of arguments")
+            return _view_dtype(self, shape[0] if dtype is None else dtype)
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         out = reshape(self, shape)
         if not out._is_view() and all(n == n for n in self.shape):
@@ -67,6 +73,109 @@ def _view_method(reshape):
         return out
     view.__wrapped__ = reshape
     return view
+
+
+def _is_dtype(x):
+    return isinstance(x, np.dtype) or isinstance(x, type) and issubclass(x, np.generic) or _data.package(x) == "torch"
+
+
+# ------------------------------------------------------------------- the same memory as another dtype
+def _bitcast_array(a, *, dtype):
+    """``a``'s bytes read as ``dtype``, chunk by chunk (NumPy's and cupy's ``ndarray.view(dtype)``): the last
+    axis's chunks scaled by the ratio of the item sizes, rechunked first to lengths that divide."""
+    ratio = a.dtype.itemsize / dtype.itemsize
+    if ratio == 1:
+        return a.map_blocks(_bitcast_chunk, dtype=dtype, meta=a._meta.astype(dtype), new_dtype=dtype)
+    if ratio < 1:  # (upsizing: each chunk of the last axis a whole number of new elements)
+        k = int(round(1 / ratio))
+        ends = sorted({round(e / k) * k for e in np.cumsum(a.chunks[-1])} - {0})
+        last = tuple(np.diff([0] + ends).tolist())
+        if last != a.chunks[-1]:
+            a = a.rechunk(a.chunks[:-1] + (last,))
+    chunks = a.chunks[:-1] + (tuple(int(c * ratio) for c in a.chunks[-1]),)
+    return a.map_blocks(_bitcast_chunk, dtype=dtype, chunks=chunks, meta=a._meta.astype(dtype), new_dtype=dtype)
+
+
+def _bitcast_chunk(c, new_dtype):
+    try:
+        return c.view(new_dtype)
+    except ValueError:  # (a chunk not contiguous along its last axis: NumPy views only contiguous bytes)
+        return c.copy().view(new_dtype)
+
+
+def _bitcast(a, *, dtype, old):
+    return _bitcast_array(a, dtype=dtype)
+
+
+def _bitcast_layout(x_shape, x_strides, x_offset, out_shape, *, dtype, old):
+    """torch's ``view(dtype)`` strides and offset: in elements of the new size."""
+    ratio = old.itemsize / dtype.itemsize
+    if ratio == 1:
+        return tuple(x_strides), x_offset
+    strides = tuple(int(s * ratio) for s in x_strides[:-1]) + (1,)
+    return strides, int(x_offset * ratio)
+
+
+def _bitcast_put(a, new, *, dtype, old):
+    """A write through the ``dtype`` view: its bytes read as ``old`` again.  (A mask of where the view was
+    written, a boolean array as long as the view: an element of ``a`` is written where its bytes were.)"""
+    if new.dtype == bool and a.dtype == bool and new.shape != a.shape:
+        ratio = old.itemsize // dtype.itemsize
+        if ratio > 1:
+            return new.reshape(new.shape[:-1] + (a.shape[-1], ratio)).any(axis=-1).rechunk(a.chunks)
+        return da.repeat(new, dtype.itemsize // old.itemsize, axis=-1).rechunk(a.chunks)
+    out = _bitcast_array(new, dtype=old)
+    return out if out.chunks == a.chunks else out.rechunk(a.chunks)
+
+
+class _Bitcast:
+    """The view step of ``x.view(dtype)`` (the ``(prim, node, params)`` a view storage replays): not one of
+    torch's autograd views, and no primitive (no gradient), but its memory is shared all the same."""
+
+    name, elementwise = "view_dtype", False
+    impl = staticmethod(_bitcast)
+    view = View(_bitcast_layout, _bitcast_put)
+
+
+def _view_dtype(self, dtype):
+    """torch's ``x.view(dtype)``: the same memory read as ``dtype``, sharing ``x``'s storage and version
+    counter (a write to either is seen by both) but not its history: the result never requires grad and
+    is not one of autograd's views (``_base`` is None), as torch's.  Item sizes that differ scale the last
+    dim (torch's conditions and errors: the last dim's stride 1, its length, the offset and the other
+    strides divisible by the ratio)."""
+    x = as_tensor(self)
+    new = _data.np_dtype(dtype)
+    old = x.dtype
+    names = (_data.TORCH_TYPE_NAMES.get(old.name, old.name), _data.TORCH_TYPE_NAMES.get(new.name, new.name))
+    if new.name not in _data.TORCH_TYPE_NAMES:
+        raise TypeError(f"view(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
+    strides, offset = layout(x)
+    if old.itemsize != new.itemsize:
+        what = f" to view {names[0]} as {names[1]} (different element sizes)"
+        if not x.ndim:
+            raise RuntimeError(f"self.dim() cannot be 0{what}")
+        if old.itemsize < new.itemsize:
+            ratio = new.itemsize // old.itemsize
+            if x.shape[-1] % ratio:
+                raise RuntimeError(f"self.size(-1) must be divisible by {ratio}{what}, but got {x.shape[-1]}")
+            if offset % ratio:
+                raise RuntimeError(f"self.storage_offset() must be divisible by {ratio}{what}, but got {offset}")
+        if strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1{what}, but got {strides[-1]}")
+        if old.itemsize < new.itemsize:
+            for i, s in enumerate(strides[:-1]):
+                if s % ratio:
+                    raise RuntimeError(f"self.stride({i}) must be divisible by {ratio}{what}, but got {s}")
+    params = {"dtype": new, "old": old}
+    out = Tensor._make(door.defer(_bitcast, (recorded(x),), tuple(params.items())))
+    st = x._storage
+    if type(st) is _ViewStorage:
+        root, steps = st.root, st.steps
+    else:
+        root, steps = st, ()
+    out._storage = _ViewStorage(root, steps + ((_Bitcast, None, params),), *_bitcast_layout(
+        x.shape, strides, offset, out.shape, **params), out._storage.value)
+    return out
 
 
 @public(("reshape", shape_args), ("view", _view_method))
