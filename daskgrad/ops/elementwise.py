@@ -32,6 +32,7 @@ from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
 from .._data import DEFAULT_FLOAT, checked_scalar, result_type, wrapped_int
+from .._modes import is_grad_enabled
 from .._tensor import Tensor, require_cuda
 
 
@@ -112,11 +113,15 @@ sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g
                  complex_ok=False, methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
-# relu'(0) = 0 and abs'(0) = sign(0) = 0, as in torch; relu's zeros are 0 * r + 0 (+0.0 at r = -0.0, as
-# torch's), so the gradient depends on the input as torch's threshold_backward does (its own gradient is 0)
-relu = _unary("relu", "ReluBackward0", chunk.relu,
-              lambda g, s: (where(s.r <= 0, 0 * s.r + 0, g),), ("r",), complex_ok=False, methods=("relu_", "relu"),
-              floating=False)
+def _relu_rule(g, s):
+    """relu'(0) = 0, as in torch.  Recording a graph (``create_graph``), the zeros are ``0 * r + 0``, so the
+    gradient depends on the input as torch's threshold_backward does (its own gradient is 0); else the
+    number 0, the same +0.0 (``r <= 0`` is a finite zero there) without two passes over the chunk."""
+    return (where(s.r <= 0, 0 * s.r + 0 if is_grad_enabled() else 0, g),)
+
+
+relu = _unary("relu", "ReluBackward0", chunk.relu, _relu_rule, ("r",), complex_ok=False,
+              methods=("relu_", "relu"), floating=False)
 
 
 def _abs_rule(g, s):
@@ -407,7 +412,7 @@ def where(condition, x, y):
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    out = door.defer(da.where, (value(cond), *promoted([value(x), value(y)])[0]))
+    out = door.defer(chunk.where, (value(cond), *promoted([value(x), value(y)])[0]), elementwise=True)
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
 
