@@ -434,7 +434,19 @@ def map_blocks(chunk_fn, *tensors, vjp=None, dtype=None, name=None, **kwargs):
 def _map_blocks_array(*arrays, fn, dtype, label, kwargs):
     kwargs = dict(kwargs)
     return da.map_blocks(fn, *arrays, dtype=dtype, meta=arrays[0]._meta.astype(dtype),
-                         name=f"{label}-{tokenize(fn, *arrays, kwargs)}", **kwargs)
+                         name=f"{label}-{tokenize(fn, *arrays, kwargs, _strides(kwargs))}", **kwargs)
+
+
+def _strides(v):
+    """The strides of the NumPy arrays in ``v`` (a dict, list or tuple of them): dask's token of an array
+    is of its bytes in memory order and its shape, so a square array and its transpose have one token."""
+    if isinstance(v, np.ndarray):
+        return v.strides
+    if isinstance(v, dict):
+        return [_strides(o) for o in v.values()]
+    if isinstance(v, (list, tuple)):
+        return [_strides(o) for o in v]
+    return None
 
 
 # A user's chunk kernel: its node is named <name>Backward; the params hold the chunk-level vjp.
@@ -453,7 +465,7 @@ def _map_blocks_rule(g, s, *, vjp, label, kwargs, n):
 def _vjp_cells(g, *ins, vjp, label, kwargs):
     """One object block per chunk holding the user's cotangent blocks of every input."""
     kwargs = dict(kwargs)
-    token = tokenize(vjp, g, *ins, kwargs)
+    token = tokenize(vjp, g, *ins, kwargs, _strides(kwargs))
     return da.map_blocks(_vjp_all(vjp, label, kwargs), g, *ins, dtype=object,
                          meta=np.empty((0,) * g.ndim, dtype=object), name=f"{label}-vjp-{token}")
 

@@ -172,3 +172,80 @@ def test_a_param_array_changed_before_the_submission_is_read_as_it_is_then():
         y = dg.map_blocks(scaled, x, w=w)
         w[:] = step + 1
         np.testing.assert_array_equal(y.numpy(), np.full(3, step + 1.0))
+
+
+# ------------------------------------------------------------------ values a key or a name must tell apart
+# (found by a differential fuzz of cached against uncached loops: each gave the other value silently)
+NAN = float("nan")
+
+
+def _each_step_cached_and_not(run):
+    """``run()``'s values with the step cache and without: the same, whatever the cache kept."""
+    import dask
+
+    dg.step_cache_clear()
+    cached = run()
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        plain = run()
+    return cached, plain
+
+
+def test_nan_and_minus_nan_are_different_programs():
+    """``float.hex`` is ``"nan"`` for every NaN: a key by it gave the third step the first's sign."""
+    assert frozen(NAN) != frozen(-NAN) and frozen(complex(1, NAN)) != frozen(complex(1, -NAN))
+    x = dg.from_array(np.array([1.0, -2.0, 3.0]), chunks=2)
+
+    def run():
+        return [dg.copysign(dg.ones_like(x), dg.full_like(x, c)).numpy() for c in (NAN, NAN, -NAN, -NAN)]
+
+    for got in _each_step_cached_and_not(run):
+        for g, c in zip(got, (NAN, NAN, -NAN, -NAN)):
+            np.testing.assert_array_equal(g, np.copysign(np.ones(3), c))
+
+
+def test_nan_and_minus_nan_in_one_program_are_two_values():
+    x = dg.from_array(np.array([1.0, 2.0]), chunks=1)
+    got = dg.signbit(dg.stack([x * NAN, x * -NAN, dg.where(x > 0, NAN, x), dg.where(x > 0, -NAN, x)])).numpy()
+    np.testing.assert_array_equal(got, [[False, False], [True, True], [False, False], [True, True]])
+
+
+def test_an_array_parameter_and_its_transpose_are_different_programs():
+    """dask's token of an array is its bytes in memory order and its shape: ``M`` and ``M.T`` (square, over
+    4 kB) had one, as a kernel's keyword (a program's key) and in a layer's name (one program)."""
+    m = np.arange(24 * 24.0).reshape(24, 24)
+    xn = np.arange(96.0).reshape(4, 24)
+    x = dg.from_array(xn, chunks=(2, 24))
+
+    def kern(b, M):
+        return b @ M
+
+    def run():
+        return [dg.map_blocks(kern, x, M=M).sum().item() for M in (m, m, m.T, m.T)]
+
+    for got in _each_step_cached_and_not(run):
+        assert got == [float((xn @ M).sum()) for M in (m, m, m.T, m.T)]
+    both = dg.map_blocks(kern, x, M=m).sum() - dg.map_blocks(kern, x, M=m.T).sum()
+    assert both.item() == float((xn @ m).sum() - (xn @ m.T).sum()) != 0
+
+
+def test_int_constants_beyond_float_precision_are_two_values():
+    """A constant operand (``value``) was named by its value as a float: 2**53 and 2**53 + 1 were one."""
+    x, y = dg.tensor(np.array([1, 2])), dg.tensor(np.array([1, 1]))
+    got = (x.addcmul(y, y, value=2 ** 53 + 1) - x.addcmul(y, y, value=2 ** 53)).numpy()  # (torch: [1, 1])
+    np.testing.assert_array_equal(got, [1, 1])
+
+
+def test_alpha_on_operands_whose_chunks_do_not_line_up():
+    """An elementwise kernel (``add(alpha=)``) on chunks that differ ran on the whole arrays, reading the
+    0-d ``alpha`` as a number: ``Missing dependency``.  Now dask's elemwise rechunks, as for a ufunc."""
+    torch = pytest.importorskip("torch")
+    xn = np.arange(12.0)
+    x = dg.from_array(xn, chunks=7)
+    assert x.add(x.flip(0), alpha=2.0).sum().item() == (xn + 2 * xn[::-1]).sum()
+    w = dg.tensor(np.ones(12), requires_grad=True)
+    h = x * w
+    h.add(h.flip(0), alpha=2.0).sum().backward()
+    wt = torch.ones(12, dtype=torch.float64, requires_grad=True)
+    ht = torch.tensor(xn) * wt
+    ht.add(ht.flip(0), alpha=2.0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), wt.grad.numpy())

@@ -24,7 +24,7 @@ the order of the data:
 * :mod:`.peaks`: peak memory predicted by simulating a graph's run order, and measured on a real run;
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
-from .layers import elemwise, one_chunk, prototype, relabel, within_chunks
+from .layers import elemwise, exact, one_chunk, prototype, relabel, within_chunks
 from .lazy import (Constant, Lazy, Piece, alias, basic_index, build, building, defer, defer_many, on_alias_built,
                    rebind, rule, through, value_of)
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
@@ -39,7 +39,8 @@ from .submit import (cancelled, client_of, current_client, data_futures, flat_ke
                      lost_keys, memory_total, reads_any, store, submit, task_room)
 
 __all__ = ["Constant",
-           "Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "one_chunk", "prototype",
+           "Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "exact", "one_chunk",
+           "prototype",
            "relabel", "within_chunks", "Lazy", "Piece", "alias", "basic_index", "build", "building", "defer",
            "defer_many", "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded",
            "flat_layers", "fold",

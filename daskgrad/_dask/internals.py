@@ -19,6 +19,7 @@ from dask._task_spec import (  # noqa: F401  (re-exported)
     convert_legacy_task)
 from dask.array.chunk import getitem as chunk_getitem  # noqa: F401  (a part of a chunk, as dask's task makes it)
 from dask.array.core import _enforce_dtype as enforce_dtype  # noqa: F401
+from dask.array.core import elemwise  # noqa: F401  (an elementwise function on arrays whose chunks differ)
 from dask.array.dispatch import concatenate_lookup  # noqa: F401
 from dask.array.optimization import fuse_roots  # noqa: F401
 from dask.optimization import fuse as dask_fuse  # noqa: F401

@@ -128,7 +128,7 @@ def elementwise_layer(op, args, dtype, meta, chunks):
     cost more than the layer."""
     fn = getattr(op, "_ufunc", op)  # a dask ufunc wrapper (da.sin): its elemwise applies the NumPy ufunc
     arrays = [a for a in args if isinstance(a, da.Array)]
-    name = f"{funcname(fn)}-{tokenize(fn, dtype, *args, True)}"
+    name = f"{funcname(fn)}-{tokenize(fn, dtype, *map(exact, args), True)}"
     kwargs = {}
     if any(a.ndim == 0 for a in arrays):  # a 0-d operand's chunk may be a scalar: dask casts the result
         fn, kwargs = enforce_dtype, {"enforce_dtype": dtype, "enforce_dtype_function": fn}
@@ -149,6 +149,14 @@ def elemwise(op, *args):
     if aval is None:
         return op(*args)
     return elementwise_layer(op, args, *aval)
+
+
+def exact(v):
+    """An operand as a layer's name should see it: a float by its bits (dask's token of NaN ignores its sign:
+    ``x * nan`` and ``x * -nan`` would be one layer)."""
+    if type(v) is float or type(v) is complex or isinstance(v, np.inexact):
+        return type(v).__name__, np.asarray(v).tobytes()
+    return v
 
 
 def within_chunks(func, a, out_ind, chunks, meta, **kwargs):

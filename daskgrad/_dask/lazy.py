@@ -22,6 +22,7 @@ import contextlib
 import functools
 import hashlib
 import operator
+import struct
 import threading
 import types
 
@@ -35,10 +36,10 @@ from dask.utils import funcname
 from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
-from .internals import (DataNode, GraphNode, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
+from .internals import (DataNode, GraphNode, elemwise, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
                         chunk_getitem, clientless, concatenate_lookup)
 from .labels import made_by
-from .layers import elementwise_aval, elementwise_layer
+from .layers import elementwise_aval, elementwise_layer, exact
 
 # held while a submission makes its program (from Program.of to its instance): a Lazy value that another
 # thread's submission computed meanwhile would otherwise change under it (Lazy.becomes), and the program
@@ -185,10 +186,19 @@ def defer(fn, srcs, params=(), elementwise=False):
             if fn in _LIFTED and len(srcs) == 2:
                 srcs = _lifted(srcs, aval[0])
             return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
+        if getattr(fn, "elementwise_kernel", False) and not params:  # (chunks that do not line up: dask's
+            fn, params = unified, (("op", fn),)                         # elemwise rechunks; the kernel reads blocks)
     aval = _aval(fn, srcs, params)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
     return Lazy(fn, srcs, params, *aval)
+
+
+def unified(*arrays, op):
+    """An elementwise chunk kernel ``op`` on dask arrays whose chunks do not line up: dask's ``elemwise``
+    rechunks them to common chunks and applies ``op`` block by block (run on the arrays themselves, a
+    kernel would read a whole operand, a 0-d one as a number)."""
+    return elemwise(op, *arrays)
 
 
 def basic_index(a, *, index, meta):
@@ -361,7 +371,7 @@ class Constant:
             key = None if dask.get_annotations() else (self.v.dtype.str, self.v.tobytes())
             self._array = _constants.get(key)
             if self._array is None:
-                name = f"scalar-{self.v.dtype.str[1:]}-{float(self.v).hex()}"
+                name = f"scalar-{self.v.dtype.str[1:]}-{self.v.tobytes().hex()}"  # (its bits: every NaN's hex is "nan")
                 layer = MaterializedLayer({(name,): DataNode((name,), self.v)})
                 self._array = array(HighLevelGraph({name: layer}, {name: set()}), name, (), np.empty((), self.v.dtype))
                 if key is not None:
@@ -453,6 +463,10 @@ class NoKey(Exception):
 
 
 _INTS = object()  # (frozen: the tag of a tuple or list of ints, which is its own exact key)
+
+
+def _bits(x):
+    return struct.pack("<d", x)
 _SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
 
 
@@ -466,13 +480,13 @@ def frozen(v, objects=True):
     if t is int or t is bool or t is str or v is None:
         return (t, v)
     if t is float:
-        return (t, v.hex())
+        return (t, v.hex() if v == v else _bits(v))  # (every NaN's hex is "nan": its sign and payload by its bits)
     if t is tuple or t is list:
         if all(type(o) is int for o in v):  # (shapes, chunks: the common case, exact as it is)
             return (_INTS, t, tuple(v))
         return (t,) + tuple(frozen(o, objects) for o in v)
     if t is complex:
-        return (t, v.real.hex(), v.imag.hex())
+        return (t, frozen(v.real), frozen(v.imag))
     if t is dict:
         return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
     if t is slice:
@@ -480,7 +494,9 @@ def frozen(v, objects=True):
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
             raise NoKey(t)
-        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else tokenize(v))
+        # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
+        # transpose have one token, so the strides are part of the key)
+        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
     if isinstance(v, np.generic):
         return (t, _dtype(v.dtype), v.tobytes())
     if isinstance(v, np.dtype):
@@ -589,7 +605,7 @@ def _pickled(x):
     attribute changed: each state its own program); by its identity where it does not pickle."""
     try:
         if type(x) is np.ndarray and x.dtype.kind != "O":  # (by its bytes, hashed: not copied into a pickle)
-            return ("array", tokenize(x))
+            return ("array", tokenize(x), x.strides)  # (strides too: see frozen)
         return ("pickled", hashlib.blake2b(cloudpickle.dumps(x), digest_size=16).digest())
     except Exception:  # (the submission itself would say why it cannot be sent)
         return _Same(x)
@@ -810,7 +826,8 @@ class Fused:
         return results[-1]
 
     def __dask_tokenize__(self):
-        return ("daskgrad-fused", tuple((funcname(fn), tokenize(fn), refs) for fn, refs in self.steps))
+        return ("daskgrad-fused", tuple((funcname(fn), tokenize(fn), tuple((kind, exact(v)) for kind, v in refs))
+                                        for fn, refs in self.steps))  # (a number by its bits: see layers.exact)
 
     def __reduce__(self):
         return Fused, (self.steps,)

@@ -602,8 +602,10 @@ def _full(a, value, dtype=None):
     dtype = np.dtype(dtype or a.dtype)
     if a.ndim == 0:
         fill = functools.partial(chunk.filled, value=value)
-        return door.one_chunk(a, fill, f"full_like-{dask.base.tokenize(value, dtype.str)}", dtype=dtype)
-    return da.full(a.shape, value, dtype=dtype, chunks=a.chunks, meta=door.prototype(a))
+        return door.one_chunk(a, fill, f"full_like-{dask.base.tokenize(door.exact(value), dtype.str)}", dtype=dtype)
+    # (named by the value's bits: dask's token of NaN ignores its sign)
+    name = f"full-{dask.base.tokenize(door.exact(value), dtype.str, a.chunks, type(a._meta).__name__)}"
+    return da.full(a.shape, value, dtype=dtype, chunks=a.chunks, meta=door.prototype(a), name=name)
 
 
 fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"), impl=lambda a, *, value: _full(a, value))
