@@ -78,6 +78,42 @@ def _shares_elements(shape, strides):
     return len(np.unique(places)) < len(places)
 
 
+OVERLAP_ORDER = ("an in-place op reading a view of the tensor it writes, whose elements it overwrites while reading "
+                 "them (x += x[:, :1]), is not supported: torch's result depends on the order its kernel visits "
+                 "them (its overlap check cannot tell, so it does not refuse). clone() the operand first.")
+
+
+def _places_key(shape, strides, offset):
+    """A layout by the places it reads in order: length-1 axes (a broadcast's, ``x[None]``) left out, so
+    ``x[0:1] = x[0]`` is the very same memory, which torch writes (it strips them too)."""
+    return tuple((n, s) for n, s in zip(shape, strides) if n != 1), offset
+
+
+def _places(shape, strides, offset):
+    """The memory places (in elements) of a layout, or None where there are more than four million."""
+    if math.prod(shape) > 4_000_000:
+        return None
+    places = np.full(1, offset, dtype=np.int64)
+    for n, s in zip(shape, strides):
+        places = (places[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
+    return places
+
+
+def _meet(a, b):
+    """Whether two layouts ``(shape, strides, offset)`` over one storage share a place (where one has more
+    than four million elements and their spans meet: taken as sharing)."""
+    spans = []
+    for shape, strides, offset in (a, b):
+        if any(n == 0 for n in shape):
+            return False
+        lo = offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+        spans.append((lo, offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0)))
+    if spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]:
+        return False
+    pa, pb = _places(*a), _places(*b)
+    return pa is None or pb is None or bool(np.intersect1d(pa, pb).size)
+
+
 def _multi_output_message(t, creation, what):
     """torch's refusal to write into (or through) an output of an op that returns several views."""
     k, op = creation
@@ -877,9 +913,11 @@ class Tensor:
                 if shape is None:
                     shape, (strides, offset) = self.shape, layout(self)
                 x_strides, x_offset = layout(x)
-                if (tuple(x.shape), x_strides, x_offset) != (tuple(shape), strides, offset) and _partly_overlap(
-                        shape, strides, offset, x.shape, x_strides, x_offset):
-                    raise RuntimeError(OVERLAP_INPUT)
+                if _places_key(x.shape, x_strides, x_offset) != _places_key(shape, strides, offset):
+                    if _partly_overlap(shape, strides, offset, x.shape, x_strides, x_offset):
+                        raise RuntimeError(OVERLAP_INPUT)
+                    if _meet((tuple(shape), strides, offset), (tuple(x.shape), x_strides, x_offset)):
+                        raise NotImplementedError(OVERLAP_ORDER)  # (torch: "too hard to tell", then its kernel's order)
 
     def _assign(self, out: "Tensor") -> "Tensor":
         """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
@@ -913,7 +951,7 @@ class Tensor:
     def _took(self, out, st):
         """This tensor's history is now ``out``'s (its in-place result, held by storage ``st``)."""
         node = out.grad_fn
-        if node is not None:
+        if node is not None and _differentiable(self.dtype):  # (written into integers or bools: no history, as torch)
             self._retain_moved(self.grad_fn, node)
             self.grad_fn, self._requires_grad = node, True
             _resave(node, st, out._storage)

@@ -242,11 +242,17 @@ class Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
         """
+    def __iand__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_and`: the result is written into this tensor, which is returned (torch's ``__iand__``).
+        """
     def __ifloordiv__(self, x2) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
         """
     def __ilshift__(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.__lshift__`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def __imod__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.remainder`: the result is written into this tensor, which is returned (torch's ``__imod__``).
         """
     def __imul__(self, b) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
@@ -257,6 +263,12 @@ class Tensor:
     def __invert__(self) -> Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
         floating tensors are refused with torch's errors.
+        """
+    def __ior__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_or`: the result is written into this tensor, which is returned (torch's ``__ior__``).
+        """
+    def __ipow__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.pow`: the result is written into this tensor, which is returned (torch's ``__ipow__``).
         """
     def __irshift__(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.__rshift__`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -269,6 +281,9 @@ class Tensor:
         """``a / b``, true division with broadcasting (NumPy's ``divide``/``true_divide``, torch's ``div``);
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
+        """
+    def __ixor__(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_xor`: the result is written into this tensor, which is returned (torch's ``__ixor__``).
         """
     def __le__(self, b) -> Tensor:
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
@@ -443,6 +458,9 @@ class Tensor:
     def absolute(self):
         """Elementwise ``abs``; gradient node ``AbsBackward0``.
         """
+    def absolute_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.absolute`: the result is written into this tensor, which is returned (torch's ``absolute_``).
+        """
     def acos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
@@ -511,14 +529,26 @@ class Tensor:
     def arccos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
+    def arccos_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arccos`: the result is written into this tensor, which is returned (torch's ``arccos_``).
+        """
     def arccosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
+        """
+    def arccosh_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arccosh`: the result is written into this tensor, which is returned (torch's ``arccosh_``).
         """
     def arcsin(self) -> Tensor:
         """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
         """
+    def arcsin_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arcsin`: the result is written into this tensor, which is returned (torch's ``arcsin_``).
+        """
     def arcsinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
+        """
+    def arcsinh_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arcsinh`: the result is written into this tensor, which is returned (torch's ``arcsinh_``).
         """
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -527,8 +557,17 @@ class Tensor:
         """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
         torch's ``atan2``).
         """
+    def arctan2_(self, other):
+        """In-place version of :meth:`Tensor.arctan2`: the result is written into this tensor, which is returned (torch's ``arctan2_``).
+        """
+    def arctan_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arctan`: the result is written into this tensor, which is returned (torch's ``arctan_``).
+        """
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+        """
+    def arctanh_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.arctanh`: the result is written into this tensor, which is returned (torch's ``arctanh_``).
         """
     def argmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
@@ -567,6 +606,9 @@ class Tensor:
     def atan2(self, other) -> Tensor:
         """The angle of the point ``(b, a)``, ``arctan(a / b)`` in the right quadrant (NumPy's ``arctan2``,
         torch's ``atan2``).
+        """
+    def atan2_(self, other):
+        """In-place version of :meth:`Tensor.atan2`: the result is written into this tensor, which is returned (torch's ``atan2_``).
         """
     def atanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
@@ -621,6 +663,9 @@ class Tensor:
     def bitwise_and(self, other) -> Tensor:
         """``a & b`` elementwise (NumPy's and torch's ``bitwise_and``): bitwise on integers, logical on booleans, never differentiable.
         """
+    def bitwise_and_(self, other):
+        """In-place version of :meth:`Tensor.bitwise_and`: the result is written into this tensor, which is returned (torch's ``bitwise_and_``).
+        """
     def bitwise_left_shift(self, other):
         """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
         the sign (``>>``); floats and bools raise torch's error.
@@ -632,8 +677,14 @@ class Tensor:
         """``~x`` (NumPy's ``invert``, torch's ``bitwise_not``): bitwise on integers, logical on booleans;
         floating tensors are refused with torch's errors.
         """
+    def bitwise_not_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.bitwise_not`: the result is written into this tensor, which is returned (torch's ``bitwise_not_``).
+        """
     def bitwise_or(self, other) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
+        """
+    def bitwise_or_(self, other):
+        """In-place version of :meth:`Tensor.bitwise_or`: the result is written into this tensor, which is returned (torch's ``bitwise_or_``).
         """
     def bitwise_right_shift(self, other):
         """torch's bit shift of integers: a count below 0 or of the width or more gives 0 (``<<``) or
@@ -644,6 +695,9 @@ class Tensor:
         """
     def bitwise_xor(self, other) -> Tensor:
         """``a ^ b`` elementwise (NumPy's and torch's ``bitwise_xor``): bitwise on integers, logical on booleans, never differentiable.
+        """
+    def bitwise_xor_(self, other):
+        """In-place version of :meth:`Tensor.bitwise_xor`: the result is written into this tensor, which is returned (torch's ``bitwise_xor_``).
         """
     @property
     def blocks(self):
@@ -712,6 +766,9 @@ class Tensor:
         a bound the input keeps its gradient, and where ``a_min > a_max`` the result is ``a_max``, which takes
         the gradient (torch's convention).
         """
+    def clip_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.clip`: the result is written into this tensor, which is returned (torch's ``clip_``).
+        """
     def clone(self, *, memory_format=None) -> Tensor:
         """torch's ``clone``: a copy recording ``CloneBackward0`` (``memory_format`` ignored: no strides here).
         """
@@ -735,6 +792,9 @@ class Tensor:
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
         floating result type of the two.
+        """
+    def copysign_(self, other):
+        """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned (torch's ``copysign_``).
         """
     def corrcoef(self, rowvar=True):
         """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
@@ -793,6 +853,9 @@ class Tensor:
     def deg2rad(self) -> Tensor:
         """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``).
         """
+    def deg2rad_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.deg2rad`: the result is written into this tensor, which is returned (torch's ``deg2rad_``).
+        """
     def det(self):
         """torch's ``linalg.det``; its gradient is torch's, finite at singular matrices too.
         """
@@ -849,6 +912,9 @@ class Tensor:
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
+    def divide_(self, other, *, rounding_mode=None):
+        """In-place version of :meth:`Tensor.divide`: the result is written into this tensor, which is returned (torch's ``divide_``).
+        """
     def dot(self, tensor) -> Tensor:
         """NumPy's ``dot``: a product with a 0-d operand, the inner product of vectors, the matrix product,
         and for N-D operands the sum over the last axis of ``a`` and the second-to-last of ``b``.
@@ -866,6 +932,9 @@ class Tensor:
         """
     def eq(self, other):
         """``a == b`` elementwise with broadcasting (torch's ``eq``): a boolean tensor, never differentiable.
+        """
+    def eq_(self, other):
+        """In-place version of :meth:`Tensor.eq`: the result is written into this tensor, which is returned (torch's ``eq_``).
         """
     def equal(self, other):
         """torch's ``equal``: a Python bool, True for one shape and equal elements (NaN is not equal to
@@ -898,7 +967,7 @@ class Tensor:
     def exp_(self) -> Tensor:
         """Elementwise ``exp``; gradient node ``ExpBackward0``.
         """
-    def expand(self, *shape) -> Tensor:
+    def expand(self, shape, chunks=None) -> Tensor:
         """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes.
         """
     def expand_as(self, other):
@@ -917,6 +986,9 @@ class Tensor:
         """
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
+        """
+    def fix_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.fix`: the result is written into this tensor, which is returned (torch's ``fix_``).
         """
     def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
         """Axes ``start_dim`` to ``end_dim`` merged into one, all of them by default (a 1-d tensor: NumPy's
@@ -958,6 +1030,9 @@ class Tensor:
     def fmod(self, other) -> Tensor:
         """C's remainder (the sign of ``a``), as ``torch.fmod``.
         """
+    def fmod_(self, other):
+        """In-place version of :meth:`Tensor.fmod`: the result is written into this tensor, which is returned (torch's ``fmod_``).
+        """
     def frac(self):
         """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes.
         """
@@ -973,6 +1048,9 @@ class Tensor:
         """
     def ge(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
+        """
+    def ge_(self, other):
+        """In-place version of :meth:`Tensor.ge`: the result is written into this tensor, which is returned (torch's ``ge_``).
         """
     def ger(self, vec2):
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
@@ -992,11 +1070,20 @@ class Tensor:
     def greater(self, other):
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
         """
+    def greater_(self, other):
+        """In-place version of :meth:`Tensor.greater`: the result is written into this tensor, which is returned (torch's ``greater_``).
+        """
     def greater_equal(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
+    def greater_equal_(self, other):
+        """In-place version of :meth:`Tensor.greater_equal`: the result is written into this tensor, which is returned (torch's ``greater_equal_``).
+        """
     def gt(self, other):
         """``a > b`` elementwise with broadcasting (torch's ``gt``): a boolean tensor, never differentiable.
+        """
+    def gt_(self, other):
+        """In-place version of :meth:`Tensor.gt`: the result is written into this tensor, which is returned (torch's ``gt_``).
         """
     def half(self, memory_format=None):
         """``to(float16)``, differentiable where that dtype is.
@@ -1021,9 +1108,15 @@ class Tensor:
     def hypot(self, other) -> Tensor:
         """``sqrt(a**2 + b**2)`` elementwise, without overflow (NumPy's and torch's ``hypot``).
         """
+    def hypot_(self, other):
+        """In-place version of :meth:`Tensor.hypot`: the result is written into this tensor, which is returned (torch's ``hypot_``).
+        """
     def i0(self) -> Tensor:
         """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real
         tensors only; its gradient is ``i1``, as torch's (``torch.special.i1``, :func:`special_i1` here).
+        """
+    def i0_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.i0`: the result is written into this tensor, which is returned (torch's ``i0_``).
         """
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
@@ -1135,8 +1228,14 @@ class Tensor:
     def ldexp(self, other) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
         """
+    def ldexp_(self, other):
+        """In-place version of :meth:`Tensor.ldexp`: the result is written into this tensor, which is returned (torch's ``ldexp_``).
+        """
     def le(self, other):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+        """
+    def le_(self, other):
+        """In-place version of :meth:`Tensor.le`: the result is written into this tensor, which is returned (torch's ``le_``).
         """
     def lerp(self, end, weight):
         """torch's ``lerp``: ``self + weight * (end - self)``, by torch's two formulas (exact at both ends).
@@ -1147,8 +1246,14 @@ class Tensor:
     def less(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
+    def less_(self, other):
+        """In-place version of :meth:`Tensor.less`: the result is written into this tensor, which is returned (torch's ``less_``).
+        """
     def less_equal(self, other):
         """``a <= b`` elementwise with broadcasting (torch's ``le``): a boolean tensor, never differentiable.
+        """
+    def less_equal_(self, other):
+        """In-place version of :meth:`Tensor.less_equal`: the result is written into this tensor, which is returned (torch's ``less_equal_``).
         """
     def lgamma(self):
         """torch's ``lgamma``: log|Gamma(x)| (inf at the poles and at both infinities); the gradient ``digamma``.
@@ -1192,17 +1297,32 @@ class Tensor:
     def logical_and(self, other) -> Tensor:
         """NumPy's and torch's ``logical_and``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
+    def logical_and_(self, other):
+        """In-place version of :meth:`Tensor.logical_and`: the result is written into this tensor, which is returned (torch's ``logical_and_``).
+        """
     def logical_not(self) -> Tensor:
         """NumPy's and torch's ``logical_not``: true where ``x`` is zero, a boolean tensor, never differentiable.
+        """
+    def logical_not_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.logical_not`: the result is written into this tensor, which is returned (torch's ``logical_not_``).
         """
     def logical_or(self, other) -> Tensor:
         """NumPy's and torch's ``logical_or``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
+    def logical_or_(self, other):
+        """In-place version of :meth:`Tensor.logical_or`: the result is written into this tensor, which is returned (torch's ``logical_or_``).
+        """
     def logical_xor(self, other) -> Tensor:
         """NumPy's and torch's ``logical_xor``: the truth of ``a`` and ``b`` (non-zero is true) combined elementwise, a boolean tensor, never differentiable.
         """
+    def logical_xor_(self, other):
+        """In-place version of :meth:`Tensor.logical_xor`: the result is written into this tensor, which is returned (torch's ``logical_xor_``).
+        """
     def logit(self, eps=None):
         """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """
+    def logit_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned (torch's ``logit_``).
         """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite; of integers, in the default
@@ -1213,6 +1333,9 @@ class Tensor:
         """
     def lt(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
+        """
+    def lt_(self, other):
+        """In-place version of :meth:`Tensor.lt`: the result is written into this tensor, which is returned (torch's ``lt_``).
         """
     @property
     def mH(self): ...
@@ -1306,12 +1429,18 @@ class Tensor:
     def multiply(self, other):
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
+    def multiply_(self, other):
+        """In-place version of :meth:`Tensor.multiply`: the result is written into this tensor, which is returned (torch's ``multiply_``).
+        """
     def mv(self, vec):
         """torch's ``mv``: a matrix times a vector.
         """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
         gradient passes where the value was finite, as torch's.
+        """
+    def nan_to_num_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.nan_to_num`: the result is written into this tensor, which is returned (torch's ``nan_to_num_``).
         """
     def nanmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
@@ -1346,6 +1475,9 @@ class Tensor:
     def ne(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
+    def ne_(self, other):
+        """In-place version of :meth:`Tensor.ne`: the result is written into this tensor, which is returned (torch's ``ne_``).
+        """
     def neg(self) -> Tensor:
         """Elementwise ``neg``; gradient node ``NegBackward0``.
         """
@@ -1354,6 +1486,9 @@ class Tensor:
         """
     def negative(self):
         """Elementwise ``neg``; gradient node ``NegBackward0``.
+        """
+    def negative_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.negative`: the result is written into this tensor, which is returned (torch's ``negative_``).
         """
     def nelement(self):
         """torch's ``nelement``: ``numel()``, the number of elements.
@@ -1378,6 +1513,9 @@ class Tensor:
         goes to ``a`` as if the step were 0 where ``a != b`` and is 0 where they are equal; ``b`` gets 0, as
         torch's.
         """
+    def nextafter_(self, other):
+        """In-place version of :meth:`Tensor.nextafter`: the result is written into this tensor, which is returned (torch's ``nextafter_``).
+        """
     def nonzero(self, *, as_tuple=False):
         """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim
         (a 0-d tensor read as 1-d).
@@ -1390,6 +1528,9 @@ class Tensor:
         """
     def not_equal(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
+        """
+    def not_equal_(self, other):
+        """In-place version of :meth:`Tensor.not_equal`: the result is written into this tensor, which is returned (torch's ``not_equal_``).
         """
     @property
     def numblocks(self) -> tuple:
@@ -1445,6 +1586,9 @@ class Tensor:
     def rad2deg(self) -> Tensor:
         """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``).
         """
+    def rad2deg_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.rad2deg`: the result is written into this tensor, which is returned (torch's ``rad2deg_``).
+        """
     def ravel(self) -> Tensor:
         """The elements in C order, as a 1-D tensor.
         """
@@ -1475,6 +1619,9 @@ class Tensor:
     def remainder(self, other) -> Tensor:
         """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
         an integer one by zero raises torch's error.
+        """
+    def remainder_(self, other):
+        """In-place version of :meth:`Tensor.remainder`: the result is written into this tensor, which is returned (torch's ``remainder_``).
         """
     def renorm(self, p, dim, maxnorm):
         """torch's ``renorm``: each slice along ``dim`` whose ``p``-norm (over the other dims) exceeds
@@ -1579,6 +1726,9 @@ class Tensor:
     def sgn(self):
         """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
         """
+    def sgn_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.sgn`: the result is written into this tensor, which is returned (torch's ``sgn_``).
+        """
     @property
     def shape(self) -> tuple[int, ...]: ...
     def short(self, memory_format=None):
@@ -1605,6 +1755,9 @@ class Tensor:
     def sinc(self) -> Tensor:
         """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
         (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
+        """
+    def sinc_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.sinc`: the result is written into this tensor, which is returned (torch's ``sinc_``).
         """
     def sinh(self) -> Tensor:
         """Elementwise ``sinh``; gradient node ``SinhBackward0``.
@@ -1641,9 +1794,13 @@ class Tensor:
     def square(self) -> Tensor:
         """``x ** 2`` elementwise (NumPy's and torch's ``square``).
         """
+    def square_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.square`: the result is written into this tensor, which is returned (torch's ``square_``).
+        """
     def squeeze(self, dim=None):
         """torch's ``squeeze``: the length-1 axes of ``dim`` (an int or a tuple) removed, any other left, as
-        torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there).
+        torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there); a new view even where nothing is
+        removed, its node named by the form, as torch's.
         """
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
@@ -1664,6 +1821,9 @@ class Tensor:
         """
     def subtract(self, other, *, alpha=1):
         """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``).
+        """
+    def subtract_(self, other, *, alpha=1):
+        """In-place version of :meth:`Tensor.subtract`: the result is written into this tensor, which is returned (torch's ``subtract_``).
         """
     def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
@@ -1765,6 +1925,9 @@ class Tensor:
         torch's ``rounding_mode='trunc'`` or ``'floor'`` rounds the quotient (integers stay integers), with
         a zero gradient.
         """
+    def true_divide_(self, other, *, rounding_mode=None):
+        """In-place version of :meth:`Tensor.true_divide`: the result is written into this tensor, which is returned (torch's ``true_divide_``).
+        """
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
         """
@@ -1818,6 +1981,9 @@ class Tensor:
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
         result type of the two (a number ``other`` weak, as in torch).
+        """
+    def xlogy_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned (torch's ``xlogy_``).
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.

@@ -88,8 +88,8 @@ class Delivery:
         if plan.all_leaves:
             t = node.variable if isinstance(node, AccumulateGrad) else (
                 node._retained() if node._retained is not None else None)
-            if t is not None:
-                self.writes[id(t)] = GradWrite(t, g)
+            if t is not None and t.requires_grad:  # (a leaf set to requires_grad=False since: torch's
+                self.writes[id(t)] = GradWrite(t, g)  # AccumulateGrad skips it)
 
 
 # ------------------------------------------------------------------ the entry points

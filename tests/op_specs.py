@@ -228,6 +228,8 @@ SPECS = (
     OpSpec("broadcast_to", lambda a: dg.broadcast_to(a, (3, 6, 4)), [M], -2, 2),
     OpSpec("expand_dims", lambda a: dg.expand_dims(a, 1), [M], -2, 2),
     OpSpec("squeeze", lambda a: dg.squeeze(dg.expand_dims(a, 0), 0), [M], -2, 2),
+    OpSpec("squeeze_all", lambda a: dg.expand_dims(a, 0).squeeze(), [M], -2, 2),  # SqueezeBackward0
+    OpSpec("squeeze_dims", lambda a: dg.expand_dims(a, 0).squeeze((0, 1)), [M], -2, 2),  # SqueezeBackward2
     OpSpec("concatenate", lambda a, b: dg.concatenate([a, b], axis=1), [M, M], -2, 2),
     OpSpec("stack", lambda a, b: dg.stack([a, b], axis=1), [M, M], -2, 2),
     OpSpec("split", lambda a: dg.split(a, [1, 4], axis=0)[1] * 2, [M], -2, 2),

@@ -104,5 +104,29 @@ from . import index_writes  # noqa: E402,F401  (and torch's writes at indices: s
 for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
     setattr(Tensor, _name, _PUBLIC[_op])
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
+
+# torch's in-place forms of methods that are here out of place: ``x.lt_(y)``, ``x.clip_(0, 1)``, and Python's
+# ``x **= 2``, ``x %= 3``, ``m &= k``, which without ``__ipow__`` ... rebind ``x`` to a new tensor, silently
+# writing nothing (a view's base kept its values).  Each writes the method's result as every ``X_`` does.
+INPLACE_FORMS = {"__ipow__": "pow", "__imod__": "remainder", "__iand__": "bitwise_and", "__ior__": "bitwise_or",
+                 "__ixor__": "bitwise_xor", **{f"{n}_": n for n in (
+                     "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "lt", "le", "gt", "ge",
+                     "eq", "ne", "less", "less_equal", "greater", "greater_equal", "not_equal", "logical_and",
+                     "logical_or", "logical_xor", "logical_not", "fmod", "hypot", "atan2", "arctan2", "copysign",
+                     "xlogy", "true_divide", "multiply", "subtract", "divide", "ldexp", "nextafter", "igamma", "gcd",
+                     "lcm", "logit", "i0", "sinc", "nan_to_num", "clip", "square", "sgn", "fix", "deg2rad", "rad2deg",
+                     "negative", "absolute", "arccos", "arcsin", "arctan", "arccosh", "arcsinh", "arctanh")}}
+
+
+def _inplace_form(name, plain):
+    def method(self, *args, **kwargs):
+        return self._inplace(getattr(Tensor, plain), *args, **kwargs)
+    return _named(method, name, f"In-place version of :meth:`Tensor.{plain}`: the result is written into this "
+                                f"tensor, which is returned (torch's ``{name}``).")
+
+
+for _name, _plain in INPLACE_FORMS.items():
+    if _name not in vars(Tensor) and hasattr(Tensor, _plain):
+        setattr(Tensor, _name, _inplace_form(_name, _plain))
 from . import keywords  # noqa: E402  (last: torch's keyword names over the methods above, x.add(other=y))
 keywords.install()

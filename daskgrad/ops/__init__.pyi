@@ -31,6 +31,7 @@ from . import triangular as triangular
 from . import views as views
 from daskgrad.ops.inplace import write_out as write_out
 
+INPLACE_FORMS: dict[str, Any]
 OPS: dict[str, Any]
 
 __all__ = [

@@ -134,6 +134,8 @@ def _abs_rule(g, s):
 abs = _unary("abs", "AbsBackward0", da.absolute, _abs_rule, ("x",), methods=("__abs__", "abs_", "abs"), floating=False)
 sqrt = _unary("sqrt", "SqrtBackward0", da.sqrt, lambda g, s: (g / conj(2 * s.r),), ("r",), methods=("sqrt_", "sqrt"))
 def _sign_layer(a):
+    if a.dtype.kind == "b":  # (torch's sign of a bool is itself; NumPy's refuses)
+        return da.not_equal(a, False)
     if a.dtype.kind != "f":
         return da.sign(a)
     return da.map_blocks(chunk.sign, a, dtype=a.dtype, meta=a._meta)

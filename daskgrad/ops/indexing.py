@@ -635,6 +635,8 @@ def _mask_scatter(g, m):
 
 def _setitem_array(a, value, *, index, meta_index):
     out = a.copy()
+    if 0 in a[index].shape:  # (an empty selection: nothing to write, where dask refuses to broadcast a value)
+        return out
     out[index] = value
     return out
 

@@ -36,7 +36,7 @@ from .numpy_extra import take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
-from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, swapaxes
+from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
 
 
@@ -228,11 +228,14 @@ def _argsort(self, dim=-1, descending=False, stable=False):
 # ----------------------------------------------------------------- shape methods
 def _squeeze(self, dim=None):
     """torch's ``squeeze``: the length-1 axes of ``dim`` (an int or a tuple) removed, any other left, as
-    torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there)."""
+    torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there); a new view even where nothing is
+    removed, its node named by the form, as torch's."""
     if dim is None:
-        return squeeze(self)
-    axes = norm_axes(dim, self.ndim)
-    return squeeze(self, tuple(a for a in axes if self.shape[a] == 1))
+        axes, node = tuple(i for i, n in enumerate(self.shape) if n == 1), "SqueezeBackward0"
+    else:
+        axes = tuple(a for a in norm_axes(dim, self.ndim) if self.shape[a] == 1)
+        node = "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
+    return squeeze_p.bind(as_tensor(self), node=node, axes=axes)
 
 
 def _flip(self, *dims, **kwargs):
@@ -368,7 +371,7 @@ def _clamp_max(self, max):
 
 def _expand_as(self, other):
     """torch's ``expand_as``: ``expand(other.shape)``, a view."""
-    return broadcast_to(self, other.shape)
+    return Tensor.expand(self, other.shape)
 
 
 def _reshape_as(self, other):

@@ -403,7 +403,18 @@ broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
 broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
 
-@public("broadcast_to", ("expand", shape_args))
+def _expand_method(broadcast_to):
+    """torch's ``x.expand(*sizes)``: a new view, ``ExpandBackward0``, even where it expands nothing (a hook
+    on it sees its gradient only; ``daskgrad.broadcast_to`` gives ``x`` back there, as a rule wants)."""
+    def expand(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        out = broadcast_to(self, shape)
+        return out if out is not self else broadcast_to_p.bind(self, shape=self.shape, chunks=None, old=self.shape)
+    expand.__wrapped__ = broadcast_to
+    return expand
+
+
+@public("broadcast_to", ("expand", _expand_method))
 def broadcast_to(x, shape, chunks=None):
     """Broadcast with NumPy rules; ``chunks`` sets the chunks of the new and size-1 axes."""
     x = as_tensor(x)
@@ -449,7 +460,9 @@ def _squeeze_layout(x_shape, x_strides, x_offset, out_shape, *, axes):
 expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0", impl=lambda a, *, axes: da.expand_dims(a, axes),
                           view=View(_unsqueeze_layout, lambda a, new, *, axes: da.squeeze(new, axis=axes)))
 expand_dims_p.vjp(lambda g, s, *, axes: (squeeze(g, axes),))
-squeeze_p = primitive("squeeze", torch="SqueezeBackward1", impl=lambda a, *, axes: da.squeeze(a, axis=axes),
+# torch names its node by the form: squeeze() SqueezeBackward0, squeeze(dim) 1, squeeze(dims) 2
+squeeze_p = primitive("squeeze", torch=("SqueezeBackward1", "SqueezeBackward0", "SqueezeBackward2"),
+                      impl=lambda a, *, axes: da.squeeze(a, axis=axes),
                       view=View(_squeeze_layout, lambda a, new, *, axes: da.expand_dims(new, axes)))
 squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
