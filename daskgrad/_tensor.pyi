@@ -32,6 +32,25 @@ def _shares_elements(shape, strides):
     counted, where there are at most a million (a larger view that fails the first test is taken as sharing).
     """
 
+OVERLAP_ORDER: str
+
+
+def _places_key(shape, strides, offset):
+    """A layout by the places it reads in order: length-1 axes (a broadcast's, ``x[None]``) left out, so
+    ``x[0:1] = x[0]`` is the very same memory, which torch writes (it strips them too).
+    """
+
+
+def _places(shape, strides, offset):
+    """The memory places (in elements) of a layout, or None where there are more than four million.
+    """
+
+
+def _meet(a, b):
+    """Whether two layouts ``(shape, strides, offset)`` over one storage share a place (where one has more
+    than four million elements and their spans meet: taken as sharing).
+    """
+
 
 def _multi_output_message(t, creation, what):
     """torch's refusal to write into (or through) an output of an op that returns several views.
