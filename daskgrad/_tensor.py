@@ -89,29 +89,51 @@ def _places_key(shape, strides, offset):
     return tuple((n, s) for n, s in zip(shape, strides) if n != 1), offset
 
 
-def _places(shape, strides, offset):
-    """The memory places (in elements) of a layout, or None where there are more than four million."""
-    if math.prod(shape) > 4_000_000:
-        return None
+def _places(shape, strides, offset, unit=1):
+    """The memory places of a layout, in elements (or in ``unit`` s of an element's bytes), index order."""
     places = np.full(1, offset, dtype=np.int64)
     for n, s in zip(shape, strides):
         places = (places[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
-    return places
+    return places if unit == 1 else (places[:, None] * unit + np.arange(unit, dtype=np.int64)).ravel()
 
 
-def _meet(a, b):
-    """Whether two layouts ``(shape, strides, offset)`` over one storage share a place (where one has more
-    than four million elements and their spans meet: taken as sharing)."""
-    spans = []
-    for shape, strides, offset in (a, b):
-        if any(n == 0 for n in shape):
-            return False
-        lo = offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
-        spans.append((lo, offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0)))
-    if spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]:
+def _order_matters(dest, src, sizes, copies):
+    """Whether an in-place op writing layout ``dest`` ``(shape, strides, offset)`` element by element while
+    reading ``src`` (broadcast to it) reads a place that another element's write changes: torch's kernel's
+    order of visits then decides the values.  ``sizes``: their item sizes in bytes; ``copies``: the op writes
+    what it reads as it is (``copy_``, setitem), so a place written with its own value changes nothing.
+    Taken as mattering where a layout has more than four million places and the spans meet."""
+    (shape, strides, offset), (sshape, sstrides, soffset) = dest, src
+    if any(n == 0 for n in shape):
         return False
-    pa, pb = _places(*a), _places(*b)
-    return pa is None or pb is None or bool(np.intersect1d(pa, pb).size)
+    lead = len(shape) - len(sshape)
+    bstrides = (0,) * lead + tuple(0 if n == 1 else st for n, st in zip(sshape, sstrides))
+    spans = []  # (first byte, last byte) of each
+    for sts, o, k in ((strides, offset, sizes[0]), (bstrides, soffset, sizes[1])):
+        lo = o + sum(st * (n - 1) for n, st in zip(shape, sts) if st < 0)
+        hi = o + sum(st * (n - 1) for n, st in zip(shape, sts) if st > 0)
+        spans.append((lo * k, hi * k + k - 1))
+    if spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]:
+        return False  # (their bytes lie apart)
+    if sizes[0] == sizes[1]:
+        g = math.gcd(*(abs(st) for n, st in zip(shape, strides) if n > 1),
+                     *(abs(st) for n, st in zip(shape, bstrides) if n > 1))
+        if g and (offset - soffset) % g:
+            return False  # (interleaved: x[:, ::2] and x[:, 1::2])
+    if math.prod(shape) * max(sizes) > 4_000_000:
+        return True
+    if sizes[0] != sizes[1]:  # (a view(dtype) of the other: any byte in common)
+        unit = math.gcd(*sizes)
+        return bool(np.intersect1d(_places(shape, strides, offset, sizes[0] // unit),
+                                   _places(shape, bstrides, soffset, sizes[1] // unit)).size)
+    w, r = _places(shape, strides, offset), _places(shape, bstrides, soffset)
+    order = np.argsort(w, kind="stable")
+    at = np.minimum(np.searchsorted(w[order], r), len(w) - 1)
+    writer = order[at]  # (the element whose write lands on the place read, where one does)
+    clash = (w[writer] == r) & (writer != np.arange(len(r)))
+    if copies:
+        clash &= r[writer] != w[writer]
+    return bool(clash.any())
 
 
 def _multi_output_message(t, creation, what):
@@ -894,12 +916,13 @@ class Tensor:
         if self.grad_fn is None and self.requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
 
-    def _check_overlap(self, others=(), shape=None, strides=None, offset=None, one_value=False):
+    def _check_overlap(self, others=(), shape=None, strides=None, offset=None, one_value=False, copies=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
         ``expand``ed view), or partly overlaps an operand tensor of the write.  A write whose result
         torch's kernel order decides (overlapping ``unfold`` windows) is refused too, unless it puts
-        ``one_value`` everywhere (a number, a 0-d tensor)."""
+        ``one_value`` everywhere (a number, a 0-d tensor); so is one whose operand overlaps what it writes
+        in a way torch's check cannot tell (:func:`_order_matters`; ``copies``: the write copies the operand)."""
         st = self._storage
         if shape is None and type(st) is _ViewStorage:
             shape, (strides, offset) = self.shape, layout(self)
@@ -913,11 +936,15 @@ class Tensor:
                 if shape is None:
                     shape, (strides, offset) = self.shape, layout(self)
                 x_strides, x_offset = layout(x)
-                if _places_key(x.shape, x_strides, x_offset) != _places_key(shape, strides, offset):
-                    if _partly_overlap(shape, strides, offset, x.shape, x_strides, x_offset):
-                        raise RuntimeError(OVERLAP_INPUT)
-                    if _meet((tuple(shape), strides, offset), (tuple(x.shape), x_strides, x_offset)):
-                        raise NotImplementedError(OVERLAP_ORDER)  # (torch: "too hard to tell", then its kernel's order)
+                sizes = (self.dtype.itemsize, x.dtype.itemsize)
+                if sizes[0] == sizes[1] and _places_key(x.shape, x_strides, x_offset) == _places_key(
+                        shape, strides, offset):
+                    continue  # (the very same places, read where written)
+                if sizes[0] == sizes[1] and _partly_overlap(shape, strides, offset, x.shape, x_strides, x_offset):
+                    raise RuntimeError(OVERLAP_INPUT)
+                if _order_matters((tuple(shape), strides, offset), (tuple(x.shape), x_strides, x_offset), sizes,
+                                  copies):
+                    raise NotImplementedError(OVERLAP_ORDER)  # (torch: "too hard to tell", then its kernel's order)
 
     def _assign(self, out: "Tensor") -> "Tensor":
         """Rebind this tensor to ``out`` (the in-place result) and bump the version.  A view writes
@@ -956,9 +983,9 @@ class Tensor:
             self.grad_fn, self._requires_grad = node, True
             _resave(node, st, out._storage)
 
-    def _inplace(self, op, *args, one_value=False, **kwargs):
+    def _inplace(self, op, *args, one_value=False, copies=False, **kwargs):
         self._check_inplace()
-        self._check_overlap(args, one_value=one_value)  # (one_value: the write puts one value everywhere)
+        self._check_overlap(args, one_value=one_value, copies=copies)  # (one_value: one value everywhere)
         out = op(self, *args, **kwargs)
         if not _data.can_cast(out.dtype, self.dtype):  # (int += 2.5: torch's result type is float32)
             raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)} can't be cast "

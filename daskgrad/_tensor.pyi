@@ -41,14 +41,17 @@ def _places_key(shape, strides, offset):
     """
 
 
-def _places(shape, strides, offset):
-    """The memory places (in elements) of a layout, or None where there are more than four million.
+def _places(shape, strides, offset, unit=1):
+    """The memory places of a layout, in elements (or in ``unit`` s of an element's bytes), index order.
     """
 
 
-def _meet(a, b):
-    """Whether two layouts ``(shape, strides, offset)`` over one storage share a place (where one has more
-    than four million elements and their spans meet: taken as sharing).
+def _order_matters(dest, src, sizes, copies):
+    """Whether an in-place op writing layout ``dest`` ``(shape, strides, offset)`` element by element while
+    reading ``src`` (broadcast to it) reads a place that another element's write changes: torch's kernel's
+    order of visits then decides the values.  ``sizes``: their item sizes in bytes; ``copies``: the op writes
+    what it reads as it is (``copy_``, setitem), so a place written with its own value changes nothing.
+    Taken as mattering where a layout has more than four million places and the spans meet.
     """
 
 
@@ -418,12 +421,13 @@ class Tensor:
         """
     _base: Any
     def _check_inplace(self): ...
-    def _check_overlap(self, others=..., shape=None, strides=None, offset=None, one_value=False):
+    def _check_overlap(self, others=..., shape=None, strides=None, offset=None, one_value=False, copies=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
         ``expand``ed view), or partly overlaps an operand tensor of the write.  A write whose result
         torch's kernel order decides (overlapping ``unfold`` windows) is refused too, unless it puts
-        ``one_value`` everywhere (a number, a 0-d tensor).
+        ``one_value`` everywhere (a number, a 0-d tensor); so is one whose operand overlaps what it writes
+        in a way torch's check cannot tell (:func:`_order_matters`; ``copies``: the write copies the operand).
         """
     def _fill(self, name, value):
         """Overwrite with a constant; what the old value came from gets a zero gradient.
@@ -431,7 +435,7 @@ class Tensor:
     _grad: Any
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
-    def _inplace(self, op, *args, one_value=False, **kwargs): ...
+    def _inplace(self, op, *args, one_value=False, copies=False, **kwargs): ...
     def _is_view(self) -> bool:
         """Whether this tensor is a view of another (``_base``), sharing its storage, as torch's.
         """
@@ -554,9 +558,6 @@ class Tensor:
     def arccosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
-    def arccosh_(self, *args, **kwargs):
-        """In-place version of :meth:`Tensor.arccosh`: the result is written into this tensor, which is returned (torch's ``arccosh_``).
-        """
     def arcsin(self) -> Tensor:
         """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
         """
@@ -565,9 +566,6 @@ class Tensor:
         """
     def arcsinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
-        """
-    def arcsinh_(self, *args, **kwargs):
-        """In-place version of :meth:`Tensor.arcsinh`: the result is written into this tensor, which is returned (torch's ``arcsinh_``).
         """
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -584,9 +582,6 @@ class Tensor:
         """
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
-        """
-    def arctanh_(self, *args, **kwargs):
-        """In-place version of :meth:`Tensor.arctanh`: the result is written into this tensor, which is returned (torch's ``arctanh_``).
         """
     def argmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
@@ -811,9 +806,6 @@ class Tensor:
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
         floating result type of the two.
-        """
-    def copysign_(self, other):
-        """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned (torch's ``copysign_``).
         """
     def corrcoef(self, rowvar=True):
         """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
@@ -1339,9 +1331,6 @@ class Tensor:
         """
     def logit(self, eps=None):
         """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
-        """
-    def logit_(self, *args, **kwargs):
-        """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned (torch's ``logit_``).
         """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite; of integers, in the default
@@ -2000,9 +1989,6 @@ class Tensor:
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
         result type of the two (a number ``other`` weak, as in torch).
-        """
-    def xlogy_(self, *args, **kwargs):
-        """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned (torch's ``xlogy_``).
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.

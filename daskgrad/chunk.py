@@ -261,7 +261,7 @@ def _select(c, a, b):
     for i in range(0, c.size, _SELECT_BLOCK):
         part = slice(i, i + _SELECT_BLOCK)
         o = out[part]
-        m = np.negative(mask[part], dtype=ints)  # (True: -1, all bits set)
+        m = np.negative(mask[part] != 0, dtype=ints)  # (True: -1, all bits set; a bool byte may hold 2: view(bool))
         np.bitwise_xor(a[part] if a.ndim else a, b[part] if b.ndim else b, out=o)
         np.bitwise_and(o, m, out=o)
         np.bitwise_xor(o, b[part] if b.ndim else b, out=o)

@@ -96,3 +96,11 @@ def test_relus_double_backward_still_reads_its_input():
     (gt,) = torch.autograd.grad(torch.relu(xt).sum(), xt, create_graph=True)
     assert g.requires_grad == gt.requires_grad
     np.testing.assert_array_equal(g.detach().numpy(), gt.detach().numpy())
+
+
+def test_bool_bytes_other_than_one_select_as_true():
+    """A bool chunk may hold any non-zero byte (a ``view(bool)`` of uint8): NumPy reads it as True."""
+    u = np.zeros(BIG, np.uint8)
+    u[::2] = 2
+    a, b = np.full(BIG, 1.0, np.float32), np.full(BIG, 0.1, np.float32)
+    np.testing.assert_array_equal(_bits(chunk.where(u.view(bool), a, b)), _bits(np.where(u.view(bool), a, b)))

@@ -131,3 +131,17 @@ def test_view_forms_and_stride_errors_as_torchs():
             errors.append((info.type, str(info.value)))
         assert errors[0] == errors[1]
     assert dg.zeros(2, 3).stride(-1) == torch.zeros(2, 3).stride(-1) and dg.tensor(1.0).stride() == ()
+
+
+def test_review_findings_on_dtype_views():
+    """torch.Size is a shape, not a dtype; a write through ``expand(...).view(dtype)``; unknown lengths refused
+    with the reason where the item size changes."""
+    x = dg.from_array(np.arange(6.0, dtype="f4"), chunks=3)
+    assert tuple(x.view(torch.Size([2, 3])).shape) == (2, 3)
+    t, d = torch.zeros(4), dg.zeros(4)
+    t.expand(3, 4).view(torch.int32)[0].fill_(1)
+    d.expand(3, 4).view(dg.int32)[0].fill_(1)
+    np.testing.assert_array_equal(_bytes(d.numpy()), _bytes(t.numpy()))
+    m = x[x > 0]
+    with pytest.raises(NotImplementedError, match="unknown length"):
+        m.view(dg.float16)

@@ -152,9 +152,9 @@ def elemwise(op, *args):
 
 
 def exact(v):
-    """An operand as a layer's name should see it: a float by its bits (dask's token of NaN ignores its sign:
-    ``x * nan`` and ``x * -nan`` would be one layer)."""
-    if type(v) is float or type(v) is complex or isinstance(v, np.inexact):
+    """An operand as a layer's name should see it: a NaN by its bits (dask's token of NaN ignores its sign:
+    ``x * nan`` and ``x * -nan`` would be one layer); anything else as it is (the name dask would give)."""
+    if (type(v) is float or type(v) is complex or isinstance(v, np.inexact)) and v != v:
         return type(v).__name__, np.asarray(v).tobytes()
     return v
 

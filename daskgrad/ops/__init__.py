@@ -7,10 +7,14 @@ come from those marks, so a method is easy to trace to its op.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 
-from .._tensor import Tensor
+import numpy as np
+
+from .. import _modes
+from .._tensor import Tensor, recorded
 from ._util import OPS
 from . import (conv, elementwise, indexing, layers, linalg, nn, products, reductions,  # noqa: F401  (each marks its ops)
                shape, stencil)
@@ -112,15 +116,41 @@ INPLACE_FORMS = {"__ipow__": "pow", "__imod__": "remainder", "__iand__": "bitwis
                  "__ixor__": "bitwise_xor", **{f"{n}_": n for n in (
                      "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "lt", "le", "gt", "ge",
                      "eq", "ne", "less", "less_equal", "greater", "greater_equal", "not_equal", "logical_and",
-                     "logical_or", "logical_xor", "logical_not", "fmod", "hypot", "atan2", "arctan2", "copysign",
-                     "xlogy", "true_divide", "multiply", "subtract", "divide", "ldexp", "nextafter", "igamma", "gcd",
-                     "lcm", "logit", "i0", "sinc", "nan_to_num", "clip", "square", "sgn", "fix", "deg2rad", "rad2deg",
-                     "negative", "absolute", "arccos", "arcsin", "arctan", "arccosh", "arcsinh", "arctanh")}}
+                     "logical_or", "logical_xor", "logical_not", "fmod", "hypot", "atan2", "arctan2",
+                     "true_divide", "multiply", "subtract", "divide", "ldexp", "nextafter", "igamma", "gcd",
+                     "lcm", "i0", "sinc", "nan_to_num", "clip", "square", "sgn", "fix", "deg2rad", "rad2deg",
+                     "negative", "absolute", "arccos", "arcsin", "arctan")}}
+# (not here: torch's arccosh_/arcsinh_/arctanh_ have no derivative, and copysign_/xlogy_/logit_ read the input
+# they overwrite in their gradient, which daskgrad's rules saved: each would differ from torch)
+
+
+_COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne", "less", "less_equal", "greater", "greater_equal", "not_equal"}
+
+
+def _zero_gradient(compare):
+    """A comparison written into a tensor that requires grad: torch records a node whose gradient is zero
+    (``LtBackward0``); here ``sign``'s, whose rule gives zeros (no node, the old history would carry on)."""
+    def op(self, *args, **kwargs):
+        out = compare(self, *args, **kwargs)
+        if not (self.requires_grad and _modes.is_grad_enabled()):
+            return out
+        return elementwise.sign.primitive.record(recorded(out.to(self.dtype)), self)
+    return op
 
 
 def _inplace_form(name, plain):
     def method(self, *args, **kwargs):
-        return self._inplace(getattr(Tensor, plain), *args, **kwargs)
+        op = getattr(Tensor, plain)
+        other = getattr(args[0], "shape", None) if args else None
+        if other is not None and builtins.all(n == n for n in (*other, *self.shape)):  # (all: here the op's)
+            try:
+                wide = np.broadcast_shapes(self.shape, other)
+            except ValueError:
+                wide = None  # (the op raises torch's error for shapes that do not broadcast)
+            if wide is not None and tuple(wide) != tuple(self.shape):  # (before the dtype: torch's order)
+                raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                                   f"{list(wide)}")
+        return self._inplace(_zero_gradient(op) if plain in _COMPARISONS else op, *args, **kwargs)
     return _named(method, name, f"In-place version of :meth:`Tensor.{plain}`: the result is written into this "
                                 f"tensor, which is returned (torch's ``{name}``).")
 

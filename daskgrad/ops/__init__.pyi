@@ -22,6 +22,7 @@ from . import numpy_extra as numpy_extra
 from . import numpy_index as numpy_index
 from . import numpy_shape as numpy_shape
 from . import products as products
+from daskgrad._tensor import recorded as recorded
 from . import reductions as reductions
 from . import shape as shape
 from . import spectral as spectral

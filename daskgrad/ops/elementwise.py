@@ -404,6 +404,11 @@ where_p = primitive("where", torch="WhereBackward0")
 where_p.vjp(lambda g, s: (where(s.c, g, 0), where(s.c, 0, g)))
 
 
+def _where_array(c, x, y):
+    """``where`` as dask's, its blocks selected by :func:`daskgrad.chunk.where` (branch-free on NumPy chunks)."""
+    return door.elemwise(chunk.where, c, x, y)
+
+
 @public()
 def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
@@ -414,7 +419,7 @@ def where(condition, x, y):
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
     check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
-    out = door.defer(chunk.where, (value(cond), *promoted([value(x), value(y)])[0]), elementwise=True)
+    out = door.defer(_where_array, (value(cond), *promoted([value(x), value(y)])[0]))
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
 

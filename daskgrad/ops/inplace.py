@@ -28,13 +28,13 @@ def _setitem(self, index, value):
     if part is not None and type(self._storage) is _ViewStorage:  # torch's self[index].copy_(value): only
         target = getitem(self, index)  # that part goes through to the base (of an expanded view, one copy)
         target._check_inplace()
-        target._check_overlap((value,), one_value=_one_value(value))
+        target._check_overlap((value,), one_value=_one_value(value), copies=True)
         target._assign(copy_to(target, value))
         return
     if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     self._check_inplace()
-    self._check_overlap((value,), *(part or ()), one_value=_one_value(value))
+    self._check_overlap((value,), *(part or ()), one_value=_one_value(value), copies=True)
     self._assign(setitem(self, index, value))
 
 def _fill(self, name, value):
@@ -45,7 +45,7 @@ def _fill(self, name, value):
 def copy_(self, src, non_blocking=False):
     """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all
     (``non_blocking`` ignored, as torch's between tensors of one device)."""
-    return self._inplace(copy_to, src, one_value=_one_value(src))
+    return self._inplace(copy_to, src, one_value=_one_value(src), copies=True)
 
 
 def write_out(name, out, result, inputs=()):

@@ -76,7 +76,8 @@ def _view_method(reshape):
 
 
 def _is_dtype(x):
-    return isinstance(x, np.dtype) or isinstance(x, type) and issubclass(x, np.generic) or _data.package(x) == "torch"
+    return (isinstance(x, np.dtype) or isinstance(x, type) and issubclass(x, np.generic)
+            or type(x).__name__ == "dtype" and _data.package(x) == "torch")  # (torch.float32, not a torch.Size)
 
 
 # ------------------------------------------------------------------- the same memory as another dtype
@@ -119,7 +120,9 @@ def _bitcast_layout(x_shape, x_strides, x_offset, out_shape, *, dtype, old):
 def _bitcast_put(a, new, *, dtype, old):
     """A write through the ``dtype`` view: its bytes read as ``old`` again.  (A mask of where the view was
     written, a boolean array as long as the view: an element of ``a`` is written where its bytes were.)"""
-    if new.dtype == bool and a.dtype == bool and new.shape != a.shape:
+    if new.dtype == bool and a.dtype == bool and not (old.kind == dtype.kind == "b"):  # (the mask, not values)
+        if old.itemsize == dtype.itemsize:
+            return new if new.chunks == a.chunks else new.rechunk(a.chunks)
         ratio = old.itemsize // dtype.itemsize
         if ratio > 1:
             return new.reshape(new.shape[:-1] + (a.shape[-1], ratio)).any(axis=-1).rechunk(a.chunks)
@@ -146,6 +149,9 @@ def _view_dtype(self, dtype):
     x = as_tensor(self)
     new = _data.np_dtype(dtype)
     old = x.dtype
+    if old.itemsize != new.itemsize and x.ndim and x.shape[-1] != x.shape[-1]:
+        raise NotImplementedError("view(dtype): the last dimension has an unknown length (after a boolean mask, "
+                                  "say): its elements cannot be regrouped lazily; compute_chunk_sizes() first")
     names = (_data.TORCH_TYPE_NAMES.get(old.name, old.name), _data.TORCH_TYPE_NAMES.get(new.name, new.name))
     if new.name not in _data.TORCH_TYPE_NAMES:
         raise TypeError(f"view(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
