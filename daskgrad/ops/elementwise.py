@@ -611,7 +611,8 @@ def _full(a, value, dtype=None):
         fill = functools.partial(chunk.filled, value=value)
         return door.one_chunk(a, fill, f"full_like-{dask.base.tokenize(door.exact(value), dtype.str)}", dtype=dtype)
     # (named by the value's bits: dask's token of NaN ignores its sign)
-    name = f"full-{dask.base.tokenize(door.exact(value), dtype.str, a.chunks, type(a._meta).__name__)}"
+    kind = f"{type(a._meta).__module__}.{type(a._meta).__qualname__}"  # (NumPy's and cupy's are both "ndarray")
+    name = f"full-{dask.base.tokenize(door.exact(value), dtype.str, a.chunks, kind)}"
     return da.full(a.shape, value, dtype=dtype, chunks=a.chunks, meta=door.prototype(a), name=name)
 
 
