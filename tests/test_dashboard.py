@@ -250,7 +250,12 @@ def test_an_mlp_step_s_time_goes_to_its_vjp_rules_and_forward_ops_with_rows_of_n
     assert [r["seconds"] for r in chart] == sorted((r["seconds"] for r in chart), reverse=True)
     assert b["folded"]["rows"] > 0 and len(chart) + b["folded"]["rows"] == len(names)
     assert all(r["seconds"] >= max(1e-3, 0.01 * chart[0]["seconds"]) for r in chart)
-    assert all(_is_rule_or_op(r["name"]) for r in chart[:3]), chart[:3]
+    # the largest bar is work (a rule or a forward op: matmul's rule or the linear layers' add), and
+    # rules and ops hold most of the time; the order of the smaller bars (values handed on out of
+    # fused groups, the targets' check) is the machine's timings, so it is not asserted
+    assert _is_rule_or_op(chart[0]["name"]), chart[:3]
+    work = sum(r["seconds"] for r in chart if _is_rule_or_op(r["name"]))
+    assert work > 0.5 * sum(r["seconds"] for r in chart), chart
     assert all(p.grad is not None for p in model.parameters())
 
 
@@ -284,7 +289,10 @@ def test_headless_chromium_shows_an_mlp_step_s_largest_bars_as_vjp_rules_and_for
         browser.close()
         dg.release_graph(loss)
     largest = sorted(zip(drawn["seconds"], drawn["rule"], drawn["kind"]), reverse=True)
-    assert all(_is_rule_or_op(name) for _, name, _ in largest[:3]), largest
+    # the largest bar is work and rules and ops hold most of the time (the order of the small bars is
+    # the machine's timings)
+    assert _is_rule_or_op(largest[0][1]), largest
+    assert sum(s for s, name, _ in largest if _is_rule_or_op(name)) > 0.5 * sum(s for s, _, _ in largest), largest
     assert {"matmul-vjp", "relu-vjp"} <= set(drawn["rule"]) and not set(drawn["rule"]) & RULE_INTERNALS
     assert all(kind == ("VJP rule" if name.endswith("-vjp") else "forward op") for _, name, kind in largest)
     assert "more kinds of task ran for about no time" in state["text"]  # the rows of ~0 s, folded
