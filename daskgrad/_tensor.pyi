@@ -1130,7 +1130,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.i0`: the result is written into this tensor, which is returned (torch's ``i0_``).
         """
     def imag(self, *args, **kwargs) -> Tensor:
-        """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
+        """The imaginary part: for a complex tensor a view of its imaginary parts (torch's and NumPy's); zeros
+        for a real tensor, as NumPy's.
         """
     def index_add(self, dim, index, source, *, alpha=1):
         """torch's ``index_add``: ``self`` with ``alpha * source``'s slices along ``dim`` added at the 1-d
@@ -1601,7 +1602,8 @@ class Tensor:
         """The elements in C order, as a 1-D tensor.
         """
     def real(self, *args, **kwargs) -> Tensor:
-        """The real part (differentiable): a complex cotangent reaching a real input keeps its real part.
+        """The real part: for a complex tensor a view of its real parts (torch's and NumPy's; a write to it
+        writes ``x``), a real tensor itself.
         """
     def rechunk(self, chunks) -> Tensor:
         """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back

@@ -31,7 +31,7 @@ from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
 from ._modes import carried, current_trace, is_anomaly_enabled, is_grad_enabled, set_grad_enabled
 from ._tensor import Tensor, _ViewStorage, recorded
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
-from .ops.elementwise import real
+from .ops.elementwise import real_part
 
 
 # ------------------------------------------------------------------ the records a backward passes on
@@ -593,7 +593,7 @@ def _conform(g, meta, name, index):
                                f"{list(g.shape)} but expected shape compatible with {list(shape)}")
         g = sum_to(g, shape)
     if g.dtype.kind == "c" and dtype.kind != "c":  # torch keeps the real part, and says nothing
-        g = real(g)
+        g = real_part(g)
     if g.dtype != dtype:
         g = g.astype(dtype)
     if g.chunks != chunks:

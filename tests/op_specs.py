@@ -128,6 +128,9 @@ SPECS = (
     OpSpec("rot90_flips", lambda a: (dg.rot90(a)[:4, :4] * dg.fliplr(a)[:4]).sum() + dg.rot90(a, 3).T * dg.flipud(a),
            [M], -2, 2),
     OpSpec("imag_angle", lambda a, b: dg.imag(a + 1j * b) * dg.angle(a + 1j * b), [M, M], 0.5, 2),
+    OpSpec("view_as_real_complex", lambda a, b: dg.view_as_real(dg.view_as_complex(dg.stack([a, b], -1)) * (1 + 2j))
+           ** 2, [M, M], -2, 2),
+    OpSpec("real_imag_written", lambda a, b: _parts_written(a + 1j * b), [M, M], -2, 2),
     OpSpec("sort", lambda a: dg.sort(a, axis=0) * dg.sort(a ** 2, axis=1) + dg.sort(a, axis=None)[:4], [M], -2, 2),
     OpSpec("float_power_deg2rad", lambda a, b: dg.float_power(a, b) + dg.deg2rad(a) * dg.rad2deg(b), [M, M], 0.5, 2),
     OpSpec("cbrt", dg.cbrt, [M], 0.5, 2),
@@ -416,6 +419,13 @@ SPECS = (
 )
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "two specs share a name"
+
+
+def _parts_written(z):
+    """Writes through ``real``/``imag`` views (torch's CopySlices onto the complex base)."""
+    z.imag.mul_(3)
+    z.real[1:] = z.imag[:-1] * 2 - 1
+    return dg.view_as_real(z) * z.real[..., None]
 
 
 def _image(a):

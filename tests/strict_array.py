@@ -55,6 +55,8 @@ class StrictArray(np.lib.mixins.NDArrayOperatorsMixin):
     size = property(lambda self: self.arr.size)
     nbytes = property(lambda self: self.arr.nbytes)
     T = property(lambda self: StrictArray(self.arr.T))
+    real = property(lambda self: StrictArray(self.arr.real))  # (cupy's: views of the parts, on the device)
+    imag = property(lambda self: StrictArray(self.arr.imag))
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(_MESSAGE)

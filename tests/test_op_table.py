@@ -9,7 +9,7 @@ import pytest
 
 import daskgrad as dg
 from daskgrad import graph, ops
-from daskgrad.ops.elementwise import conj, real
+from daskgrad.ops.elementwise import conj, real_part
 
 from conftest import CHUNKINGS_2D, leaf
 from op_specs import M, SPECS, Cube, OpSpec, cube_block, cube_block_vjp, spec_id
@@ -56,7 +56,7 @@ def _written_through_view(a, b):
 # entries the specs of op_specs.SPECS do not reach: custom ops, in-place writes, complex parts
 # (reached from real float64 inputs through a complex intermediate) and both extremes over all axes
 EXTRA = (
-    OpSpec("conj_real", lambda a: real(conj(a * (1 + 2j)) * a), [M], -2, 2),
+    OpSpec("conj_real", lambda a: real_part(conj(a * (1 + 2j)) * a), [M], -2, 2),
     OpSpec("clone", lambda a: dg.clone(a) * a, [M], -2, 2),
     OpSpec("min_full", dg.min, [M], -2, 2),
     OpSpec("amax", lambda a: dg.amax(a, axis=1), [M], -2, 2),
@@ -167,7 +167,8 @@ def _probe(name, x, y):
         "column_stack": lambda: fn([x, y]), "array_split": lambda: fn(x, 3)[0], "hsplit": lambda: fn(x, 2)[0],
         "vsplit": lambda: fn(x, 2)[0], "dsplit": lambda: fn(x[None], 2)[0], "linspace": lambda: fn(0, 1, 5),
         "repeat": lambda: fn(x, 2), "repeat_interleave": lambda: fn(x, 2), "tile": lambda: fn(x, 2),
-        "rot90": lambda: fn(x), "real": lambda: fn(x + 1j), "imag": lambda: fn(x + 1j), "conj": lambda: fn(x + 1j),
+        "rot90": lambda: fn(x), "real": lambda: fn(x + 1j), "view_as_real": lambda: fn(x + 1j),
+        "view_as_complex": lambda: fn(dg.stack([x, y], -1)), "imag": lambda: fn(x + 1j), "conj": lambda: fn(x + 1j),
         "conjugate": lambda: fn(x + 1j), "angle": lambda: fn(x + 1j), "sort": lambda: fn(x), "argsort": lambda: fn(x),
         "quantile": lambda: fn(x, 0.3), "percentile": lambda: fn(x, 30), "average": lambda: fn(x),
         "float_power": lambda: fn(x, 2.0), "cov": lambda: fn(x), "corrcoef": lambda: fn(x),

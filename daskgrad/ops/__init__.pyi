@@ -117,6 +117,8 @@ __all__ = [
     'around',
     'remainder',
     'i0',
+    'view_as_real',
+    'view_as_complex',
     'reshape',
     'flatten',
     'transpose',
@@ -200,8 +202,8 @@ __all__ = [
     'fliplr',
     'rot90',
     'cross',
-    'imag',
     'real',
+    'imag',
     'conj',
     'conjugate',
     'angle',
@@ -606,6 +608,14 @@ def i0(x) -> Tensor:
     """The modified Bessel function of the first kind, order 0 (NumPy's ``i0``, torch's ``i0``), real
     tensors only; its gradient is ``i1``, as torch's (``torch.special.i1``, :func:`special_i1` here).
     """
+def view_as_real(x) -> Tensor:
+    """torch's ``view_as_real``: a complex tensor's elements as (real, imaginary) pairs along a new last
+    axis of length 2, a view sharing its storage (a write to either is seen by the other).
+    """
+def view_as_complex(x) -> Tensor:
+    """torch's ``view_as_complex``: pairs of reals along a last axis of length 2 as complex numbers, a view
+    sharing the tensor's storage; torch's conditions on the layout (the pairs adjacent in memory).
+    """
 def reshape(x, shape) -> Tensor:
     """NumPy's ``reshape`` (one ``-1`` infers a length); the methods also take torch's spelling
     ``x.reshape(2, 3)``.  As torch's (and NumPy's), the result is a view of ``x`` sharing its storage
@@ -908,11 +918,13 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None, *, dim=...) -> Tensor:
     2-vectors give the z component alone.  (torch's ``cross(dim=)`` spelling reaches ``axis``; its
     default, the first axis of length 3, is not NumPy's -1.)
     """
-def imag(x) -> Tensor:
-    """The imaginary part (differentiable); zeros for a real tensor, as NumPy's.
-    """
 def real(x) -> Tensor:
-    """The real part (differentiable): a complex cotangent reaching a real input keeps its real part.
+    """The real part: for a complex tensor a view of its real parts (torch's and NumPy's; a write to it
+    writes ``x``), a real tensor itself.
+    """
+def imag(x) -> Tensor:
+    """The imaginary part: for a complex tensor a view of its imaginary parts (torch's and NumPy's); zeros
+    for a real tensor, as NumPy's.
     """
 def conj(x) -> Tensor:
     """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.

@@ -16,10 +16,11 @@ from .._data import result_type
 from .._tensor import Tensor, check_size
 from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array
 from . import elementwise as ew
-from .elementwise import abs, arctan2, conj, real, sign, sin, sqrt, where
+from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
 from .reductions import amax, amin, mean, sum
-from .shape import broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose
+from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
+                    view_as_real)
 
 
 public(name="cat")(concatenate)  # torch's name
@@ -247,27 +248,44 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     return moveaxis(out, -1, norm_axis(axisc, out.ndim))
 
 
+def _real_attribute(real):
+    def set_real(self, value):  # torch's ``z.real = v``: v copied into the real parts
+        real(self).copy_(value)
+    return property(real, set_real, doc="The real part, as torch's ``Tensor.real``: a view of a complex "
+                    "tensor's real parts (a write to it writes the tensor), the tensor itself when it is real.")
+
+
 def _imag_attribute(imag):
+    def set_imag(self, value):
+        if self.dtype.kind != "c":
+            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+        imag(self).copy_(value)
     # NumPy's answer (zeros) for a real tensor where torch's attribute raises: array libraries probe
     # duck arrays with hasattr(t, "imag") (xarray's protocol check), which only an AttributeError passes
-    return property(imag, doc="The imaginary part (torch's ``Tensor.imag``); zeros for a real tensor, as NumPy's.")
+    return property(imag, set_imag, doc="The imaginary part, as torch's ``Tensor.imag``: a view of a complex "
+                    "tensor's imaginary parts; zeros for a real tensor, as NumPy's.")
 
 
-def _real_attribute(real):
-    return property(lambda self: real(self) if self.dtype.kind == "c" else self,
-                    doc="The real part, as torch's ``Tensor.real``: the tensor itself when it is real.")
+@public(("real", _real_attribute))
+def real(x):
+    """The real part: for a complex tensor a view of its real parts (torch's and NumPy's; a write to it
+    writes ``x``), a real tensor itself."""
+    x = as_tensor(x)
+    if x.dtype.kind != "c":
+        return x
+    return getitem(view_as_real(x), (Ellipsis, 0))
 
 
 @public(("imag", _imag_attribute))
 def imag(x):
-    """The imaginary part (differentiable); zeros for a real tensor, as NumPy's."""
+    """The imaginary part: for a complex tensor a view of its imaginary parts (torch's and NumPy's); zeros
+    for a real tensor, as NumPy's."""
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x * 0
-    return real(x * -1j)
+    return getitem(view_as_real(x), (Ellipsis, 1))
 
 
-public(("real", _real_attribute))(real)
 public("conj")(conj)
 public(name="conjugate")(conj)
 
@@ -277,7 +295,7 @@ def angle(x, deg=False):
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's)."""
     x = as_tensor(x)
     if x.dtype.kind == "c":
-        out = arctan2(imag(x), real(x))
+        out = arctan2(ew.real_part(x * -1j), ew.real_part(x))  # (the parts as new tensors: no views)
     else:
         x = x if x.dtype != bool else ew.astype(x, ew.DEFAULT_FLOAT)
         out = where(x < 0, math.pi, sign(x) * 0.0)  # (in x's floating dtype, as torch's)
@@ -652,5 +670,5 @@ def corrcoef(x, rowvar=True):
     if c.ndim == 0:
         return c / c
     k = c.shape[0]
-    d = sqrt(real(getitem(c, (np.arange(k), np.arange(k)))))
+    d = sqrt(ew.real_part(getitem(c, (np.arange(k), np.arange(k)))))
     return c / reshape(d, (-1, 1)) / reshape(d, (1, -1))

@@ -89,8 +89,9 @@ def conj(x):
     return conj_p.bind(x)
 
 
-def real(x):
-    """The real part (differentiable): a complex cotangent reaching a real input keeps its real part."""
+def real_part(x):
+    """The real part, a new tensor (differentiable): a complex cotangent reaching a real input keeps its real
+    part.  (The public ``real`` is torch's view of it: ``composite.py``.)"""
     x = as_tensor(x)
     if x.dtype.kind != "c":
         return x

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import _state
 from .._data import can_cast
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage
-from ._util import TORCH_TYPE_NAMES
+from ._util import TORCH_TYPE_NAMES, check_broadcast
 from .elementwise import copy_to, fill
 from .indexing import getitem, region, setitem
 
@@ -45,6 +47,12 @@ def _fill(self, name, value):
 def copy_(self, src, non_blocking=False):
     """Overwrite with ``src`` (broadcast); the old value gets no gradient, ``src`` gets it all
     (``non_blocking`` ignored, as torch's between tensors of one device)."""
+    shape = getattr(src, "shape", None)
+    if shape is not None and all(n == n for n in (*shape, *self.shape)):  # torch's errors, before dask's
+        check_broadcast(self.shape, shape)
+        wide = np.broadcast_shapes(self.shape, shape)
+        if tuple(wide) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(wide)}")
     return self._inplace(copy_to, src, one_value=_one_value(src), copies=True)
 
 

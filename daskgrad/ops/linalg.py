@@ -30,7 +30,7 @@ from ..graph import RESULT, primitive
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array
-from .elementwise import abs, astype, conj, ones_like, pow, real, sign, where, zeros_like
+from .elementwise import abs, astype, conj, ones_like, pow, real_part, sign, where, zeros_like
 from .reductions import _reduce, _reduction, amax, amin, cumsum, prod, sum
 from .shape import expand_dims, pad, reshape, squeeze, transpose
 from .products import (_meta, _quiet_meta, _real_dtype, diag, diag_embed, diagonal, dot, einsum,  # noqa: F401
@@ -289,7 +289,7 @@ def _svd_u_rule(g, s, *, m, n, full):
     k = min(m, n)
     u, gu = (s.r[..., :k], g[..., :k]) if full and m > k else (s.r, g)
     w = matmul(mH(s.a), u)                          # V S, (n, k)
-    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
+    s2 = sum(real_part(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     uhgu = _skew(matmul(mH(u), gu))
     ga = matmul(u, uhgu / _svd_e(s2))               # times S Vh = W^H below
     if u.dtype.kind == "c":  # half of torch's i Im(diag(U^H gU)) / S; the Vh node adds the other half
@@ -307,7 +307,7 @@ def _svd_vh_rule(g, s, *, m, n, full):
     k = min(m, n)
     vh, gvh = (s.r[..., :k, :], g[..., :k, :]) if full and n > k else (s.r, g)
     w = matmul(s.a, mH(vh))                         # U S, (m, k)
-    s2 = sum(real(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
+    s2 = sum(real_part(w * conj(w)) if w.dtype.kind == "c" else w * w, axis=-2)
     vhgv = _skew(matmul(vh, mH(gvh)))
     ga = matmul(vhgv / _svd_e(s2), vh)              # U S times this
     if vh.dtype.kind == "c":
@@ -491,7 +491,7 @@ def _det_rule(g, s):
     if n == 0:  # an empty matrix's determinant is 1, whatever no entry is: its gradient is empty
         return (zeros_like(a),)
     eps = np.finfo(_real_dtype(a.dtype)).eps
-    ones = ones_like(real(a[..., 0]) if a.dtype.kind == "c" else a[..., 0])
+    ones = ones_like(real_part(a[..., 0]) if a.dtype.kind == "c" else a[..., 0])
     eye = diag_embed(ones, 0, a.chunks[-2:])
     scale = amax(abs(a), axis=(-2, -1))
     singular = expand_dims(abs(d) <= n * eps * pow(scale, n), (-2, -1))
@@ -539,7 +539,7 @@ def _slogdet_sign_rule(g, s):
     if s.r.dtype.kind != "c":  # the sign of a real determinant is locally constant
         return (None,)
     # (d sign)*(g) = -i Im(conj(g) sign) A^{-H} (torch's slogdet_backward)
-    c = real(conj(g) * s.r * -1j) * -1j
+    c = real_part(conj(g) * s.r * -1j) * -1j
     return (expand_dims(expand_dims(c, -1), -1) * mH(inv(s.a)),)
 
 
@@ -597,7 +597,7 @@ _QR_RANK_ERROR = ("linalg.qr backward: R is singular (A has rank below its numbe
 
 def _syminvadj(x):
     y = x + mH(x)
-    return y - 0.5 * diag_embed(real(diagonal(y, 0, -2, -1)), 0, y.chunks[-2:])
+    return y - 0.5 * diag_embed(real_part(diagonal(y, 0, -2, -1)), 0, y.chunks[-2:])
 
 
 def _tril_im_inv_adj_skew(x):
@@ -696,7 +696,7 @@ def _hermitian_part(a, uplo):
 def _eigh_v_rule(g, s, *, uplo):
     """torch's ``linalg_eig_backward`` (Hermitian) with only gV; L = diag(V^H A V)."""
     v = s.r
-    lam = real(diagonal(matmul(mH(v), matmul(_hermitian_part(s.a, uplo), v)), 0, -2, -1))
+    lam = real_part(diagonal(matmul(mH(v), matmul(_hermitian_part(s.a, uplo), v)), 0, -2, -1))
     vhgv = matmul(mH(v), g)
     vhgv = 0.5 * (vhgv - mH(vhgv))
     e = expand_dims(lam, -2) - expand_dims(lam, -1) + diag_embed(ones_like(lam), 0, (lam.chunks[-1],) * 2)

@@ -406,7 +406,7 @@ def real_if_close(a, tol=100):
         return x
     limit = np.finfo(x.dtype).eps * tol if tol > 1 else tol
     small = Tensor._make(da.all(da.absolute(da.imag(x.array)) < limit))
-    return ew.real(x) if bool(small.item()) else x
+    return ew.real_part(x) if bool(small.item()) else x
 
 
 # --------------------------------------------------------------- choosing

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+from dask.array.utils import meta_from_array
 
 from .. import _dask as door
 from ..graph import View, primitive, type_repr
@@ -182,6 +183,102 @@ def _view_dtype(self, dtype):
     out._storage = _ViewStorage(root, steps + ((_Bitcast, None, params),), *_bitcast_layout(
         x.shape, strides, offset, out.shape, **params), out._storage.value)
     return out
+
+
+# ------------------------------------------------------------------- complex numbers as pairs of reals
+_REAL_OF = {np.dtype("complex64"): np.dtype("float32"), np.dtype("complex128"): np.dtype("float64")}
+_COMPLEX_OF = {v: k for k, v in _REAL_OF.items()}
+
+
+def _as_real_array(a):
+    """A complex array's (real, imaginary) pairs along a new last axis of length 2, chunk by chunk."""
+    real = _REAL_OF[a.dtype]
+    return a.map_blocks(_as_real_chunk, dtype=real, chunks=a.chunks + ((2,),), new_axis=a.ndim,
+                        meta=meta_from_array(a._meta.real, a.ndim + 1), real=real)
+
+
+def _as_real_chunk(c, real):
+    # (the bytes of each element read as two reals: a length-1 last axis first, for 0-d chunks)
+    return _bitcast_chunk(c.reshape(c.shape + (1,)), real).reshape(c.shape + (2,))
+
+
+def _as_complex_array(a):
+    """Pairs of reals along the last axis (length 2) as complex numbers, chunk by chunk."""
+    cplx = _COMPLEX_OF[a.dtype]
+    if len(a.chunks[-1]) > 1:
+        a = a.rechunk({a.ndim - 1: -1})
+    return a.map_blocks(_as_complex_chunk, dtype=cplx, chunks=a.chunks[:-1], drop_axis=a.ndim - 1,
+                        meta=meta_from_array(a._meta, a.ndim - 1, cplx), cplx=cplx)
+
+
+def _as_complex_chunk(c, cplx):
+    return _bitcast_chunk(c, cplx)[..., 0]
+
+
+def _as_real_put(a, new):
+    """A write through ``view_as_real`` onto its complex base (or, given booleans, where it wrote:
+    an element where either part was)."""
+    if new.dtype == bool and a.dtype == bool:
+        return new.any(axis=-1)
+    return _as_complex_array(new.astype(_REAL_OF[a.dtype]) if new.dtype != _REAL_OF[a.dtype] else new)
+
+
+def _as_complex_put(a, new):
+    if new.dtype == bool and a.dtype == bool:
+        return da.stack([new, new], axis=-1).rechunk(a.chunks)
+    return _as_real_array(new.astype(_COMPLEX_OF[a.dtype]) if new.dtype != _COMPLEX_OF[a.dtype] else new)
+
+
+def _as_real_layout(x_shape, x_strides, x_offset, out_shape):
+    """torch's: each complex element is two reals, the real part first."""
+    return tuple(2 * s for s in x_strides) + (1,), 2 * x_offset
+
+
+def _as_complex_layout(x_shape, x_strides, x_offset, out_shape):
+    return tuple(s // 2 for s in x_strides[:-1]), x_offset // 2
+
+
+view_as_real_p = primitive("view_as_real", torch="ViewAsRealBackward0", impl=_as_real_array,
+                           view=View(_as_real_layout, _as_real_put))
+view_as_complex_p = primitive("view_as_complex", torch="ViewAsComplexBackward0", impl=_as_complex_array,
+                              view=View(_as_complex_layout, _as_complex_put))
+view_as_real_p.vjp(lambda g, s: (view_as_complex_p.bind(g),))
+view_as_complex_p.vjp(lambda g, s: (view_as_real_p.bind(g),))
+
+
+@public()
+def view_as_real(x):
+    """torch's ``view_as_real``: a complex tensor's elements as (real, imaginary) pairs along a new last
+    axis of length 2, a view sharing its storage (a write to either is seen by the other)."""
+    x = as_tensor(x)
+    if x.dtype.kind != "c":
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return view_as_real_p.bind(x)
+
+
+@public()
+def view_as_complex(x):
+    """torch's ``view_as_complex``: pairs of reals along a last axis of length 2 as complex numbers, a view
+    sharing the tensor's storage; torch's conditions on the layout (the pairs adjacent in memory)."""
+    x = as_tensor(x)
+    if x.dtype not in _COMPLEX_OF:
+        name = _data.TORCH_TYPE_NAMES.get(x.dtype.name, x.dtype.name)
+        if x.dtype == np.float16:  # (torch's complex32: NumPy has no such dtype)
+            raise NotImplementedError("view_as_complex of a float16 tensor: complex32 has no NumPy dtype")
+        raise RuntimeError("view_as_complex is only supported for half, float and double tensors, but got a tensor "
+                           f"of scalar type: {name}")
+    if not x.ndim:
+        raise RuntimeError("Input tensor must have one or more dimensions")
+    if x.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    strides, offset = layout(x)
+    if strides[-1] != 1:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % 2 for s in strides[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    if offset % 2:
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+    return view_as_complex_p.bind(x)
 
 
 @public(("reshape", shape_args), ("view", _view_method))

@@ -16,7 +16,7 @@ import numpy as np
 from ..graph import RESULT, primitive
 from .._tensor import Tensor
 from .composite import imag
-from .elementwise import astype, conj, real, zeros_like
+from .elementwise import astype, conj, real_part, zeros_like
 from .linalg import _gufunc, _matrix, _whole, solve
 from .products import diag_embed, diagonal, matmul, mH
 from .shape import concatenate, expand_dims
@@ -42,7 +42,7 @@ def _eig_kernel(a):
 def _conjugate_by_v(inner, v, real_input):
     """torch's last step: ``V^{-H} inner V^H``, its real part for a real ``A``."""
     ga = solve(mH(v), matmul(inner, mH(v)))
-    return real(ga) if real_input else ga
+    return real_part(ga) if real_input else ga
 
 
 @eig_l_p.vjp
@@ -71,10 +71,10 @@ def _eig_v_rule(g, s, *, real_input):
     d = diagonal(vhgv, 0, -2, -1)
     im = imag(d).detach().array
     check = Tensor._make(im.map_blocks(_gauge_block, dtype=im.dtype, meta=im._meta))  # zeros, or torch's error
-    inner = vhgv - matmul(mH(v), v * expand_dims(real(d), -2))
+    inner = vhgv - matmul(mH(v), v * expand_dims(real_part(d), -2))
     lc = conj(lam)
     e = expand_dims(lc, -2) - expand_dims(lc, -1)
-    eye = diag_embed(astype(zeros_like(real(lam)) + 1, v.dtype), 0, v.chunks[-2:])
+    eye = diag_embed(astype(zeros_like(real_part(lam)) + 1, v.dtype), 0, v.chunks[-2:])
     inner = inner / (e + eye)
     inner = inner - diag_embed(diagonal(inner, 0, -2, -1), 0, v.chunks[-2:]) + expand_dims(check, -2)
     return (_conjugate_by_v(inner, v, real_input),)
