@@ -457,10 +457,11 @@ def record(name, out_array, inputs, prim, save=None, params=None):
 
 
 def rebase(t, name, inputs, prim, params, meta):
-    """Give ``t`` a new node ``name`` of ``prim`` on ``inputs`` (which require grad), in any grad
-    mode, without reading its value: torch's history of a view rewritten after an in-place write to
-    its base (``AsStridedBackward0``).  ``meta``: (shape, dtype, chunks) of ``t``."""
-    _attach(t, name, inputs, [True] * len(inputs), prim, None, params, meta)
+    """Give ``t`` a new node ``name`` of ``prim`` on ``inputs``, in any grad mode, without reading its
+    value: torch's history of a view rewritten after an in-place write to its base
+    (``AsStridedBackward0``; a base that no longer requires grad, after ``detach_()``, is an edge to
+    nothing, as torch's).  ``meta``: (shape, dtype, chunks) of ``t``."""
+    _attach(t, name, inputs, [x.requires_grad for x in inputs], prim, None, params, meta)
     return t.grad_fn
 
 

@@ -574,7 +574,39 @@ def gradients_alias_nothing(L, make):
     return {"x_grad": x.grad, "y_grad": y.grad}
 
 
-AUTOGRAD = [in_place_ops_after_one_that_saved_self, gradients_alias_nothing, issue_example_mul_through_a_slice,
+def view_kept_after_its_base_was_detached_and_written(L, make):
+    """torch rebuilds the view's history onto its base, which after ``detach_()`` leads nowhere: the view
+    still requires grad, and nothing reaches the leaf (daskgrad's view kept its old history: a gradient)."""
+    a = make(V, requires_grad=True)
+    b = a * 2.0
+    v = b[1:]
+    b.detach_()
+    b.mul_(3.0)
+    (v * 2.0).sum().backward()
+    return {"a_grad": a.grad, "v": v, "b": b, "fresh_view": b[2:]}
+
+
+def hooks_of_a_view_written_in_place(L, make):
+    """torch's CopySlices steps over the view's old node: a hook registered on the view before its write
+    never fires (daskgrad's write read through that node: the hook fired and scaled the gradient); a hook
+    on a plain tensor written in place fires with the gradient of its old value."""
+    a = make(V, requires_grad=True)
+    b = a * 2.0
+    v = b[1:]
+    seen = []
+    v.register_hook(lambda g: seen.append(1) or g * 10.0)
+    v.mul_(3.0)
+    v.register_hook(lambda g: seen.append(2) or g * 10.0)
+    v.add_(1.0)
+    x = a * 3.0
+    x.register_hook(lambda g: seen.append(3) or g * 10.0)
+    x.mul_(2.0)
+    (b.sum() + x.sum()).backward()
+    return {"a_grad": a.grad, "seen": L.tensor(seen + [0])}
+
+
+AUTOGRAD = [hooks_of_a_view_written_in_place, view_kept_after_its_base_was_detached_and_written,
+            in_place_ops_after_one_that_saved_self, gradients_alias_nothing, issue_example_mul_through_a_slice,
             base_write_rewrites_the_views_history,
             transposed_row_copied_from_a_tensor_that_requires_grad, base_without_grad_gets_it_through_a_view,
             setitem_of_a_leaf_without_grad_with_a_value_that_requires_it, diagonal_mul_, strided_view_of_a_reshape,

@@ -82,6 +82,10 @@ def _write_view(self, out, bump=True):
     counted already (a custom Function's forward wrote the view it marks dirty)."""
     st = self._storage
     root, base = st.root, self._base
+    if self.grad_fn is not None and base is not None:
+        # the view's hooks stay on its old node, which torch's CopySlices steps over (they never fire);
+        # here the write's node reads through that node, so they are dropped from it
+        self.grad_fn._tensor_hooks = {}
     arr = recorded(out)
     if arr.dtype != self.dtype:
         arr = door.defer(_cast, (arr,), (("dtype", self.dtype),))
@@ -112,11 +116,12 @@ def _write_view(self, out, bump=True):
 
 
 def _rebase_views(root):
-    """Every live view of ``root`` whose base requires grad gets its history from the base's new
-    one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved)."""
+    """Every live view of ``root`` whose base requires grad, or which has a history of its own, gets its
+    history from the base's new one (torch regenerates it as ``AsStridedBackward0`` when the version
+    counter moved: after the base's ``detach_()``, a node that leads nowhere)."""
     for v in list(root.views or ()):
         base = v._base
-        if not base.requires_grad or _root(base._storage) is not root:  # (its base's .data was set since)
+        if (not base.requires_grad and v.grad_fn is None) or _root(base._storage) is not root:  # (.data set since)
             continue
         info, st, old = v._view, v._storage, v.grad_fn
         if info.creation is None:
