@@ -364,6 +364,9 @@ def scaled_add(a, b, alpha):
     """torch's floating ``add(a, b, alpha=)``: one fused multiply-add, ``alpha`` in the computing type
     (of half, rounded to half first, as torch's)."""
     dtype = (a if hasattr(a, "dtype") else b).dtype
+    if dtype.kind == "c":  # torch's complex kernel: a + (alpha + 0j) * b, whose NaNs (0 * inf) a sum of parts has not
+        with np.errstate(all="ignore"):
+            return a + dtype.type(alpha) * b
     alpha = np.float64(alpha) if dtype == np.float64 else np.float32(dtype.type(alpha))
     with np.errstate(all="ignore"):
         return fma(alpha, b, a, dtype)

@@ -191,6 +191,8 @@ def _with_alpha(plain, a, b, alpha, sign, node):
     if isinstance(alpha, Tensor):
         return plain.bind(a, mul(b, alpha), node=node)
     alpha, dtype = _alpha(a, b, alpha)
+    if dtype.kind == "c":  # (torch's complex a + (alpha + 0j) * b: an infinite part of b makes the other NaN)
+        return scaled_add_p.bind(a, b, complex(sign * alpha), node=node)
     if alpha == 1:
         return plain.bind(a, b, node=node)
     if isinstance(b, numbers.Number):  # (a number: the number scaled)
@@ -207,15 +209,21 @@ def _scaled_add_operands(a, b, alpha):
 scaled_add_p = primitive("scaled_add", torch=("AddBackward0", "SubBackward0", "RsubBackward1"),
                          impl=chunk.scaled_add, args=("a", "b", "alpha"), save=("alpha",), consts=("alpha",),
                          prepare=_scaled_add_operands, promote="common", elementwise=True)
-scaled_add_p.vjp(lambda g, s: (g, g * s.alpha))
+scaled_add_p.vjp(lambda g, s: (g, g * (s.alpha.conjugate() if isinstance(s.alpha, complex) else s.alpha)))
+
+
+def _complex(a, b):
+    return any(isinstance(v, complex) or getattr(v, "dtype", None) is not None and v.dtype.kind == "c" for v in (a, b))
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
 def add(a, b, *, alpha=1):
     """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
     typed, as in torch."""
-    if type(alpha) is int and alpha == 1:
+    if type(alpha) is int and alpha == 1 and not _complex(a, b):
         return add_p.bind(a, b)
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):  # (number + t: torch's t.add(number), t first)
+        a, b = b, a
     return _with_alpha(add_p, a, b, alpha, 1, "AddBackward0")
 
 
@@ -230,7 +238,7 @@ def sub(a, b, *, alpha=1):
                                "`logical_xor()` operator instead.")
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
-    if type(alpha) is int and alpha == 1:
+    if type(alpha) is int and alpha == 1 and not _complex(a, b):
         return sub_p.bind(a, b, node=node)
     return _with_alpha(sub_p, a, b, alpha, -1, node)
 
