@@ -377,8 +377,8 @@ def addcmul(a, t1, t2, value):
     """torch's ``addcmul``: ``value * t1`` rounded, then one fused multiply-add with ``t2`` and ``a``."""
     if a.dtype.kind in "iu":
         value = np.trunc(value).astype(a.dtype)  # (torch's integer kernel reads value in the dtype: 2.5 is 2)
-    if a.dtype.kind != "f":
-        return a + value * t1 * t2
+    if a.dtype.kind != "f":  # (value in the dtype: a 0-d int64 constant would make complex64 complex128)
+        return a + a.dtype.type(value) * t1 * t2
     opmath = np.float64 if a.dtype == np.float64 else np.float32
     with np.errstate(all="ignore"):
         return fma(t1.astype(opmath) * opmath(value), t2.astype(opmath), a, a.dtype)

@@ -298,7 +298,7 @@ def angle(x, deg=False):
         out = arctan2(ew.real_part(x * -1j), ew.real_part(x))  # (the parts as new tensors: no views)
     else:
         x = x if x.dtype != bool else ew.astype(x, ew.DEFAULT_FLOAT)
-        out = where(x < 0, math.pi, sign(x) * 0.0)  # (in x's floating dtype, as torch's)
+        out = where(x < 0, math.pi, where(x == x, sign(x) * 0.0, math.nan))  # (x's floating dtype; NaN stays)
     return out * (180 / math.pi) if deg else out
 
 
@@ -378,10 +378,14 @@ def subtract(a, b, *, alpha=1):
     return ew.sub(a, b, alpha=alpha)
 
 
-@public("positive")
+@public("positive", "__pos__")
 def positive(x):
-    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``."""
-    return as_tensor(x) * 1
+    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
+    torch's error."""
+    x = as_tensor(x)
+    if x.dtype == bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return x * 1
 
 
 @public()

@@ -190,6 +190,8 @@ def _with_alpha(plain, a, b, alpha, sign, node):
     tensor ``alpha`` (a scheduler's tensor learning rate) is a product, as its value is not known here."""
     if isinstance(alpha, Tensor):
         return plain.bind(a, mul(b, alpha), node=node)
+    if isinstance(b, np.generic):  # (a NumPy number is weak, as torch reads it: np.uint8(200) * 2 is 400)
+        b = b.item()
     alpha, dtype = _alpha(a, b, alpha)
     if dtype.kind == "c":  # (torch's complex a + (alpha + 0j) * b: an infinite part of b makes the other NaN)
         return scaled_add_p.bind(a, b, complex(sign * alpha), node=node)
@@ -197,8 +199,8 @@ def _with_alpha(plain, a, b, alpha, sign, node):
         return plain.bind(a, b, node=node)
     if isinstance(b, numbers.Number):  # (a number: the number scaled)
         return plain.bind(a, b * alpha, node=node)
-    if dtype.kind != "f":
-        return plain.bind(a, mul(b, alpha), node=node)
+    if dtype.kind != "f":  # (alpha * b in the result's dtype, as torch's: not in b's own, where it could wrap)
+        return plain.bind(a, mul(b if b.dtype == dtype else astype(b, dtype), alpha), node=node)
     return scaled_add_p.bind(a, b, sign * alpha, node=node)
 
 
@@ -307,6 +309,9 @@ def _rounded_div(a, b, mode):
     floor = a // b  # Python's floor division (exact where floor(a / b) rounds wrong), as torch's; its dtype
     if mode == "floor":
         return floor
+    if floor.dtype.kind in "iu":  # (exact: through float64, an int64 past 2**53 would round)
+        inexact = ((a % b) != 0) & ((a < 0) ^ (b < 0))
+        return floor + inexact.astype(floor.dtype)
     return da.trunc(a / b).astype(floor.dtype)
 
 

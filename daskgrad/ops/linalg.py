@@ -69,6 +69,8 @@ vector_norm_p = _reduction("vector_norm", "LinalgVectorNormBackward0", _vector_n
 
 
 def _vector_norm_array(a, axes, keepdims, p):
+    if a.dtype == np.float16:  # (torch's norm of float16 is taken in float32, rounded once)
+        return _vector_norm_array(a.astype(np.float32), axes, keepdims, p).astype(np.float16)
     if p == 2:
         sq = a * a if a.dtype.kind != "c" else da.real(a * da.conj(a))
         return da.sqrt(reduce_array(sq, "sum", axes, keepdims))

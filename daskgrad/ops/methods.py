@@ -73,7 +73,8 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
 def _nansum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """torch's ``nansum``: the sum with NaN read as 0, over ``dim`` (None or ``()``: every dim)."""
     x = self if dtype is None else astype(self, _data.np_dtype(dtype))
-    return nansum(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
+    out = nansum(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
+    return out if dtype is None or out.dtype == x.dtype else astype(out, x.dtype)  # (NumPy's int64 of small ints)
 
 
 def _nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):

@@ -61,7 +61,8 @@ def cumprod(x, axis=None, dtype=None):
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:
         return reshape(cumprod(reshape(x, (1,)), 0), ())
-    return cumprod_p.bind(x, axis=axis)
+    out = cumprod_p.bind(x, axis=axis)
+    return out if dtype is None or out.dtype == dtype else astype(out, dtype)  # (NumPy's int64 of small ints)
 
 
 public(name="cumulative_prod")(cumprod)  # NumPy 2's name

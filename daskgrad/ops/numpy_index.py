@@ -185,7 +185,8 @@ public(name="invert")(bitwise_not)  # NumPy's name for ~
 def _boolean_reduction(name):
     def op(a, axis=None, keepdims=False):
         a = as_tensor(a)
-        axes = None if axis is None else tuple(sorted(_axes(axis, a.ndim)))
+        axes = None if axis is None else tuple(sorted(_axes(axis, a.ndim or 1)))  # (0-d: dim 0 or -1, as torch's)
+        axes = axes if a.ndim else None
         return Tensor._make(getattr(da, name)(a.array, axis=axes, keepdims=keepdims))
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"NumPy's ``{name}`` (a boolean tensor)."

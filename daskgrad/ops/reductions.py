@@ -54,10 +54,18 @@ def _reduce(prim, x, axis, keepdims, forward, fwd=(), **params):
         save["n"] = n
     elif "n" in prim.save:
         params["n"] = n
+    if x.dtype == np.float16 and prim in _ACCUMULATING:
+        forward, fwd = _in_float32, (("inner", forward),) + tuple(fwd)
     out = door.defer(forward, (value(x), value(n), value(n_out)),
                      (("axes", axes), ("keepdims", keepdims)) + tuple(fwd))
     return prim.record(out, x, save=save, node=prim.torch[0] if axis is None else prim.torch[-1], axes=axes,
                        keepdims=keepdims, shape=x.shape, chunks=x.chunks, unknown=unknown, **params)
+
+
+def _in_float32(a, n, n_out, *, inner, **params):
+    """torch's reductions of float16 accumulate in float32 and round once at the end (a sum of 3,000 ones is
+    3,000, not float16's 2,048; partial sums of chunks do not overflow)."""
+    return inner(a.astype(np.float32), n, n_out, **params).astype(np.float16)
 
 
 def _reduce_fwd(a, n, n_out, *, axes, keepdims, fn):
@@ -195,6 +203,9 @@ logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axe
                          save=("x", "r"), refuse="logsumexp")
 
 
+_ACCUMULATING = frozenset({sum_p, mean_p, var_p, std_p, logsumexp_p})  # (not prod: torch's overflows in half)
+
+
 # ------------------------------------------------------------------ the ops
 @public()
 def sum(x, axis=None, keepdims=False, dtype=None):
@@ -287,7 +298,13 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     ``prod`` takes one ``dim``)."""
     x = as_tensor(x)
     x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
-    return _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),))
+    return _in(dtype, _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),)))
+
+
+def _in(dtype, out):
+    """``out`` in the ``dtype`` asked for: NumPy's sums and products of small integers and bools are int64,
+    torch's are the dtype given (its wrap-around: the int64 result cast, for + and * commute with it)."""
+    return out if dtype is None or out.dtype == dtype else astype(out, dtype)
 
 
 def _ddof(ddof, correction, unbiased):
@@ -351,6 +368,8 @@ def logsumexp(x, axis=None, keepdims=False):
 
 
 def _cumsum_array(a, *, axis):
+    if a.dtype == np.float16:  # (torch's running sum of float16 is float32, rounded once)
+        return _cumsum_array(a.astype(np.float32), axis=axis).astype(np.float16)
     out = da.cumsum(a, axis=axis)
     return out + 0 if a.dtype.kind == "f" else out  # torch's running sum starts at +0.0: a leading -0.0 gives 0.0
 
@@ -380,7 +399,7 @@ def cumsum(x, axis=None, dtype=None):
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
         return reshape(cumsum(reshape(x, (1,)), 0), ())
-    return cumsum_p.bind(x, axis=axis)
+    return _in(dtype, cumsum_p.bind(x, axis=axis))
 
 
 def _arg_extreme(x, axis, keepdims, fn):
