@@ -338,6 +338,10 @@ class Tensor:
     def __or__(self, b) -> Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
         """
+    def __pos__(self) -> Tensor:
+        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
+        torch's error.
+        """
     def __pow__(self, b) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
@@ -446,8 +450,9 @@ class Tensor:
     _post_hooks: Any
     @staticmethod
     def _rebase_views(root):
-        """Every live view of ``root`` whose base requires grad gets its history from the base's new
-        one (torch regenerates it as ``AsStridedBackward0`` when the version counter moved).
+        """Every live view of ``root`` whose base requires grad, or which has a history of its own, gets its
+        history from the base's new one (torch regenerates it as ``AsStridedBackward0`` when the version
+        counter moved: after the base's ``detach_()``, a node that leads nowhere).
         """
     def _repr_html_(self):
         """Jupyter's view: dask's chunk table and grid, with ``grad_fn``, ``requires_grad``, ``is_leaf``,
@@ -1572,7 +1577,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.polygamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def positive(self) -> Tensor:
-        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``.
+        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
+        torch's error.
         """
     def pow(self, exponent) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
