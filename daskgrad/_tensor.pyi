@@ -492,6 +492,9 @@ class Tensor:
     def acos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
+    def acos_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.acos`: the result is written into this tensor, which is returned (torch's ``acos_``).
+        """
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
@@ -588,11 +591,11 @@ class Tensor:
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
         """
-    def argmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def argmax(self, axis=None, keepdims=False) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
         when ``axis`` is None (``keepdims``: then shaped all ones, as NumPy's and torch's).
         """
-    def argmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
+    def argmin(self, axis=None, keepdims=False) -> Tensor:
         """Index of the smallest value (an integer tensor: never differentiable); of the flattened tensor
         when ``axis`` is None.
         """
@@ -611,6 +614,9 @@ class Tensor:
     def asin(self) -> Tensor:
         """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
         """
+    def asin_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.asin`: the result is written into this tensor, which is returned (torch's ``asin_``).
+        """
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
@@ -628,6 +634,9 @@ class Tensor:
         """
     def atan2_(self, other):
         """In-place version of :meth:`Tensor.atan2`: the result is written into this tensor, which is returned (torch's ``atan2_``).
+        """
+    def atan_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.atan`: the result is written into this tensor, which is returned (torch's ``atan_``).
         """
     def atanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
@@ -742,6 +751,9 @@ class Tensor:
     def ceil(self) -> Tensor:
         """Elementwise ``ceil``; gradient node ``CeilBackward0``.
         """
+    def ceil_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.ceil`: the result is written into this tensor, which is returned (torch's ``ceil_``).
+        """
     def cfloat(self, memory_format=None):
         """``to(complex64)``, differentiable where that dtype is.
         """
@@ -824,6 +836,9 @@ class Tensor:
         """
     def cosh(self) -> Tensor:
         """Elementwise ``cosh``; gradient node ``CoshBackward0``.
+        """
+    def cosh_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.cosh`: the result is written into this tensor, which is returned (torch's ``cosh_``).
         """
     def count_nonzero(self, dim=None, *, axis=None):
         """torch's ``count_nonzero``: how many elements are not zero, over ``dim`` (None or ``()``: every dim).
@@ -959,6 +974,9 @@ class Tensor:
     def erf(self) -> Tensor:
         """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``.
         """
+    def erf_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.erf`: the result is written into this tensor, which is returned (torch's ``erf_``).
+        """
     def erfc(self):
         """torch's ``erfc``: ``1 - erf(x)`` computed without the cancellation (SciPy's kernel on NumPy
         chunks, cupyx's on cupy ones; else a continued fraction beyond 3, exact in relative terms, and
@@ -980,6 +998,9 @@ class Tensor:
     def exp2(self) -> Tensor:
         """Elementwise ``exp2``; gradient node ``Exp2Backward0``.
         """
+    def exp2_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.exp2`: the result is written into this tensor, which is returned (torch's ``exp2_``).
+        """
     def exp_(self) -> Tensor:
         """Elementwise ``exp``; gradient node ``ExpBackward0``.
         """
@@ -995,6 +1016,9 @@ class Tensor:
         """
     def expm1(self) -> Tensor:
         """Elementwise ``expm1``; gradient node ``Expm1Backward0``.
+        """
+    def expm1_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.expm1`: the result is written into this tensor, which is returned (torch's ``expm1_``).
         """
     def fill_(self, value):
         """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
@@ -1026,8 +1050,14 @@ class Tensor:
     def float_power(self, exponent):
         """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.
         """
+    def float_power_(self, exponent):
+        """In-place version of :meth:`Tensor.float_power`: the result is written into this tensor, which is returned (torch's ``float_power_``).
+        """
     def floor(self) -> Tensor:
         """Elementwise ``floor``; gradient node ``FloorBackward0``.
+        """
+    def floor_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.floor`: the result is written into this tensor, which is returned (torch's ``floor_``).
         """
     def floor_divide(self, other) -> Tensor:
         """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises.
@@ -1051,6 +1081,9 @@ class Tensor:
         """
     def frac(self):
         """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes.
+        """
+    def frac_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.frac`: the result is written into this tensor, which is returned (torch's ``frac_``).
         """
     def frexp(self) -> Tensor:
         """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
@@ -1284,16 +1317,25 @@ class Tensor:
     def log10(self) -> Tensor:
         """Elementwise ``log10``; gradient node ``Log10Backward0``.
         """
+    def log10_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.log10`: the result is written into this tensor, which is returned (torch's ``log10_``).
+        """
     def log1p(self) -> Tensor:
         """Elementwise ``log1p``; gradient node ``Log1PBackward0``.
+        """
+    def log1p_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.log1p`: the result is written into this tensor, which is returned (torch's ``log1p_``).
         """
     def log2(self) -> Tensor:
         """Elementwise ``log2``; gradient node ``Log2Backward0``.
         """
+    def log2_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.log2`: the result is written into this tensor, which is returned (torch's ``log2_``).
+        """
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
-    def log_softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+    def log_softmax(self, axis=-1, dtype=None) -> Tensor:
         """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
         """
@@ -1470,7 +1512,7 @@ class Tensor:
         """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
         where NumPy warns and gives NaN.
         """
-    def nanquantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+    def nanquantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's
         ``nanquantile``: the gradient goes to the values interpolated.
         """
@@ -1592,7 +1634,7 @@ class Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
         """
-    def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
+    def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
         torch's; ``method=``/``interpolation=`` ``'lower'``, ``'higher'``, ``'midpoint'``, ``'nearest'``),
         differentiable as torch's: the gradient goes to the values read.  ``q`` a number or a sequence of
@@ -1617,6 +1659,9 @@ class Tensor:
         """
     def reciprocal(self) -> Tensor:
         """Elementwise ``reciprocal``; gradient node ``ReciprocalBackward0``.
+        """
+    def reciprocal_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.reciprocal`: the result is written into this tensor, which is returned (torch's ``reciprocal_``).
         """
     def register_hook(self, hook):
         """``hook(grad)`` runs during backward (on the lazy gradient) and may return a replacement.
@@ -1704,8 +1749,14 @@ class Tensor:
     def round(self, decimals=0) -> Tensor:
         """NumPy's ``round`` (half to even, as torch's); a zero gradient.
         """
+    def round_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.round`: the result is written into this tensor, which is returned (torch's ``round_``).
+        """
     def rsqrt(self):
         """torch's ``rsqrt``: ``1 / sqrt(x)``.
+        """
+    def rsqrt_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.rsqrt`: the result is written into this tensor, which is returned (torch's ``rsqrt_``).
         """
     def scatter(self, dim, index, src=None, value=None, *, reduce=None):
         """torch's ``scatter``: ``self`` with ``src[i][j]`` written at ``[index[i][j]][j]`` (for ``dim`` 0), or
@@ -1759,6 +1810,9 @@ class Tensor:
     def sign(self) -> Tensor:
         """Elementwise ``sign``; gradient node ``SignBackward0``.
         """
+    def sign_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.sign`: the result is written into this tensor, which is returned (torch's ``sign_``).
+        """
     def signbit(self) -> Tensor:
         """NumPy's ``signbit`` (boolean; not differentiable).
         """
@@ -1778,6 +1832,9 @@ class Tensor:
     def sinh(self) -> Tensor:
         """Elementwise ``sinh``; gradient node ``SinhBackward0``.
         """
+    def sinh_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.sinh`: the result is written into this tensor, which is returned (torch's ``sinh_``).
+        """
     @property
     def size(self) -> _Size:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
@@ -1786,7 +1843,7 @@ class Tensor:
     def slogdet(self):
         """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
         """
-    def softmax(self, axis=-1, dtype=None, *, dim=...) -> Tensor:
+    def softmax(self, axis=-1, dtype=None) -> Tensor:
         """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``).
         """
@@ -1864,6 +1921,9 @@ class Tensor:
         """
     def tan(self) -> Tensor:
         """Elementwise ``tan``; gradient node ``TanBackward0``.
+        """
+    def tan_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.tan`: the result is written into this tensor, which is returned (torch's ``tan_``).
         """
     def tanh(self) -> Tensor:
         """Elementwise ``tanh``; gradient node ``TanhBackward0``.
@@ -1946,6 +2006,9 @@ class Tensor:
         """
     def trunc(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
+        """
+    def trunc_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.trunc`: the result is written into this tensor, which is returned (torch's ``trunc_``).
         """
     def type_as(self, other):
         """``to(other.dtype)``.

@@ -119,7 +119,9 @@ INPLACE_FORMS = {"__ipow__": "pow", "__imod__": "remainder", "__iand__": "bitwis
                      "logical_or", "logical_xor", "logical_not", "fmod", "hypot", "atan2", "arctan2",
                      "true_divide", "multiply", "subtract", "divide", "ldexp", "nextafter", "igamma", "gcd",
                      "lcm", "i0", "sinc", "nan_to_num", "clip", "square", "sgn", "fix", "deg2rad", "rad2deg",
-                     "negative", "absolute", "arccos", "arcsin", "arctan")}}
+                     "negative", "absolute", "arccos", "arcsin", "arctan", "acos", "asin", "atan", "cosh", "sinh",
+                     "tan", "exp2", "expm1", "log10", "log1p", "log2", "reciprocal", "rsqrt", "sign", "ceil", "floor",
+                     "trunc", "frac", "round", "erf", "float_power")}}
 # (not here: torch's arccosh_/arcsinh_/arctanh_ have no derivative, and copysign_/xlogy_/logit_ read the input
 # they overwrite in their gradient, which daskgrad's rules saved: each would differ from torch)
 
@@ -158,5 +160,7 @@ def _inplace_form(name, plain):
 for _name, _plain in INPLACE_FORMS.items():
     if _name not in vars(Tensor) and hasattr(Tensor, _plain):
         setattr(Tensor, _name, _inplace_form(_name, _plain))
+from . import complex_refusals  # noqa: E402  (torch's errors for complex operands of its methods that refuse them)
+complex_refusals.install()
 from . import keywords  # noqa: E402  (last: torch's keyword names over the methods above, x.add(other=y))
 keywords.install()

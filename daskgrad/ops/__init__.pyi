@@ -5,6 +5,7 @@ from typing import Any
 
 
 from daskgrad._tensor import Tensor as Tensor
+from . import complex_refusals as complex_refusals
 from . import composite as composite
 from . import conv as conv
 from daskgrad.ops.layers import dropout_mask as dropout_mask

@@ -1,0 +1,72 @@
+"""torch's Tensor methods that refuse complex operands refuse them here with torch 2.13's error type and words
+(they computed NumPy's answers: ``z < 1`` compared real parts first, ``z.clamp(0, 1)`` clamped the parts,
+``z.sort()`` ordered lexicographically); the module-level functions keep NumPy's answers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad.ops.complex_refusals import REFUSED
+
+torch = pytest.importorskip("torch")
+
+_BINARY = {"maximum", "minimum", "fmax", "fmin", "hypot", "hypot_", "atan2", "atan2_", "arctan2", "copysign", "xlogy",
+           "lt", "le", "gt", "ge", "less", "less_equal", "greater", "greater_equal", "lt_", "le_", "gt_", "ge_",
+           "__lt__", "__le__", "__gt__", "__ge__", "remainder", "remainder_", "fmod", "fmod_", "__mod__", "__imod__",
+           "__floordiv__", "__ifloordiv__", "floor_divide", "floor_divide_"}
+_ARGS = {"clamp": (0, 1), "clip": (0, 1), "clamp_": (0, 1), "clip_": (0, 1), "clamp_min": (0,), "clamp_max": (1,),
+         "clamp_min_": (0,), "clamp_max_": (1,), "topk": (1,), "softmax": (-1,), "log_softmax": (-1,),
+         "kthvalue": (1,), "quantile": (0.5,), "nanquantile": (0.5,)}
+
+
+def _error(lib, name, dtype, other):
+    values = np.array([[1 + 1j, 2], [3, -1j]], dtype=dtype)
+    t = torch.from_numpy(values) if lib is torch else dg.from_array(values, chunks=1)
+    if name in _BINARY:
+        args = (t if other == "itself" else (other if other != "real" else t.real.clone()),)
+    else:
+        args = _ARGS.get(name, ())
+    try:
+        getattr(t, name)(*args)
+    except Exception as e:  # noqa: BLE001 - compared
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_method_torch_refuses_for_complex_refuses_with_torchs_words(name, dtype):
+    for other in (("itself", 1.5, 2j, "real") if name in _BINARY else (None,)):
+        expected = _error(torch, name, dtype, other)
+        if expected[0] is TypeError and "must be Tensor" in expected[1]:
+            continue  # (a number where torch's method takes tensors only: not this test's)
+        assert _error(dg, name, dtype, other) == expected != None  # noqa: E711
+
+
+def test_a_complex_number_with_a_real_tensor_is_refused_as_torchs():
+    for name in ("lt", "maximum", "__ge__", "fmod"):
+        for lib in (torch, dg):
+            x = lib.ones(3) if lib is torch else dg.ones(3)
+            with pytest.raises((RuntimeError, NotImplementedError, TypeError)) as e:
+                getattr(x, name)(torch.tensor(1j) if lib is torch else dg.tensor(1j))
+            if lib is torch:
+                expected = (e.type, str(e.value))
+        assert (e.type, str(e.value)) == expected
+
+
+def test_softmax_over_another_dim_names_torchs_kernel():
+    for lib in (torch, dg):
+        z = lib.tensor(np.array([[1 + 1j, 2], [3, 4]]))
+        with pytest.raises(NotImplementedError, match="\"softmax_kernel_impl\" not implemented for 'ComplexDouble'"):
+            z.softmax(0)
+
+
+def test_module_level_functions_keep_numpys_answers_for_complex():
+    z = np.array([2 + 1j, 1 + 3j, 2 - 1j])
+    d = dg.from_array(z, chunks=2)
+    np.testing.assert_array_equal(dg.sort(d).numpy(), np.sort(z))
+    np.testing.assert_array_equal(dg.maximum(d, 2).numpy(), np.maximum(z, 2))
+    np.testing.assert_array_equal(dg.less(d, 2 + 0j).numpy(), np.less(z, 2 + 0j))
+    np.testing.assert_array_equal(dg.sign(d).numpy(), np.sign(z))
+    np.testing.assert_array_equal((d.real < 2).numpy(), z.real < 2)  # (real tensors: the methods as before)
