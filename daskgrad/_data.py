@@ -113,6 +113,8 @@ def checked_scalar(value, dtype):
     dtype's range raises torch's error; infinities and NaN pass into floating types only; a negative int
     into an unsigned type wraps (down to minus its maximum).  Returns the number to use."""
     dtype = np.dtype(dtype)
+    if isinstance(value, np.generic) and not isinstance(value, np.bool_):  # (a NumPy number: checked as torch's)
+        value = value.item()
     if type(value) is complex and dtype.kind != "c" and value.imag == 0:
         value = value.real
     if type(value) not in (int, float):

@@ -2055,7 +2055,8 @@ class Tensor:
         """torch's ``vsplit``: NumPy's, as a tuple.
         """
     def where(self, condition, other):
-        """torch's ``x.where(condition, other)``: ``where(condition, x, other)``.
+        """torch's ``x.where(condition, other)``: ``where(condition, x, other)``; a number ``other`` converted to
+        ``x``'s dtype with torch's range check (``int8.where(c, 2**40)`` raises, as not wraps).
         """
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating

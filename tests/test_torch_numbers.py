@@ -50,6 +50,22 @@ CASES = {
     # unary plus, and torch's refusal of it for bools; any/all over dim 0 of a 0-d tensor
     "unary plus": lambda L, T: +T([1, 2], "int32"),
     "unary plus of bool": lambda L, T: +T([True], "bool"),
+    "negation of bool": lambda L, T: -T([True], "bool"),
+    # a number converted to the dtype is range-checked, NumPy numbers too (they wrapped, or NaN became 0)
+    "int8 where 2**40": lambda L, T: T([1, 2], "int8").where(T([True, False], "bool"), 2**40),
+    "int8 where 100": lambda L, T: T([1, 2], "int8").where(T([True, False], "bool"), 100),
+    "int16 fill_ NumPy NaN": lambda L, T: T([1, 2], "int16").fill_(np.float32("nan")),
+    "int8 clamp_max NumPy 300": lambda L, T: T([1, 2], "int8").clamp_max(np.int16(300)),
+    "int32 addcmul value 2**40": lambda L, T: T([1, 2], "int32").addcmul(T([1, 1], "int32"), T([1, 1], "int32"),
+                                                                        value=2**40),
+    "float32 addcmul value 2j": lambda L, T: T([1.0], "float32").addcmul(T([1.0], "float32"), T([1.0], "float32"),
+                                                                        value=2j),
+    "int64 masked_fill NumPy NaN": lambda L, T: T([1, 2], "int64").masked_fill(T([True, False], "bool"),
+                                                                              np.float32("nan")),
+    # diff of bools: whether neighbours differ; nan_to_num of complex: each part
+    "diff of bool": lambda L, T: T([True, False, False, True], "bool").diff(),
+    "complex nan_to_num": lambda L, T: T([complex(1, np.inf), complex(np.inf, 1), complex(np.nan, -np.inf)],
+                                         "complex64").nan_to_num(),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }

@@ -20,7 +20,7 @@ from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
 from .reductions import amax, amin, mean, sum
 from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
-                    view_as_real)
+                    view_as_complex, view_as_real)
 
 
 public(name="cat")(concatenate)  # torch's name
@@ -448,6 +448,8 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     lo = neginf if neginf is not None else (float(info.min) if info is not None else None)
     if info is None:
         return x
+    if x.dtype.kind == "c":  # (each part on its own, as torch's and NumPy's)
+        return view_as_complex(nan_to_num(view_as_real(x), nan, posinf, neginf))
     out = where(isnan(x), nan, x)
     out = where(out == math.inf, hi, out)
     return where(out == -math.inf, lo, out)

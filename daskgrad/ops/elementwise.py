@@ -101,6 +101,17 @@ def real_part(x):
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
 neg = _unary("neg", "NegBackward0", operator.neg, lambda g, s: (-g,), methods=("__neg__", "neg_", "neg"),
              floating=False)
+
+
+def _neg_operand(x):
+    (x,) = tensor_operand(x)
+    if x.dtype == bool:  # (torch's words; NumPy's negative refuses bools too)
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return (x,)
+
+
+neg.primitive.prepare = _neg_operand
 exp = _unary("exp", "ExpBackward0", da.exp, lambda g, s: (g * conj(s.r),), ("r",), methods=("exp_", "exp"))
 expm1 = _unary("expm1", "Expm1Backward0", da.expm1, lambda g, s: (g * conj(s.r + 1),), ("r",), methods=("expm1",))
 log = _unary("log", "LogBackward0", da.log, lambda g, s: (g / conj(s.x),), ("x",), methods=("log_", "log"))

@@ -535,7 +535,12 @@ def _repeat(self, *sizes):
 
 
 def _where(self, condition, other):
-    """torch's ``x.where(condition, other)``: ``where(condition, x, other)``."""
+    """torch's ``x.where(condition, other)``: ``where(condition, x, other)``; a number ``other`` converted to
+    ``x``'s dtype with torch's range check (``int8.where(c, 2**40)`` raises, as not wraps)."""
+    if isinstance(other, (int, float, np.generic)) and not isinstance(other, (bool, np.bool_)):
+        dtype = _data.result_type(self, other)
+        if dtype == self.dtype:
+            other = _data.checked_scalar(other, dtype)
     return where(condition, self, other)
 
 
@@ -615,9 +620,10 @@ def _addcmul(self, tensor1, tensor2, *, value=1):
     tensor ``value``, whose value is not known here: the products)."""
     if isinstance(value, Tensor):
         return self + value * tensor1 * tensor2
-    if _data.result_type(self, tensor1, tensor2).kind == "b":
+    dtype = _data.result_type(self, tensor1, tensor2)
+    if dtype.kind == "b":
         raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
-    return _addcmul_p.bind(self, tensor1, tensor2, value)
+    return _addcmul_p.bind(self, tensor1, tensor2, _data.checked_scalar(value, dtype))
 
 
 _addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=chunk.addcdiv, args=("a", "t1", "t2", "value"),

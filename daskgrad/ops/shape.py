@@ -740,7 +740,8 @@ def diff(x, n=1, axis=-1, prepend=None, append=None):
         parts = [_edge(v, x, axis) for v in (prepend,) if v is not None] + [x]
         x = concatenate(parts + [_edge(v, x, axis) for v in (append,) if v is not None], axis=axis)
     for _ in range(n):
-        x = _getitem(x, pre + (slice(1, None),)) - _getitem(x, pre + (slice(None, -1),))
+        a, b = _getitem(x, pre + (slice(1, None),)), _getitem(x, pre + (slice(None, -1),))
+        x = a - b if x.dtype != bool else a != b  # (of bools: whether they differ, NumPy's and torch's)
     return x
 
 
