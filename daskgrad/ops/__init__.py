@@ -160,7 +160,7 @@ def _inplace_form(name, plain):
 for _name, _plain in INPLACE_FORMS.items():
     if _name not in vars(Tensor) and hasattr(Tensor, _plain):
         setattr(Tensor, _name, _inplace_form(_name, _plain))
-from . import complex_refusals  # noqa: E402  (torch's errors for complex operands of its methods that refuse them)
-complex_refusals.install()
+from . import refusals  # noqa: E402  (torch's errors for operands its methods refuse: complex ones, numbers)
+refusals.install()
 from . import keywords  # noqa: E402  (last: torch's keyword names over the methods above, x.add(other=y))
 keywords.install()

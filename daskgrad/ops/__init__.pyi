@@ -5,7 +5,6 @@ from typing import Any
 
 
 from daskgrad._tensor import Tensor as Tensor
-from . import complex_refusals as complex_refusals
 from . import composite as composite
 from . import conv as conv
 from daskgrad.ops.layers import dropout_mask as dropout_mask
@@ -25,6 +24,7 @@ from . import numpy_shape as numpy_shape
 from . import products as products
 from daskgrad._tensor import recorded as recorded
 from . import reductions as reductions
+from . import refusals as refusals
 from . import shape as shape
 from . import spectral as spectral
 from . import stencil as stencil

@@ -1,15 +1,21 @@
-"""torch's refusals of complex operands by its Tensor methods, where the op daskgrad shares with the
-module-level function (NumPy's, which orders complex numbers, rounds their parts, clamps them ...) would
-compute: each method here raises torch's error with its words (``{}``: the complex dtype's torch name) before
-anything is recorded.  The module-level functions keep NumPy's answers."""
+"""torch's refusals of operands by its Tensor methods, where the op daskgrad shares with the module-level function
+(NumPy's) would compute; each method here raises torch's error, type and words, before anything is recorded.
+
+``REFUSED``: complex operands (NumPy orders complex numbers, rounds and clamps their parts ...; ``{}`` in the
+words is the complex dtype's torch name).  ``TENSOR_ONLY``: a number where torch's method takes only a tensor
+(``t.maximum(2)``, ``t.logical_and(1)``: torch's ``TypeError``; arrays pass, as everywhere here).  The
+module-level functions keep NumPy's answers."""
 from __future__ import annotations
 
 import functools
+import numbers
+
+import numpy as np
 
 from .. import _data
 from .._tensor import Tensor
 
-# (generated from torch 2.13; tests/test_complex_refusals.py checks every entry against torch)
+# (generated from torch 2.13; tests/test_refusals.py checks every entry against torch)
 REFUSED = {}
 for _names, _error, _words in [
         ('clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ relu relu_', NotImplementedError,
@@ -61,6 +67,27 @@ for _names, _error, _words in [
     REFUSED.update(dict.fromkeys(_names.split(), (_error, _words)))
 
 
+# method: the name torch gives its tensor parameter (generated from torch 2.13 as REFUSED)
+TENSOR_ONLY = {
+    **dict.fromkeys("arctan2 arctan2_ atan2 atan2_ dist fmax fmin hypot hypot_ inner isclose kron ldexp ldexp_ "
+                    "logaddexp logaddexp2 logical_and logical_and_ logical_or logical_or_ logical_xor logical_xor_ "
+                    "maximum minimum nextafter nextafter_".split(), "other"),
+    **dict.fromkeys("ger outer".split(), "vec2"), "masked_select": "mask",
+}
+
+
+def _tensor_only(method, name, param):
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        other = args[0] if args else kwargs.get(param)
+        if isinstance(other, (numbers.Number, np.generic)):
+            kind = type(other)
+            kind = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+            raise TypeError(f"{name}(): argument '{param}' (position 1) must be Tensor, not {kind}")
+        return method(self, *args, **kwargs)
+    return checked
+
+
 def _refusing(method, name, error, words):
     @functools.wraps(method)
     def refusing(self, *args, **kwargs):
@@ -79,5 +106,8 @@ def _refusing(method, name, error, words):
 
 def install():
     for name, (error, words) in REFUSED.items():
-        if name in vars(Tensor) or hasattr(Tensor, name):
+        if hasattr(Tensor, name):
             setattr(Tensor, name, _refusing(getattr(Tensor, name), name, error, words))
+    for name, param in TENSOR_ONLY.items():
+        if hasattr(Tensor, name):
+            setattr(Tensor, name, _tensor_only(getattr(Tensor, name), name, param))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
-from daskgrad.ops.complex_refusals import REFUSED
+from daskgrad.ops.refusals import REFUSED, TENSOR_ONLY
 
 torch = pytest.importorskip("torch")
 
@@ -70,3 +70,17 @@ def test_module_level_functions_keep_numpys_answers_for_complex():
     np.testing.assert_array_equal(dg.less(d, 2 + 0j).numpy(), np.less(z, 2 + 0j))
     np.testing.assert_array_equal(dg.sign(d).numpy(), np.sign(z))
     np.testing.assert_array_equal((d.real < 2).numpy(), z.real < 2)  # (real tensors: the methods as before)
+
+
+@pytest.mark.parametrize("name", sorted(TENSOR_ONLY))
+def test_a_number_where_torchs_method_takes_a_tensor_raises_torchs_type_error(name):
+    for number in (2, 1.5, np.float64(2.0)):
+        errors = []
+        for lib in (torch, dg):
+            x = lib.tensor(np.array([1.0, 2.0]))
+            with pytest.raises(TypeError) as e:
+                getattr(x, name)(number)
+            errors.append(str(e.value))
+        assert errors[1] == errors[0]
+    x = dg.tensor(np.array([1.0, 2.0]))
+    getattr(x, name)(dg.tensor(np.array([1.0, 3.0])) if name != "masked_select" else x > 1)  # (a tensor: computes)
