@@ -17,7 +17,7 @@ from .._tensor import Tensor
 
 # (generated from torch 2.13; tests/test_refusals.py checks every entry against torch)
 REFUSED = {}
-for _names, _error, _words in [
+for _names, _error, _words in [  # complex operands
         ('clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ relu relu_', NotImplementedError,
          'clamp is not supported for complex types'),
         ('sign sign_', NotImplementedError,
@@ -64,7 +64,42 @@ for _names, _error, _words in [
         ('minimum', RuntimeError, 'minimum not implemented for complex tensors.'),
         ('xlogy', NotImplementedError, '"xlogy_cpu" not implemented for \'{}\''),
 ]:
-    REFUSED.update(dict.fromkeys(_names.split(), (_error, _words)))
+    for _name in _names.split():
+        REFUSED.setdefault(_name, []).append(("c", _error, _words))
+# integers and bools: "b" bool, "iu" integers, "biu" both (torch's words name the dtype: Bool, Long ...)
+for _names, _kinds, _error, _words in [
+        ('abs', 'b', NotImplementedError, '"abs_cpu" not implemented for \'{}\''),
+        ('fix trunc', 'b', NotImplementedError, '"trunc_vml_cpu" not implemented for \'{}\''),
+        ('floor', 'b', NotImplementedError, '"floor_vml_cpu" not implemented for \'{}\''),
+        ('ceil', 'b', NotImplementedError, '"ceil_vml_cpu" not implemented for \'{}\''),
+        ('round', 'b', NotImplementedError, '"round_vml_cpu" not implemented for \'{}\''),
+        ('relu', 'b', RuntimeError, 'Boolean inputs not supported for relu'),
+        ('argmax', 'b', RuntimeError, 'argmax(): does not support bool input'),
+        ('argmin', 'b', RuntimeError, 'argmin(): does not support bool input'),
+        ('median nanmedian', 'b', NotImplementedError, '"median_cpu" not implemented for \'{}\''),
+        ('trace', 'b', NotImplementedError, '"trace" not implemented for \'{}\''),
+        ('topk', 'b', RuntimeError, 'topk does not support bool dtypes on CPU'),
+        ('kthvalue', 'b', NotImplementedError, '"kthvalue_cpu" not implemented for \'{}\''),
+        ('__floordiv__ floor_divide', 'b', NotImplementedError, '"div_floor_cpu" not implemented for \'{}\''),
+        ('__mod__ remainder', 'b', NotImplementedError, '"remainder_cpu" not implemented for \'{}\''),
+        ('fmod', 'b', NotImplementedError, '"fmod_cpu" not implemented for \'{}\''),
+        ('__pow__ pow', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
+        ('matmul mm inner', 'b', NotImplementedError, '"addmm_impl_cpu_" not implemented for \'{}\''),
+        ('hypot', 'biu', NotImplementedError, '"hypot_cpu" not implemented for \'{}\''),
+        ('logaddexp', 'biu', NotImplementedError, '"logaddexp_cpu" not implemented for \'{}\''),
+        ('logaddexp2', 'biu', NotImplementedError, '"logaddexp2_cpu" not implemented for \'{}\''),
+        ('nextafter', 'biu', NotImplementedError, '"nextafter_cpu" not implemented for \'{}\''),
+        ('norm', 'biu', RuntimeError,
+         'linalg.vector_norm: Expected a floating point or complex tensor as input. Got {}'),
+        ('frac', 'biu', NotImplementedError, '"frac_cpu" not implemented for \'{}\''),
+        ('nanquantile quantile', 'biu', RuntimeError, 'quantile() input tensor must be either float or double dtype'),
+        ('dist', 'iu', RuntimeError, 'norm(): input dtype should be either floating point or complex. Got {} instead.'),
+]:
+    for _name in _names.split():
+        REFUSED.setdefault(_name, []).append((_kinds, _error, _words))
+# (their other operand takes part in the result's dtype: bool // 2 is int64, which torch computes)
+_OPERAND = set("__floordiv__ floor_divide __mod__ remainder fmod __pow__ pow matmul mm inner hypot logaddexp "
+               "logaddexp2 nextafter dist".split())
 
 
 # method: the name torch gives its tensor parameter (generated from torch 2.13 as REFUSED)
@@ -88,26 +123,39 @@ def _tensor_only(method, name, param):
     return checked
 
 
-def _refusing(method, name, error, words):
+def _refusing(method, name, rules):
+    kinds = "".join(k for k, _, _ in rules)
+    operand = name in _OPERAND
+    pow_ = name in ("pow", "__pow__")  # (of bools by a number torch computes: only a tensor exponent is refused)
+
     @functools.wraps(method)
     def refusing(self, *args, **kwargs):
-        operands = [self, *(a for a in (*args, *kwargs.values()) if isinstance(a, (Tensor, complex)))]
-        if any(isinstance(a, complex) or a.dtype.kind == "c" for a in operands):
+        values = (*args, *kwargs.values())
+        if self.dtype.kind in kinds or any(isinstance(a, complex) or isinstance(a, Tensor) and a.dtype.kind in kinds
+                                           for a in values):
+            operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)) or operand
+                                and isinstance(a, (int, float)) and not isinstance(a, bool))]
             dtype = _data.result_type(*operands)
-            message = words
-            if name in ("softmax", "log_softmax"):  # (torch names the kernel of the last dim or of another)
-                dim = args[0] if args else kwargs.get("dim", kwargs.get("axis", -1))
-                if dim is not None and dim % max(self.ndim, 1) != self.ndim - 1:
-                    message = message.replace("_lastdim", "")
-            raise error(message.format(_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)))
+            for k, error, words in rules:
+                if dtype.kind in k and (k != "b" or not pow_ or isinstance(values[0], Tensor)):
+                    raise error(_words(name, words, self, args, kwargs).format(
+                        _data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)))
         return method(self, *args, **kwargs)
     return refusing
 
 
+def _words(name, words, self, args, kwargs):
+    if name in ("softmax", "log_softmax"):  # (torch names the kernel of the last dim or of another)
+        dim = args[0] if args else kwargs.get("dim", kwargs.get("axis", -1))
+        if dim is not None and dim % max(self.ndim, 1) != self.ndim - 1:
+            return words.replace("_lastdim", "")
+    return words
+
+
 def install():
-    for name, (error, words) in REFUSED.items():
+    for name, rules in REFUSED.items():
         if hasattr(Tensor, name):
-            setattr(Tensor, name, _refusing(getattr(Tensor, name), name, error, words))
+            setattr(Tensor, name, _refusing(getattr(Tensor, name), name, rules))
     for name, param in TENSOR_ONLY.items():
         if hasattr(Tensor, name):
             setattr(Tensor, name, _tensor_only(getattr(Tensor, name), name, param))
