@@ -128,11 +128,13 @@ def _refusing(method, name, rules):
     operand = name in _OPERAND
     pow_ = name in ("pow", "__pow__")  # (of bools by a number torch computes: only a tensor exponent is refused)
 
+    def suspect(a):
+        return type(a) is complex or isinstance(a, Tensor) and a.dtype.kind in kinds
+
     @functools.wraps(method)
-    def refusing(self, *args, **kwargs):
-        values = (*args, *kwargs.values())
-        if self.dtype.kind in kinds or any(isinstance(a, complex) or isinstance(a, Tensor) and a.dtype.kind in kinds
-                                           for a in values):
+    def refusing(self, *args, **kwargs):  # (on every call of hot methods: matmul, pow, comparisons: kept lean)
+        if self.dtype.kind in kinds or args and suspect(args[0]) or kwargs and any(map(suspect, kwargs.values())):
+            values = (*args, *kwargs.values())
             operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)) or operand
                                 and isinstance(a, (int, float)) and not isinstance(a, bool))]
             dtype = _data.result_type(*operands)
