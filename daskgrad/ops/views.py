@@ -82,9 +82,10 @@ def _write_view(self, out, bump=True):
     counted already (a custom Function's forward wrote the view it marks dirty)."""
     st = self._storage
     root, base = st.root, self._base
-    if self.grad_fn is not None and base is not None:
+    if self.grad_fn is not None and base is not None and out.grad_fn is not None:
         # the view's hooks stay on its old node, which torch's CopySlices steps over (they never fire);
-        # here the write's node reads through that node, so they are dropped from it
+        # here the write's node reads through that node, so they are dropped from it (a write recorded
+        # under no_grad changes no history: the hooks stay)
         self.grad_fn._tensor_hooks = {}
     arr = recorded(out)
     if arr.dtype != self.dtype:
