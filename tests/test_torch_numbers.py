@@ -66,6 +66,16 @@ CASES = {
     "diff of bool": lambda L, T: T([True, False, False, True], "bool").diff(),
     "complex nan_to_num": lambda L, T: T([complex(1, np.inf), complex(np.inf, 1), complex(np.nan, -np.inf)],
                                          "complex64").nan_to_num(),
+    "float16 sum(dtype=float32)": lambda L, T: T([1000, 2000, 3000, 60000, 10000], "float16").sum(dtype=L.float32),
+    "int8 0-d cumsum(dtype=int8)": lambda L, T: T(3, "int8").cumsum(0, dtype=L.int8),
+    "bool // NumPy int": lambda L, T: T([True, False], "bool") // np.int64(2),
+    "bool fmod NumPy float": lambda L, T: T([True, False], "bool").fmod(np.float32(2)),
+    "int dist p=2.0": lambda L, T: T([1, 2], "int64").dist(T([3, 4], "int64"), 2.0),
+    "float16 where 1e10 (torch: float32's range)": lambda L, T: T([0, 0], "float16").where(T([True, False], "bool"),
+                                                                                           1e10),
+    "float16 addcmul value 1e10": lambda L, T: T([0, 1], "float16").addcmul(T([1, 1], "float16"),
+                                                                          T([1, 1], "float16"), value=1e10),
+    "complex logdet": lambda L, T: T([[1 + 1j, 2], [3, 4 - 1j]], "complex128").logdet(),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }
@@ -99,3 +109,16 @@ def test_float16_sum_gradient_is_torchs():
     d.sum().backward()
     assert d.grad.dtype == np.float16
     np.testing.assert_array_equal(d.grad.numpy(), t.grad.numpy())
+
+
+def test_module_level_add_with_a_number_first_and_alpha_scales_the_second():
+    # (NumPy's spelling a + alpha * b: the operands are swapped only for alpha 1, where torch's kernel reads the
+    # tensor first)
+    np.testing.assert_array_equal(dg.add(2.0, dg.tensor([1.0, 2.0]), alpha=3).numpy(), [5.0, 8.0])
+    np.testing.assert_array_equal(dg.add(2.0, dg.tensor([1 + 1j, 2]), alpha=3).numpy(), [5 + 3j, 8])
+
+
+def test_module_level_fmax_of_complex_keeps_numpys_order():
+    z = np.array([1 + 1j, 2 - 1j, 1 + 2j])
+    w = np.array([1 + 2j, 2 - 2j, 0 + 9j])
+    np.testing.assert_array_equal(dg.fmax(dg.from_array(z), dg.from_array(w)).numpy(), np.fmax(z, w))

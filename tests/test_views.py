@@ -595,14 +595,15 @@ def hooks_of_a_view_written_in_place(L, make):
     v = b[1:]
     seen = []
     v.register_hook(lambda g: seen.append(1) or g * 10.0)
+    before = v * 5.0  # (read before the write: the hook fires for this use, as torch's)
     v.mul_(3.0)
     v.register_hook(lambda g: seen.append(2) or g * 10.0)
     v.add_(1.0)
     x = a * 3.0
     x.register_hook(lambda g: seen.append(3) or g * 10.0)
     x.mul_(2.0)
-    (b.sum() + x.sum()).backward()
-    return {"a_grad": a.grad, "seen": L.tensor(seen + [0])}
+    (b.sum() + x.sum() + before.sum()).backward()
+    return {"a_grad": a.grad, "seen": L.tensor(sorted(seen) + [0])}
 
 
 AUTOGRAD = [hooks_of_a_view_written_in_place, view_kept_after_its_base_was_detached_and_written,

@@ -235,7 +235,8 @@ def add(a, b, *, alpha=1):
     typed, as in torch."""
     if type(alpha) is int and alpha == 1 and not _complex(a, b):
         return add_p.bind(a, b)
-    if not isinstance(a, Tensor) and isinstance(b, Tensor):  # (number + t: torch's t.add(number), t first)
+    if not isinstance(a, Tensor) and isinstance(b, Tensor) and type(alpha) is int and alpha == 1:  # (number + t:
+        # torch's t.add(number), t first)
         a, b = b, a
     return _with_alpha(add_p, a, b, alpha, 1, "AddBackward0")
 

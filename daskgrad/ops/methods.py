@@ -539,8 +539,8 @@ def _where(self, condition, other):
     ``x``'s dtype with torch's range check (``int8.where(c, 2**40)`` raises, as not wraps)."""
     if isinstance(other, (int, float, np.generic)) and not isinstance(other, (bool, np.bool_)):
         dtype = _data.result_type(self, other)
-        if dtype == self.dtype:
-            other = _data.checked_scalar(other, dtype)
+        if dtype == self.dtype:  # (of half, torch checks float32's range: 1e10 becomes inf)
+            other = _data.checked_scalar(other, np.float32 if dtype == np.float16 else dtype)
     return where(condition, self, other)
 
 
@@ -623,7 +623,8 @@ def _addcmul(self, tensor1, tensor2, *, value=1):
     dtype = _data.result_type(self, tensor1, tensor2)
     if dtype.kind == "b":
         raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
-    return _addcmul_p.bind(self, tensor1, tensor2, _data.checked_scalar(value, dtype))
+    return _addcmul_p.bind(self, tensor1, tensor2, _data.checked_scalar(value, np.float32 if dtype == np.float16
+                                                                          else dtype))
 
 
 _addcdiv_p = primitive("addcdiv", torch="AddcdivBackward0", impl=chunk.addcdiv, args=("a", "t1", "t2", "value"),
@@ -770,6 +771,8 @@ def _itself(name):
 def _logdet(self):
     """torch's ``logdet``: ``log(det)``, NaN for a negative determinant, -inf for a zero one."""
     sign, logabsdet = slogdet(self)
+    if sign.dtype.kind == "c":  # (a complex determinant's log: its sign's log, a phase, plus log|det|)
+        return log(sign) + logabsdet
     return where(sign < 0, np.nan, logabsdet)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 
 import dask.array as da
 import numpy as np
@@ -21,7 +20,7 @@ from .._tensor import Tensor
 from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
-from .elementwise import astype, conj, exp2, trunc, where
+from .elementwise import astype, conj, exp2, ge, le, trunc, where
 from .indexing import getitem, sort
 from .reductions import cumsum, mean, prod, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
@@ -60,7 +59,7 @@ def cumprod(x, axis=None, dtype=None):
         return cumprod(ravel(x), 0)
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:
-        return reshape(cumprod(reshape(x, (1,)), 0), ())
+        return reshape(cumprod(reshape(x, (1,)), 0, dtype=dtype), ())
     out = cumprod_p.bind(x, axis=axis)
     return out if dtype is None or out.dtype == dtype else astype(out, dtype)  # (NumPy's int64 of small ints)
 
@@ -504,14 +503,14 @@ def _nan_ignoring(a, b, cmp):
 def fmax(a, b):
     """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
     ``a``, as torch's."""
-    return _nan_ignoring(a, b, operator.ge)
+    return _nan_ignoring(a, b, ge)
 
 
 @public("fmin")
 def fmin(a, b):
     """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
     ``a``, as torch's."""
-    return _nan_ignoring(a, b, operator.le)
+    return _nan_ignoring(a, b, le)
 
 
 # ------------------------------------------------- NaN-ignoring order statistics

@@ -54,7 +54,7 @@ def _reduce(prim, x, axis, keepdims, forward, fwd=(), **params):
         save["n"] = n
     elif "n" in prim.save:
         params["n"] = n
-    if x.dtype == np.float16 and prim in _ACCUMULATING:
+    if x.dtype == np.float16 and prim in _ACCUMULATING and dict(fwd).get("dtype") is None:  # (not sum(dtype=))
         forward, fwd = _in_float32, (("inner", forward),) + tuple(fwd)
     out = door.defer(forward, (value(x), value(n), value(n_out)),
                      (("axes", axes), ("keepdims", keepdims)) + tuple(fwd))
@@ -398,7 +398,7 @@ def cumsum(x, axis=None, dtype=None):
         return cumsum(reshape(x, (-1,)), 0)
     axis = norm_axis(axis, x.ndim)
     if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
-        return reshape(cumsum(reshape(x, (1,)), 0), ())
+        return reshape(cumsum(reshape(x, (1,)), 0, dtype=dtype), ())
     return _in(dtype, cumsum_p.bind(x, axis=axis))
 
 

@@ -135,8 +135,10 @@ def _refusing(method, name, rules):
     def refusing(self, *args, **kwargs):  # (on every call of hot methods: matmul, pow, comparisons: kept lean)
         if self.dtype.kind in kinds or args and suspect(args[0]) or kwargs and any(map(suspect, kwargs.values())):
             values = (*args, *kwargs.values())
-            operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)) or operand
-                                and isinstance(a, (int, float)) and not isinstance(a, bool))]
+            operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)))]
+            if operand and args and not isinstance(args[0], (Tensor, bool, np.bool_)) and isinstance(
+                    args[0], (numbers.Number, np.generic, np.ndarray)):  # (the other operand: bool // 2 is int64)
+                operands.append(args[0].item() if isinstance(args[0], np.generic) else args[0])
             dtype = _data.result_type(*operands)
             for k, error, words in rules:
                 if dtype.kind in k and (k != "b" or not pow_ or isinstance(values[0], Tensor)):

@@ -15,6 +15,8 @@ live view of the base, becomes the view ops applied to the new base (torch's
 """
 from __future__ import annotations
 
+import copy
+
 import itertools
 import numbers
 
@@ -82,11 +84,14 @@ def _write_view(self, out, bump=True):
     counted already (a custom Function's forward wrote the view it marks dirty)."""
     st = self._storage
     root, base = st.root, self._base
-    if self.grad_fn is not None and base is not None and out.grad_fn is not None:
-        # the view's hooks stay on its old node, which torch's CopySlices steps over (they never fire);
-        # here the write's node reads through that node, so they are dropped from it (a write recorded
-        # under no_grad changes no history: the hooks stay)
-        self.grad_fn._tensor_hooks = {}
+    old = self.grad_fn
+    if old is not None and old._tensor_hooks and base is not None and out.grad_fn is not None:
+        # torch's CopySlices steps over the view's old node, whose hooks fire only for what used the view
+        # before the write; here the write's node reads through that node: it reads a copy without hooks
+        bare = copy.copy(old)
+        bare._tensor_hooks = {}
+        node = out.grad_fn
+        node.next_functions = tuple((bare, i) if n is old else (n, i) for n, i in node.next_functions)
     arr = recorded(out)
     if arr.dtype != self.dtype:
         arr = door.defer(_cast, (arr,), (("dtype", self.dtype),))
