@@ -452,7 +452,10 @@ def _structure(plan):
                         return _NO_KEY
                     x = v._data if leaf is None else leaf._storage.value  # (what unpacking gives)
                     saved.append((k, aval(x), v.requires_grad, leaf is not None, type(v.storage)))
-            desc.append((type(node), node._prim, door.frozen(tuple(node._params.items())),
+            fparams = getattr(node, "_fparams", None)  # (frozen when recorded, where it could be)
+            if fparams is None:
+                fparams = door.frozen(tuple(node._params.items()))
+            desc.append((type(node), node._prim, fparams,
                          tuple(-1 if p is None else at.get(p, -2) for p, _ in node.next_functions),
                          node._input_meta, node._output_meta, node in runs, tuple(saved),
                          len(targets.get(node, ())), node._retained is not None))
@@ -608,8 +611,12 @@ def _broadcastable(shape, to_shape):
 
 
 def _label(t, node):
-    """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran."""
-    return Tensor._make(door.defer(door.relabel, (recorded(t),), (("prefix", f"{node._prim.label(node)}-vjp"),)))
+    """End the rule's output in a layer named ``<op>-vjp-<token>``: the dashboard shows which rule ran
+    (a value the rule made carries it, :func:`daskgrad._dask.labelled`; another gets a relabel op)."""
+    label = f"{node._prim.label(node)}-vjp"
+    if door.labelled(recorded(t), label):
+        return t
+    return Tensor._make(door.defer(door.relabel, (recorded(t),), (("prefix", label),)))
 
 
 # ------------------------------------------------------------------ submit

@@ -167,7 +167,7 @@ class Node:
 
     __slots__ = ("_prim", "_params", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
                  "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "_metadata", "_seq",
-                 "__weakref__")
+                 "_fparams", "__weakref__")
 
     def name(self) -> str:
         return type(self).__name__
@@ -336,7 +336,8 @@ class Primitive:
         if self.consts:  # (a real number read as a value in memory: a step size changing every step keeps the key)
             values[k:] = [door.Constant(np.float64(v) if isinstance(v, float) else np.int64(v))
                           if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values[k:]]
-        out = door.defer(self.impl, values, tuple(params.items()), elementwise=self.elementwise)
+        items = tuple(params.items())
+        value = out = door.defer(self.impl, values, items, elementwise=self.elementwise)
         if half:
             out = rounded_to_half(out)
         needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
@@ -349,6 +350,8 @@ class Primitive:
             inputs = inputs[:len(inputs) - len(self.consts)]
         out = self.record(out, *[x if isinstance(x, Tensor) else None for x in inputs], save=save, node=node,
                           **params)
+        if items and out.grad_fn is not None and type(value) is door.Lazy and value.params is items:
+            out.grad_fn._fparams = value.frozen_params  # (frozen once: the kept reverse pass's key reads them)
         if self.view is not None:  # torch's view op: the result shares the input's storage
             as_view(out, inputs[0], self, node or self.torch[0], params)
         return out
@@ -467,7 +470,7 @@ def rebase(t, name, inputs, prim, params, meta):
 
 def _attach(out, name, inputs, wanting, prim, save, params, out_meta):
     node = _new_node(name)
-    node._prim, node._params = prim, params or {}
+    node._prim, node._params, node._fparams = prim, params or {}, None
     edges, metas = [], []  # (one loop: every recorded op passes here)
     for t, w in zip(inputs, wanting):
         if w:  # (requires grad: its grad_fn, or its leaf's AccumulateGrad, as edge() gives)

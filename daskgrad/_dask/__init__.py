@@ -25,8 +25,8 @@ the order of the data:
 * :mod:`.dashboard`: daskgrad's page on the scheduler's dashboard.
 """
 from .layers import elemwise, exact, one_chunk, prototype, relabel, within_chunks
-from .lazy import (Constant, Lazy, Piece, alias, basic_index, build, building, defer, defer_many, on_alias_built,
-                   rebind, rule, through, value_of)
+from .lazy import (Constant, Lazy, Piece, alias, basic_index, build, building, defer, defer_many, labelled,
+                   on_alias_built, rebind, rule, through, value_of)
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo, rolled
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
@@ -42,8 +42,8 @@ __all__ = ["Constant",
            "Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "exact", "one_chunk",
            "prototype",
            "relabel", "within_chunks", "Lazy", "Piece", "alias", "basic_index", "build", "building", "defer",
-           "defer_many", "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS", "Folded",
-           "flat_layers", "fold",
+           "defer_many", "labelled", "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS",
+           "Folded", "flat_layers", "fold",
            "halo", "rolled", "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize",
            "toposort_layers", "NoKey", "Program", "frozen", "gc_paused", "in_memory", "instantiate", "is_data",
            "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker", "chunk_bytes",

@@ -39,7 +39,7 @@ from . import kernels
 from .internals import (DataNode, GraphNode, elemwise, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
                         chunk_getitem, clientless, concatenate_lookup)
 from .labels import made_by
-from .layers import elementwise_aval, elementwise_layer, exact
+from .layers import elementwise_aval, elementwise_layer, exact, relabel
 
 # held while a submission makes its program (from Program.of to its instance): a Lazy value that another
 # thread's submission computed meanwhile would otherwise change under it (Lazy.becomes), and the program
@@ -55,7 +55,7 @@ class Lazy:
     computed."""
 
     __slots__ = ("fn", "srcs", "params", "dtype", "_meta", "chunks", "shape", "ndim", "elementwise", "annotations",
-                 "rule", "many", "seen", "computed", "_built", "frozen_params", "__weakref__")
+                 "rule", "label", "many", "seen", "computed", "_built", "frozen_params", "__weakref__")
 
     def __init__(self, fn, srcs, params, dtype, meta, chunks, elementwise=False, shape=None):
         self.fn, self.srcs, self.params, self.elementwise = fn, srcs, params, elementwise
@@ -66,6 +66,7 @@ class Lazy:
         # layers carry when built, outside that context
         self.annotations = dask.get_annotations() or None
         self.rule = _making.rule  # the VJP rule that recorded it (the dashboard's name for it)
+        self.label = None  # a rule's output: its array ends in a layer named ``<label>-<token>`` (see labelled)
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
         self.seen = 0  # how many submissions computed it (see daskgrad._dask.program.Program.computed_again)
         self.computed = self._built = None
@@ -101,7 +102,7 @@ class Lazy:
             self.computed = array
             if self.fn is not _alias and not self.many:
                 self.fn, self.srcs, self.params, self.elementwise, self._built = _held, (array,), (), False, None
-                self.frozen_params = None
+                self.frozen_params = self.label = None
 
     def build(self):
         """The dask array (built once, with the Lazy values it reads: see :func:`build`)."""
@@ -188,10 +189,13 @@ def defer(fn, srcs, params=(), elementwise=False):
             return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
         if getattr(fn, "elementwise_kernel", False) and not params:  # (chunks that do not line up: dask's
             fn, params = unified, (("op", fn),)                         # elemwise rechunks; the kernel reads blocks)
-    aval = _aval(fn, srcs, params)
+    fparams = _frozen_once(params)
+    aval = _aval(fn, srcs, params, fparams)
     if aval is None:  # the forward needs its operands' values: build it now, as dask would
         return fn(*[value_of(s) for s in srcs], **dict(params))
-    return Lazy(fn, srcs, params, *aval)
+    v = Lazy(fn, srcs, params, *aval)
+    v.frozen_params = fparams
+    return v
 
 
 def unified(*arrays, op):
@@ -262,7 +266,7 @@ def _slice_in_memory(src, params):
     taken = array(HighLevelGraph({name: MaterializedLayer(values)}, {name: set()}), name, chunks, a._meta)
     if spans_more:  # a getitem of the chunks spanned (dask's: its offsets within them in the key)
         params = (("index", cut),) + tuple(kv for kv in params if kv[0] != "index")
-        return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params))
+        return Lazy(basic_index, (taken,), params, *_aval(basic_index, (taken,), params, _frozen_once(params)))
     axes = tuple(d for d, p in enumerate(parts) if type(p) is slice)
     if not axes:
         return taken
@@ -405,7 +409,7 @@ class Piece:
     of what that code read, without running it.  The engine keeps the reverse pass so (its VJP
     rules are pure functions of the graph's structure, which its key holds): a training loop's
     backward records its rules once.  ``eqns``: per value made, ``(fn, srcs, params, frozen params,
-    dtype, meta, chunks, elementwise, shape, annotations, rule, many)`` with each src a reference --
+    dtype, meta, chunks, elementwise, shape, annotations, rule, label, many)`` with each src a reference --
     ``("x", j)``: the ``j``-th value read, ``("e", j)``: the ``j``-th value made, ``("c", v)``: a
     constant ``v``; ``outputs``: a reference each.  It holds no value it read."""
 
@@ -443,16 +447,16 @@ class Piece:
             params = frozen(v.params, objects=False) if v.params else ()  # (NoKey: a param holding an object)
             made[id(v)] = len(eqns)
             eqns.append((v.fn, tuple(ref(s) for s in v.srcs), v.params, params, v.dtype, v._meta, v.chunks,
-                         v.elementwise, v.shape, v.annotations, v.rule, v.many))
+                         v.elementwise, v.shape, v.annotations, v.rule, v.label, v.many))
         self.eqns, self.outputs = tuple(eqns), tuple(ref(v) for v in outputs)
 
     def again(self, values):
         """The outputs made anew, reading ``values`` (in the order of ``read``'s indices)."""
         made = []
-        for fn, srcs, params, fparams, dtype, meta, chunks, elementwise, shape, notes, rule, many in self.eqns:
+        for fn, srcs, params, fparams, dtype, meta, chunks, elementwise, shape, notes, rule, label, many in self.eqns:
             v = Lazy(fn, tuple(values[j] if k == "x" else made[j] if k == "e" else j for k, j in srcs), params,
                      dtype, meta, chunks, elementwise, shape)
-            v.annotations, v.rule, v.many, v.frozen_params = notes, rule, many, fparams
+            v.annotations, v.rule, v.label, v.many, v.frozen_params = notes, rule, label, many, fparams
             made.append(v)
         return [values[j] if k == "x" else made[j] if k == "e" else j for k, j in self.outputs]
 
@@ -470,6 +474,13 @@ def _bits(x):
 _SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a larger one as dask's token of them
 
 
+class _Freezing(threading.local):
+    changeable = 0  # how many values :func:`frozen` met that may change in place (see _frozen_once)
+
+
+_freezing = _Freezing()
+
+
 def frozen(v, objects=True):
     """``v`` as a hashable value equal exactly when the values are (:class:`NoKey` where it has no
     such form here): numbers by type and bits (``0.0`` and ``-0.0``, ``1`` and ``1.0`` differ),
@@ -482,18 +493,24 @@ def frozen(v, objects=True):
     if t is float:
         return (t, v.hex() if v == v else _bits(v))  # (every NaN's hex is "nan": its sign and payload by its bits)
     if t is tuple or t is list:
-        if all(type(o) is int for o in v):  # (shapes, chunks: the common case, exact as it is)
-            return (_INTS, t, tuple(v))
-        return (t,) + tuple(frozen(o, objects) for o in v)
+        if t is list:
+            _freezing.changeable += 1
+        for o in v:
+            if type(o) is not int:
+                return (t,) + tuple([frozen(o, objects) for o in v])
+        return (_INTS, t, tuple(v))  # (shapes, chunks: the common case, exact as it is)
     if t is complex:
         return (t, frozen(v.real), frozen(v.imag))
     if t is dict:
+        _freezing.changeable += 1
         return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
     if t is slice:
         return (slice, frozen(v.start, objects), frozen(v.stop, objects), frozen(v.step, objects))
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
             raise NoKey(t)
+        if v.size:
+            _freezing.changeable += 1
         # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
         # transpose have one token, so the strides are part of the key)
         return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
@@ -504,6 +521,7 @@ def frozen(v, objects=True):
     if t is functools.partial:
         return (t, frozen(v.func, objects), frozen(v.args, objects), frozen(v.keywords, objects))
     if t is types.FunctionType and (v.__closure__ or v.__defaults__ or v.__kwdefaults__):
+        _freezing.changeable += 1
         try:  # a closure made afresh (an op's kernel) is what it runs: its code and captured values
             cells = tuple(frozen(c.cell_contents, objects) for c in v.__closure__ or ())
         except ValueError:  # a cell not filled yet
@@ -511,6 +529,7 @@ def frozen(v, objects=True):
         key = (t, v.__code__, cells, frozen(v.__defaults__, objects), frozen(v.__kwdefaults__, objects))
         return key + _globals_sent(v) if v.__module__ == "__main__" else key
     if t is types.FunctionType and v.__module__ == "__main__":
+        _freezing.changeable += 1
         return (t, v) + _globals_sent(v)
     if v is Ellipsis:
         return (t,)
@@ -642,11 +661,27 @@ def _kind(s):
     return (t, s)  # ints and strings by value (NumPy's dtype rules read an int's value); others hashed
 
 
-def _aval(fn, srcs, params):
-    """The result's dtype, meta and chunks, from ``fn`` run once on stand-ins of ``srcs`` (remembered
-    per ``fn``, ``params`` and operand kinds); None where the result's chunks are unknown."""
+def _frozen_once(params):
+    """``frozen(params)`` made when an op is recorded, for its abstract value's cache and, where
+    nothing in it can change before the program is submitted, for the program's key too (else
+    None: a NumPy array, list or dict, a closure's cells or a function's globals are frozen again
+    at the submission, as they are then)."""
+    if not params:
+        return ()
+    before = _freezing.changeable
     try:
-        key = (fn, frozen(params), tuple(_kind(s) for s in srcs))
+        fparams = frozen(params)
+    except NoKey:
+        return None
+    return fparams if _freezing.changeable == before else None
+
+
+def _aval(fn, srcs, params, fparams):
+    """The result's dtype, meta and chunks, from ``fn`` run once on stand-ins of ``srcs`` (remembered
+    per ``fn``, ``params`` (``fparams``: frozen, or None) and operand kinds); None where the result's
+    chunks are unknown."""
+    try:
+        key = (fn, frozen(params) if fparams is None else fparams, tuple(_kind(s) for s in srcs))
         hash(key)
     except (TypeError, NoKey):  # an unhashable constant: inferred every time
         key = None
@@ -713,6 +748,8 @@ def lower(order, slot_name=None, wanted=()):
             layers[name], deps[name], names[id(node)] = layer, layer_deps, name
             if node.rule is not None:
                 made_by([name], node.rule)
+            if node.label is not None:
+                _relabelled(node, layers, deps, names)
             continue
         args = []
         for s in map(through, node.srcs):
@@ -741,7 +778,32 @@ def lower(order, slot_name=None, wanted=()):
         if node.rule is not None and made:
             made_by(made, node.rule)
         names[id(node)] = tuple(o.name for o in out) if node.many else out.name
+        if node.label is not None:
+            _relabelled(node, layers, deps, names)
     return layers, deps, names, slots
+
+
+def labelled(v, label):
+    """``v`` (a VJP rule's output, recorded by it) ending in a layer named ``<label>-<token>`` when
+    lowered: the dashboard shows which rule ran.  The layer :func:`.layers.relabel` makes, added by
+    lowering, so a backward records no op for it (a rule's outputs were a third of a small program's
+    values).  False where ``v`` cannot carry it (not a value this rule made alone, made or named
+    already): the caller records the relabel as an op of its own."""
+    if (type(v) is not Lazy or v.rule != label or v.label is not None or v.computed is not None
+            or v._built is not None or v.many or v.fn is _component or v.fn is _alias or v.fn is _held):
+        return False
+    v.label = label
+    return True
+
+
+def _relabelled(node, layers, deps, names):
+    """The relabel layer of a labelled ``node`` (see :func:`labelled`) added; its name is the node's."""
+    with dask.annotate(**node.annotations) if node.annotations else _nothing:
+        out = relabel(stand_in(node, names[id(node)]), node.label)
+    layers[out.name], deps[out.name] = out.dask.layers[out.name], {names[id(node)]}
+    if node.rule is not None:
+        made_by([out.name], node.rule)
+    names[id(node)] = out.name
 
 
 _CHAIN = 128  # elementwise ops fused into one function at most (a chain longer is several)
@@ -774,7 +836,8 @@ def _fusable_chains(order, wanted):
             for s in map(through, node.srcs):
                 if (type(s) is Lazy and id(s) in position and id(s) not in out and id(s) not in wanted
                         and reads.get(id(s)) == 1 and s.computed is None and _fusable(s) and _aligned(s, root)
-                        and s.rule == root.rule):  # (the dashboard names a fused layer by its rule)
+                        and s.rule == root.rule and s.label is None):  # (the dashboard names a fused layer by
+                    # its rule; a labelled value ends in a layer of its own)
                     out[id(s)] = True
                     stack.append(s)
         if len(members) > 1:

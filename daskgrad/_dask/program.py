@@ -116,7 +116,8 @@ class Program:
                     params = (params, frozen(node.annotations))
                 except NoKey:
                     keyed = False
-            desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise, node.many))
+            desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise, node.many,
+                         node.label))
         outs = tuple(ref(o) for o in outputs)
         key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
         if key is not None:
