@@ -310,6 +310,21 @@ def test_reverse_graph_layers_are_named_after_their_rule():
     assert "exp-vjp-" in layers and "mul-vjp-" in layers and "sum-vjp-" in layers
 
 
+def test_a_rules_own_output_is_named_without_a_relabel_op():
+    """A value a rule made carries its name to lowering: the backward records no op for it (a rule
+    handing its cotangent on as it is, add's, still gets one: its layer is the rule's only trace)."""
+    from daskgrad._dask import Lazy, relabel
+    from daskgrad._dask.program import _order
+
+    x = dg.from_array(np.arange(6.0), chunks=2, requires_grad=True)
+    (g,) = dg.grad((x.exp() * 2).sum(), x, lazy=True)
+    nodes = _order([g._storage.value])
+    assert type(g._storage.value) is Lazy and not [n for n in nodes if n.fn is relabel]
+    assert {n.label for n in nodes} >= {"exp-vjp", "mul-vjp", "sum-vjp"}
+    (g,) = dg.grad((x + 1).sum() + (x * 3).sum(), x, lazy=True)
+    assert sum(n.fn is relabel for n in _order([g._storage.value])) == 3  # (add's rule: the sums' two, x + 1's one)
+
+
 def test_detect_anomaly_names_the_op_and_the_forward_line():
     x = dg.tensor([0.0, 1.0], requires_grad=True)
     with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
