@@ -366,6 +366,8 @@ def _pow_rule(g, s):
     a, b = s.a, s.b
     if isinstance(b, Tensor):
         ga = where(b == 0, 0, g * b * pow(a, b - 1))
+    elif b == 2 and a.dtype.kind == "f" and not is_grad_enabled():  # (a ** 1 is a, bit for bit: no op to
+        ga = g * b * a                                                  # record; with create_graph, torch's graph)
     else:  # a real exponent (complex ones are refused): conj(b * a**(b-1)) = b * conj(a**(b-1))
         ga = g * b * conj(pow(a, b - 1)) if b != 0 else zeros_like(g)
     gb = None
