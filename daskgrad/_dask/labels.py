@@ -1,13 +1,14 @@
 """The name a task's seconds go under on the dashboard: the VJP rule (``<op>-vjp``) that made its
 layer, else its key's prefix (a forward op: ``matmul``, ``add``, ``maximum``).
 
-A rule's output ends in a layer named ``<op>-vjp-<token>`` (:func:`.layers.relabel`), but the layers
-the rule builds on the way carry the names of the ops they are: relu's rule is a ``le``, a ``where``
-and a ``mul``; matmul's rule makes partial products (``matmul_partial``) and their sums.  Chunk fusion
-runs them inside one task with the forward values they need, and metering each part under its own
-prefix showed the work as anonymous ``where`` and ``matmul_partial`` bars beside VJP rules of ~0 s.
-Each value a rule records carries the rule's name (:func:`.lazy.rule`), and lowering tells which
-layers that rule made (:func:`made_by`); a fused task names its parts with :func:`part_name`.
+A rule's output ends in a layer named ``<op>-vjp-<token>`` (:func:`.layers.relabel`, added when it
+is lowered: :func:`.lazy.labelled`), but the layers the rule builds on the way carry the names of
+the ops they are: relu's rule is a ``le``, a ``where`` and a ``mul``; matmul's rule makes partial
+products (``matmul_partial``) and their sums. Chunk fusion runs them inside one task with the
+forward values they need, and metering each part under its own prefix showed the work as anonymous
+``where`` and ``matmul_partial`` bars beside VJP rules of ~0 s. Each value a rule records carries
+the rule's name (:func:`.lazy.rule`), and lowering tells which layers that rule made
+(:func:`made_by`); a fused task names its parts with :func:`part_name`.
 """
 from __future__ import annotations
 
