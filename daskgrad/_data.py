@@ -117,6 +117,11 @@ def checked_scalar(value, dtype):
         value = value.item()
     if type(value) is complex and dtype.kind != "c" and value.imag == 0:
         value = value.real
+    if dtype.kind == "c" and type(value) in (int, float, complex):  # (each part in range of the parts' dtype)
+        part = np.finfo(dtype).max
+        if not all(v != v or abs(v) == float("inf") or abs(v) <= part for v in (value.real, value.imag)):
+            raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES[dtype.name]} without overflow")
+        return value
     if type(value) not in (int, float):
         if type(value) is complex and dtype.kind != "c":  # (torch's overflow for a lost imaginary part)
             raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES.get(dtype.name, dtype.name)} "

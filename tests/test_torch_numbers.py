@@ -76,6 +76,28 @@ CASES = {
     "float16 addcmul value 1e10": lambda L, T: T([0, 1], "float16").addcmul(T([1, 1], "float16"),
                                                                           T([1, 1], "float16"), value=1e10),
     "complex logdet": lambda L, T: T([[1 + 1j, 2], [3, 4 - 1j]], "complex128").logdet(),
+    # addmm's family converts beta and alpha as torch's: a float truncated for integers (addr refuses it)
+    "int64 addmm float beta, alpha": lambda L, T: T([[1, 2], [3, 4]], "int64").addmm(
+        T([[1, 2], [3, 4]], "int64"), T([[1, 2], [3, 4]], "int64"), beta=-1.7, alpha=2.9),
+    "int64 addmv float alpha": lambda L, T: T([1, 2], "int64").addmv(T([[1, 2], [3, 4]], "int64"), T([1, 2], "int64"),
+                                                                     alpha=0.5),
+    "int64 baddbmm float beta": lambda L, T: T([[[1, 2], [3, 4]]], "int64").baddbmm(
+        T([[[1, 2], [3, 4]]], "int64"), T([[[1, 2], [3, 4]]], "int64"), beta=0.5),
+    "int64 addbmm float beta": lambda L, T: T([[1, 2], [3, 4]], "int64").addbmm(
+        T([[[1, 2], [3, 4]]], "int64"), T([[[1, 2], [3, 4]]], "int64"), beta=2.5),
+    "int64 addr float alpha": lambda L, T: T([[1, 2], [3, 4]], "int64").addr(T([1, 2], "int64"), T([1, 2], "int64"),
+                                                                            alpha=0.5),
+    "int32 addmm beta 2**40": lambda L, T: T([[1, 2], [3, 4]], "int32").addmm(
+        T([[1, 2], [3, 4]], "int32"), T([[1, 2], [3, 4]], "int32"), beta=2**40),
+    "float32 addmm complex beta": lambda L, T: T([[1, 2], [3, 4]], "float32").addmm(
+        T([[1, 2], [3, 4]], "float32"), T([[1, 2], [3, 4]], "float32"), beta=1j),
+    # a complex64 value out of float32's range is refused (it gave NaNs)
+    "complex64 addcmul value 1e40": lambda L, T: T([1j, 2], "complex64").addcmul(
+        T([1j, 1], "complex64"), T([1j, 3j], "complex64"), value=1e40),
+    "complex64 addcdiv value 1e39j": lambda L, T: T([1j, 2], "complex64").addcdiv(
+        T([1j, 1], "complex64"), T([1j, 3j], "complex64"), value=1e39j),
+    "float32 addcdiv value 1e39": lambda L, T: T([1, 2], "float32").addcdiv(T([1, 1], "float32"),
+                                                                          T([1, 3], "float32"), value=1e39),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }

@@ -564,8 +564,20 @@ def _bmm(self, mat2):
     return matmul(*same_dtype(self, mat2))
 
 
-def _scaled_sum(self, product, beta, alpha):
-    """``beta * self + alpha * product``, ``self`` ignored when ``beta`` is 0 (torch: its NaNs too)."""
+def _scaled_sum(self, product, beta, alpha, addr=False):
+    """``beta * self + alpha * product``, ``self`` ignored when ``beta`` is 0 (torch: its NaNs too).  The numbers
+    converted as torch's: for integers a float is truncated (``addr`` refuses it), one out of range raises."""
+    dtype = _data.result_type(self, product)
+    for name, number in (("beta", beta), ("alpha", alpha)):
+        if isinstance(number, Tensor) or dtype.kind == "b":
+            continue
+        if dtype.kind in "iu" and isinstance(number, (float, np.floating)):
+            if addr:
+                raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
+            number = int(_data.checked_scalar(number, dtype))
+        else:
+            number = _data.checked_scalar(number, np.float32 if dtype == np.float16 else dtype)
+        beta, alpha = (number, alpha) if name == "beta" else (beta, number)
     product = product if alpha == 1 else product * alpha
     if beta == 0:
         return broadcast_to(product * 1, np.broadcast_shapes(self.shape, product.shape))
@@ -584,7 +596,7 @@ def _addmv(self, mat, vec, *, beta=1, alpha=1):
 
 def _addr(self, vec1, vec2, *, beta=1, alpha=1):
     """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``."""
-    return _scaled_sum(self, outer(vec1, vec2), beta, alpha)
+    return _scaled_sum(self, outer(vec1, vec2), beta, alpha, addr=True)
 
 
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
@@ -650,7 +662,9 @@ def _addcdiv(self, tensor1, tensor2, *, value=1):
                            "for all dtypes.")
     if isinstance(value, Tensor):  # (a 0-d tensor, whose value is not known here)
         return self + value * tensor1 / tensor2
-    return _addcdiv_p.bind(self, tensor1, tensor2, value)
+    dtype = _data.result_type(self, tensor1, tensor2)
+    return _addcdiv_p.bind(self, tensor1, tensor2, _data.checked_scalar(value, np.float32 if dtype == np.float16
+                                                                          else dtype))
 
 
 def _rsqrt(self):
