@@ -98,6 +98,17 @@ CASES = {
         T([1j, 1], "complex64"), T([1j, 3j], "complex64"), value=1e39j),
     "float32 addcdiv value 1e39": lambda L, T: T([1, 2], "float32").addcdiv(T([1, 1], "float32"),
                                                                           T([1, 3], "float32"), value=1e39),
+    # float16 round(decimals=) in float32, rounded once (as float16 it overflowed: 1000.5 * 100)
+    "float16 round(decimals=2)": lambda L, T: T([1.2345, 0.005, 65.432, 1000.5], "float16").round(decimals=2),
+    "float16 round(decimals=5)": lambda L, T: T([1.2345, 0.0051, 60000], "float16").round(decimals=5),
+    "float16 round(decimals=-5)": lambda L, T: T([1.2345, 60000], "float16").round(decimals=-5),
+    # complex logsumexp shifts by the max real part: the phase is the sum's
+    "complex logsumexp": lambda L, T: T([[1 + 2j, 2 - 3j], [1j, 3]], "complex128").logsumexp(1),
+    # bincount of float32 weights: float32, summed in order
+    "bincount float32 weights": lambda L, T: T([0, 0, 0, 0, 1, 3], "int64").bincount(
+        T([1e8, 1, 1, 1, 3, 0.5], "float32")),
+    "bincount float16 weights": lambda L, T: T([0, 1, 1], "int64").bincount(T([0.5, 1, 2], "float16")),
+    "bincount empty, weights": lambda L, T: T([], "int64").bincount(T([], "float32"), minlength=2),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }
@@ -144,3 +155,8 @@ def test_module_level_fmax_of_complex_keeps_numpys_order():
     z = np.array([1 + 1j, 2 - 1j, 1 + 2j])
     w = np.array([1 + 2j, 2 - 2j, 0 + 9j])
     np.testing.assert_array_equal(dg.fmax(dg.from_array(z), dg.from_array(w)).numpy(), np.fmax(z, w))
+
+
+def test_module_level_bincount_keeps_numpys_float64():
+    x, w = np.array([0, 1, 1]), np.array([0.5, 1, 2], dtype=np.float32)
+    assert dg.bincount(dg.from_array(x, chunks=1), dg.from_array(w, chunks=1)).numpy().dtype == np.bincount(x, w).dtype

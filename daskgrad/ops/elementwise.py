@@ -719,8 +719,17 @@ ceil = _unary("ceil", "CeilBackward0", da.ceil, lambda g, s: (zeros_like(g),), c
               floating=False)
 trunc = _unary("trunc", "TruncBackward0", da.trunc, lambda g, s: (zeros_like(g),), complex_ok=False,
                methods=("trunc", "fix"), floating=False)
-round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"),
-                    impl=lambda a, decimals=0: da.round(a, decimals),
+def _round_impl(a, decimals=0):
+    """NumPy's ``round``; float16 with decimals in float32, rounded once (torch's kernel)."""
+    if a.dtype != np.float16 or not decimals:
+        return da.round(a, decimals)
+    with np.errstate(over="ignore"):
+        scale = np.float32(10.0 ** abs(decimals)) if abs(decimals) < 39 else np.float32(np.inf)
+    a = a.astype(np.float32)
+    return (da.rint(a * scale) / scale if decimals > 0 else da.rint(a / scale) * scale).astype(np.float16)
+
+
+round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"), impl=_round_impl,
                     prepare=functools.partial(tensor_operand, refuse="round"))
 round_p.vjp(lambda g, s, decimals=0: (zeros_like(g),))
 

@@ -6,6 +6,8 @@ records a node whose backward raises (``bincount`` with weights, ``floor_divide`
 """
 from __future__ import annotations
 
+import builtins
+
 import dask
 import dask.array as da
 import numpy as np
@@ -150,7 +152,30 @@ def _no_derivative(out, name, *inputs):
     return not_implemented_p.record(out.array, *ins, node="NotImplemented", op=name)
 
 
-@public("bincount")
+def _bincount_float32(x, w, minlength):
+    if x.size and x.min() < 0:
+        np.bincount(x)  # (NumPy's error for a negative value)
+    out = np.zeros(builtins.max(int(x.max()) + 1 if x.size else 0, minlength), np.float32)
+    np.add.at(out, x, w)  # (in float32, in order: torch's sums)
+    return out
+
+
+def _bincount_method(op):
+    def method(self, weights=None, minlength=0):
+        """torch's ``bincount``: float32 weights are summed in float32 (NumPy's and ``daskgrad.bincount``'s
+        in float64)."""
+        w = as_tensor(weights) if weights is not None else None
+        if self.ndim == 1 and self.shape[0] == 0 and w is not None and w.shape == (0,):
+            return op(self, None, minlength)  # (torch's: no elements, int64 zeros whatever the weights)
+        if w is None or w.dtype != np.float32 or self.dtype.kind in "fc" or self.ndim != 1:
+            return op(self, weights, minlength)
+        out = Tensor._make(da.map_blocks(_bincount_float32, self.array.rechunk(-1), w.array.rechunk(-1), minlength,
+                                         dtype=np.float32, chunks=((np.nan,),)))
+        return _no_derivative(out, "bincount", weights)
+    return method
+
+
+@public(("bincount", _bincount_method))
 def bincount(x, weights=None, minlength=0):
     """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
     with weights that require grad the result does too, and backward raises, as torch's."""
