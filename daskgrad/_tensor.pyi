@@ -1245,7 +1245,7 @@ class Tensor:
         """
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
-        ``equal_nan``).
+        ``equal_nan``); one dtype, as torch requires.
         """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).

@@ -98,7 +98,8 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
         t = torch.from_numpy(values.copy()) if lib is torch else dg.from_array(values.copy(), chunks=1)
         args = (t,) if name in _BINARY or name in {"__floordiv__", "floor_divide", "__mod__", "__pow__", "pow",
                                                    "matmul", "mm", "inner", "logaddexp", "logaddexp2", "nextafter",
-                                                   "dist"} else _INTEGRAL_ARGS.get(name, ())
+                                                   "dist", "__matmul__", "__rmatmul__", "dot", "vdot", "mv", "bmm"
+                                                   } else _INTEGRAL_ARGS.get(name, ())
         try:
             out = getattr(t, name)(*args)
             if lib is dg:  # (an integer division by zero raises torch's error when computed)
@@ -108,6 +109,32 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
         except Exception as e:  # noqa: BLE001 - compared
             results.append((type(e), str(e)))
     assert results[1] == results[0]
+
+
+@pytest.mark.parametrize("name", ["matmul", "__matmul__", "__rmatmul__", "dot", "vdot", "inner", "mv", "mm", "bmm"])
+def test_a_product_of_bools_names_torchs_kernel_by_the_dims(name):
+    shapes = {1: (2,), 2: (2, 2), 3: (1, 2, 2)}
+    for a, b in [(1, 1), (2, 1), (1, 2), (2, 2), (3, 3), (3, 1), (1, 3), (3, 2)]:
+        results = []
+        for lib in (torch, dg):
+            x, y = (lib.tensor(np.ones(shapes[n], bool)) for n in (a, b))
+            try:
+                getattr(x, name)(y)
+                results.append(None)
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e), str(e)))
+        assert results[1] == results[0], (a, b)
+
+
+def test_keywords_of_a_tensor_only_method_are_checked_as_torchs():
+    for lib in (torch, dg):
+        x = lib.tensor(np.array([1.0, 2.0]))
+        with pytest.raises(TypeError, match=r"^maximum\(\): argument 'other' must be Tensor, not int$"):
+            x.maximum(other=2)
+        with pytest.raises(TypeError, match=r"^dot\(\): argument 'tensor' must be Tensor, not float$"):
+            x.dot(tensor=2.5)
+        with pytest.raises(RuntimeError, match="1D tensors expected, but got 2D and 2D tensors"):
+            lib.tensor(np.ones((2, 2))).vdot(lib.tensor(np.ones((2, 2))))
 
 
 def test_integer_and_bool_operands_that_promote_to_float_still_compute():

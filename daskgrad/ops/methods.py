@@ -515,7 +515,9 @@ def _tile(self, *dims):
 
 def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
-    ``equal_nan``)."""
+    ``equal_nan``); one dtype, as torch requires."""
+    if isinstance(other, Tensor) and self.dtype != other.dtype:
+        raise RuntimeError(f"{_type_name(self.dtype)} did not match {_type_name(other.dtype)}")
     return isclose(self, other, rtol, atol, equal_nan)
 
 
