@@ -112,6 +112,10 @@ CASES = {
     # isclose of two dtypes is refused, as torch's (it promoted)
     "isclose float32, float64": lambda L, T: T([1, 2], "float32").isclose(T([1, 2.0000001], "float64")),
     "isclose int64, float32": lambda L, T: T([1, 2], "int64").isclose(T([1, 2], "float32")),
+    # angle of complex numbers with infinite parts (x * -1j made NaNs) and of a negative zero imaginary part
+    "angle of complex infinities": lambda L, T: T([complex(np.inf, 0), complex(-np.inf, 1), complex(np.inf, np.inf),
+                                                  complex(-np.inf, -np.inf), complex(1, np.inf), complex(-1, -0.0),
+                                                  complex(np.nan, 1)], "complex64").angle(),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }

@@ -295,7 +295,7 @@ def angle(x, deg=False):
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's)."""
     x = as_tensor(x)
     if x.dtype.kind == "c":
-        out = arctan2(ew.real_part(x * -1j), ew.real_part(x))  # (the parts as new tensors: no views)
+        out = arctan2(ew.imag_part(x), ew.real_part(x))  # (the parts as new tensors: no views)
     else:
         x = x if x.dtype != bool else ew.astype(x, ew.DEFAULT_FLOAT)
         out = where(x < 0, math.pi, where(x == x, sign(x) * 0.0, math.nan))  # (x's floating dtype; NaN stays)

@@ -77,6 +77,10 @@ real_p = primitive("real", torch="RealBackward0", impl=da.real)
 real_p.vjp(lambda g, s: (g,))
 
 
+imag_p = primitive("imag", torch="ImagBackward0", impl=da.imag)
+imag_p.vjp(lambda g, s: (g * 1j,))
+
+
 def conj(x):
     """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node."""
     if isinstance(x, (int, float)):
@@ -96,6 +100,12 @@ def real_part(x):
     if x.dtype.kind != "c":
         return x
     return real_p.bind(x)
+
+
+def imag_part(x):
+    """The imaginary part of a complex tensor, a new tensor (differentiable; its cotangent ``g`` reaches the
+    input as ``g * 1j``).  (The public ``imag`` is torch's view of it: ``composite.py``.)"""
+    return imag_p.bind(as_tensor(x))
 
 
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
