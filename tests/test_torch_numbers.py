@@ -167,3 +167,17 @@ def test_module_level_fmax_of_complex_keeps_numpys_order():
 def test_module_level_bincount_keeps_numpys_float64():
     x, w = np.array([0, 1, 1]), np.array([0.5, 1, 2], dtype=np.float32)
     assert dg.bincount(dg.from_array(x, chunks=1), dg.from_array(w, chunks=1)).numpy().dtype == np.bincount(x, w).dtype
+
+
+@pytest.mark.parametrize("convert", [float, int, complex])
+def test_python_numbers_of_a_complex_0d_tensor_are_torchs(convert):
+    # (the real part where the imaginary part is 0, else torch's overflow error; complex() computes)
+    for v in (1 + 2j, 3 + 0j, -2.7 + 0j, complex(np.inf, 0), complex(np.nan, 0), complex(1e30, 0)):
+        results = []
+        for lib in (torch, dg):
+            t = torch.from_numpy(np.array(v)) if lib is torch else dg.from_array(np.array(v), chunks=1)
+            try:
+                results.append(repr(convert(t)))
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e).__name__, str(e)))
+        assert results[1] == results[0], v
