@@ -141,3 +141,21 @@ def test_integer_and_bool_operands_that_promote_to_float_still_compute():
     b = dg.tensor(np.array([True, False]))
     assert (b // 2).dtype == np.int64 and (b % 2.5).dtype == np.float32 and (b ** 2.0).dtype == np.float32
     assert dg.tensor(np.array([3, 4])).float().norm().item() == 5.0
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool", "float16"])
+def test_bitwise_with_a_float_raises_torchs_error_in_torchs_order(dtype):
+    # (in place, the cast of the result type first; out of place, the kernel named with the result type)
+    calls = [lambda t: t.__iand__(0.5), lambda t: t.__ior__(1.5), lambda t: t.__ixor__(np.float32(2.5)),
+             lambda t: t.__ilshift__(1.5), lambda t: t.bitwise_and_(0.5), lambda t: t & 0.5, lambda t: 0.5 | t,
+             lambda t: t ^ np.float64(1.5), lambda t: t.bitwise_or_(t.float()), lambda t: t.__iand__(1)]
+    for i, call in enumerate(calls):
+        results = []
+        for lib in (torch, dg):
+            t = lib.tensor(np.array([1, 0], dtype=dtype))
+            try:
+                call(t)
+                results.append(None)
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e), str(e)))
+        assert results[1] == results[0], i

@@ -523,8 +523,8 @@ clamp = public(name="clamp")(clip)
 def _compare(fn, name, *methods):
     def op(a, b):
         a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-        if name.startswith("bitwise_"):
-            refuse_dtype_kinds(name, "fc", a, b)
+        if name.startswith("bitwise_"):  # (torch's words name the result type: int32 & 0.5 is Float)
+            refuse_dtype_kinds(name, "fc", np.empty(0, result_type(a, b)))
         out = Tensor._make(door.defer(fn, promoted([value(a), value(b)])[0], elementwise=True))  # (in torch's type)
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)

@@ -846,6 +846,9 @@ def _shift(left, swap=False, inplace=False):
                 raise RuntimeError(f"output with shape {list(a.shape)} doesn't match the broadcast shape "
                                    f"{list(np.broadcast_shapes(a.shape, b.shape))}")
         dtype = _data.result_type(a, b)
+        if inplace and not _data.can_cast(dtype, a.dtype):  # (torch's order: the cast before the kernel)
+            raise RuntimeError(f"result type {_type_name(dtype)} can't be cast to the desired output type "
+                               f"{_type_name(a.dtype)}")
         if dtype.kind not in "iu":
             raise NotImplementedError(f'"{name}_cpu" not implemented for '
                                       f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")
