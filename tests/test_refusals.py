@@ -159,3 +159,14 @@ def test_bitwise_with_a_float_raises_torchs_error_in_torchs_order(dtype):
             except Exception as e:  # noqa: BLE001 - compared
                 results.append((type(e), str(e)))
         assert results[1] == results[0], i
+
+
+def test_complex_nan_to_num_under_autograd_is_refused_as_torchs():
+    v = np.array([1 + 1j, complex(np.inf, 1)])
+    for lib in (torch, dg):
+        x = lib.tensor(v, requires_grad=True) if lib is torch else dg.tensor(v, requires_grad=True)
+        with pytest.raises(RuntimeError, match="^nan_to_num does not support automatic differentiation for outputs "
+                                               "with complex dtype.$"):
+            x.nan_to_num()
+        with lib.no_grad():
+            assert x.nan_to_num().numpy()[1] == complex(np.finfo(np.float64).max, 1)
