@@ -116,6 +116,14 @@ CASES = {
     "angle of complex infinities": lambda L, T: T([complex(np.inf, 0), complex(-np.inf, 1), complex(np.inf, np.inf),
                                                   complex(-np.inf, -np.inf), complex(1, np.inf), complex(-1, -0.0),
                                                   complex(np.nan, 1)], "complex64").angle(),
+    # a NumPy bool is a float to torch's Scalar (it was a bool here: int32 + np.True_ was int32)
+    "int32 + NumPy True": lambda L, T: T([1, 2], "int32") + np.True_,
+    "bool + NumPy True": lambda L, T: T([True, False], "bool") + np.True_,
+    "float64 - NumPy True": lambda L, T: T([1.5, 2], "float64") - np.True_,
+    "int64 // NumPy True": lambda L, T: T([3, -2], "int64") // np.True_,
+    "uint8 mul NumPy False": lambda L, T: T([3, 2], "uint8").mul(np.False_),
+    "int32 & NumPy True": lambda L, T: T([3, 2], "int32") & np.True_,
+    "int32 < NumPy True": lambda L, T: T([0, 2], "int32") < np.True_,
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }

@@ -30,7 +30,8 @@ import numpy as np
 from .. import _dask as door, chunk
 from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
-                    refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
+                    numpy_bool_as_float, refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand,
+                    tensor_or_scalar, value)
 from .._data import DEFAULT_FLOAT, checked_scalar, result_type, wrapped_int
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, require_cuda
@@ -255,6 +256,7 @@ def add(a, b, *, alpha=1):
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
     node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
+    a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
     bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
     if any(bools):  # (torch's refusals; NumPy refuses two bools too)
         if all(bools):
@@ -522,7 +524,7 @@ clamp = public(name="clamp")(clip)
 # ------------------------------------------------- comparisons (never differentiable)
 def _compare(fn, name, *methods):
     def op(a, b):
-        a, b = tensor_or_scalar(a), tensor_or_scalar(b)
+        a, b = tensor_or_scalar(numpy_bool_as_float(a)), tensor_or_scalar(numpy_bool_as_float(b))
         if name.startswith("bitwise_"):  # (torch's words name the result type: int32 & 0.5 is Float)
             refuse_dtype_kinds(name, "fc", np.empty(0, result_type(a, b)))
         out = Tensor._make(door.defer(fn, promoted([value(a), value(b)])[0], elementwise=True))  # (in torch's type)

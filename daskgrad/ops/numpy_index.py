@@ -15,7 +15,8 @@ import numpy as np
 from .. import _dask as door, _tensor
 from ..graph import primitive, promoted, rounded_to_half
 from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
-from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar, value
+from ._util import (as_tensor, norm_axis, numpy_bool_as_float, public, raw, refuse_dtype_kinds, tensor_or_scalar,
+                    value)
 from .elementwise import bitwise_not, checked_divisor, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -232,7 +233,7 @@ all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all
 @public("__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide", "floor_divide_")
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
-    a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
+    a, b = tensor_or_scalar(numpy_bool_as_float(x1)), tensor_or_scalar(numpy_bool_as_float(x2))
     b = checked_divisor(a, b)  # (an integer one by zero: torch's error)
     operands, half = promoted([value(a), value(b)], opmath=True)  # (half in float32, as torch's)
     out = door.defer(da.floor_divide, operands, elementwise=True)

@@ -167,9 +167,10 @@ def _refusing(method, name, rules):
         if self.dtype.kind in kinds or args and suspect(args[0]) or kwargs and any(map(suspect, kwargs.values())):
             values = (*args, *kwargs.values())
             operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)))]
-            if operand and args and not isinstance(args[0], (Tensor, bool, np.bool_)) and isinstance(
+            if operand and args and not isinstance(args[0], (Tensor, bool)) and isinstance(
                     args[0], (numbers.Number, np.generic, np.ndarray)):  # (the other operand: bool // 2 is int64)
-                operands.append(args[0].item() if isinstance(args[0], np.generic) else args[0])
+                operands.append(float(args[0]) if isinstance(args[0], np.bool_) else  # (torch's: a float)
+                                args[0].item() if isinstance(args[0], np.generic) else args[0])
             dtype = _data.result_type(*operands)
             for k, error, words in rules:
                 if dtype.kind in k and (k != "b" or not pow_ or isinstance(values[0], Tensor)):
