@@ -109,6 +109,8 @@ CASES = {
         T([1e8, 1, 1, 1, 3, 0.5], "float32")),
     "bincount float16 weights": lambda L, T: T([0, 1, 1], "int64").bincount(T([0.5, 1, 2], "float16")),
     "bincount empty, weights": lambda L, T: T([], "int64").bincount(T([], "float32"), minlength=2),
+    "bincount of a negative value": lambda L, T: T([0, -1, 2], "int64").bincount(T([1, 1, 1], "float32")),
+    "bincount of a negative value, no weights": lambda L, T: T([0, 2, -1], "int32").bincount(),
     # isclose of two dtypes is refused, as torch's (it promoted)
     "isclose float32, float64": lambda L, T: T([1, 2], "float32").isclose(T([1, 2.0000001], "float64")),
     "isclose int64, float32": lambda L, T: T([1, 2], "int64").isclose(T([1, 2], "float32")),

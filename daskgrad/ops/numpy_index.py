@@ -153,6 +153,12 @@ def _no_derivative(out, name, *inputs):
     return not_implemented_p.record(out.array, *ins, node="NotImplemented", op=name)
 
 
+def _nonnegative(x):
+    if x.size and x.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    return x
+
+
 def _bincount_float32(x, w, minlength):
     if x.size and x.min() < 0:
         np.bincount(x)  # (NumPy's error for a negative value)
@@ -168,6 +174,8 @@ def _bincount_method(op):
         w = as_tensor(weights) if weights is not None else None
         if self.ndim == 1 and self.shape[0] == 0 and w is not None and w.shape == (0,):
             return op(self, None, minlength)  # (torch's: no elements, int64 zeros whatever the weights)
+        if self.ndim == 1 and self.dtype.kind == "i":  # (a negative value: torch's error, in the tasks)
+            self = Tensor._make(self.array.map_blocks(_nonnegative, dtype=self.dtype))
         if w is None or w.dtype != np.float32 or self.dtype.kind in "fc" or self.ndim != 1:
             return op(self, weights, minlength)
         out = Tensor._make(da.map_blocks(_bincount_float32, self.array.rechunk(-1), w.array.rechunk(-1), minlength,
