@@ -115,6 +115,11 @@ def checked_scalar(value, dtype):
     dtype = np.dtype(dtype)
     if isinstance(value, np.generic) and not isinstance(value, np.bool_):  # (a NumPy number: checked as torch's)
         value = value.item()
+    if type(value) is int and not -(1 << 63) <= value < 1 << 63:  # (torch's Scalar: an int64 or a uint64)
+        if value >= 1 << 64 or value < 0:
+            raise OverflowError("int too big to convert" if value > 0 else "can't convert negative int to unsigned")
+        if dtype.kind in "fc":
+            value = float(value)
     if type(value) is complex and dtype.kind != "c" and value.imag == 0:
         value = value.real
     if dtype.kind == "c" and type(value) in (int, float, complex):  # (each part in range of the parts' dtype)

@@ -126,6 +126,16 @@ CASES = {
     "uint8 mul NumPy False": lambda L, T: T([3, 2], "uint8").mul(np.False_),
     "int32 & NumPy True": lambda L, T: T([3, 2], "int32") & np.True_,
     "int32 < NumPy True": lambda L, T: T([0, 2], "int32") < np.True_,
+    # a Python int is torch's Scalar: an int64 or a uint64 (2**70 was taken as a float)
+    "float64 fill_ 2**70": lambda L, T: T([1, 2], "float64").fill_(2**70),
+    "float64 clamp(max=-2**70)": lambda L, T: T([1, 2], "float64").clamp(max=-2**70),
+    "float32 masked_fill -2**63 - 5": lambda L, T: T([1, 2], "float32").masked_fill(T([True, False], "bool"),
+                                                                                   -2**63 - 5),
+    "float64 addcmul value 2**63 + 5": lambda L, T: T([1, 2], "float64").addcmul(T([1, 2], "float64"),
+                                                                               T([1, 2], "float64"), value=2**63 + 5),
+    "float64 add alpha 2**63 + 5": lambda L, T: T([1, 2], "float64").add(T([1, 2], "float64"), alpha=2**63 + 5),
+    "int64 addcdiv value 2**70": lambda L, T: T([1, 2], "int64").addcdiv(T([1, 2], "int64"), T([1, 2], "int64"),
+                                                                        value=2**70),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }

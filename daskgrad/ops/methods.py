@@ -655,6 +655,8 @@ def _addcdiv_rule(g, s):
 
 def _addcdiv(self, tensor1, tensor2, *, value=1):
     """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's)."""
+    if type(value) is int:  # (torch's Scalar first: an int beyond int64 and uint64 is refused)
+        _data.checked_scalar(value, np.float64)
     if as_tensor(tensor1).dtype.kind in "biu" and as_tensor(tensor2).dtype.kind in "biu":
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
                            "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
