@@ -115,8 +115,18 @@ def checked_scalar(value, dtype):
     dtype = np.dtype(dtype)
     if isinstance(value, np.generic) and not isinstance(value, np.bool_):  # (a NumPy number: checked as torch's)
         value = value.item()
+    if type(value) is int and not -(1 << 63) <= value < 1 << 63:  # (torch's Scalar: an int64 or a uint64)
+        if value >= 1 << 64 or value < 0:
+            raise OverflowError("int too big to convert" if value > 0 else "can't convert negative int to unsigned")
+        if dtype.kind in "fc":
+            value = float(value)
     if type(value) is complex and dtype.kind != "c" and value.imag == 0:
         value = value.real
+    if dtype.kind == "c" and type(value) in (int, float, complex):  # (each part in range of the parts' dtype)
+        part = np.finfo(dtype).max
+        if not all(v != v or abs(v) == float("inf") or abs(v) <= part for v in (value.real, value.imag)):
+            raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES[dtype.name]} without overflow")
+        return value
     if type(value) not in (int, float):
         if type(value) is complex and dtype.kind != "c":  # (torch's overflow for a lost imaginary part)
             raise RuntimeError(f"value cannot be converted to type {C_TYPE_NAMES.get(dtype.name, dtype.name)} "

@@ -418,6 +418,16 @@ def as_view(out, x, prim, node, params):
     return out
 
 
+def _real_value(value, c_type):
+    """A complex tensor's value as ``float()``/``int()`` take it: its real part, where the imaginary part is 0
+    (torch's; else torch's overflow error)."""
+    if isinstance(value, complex):
+        if value.imag != 0 or c_type == "int64_t" and not -2.0**63 <= value.real < 2.0**63:
+            raise RuntimeError(f"value cannot be converted to type {c_type} without overflow")
+        return value.real
+    return value
+
+
 class Tensor:
     """A chunked, lazy array that records operations for reverse-mode autodiff."""
 
@@ -869,10 +879,13 @@ class Tensor:
         if self.requires_grad:  # torch 2.13 warns here, not in item()
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                           "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
-        return float(self._scalar().item())
+        return float(_real_value(self._scalar().item(), "double"))
 
     def __int__(self):
-        return int(self._scalar().item())
+        return int(_real_value(self._scalar().item(), "int64_t"))
+
+    def __complex__(self):
+        return complex(self._scalar().item())
 
     def __format__(self, spec):
         """``f"{loss:.4f}"``: a 0-d tensor formats its value (computed), as torch's; any other takes only

@@ -192,6 +192,12 @@ def as_view(out, x, prim, node, params):
     """
 
 
+def _real_value(value, c_type):
+    """A complex tensor's value as ``float()``/``int()`` take it: its real part, where the imaginary part is 0
+    (torch's; else torch's overflow error).
+    """
+
+
 class Tensor:
     @property
     def H(self): ...
@@ -214,6 +220,7 @@ class Tensor:
     def __array_function__(self, func, types, args, kwargs): ...
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs): ...
     def __bool__(self): ...
+    def __complex__(self): ...
     def __dask_graph__(self):
         """The dask graph, as to dask itself; none to xarray's checks (see the module's docstring); and to
         dask.array's functions that take a collection as an array-like constant (``da.dot(t, t)`` through
@@ -1245,7 +1252,7 @@ class Tensor:
         """
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
-        ``equal_nan``).
+        ``equal_nan``); one dtype, as torch requires.
         """
     def isfinite(self) -> Tensor:
         """NumPy's ``isfinite`` (boolean; not differentiable).

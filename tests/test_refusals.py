@@ -98,7 +98,8 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
         t = torch.from_numpy(values.copy()) if lib is torch else dg.from_array(values.copy(), chunks=1)
         args = (t,) if name in _BINARY or name in {"__floordiv__", "floor_divide", "__mod__", "__pow__", "pow",
                                                    "matmul", "mm", "inner", "logaddexp", "logaddexp2", "nextafter",
-                                                   "dist"} else _INTEGRAL_ARGS.get(name, ())
+                                                   "dist", "__matmul__", "__rmatmul__", "dot", "vdot", "mv", "bmm"
+                                                   } else _INTEGRAL_ARGS.get(name, ())
         try:
             out = getattr(t, name)(*args)
             if lib is dg:  # (an integer division by zero raises torch's error when computed)
@@ -110,7 +111,62 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
     assert results[1] == results[0]
 
 
+@pytest.mark.parametrize("name", ["matmul", "__matmul__", "__rmatmul__", "dot", "vdot", "inner", "mv", "mm", "bmm"])
+def test_a_product_of_bools_names_torchs_kernel_by_the_dims(name):
+    shapes = {1: (2,), 2: (2, 2), 3: (1, 2, 2)}
+    for a, b in [(1, 1), (2, 1), (1, 2), (2, 2), (3, 3), (3, 1), (1, 3), (3, 2)]:
+        results = []
+        for lib in (torch, dg):
+            x, y = (lib.tensor(np.ones(shapes[n], bool)) for n in (a, b))
+            try:
+                getattr(x, name)(y)
+                results.append(None)
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e), str(e)))
+        assert results[1] == results[0], (a, b)
+
+
+def test_keywords_of_a_tensor_only_method_are_checked_as_torchs():
+    for lib in (torch, dg):
+        x = lib.tensor(np.array([1.0, 2.0]))
+        with pytest.raises(TypeError, match=r"^maximum\(\): argument 'other' must be Tensor, not int$"):
+            x.maximum(other=2)
+        with pytest.raises(TypeError, match=r"^dot\(\): argument 'tensor' must be Tensor, not float$"):
+            x.dot(tensor=2.5)
+        with pytest.raises(RuntimeError, match="1D tensors expected, but got 2D and 2D tensors"):
+            lib.tensor(np.ones((2, 2))).vdot(lib.tensor(np.ones((2, 2))))
+
+
 def test_integer_and_bool_operands_that_promote_to_float_still_compute():
     b = dg.tensor(np.array([True, False]))
     assert (b // 2).dtype == np.int64 and (b % 2.5).dtype == np.float32 and (b ** 2.0).dtype == np.float32
     assert dg.tensor(np.array([3, 4])).float().norm().item() == 5.0
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool", "float16"])
+def test_bitwise_with_a_float_raises_torchs_error_in_torchs_order(dtype):
+    # (in place, the cast of the result type first; out of place, the kernel named with the result type)
+    calls = [lambda t: t.__iand__(0.5), lambda t: t.__ior__(1.5), lambda t: t.__ixor__(np.float32(2.5)),
+             lambda t: t.__ilshift__(1.5), lambda t: t.bitwise_and_(0.5), lambda t: t & 0.5, lambda t: 0.5 | t,
+             lambda t: t ^ np.float64(1.5), lambda t: t.bitwise_or_(t.float()), lambda t: t.__iand__(1)]
+    for i, call in enumerate(calls):
+        results = []
+        for lib in (torch, dg):
+            t = lib.tensor(np.array([1, 0], dtype=dtype))
+            try:
+                call(t)
+                results.append(None)
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e), str(e)))
+        assert results[1] == results[0], i
+
+
+def test_complex_nan_to_num_under_autograd_is_refused_as_torchs():
+    v = np.array([1 + 1j, complex(np.inf, 1)])
+    for lib in (torch, dg):
+        x = lib.tensor(v, requires_grad=True) if lib is torch else dg.tensor(v, requires_grad=True)
+        with pytest.raises(RuntimeError, match="^nan_to_num does not support automatic differentiation for outputs "
+                                               "with complex dtype.$"):
+            x.nan_to_num()
+        with lib.no_grad():
+            assert x.nan_to_num().numpy()[1] == complex(np.finfo(np.float64).max, 1)

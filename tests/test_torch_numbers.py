@@ -76,6 +76,66 @@ CASES = {
     "float16 addcmul value 1e10": lambda L, T: T([0, 1], "float16").addcmul(T([1, 1], "float16"),
                                                                           T([1, 1], "float16"), value=1e10),
     "complex logdet": lambda L, T: T([[1 + 1j, 2], [3, 4 - 1j]], "complex128").logdet(),
+    # addmm's family converts beta and alpha as torch's: a float truncated for integers (addr refuses it)
+    "int64 addmm float beta, alpha": lambda L, T: T([[1, 2], [3, 4]], "int64").addmm(
+        T([[1, 2], [3, 4]], "int64"), T([[1, 2], [3, 4]], "int64"), beta=-1.7, alpha=2.9),
+    "int64 addmv float alpha": lambda L, T: T([1, 2], "int64").addmv(T([[1, 2], [3, 4]], "int64"), T([1, 2], "int64"),
+                                                                     alpha=0.5),
+    "int64 baddbmm float beta": lambda L, T: T([[[1, 2], [3, 4]]], "int64").baddbmm(
+        T([[[1, 2], [3, 4]]], "int64"), T([[[1, 2], [3, 4]]], "int64"), beta=0.5),
+    "int64 addbmm float beta": lambda L, T: T([[1, 2], [3, 4]], "int64").addbmm(
+        T([[[1, 2], [3, 4]]], "int64"), T([[[1, 2], [3, 4]]], "int64"), beta=2.5),
+    "int64 addr float alpha": lambda L, T: T([[1, 2], [3, 4]], "int64").addr(T([1, 2], "int64"), T([1, 2], "int64"),
+                                                                            alpha=0.5),
+    "int32 addmm beta 2**40": lambda L, T: T([[1, 2], [3, 4]], "int32").addmm(
+        T([[1, 2], [3, 4]], "int32"), T([[1, 2], [3, 4]], "int32"), beta=2**40),
+    "float32 addmm complex beta": lambda L, T: T([[1, 2], [3, 4]], "float32").addmm(
+        T([[1, 2], [3, 4]], "float32"), T([[1, 2], [3, 4]], "float32"), beta=1j),
+    # a complex64 value out of float32's range is refused (it gave NaNs)
+    "complex64 addcmul value 1e40": lambda L, T: T([1j, 2], "complex64").addcmul(
+        T([1j, 1], "complex64"), T([1j, 3j], "complex64"), value=1e40),
+    "complex64 addcdiv value 1e39j": lambda L, T: T([1j, 2], "complex64").addcdiv(
+        T([1j, 1], "complex64"), T([1j, 3j], "complex64"), value=1e39j),
+    "float32 addcdiv value 1e39": lambda L, T: T([1, 2], "float32").addcdiv(T([1, 1], "float32"),
+                                                                          T([1, 3], "float32"), value=1e39),
+    # float16 round(decimals=) in float32, rounded once (as float16 it overflowed: 1000.5 * 100)
+    "float16 round(decimals=2)": lambda L, T: T([1.2345, 0.005, 65.432, 1000.5], "float16").round(decimals=2),
+    "float16 round(decimals=5)": lambda L, T: T([1.2345, 0.0051, 60000], "float16").round(decimals=5),
+    "float16 round(decimals=-5)": lambda L, T: T([1.2345, 60000], "float16").round(decimals=-5),
+    # complex logsumexp shifts by the max real part: the phase is the sum's
+    "complex logsumexp": lambda L, T: T([[1 + 2j, 2 - 3j], [1j, 3]], "complex128").logsumexp(1),
+    # bincount of float32 weights: float32, summed in order
+    "bincount float32 weights": lambda L, T: T([0, 0, 0, 0, 1, 3], "int64").bincount(
+        T([1e8, 1, 1, 1, 3, 0.5], "float32")),
+    "bincount float16 weights": lambda L, T: T([0, 1, 1], "int64").bincount(T([0.5, 1, 2], "float16")),
+    "bincount empty, weights": lambda L, T: T([], "int64").bincount(T([], "float32"), minlength=2),
+    "bincount of a negative value": lambda L, T: T([0, -1, 2], "int64").bincount(T([1, 1, 1], "float32")),
+    "bincount of a negative value, no weights": lambda L, T: T([0, 2, -1], "int32").bincount(),
+    # isclose of two dtypes is refused, as torch's (it promoted)
+    "isclose float32, float64": lambda L, T: T([1, 2], "float32").isclose(T([1, 2.0000001], "float64")),
+    "isclose int64, float32": lambda L, T: T([1, 2], "int64").isclose(T([1, 2], "float32")),
+    # angle of complex numbers with infinite parts (x * -1j made NaNs) and of a negative zero imaginary part
+    "angle of complex infinities": lambda L, T: T([complex(np.inf, 0), complex(-np.inf, 1), complex(np.inf, np.inf),
+                                                  complex(-np.inf, -np.inf), complex(1, np.inf), complex(-1, -0.0),
+                                                  complex(np.nan, 1)], "complex64").angle(),
+    # a NumPy bool is a float to torch's Scalar (it was a bool here: int32 + np.True_ was int32)
+    "int32 + NumPy True": lambda L, T: T([1, 2], "int32") + np.True_,
+    "bool + NumPy True": lambda L, T: T([True, False], "bool") + np.True_,
+    "float64 - NumPy True": lambda L, T: T([1.5, 2], "float64") - np.True_,
+    "int64 // NumPy True": lambda L, T: T([3, -2], "int64") // np.True_,
+    "uint8 mul NumPy False": lambda L, T: T([3, 2], "uint8").mul(np.False_),
+    "int32 & NumPy True": lambda L, T: T([3, 2], "int32") & np.True_,
+    "int32 < NumPy True": lambda L, T: T([0, 2], "int32") < np.True_,
+    # a Python int is torch's Scalar: an int64 or a uint64 (2**70 was taken as a float)
+    "float64 fill_ 2**70": lambda L, T: T([1, 2], "float64").fill_(2**70),
+    "float64 clamp(max=-2**70)": lambda L, T: T([1, 2], "float64").clamp(max=-2**70),
+    "float32 masked_fill -2**63 - 5": lambda L, T: T([1, 2], "float32").masked_fill(T([True, False], "bool"),
+                                                                                   -2**63 - 5),
+    "float64 addcmul value 2**63 + 5": lambda L, T: T([1, 2], "float64").addcmul(T([1, 2], "float64"),
+                                                                               T([1, 2], "float64"), value=2**63 + 5),
+    "float64 add alpha 2**63 + 5": lambda L, T: T([1, 2], "float64").add(T([1, 2], "float64"), alpha=2**63 + 5),
+    "int64 addcdiv value 2**70": lambda L, T: T([1, 2], "int64").addcdiv(T([1, 2], "int64"), T([1, 2], "int64"),
+                                                                        value=2**70),
     "any(0) of 0-d": lambda L, T: T(True, "bool").any(0),
     "all(-1) of 0-d": lambda L, T: T(False, "bool").all(-1),
 }
@@ -122,3 +182,22 @@ def test_module_level_fmax_of_complex_keeps_numpys_order():
     z = np.array([1 + 1j, 2 - 1j, 1 + 2j])
     w = np.array([1 + 2j, 2 - 2j, 0 + 9j])
     np.testing.assert_array_equal(dg.fmax(dg.from_array(z), dg.from_array(w)).numpy(), np.fmax(z, w))
+
+
+def test_module_level_bincount_keeps_numpys_float64():
+    x, w = np.array([0, 1, 1]), np.array([0.5, 1, 2], dtype=np.float32)
+    assert dg.bincount(dg.from_array(x, chunks=1), dg.from_array(w, chunks=1)).numpy().dtype == np.bincount(x, w).dtype
+
+
+@pytest.mark.parametrize("convert", [float, int, complex])
+def test_python_numbers_of_a_complex_0d_tensor_are_torchs(convert):
+    # (the real part where the imaginary part is 0, else torch's overflow error; complex() computes)
+    for v in (1 + 2j, 3 + 0j, -2.7 + 0j, complex(np.inf, 0), complex(np.nan, 0), complex(1e30, 0)):
+        results = []
+        for lib in (torch, dg):
+            t = torch.from_numpy(np.array(v)) if lib is torch else dg.from_array(np.array(v), chunks=1)
+            try:
+                results.append(repr(convert(t)))
+            except Exception as e:  # noqa: BLE001 - compared
+                results.append((type(e).__name__, str(e)))
+        assert results[1] == results[0], v

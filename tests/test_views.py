@@ -606,7 +606,27 @@ def hooks_of_a_view_written_in_place(L, make):
     return {"a_grad": a.grad, "seen": L.tensor(sorted(seen) + [0])}
 
 
-AUTOGRAD = [hooks_of_a_view_written_in_place, view_kept_after_its_base_was_detached_and_written,
+def hooks_of_a_view_whose_sub_view_is_written(L, make):
+    """torch's CopySlices steps over the old nodes of every view between the written one and the base: a hook
+    (and a node hook) on ``v`` fires for the uses of ``v`` before ``v[:1]``'s write only (daskgrad's write read
+    through ``v``'s old node: its hooks saw the write's gradient)."""
+    a = make(V, requires_grad=True)
+    b = a * 2.0
+    v = b[1:]
+    w = v[1:]
+    seen = []
+    v.register_hook(lambda g: seen.append(g.sum().item()) or g * 10.0)
+    v.grad_fn.register_hook(lambda gi, go: seen.append(100 + go[0].sum().item()))
+    w.register_hook(lambda g: seen.append(1000 + g.sum().item()) or g * 10.0)
+    before = (v * 3.0).sum()
+    v[:1].mul_(2.0)
+    w[:1].add_(1.0)
+    (b.sum() + before + (v * 5.0).sum() + (w * 7.0).sum()).backward()
+    return {"a_grad": a.grad, "seen": L.tensor(sorted(seen) + [0.0])}
+
+
+AUTOGRAD = [hooks_of_a_view_written_in_place, hooks_of_a_view_whose_sub_view_is_written,
+            view_kept_after_its_base_was_detached_and_written,
             in_place_ops_after_one_that_saved_self, gradients_alias_nothing, issue_example_mul_through_a_slice,
             base_write_rewrites_the_views_history,
             transposed_row_copied_from_a_tensor_that_requires_grad, base_without_grad_gets_it_through_a_view,

@@ -13,8 +13,9 @@ import inspect
 
 import numpy as np
 
-from .. import _modes
+from .. import _data, _modes
 from .._tensor import Tensor, recorded
+from . import _util
 from ._util import OPS
 from . import (conv, elementwise, indexing, layers, linalg, nn, products, reductions,  # noqa: F401  (each marks its ops)
                shape, stencil)
@@ -140,6 +141,9 @@ def _zero_gradient(compare):
     return op
 
 
+_BITWISE = {"bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
 def _inplace_form(name, plain):
     def method(self, *args, **kwargs):
         op = getattr(Tensor, plain)
@@ -152,6 +156,11 @@ def _inplace_form(name, plain):
             if wide is not None and tuple(wide) != tuple(self.shape):  # (before the dtype: torch's order)
                 raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                    f"{list(wide)}")
+        if plain in _BITWISE and args:  # (torch's order: the cast before the kernel's dtype)
+            dtype = _data.result_type(self, _util.tensor_or_scalar(args[0]))
+            if not _data.can_cast(dtype, self.dtype):
+                raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)} can't be cast "
+                                   f"to the desired output type {_data.TORCH_TYPE_NAMES.get(self.dtype.name)}")
         return self._inplace(_zero_gradient(op) if plain in _COMPARISONS else op, *args, **kwargs)
     return _named(method, name, f"In-place version of :meth:`Tensor.{plain}`: the result is written into this "
                                 f"tensor, which is returned (torch's ``{name}``).")

@@ -56,8 +56,15 @@ def tensor_operand(x, refuse=None):
     return (x,)
 
 
+def numpy_bool_as_float(x):
+    """A NumPy bool as torch's Scalar reads it: the float 1.0 or 0.0 (a Python bool stays a bool)."""
+    return float(x) if isinstance(x, np.bool_) else x
+
+
 def binary_operands(a, b, refuse=None):
-    """Two operands that broadcast, on one device; a Python number stays a number."""
+    """Two operands that broadcast, on one device; a Python number stays a number (a NumPy bool is a float,
+    as torch's Scalar reads it: ``int_t + np.True_`` is float32)."""
+    a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
     if refuse:
         refuse_complex(refuse, a, b)
     a, b = tensor_or_scalar(a), tensor_or_scalar(b)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._data import result_type
 from .._tensor import Tensor, check_size
-from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array
+from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array, refuse_complex
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
@@ -295,7 +295,7 @@ def angle(x, deg=False):
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's)."""
     x = as_tensor(x)
     if x.dtype.kind == "c":
-        out = arctan2(ew.real_part(x * -1j), ew.real_part(x))  # (the parts as new tensors: no views)
+        out = arctan2(ew.imag_part(x), ew.real_part(x))  # (the parts as new tensors: no views)
     else:
         x = x if x.dtype != bool else ew.astype(x, ew.DEFAULT_FLOAT)
         out = where(x < 0, math.pi, where(x == x, sign(x) * 0.0, math.nan))  # (x's floating dtype; NaN stays)
@@ -448,7 +448,8 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     lo = neginf if neginf is not None else (float(info.min) if info is not None else None)
     if info is None:
         return x
-    if x.dtype.kind == "c":  # (each part on its own, as torch's and NumPy's)
+    if x.dtype.kind == "c":  # (each part on its own, as torch's and NumPy's; not differentiable, as torch's)
+        refuse_complex("nan_to_num", x)
         return view_as_complex(nan_to_num(view_as_real(x), nan, posinf, neginf))
     out = where(isnan(x), nan, x)
     out = where(out == math.inf, hi, out)

@@ -30,7 +30,8 @@ import numpy as np
 from .. import _dask as door, chunk
 from ..graph import primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
-                    refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand, tensor_or_scalar, value)
+                    numpy_bool_as_float, refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand,
+                    tensor_or_scalar, value)
 from .._data import DEFAULT_FLOAT, checked_scalar, result_type, wrapped_int
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, require_cuda
@@ -77,6 +78,10 @@ real_p = primitive("real", torch="RealBackward0", impl=da.real)
 real_p.vjp(lambda g, s: (g,))
 
 
+imag_p = primitive("imag", torch="ImagBackward0", impl=da.imag)
+imag_p.vjp(lambda g, s: (g * 1j,))
+
+
 def conj(x):
     """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node."""
     if isinstance(x, (int, float)):
@@ -96,6 +101,12 @@ def real_part(x):
     if x.dtype.kind != "c":
         return x
     return real_p.bind(x)
+
+
+def imag_part(x):
+    """The imaginary part of a complex tensor, a new tensor (differentiable; its cotangent ``g`` reaches the
+    input as ``g * 1j``).  (The public ``imag`` is torch's view of it: ``composite.py``.)"""
+    return imag_p.bind(as_tensor(x))
 
 
 # holomorphic: each rule multiplies by conj(f'(z)), which is f'(x) for real x
@@ -245,6 +256,7 @@ def add(a, b, *, alpha=1):
 def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
     node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
+    a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
     bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
     if any(bools):  # (torch's refusals; NumPy refuses two bools too)
         if all(bools):
@@ -514,9 +526,9 @@ clamp = public(name="clamp")(clip)
 # ------------------------------------------------- comparisons (never differentiable)
 def _compare(fn, name, *methods):
     def op(a, b):
-        a, b = tensor_or_scalar(a), tensor_or_scalar(b)
-        if name.startswith("bitwise_"):
-            refuse_dtype_kinds(name, "fc", a, b)
+        a, b = tensor_or_scalar(numpy_bool_as_float(a)), tensor_or_scalar(numpy_bool_as_float(b))
+        if name.startswith("bitwise_"):  # (torch's words name the result type: int32 & 0.5 is Float)
+            refuse_dtype_kinds(name, "fc", np.empty(0, result_type(a, b)))
         out = Tensor._make(door.defer(fn, promoted([value(a), value(b)])[0], elementwise=True))  # (in torch's type)
         # `while y.norm() < 1000`: forcing the comparison must persist what y's backward saved
         out._origin = tuple(t for t in (a, b) if isinstance(t, Tensor) and t.grad_fn is not None)
@@ -721,8 +733,17 @@ ceil = _unary("ceil", "CeilBackward0", da.ceil, lambda g, s: (zeros_like(g),), c
               floating=False)
 trunc = _unary("trunc", "TruncBackward0", da.trunc, lambda g, s: (zeros_like(g),), complex_ok=False,
                methods=("trunc", "fix"), floating=False)
-round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"),
-                    impl=lambda a, decimals=0: da.round(a, decimals),
+def _round_impl(a, decimals=0):
+    """NumPy's ``round``; float16 with decimals in float32, rounded once (torch's kernel)."""
+    if a.dtype != np.float16 or not decimals:
+        return da.round(a, decimals)
+    with np.errstate(over="ignore"):
+        scale = np.float32(10.0 ** abs(decimals)) if abs(decimals) < 39 else np.float32(np.inf)
+    a = a.astype(np.float32)
+    return (da.rint(a * scale) / scale if decimals > 0 else da.rint(a / scale) * scale).astype(np.float16)
+
+
+round_p = primitive("round", torch=("RoundBackward0", "RoundBackward1"), impl=_round_impl,
                     prepare=functools.partial(tensor_operand, refuse="round"))
 round_p.vjp(lambda g, s, decimals=0: (zeros_like(g),))
 

@@ -515,7 +515,9 @@ def _tile(self, *dims):
 
 def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
-    ``equal_nan``)."""
+    ``equal_nan``); one dtype, as torch requires."""
+    if isinstance(other, Tensor) and self.dtype != other.dtype:
+        raise RuntimeError(f"{_type_name(self.dtype)} did not match {_type_name(other.dtype)}")
     return isclose(self, other, rtol, atol, equal_nan)
 
 
@@ -564,8 +566,20 @@ def _bmm(self, mat2):
     return matmul(*same_dtype(self, mat2))
 
 
-def _scaled_sum(self, product, beta, alpha):
-    """``beta * self + alpha * product``, ``self`` ignored when ``beta`` is 0 (torch: its NaNs too)."""
+def _scaled_sum(self, product, beta, alpha, addr=False):
+    """``beta * self + alpha * product``, ``self`` ignored when ``beta`` is 0 (torch: its NaNs too).  The numbers
+    converted as torch's: for integers a float is truncated (``addr`` refuses it), one out of range raises."""
+    dtype = _data.result_type(self, product)
+    for name, number in (("beta", beta), ("alpha", alpha)):
+        if isinstance(number, Tensor) or dtype.kind == "b":
+            continue
+        if dtype.kind in "iu" and isinstance(number, (float, np.floating)):
+            if addr:
+                raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
+            number = int(_data.checked_scalar(number, dtype))
+        else:
+            number = _data.checked_scalar(number, np.float32 if dtype == np.float16 else dtype)
+        beta, alpha = (number, alpha) if name == "beta" else (beta, number)
     product = product if alpha == 1 else product * alpha
     if beta == 0:
         return broadcast_to(product * 1, np.broadcast_shapes(self.shape, product.shape))
@@ -584,7 +598,7 @@ def _addmv(self, mat, vec, *, beta=1, alpha=1):
 
 def _addr(self, vec1, vec2, *, beta=1, alpha=1):
     """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``."""
-    return _scaled_sum(self, outer(vec1, vec2), beta, alpha)
+    return _scaled_sum(self, outer(vec1, vec2), beta, alpha, addr=True)
 
 
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
@@ -641,6 +655,8 @@ def _addcdiv_rule(g, s):
 
 def _addcdiv(self, tensor1, tensor2, *, value=1):
     """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's)."""
+    if type(value) is int:  # (torch's Scalar first: an int beyond int64 and uint64 is refused)
+        _data.checked_scalar(value, np.float64)
     if as_tensor(tensor1).dtype.kind in "biu" and as_tensor(tensor2).dtype.kind in "biu":
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
                            "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
@@ -650,7 +666,9 @@ def _addcdiv(self, tensor1, tensor2, *, value=1):
                            "for all dtypes.")
     if isinstance(value, Tensor):  # (a 0-d tensor, whose value is not known here)
         return self + value * tensor1 / tensor2
-    return _addcdiv_p.bind(self, tensor1, tensor2, value)
+    dtype = _data.result_type(self, tensor1, tensor2)
+    return _addcdiv_p.bind(self, tensor1, tensor2, _data.checked_scalar(value, np.float32 if dtype == np.float16
+                                                                          else dtype))
 
 
 def _rsqrt(self):
@@ -830,6 +848,9 @@ def _shift(left, swap=False, inplace=False):
                 raise RuntimeError(f"output with shape {list(a.shape)} doesn't match the broadcast shape "
                                    f"{list(np.broadcast_shapes(a.shape, b.shape))}")
         dtype = _data.result_type(a, b)
+        if inplace and not _data.can_cast(dtype, a.dtype):  # (torch's order: the cast before the kernel)
+            raise RuntimeError(f"result type {_type_name(dtype)} can't be cast to the desired output type "
+                               f"{_type_name(a.dtype)}")
         if dtype.kind not in "iu":
             raise NotImplementedError(f'"{name}_cpu" not implemented for '
                                       f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")

@@ -6,6 +6,8 @@ records a node whose backward raises (``bincount`` with weights, ``floor_divide`
 """
 from __future__ import annotations
 
+import builtins
+
 import dask
 import dask.array as da
 import numpy as np
@@ -13,7 +15,8 @@ import numpy as np
 from .. import _dask as door, _tensor
 from ..graph import primitive, promoted, rounded_to_half
 from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
-from ._util import as_tensor, norm_axis, public, raw, refuse_dtype_kinds, tensor_or_scalar, value
+from ._util import (as_tensor, norm_axis, numpy_bool_as_float, public, raw, refuse_dtype_kinds, tensor_or_scalar,
+                    value)
 from .elementwise import bitwise_not, checked_divisor, mod, zeros_like
 from .shape import broadcast_to, reshape
 
@@ -150,7 +153,38 @@ def _no_derivative(out, name, *inputs):
     return not_implemented_p.record(out.array, *ins, node="NotImplemented", op=name)
 
 
-@public("bincount")
+def _nonnegative(x):
+    if x.size and x.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    return x
+
+
+def _bincount_float32(x, w, minlength):
+    if x.size and x.min() < 0:
+        np.bincount(x)  # (NumPy's error for a negative value)
+    out = np.zeros(builtins.max(int(x.max()) + 1 if x.size else 0, minlength), np.float32)
+    np.add.at(out, x, w)  # (in float32, in order: torch's sums)
+    return out
+
+
+def _bincount_method(op):
+    def method(self, weights=None, minlength=0):
+        """torch's ``bincount``: float32 weights are summed in float32 (NumPy's and ``daskgrad.bincount``'s
+        in float64)."""
+        w = as_tensor(weights) if weights is not None else None
+        if self.ndim == 1 and self.shape[0] == 0 and w is not None and w.shape == (0,):
+            return op(self, None, minlength)  # (torch's: no elements, int64 zeros whatever the weights)
+        if self.ndim == 1 and self.dtype.kind == "i":  # (a negative value: torch's error, in the tasks)
+            self = Tensor._make(self.array.map_blocks(_nonnegative, dtype=self.dtype))
+        if w is None or w.dtype != np.float32 or self.dtype.kind in "fc" or self.ndim != 1:
+            return op(self, weights, minlength)
+        out = Tensor._make(da.map_blocks(_bincount_float32, self.array.rechunk(-1), w.array.rechunk(-1), minlength,
+                                         dtype=np.float32, chunks=((np.nan,),)))
+        return _no_derivative(out, "bincount", weights)
+    return method
+
+
+@public(("bincount", _bincount_method))
 def bincount(x, weights=None, minlength=0):
     """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
     with weights that require grad the result does too, and backward raises, as torch's."""
@@ -207,7 +241,7 @@ all_, any_ = _boolean_reduction("all"), _boolean_reduction("any")  # NumPy's all
 @public("__floordiv__", "__rfloordiv__", "__ifloordiv__", "floor_divide", "floor_divide_")
 def floor_divide(x1, x2):
     """``floor(x1 / x2)``; as torch's, the result of inputs requiring grad requires grad, and backward raises."""
-    a, b = tensor_or_scalar(x1), tensor_or_scalar(x2)
+    a, b = tensor_or_scalar(numpy_bool_as_float(x1)), tensor_or_scalar(numpy_bool_as_float(x2))
     b = checked_divisor(a, b)  # (an integer one by zero: torch's error)
     operands, half = promoted([value(a), value(b)], opmath=True)  # (half in float32, as torch's)
     out = door.defer(da.floor_divide, operands, elementwise=True)

@@ -218,7 +218,8 @@ def mm(a, b):
 
 def _vectors_only(dot):
     def method(self, other):
-        """torch's ``dot``: the inner product of two 1-d tensors of one dtype."""
+        """torch's ``dot`` (``vdot``: of the conjugate of ``self``): the inner product of two 1-d tensors of one
+        dtype."""
         a, b = as_tensor(self), as_tensor(other)
         if a.ndim != 1 or b.ndim != 1:
             raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
@@ -260,7 +261,7 @@ def outer(a, b):
     return expand_dims(reshape(a, (-1,)), 1) * expand_dims(reshape(b, (-1,)), 0)
 
 
-@public("vdot")
+@public(("vdot", _vectors_only))
 def vdot(a, b):
     """``sum(conj(a) * b)`` over the flattened operands (NumPy's ``vdot``; torch's ``vdot`` of vectors)."""
     a, b = _operands(a, b)

@@ -351,7 +351,8 @@ def _std_array(a, n, n_out, *, axes, keepdims, ddof):
 def _logsumexp_array(a, n, n_out, *, axes, keepdims):
     if not a.size:  # log(0): -inf, as torch's, or an empty result (no max to shift by)
         return reduce_array(a, "sum", axes, keepdims) - np.inf
-    m = reduce_array(a, "max", axes, True)
+    # (of complex, the max of the real parts, as torch's: the phase is the sum's, in (-pi, pi])
+    m = reduce_array(da.real(a) if a.dtype.kind == "c" else a, "max", axes, True)
     m = da.where(da.isfinite(m), m, 0)
     out = da.log(reduce_array(da.exp(a - m), "sum", axes, True)) + m
     return out if keepdims else out.squeeze(axis=axes)

@@ -8,6 +8,7 @@ module-level functions keep NumPy's answers."""
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 
 import numpy as np
@@ -84,7 +85,8 @@ for _names, _kinds, _error, _words in [
         ('__mod__ remainder', 'b', NotImplementedError, '"remainder_cpu" not implemented for \'{}\''),
         ('fmod', 'b', NotImplementedError, '"fmod_cpu" not implemented for \'{}\''),
         ('__pow__ pow', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
-        ('matmul mm inner', 'b', NotImplementedError, '"addmm_impl_cpu_" not implemented for \'{}\''),
+        ('matmul mm inner __matmul__ __rmatmul__ dot vdot mv bmm', 'b', NotImplementedError,
+         '"addmm_impl_cpu_" not implemented for \'{}\''),  # (the kernel by the operands' dims: _product_kernel)
         ('hypot', 'biu', NotImplementedError, '"hypot_cpu" not implemented for \'{}\''),
         ('logaddexp', 'biu', NotImplementedError, '"logaddexp_cpu" not implemented for \'{}\''),
         ('logaddexp2', 'biu', NotImplementedError, '"logaddexp2_cpu" not implemented for \'{}\''),
@@ -99,7 +101,29 @@ for _names, _kinds, _error, _words in [
         REFUSED.setdefault(_name, []).append((_kinds, _error, _words))
 # (their other operand takes part in the result's dtype: bool // 2 is int64, which torch computes)
 _OPERAND = set("__floordiv__ floor_divide __mod__ remainder fmod __pow__ pow matmul mm inner hypot logaddexp "
-               "logaddexp2 nextafter dist".split())
+               "logaddexp2 nextafter dist __matmul__ __rmatmul__ dot vdot mv bmm".split())
+_PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "inner", "dot", "vdot", "mv", "bmm"}
+
+
+def _product_kernel(name, self, other):
+    """The kernel torch's product of bools names in its error, by the operands' dims; None where torch's shape
+    error comes first (the method raises it)."""
+    a, b = self.ndim, getattr(other, "ndim", 0)
+    a, b = (b, a) if name == "__rmatmul__" else (a, b)
+    if name in ("dot", "vdot", "inner") and (a, b) == (1, 1):
+        return "dot"
+    if name == "inner":
+        return "addmm_impl_cpu_" if a and b else None
+    fixed = {"dot": None, "vdot": None, "mv": (2, 1), "bmm": (3, 3), "mm": (2, 2)}
+    if name in fixed:
+        return None if (a, b) != fixed[name] else {"mv": "addmv_impl_cpu", "bmm": "bmm", "mm": "addmm_impl_cpu_"}[name]
+    if not a or not b:
+        return None
+    if (a, b) == (1, 1):
+        return "dot"
+    if b == 1:
+        return "addmv_impl_cpu"
+    return "addmm_impl_cpu_" if a <= 2 and b <= 2 or b == 2 else "bmm"
 
 
 # method: the name torch gives its tensor parameter (generated from torch 2.13 as REFUSED)
@@ -107,18 +131,25 @@ TENSOR_ONLY = {
     **dict.fromkeys("arctan2 arctan2_ atan2 atan2_ dist fmax fmin hypot hypot_ inner isclose kron ldexp ldexp_ "
                     "logaddexp logaddexp2 logical_and logical_and_ logical_or logical_or_ logical_xor logical_xor_ "
                     "maximum minimum nextafter nextafter_".split(), "other"),
-    **dict.fromkeys("ger outer".split(), "vec2"), "masked_select": "mask",
+    **dict.fromkeys("ger outer".split(), "vec2"), "masked_select": "mask", "dot": "tensor", "matmul": "other",
+    "vdot": "other",
 }
 
 
 def _tensor_only(method, name, param):
+    try:  # (the op's name of the argument: torch's keyword is renamed to it by keywords.py, installed over this)
+        own = list(inspect.signature(method).parameters)[1]
+    except (TypeError, ValueError, IndexError):
+        own = param
+
     @functools.wraps(method)
     def checked(self, *args, **kwargs):
-        other = args[0] if args else kwargs.get(param)
+        other = args[0] if args else kwargs.get(param, kwargs.get(own))
         if isinstance(other, (numbers.Number, np.generic)):
             kind = type(other)
             kind = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
-            raise TypeError(f"{name}(): argument '{param}' (position 1) must be Tensor, not {kind}")
+            where = " (position 1)" if args else ""
+            raise TypeError(f"{name}(): argument '{param}'{where} must be Tensor, not {kind}")
         return method(self, *args, **kwargs)
     return checked
 
@@ -136,12 +167,18 @@ def _refusing(method, name, rules):
         if self.dtype.kind in kinds or args and suspect(args[0]) or kwargs and any(map(suspect, kwargs.values())):
             values = (*args, *kwargs.values())
             operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)))]
-            if operand and args and not isinstance(args[0], (Tensor, bool, np.bool_)) and isinstance(
+            if operand and args and not isinstance(args[0], (Tensor, bool)) and isinstance(
                     args[0], (numbers.Number, np.generic, np.ndarray)):  # (the other operand: bool // 2 is int64)
-                operands.append(args[0].item() if isinstance(args[0], np.generic) else args[0])
+                operands.append(float(args[0]) if isinstance(args[0], np.bool_) else  # (torch's: a float)
+                                args[0].item() if isinstance(args[0], np.generic) else args[0])
             dtype = _data.result_type(*operands)
             for k, error, words in rules:
                 if dtype.kind in k and (k != "b" or not pow_ or isinstance(values[0], Tensor)):
+                    if name in _PRODUCTS and k == "b":
+                        kernel = _product_kernel(name, self, values[0] if values else None)
+                        if kernel is None:
+                            break
+                        words = f'"{kernel}" not implemented for ' + "'{}'"
                     raise error(_words(name, words, self, args, kwargs).format(
                         _data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)))
         return method(self, *args, **kwargs)

@@ -78,6 +78,27 @@ def _refused_rule(g, s, *, steps, message):
     raise RuntimeError(message)
 
 
+def _step_over(node, old, stop):
+    """torch's CopySlices steps over the written view's old node and those of the views between it and the
+    base (a view of a view), whose hooks fire only for what used them before the write; here the write's
+    ``node`` reads through them: it reads copies without hooks, as far as the last node that has some."""
+    path, n = [], old
+    while n is not None and n is not stop and len(path) < 64:
+        path.append(n)
+        n = n.next_functions[0][0] if len(n.next_functions) == 1 else None
+    if n is not stop:  # (not a chain of views down to the base's node: the written view's own node only)
+        path = path[:1]
+    hooked = [i for i, v in enumerate(path) if v._tensor_hooks or v._hooks or v._prehooks or v._retained is not None]
+    if not hooked:
+        return
+    copies = [copy.copy(v) for v in path[:hooked[-1] + 1]]
+    for c in copies:
+        c._tensor_hooks, c._hooks, c._prehooks, c._retained = {}, {}, {}, None
+    for c, below in zip(copies, copies[1:]):
+        c.next_functions = ((below, c.next_functions[0][1]),)
+    node.next_functions = tuple((copies[0], i) if n is old else (n, i) for n, i in node.next_functions)
+
+
 def _write_view(self, out, bump=True):
     """``self``, a view (or a detached alias of one), now holds ``out``: its base's value and history
     are rewritten, and the history of every live view of the base.  ``bump=False``: the write was
@@ -85,13 +106,8 @@ def _write_view(self, out, bump=True):
     st = self._storage
     root, base = st.root, self._base
     old = self.grad_fn
-    if old is not None and old._tensor_hooks and base is not None and out.grad_fn is not None:
-        # torch's CopySlices steps over the view's old node, whose hooks fire only for what used the view
-        # before the write; here the write's node reads through that node: it reads a copy without hooks
-        bare = copy.copy(old)
-        bare._tensor_hooks = {}
-        node = out.grad_fn
-        node.next_functions = tuple((bare, i) if n is old else (n, i) for n, i in node.next_functions)
+    if old is not None and base is not None and out.grad_fn is not None:
+        _step_over(out.grad_fn, old, base.grad_fn)
     arr = recorded(out)
     if arr.dtype != self.dtype:
         arr = door.defer(_cast, (arr,), (("dtype", self.dtype),))
