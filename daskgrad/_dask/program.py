@@ -48,7 +48,7 @@ from . import labels, peaks
 from .calls import _Outputs, fast, shipped
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
-from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
+from .lazy import Constant, Lazy, NoKey, _alias, _component as _component_fn, frozen, is_stub, lower, through
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
@@ -102,7 +102,9 @@ class Program:
 
         slot_arrays, graphs = [], set()
         for node in _order(outputs):
-            srcs = tuple(ref(s) for s in node.srcs)  # (an alias is what it stands for)
+            # (an alias is what it stands for; a value of this program, the common case, is its position)
+            srcs = tuple(index[id(s)] if type(s) is Lazy and s.computed is None and s.fn is not _alias else ref(s)
+                         for s in node.srcs)
             try:
                 params = node.frozen_params
                 if params is None:  # (kept: a value read again, by the next step's program, is not frozen again)
@@ -201,9 +203,13 @@ def _order(outputs):
             continue
         stack.append((node, True))
         for s in reversed(node.srcs):
-            s = through(s)
-            if type(s) is Lazy and s.computed is None and id(s) not in done:
-                stack.append((s, False))
+            if type(s) is Lazy:
+                if s.fn is _alias:
+                    s = through(s)
+                    if type(s) is not Lazy:
+                        continue
+                if s.computed is None and id(s) not in done:
+                    stack.append((s, False))
     return out
 
 
