@@ -174,6 +174,38 @@ def test_a_param_array_changed_before_the_submission_is_read_as_it_is_then():
         np.testing.assert_array_equal(y.numpy(), np.full(3, step + 1.0))
 
 
+def test_params_that_change_in_place_are_frozen_at_every_submission():
+    """A structured NumPy scalar (a view of its array's record), an empty array whose shape is set, and an
+    array changed between two submissions that read the same value: each submission reads it as it is then
+    (frozen when recorded, a key made with the earlier value reused that program's template)."""
+    def by_record(a, w):
+        return a * w["a"]
+
+    def by_ndim(a, w):
+        return a * w.ndim
+
+    x = dg.tensor(np.ones(3))
+    for step in range(4):
+        rec = np.zeros(1, dtype=[("a", "f8")])
+        y = dg.map_blocks(by_record, x, w=rec[0])
+        rec["a"] = step + 1
+        np.testing.assert_array_equal(y.numpy(), np.full(3, step + 1.0))
+        w = np.zeros((0,))
+        y = dg.map_blocks(by_ndim, x, w=w)
+        w.shape = (0,) * (step + 1)
+        np.testing.assert_array_equal(y.numpy(), np.full(3, step + 1.0))
+    for step in range(3):
+        w = np.ones(3)
+        y = dg.map_blocks(_scaled, x, w=w)
+        (y + 1).numpy()  # (y's params frozen by this submission, y not computed)
+        w[:] = step + 2
+        np.testing.assert_array_equal(y.numpy(), np.full(3, step + 2.0))
+
+
+def _scaled(a, w):
+    return a * w
+
+
 # ------------------------------------------------------------------ values a key or a name must tell apart
 # (found by a differential fuzz of cached against uncached loops: each gave the other value silently)
 NAN = float("nan")

@@ -509,12 +509,13 @@ def frozen(v, objects=True):
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
             raise NoKey(t)
-        if v.size:
-            _freezing.changeable += 1
+        _freezing.changeable += 1  # (an empty one too: its shape can be set in place)
         # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
         # transpose have one token, so the strides are part of the key)
         return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
     if isinstance(v, np.generic):
+        if t is np.void:  # (a structured scalar may be a view of an array's record)
+            _freezing.changeable += 1
         return (t, _dtype(v.dtype), v.tobytes())
     if isinstance(v, np.dtype):
         return _dtype(v)
@@ -663,17 +664,23 @@ def _kind(s):
 
 def _frozen_once(params):
     """``frozen(params)`` made when an op is recorded, for its abstract value's cache and, where
-    nothing in it can change before the program is submitted, for the program's key too (else
+    nothing in it can change in place before the program is submitted, for the program's key too (else
     None: a NumPy array, list or dict, a closure's cells or a function's globals are frozen again
-    at the submission, as they are then)."""
-    if not params:
-        return ()
-    before = _freezing.changeable
+    at each submission, as they are then)."""
     try:
-        fparams = frozen(params)
+        fparams, fixed = frozen_fixed(params)
     except NoKey:
         return None
-    return fparams if _freezing.changeable == before else None
+    return fparams if fixed else None
+
+
+def frozen_fixed(params):
+    """``(frozen(params), whether nothing in it can change in place)`` (see :func:`_frozen_once`)."""
+    if not params:
+        return (), True
+    before = _freezing.changeable
+    fparams = frozen(params)
+    return fparams, _freezing.changeable == before
 
 
 def _aval(fn, srcs, params, fparams):

@@ -48,7 +48,8 @@ from . import labels, peaks
 from .calls import _Outputs, fast, shipped
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
-from .lazy import Constant, Lazy, NoKey, _alias, _component as _component_fn, frozen, is_stub, lower, through
+from .lazy import (Constant, Lazy, NoKey, _alias, _component as _component_fn, frozen, frozen_fixed, is_stub, lower,
+                   through)
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
@@ -107,8 +108,10 @@ class Program:
                          for s in node.srcs)
             try:
                 params = node.frozen_params
-                if params is None:  # (kept: a value read again, by the next step's program, is not frozen again)
-                    params = node.frozen_params = frozen(node.params) if node.params else ()
+                if params is None:  # (kept: a value read again, by the next step's program, is not frozen again,
+                    params, fixed = frozen_fixed(node.params)  # unless a param can change in place meanwhile)
+                    if fixed:
+                        node.frozen_params = params
             except NoKey:
                 keyed, params = False, None
             index[id(node)] = ("e", len(eqns))
