@@ -70,10 +70,17 @@ def softplus(x):
 
     ``log1p`` is not vectorized in NumPy (float32: ~10 ns an element, most of a logistic-regression
     chunk's loss); ``log(u) - ((u - 1) - e) / u`` with ``u = 1 + e`` is, and corrects the rounding
-    of ``u`` to within 3 ulp (where ``u`` rounds to 1 it gives ``e`` itself)."""
+    of ``u`` to within 3 ulp (where ``u`` rounds to 1 it gives ``e`` itself).  A chunk of fewer than
+    :data:`_FEW` elements takes ``log1p`` itself: there NumPy's cost is per call, not per element (a
+    logistic regression's tiny chunks spent half their kernel time here), and it is within 1 ulp."""
     e = np.exp(-np.abs(x))
+    if x.size < _FEW:
+        return np.maximum(x, 0) + np.log1p(e)
     u = 1 + e
     return np.maximum(x, 0) + (np.log(u) - ((u - 1) - e) / u)
+
+
+_FEW = 64  # elements: fewer in a chunk, and a kernel's NumPy calls cost more than its elements (row blocks have more)
 
 
 @_rows("elementwise")
