@@ -163,3 +163,21 @@ def test_a_stencil_block_gives_numpys_bits(dtype):
     assert kernels.weighted_sum([[block]], [1.0]) is not None  # (the kernel path is there to compare)
     assert got.dtype == want.dtype
     _assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_softplus_of_a_tiny_chunk_is_log1p_and_agrees_with_a_large_chunks(dtype):
+    """A chunk of fewer than 64 elements takes ``log1p`` (one NumPy call); a larger one the vectorized
+    form: the two agree within 3 ulp, and each with the exact value computed in float64 (float32) or
+    with ``np.logaddexp`` (float64)."""
+    from daskgrad import chunk
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(500) * 10, [0.0, -0.0, 1e-30, -1e-30, 40.0, -40.0, 800.0, -800.0]])
+    x = x.astype(dtype)
+    small = np.concatenate([chunk.softplus(x[i:i + 10]) for i in range(0, x.size, 10)])
+    large = chunk.softplus(x)
+    ulp = np.spacing(np.abs(large).astype(dtype))
+    assert np.all(np.abs(small - large) <= 3 * ulp)
+    exact = np.logaddexp(0, x.astype("float64"))
+    assert np.all(np.abs(small - exact.astype(dtype)) <= 2 * ulp)
