@@ -177,16 +177,19 @@ def _centered(x, axes):
 
 prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
-var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: _var_rule(gx, x, axes, n, ddof),
+var_p = _reduction("var", "VarBackward0",
+                   lambda gx, x, r, axes, n, ddof, whole=True: _var_rule(gx, x, axes, n, ddof, whole),
                    save=("x", "n"))
 
 
-def _var_rule(gx, x, axes, n, ddof):
+def _var_rule(gx, x, axes, n, ddof, whole):
     centered = _centered(x, axes)
     if isinstance(n, Tensor):  # (a count of unknown chunks: no branch on it)
         return gx * centered * (2 / (n - ddof))
     dof = n - ddof
-    if dof <= 0 and len(axes) == x.ndim:  # torch's over all elements at ddof >= n: inf, nan where x is its mean
+    # torch's branch without dim (or of a 0-d input) at ddof >= n: inf, nan where x is its mean; with a dim,
+    # even one naming every dim, its formula below (2 / dof: a negative dof flips the sign)
+    if dof <= 0 and whole:
         return where(centered == 0, math.nan, gx * math.inf)
     return gx * centered * (2 / dof if dof else math.inf)  # (along some axes torch's formula: 2 / 0 is inf)
 
@@ -195,8 +198,8 @@ def _var_rule(gx, x, axes, n, ddof):
 # the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
 # derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: gx * math.nan * x  # (torch's over all elements at ddof >= n)
-                   if not isinstance(n, Tensor) and n <= ddof and len(axes) == x.ndim else
+                   lambda gx, x, r, axes, n, ddof, whole=True: gx * math.nan * x  # (torch's without dim at ddof >= n)
+                   if not isinstance(n, Tensor) and n <= ddof and whole else
                    where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof))) * _centered(x, axes),
                    save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
@@ -325,7 +328,8 @@ def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     """Variance with NumPy's default ``ddof=0``; torch's ``correction=`` (ddof) and ``unbiased=`` (ddof 1
     or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default)."""
     ddof = _ddof(ddof, correction, unbiased)
-    return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof)
+    return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof,
+                   whole=axis is None or not getattr(x, "ndim", 0))
 
 
 def _var_array(a, n, n_out, *, axes, keepdims, ddof):
@@ -341,7 +345,8 @@ def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     """Standard deviation with NumPy's default ``ddof=0`` (torch's ``correction=``/``unbiased=`` taken, as
     by :func:`var`); its gradient is 0 where it is 0, as in torch."""
     ddof = _ddof(ddof, correction, unbiased)
-    return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof)
+    return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof,
+                   whole=axis is None or not getattr(x, "ndim", 0))
 
 
 def _std_array(a, n, n_out, *, axes, keepdims, ddof):
