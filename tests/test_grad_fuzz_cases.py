@@ -47,6 +47,15 @@ CASES = {
         [[0.5, -1.0], [0.5]],
         lambda L, x, y: _second(L, [x, y], L.where(x > y, x, y * 2).amax((0,), keepdim=True).var(
             0, correction=1, keepdim=True).sum())),
+    # cumprod over a dim of length one: torch's gradient is the cotangent itself (g * x / x was a last bit off,
+    # and had a second derivative where torch's has none)
+    "cumprod over a dim of one, twice": (
+        [[[0.3, 0.7], [0.1, 3.0]]],
+        lambda L, x: (lambda g: [g, g.requires_grad])(
+            L.autograd.grad((x.sum().unsqueeze(0).cumprod(-1) * 1.7).sum(), [x], create_graph=True)[0])),
+    "cumprod(0) of a row": (
+        [[[0.3, 0.7]]], lambda L, x: (lambda g: [g, g.requires_grad])(
+            L.autograd.grad((x.cumprod(0) * 1.7).sum(), [x], create_graph=True)[0])),
 }
 
 

@@ -36,6 +36,8 @@ def _cumprod_rule(g, s, *, axis):
     at the first zero, the products with that zero left out (``cumprod`` of ``x`` with it set to 1);
     after it, 0 (each product there holds the first zero)."""
     x, r = s.x, s.r
+    if x.shape[axis] == 1:  # torch's: the gradient itself, not g * x / x (a last bit off; a second derivative)
+        return (g,)
     zero = x == 0
     seen = cumsum(zero, axis)
     before, first = seen == 0, zero & (seen == 1)
