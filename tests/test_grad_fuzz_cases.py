@@ -120,3 +120,75 @@ def test_repeat_is_a_copy_even_of_ones(reps, chunks):
         results.append([_np(y), _np(x.grad), _np(base), y._base is None, z2._base is None])
     for t, d in zip(*results):
         np.testing.assert_array_equal(d, t)
+
+
+def _chunked(lib, values, chunks):
+    v = np.array(values, dtype=np.float64)
+    return torch.tensor(v, requires_grad=True) if lib is torch else dg.from_array(v, chunks=chunks).requires_grad_()
+
+
+INDEXINGS = {
+    "index_select rows": lambda L, x: x.index_select(0, L.tensor(np.array([1, 1, 2, 0]))),
+    "integer list on dim 1": lambda L, x: x[:, [1, 1, 0, 1]],
+    "integer tensor of two dims": lambda L, x: x[L.tensor(np.array([[1, 1], [2, 2]]))],
+}
+
+
+@pytest.mark.parametrize("chunks", [-1, 1, 2, (2, 1)], ids=str)
+@pytest.mark.parametrize("case", INDEXINGS)
+def test_integer_index_gradient_with_inf_and_nan_stays_in_its_rows(case, chunks):
+    """The gradient of an integer-array index is a scatter-add, as torch's: an inf or NaN of the cotangent reaches
+    only the row it indexes (a one-hot contraction made NaN of 0 * inf in every row of its column); and again."""
+    results = []
+    for lib in (torch, dg):
+        x = _chunked(lib, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], chunks)
+        y = INDEXINGS[case](lib, x)
+        v = np.arange(1.0, 1.0 + y.numel()).reshape(tuple(y.shape))
+        v.flat[0], v.flat[-1], v.flat[2] = np.inf, -np.inf, np.nan
+        y.backward(lib.tensor(v))
+        g1 = _np(x.grad)
+        x.grad = None
+        y = INDEXINGS[case](lib, x)
+        (g,) = lib.autograd.grad((y * y.sum()).sum(), [x], create_graph=True)
+        (g * g).sum().backward()
+        results.append([g1, _np(g), _np(x.grad)])
+    for t, d in zip(*results):
+        np.testing.assert_array_equal(d, t)
+
+
+@pytest.mark.parametrize("chunks", [-1, 1, 2], ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_and_cross_entropy_with_masked_logits(reduction, chunks):
+    """A logit of -inf at another class than the target (a masked class) leaves torch's loss finite; the loss
+    multiplied the log-probabilities by the one-hot targets here, so -inf * 0 made it NaN."""
+    import torch.nn.functional as F
+
+    import daskgrad.nn.functional as DF
+
+    logits = [[-np.inf, 0.0, -1.0], [0.5, -np.inf, 2.0], [0.1, 0.2, -np.inf]]
+    results = []
+    for lib, fn in ((torch, F), (dg, DF)):
+        for loss in (fn.nll_loss, fn.cross_entropy):
+            x = _chunked(lib, logits, chunks)
+            out = loss(x, lib.tensor(np.array([1, 2, 0])), reduction=reduction)
+            out.sum().backward()
+            results.append([_np(out), _np(x.grad)])
+    for t, d in zip(results[:2], results[2:]):
+        for a, b in zip(t, d):
+            np.testing.assert_allclose(b, a, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("chunks", [-1, 1, (1, 2)], ids=str)
+def test_empty_views_of_several_chunks_reshape(chunks):
+    """An empty tensor of several chunks (``narrow(1, 2, 0)`` of a chunked one) reshapes and views, and its
+    gradient flows, as torch's (dask's reshape raised a TypeError)."""
+    results = []
+    for lib in (torch, dg):
+        x = _chunked(lib, np.arange(6.0).reshape(2, 3), chunks)
+        a = x.narrow(1, 2, 0) + 0
+        a.view(-1)[::2].zero_()
+        z = a.reshape(0, 2, 1)
+        (z.sum() + (x * x).sum() + a.flatten().sum()).backward()
+        results.append([tuple(z.shape), _np(x.grad)])
+    assert results[1][0] == results[0][0]
+    np.testing.assert_array_equal(results[1][1], results[0][1])

@@ -23,7 +23,7 @@ from ..graph import View, primitive
 from .._tensor import Tensor, layout
 from . import _util
 from ._util import as_tensor, public, raw
-from .shape import broadcast_to, moveaxis, permute, rechunk, reshape
+from .shape import broadcast_to, permute, rechunk, reshape
 
 
 def _meta(x):
@@ -514,8 +514,9 @@ take_p = primitive("take", torch="IndexBackward0")
 
 @take_p.vjp
 def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
-    # scatter-add as a one-hot contraction: repeated indices accumulate
-    from .products import tensordot  # late: the knot of linear ops (see tests/test_floors.py)
+    # a scatter-add (repeated indices accumulate), as torch's index_put with accumulate: not a one-hot
+    # contraction, whose zeros times an inf or NaN of the cotangent made NaN at every row of its column
+    from .index_writes import _along, _put  # late: the writes import this module
 
     if shape is not None:  # (the gather's unflattened axes back to one, first)
         nb = len(shape)
@@ -525,9 +526,9 @@ def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
         cols = cols.map_blocks(chunk.like, g._storage.value._meta, dtype=cols.dtype,
                                meta=meta_from_array(g._storage.value._meta, 1, cols.dtype))
-    rows = da.arange(n, chunks=(chunks[axis],), like=g._storage.value._meta)
-    onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
-    return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
+    out_shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
+    out_chunks = g.chunks[:axis] + (chunks[axis],) + g.chunks[axis + 1:]
+    return (_put(g, _along(Tensor._make(cols), axis, g.ndim, g.shape), axis, n, True, out_shape, out_chunks),)
 
 
 def _take(x, idx, axis, index, shape=None, pos=0):
