@@ -192,3 +192,26 @@ def test_empty_views_of_several_chunks_reshape(chunks):
         results.append([tuple(z.shape), _np(x.grad)])
     assert results[1][0] == results[0][0]
     np.testing.assert_array_equal(results[1][1], results[0][1])
+
+
+@pytest.mark.parametrize("chunks", [-1, 1, 5], ids=str)
+def test_xlogy_gradient_where_x_is_zero(chunks):
+    """torch's gradient of ``xlogy`` to ``x`` where ``x`` is 0 is ``log(y)`` (0 where ``y <= 0``): it was 0 for every
+    ``y`` here (a ``where`` of a plain 0), and NaN at ``y = 0``; the second derivative follows."""
+    import itertools
+
+    pairs = np.array(list(itertools.product([0.0, -0.0, 2.0, -1.5, np.nan, 0.5], [0.0, 2.0, 0.5, np.nan, -1.0, 1.0])))
+    g = np.linspace(0.5, 3.0, len(pairs))
+    pos = pairs[:, 1] > 0
+    results = []
+    for lib in (torch, dg):
+        x, y = (_chunked(lib, pairs[:, k], chunks) for k in (0, 1))
+        out = x.xlogy(y)
+        out.backward(lib.tensor(g))
+        r = [_np(out), _np(x.grad), _np(y.grad)]
+        x, y = (_chunked(lib, pairs[pos, k], chunks) for k in (0, 1))
+        gx, gy = lib.autograd.grad((x.xlogy(y) * lib.tensor(g[pos])).sum(), [x, y], create_graph=True)
+        (gx * gx * 1.5 + gy).sum().backward()
+        results.append(r + [_np(x.grad), _np(y.grad)])
+    for t, d in zip(*results):
+        np.testing.assert_array_equal(d, t)

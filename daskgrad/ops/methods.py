@@ -717,7 +717,11 @@ def _xlogy(self, other):
     x = self if self.dtype == dtype else astype(self, dtype)
     y = (constant_like(np.array(other, dtype), value(x)._meta) if not isinstance(other, Tensor) else
          other if other.dtype == dtype else astype(other, dtype))
-    return where((x == 0) & ~isnan(y), 0, x * log(y))
+    zero = (x == 0) & ~isnan(y)
+    # where x is 0 the value is 0 and the gradient to x torch's log(y), 0 where y <= 0 (a where of a plain 0
+    # sent none, and one of x * log(y) made 0 * log(0) NaN); inf left out (0 * inf), there torch's is inf
+    at_zero = x * log(where(zero & (y > 0) & (y < math.inf), y, 1)) + 0.0  # (+ 0.0: -0.0 * ... is 0, as torch's)
+    return where(zero, at_zero, x * where(zero, 0, log(y)))
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
