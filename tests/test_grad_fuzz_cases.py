@@ -215,3 +215,38 @@ def test_xlogy_gradient_where_x_is_zero(chunks):
         results.append(r + [_np(x.grad), _np(y.grad)])
     for t, d in zip(*results):
         np.testing.assert_array_equal(d, t)
+
+
+SAVED = {
+    "prod": lambda L, x: x.prod(), "prod(1)": lambda L, x: x.prod(1), "erfinv": lambda L, x: x.erfinv(),
+    "fmod(number)": lambda L, x: x.fmod(0.25), "remainder(number)": lambda L, x: x.remainder(0.2),
+    "fmod(constant tensor)": lambda L, x: x.fmod(L.tensor(np.full((2, 3), 0.25))),
+    "fmod(tensor)": lambda L, x: x.fmod(x.detach().requires_grad_() + 1),
+    "lerp(number)": lambda L, x: x.lerp(x.detach() * 2, 0.3),
+    "lerp(weight tensor)": lambda L, x: x.lerp(x.detach() * 2, L.tensor(np.full((2, 3), 0.3))),
+}
+
+
+@pytest.mark.parametrize("written", ["input", "output"])
+@pytest.mark.parametrize("case", SAVED)
+def test_a_write_after_the_op_raises_where_torchs_saved_tensor_was_written(case, written):
+    """torch raises at backward where a tensor its node saved was written in place since, and computes otherwise:
+    ``prod`` saves its result (a write to it computed here), ``erfinv`` its input, not its result (a write to the
+    result raised here), ``fmod``/``remainder`` of a number and ``lerp`` of a number weight save nothing (a write
+    to the input raised here)."""
+    results = []
+    for lib in (torch, dg):
+        leaf = _chunked(lib, [[0.3, -0.6, 0.2], [0.5, 0.1, -0.7]], 2)
+        x = leaf * 1
+        y = SAVED[case](lib, x)
+        (x if written == "input" else y).add_(0.125)
+        try:
+            (y * y).sum().backward()
+            results.append(_np(leaf.grad))
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            results.append("raises")
+    if isinstance(results[0], str):
+        assert results[1] == results[0]
+    else:
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-12)

@@ -686,7 +686,7 @@ def _lerp_operands(a, b, w):
 _LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
                 "complex128": "complex double"}  # (torch's words in lerp's dtype error)
 _lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=chunk.lerp, args=("a", "b", "w"),
-                    save=("a", "b", "w"), prepare=_lerp_operands, elementwise=True)
+                    save=(("a", 2), ("b", 2), "w"), prepare=_lerp_operands, elementwise=True)  # (as torch saves)
 
 
 @_lerp_p.vjp
@@ -1044,8 +1044,9 @@ _polygamma_p.vjp(lambda g, s, *, n: (g * _polygamma_p.bind(s.x, n=n + 1),))
 _lgamma_p = primitive("lgamma", torch="LgammaBackward0", impl=_lgamma_array, save=("x",), prepare=tensor_operand)
 _lgamma_p.vjp(lambda g, s: (g * _polygamma_p.bind(s.x, n=0, node="DigammaBackward0"),))
 _erfinv_p = primitive("erfinv", torch="ErfinvBackward0", impl=special_layer("erfinv", _erfinv_ufuncs),
-                      save=("r",), prepare=tensor_operand)
-_erfinv_p.vjp(lambda g, s: (g * (math.sqrt(math.pi) / 2 * exp(s.r * s.r)),))
+                      save=("x",), prepare=tensor_operand)
+# torch's saves the input (a write to it after raises; one to the result does not) and takes erfinv again
+_erfinv_p.vjp(lambda g, s: (g * (math.sqrt(math.pi) / 2 * exp(_erfinv_p.bind(s.x) ** 2)),))
 
 
 def _real(x, kernel):

@@ -175,7 +175,7 @@ def _centered(x, axes):
     return x - mean(x, axis=axes, keepdims=True)
 
 
-prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
+prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x", "r"))  # (r: as torch saves it)
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
 var_p = _reduction("var", "VarBackward0",
                    lambda gx, x, r, axes, n, ddof, whole=True: _var_rule(gx, x, axes, n, ddof, whole),
