@@ -53,6 +53,10 @@ CASES = {
         [[[0.3, 0.7], [0.1, 3.0]]],
         lambda L, x: (lambda g: [g, g.requires_grad])(
             L.autograd.grad((x.sum().unsqueeze(0).cumprod(-1) * 1.7).sum(), [x], create_graph=True)[0])),
+    **{f"prod({dims}) of a row, twice": (
+        [[[0.3, 0.7, 0.0, 2.0]]], lambda L, x, dims=dims: (lambda g: [g, g.requires_grad])(
+            L.autograd.grad((x.prod(*dims) * 1.7).sum(), [x], create_graph=True)[0]))
+       for dims in [(0,), (0, True), (), (1,)]},
     "cumprod(0) of a row": (
         [[[0.3, 0.7]]], lambda L, x: (lambda g: [g, g.requires_grad])(
             L.autograd.grad((x.cumprod(0) * 1.7).sum(), [x], create_graph=True)[0])),

@@ -8,6 +8,7 @@ axes=..., ...)``, where ``gx`` is the cotangent already broadcast back to ``x``.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 
@@ -156,11 +157,14 @@ amax_p = _reduction("amax", "AmaxBackward0", _amax_local, save=("x", "r"), refus
 amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refuse="min")
 
 
-def _prod_local(gx, x, r, axes):
+def _prod_local(gx, x, r, axes, whole=True):
     """The product of the others, exact with zeros and differentiable again, as torch's: P the product
     of the non-zeros, Z the count of zeros, S their sum (value 0, slope 1), so each entry keeps the
     zero factors it is a function of (with one zero the others' entries are S P / x, with two each
-    zero's is (S - x) P)."""
+    zero's is (S - x) P).  Over a dim of length one (or of a 0-d input) the cotangent itself, as torch's
+    (not g * x / x: a second derivative where torch's has none)."""
+    if x.ndim == 0 or (not whole and builtins.all(x.shape[a] == 1 for a in axes)):
+        return gx
     zero = x == 0
     safe = where(zero, 1, x)
     p = prod(safe, axis=axes, keepdims=True)
@@ -301,7 +305,7 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     ``prod`` takes one ``dim``)."""
     x = as_tensor(x)
     x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
-    return _in(dtype, _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),)))
+    return _in(dtype, _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),), whole=axis is None))
 
 
 def _in(dtype, out):
