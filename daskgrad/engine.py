@@ -176,6 +176,10 @@ def _make_grads(outputs, grad_outputs):
             if g.shape != out.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {size_repr(g.shape)} "
                                    f"and output[{i}] has a shape of {size_repr(out.shape)}.")
+            if (out.dtype.kind == "c") != (g.dtype.kind == "c"):  # (torch's check: no silent real part)
+                raise RuntimeError("For complex Tensors, both grad_output and output are required to have the same "
+                                   f"dtype. Mismatch in dtype: grad_output[{i}] has a dtype of daskgrad.{g.dtype} "
+                                   f"and output[{i}] has a dtype of daskgrad.{out.dtype}.")
             grads.append(g)
         elif out.requires_grad:
             if out.numel() != 1:

@@ -175,10 +175,12 @@ def tile(x, reps):
     d = max(x.ndim, len(reps))
     x = reshape(x, (1,) * (d - x.ndim) + x.shape)
     reps = (1,) * (d - len(reps)) + reps
+    copied = False  # (a copy always, as NumPy's and torch's: never a view, of x, that writes through to it)
     for axis, r in enumerate(reps):
         if r != 1:
             x = concatenate([x] * r, axis=axis) if r else getitem(x, (slice(None),) * axis + (slice(0, 0),))
-    return x
+            copied = r > 1
+    return x if copied else ew.clone(x)
 
 
 @public()

@@ -770,8 +770,9 @@ def _logaddexp_rule(g, s, base_exp):
 
 
 def _remainder_rule(g, s, mode):
-    # torch's: -g * a.div(b, rounding_mode=mode), so an infinite a gives NaN (floor) as its division does
-    return g, -g * truediv(s.a, s.b, rounding_mode=mode)
+    # torch's: -g * a.div(b, rounding_mode=mode), so an infinite a gives NaN (floor) as its division does; a and b
+    # saved only for b's gradient, as torch's (a number divisor or a constant one: a write to a after is no error)
+    return g, (-g * truediv(s.a, s.b, rounding_mode=mode) if s.needs[1] else None)
 
 
 arctan2_p = _binary("arctan2", "Atan2Backward0", da.arctan2, save=("a", "b"), refuse="atan2", promote="floating")
@@ -790,9 +791,10 @@ def _mod(a, b):
     return chunk.remainder(a, b) if _dtype_of(a, b).kind == "f" else a % b
 
 
-fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=("a", "b"), refuse="fmod")
+fmod_p = _binary("fmod", ("FmodBackward0", "FmodBackward1"), da.fmod, save=(("a", 1), ("b", 1)), refuse="fmod")
 fmod_p.vjp(functools.partial(_remainder_rule, mode="trunc"))
-mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), _mod, save=("a", "b"), refuse="remainder")
+mod_p = _binary("mod", ("RemainderBackward0", "RemainderBackward1"), _mod, save=(("a", 1), ("b", 1)),
+                refuse="remainder")
 mod_p.vjp(functools.partial(_remainder_rule, mode="floor"))
 
 

@@ -12,6 +12,7 @@ and boolean-mask indexing its mask; basic indexing saves nothing.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import dask.array as da
@@ -23,7 +24,7 @@ from ..graph import View, primitive
 from .._tensor import Tensor, layout
 from . import _util
 from ._util import as_tensor, public, raw
-from .shape import broadcast_to, moveaxis, permute, rechunk, reshape
+from .shape import broadcast_to, permute, rechunk, reshape
 
 
 def _meta(x):
@@ -509,14 +510,47 @@ scatter_p = primitive("scatter", torch="SliceBackwardBackward0", impl=_scatter_a
 scatter_p.vjp(lambda g, s, *, index, meta: (getitem(g, index),))
 
 
+# take_along_axis and its adjoint, here as the rule of take (an integer-array index) is a scatter-add
+def _gather_block(block, idx, axis):
+    return np.take_along_axis(block, idx % block.shape[axis], axis)
+
+
+def _scatter_add_block(g, idx, axis, n):
+    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
+    shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
+    grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
+    grid[axis] = idx % n
+    # into a flat array through one flat index: cupy's ufunc.at refuses a tuple of index arrays
+    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), shape)
+    out = np.zeros_like(g, shape=(math.prod(shape),))
+    np.add.at(out, flat.reshape(-1), np.broadcast_to(g, flat.shape).reshape(-1))
+    return out.reshape(shape)
+
+
+def _gather_array(a, idx, *, axis, n):
+    return da.map_blocks(_gather_block, a, idx, axis=axis, dtype=a.dtype, meta=a._meta, chunks=idx.chunks)
+
+
+def _scatter_add_array(g, idx, *, axis, n):
+    chunks = tuple((n,) if k == axis else c for k, c in enumerate(g.chunks))
+    return da.map_blocks(_scatter_add_block, g, idx, axis=axis, n=n, dtype=g.dtype, meta=g._meta, chunks=chunks)
+
+
+gather_p = primitive("take_along_axis", torch="GatherBackward0", impl=_gather_array, args=("x", "idx"),
+                     save=("idx",), consts=("idx",))
+scatter_add_p = primitive("scatter_add_along_axis", torch="ScatterAddBackward0", impl=_scatter_add_array,
+                          args=("g", "idx"), save=("idx",), consts=("idx",))
+gather_p.vjp(lambda g, s, *, axis, n: (scatter_add_p.bind(g, s.idx, axis=axis, n=n),))
+scatter_add_p.vjp(lambda g, s, *, axis, n: (gather_p.bind(g, s.idx, axis=axis, n=n),))
+
+
 take_p = primitive("take", torch="IndexBackward0")
 
 
 @take_p.vjp
 def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
-    # scatter-add as a one-hot contraction: repeated indices accumulate
-    from .products import tensordot  # late: the knot of linear ops (see tests/test_floors.py)
-
+    # a scatter-add (repeated indices accumulate), as torch's index_put with accumulate: not a one-hot
+    # contraction, whose zeros times an inf or NaN of the cotangent made NaN at every row of its column
     if shape is not None:  # (the gather's unflattened axes back to one, first)
         nb = len(shape)
         g = _move(g, list(range(pos, pos + nb)), list(range(nb)))
@@ -525,9 +559,12 @@ def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
         cols = cols.map_blocks(chunk.like, g._storage.value._meta, dtype=cols.dtype,
                                meta=meta_from_array(g._storage.value._meta, 1, cols.dtype))
-    rows = da.arange(n, chunks=(chunks[axis],), like=g._storage.value._meta)
-    onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
-    return (moveaxis(tensordot(onehot, g, axes=([1], [axis])), 0, axis),)
+    if len(g.chunks[axis]) > 1:  # (the taken axis whole in each task; the others keep g's chunks)
+        g = rechunk(g, tuple(c if k != axis else (g.shape[axis],) for k, c in enumerate(g.chunks)))
+    idx = broadcast_to(reshape(Tensor._make(cols), (1,) * axis + (-1,) + (1,) * (g.ndim - axis - 1)), g.shape)
+    out = scatter_add_p.bind(g, rechunk(idx, g.chunks), axis=axis, n=n)
+    out_chunks = g.chunks[:axis] + (chunks[axis],) + g.chunks[axis + 1:]
+    return (out if out.chunks == out_chunks else rechunk(out, out_chunks),)
 
 
 def _take(x, idx, axis, index, shape=None, pos=0):

@@ -704,7 +704,7 @@ def _lerp_operands(a, b, w):
 _LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
                 "complex128": "complex double"}  # (torch's words in lerp's dtype error)
 _lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=chunk.lerp, args=("a", "b", "w"),
-                    save=("a", "b", "w"), prepare=_lerp_operands, elementwise=True)
+                    save=(("a", 2), ("b", 2), "w"), prepare=_lerp_operands, elementwise=True)  # (as torch saves)
 
 
 @_lerp_p.vjp
@@ -735,7 +735,11 @@ def _xlogy(self, other):
     x = self if self.dtype == dtype else astype(self, dtype)
     y = (constant_like(np.array(other, dtype), value(x)._meta) if not isinstance(other, Tensor) else
          other if other.dtype == dtype else astype(other, dtype))
-    return where((x == 0) & ~isnan(y), 0, x * log(y))
+    zero = (x == 0) & ~isnan(y)
+    # where x is 0 the value is 0 and the gradient to x torch's log(y), 0 where y <= 0 (a where of a plain 0
+    # sent none, and one of x * log(y) made 0 * log(0) NaN); inf left out (0 * inf), there torch's is inf
+    at_zero = x * log(where(zero & (y > 0) & (y < math.inf), y, 1)) + 0.0  # (+ 0.0: -0.0 * ... is 0, as torch's)
+    return where(zero, at_zero, x * where(zero, 0, log(y)))
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
@@ -1061,8 +1065,9 @@ _polygamma_p.vjp(lambda g, s, *, n: (g * _polygamma_p.bind(s.x, n=n + 1),))
 _lgamma_p = primitive("lgamma", torch="LgammaBackward0", impl=_lgamma_array, save=("x",), prepare=tensor_operand)
 _lgamma_p.vjp(lambda g, s: (g * _polygamma_p.bind(s.x, n=0, node="DigammaBackward0"),))
 _erfinv_p = primitive("erfinv", torch="ErfinvBackward0", impl=special_layer("erfinv", _erfinv_ufuncs),
-                      save=("r",), prepare=tensor_operand)
-_erfinv_p.vjp(lambda g, s: (g * (math.sqrt(math.pi) / 2 * exp(s.r * s.r)),))
+                      save=("x",), prepare=tensor_operand)
+# torch's saves the input (a write to it after raises; one to the result does not) and takes erfinv again
+_erfinv_p.vjp(lambda g, s: (g * (math.sqrt(math.pi) / 2 * exp(_erfinv_p.bind(s.x) ** 2)),))
 
 
 def _real(x, kernel):

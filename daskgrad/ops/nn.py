@@ -16,7 +16,7 @@ from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array,
                     refuse_complex, tensor_or_scalar, value)
-from .elementwise import astype, exp, sigmoid
+from .elementwise import astype, exp, sigmoid, where
 from .reductions import sum
 from .shape import broadcast_to
 
@@ -137,10 +137,13 @@ def nll_loss(log_probs, target, reduction="mean"):
     return nll_loss_p.bind(log_probs, onehot, reduction=reduction, n=log_probs.shape[0])
 
 
-nll_loss_p = _loss("nll_loss", "NllLossBackward0", lambda a, onehot: -reduce_array(a * onehot, "sum", 1),
+# the target's entries picked, not a product with the one-hot rows: -inf at another class (a masked logit) times
+# 0 is NaN, where torch's loss reads the target's entry only (and its gradient is zero off the targets)
+nll_loss_p = _loss("nll_loss", "NllLossBackward0",
+                   lambda a, onehot: -reduce_array(da.where(onehot != 0, a, 0), "sum", 1),
                    args=("log_probs", "onehot"), save=("onehot",))
 nll_loss_p.vjp(lambda g, s, *, reduction, n: (
-    -s.onehot * _scale(g[:, None] if reduction == "none" else g, reduction, n), None))
+    where(s.onehot != 0, -_scale(g[:, None] if reduction == "none" else g, reduction, n), 0), None))
 
 
 @public()

@@ -21,7 +21,7 @@ from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw,
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
-from .indexing import getitem, sort
+from .indexing import _gather_array, gather_p, getitem, scatter_add_p, sort  # (gather_p, scatter_add_p: take's rule)
 from .reductions import cumsum, mean, prod, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
@@ -36,6 +36,8 @@ def _cumprod_rule(g, s, *, axis):
     at the first zero, the products with that zero left out (``cumprod`` of ``x`` with it set to 1);
     after it, 0 (each product there holds the first zero)."""
     x, r = s.x, s.r
+    if x.shape[axis] == 1:  # torch's: the gradient itself, not g * x / x (a last bit off; a second derivative)
+        return (g,)
     zero = x == 0
     seen = cumsum(zero, axis)
     before, first = seen == 0, zero & (seen == 1)
@@ -231,37 +233,6 @@ def take(a, indices, axis=None):
     return reshape(flat, a.shape[:axis] + idx.shape + a.shape[axis + 1:])
 
 
-def _gather_block(block, idx, axis):
-    return np.take_along_axis(block, idx % block.shape[axis], axis)
-
-
-def _scatter_add_block(g, idx, axis, n):
-    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
-    shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
-    grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
-    grid[axis] = idx % n
-    # into a flat array through one flat index: cupy's ufunc.at refuses a tuple of index arrays
-    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), shape)
-    out = np.zeros_like(g, shape=(math.prod(shape),))
-    np.add.at(out, flat.reshape(-1), np.broadcast_to(g, flat.shape).reshape(-1))
-    return out.reshape(shape)
-
-
-def _gather_array(a, idx, *, axis, n):
-    return da.map_blocks(_gather_block, a, idx, axis=axis, dtype=a.dtype, meta=a._meta, chunks=idx.chunks)
-
-
-def _scatter_add_array(g, idx, *, axis, n):
-    chunks = tuple((n,) if k == axis else c for k, c in enumerate(g.chunks))
-    return da.map_blocks(_scatter_add_block, g, idx, axis=axis, n=n, dtype=g.dtype, meta=g._meta, chunks=chunks)
-
-
-gather_p = primitive("take_along_axis", torch="GatherBackward0", impl=_gather_array, args=("x", "idx"),
-                     save=("idx",), consts=("idx",))
-scatter_add_p = primitive("scatter_add_along_axis", torch="ScatterAddBackward0", impl=_scatter_add_array,
-                          args=("g", "idx"), save=("idx",), consts=("idx",))
-gather_p.vjp(lambda g, s, *, axis, n: (scatter_add_p.bind(g, s.idx, axis=axis, n=n),))
-scatter_add_p.vjp(lambda g, s, *, axis, n: (gather_p.bind(g, s.idx, axis=axis, n=n),))
 
 
 def _check_host_index(idx, n, axis):

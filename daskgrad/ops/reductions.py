@@ -8,6 +8,7 @@ axes=..., ...)``, where ``gx`` is the cotangent already broadcast back to ``x``.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 
@@ -156,11 +157,14 @@ amax_p = _reduction("amax", "AmaxBackward0", _amax_local, save=("x", "r"), refus
 amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refuse="min")
 
 
-def _prod_local(gx, x, r, axes):
+def _prod_local(gx, x, r, axes, whole=True):
     """The product of the others, exact with zeros and differentiable again, as torch's: P the product
     of the non-zeros, Z the count of zeros, S their sum (value 0, slope 1), so each entry keeps the
     zero factors it is a function of (with one zero the others' entries are S P / x, with two each
-    zero's is (S - x) P)."""
+    zero's is (S - x) P).  Over a dim of length one (or of a 0-d input) the cotangent itself, as torch's
+    (not g * x / x: a second derivative where torch's has none)."""
+    if x.ndim == 0 or (not whole and builtins.all(x.shape[a] == 1 for a in axes)):
+        return gx
     zero = x == 0
     safe = where(zero, 1, x)
     p = prod(safe, axis=axes, keepdims=True)
@@ -175,18 +179,21 @@ def _centered(x, axes):
     return x - mean(x, axis=axes, keepdims=True)
 
 
-prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x",))
+prod_p = _reduction("prod", ("ProdBackward0", "ProdBackward1"), _prod_local, save=("x", "r"))  # (r: as torch saves it)
 # complex var/std are real, their gradients torch's (x - mean) times the real factor
-var_p = _reduction("var", "VarBackward0", lambda gx, x, r, axes, n, ddof: _var_rule(gx, x, axes, n, ddof),
+var_p = _reduction("var", "VarBackward0",
+                   lambda gx, x, r, axes, n, ddof, whole=True: _var_rule(gx, x, axes, n, ddof, whole),
                    save=("x", "n"))
 
 
-def _var_rule(gx, x, axes, n, ddof):
+def _var_rule(gx, x, axes, n, ddof, whole):
     centered = _centered(x, axes)
     if isinstance(n, Tensor):  # (a count of unknown chunks: no branch on it)
         return gx * centered * (2 / (n - ddof))
     dof = n - ddof
-    if dof <= 0 and len(axes) == x.ndim:  # torch's over all elements at ddof >= n: inf, nan where x is its mean
+    # torch's branch without dim (or of a 0-d input) at ddof >= n: inf, nan where x is its mean; with a dim,
+    # even one naming every dim, its formula below (2 / dof: a negative dof flips the sign)
+    if dof <= 0 and whole:
         return where(centered == 0, math.nan, gx * math.inf)
     return gx * centered * (2 / dof if dof else math.inf)  # (along some axes torch's formula: 2 / 0 is inf)
 
@@ -195,8 +202,8 @@ def _var_rule(gx, x, axes, n, ddof):
 # the gradient of std is 0 where it is 0, as in torch; the division there is by 1, so that zero's own
 # derivatives are 0 (the rule is 0 for every cotangent), not a 0 / 0 (torch's NaN: see pow's rule)
 std_p = _reduction("std", "StdBackward0",
-                   lambda gx, x, r, axes, n, ddof: gx * math.nan * x  # (torch's over all elements at ddof >= n)
-                   if not isinstance(n, Tensor) and n <= ddof and len(axes) == x.ndim else
+                   lambda gx, x, r, axes, n, ddof, whole=True: gx * math.nan * x  # (torch's without dim at ddof >= n)
+                   if not isinstance(n, Tensor) and n <= ddof and whole else
                    where(r == 0, 0, gx / where(r == 0, 1, r * (n - ddof))) * _centered(x, axes),
                    save=("x", "r", "n"))
 logsumexp_p = _reduction("logsumexp", "LogsumexpBackward0", lambda gx, x, r, axes: gx * exp(x - r),
@@ -298,7 +305,7 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     ``prod`` takes one ``dim``)."""
     x = as_tensor(x)
     x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
-    return _in(dtype, _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),)))
+    return _in(dtype, _reduce(prod_p, x, axis, keepdims, _reduce_fwd, (("fn", "prod"),), whole=axis is None))
 
 
 def _in(dtype, out):
@@ -325,7 +332,8 @@ def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     """Variance with NumPy's default ``ddof=0``; torch's ``correction=`` (ddof) and ``unbiased=`` (ddof 1
     or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default)."""
     ddof = _ddof(ddof, correction, unbiased)
-    return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof)
+    return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof,
+                   whole=axis is None or not getattr(x, "ndim", 0))
 
 
 def _var_array(a, n, n_out, *, axes, keepdims, ddof):
@@ -341,7 +349,8 @@ def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     """Standard deviation with NumPy's default ``ddof=0`` (torch's ``correction=``/``unbiased=`` taken, as
     by :func:`var`); its gradient is 0 where it is 0, as in torch."""
     ddof = _ddof(ddof, correction, unbiased)
-    return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof)
+    return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof,
+                   whole=axis is None or not getattr(x, "ndim", 0))
 
 
 def _std_array(a, n, n_out, *, axes, keepdims, ddof):

@@ -316,6 +316,8 @@ def _check_reshape(shape, old):
 
 
 def _reshape_array(a, shape):
+    if not a.size and a.npartitions > 1:  # (dask's reshape of an empty array of several chunks fails)
+        a = a.rechunk(-1)
     try:
         return a.reshape(shape)
     except NotImplementedError:  # dask reshapes only even merges/splits of chunks
