@@ -254,3 +254,18 @@ def test_a_write_after_the_op_raises_where_torchs_saved_tensor_was_written(case,
         assert results[1] == results[0]
     else:
         np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunks", [-1, 1], ids=str)
+def test_copysign_gradient_to_the_sign_is_zeros(chunks):
+    """torch's ``copysign`` gives the tensor whose sign it reads a gradient of zeros (an optimizer's weight decay
+    steps on it); it got none here.  The value and the gradient to ``x`` are unchanged."""
+    results = []
+    for lib in (torch, dg):
+        x = _chunked(lib, [[1.0, -2.0, 0.5], [3.0, -0.0, 2.0]], chunks)
+        y = _chunked(lib, [-1.0, np.inf, -0.0], chunks)
+        out = x.copysign(y)
+        out.backward(lib.tensor(np.arange(1.0, 7.0).reshape(2, 3)))
+        results.append([_np(out), _np(x.grad), _np(y.grad)])
+    for t, d in zip(*results):
+        np.testing.assert_array_equal(d, t)

@@ -425,7 +425,12 @@ def copysign(a, b):
     if (dtype := result_type(a, b, floating=True)) != a.dtype:
         a = ew.astype(a, dtype)
     negative = signbit(b) if isinstance(b, Tensor) else math.copysign(1.0, b) < 0
-    return where(negative, -abs(a), abs(a)) if isinstance(b, Tensor) else (-abs(a) if negative else abs(a))
+    if not isinstance(b, Tensor):
+        return -abs(a) if negative else abs(a)
+    out = where(negative, -abs(a), abs(a))
+    if b.requires_grad:  # torch's gradient to the sign's tensor is zeros, not none (an optimizer steps on it)
+        out = where(ew.zeros_like(out, dtype=np.bool_), b, out)
+    return out
 
 
 @public("sinc")

@@ -233,8 +233,6 @@ def take(a, indices, axis=None):
     return reshape(flat, a.shape[:axis] + idx.shape + a.shape[axis + 1:])
 
 
-
-
 def _check_host_index(idx, n, axis):
     bad = (idx < -n) | (idx >= n)
     if bad.any():

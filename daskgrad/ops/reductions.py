@@ -333,7 +333,7 @@ def var(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     or 0) are taken too (the method ``x.var()`` is torch's, ``correction=1`` by default)."""
     ddof = _ddof(ddof, correction, unbiased)
     return _reduce(var_p, x, axis, keepdims, _var_array, (("ddof", ddof),), ddof=ddof,
-                   whole=axis is None or not getattr(x, "ndim", 0))
+                   whole=axis is None or not np.ndim(x))
 
 
 def _var_array(a, n, n_out, *, axes, keepdims, ddof):
@@ -350,7 +350,7 @@ def std(x, axis=None, ddof=0, keepdims=False, *, correction=None, unbiased=None)
     by :func:`var`); its gradient is 0 where it is 0, as in torch."""
     ddof = _ddof(ddof, correction, unbiased)
     return _reduce(std_p, x, axis, keepdims, _std_array, (("ddof", ddof),), ddof=ddof,
-                   whole=axis is None or not getattr(x, "ndim", 0))
+                   whole=axis is None or not np.ndim(x))
 
 
 def _std_array(a, n, n_out, *, axes, keepdims, ddof):
