@@ -269,3 +269,22 @@ def test_copysign_gradient_to_the_sign_is_zeros(chunks):
         results.append([_np(out), _np(x.grad), _np(y.grad)])
     for t, d in zip(*results):
         np.testing.assert_array_equal(d, t)
+
+
+def test_an_index_gradient_over_a_taken_axis_larger_than_a_chunk_is_a_contraction_of_bounded_blocks():
+    """Where the scatter-add's task would hold the whole taken axis and that is larger than dask's
+    ``array.chunk-size`` (an embedding table of millions of rows), the gradient is the one-hot contraction,
+    a chunk of rows by a chunk of indices a block: the same numbers for finite cotangents."""
+    import dask
+    import torch
+
+    rng = np.random.default_rng(3)
+    xn, idx, v = rng.standard_normal((1000, 4)), rng.integers(0, 1000, 300), rng.standard_normal((300, 4))
+    xt = torch.from_numpy(xn).requires_grad_()
+    xt[torch.from_numpy(idx)].backward(torch.from_numpy(v))
+    for size, layer in (("1KiB", "tensordot"), ("128MiB", "_scatter_add")):
+        with dask.config.set({"array.chunk-size": size}):
+            x = dg.from_array(xn, chunks=(100, 4), requires_grad=True)
+            (g,) = dg.grad(x[idx], x, dg.tensor(v), lazy=True)
+            assert any(str(k).startswith(layer) for k in g.array.__dask_graph__().layers)
+            np.testing.assert_allclose(g.numpy(), xt.grad.numpy(), rtol=1e-13, atol=1e-13)

@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
+from dask.utils import parse_bytes
 
 from .. import _dask as door, chunk
 from ..graph import View, primitive
@@ -550,7 +552,9 @@ take_p = primitive("take", torch="IndexBackward0")
 @take_p.vjp
 def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
     # a scatter-add (repeated indices accumulate), as torch's index_put with accumulate: not a one-hot
-    # contraction, whose zeros times an inf or NaN of the cotangent made NaN at every row of its column
+    # contraction, whose zeros times an inf or NaN of the cotangent made NaN at every row of its column.
+    # A task scatters into the whole taken axis, so where that is larger than a chunk (an embedding table of
+    # millions of rows) the contraction stays: its blocks are a chunk of rows by a chunk of indices
     if shape is not None:  # (the gather's unflattened axes back to one, first)
         nb = len(shape)
         g = _move(g, list(range(pos, pos + nb)), list(range(nb)))
@@ -559,6 +563,13 @@ def _take_rule(g, s, *, axis, n, chunks, lazy, shape=None, pos=0):
     if not lazy:  # a host index: its chunks go where g's are (a lazy one is already checked, wrapped, placed)
         cols = cols.map_blocks(chunk.like, g._storage.value._meta, dtype=cols.dtype,
                                meta=meta_from_array(g._storage.value._meta, 1, cols.dtype))
+    whole = n * g.dtype.itemsize * math.prod(max(c, default=0) for k, c in enumerate(g.chunks) if k != axis)
+    if whole > parse_bytes(dask.config.get("array.chunk-size")):
+        from .products import tensordot  # late: the knot of linear ops (see tests/test_floors.py)
+
+        rows = da.arange(n, chunks=(chunks[axis],), like=g._storage.value._meta)
+        onehot = Tensor._make((rows[:, None] == cols[None, :]).astype(g.dtype))
+        return (_move(tensordot(onehot, g, axes=([1], [axis])), [0], [axis]),)
     if len(g.chunks[axis]) > 1:  # (the taken axis whole in each task; the others keep g's chunks)
         g = rechunk(g, tuple(c if k != axis else (g.shape[axis],) for k, c in enumerate(g.chunks)))
     idx = broadcast_to(reshape(Tensor._make(cols), (1,) * axis + (-1,) + (1,) * (g.ndim - axis - 1)), g.shape)
