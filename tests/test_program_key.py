@@ -249,3 +249,27 @@ def test_alpha_on_operands_whose_chunks_do_not_line_up():
     ht = torch.tensor(xn) * wt
     ht.add(ht.flip(0), alpha=2.0).sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), wt.grad.numpy())
+
+
+def test_an_array_parameter_changed_after_its_steps_is_not_another_steps_value():
+    """A template reads the array its first program was lowered with (a kernel's keyword, by reference):
+    keyed by its bytes alone, a later step's equal array ran the first one, changed in place since."""
+    x = dg.from_array(np.arange(4.0), chunks=2)
+
+    def kern(b, w):
+        return b * w[0]
+
+    def run():
+        first, later = np.ones(1), np.ones(1)
+        got = [dg.map_blocks(kern, x, w=first).sum().item() for _ in range(3)]
+        first[0] = 5.0  # the first steps' array, changed after them
+        return got + [dg.map_blocks(kern, x, w=later).sum().item() for _ in range(3)]
+
+    for got in _each_step_cached_and_not(run):
+        assert got == [6.0] * 6
+    w = dg.tensor(np.arange(6.0), requires_grad=True)
+    dg.step_cache_clear()
+    for _ in range(4):  # an op's own copy of an index is read-only: keyed by its values, each step an instance
+        (w[np.array([0, 2, 2])] ** 2).sum().backward()
+    assert dg.step_cache_info()["hits"] >= 1
+    np.testing.assert_array_equal(w.grad.numpy(), [0, 0, 32, 0, 0, 0])

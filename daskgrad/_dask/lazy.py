@@ -476,9 +476,21 @@ _SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a large
 
 class _Freezing(threading.local):
     changeable = 0  # how many values :func:`frozen` met that may change in place (see _frozen_once)
+    held = False  # (a program's key: a writeable NumPy array by its identity too, see frozen_held)
 
 
 _freezing = _Freezing()
+
+
+def frozen_held(v):
+    """``frozen(v)`` for a program's key: a writeable NumPy array by its identity too (held), since the
+    template lowered from it reads that array, whose values may change after its key was made; a
+    read-only one (an op's own copy) by its values alone."""
+    _freezing.held, was = True, _freezing.held
+    try:
+        return frozen(v)
+    finally:
+        _freezing.held = was
 
 
 def frozen(v, objects=True):
@@ -513,7 +525,8 @@ def frozen(v, objects=True):
             _freezing.changeable += 1
         # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
         # transpose have one token, so the strides are part of the key)
-        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
+        key = (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
+        return key + (_Same(v),) if _freezing.held and v.flags.writeable else key
     if isinstance(v, np.generic):
         return (t, _dtype(v.dtype), v.tobytes())
     if isinstance(v, np.dtype):

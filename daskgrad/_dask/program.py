@@ -48,7 +48,7 @@ from . import labels, peaks
 from .calls import _Outputs, fast, shipped
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
-from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, is_stub, lower, through
+from .lazy import Constant, Lazy, NoKey, _component as _component_fn, frozen, frozen_held, is_stub, lower, through
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
@@ -95,7 +95,7 @@ class Program:
                         graphs.add(s.name)
                 return ("s", j)
             try:
-                return frozen(s)
+                return frozen_held(s)
             except NoKey:
                 keyed = False
                 return None
@@ -106,7 +106,7 @@ class Program:
             try:
                 params = node.frozen_params
                 if params is None:  # (kept: a value read again, by the next step's program, is not frozen again)
-                    params = node.frozen_params = frozen(node.params) if node.params else ()
+                    params = node.frozen_params = frozen_held(node.params) if node.params else ()
             except NoKey:
                 keyed, params = False, None
             index[id(node)] = ("e", len(eqns))
