@@ -273,3 +273,22 @@ def test_an_array_parameter_changed_after_its_steps_is_not_another_steps_value()
         (w[np.array([0, 2, 2])] ** 2).sum().backward()
     assert dg.step_cache_info()["hits"] >= 1
     np.testing.assert_array_equal(w.grad.numpy(), [0, 0, 32, 0, 0, 0])
+
+
+def test_a_compiled_call_with_an_equal_array_does_not_replay_another_array():
+    """A compiled call's guard named a NumPy argument by its bytes: a call with another array of the first's
+    values replayed the trace, whose kernel reads the first array, changed in place since."""
+    x = dg.from_array(np.arange(4.0), chunks=2)
+
+    def kern(b, w):
+        return b * w[0]
+
+    step = dg.compile(lambda x, w: dg.map_blocks(kern, x, w=w).sum())
+    first, later, changing = np.ones(1), np.ones(1), np.ones(1)
+    got = [step(x, first).item() for _ in range(3)]
+    first[0] = 5.0  # the first calls' array, changed after them
+    got += [step(x, later).item() for _ in range(3)]
+    for v in (2.0, 2.0, 3.0):  # one array changed in place between calls: its values now, as uncompiled
+        changing[0] = v
+        got.append(step(x, changing).item())
+    assert got == [6.0] * 6 + [12.0, 12.0, 18.0]

@@ -482,13 +482,13 @@ class _Freezing(threading.local):
 _freezing = _Freezing()
 
 
-def frozen_held(v):
-    """``frozen(v)`` for a program's key: a writeable NumPy array by its identity too (held), since the
-    template lowered from it reads that array, whose values may change after its key was made; a
-    read-only one (an op's own copy) by its values alone."""
+def frozen_held(v, objects=True):
+    """``frozen(v, objects)`` for a program's key (or a compiled call's guard): a writeable NumPy array by
+    its identity too (held), since the template (or trace) made from it reads that array, whose values
+    may change after its key was made; a read-only one (an op's own copy) by its values alone."""
     _freezing.held, was = True, _freezing.held
     try:
-        return frozen(v)
+        return frozen(v, objects)
     finally:
         _freezing.held = was
 
