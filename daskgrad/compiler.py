@@ -610,8 +610,8 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
         if _users(obj):
             follow.append(obj)
         return ("id", id(obj))
-    try:
-        return door.frozen(obj, objects=False)
+    try:  # (a writeable NumPy array by its identity too: the trace reads that array, as a kernel's keyword)
+        return door.frozen_held(obj, objects=False)
     except (door.NoKey, RecursionError):
         pins.append(obj)
         if _users(t):

@@ -281,3 +281,55 @@ def test_alpha_on_operands_whose_chunks_do_not_line_up():
     ht = torch.tensor(xn) * wt
     ht.add(ht.flip(0), alpha=2.0).sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), wt.grad.numpy())
+
+
+def test_an_array_parameter_changed_after_its_steps_is_not_another_steps_value():
+    """A template reads the array its first program was lowered with (a kernel's keyword, by reference):
+    keyed by its bytes alone, a later step's equal array ran the first one, changed in place since."""
+    x = dg.from_array(np.arange(4.0), chunks=2)
+
+    def kern(b, w):
+        return b * w[0]
+
+    def run():
+        first, later = np.ones(1), np.ones(1)
+        got = [dg.map_blocks(kern, x, w=first).sum().item() for _ in range(3)]
+        first[0] = 5.0  # the first steps' array, changed after them
+        return got + [dg.map_blocks(kern, x, w=later).sum().item() for _ in range(3)]
+
+    def run_views():  # (a read-only view of a writeable array changes with it)
+        first, later = np.ones(1), np.ones(1)
+        views = first.view(), later.view()
+        for v in views:
+            v.flags.writeable = False
+        got = [dg.map_blocks(kern, x, w=views[0]).sum().item() for _ in range(3)]
+        first[0] = 5.0
+        return got + [dg.map_blocks(kern, x, w=views[1]).sum().item() for _ in range(3)]
+
+    for got in _each_step_cached_and_not(run) + _each_step_cached_and_not(run_views):
+        assert got == [6.0] * 6
+    w = dg.tensor(np.arange(6.0), requires_grad=True)
+    dg.step_cache_clear()
+    for _ in range(4):  # an op's own copy of an index is read-only: keyed by its values, each step an instance
+        (w[np.array([0, 2, 2])] ** 2).sum().backward()
+    assert dg.step_cache_info()["hits"] >= 1
+    np.testing.assert_array_equal(w.grad.numpy(), [0, 0, 32, 0, 0, 0])
+
+
+def test_a_compiled_call_with_an_equal_array_does_not_replay_another_array():
+    """A compiled call's guard named a NumPy argument by its bytes: a call with another array of the first's
+    values replayed the trace, whose kernel reads the first array, changed in place since."""
+    x = dg.from_array(np.arange(4.0), chunks=2)
+
+    def kern(b, w):
+        return b * w[0]
+
+    step = dg.compile(lambda x, w: dg.map_blocks(kern, x, w=w).sum())
+    first, later, changing = np.ones(1), np.ones(1), np.ones(1)
+    got = [step(x, first).item() for _ in range(3)]
+    first[0] = 5.0  # the first calls' array, changed after them
+    got += [step(x, later).item() for _ in range(3)]
+    for v in (2.0, 2.0, 3.0):  # one array changed in place between calls: its values now, as uncompiled
+        changing[0] = v
+        got.append(step(x, changing).item())
+    assert got == [6.0] * 6 + [12.0, 12.0, 18.0]

@@ -32,6 +32,7 @@ from .halo import halo, rolled
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
+from .lazy import frozen_held
 from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate, is_data, keep_piece, piece,
                       step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
@@ -45,7 +46,8 @@ __all__ = ["Constant",
            "defer_many", "labelled", "on_alias_built", "rebind", "rule", "through", "value_of", "LINEAGE_LAYERS",
            "Folded", "flat_layers", "fold",
            "halo", "rolled", "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize",
-           "toposort_layers", "NoKey", "Program", "frozen", "gc_paused", "in_memory", "instantiate", "is_data",
+           "toposort_layers", "NoKey", "Program", "frozen", "frozen_held", "gc_paused", "in_memory", "instantiate",
+           "is_data",
            "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker", "chunk_bytes",
            "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client", "data_futures",
            "flat_keys", "gather", "held_keys", "keep", "lost_keys", "memory_total", "reads_any", "store", "submit",

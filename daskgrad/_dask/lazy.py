@@ -476,9 +476,33 @@ _SMALL = 4096  # bytes: a NumPy array this small is frozen as its bytes, a large
 
 class _Freezing(threading.local):
     changeable = 0  # how many values :func:`frozen` met that may change in place (see _frozen_once)
+    held = False  # (a program's key: a writeable NumPy array by its identity too, see frozen_held)
 
 
 _freezing = _Freezing()
+
+
+def frozen_held(v, objects=True):
+    """``frozen(v, objects)`` for a program's key (or a compiled call's guard): a writeable NumPy array by
+    its identity too (held), since the template (or trace) made from it reads that array, whose values
+    may change after its key was made; a read-only one (an op's own copy) by its values alone."""
+    _freezing.held, was = True, _freezing.held
+    try:
+        return frozen(v, objects)
+    finally:
+        _freezing.held = was
+
+
+def _writeable(a):
+    """Whether NumPy array ``a``'s values can change in place: it, or an array it views, is writeable
+    (a read-only view of a writeable array changes with it), or it views other memory."""
+    while a is not None:
+        if not isinstance(a, np.ndarray):
+            return not isinstance(a, bytes)
+        if a.flags.writeable:
+            return True
+        a = a.base
+    return False
 
 
 def frozen(v, objects=True):
@@ -512,7 +536,8 @@ def frozen(v, objects=True):
         _freezing.changeable += 1  # (an empty one too: its shape can be set in place)
         # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
         # transpose have one token, so the strides are part of the key)
-        return (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
+        key = (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
+        return key + (_Same(v),) if _freezing.held and _writeable(v) else key
     if isinstance(v, np.generic):
         if t is np.void:  # (a structured scalar may be a view of an array's record)
             _freezing.changeable += 1
@@ -674,12 +699,13 @@ def _frozen_once(params):
     return fparams if fixed else None
 
 
-def frozen_fixed(params):
-    """``(frozen(params), whether nothing in it can change in place)`` (see :func:`_frozen_once`)."""
+def frozen_fixed(params, held=False):
+    """``(frozen(params), whether nothing in it can change in place)`` (see :func:`_frozen_once`;
+    ``held``: :func:`frozen_held`'s form)."""
     if not params:
         return (), True
     before = _freezing.changeable
-    fparams = frozen(params)
+    fparams = frozen_held(params) if held else frozen(params)
     return fparams, _freezing.changeable == before
 
 

@@ -48,8 +48,8 @@ from . import labels, peaks
 from .calls import _Outputs, fast, shipped
 from .internals import (Alias, Callback, DataNode, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array,
                         convert_legacy_task, flatten, order)
-from .lazy import (Constant, Lazy, NoKey, _alias, _component as _component_fn, frozen, frozen_fixed, is_stub, lower,
-                   through)
+from .lazy import (Constant, Lazy, NoKey, _alias, _component as _component_fn, frozen, frozen_fixed, frozen_held,
+                   is_stub, lower, through)
 from .fold import flat_layers
 from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
@@ -96,7 +96,7 @@ class Program:
                         graphs.add(s.name)
                 return ("s", j)
             try:
-                return frozen(s)
+                return frozen_held(s)
             except NoKey:
                 keyed = False
                 return None
@@ -109,7 +109,7 @@ class Program:
             try:
                 params = node.frozen_params
                 if params is None:  # (kept: a value read again, by the next step's program, is not frozen again,
-                    params, fixed = frozen_fixed(node.params)  # unless a param can change in place meanwhile)
+                    params, fixed = frozen_fixed(node.params, held=True)  # unless a param can change in place)
                     if fixed:
                         node.frozen_params = params
             except NoKey:

@@ -372,6 +372,7 @@ def _points(x, index, axes):
         return lin, shape, axes[0] if adjacent else 0
     idx = np.broadcast_arrays(*[np.asarray(index[k]) for k in axes])
     lin = np.ravel_multi_index(tuple(i % n for i, n in zip(idx, sizes)), sizes).ravel()
+    lin.setflags(write=False)  # (this op's own copy, read-only: a program's key reads its values alone)
     return lin, idx[0].shape, axes[0] if adjacent else 0
 
 
@@ -586,6 +587,8 @@ def _take(x, idx, axis, index, shape=None, pos=0):
     n, chunks = x.shape[axis], x.chunks
     lazy = isinstance(idx, da.Array)
     idx = _checked_lazy_index(idx, n) if lazy else idx % n
+    if isinstance(idx, np.ndarray):
+        idx.setflags(write=False)  # (its own copy, read-only: a program's key reads its values alone)
 
     # the index is saved as a tensor, as torch's IndexBackward0 saves its indices
     if lazy:

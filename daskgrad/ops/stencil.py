@@ -68,6 +68,7 @@ def _weights(weights, ndim):
                                       "respect to the weights); pass weights.detach()")
         weights = weights.cpu().numpy()
     w = np.array(weights, dtype=float)  # the kernel is a small host constant, never a chunk
+    w.setflags(write=False)  # (its own copy, read-only: a program's key reads its values alone)
     if w.ndim != ndim:
         raise RuntimeError("filter weights array has incorrect shape.")  # scipy.ndimage's error
     if 0 in w.shape:
