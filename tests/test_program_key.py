@@ -333,3 +333,14 @@ def test_a_compiled_call_with_an_equal_array_does_not_replay_another_array():
         changing[0] = v
         got.append(step(x, changing).item())
     assert got == [6.0] * 6 + [12.0, 12.0, 18.0]
+
+
+def test_a_loop_indexing_new_arrays_is_one_template():
+    """An index op's params hold its operand's meta, an empty array made afresh with every array: keyed by
+    its shape and dtype, not its identity, so a loop over new arrays is an instance of one template."""
+    dg.step_cache_clear()
+    for step in range(5):
+        x = dg.from_array(np.arange(6.0) + step, chunks=3, requires_grad=True)
+        (x[1:4] ** 2).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [0, 2 * (1 + step), 2 * (2 + step), 2 * (3 + step), 0, 0])
+    assert dg.step_cache_info()["hits"] >= 3

@@ -537,7 +537,9 @@ def frozen(v, objects=True):
         # (dask's token of an array is of its bytes in memory order and its shape: a square array and its
         # transpose have one token, so the strides are part of the key)
         key = (t, _dtype(v.dtype), v.shape, v.tobytes() if v.nbytes <= _SMALL else (tokenize(v), v.strides))
-        return key + (_Same(v),) if _freezing.held and _writeable(v) else key
+        # (an empty one by its shape and dtype alone: an op's meta, a new object with every array, would
+        # otherwise make every step's program another)
+        return key + (_Same(v),) if _freezing.held and v.size and _writeable(v) else key
     if isinstance(v, np.generic):
         if t is np.void:  # (a structured scalar may be a view of an array's record)
             _freezing.changeable += 1
