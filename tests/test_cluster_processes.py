@@ -82,7 +82,10 @@ def test_cli_processes_give_the_local_schedulers_gradient(cli_cluster):
 def test_vjp_tasks_of_gpu_tensors_run_only_on_the_gpu_worker(cli_cluster):
     from distributed import get_task_stream
 
-    addresses = {info["name"]: addr for addr, info in cli_cluster.scheduler_info()["workers"].items()}
+    # (asked of the scheduler itself: the client's scheduler_info() is a copy refreshed now and then, which
+    # may not list a worker that registered after the client connected)
+    addresses = cli_cluster.run_on_scheduler(lambda dask_scheduler: {ws.name: addr for addr, ws in
+                                                                     dask_scheduler.workers.items()})
     X, w, loss = _problem(5)
     with dask.config.set({"daskgrad.vjp-resources": {"GPU": 1}}), get_task_stream(cli_cluster) as ts:
         loss.backward()
