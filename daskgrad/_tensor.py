@@ -1000,6 +1000,9 @@ class Tensor:
         self._check_inplace()
         self._check_overlap(args, one_value=one_value, copies=copies)  # (one_value: one value everywhere)
         out = op(self, *args, **kwargs)
+        node = out.grad_fn
+        if node is not None and node._guards:  # (graph.guard: this write is the op's own, not a later one)
+            node._guards = tuple(g for g in node._guards if g.storage is not self._storage)
         if not _data.can_cast(out.dtype, self.dtype):  # (int += 2.5: torch's result type is float32)
             raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(str(out.dtype), out.dtype)} can't be cast "
                                f"to the desired output type {_data.TORCH_TYPE_NAMES.get(str(self.dtype), self.dtype)}")

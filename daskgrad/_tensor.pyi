@@ -539,7 +539,7 @@ class Tensor:
         """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
         """
     def adjoint(self):
-        """torch's ``adjoint``: the last two dims swapped and conjugated.
+        """torch's ``adjoint``: the last two dims swapped and conjugated, a view.
         """
     def all(self, *args, **kwargs) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
@@ -815,7 +815,8 @@ class Tensor:
         in (cluster) memory while this tensor lives, so asking again computes nothing.
         """
     def conj(self) -> Tensor:
-        """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
+        """torch's ``conj``: of a complex tensor, a view of its storage seen conjugated (``is_conj()``): a write
+        through it writes the conjugate into the tensor; of a real one, the tensor itself.
         """
     def conj_physical(self):
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
@@ -1227,6 +1228,10 @@ class Tensor:
         """
     def is_complex(self):
         """torch's ``is_complex``: whether the dtype is a complex one.
+        """
+    def is_conj(self):
+        """torch's ``is_conj``: whether this tensor sees its storage conjugated (a view through an odd number
+        of ``conj()``).
         """
     def is_contiguous(self, memory_format=None) -> bool:
         """torch's answer: False for a view whose elements are not in C order over its base's
@@ -1733,7 +1738,8 @@ class Tensor:
         """torch's ``reshape_as``: ``reshape(other.shape)``, a view where the elements allow it, else a copy.
         """
     def resolve_conj(self):
-        """torch's ``resolve_conj``: the tensor itself (daskgrad keeps no lazy conjugate or negative bit).
+        """torch's ``resolve_conj``: a conjugated view's values as a new tensor (``is_conj()`` False); any
+        other tensor itself.
         """
     def resolve_neg(self):
         """torch's ``resolve_neg``: the tensor itself (daskgrad keeps no lazy conjugate or negative bit).

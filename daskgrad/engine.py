@@ -305,6 +305,8 @@ def _check(plan):
             for v in n._saved.values():
                 if isinstance(v, graph.SavedTensor):
                     v.check_version()
+            for v in n._guards:
+                v.check_version()
 
 
 # ------------------------------------------------------------------ walk, call rules, deliver

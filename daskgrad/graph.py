@@ -82,6 +82,15 @@ class SavedTensor:
         # that would be a cycle)
         self.orig = None if is_output else weakref.ref(t)
 
+    @classmethod
+    def version_of(cls, t, consumer):
+        """A record of ``t``'s version only, holding no value (:func:`guard`)."""
+        self = cls.__new__(cls)
+        self.storage, self.version, self._data, self.lazy = t._storage, t._storage.version, None, None
+        self.grad_fn, self.requires_grad, self.leaf, self.persisted = t.grad_fn, t.requires_grad, None, False
+        self.dtype, self.shape, self.consumer, self.orig = t.dtype, t.shape, weakref.ref(consumer), weakref.ref(t)
+        return self
+
     def check_version(self) -> None:
         if self.storage.version != self.version:
             consumer = self.consumer() if self.consumer is not None else None
@@ -167,7 +176,7 @@ class Node:
 
     __slots__ = ("_prim", "_params", "next_functions", "_saved", "_had_saved", "_input_meta", "_tensor_hooks",
                  "_retained", "_hooks", "_prehooks", "_stack", "_output_meta", "_metadata", "_seq",
-                 "_fparams", "__weakref__")
+                 "_fparams", "_guards", "__weakref__")
 
     def name(self) -> str:
         return type(self).__name__
@@ -218,6 +227,7 @@ class Node:
             for v in self.pinned():
                 v.unpin()
             self._saved = None
+        self._guards = ()
 
 
 class AccumulateGrad(Node):
@@ -247,6 +257,7 @@ def _new_node(name):
     node._seq = next(_made)
     node._saved, node._had_saved, node._tensor_hooks = None, False, {}
     node._retained, node._hooks, node._prehooks, node._stack = None, {}, {}, None
+    node._guards = ()
     return node
 
 
@@ -528,6 +539,23 @@ def save_tensors(node, save, out=None):
     node._saved, node._had_saved = saved, True
     for seen in _watching.lists:
         seen.extend(tensors)
+
+
+def guard(out, *inputs):
+    """``out`` (a composite op's result: several recorded ops), whose backward raises torch's in-place
+    error if any of ``inputs`` is written in place before the backward reaches it, as torch's single op,
+    which saves those inputs, does.  A composition saves values made *from* the inputs (snapshots,
+    never changed by a later write), so without this a write after ``sinc(x)`` would give the gradient
+    of the old ``x`` where torch raises.  Only the versions are kept, not the values: no memory held.
+    (An in-place form writes the input its result guards: ``Tensor._inplace`` drops that guard.)"""
+    node = out.grad_fn if isinstance(out, Tensor) else None
+    if node is None:
+        return out
+    kept = [SavedTensor.version_of(t, node) for t in inputs
+            if isinstance(t, Tensor) and t is not out and (t.grad_fn is None or t.grad_fn is not node)]
+    if kept:
+        node._guards = node._guards + tuple(kept)
+    return out
 
 
 class _Watching(threading.local):

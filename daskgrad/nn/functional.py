@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import ops
-from ..graph import size_repr, type_repr
+from ..graph import guard, size_repr, type_repr
 from .._tensor import Tensor
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops._util import TORCH_TYPE_NAMES, refuse_dtype_kinds
@@ -39,10 +39,10 @@ def linear(input, weight, bias=None):
 def gelu(input, approximate="none"):
     """``x * Phi(x)``, or torch's tanh approximation with ``approximate="tanh"``."""
     if approximate == "none":
-        return input * 0.5 * (1 + erf(input * (1 / math.sqrt(2))))
+        return guard(input * 0.5 * (1 + erf(input * (1 / math.sqrt(2)))), input)
     if approximate == "tanh":
         inner = math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)
-        return 0.5 * input * (1 + tanh(inner))
+        return guard(0.5 * input * (1 + tanh(inner)), input)
     raise RuntimeError("approximate argument must be either none or tanh.")
 
 
@@ -133,7 +133,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     out = centred * (1 / sqrt(var + eps))
     if weight is not None:
         out = out * weight
-    return out if bias is None else out + bias
+    return guard(out if bias is None else out + bias, input, weight, bias)
 
 
 # ------------------------------------------------------------------ activations
@@ -172,13 +172,14 @@ def silu(input, inplace=False):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (the slope's side at 0, as torch's gradient)."""
     _refuse_inplace("leaky_relu", inplace)
-    return ops.where(ops.gt(input, 0), input, input * negative_slope)
+    return guard(ops.where(ops.gt(input, 0), input, input * negative_slope), input)
 
 
 def _maybe_inplace(input, out, inplace):
     """``out``, or (``inplace``) ``input`` with ``out`` written into it, with torch's in-place rules
-    (a leaf that requires grad refuses)."""
-    return input.copy_(out) if inplace else out
+    (a leaf that requires grad refuses).  Out of place, ``out`` guards ``input`` as torch's op saves it
+    (:func:`daskgrad.graph.guard`); in place, torch saves the result, which nothing can write before."""
+    return input.copy_(out) if inplace else guard(out, input)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -459,9 +460,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:
-        return _pointwise_loss(lambda d: d, input, target, reduction, None, expand=True)
-    return _pointwise_loss(lambda d: ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), input, target,
-                           reduction, None, expand=True)
+        return _pointwise_loss(lambda d: d, input, target, reduction, None, expand=True)  # (torch's l1_loss)
+    return guard(_pointwise_loss(lambda d: ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), input, target,
+                                 reduction, None, expand=True), input, target)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
@@ -472,5 +473,6 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     input, target = _tensor_of(input), _tensor_of(target)
     if target.dtype != input.dtype:  # (torch's kernel computes in the input's dtype)
         target = ops.astype(target, input.dtype)
-    return _pointwise_loss(lambda d: ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, target,
+    loss = _pointwise_loss(lambda d: ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, target,
                            reduction, weight)
+    return guard(loss, input, target)

@@ -13,6 +13,7 @@ import dask.array as da
 import numpy as np
 
 from .._data import result_type
+from ..graph import guard
 from .._tensor import Tensor, check_size
 from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array, refuse_complex
 from . import elementwise as ew
@@ -301,7 +302,7 @@ def angle(x, deg=False):
     else:
         x = x if x.dtype != bool else ew.astype(x, ew.DEFAULT_FLOAT)
         out = where(x < 0, math.pi, where(x == x, sign(x) * 0.0, math.nan))  # (x's floating dtype; NaN stays)
-    return out * (180 / math.pi) if deg else out
+    return guard(out * (180 / math.pi) if deg else out, x)
 
 
 @public()
@@ -442,7 +443,7 @@ def sinc(x):
         return ew.astype(sinc(ew.astype(x, np.float32)), np.float16)
     zero = x == 0
     safe = where(zero, 1.0, x) * math.pi  # the other branch of the where never divides by 0
-    return where(zero, 1.0, sin(safe) / safe)
+    return guard(where(zero, 1.0, sin(safe) / safe), x)
 
 
 @public("nan_to_num")
@@ -509,7 +510,7 @@ def nansum(x, axis=None, keepdims=False):
     x = as_tensor(x)
     if x.dtype.kind not in "fc":  # (no NaN to skip: the integer sum, int64 as torch's)
         return sum(x, axis=axis, keepdims=keepdims)
-    return sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims)
+    return guard(sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims), x)
 
 
 @public()

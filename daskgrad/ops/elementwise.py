@@ -28,7 +28,7 @@ import dask.base
 import numpy as np
 
 from .. import _dask as door, chunk
-from ..graph import primitive, promoted
+from ..graph import View, primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     numpy_bool_as_float, refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand,
                     tensor_or_scalar, value)
@@ -74,6 +74,12 @@ def float_result(dtype):
 
 conj_p = primitive("conj", torch="ConjBackward0", impl=da.conj)
 conj_p.vjp(lambda g, s: (conj(g),))
+# torch's Tensor.conj(): a view (the storage seen conjugated: a write through it writes the conjugate);
+# conj_p, a new tensor, is conj_physical and what rules use
+conj_view_p = primitive("conj_view", torch="ConjBackward0", impl=da.conj,
+                        view=View(lambda shape, strides, offset, out_shape: (strides, offset),
+                                  lambda a, new: da.conj(new)))
+conj_view_p.vjp(lambda g, s: (conj(g),))
 real_p = primitive("real", torch="RealBackward0", impl=da.real)
 real_p.vjp(lambda g, s: (g,))
 

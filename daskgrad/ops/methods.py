@@ -21,14 +21,14 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, _data, chunk, return_types
-from ..graph import View, primitive, promoted
-from .._tensor import Tensor, _backend, _current_backend, full, ones, tensor, zeros
+from ..graph import View, guard, primitive, promoted
+from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
-from .elementwise import (abs, astype, clip, clone, conj, exp, log, maximum, minimum, reciprocal, sign, sqrt, to_device,
-                          trunc, where, zeros_like)
+from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
+                          sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
@@ -437,7 +437,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
     idx = _in_range(idx, None if host is None else host.reshape(idx.shape), n, RuntimeError,
                     f"index {{}} is out of bounds for dimension {dim} with size {n}")
     out = take_along_axis(x, idx, dim)
-    return out if out.shape == index.shape else reshape(out, index.shape)
+    return guard(out if out.shape == index.shape else reshape(out, index.shape), self, index)
 
 
 def _index_select(self, dim, index):
@@ -739,7 +739,7 @@ def _xlogy(self, other):
     # where x is 0 the value is 0 and the gradient to x torch's log(y), 0 where y <= 0 (a where of a plain 0
     # sent none, and one of x * log(y) made 0 * log(0) NaN); inf left out (0 * inf), there torch's is inf
     at_zero = x * log(where(zero & (y > 0) & (y < math.inf), y, 1)) + 0.0  # (+ 0.0: -0.0 * ... is 0, as torch's)
-    return where(zero, at_zero, x * where(zero, 0, log(y)))
+    return guard(where(zero, at_zero, x * where(zero, 0, log(y))), self, other)
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
@@ -768,13 +768,32 @@ def matrices(x, what):
     return x
 
 
+def _conj(self):
+    """torch's ``conj``: of a complex tensor, a view of its storage seen conjugated (``is_conj()``): a write
+    through it writes the conjugate into the tensor; of a real one, the tensor itself."""
+    return conj_view_p.bind(self) if self.dtype.kind == "c" else self
+
+
+def _is_conj(self):
+    """torch's ``is_conj``: whether this tensor sees its storage conjugated (a view through an odd number
+    of ``conj()``)."""
+    st = self._storage
+    return type(st) is _ViewStorage and len([p for p, _, _ in st.steps if p is conj_view_p]) % 2 == 1
+
+
+def _resolve_conj(self):
+    """torch's ``resolve_conj``: a conjugated view's values as a new tensor (``is_conj()`` False); any
+    other tensor itself."""
+    return clone(self) if _is_conj(self) else self
+
+
 def _adjoint(self):
-    """torch's ``adjoint``: the last two dims swapped and conjugated."""
-    return conj(swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
+    """torch's ``adjoint``: the last two dims swapped and conjugated, a view."""
+    return _conj(swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
 
 
 def _mH(self):
-    return conj(swapaxes(matrices(self, "tensor.mH"), -2, -1))
+    return _conj(swapaxes(matrices(self, "tensor.mH"), -2, -1))
 
 
 def _H(self):
@@ -805,7 +824,7 @@ def _pinverse(self, rcond=1e-15):
 
 def _dist(self, other, p=2):
     """torch's ``dist``: the ``p``-norm of ``self - other``."""
-    return vector_norm(self - other, p)
+    return guard(vector_norm(self - other, p), self, other)
 
 
 def _argwhere(self):
@@ -829,9 +848,9 @@ def _nonzero(self, *, as_tuple=False):
 def _sgn(self):
     """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one."""
     if self.dtype.kind != "c":
-        return sign(self)
+        return guard(sign(self), self)
     r = abs(self)
-    return where(r == 0, 0, self / where(r == 0, 1, r))
+    return guard(where(r == 0, 0, self / where(r == 0, 1, r)), self)
 
 
 # ------------------------------------------------------------------ bit shifts
@@ -1462,7 +1481,7 @@ def _running_extreme(name, largest):
         if not x.shape[axis]:
             return result(clone(x), zeros_like(x, dtype=np.int64))
         idx = Tensor._make(door.defer(_running_index_array, (value(x),), (("axis", axis), ("largest", largest))))
-        return result(take_along_axis(x, idx, axis), idx)
+        return result(guard(take_along_axis(x, idx, axis), x), idx)
     method.__doc__ = (f"torch's ``{name}(dim)``: the named tuple ``(values, indices)`` of the running "
                       f"{'maximum' if largest else 'minimum'} along ``dim`` and where it sits (the last place of "
                       f"equal values; NaN propagates, at its own place, as torch's); the gradient goes to those "
@@ -1536,7 +1555,8 @@ METHODS = {
     "mv": _mv, "bmm": _bmm, "addmm": _addmm, "addmv": _addmv, "addr": _addr, "baddbmm": _baddbmm,
     "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": outer, "rsqrt": _rsqrt, "frac": _frac,
     "lerp": _lerp, "logit": _logit, "xlogy": _xlogy, "cov": _cov, "corrcoef": corrcoef, "msort": _msort,
-    "adjoint": _adjoint, "resolve_conj": _itself("resolve_conj"), "resolve_neg": _itself("resolve_neg"),
+    "adjoint": _adjoint, "resolve_conj": _resolve_conj, "conj": _conj, "is_conj": _is_conj,
+    "resolve_neg": _itself("resolve_neg"),
     "conj_physical": conj,
     "matrix_power": matrix_power, "matrix_exp": matrix_exp, "det": det, "logdet": _logdet, "slogdet": slogdet,
     "inverse": inv, "pinverse": _pinverse, "dist": _dist,

@@ -1,0 +1,125 @@
+"""An in-place write to an input of a composite op (several recorded ops where torch has one) before
+the backward: torch's op saved the input, so its backward raises "modified by an inplace operation";
+daskgrad's composition saves values made from the input, snapshots no write reaches, so it silently
+gave the gradient of the old value until each composite guarded its inputs (``daskgrad.graph.guard``).
+Each case against torch, over several chunkings; in-place forms (``x.sinc_()``,
+``F.elu(x, inplace=True)``) write their own input and must not raise."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+torch = pytest.importorskip("torch")
+
+X = np.array([[0.0, -1.5, 2.0], [0.7, -0.2, 3.0]])
+INDEX = np.array([[0, 1, 2], [2, 1, 0]])
+CHUNKINGS = [(2, 3), (1, 2)]  # one chunk; uneven chunks
+
+# name -> f(module, F, x): torch's op saves x (raises after a write of x), daskgrad's is a composition
+SAVES_INPUT = {
+    "sinc": lambda m, F, x: x.sinc(),
+    "sgn": lambda m, F, x: x.sgn(),
+    "angle": lambda m, F, x: x.angle(),
+    "cummax": lambda m, F, x: x.cummax(1)[0],
+    "cummin": lambda m, F, x: x.cummin(1)[0],
+    "gather": lambda m, F, x: x.gather(1, m.tensor(INDEX)),
+    "dist": lambda m, F, x: x.dist(x * 2),
+    "xlogy": lambda m, F, x: x.xlogy(x.abs() + 1),
+    "nansum": lambda m, F, x: x.nansum(),
+    "nanmean": lambda m, F, x: x.nanmean(),
+    "elu": lambda m, F, x: F.elu(x),
+    "celu": lambda m, F, x: F.celu(x),
+    "gelu": lambda m, F, x: F.gelu(x),
+    "gelu_tanh": lambda m, F, x: F.gelu(x, approximate="tanh"),
+    "leaky_relu": lambda m, F, x: F.leaky_relu(x),
+    "layer_norm": lambda m, F, x: F.layer_norm(x, (3,)),
+    "hardtanh": lambda m, F, x: F.hardtanh(x),
+    "relu6": lambda m, F, x: F.relu6(x),
+    "threshold": lambda m, F, x: F.threshold(x, 0.5, 2.0),
+    "smooth_l1_loss": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5),
+    "huber_loss": lambda m, F, x: F.huber_loss(x, x * 0.5),
+    "silu": lambda m, F, x: F.silu(x),
+}
+# torch computes after the write (its op saves no view of x)
+SAVES_NO_INPUT = {
+    "sgn_of_a_complex_made_from_x": lambda m, F, x: (x * (1 + 1j)).sgn().real,
+    "l1_loss": lambda m, F, x: F.l1_loss(x, x * 0.5),
+    "smooth_l1_loss_beta0": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5, beta=0.0),
+}
+# in-place forms: they write their own input, and give torch's gradient
+INPLACE = {
+    "sinc_": lambda m, F, x: x.sinc_(),
+    "sgn_": lambda m, F, x: x.sgn_(),
+    "elu_inplace": lambda m, F, x: F.elu(x, inplace=True),
+    "celu_inplace": lambda m, F, x: F.celu(x, inplace=True),
+    "hardtanh_inplace": lambda m, F, x: F.hardtanh(x, inplace=True),
+    "threshold_inplace": lambda m, F, x: F.threshold(x, 0.5, 2.0, inplace=True),
+}
+
+
+def _run(m, f, chunks, write_after):
+    """``f`` of a non-leaf copy of X, that copy then written in place (or not), then backward: the
+    leaf's gradient, or the error raised."""
+    F = m.nn.functional
+    if m is torch:
+        leaf = torch.tensor(X, requires_grad=True)
+    else:
+        leaf = dg.tensor(X, requires_grad=True, chunks=chunks)
+    x = leaf * 1.0
+    y = f(m, F, x)
+    if write_after:
+        with m.no_grad():
+            x.add_(1.0)
+    try:
+        y.sum().backward()
+    except RuntimeError as e:
+        return e
+    return leaf.grad.detach().numpy(force=True) if m is torch else leaf.grad.numpy()
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS[1:])
+@pytest.mark.parametrize("name", sorted(SAVES_INPUT))
+def test_a_write_of_an_input_torch_saved_makes_the_backward_raise(name, chunks):
+    theirs = _run(torch, SAVES_INPUT[name], None, True)
+    assert isinstance(theirs, RuntimeError) and "modified by an inplace operation" in str(theirs)
+    ours = _run(dg, SAVES_INPUT[name], chunks, True)
+    assert isinstance(ours, RuntimeError), f"{name}: a gradient {ours} where torch raises"
+    assert "one of the variables needed for gradient computation has been modified by an inplace operation" in str(ours)
+    assert "is at version 1; expected version 0 instead" in str(ours)
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("name", sorted(SAVES_INPUT) + sorted(SAVES_NO_INPUT) + sorted(INPLACE))
+def test_without_a_later_write_the_gradient_is_torch_s(name, chunks):
+    f = {**SAVES_INPUT, **SAVES_NO_INPUT, **INPLACE}[name]
+    theirs, ours = _run(torch, f, None, False), _run(dg, f, chunks, False)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("name", sorted(SAVES_NO_INPUT))
+def test_a_write_of_an_input_torch_did_not_save_leaves_the_gradient(name, chunks):
+    theirs = _run(torch, SAVES_NO_INPUT[name], None, True)  # (not kron: torch's reads the written values)
+    assert not isinstance(theirs, Exception)
+    np.testing.assert_allclose(_run(dg, SAVES_NO_INPUT[name], chunks, True), theirs, rtol=1e-12, atol=1e-14)
+
+
+def test_copying_a_composite_s_result_into_its_input_raises_as_torch_s():
+    """``x.copy_(F.elu(x))`` is a later write of the input elu saved (torch raises); ``F.elu(x, inplace=True)``
+    is elu's own write (torch's elu_ saves its result)."""
+    for m in (torch, dg):
+        leaf = m.tensor(X, requires_grad=True)
+        x = leaf * 1.0
+        x.copy_(m.nn.functional.elu(x))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            x.sum().backward()
+
+
+def test_a_guard_holds_no_value_and_goes_with_the_graph():
+    """The guard keeps the input's version, not its value; a released graph keeps no guard."""
+    x = dg.tensor(X, requires_grad=True) * 1.0
+    y = x.sinc()
+    (guard,) = y.grad_fn._guards
+    assert guard.value is None and guard.version == 0
+    y.sum().backward()
+    assert y.grad_fn._guards == ()
