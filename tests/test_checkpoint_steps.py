@@ -620,6 +620,34 @@ def test_scan_gives_the_unrolled_loop_s_values_and_gradients(snapshots):
     assert_close(got[1:], want[1:])
 
 
+@pytest.mark.parametrize("snapshots", [None, 3])
+def test_scan_of_xs_made_from_a_leaf_gives_the_unrolled_gradient(snapshots):
+    """``xs`` computed from a leaf: the forward chunk feeding the loop and its VJP reading the loop's
+    gradient both read the same input chunk; fused as siblings they made a task waiting on itself
+    (a KeyError at backward)."""
+    from daskgrad.utils.checkpoint import scan
+
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((5, 3))
+
+    def run(scanned):
+        V = dg.tensor(np.arange(15.0).reshape(5, 3) / 10, requires_grad=True)
+        h0 = dg.zeros(3, dtype="float64", requires_grad=True)
+        xs = dg.tensor(x0) * V
+        if scanned:
+            _, ys = scan(lambda h, x: ((h + x).tanh(),) * 2, h0, xs, snapshots=snapshots)
+        else:
+            h, out = h0, []
+            for i in range(5):
+                h = (h + xs[i]).tanh()
+                out.append(h)
+            ys = dg.stack(out)
+        ys.sum().backward()
+        return V.grad.numpy(), h0.grad.numpy()
+
+    assert_close(run(True), run(False))
+
+
 def test_scan_without_xs_runs_length_steps_and_a_none_y_gives_none():
     from daskgrad.utils.checkpoint import scan
 

@@ -29,7 +29,7 @@ FUSE_WIDTH = 8  # a value read by more tasks than this is shared (a parameter), 
 _REACH_CAP = 32  # groups tracked upstream of a task; beyond it, treat every group as upstream
 
 
-def fuse_chunks(hlg, keys, name):
+def fuse_chunks(hlg, keys, name, loops=None):
     """Sibling fusion of the low-level tasks of one chunk, after Blockwise fusion.
 
     Blockwise fusion stops where a value has two readers: the forward ``X_i @ w`` and the VJP
@@ -47,8 +47,12 @@ def fuse_chunks(hlg, keys, name):
     always as tasks.  Groups never form a cycle (a task joins a group only if none of its other
     inputs depends on that group), carry the annotations of their parts (GPU ``resources``), and
     are named by a token of their parts, so the same graph fuses to the same keys every time.
+
+    ``loops``: the time loops (name -> :class:`.optimize.ScanLayer`) left out of ``hlg``, their keys read
+    as data; a path through one is still a path (:meth:`_Tasks.through`).
     """
     tasks = _Tasks(hlg)
+    tasks.through(loops or {})
     if not tasks.nodes:
         return hlg
     requested = set(keys)
@@ -72,7 +76,7 @@ class _Tasks:
             for k, v in layer.items():
                 self.raw[k] = v
                 self.layer_of[k] = name
-        self.nodes, self.deps, self.readers = {}, {}, {}
+        self.nodes, self.deps, self.readers, self.stand_ins = {}, {}, {}, set()
         for k, v in self.raw.items():
             node = v if isinstance(v, GraphNode) else convert_legacy_task(k, v, self.raw)
             if isinstance(node, Task) or isinstance(node, Alias) and node.target != k:
@@ -90,6 +94,45 @@ class _Tasks:
 
     def layer(self, k):
         return self.layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
+
+    def through(self, loops):
+        """Stand-ins for the time loops left out of the pass: each key of a loop that a task reads, a
+        task of its own (never fused, never built) reading the keys of the pass that key depends on
+        through the loop.  Without them a path through a loop went unseen: a forward chunk that feeds
+        a loop and the VJP reading the loop's gradient, siblings of one input chunk, fused into one
+        task that waited on itself.  (Per key, not per loop: a loop's backward reads what the rest
+        made of its forward.)"""
+        for name, loop in loops.items():
+            made = {d for ds in self.deps.values() for d in ds if d in loop}
+            if made:
+                reach = _reach_in(loop, [r for r in loop.reads if r in self.nodes], made)
+                for k in made:
+                    self._stand_in(k, name, reach[k])
+
+    def _stand_in(self, k, layer, deps):
+        self.nodes[k] = Task(k, _unreachable, *(TaskRef(d) for d in deps))
+        self.deps[k], self.layer_of[k] = frozenset(deps), layer
+        self.stand_ins.add(k)
+        for d in deps:
+            self.readers.setdefault(d, []).append(k)
+
+
+def _reach_in(loop, reads, wanted):
+    """For each key of ``wanted`` (keys of ``loop``), the keys of ``reads`` it depends on through the
+    loop's tasks: one pass in the loop's order with each task's set as the bits of an int."""
+    bit = {r: 1 << i for i, r in enumerate(reads)}
+    sets = {}
+    deps = {k: getattr(t, "dependencies", ()) for k, t in loop.items()}
+    for k in inputs_first(loop, deps):
+        b = 0
+        for d in deps[k]:
+            b |= sets.get(d, 0) if d in loop else bit.get(d, 0)
+        sets[k] = b
+    return {k: [r for r in reads if sets[k] & bit[r]] for k in wanted}
+
+
+def _unreachable(*_):  # pragma: no cover - a stand-in (_Tasks.through) is never built
+    raise AssertionError("a time loop's stand-in ran")
 
 
 def _one_value(v):
@@ -229,7 +272,7 @@ class _Groups:
     def _place(self, k):
         """The group task ``k`` joins, or a new one."""
         note = self.tasks.annotated.get(self.tasks.layer(k))
-        if (k in self.results_read or self.tasks.nodes[k].block_fusion
+        if (k in self.results_read or k in self.tasks.stand_ins or self.tasks.nodes[k].block_fusion
                 or note is not None and any(callable(v) for v in note.values())):
             return self._new(k, note, can_join=False)
         cand, external, sources, reduction = self._inputs(k, note)
