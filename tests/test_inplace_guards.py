@@ -39,12 +39,24 @@ SAVES_INPUT = {
     "smooth_l1_loss": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5),
     "huber_loss": lambda m, F, x: F.huber_loss(x, x * 0.5),
     "silu": lambda m, F, x: F.silu(x),
+    "selu": lambda m, F, x: F.selu(x),
+    "softplus": lambda m, F, x: F.softplus(x, beta=2.0, threshold=3.0),
+    "mish": lambda m, F, x: F.mish(x),
+    "hardswish": lambda m, F, x: F.hardswish(x),
+    "hardsigmoid": lambda m, F, x: F.hardsigmoid(x),
+    "logsigmoid": lambda m, F, x: F.logsigmoid(x),
+    "softshrink": lambda m, F, x: F.softshrink(x),
+    "hardshrink": lambda m, F, x: F.hardshrink(x),
+    "prelu": lambda m, F, x: F.prelu(x, m.tensor([0.25], dtype=x.dtype)),
+    "glu": lambda m, F, x: F.glu(x, 0),
 }
 # torch computes after the write (its op saves no view of x)
 SAVES_NO_INPUT = {
     "sgn_of_a_complex_made_from_x": lambda m, F, x: (x * (1 + 1j)).sgn().real,
     "l1_loss": lambda m, F, x: F.l1_loss(x, x * 0.5),
     "smooth_l1_loss_beta0": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5, beta=0.0),
+    "tanhshrink": lambda m, F, x: F.tanhshrink(x),
+    "softmin": lambda m, F, x: F.softmin(x, 1) * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),
 }
 # in-place forms: they write their own input, and give torch's gradient
 INPLACE = {
@@ -54,6 +66,8 @@ INPLACE = {
     "celu_inplace": lambda m, F, x: F.celu(x, inplace=True),
     "hardtanh_inplace": lambda m, F, x: F.hardtanh(x, inplace=True),
     "threshold_inplace": lambda m, F, x: F.threshold(x, 0.5, 2.0, inplace=True),
+    "selu_inplace": lambda m, F, x: F.selu(x, inplace=True),
+    "hardswish_inplace": lambda m, F, x: F.hardswish(x, inplace=True),
 }
 
 

@@ -104,8 +104,8 @@ _SPECIAL = np.array([-1000.0, -3.0, -1.0, -1e-300, 0.0, -0.0, 1e-300, 0.5, 1.0, 
 def test_activations_give_torch_s_values_and_gradients_at_bounds_zeros_infinities_and_nan(name, kwargs):
     """A bound, 0, -0, huge values (whose unchosen side overflows), infinities and NaN: torch's values
     and gradients (``where`` would pass ``inf * 0 = nan`` from an unchosen ``exp(1000)``; ``clamp``'s
-    gradient is 1 at a bound, hardtanh's 0).  The gradients differ only below 1e-200 (celu at -1000:
-    torch's ``exp(-500)``, daskgrad's through ``expm1``, as torch's ``expm1`` rule, 0)."""
+    gradient is 1 at a bound, hardtanh's 0).  elu's gradient is ``exp``'s, as torch's kernel (celu at -1000:
+    ``exp(-500)``; ``expm1``'s rule would give 0)."""
     g = np.linspace(-1.0, 1.0, len(_SPECIAL))
     xd, xt = dg.from_array(_SPECIAL, chunks=4, requires_grad=True), torch.tensor(_SPECIAL, requires_grad=True)
     yd, yt = getattr(F, name)(xd, **kwargs), getattr(torch.nn.functional, name)(xt, **kwargs)

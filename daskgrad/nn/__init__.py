@@ -5,18 +5,20 @@
 >>> loss = nn.CrossEntropyLoss()(model(x), y)
 """
 from . import functional, init, utils
-from .layers import (CELU, ELU, GELU, Dropout, Embedding, Flatten, Hardtanh, Identity, LayerNorm, LeakyReLU,
-                     Linear, LogSoftmax, ModuleDict, ModuleList, ReLU, ReLU6, Sequential, Sigmoid, SiLU, Softmax, Tanh,
-                     Threshold)
+from .layers import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Hardshrink, Hardsigmoid, Hardswish,
+                     Hardtanh, Identity, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, ModuleDict,
+                     ModuleList, PReLU, ReLU, ReLU6, Sequential, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink,
+                     Softsign, Tanh, Tanhshrink, Threshold)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
-           "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
-           "Flatten", "GELU", "GroupNorm", "Hardtanh", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
-           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "Module", "ModuleDict",
-           "ModuleList", "NLLLoss", "Parameter", "RMSNorm", "ReLU", "ReLU6", "RemovableHandle",
-           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Tanh", "Threshold", "functional",
-           "init", "utils"]
+           "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten",
+           "GELU", "GLU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
+           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss", "MaxPool1d",
+           "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "Parameter", "RMSNorm",
+           "ReLU", "ReLU6", "RemovableHandle", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax",
+           "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold", "functional", "init",
+           "utils"]

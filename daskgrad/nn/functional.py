@@ -14,7 +14,7 @@ from .. import ops
 from ..graph import guard, size_repr, type_repr
 from .._tensor import Tensor
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
-from ..ops._util import TORCH_TYPE_NAMES, refuse_dtype_kinds
+from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
@@ -199,8 +199,13 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def _elu(x, alpha, input_scale):
+    """The values through ``expm1`` (exact near 0), the gradient through ``exp`` as torch's kernel (``expm1``'s
+    rule, ``result + 1``, loses the digits of ``exp(x)`` below -10): ``e - e.detach()`` is 0 with ``exp``'s
+    derivatives."""
     positive = ops.logical_not(ops.le(x, 0))  # (torch's test: NaN on the ``x`` side, its gradient passed on)
-    return ops.where(positive, x, alpha * ops.expm1(ops.where(positive, 0.0, x) * input_scale))
+    scaled = ops.where(positive, 0.0, x) * input_scale
+    e = ops.exp(scaled)
+    return ops.where(positive, x, alpha * (ops.expm1(scaled.detach()) + (e - e.detach())))
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -225,6 +230,136 @@ def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as torch's)."""
     refuse_dtype_kinds("threshold", "b", input)
     return _maybe_inplace(input, ops.where(ops.le(input, threshold), value, input).to(input.dtype), inplace)
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """``scale * elu(x, alpha)`` with torch's constants (its gradient at 0: the negative side's)."""
+    refuse_dtype_kinds("elu", "biu", input)
+    return _maybe_inplace(input, _SELU_SCALE * _elu(input, _SELU_ALPHA, 1.0), inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (gradient 1 there,
+    as torch's; at the threshold the formula's).  The unchosen side is computed at 0."""
+    refuse_dtype_kinds("softplus", "biu", input)
+    scaled = input if beta == 1 else input * beta
+    linear = ops.gt(scaled, threshold)
+    soft = ops.softplus(ops.where(linear, 0.0, scaled))
+    return guard(ops.where(linear, input, soft if beta == 1 else soft / beta), input)  # (torch's saves input)
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))`` (``inplace``: of a copy, as the product saves its operands for the gradient)."""
+    refuse_dtype_kinds("mish", "biu", input)
+    x = ops.clone(input) if inplace else input
+    return _maybe_inplace(input, x * tanh(ops.softplus(x)), inplace)
+
+
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6``, with torch's gradient: ``x / 3 + 1 / 2`` strictly inside (-3, 3), 0 at and
+    below -3, 1 at and above 3 (and at NaN).  The quadratic is computed at 0 outside, where its gradient
+    (``inf`` at an infinity) would be ``inf * 0 = nan`` through ``where``."""
+    refuse_dtype_kinds("hardswish", "biu", input)
+    inside = ops.logical_and(ops.gt(input, -3), ops.lt(input, 3))
+    x = ops.where(inside, input, 0.0)
+    outside = ops.where(ops.le(input, -3), input * 0, input)  # (-0.0 below, NaN at -inf: torch's ``x * 0``)
+    return _maybe_inplace(input, ops.where(inside, x * (x + 3) / 6, outside), inplace)
+
+
+_ONE_SIXTH_F32 = float(np.float32(1 / 6))  # torch's hardsigmoid gradient: its kernel's ``1.0f / 6.0f``, any dtype
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``, with torch's gradient: its float32 ``1/6`` (0.16666667163..., in float64 too)
+    strictly inside (-3, 3), else 0 (also at NaN).  The values are ``clip(x + 3, 0, 6) / 6`` of the detached
+    input; ``c * (x - x.detach())``, 0, carries the gradient."""
+    refuse_dtype_kinds("hardsigmoid", "biu", input)
+    inside = ops.logical_and(ops.gt(input, -3), ops.lt(input, 3))
+    detached = input.detach()
+    value = ops.clip(detached + 3, 0, 6) / 6
+    return _maybe_inplace(input, ops.where(inside, value + _ONE_SIXTH_F32 * (input - detached), value), inplace)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x)) = -softplus(-x)``, stably."""
+    refuse_dtype_kinds("log_sigmoid", "biu", input)
+    return guard(-ops.softplus(-input), input)
+
+
+def softsign(input):
+    """``x / (1 + |x|)`` (torch's composition, so its gradient)."""
+    return input / (ops.abs(input) + 1)
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return input - tanh(input)
+
+
+def _shrink_inside(input, kernel, lambd):
+    if input.dtype.kind in "biu":
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{TORCH_TYPE_NAMES.get(input.dtype.name)}\'')
+    return ops.logical_and(ops.ge(input, -lambd), ops.le(input, lambd))
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0 (gradient 0 on ``[-lambd, lambd]``,
+    as torch's; ``lambd`` in ``[0, the dtype's max]``, torch's check and text)."""
+    inside = _shrink_inside(input, "softshrink_check", lambd)
+    limit = float(np.finfo(input.dtype).max)
+    if not 0 <= lambd <= limit:
+        raise RuntimeError(f"lambda must be in range [0, {limit:g}] for input dtype "
+                           f"{TORCH_TYPE_NAMES.get(input.dtype.name)}, but found {lambd:g}")
+    return guard(ops.where(inside, 0.0, ops.where(ops.gt(input, lambd), input - lambd, input + lambd)), input)
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` outside ``[-lambd, lambd]``, else 0 (gradient 0 on the closed interval, as torch's)."""
+    return guard(ops.where(_shrink_inside(input, "hardshrink_cpu", lambd), 0.0, input), input)
+
+
+def glu(input, dim=-1):
+    """``a * sigmoid(b)``, ``a`` and ``b`` the halves of ``input`` along ``dim`` (torch's errors for a scalar
+    or an odd size)."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    axis = norm_axis(dim, input.ndim)
+    if input.shape[axis] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {axis} is size {input.shape[axis]}")
+    a, b = ops.split(input, 2, axis=axis)
+    return a * sigmoid(b)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim`` (torch's implicit choice, with its warning, when None)."""
+    dim = _softmax_dim("softmin", input.ndim, dim, _stacklevel)
+    return ops.softmax(-(input if dtype is None else ops.astype(input, dtype)), axis=dim)
+
+
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x``, ``weight`` one number or one per channel (axis 1), with
+    torch's checks.  The negative side is computed at 0 where ``x > 0`` (an ``inf`` there would give the
+    weight ``inf * 0 = nan``)."""
+    n = math.prod(weight.shape)
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
+    if n != 1:
+        if input.ndim == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if channels != n:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = {n} "
+                               f"and channel size = {channels}.")
+    if input.dtype != weight.dtype:
+        name = TORCH_TYPE_NAMES.get
+        raise RuntimeError(f"prelu: Type promoting not supported. Got {name(input.dtype.name)} and "
+                           f"{name(weight.dtype.name)}")
+    w = ops.reshape(weight, (n,) + (1,) * (input.ndim - 2) if n != 1 else ())
+    positive = ops.gt(input, 0)
+    return guard(ops.where(positive, input, w * ops.where(positive, 0.0, input)), input, weight)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

@@ -381,6 +381,145 @@ class Sigmoid(Module):
         return F.sigmoid(input)
 
 
+class _InplaceActivation(Module):
+    """An activation whose only argument is torch's ``inplace`` (in its repr when True, where torch's shows it)."""
+    _repr_inplace = True
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace and self._repr_inplace else ""
+
+
+class SELU(_InplaceActivation):
+    """``scale * elu(x, alpha)`` with torch's constants (torch's ``nn.SELU``)."""
+
+    def forward(self, input):
+        return F.selu(input, self.inplace)
+
+
+class Mish(_InplaceActivation):
+    """``x * tanh(softplus(x))`` (torch's ``nn.Mish``)."""
+
+    def forward(self, input):
+        return F.mish(input, self.inplace)
+
+
+class Hardswish(_InplaceActivation):
+    """``x * relu6(x + 3) / 6`` (torch's ``nn.Hardswish``, whose repr shows no ``inplace``)."""
+    _repr_inplace = False
+
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
+
+
+class Hardsigmoid(_InplaceActivation):
+    """``relu6(x + 3) / 6`` (torch's ``nn.Hardsigmoid``, whose repr shows no ``inplace``)."""
+    _repr_inplace = False
+
+    def forward(self, input):
+        return F.hardsigmoid(input, self.inplace)
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, linear above ``threshold`` (torch's ``nn.Softplus``)."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))`` (torch's ``nn.LogSigmoid``)."""
+
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)`` (torch's ``nn.Softsign``)."""
+
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)`` (torch's ``nn.Tanhshrink``)."""
+
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+class _Shrink(Module):
+    """A shrinkage by ``lambd`` (its repr, as torch's: the number alone)."""
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def extra_repr(self):
+        return str(self.lambd)
+
+
+class Softshrink(_Shrink):
+    """``x -+ lambd`` outside ``[-lambd, lambd]``, else 0 (torch's ``nn.Softshrink``)."""
+
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class Hardshrink(_Shrink):
+    """``x`` outside ``[-lambd, lambd]``, else 0 (torch's ``nn.Hardshrink``)."""
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+
+class GLU(Module):
+    """``a * sigmoid(b)`` of the halves of the input along ``dim`` (torch's ``nn.GLU``)."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmin(Softmax):
+    """``softmax(-x)`` along ``dim`` (torch's ``nn.Softmin``; ``dim=None`` picks an axis with torch's warning)."""
+
+    def forward(self, input):
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class PReLU(Module):
+    """``x`` where ``x > 0``, else ``weight * x``: one learned slope, or one per channel (axis 1), each
+    ``init`` at first (torch's ``nn.PReLU``)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        _check_size(num_parameters)
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(ones(num_parameters, dtype=dtype, chunks=-1, device=device) * init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
 class GELU(Module):
     """Exact GELU (``approximate="none"``, via erf) or the tanh approximation."""
 
