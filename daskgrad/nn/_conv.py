@@ -17,6 +17,7 @@ import dask.array as da
 import numpy as np
 
 from .. import ops
+from ..graph import guard
 from .._tensor import Tensor
 from ..ops._util import as_tensor
 from ..ops.conv import unfold
@@ -58,8 +59,8 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nsp):
     """``conv1d``/``conv2d``: cross-correlation of ``(N, C, *spatial)`` with ``weight``
     ``(O, C / groups, *kernel)``, as torch's."""
     name = f"conv{nsp}d"
+    given, weight = input, as_tensor(weight)
     input, batched = _batched(input, nsp, name)
-    weight = as_tensor(weight)
     stride, dilation = _tuple(stride, nsp), _tuple(dilation, nsp)
     if any(s <= 0 for s in stride):
         raise RuntimeError("non-positive stride is not supported")
@@ -86,7 +87,8 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nsp):
     out = ops.reshape(ops.einsum("ngck...,gock->ngo...", taps, w), (n, out_ch) + spatial)
     if bias is not None:
         out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
-    return out if batched else ops.squeeze(out, 0)
+    # (torch's saves the input and the weight: a write to either before the backward raises)
+    return guard(out if batched else ops.squeeze(out, 0), given, weight)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -157,6 +159,7 @@ def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     ``divisor_override`` replaces the divisor, as torch's."""
     name = f"avg_pool{nsp}d"
     _refuse(name, "ceil_mode", ceil_mode)
+    given = input
     input, batched = _batched(input, nsp, name)
     kernel, stride, padding, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False)
     pads, ones = tuple((p, p) for p in padding), (1,) * nsp
@@ -168,7 +171,7 @@ def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     else:  # the cells of each window inside the input: the same windows over a constant one
         cells = ops.ones_like(ops.getitem(input.detach(), (slice(0, 1), slice(0, 1))))
         out = total / ops.sum(unfold(cells, kernel, stride, ones, pads), axis=2)
-    return out if batched else ops.squeeze(out, 0)
+    return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -192,6 +195,7 @@ def adaptive_avg_pool(input, output_size, nsp):
     """torch's adaptive windows ``[floor(i n / o), ceil((i + 1) n / o))`` per axis; the mean over a box
     is the mean over each of its axes in turn, so each axis is pooled alone.  Output size 1 is one
     mean over the spatial axes (global pooling)."""
+    given = input
     input, batched = _batched(input, nsp, f"adaptive_avg_pool{nsp}d")
     sizes = (output_size,) * nsp if isinstance(output_size, numbers.Integral) or output_size is None \
         else tuple(output_size)
@@ -206,7 +210,7 @@ def adaptive_avg_pool(input, output_size, nsp):
         parts = [ops.mean(ops.getitem(out, (slice(None),) * axis + (slice((j * n) // o, -((-(j + 1) * n) // o)),)),
                           axis=axis, keepdims=True) for j in range(o)]
         out = ops.concatenate(parts, axis=axis)
-    return out if batched else ops.squeeze(out, 0)
+    return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
 
 
 def adaptive_avg_pool1d(input, output_size):

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import ops
 from .._modes import no_grad
-from ..graph import size_repr
+from ..graph import guard, size_repr
 from ..ops import mean, sqrt
 from ..ops._util import as_tensor
 
@@ -62,7 +62,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         out = (input - ops.reshape(running_mean, shape)) * (1 / sqrt(ops.reshape(running_var, shape) + eps))
     if weight is not None:
         out = out * ops.reshape(weight, shape)
-    return out if bias is None else out + ops.reshape(bias, shape)
+    # (torch's saves the input and the weight: a write to either before the backward raises)
+    return guard(out if bias is None else out + ops.reshape(bias, shape), input, weight)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -86,7 +87,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     shape = _channel_shape(input)
     if weight is not None:
         out = out * ops.reshape(weight, shape)
-    return out if bias is None else out + ops.reshape(bias, shape)
+    # (torch's saves the input and the weight: a write to either before the backward raises)
+    return guard(out if bias is None else out + ops.reshape(bias, shape), input, weight)
 
 
 def _trailing_axes(input, normalized_shape, star="*"):

@@ -494,7 +494,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
     weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
-    return _as_rows(lambda i, t, r: _nll_rows(i, t, weight, ignore_index, r), input, target, reduction)
+    # (torch's saves the input, the target and the weight: a write to one before the backward raises)
+    return guard(_as_rows(lambda i, t, r: _nll_rows(i, t, weight, ignore_index, r), input, target, reduction),
+                 input, target, weight)
 
 
 def _nll_rows(input, target, weight, ignore_index, reduction):

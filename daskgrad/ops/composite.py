@@ -461,7 +461,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
         return view_as_complex(nan_to_num(view_as_real(x), nan, posinf, neginf))
     out = where(isnan(x), nan, x)
     out = where(out == math.inf, hi, out)
-    return where(out == -math.inf, lo, out)
+    return guard(where(out == -math.inf, lo, out), x)  # (torch's saves x)
 
 
 

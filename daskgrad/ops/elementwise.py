@@ -28,7 +28,7 @@ import dask.base
 import numpy as np
 
 from .. import _dask as door, chunk
-from ..graph import View, primitive, promoted
+from ..graph import View, guard, primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
                     numpy_bool_as_float, refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand,
                     tensor_or_scalar, value)
@@ -365,7 +365,8 @@ def truediv(a, b, *, rounding_mode=None):
     if rounding_mode not in ("trunc", "floor"):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                            f"'{rounding_mode}'")
-    return rounded_div_p.bind(a, checked_divisor(a, b), mode=rounding_mode)
+    # (torch's saves both, though its gradient is zero: a write to either before the backward raises)
+    return guard(rounded_div_p.bind(a, checked_divisor(a, b), mode=rounding_mode), a, b)
 
 
 # the result is saved only for the exponent's gradient, as torch's (so pow_ of a scalar exponent saves

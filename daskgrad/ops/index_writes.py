@@ -14,7 +14,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door
-from ..graph import primitive
+from ..graph import guard, primitive
 from .._tensor import Tensor, full, tensor, zeros
 from ._util import as_tensor, check_broadcast, norm_axis, value
 from .elementwise import astype, clone, ones_like, where, zeros_like
@@ -199,6 +199,10 @@ def _index_add(self, dim, index, source, *, alpha=1):
     """torch's ``index_add``: ``self`` with ``alpha * source``'s slices along ``dim`` added at the 1-d
     ``index`` (repeats add up); the gradient to ``source`` is ``alpha`` times the cotangent's slices at
     ``index``.  Cost: as ``scatter_add`` of ``index`` broadcast to ``source``'s shape."""
+    return guard(_index_added(self, dim, index, source, alpha), source)  # (torch's saves source; index_put's not)
+
+
+def _index_added(self, dim, index, source, alpha=1):
     source = _tensor_arg(source, "index_add", "source", 3)
     idx, host = _index_arg(index, self.device)
     if idx.dtype not in (np.int32, np.int64):
@@ -229,6 +233,10 @@ def _index_copy(self, dim, index, source):
     """torch's ``index_copy``: ``self`` with ``source``'s slices along ``dim`` written at the 1-d int64
     ``index`` (a repeat: the last wins, torch's CPU kernel's; torch leaves it undefined); the gradient
     to ``self`` is zero at the copied slices, to ``source`` the cotangent's slices there."""
+    return guard(_index_copied(self, dim, index, source), source)  # (torch's saves source; index_put's not)
+
+
+def _index_copied(self, dim, index, source):
     source = _tensor_arg(source, "index_copy", "source", 3)
     idx, host = _index_arg(index, self.device)
     if idx.dtype != np.int64:
@@ -509,7 +517,7 @@ def _index_put(self, indices, values, accumulate=False):
                            f"indexing result of shape {list(target)}") from None
     source = reshape(broadcast_to(values, target), (-1,) + tuple(rest))
     x = reshape(self, (-1,) + tuple(rest))
-    out = (_index_add if accumulate else _index_copy)(x, 0, flat, source)
+    out = (_index_added if accumulate else _index_copied)(x, 0, flat, source)
     return reshape(out, self.shape)
 
 

@@ -409,7 +409,8 @@ def _masked_select(self, mask):
     mask = as_tensor(mask)
     shape = np.broadcast_shapes(self.shape, mask.shape)
     x = self if self.shape == shape else broadcast_to(self, shape)
-    return getitem(ravel(x), ravel(mask if mask.shape == shape else broadcast_to(mask, shape)))
+    # (torch's saves self: a write to it before the backward raises)
+    return guard(getitem(ravel(x), ravel(mask if mask.shape == shape else broadcast_to(mask, shape))), self)
 
 
 def _gather(self, dim, index, *, sparse_grad=False):

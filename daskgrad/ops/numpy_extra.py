@@ -14,7 +14,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk, return_types
-from ..graph import primitive
+from ..graph import guard, primitive
 from .._data import result_type
 from .._tensor import Tensor
 from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
@@ -219,6 +219,7 @@ def take(a, indices, axis=None):
     """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
     ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
     a.shape[axis + 1:]``; repeated indices accumulate in backward."""
+    given = a if axis is None else None  # (torch's take saves its input: guarded; index_select's reads no value)
     a, axis = along_axis(a, axis)
     pre = (slice(None),) * axis
     if isinstance(indices, numbers.Integral):
@@ -228,9 +229,9 @@ def take(a, indices, axis=None):
     if idx.dtype.kind not in "iu":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if idx.ndim == 1:
-        return getitem(a, pre + (indices if lazy else idx,))
+        return guard(getitem(a, pre + (indices if lazy else idx,)), given)
     flat = getitem(a, pre + ((Tensor._make(idx.reshape(-1)) if lazy else idx.reshape(-1)),))
-    return reshape(flat, a.shape[:axis] + idx.shape + a.shape[axis + 1:])
+    return guard(reshape(flat, a.shape[:axis] + idx.shape + a.shape[axis + 1:]), given)
 
 
 def _check_host_index(idx, n, axis):
@@ -304,11 +305,12 @@ def values_at(x, indices, axis, keepdims, node):
 def take_along_dim(x, indices, dim=None):
     """torch's ``take_along_dim``: :func:`take_along_axis` along ``dim``, of ``x`` and ``indices`` both
     flattened when ``dim`` is None (torch's default)."""
+    given = x  # (torch's gather saves its input)
     if dim is None:
         x = ravel(x)
         indices = reshape(indices, (-1,)) if isinstance(indices, Tensor) else np.asarray(indices).reshape(-1)
         dim = 0
-    return take_along_axis(x, indices, dim)
+    return guard(take_along_axis(x, indices, dim), given)
 
 
 # ------------------------------------------------------------ partition, diagonals
@@ -465,7 +467,7 @@ def _nan_ignoring(a, b, cmp):
         a = as_tensor(a)
     take_a = cmp(a, b) if isinstance(a, Tensor) else cmp(as_tensor(b) * 0 + a, b)
     take_a = take_a | (isnan(b) if isinstance(b, Tensor) else b != b)
-    return where(take_a, a, b)
+    return guard(where(take_a, a, b), a, b)  # (torch's saves both)
 
 
 @public("fmax")
@@ -538,7 +540,8 @@ def ldexp(x1, x2):
     if not isinstance(x2, Tensor):
         return x1 * 2.0 ** x2
     real = np.finfo(dtype).dtype  # (2 ** x2 in the real dtype of a complex result)
-    return x1 * exp2(x2 if x2.dtype == real else astype(x2, real))
+    out = x1 * exp2(x2 if x2.dtype == real else astype(x2, real))
+    return guard(out, x2) if x1.requires_grad else out  # (torch's saves x2 for x1's gradient)
 
 
 @public("frexp")
