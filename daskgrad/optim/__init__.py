@@ -3,6 +3,7 @@
 >>> opt = optim.Adam(model.parameters(), lr=1e-3)
 """
 from . import lr_scheduler
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .lbfgs import LBFGS
@@ -10,4 +11,4 @@ from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "AdamW", "LBFGS", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
