@@ -28,11 +28,20 @@ def _snapshot(value):
     return Tensor._make(value.array) if isinstance(value, Tensor) else deepcopy(value)
 
 
+# state entries torch keeps as 0-d tensors on the host (NAdam's mu_product, ASGD's eta and mu): Python numbers here
+_SCALAR_STATE = ("step", "mu_product", "eta", "mu")
+
+
+def _float32(x):
+    """A number as torch's 0-d float32 state tensor holds it (rounded to float32); a Tensor stays as it is."""
+    return x if isinstance(x, Tensor) else float(np.float32(x))
+
+
 def _state_value(key, value, param):
     """A loaded state value next to ``param``: counters as Python numbers, tensors with the parameter's
     dtype, chunks and device (torch tensors and arrays are copied in lazily)."""
     value = _host(value)
-    if key == "step":
+    if key in _SCALAR_STATE:
         return float(value.item() if hasattr(value, "item") else value)
     if isinstance(value, Tensor) or hasattr(value, "__array_function__"):
         if tuple(np.shape(value)) != param.shape:
