@@ -149,6 +149,12 @@ def test_float32_stays_float32():
     assert F.binary_cross_entropy(x, x).dtype == np.float32
     assert F.soft_margin_loss(x, x).dtype == np.float32
     assert F.cosine_similarity(x, x).dtype == np.float32
+    ints = dg.from_array(np.arange(30).reshape(6, 5) - 7, chunks=3)
+    for other in (x, dg.from_array(D["x"], chunks=2)):  # (the integer operand cast to the other's dtype: torch's)
+        ours = F.cosine_similarity(ints, other)
+        theirs = torch.nn.functional.cosine_similarity(torch.tensor(ints.numpy()), torch.tensor(other.numpy()))
+        assert ours.dtype == np.dtype(str(theirs.dtype).removeprefix("torch."))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6 if ours.dtype == np.float32 else 1e-12)
 
 
 MODULES = ["KLDivLoss()", "KLDivLoss(reduction='batchmean', log_target=True)", "BCELoss()", "BCELoss(reduction='sum')",
@@ -231,6 +237,9 @@ def test_bad_arguments_raise_torch_s_errors():
     _same_error(lambda: F.binary_cross_entropy(a, r), lambda: T.binary_cross_entropy(ta, tr))
     _same_error(lambda: F.binary_cross_entropy(a, b, weight=dg.ones(4, requires_grad=True)),
                 lambda: T.binary_cross_entropy(ta, tb, weight=torch.ones(4, requires_grad=True)))
+    for w in (np.ones(3), np.ones((2, 4))):
+        _same_error(lambda: F.binary_cross_entropy(a, b, weight=dg.tensor(w)),
+                    lambda: T.binary_cross_entropy(ta, tb, weight=torch.tensor(w)))
     _same_error(lambda: F.soft_margin_loss(a, b.requires_grad_()), lambda: T.soft_margin_loss(ta, tb.requires_grad_()))
     _same_error(lambda: F.gaussian_nll_loss(a, b, _pair(3, 3)[0]), lambda: T.gaussian_nll_loss(ta, tb, _pair(3, 3)[1]))
     _same_error(lambda: F.gaussian_nll_loss(a, b, -1.0), lambda: T.gaussian_nll_loss(ta, tb, -1.0))

@@ -660,6 +660,19 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return loss / input.shape[0] if reduction == "batchmean" and input.ndim != 0 else loss
 
 
+def _broadcast_shapes(shape, other):
+    """torch's ``broadcast_shapes(shape, other)``, with its error."""
+    result = [1] * (len(other) - len(shape)) + list(shape)
+    for i in range(-1, -1 - len(other), -1):
+        if other[i] != 1 and other[i] != result[i]:
+            if result[i] != 1:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {other[i]} at {i}! Mismatching "
+                                   f"argument at index 1 had {size_repr(other)}; but expected shape should be "
+                                   f"broadcastable to {result}")
+            result[i] = other[i]
+    return tuple(result)
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """``-w (t max(log x, -100) + (1 - t) max(log(1 - x), -100))``, torch's kernel and its gradients (the
     input's ``(x - t) / max(x (1 - x), 1e-12)``); an input outside [0, 1] raises torch's error when computed."""
@@ -672,7 +685,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         return _bce_p.bind(input, target, reduction=reduction, n=input.numel())
     weight = _tensor_of(weight)
     _refuse_grad("binary_cross_entropy", "weight", weight)
-    weight = ops.broadcast_to(weight, np.broadcast_shapes(tuple(target.shape), tuple(weight.shape)))
+    weight = ops.broadcast_to(weight, _broadcast_shapes(target.shape, weight.shape))
     loss = _bce_p.bind(input, target, reduction="none", n=1) * weight
     return guard(_reduced(loss, reduction), weight)  # (torch's kernel saves the weight)
 
@@ -822,6 +835,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     if x1.dtype.kind not in "fc" and x2.dtype.kind not in "fc":
         name = TORCH_TYPE_NAMES.get(np.result_type(x1.dtype, x2.dtype).name)
         raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is {name}")
+    if x1.dtype.kind not in "fc" or x2.dtype.kind not in "fc":  # (the integer one cast to the other's dtype)
+        x1, x2 = (ops.astype(x1, x2.dtype), x2) if x1.dtype.kind not in "fc" else (x1, ops.astype(x2, x1.dtype))
     x1, x2 = ops.broadcast_arrays(x1, x2)
     axis = norm_axis(dim, x1.ndim)
     n1 = ops.clone(_vector_norm(x1, 2, axis=axis, keepdims=True))
