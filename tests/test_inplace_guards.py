@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 X = np.array([[0.0, -1.5, 2.0], [0.7, -0.2, 3.0]])
 INDEX = np.array([[0, 1, 2], [2, 1, 0]])
+SIGNS = np.array([[1.0, -1.0, -1.0], [1.0, 1.0, -1.0]])
 CHUNKINGS = [(2, 3), (1, 2)]  # one chunk; uneven chunks
 
 # name -> f(module, F, x): torch's op saves x (raises after a write of x), daskgrad's is a composition
@@ -70,6 +71,12 @@ SAVES_INPUT = {
                                                       training=True) * m.arange(12.0, dtype=x.dtype).reshape(4, 3),
     "group_norm": lambda m, F, x: F.group_norm(x.reshape(2, 3, 1), 1) * m.arange(6.0, dtype=x.dtype).reshape(2, 3, 1),
     "nll_loss": lambda m, F, x: F.nll_loss(x, m.tensor([0, 2])),
+    "kl_div": lambda m, F, x: F.kl_div(x, x.abs() * 0.5, reduction="sum"),
+    "poisson_nll_loss": lambda m, F, x: F.poisson_nll_loss(x, x * 0.5),
+    "soft_margin_loss": lambda m, F, x: F.soft_margin_loss(x, m.tensor(SIGNS)),
+    "multilabel_soft_margin_loss": lambda m, F, x: F.multilabel_soft_margin_loss(x, x * 0.5),
+    "cosine_embedding_loss": lambda m, F, x: F.cosine_embedding_loss(x, x * 2, m.tensor([1.0, -1.0])),
+    "cosine_similarity": lambda m, F, x: F.cosine_similarity(x, x * 2 + 1),
 }
 # torch computes after the write (its op saves no view of x)
 SAVES_NO_INPUT = {
@@ -79,6 +86,12 @@ SAVES_NO_INPUT = {
     "ldexp_exponent_of_a_constant": lambda m, F, x: m.ones(2, 3, dtype=x.dtype).ldexp(x),
     "tanhshrink": lambda m, F, x: F.tanhshrink(x),
     "softmin": lambda m, F, x: F.softmin(x, 1) * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),
+    "kl_div_log_target": lambda m, F, x: F.kl_div(x, x * 0.5, reduction="sum", log_target=True),
+    "gaussian_nll_loss": lambda m, F, x: F.gaussian_nll_loss(x, x * 0.5, x * 0.5 + 2),
+    "margin_ranking_loss": lambda m, F, x: F.margin_ranking_loss(x, x * 0.5, m.tensor(SIGNS)),
+    "hinge_embedding_loss": lambda m, F, x: F.hinge_embedding_loss(x, m.tensor(SIGNS)),
+    "triplet_margin_loss": lambda m, F, x: F.triplet_margin_loss(x, x * 0.5, x * 2 - 1),
+    "pairwise_distance": lambda m, F, x: F.pairwise_distance(x, x * 0.5),
 }
 # in-place forms: they write their own input, and give torch's gradient
 INPLACE = {

@@ -11,14 +11,19 @@ from .layers import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Ha
                      Softsign, Tanh, Tanhshrink, Threshold)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss, GaussianNLLLoss,
+                   HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
+                   MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                   TripletMarginLoss)
 from .module import Module, Parameter, RemovableHandle
 
-__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
-           "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten",
-           "GELU", "GLU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
-           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss", "MaxPool1d",
-           "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "Parameter", "RMSNorm",
-           "ReLU", "ReLU6", "RemovableHandle", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax",
-           "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold", "functional", "init",
-           "utils"]
+__all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
+           "BatchNorm1d", "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CosineEmbeddingLoss", "CosineSimilarity",
+           "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GLU", "GaussianNLLLoss", "GroupNorm",
+           "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HingeEmbeddingLoss", "HuberLoss", "Identity",
+           "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss",
+           "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList",
+           "MultiLabelSoftMarginLoss", "NLLLoss", "PReLU", "PairwiseDistance", "Parameter", "PoissonNLLLoss", "RMSNorm",
+           "ReLU", "ReLU6", "RemovableHandle", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
+           "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink",
+           "Threshold", "TripletMarginLoss", "functional", "init", "utils"]

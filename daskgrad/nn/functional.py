@@ -12,10 +12,13 @@ import numpy as np
 
 from .. import ops
 from ..graph import guard, size_repr, type_repr
+from .._modes import no_grad
 from .._tensor import Tensor
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
+from ..ops.linalg import vector_norm as _vector_norm
+from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
 from ._norm import batch_norm, group_norm, rms_norm, _trailing_axes  # noqa: F401
@@ -613,3 +616,234 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     loss = _pointwise_loss(lambda d: ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), input, target,
                            reduction, weight)
     return guard(loss, input, target)
+
+
+# ------------------------------------------------------------------ more of torch's losses
+def _checked_reduction(size_average, reduce, reduction):
+    """torch's ``_Reduction.legacy_get_enum`` / ``get_enum``: the reduction string, checked."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    return reduction
+
+
+def _reduced(loss, reduction):
+    """torch's ``apply_loss_reduction``."""
+    return loss if reduction == "none" else ops.sum(loss) if reduction == "sum" else ops.mean(loss)
+
+
+def _refuse_grad(name, argument, t):
+    if getattr(t, "requires_grad", False):
+        raise RuntimeError(f"The function '{name}' is not differentiable with respect to argument '{argument}'. "
+                           "This input cannot have requires_grad True.")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """torch's ``kl_div``: ``target (log target - input)`` (``exp(target) (target - input)`` with
+    ``log_target``), as torch's composition (``xlogy(target, target) - target * input``: 0 where the target is
+    0); ``'batchmean'`` divides the sum by the batch size, ``'mean'`` warns as torch's."""
+    if size_average is not None or reduce is not None:
+        enum = legacy_reduction(size_average, reduce, reduction)
+    else:
+        if reduction == "mean":
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                          "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                          "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                          stacklevel=2)
+        enum = "sum" if reduction == "batchmean" else reduction
+        _check_reduction(enum)
+    input, target = _tensor_of(input), _tensor_of(target)
+    for t in (input, target):
+        if t.dtype.kind == "c":
+            raise RuntimeError("kl_div: Complex inputs not supported.")
+        if t.dtype.kind in "biu":
+            raise RuntimeError("kl_div: Integral inputs not supported.")
+    loss = ops.exp(target) * (target - input) if log_target else target.xlogy(target) - target * input
+    loss = _reduced(loss, enum)
+    return loss / input.shape[0] if reduction == "batchmean" and input.ndim != 0 else loss
+
+
+def _broadcast_shapes(shape, other):
+    """torch's ``broadcast_shapes(shape, other)``, with its error."""
+    result = [1] * (len(other) - len(shape)) + list(shape)
+    for i in range(-1, -1 - len(other), -1):
+        if other[i] != 1 and other[i] != result[i]:
+            if result[i] != 1:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {other[i]} at {i}! Mismatching "
+                                   f"argument at index 1 had {size_repr(other)}; but expected shape should be "
+                                   f"broadcastable to {result}")
+            result[i] = other[i]
+    return tuple(result)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """``-w (t max(log x, -100) + (1 - t) max(log(1 - x), -100))``, torch's kernel and its gradients (the
+    input's ``(x - t) / max(x (1 - x), 1e-12)``); an input outside [0, 1] raises torch's error when computed."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
+                         f"({size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
+    if weight is None:
+        return _bce_p.bind(input, target, reduction=reduction, n=input.numel())
+    weight = _tensor_of(weight)
+    _refuse_grad("binary_cross_entropy", "weight", weight)
+    weight = ops.broadcast_to(weight, _broadcast_shapes(target.shape, weight.shape))
+    loss = _bce_p.bind(input, target, reduction="none", n=1) * weight
+    return guard(_reduced(loss, reduction), weight)  # (torch's kernel saves the weight)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """``exp(input) - target * input`` (``input - target log(input + eps)`` without ``log_input``), plus
+    Stirling's term where ``target > 1`` with ``full``: torch's composition."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not a valid value for reduction")
+    input, target = _tensor_of(input), _tensor_of(target)
+    loss = ops.exp(input) - target * input if log_input else input - target * ops.log(input + eps)
+    if full:
+        stirling = target * ops.log(target) - target + 0.5 * ops.log(2 * math.pi * target)
+        loss = loss + ops.where(target <= 1, 0.0, stirling)
+    return _reduced(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """``0.5 (log(max(var, eps)) + (input - target)² / max(var, eps))`` (plus ``0.5 log(2 pi)`` with
+    ``full``), torch's composition: the clamp is written under ``no_grad``, so ``var``'s gradient passes it.
+    ``var`` has the input's shape, or one axis of size 1 (or one axis fewer); a negative entry raises
+    torch's ValueError when computed."""
+    input, target = _tensor_of(input), _tensor_of(target)
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = var * ops.ones_like(input)
+    else:
+        var = _tensor_of(var)
+        var = var + _zeros_if_nonnegative(var, "var has negative entry/entries")
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = ops.expand_dims(var, -1)
+        elif not (input.ndim == var.ndim and sum(y for x, y in zip(input.shape, var.shape) if x != y) == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    var = ops.clone(var)
+    with no_grad():
+        var.clamp_min_(eps)
+    loss = 0.5 * (ops.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduced(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """``max(0, -target (input1 - input2) + margin)``, torch's composition (its gradient passes at 0)."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input1, input2, target = _tensor_of(input1), _tensor_of(input2), _tensor_of(target)
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {size_repr(input1.shape)}, input2: {size_repr(input2.shape)}, "
+                           f"target: {size_repr(target.shape)} ")
+    return _reduced((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1 (both where it is neither),
+    torch's composition."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    margin_clamp = (margin - input).clamp_min(0)
+    return _reduced(ops.where(target != 1, margin_clamp, 0.0) + ops.where(target != -1, input, 0.0), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``log(1 + exp(-target * input))``, torch's kernel and gradient (none for the target, as torch's)."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    _refuse_grad("soft_margin_loss", "target", target)
+    return _soft_margin_p.bind(input, target, reduction=reduction, n=input.numel())
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """``-(t logsigmoid(x) + (1 - t) logsigmoid(-x))`` times ``weight``, averaged over the classes (the last
+    axis), then reduced: torch's composition."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce, reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * _tensor_of(weight)
+    class_dim = input.ndim - 1
+    loss = ops.sum(loss, axis=class_dim) / input.shape[class_dim]
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    return _reduced(loss, reduction)
+
+
+_EPSILON = float(np.float32(1e-12))  # torch's ``EPSILON`` of its loss code, a C++ float
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """``1 - cos(input1, input2)`` where ``target`` is 1, ``max(0, cos - margin)`` where it is -1 (0 elsewhere),
+    the cosine along the last axis of (N, D) or (D,) inputs: torch's composition (its ``1e-12`` in each squared
+    magnitude)."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input1, input2, target = _tensor_of(input1), _tensor_of(input2), _tensor_of(target)
+    if target.ndim not in (0, 1):
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.ndim != 2 - (target.ndim == 0) or input2.ndim != input1.ndim:
+        raise RuntimeError(f"{target.ndim}D target tensor expects {2 - (target.ndim == 0)}D input tensors, but found "
+                           f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    axis = target.ndim
+    prod_sum = ops.sum(input1 * input2, axis=axis)
+    mag_square1 = ops.sum(input1 * input1, axis=axis) + _EPSILON
+    mag_square2 = ops.sum(input2 * input2, axis=axis) + _EPSILON
+    cos = prod_sum / ops.sqrt(mag_square1 * mag_square2)
+    loss = ops.where(target == 1, 1 - cos, 0.0) + ops.where(target == -1, (cos - margin).clamp_min(0), 0.0)
+    return _reduced(loss, reduction)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``||x1 - x2 + eps||_p`` along the last axis (of the broadcast shape), torch's composition and its norm's
+    gradients."""
+    x1, x2 = _tensor_of(x1), _tensor_of(x2)
+    axis = max(x1.ndim, x2.ndim) - 1
+    return _vector_norm(x1 - x2 + eps, p, axis=axis if axis >= 0 else None, keepdims=keepdim)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))``, ``d`` the pairwise distance
+    (``swap``: the smaller of ``d(anchor, negative)`` and ``d(positive, negative)``), torch's composition."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    anchor, positive, negative = _tensor_of(anchor), _tensor_of(positive), _tensor_of(negative)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    dist_pos = pairwise_distance(anchor, positive, p, eps)
+    dist_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dist_neg = ops.minimum(dist_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduced((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (the two broadcast), torch's
+    composition: the norms are clamped in place under ``no_grad``, so their gradient passes the clamp."""
+    x1, x2 = _tensor_of(x1), _tensor_of(x2)
+    if x1.dtype.kind not in "fc" and x2.dtype.kind not in "fc":
+        name = TORCH_TYPE_NAMES.get(np.result_type(x1.dtype, x2.dtype).name)
+        raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is {name}")
+    if x1.dtype.kind not in "fc" or x2.dtype.kind not in "fc":  # (the integer one cast to the other's dtype)
+        x1, x2 = (ops.astype(x1, x2.dtype), x2) if x1.dtype.kind not in "fc" else (x1, ops.astype(x2, x1.dtype))
+    x1, x2 = ops.broadcast_arrays(x1, x2)
+    axis = norm_axis(dim, x1.ndim)
+    n1 = ops.clone(_vector_norm(x1, 2, axis=axis, keepdims=True))
+    n2 = ops.clone(_vector_norm(x2, 2, axis=axis, keepdims=True))
+    with no_grad():
+        n1.clamp_min_(eps)
+        n2.clamp_min_(eps)
+    return ops.sum((x1 / n1) * (x2 / n2), axis=axis)

@@ -16,7 +16,7 @@ from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array,
                     refuse_complex, tensor_or_scalar, value)
-from .elementwise import astype, exp, sigmoid, where
+from .elementwise import astype, exp, log, maximum, sigmoid, where
 from .reductions import sum
 from .shape import broadcast_to
 
@@ -226,3 +226,65 @@ def _elementwise(kernel, *arrays):
     type promotion (``elemwise`` gives both, and no signature inspection of ``kernel``)."""
     return da.core.elemwise(kernel, *arrays)
 
+
+
+# ------------------------------------------------------------------ nn.functional's kernel losses
+_EPSILON = float(np.float32(1e-12))  # torch's loss kernels' ``EPSILON``, a C++ float
+
+
+def _bce_kernel(x, t):
+    """Chunk kernel of torch's ``binary_cross_entropy``: its range checks (run by the task that reads the
+    values: they are lazy) and ``(t - 1) max(log(1 - x), -100) - t max(log x, -100)``."""
+    bad_input, bad_target = ~((x >= 0) & (x <= 1)), ~((t >= 0) & (t <= 1))
+    bad = bad_input | bad_target
+    if bad.any():  # (torch checks each element's input, then its target)
+        first = np.unravel_index(np.argmax(bad), bad.shape)
+        name = "input" if np.broadcast_to(bad_input, bad.shape)[first] else "target"
+        raise RuntimeError(f"all elements of {name} should be between 0 and 1")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (t - 1) * np.maximum(np.log(1 - x), -100) - t * np.maximum(np.log(x), -100)
+
+
+bce_p = _loss("binary_cross_entropy", "BinaryCrossEntropyBackward0", lambda x, t: _elementwise(_bce_kernel, x, t),
+              args=("input", "target"), save=("input", "target"))
+
+
+@bce_p.vjp
+def _bce_rule(g, s, *, reduction, n):
+    """torch's: ``g (x - t) / max(x (1 - x), EPSILON)`` for the input, ``-g logit(x)`` for the target."""
+    x, t, gs = s.input, s.target, _scale(g, reduction, n)
+    dx = gs * (x - t) / maximum((1 - x) * x, _EPSILON)
+    return dx, (-log(x / (1 - x)) * gs if isinstance(t, Tensor) else None)
+
+
+def _soft_margin_kernel(x, t):
+    with np.errstate(over="ignore"):
+        return np.log1p(np.exp(-x * t))
+
+
+soft_margin_p = _loss("soft_margin_loss", "SoftMarginLossBackward0",
+                      lambda x, t: _elementwise(_soft_margin_kernel, x, t), args=("input", "target"),
+                      save=("input", "target"))
+
+
+@soft_margin_p.vjp
+def _soft_margin_rule(g, s, *, reduction, n):
+    """torch's: ``-t z / (1 + z) g`` with ``z = exp(-t x)``; the target has none (torch refuses one)."""
+    z = exp(-s.target * s.input)
+    return -s.target * z / (1 + z) * _scale(g, reduction, n), None
+
+
+def _nonnegative_zeros(block, message):
+    if (block < 0).any():
+        raise ValueError(message)
+    return np.zeros_like(block)
+
+
+def _zeros_checking(a, message):
+    return da.map_blocks(_nonnegative_zeros, a, message, dtype=a.dtype, meta=a._meta)
+
+
+def zeros_if_nonnegative(x, message):
+    """Zeros shaped as ``x`` (a constant), whose computation raises ``ValueError(message)`` where ``x`` has a
+    negative entry: torch's eager check of values, run by the tasks that read them (they are lazy here)."""
+    return Tensor._make(door.defer(_zeros_checking, (value(x),), (("message", message),)))
