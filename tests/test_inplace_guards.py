@@ -16,6 +16,14 @@ INDEX = np.array([[0, 1, 2], [2, 1, 0]])
 SIGNS = np.array([[1.0, -1.0, -1.0], [1.0, 1.0, -1.0]])
 CHUNKINGS = [(2, 3), (1, 2)]  # one chunk; uneven chunks
 
+
+def _recurrent(m, name, *args, **kwargs):
+    """``m.nn.<name>`` in float64 with the same fixed weights in torch's and daskgrad's."""
+    module = getattr(m.nn, name)(*args, **kwargs).double()
+    module.load_state_dict({k: m.tensor(np.cos(np.arange(v.numel()) + i).reshape(tuple(v.shape)) / 2)
+                            for i, (k, v) in enumerate(module.state_dict().items())})
+    return module
+
 # name -> f(module, F, x): torch's op saves x (raises after a write of x), daskgrad's is a composition
 SAVES_INPUT = {
     "sinc": lambda m, F, x: x.sinc(),
@@ -77,6 +85,12 @@ SAVES_INPUT = {
     "multilabel_soft_margin_loss": lambda m, F, x: F.multilabel_soft_margin_loss(x, x * 0.5),
     "cosine_embedding_loss": lambda m, F, x: F.cosine_embedding_loss(x, x * 2, m.tensor([1.0, -1.0])),
     "cosine_similarity": lambda m, F, x: F.cosine_similarity(x, x * 2 + 1),
+    # the recurrent layers' input projection (torch's mm saves the input): a batch of 2 rows, or 2 steps
+    "rnn_cell": lambda m, F, x: _recurrent(m, "RNNCell", 3, 2)(x),
+    "lstm_cell": lambda m, F, x: _recurrent(m, "LSTMCell", 3, 2)(x)[1],
+    "gru_cell": lambda m, F, x: _recurrent(m, "GRUCell", 3, 2)(x),
+    "lstm": lambda m, F, x: _recurrent(m, "LSTM", 3, 2, proj_size=1)(x)[0],
+    "gru_bidirectional": lambda m, F, x: _recurrent(m, "GRU", 3, 2, bidirectional=True)(x)[1],
 }
 # torch computes after the write (its op saves no view of x)
 SAVES_NO_INPUT = {

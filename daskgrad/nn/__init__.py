@@ -15,15 +15,17 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimila
                    HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
            "BatchNorm1d", "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CosineEmbeddingLoss", "CosineSimilarity",
-           "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GLU", "GaussianNLLLoss", "GroupNorm",
-           "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HingeEmbeddingLoss", "HuberLoss", "Identity",
-           "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss",
-           "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList",
-           "MultiLabelSoftMarginLoss", "NLLLoss", "PReLU", "PairwiseDistance", "Parameter", "PoissonNLLLoss", "RMSNorm",
-           "ReLU", "ReLU6", "RemovableHandle", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
-           "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink",
-           "Threshold", "TripletMarginLoss", "functional", "init", "utils"]
+           "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GLU", "GRU", "GRUCell",
+           "GaussianNLLLoss", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HingeEmbeddingLoss",
+           "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
+           "LogSigmoid", "LogSoftmax", "MSELoss", "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "Mish", "Module",
+           "ModuleDict", "ModuleList", "MultiLabelSoftMarginLoss", "NLLLoss", "PReLU", "PairwiseDistance", "Parameter",
+           "PoissonNLLLoss", "RMSNorm", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "ReLU6", "RemovableHandle",
+           "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "SoftMarginLoss", "Softmax", "Softmin", "Softplus",
+           "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold", "TripletMarginLoss", "functional", "init",
+           "utils"]
