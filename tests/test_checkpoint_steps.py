@@ -648,6 +648,51 @@ def test_scan_of_xs_made_from_a_leaf_gives_the_unrolled_gradient(snapshots):
     assert_close(run(True), run(False))
 
 
+@pytest.mark.parametrize("snapshots", [None, 2])
+@pytest.mark.parametrize("written", ["nothing", "weight", "xs", "initial state", "constant", "xs squared"])
+def test_a_write_before_the_backward_raises_where_the_unrolled_loop_s_does(written, snapshots):
+    """The loop reads the values it recorded: a weight, a constant, ``xs`` or the initial state written in
+    place after it and before the backward gave the old values' gradient, where torch's unrolled loop raises
+    its in-place error (its ops saved them); what the step's ops save is guarded, as torch's saves it."""
+    import torch
+
+    from daskgrad.utils.checkpoint import scan
+
+    rng = np.random.default_rng(5)
+    X, W, H = rng.standard_normal((4, 3)), rng.standard_normal((3, 3)) * 0.5, rng.standard_normal(3)
+
+    def run(m):
+        w = m.tensor(W, requires_grad=True)
+        xs, h0, c = m.tensor(X, requires_grad=True) * 1.0, m.tensor(H, requires_grad=True) * 1.0, m.tensor([0.5] * 3)
+        square = written == "xs squared"
+
+        def f(h, x):
+            return ((h @ w) * c + (x * x if square else x)).tanh()
+
+        if m is torch:
+            h = h0
+            for i in range(4):
+                h = f(h, xs[i])
+        else:
+            h, _ = scan(lambda h, x: (f(h, x), None), h0, xs, snapshots=snapshots)
+        target = {"weight": w, "xs": xs, "xs squared": xs, "initial state": h0, "constant": c}.get(written)
+        if target is not None:
+            with m.no_grad():
+                target.mul_(2.0)
+        try:
+            h.sum().backward()
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            return "raises"
+        return w.grad.numpy()
+
+    theirs, ours = run(torch), run(dg)
+    if isinstance(theirs, str):
+        assert ours == theirs
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
 def test_scan_without_xs_runs_length_steps_and_a_none_y_gives_none():
     from daskgrad.utils.checkpoint import scan
 

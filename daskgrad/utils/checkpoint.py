@@ -423,7 +423,8 @@ def _run(step, states, steps, snapshots, xs, single, ys):
     else:
         plan = _Plan(loop, revolve.schedule(steps, snapshots))
         inputs = (*states, *loop.leaves) + (loop.xs if loop.x_grad else ())
-        token = _Scan.apply(plan, *inputs)
+        token = graph.guard(_Scan.apply(plan, *inputs), *loop.guarded)
+        loop.guarded = ()  # (the guard holds versions, not the tensors)
         out = _Outs(_Component.apply(plan, k, token) if k >= plan.n or loop.last_requires_grad[k]
                     else _Component.apply(plan, k, token).detach() for k in range(plan.n + loop.n_ys))
     out.ys_structure = loop.ys_structure
@@ -484,7 +485,10 @@ class _Loop:
         self = cls()
         self.n, self.steps, self.single = len(states), steps, single
         self.xs = () if xs is None else xs if isinstance(xs, tuple) else (xs,)
+        # the values the loop reads, as they are now: a later write to a state or to xs that no op saved
+        # leaves the gradient as torch's unrolled loop gives it (of the values it ran on)
         self.state_values = tuple(recorded(t) for t in states)
+        self.xs_values = tuple(recorded(x) for x in self.xs)
         self.x_grad = bool(want_grad and any(x.requires_grad for x in self.xs))
         first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad, ys=ys)
         records = [first]
@@ -501,6 +505,7 @@ class _Loop:
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.reaches = tuple(r.reaches for r in records)  # (one per step, or step 0's for all)
         self.leaves, self.error = first.leaves, None
+        self.guarded = tuple({id(t): t for r in records for t in r.guarded}.values())
         self.last_requires_grad = _final_requires_grad(records, states, steps, self.x_grad) if want_grad else None
         known = {id(v) for v in first.leaves}
         for r in records:
@@ -525,7 +530,7 @@ class _Loop:
 
     def srcs(self):
         """The values the scan reads: the initial state, the per-step data, the fixed values."""
-        return self.state_values + tuple(recorded(x) for x in self.xs) + self.fixed
+        return self.state_values + self.xs_values + self.fixed
 
     def xs_at(self):
         return tuple(range(self.n, self.n + len(self.xs)))
@@ -564,7 +569,7 @@ class _Recorded:
             carry = tuple(Tensor._make(door.alias(recorded(t)), requires_grad=want_grad) for t in states)
             parts = () if xs is None else xs if isinstance(xs, tuple) else (xs,)
             x = tuple(Tensor._make(door.alias(_row(p)), requires_grad=x_grad) for p in parts)
-            with enable_grad() if want_grad else no_grad():
+            with enable_grad() if want_grad else no_grad(), graph.watch_saved() as saved:
                 arg = i if xs is None else x if isinstance(xs, tuple) else x[0]
                 out = step(carry[0] if single else carry, arg)
                 self.ys_structure, extra = None, ()
@@ -600,6 +605,7 @@ class _Recorded:
         if trace.breaks:
             raise RuntimeError(f"checkpoint_steps: step {i} cannot be recorded once for every step: "
                                + "; ".join(trace.breaks))
+        self.guarded = _saved_from_outside(saved, trace, states if i == 0 else (), carry, parts, x)
         # what the step read from outside (leaves, constants) it read through aliases: its fixed inputs
         fixed_aliases = [a for a, _ in trace.inputs.values()]
         self.fixed = tuple(door.through(a) for a in fixed_aliases)
@@ -609,6 +615,22 @@ class _Recorded:
         self.fwd = door.Body([recorded(o) for o in out], inputs, roles)
         self.rev = door.Body([recorded(g) for g in grads], inputs + [recorded(a) for a in adj],
                              roles + ["carry"] * n + ["x"] * self.n_ys) if want_grad else None
+
+
+def _saved_from_outside(saved, trace, states, carry, xs, x):
+    """The tensors from outside the step that its ops saved for the backward, as the unrolled loop's
+    ops save them in torch: what the step read from outside, the initial state (``states``: step 0's)
+    and the per-step data ``xs``, where their aliases in the step were saved.  A write to one of them
+    before the backward raises torch's in-place error (:func:`daskgrad.graph.guard`); the loop reads
+    the values it recorded, so without it the gradient would be the old values', silently."""
+    alias = {id(a): t for a, t in zip(carry, states)} | {id(a): t for a, t in zip(x, xs)}
+    own, out = {id(a) for a in carry + x}, {}
+    for t in saved:
+        if id(t) in alias:
+            out[id(alias[id(t)])] = alias[id(t)]
+        elif id(t) not in own and id(t._storage) not in trace.fresh:
+            out[id(t)] = t
+    return tuple(out.values())
 
 
 def _final_requires_grad(records, states, steps, x_grad):
@@ -760,7 +782,7 @@ class _Scan(Function):
         rev = loop.revs
         avals = rev[0].out_avals[:plan.n + len(loop.leaves)]
         if loop.x_grad:
-            avals = avals + tuple((v.dtype, v._meta, v.chunks) for v in map(recorded, loop.xs))
+            avals = avals + tuple((v.dtype, v._meta, v.chunks) for v in loop.xs_values)
         params = (("fwd", loop.fwds), ("rev", rev), ("actions", plan.actions), ("steps", loop.steps),
                   ("n_carry", plan.n), ("n_leaves", len(loop.leaves)),
                   ("xs_at", loop.xs_at()), ("x_grad", loop.x_grad),
