@@ -416,6 +416,18 @@ SPECS = (
     OpSpec("batch_norm_training", lambda a, w, b: F.batch_norm(a, None, None, w, b, training=True), [M, (4,), (4,)],
            -2, 2),
     OpSpec("group_norm", lambda a: F.group_norm(a[None], 2), [M], -2, 2),
+    # torch's conj(): a view of the storage seen conjugated
+    OpSpec("conj_view", lambda a, b: dg.real((a + 1j * b).conj() * (a - 2j * b)), [M, M], -2, 2),
+    # nn.functional's activations and losses (the kernels of binary_cross_entropy and soft_margin_loss; compositions)
+    OpSpec("binary_cross_entropy", lambda a, b: F.binary_cross_entropy(dg.sigmoid(a), dg.sigmoid(b)), [M, M], -2, 2),
+    OpSpec("soft_margin_loss",
+           lambda a: F.soft_margin_loss(a, same_device(dg.tensor(np.sign(np.arange(24.0) % 3 - 0.5).reshape(M)), a),
+                                        reduction="sum"), [M], -2, 2),
+    OpSpec("softplus_mish_logsigmoid", lambda a: F.softplus(a, beta=2.0) * F.mish(a) + F.logsigmoid(a), [M], -2, 2),
+    OpSpec("selu_negative", lambda a: F.selu(a), [M], -2, -0.1),
+    OpSpec("glu", lambda a: F.glu(a, 1), [M], -2, 2),
+    OpSpec("kl_div", lambda a, b: F.kl_div(a, b, reduction="batchmean"), [M, M], 0.2, 2),
+    OpSpec("cosine_similarity", lambda a, b: F.cosine_similarity(a, b), [M, M], 0.2, 2),
 )
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "two specs share a name"
