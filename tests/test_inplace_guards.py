@@ -49,6 +49,10 @@ SAVES_INPUT = {
     "hardshrink": lambda m, F, x: F.hardshrink(x),
     "prelu": lambda m, F, x: F.prelu(x, m.tensor([0.25], dtype=x.dtype)),
     "glu": lambda m, F, x: F.glu(x, 0),
+    "pad_reflect": lambda m, F, x: F.pad(x, (2, 1), mode="reflect"),
+    "pad_replicate": lambda m, F, x: F.pad(x, (2, 1), mode="replicate"),
+    "instance_norm": lambda m, F, x: F.instance_norm(x[None], weight=m.tensor([2.0, 0.5], dtype=x.dtype)),
+    "local_response_norm": lambda m, F, x: F.local_response_norm(x[None], 2),
 }
 # torch computes after the write (its op saves no view of x)
 SAVES_NO_INPUT = {
@@ -57,6 +61,11 @@ SAVES_NO_INPUT = {
     "smooth_l1_loss_beta0": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5, beta=0.0),
     "tanhshrink": lambda m, F, x: F.tanhshrink(x),
     "softmin": lambda m, F, x: F.softmin(x, 1) * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),
+    "pad_constant": lambda m, F, x: F.pad(x, (2, 1), value=1.5) ** 2,
+    "pad_circular": lambda m, F, x: F.pad(x, (2, 1), mode="circular") ** 2,
+    "pixel_shuffle": lambda m, F, x: F.pixel_shuffle(x[:, 1:].reshape(1, 4, 1, 1), 2) ** 2,
+    "pixel_unshuffle": lambda m, F, x: F.pixel_unshuffle(x[:, 1:].reshape(1, 1, 2, 2), 2) ** 2,
+    "interpolate_linear": lambda m, F, x: F.interpolate(x[None], scale_factor=1.5, mode="linear") ** 2,
 }
 # in-place forms: they write their own input, and give torch's gradient
 INPLACE = {

@@ -21,7 +21,8 @@ GAPS = {
     ("MaxPool2d", "return_indices"): "max pooling's return_indices=True is refused (NotImplementedError): "
                                      "daskgrad returns the values only",
 }
-MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout"}  # also run on eval-mode samples
+# also run on eval-mode samples
+MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout", "InstanceNorm1d", "InstanceNorm2d"}
 
 
 def _daskgrad_modules():

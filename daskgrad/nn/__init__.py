@@ -10,15 +10,20 @@ from .layers import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Ha
                      ModuleList, PReLU, ReLU, ReLU6, Sequential, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink,
                      Softsign, Tanh, Tanhshrink, Threshold)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
+from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LocalResponseNorm,
+                            RMSNorm)
+from .spatial import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, PixelShuffle, PixelUnshuffle,
+                      ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Upsample, ZeroPad2d)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d",
-           "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten",
-           "GELU", "GLU", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
-           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss", "MaxPool1d",
-           "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "Parameter", "RMSNorm",
-           "ReLU", "ReLU6", "RemovableHandle", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax",
-           "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold", "functional", "init",
-           "utils"]
+           "BatchNorm2d", "CELU", "CircularPad1d", "CircularPad2d", "ConstantPad1d", "ConstantPad2d", "Conv1d",
+           "Conv2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GLU", "GroupNorm",
+           "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity", "InstanceNorm1d",
+           "InstanceNorm2d", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LocalResponseNorm", "LogSigmoid",
+           "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss",
+           "PReLU", "Parameter", "PixelShuffle", "PixelUnshuffle", "RMSNorm", "ReLU", "ReLU6", "ReflectionPad1d",
+           "ReflectionPad2d", "RemovableHandle", "ReplicationPad1d", "ReplicationPad2d", "SELU", "Sequential", "SiLU",
+           "Sigmoid", "SmoothL1Loss", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh",
+           "Tanhshrink", "Threshold", "Upsample", "ZeroPad2d", "functional", "init", "utils"]

@@ -1,0 +1,265 @@
+"""torch.nn.functional's spatial functions ``pad``, ``pixel_shuffle``, ``pixel_unshuffle``,
+``local_response_norm`` and ``interpolate``, as compositions of daskgrad ops (slices, flips, joins,
+reshapes, gathers), so they work on inputs chunked along every axis and their gradients are their parts'.
+
+>>> y = F.pad(x, (1, 2), mode="reflect")          # the last axis: 1 before, 2 after (torch's order)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from ..graph import guard
+from ..ops._util import as_tensor
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """torch's ``F.pad``: ``pad`` is ``(before, after)`` pairs from the last axis backwards; ``constant``
+    (``value``, 0 by default), ``reflect``, ``replicate`` or ``circular``.  A negative width crops."""
+    input = as_tensor(input)
+    pad = [int(p) for p in pad]
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) > 2 * input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
+    pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        return _crop(_pad_constant(input, pairs, 0 if value is None else value), pairs)
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    _check_non_constant(input, len(pad), mode, pairs)
+    out = _crop(input, pairs) if mode == "circular" else input  # (torch's circular wraps the cropped input)
+    for axis, before, after in pairs:
+        out = _PADDERS[mode](out, axis, max(before, 0), max(after, 0))
+    out = out if mode == "circular" else _crop(out, pairs)
+    return out if mode == "circular" else guard(out, input)  # (torch's reflection/replication kernels save it)
+
+
+def _pad_constant(input, pairs, value):
+    widths = [(0, 0)] * input.ndim
+    for axis, before, after in pairs:
+        widths[axis] = (max(before, 0), max(after, 0))
+    if not any(b or a for b, a in widths):
+        return input
+    return ops.pad(input, widths, constant_values=value)
+
+
+def _crop(x, pairs):
+    """The negative widths cut off (after the positive ones were added: torch's result)."""
+    index = [slice(None)] * x.ndim
+    for axis, before, after in pairs:
+        if before < 0 or after < 0:
+            n = x.shape[axis]
+            lo, hi = -min(before, 0), n + min(after, 0)
+            if hi < lo:
+                raise RuntimeError("narrow(): length must be non-negative.")
+            index[axis] = slice(lo, hi)
+    return x[tuple(index)] if any(s != slice(None) for s in index) else x
+
+
+def _check_non_constant(input, length, mode, pairs):
+    if input.ndim not in (length // 2 + 1, length // 2 + 2):
+        raise NotImplementedError(
+            f"Padding size {length} is not supported for {input.ndim}D input tensor.\nSupported combinations for "
+            "non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: "
+            "padding size = 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    for axis, before, after in pairs:
+        n = input.shape[axis]
+        if mode == "reflect" and (before >= n or after >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, but "
+                               f"got: padding ({before}, {after}) at dimension {axis} of input {list(input.shape)}")
+        if mode == "circular" and (before > n or after > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+
+
+def _along(x, axis, lo, hi):
+    return x[(slice(None),) * axis + (slice(lo, hi),)]
+
+
+def _reflect(x, axis, before, after):
+    n = x.shape[axis]
+    parts = [ops.flip(_along(x, axis, 1, before + 1), axis)] if before else []
+    parts.append(x)
+    if after:
+        parts.append(ops.flip(_along(x, axis, n - 1 - after, n - 1), axis))
+    return ops.concatenate(parts, axis=axis) if len(parts) > 1 else x
+
+
+def _replicate(x, axis, before, after):
+    n = x.shape[axis]
+
+    def edge(i, width):
+        shape = list(x.shape)
+        shape[axis] = width
+        return ops.broadcast_to(_along(x, axis, i, i + 1), tuple(shape))
+
+    parts = ([edge(0, before)] if before else []) + [x] + ([edge(n - 1, after)] if after else [])
+    return ops.concatenate(parts, axis=axis) if len(parts) > 1 else x
+
+
+def _circular(x, axis, before, after):
+    n = x.shape[axis]
+    parts = ([_along(x, axis, n - before, n)] if before else []) + [x] + ([_along(x, axis, 0, after)] if after else [])
+    return ops.concatenate(parts, axis=axis) if len(parts) > 1 else x
+
+
+_PADDERS = {"reflect": _reflect, "replicate": _replicate, "circular": _circular}
+
+
+# ------------------------------------------------------------------ pixel shuffle
+def _check_factor(name, what, factor, input):
+    if input.ndim < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input with {input.ndim} "
+                           f"dimension(s)")
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+
+
+def pixel_shuffle(input, upscale_factor):
+    """``(*, C r^2, H, W)`` to ``(*, C, H r, W r)`` (torch's ``F.pixel_shuffle``, its checks and texts)."""
+    input, r = as_tensor(input), int(upscale_factor)
+    _check_factor("pixel_shuffle", "upscale_factor", r, input)
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    k = len(lead)
+    x = ops.reshape(input, (*lead, c // (r * r), r, r, h, w))
+    x = ops.transpose(x, tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return ops.reshape(x, (*lead, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """``(*, C, H r, W r)`` to ``(*, C r^2, H, W)``, the inverse of ``pixel_shuffle``."""
+    input, r = as_tensor(input), int(downscale_factor)
+    _check_factor("pixel_unshuffle", "downscale_factor", r, input)
+    *lead, c, h, w = input.shape
+    for what, n, dim in (("height", h, -2), ("width", w, -1)):
+        if n % r:
+            raise RuntimeError(f"pixel_unshuffle expects {what} to be divisible by downscale_factor, but "
+                               f"input.size({dim})={n} is not divisible by {r}")
+    k = len(lead)
+    x = ops.reshape(input, (*lead, c, h // r, r, w // r, r))
+    x = ops.transpose(x, tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return ops.reshape(x, (*lead, c * r * r, h // r, w // r))
+
+
+# ------------------------------------------------------------------ local response norm
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean(x^2 over size neighbouring channels)) ** beta``, torch's composition: the
+    squares zero-padded along the channels (``size // 2`` before, ``(size - 1) // 2`` after), each
+    window summed in order and divided by ``size``."""
+    input = as_tensor(input)
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.ndim} "
+                         f"dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = ops.pad(input * input, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (input.ndim - 2))
+    c = input.shape[1]
+    total = _along(sq, 1, 0, c)
+    for i in range(1, size):
+        total = total + _along(sq, 1, i, i + c)
+    div = (total / size * alpha + k) ** beta
+    return input / div
+
+
+# ------------------------------------------------------------------ interpolate
+_INTERP_MODES = ("nearest", "linear", "bilinear")
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """torch's ``F.interpolate`` for ``mode`` ``nearest`` (3D to 5D inputs), ``linear`` (3D) and ``bilinear``
+    (4D), ``size`` or ``scale_factor``, ``align_corners``, ``recompute_scale_factor``: a gather of the
+    source cells along each spatial axis (and, linear, their weighted sum), with torch's source indices
+    and weights (nearest's in float32, as torch's kernel computes them)."""
+    input = as_tensor(input)
+    if mode == "nearest":
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                             "bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    sizes, scales = _output_sizes(input, size, scale_factor, recompute_scale_factor)
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    need = {"linear": 3, "bilinear": 4}.get(mode)
+    if mode not in _INTERP_MODES or (mode == "nearest" and input.ndim not in (3, 4, 5)):
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: nearest | "
+            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
+    if need is not None and input.ndim != need:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {need}D input")
+    out = input
+    for i, (n_out, scale) in enumerate(zip(sizes, scales)):
+        axis, n_in = i + 2, input.shape[i + 2]
+        if mode == "nearest":
+            out = ops.take(out, _nearest_index(n_in, n_out, scale), axis=axis)
+        else:
+            out = _linear_axis(out, axis, n_in, n_out, scale, align_corners)
+    return out
+
+
+def _output_sizes(input, size, scale_factor, recompute_scale_factor):
+    """torch's checks, the output sizes and the scales its kernels are given (None: ``in / out``)."""
+    dim = input.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        if isinstance(size, (list, tuple)) and len(size) != dim:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
+                             f"spatial dimensions of {list(input.shape[2:])} and output size of {size}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) "
+                             f"format.")
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        sizes = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * dim
+        return sizes, [None] * dim
+    if scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    if isinstance(scale_factor, (list, tuple)):
+        if len(scale_factor) != dim:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {list(input.shape[2:])} and scale_factor of shape "
+                             f"{scale_factor}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                             f"scale_factor in (s1, s2, ...,sK) format.")
+        factors = [float(s) for s in scale_factor]
+    else:
+        factors = [float(scale_factor)] * dim
+    sizes = [math.floor(n * s) for n, s in zip(input.shape[2:], factors)]
+    return sizes, [None] * dim if recompute_scale_factor else factors
+
+
+def _nearest_index(n_in, n_out, scale):
+    """torch's ``nearest_idx``: ``min(floor(i * s), n_in - 1)`` with ``s`` in float32."""
+    i = np.arange(n_out)
+    if n_out == n_in:
+        return i
+    if n_out == 2 * n_in:
+        return i >> 1
+    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(i.astype(np.float32) * s).astype(np.int64), n_in - 1)
+
+
+def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
+    """``w0 * x[i0] + w1 * x[i1]`` along ``axis``, torch's source indices and weights (in float64)."""
+    i = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else i * 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+        src = np.maximum((i + 0.5) * s - 0.5, 0.0)
+    i0 = np.floor(src).astype(np.int64) if not align_corners else src.astype(np.int64)
+    i1 = i0 + (i0 < n_in - 1)
+    w1 = (src - i0).astype(x.dtype)
+    w0 = (1.0 - (src - i0)).astype(x.dtype)
+    shape = (n_out,) + (1,) * (x.ndim - 1 - axis)
+    return (ops.take(x, i0, axis=axis) * w0.reshape(shape)) + (ops.take(x, i1, axis=axis) * w1.reshape(shape))

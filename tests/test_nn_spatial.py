@@ -1,0 +1,158 @@
+"""torch.nn's spatial functions (pad in its four modes, pixel_shuffle, pixel_unshuffle, instance_norm,
+local_response_norm, interpolate in modes nearest, linear and bilinear) and their modules against torch
+(installed): float64 values and gradients equal to torch's at rtol 1e-12 (1e-15 absolutely where a sum adds in
+another order), in one chunk, even chunks and uneven chunks along every axis; module reprs, running statistics
+and errors are torch's."""
+import numpy as np
+import pytest
+
+import daskgrad as dg
+from daskgrad import nn
+from daskgrad.nn import functional as F
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+SHAPES = {3: (2, 4, 7), 4: (2, 4, 5, 6)}
+CHUNKINGS = {"one": {3: -1, 4: -1}, "even": {3: (1, 2, 7), 4: (1, 2, 5, 3)},
+             "uneven": {3: ((2,), (1, 3), (3, 4)), 4: ((2,), (3, 1), (2, 3), (1, 5))}}
+
+
+def _check(fd, ft, ndim, chunking, seed=0):
+    """``fd`` and ``ft`` of one random input: the values and the gradients of one random cotangent."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(SHAPES[ndim])
+    xd = dg.from_array(x, chunks=CHUNKINGS[chunking][ndim], requires_grad=True)
+    xt = torch.tensor(x, requires_grad=True)
+    yd, yt = fd(xd), ft(xt)
+    g = rng.standard_normal(tuple(yt.shape))
+    yd.backward(dg.from_array(g, chunks=yd.chunks))
+    yt.backward(torch.tensor(g))
+    y, gx = dg.compute(yd.detach(), xd.grad)
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+PADS = [((1, 2), 3), ((3, 0), 3), ((-1, 2), 3), ((2, 1, 0, 3), 4), ((0, -2, 1, 1), 4), ((1, 1, 1, 1, 1, 0), 4)]
+
+
+PAD_CASES = [(p, n, m) for p, n in PADS for m in ("constant", "reflect", "replicate", "circular")
+             if m == "constant" or len(p) < 6]  # (torch pads 3 axes of a 4D input in constant mode only)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("pad,ndim,mode", PAD_CASES, ids=[f"{m}{p}" for p, _, m in PAD_CASES])
+def test_pad_values_and_gradients_are_torch_s(pad, ndim, mode, chunking):
+    kw = {"value": 1.5} if mode == "constant" else {}
+    _check(lambda x: F.pad(x, pad, mode, **kw), lambda x: TF.pad(x, pad, mode, **kw), ndim, chunking)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_pixel_shuffle_and_unshuffle_are_torch_s(chunking):
+    _check(lambda x: F.pixel_shuffle(x, 2), lambda x: TF.pixel_shuffle(x, 2), 4, chunking)
+    _check(lambda x: F.pixel_unshuffle(x[:, :, 1:], 2), lambda x: TF.pixel_unshuffle(x[:, :, 1:], 2), 4, chunking)
+    _check(lambda x: F.pixel_shuffle(F.pixel_unshuffle(x[:, :, :4], 2), 2),
+           lambda x: TF.pixel_shuffle(TF.pixel_unshuffle(x[:, :, :4], 2), 2), 4, chunking)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("ndim", [3, 4])
+def test_instance_norm_and_local_response_norm_are_torch_s(ndim, chunking):
+    w, b = np.linspace(0.5, 2.0, 4), np.linspace(-1.0, 1.0, 4)
+    _check(lambda x: F.instance_norm(x, weight=dg.tensor(w), bias=dg.tensor(b), eps=1e-3),
+           lambda x: TF.instance_norm(x, weight=torch.tensor(w), bias=torch.tensor(b), eps=1e-3), ndim, chunking)
+    _check(lambda x: F.local_response_norm(x, 3), lambda x: TF.local_response_norm(x, 3), ndim, chunking)
+    _check(lambda x: F.local_response_norm(x, 2, alpha=0.5, beta=0.6, k=2.0),
+           lambda x: TF.local_response_norm(x, 2, alpha=0.5, beta=0.6, k=2.0), ndim, chunking)
+
+
+INTERP = [{"scale_factor": 2}, {"scale_factor": 1.7}, {"scale_factor": 0.6}, {"size": 3},
+          {"scale_factor": 2.3, "recompute_scale_factor": True}]
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("kw", INTERP, ids=[str(k) for k in INTERP])
+@pytest.mark.parametrize("mode,ndim,align", [("nearest", 3, None), ("nearest", 4, None), ("linear", 3, False),
+                                             ("linear", 3, True), ("bilinear", 4, False), ("bilinear", 4, True)])
+def test_interpolate_values_and_gradients_are_torch_s(mode, ndim, align, kw, chunking):
+    _check(lambda x: F.interpolate(x, mode=mode, align_corners=align, **kw),
+           lambda x: TF.interpolate(x, mode=mode, align_corners=align, **kw), ndim, chunking)
+
+
+def test_instance_norm_modules_running_statistics_and_eval_are_torch_s():
+    x = np.random.default_rng(2).standard_normal((3, 4, 5, 6))
+    for kw in ({"affine": True, "track_running_stats": True}, {"momentum": None, "track_running_stats": True}, {}):
+        ours, theirs = nn.InstanceNorm2d(4, **kw).double(), torch.nn.InstanceNorm2d(4, **kw).double()
+        assert repr(ours) == repr(theirs) and set(ours.state_dict()) == set(theirs.state_dict())
+        for _ in range(2):
+            yd, yt = ours(dg.from_array(x, chunks=(2, 3, 5, 4))), theirs(torch.tensor(x))
+            np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-15)
+        ours.eval(), theirs.eval()
+        np.testing.assert_allclose(ours(dg.from_array(x[0], chunks=2)).detach().numpy(),
+                                   theirs(torch.tensor(x[0])).detach().numpy(),
+                                   rtol=1e-12, atol=1e-15)
+        for k, v in theirs.state_dict().items():
+            np.testing.assert_allclose(np.asarray(ours.state_dict()[k].numpy()), v.numpy(), rtol=1e-12, err_msg=k)
+    y = nn.InstanceNorm1d(4)(dg.from_array(x[0, :, 0], chunks=2))
+    np.testing.assert_allclose(y.detach().numpy(), torch.nn.InstanceNorm1d(4)(torch.tensor(x[0, :, 0])).numpy(),
+                               rtol=1e-12)
+
+
+MODULES = [("ConstantPad1d", ((1, 2), 3.5)), ("ConstantPad2d", (1, 0.5)), ("ZeroPad2d", (1,)),
+           ("ZeroPad2d", ((1, 0, 2, 3),)), ("ReflectionPad1d", (2,)), ("ReflectionPad2d", ((1, 2, 0, 1),)),
+           ("ReplicationPad1d", ((1, 2),)), ("ReplicationPad2d", (1,)), ("CircularPad1d", (2,)),
+           ("CircularPad2d", ((1, 0, 2, 1),)), ("PixelShuffle", (2,)), ("PixelUnshuffle", (2,)),
+           ("LocalResponseNorm", (2,)), ("InstanceNorm1d", (4,)), ("InstanceNorm2d", (4, 1e-3, None, True, True)),
+           ("Upsample", ()), ("Upsample", (None, 2)), ("Upsample", ((3, 4), None, "bilinear", True)),
+           ("Upsample", (None, (2, 3), "bilinear"))]
+
+
+@pytest.mark.parametrize("name,args", MODULES, ids=[f"{n}{a}" for n, a in MODULES])
+def test_module_reprs_and_outputs_are_torch_s(name, args):
+    ours, theirs = getattr(nn, name)(*args).double(), getattr(torch.nn, name)(*args).double()
+    assert repr(ours) == repr(theirs)
+    if name != "Upsample" or args[2:3] == ("bilinear",):
+        x = np.random.default_rng(3).standard_normal((2, 4, 4, 6))
+        x = x[:, :, 0] if name.endswith("1d") else x
+        np.testing.assert_allclose(ours(dg.from_array(x, chunks=(1, 3, 2, 4)[-x.ndim:])).detach().numpy(),
+                                   theirs(torch.tensor(x)).detach().numpy(),
+                                   rtol=1e-12, atol=1e-15)
+
+
+ERRORS = [
+    (lambda m, x: m.nn.functional.pad(x, (1,)), RuntimeError, "Padding length must be divisible by 2"),
+    (lambda m, x: m.nn.functional.pad(x, (1,) * 8), RuntimeError, "Padding length should be less than or equal to "
+     "two times the input dimension but got padding length 8 and input of dimension 3"),
+    (lambda m, x: m.nn.functional.pad(x, (5, 1), "reflect"), RuntimeError, "Argument #4: Padding size should be "
+     "less than the corresponding input dimension, but got: padding (5, 1) at dimension 2 of input [2, 4, 5]"),
+    (lambda m, x: m.nn.functional.pad(x, (1, 1, 1, 1, 1, 1), "replicate"), NotImplementedError,
+     "Padding size 6 is not supported for 3D input tensor."),
+    (lambda m, x: m.nn.functional.pad(x, (1, 1), "foo"), NotImplementedError, "Unrecognised padding mode foo"),
+    (lambda m, x: m.nn.functional.pad(x, (1, 1), "reflect", 1.0), RuntimeError,
+     'Padding mode "reflect" doesn\'t take in value argument'),
+    (lambda m, x: m.nn.functional.pad(x, (6, 1), "circular"), RuntimeError,
+     "Padding value causes wrapping around more than once."),
+    (lambda m, x: m.nn.functional.pixel_shuffle(x, 3), RuntimeError, "pixel_shuffle expects its input's 'channel' "
+     "dimension to be divisible by the square of upscale_factor, but input.size(-3)=2 is not divisible by 9"),
+    (lambda m, x: m.nn.functional.pixel_unshuffle(x, 3), RuntimeError, "pixel_unshuffle expects height to be "
+     "divisible by downscale_factor, but input.size(-2)=4 is not divisible by 3"),
+    (lambda m, x: m.nn.functional.local_response_norm(x[0], 2), ValueError, "Expected 3D or higher dimensionality"),
+    (lambda m, x: m.nn.functional.interpolate(x, scale_factor=2, mode="bilinear"), NotImplementedError,
+     "Got 3D input, but bilinear mode needs 4D input"),
+    (lambda m, x: m.nn.functional.interpolate(x, scale_factor=2, align_corners=True), ValueError,
+     "align_corners option can only be set with the interpolating modes"),
+    (lambda m, x: m.nn.functional.interpolate(x, size=3, scale_factor=2), ValueError,
+     "only one of size or scale_factor should be defined"),
+    (lambda m, x: m.nn.InstanceNorm2d(4)(x[0]), ValueError, "expected 3D or 4D input (got 2D input)"),
+    (lambda m, x: m.nn.InstanceNorm1d(3, affine=True)(x), ValueError,
+     "expected input's size at dim=1 to match num_features (3), but got: 4."),
+]
+
+
+@pytest.mark.parametrize("k", range(len(ERRORS)))
+def test_errors_are_torch_s(k):
+    f, kind, text = ERRORS[k]
+    x = np.random.default_rng(4).standard_normal((2, 4, 5)).reshape(2, 4, 5)
+    for m, t in ((torch, torch.tensor(x)), (dg, dg.from_array(x, chunks=2))):
+        with pytest.raises(kind) as err:
+            f(m, t)
+        assert text in str(err.value), (m.__name__, str(err.value))
