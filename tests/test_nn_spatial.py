@@ -69,13 +69,28 @@ INTERP = [{"scale_factor": 2}, {"scale_factor": 1.7}, {"scale_factor": 0.6}, {"s
           {"scale_factor": 2.3, "recompute_scale_factor": True}]
 
 
-@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("chunking", ["one", "uneven"])
 @pytest.mark.parametrize("kw", INTERP, ids=[str(k) for k in INTERP])
 @pytest.mark.parametrize("mode,ndim,align", [("nearest", 3, None), ("nearest", 4, None), ("linear", 3, False),
-                                             ("linear", 3, True), ("bilinear", 4, False), ("bilinear", 4, True)])
+                                             ("linear", 3, True), ("bilinear", 4, False), ("bilinear", 4, True),
+                                             ("nearest-exact", 3, None), ("nearest-exact", 4, None), ("area", 3, None),
+                                             ("area", 4, None)])
 def test_interpolate_values_and_gradients_are_torch_s(mode, ndim, align, kw, chunking):
+    if mode == "area" and kw.get("recompute_scale_factor"):
+        kw = {"scale_factor": kw["scale_factor"]}  # (area always recomputes it)
     _check(lambda x: F.interpolate(x, mode=mode, align_corners=align, **kw),
            lambda x: TF.interpolate(x, mode=mode, align_corners=align, **kw), ndim, chunking)
+
+
+def test_interpolate_in_float32_is_torch_s_to_float32_rounding():
+    """torch's float32 linear kernel computes the weights in float32, as daskgrad; its sums may round otherwise."""
+    x = np.random.default_rng(5).standard_normal((2, 3, 7)).astype("float32")
+    for kw in ({"size": 17, "mode": "linear"}, {"scale_factor": 1.3, "mode": "linear", "align_corners": True},
+               {"scale_factor": 1.7}):
+        y = F.interpolate(dg.from_array(x, chunks=(1, 2, 3)), **kw)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y.numpy(), TF.interpolate(torch.tensor(x), **kw).numpy(), rtol=1e-6,
+                                   atol=1e-7)
 
 
 def test_instance_norm_modules_running_statistics_and_eval_are_torch_s():
@@ -142,6 +157,22 @@ ERRORS = [
      "align_corners option can only be set with the interpolating modes"),
     (lambda m, x: m.nn.functional.interpolate(x, size=3, scale_factor=2), ValueError,
      "only one of size or scale_factor should be defined"),
+    (lambda m, x: m.nn.functional.interpolate(x, size=3, mode="trilinear"), NotImplementedError,
+     "Got 3D input, but trilinear mode needs 5D input"),
+    (lambda m, x: m.nn.functional.interpolate(x, scale_factor=2, antialias=True), ValueError,
+     "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D tensor as input"),
+    (lambda m, x: m.nn.functional.interpolate(x, size=0, mode="linear"), RuntimeError,
+     "Input and output sizes should be greater than 0, but got input (W: 5) and output (W: 0)"),
+    (lambda m, x: m.nn.functional.interpolate(x.long(), size=3), NotImplementedError,
+     "\"compute_indices_weights_nearest\" not implemented for 'Long'"),
+    (lambda m, x: m.nn.functional.instance_norm(x, use_input_stats=False), RuntimeError,
+     "Expected running_mean and running_var to be defined when use_input_stats is false"),
+    (lambda m, x: m.nn.functional.pad(x, (-3, -3), "replicate"), RuntimeError,
+     "input (W: 5) is too small. Calculated output W: -1"),
+    (lambda m, x: m.nn.functional.pad(x, (-3, -3), "circular"), RuntimeError,
+     "Negative padding value is resulting in an empty dimension"),
+    (lambda m, x: m.nn.functional.pad(x, (1, 1, 4, 1), "reflect"), RuntimeError, "Argument #6: Padding size should "
+     "be less than the corresponding input dimension, but got: padding (4, 1) at dimension 1 of input [2, 4, 5]"),
     (lambda m, x: m.nn.InstanceNorm2d(4)(x[0]), ValueError, "expected 3D or 4D input (got 2D input)"),
     (lambda m, x: m.nn.InstanceNorm1d(3, affine=True)(x), ValueError,
      "expected input's size at dim=1 to match num_features (3), but got: 4."),

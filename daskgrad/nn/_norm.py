@@ -116,6 +116,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     (the variance unbiased), as torch's; ``use_input_stats=False`` normalises with them instead."""
     input = as_tensor(input)
     if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     n = int(np.prod(input.shape[2:]))
     if n == 1:

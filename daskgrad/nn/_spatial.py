@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import ops
 from ..graph import guard
-from ..ops._util import as_tensor
+from ..ops._util import TORCH_TYPE_NAMES, as_tensor
+from ._conv import adaptive_avg_pool
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -35,6 +36,9 @@ def pad(input, pad, mode="constant", value=None):
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     _check_non_constant(input, len(pad), mode, pairs)
+    if input.dtype == bool and mode != "circular":
+        raise NotImplementedError(f'"{"reflection" if mode == "reflect" else "replication"}_pad{len(pad) // 2}d" not '
+                                  f"implemented for 'Bool'")
     out = _crop(input, pairs) if mode == "circular" else input  # (torch's circular wraps the cropped input)
     for axis, before, after in pairs:
         out = _PADDERS[mode](out, axis, max(before, 0), max(after, 0))
@@ -70,13 +74,18 @@ def _check_non_constant(input, length, mode, pairs):
             f"Padding size {length} is not supported for {input.ndim}D input tensor.\nSupported combinations for "
             "non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: "
             "padding size = 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
-    for axis, before, after in pairs:
+    for i, (axis, before, after) in enumerate(pairs):
         n = input.shape[axis]
         if mode == "reflect" and (before >= n or after >= n):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, but "
-                               f"got: padding ({before}, {after}) at dimension {axis} of input {list(input.shape)}")
+            raise RuntimeError(f"Argument #{4 + 2 * i}: Padding size should be less than the corresponding input "
+                               f"dimension, but got: padding ({before}, {after}) at dimension {axis} of input "
+                               f"{list(input.shape)}")
         if mode == "circular" and (before > n or after > n):
             raise RuntimeError("Padding value causes wrapping around more than once.")
+        if mode == "circular" and n + before + after < 0:
+            raise RuntimeError("Negative padding value is resulting in an empty dimension")
+        if mode != "circular" and length == 2 and n + before + after < 1:
+            raise RuntimeError(f"input (W: {n}) is too small. Calculated output W: {n + before + after}")
 
 
 def _along(x, axis, lo, hi):
@@ -172,40 +181,71 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 
 # ------------------------------------------------------------------ interpolate
-_INTERP_MODES = ("nearest", "linear", "bilinear")
+_NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
+_TORCH_MODES = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear", "bicubic", "lanczos")
+_BUILT = {("nearest", 3), ("nearest", 4), ("nearest", 5), ("nearest-exact", 3), ("nearest-exact", 4),
+          ("nearest-exact", 5), ("area", 3), ("area", 4), ("linear", 3), ("bilinear", 4)}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """torch's ``F.interpolate`` for ``mode`` ``nearest`` (3D to 5D inputs), ``linear`` (3D) and ``bilinear``
-    (4D), ``size`` or ``scale_factor``, ``align_corners``, ``recompute_scale_factor``: a gather of the
-    source cells along each spatial axis (and, linear, their weighted sum), with torch's source indices
-    and weights (nearest's in float32, as torch's kernel computes them)."""
+    """torch's ``F.interpolate`` for ``mode`` ``nearest`` and ``nearest-exact`` (3D to 5D inputs), ``area``
+    (3D, 4D: adaptive average pooling), ``linear`` (3D) and ``bilinear`` (4D), ``size`` or ``scale_factor``,
+    ``align_corners``, ``recompute_scale_factor``: a gather of the source cells along each spatial axis (and,
+    linear, their weighted sum), with torch's source indices and weights (nearest's in float32, as torch's
+    kernels compute them).  ``bicubic``, ``trilinear`` and ``antialias=True`` are refused."""
     input = as_tensor(input)
-    if mode == "nearest":
+    if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                              "bicubic | trilinear")
     elif align_corners is None:
         align_corners = False
-    sizes, scales = _output_sizes(input, size, scale_factor, recompute_scale_factor)
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
-    need = {"linear": 3, "bilinear": 4}.get(mode)
-    if mode not in _INTERP_MODES or (mode == "nearest" and input.ndim not in (3, 4, 5)):
-        raise NotImplementedError(
-            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: nearest | "
-            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
-    if need is not None and input.ndim != need:
-        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {need}D input")
+    recompute = recompute_scale_factor or (mode == "area" and size is None)  # (torch's area always recomputes)
+    sizes, scales = _output_sizes(input, size, scale_factor, recompute)
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D "
+                         "tensor as input")
+    _check_mode(input.ndim, mode, antialias)
+    if mode == "area":
+        return adaptive_avg_pool(input, sizes, input.ndim - 2)
+    _check_interpolated(input, sizes, mode)
     out = input
     for i, (n_out, scale) in enumerate(zip(sizes, scales)):
         axis, n_in = i + 2, input.shape[i + 2]
-        if mode == "nearest":
-            out = ops.take(out, _nearest_index(n_in, n_out, scale), axis=axis)
-        else:
+        if mode == "linear" or mode == "bilinear":
             out = _linear_axis(out, axis, n_in, n_out, scale, align_corners)
+        else:
+            out = ops.take(out, _nearest_index(n_in, n_out, scale, mode == "nearest-exact"), axis=axis)
     return out
+
+
+def _check_mode(ndim, mode, antialias):
+    need = _NEEDS.get(mode)
+    if need is not None and ndim in (3, 4, 5) and ndim != need:
+        raise NotImplementedError(f"Got {ndim}D input, but {mode} mode needs {need}D input")
+    if mode not in _TORCH_MODES or ndim not in (3, 4, 5) or (mode in ("bicubic", "lanczos") and ndim != 4):
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {ndim}D) for the modes: nearest | "
+            f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
+    if (mode, ndim) not in _BUILT or antialias:
+        raise NotImplementedError(f"interpolate: mode={mode!r}{' with antialias=True' if antialias else ''} is not "
+                                  f"supported for {ndim}D input (built: nearest, nearest-exact, area, linear, "
+                                  f"bilinear)")
+
+
+def _check_interpolated(input, sizes, mode):
+    """torch's kernels' checks: sizes above 0, and the dtypes they are built for (nearest: also uint8)."""
+    if min(sizes + list(input.shape[2:])) <= 0:
+        names = "DHW"[3 - len(sizes):]
+        def show(ns):
+            return ", ".join(f"{a}: {n}" for a, n in zip(names, ns))
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({show(input.shape[2:])})"
+                           f"{' and' if len(sizes) == 1 else ''} output ({show(sizes)})")
+    kind = "nearest" if mode.startswith("nearest") else "linear"
+    if input.dtype.kind in "biu" and not (kind == "nearest" and input.dtype == np.uint8):
+        raise NotImplementedError(f'"compute_indices_weights_{kind}" not implemented for '
+                                  f"'{TORCH_TYPE_NAMES.get(input.dtype.name)}'")
 
 
 def _output_sizes(input, size, scale_factor, recompute_scale_factor):
@@ -238,28 +278,34 @@ def _output_sizes(input, size, scale_factor, recompute_scale_factor):
     return sizes, [None] * dim if recompute_scale_factor else factors
 
 
-def _nearest_index(n_in, n_out, scale):
-    """torch's ``nearest_idx``: ``min(floor(i * s), n_in - 1)`` with ``s`` in float32."""
+def _nearest_index(n_in, n_out, scale, exact):
+    """torch's ``nearest_idx``: ``min(floor(i * s), n_in - 1)`` with ``s`` in float32; ``nearest_exact_idx``:
+    ``floor((i + 0.5) * s)``, the product in float64 rounded to float32."""
     i = np.arange(n_out)
-    if n_out == n_in:
+    if not exact and n_out == n_in:
         return i
-    if n_out == 2 * n_in:
+    if not exact and n_out == 2 * n_in:
         return i >> 1
     s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n_in) / np.float32(n_out)
-    return np.minimum(np.floor(i.astype(np.float32) * s).astype(np.int64), n_in - 1)
+    src = ((i + 0.5) * np.float64(s)).astype(np.float32) if exact else i.astype(np.float32) * s
+    return np.minimum(np.floor(src).astype(np.int64), n_in - 1)
 
 
 def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
-    """``w0 * x[i0] + w1 * x[i1]`` along ``axis``, torch's source indices and weights (in float64)."""
-    i = np.arange(n_out, dtype=np.float64)
+    """``w0 * x[i0] + w1 * x[i1]`` along ``axis``, torch's source indices and weights (computed in float64 for
+    float64, else in float32: torch's ``opmath_t``)."""
+    t = np.float64 if x.dtype == np.float64 else np.float32
+    i = np.arange(n_out).astype(t)
     if align_corners:
-        src = i * ((n_in - 1) / (n_out - 1)) if n_out > 1 else i * 0.0
+        s = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
+        src = i * s
     else:
-        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
-        src = np.maximum((i + 0.5) * s - 0.5, 0.0)
-    i0 = np.floor(src).astype(np.int64) if not align_corners else src.astype(np.int64)
+        s = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
+        src = np.maximum(s * (i + t(0.5)) - t(0.5), t(0))
+    i0 = src.astype(np.int64)
     i1 = i0 + (i0 < n_in - 1)
-    w1 = (src - i0).astype(x.dtype)
-    w0 = (1.0 - (src - i0)).astype(x.dtype)
+    w1 = np.minimum(src - i0.astype(t), t(1))
+    w0 = (t(1) - w1).astype(x.dtype)
+    w1 = w1.astype(x.dtype)
     shape = (n_out,) + (1,) * (x.ndim - 1 - axis)
     return (ops.take(x, i0, axis=axis) * w0.reshape(shape)) + (ops.take(x, i1, axis=axis) * w1.reshape(shape))
