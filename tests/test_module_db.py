@@ -22,7 +22,7 @@ GAPS = {
                                      "daskgrad returns the values only",
 }
 # also run on eval-mode samples
-MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout", "InstanceNorm1d", "InstanceNorm2d"}
+MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 
 
 def _daskgrad_modules():

@@ -93,6 +93,15 @@ def test_interpolate_in_float32_is_torch_s_to_float32_rounding():
                                    atol=1e-7)
 
 
+def test_local_response_norm_of_integers_is_torch_s():
+    """torch's average pooling of the integer squares divides as integers; the result is float32."""
+    a = np.arange(24).reshape(2, 3, 4) - 7
+    for kw in ({"size": 2, "alpha": 1.0}, {"size": 3}):
+        y = F.local_response_norm(dg.from_array(a, chunks=2), **kw)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y.numpy(), TF.local_response_norm(torch.tensor(a), **kw).numpy(), rtol=1e-6)
+
+
 def test_instance_norm_modules_running_statistics_and_eval_are_torch_s():
     x = np.random.default_rng(2).standard_normal((3, 4, 5, 6))
     for kw in ({"affine": True, "track_running_stats": True}, {"momentum": None, "track_running_stats": True}, {}):
@@ -118,7 +127,10 @@ MODULES = [("ConstantPad1d", ((1, 2), 3.5)), ("ConstantPad2d", (1, 0.5)), ("Zero
            ("CircularPad2d", ((1, 0, 2, 1),)), ("PixelShuffle", (2,)), ("PixelUnshuffle", (2,)),
            ("LocalResponseNorm", (2,)), ("InstanceNorm1d", (4,)), ("InstanceNorm2d", (4, 1e-3, None, True, True)),
            ("Upsample", ()), ("Upsample", (None, 2)), ("Upsample", ((3, 4), None, "bilinear", True)),
-           ("Upsample", (None, (2, 3), "bilinear"))]
+           ("Upsample", (None, (2, 3), "bilinear")), ("ZeroPad1d", (2,)), ("ZeroPad3d", (1,)),
+           ("ConstantPad3d", ((1, 0, 2, 1, 0, 1), 2.0)), ("ReflectionPad3d", ((1, 2, 1, 0, 1, 1),)),
+           ("ReplicationPad3d", (2,)), ("CircularPad3d", ((1, 2, 3, 0, 1, -1),)), ("InstanceNorm3d", (4,)),
+           ("UpsamplingNearest2d", (None, 2)), ("UpsamplingBilinear2d", ((5, 7),))]
 
 
 @pytest.mark.parametrize("name,args", MODULES, ids=[f"{n}{a}" for n, a in MODULES])
@@ -126,9 +138,9 @@ def test_module_reprs_and_outputs_are_torch_s(name, args):
     ours, theirs = getattr(nn, name)(*args).double(), getattr(torch.nn, name)(*args).double()
     assert repr(ours) == repr(theirs)
     if name != "Upsample" or args[2:3] == ("bilinear",):
-        x = np.random.default_rng(3).standard_normal((2, 4, 4, 6))
-        x = x[:, :, 0] if name.endswith("1d") else x
-        np.testing.assert_allclose(ours(dg.from_array(x, chunks=(1, 3, 2, 4)[-x.ndim:])).detach().numpy(),
+        x = np.random.default_rng(3).standard_normal((2, 4, 3, 4, 6))
+        x = x[:, :, 0, 0] if name.endswith("1d") else x if name.endswith("3d") else x[:, :, 0]
+        np.testing.assert_allclose(ours(dg.from_array(x, chunks=(1, 3, 2, 2, 4)[-x.ndim:])).detach().numpy(),
                                    theirs(torch.tensor(x)).detach().numpy(),
                                    rtol=1e-12, atol=1e-15)
 

@@ -164,7 +164,7 @@ def pixel_unshuffle(input, downscale_factor):
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """``x / (k + alpha * mean(x^2 over size neighbouring channels)) ** beta``, torch's composition: the
     squares zero-padded along the channels (``size // 2`` before, ``(size - 1) // 2`` after), each
-    window summed in order and divided by ``size``."""
+    window summed in order and divided by ``size`` (an integer division for integers, as torch's pooling)."""
     input = as_tensor(input)
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.ndim} "
@@ -176,7 +176,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     total = _along(sq, 1, 0, c)
     for i in range(1, size):
         total = total + _along(sq, 1, i, i + c)
-    div = (total / size * alpha + k) ** beta
+    mean_sq = total // size if input.dtype.kind in "iu" else total / size  # (torch's avg_pool of integers)
+    div = (mean_sq * alpha + k) ** beta
     return input / div
 
 

@@ -1,4 +1,4 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d``, ``InstanceNorm2d``, ``GroupNorm``,
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
 ``LocalResponseNorm``, ``RMSNorm``.
 
 BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) axes; its buffers
@@ -123,6 +123,11 @@ class InstanceNorm1d(_InstanceNorm):
 class InstanceNorm2d(_InstanceNorm):
     """Each sample's each channel normalised over its plane: ``(N, C, H, W)`` or ``(C, H, W)``."""
     _dims, _no_batch = (3, 4), 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Each sample's each channel normalised over its volume: ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    _dims, _no_batch = (4, 5), 4
 
 
 class LocalResponseNorm(Module):

@@ -1,6 +1,6 @@
-"""Padding, pixel-shuffle and upsampling layers: ``ConstantPad1d/2d``, ``ZeroPad2d``, ``ReflectionPad1d/2d``,
-``ReplicationPad1d/2d``, ``CircularPad1d/2d``, ``PixelShuffle``, ``PixelUnshuffle``, ``Upsample``, with
-torch's arguments and reprs (no parameters).
+"""Padding, pixel-shuffle and upsampling layers: ``ConstantPad1d/2d/3d``, ``ZeroPad1d/2d/3d``,
+``ReflectionPad1d/2d/3d``, ``ReplicationPad1d/2d/3d``, ``CircularPad1d/2d/3d``, ``PixelShuffle``, ``PixelUnshuffle``,
+``Upsample``, ``UpsamplingNearest2d``, ``UpsamplingBilinear2d``, with torch's arguments and reprs (no parameters).
 
 >>> up = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(8, 4, 3), nn.Upsample(scale_factor=2, mode="bilinear"))
 >>> up(images).shape
@@ -54,14 +54,31 @@ class ConstantPad2d(_ConstantPadNd):
     _n = 4
 
 
-class ZeroPad2d(ConstantPad2d):
-    """Pads the last two axes with zeros: ``padding`` an int or ``(left, right, top, bottom)``."""
+class ConstantPad3d(_ConstantPadNd):
+    """Pads the last three axes with ``value``: ``padding`` an int or ``(left, right, top, bottom, front, back)``."""
+    _n = 6
 
+
+class _ZeroPadNd(_ConstantPadNd):
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
     def extra_repr(self):
         return f"{self.padding}"
+
+
+class ZeroPad1d(_ZeroPadNd):
+    """Pads the last axis with zeros: ``padding`` an int or ``(left, right)``."""
+
+
+class ZeroPad2d(_ZeroPadNd):
+    """Pads the last two axes with zeros: ``padding`` an int or ``(left, right, top, bottom)``."""
+    _n = 4
+
+
+class ZeroPad3d(_ZeroPadNd):
+    """Pads the last three axes with zeros: ``padding`` an int or ``(left, right, top, bottom, front, back)``."""
+    _n = 6
 
 
 class ReflectionPad1d(_PadNd):
@@ -74,6 +91,11 @@ class ReflectionPad2d(ReflectionPad1d):
     _n = 4
 
 
+class ReflectionPad3d(ReflectionPad1d):
+    """Pads the last three axes with their reflection (the edges not repeated)."""
+    _n = 6
+
+
 class ReplicationPad1d(_PadNd):
     """Pads the last axis with copies of its edge values."""
     _mode = "replicate"
@@ -82,6 +104,11 @@ class ReplicationPad1d(_PadNd):
 class ReplicationPad2d(ReplicationPad1d):
     """Pads the last two axes with copies of their edge values."""
     _n = 4
+
+
+class ReplicationPad3d(ReplicationPad1d):
+    """Pads the last three axes with copies of their edge values."""
+    _n = 6
 
 
 class _CircularPadNd(_PadNd):
@@ -101,6 +128,11 @@ class CircularPad1d(_CircularPadNd):
 class CircularPad2d(_CircularPadNd):
     """Pads the last two axes by wrapping them around."""
     _n = 4
+
+
+class CircularPad3d(_CircularPadNd):
+    """Pads the last three axes by wrapping them around."""
+    _n = 6
 
 
 class PixelShuffle(Module):
@@ -152,3 +184,17 @@ class Upsample(Module):
     def extra_repr(self):
         info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
         return f"{info}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample`` in mode ``nearest`` (torch's older spelling)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample`` in mode ``bilinear`` with ``align_corners=True`` (torch's older spelling)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
