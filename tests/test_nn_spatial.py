@@ -66,7 +66,8 @@ def test_instance_norm_and_local_response_norm_are_torch_s(ndim, chunking):
 
 
 INTERP = [{"scale_factor": 2}, {"scale_factor": 1.7}, {"scale_factor": 0.6}, {"size": 3},
-          {"scale_factor": 2.3, "recompute_scale_factor": True}]
+          {"scale_factor": 2.3, "recompute_scale_factor": True},
+          {"scale_factor": 1.1}]  # (sizes unchanged: torch copies, whatever the scale)
 
 
 @pytest.mark.parametrize("chunking", ["one", "uneven"])
@@ -80,6 +81,32 @@ def test_interpolate_values_and_gradients_are_torch_s(mode, ndim, align, kw, chu
         kw = {"scale_factor": kw["scale_factor"]}  # (area always recomputes it)
     _check(lambda x: F.interpolate(x, mode=mode, align_corners=align, **kw),
            lambda x: TF.interpolate(x, mode=mode, align_corners=align, **kw), ndim, chunking)
+
+
+@pytest.mark.parametrize("shape,chunks", [((2, 3, 7), (1, 2, 3)), ((1, 2, 3, 5, 4), (1, 1, 2, 3, 3))])
+def test_nearest_gradient_takes_torch_s_backward_shortcuts(shape, chunks):
+    """torch's 1-d and 3-d nearest kernels compute ``floor(i * s)`` forward, but their backward takes the shortcuts
+    ``i`` (size unchanged) and ``i // 2`` (size doubled) whatever the scale: both are torch's."""
+    x = np.random.default_rng(6).standard_normal(shape)
+    for sf in (1.1, 2.05):
+        xd, xt = dg.from_array(x, chunks=chunks, requires_grad=True), torch.tensor(x, requires_grad=True)
+        yd, yt = F.interpolate(xd, scale_factor=sf), TF.interpolate(xt, scale_factor=sf)
+        g = np.arange(yt.numel(), dtype=float).reshape(yt.shape)
+        yd.backward(dg.tensor(g))
+        yt.backward(torch.tensor(g))
+        np.testing.assert_array_equal(yd.detach().numpy(), yt.detach().numpy())
+        np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+def test_linear_source_positions_just_below_a_cell_round_as_torch_s():
+    """torch rounds the source position to float32 before its floor, and clamps the weight to [0, 1]: a position
+    1e-12 below a cell is that cell."""
+    x = np.array([[[1.0, 10.0, 100.0, 1000.0, 1e4]]])
+    for sf in (1.5 / (1.5 - 1e-12), 1.5 / (1.5 + 1e-12), 1.0000001):
+        for ac in (False, True):
+            kw = {"scale_factor": sf, "mode": "linear", "align_corners": ac}
+            np.testing.assert_allclose(F.interpolate(dg.tensor(x), **kw).numpy(),
+                                       TF.interpolate(torch.tensor(x), **kw).numpy(), rtol=1e-15)
 
 
 def test_interpolate_in_float32_is_torch_s_to_float32_rounding():

@@ -12,6 +12,9 @@ import numpy as np
 
 from .. import ops
 from ..graph import guard
+from .._modes import enable_grad
+from ..engine import grad
+from ..function import Function
 from ..ops._util import TORCH_TYPE_NAMES, as_tensor
 from ._conv import adaptive_avg_pool
 
@@ -217,7 +220,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if mode == "linear" or mode == "bilinear":
             out = _linear_axis(out, axis, n_in, n_out, scale, align_corners)
         else:
-            out = ops.take(out, _nearest_index(n_in, n_out, scale, mode == "nearest-exact"), axis=axis)
+            out = _nearest_axis(out, axis, n_in, n_out, scale, mode == "nearest-exact", input.ndim == 4)
     return out
 
 
@@ -279,22 +282,61 @@ def _output_sizes(input, size, scale_factor, recompute_scale_factor):
     return sizes, [None] * dim if recompute_scale_factor else factors
 
 
-def _nearest_index(n_in, n_out, scale, exact):
+def _nearest_axis(x, axis, n_in, n_out, scale, exact, shortcuts):
+    """The gather along ``axis``; torch's 1-d and 3-d nearest kernels take no shortcut forward but their
+    backward does (where the size is unchanged or doubles under another scale): its gradient is theirs."""
+    fwd = _nearest_index(n_in, n_out, scale, exact, shortcuts)
+    bwd = fwd if exact else _nearest_index(n_in, n_out, scale, exact, True)
+    if np.array_equal(fwd, bwd):
+        return ops.take(x, fwd, axis=axis)
+    return _NearestTake.apply(x, axis, fwd, bwd)
+
+
+class _NearestTake(Function):
+    """``take(x, fwd)`` whose gradient is that of ``take(x, bwd)``."""
+
+    @staticmethod
+    def forward(ctx, x, axis, fwd, bwd):
+        ctx.axis, ctx.bwd, ctx.shape, ctx.chunks = axis, bwd, x.shape, x.chunks
+        return ops.take(x, fwd, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        with enable_grad():
+            z = ops.zeros(ctx.shape, dtype=g.dtype, chunks=ctx.chunks).requires_grad_(True)
+            y = ops.take(z, ctx.bwd, axis=ctx.axis)
+        (gx,) = grad(y, z, g)
+        return gx, None, None, None
+
+
+def _nearest_index(n_in, n_out, scale, exact, shortcuts):
     """torch's ``nearest_idx``: ``min(floor(i * s), n_in - 1)`` with ``s`` in float32; ``nearest_exact_idx``:
-    ``floor((i + 0.5) * s)``, the product in float64 rounded to float32."""
+    ``floor((i + 0.5) * s)``, the product in float64 rounded to float32.  torch's 2-d nearest kernel (only)
+    takes ``nearest_idx``'s shortcuts: ``i`` where the size is unchanged, ``i // 2`` where it doubles, whatever
+    the scale."""
     i = np.arange(n_out)
-    if not exact and n_out == n_in:
+    if shortcuts and not exact and n_out == n_in:
         return i
-    if not exact and n_out == 2 * n_in:
+    if shortcuts and not exact and n_out == 2 * n_in:
         return i >> 1
     s = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(n_in) / np.float32(n_out)
     src = ((i + 0.5) * np.float64(s)).astype(np.float32) if exact else i.astype(np.float32) * s
     return np.minimum(np.floor(src).astype(np.int64), n_in - 1)
 
 
+def _index_and_lambda(src, n_in, t):
+    """torch's ``guard_index_and_lambda``: the index ``floorf(src)`` (the source position rounded to float32
+    first), at most ``n_in - 1``, and the weight ``src - index`` clamped to [0, 1]."""
+    i0 = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n_in - 1)
+    return i0, np.clip(src - i0.astype(t), t(0), t(1))
+
+
 def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
     """``w0 * x[i0] + w1 * x[i1]`` along ``axis``, torch's source indices and weights (computed in float64 for
-    float64, else in float32: torch's ``opmath_t``)."""
+    float64, else in float32: torch's ``opmath_t``).  An axis whose size does not change is copied, whatever
+    the scale, as torch's kernels do."""
+    if n_out == n_in:
+        return x
     t = np.float64 if x.dtype == np.float64 else np.float32
     i = np.arange(n_out).astype(t)
     if align_corners:
@@ -303,9 +345,8 @@ def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
     else:
         s = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
         src = np.maximum(s * (i + t(0.5)) - t(0.5), t(0))
-    i0 = src.astype(np.int64)
+    i0, w1 = _index_and_lambda(src, n_in, t)
     i1 = i0 + (i0 < n_in - 1)
-    w1 = np.minimum(src - i0.astype(t), t(1))
     w0 = (t(1) - w1).astype(x.dtype)
     w1 = w1.astype(x.dtype)
     shape = (n_out,) + (1,) * (x.ndim - 1 - axis)
