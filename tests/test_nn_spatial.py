@@ -12,9 +12,9 @@ from daskgrad.nn import functional as F
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
-SHAPES = {3: (2, 4, 7), 4: (2, 4, 5, 6)}
-CHUNKINGS = {"one": {3: -1, 4: -1}, "even": {3: (1, 2, 7), 4: (1, 2, 5, 3)},
-             "uneven": {3: ((2,), (1, 3), (3, 4)), 4: ((2,), (3, 1), (2, 3), (1, 5))}}
+SHAPES = {3: (2, 4, 7), 4: (2, 4, 5, 6), 5: (1, 2, 3, 4, 5)}
+CHUNKINGS = {"one": {3: -1, 4: -1, 5: -1}, "even": {3: (1, 2, 7), 4: (1, 2, 5, 3)},
+             "uneven": {3: ((2,), (1, 3), (3, 4)), 4: ((2,), (3, 1), (2, 3), (1, 5)), 5: (1, 1, 2, 3, 2)}}
 
 
 def _check(fd, ft, ndim, chunking, seed=0):
@@ -75,6 +75,9 @@ INTERP_MODES = [("nearest", 3, None), ("nearest", 4, None), ("linear", 3, False)
                 ("area", 3, None), ("area", 4, None)]
 # (area: adaptive average pooling, slow to build for large upsamplings, which nobody asks of it: not those)
 INTERP_CASES = [(*m, kw) for m in INTERP_MODES for kw in INTERP if m[0] != "area" or kw.get("scale_factor", 0) < 2]
+INTERP_CASES += [(*m, kw) for m in (("bicubic", 4, False), ("bicubic", 4, True), ("trilinear", 5, False))
+                 for kw in INTERP[1:4] + INTERP[5:]]
+INTERP_CASES += [("bicubic", 4, False, {"scale_factor": (1.1, 1.5)})]  # (torch's backward copies only all-equal sizes)
 
 
 @pytest.mark.parametrize("chunking", ["one", "uneven"])
@@ -108,6 +111,14 @@ def test_linear_source_positions_just_below_a_cell_round_as_torch_s():
             kw = {"scale_factor": sf, "mode": "linear", "align_corners": ac}
             np.testing.assert_allclose(F.interpolate(dg.tensor(x), **kw).numpy(),
                                        TF.interpolate(torch.tensor(x), **kw).numpy(), rtol=1e-15)
+
+
+def test_modes_not_built_are_refused():
+    x = dg.from_array(np.zeros((1, 1, 4, 4)), chunks=2)
+    with pytest.raises(NotImplementedError, match="antialias=True is not supported"):
+        F.interpolate(x, size=3, mode="bilinear", antialias=True)
+    with pytest.raises(NotImplementedError, match="mode='lanczos' is not supported"):
+        F.interpolate(x, size=3, mode="lanczos")
 
 
 def test_interpolate_in_float32_is_torch_s_to_float32_rounding():

@@ -1,6 +1,7 @@
 """torch.nn.functional's spatial functions ``pad``, ``pixel_shuffle``, ``pixel_unshuffle``,
 ``local_response_norm`` and ``interpolate``, as compositions of daskgrad ops (slices, flips, joins,
-reshapes, gathers), so they work on inputs chunked along every axis and their gradients are their parts'.
+reshapes, gathers), so they work on inputs chunked along every axis and their gradients are their parts' (but
+where torch's interpolation backward takes a shortcut its forward does not: a Function gives torch's gradient).
 
 >>> y = F.pad(x, (1, 2), mode="reflect")          # the last axis: 1 before, 2 after (torch's order)
 """
@@ -188,16 +189,18 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 _NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
 _TORCH_MODES = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear", "bicubic", "lanczos")
 _BUILT = {("nearest", 3), ("nearest", 4), ("nearest", 5), ("nearest-exact", 3), ("nearest-exact", 4),
-          ("nearest-exact", 5), ("area", 3), ("area", 4), ("linear", 3), ("bilinear", 4)}
+          ("nearest-exact", 5), ("area", 3), ("area", 4), ("linear", 3), ("bilinear", 4), ("trilinear", 5),
+          ("bicubic", 4)}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """torch's ``F.interpolate`` for ``mode`` ``nearest`` and ``nearest-exact`` (3D to 5D inputs), ``area``
-    (3D, 4D: adaptive average pooling), ``linear`` (3D) and ``bilinear`` (4D), ``size`` or ``scale_factor``,
-    ``align_corners``, ``recompute_scale_factor``: a gather of the source cells along each spatial axis (and,
-    linear, their weighted sum), with torch's source indices and weights (nearest's in float32, as torch's
-    kernels compute them).  ``bicubic``, ``trilinear`` and ``antialias=True`` are refused."""
+    (3D, 4D: adaptive average pooling), ``linear`` (3D), ``bilinear`` and ``bicubic`` (4D), ``trilinear`` (5D),
+    ``size`` or ``scale_factor``, ``align_corners``, ``recompute_scale_factor``: a gather of the source cells along
+    each spatial axis (and their weighted sum), with torch's source indices and weights, and its kernels' shortcuts
+    (the gradient too where torch's backward takes one its forward does not).  ``lanczos`` and
+    ``antialias=True`` are refused."""
     input = as_tensor(input)
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -214,11 +217,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         return adaptive_avg_pool(input, sizes, input.ndim - 2)
     _check_interpolated(input, sizes, mode)
+    if mode == "bicubic" and list(sizes) == list(input.shape[2:]):  # (torch's backward copies; its forward not)
+        return _ValueOfOneGradientOfAnother.apply(input, lambda v: _resample(v, mode, sizes, scales, align_corners),
+                                                  lambda v: v * 1)
+    return _resample(input, mode, sizes, scales, align_corners)
+
+
+def _resample(input, mode, sizes, scales, align_corners):
     out = input
-    for i, (n_out, scale) in enumerate(zip(sizes, scales)):
-        axis, n_in = i + 2, input.shape[i + 2]
-        if mode == "linear" or mode == "bilinear":
+    for i in reversed(range(len(sizes))):  # (the last axis first: torch's kernels' order of sums)
+        n_out, scale, axis, n_in = sizes[i], scales[i], i + 2, input.shape[i + 2]
+        if mode in _NEEDS:
             out = _linear_axis(out, axis, n_in, n_out, scale, align_corners)
+        elif mode == "bicubic":
+            out = _cubic_axis(out, axis, n_in, n_out, scale, align_corners)
         else:
             out = _nearest_axis(out, axis, n_in, n_out, scale, mode == "nearest-exact", input.ndim == 4)
     return out
@@ -246,7 +258,7 @@ def _check_interpolated(input, sizes, mode):
             return ", ".join(f"{a}: {n}" for a, n in zip(names, ns))
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({show(input.shape[2:])})"
                            f"{' and' if len(sizes) == 1 else ''} output ({show(sizes)})")
-    kind = "nearest" if mode.startswith("nearest") else "linear"
+    kind = "nearest" if mode.startswith("nearest") else "cubic" if mode == "bicubic" else "linear"
     if input.dtype.kind in "biu" and not (kind == "nearest" and input.dtype == np.uint8):
         raise NotImplementedError(f'"compute_indices_weights_{kind}" not implemented for '
                                   f"'{TORCH_TYPE_NAMES.get(input.dtype.name)}'")
@@ -289,24 +301,26 @@ def _nearest_axis(x, axis, n_in, n_out, scale, exact, shortcuts):
     bwd = fwd if exact else _nearest_index(n_in, n_out, scale, exact, True)
     if np.array_equal(fwd, bwd):
         return ops.take(x, fwd, axis=axis)
-    return _NearestTake.apply(x, axis, fwd, bwd)
+    return _ValueOfOneGradientOfAnother.apply(x, lambda v: ops.take(v, fwd, axis=axis),
+                                               lambda v: ops.take(v, bwd, axis=axis))
 
 
-class _NearestTake(Function):
-    """``take(x, fwd)`` whose gradient is that of ``take(x, bwd)``."""
+class _ValueOfOneGradientOfAnother(Function):
+    """``forward(x)``, whose gradient is that of the linear map ``backward(x)`` (torch's kernels whose backward
+    takes a shortcut that their forward does not)."""
 
     @staticmethod
-    def forward(ctx, x, axis, fwd, bwd):
-        ctx.axis, ctx.bwd, ctx.shape, ctx.chunks = axis, bwd, x.shape, x.chunks
-        return ops.take(x, fwd, axis=axis)
+    def forward(ctx, x, forward, backward):
+        ctx.backward, ctx.shape, ctx.chunks = backward, x.shape, x.chunks
+        return forward(x)
 
     @staticmethod
     def backward(ctx, g):
         with enable_grad():
             z = ops.zeros(ctx.shape, dtype=g.dtype, chunks=ctx.chunks).requires_grad_(True)
-            y = ops.take(z, ctx.bwd, axis=ctx.axis)
+            y = ctx.backward(z)
         (gx,) = grad(y, z, g)
-        return gx, None, None, None
+        return gx, None, None
 
 
 def _nearest_index(n_in, n_out, scale, exact, shortcuts):
@@ -324,6 +338,41 @@ def _nearest_index(n_in, n_out, scale, exact, shortcuts):
     return np.minimum(np.floor(src).astype(np.int64), n_in - 1)
 
 
+def _source_positions(n_in, n_out, scale, align_corners, t):
+    """torch's ``area_pixel_compute_source_index`` of each output cell (not clamped at 0: the caller's)."""
+    i = np.arange(n_out).astype(t)
+    if align_corners:
+        return i * (t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0))
+    s = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
+    return s * (i + t(0.5)) - t(0.5)
+
+
+_A = -0.75  # torch's bicubic kernel's parameter
+
+
+def _cubic_axis(x, axis, n_in, n_out, scale, align_corners):
+    """``sum_j c_j x[clamp(i0 - 1 + j)]`` along ``axis``, torch's cubic convolution coefficients (``A = -0.75``)
+    of the weight ``t`` (float64 for float64, else float32), the indices clamped to the axis."""
+    t = np.float64 if x.dtype == np.float64 else np.float32
+    i0, lam = _index_and_lambda(_source_positions(n_in, n_out, scale, align_corners, t), n_in, t)
+    a = t(_A)
+
+    def near(v):
+        return ((a + 2) * v - (a + 3)) * v * v + 1
+
+    def far(v):
+        return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a
+
+    far_lam = 1 - lam
+    coeffs = (far(lam + 1), near(lam), near(far_lam), far(far_lam + 1))
+    shape = (n_out,) + (1,) * (x.ndim - 1 - axis)
+    out = None
+    for j, c in enumerate(coeffs):
+        term = ops.take(x, np.clip(i0 - 1 + j, 0, n_in - 1), axis=axis) * c.astype(x.dtype).reshape(shape)
+        out = term if out is None else out + term
+    return out
+
+
 def _index_and_lambda(src, n_in, t):
     """torch's ``guard_index_and_lambda``: the index ``floorf(src)`` (the source position rounded to float32
     first), at most ``n_in - 1``, and the weight ``src - index`` clamped to [0, 1]."""
@@ -338,14 +387,8 @@ def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
     if n_out == n_in:
         return x
     t = np.float64 if x.dtype == np.float64 else np.float32
-    i = np.arange(n_out).astype(t)
-    if align_corners:
-        s = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
-        src = i * s
-    else:
-        s = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
-        src = np.maximum(s * (i + t(0.5)) - t(0.5), t(0))
-    i0, w1 = _index_and_lambda(src, n_in, t)
+    src = _source_positions(n_in, n_out, scale, align_corners, t)
+    i0, w1 = _index_and_lambda(src if align_corners else np.maximum(src, t(0)), n_in, t)
     i1 = i0 + (i0 < n_in - 1)
     w0 = (t(1) - w1).astype(x.dtype)
     w1 = w1.astype(x.dtype)
