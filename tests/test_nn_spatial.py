@@ -1,8 +1,8 @@
 """torch.nn's spatial functions (pad in its four modes, pixel_shuffle, pixel_unshuffle, instance_norm,
-local_response_norm, interpolate in modes nearest, linear and bilinear) and their modules against torch
-(installed): float64 values and gradients equal to torch's at rtol 1e-12 (1e-15 absolutely where a sum adds in
-another order), in one chunk, even chunks and uneven chunks along every axis; module reprs, running statistics
-and errors are torch's."""
+local_response_norm, interpolate in modes nearest, nearest-exact, area, linear, bilinear, bicubic and trilinear)
+and their modules against torch (installed): float64 values and gradients equal to torch's at rtol 1e-12 (1e-15
+absolutely where a sum adds in another order), in one chunk and in uneven chunks along every axis; torch's
+kernels' index rules and shortcuts (the backward's too); module reprs, running statistics and errors are torch's."""
 import numpy as np
 import pytest
 
@@ -13,7 +13,8 @@ from daskgrad.nn import functional as F
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 SHAPES = {3: (2, 4, 7), 4: (2, 4, 5, 6), 5: (1, 2, 3, 4, 5)}
-CHUNKINGS = {"one": {3: -1, 4: -1, 5: -1}, "even": {3: (1, 2, 7), 4: (1, 2, 5, 3)},
+# (one chunk, and uneven chunks along every axis: even ones are a case of those)
+CHUNKINGS = {"one": {3: -1, 4: -1, 5: -1},
              "uneven": {3: ((2,), (1, 3), (3, 4)), 4: ((2,), (3, 1), (2, 3), (1, 5)), 5: (1, 1, 2, 3, 2)}}
 
 
@@ -80,7 +81,7 @@ INTERP_CASES += [(*m, kw) for m in (("bicubic", 4, False), ("bicubic", 4, True),
 INTERP_CASES += [("bicubic", 4, False, {"scale_factor": (1.1, 1.5)})]  # (torch's backward copies only all-equal sizes)
 
 
-@pytest.mark.parametrize("chunking", ["one", "uneven"])
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
 @pytest.mark.parametrize("mode,ndim,align,kw", INTERP_CASES, ids=[f"{m}{n}-{a}-{k}" for m, n, a, k in INTERP_CASES])
 def test_interpolate_values_and_gradients_are_torch_s(mode, ndim, align, kw, chunking):
     _check(lambda x: F.interpolate(x, mode=mode, align_corners=align, **kw),
