@@ -116,6 +116,17 @@ def test_linear_source_positions_just_below_a_cell_round_as_torch_s():
                                        TF.interpolate(torch.tensor(x), **kw).numpy(), rtol=1e-15)
 
 
+def test_deprecated_upsample_functions_warn_and_interpolate_as_torch_s():
+    x = np.random.default_rng(7).standard_normal((1, 2, 3, 4))
+    for name, kw in (("upsample", {"scale_factor": 1.5, "mode": "bilinear"}), ("upsample_nearest", {"size": 5}),
+                     ("upsample_bilinear", {"scale_factor": 2})):
+        with pytest.warns(UserWarning, match=f"`nn.functional.{name}` is deprecated"):
+            ours = getattr(F, name)(dg.from_array(x, chunks=2), **kw)
+        with pytest.warns(UserWarning):
+            theirs = getattr(TF, name)(torch.tensor(x), **kw)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_modes_not_built_are_refused():
     x = dg.from_array(np.zeros((1, 1, 4, 4)), chunks=2)
     with pytest.raises(NotImplementedError, match="antialias=True is not supported"):

@@ -8,6 +8,7 @@ where torch's interpolation backward takes a shortcut its forward does not: a Fu
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -394,3 +395,24 @@ def _linear_axis(x, axis, n_in, n_out, scale, align_corners):
     w1 = w1.astype(x.dtype)
     shape = (n_out,) + (1,) * (x.ndim - 1 - axis)
     return (ops.take(x, i0, axis=axis) * w0.reshape(shape)) + (ops.take(x, i1, axis=axis) * w1.reshape(shape))
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """``interpolate`` (torch's deprecated spelling, with its warning)."""
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """``interpolate`` in mode ``nearest`` (torch's deprecated spelling, with its warning)."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """``interpolate`` in mode ``bilinear`` with ``align_corners=True`` (torch's deprecated spelling, with its
+    warning)."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
