@@ -105,6 +105,24 @@ def test_nearest_gradient_takes_torch_s_backward_shortcuts(shape, chunks):
         np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
 
 
+@pytest.mark.parametrize("mode,shape,sf", [("nearest", (1, 2, 7), 1.1), ("nearest", (1, 2, 3, 4, 5), (2.05, 1.1, 1.0)),
+                                           ("bicubic", (1, 1, 4, 5), 1.1), ("bilinear", (1, 1, 4, 5), 1.7)])
+def test_interpolate_double_backward_is_torch_s(mode, shape, sf):
+    """The gradient of the gradient with respect to the cotangent: torch's double backward is its forward (not the
+    transpose of its backward, where that took a shortcut)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(shape)
+    xd, xt = dg.from_array(x, chunks=2, requires_grad=True), torch.tensor(x, requires_grad=True)
+    yd, yt = F.interpolate(xd, scale_factor=sf, mode=mode), TF.interpolate(xt, scale_factor=sf, mode=mode)
+    g, w = rng.standard_normal(tuple(yt.shape)), rng.standard_normal(shape)
+    gd, gt = dg.from_array(g, chunks=3, requires_grad=True), torch.tensor(g, requires_grad=True)
+    (ad,), (at,) = dg.autograd.grad(yd, xd, gd, create_graph=True), torch.autograd.grad(yt, xt, gt, create_graph=True)
+    (bd,) = dg.autograd.grad((ad * dg.tensor(w)).sum(), gd)
+    (bt,) = torch.autograd.grad((at * torch.tensor(w)).sum(), gt)
+    np.testing.assert_allclose(ad.detach().numpy(), at.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(bd.detach().numpy(), bt.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_linear_source_positions_just_below_a_cell_round_as_torch_s():
     """torch rounds the source position to float32 before its floor, and clamps the weight to [0, 1]: a position
     1e-12 below a cell is that cell."""

@@ -14,8 +14,6 @@ import numpy as np
 
 from .. import ops
 from ..graph import guard
-from .._modes import enable_grad
-from ..engine import grad
 from ..function import Function
 from ..ops._util import TORCH_TYPE_NAMES, as_tensor
 from ._conv import adaptive_avg_pool
@@ -93,8 +91,8 @@ def _check_non_constant(input, length, mode, pairs):
             raise RuntimeError(f"input (W: {n}) is too small. Calculated output W: {n + before + after}")
 
 
-def _along(x, axis, lo, hi):
-    return x[(slice(None),) * axis + (slice(lo, hi),)]
+def _along(x, axis, lo, hi, step=None):
+    return x[(slice(None),) * axis + (slice(lo, hi, step),)]
 
 
 def _reflect(x, axis, before, after):
@@ -220,7 +218,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     _check_interpolated(input, sizes, mode)
     if mode == "bicubic" and list(sizes) == list(input.shape[2:]):  # (torch's backward copies; its forward not)
         return _ValueOfOneGradientOfAnother.apply(input, lambda v: _resample(v, mode, sizes, scales, align_corners),
-                                                  lambda v: v * 1)
+                                                  _identity)
     return _resample(input, mode, sizes, scales, align_corners)
 
 
@@ -302,26 +300,27 @@ def _nearest_axis(x, axis, n_in, n_out, scale, exact, shortcuts):
     bwd = fwd if exact else _nearest_index(n_in, n_out, scale, exact, True)
     if np.array_equal(fwd, bwd):
         return ops.take(x, fwd, axis=axis)
-    return _ValueOfOneGradientOfAnother.apply(x, lambda v: ops.take(v, fwd, axis=axis),
-                                               lambda v: ops.take(v, bwd, axis=axis))
+    vjp = _identity if n_out == n_in else (lambda g: _along(g, axis, 0, n_out, 2) + _along(g, axis, 1, n_out, 2))
+    return _ValueOfOneGradientOfAnother.apply(x, lambda v: ops.take(v, fwd, axis=axis), vjp)
+
+
+def _identity(g):
+    return g
 
 
 class _ValueOfOneGradientOfAnother(Function):
-    """``forward(x)``, whose gradient is that of the linear map ``backward(x)`` (torch's kernels whose backward
-    takes a shortcut that their forward does not)."""
+    """``forward(x)``, whose gradient is ``vjp(g)``, whose gradient is ``forward`` again: torch's kernels whose
+    backward takes a shortcut (a copy; pairs summed where the size doubles) that their forward does not, and
+    whose double backward is their forward."""
 
     @staticmethod
-    def forward(ctx, x, forward, backward):
-        ctx.backward, ctx.shape, ctx.chunks = backward, x.shape, x.chunks
+    def forward(ctx, x, forward, vjp):
+        ctx.forward, ctx.vjp = forward, vjp
         return forward(x)
 
     @staticmethod
     def backward(ctx, g):
-        with enable_grad():
-            z = ops.zeros(ctx.shape, dtype=g.dtype, chunks=ctx.chunks).requires_grad_(True)
-            y = ctx.backward(z)
-        (gx,) = grad(y, z, g)
-        return gx, None, None
+        return _ValueOfOneGradientOfAnother.apply(g, ctx.vjp, ctx.forward), None, None
 
 
 def _nearest_index(n_in, n_out, scale, exact, shortcuts):
