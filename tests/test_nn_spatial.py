@@ -145,6 +145,19 @@ def test_deprecated_upsample_functions_warn_and_interpolate_as_torch_s():
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("f", [lambda F, x: F.pad(x, (0, 0)), lambda F, x: F.pad(x, (0, 0), "reflect"),
+                               lambda F, x: F.pad(x, (-1, 0)), lambda F, x: F.pad(x, (-1, 0), "circular"),
+                               lambda F, x: F.pixel_shuffle(x[None], 1), lambda F, x: F.pixel_unshuffle(x[None], 1),
+                               lambda F, x: F.interpolate(x, size=4, mode="linear"),
+                               lambda F, x: F.interpolate(x, size=4, mode="area")])
+def test_results_are_new_tensors_as_torch_s(f):
+    """No result is its input or a view of it: an in-place write to it leaves the input (torch's copies)."""
+    for m in (torch, dg):
+        x = m.zeros((2, 3, 4), dtype=m.float64)
+        f(m.nn.functional, x).add_(1)
+        assert not x.numpy().any(), m.__name__
+
+
 def test_modes_not_built_are_refused():
     x = dg.from_array(np.zeros((1, 1, 4, 4)), chunks=2)
     with pytest.raises(NotImplementedError, match="antialias=True is not supported"):

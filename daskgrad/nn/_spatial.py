@@ -21,6 +21,12 @@ from ._conv import adaptive_avg_pool
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+def _fresh(out, input):
+    """``out``, or a copy of it where it is ``input`` or a view (of it): torch's functions here return new
+    tensors, which an in-place write changes alone."""
+    return ops.clone(out) if out is input or out._base is not None else out
+
+
 def pad(input, pad, mode="constant", value=None):
     """torch's ``F.pad``: ``pad`` is ``(before, after)`` pairs from the last axis backwards; ``constant``
     (``value``, 0 by default), ``reflect``, ``replicate`` or ``circular``.  A negative width crops."""
@@ -35,7 +41,7 @@ def pad(input, pad, mode="constant", value=None):
                            f"padding length {len(pad)} and input of dimension {input.ndim}")
     pairs = [(input.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)]
     if mode == "constant":
-        return _crop(_pad_constant(input, pairs, 0 if value is None else value), pairs)
+        return _fresh(_crop(_pad_constant(input, pairs, 0 if value is None else value), pairs), input)
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     _check_non_constant(input, len(pad), mode, pairs)
@@ -45,7 +51,7 @@ def pad(input, pad, mode="constant", value=None):
     out = _crop(input, pairs) if mode == "circular" else input  # (torch's circular wraps the cropped input)
     for axis, before, after in pairs:
         out = _PADDERS[mode](out, axis, max(before, 0), max(after, 0))
-    out = out if mode == "circular" else _crop(out, pairs)
+    out = _fresh(out if mode == "circular" else _crop(out, pairs), input)
     return out if mode == "circular" else guard(out, input)  # (torch's reflection/replication kernels save it)
 
 
@@ -145,7 +151,7 @@ def pixel_shuffle(input, upscale_factor):
     k = len(lead)
     x = ops.reshape(input, (*lead, c // (r * r), r, r, h, w))
     x = ops.transpose(x, tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
-    return ops.reshape(x, (*lead, c // (r * r), h * r, w * r))
+    return _fresh(ops.reshape(x, (*lead, c // (r * r), h * r, w * r)), input)
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -160,7 +166,7 @@ def pixel_unshuffle(input, downscale_factor):
     k = len(lead)
     x = ops.reshape(input, (*lead, c, h // r, r, w // r, r))
     x = ops.transpose(x, tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
-    return ops.reshape(x, (*lead, c * r * r, h // r, w // r))
+    return _fresh(ops.reshape(x, (*lead, c * r * r, h // r, w // r)), input)
 
 
 # ------------------------------------------------------------------ local response norm
@@ -214,12 +220,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                          "tensor as input")
     _check_mode(input.ndim, mode, antialias)
     if mode == "area":
-        return adaptive_avg_pool(input, sizes, input.ndim - 2)
+        return _fresh(adaptive_avg_pool(input, sizes, input.ndim - 2), input)
     _check_interpolated(input, sizes, mode)
     if mode == "bicubic" and list(sizes) == list(input.shape[2:]):  # (torch's backward copies; its forward not)
         return _ValueOfOneGradientOfAnother.apply(input, lambda v: _resample(v, mode, sizes, scales, align_corners),
                                                   _identity)
-    return _resample(input, mode, sizes, scales, align_corners)
+    return _fresh(_resample(input, mode, sizes, scales, align_corners), input)
 
 
 def _resample(input, mode, sizes, scales, align_corners):
