@@ -91,6 +91,10 @@ SAVES_INPUT = {
     "gru_cell": lambda m, F, x: _recurrent(m, "GRUCell", 3, 2)(x),
     "lstm": lambda m, F, x: _recurrent(m, "LSTM", 3, 2, proj_size=1)(x)[0],
     "gru_bidirectional": lambda m, F, x: _recurrent(m, "GRU", 3, 2, bidirectional=True)(x)[1],
+    "pad_reflect": lambda m, F, x: F.pad(x, (2, 1), mode="reflect"),
+    "pad_replicate": lambda m, F, x: F.pad(x, (2, 1), mode="replicate"),
+    "instance_norm": lambda m, F, x: F.instance_norm(x[None], weight=m.tensor([2.0, 0.5], dtype=x.dtype)),
+    "local_response_norm": lambda m, F, x: F.local_response_norm(x[None], 2),
 }
 # torch computes after the write (its op saves no view of x)
 SAVES_NO_INPUT = {
@@ -106,6 +110,11 @@ SAVES_NO_INPUT = {
     "hinge_embedding_loss": lambda m, F, x: F.hinge_embedding_loss(x, m.tensor(SIGNS)),
     "triplet_margin_loss": lambda m, F, x: F.triplet_margin_loss(x, x * 0.5, x * 2 - 1),
     "pairwise_distance": lambda m, F, x: F.pairwise_distance(x, x * 0.5),
+    "pad_constant": lambda m, F, x: F.pad(x, (2, 1), value=1.5) ** 2,
+    "pad_circular": lambda m, F, x: F.pad(x, (2, 1), mode="circular") ** 2,
+    "pixel_shuffle": lambda m, F, x: F.pixel_shuffle(x[:, 1:].reshape(1, 4, 1, 1), 2) ** 2,
+    "pixel_unshuffle": lambda m, F, x: F.pixel_unshuffle(x[:, 1:].reshape(1, 1, 2, 2), 2) ** 2,
+    "interpolate_linear": lambda m, F, x: F.interpolate(x[None], scale_factor=1.5, mode="linear") ** 2,
 }
 # in-place forms: they write their own input, and give torch's gradient
 INPLACE = {

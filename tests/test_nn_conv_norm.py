@@ -251,6 +251,20 @@ def test_functional_pooling_unbatched_and_global():
     _close(F.adaptive_avg_pool1d(xd, 1), TF.adaptive_avg_pool1d(xt, 1))
 
 
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_adaptive_pooling_to_the_same_size_is_a_new_tensor_as_torch_s(unbatched):
+    """Every size kept: torch's result is a copy, so a write to it leaves the input as it was (it was the input)."""
+    shape = (2, 3, 4, 5)[unbatched:]
+    for lib, F_ in ((dg, F), (torch, TF)):
+        x = lib.ones(*shape, dtype=lib.float64)
+        y = F_.adaptive_avg_pool2d(x, (4, 5))
+        y.add_(1.0)
+        assert float(x.sum()) == np.prod(shape)
+        y1 = F_.adaptive_avg_pool1d(x[..., 0, :] if not unbatched else x[0], 5)
+        y1.mul_(0.0)
+        assert float(x.sum()) == np.prod(shape)
+
+
 def test_pooling_errors_as_torch_and_unbuilt_options_refused():
     xd, xt = _x((2, 4, 5, 5), -1)
     _same_error(lambda: F.max_pool2d(xd, 3, padding=2), lambda: TF.max_pool2d(xt, 3, padding=2))

@@ -10,7 +10,12 @@ from .layers import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Ha
                      ModuleList, PReLU, ReLU, ReLU6, Sequential, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink,
                      Softsign, Tanh, Tanhshrink, Threshold)
 from .conv import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm
+from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+                            LocalResponseNorm, RMSNorm)
+from .spatial import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
+                      PixelShuffle, PixelUnshuffle, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                      ReplicationPad2d, ReplicationPad3d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
+                      ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss, GaussianNLLLoss,
                    HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
@@ -19,13 +24,17 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBas
 from .module import Module, Parameter, RemovableHandle
 
 __all__ = ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
-           "BatchNorm1d", "BatchNorm2d", "CELU", "Conv1d", "Conv2d", "CosineEmbeddingLoss", "CosineSimilarity",
+           "BatchNorm1d", "BatchNorm2d", "CELU", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+           "ConstantPad2d", "ConstantPad3d", "Conv1d", "Conv2d", "CosineEmbeddingLoss", "CosineSimilarity",
            "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GLU", "GRU", "GRUCell",
            "GaussianNLLLoss", "GroupNorm", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "HingeEmbeddingLoss",
-           "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
-           "LogSigmoid", "LogSoftmax", "MSELoss", "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "Mish", "Module",
-           "ModuleDict", "ModuleList", "MultiLabelSoftMarginLoss", "NLLLoss", "PReLU", "PairwiseDistance", "Parameter",
-           "PoissonNLLLoss", "RMSNorm", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "ReLU6", "RemovableHandle",
-           "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "SoftMarginLoss", "Softmax", "Softmin", "Softplus",
-           "Softshrink", "Softsign", "Tanh", "Tanhshrink", "Threshold", "TripletMarginLoss", "functional", "init",
-           "utils"]
+           "HuberLoss", "Identity", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "KLDivLoss", "L1Loss", "LSTM",
+           "LSTMCell", "LayerNorm", "LeakyReLU", "Linear", "LocalResponseNorm", "LogSigmoid", "LogSoftmax", "MSELoss",
+           "MarginRankingLoss", "MaxPool1d", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList",
+           "MultiLabelSoftMarginLoss", "NLLLoss", "PReLU", "PairwiseDistance", "Parameter", "PixelShuffle",
+           "PixelUnshuffle", "PoissonNLLLoss", "RMSNorm", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "ReLU6",
+           "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "RemovableHandle", "ReplicationPad1d",
+           "ReplicationPad2d", "ReplicationPad3d", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
+           "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink",
+           "Threshold", "TripletMarginLoss", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d",
+           "ZeroPad2d", "ZeroPad3d", "functional", "init", "utils"]

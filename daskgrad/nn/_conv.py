@@ -210,6 +210,8 @@ def adaptive_avg_pool(input, output_size, nsp):
         parts = [ops.mean(ops.getitem(out, (slice(None),) * axis + (slice((j * n) // o, -((-(j + 1) * n) // o)),)),
                           axis=axis, keepdims=True) for j in range(o)]
         out = ops.concatenate(parts, axis=axis)
+    if out is input:  # (every size kept: a new tensor, as torch's, not the input: a write to it stays in it)
+        out = ops.clone(input)
     return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
 
 

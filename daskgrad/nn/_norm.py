@@ -109,3 +109,31 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
     out = input * (1 / sqrt(mean(input * input, axis=axes, keepdims=True) + eps))
     return out if weight is None else out * weight
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalise each sample's each channel over its spatial axes (biased variance); ``running_mean`` and
+    ``running_var``, when given, are updated in place with the batch's mean of the instance statistics
+    (the variance unbiased), as torch's; ``use_input_stats=False`` normalises with them instead."""
+    input = as_tensor(input)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    n = int(np.prod(input.shape[2:]))
+    if n == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{size_repr(input.shape)}")
+    axes = tuple(range(2, input.ndim))
+    inst_mean = mean(input, axis=axes, keepdims=True)
+    centred = input - inst_mean
+    var = mean(centred * centred, axis=axes, keepdims=True)
+    for running, batch in ((running_mean, inst_mean), (running_var, var * (n / max(n - 1, 1)))):
+        if running is not None and input.shape[0]:
+            _update_running(running, mean(ops.reshape(batch, input.shape[:2]), axis=0), momentum)
+    out = centred * (1 / sqrt(var + eps))
+    shape = _channel_shape(input)
+    if weight is not None:
+        out = out * ops.reshape(weight, shape)
+    return guard(out if bias is None else out + ops.reshape(bias, shape), input, weight)

@@ -21,7 +21,9 @@ from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     max_pool1d, max_pool2d)
-from ._norm import batch_norm, group_norm, rms_norm, _trailing_axes  # noqa: F401
+from ._norm import batch_norm, group_norm, instance_norm, rms_norm, _trailing_axes  # noqa: F401
+from ._spatial import (interpolate, local_response_norm, pad, pixel_shuffle, pixel_unshuffle, upsample,  # noqa: F401
+                       upsample_bilinear, upsample_nearest)
 
 
 def linear(input, weight, bias=None):
@@ -99,8 +101,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     out = _embedding(input, weight)
     if padding_idx is None:
         return out
-    pad = ops.unsqueeze(ops.eq(_tensor_of(input), padding_idx), -1)
-    return ops.where(pad, out.detach(), out)  # same values; the padding positions pass no gradient back
+    at_pad = ops.unsqueeze(ops.eq(_tensor_of(input), padding_idx), -1)
+    return ops.where(at_pad, out.detach(), out)  # same values; the padding positions pass no gradient back
 
 
 def _tensor_of(x):

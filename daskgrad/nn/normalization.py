@@ -1,4 +1,5 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``GroupNorm``, ``RMSNorm``.
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
+``LocalResponseNorm``, ``RMSNorm``.
 
 BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) axes; its buffers
 ``running_mean``, ``running_var`` and ``num_batches_tracked`` are updated in place, lazily, in
@@ -10,10 +11,11 @@ and travel in ``state_dict`` under torch's names.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from .._modes import no_grad
 from .._tensor import ones, zeros
-from . import _norm
+from . import _norm, _spatial
 from .layers import _affine, _check_size
 from .module import Module, Parameter
 
@@ -83,6 +85,63 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """Over ``(N, C, H, W)``."""
     _dims = (4,)
+
+
+class _InstanceNorm(_BatchNorm):
+    _no_batch = 0
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._dims:
+            raise ValueError(f"expected {self._dims[0]}D or {self._dims[1]}D input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        feature_dim = input.ndim - self._no_batch
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
+                                 f"({self.num_features}), but got: {input.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False",
+                          stacklevel=2)
+        unbatched = input.ndim == self._no_batch
+        out = _norm.instance_norm(input[None] if unbatched else input, self.running_mean, self.running_var,
+                                  self.weight, self.bias, self.training or not self.track_running_stats,
+                                  self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out[0] if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Each sample's each channel normalised over its length: ``(N, C, L)`` or ``(C, L)``."""
+    _dims, _no_batch = (2, 3), 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Each sample's each channel normalised over its plane: ``(N, C, H, W)`` or ``(C, H, W)``."""
+    _dims, _no_batch = (3, 4), 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Each sample's each channel normalised over its volume: ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    _dims, _no_batch = (4, 5), 4
+
+
+class LocalResponseNorm(Module):
+    """Each channel divided by ``(k + alpha * mean of the squares of size neighbouring channels) ** beta``."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return _spatial.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 class GroupNorm(Module):
