@@ -120,7 +120,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
-        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+        return batch_norm(input, running_mean, running_var, None if weight is None else ops.clone(weight), bias, False,
+                          momentum, eps)  # (torch's batch norm reads a repeat of the weight: see below)
     n = int(np.prod(input.shape[2:]))
     if n == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
@@ -134,6 +135,6 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             _update_running(running, mean(ops.reshape(batch, input.shape[:2]), axis=0), momentum)
     out = centred * (1 / sqrt(var + eps))
     shape = _channel_shape(input)
-    if weight is not None:
-        out = out * ops.reshape(weight, shape)
-    return guard(out if bias is None else out + ops.reshape(bias, shape), input, weight)
+    if weight is not None:  # (torch's composition saves a repeat of the weight: a write to the weight is not seen)
+        out = out * ops.clone(ops.reshape(weight, shape))
+    return guard(out if bias is None else out + ops.reshape(bias, shape), input)  # (and the input, reshaped)
