@@ -121,6 +121,37 @@ def test_a_checkpointed_gradient_at_a_new_point_instantiates_the_first_s_templat
 
 
 
+def _unrolled_gradient(c, steps):
+    """The gradient of an unrolled plain time loop (3 ops a step): a program of ~10 equations a step."""
+    u = dg.zeros(6, chunks=(2, 4))
+    for _ in range(steps):
+        u = u * 0.99 + c
+    (u ** 2).sum().backward()
+    g, c.grad = c.grad.numpy(), None
+    return g
+
+
+def test_a_long_program_keeps_its_template_from_its_first_submission_and_a_short_one_from_its_second():
+    c = dg.linspace(0.5, 1.0, 6, chunks=(2, 4)).requires_grad_()
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        want = _unrolled_gradient(c, 200)
+    got = []
+    for steps in (200, 200, 200, 3, 3, 3):
+        before = dg.step_cache_info()
+        g = _unrolled_gradient(c, steps)
+        after = dg.step_cache_info()
+        got.append((g, after["misses"] - before["misses"], after["hits"] - before["hits"]))
+    # 200 steps (> LONG_PROGRAM equations): lowered once, then instances; 3 steps: lowered twice
+    assert [(m, h) for _, m, h in got] == [(1, 0), (0, 1), (0, 1), (1, 0), (1, 0), (0, 1)]
+    for g, _, _ in got[:3]:
+        np.testing.assert_array_equal(g, want)
+    u = np.zeros(6)
+    cn = np.linspace(0.5, 1.0, 6)
+    for _ in range(200):  # the gradient by hand: u_t = 0.99 u_{t-1} + c, d(sum u^2)/dc = 2 u_T sum_k 0.99^k
+        u = u * 0.99 + cn
+    np.testing.assert_allclose(want, 2 * u * sum(0.99 ** k for k in range(200)), rtol=1e-12)
+
+
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_changed_structure_builds_anew_and_computes_what_it_would_without_the_cache(change):
     _train(*_data(), 3)  # the loop's steps are kept

@@ -10,7 +10,8 @@ compute the same functions of their slots, so the graph lowered, optimized and c
 first is a *template* the later ones instantiate with their own slot values
 (:func:`instantiate`), without calling an op's forward or dask's optimizer.  A training loop, a
 line search, a compiled function's calls and a time loop's steps all come through here; the
-template is made the second time a key is seen (a graph submitted once never pays for one), and
+template is made the second time a key is seen (a graph submitted once never pays for one; a
+program of ``LONG_PROGRAM`` equations or more, an unrolled time loop, at its first), and
 runs at once on that submission's values; every later submission with that key is an *instance* of
 it (a cache hit: nothing is lowered or optimized).
 
@@ -55,6 +56,11 @@ from .optimize import ScanLayer, holds_data, materialized, optimize_layers
 
 _NO_GRAPH = HighLevelGraph({}, {})  # (an output's name and chunks, before its graph is made)
 SMALL_CHUNK = 256 * 1024  # bytes: an instance whose chunks are all this small runs inline (see run_inline)
+# equations: a program this long keeps its template from its first submission, not its second.  Lowering
+# it again costs seconds (an unrolled 200-step FWI gradient, ~20,000 ops: ~16 s), a template's making a
+# pass over the graph; a short program (a .item() read) is lowered again rather than let one-off
+# programs push the templates of a loop out of the cache.
+LONG_PROGRAM = 1000
 
 
 # ------------------------------------------------------------------ the program
@@ -246,7 +252,8 @@ _stats = {"hits": 0, "misses": 0, "uncached": 0, "piece_hits": 0}
 def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
     """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
     not in memory), ready to submit: an instance of the template of the program (made the second
-    time its key is seen), or the program lowered and optimized with its own names.
+    time its key is seen, the first where the program is long), or the program lowered and
+    optimized with its own names.
     ``local``: for dask's local schedulers (else every key of an instance is its own, for a
     distributed scheduler, whose worker with the least room has ``room`` bytes for a task, where
     known: :func:`.submit.task_room`)."""
@@ -263,7 +270,7 @@ def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
         _stats["hits"] += 1
         return _instance(template, prog, local, room)
     _stats["uncached" if key is None and enabled else "misses"] += 1
-    if key is None or not _seen_twice(key):
+    if key is None or (len(prog.eqns) < LONG_PROGRAM and not _seen_twice(key)):
         return lowered(prog, lambda a: a.name, fuse)
     data = [a for a in prog.slots.values() if is_data(a)]
     names = {a.name: f"slot{j}-{key_token(key)}" for j, a in enumerate(data)}
