@@ -1,5 +1,6 @@
 """Layers: ``Linear``, containers (``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
-``ParameterDict``), ``Identity``, ``Flatten``, ``Unflatten``, activations, ``Dropout``, ``Embedding``, ``LayerNorm``.
+``ParameterDict``), ``Identity``, ``Flatten``, ``Unflatten``, activations, ``Dropout`` (and its channel-wise and
+alpha forms), ``Embedding``, ``LayerNorm``.
 
 Parameters get torch's default initialisations, drawn lazily from daskgrad's
 generator (reproducible with :func:`daskgrad.manual_seed`), in one chunk each.
@@ -753,8 +754,8 @@ class GELU(Module):
         return f"approximate='{self.approximate}'"
 
 
-class Dropout(Module):
-    """Random zeros with probability ``p`` while training (one mask per chunk); identity in eval."""
+class _DropoutNd(Module):
+    """What the dropouts share: ``p`` (checked) and ``inplace``, and their repr."""
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -762,11 +763,55 @@ class Dropout(Module):
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p, self.inplace = p, inplace
 
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Random zeros with probability ``p`` while training (one mask per chunk); identity in eval."""
+
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """Whole channels of ``(N, C, L)`` (or ``(C, L)``) input zeroed with probability ``p`` while training;
+    identity in eval."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Whole channels of ``(N, C, H, W)`` input zeroed with probability ``p`` while training; identity in eval
+    (a 3-D input is taken as ``(N, C, L)``, with torch's warning)."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``) input zeroed with probability ``p`` while
+    training; identity in eval."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """:func:`~daskgrad.nn.functional.alpha_dropout` while training (for SELU networks; ``inplace`` is
+    kept and shown, but not used, as torch's); identity in eval."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """:func:`~daskgrad.nn.functional.feature_alpha_dropout` (whole channels) while training (``inplace`` is
+    kept and shown, but not used, as torch's); identity in eval."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
 
 
 class Embedding(Module):
