@@ -1,4 +1,4 @@
-"""torch.nn.functional's convolutions and pooling, on tensors chunked along any axis.
+"""torch.nn.functional's convolutions (and transposed convolutions) and pooling, on tensors chunked along any axis.
 
 Each is built on :func:`daskgrad.ops.conv.unfold` (the window taps of every output position,
 gathered with a halo across chunk boundaries): a convolution contracts them with the weight, max
@@ -20,7 +20,7 @@ from .. import ops
 from ..graph import guard
 from .._tensor import Tensor
 from ..ops._util import as_tensor
-from ..ops.conv import unfold
+from ..ops.conv import axis_plan, fold_p, unfold
 
 
 def _tuple(value, n):
@@ -97,6 +97,114 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+# ------------------------------------------------------------------------ transposed
+def _expand(name, value, nsp):
+    """torch's ``expand_param_if_needed``: an int, or a list of ``nsp`` ints."""
+    if isinstance(value, str):
+        raise TypeError(f"conv_transpose{nsp}d(): argument '{name}' must be tuple of ints, not str")
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * nsp
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * nsp
+    if len(value) != nsp:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {nsp} values to match the "
+                           f"convolution dimensions, but got {name}={list(value)}")
+    return value
+
+
+def _transpose_chunks(chunks, n, stride, lo, reach):
+    """The chunks of a conv's input of length ``n`` whose plan (:func:`~daskgrad.ops.conv.axis_plan`) gives its
+    output the ``chunks`` given: a boundary before output ``b`` is at the input cell that holds the middle of
+    ``b``'s window (boundaries that fall together merge)."""
+    bounds = np.cumsum((0,) + tuple(chunks))[1:-1] * stride - lo + reach // 2
+    cuts = sorted({0, n, *(int(b) for b in bounds if 0 < b < n)})
+    return tuple(int(c) for c in np.diff(cuts))
+
+
+def conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nsp):
+    """``conv_transpose1d``/``conv_transpose2d``: the gradient of ``conv`` with respect to its input.  ``input``
+    ``(N, C_in, *spatial)`` is a conv's output cotangent, ``weight`` ``(C_in, C_out / groups, *kernel)`` that conv's
+    weight; each input cell's products with the kernel (one contraction with the weight) are the taps of the
+    output's windows, added back onto the output's cells by ``fold`` (unfold's rule), so the gradients are
+    those rules' again: with respect to the input a conv, to the weight a contraction.  The output has
+    ``(n - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1`` cells along each spatial axis,
+    chunked so that its windows follow the input's chunks.
+
+    Long because it checks torch's arguments, in torch's order, before it builds anything."""
+    name = f"conv_transpose{nsp}d"
+    given, weight = input, as_tensor(weight)
+    input, batched = _batched(input, nsp, name)
+    if weight.ndim < 3:
+        raise RuntimeError("weight should have at least three dimensions")
+    stride, padding = _expand("stride", stride, nsp), _expand("padding", padding, nsp)
+    output_padding, dilation = _expand("output_padding", output_padding, nsp), _expand("dilation", dilation, nsp)
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    in_ch, per_group = weight.shape[:2]
+    if in_ch % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
+                           f"got weight of size [{list(weight.shape)}] instead")
+    if input.shape[1] != in_ch:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                           f"{list(input.shape)} to have {in_ch} channels, but got {input.shape[1]} channels instead")
+    out_ch = per_group * groups
+    if bias is not None and (as_tensor(bias).ndim != 1 or as_tensor(bias).shape[0] != out_ch):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {out_ch} elements, but got bias of size {list(as_tensor(bias).shape)} "
+                           "instead")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        hw = [(0, 1, 1)] * (2 - nsp) + list(zip(output_padding, stride, dilation))  # (a 1-d one as 2-d)
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_height: {hw[0][0]} output_padding_width: {hw[1][0]} stride_height: "
+                           f"{hw[0][1]} stride_width: {hw[1][1]} dilation_height: {hw[0][2]} dilation_width: "
+                           f"{hw[1][2]}")
+    kernel = tuple(weight.shape[2:])
+    reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    sizes = [(n - 1) * s - 2 * p + r + op + 1
+             for n, s, p, r, op in zip(input.shape[2:], stride, padding, reach, output_padding)]
+    if any(n <= 0 for n in sizes) or any(n == 0 for n in input.shape[2:]):
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, input.shape[2:]))}). Calculated "
+                           f"output size per channel: ({' x '.join(map(str, sizes))}). Output size is too small")
+    # the conv whose input gradient this is: padding (p, p - output_padding) makes its output exactly this input's
+    pads = tuple((p, p - op) for p, op in zip(padding, output_padding))
+    chunks = tuple(_transpose_chunks(c, n, s, lo, r)
+                   for c, n, s, (lo, _), r in zip(input.chunks[2:], sizes, stride, pads, reach))
+    plans = tuple(axis_plan(n, c, k, s, d, lo, hi)
+                  for n, c, k, s, d, (lo, hi) in zip(sizes, chunks, kernel, stride, dilation, pads))
+    n, k, spatial = input.shape[0], math.prod(kernel), tuple(input.shape[2:])
+    w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
+    w = ops.reshape(w, (groups, in_ch // groups, per_group, k))
+    y = ops.reshape(input, (n, groups, in_ch // groups) + spatial)
+    cols = ops.reshape(ops.einsum("ngo...,gock->ngck...", y, w), (n, out_ch, k) + spatial)
+    # the batch chunks kept (dask's einsum may split a grouped product), the spatial ones the plan's (where
+    # boundaries merged; the gradient goes back in the input's)
+    want = (input.chunks[0], (out_ch,), (k,)) + tuple(plan[1] for plan in plans)
+    cols = cols if cols.chunks == want else ops.rechunk(cols, want)
+    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, out_ch, *sizes),
+                      chunks=cols.chunks[:2] + chunks)
+    if bias is not None:
+        out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
+    # (torch's saves the input and the weight: a write to either before the backward raises)
+    return guard(out if batched else ops.squeeze(out, 0), given, weight)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
 
 
 # ----------------------------------------------------------------------------- pooling
