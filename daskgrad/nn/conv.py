@@ -1,5 +1,5 @@
 """Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d/2d``, ``MaxPool1d/2d``, ``AvgPool1d/2d``,
-``AdaptiveAvgPool1d/2d``, on batches chunked along the batch and the spatial axes.
+``AdaptiveAvgPool1d/2d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the spatial axes.
 
 Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
 ``b = 1 / sqrt(fan_in)``, the bias too), drawn from daskgrad's generator: copy torch's values in with
@@ -244,3 +244,36 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Mean over torch's adaptive windows; ``AdaptiveAvgPool2d(1)`` is global average pooling."""
     _nsp = 2
+
+
+class Unfold(Module):
+    """Sliding windows as columns: ``(N, C, H, W) -> (N, C * prod(kernel_size), L)``
+    (:func:`~daskgrad.nn.functional.unfold`)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return _conv.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns back onto an image, overlaps summed: ``(N, C * prod(kernel_size), L) -> (N, C, *output_size)``
+    (:func:`~daskgrad.nn.functional.fold`, Unfold's transpose)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return _conv.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
