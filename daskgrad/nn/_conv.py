@@ -186,11 +186,14 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                   for n, c, k, s, d, (lo, hi) in zip(sizes, chunks, kernel, stride, dilation, pads))
     n, k, spatial = input.shape[0], math.prod(kernel), tuple(input.shape[2:])
     w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
-    w = ops.reshape(w, (groups, in_ch // groups, per_group, k))
-    y = ops.reshape(input, (n, groups, in_ch // groups) + spatial)
-    cols = ops.reshape(ops.einsum("ngo...,gock->ngck...", y, w), (n, out_ch, k) + spatial)
-    # the batch chunks kept (dask's einsum may split a grouped product), the spatial ones the plan's (where
-    # boundaries merged; the gradient goes back in the input's)
+    # each cell's channels times the weight: (n, g, *spatial, c_in / g) @ (g, 1.., c_in / g, per_group * k), a
+    # matmul, which keeps the input's chunks (dask's einsum would split them, the product being k * per_group / c_in
+    # times as big as the input)
+    w = ops.reshape(w, (groups,) + (1,) * (nsp - 1) + (in_ch // groups, per_group * k))
+    y = ops.moveaxis(ops.reshape(input, (n, groups, in_ch // groups) + spatial), 2, -1)
+    cols = ops.reshape(ops.matmul(y, w), (n, groups) + spatial + (per_group, k))
+    cols = ops.reshape(ops.moveaxis(cols, (-2, -1), (2, 3)), (n, out_ch, k) + spatial)
+    # the spatial chunks the plan's (where boundaries merged; the gradient goes back in the input's)
     want = (input.chunks[0], (out_ch,), (k,)) + tuple(plan[1] for plan in plans)
     cols = cols if cols.chunks == want else ops.rechunk(cols, want)
     out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, out_ch, *sizes),
