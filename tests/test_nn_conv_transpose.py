@@ -1,4 +1,4 @@
-"""F.conv_transpose1d/2d and nn.ConvTranspose1d/2d against torch (installed): values and the gradients of the
+"""F.conv_transpose1d/2d/3d and nn.ConvTranspose1d/2d/3d against torch (installed): values and the gradients of the
 input, the weight and the bias equal torch's (float64, rtol 1e-10) for stride, padding, output_padding, groups,
 dilation and bias, on inputs in one chunk, even and uneven chunks (batch and spatial axes; a chunk smaller than
 the stride); gradcheck and gradgradcheck over those chunkings; forward's ``output_size``; torch's reprs, errors
@@ -30,6 +30,8 @@ CASES = {
     "2d-mixed": ((2, 4, 6, 5), (4, 2, 3, 2), dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2,
                                                   dilation=(1, 2))),
     "2d-stride2-pad2": ((2, 3, 5, 6), (3, 2, 4, 3), dict(stride=2, padding=2, dilation=(2, 1))),
+    "3d-mixed": ((2, 2, 3, 4, 3), (2, 2, 2, 3, 2), dict(stride=(2, 1, 2), padding=(0, 1, 1), output_padding=(1, 0, 1),
+                                                        dilation=(1, 1, 2))),
 }
 CHUNKINGS = ["one", "even", "uneven"]
 
@@ -76,7 +78,8 @@ def test_values_and_gradients_are_torch_s(case, chunking):
 
 
 @pytest.mark.parametrize("chunking", CHUNKINGS)
-@pytest.mark.parametrize("case", ["1d-stride2-pad1-outpad1", "1d-dilated-outpad-past-stride", "2d-mixed"])
+@pytest.mark.parametrize("case", ["1d-stride2-pad1-outpad1", "1d-dilated-outpad-past-stride", "2d-mixed",
+                                  "3d-mixed"])
 def test_gradcheck_and_gradgradcheck(case, chunking):
     shape, wshape, kw = CASES[case]
     name = f"conv_transpose{len(shape) - 2}d"
@@ -115,14 +118,16 @@ ERRORS = [((2, 4, 5), (3, 3, 3), {}), ((2, 4, 5), (4, 3, 3), dict(stride=2, outp
           ((2, 4, 5), (4, 3, 3), dict(stride=0)), ((2, 4, 5), (4, 3, 3), dict(groups=3)),
           ((2, 4, 5), (4, 3, 3), dict(groups=0)), ((2, 4, 5), (4, 3, 3), dict(padding="same")),
           ((5,), (4, 3, 3), {}), ((2, 4, 5), (4, 3), {}), ((2, 4, 5), (4, 3, 3), dict(stride=(1, 2))),
-          ((2, 4, 5), (4, 3, 3), dict(bias=2))]
+          ((2, 4, 5), (4, 3, 3), dict(bias=2)), ((2, 4, 3, 3, 3), (4, 2, 2, 2, 2), dict(output_padding=1)),
+          ((2, 4, 3, 3, 3), (4, 2, 2, 2, 2), dict(output_padding=(0, 0, 1), stride=(2, 1, 1))),
+          ((2, 4, 3, 3, 3), (3, 2, 2, 2, 2), {}), ((3, 3, 3), (4, 2, 2, 2, 2), {})]
 
 
 @pytest.mark.parametrize("shape,wshape,kw", ERRORS, ids=[f"{s}-{w}-{k}" for s, w, k in ERRORS])
 def test_bad_arguments_raise_torch_s_errors(shape, wshape, kw):
     kw = dict(kw)
     nbias = kw.pop("bias", None)
-    name = f"conv_transpose{max(len(shape), 3) - 2}d"
+    name = f"conv_transpose{max(len(wshape), 3) - 2}d"
     x, w = np.ones(shape), np.ones(wshape)
     b = None if nbias is None else np.ones(nbias)
     ours = _error(lambda: getattr(F, name)(dg.from_array(x), dg.from_array(w),
@@ -183,7 +188,7 @@ def test_forward_output_size_picks_torch_s_output_padding_and_checks_it():
     assert _error(lambda: ours(xd, [9, 9])) == _error(lambda: theirs(xt, [9, 9]))
 
 
-@pytest.mark.parametrize("cls", ["ConvTranspose1d", "ConvTranspose2d"])
+@pytest.mark.parametrize("cls", ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"])
 def test_constructor_checks_defaults_and_signatures_are_torch_s(cls):
     for args, kw in [((4, 6, 3), dict(groups=4)), ((4, 6, 3), dict(groups=0)), ((4, 5, 3), dict(groups=2)),
                      ((4, 6, 3), dict(padding_mode="reflect")), ((4, 6, 3), dict(padding_mode="bad"))]:

@@ -166,11 +166,11 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            f"1-dimensional with {out_ch} elements, but got bias of size {list(as_tensor(bias).shape)} "
                            "instead")
     if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
-        hw = [(0, 1, 1)] * (2 - nsp) + list(zip(output_padding, stride, dilation))  # (a 1-d one as 2-d)
-        raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
-                           f"output_padding_height: {hw[0][0]} output_padding_width: {hw[1][0]} stride_height: "
-                           f"{hw[0][1]} stride_width: {hw[1][1]} dilation_height: {hw[0][2]} dilation_width: "
-                           f"{hw[1][2]}")
+        axes = [(0, 1, 1)] * (2 - nsp) + list(zip(output_padding, stride, dilation))  # (a 1-d one as 2-d)
+        names = ("depth", "height", "width")[-len(axes):]
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got " + " ".join(
+            f"{what}_{name}: {values[i]}" for i, what in enumerate(("output_padding", "stride", "dilation"))
+            for name, values in zip(names, axes)))
     kernel = tuple(weight.shape[2:])
     reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
     sizes = [(n - 1) * s - 2 * p + r + op + 1
@@ -210,6 +210,10 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)
 
 
 # ------------------------------------------------------------------------ unfold, fold

@@ -1,5 +1,6 @@
-"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d/2d``, ``MaxPool1d/2d``, ``AvgPool1d/2d``,
-``AdaptiveAvgPool1d/2d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the spatial axes.
+"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d/2d/3d``, ``MaxPool1d/2d``,
+``AvgPool1d/2d``, ``AdaptiveAvgPool1d/2d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the
+spatial axes.
 
 Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
 ``b = 1 / sqrt(fan_in)``, the bias too), drawn from daskgrad's generator: copy torch's values in with
@@ -86,7 +87,7 @@ class Conv2d(_ConvNd):
 
 
 class _ConvTransposeNd(_ConvNd):
-    """What ConvTranspose1d/2d share: torch's arguments (``output_padding`` before ``groups``), a weight
+    """What ConvTranspose1d/2d/3d share: torch's arguments (``output_padding`` before ``groups``), a weight
     ``(in_channels, out_channels / groups, *kernel_size)``, and forward's ``output_size``."""
     _nsp = 0
 
@@ -151,6 +152,12 @@ class ConvTranspose2d(_ConvTransposeNd):
     """The gradient of a ``Conv2d`` with respect to its input, as a layer: ``(N, C_in, H, W) ->
     (N, C_out, H_out, W_out)``; ``forward(input, output_size)`` picks the output padding that gives that size."""
     _nsp = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The gradient of a 3-d convolution with respect to its input, as a layer: ``(N, C_in, D, H, W) ->
+    (N, C_out, D_out, H_out, W_out)``."""
+    _nsp = 3
 
 
 class _MaxPoolNd(Module):
