@@ -68,7 +68,7 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
-_ALPHA = 1.7580993408473766  # SELU's -scale * alpha: where alpha dropout sends a dropped element (before its affine)
+_ALPHA = 1.7580993408473766  # SELU's scale * alpha: a dropped element goes to -_ALPHA (before the affine map)
 
 
 def _dropout_impl(input, p, training, inplace, feature, alpha, batched=True):
