@@ -1,4 +1,5 @@
-"""torch.nn.functional's convolutions and pooling, on tensors chunked along any axis.
+"""torch.nn.functional's convolutions (and transposed convolutions), pooling, ``unfold`` and ``fold``, on tensors
+chunked along any axis.
 
 Each is built on :func:`daskgrad.ops.conv.unfold` (the window taps of every output position,
 gathered with a halo across chunk boundaries): a convolution contracts them with the weight, max
@@ -20,7 +21,8 @@ from .. import ops
 from ..graph import guard
 from .._tensor import Tensor
 from ..ops._util import as_tensor
-from ..ops.conv import unfold
+from ..ops._util import norm_axis
+from ..ops.conv import axis_plan, fold_p, unfold as _taps
 
 
 def _tuple(value, n):
@@ -78,7 +80,7 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nsp):
     if any(p < r for p, r in zip(padded, reach)):
         raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
                            f"({' x '.join(map(str, reach))}). Kernel size can't be greater than actual input size")
-    taps = unfold(input, kernel, stride, dilation, pads)  # (N, C, K, *out)
+    taps = _taps(input, kernel, stride, dilation, pads)  # (N, C, K, *out)
     n, k, spatial = input.shape[0], math.prod(kernel), taps.shape[3:]
     taps = ops.reshape(taps, (n, groups, per_group, k) + spatial)
     # a weight is small: one chunk, so the contraction is one block per taps block (no chunk blow-up)
@@ -97,6 +99,217 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+# ------------------------------------------------------------------------ transposed
+def _expand(name, value, nsp):
+    """torch's ``expand_param_if_needed``: an int, or a list of ``nsp`` ints."""
+    if isinstance(value, str):
+        raise TypeError(f"conv_transpose{nsp}d(): argument '{name}' must be tuple of ints, not str")
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * nsp
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * nsp
+    if len(value) != nsp:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {nsp} values to match the "
+                           f"convolution dimensions, but got {name}={list(value)}")
+    return value
+
+
+def _transpose_chunks(chunks, n, stride, lo, reach):
+    """The chunks of a conv's input of length ``n`` whose plan (:func:`~daskgrad.ops.conv.axis_plan`) gives its
+    output the ``chunks`` given: a boundary before output ``b`` is at the input cell that holds the middle of
+    ``b``'s window (boundaries that fall together merge)."""
+    bounds = np.cumsum((0,) + tuple(chunks))[1:-1] * stride - lo + reach // 2
+    cuts = sorted({0, n, *(int(b) for b in bounds if 0 < b < n)})
+    return tuple(int(c) for c in np.diff(cuts))
+
+
+def conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nsp):
+    """``conv_transpose1d``/``conv_transpose2d``: the gradient of ``conv`` with respect to its input.  ``input``
+    ``(N, C_in, *spatial)`` is a conv's output cotangent, ``weight`` ``(C_in, C_out / groups, *kernel)`` that conv's
+    weight; each input cell's products with the kernel (one contraction with the weight) are the taps of the
+    output's windows, added back onto the output's cells by ``fold`` (unfold's rule), so the gradients are
+    those rules' again: with respect to the input a conv, to the weight a contraction.  The output has
+    ``(n - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1`` cells along each spatial axis,
+    chunked so that its windows follow the input's chunks.
+
+    Long because it checks torch's arguments, in torch's order, before it builds anything."""
+    name = f"conv_transpose{nsp}d"
+    given, weight = input, as_tensor(weight)
+    input, batched = _batched(input, nsp, name)
+    if weight.ndim < 3:
+        raise RuntimeError("weight should have at least three dimensions")
+    stride, padding = _expand("stride", stride, nsp), _expand("padding", padding, nsp)
+    output_padding, dilation = _expand("output_padding", output_padding, nsp), _expand("dilation", dilation, nsp)
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    in_ch, per_group = weight.shape[:2]
+    if in_ch % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
+                           f"got weight of size [{list(weight.shape)}] instead")
+    if input.shape[1] != in_ch:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                           f"{list(input.shape)} to have {in_ch} channels, but got {input.shape[1]} channels instead")
+    out_ch = per_group * groups
+    if bias is not None and (as_tensor(bias).ndim != 1 or as_tensor(bias).shape[0] != out_ch):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {out_ch} elements, but got bias of size {list(as_tensor(bias).shape)} "
+                           "instead")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        axes = [(0, 1, 1)] * (2 - nsp) + list(zip(output_padding, stride, dilation))  # (a 1-d one as 2-d)
+        names = ("depth", "height", "width")[-len(axes):]
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got " + " ".join(
+            f"{what}_{name}: {values[i]}" for i, what in enumerate(("output_padding", "stride", "dilation"))
+            for name, values in zip(names, axes)))
+    kernel = tuple(weight.shape[2:])
+    reach = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    sizes = [(n - 1) * s - 2 * p + r + op + 1
+             for n, s, p, r, op in zip(input.shape[2:], stride, padding, reach, output_padding)]
+    if any(n <= 0 for n in sizes) or any(n == 0 for n in input.shape[2:]):
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, input.shape[2:]))}). Calculated "
+                           f"output size per channel: ({' x '.join(map(str, sizes))}). Output size is too small")
+    # the conv whose input gradient this is: padding (p, p - output_padding) makes its output exactly this input's
+    pads = tuple((p, p - op) for p, op in zip(padding, output_padding))
+    chunks = tuple(_transpose_chunks(c, n, s, lo, r)
+                   for c, n, s, (lo, _), r in zip(input.chunks[2:], sizes, stride, pads, reach))
+    plans = tuple(axis_plan(n, c, k, s, d, lo, hi)
+                  for n, c, k, s, d, (lo, hi) in zip(sizes, chunks, kernel, stride, dilation, pads))
+    n, k, spatial = input.shape[0], math.prod(kernel), tuple(input.shape[2:])
+    w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
+    # each cell's channels times the weight: (n, g, *spatial, c_in / g) @ (g, 1.., c_in / g, per_group * k), a
+    # matmul, which keeps the input's chunks (dask's einsum would split them, the product being k * per_group / c_in
+    # times as big as the input)
+    w = ops.reshape(w, (groups,) + (1,) * (nsp - 1) + (in_ch // groups, per_group * k))
+    y = ops.moveaxis(ops.reshape(input, (n, groups, in_ch // groups) + spatial), 2, -1)
+    cols = ops.reshape(ops.matmul(y, w), (n, groups) + spatial + (per_group, k))
+    cols = ops.reshape(ops.moveaxis(cols, (-2, -1), (2, 3)), (n, out_ch, k) + spatial)
+    # the spatial chunks the plan's (where boundaries merged; the gradient goes back in the input's)
+    want = (input.chunks[0], (out_ch,), (k,)) + tuple(plan[1] for plan in plans)
+    cols = cols if cols.chunks == want else ops.rechunk(cols, want)
+    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, out_ch, *sizes),
+                      chunks=cols.chunks[:2] + chunks)
+    if bias is not None:
+        out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
+    # (torch's saves the input and the weight: a write to either before the backward raises)
+    return guard(out if batched else ops.squeeze(out, 0), given, weight)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3)
+
+
+# ------------------------------------------------------------------------ unfold, fold
+def _pair(name, value):
+    """torch's ``_pair`` (an iterable as it is, else twice) and im2col's check that it has two entries."""
+    value = tuple(value) if hasattr(value, "__iter__") else (value, value)
+    if len(value) != 2:
+        raise RuntimeError(f"It is expected {name} equals to 2, but got size {len(value)}")
+    return tuple(int(v) for v in value)
+
+
+def _window_checks(kernel, dilation, padding, stride, order):
+    """im2col's / col2im's checks of the window, in ``order``."""
+    checks = {"kernel": (min(kernel) > 0, f"kernel size should be greater than zero, but got kernel_height: "
+                                          f"{kernel[0]} kernel_width: {kernel[1]}"),
+              "dilation": (min(dilation) > 0, f"dilation should be greater than zero, but got dilation_height: "
+                                              f"{dilation[0]} dilation_width: {dilation[1]}"),
+              "padding": (min(padding) >= 0, f"padding should be non-negative, but got pad_height: {padding[0]} "
+                                             f"pad_width: {padding[1]}"),
+              "stride": (min(stride) > 0, f"stride should be greater than zero, but got stride_height: {stride[0]} "
+                                          f"stride_width: {stride[1]}")}
+    for name in order:
+        ok, text = checks[name]
+        if not ok:
+            raise RuntimeError(text)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """torch's ``unfold`` (im2col): ``(N, C, H, W)`` (or ``(C, H, W)``) to ``(N, C * K, L)``, the ``K`` cells of each
+    of the ``L`` sliding windows (row-major), zero padding, stride and dilation as a convolution's.  Its gradient
+    is :func:`fold`."""
+    kernel, dilation = _pair("kernel_size", kernel_size), _pair("dilation", dilation)
+    padding, stride = _pair("padding", padding), _pair("stride", stride)
+    _window_checks(kernel, dilation, padding, stride, ("kernel", "dilation", "padding", "stride"))
+    input = as_tensor(input)
+    shape = input.shape
+    for axis in (1, 2):  # (torch's reads of these sizes: an IndexError for fewer axes)
+        norm_axis(axis, input.ndim)
+    if not ((input.ndim == 3 and shape[0] and shape[1] and shape[2]) or (input.ndim == 4 and all(shape[1:]))):
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+                           f"dimensions for input, but got: {list(shape)}")
+    batched = input.ndim == 4
+    x = input if batched else ops.expand_dims(input, 0)
+    blocks = [(n + 2 * p - (d * (k - 1) + 1)) // s + 1
+              for n, k, d, p, s in zip(x.shape[2:], kernel, dilation, padding, stride)]
+    if min(blocks) < 1:
+        raise RuntimeError(f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size=({kernel[0]}, "
+                           f"{kernel[1]}), dilation=({dilation[0]}, {dilation[1]}), padding=({padding[0]}, "
+                           f"{padding[1]}), calculated shape of the array of sliding blocks as ({blocks[0]}, "
+                           f"{blocks[1]}), but its components must be at least one.")
+    taps = _taps(x, kernel, stride, dilation, tuple((p, p) for p in padding))  # (N, C, K, *blocks)
+    out = ops.reshape(taps, (x.shape[0], x.shape[1] * math.prod(kernel), math.prod(blocks)))
+    return out if batched else ops.squeeze(out, 0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """torch's ``fold`` (col2im), :func:`unfold`'s transpose: ``(N, C * K, L)`` (or ``(C * K, L)``) to
+    ``(N, C, *output_size)``, each window's ``K`` cells added onto the cells it covers (overlaps summed).  The
+    output's spatial chunks follow the windows' chunks where it can.  Its gradient is :func:`unfold`."""
+    output_size, kernel = _pair("output_size", output_size), _pair("kernel_size", kernel_size)
+    dilation, padding, stride = _pair("dilation", dilation), _pair("padding", padding), _pair("stride", stride)
+    _window_checks(kernel, dilation, padding, stride, ("kernel", "stride", "dilation", "padding"))
+    input = as_tensor(input)
+    shape = input.shape
+    if not ((input.ndim == 2 and shape[0] and shape[1]) or (input.ndim == 3 and shape[1] and shape[2])):
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+                           f"dimensions for input, but got: {list(shape)}")
+    batched = input.ndim == 3
+    x = input if batched else ops.expand_dims(input, 0)
+    k = math.prod(kernel)
+    if x.shape[1] % k:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but "
+                           f"got input.size(1)={x.shape[1]} and kernel_size=({kernel[0]}, {kernel[1]}).")
+    reach = [d * (kk - 1) for kk, d in zip(kernel, dilation)]
+    blocks = [(o + 2 * p - r - 1) // s + 1 for o, p, r, s in zip(output_size, padding, reach, stride)]
+    given = (f"Given output_size=({output_size[0]}, {output_size[1]}), kernel_size=({kernel[0]}, {kernel[1]}), "
+             f"dilation=({dilation[0]}, {dilation[1]}), padding=({padding[0]}, {padding[1]}), stride=({stride[0]}, "
+             f"{stride[1]}), ")
+    if x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"{given}expected size of input's dimension 2 to match the calculated number of sliding "
+                           f"blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    if min(blocks) < 1:
+        raise RuntimeError(f"{given}calculated shape of the array of sliding blocks as ({blocks[0]}, {blocks[1]}), "
+                           "which is too small (non-positive)")
+    n, c = x.shape[0], x.shape[1] // k
+    cols = ops.reshape(x, (n, c, k, *blocks))
+    chunks = tuple(_transpose_chunks(ch, o, s, p, r)
+                   for ch, o, s, p, r in zip(cols.chunks[3:], output_size, stride, padding, reach))
+    plans = tuple(axis_plan(o, ch, kk, s, d, p, p)
+                  for o, ch, kk, s, d, p in zip(output_size, chunks, kernel, stride, dilation, padding))
+    want = (x.chunks[0], (c,), (k,)) + tuple(plan[1] for plan in plans)
+    cols = cols if cols.chunks == want else ops.rechunk(cols, want)
+    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, c, *output_size),
+                      chunks=want[:2] + chunks)
+    return out if batched else ops.squeeze(out, 0)
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -138,7 +351,7 @@ def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_in
     _refuse(name, "return_indices", return_indices)
     input, batched = _batched(input, nsp, name)
     kernel, stride, padding, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True)
-    taps = unfold(input, kernel, stride, dilation, tuple((p, p) for p in padding), fill=-math.inf)
+    taps = _taps(input, kernel, stride, dilation, tuple((p, p) for p in padding), fill=-math.inf)
     out = ops.sum(ops.where(_first_max(taps), taps, 0.0), axis=2)  # the max; its gradient to one tap
     return out if batched else ops.squeeze(out, 0)
 
@@ -163,14 +376,14 @@ def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     input, batched = _batched(input, nsp, name)
     kernel, stride, padding, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False)
     pads, ones = tuple((p, p) for p in padding), (1,) * nsp
-    total = ops.sum(unfold(input, kernel, stride, ones, pads), axis=2)
+    total = ops.sum(_taps(input, kernel, stride, ones, pads), axis=2)
     if divisor_override:
         out = total / divisor_override
     elif count_include_pad or not any(padding):
         out = total / math.prod(kernel)
     else:  # the cells of each window inside the input: the same windows over a constant one
         cells = ops.ones_like(ops.getitem(input.detach(), (slice(0, 1), slice(0, 1))))
-        out = total / ops.sum(unfold(cells, kernel, stride, ones, pads), axis=2)
+        out = total / ops.sum(_taps(cells, kernel, stride, ones, pads), axis=2)
     return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
 
 

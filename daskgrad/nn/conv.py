@@ -1,5 +1,6 @@
-"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``MaxPool1d/2d``, ``AvgPool1d/2d``,
-``AdaptiveAvgPool1d/2d``, on batches chunked along the batch and the spatial axes.
+"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d/2d/3d``, ``MaxPool1d/2d``,
+``AvgPool1d/2d``, ``AdaptiveAvgPool1d/2d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the
+spatial axes.
 
 Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
 ``b = 1 / sqrt(fan_in)``, the bias too), drawn from daskgrad's generator: copy torch's values in with
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 
 from . import _conv
+from ..graph import size_repr
 from .layers import _check_size, _uniform
 from .module import Module
 
@@ -67,6 +69,8 @@ class _ConvNd(Module):
             s += f", padding={self.padding}"
         if self.dilation != (1,) * len(self.dilation):
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         return s + (", bias=False" if self.bias is None else "")
@@ -80,6 +84,80 @@ class Conv1d(_ConvNd):
 class Conv2d(_ConvNd):
     """Cross-correlation over two spatial axes: ``(N, C_in, H, W) -> (N, C_out, H_out, W_out)``."""
     _nsp = 2
+
+
+class _ConvTransposeNd(_ConvNd):
+    """What ConvTranspose1d/2d/3d share: torch's arguments (``output_padding`` before ``groups``), a weight
+    ``(in_channels, out_channels / groups, *kernel_size)``, and forward's ``output_size``."""
+    _nsp = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        Module.__init__(self)
+        n = self._nsp
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        self.kernel_size, self.stride = _conv._tuple(kernel_size, n), _conv._tuple(stride, n)
+        self.padding, self.dilation = _conv._tuple(padding, n), _conv._tuple(dilation, n)
+        self.output_padding, self.transposed = _conv._tuple(output_padding, n), True
+        self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, "zeros"
+        _check_size(in_channels, out_channels // groups, *self.kernel_size)
+        fan_in = out_channels // groups * math.prod(self.kernel_size)  # (the weight's axis 1 times the kernel)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        self.weight = _uniform((in_channels, out_channels // groups) + self.kernel_size, bound, dtype, device)
+        if bias:
+            self.bias = _uniform((out_channels,), bound, dtype, device)
+        else:
+            self.register_parameter("bias", None)
+
+    def _output_padding(self, input, output_size):
+        """torch's: ``self.output_padding``, or what makes the output ``output_size`` (its spatial sizes, or
+        with the batch and channel axes too)."""
+        if output_size is None:
+            return self.output_padding
+        n, ndim = self._nsp, input.ndim
+        lead = 2 if ndim == n + 2 else 1
+        if len(output_size) == lead + n:
+            output_size = output_size[lead:]
+        if len(output_size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {ndim}D input, output_size must have {n} or {lead + n} "
+                             f"elements (got {len(output_size)})")
+        min_sizes = [(input.shape[d + lead] - 1) * self.stride[d] - 2 * self.padding[d]
+                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
+        max_sizes = [m + s - 1 for m, s in zip(min_sizes, self.stride)]
+        for size, lo, hi in zip(output_size, min_sizes, max_sizes):
+            if size < lo or size > hi:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from "
+                                 f"{min_sizes} to {max_sizes} (for an input of {size_repr(input.shape[2:])})")
+        return [size - lo for size, lo in zip(output_size, min_sizes)]
+
+    def forward(self, input, output_size=None):
+        return _conv.conv_transpose(input, self.weight, self.bias, self.stride, self.padding,
+                                    self._output_padding(input, output_size), self.groups, self.dilation, self._nsp)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """The gradient of a ``Conv1d`` with respect to its input, as a layer: ``(N, C_in, L) -> (N, C_out, L_out)``
+    with ``L_out = (L - 1) * stride - 2 * padding + dilation * (kernel_size - 1) + output_padding + 1``."""
+    _nsp = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """The gradient of a ``Conv2d`` with respect to its input, as a layer: ``(N, C_in, H, W) ->
+    (N, C_out, H_out, W_out)``; ``forward(input, output_size)`` picks the output padding that gives that size."""
+    _nsp = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The gradient of a 3-d convolution with respect to its input, as a layer: ``(N, C_in, D, H, W) ->
+    (N, C_out, D_out, H_out, W_out)``."""
+    _nsp = 3
 
 
 class _MaxPoolNd(Module):
@@ -173,3 +251,36 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Mean over torch's adaptive windows; ``AdaptiveAvgPool2d(1)`` is global average pooling."""
     _nsp = 2
+
+
+class Unfold(Module):
+    """Sliding windows as columns: ``(N, C, H, W) -> (N, C * prod(kernel_size), L)``
+    (:func:`~daskgrad.nn.functional.unfold`)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return _conv.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns back onto an image, overlaps summed: ``(N, C * prod(kernel_size), L) -> (N, C, *output_size)``
+    (:func:`~daskgrad.nn.functional.fold`, Unfold's transpose)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return _conv.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")

@@ -13,14 +13,14 @@ import numpy as np
 from .. import ops
 from ..graph import guard, size_repr, type_repr
 from .._modes import no_grad
-from .._tensor import Tensor
+from .._tensor import Tensor, zeros as _zeros
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
-                    max_pool1d, max_pool2d)
+                    conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, max_pool1d, max_pool2d, unfold)
 from ._norm import batch_norm, group_norm, instance_norm, rms_norm, _trailing_axes  # noqa: F401
 from ._spatial import (interpolate, local_response_norm, pad, pixel_shuffle, pixel_unshuffle, upsample,  # noqa: F401
                        upsample_bilinear, upsample_nearest)
@@ -61,6 +61,110 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     scale = 0.0 if p == 1 else dropout_mask(input, p)
     return input.mul_(scale) if inplace else input * scale
+
+
+def _check_p(p):
+    if p < 0 or p > 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+_ALPHA = 1.7580993408473766  # SELU's scale * alpha: a dropped element goes to -_ALPHA (before the affine map)
+
+
+def _dropout_impl(input, p, training, inplace, feature, alpha, batched=True):
+    """ATen's ``_dropout_impl``: the input itself unless training with ``0 < p``; ``p = 1`` zeros it (NaN stays
+    NaN); otherwise a Bernoulli(1 - p) ``noise``, one per element or (``feature``) one per (sample, channel),
+    scaled by ``1 / (1 - p)``, or for ``alpha``: ``input * noise * a + b`` that keeps SELU's mean 0 and variance 1.
+    ``batched=False``: ``input`` is the one sample of a feature dropout (its first axis the channels)."""
+    if p == 0 or not training or input.numel() == 0:
+        return input
+    if p == 1:
+        return input.mul_(0.0) if inplace else input * 0.0
+    if feature:
+        if input.ndim < 2 - (not batched):
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        k = 2 if batched else 1
+        base = _zeros(*input.shape[:k], *(1,) * (input.ndim - k), dtype=input.dtype,
+                      chunks=input.chunks[:k] + ((1,),) * (input.ndim - k), device=input.device)
+    else:
+        base = input
+    if not alpha:
+        noise = dropout_mask(base, p)
+        return input.mul_(noise) if inplace else input * noise
+    a = 1.0 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
+    noise = dropout_mask(base, p, scale=1.0)
+    b = (noise - 1) * (_ALPHA * a) + _ALPHA * a * p
+    noise = noise * a
+    return input.mul_(noise).add_(b) if inplace else input * noise + b
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of ``(N, C, L)`` or unbatched ``(C, L)`` input: each channel of each sample zeroed
+    with probability ``p`` (the rest scaled by ``1 / (1 - p)``); identity unless training."""
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+                           "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
+                           "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    return _unbatched_feature_dropout(input, p, training, inplace, input.ndim == 3)
+
+
+def _unbatched_feature_dropout(input, p, training, inplace, batched):
+    """torch's feature dropout of a sample with no batch axis: on ``input.unsqueeze(0)``, squeezed back (in
+    place: ``input`` itself, whose channels are its first axis)."""
+    if batched:
+        return _dropout_impl(input, p, training, inplace, feature=True, alpha=False)
+    if inplace:
+        return _dropout_impl(input, p, training, True, feature=True, alpha=False, batched=False)
+    return _dropout_impl(input.unsqueeze(0), p, training, False, feature=True, alpha=False).squeeze(0)
+
+
+def _nd_dropout_warning(name, n, ndim):
+    warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will result in an error in "
+                  f"a future release. To retain the behavior and silence this warning, please use dropout instead. "
+                  f"Note that {name} exists to provide channel-wise dropout on inputs with {n} spatial dimensions, a "
+                  f"channel dimension, and an optional batch dimension (i.e. {n + 1}D or {n + 2}D inputs).",
+                  stacklevel=3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of ``(N, C, H, W)`` input: each channel of each sample zeroed with probability ``p``
+    (the rest scaled by ``1 / (1 - p)``); identity unless training.  As torch's, a 3-D input is taken as
+    ``(N, C, L)`` (with its warning), and another number of axes warns that it is deprecated."""
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        _nd_dropout_warning("dropout2d", 2, input.ndim)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+                      "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
+                      "will change in a future release to interpret the input as one without a batch dimension, i.e. "
+                      "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
+                      "dropout1d instead.", stacklevel=2)
+    return _dropout_impl(input, p, training, inplace, feature=True, alpha=False)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Channel-wise dropout of ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)`` input: each channel of each sample
+    zeroed with probability ``p`` (the rest scaled by ``1 / (1 - p)``); identity unless training.  Another number
+    of axes warns that it is deprecated, as torch's (the input taken as unbatched unless it has 5)."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        _nd_dropout_warning("dropout3d", 3, input.ndim)
+    return _unbatched_feature_dropout(input, p, training, inplace, input.ndim == 5)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: each element dropped with probability ``p`` to SELU's negative saturation
+    value, then an affine map that keeps the mean 0 and the variance 1 (torch's ``a``, ``b``); identity unless
+    training (off by default, as torch's)."""
+    _check_p(p)
+    return _dropout_impl(input, p, training, inplace, feature=False, alpha=True)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """:func:`alpha_dropout` of whole channels: one draw per (sample, channel) of ``(N, C, ...)`` input."""
+    _check_p(p)
+    return _dropout_impl(input, p, training, inplace, feature=True, alpha=True)
 
 
 def relu(input, inplace=False):

@@ -1,5 +1,6 @@
-"""Layers: ``Linear``, containers (``Sequential``, ``ModuleList``, ``ModuleDict``), ``Identity``, ``Flatten``,
-activations, ``Dropout``, ``Embedding``, ``LayerNorm``.
+"""Layers: ``Linear``, containers (``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
+``ParameterDict``), ``Identity``, ``Flatten``, ``Unflatten``, activations, ``Dropout`` (and its channel-wise and
+alpha forms), ``Embedding``, ``LayerNorm``.
 
 Parameters get torch's default initialisations, drawn lazily from daskgrad's
 generator (reproducible with :func:`daskgrad.manual_seed`), in one chunk each.
@@ -16,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from itertools import chain
 
 from .._modes import no_grad
-from .._tensor import ones, rand, randn, zeros
+from .._tensor import Tensor, ones, rand, randn, zeros
+from ..graph import type_repr
 from . import functional as F
 from .module import Module, Parameter
 
@@ -220,6 +222,203 @@ class ModuleDict(Module):
             self[m[0]] = m[1]
 
 
+def _parameter_line(key, p, dtype):
+    """One line of ParameterList's / ParameterDict's repr: a tensor's kind, type, size (and a GPU device),
+    or the type of any other object (torch's text; ``dtype`` is the list's ``daskgrad.float64``, the dict's
+    ``daskgrad.DoubleTensor``)."""
+    if isinstance(p, Tensor):
+        size = "x".join(str(n) for n in p.shape)
+        device = f" ({p.device})" if p.device.type == "cuda" else ""
+        return f"  ({key}): {'Parameter' if isinstance(p, Parameter) else 'Tensor'} containing: [{dtype(p)} of size " \
+            f"{size}{device}]"
+    return f"  ({key}): Object of type: {type(p).__name__}"
+
+
+class ParameterList(Module):
+    """Parameters in a list, registered as ``"0"``, ``"1"``, ...: a tensor put in (constructor, ``append``,
+    ``extend``, ``l[i] = t``) becomes a :class:`Parameter`; other objects are kept as they are."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def _index(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx + len(self) if idx < 0 else idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = type(self)()
+            for i in range(*idx.indices(len(self))):
+                out.append(self[i])
+            return out
+        return getattr(self, self._index(idx))
+
+    def __setitem__(self, idx, param):
+        idx = self._index(idx)
+        if isinstance(param, Tensor) and not isinstance(param, Parameter):
+            param = Parameter(param)
+        setattr(self, idx, param)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def append(self, value):
+        self._size += 1
+        self[self._size - 1] = value
+        return self
+
+    def extend(self, values):
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(_parameter_line(k, p, lambda t: f"daskgrad.{t.dtype.name}") for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """Parameters by (string) name, in insertion order: a tensor put in (constructor, ``update``, ``d[k] = t``)
+    becomes a :class:`Parameter`; other objects are kept as they are.  A plain ``dict`` given to the constructor or
+    ``update`` goes in sorted by key, as torch's (an ``OrderedDict``, a ParameterDict or pairs keep their order)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    @staticmethod
+    def _key_to_attr(key):
+        if not isinstance(key, str):
+            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a string (type is "
+                            f"'{type(key).__name__}'). Open an issue on github if you need non-string keys.")
+        return key
+
+    def __getitem__(self, key):
+        return getattr(self, self._key_to_attr(key))
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        attr = self._key_to_attr(key)
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, attr, value)
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, self._key_to_attr(key))
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def copy(self):
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for k in self._keys.copy():
+            del self[k]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k, _ = self._keys.popitem()
+        self._keys[k] = None
+        v = self[k]
+        del self[k]
+        return k, v
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters):
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, parameter in parameters.items():
+                self[key] = parameter
+        elif isinstance(parameters, Mapping):
+            for key, parameter in sorted(parameters.items()):
+                self[key] = parameter
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, Iterable):
+                    raise TypeError("ParameterDict update sequence element #" + str(j) + " should be Iterable; is"
+                                    + type(p).__name__)
+                if not len(p) == 2:
+                    raise ValueError("ParameterDict update sequence element #" + str(j) + " has length "
+                                     + str(len(p)) + "; 2 is required")
+                self[p[0]] = p[1]
+
+    def extra_repr(self):
+        return "\n".join(_parameter_line(k, p, lambda t: type_repr(t.dtype)) for k, p in self.items())
+
+    def __call__(self, input):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other):
+        copy = self.copy()
+        copy.update(other)
+        return copy
+
+    def __ror__(self, other):
+        copy = other.copy()
+        copy.update(self)
+        return copy
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+
 class Identity(Module):
     """Returns its input; takes (and ignores) any arguments, as torch's."""
 
@@ -242,6 +441,27 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split axis ``dim`` into the axes ``unflattened_size`` (a tuple or list of ints; one may be -1)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for idx, elem in enumerate(unflattened_size):
+            if not isinstance(elem, int):
+                raise TypeError(f"unflattened_size must be tuple of ints, but found element of type "
+                                f"{type(elem).__name__} at pos {idx}")
+        self.dim, self.unflattened_size = dim, unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class Softmax(Module):
@@ -534,8 +754,8 @@ class GELU(Module):
         return f"approximate='{self.approximate}'"
 
 
-class Dropout(Module):
-    """Random zeros with probability ``p`` while training (one mask per chunk); identity in eval."""
+class _DropoutNd(Module):
+    """What the dropouts share: ``p`` (checked) and ``inplace``, and their repr."""
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -543,11 +763,55 @@ class Dropout(Module):
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p, self.inplace = p, inplace
 
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Random zeros with probability ``p`` while training (one mask per chunk); identity in eval."""
+
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """Whole channels of ``(N, C, L)`` (or ``(C, L)``) input zeroed with probability ``p`` while training;
+    identity in eval."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Whole channels of ``(N, C, H, W)`` input zeroed with probability ``p`` while training; identity in eval
+    (a 3-D input is taken as ``(N, C, L)``, with torch's warning)."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``) input zeroed with probability ``p`` while
+    training; identity in eval."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """:func:`~daskgrad.nn.functional.alpha_dropout` while training (for SELU networks; ``inplace`` is
+    kept and shown, but not used, as torch's); identity in eval."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """:func:`~daskgrad.nn.functional.feature_alpha_dropout` (whole channels) while training (``inplace`` is
+    kept and shown, but not used, as torch's); identity in eval."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
 
 
 class Embedding(Module):

@@ -562,9 +562,11 @@ class Module:
         return ""
 
     def __repr__(self):
+        """torch's: the extra repr's lines, then the children's (indented); on one line only an extra repr of
+        one line with no children."""
         lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
         extra = self.extra_repr()
-        if not lines:
+        extra_lines = extra.split("\n") if extra else []
+        if not lines and len(extra_lines) <= 1:
             return f"{type(self).__name__}({extra})"
-        body = ([extra] if extra else []) + lines
-        return f"{type(self).__name__}(\n  " + "\n  ".join(body) + "\n)"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(extra_lines + lines) + "\n)"

@@ -160,7 +160,7 @@ def embedding_backward(grad, indices, rows):
 
 
 # -------------------------------------------------------------------- dropout
-def _mask_block(block, seed, keep, block_id=None):
+def _mask_block(block, seed, keep, scale=None, block_id=None):
     shape = np.shape(block)
     if type(block).__module__.split(".")[0] == "cupy":  # draw on the device, no host round trip
         import cupy
@@ -168,13 +168,14 @@ def _mask_block(block, seed, keep, block_id=None):
     else:
         u = np.asarray(np.random.default_rng([seed, *block_id]).random(shape))
         u = u if type(block) is np.ndarray else np.array(u, like=block)
-    return ((u < keep) / keep).astype(block.dtype)
+    return ((u < keep) / keep if scale is None else (u < keep) * scale).astype(block.dtype)
 
 
-def dropout_mask(x, p):
-    """A constant tensor shaped and chunked like ``x``: 0 with probability ``p``, else ``1 / (1 - p)``.
-    Each chunk draws from its own seed (the run seed from :func:`daskgrad.manual_seed` and the block id),
-    so the mask does not depend on the scheduler."""
+def dropout_mask(x, p, scale=None):
+    """A constant tensor shaped and chunked like ``x``: 0 with probability ``p``, else ``scale`` (by default
+    ``1 / (1 - p)``).  Each chunk draws from its own seed (the run seed from :func:`daskgrad.manual_seed` and the
+    block id), so the mask does not depend on the scheduler."""
     seed = int(_tensor._rng.integers(2**63))
     a = x.array
-    return Tensor._make(da.map_blocks(_mask_block, a, seed=seed, keep=1.0 - p, dtype=a.dtype, meta=a._meta))
+    return Tensor._make(da.map_blocks(_mask_block, a, seed=seed, keep=1.0 - p, scale=scale, dtype=a.dtype,
+                                      meta=a._meta))
