@@ -413,3 +413,24 @@ def test_multihead_attention_dropout_one_in_training_is_torch_s(need_weights):
     x = _leaf((3, 2, 4), "even", 1)
     _compare(list(ours(x[0], x[0], x[0], need_weights=need_weights)),
              list(theirs(x[1], x[1], x[1], need_weights=need_weights)), [x], (ours, theirs))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multi_head_attention_forward_with_static_keys_is_torch_s(need_weights):
+    """The functional form, with what only it takes: ``static_k``/``static_v`` (batch * heads, S, head_dim)."""
+    E, heads, L, S, N = 4, 2, 3, 5, 2
+    q = _leaf((L, N, E), "uneven", 1)
+    w_in, b_in, w_out, b_out = (_leaf(s) for s in ((3 * E, E), (3 * E,), (E, E), (E,)))
+    sk, sv = _leaf((N * heads, S, E // heads)), _leaf((N * heads, S, E // heads))
+    args = [q, q, q, None, heads, w_in, b_in, None, None, False, 0.0, w_out, b_out]
+    d_args = [a[0] if isinstance(a, tuple) else a for a in args]
+    t_args = [a[1] if isinstance(a, tuple) else a for a in args]
+    d_args[3] = t_args[3] = E
+    d_out = F.multi_head_attention_forward(*d_args, static_k=sk[0], static_v=sv[0], need_weights=need_weights)
+    t_out = torch.nn.functional.multi_head_attention_forward(*t_args, static_k=sk[1], static_v=sv[1],
+                                                             need_weights=need_weights)
+    _compare(list(d_out), list(t_out), [q, w_in, b_in, w_out, b_out, sk, sv])
+
+
+def test_multihead_attention_repr_is_torch_s():
+    assert repr(nn.MultiheadAttention(4, 2)) == repr(torch.nn.MultiheadAttention(4, 2))

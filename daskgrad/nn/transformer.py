@@ -25,6 +25,10 @@ from .layers import GELU, Dropout, LayerNorm, Linear, ModuleList, ReLU
 from .module import Module, Parameter
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """``MultiheadAttention.out_proj``: a ``Linear`` under torch's name for it (in its repr)."""
+
+
 def _empty(*shape, device=None, dtype=None):
     return Parameter(zeros(*shape, dtype=dtype, chunks=-1, device=device))
 
@@ -63,7 +67,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = _empty(3 * embed_dim, **kw)
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         if add_bias_kv:
             self.bias_k = _empty(1, 1, embed_dim, **kw)
             self.bias_v = _empty(1, 1, embed_dim, **kw)
