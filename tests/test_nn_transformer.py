@@ -106,12 +106,14 @@ def _error(fn):
     return type(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("case", ["causal-and-mask", "dtypes", "one-axis"])
+@pytest.mark.parametrize("case", ["causal-and-mask", "dtypes", "one-axis", "gqa-heads", "gqa-two-axes"])
 def test_scaled_dot_product_attention_errors_are_torch_s(case):
-    a = RNG.standard_normal((2, 3, 4))
+    a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((1, 2, 3, 4))
     args = {"causal-and-mask": ((a, a, a), {"attn_mask": np.ones((3, 3), bool), "is_causal": True}),
             "dtypes": ((a, a, a.astype(np.float32)), {}),
-            "one-axis": ((a[0, 0], a[0, 0], a[0, 0]), {})}[case]
+            "one-axis": ((a[0, 0], a[0, 0], a[0, 0]), {}),
+            "gqa-heads": ((np.concatenate([b, b[:, :1]], 1), b, b), {"enable_gqa": True}),
+            "gqa-two-axes": ((a[0], a[0], a[0]), {"enable_gqa": True})}[case]
     ours = _error(lambda: F.scaled_dot_product_attention(*map(dg.from_array, args[0]),
                                                          **{k: dg.from_array(v) if isinstance(v, np.ndarray) else v
                                                             for k, v in args[1].items()}))

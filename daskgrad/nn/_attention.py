@@ -40,6 +40,18 @@ def _check_sdpa(query, key, value):
                            f"{query.ndim} key.dim: {key.ndim} and value.dim: {value.ndim} instead.")
 
 
+def _repeat_heads(query, key, value):
+    """``enable_gqa``: each key and value head (axis -3) repeated for the query heads it serves, torch's checks."""
+    if query.ndim < 3:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-query.ndim}, {query.ndim - 1}], "
+                         "but got -3)")
+    heads = query.shape[-3]
+    if heads % key.shape[-3] or heads % value.shape[-3]:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in ")
+    return (key.repeat_interleave(heads // key.shape[-3], -3),
+            value.repeat_interleave(heads // value.shape[-3], -3))
+
+
 def _dropout(weights, p):
     """``F.dropout(weights, p)`` (training): zeros with probability ``p``, the rest scaled by ``1 / (1 - p)``."""
     if p == 0.0:
@@ -68,9 +80,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     L, S = query.shape[-2], key.shape[-2]
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if enable_gqa and query.ndim >= 3:
-        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], -3)
-        value = value.repeat_interleave(query.shape[-3] // value.shape[-3], -3)
+    if enable_gqa:
+        key, value = _repeat_heads(query, key, value)
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
         attn_mask = ones(L, S, dtype=bool, chunks=-1, device=query.device).tril()
