@@ -139,7 +139,8 @@ MHA = {"default": ({}, {}),
 
 
 def _masks(kwargs, L, S, N, heads):
-    made = {"bool2": lambda: RNG.random((L, S)) > 0.7, "bool3": lambda: RNG.random((N * heads, L, S)) > 0.7,
+    made = {"bool2": lambda: (RNG.random((L, S)) > 0.7) & (np.arange(S) > 0),  # key 0 seen: no nan row
+            "bool3": lambda: RNG.random((N * heads, L, S)) > 0.7,
             "float3": lambda: RNG.standard_normal((N * heads, L, S)),
             "causal": lambda: np.triu(np.full((L, S), -np.inf), 1),
             "bool": lambda: np.arange(S)[None, :] >= np.array([S, S - 1, 2, S][:N])[:, None],
