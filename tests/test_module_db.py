@@ -29,7 +29,13 @@ MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout", "InstanceNorm1d", "In
 # bidirectional, proj_size, an initial state or none) takes each of its values in some sample.  torch's order:
 # two samples (no state, a state) per combination of the options, in itertools.product's order of
 # (nonlinearity,) bias, batch_first, bidirectional(, proj_size); tests/test_nn_rnn.py checks the rest.
-SAMPLES = {"RNN": (0, 11, 23, 26, 29), "GRU": (0, 11, 15), "LSTM": (0, 7, 18, 25, 31)}
+SAMPLES = {"RNN": (0, 11, 23, 26, 29), "GRU": (0, 11, 15), "LSTM": (0, 7, 18, 25, 31),
+           # attention (0.3-2 s a sample, 64 samples a module): each option (batch_first, bias, add_bias_kv,
+           # add_zero_attn, norm_first, activation, unbatched, each mask) takes each of its values in some sample;
+           # tests/test_nn_transformer.py checks the rest
+           "MultiheadAttention": (6, 25, 31, 41, 52), "TransformerEncoderLayer": (1, 2, 27, 34, 37),
+           "TransformerEncoder": (1, 30, 31, 38), "TransformerDecoderLayer": (0, 1, 2, 52, 66),
+           "Transformer": (1, 62, 63)}
 
 
 def _daskgrad_modules():
@@ -44,8 +50,22 @@ def _module_db():
     return {m.module_cls.__name__: m for m in module_db}
 
 
+def _layer_to_dg(layer):
+    """A torch ``TransformerEncoderLayer`` (a ``TransformerEncoder`` sample's argument) as daskgrad's, built from
+    its options (its parameters come with the encoder's state_dict)."""
+    return dg.nn.TransformerEncoderLayer(layer.linear1.in_features, layer.self_attn.num_heads,
+                                         layer.linear1.out_features, layer.dropout.p, _to_dg(layer.activation),
+                                         layer.norm1.eps, layer.self_attn.batch_first, layer.norm_first,
+                                         layer.linear1.bias is not None)
+
+
 def _to_dg(x):
-    """torch's sample values as a daskgrad user passes them: tensors chunked in two along the batch axis."""
+    """torch's sample values as a daskgrad user passes them: tensors chunked in two along the batch axis, torch's
+    functions (an activation) as daskgrad's, a torch encoder layer as daskgrad's."""
+    if isinstance(x, torch.nn.TransformerEncoderLayer):
+        return _layer_to_dg(x)
+    if callable(x) and getattr(torch.nn.functional, getattr(x, "__name__", ""), None) is x:
+        return getattr(dg.nn.functional, x.__name__)
     if isinstance(x, torch.Tensor):
         a = x.detach().numpy()
         t = dg.from_array(a, chunks=((max(1, (a.shape[0] + 1) // 2),) + a.shape[1:]) if a.ndim else ())

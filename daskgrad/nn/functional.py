@@ -19,6 +19,7 @@ from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
+from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
                     conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, max_pool1d, max_pool2d, unfold)
 from ._norm import batch_norm, group_norm, instance_norm, rms_norm, _trailing_axes  # noqa: F401
