@@ -732,3 +732,8 @@ def test_pointwise_loss_modules_and_bad_arguments_are_torch_s():
         F.l1_loss(x, x, reduction="foo")
     with pytest.raises(ValueError, match="^Weights and input must have the same size.$"):
         F.l1_loss(x, x, weight=dg.ones(2))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"elementwise_affine": False}, {"eps": 1e-3}])
+def test_layer_norm_repr_is_torch_s(kwargs):
+    assert repr(dg.nn.LayerNorm((4, 3), **kwargs)) == repr(torch.nn.LayerNorm((4, 3), **kwargs))
