@@ -437,3 +437,33 @@ def test_multi_head_attention_forward_with_static_keys_is_torch_s(need_weights):
 
 def test_multihead_attention_repr_is_torch_s():
     assert repr(nn.MultiheadAttention(4, 2)) == repr(torch.nn.MultiheadAttention(4, 2))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("norm", [False, True])
+def test_encoder_in_eval_with_a_padding_mask_zeros_padded_positions_where_torch_s_nested_path_does(norm, aligned,
+                                                                                                   grad):
+    """torch's encoder in eval, without grad, with a left-aligned padding mask runs on nested tensors: its output
+    at padded positions is zero (then ``norm``); otherwise (grad, a mask not left-aligned) the layers' values."""
+    torch.manual_seed(0)
+    tl = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's: the nested path of a layer with an odd setting; none here)
+        te = torch.nn.TransformerEncoder(tl, 2, norm=torch.nn.LayerNorm(8, dtype=torch.float64) if norm else None)
+    te.eval()
+    dl = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True, dtype="float64")
+    de = nn.TransformerEncoder(dl, 2, norm=nn.LayerNorm(8, dtype="float64") if norm else None).eval()
+    de.load_state_dict({k: v.numpy() for k, v in te.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((3, 5, 8))
+    m = np.zeros((3, 5), bool)
+    m[0, 3:] = m[1, 4:] = True
+    if not aligned:
+        m[2, 1] = True
+    with torch.set_grad_enabled(grad):
+        want = te(torch.from_numpy(x), src_key_padding_mask=torch.from_numpy(m))
+        want = (want.to_padded_tensor(0.0) if want.is_nested else want).detach().numpy()
+    with dg.set_grad_enabled(grad):
+        got = de(dg.from_array(x, chunks=(2, 5, 8)), src_key_padding_mask=dg.from_array(m, chunks=(2, 5)))
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    assert (np.abs(want[0, 3:]).max() == 0) == (aligned and not grad)  # (a LayerNorm of zeros: its bias, 0)

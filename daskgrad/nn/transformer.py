@@ -4,7 +4,7 @@ initialisations, arguments and errors, so that a torch model's ``state_dict`` lo
 
 torch's inference fast path (fused kernels, nested tensors for padded batches) is not reproduced: it
 computes what the reference path computes, except padded positions of a nested-tensor encoder output,
-which torch then fills with zeros.
+which torch fills with zeros: ``TransformerEncoder`` zeros them where torch takes that path.
 
 >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, batch_first=True)
 >>> encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import warnings
 
+from .._modes import is_grad_enabled
 from .._tensor import full, zeros
 from . import functional as F
 from . import init
@@ -242,10 +243,33 @@ class TransformerEncoder(Module):
         mask = _canonical_mask(mask, "mask", None, "", src.dtype, check_other=False)
         batch_first = self.layers[0].self_attn.batch_first
         is_causal = _detect_is_causal_mask(mask, is_causal, _get_seq_len(src, batch_first))
+        kept = self._nested(src, mask, src_key_padding_mask)
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        if kept is not None:  # (torch's to_padded_tensor(0.0) of its nested output)
+            output = output.masked_fill(kept.logical_not().unsqueeze(-1), 0.0)
         return output if self.norm is None else self.norm(output)
+
+    def _nested(self, src, mask, src_key_padding_mask):
+        """Where torch's forward runs the layers on a nested tensor of the tokens not padded (its
+        conditions, in its order; the fast path enabled, no autocast), the positions kept, else None:
+        torch's output at padded positions is then zero (before ``norm``), not what the layers compute.
+        Its left-alignment check reads the mask's values, as torch's does."""
+        first = self.layers[0]
+        if (not self.use_nested_tensor or first.training or src.ndim != 3 or src_key_padding_mask is None
+                or mask is not None):
+            return None
+        attn = first.self_attn
+        weights = (src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight, attn.out_proj.bias,
+                   first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias, first.linear1.weight,
+                   first.linear1.bias, first.linear2.weight, first.linear2.bias)
+        if is_grad_enabled() and any(t is not None and t.requires_grad for t in weights):
+            return None
+        kept = src_key_padding_mask == 0  # (canonical: 0 where a token is kept, -inf where padded)
+        if self.mask_check and bool((kept[:, 1:] & kept[:, :-1].logical_not()).any()):
+            return None  # not left-aligned: torch's reference path
+        return kept
 
 
 class TransformerDecoderLayer(Module):
