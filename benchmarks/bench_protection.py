@@ -141,7 +141,7 @@ def step_time(quick=QUICK):
 
     import daskgrad as dg
 
-    rounds, per_round = (2, 2) if quick else (9, 8)
+    rounds, per_round = (1, 2) if quick else (9, 8)
     client, startup = _connect(quick)
     timed = _Timed()
     out = {"cluster": ("daskgrad.connect('local', n_workers=3, threads_per_worker=1, processes="
@@ -189,7 +189,7 @@ def step_time(quick=QUICK):
             "loss_first_last": {"copies=2": [l2[0], l2[-1]], "copies=1": [l1[0], l1[-1]]}}
 
         # the README's plain loop on data generated on the workers (400 MB are not shipped)
-        n, d, nchunks, prounds = (20_000, 10, 4, 2) if quick else (2_000_000, 50, 20, 5)
+        n, d, nchunks, prounds = (20_000, 10, 4, 1) if quick else (2_000_000, 50, 20, 5)
         rows = -(-n // nchunks)
         dg.manual_seed(0)
         PX = dg.randn(n, d, chunks=(rows, d), dtype="float32").persist()

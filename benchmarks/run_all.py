@@ -86,9 +86,13 @@ def interleaved(fns, rounds):
 
     Each round runs the variants in a new (seeded) random order: a variant run right after
     PyTorch pays for PyTorch's spinning OpenMP threads, and one run first after another's memory
-    was freed pays more (measured: the same MLP step took 1.8x the time in such a place)."""
+    was freed pays more (measured: the same MLP step took 1.8x the time in such a place).
+    BENCH_QUICK=1 runs one round: a smoke run checks that every variant runs and reports, not its
+    median."""
     import random
 
+    if QUICK:
+        rounds = 1
     for fn in fns.values():
         fn()
     times = {k: [] for k in fns}
@@ -715,7 +719,7 @@ def overhead(sizes=(20, 200, 2_000), rows=10, d=10, lr=0.1):
             hits = dg.step_cache_info()["hits"]
             # each variant runs a few steps in a row, as a loop does: the first step after another
             # variant pays for its leftovers (BLAS threads still spinning, caches cold), not its own
-            block = 2 if nchunks >= 2_000 or QUICK else 5
+            block = 1 if QUICK else 2 if nchunks >= 2_000 else 5
 
             def steps(fn):
                 return lambda: [fn() for _ in range(block)]

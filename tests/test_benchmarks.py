@@ -13,13 +13,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
-def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path):
-    env = dict(os.environ, BENCH_QUICK="1", BENCH_RESULTS=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py")], env=env,
-                          capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def quick_suite(tmp_path_factory):
+    """One run of the whole suite in quick mode (every component, the issue "One program, many runs"'s
+    among them): its process, its report and the folder it wrote to, for both tests below."""
+    tmp_path = tmp_path_factory.mktemp("bench")
+    proc = _run_quick(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((tmp_path / "suite-quick.json").read_text())
+    return proc, json.loads((tmp_path / "suite-quick.json").read_text()), tmp_path
+
+
+def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(quick_suite):
+    proc, report, tmp_path = quick_suite
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import run_all
 
@@ -78,18 +83,19 @@ def test_benchmark_suite_runs_in_quick_mode_and_writes_every_component(tmp_path)
             assert (tmp_path / f"{png}.png").stat().st_size > 0, png
 
 
-def test_one_program_many_runs_components_report_agreeing_numbers(tmp_path):
-    """The components of issue "One program, many runs" alone, in quick mode: each program's daskgrad port
-    gives its original's numbers (the component asserts rtol 1e-10; the report says so), step calls are
-    counted, the package's size is read.  No timing is asserted on."""
+def test_one_program_many_runs_components_report_agreeing_numbers(quick_suite, tmp_path):
+    """The components of issue "One program, many runs", read from the quick suite's run (this test ran
+    them a second time, by name): each program's daskgrad port gives its original's numbers (the
+    component asserts rtol 1e-10; the report says so), step calls are counted, the package's size is
+    read.  No timing is asserted on.  Components chosen by name run alone: the cheapest, package, is run
+    so."""
     names = ["programs", "plain_loop", "checkpoint_block", "demo_step", "minibatch_loop", "package"]
-    env = dict(os.environ, BENCH_QUICK="1", BENCH_RESULTS=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"), *names], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((tmp_path / "suite-quick.json").read_text())
+    proc, report, _ = quick_suite
     assert set(names) <= set(report)
+    alone = _run_quick(tmp_path, "package")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert set(json.loads((tmp_path / "suite-quick.json").read_text())) == {"quick", "machine", "package"}
+    assert "| package size |" in alone.stdout
     programs = report["programs"]
     assert sorted(programs["rows"]) == ["a_two_layer_net_autograd", "b_regression", "c_logistic_regression",
                                         "d_neural_net_adam", "e_rosenbrock"]
@@ -127,6 +133,14 @@ def test_one_program_many_runs_components_report_agreeing_numbers(tmp_path):
                 "| plain loop, 200 tiny chunks, no compile |", "| make demo's training step |",
                 "| training loop over small minibatches, threads |", "| package size |"):
         assert row in proc.stdout, row
+
+
+def _run_quick(results, *names):
+    """benchmarks/run_all.py in quick mode (the components ``names``, or all), writing to ``results``."""
+    env = dict(os.environ, BENCH_QUICK="1", BENCH_RESULTS=str(results),
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"), *names], env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def _importable(name):

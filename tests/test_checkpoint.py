@@ -179,36 +179,6 @@ def test_strict_chunks_are_copied_to_the_host_explicitly_for_the_write(tmp_path)
     assert isinstance(back.array._meta, StrictArray) and back.chunks == x.chunks
 
 
-# ------------------------------------------------------------------ on a cluster
-def test_save_on_a_cluster_is_written_by_the_workers_and_load_puts_chunks_on_them(client, tmp_path,
-                                                                                  monkeypatch):
-    from dask.core import flatten
-    from dask.utils import key_split
-    from distributed import get_task_stream
-
-    dg.manual_seed(3)
-    y = dg.randn(400, 50, chunks=(100, 50), dtype="float64") * 2 + 1  # lazy: made on the workers
-
-    def no_gather(*args, **kwargs):
-        raise AssertionError("save gathered a tensor on the client")
-
-    with monkeypatch.context() as m:
-        m.setattr(runtime, "_gather", no_gather)
-        m.setattr(dg.Tensor, "compute", no_gather)
-        with get_task_stream(client) as stream:
-            dg.save({"y": y, "note": "lazy"}, tmp_path / "ck")
-    workers = set(client.scheduler_info()["workers"])
-    writes = [t for t in stream.data if "store-map" in key_split(t["key"])]
-    assert len({t["key"] for t in writes}) >= y.array.npartitions
-    assert {t["worker"] for t in writes} == workers  # both workers wrote their chunks
-
-    ck = dg.load(tmp_path / "ck")
-    assert _dask.materialized(ck["y"].array)  # its chunks are read into the workers' memory
-    where = client.who_has()
-    assert all(where.get(k) for k in flatten(ck["y"].array.__dask_keys__()))
-    np.testing.assert_array_equal(values(ck["y"]), values(y))
-
-
 _LOAD_PICKLE = """
 import pickle, sys
 import numpy as np
@@ -220,22 +190,6 @@ assert type(p) is nn.Parameter and p.requires_grad and t.chunks == ((3, 3, 4),) 
 out = {"t": t.numpy(), "p": p.detach().numpy(), **{k: v.numpy() for k, v in sd.items()}}
 np.savez(sys.argv[2], **out)
 """
-
-
-def test_a_pickle_made_on_a_cluster_holds_values_and_loads_without_it(client, tmp_path):
-    model, opt, X = trained()  # parameters now live on the workers
-    t = dg.from_array(np.arange(10.0), chunks=((3, 3, 4),)) * 3
-    p = nn.Parameter(dg.from_array(np.array([1.0, 2.0])))
-    with open(tmp_path / "obj.pkl", "wb") as f:
-        pickle.dump({"t": t, "p": p, "sd": model.state_dict()}, f)
-    out = subprocess.run([sys.executable, "-c", _LOAD_PICKLE, str(tmp_path / "obj.pkl"), str(tmp_path / "v.npz")],
-                         env=ENV, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = np.load(tmp_path / "v.npz")
-    np.testing.assert_array_equal(got["t"], np.arange(10.0) * 3)
-    np.testing.assert_array_equal(got["p"], [1.0, 2.0])
-    for name, v in model.state_dict().items():
-        np.testing.assert_array_equal(got[name], values(v))
 
 
 # ------------------------------------------------------------------ pickling and copying
@@ -372,3 +326,51 @@ def test_readme_checkpoint_recipe_resumes_where_it_stopped(tmp_path):
             assert saved[name].dtype == np.float64, name
             assert not np.array_equal(resumed[name], saved[name]), name  # it did train on
     assert int(resumed["0.step"]) == 6
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+# ------------------------------------------------------------------ on a cluster
+def test_save_on_a_cluster_is_written_by_the_workers_and_load_puts_chunks_on_them(client, tmp_path,
+                                                                                  monkeypatch):
+    from dask.core import flatten
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    dg.manual_seed(3)
+    y = dg.randn(400, 50, chunks=(100, 50), dtype="float64") * 2 + 1  # lazy: made on the workers
+
+    def no_gather(*args, **kwargs):
+        raise AssertionError("save gathered a tensor on the client")
+
+    with monkeypatch.context() as m:
+        m.setattr(runtime, "_gather", no_gather)
+        m.setattr(dg.Tensor, "compute", no_gather)
+        with get_task_stream(client) as stream:
+            dg.save({"y": y, "note": "lazy"}, tmp_path / "ck")
+    workers = set(client.scheduler_info()["workers"])
+    writes = [t for t in stream.data if "store-map" in key_split(t["key"])]
+    assert len({t["key"] for t in writes}) >= y.array.npartitions
+    assert {t["worker"] for t in writes} == workers  # both workers wrote their chunks
+
+    ck = dg.load(tmp_path / "ck")
+    assert _dask.materialized(ck["y"].array)  # its chunks are read into the workers' memory
+    where = client.who_has()
+    assert all(where.get(k) for k in flatten(ck["y"].array.__dask_keys__()))
+    np.testing.assert_array_equal(values(ck["y"]), values(y))
+
+
+def test_a_pickle_made_on_a_cluster_holds_values_and_loads_without_it(client, tmp_path):
+    model, opt, X = trained()  # parameters now live on the workers
+    t = dg.from_array(np.arange(10.0), chunks=((3, 3, 4),)) * 3
+    p = nn.Parameter(dg.from_array(np.array([1.0, 2.0])))
+    with open(tmp_path / "obj.pkl", "wb") as f:
+        pickle.dump({"t": t, "p": p, "sd": model.state_dict()}, f)
+    out = subprocess.run([sys.executable, "-c", _LOAD_PICKLE, str(tmp_path / "obj.pkl"), str(tmp_path / "v.npz")],
+                         env=ENV, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = np.load(tmp_path / "v.npz")
+    np.testing.assert_array_equal(got["t"], np.arange(10.0) * 3)
+    np.testing.assert_array_equal(got["p"], [1.0, 2.0])
+    for name, v in model.state_dict().items():
+        np.testing.assert_array_equal(got[name], values(v))

@@ -491,20 +491,6 @@ def _count_on_worker(block):
     return block
 
 
-@pytest.mark.cluster
-def test_on_a_cluster_the_workers_run_revolve_s_count_and_the_gradients_are_unchanged(client):
-    step, start, leaves = wave_1d((6, 6, 5), lambda t: dg.map_blocks(_count_on_worker, t, vjp=_identity_vjp))
-
-    def loss(s):
-        return (s[1] ** 2).sum()
-
-    want = gradients(step, start, leaves, loss, 20)
-    _RAN.clear()
-    assert_close(gradients(step, start, leaves, loss, 20, snapshots=3), want)
-    assert sum(_RAN.values()) == 3 * (revolve.repetitions(20, 3) + 1)
-    assert set(_RAN) <= set(client.scheduler_info()["workers"])
-
-
 def _identity_vjp(g, block):
     return g
 
@@ -875,3 +861,19 @@ def test_a_tuple_state_after_a_no_grad_step_requires_grad_where_torch_s_does(qui
         (t0 * t1).sum().backward()
         (d0 * d1).sum().backward()
         assert np.allclose(w.grad.numpy(), wt.grad.numpy())
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+@pytest.mark.cluster
+def test_on_a_cluster_the_workers_run_revolve_s_count_and_the_gradients_are_unchanged(client):
+    step, start, leaves = wave_1d((6, 6, 5), lambda t: dg.map_blocks(_count_on_worker, t, vjp=_identity_vjp))
+
+    def loss(s):
+        return (s[1] ** 2).sum()
+
+    want = gradients(step, start, leaves, loss, 20)
+    _RAN.clear()
+    assert_close(gradients(step, start, leaves, loss, 20, snapshots=3), want)
+    assert sum(_RAN.values()) == 3 * (revolve.repetitions(20, 3) + 1)
+    assert set(_RAN) <= set(client.scheduler_info()["workers"])

@@ -180,20 +180,6 @@ def test_fused_tasks_run_on_the_gpu_worker_of_a_cluster():
         np.testing.assert_allclose(w.grad.numpy(), Xn.T @ (1 / (1 + np.exp(-(Xn @ w0))) - yn) / 400, rtol=1e-10)
 
 
-def test_a_step_resubmitted_on_a_cluster_reuses_its_keys_without_run_spec_warnings(client):
-    # the client fixture fails the test on the scheduler's "Detected different run_spec"
-    X, y, w0 = logreg_data(n=800, chunks=100)
-    grads = []
-    for _ in range(3):
-        w = dg.from_array(w0, chunks=-1, requires_grad=True)
-        loss = dg.binary_cross_entropy_with_logits(X @ w, y)
-        loss.backward()
-        grads.append((loss.item(), w.grad.numpy()))
-    for loss, g in grads[1:]:
-        assert loss == grads[0][0]
-        np.testing.assert_array_equal(g, grads[0][1])
-
-
 def test_fused_tasks_merge_the_annotations_of_their_parts():
     # a forward layer asking for retries, VJPs asking for a GPU: the chunk's task asks for both
     X, y, w0 = logreg_data()
@@ -344,15 +330,6 @@ def test_a_key_names_one_computation_in_every_submission(optimized):
         assert first[k].dependencies == second[k].dependencies, k
 
 
-def test_a_training_loop_of_an_mlp_under_cross_entropy_runs_on_a_cluster(client):
-    # make demo's loop on a cluster: the step after the one that made the template hung now and then
-    X, t = mlp_data()
-    runs = [mlp_step(X, t, shift=0.1 * (i % 2)) for i in range(6)]
-    for got, expected in zip(runs[2:], runs):
-        for a, b in zip(got, expected):
-            np.testing.assert_array_equal(a, b)
-
-
 def fused_keys_alone_and_beside():
     """The keys of a logistic-regression gradient's optimized graph submitted alone, and submitted with
     unrelated arrays beside it."""
@@ -425,3 +402,27 @@ def test_a_generated_kernel_casts_an_elementwise_result_as_dask_s_enforce_dtype_
     assert got.dtype == want.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, want)
 
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+def test_a_step_resubmitted_on_a_cluster_reuses_its_keys_without_run_spec_warnings(client):
+    # the client fixture fails the test on the scheduler's "Detected different run_spec"
+    X, y, w0 = logreg_data(n=800, chunks=100)
+    grads = []
+    for _ in range(3):
+        w = dg.from_array(w0, chunks=-1, requires_grad=True)
+        loss = dg.binary_cross_entropy_with_logits(X @ w, y)
+        loss.backward()
+        grads.append((loss.item(), w.grad.numpy()))
+    for loss, g in grads[1:]:
+        assert loss == grads[0][0]
+        np.testing.assert_array_equal(g, grads[0][1])
+
+
+def test_a_training_loop_of_an_mlp_under_cross_entropy_runs_on_a_cluster(client):
+    # make demo's loop on a cluster: the step after the one that made the template hung now and then
+    X, t = mlp_data()
+    runs = [mlp_step(X, t, shift=0.1 * (i % 2)) for i in range(6)]
+    for got, expected in zip(runs[2:], runs):
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)

@@ -27,13 +27,22 @@ def settle(client, expected, timeout=10):
         time.sleep(0.02)
 
 
+def replicas_in_memory(client):
+    """The scheduler's count of in-memory keys on workers: a key two workers hold counts twice."""
+    def count(dask_scheduler):
+        return sum(len(ts.who_has) for ts in dask_scheduler.tasks.values() if ts.state == "memory")
+    return client.run_on_scheduler(count)
+
+
 def managed_bytes(client, timeout=10):
-    """Bytes the workers hold, once they agree with the scheduler's view."""
+    """Bytes the workers hold, once they agree with the scheduler's view (replicas included: counted
+    against the keys alone, workers that each held a copy never agreed, and every call waited the
+    whole timeout)."""
     deadline = time.time() + timeout
     while True:
         sizes = client.run(lambda dask_worker: (len(dask_worker.data), dask_worker.state.nbytes))
         held = sum(n for n, _ in sizes.values())
-        if held == len(memory_keys(client)) or time.time() > deadline:
+        if held == replicas_in_memory(client) or time.time() > deadline:
             return sum(b for _, b in sizes.values())
         time.sleep(0.05)
 

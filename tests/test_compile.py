@@ -707,41 +707,9 @@ def test_a_step_of_large_chunks_replays_on_dask_s_scheduler_with_the_same_number
     assert step.cache_info()["replays"] == 2
 
 
-# ------------------------------------------------------------------ on a cluster (the module's client lives on after)
-def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
-    X, y = _data()
-    step = dg.compile(dg.func.grad_and_value(_loss))
-    plain = dg.func.grad_and_value(_loss)
-    before = _memory_keys(client)
-    for w in _ws():
-        g, value = step(w, X, y)
-        g_ref, value_ref = plain(w, X, y)
-        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
-        assert value.item() == value_ref.item()
-        del g, value, g_ref, value_ref
-    assert step.cache_info()["replays"] == 3
-    deadline = time.time() + 10
-    while _memory_keys(client) != before and time.time() < deadline:  # (release is asynchronous)
-        time.sleep(0.02)
-    assert _memory_keys(client) == before
-
-
 def _memory_keys(client):
     return set(client.run_on_scheduler(lambda dask_scheduler: [k for k, ts in dask_scheduler.tasks.items()
                                                                if ts.state == "memory"]))
-
-
-def test_minimize_with_a_compiled_objective_on_a_cluster_finds_the_same_point(client):
-    pytest.importorskip("scipy")
-    X, y = _data(n=60, d=4, chunks=15)
-
-    def loss(beta):
-        return dg.binary_cross_entropy_with_logits(X @ beta, y, reduction="sum")
-
-    plain = dg.optimize.minimize(loss, np.zeros(4), method="L-BFGS-B")
-    fast = dg.optimize.minimize(dg.compile(loss), np.zeros(4), method="L-BFGS-B")
-    np.testing.assert_array_equal(fast.x.numpy(), plain.x.numpy())
-    assert (fast.nit, fast.nfev) == (plain.nit, plain.nfev)
 
 
 # ------------------------------------------------------------------ what a function reaches (a fuzzing review's cases)
@@ -888,3 +856,37 @@ def test_a_function_reaching_more_values_than_a_guard_describes_runs_as_usual_wi
     with pytest.warns(UserWarning, match="too many to guard"):
         np.testing.assert_array_equal(run(x).numpy(), model(x).detach().numpy())
     assert run.cache_info()["eager"] == 1
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+# ------------------------------------------------------------------ on a cluster (the module's client lives on after)
+def test_a_compiled_step_on_a_cluster_replays_and_leaves_no_key_of_its_graph_in_memory(client):
+    X, y = _data()
+    step = dg.compile(dg.func.grad_and_value(_loss))
+    plain = dg.func.grad_and_value(_loss)
+    before = _memory_keys(client)
+    for w in _ws():
+        g, value = step(w, X, y)
+        g_ref, value_ref = plain(w, X, y)
+        np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+        assert value.item() == value_ref.item()
+        del g, value, g_ref, value_ref
+    assert step.cache_info()["replays"] == 3
+    deadline = time.time() + 10
+    while _memory_keys(client) != before and time.time() < deadline:  # (release is asynchronous)
+        time.sleep(0.02)
+    assert _memory_keys(client) == before
+
+
+def test_minimize_with_a_compiled_objective_on_a_cluster_finds_the_same_point(client):
+    pytest.importorskip("scipy")
+    X, y = _data(n=60, d=4, chunks=15)
+
+    def loss(beta):
+        return dg.binary_cross_entropy_with_logits(X @ beta, y, reduction="sum")
+
+    plain = dg.optimize.minimize(loss, np.zeros(4), method="L-BFGS-B")
+    fast = dg.optimize.minimize(dg.compile(loss), np.zeros(4), method="L-BFGS-B")
+    np.testing.assert_array_equal(fast.x.numpy(), plain.x.numpy())
+    assert (fast.nit, fast.nfev) == (plain.nit, plain.nfev)

@@ -206,15 +206,6 @@ def test_lbfgs_loads_torchs_state_and_continues_as_torch(line_search_fn):
     assert opt.state[ps[0]]["n_iter"] == topt.state[tps[0]]["n_iter"]
 
 
-def test_lbfgs_on_a_distributed_client_matches_torch_and_keeps_history_in_worker_memory(client):
-    ours, theirs = _run_both("rosenbrock", {"line_search_fn": "strong_wolfe"}, steps=2, max_iter=4)
-    _assert_same_run(ours, theirs)
-    opt, ps, _ = ours
-    held = client.who_has()
-    for vec in opt.state[ps[0]]["old_dirs"]:
-        assert all(held.get(k) for v in vec for k in v.array.__dask_keys__())
-
-
 # ------------------------------------------------------------------ NaN and Inf: what torch does, step for step
 NONFINITE = {
     "NaN from the start": (lambda lib, w: (w * float("nan")).sum(), np.array([0.5, 1.0, 2.0, 0.1])),
@@ -253,3 +244,14 @@ def test_nan_and_inf_losses_give_torch_s_losses_parameters_and_counts_or_its_err
     np.testing.assert_allclose(got[1], want[1], rtol=1e-9)
     assert got[2:] == want[2:]
     assert np.isnan(got[1]).any() or not np.isfinite(got[0]).all()  # the NaN shows: never a quiet "converged"
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+def test_lbfgs_on_a_distributed_client_matches_torch_and_keeps_history_in_worker_memory(client):
+    ours, theirs = _run_both("rosenbrock", {"line_search_fn": "strong_wolfe"}, steps=2, max_iter=4)
+    _assert_same_run(ours, theirs)
+    opt, ps, _ = ours
+    held = client.who_has()
+    for vec in opt.state[ps[0]]["old_dirs"]:
+        assert all(held.get(k) for v in vec for k in v.array.__dask_keys__())

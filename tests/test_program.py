@@ -240,20 +240,6 @@ def test_a_lazily_read_dataset_read_again_is_held_once_it_fits_and_the_numbers_s
     assert len(too_big) == 2 + 6 + 7 * 2  # y made once whole, X's minibatch read at every step
 
 
-def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
-    reads = []
-    X, y, losses = _minibatch_loop(6, reads)
-    with dask.config.set({"daskgrad.hold-sources": 0}):
-        assert _minibatch_loop(6, [])[2] == losses
-    assert door.is_data(X.array) and len(reads) == 2 + 6
-    who_has = client.sync(client.scheduler.who_has, keys=door.flat_keys(X.array))
-    assert len(who_has) == 6 and all(len(workers) == 2 for workers in who_has.values())
-    del X, y
-    with dask.config.set({"daskgrad.hold-sources": "30 kB"}):  # (X 19.2 kB, y 4.8 kB: twice each on a cluster)
-        X, y, _ = _minibatch_loop(4, [])
-    assert not door.is_data(X.array) and door.in_memory(y._storage.value) is not None
-
-
 def _read_file(block_info=None):
     """A chunk of a (400, 4) "file" whose every value is ``_file["value"]`` (rewritten by a test)."""
     (r0, r1), (c0, c1) = block_info[None]["array-location"]
@@ -261,26 +247,6 @@ def _read_file(block_info=None):
 
 
 _file = {"value": 1.0}
-
-
-def test_a_held_source_is_held_under_keys_of_its_own_on_a_cluster(client):
-    """A graph's name says how to read it, not what it held when read (``da.from_zarr`` names by
-    path): a file rewritten after one tensor over it was held is read as it is now by a new one."""
-    import dask.array as da
-
-    def over_file():
-        return dg.from_array(da.map_blocks(_read_file, chunks=((100,) * 4, (4,)), dtype=np.float64, name="file"))
-
-    _file["value"] = 1.0
-    X1 = over_file()
-    w = dg.ones(4, dtype=dg.float64, requires_grad=True)
-    for i in range(3):
-        (X1[100 * i:100 * i + 100] @ w).mean().backward()
-        w.grad = None
-    assert door.is_data(X1.array) and X1.array.name != "file"
-    _file["value"] = 5.0  # the file rewritten
-    X2 = over_file()
-    assert (X2 @ w).mean().item() == 20.0 and X1.sum().item() == 1600.0
 
 
 def test_every_tensor_over_a_lazy_dataset_read_again_holds_it():
@@ -293,30 +259,6 @@ def test_every_tensor_over_a_lazy_dataset_read_again_holds_it():
         (X1[100 * (i % 4):100 * (i % 4) + 100] @ w).mean().backward()
         w.grad = None
     assert door.is_data(X1.array) and X2.array is X1.array  # (before: X2's, the last made, alone)
-
-
-def test_a_training_step_on_a_cluster_asks_the_keeper_once(client):
-    """The step's stored parameters and its gradients are held on two workers in one call to the
-    scheduler's Keeper (each call is a round trip the step waits for)."""
-    X, y = _data()
-    model = dg.nn.Linear(3, 1, dtype=dg.float64)
-    opt = dg.optim.SGD(model.parameters(), lr=0.1)
-    scheduler, keep, calls = client.cluster.scheduler, [], []
-
-    async def counting(**kwargs):
-        calls.append(kwargs)
-        return await keep[0](**kwargs)
-
-    for step in range(5):
-        if step == 2:  # (the Keeper is installed by the first step that needs it)
-            keep.append(scheduler.handlers["daskgrad_keep"])
-            scheduler.handlers["daskgrad_keep"] = counting
-        opt.zero_grad()
-        ((model(X)[:, 0] - y) ** 2).mean().backward()
-        opt.step()
-    scheduler.handlers["daskgrad_keep"] = keep[0]
-    assert len(calls) == 3  # one a step: the stores' filing, with the gradients
-    assert all(any("-vjp-" in str(k) for k in c["keys"]) and c["who_has"] for c in calls)
 
 
 def _uncached_descent(X, y, steps):
@@ -376,6 +318,66 @@ def test_a_program_with_a_value_of_no_exact_key_is_lowered_anew_each_time_with_t
     out = [dg.map_blocks(lambda b, k: b * k.astype(float), x, k=k).sum().item() for _ in range(3)]
     assert out == [30.0] * 3
     assert dg.step_cache_info()["uncached"] >= info["uncached"] + 3
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+def test_a_lazily_read_dataset_held_on_a_cluster_is_held_on_two_workers(client):
+    reads = []
+    X, y, losses = _minibatch_loop(6, reads)
+    with dask.config.set({"daskgrad.hold-sources": 0}):
+        assert _minibatch_loop(6, [])[2] == losses
+    assert door.is_data(X.array) and len(reads) == 2 + 6
+    who_has = client.sync(client.scheduler.who_has, keys=door.flat_keys(X.array))
+    assert len(who_has) == 6 and all(len(workers) == 2 for workers in who_has.values())
+    del X, y
+    with dask.config.set({"daskgrad.hold-sources": "30 kB"}):  # (X 19.2 kB, y 4.8 kB: twice each on a cluster)
+        X, y, _ = _minibatch_loop(4, [])
+    assert not door.is_data(X.array) and door.in_memory(y._storage.value) is not None
+
+
+def test_a_held_source_is_held_under_keys_of_its_own_on_a_cluster(client):
+    """A graph's name says how to read it, not what it held when read (``da.from_zarr`` names by
+    path): a file rewritten after one tensor over it was held is read as it is now by a new one."""
+    import dask.array as da
+
+    def over_file():
+        return dg.from_array(da.map_blocks(_read_file, chunks=((100,) * 4, (4,)), dtype=np.float64, name="file"))
+
+    _file["value"] = 1.0
+    X1 = over_file()
+    w = dg.ones(4, dtype=dg.float64, requires_grad=True)
+    for i in range(3):
+        (X1[100 * i:100 * i + 100] @ w).mean().backward()
+        w.grad = None
+    assert door.is_data(X1.array) and X1.array.name != "file"
+    _file["value"] = 5.0  # the file rewritten
+    X2 = over_file()
+    assert (X2 @ w).mean().item() == 20.0 and X1.sum().item() == 1600.0
+
+
+def test_a_training_step_on_a_cluster_asks_the_keeper_once(client):
+    """The step's stored parameters and its gradients are held on two workers in one call to the
+    scheduler's Keeper (each call is a round trip the step waits for)."""
+    X, y = _data()
+    model = dg.nn.Linear(3, 1, dtype=dg.float64)
+    opt = dg.optim.SGD(model.parameters(), lr=0.1)
+    scheduler, keep, calls = client.cluster.scheduler, [], []
+
+    async def counting(**kwargs):
+        calls.append(kwargs)
+        return await keep[0](**kwargs)
+
+    for step in range(5):
+        if step == 2:  # (the Keeper is installed by the first step that needs it)
+            keep.append(scheduler.handlers["daskgrad_keep"])
+            scheduler.handlers["daskgrad_keep"] = counting
+        opt.zero_grad()
+        ((model(X)[:, 0] - y) ** 2).mean().backward()
+        opt.step()
+    scheduler.handlers["daskgrad_keep"] = keep[0]
+    assert len(calls) == 3  # one a step: the stores' filing, with the gradients
+    assert all(any("-vjp-" in str(k) for k in c["keys"]) and c["who_has"] for c in calls)
 
 
 def test_a_distributed_client_gets_each_instance_under_keys_of_its_own(client):

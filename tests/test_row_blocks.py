@@ -151,21 +151,6 @@ def test_small_chunks_run_whole():
     assert rows.run(lambda: parts, ["x"], [x], ["t"], 1 << 20) is None
 
 
-def test_row_blocks_on_a_cluster_equal_whole_chunks(client, taken):
-    rng = np.random.default_rng(4)
-    X = rng.standard_normal((20_000, 6))
-    y = (rng.random(20_000) < 0.5).astype(float)
-    w = rng.standard_normal(6) / 3
-    leaves = [(X, (10_000, 6), False), (y, 10_000, False), (w, -1, True)]
-
-    def loss_fn(X, y, w):
-        return dg.binary_cross_entropy_with_logits(X @ w, y)
-    whole = _grads(loss_fn, leaves, 0)
-    blocked = _grads(loss_fn, leaves, "64 KiB")
-    assert taken["rows"] >= 2
-    np.testing.assert_allclose(blocked[1][0], whole[1][0], rtol=1e-12, atol=1e-15)
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(st.tuples(st.sampled_from(sorted(chains.UNARY)), st.sampled_from(sorted(chains.BINARY))),
                     min_size=1, max_size=3),
@@ -193,3 +178,20 @@ def test_random_op_chains_over_row_blocks_equal_whole_chunks(ops, reduce, rows_p
     assert loss_b == pytest.approx(loss_w, rel=1e-10, abs=1e-10)
     for gb, gw in zip(grads_b, grads_w):
         np.testing.assert_allclose(gb, gw, rtol=1e-9, atol=1e-10 * max(1.0, np.abs(gw).max()))
+
+
+# The cluster tests last: the module's client fixture stays up once started, and daskgrad submits to any
+# live Client, so a test after them would run on the cluster.
+def test_row_blocks_on_a_cluster_equal_whole_chunks(client, taken):
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((20_000, 6))
+    y = (rng.random(20_000) < 0.5).astype(float)
+    w = rng.standard_normal(6) / 3
+    leaves = [(X, (10_000, 6), False), (y, 10_000, False), (w, -1, True)]
+
+    def loss_fn(X, y, w):
+        return dg.binary_cross_entropy_with_logits(X @ w, y)
+    whole = _grads(loss_fn, leaves, 0)
+    blocked = _grads(loss_fn, leaves, "64 KiB")
+    assert taken["rows"] >= 2
+    np.testing.assert_allclose(blocked[1][0], whole[1][0], rtol=1e-12, atol=1e-15)

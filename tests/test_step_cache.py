@@ -664,24 +664,6 @@ def test_a_loop_over_more_minibatches_than_the_cache_holds_is_one_program(chunks
     assert losses == losses_ref
 
 
-@pytest.mark.parametrize("chunks, batch, on_a_cluster", [(4, 6, False), (5, 7, False), (4, 10, False), (4, 6, True)])
-def test_minibatches_longer_than_a_chunk_are_one_program_for_each_way_they_lie_across_chunks(request, chunks, batch,
-                                                                                             on_a_cluster):
-    """A minibatch longer than a chunk that is not whole chunks is a getitem of the chunks it spans:
-    its offsets within them are in its program's key, the chunks' places are not.  40 minibatches an
-    epoch were 40 programs, more than the cache's 16 (none ever instantiated); now one per offset
-    within a chunk (at most ``chunks``), none lowered after the second epoch."""
-    if on_a_cluster:
-        request.getfixturevalue("client")
-    X, y = _data(n=40 * batch, chunks=chunks)
-    w, losses, misses = _minibatches(X, y, batch, 3)
-    assert misses[-1] == misses[2 * 40]
-    assert misses[-1] <= 2 * chunks + 2
-    w_ref, losses_ref, _ = _uncached(_minibatches, X, y, batch, 3)
-    np.testing.assert_array_equal(w, w_ref)
-    assert losses == losses_ref
-
-
 def _lazy_minibatches(chunks=3, batch=6):
     """examples/demo.py's loop on a dataset made chunk by chunk: 3 epochs of ``60 // batch`` minibatches."""
     dg.manual_seed(0)
@@ -777,7 +759,119 @@ def test_a_slice_of_a_value_in_memory_of_unknown_chunk_sizes_is_dask_s_own():
         m[0:2]
 
 
-# last: the module's client fixture stays up for the tests after it
+def test_a_time_loops_steps_run_inline_whatever_the_length_of_its_per_step_data(monkeypatch):
+    """A loop's per-step data is one chunk of every step's rows (an FWI's observed traces), which a
+    step reads a row of: 600 steps of 64 make a 300 kB chunk, but the steps' tasks are small and
+    their instance runs inline, with the numbers dask's threads give."""
+    from dask import threaded as dask_threaded
+
+    from daskgrad._dask import program
+    from daskgrad.utils.checkpoint import checkpoint_steps
+
+    threaded, get_async = [], dask_threaded.get_async
+    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
+    xs = dg.from_array(np.random.default_rng(0).standard_normal((600, 64)), chunks=(600, 64))
+    assert xs.array.chunksize[0] * 64 * 8 > program.SMALL_CHUNK
+
+    def gradient():
+        c = dg.full((64,), 0.5, dtype="float64", requires_grad=True)
+        u = checkpoint_steps(lambda u, x: u * 0.99 + c * x, dg.zeros(64, dtype="float64"), 600, snapshots=8, xs=xs)
+        (u * u).sum().backward()
+        return c.grad.numpy()
+
+    with dask.config.set(scheduler="threads"):
+        first, second = gradient(), gradient()
+        threaded.clear()
+        third = gradient()
+    assert dg.step_cache_info()["hits"] == 1
+    assert not threaded  # (the instance ran inline: dask's threaded scheduler was not called)
+    with dask.config.set({"daskgrad.step-cache.enabled": False}):
+        np.testing.assert_allclose(third, gradient(), rtol=1e-13)
+    assert first.tobytes() == second.tobytes() == third.tobytes()
+
+
+def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
+    """A step's fused tasks run their Blockwise-fused parts as direct calls (calls._Subgraph), nested
+    ones too: dask's Task of a fused subgraph orders that subgraph with dask.order on every call,
+    which was 40% of a checkpointed FWI gradient."""
+    import dask.order
+
+    fwi = example("fwi")
+    sv = fwi.survey(n=15, nbl=3, nshots=2, steps=12)
+    sv.rec_x = sv.src[0][0] + 3  # (receivers the wave reaches in 12 steps)
+    fwd = fwi.Modelling(sv)
+    d_obs = fwd.shot_records(fwd.slowness(fwi.camembert(15)))
+
+    def gradient():
+        m = fwd.slowness(np.full((15, 15), fwi.BACKGROUND), requires_grad=True)
+        fwd.misfit(m, d_obs, 3).backward()
+        return m.grad.numpy()
+
+    with dask.config.set(scheduler="threads"):
+        first, second = gradient(), gradient()
+        ordered, order, me = [], dask.order.order, threading.get_ident()
+
+        def counted(*args, **kwargs):  # (on this thread: another test's cluster may still be winding down)
+            ordered.extend([1] if threading.get_ident() == me else [])
+            return order(*args, **kwargs)
+
+        monkeypatch.setattr(dask.order, "order", counted)
+        third = gradient()
+    assert dg.step_cache_info()["hits"] == 1
+    assert not ordered
+    assert np.abs(first).max() > 0
+    assert first.tobytes() == second.tobytes() == third.tobytes()
+
+
+def test_a_worker_keeps_the_fused_parts_it_unpickled_by_their_bytes_within_a_bound(monkeypatch):
+    """Each pickled parts' bytes are unpickled once in a process and kept by those bytes (no two
+    tasks' parts mistaken), the oldest let go past the bound on their bytes: a count of 1,024 let a
+    template of 1,100 chunk-fused tasks unpickle them again at every step."""
+    import pickle
+
+    from daskgrad._dask import calls
+    from daskgrad._dask.internals import Task, TaskRef
+
+    monkeypatch.setattr(calls, "_worker_parts", __import__("collections").OrderedDict())
+    monkeypatch.setattr(calls, "_worker_bytes", [0])
+    loads = []
+    real = calls.cloudpickle.loads
+    monkeypatch.setattr(calls.cloudpickle, "loads", lambda b: loads.append(b) or real(b))
+
+    def parts(i):
+        task = Task(("t", i), calls._run_fused, (), (), (("x", i),), ("x", i), ("part",), TaskRef(("x", i)))
+        return pickle.loads(pickle.dumps(calls.ShippedParts.of(task)))  # (as a worker receives them)
+
+    sizes = [len(parts(i).blob) for i in range(3)]
+    monkeypatch.setattr(calls, "_WORKER_PARTS_BYTES", sum(sizes[:2]))
+    for _ in range(3):
+        for i in range(2):
+            assert parts(i).args()[2] == (("x", i),)
+    assert len(loads) == 2 and calls._worker_bytes[0] == sum(sizes[:2])
+    parts(2).args()  # (past the bound: the oldest goes)
+    assert list(calls._worker_parts) == [parts(1).blob, parts(2).blob] and len(loads) == 3
+
+
+# last: the module's client fixture stays up for the tests after it (this test's cluster case, last of
+# its cases, starts it)
+@pytest.mark.parametrize("chunks, batch, on_a_cluster", [(4, 6, False), (5, 7, False), (4, 10, False), (4, 6, True)])
+def test_minibatches_longer_than_a_chunk_are_one_program_for_each_way_they_lie_across_chunks(request, chunks, batch,
+                                                                                             on_a_cluster):
+    """A minibatch longer than a chunk that is not whole chunks is a getitem of the chunks it spans:
+    its offsets within them are in its program's key, the chunks' places are not.  40 minibatches an
+    epoch were 40 programs, more than the cache's 16 (none ever instantiated); now one per offset
+    within a chunk (at most ``chunks``), none lowered after the second epoch."""
+    if on_a_cluster:
+        request.getfixturevalue("client")
+    X, y = _data(n=40 * batch, chunks=chunks)
+    w, losses, misses = _minibatches(X, y, batch, 3)
+    assert misses[-1] == misses[2 * 40]
+    assert misses[-1] <= 2 * chunks + 2
+    w_ref, losses_ref, _ = _uncached(_minibatches, X, y, batch, 3)
+    np.testing.assert_array_equal(w, w_ref)
+    assert losses == losses_ref
+
+
 def test_on_a_cluster_the_step_is_instantiated_with_the_same_numbers_as_without_the_cache(client):
     X, y = _data()
     w, losses = _train(X, y, 8)
@@ -960,71 +1054,6 @@ def test_on_a_cluster_a_while_loop_forcing_a_norm_instantiates_it_with_the_value
     np.testing.assert_array_equal(grad, grad_ref)
 
 
-def test_a_time_loops_steps_run_inline_whatever_the_length_of_its_per_step_data(monkeypatch):
-    """A loop's per-step data is one chunk of every step's rows (an FWI's observed traces), which a
-    step reads a row of: 600 steps of 64 make a 300 kB chunk, but the steps' tasks are small and
-    their instance runs inline, with the numbers dask's threads give."""
-    from dask import threaded as dask_threaded
-
-    from daskgrad._dask import program
-    from daskgrad.utils.checkpoint import checkpoint_steps
-
-    threaded, get_async = [], dask_threaded.get_async
-    monkeypatch.setattr(dask_threaded, "get_async", lambda *a, **k: (threaded.append(1), get_async(*a, **k))[1])
-    xs = dg.from_array(np.random.default_rng(0).standard_normal((600, 64)), chunks=(600, 64))
-    assert xs.array.chunksize[0] * 64 * 8 > program.SMALL_CHUNK
-
-    def gradient():
-        c = dg.full((64,), 0.5, dtype="float64", requires_grad=True)
-        u = checkpoint_steps(lambda u, x: u * 0.99 + c * x, dg.zeros(64, dtype="float64"), 600, snapshots=8, xs=xs)
-        (u * u).sum().backward()
-        return c.grad.numpy()
-
-    with dask.config.set(scheduler="threads"):
-        first, second = gradient(), gradient()
-        threaded.clear()
-        third = gradient()
-    assert dg.step_cache_info()["hits"] == 1
-    assert not threaded  # (the instance ran inline: dask's threaded scheduler was not called)
-    with dask.config.set({"daskgrad.step-cache.enabled": False}):
-        np.testing.assert_allclose(third, gradient(), rtol=1e-13)
-    assert first.tobytes() == second.tobytes() == third.tobytes()
-
-
-def test_a_time_loops_steps_order_nothing_when_they_run(monkeypatch):
-    """A step's fused tasks run their Blockwise-fused parts as direct calls (calls._Subgraph), nested
-    ones too: dask's Task of a fused subgraph orders that subgraph with dask.order on every call,
-    which was 40% of a checkpointed FWI gradient."""
-    import dask.order
-
-    fwi = example("fwi")
-    sv = fwi.survey(n=15, nbl=3, nshots=2, steps=12)
-    sv.rec_x = sv.src[0][0] + 3  # (receivers the wave reaches in 12 steps)
-    fwd = fwi.Modelling(sv)
-    d_obs = fwd.shot_records(fwd.slowness(fwi.camembert(15)))
-
-    def gradient():
-        m = fwd.slowness(np.full((15, 15), fwi.BACKGROUND), requires_grad=True)
-        fwd.misfit(m, d_obs, 3).backward()
-        return m.grad.numpy()
-
-    with dask.config.set(scheduler="threads"):
-        first, second = gradient(), gradient()
-        ordered, order, me = [], dask.order.order, threading.get_ident()
-
-        def counted(*args, **kwargs):  # (on this thread: another test's cluster may still be winding down)
-            ordered.extend([1] if threading.get_ident() == me else [])
-            return order(*args, **kwargs)
-
-        monkeypatch.setattr(dask.order, "order", counted)
-        third = gradient()
-    assert dg.step_cache_info()["hits"] == 1
-    assert not ordered
-    assert np.abs(first).max() > 0
-    assert first.tobytes() == second.tobytes() == third.tobytes()
-
-
-
 @pytest.mark.parametrize("index", [np.s_[3:6], np.s_[2:5, 1:3], np.s_[7:11, :2], np.s_[6:9, 1:2]])
 def test_on_a_cluster_a_part_across_a_chunk_s_edge_has_numpy_s_values_and_torch_s_gradient(client, index):
     """Parts of two chunks of a tensor held on the cluster (one task cuts and joins them there, with
@@ -1105,32 +1134,3 @@ def test_on_a_cluster_an_instance_ships_its_fused_tasks_parts_pickled_once_per_t
     assert len(got.args()) == 5
     np.testing.assert_array_equal(w, w_ref)
     assert losses == losses_ref
-
-
-def test_a_worker_keeps_the_fused_parts_it_unpickled_by_their_bytes_within_a_bound(monkeypatch):
-    """Each pickled parts' bytes are unpickled once in a process and kept by those bytes (no two
-    tasks' parts mistaken), the oldest let go past the bound on their bytes: a count of 1,024 let a
-    template of 1,100 chunk-fused tasks unpickle them again at every step."""
-    import pickle
-
-    from daskgrad._dask import calls
-    from daskgrad._dask.internals import Task, TaskRef
-
-    monkeypatch.setattr(calls, "_worker_parts", __import__("collections").OrderedDict())
-    monkeypatch.setattr(calls, "_worker_bytes", [0])
-    loads = []
-    real = calls.cloudpickle.loads
-    monkeypatch.setattr(calls.cloudpickle, "loads", lambda b: loads.append(b) or real(b))
-
-    def parts(i):
-        task = Task(("t", i), calls._run_fused, (), (), (("x", i),), ("x", i), ("part",), TaskRef(("x", i)))
-        return pickle.loads(pickle.dumps(calls.ShippedParts.of(task)))  # (as a worker receives them)
-
-    sizes = [len(parts(i).blob) for i in range(3)]
-    monkeypatch.setattr(calls, "_WORKER_PARTS_BYTES", sum(sizes[:2]))
-    for _ in range(3):
-        for i in range(2):
-            assert parts(i).args()[2] == (("x", i),)
-    assert len(loads) == 2 and calls._worker_bytes[0] == sum(sizes[:2])
-    parts(2).args()  # (past the bound: the oldest goes)
-    assert list(calls._worker_parts) == [parts(1).blob, parts(2).blob] and len(loads) == 3

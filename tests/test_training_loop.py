@@ -127,37 +127,6 @@ def test_importing_daskgrad_leaves_dask_config_alone():
     assert out.stdout.strip() == "True"
 
 
-@pytest.mark.cluster
-def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
-    from tests.test_cluster_memory import managed_bytes, settle
-
-    rng = np.random.default_rng(0)
-    X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5))
-    t = dg.from_array(rng.standard_normal(400), chunks=100)
-    w = dg.from_array(np.zeros(5), chunks=5, requires_grad=True)
-    counts, sizes, tasks = [], [], []
-    for step in range(300):
-        loss = dg.mse_loss(X @ w, t)
-        loss.backward()
-        with dg.no_grad():
-            w -= 0.05 * w.grad
-        w.grad = None
-        if step % 50 == 49:
-            # held now: w's stored value, the last gradient (the lazy update reads it), the loss
-            counts.append(len(settle(client, 3)))
-            sizes.append(managed_bytes(client))
-            # every task the scheduler knows, released ones included: no lineage of earlier steps
-            tasks.append(client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)))
-    assert counts == [3] * 6
-    assert max(sizes) == min(sizes)
-    assert len(set(tasks)) == 1, tasks
-    loss.item()  # read from memory: still three keys
-    del loss
-    assert len(settle(client, 2)) == 2
-    w.detach().numpy()  # the pending update is computed and replaces the old value and gradient
-    assert len(settle(client, 1)) == 1
-
-
 @pytest.mark.parametrize("make_optimizer", [
     lambda ps: dg.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
     lambda ps: dg.optim.Adam(ps, lr=0.01, amsgrad=True),
@@ -187,6 +156,38 @@ def test_nn_optim_training_step_with_logging_is_one_submission_and_stays_flat(ma
 
 def optimizer_state(optimizer):
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, dg.Tensor)]
+
+
+# last: the module's client fixture stays up for the tests after it (daskgrad submits to it)
+@pytest.mark.cluster
+def test_plain_loop_on_a_client_keeps_scheduler_memory_flat(client):
+    from tests.test_cluster_memory import managed_bytes, settle
+
+    rng = np.random.default_rng(0)
+    X = dg.from_array(rng.standard_normal((400, 5)), chunks=(100, 5))
+    t = dg.from_array(rng.standard_normal(400), chunks=100)
+    w = dg.from_array(np.zeros(5), chunks=5, requires_grad=True)
+    counts, sizes, tasks = [], [], []
+    for step in range(120):
+        loss = dg.mse_loss(X @ w, t)
+        loss.backward()
+        with dg.no_grad():
+            w -= 0.05 * w.grad
+        w.grad = None
+        if step % 20 == 19:
+            # held now: w's stored value, the last gradient (the lazy update reads it), the loss
+            counts.append(len(settle(client, 3)))
+            sizes.append(managed_bytes(client))
+            # every task the scheduler knows, released ones included: no lineage of earlier steps
+            tasks.append(client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)))
+    assert counts == [3] * 6
+    assert max(sizes) == min(sizes)
+    assert len(set(tasks)) == 1, tasks
+    loss.item()  # read from memory: still three keys
+    del loss
+    assert len(settle(client, 2)) == 2
+    w.detach().numpy()  # the pending update is computed and replaces the old value and gradient
+    assert len(settle(client, 1)) == 1
 
 
 @pytest.mark.cluster
