@@ -12,6 +12,8 @@ were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, 
 release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
 "Upgrading dask").
 """
+from concurrent.futures import Executor
+
 import dask
 import dask.array as da
 from dask._task_spec import (  # noqa: F401  (re-exported)
@@ -27,6 +29,7 @@ from dask.array.wrap import _broadcast_trick_inner as broadcast_trick  # noqa: F
 from dask.blockwise import Blockwise, _fuse_annotations, blockwise, optimize_blockwise  # noqa: F401
 from dask.callbacks import Callback  # noqa: F401
 from dask.core import flatten, get_deps  # noqa: F401
+from dask.base import named_schedulers
 from dask.utils import typename
 from dask.highlevelgraph import HighLevelGraph, Layer, MaterializedLayer  # noqa: F401
 from dask.order import order  # noqa: F401
@@ -47,6 +50,15 @@ def clientless() -> bool:
     ``get_client`` spends ~40 (reading its timeout from the config, resolving the worker), and a
     submission asks several times."""
     return not _global_clients and _current_client.get() is None and _worker_cvar.get(None) is None
+
+
+def local_scheduler_asked() -> bool:
+    """Whether dask's config names a local scheduler (``"threads"``, ``"sync"``, ``"processes"``, an
+    executor), which in dask's ``get_scheduler`` wins over a distributed client."""
+    scheduler = dask.config.get("scheduler", None)
+    if isinstance(scheduler, str):
+        return scheduler.lower() in named_schedulers
+    return isinstance(scheduler, Executor)
 
 
 def no_clients() -> bool:

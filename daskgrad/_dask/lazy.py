@@ -37,7 +37,7 @@ from .fold import flat_layers, fold
 from .optimize import materialized
 from . import kernels
 from .internals import (DataNode, GraphNode, elemwise, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
-                        chunk_getitem, clientless, concatenate_lookup)
+                        chunk_getitem, clientless, concatenate_lookup, local_scheduler_asked)
 from .labels import made_by
 from .layers import elementwise_aval, elementwise_layer, exact, relabel
 
@@ -635,7 +635,7 @@ def _globals_sent(fn):
 
 def _on_a_cluster():
     """Whether this thread's submissions go to a distributed client (``submit.current_client``'s test)."""
-    if clientless():
+    if clientless() or local_scheduler_asked():
         return False
     from distributed import get_client
 

@@ -1,8 +1,9 @@
 """Running graphs and holding their results.
 
 One submission runs on the current distributed Client, or on dask's local scheduler when there is
-none.  A result the caller stores between submissions is re-keyed as plain data (no lineage) and
-kept on two workers (:mod:`.replicas`); reading results back is a gather, with no new tasks.
+none or dask's config names a local one (``dask.config.set(scheduler="threads")``, which wins over a
+client in dask's own ``compute``).  A result the caller stores between submissions is re-keyed as
+plain data (no lineage) and kept on two workers (:mod:`.replicas`); reading results back is a gather, with no new tasks.
 """
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from .lazy import Lazy
 from .program import Program, gc_running, run_inline
 from .fold import flat_layers
 from .optimize import holds_data, per_layer
-from .internals import DataNode, HighLevelGraph, MaterializedLayer, TaskRef, clientless, flatten, no_clients
+from .internals import (DataNode, HighLevelGraph, MaterializedLayer, TaskRef, clientless, flatten,
+                        local_scheduler_asked, no_clients)
 
 
 def current_client():
-    """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs)."""
-    if clientless():
+    """The distributed Client this thread would use, or ``None`` (then dask's local scheduler runs):
+    as in dask's ``get_scheduler``, a local scheduler named in dask's config (``"threads"``, ``"sync"``,
+    ``"processes"``, or an executor) wins over a client."""
+    if clientless() or local_scheduler_asked():
         return None
     try:
         from distributed import get_client
