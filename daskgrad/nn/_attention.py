@@ -82,7 +82,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa:
         key, value = _repeat_heads(query, key, value)
-    scores = (query @ key.transpose(-2, -1)) * scale
+    # torch's math kernel: both operands scaled by sqrt(|scale|) before the product (so it saves the scaled
+    # copies, not the query and key: a write to them after the call leaves its backward, as torch's)
+    root = math.sqrt(abs(scale))
+    scores = (query * (-root if scale < 0 else root)) @ (key.transpose(-2, -1) * root)
     if is_causal:
         attn_mask = ones(L, S, dtype=bool, chunks=-1, device=query.device).tril()
     if attn_mask is not None:
