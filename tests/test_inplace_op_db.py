@@ -32,6 +32,11 @@ EXTRA_RAISES = {
 }
 
 
+# samples that draw random numbers (dropout_p=0.5 while training): torch's masks and daskgrad's differ, so whether
+# each raises is compared, not the gradients' values
+RANDOM_DRAWS = {"F.multi_head_attention_forward"}
+
+
 # a result whose length daskgrad knows only when computed: no cotangent of a known shape meets it lazily
 UNKNOWN_LENGTHS = {"masked_select", "nonzero", "argwhere", "unique", "unique_consecutive", "nonzero_static"}
 
@@ -120,7 +125,7 @@ def test_a_write_before_the_backward_raises_where_torch_s_does(op, name):
             assert ours == "raises", f"{where}: torch raises its in-place error, daskgrad computes"
         elif ours == "raises":
             assert name.removeprefix("F.") in EXTRA_RAISES, f"{where}: daskgrad raises, torch computes"
-        else:
+        elif name not in RANDOM_DRAWS:
             for tg, g in zip(theirs, ours):
                 tv = np.zeros_like(g) if tg is None else tg
                 gv = np.zeros_like(tv) if g is None else g
