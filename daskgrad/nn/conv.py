@@ -20,6 +20,16 @@ from .module import Module
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
+def _check_groups(in_channels, out_channels, groups):
+    """torch's checks of a convolution's ``groups`` (ValueError, its words)."""
+    if groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups != 0:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups != 0:
+        raise ValueError("out_channels must be divisible by groups")
+
+
 class _ConvNd(Module):
     _nsp = 0
 
@@ -27,12 +37,7 @@ class _ConvNd(Module):
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         n = self._nsp
-        if groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         self.kernel_size, self.stride = _conv._tuple(kernel_size, n), _conv._tuple(stride, n)
         self.dilation = _conv._tuple(dilation, n)
         if isinstance(padding, str):
@@ -97,12 +102,7 @@ class _ConvTransposeNd(_ConvNd):
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         Module.__init__(self)
         n = self._nsp
-        if groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         self.kernel_size, self.stride = _conv._tuple(kernel_size, n), _conv._tuple(stride, n)
         self.padding, self.dilation = _conv._tuple(padding, n), _conv._tuple(dilation, n)
         self.output_padding, self.transposed = _conv._tuple(output_padding, n), True
