@@ -544,7 +544,8 @@ class Tensor:
 
     def numel(self) -> int:
         """The number of elements, as torch's ``Tensor.numel()``."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        n = math.prod(self.shape)
+        return n if type(n) is int else int(np.prod(self.shape, dtype=np.int64))  # (NaN: a length not known)
 
     def __len__(self):
         if self.ndim == 0:

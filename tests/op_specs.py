@@ -111,6 +111,7 @@ SPECS = (
     OpSpec("round_decimals", lambda a, b: dg.round(a, decimals=1) * b + dg.round(b), [M, M], -2, 2),
     OpSpec("arctan2", dg.arctan2, [M, M], 0.5, 2),
     OpSpec("hypot", dg.hypot, [M, M], 0.5, 2),
+    OpSpec("ldexp", dg.ldexp, [M, M], -2, 2),
     OpSpec("logaddexp", dg.logaddexp, [M, M], -2, 2),
     OpSpec("logaddexp2", dg.logaddexp2, [M, M], -2, 2),
     OpSpec("fmod", lambda a, b: dg.fmod(a, b) + dg.fmod(a, 0.7), [M, M], 0.5, 2),

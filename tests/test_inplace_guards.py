@@ -102,6 +102,7 @@ SAVES_NO_INPUT = {
     "l1_loss": lambda m, F, x: F.l1_loss(x, x * 0.5),
     "smooth_l1_loss_beta0": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5, beta=0.0),
     "ldexp_exponent_of_a_constant": lambda m, F, x: m.ones(2, 3, dtype=x.dtype).ldexp(x),
+    "ldexp_mantissa": lambda m, F, x: x.ldexp(x * 0.5),  # (LdexpBackward0 saves the exponent and the result)
     "tanhshrink": lambda m, F, x: F.tanhshrink(x),
     "softmin": lambda m, F, x: F.softmin(x, 1) * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),
     "kl_div_log_target": lambda m, F, x: F.kl_div(x, x * 0.5, reduction="sum", log_target=True),

@@ -1,6 +1,8 @@
 """The rest of dask.array's NumPy functions: values as NumPy's (or dask's), gradients and node
 names as torch's where torch has the op, and the non-differentiable ones return tensors that do
 not require grad (or, where torch records a node whose backward raises, raise the same words)."""
+import re
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -241,6 +243,35 @@ def test_choosing_and_thinning_are_numpy_s():
     mant, ex = dg.frexp(x)
     np.testing.assert_array_equal(mant.numpy(), np.frexp(v)[0])
     np.testing.assert_array_equal(dg.ldexp(x, 3).numpy(), np.ldexp(v, 3))
+
+
+@pytest.mark.parametrize("chunks, echunks", [(-1, -1), (2, 2), (((1, 2), (3, 2, 1)), ((3, 2, 1),)), (1, 1)])
+def test_ldexp_is_one_node_with_torch_s_gradients(chunks, echunks):
+    """``ldexp`` is torch's LdexpBackward0 (it saves the exponent and the result): gradients of a real
+    and a complex mantissa equal torch's; a real exponent's gradient of a complex result is refused as
+    torch's engine refuses it."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    e = rng.standard_normal(6)
+    for m in (rng.standard_normal((3, 6)), rng.standard_normal((3, 6)) + 1j * rng.standard_normal((3, 6))):
+        g = np.cos(m) + 0.5
+        real = m.dtype.kind == "f"
+        tm, te = torch.tensor(m, requires_grad=True), torch.tensor(e, requires_grad=real)
+        torch.ldexp(tm, te).backward(torch.tensor(g))
+        dm = dg.from_array(m, chunks=chunks).requires_grad_()
+        de = dg.from_array(e, chunks=echunks).requires_grad_(real)
+        out = dg.ldexp(dm, de)
+        assert type(out.grad_fn).__name__ == "LdexpBackward0"
+        out.backward(dg.from_array(g, chunks=chunks))
+        np.testing.assert_allclose(dm.grad.numpy(), tm.grad.numpy(), rtol=1e-15)
+        if real:
+            np.testing.assert_allclose(de.grad.numpy(), te.grad.numpy(), rtol=1e-14)
+    message = "Expected isFloatingType(grad.scalar_type()) || (input_is_complex == grad_is_complex)"
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        torch.ldexp(torch.tensor(m), torch.tensor(e, requires_grad=True)).sum().abs().backward()
+    exponent = dg.from_array(e, chunks=echunks).requires_grad_()
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        dg.ldexp(dg.from_array(m, chunks=chunks), exponent).sum().abs().backward()
 
 
 def test_new_ops_take_torch_s_keywords_and_are_reached_from_numpy():

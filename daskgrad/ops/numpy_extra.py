@@ -17,7 +17,8 @@ from .. import chunk, return_types
 from ..graph import guard, primitive
 from .._data import result_type
 from .._tensor import Tensor
-from ._util import accumulates_in, as_tensor, norm_axes, norm_axis, public, raw, tensor_operand, tensor_or_scalar
+from ._util import (accumulates_in, as_tensor, binary_operands, norm_axes, norm_axis, public, raw, tensor_operand,
+                    tensor_or_scalar)
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
@@ -531,6 +532,26 @@ def nanmedian(x, axis=None, keepdims=False):
     return nanquantile(x, 0.5, axis=axis, keepdims=keepdims)
 
 
+def _ldexp_chunk(a, b):
+    """``a * 2**b`` of a chunk (or a dask array), ``b`` in ``a``'s real dtype."""
+    return a * np.exp2(b)
+
+
+# one node, as torch's LdexpBackward0: it saves the exponent for x1's gradient and the result for x2's, never x1
+# (a write to x1 after the call leaves the backward as it is; the product x1 * exp2(x2) saved x1 and raised)
+ldexp_p = primitive("ldexp", torch="LdexpBackward0", impl=_ldexp_chunk, args=("a", "b"), save=(("b", 0), ("r", 1)),
+                    elementwise=True, prepare=binary_operands)
+
+
+@ldexp_p.vjp
+def _ldexp_rule(g, s):
+    if s.needs[1] and g.dtype.kind == "c":  # torch's engine refuses LdexpBackward0's complex cotangent of a real x2
+        raise RuntimeError("Expected isFloatingType(grad.scalar_type()) || (input_is_complex == grad_is_complex) to "
+                           "be true, but got false.  (Could this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
+    return (g * exp2(s.b) if s.needs[0] else None), (g * conj(s.r) * math.log(2.0) if s.needs[1] else None)
+
+
 @public("ldexp")
 def ldexp(x1, x2):
     """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two."""
@@ -540,8 +561,7 @@ def ldexp(x1, x2):
     if not isinstance(x2, Tensor):
         return x1 * 2.0 ** x2
     real = np.finfo(dtype).dtype  # (2 ** x2 in the real dtype of a complex result)
-    out = x1 * exp2(x2 if x2.dtype == real else astype(x2, real))
-    return guard(out, x2) if x1.requires_grad else out  # (torch's saves x2 for x1's gradient)
+    return ldexp_p.bind(x1, x2 if x2.dtype == real else astype(x2, real))
 
 
 @public("frexp")
