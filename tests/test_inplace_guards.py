@@ -103,6 +103,9 @@ SAVES_NO_INPUT = {
     "smooth_l1_loss_beta0": lambda m, F, x: F.smooth_l1_loss(x, x * 0.5, beta=0.0),
     "ldexp_exponent_of_a_constant": lambda m, F, x: m.ones(2, 3, dtype=x.dtype).ldexp(x),
     "ldexp_mantissa": lambda m, F, x: x.ldexp(x * 0.5),  # (LdexpBackward0 saves the exponent and the result)
+    "sort": lambda m, F, x: x.sort(1).values * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),  # (the indices, not x)
+    "quantile": lambda m, F, x: m.quantile(x, 0.3, 1) * m.tensor([1.0, 2.0], dtype=x.dtype),
+    "median_of_all": lambda m, F, x: m.quantile(x, 0.5) * 2,
     "tanhshrink": lambda m, F, x: F.tanhshrink(x),
     "softmin": lambda m, F, x: F.softmin(x, 1) * m.tensor([1.0, 2.0, 3.0], dtype=x.dtype),
     "kl_div_log_target": lambda m, F, x: F.kl_div(x, x * 0.5, reduction="sum", log_target=True),

@@ -25,8 +25,6 @@ import daskgrad as dg  # noqa: E402
 INPLACE_ERROR = "modified by an inplace operation"
 # daskgrad raises where torch computes: its composition saves a value torch's op does not
 EXTRA_RAISES = {
-    "quantile": "of a 0-d tensor: the flattened view is saved by the sort of one element",
-    "nanquantile": "as quantile",
     "kron": "documented in docs/user-guide/torch.md: torch's _unsafe_view shares no version counter",
 }
 

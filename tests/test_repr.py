@@ -70,6 +70,10 @@ def test_repr_of_a_gradient_after_backward_and_of_a_persisted_result_shows_value
     assert repr(w.grad) == torch_text(tw.grad)
     assert repr(y) == torch_text(ty)  # grad_fn=<MulBackward0>, values
     assert repr(dg.nn.Parameter(dg.tensor(x))) == torch_text(torch.nn.Parameter(torch.tensor(x)))
+    s, ts = dg.tensor(1.5, requires_grad=True), torch.tensor(1.5, requires_grad=True)  # (its chunk: a NumPy scalar)
+    (s * 2).backward()
+    (ts * 2).backward()
+    assert repr(s.grad) == torch_text(ts.grad) == "tensor(2.)"
 
 
 def test_repr_of_a_lazy_tensor_is_dasks_summary_and_computes_nothing():

@@ -230,10 +230,11 @@ def local_values(arr):
         return None
     graph = dict(arr.dask)
     chunks = {k: v.value if isinstance(v, DataNode) else v for k, v in graph.items()}
+    if arr.ndim == 0:  # (a 0-d op's task may give a NumPy scalar: `l.grad` of a 0-d leaf printed dask's summary)
+        (c,) = chunks.values()
+        return np.asarray(c).reshape(()) if type(c) is np.ndarray or isinstance(c, np.generic) else None
     if not all(type(c) is np.ndarray for c in chunks.values()):
         return None
-    if arr.ndim == 0:
-        return next(iter(chunks.values())).reshape(())
     return concatenate3(_nested(arr.__dask_keys__(), chunks))
 
 

@@ -23,7 +23,7 @@ from dask.utils import parse_bytes
 
 from .. import _dask as door, chunk
 from ..graph import View, primitive
-from .._tensor import Tensor, layout
+from .._tensor import Tensor, layout, recorded
 from . import _util
 from ._util import as_tensor, public, raw
 from .shape import broadcast_to, permute, rechunk, reshape
@@ -784,7 +784,9 @@ def sort(x, axis=-1, kind=None):
     differentiable as torch's: each value's gradient goes back to where it came from.  The sorted
     axis is rechunked into one chunk (the other axes stay chunked)."""
     x, axis = _along_one_chunk(x, axis)
-    return permute_along_p.bind(x, x.detach(), axis=axis, inverse=False)
+    # the key: x's value now, in a storage of its own (torch's SortBackward0 keeps the indices, not x: a write to x
+    # after the sort leaves its backward as it is; x.detach() shared x's version counter, and the backward raised)
+    return permute_along_p.bind(x, Tensor._make(recorded(x)), axis=axis, inverse=False)
 
 
 @public()
