@@ -1,4 +1,4 @@
-"""``torch.func``'s transforms: ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``,
+"""``torch.func``'s transforms: ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``linearize``, ``jacrev``, ``jacfwd``,
 ``hessian``, functions in, functions out; and ``functional_call``, ``stack_module_state``.
 
 ``grad(f)(*args)`` is the gradient of the scalar ``f(*args)`` with respect to ``args[argnums]``,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 from .engine import grad as _autograd_grad
-from .graph import AccumulateGrad, toposort
+from .graph import AccumulateGrad, size_repr, toposort
 from ._modes import enable_grad
 from .ops import clone, eye, stack, zeros_like
 from ._tensor import Tensor
@@ -220,6 +220,37 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if not outer:
         output, aux = _map(output, lambda x: x.detach()), _map(aux, lambda x: x.detach())
     return (output, jvp_out) if not has_aux else (output, jvp_out, aux)
+
+
+def linearize(func, *primals):
+    """``torch.func.linearize``: ``(func(*primals), jvp_fn)``, ``jvp_fn(*tangents)`` the Jacobian-vector
+    product at ``primals``, recorded once (the vjp's graph kept) and called for any number of tangents."""
+    with enable_grad():
+        args, fresh, diff = _differentiated(primals, range(len(primals)))
+        output = func(*args)
+        _check_outputs("linearize", output)
+        outputs = _leaves(output)
+        dummies = [zeros_like(o.detach()).requires_grad_() for o in outputs]
+        wanted = [(o, d) for o, d in zip(outputs, dummies) if o.requires_grad]
+        back = (_autograd_grad([o for o, _ in wanted], diff, [d for _, d in wanted], create_graph=True,
+                               allow_unused=True, materialize_grads=True) if wanted else ())
+
+    def jvp_fn(*tangents):
+        flat = _leaves(tangents)
+        if _structure_of(tangents) != _structure_of(tuple(primals)):
+            raise RuntimeError(f"Expected the tangents {_structure_of(tangents)} to have the same argspec as the "
+                               f"primals {_structure_of(tuple(primals))}")
+        for i, (t, x) in enumerate(zip(flat, diff)):
+            if tuple(t.shape) != tuple(x.shape):
+                raise RuntimeError(f"tangent:{i} with shape {size_repr(t.shape)} in flattened pytree doesn't match "
+                                   f"the shape {size_repr(x.shape)} of the corresponding primal.")
+        pairs = [(b, t) for b, t in zip(back, flat) if b.requires_grad]
+        res = iter(_autograd_grad([b for b, _ in pairs], dummies, [t for _, t in pairs], retain_graph=True,
+                                  allow_unused=True, materialize_grads=True) if pairs else
+                   [zeros_like(o.detach()) for o in outputs])
+        return _map(output, lambda _: next(res).detach())
+
+    return _map(output, lambda x: x.detach()), jvp_fn
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):

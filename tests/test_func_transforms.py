@@ -169,3 +169,17 @@ def test_stack_module_state_stacks_each_name_and_the_parameters_require_grad():
     theirs = tf.stack_module_state([_linear(torch), _linear(torch)])
     _close(ours, theirs)
     assert all(p.requires_grad and p.is_leaf for p in ours[0].values())
+
+
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_linearize_gives_the_output_and_a_jvp_called_for_many_tangents(chunks):
+    out, fn = df.linearize(lambda x, y: _f(dg)(x, y)[0], *_args(dg, chunks))
+    tout, tfn = tf.linearize(lambda x, y: _f(torch)(x, y)[0], *_args(torch, chunks))
+    _close(out, tout)
+    for scale in (1.0, -3.0):
+        _close(fn(dg.tensor(V * scale, chunks=chunks), dg.tensor(Y)), tfn(torch.tensor(V * scale), torch.tensor(Y)))
+    message = "tangent:0 with shape torch.Size([4]) in flattened pytree doesn't match the shape torch.Size([5])"
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        tfn(torch.ones(4, dtype=torch.float64), torch.tensor(Y))
+    with pytest.raises(RuntimeError, match=re.escape(message.replace("torch.Size", "daskgrad.Size"))):
+        fn(dg.ones(4, dtype=dg.float64), dg.tensor(Y))
