@@ -65,6 +65,31 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` (torch's ``nn.Bilinear``; weight (out, in1, in2), both drawn from U(-k, k), ``k =
+    1 / sqrt(in1_features)``)."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        _check_size(out_features, in1_features, in2_features)
+        if in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={in1_features})")
+        bound = 1 / math.sqrt(in1_features)
+        self.weight = _uniform((out_features, in1_features, in2_features), bound, dtype, device)
+        if bias:
+            self.bias = _uniform((out_features,), bound, dtype, device)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class _Container(Module):
     """What Sequential and ModuleList share: their children in ``_modules``, in order."""
 
@@ -504,14 +529,28 @@ class LeakyReLU(Module):
 
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
-        F._refuse_inplace("LeakyReLU", inplace)
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class RReLU(Module):
+    """torch's ``nn.RReLU``: training, each negative element times its own draw from U(``lower``, ``upper``); in
+    eval mode ``leaky_relu`` with the mean slope."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
