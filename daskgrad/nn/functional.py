@@ -1092,13 +1092,15 @@ def pdist(input, p=2):
     i, j = np.triu_indices(input.shape[0], 1)
     diff = input[i] - input[j]
     if p == 0:  # (the count of differing coordinates; torch's gradient is 0, and its result requires grad)
-        return _vector_norm(diff.detach(), 0, axis=1) + ops.sum(ops.where(_tensor_of(False), diff, 0.0), axis=1)
-    if p != math.inf:
-        return _vector_norm(diff, p, axis=1)
-    d = ops.abs(diff)
-    top = ops.amax(d.detach(), axis=1, keepdims=True)
-    ties = ops.sum(ops.where(ops.eq(d.detach(), top), d, 0.0), axis=1)  # (the gradient: each tie's sign)
-    return ops.reshape(top, (-1,)) + (ties - ties.detach())
+        out = _vector_norm(diff.detach(), 0, axis=1) + ops.sum(ops.where(_tensor_of(False), diff, 0.0), axis=1)
+    elif p != math.inf:
+        out = _vector_norm(diff, p, axis=1)
+    else:
+        d = ops.abs(diff)
+        top = ops.amax(d.detach(), axis=1, keepdims=True)
+        ties = ops.sum(ops.where(ops.eq(d.detach(), top), d, 0.0), axis=1)  # (the gradient: each tie's sign)
+        out = ops.reshape(top, (-1,)) + (ties - ties.detach())
+    return guard(out, input)  # (torch's saves its input)
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
