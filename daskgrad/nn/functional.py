@@ -1130,8 +1130,9 @@ def _checked_indices(target, low, high, message):
 
 
 def _indices_block(block, low, high, message):
-    if ((block < low) | (block >= high)).any():
-        raise RuntimeError(message)
+    bad = (block < low) | (block >= high)
+    if bad.any():
+        raise RuntimeError(message.format(bad=block[bad].ravel()[0]))
     return block
 
 
@@ -1233,3 +1234,134 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
         dist_neg = ops.minimum(dist_neg, distance_function(positive, negative))
     loss = (margin + dist_pos - dist_neg).clamp_min(0)
     return _reduced(loss, reduction)
+
+
+# ------------------------------------------------------------------ embedding_bag
+def _torch_tensor_type(dtype):
+    return f"torch.{TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}Tensor"
+
+
+def _checked_offsets(offsets, length):
+    """``offsets`` in one chunk, whose task raises torch's errors for a first offset other than 0 and a last one
+    past the input's ``length`` (torch reads them eagerly, daskgrad when computed)."""
+    a = ops.rechunk(offsets, -1).array
+    return Tensor._make(da.map_blocks(_offsets_block, a, length=length, type_name=_torch_tensor_type(a.dtype),
+                                      dtype=a.dtype, meta=a._meta))
+
+
+def _offsets_block(block, length, type_name):
+    if block.size and block[0] != 0:
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {block[0]}\n[ {type_name}{{}} ]")
+    if block.size and block[-1] > length:
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length {length} but got offsets[-1] of "
+                           f"{block[-1]}")
+    return block
+
+
+def _bag_arguments(input, weight, offsets, per_sample_weights, include_last_offset):
+    """torch's checks of ``embedding_bag``'s arguments, and the flat (indices, offsets, per-sample weights,
+    include_last_offset) a 2-d input (one bag a row) stands for."""
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({size_repr(per_sample_weights.shape)}) is "
+                         f"not None, then it must have the same shape as the input ({size_repr(input.shape)})")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
+        offsets = _tensor_of(np.arange(0, input.numel(), max(input.shape[1], 1), dtype=input.dtype))
+        include_last_offset = False
+        input = ops.reshape(input, (-1,))
+        if per_sample_weights is not None:
+            per_sample_weights = ops.reshape(per_sample_weights, (-1,))
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        offsets = _tensor_of(offsets)
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    return input, offsets, per_sample_weights, include_last_offset
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """torch's ``F.embedding_bag``: the sum, mean or max of the ``weight`` rows of each bag of indices (the bags of a
+    1-d ``input`` start at ``offsets``; those of a 2-d one are its rows), ``per_sample_weights`` scaling each row
+    (``'sum'``), entries equal to ``padding_idx`` left out (not counted in the mean), an empty bag zeros.  With
+    ``include_last_offset`` the last offset ends the last bag, as torch documents it (its CPU kernels disagree
+    where it is not the input's length: float64 ones end that bag with the input), and ``'max'`` takes each
+    coordinate from the first row of the bag holding its maximum (its gradient goes there).  Built from a (bags,
+    indices) mask: its size is the bag count times the index count (times the embedding size for ``'max'``).
+    ``max_norm``, ``scale_grad_by_freq`` and ``sparse`` are refused."""
+    input, weight = _tensor_of(input), _tensor_of(weight)
+    if weight.dtype == np.int64 and input.dtype.kind == "f":  # (torch's old argument order, still taken)
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, input, "
+                      "...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.", stacklevel=2)
+        weight, input = input, weight
+    per_sample_weights = None if per_sample_weights is None else _tensor_of(per_sample_weights)
+    input, offsets, per_sample_weights, include_last_offset = _bag_arguments(input, weight, offsets,
+                                                                             per_sample_weights, include_last_offset)
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  f"GitHub.")
+    for name, t in (("indices", input), ("offsets", offsets)):
+        if t.dtype not in (np.int64, np.int32):
+            raise RuntimeError(f"Expected tensor for argument #1 '{name}' to have one of the following scalar types: "
+                               f"Long, Int; but got {_torch_tensor_type(t.dtype)} instead (while checking arguments "
+                               "for embedding_bag)")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+                           f"'per_sample_weights'; but type {_torch_tensor_type(weight.dtype)} does not equal "
+                           f"{_torch_tensor_type(per_sample_weights.dtype)} (while checking arguments for "
+                           "embedding_bag)")
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise RuntimeError(f"padding_idx must be within the number of embeddings, -{rows} through {rows - 1}, "
+                               f"but got {padding_idx}")
+        padding_idx %= rows
+    return _bags(input, weight, offsets, per_sample_weights, include_last_offset, padding_idx, mode)
+
+
+def _bags(input, weight, offsets, per_sample_weights, include_last_offset, padding_idx, mode):
+    """The bags as a (bags, indices) mask ``in_bag``: index ``k`` is in bag ``b`` where ``start[b] <= k < end[b]``
+    (and it is not ``padding_idx``); ``'sum'`` and ``'mean'`` are then a product with the picked rows."""
+    length = input.shape[0]
+    offsets = _checked_offsets(offsets, length)
+    bags = offsets.shape[0] - bool(include_last_offset)
+    input = _checked_indices(input, 0, weight.shape[0], "embedding_bag: Expected idx >= 0 && idx < num_embeddings "
+                             "but found idx to be {bad}")
+    starts = offsets[:bags]
+    ends = offsets[1:] if include_last_offset else ops.concatenate(
+        [offsets[1:], _tensor_of(np.array([length], dtype=offsets.dtype))])
+    k = _tensor_of(np.arange(length))
+    in_bag = ops.logical_and(ops.le(ops.unsqueeze(starts, 1), k), ops.lt(k, ops.unsqueeze(ends, 1)))
+    if padding_idx is not None:
+        in_bag = ops.logical_and(in_bag, ops.ne(input, padding_idx))
+    picked = _embedding(input, weight)  # (indices, D)
+    if per_sample_weights is not None:
+        picked = picked * ops.unsqueeze(per_sample_weights, 1)
+    if mode != "max":
+        out = ops.astype(in_bag, weight.dtype) @ picked
+        if mode == "mean":
+            count = ops.unsqueeze(ops.sum(ops.astype(in_bag, weight.dtype), axis=1), 1)
+            out = out / ops.where(count == 0, 1.0, count)  # (an empty bag's sum, 0, stays 0)
+        return guard(out, weight, per_sample_weights)
+    mask = ops.unsqueeze(in_bag, 2)  # (bags, indices, 1)
+    candidates = ops.where(mask, ops.unsqueeze(picked.detach(), 0), -math.inf)
+    top = ops.amax(candidates, axis=1, keepdims=True)
+    at_top = ops.logical_and(mask, ops.eq(candidates, top))
+    first = ops.logical_and(at_top, ops.eq(ops.cumsum(ops.astype(at_top, np.int64), axis=1), 1))
+    return guard(ops.sum(ops.where(first, ops.unsqueeze(picked, 0), 0.0), axis=1), weight)

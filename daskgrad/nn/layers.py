@@ -892,6 +892,62 @@ class Embedding(Module):
             ("" if self.padding_idx is None else f", padding_idx={self.padding_idx}")
 
 
+class EmbeddingBag(Module):
+    """torch's ``nn.EmbeddingBag``: a lookup table of ``num_embeddings`` rows (initialised N(0, 1), the ``padding_idx``
+    row zero) whose forward reduces each bag of rows (``mode`` ``'sum'``, ``'mean'`` or ``'max'``), see
+    :func:`daskgrad.nn.functional.embedding_bag`."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        F._refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        if padding_idx is not None and not -num_embeddings <= padding_idx < max(num_embeddings, 1):
+            raise AssertionError("padding_idx must be within num_embeddings")
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        if _weight is None:
+            _check_size(num_embeddings, embedding_dim)
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype, chunks=-1, device=device))
+            if self.padding_idx is not None:
+                with no_grad():
+                    self.weight[self.padding_idx] = 0.0
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight)
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings!r}, {self.embedding_dim!r}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx!r}"
+        return s
+
+
 class LayerNorm(Module):
     """Normalise the trailing ``normalized_shape`` axes; weight ones, bias zeros."""
 
