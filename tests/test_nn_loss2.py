@@ -237,6 +237,7 @@ def test_inplace_forms_refuse_a_leaf_that_requires_grad_as_torch(name):
 
 @pytest.mark.parametrize("call", [lambda F, x: F.leaky_relu_(x, -0.5), lambda F, x: F.leaky_relu(x, -0.1, True),
                                   lambda F, x: F.elu_(x, -0.5), lambda F, x: F.celu_(x, -2.0),
+                                  lambda F, x: F.elu(x, -0.5, inplace=True), lambda F, x: F.celu(x, -2.0, True),
                                   lambda F, x: F.rrelu_(x, -0.5, 0.3), lambda F, x: F.rrelu_(x, -0.5, 0.3, True)])
 def test_a_negative_slope_in_place_computes_but_its_backward_raises_as_torch_s(call):
     results = []

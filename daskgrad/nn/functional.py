@@ -300,17 +300,21 @@ def _maybe_inplace(input, out, inplace):
 def elu(input, alpha=1.0, inplace=False):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's gradient: ``alpha * exp(x)`` at 0).
     The unchosen side is computed at 0 where ``x > 0``: its gradient (``exp(1000)``) would be ``inf *
-    0 = nan`` through ``where``."""
+    0 = nan`` through ``where``.  ``inplace``: :func:`elu_`."""
+    if inplace:
+        return elu_(input, alpha)
     refuse_dtype_kinds("elu", "biu", input)
-    return _maybe_inplace(input, _elu(input, alpha, 1.0), inplace)
+    return _maybe_inplace(input, _elu(input, alpha, 1.0), False)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; ``inplace``: :func:`celu_`."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")  # (torch's words)
+    if inplace:
+        return celu_(input, alpha)
     refuse_dtype_kinds("elu", "biu", input)
-    return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), inplace)
+    return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), False)
 
 
 def _elu(x, alpha, input_scale):
@@ -1136,7 +1140,7 @@ def _indices_block(block, low, high, message):
     return block
 
 
-def _margin_shapes(input, target, name):
+def _margin_shapes(input, target):
     """torch's shape checks of the margin losses: ``(C,)``, ``()`` or ``(N, C)`` input; (rows, classes)."""
     if not ((input.numel() > 0 and input.ndim <= 1) or (input.ndim == 2 and input.shape[1] > 0)):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
@@ -1161,7 +1165,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and _tensor_of(weight).ndim != 1:
         raise ValueError("weight must be one-dimensional")
     input, target = _tensor_of(input), _tensor_of(target)
-    rows, classes = _margin_shapes(input, target, "multi_margin_loss")
+    rows, classes = _margin_shapes(input, target)
     if target.ndim > 1 or target.numel() != rows:
         raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
                            f"samples (batch size). Expected target size [{rows}], but got {list(target.shape)}. "
@@ -1193,11 +1197,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     ``[-1, C)`` raises torch's error when computed."""
     reduction = _checked_reduction(size_average, reduce, reduction)
     input, target = _tensor_of(input), _tensor_of(target)
-    rows, classes = _margin_shapes(input, target, "multilabel_margin_loss")
-    expected = (classes,) if input.ndim <= 1 else (rows, classes)
-    if input.ndim <= 1 and target.ndim <= 1 and target.numel() == classes:
-        pass
-    elif tuple(target.shape) != expected:
+    rows, classes = _margin_shapes(input, target)
+    if (target.ndim > 1 or target.numel() != classes) if input.ndim <= 1 else tuple(target.shape) != (rows, classes):
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     x = ops.reshape(input, (rows, classes))
