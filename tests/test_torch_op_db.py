@@ -129,6 +129,8 @@ def _to_daskgrad(x):
         return dg.device(str(x))
     if isinstance(x, torch.memory_format):
         return getattr(dg, str(x).removeprefix("torch."))
+    if isinstance(x, torch.nn.PairwiseDistance):  # (triplet_margin_with_distance_loss's distance_function)
+        return dg.nn.PairwiseDistance(x.norm, x.eps, x.keepdim)
     return x
 
 

@@ -13,11 +13,13 @@ import numpy as np
 from .. import ops
 from ..graph import guard, size_repr, type_repr
 from .._modes import no_grad
-from .._tensor import Tensor, zeros as _zeros
+from .._tensor import Tensor, rand as _rand, zeros as _zeros
+from ..function import Function
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
 from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ..ops.linalg import vector_norm as _vector_norm
+from ..ops.products import _CPP_NAMES
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
@@ -280,9 +282,12 @@ def silu(input, inplace=False):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    """``x`` where ``x > 0``, else ``negative_slope * x`` (the slope's side at 0, as torch's gradient)."""
-    _refuse_inplace("leaky_relu", inplace)
-    return guard(ops.where(ops.gt(input, 0), input, input * negative_slope), input)
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (the slope's side at 0, as torch's gradient).
+    ``inplace``: written into ``input``, whose backward then refuses a negative slope, as torch's."""
+    out = ops.where(ops.gt(input, 0), input, input * negative_slope)
+    if inplace:
+        return input.copy_(_negative_inplace(out, negative_slope < 0, _LEAKY_NEGATIVE))
+    return guard(out, input)
 
 
 def _maybe_inplace(input, out, inplace):
@@ -295,17 +300,21 @@ def _maybe_inplace(input, out, inplace):
 def elu(input, alpha=1.0, inplace=False):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's gradient: ``alpha * exp(x)`` at 0).
     The unchosen side is computed at 0 where ``x > 0``: its gradient (``exp(1000)``) would be ``inf *
-    0 = nan`` through ``where``."""
+    0 = nan`` through ``where``.  ``inplace``: :func:`elu_`."""
+    if inplace:
+        return elu_(input, alpha)
     refuse_dtype_kinds("elu", "biu", input)
-    return _maybe_inplace(input, _elu(input, alpha, 1.0), inplace)
+    return _maybe_inplace(input, _elu(input, alpha, 1.0), False)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; ``inplace``: :func:`celu_`."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")  # (torch's words)
+    if inplace:
+        return celu_(input, alpha)
     refuse_dtype_kinds("elu", "biu", input)
-    return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), inplace)
+    return _maybe_inplace(input, _elu(input, alpha, 1.0 / alpha), False)
 
 
 def _elu(x, alpha, input_scale):
@@ -954,3 +963,406 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         n1.clamp_min_(eps)
         n2.clamp_min_(eps)
     return ops.sum((x1 / n1) * (x2 / n2), axis=axis)
+
+
+# ------------------------------------------------------------------ in-place forms
+class _RaisesInBackward(Function):
+    """The identity, whose backward raises ``message``: torch's in-place ``leaky_relu_`` and ``elu_`` with a
+    negative slope compute, but their backward (from the result, which they save) refuses."""
+
+    @staticmethod
+    def forward(ctx, x, message):
+        ctx.message = message
+        return ops.clone(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError(ctx.message)
+
+
+_LEAKY_NEGATIVE = ("In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
+                   "This is caused by calling in-place forward function with a negative slope, please call "
+                   "out-of-place version instead. File an issue at https://github.com/pytorch/pytorch if you do "
+                   "require supporting in-place leakRelu backward calculation with negative slope")
+_ELU_NEGATIVE = ("In-place elu backward calculation is triggered with a negative slope which is not supported. This "
+                 "is caused by calling in-place forward function with a negative slope, please call out-of-place "
+                 "version instead.")
+
+
+def _negative_inplace(out, negative, message):
+    """``out``, whose backward raises torch's ``message`` where ``negative`` (an in-place form's slope below 0)."""
+    return _RaisesInBackward.apply(out, message) if negative and out.requires_grad else out
+
+
+def relu_(input):
+    """``relu`` written into ``input`` (torch's ``F.relu_``: the version counter moves, a leaf that requires grad
+    refuses)."""
+    return input.relu_()
+
+
+def elu_(input, alpha=1.0):
+    """``elu`` written into ``input`` (torch's ``F.elu_``; with a negative ``alpha`` its backward raises)."""
+    refuse_dtype_kinds("elu", "biu", input)
+    return input.copy_(_negative_inplace(_elu(input, alpha, 1.0), alpha < 0, _ELU_NEGATIVE))
+
+
+def celu_(input, alpha=1.0):
+    """``celu`` written into ``input`` (torch's ``F.celu_``; with a negative ``alpha`` its backward raises)."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    refuse_dtype_kinds("elu", "biu", input)
+    return input.copy_(_negative_inplace(_elu(input, alpha, 1.0 / alpha), alpha < 0, _ELU_NEGATIVE))
+
+
+def selu_(input):
+    """``selu`` written into ``input`` (torch's ``F.selu_``)."""
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """``leaky_relu`` written into ``input`` (torch's ``F.leaky_relu_``; with a negative slope its backward
+    raises)."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """``hardtanh`` written into ``input`` (torch's ``F.hardtanh_``, which takes ``min_val > max_val`` as its clamp
+    does: everything goes to ``max_val``)."""
+    return hardtanh(input, min(min_val, max_val), max_val, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    """``threshold`` written into ``input`` (torch's ``F.threshold_``)."""
+    refuse_dtype_kinds("threshold", "b", input)
+    return input.copy_(ops.where(ops.le(input, threshold), value, input).to(input.dtype))
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """torch's randomized leaky ReLU: training, each element ``x <= 0`` is multiplied by its own draw from
+    U(``lower``, ``upper``) (its gradient that draw; NaN passes, gradient 1); otherwise ``leaky_relu`` with the
+    mean slope ``(lower + upper) / 2``.  ``inplace``: written into ``input``."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    draws = _rand(*input.shape, dtype=input.dtype, chunks=input.chunks, device=input.device)
+    noise = ops.where(ops.le(input, 0), draws * (upper - lower) + lower, 1.0).to(input.dtype)
+    return input.mul_(noise) if inplace else guard(input * noise, input)  # (torch's saves the input)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """``rrelu`` written into ``input`` (torch's ``F.rrelu_``)."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+# ------------------------------------------------------------------ bilinear, pdist, gumbel_softmax
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``, with torch's checks."""
+    tensors = [("input1", input1), ("input2", input2), ("weight", weight)] + ([("bias", bias)] if bias is not None
+                                                                              else [])
+    if len({t.dtype for _, t in tensors}) > 1:
+        raise RuntimeError("All tensors must have the same dtype, got " + ", ".join(
+            f"{name}: {_CPP_NAMES.get(t.dtype.name, t.dtype.name)}" for name, t in tensors))
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
+    for i in range(input1.ndim - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: got {input1.shape[i]} and "
+                               f"{input2.shape[i]}")
+    for name, x, axis in (("input1", input1, 1), ("input2", input2, 2)):
+        if weight.ndim <= axis:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-weight.ndim}, "
+                             f"{weight.ndim - 1}], but got {axis})")
+        if x.shape[-1] != weight.shape[axis]:
+            raise RuntimeError(f"bilinear(): {name} size does not match weight size: got {x.shape[-1]} but "
+                               f"expected {weight.shape[axis]}")
+    if bias is not None and bias.shape[0] != weight.shape[0]:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {bias.shape[0]} but expected "
+                           f"{weight.shape[0]}")
+    out = ops.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return guard(out if bias is None else out + bias, input1, input2, weight)
+
+
+def pdist(input, p=2):
+    """The ``p``-norm distances of each pair of rows ``i < j`` of the (N, M) ``input``, in ``triu``'s order (torch's
+    ``F.pdist``), with torch's gradients: at a zero distance 0; for ``p = inf`` the whole gradient to every tied
+    coordinate (where a norm's splits it)."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if input.dtype.kind != "f":
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = np.triu_indices(input.shape[0], 1)
+    diff = input[i] - input[j]
+    if p == 0:  # (the count of differing coordinates; torch's gradient is 0, and its result requires grad)
+        out = _vector_norm(diff.detach(), 0, axis=1) + ops.sum(ops.where(_tensor_of(False), diff, 0.0), axis=1)
+    elif p != math.inf:
+        out = _vector_norm(diff, p, axis=1)
+    else:
+        d = ops.abs(diff)
+        top = ops.amax(d.detach(), axis=1, keepdims=True)
+        ties = ops.sum(ops.where(ops.eq(d.detach(), top), d, 0.0), axis=1)  # (the gradient: each tie's sign)
+        out = ops.reshape(top, (-1,)) + (ties - ties.detach())
+    return guard(out, input)  # (torch's saves its input)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` along ``dim``, ``g`` standard Gumbel draws (``-log`` of exponential ones);
+    ``hard``: the one-hot of its largest entry, with the soft sample's gradient (straight through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    u = _rand(*logits.shape, dtype=logits.dtype, chunks=logits.chunks, device=logits.device)
+    gumbels = -ops.log(-ops.log1p(-u))  # (-log(1 - u): an Exp(1) draw, finite as u < 1)
+    y_soft = ops.softmax((logits + gumbels) / tau, axis=dim)
+    if not hard:
+        return y_soft
+    axis = norm_axis(dim, logits.ndim)
+    index = ops.argmax(y_soft.detach(), axis=axis, keepdims=True)
+    y_hard = ops.eq(index, ops.reshape(_tensor_of(np.arange(logits.shape[axis])),
+                                       (-1,) + (1,) * (logits.ndim - 1 - axis))).to(logits.dtype)
+    return y_hard - y_soft.detach() + y_soft
+
+
+# ------------------------------------------------------------------ margin losses of class indices
+def _checked_indices(target, low, high, message):
+    """``target``, whose tasks raise torch's ``message`` (a RuntimeError) where a value is outside
+    ``[low, high)``: torch reads the values eagerly, daskgrad when they are computed."""
+    a = target.array
+    return Tensor._make(da.map_blocks(_indices_block, a, low=low, high=high, message=message, dtype=a.dtype,
+                                      meta=a._meta))
+
+
+def _indices_block(block, low, high, message):
+    bad = (block < low) | (block >= high)
+    if bad.any():
+        raise RuntimeError(message.format(bad=block[bad].ravel()[0]))
+    return block
+
+
+def _margin_shapes(input, target):
+    """torch's shape checks of the margin losses: ``(C,)``, ``()`` or ``(N, C)`` input; (rows, classes)."""
+    if not ((input.numel() > 0 and input.ndim <= 1) or (input.ndim == 2 and input.shape[1] > 0)):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if target.dtype != np.int64:
+        raise RuntimeError(f"expected scalar type Long but found {TORCH_TYPE_NAMES.get(target.dtype.name)}")
+    return (1, max(input.numel(), 1)) if input.ndim <= 1 else tuple(input.shape)
+
+
+def _class_mask(target, classes):
+    """``(N, ..., C)`` booleans: ``target[n, ...] == c``."""
+    return ops.eq(ops.unsqueeze(target, -1), _tensor_of(np.arange(classes)))
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """torch's multi-class hinge loss: per sample ``sum_{i != y} w[y] max(0, margin - x[y] + x[i])^p / C``
+    (``p`` 1 or 2), with torch's gradient (0 where the hinge is exactly 0) and checks; a target outside
+    ``[0, C)`` raises torch's error when computed."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    if p != 1 and p != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and _tensor_of(weight).ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    input, target = _tensor_of(input), _tensor_of(target)
+    rows, classes = _margin_shapes(input, target)
+    if target.ndim > 1 or target.numel() != rows:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{rows}], but got {list(target.shape)}. "
+                           f"Input has shape {list(input.shape)}.")
+    if weight is not None:
+        weight = _tensor_of(weight)
+        if weight.numel() != classes:
+            raise RuntimeError(f"inconsistent weight size, expected {classes} but got {list(weight.shape)}")
+        _refuse_grad("multi_margin_loss", "weight", weight)
+    x = ops.reshape(input, (rows, classes))
+    t = _checked_indices(ops.reshape(target, (rows,)), 0, classes, "target out of range")
+    is_y = _class_mask(t, classes)
+    x_y = ops.sum(ops.where(is_y, x, 0.0), axis=1, keepdims=True)
+    z = margin - x_y + x
+    h = ops.where(ops.logical_and(ops.gt(z, 0), ops.logical_not(is_y)), z, 0.0)
+    h = h * h if p == 2 else h
+    if weight is not None:
+        h = h * ops.sum(ops.where(is_y, weight, 0.0), axis=1, keepdims=True)
+    loss = ops.sum(h, axis=1) / classes
+    if reduction == "none":
+        return loss if target.ndim > 0 else ops.reshape(loss, ())
+    return guard(_reduced(loss, reduction), input, weight)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """torch's multi-label hinge loss: per sample ``sum_{j, i} max(0, 1 - (x[j] - x[i])) / C`` over the target
+    classes ``j`` (``target``'s entries before its first -1, each counted as often as it is listed) and the other
+    classes ``i``, with torch's gradient (0 where the hinge is exactly 0) and checks; a target outside
+    ``[-1, C)`` raises torch's error when computed."""
+    reduction = _checked_reduction(size_average, reduce, reduction)
+    input, target = _tensor_of(input), _tensor_of(target)
+    rows, classes = _margin_shapes(input, target)
+    if (target.ndim > 1 or target.numel() != classes) if input.ndim <= 1 else tuple(target.shape) != (rows, classes):
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    x = ops.reshape(input, (rows, classes))
+    t = _checked_indices(ops.reshape(target, (rows, classes)), -1, classes, "argument #2 'target' is out of range")
+    listed = ops.cumprod(ops.ne(t, -1).to(np.int64), axis=1) > 0  # (the entries before the first -1)
+    slot_is = ops.logical_and(_class_mask(t, classes), ops.unsqueeze(listed, -1))  # (N, slot, class)
+    is_target = ops.any(slot_is, axis=1)  # (N, class)
+    x_slot = ops.sum(ops.where(slot_is, ops.unsqueeze(x, 1), 0.0), axis=2, keepdims=True)  # (N, slot, 1)
+    z = 1 - x_slot + ops.unsqueeze(x, 1)
+    counted = ops.logical_and(ops.unsqueeze(listed, -1), ops.logical_not(ops.unsqueeze(is_target, 1)))
+    h = ops.where(ops.logical_and(ops.gt(z, 0), counted), z, 0.0)
+    loss = ops.sum(h, axis=(1, 2)) / classes
+    if reduction == "none":
+        return loss if input.ndim == 2 else ops.reshape(loss, ())
+    return guard(_reduced(loss, reduction), input)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` with any distance ``d`` (by default
+    :func:`pairwise_distance`; ``swap``: the smaller of ``d(anchor, negative)`` and ``d(positive, negative)``),
+    torch's composition."""
+    _check_reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    distance_function = pairwise_distance if distance_function is None else distance_function
+    dist_pos = distance_function(anchor, positive)
+    dist_neg = distance_function(anchor, negative)
+    if swap:
+        dist_neg = ops.minimum(dist_neg, distance_function(positive, negative))
+    loss = (margin + dist_pos - dist_neg).clamp_min(0)
+    return _reduced(loss, reduction)
+
+
+# ------------------------------------------------------------------ embedding_bag
+def _torch_tensor_type(dtype):
+    return f"torch.{TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}Tensor"
+
+
+def _checked_offsets(offsets, length):
+    """``offsets`` in one chunk, whose task raises torch's errors for a first offset other than 0 and a last one
+    past the input's ``length`` (torch reads them eagerly, daskgrad when computed)."""
+    a = ops.rechunk(offsets, -1).array
+    return Tensor._make(da.map_blocks(_offsets_block, a, length=length, type_name=_torch_tensor_type(a.dtype),
+                                      dtype=a.dtype, meta=a._meta))
+
+
+def _offsets_block(block, length, type_name):
+    if block.size and block[0] != 0:
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {block[0]}\n[ {type_name}{{}} ]")
+    if block.size and block[-1] > length:
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length {length} but got offsets[-1] of "
+                           f"{block[-1]}")
+    return block
+
+
+def _bag_arguments(input, weight, offsets, per_sample_weights, include_last_offset):
+    """torch's checks of ``embedding_bag``'s arguments, and the flat (indices, offsets, per-sample weights,
+    include_last_offset) a 2-d input (one bag a row) stands for."""
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({size_repr(per_sample_weights.shape)}) is "
+                         f"not None, then it must have the same shape as the input ({size_repr(input.shape)})")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
+        offsets = _tensor_of(np.arange(0, input.numel(), max(input.shape[1], 1), dtype=input.dtype))
+        include_last_offset = False
+        input = ops.reshape(input, (-1,))
+        if per_sample_weights is not None:
+            per_sample_weights = ops.reshape(per_sample_weights, (-1,))
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        offsets = _tensor_of(offsets)
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    return input, offsets, per_sample_weights, include_last_offset
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """torch's ``F.embedding_bag``: the sum, mean or max of the ``weight`` rows of each bag of indices (the bags of a
+    1-d ``input`` start at ``offsets``; those of a 2-d one are its rows), ``per_sample_weights`` scaling each row
+    (``'sum'``), entries equal to ``padding_idx`` left out (not counted in the mean), an empty bag zeros.  With
+    ``include_last_offset`` the last offset ends the last bag, as torch documents it (its CPU kernels disagree
+    where it is not the input's length: float64 ones end that bag with the input), and ``'max'`` takes each
+    coordinate from the first row of the bag holding its maximum (its gradient goes there).  Built from a (bags,
+    indices) mask: its size is the bag count times the index count (times the embedding size for ``'max'``).
+    ``max_norm``, ``scale_grad_by_freq`` and ``sparse`` are refused."""
+    input, weight = _tensor_of(input), _tensor_of(weight)
+    if weight.dtype == np.int64 and input.dtype.kind == "f":  # (torch's old argument order, still taken)
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, input, "
+                      "...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.", stacklevel=2)
+        weight, input = input, weight
+    per_sample_weights = None if per_sample_weights is None else _tensor_of(per_sample_weights)
+    input, offsets, per_sample_weights, include_last_offset = _bag_arguments(input, weight, offsets,
+                                                                             per_sample_weights, include_last_offset)
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  f"GitHub.")
+    for name, t in (("indices", input), ("offsets", offsets)):
+        if t.dtype not in (np.int64, np.int32):
+            raise RuntimeError(f"Expected tensor for argument #1 '{name}' to have one of the following scalar types: "
+                               f"Long, Int; but got {_torch_tensor_type(t.dtype)} instead (while checking arguments "
+                               "for embedding_bag)")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+                           f"'per_sample_weights'; but type {_torch_tensor_type(weight.dtype)} does not equal "
+                           f"{_torch_tensor_type(per_sample_weights.dtype)} (while checking arguments for "
+                           "embedding_bag)")
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise RuntimeError(f"padding_idx must be within the number of embeddings, -{rows} through {rows - 1}, "
+                               f"but got {padding_idx}")
+        padding_idx %= rows
+    return _bags(input, weight, offsets, per_sample_weights, include_last_offset, padding_idx, mode)
+
+
+def _bags(input, weight, offsets, per_sample_weights, include_last_offset, padding_idx, mode):
+    """The bags as a (bags, indices) mask ``in_bag``: index ``k`` is in bag ``b`` where ``start[b] <= k < end[b]``
+    (and it is not ``padding_idx``); ``'sum'`` and ``'mean'`` are then a product with the picked rows."""
+    length = input.shape[0]
+    offsets = _checked_offsets(offsets, length)
+    bags = offsets.shape[0] - bool(include_last_offset)
+    input = _checked_indices(input, 0, weight.shape[0], "embedding_bag: Expected idx >= 0 && idx < num_embeddings "
+                             "but found idx to be {bad}")
+    starts = offsets[:bags]
+    ends = offsets[1:] if include_last_offset else ops.concatenate(
+        [offsets[1:], _tensor_of(np.array([length], dtype=offsets.dtype))])
+    k = _tensor_of(np.arange(length))
+    in_bag = ops.logical_and(ops.le(ops.unsqueeze(starts, 1), k), ops.lt(k, ops.unsqueeze(ends, 1)))
+    if padding_idx is not None:
+        in_bag = ops.logical_and(in_bag, ops.ne(input, padding_idx))
+    picked = _embedding(input, weight)  # (indices, D)
+    if per_sample_weights is not None:
+        picked = picked * ops.unsqueeze(per_sample_weights, 1)
+    if mode != "max":
+        out = ops.astype(in_bag, weight.dtype) @ picked
+        if mode == "mean":
+            count = ops.unsqueeze(ops.sum(ops.astype(in_bag, weight.dtype), axis=1), 1)
+            out = out / ops.where(count == 0, 1.0, count)  # (an empty bag's sum, 0, stays 0)
+        return guard(out, weight, per_sample_weights)
+    mask = ops.unsqueeze(in_bag, 2)  # (bags, indices, 1)
+    candidates = ops.where(mask, ops.unsqueeze(picked.detach(), 0), -math.inf)
+    top = ops.amax(candidates, axis=1, keepdims=True)
+    at_top = ops.logical_and(mask, ops.eq(candidates, top))
+    first = ops.logical_and(at_top, ops.eq(ops.cumsum(ops.astype(at_top, np.int64), axis=1), 1))
+    return guard(ops.sum(ops.where(first, ops.unsqueeze(picked, 0), 0.0), axis=1), weight)

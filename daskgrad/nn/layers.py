@@ -65,6 +65,31 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` (torch's ``nn.Bilinear``; weight (out, in1, in2), both drawn from U(-k, k), ``k =
+    1 / sqrt(in1_features)``)."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        _check_size(out_features, in1_features, in2_features)
+        if in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={in1_features})")
+        bound = 1 / math.sqrt(in1_features)
+        self.weight = _uniform((out_features, in1_features, in2_features), bound, dtype, device)
+        if bias:
+            self.bias = _uniform((out_features,), bound, dtype, device)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class _Container(Module):
     """What Sequential and ModuleList share: their children in ``_modules``, in order."""
 
@@ -504,14 +529,28 @@ class LeakyReLU(Module):
 
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
-        F._refuse_inplace("LeakyReLU", inplace)
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class RReLU(Module):
+    """torch's ``nn.RReLU``: training, each negative element times its own draw from U(``lower``, ``upper``); in
+    eval mode ``leaky_relu`` with the mean slope."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
@@ -851,6 +890,62 @@ class Embedding(Module):
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}" + \
             ("" if self.padding_idx is None else f", padding_idx={self.padding_idx}")
+
+
+class EmbeddingBag(Module):
+    """torch's ``nn.EmbeddingBag``: a lookup table of ``num_embeddings`` rows (initialised N(0, 1), the ``padding_idx``
+    row zero) whose forward reduces each bag of rows (``mode`` ``'sum'``, ``'mean'`` or ``'max'``), see
+    :func:`daskgrad.nn.functional.embedding_bag`."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None):
+        super().__init__()
+        F._refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        if padding_idx is not None and not -num_embeddings <= padding_idx < max(num_embeddings, 1):
+            raise AssertionError("padding_idx must be within num_embeddings")
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        if _weight is None:
+            _check_size(num_embeddings, embedding_dim)
+            self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype, chunks=-1, device=device))
+            if self.padding_idx is not None:
+                with no_grad():
+                    self.weight[self.padding_idx] = 0.0
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight)
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings!r}, {self.embedding_dim!r}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx!r}"
+        return s
 
 
 class LayerNorm(Module):

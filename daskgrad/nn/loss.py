@@ -4,6 +4,8 @@
 """
 from __future__ import annotations
 
+import warnings
+
 from . import functional as F
 from .functional import _tensor_of
 from .module import Module
@@ -221,3 +223,56 @@ class PairwiseDistance(Module):
 
     def forward(self, x1, x2):
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """torch's ``nn.MultiMarginLoss``: the multi-class hinge loss ``max(0, margin - x[y] + x[i])^p`` over the other
+    classes ``i``, averaged over the classes (``weight``: a per-class buffer, weighing each sample by its class)."""
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p != 1 and p != 2:
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and self.weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got {self.weight.ndim}D "
+                             "instead")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """torch's ``nn.MultiLabelMarginLoss``: the hinge ``max(0, 1 - (x[j] - x[i]))`` of each target class ``j``
+    (the target's entries before its first -1) against each other class ``i``, averaged over the classes."""
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """torch's ``nn.TripletMarginWithDistanceLoss``: ``max(0, margin + d(anchor, positive) - d(anchor,
+    negative))`` with any distance ``d`` (by default a :class:`PairwiseDistance` submodule, as torch's)."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(size_average=None, reduce=None, reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """torch's deprecated ``nn.NLLLoss2d``: :class:`NLLLoss` (with torch's FutureWarning when made)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and see "
+                      "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.", FutureWarning,
+                      stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
