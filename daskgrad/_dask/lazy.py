@@ -750,8 +750,10 @@ class _Stub(MaterializedLayer):
 
 
 def stand_in(a, name):
-    """An array with ``a``'s chunks and meta named ``name``, whose graph is one empty layer."""
-    return da.Array(HighLevelGraph({name: _Stub()}, {name: set()}), name, a.chunks, meta=a._meta)
+    """An array with ``a``'s chunks and meta named ``name``, whose graph is one empty layer (made by
+    :func:`.internals.array`: ``a``'s chunks and meta are normalized already, and a lowering makes
+    one stand-in per operand of every op)."""
+    return array(HighLevelGraph({name: _Stub()}, {name: set()}), name, a.chunks, a._meta)
 
 
 def is_stub(layer):
