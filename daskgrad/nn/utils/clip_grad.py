@@ -15,12 +15,12 @@ import math
 import types
 import warnings
 
-from .._modes import no_grad
-from .._tensor import Tensor, tensor
-from ..ops import astype, minimum, stack
-from ..ops.linalg import vector_norm
+from ..._modes import no_grad
+from ..._tensor import Tensor, tensor
+from ...ops import astype, minimum, stack
+from ...ops.linalg import vector_norm
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 
 def _as_list(tensors):
@@ -72,6 +72,13 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """torch's deprecated spelling of :func:`clip_grad_norm_` (with its FutureWarning)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+                  FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
