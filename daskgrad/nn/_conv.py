@@ -364,10 +364,9 @@ def _pool3d_input(input, name):
     input = as_tensor(input)
     if input.ndim not in (4, 5):
         raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
-    for i, n in enumerate(input.shape[input.ndim - 4:]):
-        if n == 0:
-            raise RuntimeError(f"{name}(): Expected input's non-batch dimensions to have positive length, but input "
-                               f"has a shape of {list(input.shape)} and non-batch dimension {i} has length zero!")
+    if 0 in input.shape[input.ndim - 4:]:  # (torch's text names dimension 0 whichever is empty)
+        raise RuntimeError(f"{name}(): Expected input's non-batch dimensions to have positive length, but input "
+                           f"has a shape of {list(input.shape)} and non-batch dimension 0 has length zero!")
     return (input, True) if input.ndim == 5 else (ops.expand_dims(input, 0), False)
 
 
@@ -481,8 +480,10 @@ def adaptive_avg_pool(input, output_size, nsp):
     """torch's adaptive windows ``[floor(i n / o), ceil((i + 1) n / o))`` per axis; the mean over a box
     is the mean over each of its axes in turn, so each axis is pooled alone.  Output size 1 is one
     mean over the spatial axes (global pooling)."""
-    given = input
-    input, batched = _batched(input, nsp, f"adaptive_avg_pool{nsp}d")
+    given = input = as_tensor(input)
+    _check_adaptive_input(input, nsp, f"adaptive_avg_pool{nsp}d")
+    batched = input.ndim == nsp + 2
+    input = input if batched else ops.expand_dims(input, 0)
     sizes = (output_size,) * nsp if isinstance(output_size, numbers.Integral) or output_size is None \
         else tuple(output_size)
     out = input
@@ -499,6 +500,20 @@ def adaptive_avg_pool(input, output_size, nsp):
     if out is input:  # (every size kept: a new tensor, as torch's, not the input: a write to it stays in it)
         out = ops.clone(input)
     return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
+
+
+def _check_adaptive_input(input, nsp, name):
+    """torch's checks of an adaptive pooling's input: its number of axes, no empty axis but the batch."""
+    if nsp == 1 and input.ndim not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for argument #1 "
+                           f"'self' (while checking arguments for {name})")
+    if input.ndim not in (nsp + 1, nsp + 2):
+        got = f"{'got: ' if name.startswith('adaptive_max') else 'got '}{list(input.shape)}"
+        raise RuntimeError(f"{name}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but {got}")
+    for i in range(1, input.ndim):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                               f"has sizes {list(input.shape)} with dimension {i} being empty")
 
 
 def adaptive_avg_pool1d(input, output_size):

@@ -16,7 +16,7 @@ from .._tensor import zeros
 from ..graph import guard
 from ..ops._util import TORCH_TYPE_NAMES, as_tensor
 from ._spatial import _fresh
-from ._conv import _first_max, _flat_positions, _tuple, avg_pool, max_pool
+from ._conv import _check_adaptive_input, _first_max, _flat_positions, _tuple, avg_pool, max_pool
 
 
 # ------------------------------------------------------------------ adaptive max pooling
@@ -30,12 +30,7 @@ def _list_with_default(out_size, defaults):
 
 
 def _adaptive_max_checks(input, nsp, name):
-    if input.ndim not in (nsp + 1, nsp + 2):
-        raise RuntimeError(f"{name}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but got: {list(input.shape)}")
-    for i in range(1, input.ndim):
-        if input.shape[i] == 0:
-            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
-                               f"has sizes {list(input.shape)} with dimension {i} being empty")
+    _check_adaptive_input(input, nsp, name)
     if input.dtype.kind not in "f":
         raise NotImplementedError(f'"{name}" not implemented for \'{TORCH_TYPE_NAMES.get(input.dtype.name)}\'')
 
@@ -48,9 +43,7 @@ def adaptive_max_pool(input, output_size, return_indices, nsp):
     name = f"adaptive_max_pool{nsp}d"
     given = input = as_tensor(input)
     if nsp == 1:
-        if input.ndim not in (2, 3):
-            raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for argument #1 "
-                               f"'self' (while checking arguments for adaptive_max_pool1d)")
+        _check_adaptive_input(input, 1, name)
         sizes = _tuple(output_size, 1)
         if len(sizes) != 1:
             raise RuntimeError(f"adaptive_max_pool1d() argument 'output_size' should contain one int (got "
@@ -158,12 +151,12 @@ def max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp):
     if ndim not in (native + 1, native + 2):
         raise RuntimeError(f"Input to max_unpooling{native}d should be a {native + 1}d or {native + 2}d Tensor, but "
                            f"got a tensor with {ndim} dimensions.")
-    if nsp == 3 and min(stride) <= 0:
-        raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
     if tuple(indices.shape) != tuple(input.shape):
         shown = [list(s) + [1] * (nsp == 1) for s in (input.shape, indices.shape)]
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({shown[0]}) but got "
                            f"indices tensor with shape: {shown[1]}")
+    if nsp == 3 and min(stride) <= 0:
+        raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
     batched = input.ndim == nsp + 2
     x, i = (input, indices) if batched else (ops.expand_dims(input, 0), ops.expand_dims(indices, 0))
     n, c = x.shape[:2]
