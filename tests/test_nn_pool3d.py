@@ -199,6 +199,16 @@ def test_adaptive_max_pool_gives_torchs_values_indices_and_gradients(nsp, size, 
     assert out.chunks[0] == dg.from_array(np.zeros(shape), chunks=chunks).chunks[0]  # (the batch's chunks kept)
 
 
+def test_adaptive_pooling_to_size_zero_gives_torchs_empty_output():
+    x = dg.zeros(3, 4, 4, 5)
+    for ours, theirs in ((F.adaptive_avg_pool3d(x, (0, 2, 2)), TF.adaptive_avg_pool3d(torch.zeros(3, 4, 4, 5),
+                                                                                      (0, 2, 2))),
+                         (F.adaptive_max_pool2d(x[0], 0, True)[1], TF.adaptive_max_pool2d(torch.zeros(4, 4, 5), 0,
+                                                                                          True)[1])):
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        assert ours.numpy().shape == tuple(theirs.shape)
+
+
 def test_adaptive_max_pool_ties_pick_torchs_cell():
     a = np.zeros((1, 2, 5, 7))
     a[:, :, 2:4, 1:6] = 3.0

@@ -494,6 +494,9 @@ def adaptive_avg_pool(input, output_size, nsp):
         if o == 1:
             out = ops.mean(out, axis=axis, keepdims=True)
             continue
+        if o == 0:  # (torch's empty output)
+            out = ops.getitem(out, (slice(None),) * axis + (slice(0, 0),))
+            continue
         parts = [ops.mean(ops.getitem(out, (slice(None),) * axis + (slice((j * n) // o, -((-(j + 1) * n) // o)),)),
                           axis=axis, keepdims=True) for j in range(o)]
         out = ops.concatenate(parts, axis=axis)

@@ -56,6 +56,8 @@ def adaptive_max_pool(input, output_size, return_indices, nsp):
     _adaptive_max_checks(input, nsp, name)
     batched = input.ndim == nsp + 2
     x = input if batched else ops.expand_dims(input, 0)
+    if 0 in sizes:  # (torch's empty output: no window to take a maximum of)
+        return _empty_pooled(x, sizes, batched, return_indices)
     taps = _adaptive_taps(x, sizes, -math.inf)
     first = _first_max(taps)
     out = ops.sum(ops.where(first, taps, 0.0), axis=2)
@@ -65,6 +67,13 @@ def adaptive_max_pool(input, output_size, return_indices, nsp):
     cells = _adaptive_taps(_flat_positions(x), sizes, 0.0)
     indices = ops.astype(ops.sum(ops.where(first, cells, 0.0), axis=2), np.int64)
     return out, (indices if batched else ops.squeeze(indices, 0))
+
+
+def _empty_pooled(x, sizes, batched, return_indices):
+    shape = tuple(x.shape[:2]) + tuple(sizes)
+    out = ops.reshape(ops.getitem(x, (slice(None), slice(None)) + (slice(0, 0),) * len(sizes)), shape)
+    out = out if batched else ops.squeeze(out, 0)
+    return (out, ops.astype(out.detach(), np.int64)) if return_indices else out
 
 
 def _adaptive_taps(x, sizes, fill):
