@@ -156,6 +156,12 @@ def test_adaptive_avg_pool3d_gives_torchs_values_and_gradients(chunking, size):
           CHUNKINGS_3D[chunking])
 
 
+@pytest.mark.parametrize("kw", [dict(size=(3, 4, 2)), dict(scale_factor=0.6), dict(scale_factor=(1.5, 1, 0.5))])
+def test_interpolate_area_of_5d_inputs_is_torchs_adaptive_average_pooling(kw):
+    _same(lambda x: F.interpolate(x, mode="area", **kw), lambda t: TF.interpolate(t, mode="area", **kw), SHAPE_3D,
+          CHUNKINGS_3D["uneven"])
+
+
 def test_3d_pooling_modules_give_torchs_outputs_and_reprs():
     for make in (lambda lib: lib.MaxPool3d(2, stride=1, padding=1), lambda lib: lib.AvgPool3d((2, 3, 2), 1, 1),
                  lambda lib: lib.AvgPool3d(2, count_include_pad=False, divisor_override=3),
