@@ -2,9 +2,10 @@
 F.max_pool3d/MaxPool3d, F.avg_pool3d/AvgPool3d, F.adaptive_avg_pool3d/AdaptiveAvgPool3d, max pooling's
 ``return_indices`` and ``F.max_pool1d/2d/3d_with_indices``, BatchNorm3d, F.adaptive_max_pool1d/2d/3d (and
 ``_with_indices``)/AdaptiveMaxPool1d/2d/3d, F.max_unpool1d/2d/3d/MaxUnpool1d/2d/3d, F.lp_pool1d/2d/3d/LPPool1d/2d/3d,
-Softmax2d, F.channel_shuffle/ChannelShuffle.  Inputs in one chunk, in even chunks and in uneven chunks (along the
-batch and the spatial axes, some smaller than a window): values, indices, the input's (and parameters') gradients
-for a random cotangent, reprs, and torch's errors (type and text)."""
+Softmax2d, F.channel_shuffle/ChannelShuffle, F.interpolate(mode='area') of 5-D inputs.  Inputs in one chunk, in
+even chunks (the 3-d layers) and in uneven chunks (along the batch and the spatial axes, some smaller than a window):
+values, indices, the input's (and parameters') gradients for a random cotangent, reprs, and torch's errors (type and
+text)."""
 import math
 import warnings
 
@@ -149,7 +150,7 @@ def test_avg_pool3d_gives_torchs_values_and_gradients(chunking, kw):
     _same(lambda x: F.avg_pool3d(x, **kw), lambda t: TF.avg_pool3d(t, **kw), SHAPE_3D, CHUNKINGS_3D[chunking])
 
 
-@pytest.mark.parametrize("chunking", CHUNKINGS_3D)
+@pytest.mark.parametrize("chunking", ["even", "uneven"])
 @pytest.mark.parametrize("size", [1, (3, 2, 4), (4, None, 3)])
 def test_adaptive_avg_pool3d_gives_torchs_values_and_gradients(chunking, size):
     _same(lambda x: F.adaptive_avg_pool3d(x, size), lambda t: TF.adaptive_avg_pool3d(t, size), SHAPE_3D,
@@ -193,7 +194,7 @@ def test_batch_norm3d_trains_and_evaluates_as_torchs_with_its_buffers(momentum):
 # ------------------------------------------------------------------ adaptive max pooling
 @pytest.mark.parametrize("nsp,size", [(1, 4), (1, 9), (2, (3, 4)), (2, (None, 5)), (2, 1), (3, (4, 3, 5)),
                                       (3, (2, None, 7))])
-@pytest.mark.parametrize("chunking", ["one chunk", "even", "uneven"])
+@pytest.mark.parametrize("chunking", ["one chunk", "uneven"])
 def test_adaptive_max_pool_gives_torchs_values_indices_and_gradients(nsp, size, chunking):
     shape, chunks = SHAPES[nsp], CHUNKINGS[nsp][chunking]
     name = f"adaptive_max_pool{nsp}d"
@@ -238,7 +239,7 @@ def test_adaptive_max_pool_modules_give_torchs_outputs_and_reprs(nsp):
 
 # ------------------------------------------------------------------ max unpooling
 @pytest.mark.parametrize("nsp", [1, 2, 3])
-@pytest.mark.parametrize("chunking", ["one chunk", "even", "uneven"])
+@pytest.mark.parametrize("chunking", ["one chunk", "uneven"])
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)], ids=["plain", "padded"])
 def test_max_unpool_puts_torchs_pooled_values_back_with_torchs_gradient(nsp, chunking, kw):
     shape = SHAPES[nsp]
@@ -276,7 +277,7 @@ def test_max_pool_then_unpool_round_trip_keeps_the_maxima_in_place():
 
 # ------------------------------------------------------------------ power-average pooling
 @pytest.mark.parametrize("nsp", [1, 2, 3])
-@pytest.mark.parametrize("chunking", ["one chunk", "even", "uneven"])
+@pytest.mark.parametrize("chunking", ["one chunk", "uneven"])
 @pytest.mark.parametrize("norm_type,kw", [(2, dict(kernel_size=2)), (3.0, dict(kernel_size=3, stride=1)),
                                           (1.5, dict(kernel_size=2, stride=1)), (math.inf, dict(kernel_size=2)),
                                           (-math.inf, dict(kernel_size=3, stride=2))],
