@@ -16,14 +16,10 @@ import daskgrad as dg
 torch = pytest.importorskip("torch")
 
 # (module, sample description) -> why daskgrad differs (a strict expectation: it must still fail)
-GAPS = {
-    ("MaxPool1d", "return_indices"): "max pooling's return_indices=True is refused (NotImplementedError): "
-                                     "daskgrad returns the values only",
-    ("MaxPool2d", "return_indices"): "max pooling's return_indices=True is refused (NotImplementedError): "
-                                     "daskgrad returns the values only",
-}
+GAPS = {}
 # also run on eval-mode samples
-MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "Dropout", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+MODE_DEPENDENT = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Dropout", "InstanceNorm1d", "InstanceNorm2d",
+                  "InstanceNorm3d"}
 # Modules whose samples are slow (a Python loop of steps, each a few recorded ops: 0.4-0.9 s a sample, 80 samples
 # 52 s): only these of torch's samples, picked so that each option (nonlinearity, bias, batch_first,
 # bidirectional, proj_size, an initial state or none) takes each of its values in some sample.  torch's order:

@@ -6,8 +6,9 @@ gathered with a halo across chunk boundaries): a convolution contracts them with
 pooling takes their ``amax`` and average pooling their mean, so every gradient (input, weight,
 bias, and the second order) is the rule of an existing op, exact across chunks.  The output's
 spatial chunks follow the input's.  torch's argument checks and error texts; options that would
-change torch's numbers and are not built (``ceil_mode``, ``return_indices``, padding modes other
-than zeros) are refused, not ignored.
+change torch's numbers and are not built (``ceil_mode``, padding modes other than zeros) are refused, not
+ignored.  Max pooling's ``return_indices`` gives torch's flat index of each window's largest cell in its
+``(n, c)`` plane.
 """
 from __future__ import annotations
 
@@ -99,6 +100,10 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return conv(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return conv(input, weight, bias, stride, padding, dilation, groups, 3)
 
 
 # ------------------------------------------------------------------------ transposed
@@ -319,6 +324,14 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effecti
     stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
         else _tuple(stride, nsp)
     padding, dilation = _tuple(padding, nsp), _tuple(dilation, nsp)
+    if nsp == 3:  # (torch's 3-d checks; the 1-d and 2-d ones are as they were)
+        if len(kernel) != 3:
+            raise RuntimeError(f"{name}: kernel_size must either be a single int, or a tuple of three ints")
+        if 0 in stride:
+            raise RuntimeError("stride should not be zero")
+        if min(dilation) <= 0:
+            raise RuntimeError("dilation should be greater than zero, but got dilationT: {} dilationH: {} "
+                               "dilationW: {}".format(*dilation))
     for k, p, d in zip(kernel, padding, dilation):
         if name == "max_pool1d" and p > k // 2:
             raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
@@ -326,6 +339,9 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effecti
         if p > ((d * (k - 1) + 1) if effective else k) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
+    if name == "avg_pool3d" and any(n < k for n, k in zip(input.shape[2:], kernel)):
+        raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size (kT: {} kH: {} kW: {})".format(
+            *input.shape[2:], *kernel))
     sizes = [(n + 2 * p - d * (k - 1) - 1) // s + 1
              for n, k, s, p, d in zip(input.shape[2:], kernel, stride, padding, dilation)]
     if any(n <= 0 for n in sizes):
@@ -343,17 +359,49 @@ def _refuse(name, option, value):
         raise NotImplementedError(f"{name}: {option}=True is not supported by daskgrad; leave {option}=False")
 
 
+def _pool3d_input(input, name):
+    """torch's checks of a 3-d pooling's input (its texts: the 1-d and 2-d ones keep :func:`_batched`'s)."""
+    input = as_tensor(input)
+    if input.ndim not in (4, 5):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    if 0 in input.shape[input.ndim - 4:]:  # (torch's text names dimension 0 whichever is empty)
+        raise RuntimeError(f"{name}(): Expected input's non-batch dimensions to have positive length, but input "
+                           f"has a shape of {list(input.shape)} and non-batch dimension 0 has length zero!")
+    return (input, True) if input.ndim == 5 else (ops.expand_dims(input, 0), False)
+
+
+def _pool_input(input, nsp, name, texts_of):
+    return _pool3d_input(input, texts_of) if nsp == 3 else _batched(input, nsp, name)
+
+
 def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp):
     """The largest tap of each window (padding never wins).  As torch's, the gradient goes to one cell
-    per window, the first largest in row-major order, also where a window holds equal largest values."""
+    per window, the first largest in row-major order, also where a window holds equal largest values;
+    ``return_indices=True`` gives ``(values, indices)``, the indices those cells' flat positions in their
+    ``(n, c)`` planes (int64, as torch's)."""
     name = f"max_pool{nsp}d"
     _refuse(name, "ceil_mode", ceil_mode)
-    _refuse(name, "return_indices", return_indices)
-    input, batched = _batched(input, nsp, name)
+    input, batched = _pool_input(input, nsp, name, "max_pool3d_with_indices_out_cpu_template")
     kernel, stride, padding, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True)
-    taps = _taps(input, kernel, stride, dilation, tuple((p, p) for p in padding), fill=-math.inf)
-    out = ops.sum(ops.where(_first_max(taps), taps, 0.0), axis=2)  # the max; its gradient to one tap
-    return out if batched else ops.squeeze(out, 0)
+    pads = tuple((p, p) for p in padding)
+    taps = _taps(input, kernel, stride, dilation, pads, fill=-math.inf)
+    first = _first_max(taps)
+    out = ops.sum(ops.where(first, taps, 0.0), axis=2)  # the max; its gradient to one tap
+    if not return_indices:
+        return out if batched else ops.squeeze(out, 0)
+    # the same windows over the cells' flat positions pick the positions of the largest taps
+    cell_taps = _taps(_flat_positions(input), kernel, stride, dilation, pads)
+    indices = ops.astype(ops.sum(ops.where(first, cell_taps, 0.0), axis=2), np.int64)
+    return (out, indices) if batched else (ops.squeeze(out, 0), ops.squeeze(indices, 0))
+
+
+def _flat_positions(input):
+    """``(1, 1, *spatial)``: each cell's flat position in its plane (float64: exact to 2**53), chunked as
+    ``input``'s spatial axes, a constant."""
+    spatial = tuple(input.shape[2:])
+    a = input.array
+    cells = da.arange(math.prod(spatial), dtype=np.float64, like=a._meta).reshape((1, 1) + spatial)
+    return Tensor._make(cells.rechunk(((1,), (1,)) + tuple(input.chunks[2:])))
 
 
 def _first_max(taps):
@@ -373,7 +421,7 @@ def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     name = f"avg_pool{nsp}d"
     _refuse(name, "ceil_mode", ceil_mode)
     given = input
-    input, batched = _batched(input, nsp, name)
+    input, batched = _pool_input(input, nsp, name, name)
     kernel, stride, padding, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False)
     pads, ones = tuple((p, p) for p in padding), (1,) * nsp
     total = ops.sum(_taps(input, kernel, stride, ones, pads), axis=2)
@@ -395,6 +443,25 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 1)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 2)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, 3)
+
+
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
@@ -404,12 +471,19 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2)
 
 
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3)
+
+
 def adaptive_avg_pool(input, output_size, nsp):
     """torch's adaptive windows ``[floor(i n / o), ceil((i + 1) n / o))`` per axis; the mean over a box
     is the mean over each of its axes in turn, so each axis is pooled alone.  Output size 1 is one
     mean over the spatial axes (global pooling)."""
-    given = input
-    input, batched = _batched(input, nsp, f"adaptive_avg_pool{nsp}d")
+    given = input = as_tensor(input)
+    _check_adaptive_input(input, nsp, f"adaptive_avg_pool{nsp}d")
+    batched = input.ndim == nsp + 2
+    input = input if batched else ops.expand_dims(input, 0)
     sizes = (output_size,) * nsp if isinstance(output_size, numbers.Integral) or output_size is None \
         else tuple(output_size)
     out = input
@@ -420,6 +494,9 @@ def adaptive_avg_pool(input, output_size, nsp):
         if o == 1:
             out = ops.mean(out, axis=axis, keepdims=True)
             continue
+        if o == 0:  # (torch's empty output)
+            out = ops.getitem(out, (slice(None),) * axis + (slice(0, 0),))
+            continue
         parts = [ops.mean(ops.getitem(out, (slice(None),) * axis + (slice((j * n) // o, -((-(j + 1) * n) // o)),)),
                           axis=axis, keepdims=True) for j in range(o)]
         out = ops.concatenate(parts, axis=axis)
@@ -428,9 +505,27 @@ def adaptive_avg_pool(input, output_size, nsp):
     return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
 
 
+def _check_adaptive_input(input, nsp, name):
+    """torch's checks of an adaptive pooling's input: its number of axes, no empty axis but the batch."""
+    if nsp == 1 and input.ndim not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for argument #1 "
+                           f"'self' (while checking arguments for {name})")
+    if input.ndim not in (nsp + 1, nsp + 2):
+        got = f"{'got: ' if name.startswith('adaptive_max') else 'got '}{list(input.shape)}"
+        raise RuntimeError(f"{name}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but {got}")
+    for i in range(1, input.ndim):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                               f"has sizes {list(input.shape)} with dimension {i} being empty")
+
+
 def adaptive_avg_pool1d(input, output_size):
     return adaptive_avg_pool(input, output_size, 1)
 
 
 def adaptive_avg_pool2d(input, output_size):
     return adaptive_avg_pool(input, output_size, 2)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return adaptive_avg_pool(input, output_size, 3)

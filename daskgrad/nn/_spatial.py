@@ -194,14 +194,14 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 _NEEDS = {"linear": 3, "bilinear": 4, "trilinear": 5}
 _TORCH_MODES = ("nearest", "nearest-exact", "area", "linear", "bilinear", "trilinear", "bicubic", "lanczos")
 _BUILT = {("nearest", 3), ("nearest", 4), ("nearest", 5), ("nearest-exact", 3), ("nearest-exact", 4),
-          ("nearest-exact", 5), ("area", 3), ("area", 4), ("linear", 3), ("bilinear", 4), ("trilinear", 5),
+          ("nearest-exact", 5), ("area", 3), ("area", 4), ("area", 5), ("linear", 3), ("bilinear", 4), ("trilinear", 5),
           ("bicubic", 4)}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """torch's ``F.interpolate`` for ``mode`` ``nearest`` and ``nearest-exact`` (3D to 5D inputs), ``area``
-    (3D, 4D: adaptive average pooling), ``linear`` (3D), ``bilinear`` and ``bicubic`` (4D), ``trilinear`` (5D),
+    (3D to 5D: adaptive average pooling), ``linear`` (3D), ``bilinear`` and ``bicubic`` (4D), ``trilinear`` (5D),
     ``size`` or ``scale_factor``, ``align_corners``, ``recompute_scale_factor``: a gather of the source cells along
     each spatial axis (and their weighted sum), with torch's source indices and weights, and its kernels' shortcuts
     (the gradient too where torch's backward takes one its forward does not).  ``lanczos`` and

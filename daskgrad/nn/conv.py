@@ -1,6 +1,6 @@
-"""Convolution and pooling layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d/2d/3d``, ``MaxPool1d/2d``,
-``AvgPool1d/2d``, ``AdaptiveAvgPool1d/2d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the
-spatial axes.
+"""Convolution and pooling layers: ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d``, ``MaxPool1d/2d/3d``,
+``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``, ``AdaptiveMaxPool1d/2d/3d``, ``MaxUnpool1d/2d/3d``,
+``LPPool1d/2d/3d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the spatial axes.
 
 Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
 ``b = 1 / sqrt(fan_in)``, the bias too), drawn from daskgrad's generator: copy torch's values in with
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from . import _conv
+from . import _conv, _pool
 from ..graph import size_repr
 from .layers import _check_size, _uniform
 from .module import Module
@@ -91,6 +91,11 @@ class Conv2d(_ConvNd):
     _nsp = 2
 
 
+class Conv3d(_ConvNd):
+    """Cross-correlation over three spatial axes: ``(N, C_in, D, H, W) -> (N, C_out, D_out, H_out, W_out)``."""
+    _nsp = 3
+
+
 class _ConvTransposeNd(_ConvNd):
     """What ConvTranspose1d/2d/3d share: torch's arguments (``output_padding`` before ``groups``), a weight
     ``(in_channels, out_channels / groups, *kernel_size)``, and forward's ``output_size``."""
@@ -166,7 +171,6 @@ class _MaxPoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
-        _conv._refuse(type(self).__name__, "return_indices", return_indices)
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
 
@@ -191,6 +195,12 @@ class MaxPool2d(_MaxPoolNd):
     _nsp = 2
 
 
+class MaxPool3d(_MaxPoolNd):
+    """Max over sliding windows of the last three axes (torch's ``nn.MaxPool3d``), chunked spatial axes
+    included; the gradient goes to each window's first largest cell, as torch's."""
+    _nsp = 3
+
+
 class AvgPool1d(Module):
     """Mean over sliding windows of the last axis (torch's ``nn.AvgPool1d``)."""
 
@@ -209,24 +219,35 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(Module):
-    """Mean over sliding windows of the last two axes (torch's ``nn.AvgPool2d``), chunked spatial axes
-    included."""
+class _AvgPoolNd(Module):
+    _nsp = 0
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        _conv._refuse("AvgPool2d", "ceil_mode", ceil_mode)
+        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
     def forward(self, input):
         return _conv.avg_pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                              self.count_include_pad, self.divisor_override, 2)
+                              self.count_include_pad, self.divisor_override, self._nsp)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Mean over sliding windows of the last two axes (torch's ``nn.AvgPool2d``), chunked spatial axes
+    included."""
+    _nsp = 2
+
+
+class AvgPool3d(_AvgPoolNd):
+    """Mean over sliding windows of the last three axes (torch's ``nn.AvgPool3d``), chunked spatial axes
+    included."""
+    _nsp = 3
 
 
 class _AdaptiveAvgPoolNd(Module):
@@ -251,6 +272,103 @@ class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Mean over torch's adaptive windows; ``AdaptiveAvgPool2d(1)`` is global average pooling."""
     _nsp = 2
+
+
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    """Mean over torch's adaptive windows of the last three axes; ``AdaptiveAvgPool3d(1)`` is global pooling."""
+    _nsp = 3
+
+
+class _AdaptiveMaxPoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return _pool.adaptive_max_pool(input, self.output_size, self.return_indices, self._nsp)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max over torch's adaptive windows of the last axis; ``return_indices=True`` gives their positions too."""
+    _nsp = 1
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max over torch's adaptive windows of the last two axes (``None`` in ``output_size`` keeps a size)."""
+    _nsp = 2
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over torch's adaptive windows of the last three axes (``None`` in ``output_size`` keeps a size)."""
+    _nsp = 3
+
+
+class _MaxUnpoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        n = self._nsp
+        self.kernel_size = _conv._tuple(kernel_size, n)
+        self.stride = _conv._tuple(stride if stride is not None else kernel_size, n)
+        self.padding = _conv._tuple(padding, n)
+
+    def forward(self, input, indices, output_size=None):
+        return _pool.max_unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size, self._nsp)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """``MaxPool1d``'s partial inverse: each value put back at its index, zeros elsewhere."""
+    _nsp = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """``MaxPool2d``'s partial inverse: each value put back at its index, zeros elsewhere."""
+    _nsp = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """``MaxPool3d``'s partial inverse: each value put back at its index, zeros elsewhere."""
+    _nsp = 3
+
+
+class _LPPoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return _pool.lp_pool(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode, self._nsp)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling over the last axis: ``(sum of x ** p over each window) ** (1 / p)``."""
+    _nsp = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling over the last two axes: ``(sum of x ** p over each window) ** (1 / p)``."""
+    _nsp = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over the last three axes: ``(sum of x ** p over each window) ** (1 / p)``."""
+    _nsp = 3
 
 
 class Unfold(Module):

@@ -22,8 +22,13 @@ from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.products import _CPP_NAMES
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
-from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d,  # noqa: F401
-                    conv_transpose1d, conv_transpose2d, conv_transpose3d, fold, max_pool1d, max_pool2d, unfold)
+from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,  # noqa: F401
+                    avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
+                    conv_transpose3d, fold, max_pool1d, max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
+                    max_pool3d, max_pool3d_with_indices, unfold)
+from ._pool import (adaptive_max_pool1d, adaptive_max_pool1d_with_indices, adaptive_max_pool2d,  # noqa: F401
+                    adaptive_max_pool2d_with_indices, adaptive_max_pool3d, adaptive_max_pool3d_with_indices,
+                    channel_shuffle, lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
 from ._norm import batch_norm, group_norm, instance_norm, rms_norm, _trailing_axes  # noqa: F401
 from ._spatial import (interpolate, local_response_norm, pad, pixel_shuffle, pixel_unshuffle, upsample,  # noqa: F401
                        upsample_bilinear, upsample_nearest)

@@ -502,6 +502,31 @@ class Softmax(Module):
         return f"dim={self.dim}"
 
 
+class Softmax2d(Module):
+    """``softmax`` over the channels of each location: ``(N, C, H, W)`` or ``(C, H, W)`` (torch's
+    ``nn.Softmax2d``, axis -3)."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+class ChannelShuffle(Module):
+    """The channels, seen as a ``(groups, C / groups)`` grid, transposed (torch's ``nn.ChannelShuffle``,
+    :func:`~daskgrad.nn.functional.channel_shuffle`)."""
+
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
 class LogSoftmax(Softmax):
     """``log_softmax`` along ``dim`` (torch's ``nn.LogSoftmax``; ``dim=None`` picks an axis with torch's
     warning)."""

@@ -1,4 +1,4 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
+"""Normalisation layers: ``BatchNorm1d/2d/3d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
 ``LocalResponseNorm``, ``RMSNorm``.
 
 BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) axes; its buffers
@@ -85,6 +85,11 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """Over ``(N, C, H, W)``."""
     _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Over ``(N, C, D, H, W)``."""
+    _dims = (5,)
 
 
 class _InstanceNorm(_BatchNorm):
