@@ -25,6 +25,19 @@ class Halving:
         return 0.5 ** (epoch // self.every)
 
 
+class _Decay:
+    """A scale function that is an object (its attributes go into CyclicLR's state_dict, as torch's)."""
+
+    def __init__(self):
+        self.rate = 0.95
+
+    def __call__(self, x):
+        return self.rate ** x
+
+
+_decay = _Decay()
+
+
 # name -> make(lib, optimizer); lib is torch.optim.lr_scheduler or daskgrad.optim.lr_scheduler.  Inputs follow
 # torch's documented examples and the cases of its test/optim/test_lrscheduler.py (warm-up + cosine, ...)
 CASES = {
@@ -63,6 +76,13 @@ CASES = {
         o, max_lr=[0.5, 0.2], epochs=6, steps_per_epoch=6, anneal_strategy="linear", three_phase=True,
         pct_start=0.25, div_factor=10.0, final_div_factor=100.0),
     "OneCycleLR-no-momentum": lambda m, o: m.OneCycleLR(o, max_lr=0.3, total_steps=40, cycle_momentum=False),
+    "CyclicLR": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=4),
+    "CyclicLR-triangular2": lambda m, o: m.CyclicLR(o, [0.01, 0.02], 0.2, step_size_up=3, step_size_down=5,
+                                                    mode="triangular2"),
+    "CyclicLR-exp_range": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=5, mode="exp_range", gamma=0.9,
+                                                  base_momentum=0.7, max_momentum=0.95),
+    "CyclicLR-scale_fn": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=2, scale_fn=_decay, scale_mode="iterations",
+                                                 cycle_momentum=False),
 }
 
 
@@ -100,7 +120,7 @@ def _assert_same(ours, theirs):
         assert m == pytest.approx(tm, rel=1e-9), f"momentum at step {i}"
 
 
-RUNS = [(name, False) for name in CASES] + [(name, True) for name in CASES if name.startswith("OneCycle")]
+RUNS = [(name, False) for name in CASES] + [(name, True) for name in CASES if name.startswith(("OneCycle", "Cyclic"))]
 
 
 @pytest.mark.parametrize("name,adam", RUNS, ids=[n + ("-Adam-betas" if a else "") for n, a in RUNS])
@@ -232,6 +252,8 @@ BAD = {
     "onecycle-anneal": lambda m, o: m.OneCycleLR(o, max_lr=0.1, total_steps=5, anneal_strategy="exp"),
     "onecycle-max_lr-count": lambda m, o: m.OneCycleLR(o, max_lr=[0.1], total_steps=5),
     "onecycle-past-the-end": lambda m, o: _steps(m.OneCycleLR(o, max_lr=0.1, total_steps=2), 3),
+    "cyclic-mode": lambda m, o: m.CyclicLR(o, 0.01, 0.1, mode="square"),
+    "cyclic-max_lr-count": lambda m, o: m.CyclicLR(o, 0.01, [0.1, 0.2, 0.3]),
 }
 
 

@@ -3,7 +3,8 @@ its closed forms on the deprecated ``step(epoch)``), warnings, errors and ``stat
 
 ``LambdaLR``, ``MultiplicativeLR``, ``StepLR``, ``MultiStepLR``, ``ConstantLR``, ``LinearLR``,
 ``ExponentialLR``, ``PolynomialLR``, ``CosineAnnealingLR``, ``SequentialLR``, ``ChainedScheduler``,
-``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``, ``OneCycleLR``.  Schedulers change only the
+``ReduceLROnPlateau``, ``CosineAnnealingWarmRestarts``, ``OneCycleLR``, ``CyclicLR``.  Schedulers change only
+the
 Python numbers in ``optimizer.param_groups``: nothing is computed or submitted.
 
 >>> sched = optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
@@ -669,3 +670,110 @@ class OneCycleLR(LRScheduler):
                     break
                 start_step = phase["end_step"]
         return lrs
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith's): lr between ``base_lr`` and ``max_lr`` in triangles of
+    ``step_size_up + step_size_down`` steps, scaled per cycle (``'triangular'``, ``'triangular2'``) or per
+    step (``'exp_range'``, ``gamma ** step``) or by ``scale_fn``; momentum (or Adam's beta1) cycling the
+    other way.  Stepped per batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
+                group["lr"] = lr
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom, self.scale_mode = scale_fn, scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m, b, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups, strict=True):
+                    self._set_momentum(group, m)
+                    group["max_momentum"], group["base_momentum"] = m, b
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self):
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref, self.scale_mode = _one, "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref, self.scale_mode = _halved, "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref, self.scale_mode = _Power(self.gamma), "iterations"
+
+    def scale_fn(self, x):
+        """The scaling policy at cycle (or step) ``x``."""
+        return (self._scale_fn_custom or self._scale_fn_ref)(x)
+
+    def _set_momentum(self, group, m):
+        if self.use_beta1:
+            group["betas"] = (m, *group["betas"][1:])
+        else:
+            group["momentum"] = m
+
+    def get_lr(self):
+        self._warn_outside_step()
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale_factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, base, top in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums,
+                                        strict=True):
+                self._set_momentum(group, top - (top - base) * scale_factor * scale)
+        return lrs
+
+    def state_dict(self):
+        state = super().state_dict()
+        state.pop("_scale_fn_ref", None)  # (made again from the mode on loading)
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None  # a callable object's attributes are saved; a function is not
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict):
+        fn = state_dict.pop("_scale_fn_custom")
+        super().load_state_dict(state_dict)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+def _one(x):
+    return 1.0
+
+
+def _halved(x):
+    return 1 / (2.0 ** (x - 1))
+
+
+class _Power:
+    """``gamma ** x`` (``'exp_range'``), a picklable object rather than a closure."""
+
+    def __init__(self, gamma):
+        self.gamma = gamma
+
+    def __call__(self, x):
+        return self.gamma ** x
