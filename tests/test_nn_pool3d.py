@@ -377,3 +377,26 @@ def _t(lib, a):
 def test_bad_calls_raise_torchs_errors(case):
     _, call = case
     _same_error(lambda: call(dg, F), lambda: call(torch, TF))
+
+
+@pytest.mark.parametrize("name, args", [("max_pool1d", (3,)), ("adaptive_max_pool1d", (4,)), ("max_pool2d", (2,)),
+                                        ("max_pool2d", ((3, 2), 1)), ("adaptive_max_pool2d", ((2, 3),)),
+                                        ("max_pool3d", (2,)), ("adaptive_max_pool3d", (2,))])
+def test_a_window_holding_nan_picks_its_last_nan_as_torch_s(name, args):
+    """torch's kernel keeps a tap when ``val > max or isnan(val)``: a window's last NaN (not NumPy's first)
+    gets the gradient and is its index."""
+    nsp = int(name[-2])
+    shape = (2, 3) + (6, 7, 5)[:nsp]
+    x = np.random.default_rng(5).standard_normal(shape)
+    flat = x.reshape(-1)
+    flat[[i for i in (1, 2, 9, 10, 11, 30, 31, 40, 41, 77, 150, 151) if i < flat.size]] = np.nan
+    tx = torch.tensor(x, requires_grad=True)
+    tv, ti = getattr(torch.nn.functional, name)(tx, *args, return_indices=True)
+    tv.sum().backward()
+    for chunks in (-1, (1, 2) + (3, 4, 2)[:nsp]):
+        dx = dg.tensor(x, chunks=chunks, requires_grad=True)
+        dv, di = getattr(F, name)(dx, *args, return_indices=True)
+        dv.sum().backward()
+        np.testing.assert_array_equal(di.numpy(), ti.numpy())
+        np.testing.assert_array_equal(dv.detach().numpy(), tv.detach().numpy())  # (NaN where torch's is)
+        np.testing.assert_array_equal(dx.grad.numpy(), tx.grad.numpy())

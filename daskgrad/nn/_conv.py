@@ -405,13 +405,18 @@ def _flat_positions(input):
 
 
 def _first_max(taps):
-    """A constant mask over the taps axis (2, one chunk): True at each window's first largest tap."""
+    """A constant mask over the taps axis (2, one chunk): True at each window's first largest tap (its last NaN
+    where it holds one, as torch's)."""
     a = taps.array
     return Tensor._make(da.map_blocks(_first_max_block, a, dtype=bool, meta=a._meta.astype(bool)))
 
 
 def _first_max_block(block):
-    first = np.expand_dims(np.argmax(block, axis=2), 2)
+    # torch's kernel keeps a tap when `val > max || isnan(val)`: the first largest, but the last NaN of a window that
+    # holds one (NumPy's argmax takes the first NaN: the gradient went to another cell, the index differed)
+    nan = block != block
+    last_nan = block.shape[2] - 1 - np.argmax(np.flip(nan, axis=2), axis=2)
+    first = np.expand_dims(np.where(nan.any(axis=2), last_nan, np.argmax(block, axis=2)), 2)
     return np.arange(block.shape[2], like=block).reshape((1, 1, -1) + (1,) * (block.ndim - 3)) == first
 
 
