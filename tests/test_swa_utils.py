@@ -88,7 +88,14 @@ def test_update_parameters_submits_nothing_and_forward_is_the_copys():
     t_avg.eval()
     d_avg.eval()
     assert d_avg.module is not ours and d_avg.module[0].weight is not ours[0].weight
-    _same(d_avg(dg.from_array(x, chunks=(4, 2))), t_avg(torch.tensor(x)))
+    dx, tx = dg.from_array(x, chunks=(4, 2)).requires_grad_(), torch.tensor(x, requires_grad=True)
+    d_out, t_out = d_avg(dx), t_avg(tx)
+    _same(d_out, t_out)
+    (d_out * d_out).sum().backward()
+    (t_out * t_out).sum().backward()
+    _same(dx.grad, tx.grad)
+    _same(d_avg.module[0].weight.grad, t_avg.module[0].weight.grad)
+    assert ours[0].weight.grad is None
     assert repr(d_avg) == repr(t_avg)
 
 
@@ -159,14 +166,14 @@ def test_update_bn_recomputes_running_stats_as_cumulative_averages(chunks):
     assert not ours.training and ours[1].momentum == 0.3 and ours[6].momentum == 0.1
 
 
-def test_update_bn_on_an_averaged_model_and_without_batchnorm():
+def test_update_bn_on_an_averaged_model_with_a_device_and_on_a_model_without_batchnorm():
     theirs, ours = _nets()
     t_avg, d_avg = tsu.AveragedModel(theirs), swa_utils.AveragedModel(ours)
     rng = np.random.default_rng(5)
     _train_steps(theirs, ours, 3, 3, rng, lambda: (t_avg.update_parameters(theirs), d_avg.update_parameters(ours)))
     batches = [rng.standard_normal((6, 2)) for _ in range(2)]
-    tsu.update_bn([torch.tensor(b) for b in batches], t_avg)
-    swa_utils.update_bn([dg.from_array(b, chunks=(4, 2)) for b in batches], d_avg)
+    tsu.update_bn([torch.tensor(b) for b in batches], t_avg, device="cpu")
+    swa_utils.update_bn([dg.from_array(b, chunks=(4, 2)) for b in batches], d_avg, device="cpu")
     _same_dicts(d_avg.state_dict(), t_avg.state_dict())
     plain = dg.nn.Linear(2, 2)
     assert swa_utils.update_bn([dg.ones(3, 2)], plain) is None and plain.training
