@@ -38,6 +38,11 @@ class _Decay:
 _decay = _Decay()
 
 
+def _swa(m):
+    """SWALR lives in ``swa_utils``, beside ``lr_scheduler``: the one of the same library as ``m``."""
+    return torch.optim.swa_utils if m is torch.optim.lr_scheduler else optim.swa_utils
+
+
 # name -> make(lib, optimizer); lib is torch.optim.lr_scheduler or daskgrad.optim.lr_scheduler.  Inputs follow
 # torch's documented examples and the cases of its test/optim/test_lrscheduler.py (warm-up + cosine, ...)
 CASES = {
@@ -83,6 +88,12 @@ CASES = {
                                                   base_momentum=0.7, max_momentum=0.95),
     "CyclicLR-scale_fn": lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=2, scale_fn=_decay, scale_mode="iterations",
                                                  cycle_momentum=False),
+    "SWALR": lambda m, o: _swa(m).SWALR(o, swa_lr=0.01),
+    "SWALR-linear-per-group": lambda m, o: _swa(m).SWALR(o, swa_lr=[0.2, 0.001], anneal_epochs=7,
+                                                         anneal_strategy="linear"),
+    "SWALR-no-annealing": lambda m, o: _swa(m).SWALR(o, swa_lr=0.03, anneal_epochs=0),
+    "SWALR-after-cosine": lambda m, o: m.SequentialLR(
+        o, [m.CosineAnnealingLR(o, T_max=10), _swa(m).SWALR(o, swa_lr=0.02, anneal_epochs=4)], milestones=[10]),
 }
 
 
@@ -254,6 +265,10 @@ BAD = {
     "onecycle-past-the-end": lambda m, o: _steps(m.OneCycleLR(o, max_lr=0.1, total_steps=2), 3),
     "cyclic-mode": lambda m, o: m.CyclicLR(o, 0.01, 0.1, mode="square"),
     "cyclic-max_lr-count": lambda m, o: m.CyclicLR(o, 0.01, [0.1, 0.2, 0.3]),
+    "swalr-swa_lr-count": lambda m, o: _swa(m).SWALR(o, swa_lr=[0.1]),
+    "swalr-strategy": lambda m, o: _swa(m).SWALR(o, swa_lr=0.1, anneal_strategy="exp"),
+    "swalr-negative-epochs": lambda m, o: _swa(m).SWALR(o, swa_lr=0.1, anneal_epochs=-1),
+    "swalr-float-epochs": lambda m, o: _swa(m).SWALR(o, swa_lr=0.1, anneal_epochs=2.0),
 }
 
 

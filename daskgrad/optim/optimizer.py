@@ -37,19 +37,21 @@ def _float32(x):
     return x if isinstance(x, Tensor) else float(np.float32(x))
 
 
-def _state_value(key, value, param):
+def _state_value(key, value, param, like=None):
     """A loaded state value next to ``param``: counters as Python numbers, tensors with the parameter's
-    dtype, chunks and device (torch tensors and arrays are copied in lazily)."""
+    dtype, chunks and device (torch tensors and arrays are copied in lazily).  ``like`` is what a tensor
+    entry is shaped as, when not as the parameter (Adafactor's factored moments)."""
+    like = param if like is None else like
     value = _host(value)
     if key in _SCALAR_STATE:
         return float(value.item() if hasattr(value, "item") else value)
     if isinstance(value, Tensor) or hasattr(value, "__array_function__"):
-        if tuple(np.shape(value)) != param.shape:
+        if tuple(np.shape(value)) != like.shape:
             # torch loads it and fails at the next step; copy_ here would broadcast a (1,) moment silently
             raise ValueError(f"loaded state dict has {key} of shape {list(np.shape(value))} for a parameter "
                              f"of shape {list(param.shape)}")
         with no_grad():
-            return zeros_like(param).copy_(_on_device_of(value, param))
+            return zeros_like(like).copy_(_on_device_of(value, param))
     return deepcopy(value)
 
 
@@ -178,11 +180,15 @@ class Optimizer:
         for i, s in state_dict["state"].items():
             if i in by_index:
                 p = by_index[i]
-                state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+                state[p] = {k: _state_value(k, v, p, self._state_like(k, p)) for k, v in s.items()}
         groups = [{k: deepcopy(v) for k, v in s.items() if k != "params"} for s in saved]
         self.state = state
         for g, new in zip(self.param_groups, groups):
             g.update(new)
+
+    def _state_like(self, key, param):
+        """What state entry ``key`` of ``param`` is shaped like (None: like the parameter)."""
+        return None
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
