@@ -20,7 +20,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _data, chunk, return_types
+from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, primitive, promoted
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
@@ -1491,6 +1491,304 @@ def _running_extreme(name, largest):
     return method
 
 
+# ------------------------------------------------------------------ random fills
+# torch's in-place draws (``x.uniform_()``, ``x.normal_()`` ...): each chunk draws from its own generator, seeded by
+# a draw from daskgrad's (:func:`daskgrad.manual_seed`) and the block id, so the values do not depend on the
+# scheduler; the chunks, dtype and device stay, and the old value gets a zero gradient through torch's node.
+_RANDOM_NODES = ("UniformBackward0", "NormalBackward0", "ExponentialBackward0", "CauchyBackward0",
+                 "LogNormalBackward0", "GeometricBackward0", "RandomBackward0", "RandomBackward1", "RandomBackward2",
+                 "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2")
+_random_p = primitive("random_fill", torch=_RANDOM_NODES)
+_random_p.vjp(lambda g, s, *, kind: (zeros_like(g),))
+_FLOAT_RANDOM_BITS = {"float16": 11, "float32": 24, "float64": 53}
+
+
+def _block_rng(block, seed, block_id):
+    """The generator of one chunk: cupy's for a cupy chunk (drawn on the device), else NumPy's."""
+    if type(block).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0]))
+    return np.random.default_rng([seed, *block_id])
+
+
+def _random_block(block, *probs, seed, kind, params, block_id=None):
+    """One chunk of a draw of ``kind`` (its parameters ``params``; ``probs``: bernoulli's chunk of
+    probabilities), shaped and typed as ``block``."""
+    rng, shape = _block_rng(block, seed, block_id), np.shape(block)
+    if kind in ("random", "geometric_int"):
+        low, high = params
+        return rng.integers(low, high, size=shape, dtype=np.int64, endpoint=True).astype(block.dtype)
+    if kind == "normal":
+        mean, std = params
+        return (rng.standard_normal(shape) * std + mean).astype(block.dtype)
+    if kind == "log_normal":
+        mean, std = params
+        return np.exp(rng.standard_normal(shape) * std + mean).astype(block.dtype)
+    u = rng.random(shape)
+    if kind == "uniform":
+        low, high = params
+        out = u * (high - low) + low
+    elif kind == "exponential":
+        out = -np.log1p(-u) / params[0]
+    elif kind == "cauchy":
+        median, sigma = params
+        out = median + sigma * np.tan(np.pi * (u - 0.5))
+    elif kind == "geometric":  # (the number of trials to the first success: 1, 2, ...)
+        out = np.maximum(np.ceil(np.log1p(-u) / np.log1p(-params[0])), 1)
+    else:  # bernoulli: with probability ``params[0]``, or each place's own
+        p = probs[0] if probs else params[0]
+        if probs and ((p < 0) | (p > 1) | (p != p)).any():
+            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+                               "message be improved?  If so, please report an enhancement request to PyTorch.)")
+        out = u < p
+    return out.astype(block.dtype)
+
+
+def _drawn(self, kind, node, params=(), probs=None):
+    """``self``'s shape, chunks and dtype drawn from ``kind``, recorded as torch's ``node`` on ``self``
+    (whose gradient is zero)."""
+    a = self.array
+    extra = ()
+    if probs is not None:
+        p = probs.array
+        extra = (p if p.shape == a.shape and p.chunks == a.chunks else
+                 da.broadcast_to(p, a.shape).rechunk(a.chunks),)
+    seed = int(_tensor_module._rng.integers(2**63))
+    out = da.map_blocks(_random_block, a, *extra, seed=seed, kind=kind, params=tuple(params), dtype=a.dtype,
+                        meta=a._meta)
+    return _random_p.record(out, self, node=node, kind=kind)
+
+
+def _fill_random(self, kind, node, params=(), probs=None):
+    return self._inplace(lambda x: _drawn(x, kind, node, params, probs))
+
+
+def _check_generator(generator):
+    if generator is not None:
+        raise TypeError("generator= is not supported: daskgrad draws from its own generator; seed it with "
+                        "daskgrad.manual_seed")
+
+
+def _floating_draw(self, kernel):
+    if self.dtype.kind != "f":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
+
+
+def _continuous(self, name, c_name=False):
+    if self.dtype.kind != "f":
+        kind = _data.C_TYPE_NAMES.get(self.dtype.name, self.dtype.name) if c_name else \
+            _data.TORCH_TYPE_NAMES[self.dtype.name]
+        kind = {"int64_t": "long int", "int": "int", "int16_t": "short int", "int8_t": "signed char",
+                "uint8_t": "unsigned char"}.get(kind, kind)
+        raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {kind}")
+
+
+def _number(v):
+    """A number as torch prints it in its errors (``1`` for 1.0, as ``%g``)."""
+    return f"{float(v):g}"
+
+
+def _uniform_(self, *args, generator=None, **kwargs):
+    """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
+    ``[from, to)``."""
+    _check_generator(generator)
+    low, high = _from_to("uniform_", args, kwargs, 0, 1)
+    _floating_draw(self, "check_uniform_bounds")
+    top = float(np.finfo(self.dtype).max)
+    for name, v in (("from", low), ("to", high)):
+        if not -top <= v <= top:
+            raise RuntimeError(f"{name} is out of bounds for {_data.C_TYPE_NAMES[self.dtype.name]}")
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={_number(low)} > "
+                           f"to={_number(high)}")
+    if high - low > top:
+        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{_data.C_TYPE_NAMES[self.dtype.name]}>"
+                           f"::max(), but found to={_number(high)} and from={_number(low)} which result in "
+                           f"to-from to exceed the limit")
+    return _fill_random(self, "uniform", "UniformBackward0", (float(low), float(high)))
+
+
+def _from_to(name, args, kwargs, low, high):
+    """torch's ``(from, to)`` (``from`` is a Python keyword: given by position or ``**{"from": ...}``)."""
+    if len(args) > 2:
+        raise TypeError(f"{name}() takes from 0 to 2 positional arguments but {len(args)} were given")
+    bad = set(kwargs) - {"from", "to"}
+    if bad:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{sorted(bad)[0]}'")
+    values = [*args, *([low, high][len(args):])]
+    values[0] = kwargs.get("from", values[0])
+    values[1] = kwargs.get("to", values[1])
+    return values
+
+
+def _normal_(self, mean=0, std=1, *, generator=None):
+    """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2)."""
+    _check_generator(generator)
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_number(std)}")
+    _floating_draw(self, "normal_kernel_cpu")
+    return _fill_random(self, "normal", "NormalBackward0", (float(mean), float(std)))
+
+
+def _exponential_(self, lambd=1, *, generator=None):
+    """torch's ``exponential_(lambd=1)``: fill with draws of density ``lambd * exp(-lambd * x)``."""
+    _check_generator(generator)
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_number(lambd)}")
+    _continuous(self, "Exponential")
+    return _fill_random(self, "exponential", "ExponentialBackward0", (float(lambd),))
+
+
+def _cauchy_(self, median=0, sigma=1, *, generator=None):
+    """torch's ``cauchy_(median=0, sigma=1)``: fill with draws from the Cauchy distribution."""
+    _check_generator(generator)
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_number(sigma)}")
+    _continuous(self, "Cauchy", c_name=True)
+    return _fill_random(self, "cauchy", "CauchyBackward0", (float(median), float(sigma)))
+
+
+def _log_normal_(self, mean=1, std=2, *, generator=None):
+    """torch's ``log_normal_(mean=1, std=2)``: fill with ``exp`` of draws from N(mean, std**2)."""
+    _check_generator(generator)
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_number(std)}")
+    _floating_draw(self, "log_normal_cpu")
+    return _fill_random(self, "log_normal", "LogNormalBackward0", (float(mean), float(std)))
+
+
+def _geometric_(self, p, *, generator=None):
+    """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success."""
+    _check_generator(generator)
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_number(p)}")
+    return _fill_random(self, "geometric", "GeometricBackward0", (float(p),))
+
+
+def _random_bounds(dtype, low, high):
+    """torch's checks of ``random_``'s ``[from, to)`` for ``dtype``; returns the inclusive ``(low, high)``."""
+    c_name = _data.C_TYPE_NAMES.get(dtype.name, dtype.name)
+    c_name = {"int8_t": "signed char", "uint8_t": "unsigned char", "int16_t": "short", "int64_t": "long",
+              "c10::Half": "c10::Half"}.get(c_name, c_name)
+    if dtype.kind == "b":
+        lo, hi = 0, 1
+    elif dtype.kind in "iu":
+        lo, hi = _data.int_range(dtype)
+    else:
+        lo, hi = -(1 << _FLOAT_RANDOM_BITS[dtype.name]), 1 << _FLOAT_RANDOM_BITS[dtype.name]
+    if not lo <= low <= hi and dtype.kind in "iub":
+        raise RuntimeError(f"from is out of bounds for {c_name}")
+    if high is None:
+        if dtype.kind == "f" and low == 0:
+            return 0, hi
+        return low, hi
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if not lo <= high - 1 <= hi and dtype.kind in "iub":
+        raise RuntimeError(f"to - 1 is out of bounds for {c_name}")
+    if dtype.kind == "f" and not (lo <= low and high - 1 <= hi):
+        warnings.warn(f"{'from' if low < lo else 'to - 1'} is out of bounds [-(2^{_FLOAT_RANDOM_BITS[dtype.name]}), "
+                      f"2^{_FLOAT_RANDOM_BITS[dtype.name]}]. Due to precision limitations {c_name} can support "
+                      "discrete uniform distribution only within this range. This warning will become an error in "
+                      "version 1.7 release, please fix the code in advance", UserWarning, stacklevel=3)
+    return low, high - 1
+
+
+def _random_(self, *args, generator=None, **kwargs):
+    """torch's ``random_(from=0, to=None)``: fill with draws from the discrete uniform distribution on
+    ``[from, to - 1]``; ``random_(to)`` is ``[0, to - 1]``, and without ``to`` the top is the dtype's
+    largest integer (``2**mantissa`` for a floating type)."""
+    _check_generator(generator)
+    if len(args) == 1 and "to" not in kwargs and "from" not in kwargs:
+        low, high, node = 0, args[0], "RandomBackward1"
+        if high is None:
+            node = "RandomBackward2"
+    else:
+        low, high = _from_to("random_", args, kwargs, 0, None)
+        node = "RandomBackward2" if high is None and not args and "from" not in kwargs else "RandomBackward0"
+    if self.dtype.kind not in "fiub":
+        raise NotImplementedError(f"\"random_from_to\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}'")
+    low, high = _random_bounds(self.dtype, int(low), None if high is None else int(high))
+    if self.dtype.kind == "u" and high > (1 << 63) - 1:
+        high = (1 << 63) - 1  # (NumPy draws int64: a uint64's top half is not reached)
+    return _fill_random(self, "random", node, (low, high))
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    """torch's ``bernoulli_(p=0.5)``: fill with 1 with probability ``p`` (a number, or a tensor of
+    probabilities broadcast to this tensor's shape), else 0."""
+    _check_generator(generator)
+    if isinstance(p, Tensor):
+        check_broadcast(self.shape, p.shape)
+        wide = np.broadcast_shapes(self.shape, p.shape)
+        if tuple(wide) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(wide)}")
+        return _fill_random(self, "bernoulli", "BernoulliBackward1", probs=p.detach())
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+    return _fill_random(self, "bernoulli", "BernoulliBackward2", (float(p),))
+
+
+def _bernoulli(self, p=None, *, generator=None):
+    """torch's ``bernoulli()``: a new tensor, 1 at each place with this tensor's value there as probability,
+    else 0 (``bernoulli(p)``: with probability ``p`` everywhere); its gradient is zero."""
+    _check_generator(generator)
+    if p is not None:
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+        return _no_derivative(_drawn(self.detach(), "bernoulli", None, (float(p),)), "bernoulli.p", self)
+    if self.dtype.kind != "f":
+        raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
+    return _drawn(self, "bernoulli", "BernoulliBackward0", probs=self.detach())
+
+
+def _multinomial_block(w, seed, num_samples, replacement, block_id=None):
+    """Rows of category weights -> ``num_samples`` category indices each, as torch draws them: with
+    replacement by the cumulative weights, without it the ``num_samples`` largest of ``w / E`` (E
+    exponential draws), torch's own method."""
+    if ((w < 0) | ~np.isfinite(w)).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    total = w.sum(axis=-1, keepdims=True)
+    if (total <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    rng = _block_rng(w, seed, block_id)
+    if not replacement:
+        keys = w / -np.log1p(-rng.random(w.shape))
+        return np.argsort(-keys, axis=-1, kind="stable")[:, :num_samples].astype(np.int64)
+    cdf = np.cumsum(w / total, axis=-1)
+    u = rng.random((w.shape[0], num_samples))
+    out = np.stack([np.searchsorted(cdf[i], u[i], side="right") for i in range(w.shape[0])]) if w.shape[0] else \
+        np.zeros((0, num_samples), dtype=np.int64)
+    return np.minimum(out, w.shape[1] - 1).astype(np.int64)
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch's ``multinomial(num_samples, replacement=False)``: for each row of category weights (this
+    tensor, 1-d or 2-d), ``num_samples`` category indices (int64) drawn in proportion to the weights.
+    A row is read whole (its chunks along the categories joined); its rows' chunks stay."""
+    _check_generator(generator)
+    if self.dtype.kind != "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{_data.TORCH_TYPE_NAMES[self.dtype.name]}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if self.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    a = self.detach().array
+    rows = a if a.ndim == 2 else a[None]
+    rows = rows.rechunk({1: -1})
+    seed = int(_tensor_module._rng.integers(2**63))
+    out = da.map_blocks(_multinomial_block, rows, seed=seed, num_samples=int(num_samples),
+                        replacement=bool(replacement), dtype=np.int64, chunks=(rows.chunks[0], (int(num_samples),)),
+                        meta=np.empty((0, 0), dtype=np.int64) if type(a._meta) is np.ndarray else None)
+    return Tensor._make(out if a.ndim == 2 else out[0])
+
+
 # ------------------------------------------------ indices checked in range (gather, index_writes)
 def _checked_index_block(idx, *, n, low, error, text):
     bad = (idx < low) | (idx >= n)
@@ -1571,6 +1869,9 @@ METHODS = {
     "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
     "__lshift__": _shift(True), "__rshift__": _shift(False), "__rlshift__": _shift(True, swap=True),
     "__rrshift__": _shift(False, swap=True), "bitwise_left_shift": _shift(True), "bitwise_right_shift": _shift(False),
+    "uniform_": _uniform_, "normal_": _normal_, "exponential_": _exponential_, "cauchy_": _cauchy_,
+    "log_normal_": _log_normal_, "geometric_": _geometric_, "random_": _random_, "bernoulli_": _bernoulli_,
+    "bernoulli": _bernoulli, "multinomial": _multinomial,
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
