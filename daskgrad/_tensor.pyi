@@ -505,6 +505,9 @@ class Tensor:
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
+    def acosh_(self):
+        """In-place version of :meth:`Tensor.acosh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def add(self, other, *, alpha=1) -> Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
@@ -515,6 +518,9 @@ class Tensor:
         """
     def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
         """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``.
+        """
+    def addbmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addbmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addcdiv(self, tensor1, tensor2, *, value=1):
         """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's).
@@ -532,11 +538,20 @@ class Tensor:
     def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``.
         """
+    def addmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def addmv(self, mat, vec, *, beta=1, alpha=1):
         """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
         """
+    def addmv_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addmv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def addr(self, vec1, vec2, *, beta=1, alpha=1):
         """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
+        """
+    def addr_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addr`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def adjoint(self):
         """torch's ``adjoint``: the last two dims swapped and conjugated, a view.
@@ -573,6 +588,9 @@ class Tensor:
     def arccosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
+    def arccosh_(self):
+        """In-place version of :meth:`Tensor.acosh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def arcsin(self) -> Tensor:
         """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
         """
@@ -581,6 +599,9 @@ class Tensor:
         """
     def arcsinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
+        """
+    def arcsinh_(self):
+        """In-place version of :meth:`Tensor.asinh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -597,6 +618,9 @@ class Tensor:
         """
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+        """
+    def arctanh_(self):
+        """In-place version of :meth:`Tensor.atanh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def argmax(self, axis=None, keepdims=False) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
@@ -627,6 +651,9 @@ class Tensor:
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
+    def asinh_(self):
+        """In-place version of :meth:`Tensor.asinh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def astype(self, dtype, copy=True) -> Tensor:
         """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
         differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
@@ -647,6 +674,9 @@ class Tensor:
         """
     def atanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+        """
+    def atanh_(self):
+        """In-place version of :meth:`Tensor.atanh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
@@ -690,6 +720,17 @@ class Tensor:
         """
     def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
         """torch's ``baddbmm``: ``beta * self + alpha * (batch1 @ batch2)``.
+        """
+    def baddbmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.baddbmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def bernoulli(self, p=None, *, generator=None):
+        """torch's ``bernoulli()``: a new tensor, 1 at each place with this tensor's value there as probability,
+        else 0 (``bernoulli(p)``: with probability ``p`` everywhere); its gradient is zero.
+        """
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """torch's ``bernoulli_(p=0.5)``: fill with 1 with probability ``p`` (a number, or a tensor of
+        probabilities broadcast to this tensor's shape), else 0.
         """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
@@ -751,6 +792,9 @@ class Tensor:
         """
     def byte(self, memory_format=None):
         """``to(uint8)``, differentiable where that dtype is.
+        """
+    def cauchy_(self, median=0, sigma=1, *, generator=None):
+        """torch's ``cauchy_(median=0, sigma=1)``: fill with draws from the Cauchy distribution.
         """
     def cdouble(self, memory_format=None):
         """``to(complex128)``, differentiable where that dtype is.
@@ -821,6 +865,9 @@ class Tensor:
     def conj_physical(self):
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
         """
+    def conj_physical_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.conj_physical`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def contiguous(self, memory_format=None):
         """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
@@ -831,6 +878,9 @@ class Tensor:
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
         floating result type of the two.
+        """
+    def copysign_(self, other):
+        """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def corrcoef(self, rowvar=True):
         """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
@@ -875,9 +925,15 @@ class Tensor:
         """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
         the input holds zeros, as torch's.
         """
+    def cumprod_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.cumprod`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def cumsum(self, dim=None, *, dtype=None, axis=None) -> Tensor:
         """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
         None, where torch requires ``dim``).
+        """
+    def cumsum_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.cumsum`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     @property
     def dask(self):
@@ -1028,6 +1084,9 @@ class Tensor:
     def expm1_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.expm1`: the result is written into this tensor, which is returned (torch's ``expm1_``).
         """
+    def exponential_(self, lambd=1, *, generator=None):
+        """torch's ``exponential_(lambd=1)``: fill with draws of density ``lambd * exp(-lambd * x)``.
+        """
     def fill_(self, value):
         """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
         ``Tensor.fill_``.
@@ -1108,6 +1167,9 @@ class Tensor:
         """
     def ge_(self, other):
         """In-place version of :meth:`Tensor.ge`: the result is written into this tensor, which is returned (torch's ``ge_``).
+        """
+    def geometric_(self, p, *, generator=None):
+        """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success.
         """
     def ger(self, vec2):
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
@@ -1347,6 +1409,9 @@ class Tensor:
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
+    def log_normal_(self, mean=1, std=2, *, generator=None):
+        """torch's ``log_normal_(mean=1, std=2)``: fill with ``exp`` of draws from N(mean, std**2).
+        """
     def log_softmax(self, axis=-1, dtype=None) -> Tensor:
         """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
@@ -1391,6 +1456,9 @@ class Tensor:
         """
     def logit(self, eps=None):
         """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """
+    def logit_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite; of integers, in the default
@@ -1494,6 +1562,11 @@ class Tensor:
     def mul_(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        """torch's ``multinomial(num_samples, replacement=False)``: for each row of category weights (this
+        tensor, 1-d or 2-d), ``num_samples`` category indices (int64) drawn in proportion to the weights.
+        A row is read whole (its chunks along the categories joined); its rows' chunks stay.
+        """
     def multiply(self, other):
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
@@ -1594,6 +1667,9 @@ class Tensor:
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
+    def normal_(self, mean=0, std=1, *, generator=None):
+        """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2).
+        """
     def not_equal(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
@@ -1657,6 +1733,11 @@ class Tensor:
         """
     def rad2deg_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.rad2deg`: the result is written into this tensor, which is returned (torch's ``rad2deg_``).
+        """
+    def random_(self, *args, generator=None, **kwargs):
+        """torch's ``random_(from=0, to=None)``: fill with draws from the discrete uniform distribution on
+        ``[from, to - 1]``; ``random_(to)`` is ``[0, to - 1]``, and without ``to`` the top is the dtype's
+        largest integer (``2**mantissa`` for a floating type).
         """
     def ravel(self) -> Tensor:
         """The elements in C order, as a 1-D tensor.
@@ -2040,6 +2121,10 @@ class Tensor:
         through it reach ``self``; where windows overlap (``step < size``) only ``fill_``/``zero_`` may write
         (torch's other in-place ops there give what its kernel's order of visits gives: refused here).
         """
+    def uniform_(self, *args, generator=None, **kwargs):
+        """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
+        ``[from, to)``.
+        """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
@@ -2074,6 +2159,9 @@ class Tensor:
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
         result type of the two (a number ``other`` weak, as in torch).
+        """
+    def xlogy_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.

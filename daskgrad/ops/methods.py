@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, primitive, promoted
+from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
@@ -1825,6 +1826,29 @@ def _in_place(fn, name, copy=False):
     return method
 
 
+
+def _raise_inplace_derivative(g, s, *, op):
+    raise NotImplementedError(f"the derivative for 'inplace version of {op}' is not implemented.")
+
+
+# torch's in-place acosh_/asinh_/atanh_ record a node (``AcoshBackward1``) whose backward raises: named as it binds
+_no_inplace_derivative_p = primitive("no_inplace_derivative")
+_no_inplace_derivative_p.vjp(_raise_inplace_derivative)
+
+
+def _no_inplace_derivative(op):
+    """torch's ``{op}_``: the values written in place, and a node that refuses to be differentiated."""
+    def method(self):
+        def write(x):
+            out = getattr(x.detach(), op)()
+            if not (x.requires_grad and is_grad_enabled()):
+                return out
+            return _no_inplace_derivative_p.record(out.array, x, node=f"{op.capitalize()}Backward1", op=op)
+        return self._inplace(write)
+    method.__doc__ = (f"In-place version of :meth:`Tensor.{op}`: the result is written into this tensor, which is "
+                      f"returned; as torch's, its gradient is not implemented (backward through it raises).")
+    return method
+
 METHODS = {
     "sum": _sum, "mean": _mean, "nansum": _nansum, "nanmean": _nanmean, "amax": _amax, "amin": _amin,
     "count_nonzero": _count_nonzero, "var": _variance(var), "std": _variance(std),
@@ -1878,6 +1902,15 @@ METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
+METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
+    "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
+# (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
+METHODS.update({f"{name}_": _in_place(fn, f"{name}_", copy=True) for name, fn in (
+    ("logit", _logit), ("xlogy", _xlogy), ("copysign", Tensor.copysign), ("cumprod", Tensor.cumprod),
+    ("cumsum", Tensor.cumsum))})
+METHODS.update({name: _no_inplace_derivative(op) for name, op in (
+    ("acosh_", "acosh"), ("arccosh_", "acosh"), ("asinh_", "asinh"), ("arcsinh_", "asinh"), ("atanh_", "atanh"),
+    ("arctanh_", "atanh"))})
 METHODS.update({"__ilshift__": _in_place(_shift(True, inplace=True), "__lshift___"),
                 "__irshift__": _in_place(_shift(False, inplace=True), "__rshift___"),
                 "bitwise_left_shift_": _in_place(_shift(True, inplace=True), "bitwise_left_shift_"),

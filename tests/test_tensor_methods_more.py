@@ -1,0 +1,237 @@
+"""torch's Tensor methods daskgrad gained late: the random fills (``uniform_``, ``normal_`` ... ``multinomial``),
+checked by their statistics for a fixed daskgrad seed, shapes, dtypes, chunks and torch's errors; the in-place
+forms (``cumsum_``, ``addmm_``, ``acosh_`` ...) and the others, against torch 2.13 in float64 over one, even and
+uneven chunks: values, gradients of a weighted sum, and torch's errors."""
+import warnings
+
+import numpy as np
+import pytest
+
+import daskgrad as dg
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(11)
+CHUNKINGS = {"one": (6, 8), "even": (3, 4), "uneven": ((4, 2), (3, 5))}
+N = 20000  # draws per statistics check: the bounds below are about 6 standard errors wide
+
+
+def drawn(name, *args, dtype=np.float64, chunks=((3000, 7000), (1,)), **kwargs):
+    """A (N//2, 2) tensor of zeros in uneven chunks filled in place by ``name``, for daskgrad's seed 0."""
+    dg.manual_seed(0)
+    x = dg.from_array(np.zeros((N // 2, 2), dtype=dtype), chunks=((3000, 7000), (1, 1)))
+    assert getattr(x, name)(*args, **kwargs) is x
+    assert x.dtype == dtype and x.chunks == ((3000, 7000), (1, 1)) and x._version == 1
+    return x.numpy().ravel()
+
+
+def error_of(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 (the type and text are compared)
+        return type(e), str(e)
+    return None
+
+
+def same_error(ours, theirs):
+    mine, torchs = error_of(ours), error_of(theirs)
+    assert torchs is not None and mine == torchs, (mine, torchs)
+
+
+# ------------------------------------------------------------------ random fills
+@pytest.mark.parametrize("name, args, mean, var", [
+    ("uniform_", (), 0.5, 1 / 12),
+    ("uniform_", (-2.0, 4.0), 1.0, 3.0),
+    ("normal_", (), 0.0, 1.0),
+    ("normal_", (3.0, 0.5), 3.0, 0.25),
+    ("exponential_", (2.0,), 0.5, 0.25),
+    ("log_normal_", (0.0, 0.5), np.exp(0.125), (np.exp(0.25) - 1) * np.exp(0.25)),
+    ("geometric_", (0.25,), 4.0, 0.75 / 0.0625),
+    ("random_", (3, 9), 5.5, 35 / 12),
+    ("random_", (4,), 1.5, 15 / 12),
+    ("bernoulli_", (), 0.5, 0.25),
+    ("bernoulli_", (0.2,), 0.2, 0.16),
+])
+def test_a_random_fill_draws_from_torchs_distribution_with_the_chunks_and_dtype_kept(name, args, mean, var):
+    values = drawn(name, *args)
+    assert abs(values.mean() - mean) < 6 * np.sqrt(var / N)
+    assert abs(values.var() / var - 1) < 0.12
+    again = drawn(name, *args)
+    np.testing.assert_array_equal(values, again)  # (the same seed, the same values)
+
+
+def test_the_fills_keep_to_their_support():
+    u = drawn("uniform_", 2, 5)
+    assert u.min() >= 2 and u.max() < 5
+    r = drawn("random_", 3, 9)
+    assert set(np.unique(r)) == set(range(3, 9))
+    g = drawn("geometric_", 0.5)
+    assert g.min() == 1 and np.all(g == np.round(g))
+    assert set(np.unique(drawn("bernoulli_", 0.3))) == {0.0, 1.0}
+    c = drawn("cauchy_", 1.0, 2.0)
+    assert abs(np.median(c) - 1.0) < 0.1 and abs(np.median(np.abs(c - 1.0)) - 2.0) < 0.15  # (no mean: quartiles)
+
+
+@pytest.mark.parametrize("dtype, top", [(np.float16, 2**11), (np.float32, 2**24), (np.float64, 2**53),
+                                        (np.int8, 127), (np.uint8, 255), (np.int16, 2**15 - 1),
+                                        (np.int32, 2**31 - 1), (np.int64, 2**63 - 1), (np.bool_, 1)])
+def test_random_without_bounds_spans_the_dtypes_range_as_torchs(dtype, top):
+    values = drawn("random_", dtype=dtype).astype(np.float64)
+    assert values.min() >= 0 and values.max() <= top and values.max() > top * 0.99
+
+
+def test_integer_tensors_take_the_discrete_fills():
+    for name, args in (("random_", (10,)), ("geometric_", (0.5,)), ("bernoulli_", (0.5,))):
+        values = drawn(name, *args, dtype=np.int64)
+        assert values.dtype == np.int64 and values.min() >= 0
+
+
+@pytest.mark.parametrize("call", [
+    "x.uniform_(1, 0)", "x.uniform_(0, float('inf'))", "i.uniform_()", "x.normal_(0, -1)", "i.normal_()",
+    "x.exponential_(0)", "x.exponential_(-1)", "i.exponential_()", "x.cauchy_(0, 0)", "i.cauchy_()",
+    "x.log_normal_(1, 0)", "i.log_normal_()", "x.geometric_(0)", "x.geometric_(1)", "x.geometric_(1.5)",
+    "x.random_(5, 2)", "x.random_(-1)", "x.random_(0)", "b.random_(-1, 3)", "c.random_(0, 200)",
+    "x.bernoulli_(2)", "x.bernoulli_(-0.1)", "i.bernoulli()", "x.multinomial(2)", "o.multinomial(4)",
+    "o.multinomial(0)", "cube.multinomial(1)", "i.multinomial(1)", "neg.multinomial(1)",
+    "x.uniform_(from_=0)",
+])
+def test_random_fills_raise_torchs_errors(call):
+    def run(lib, make):
+        names = {"x": make(np.zeros(3)), "i": make(np.zeros(3, dtype=np.int64)), "o": make(np.ones(3)),
+                 "b": make(np.zeros(3, dtype=np.uint8)), "c": make(np.zeros(3, dtype=np.int8)),
+                 "cube": make(np.ones((2, 2, 2))), "neg": make(np.array([1.0, -1.0]))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            eval(call, {}, names).numpy()
+    same_error(lambda: run(dg, lambda a: dg.from_array(a, chunks=2)), lambda: run(torch, torch.tensor))
+
+
+def test_a_random_fill_of_a_leaf_that_requires_grad_is_refused_outside_no_grad():
+    x = dg.from_array(np.zeros(4), requires_grad=True)
+    same_error(lambda: x.uniform_(), lambda: torch.zeros(4, requires_grad=True).uniform_())
+    with dg.no_grad():
+        x.normal_()
+    assert x._version == 1 and x.grad_fn is None and x.requires_grad
+
+
+@pytest.mark.parametrize("name, args, node", [
+    ("uniform_", (), "UniformBackward0"), ("normal_", (), "NormalBackward0"),
+    ("exponential_", (), "ExponentialBackward0"), ("cauchy_", (), "CauchyBackward0"),
+    ("log_normal_", (), "LogNormalBackward0"), ("geometric_", (0.5,), "GeometricBackward0"),
+    ("random_", (), "RandomBackward2"), ("random_", (5,), "RandomBackward1"), ("random_", (1, 5), "RandomBackward0"),
+    ("bernoulli_", (), "BernoulliBackward2"),
+])
+def test_a_random_fill_of_a_result_records_torchs_node_and_a_zero_gradient(name, args, node):
+    x = dg.from_array(np.ones((4, 3)), chunks=(3, 2), requires_grad=True)
+    t = torch.ones((4, 3), dtype=torch.float64, requires_grad=True)
+    y, u = x * 2, t * 2
+    getattr(y, name)(*args), getattr(u, name)(*args)
+    assert y.grad_fn.name() == u.grad_fn.name() == node
+    (y * 3).sum().backward(), (u * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+def test_bernoulli_draws_each_place_with_its_own_probability_and_gives_zero_gradient():
+    p = np.tile([0.0, 0.25, 1.0], (N // 3, 1))
+    x = dg.from_array(p, chunks=(2000, 2), requires_grad=True)
+    dg.manual_seed(1)
+    out = x.bernoulli()
+    assert out.chunks == x.chunks and out.dtype == np.float64 and out.grad_fn.name() == "BernoulliBackward0"
+    values = out.detach().numpy()
+    assert not values[:, 0].any() and values[:, 2].all() and abs(values[:, 1].mean() - 0.25) < 0.02
+    out.sum().backward()
+    assert not x.grad.numpy().any()
+    y = dg.from_array(np.zeros((N // 3, 3)), chunks=(2000, 2)).bernoulli_(x.detach())
+    assert not y.numpy()[:, 0].any() and y.numpy()[:, 2].all()
+    assert x.bernoulli(0.5).grad_fn.name() == "NotImplemented"
+    same_error(lambda: dg.from_array(np.full(3, 2.0)).bernoulli().numpy(),
+               lambda: torch.full((3,), 2.0).bernoulli())
+
+
+def test_multinomial_draws_category_indices_as_torchs():
+    w = np.array([[1.0, 2.0, 0.0, 5.0], [0.0, 0.0, 1.0, 3.0]])
+    x = dg.from_array(w, chunks=(1, 3))
+    dg.manual_seed(2)
+    once = x.multinomial(2).numpy()
+    assert once.dtype == np.int64 and once.shape == (2, 2)
+    assert len(set(once[0])) == 2 and set(once[0]) <= {0, 1, 3} and set(once[1]) == {2, 3}
+    rows = dg.from_array(np.tile(w, (2000, 1)), chunks=(700, 4))
+    many = rows.multinomial(1, replacement=True).numpy().ravel()
+    assert rows.multinomial(1, replacement=True).chunks == (rows.chunks[0], (1,))
+    first = np.bincount(many[0::2], minlength=4) / 2000
+    np.testing.assert_allclose(first, w[0] / w[0].sum(), atol=0.04)
+    assert set(many[1::2]) <= {2, 3}
+    assert dg.from_array(w[0]).multinomial(7, True).shape == (7,)
+    assert sorted(dg.from_array(np.array([1.0, 0, 0])).multinomial(3).numpy()) == [0, 1, 2]  # (zeros last)
+
+
+# ------------------------------------------------------------------ in-place forms
+def _torch_args(args):
+    return [torch.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _dg_args(args):
+    return [dg.from_array(a, chunks=2) if isinstance(a, np.ndarray) else a for a in args]
+
+
+X = RNG.random((6, 8)) * 0.3 + 0.3
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("name, args", [
+    ("cumsum_", (1,)), ("cumsum_", (0,)), ("cumprod_", (0,)), ("cumprod_", (1,)), ("logit_", ()),
+    ("logit_", (0.35,)), ("xlogy_", (X + 1,)), ("copysign_", (X - 0.5,)), ("conj_physical_", ()),
+    ("addmm_", (X, X.T @ X)), ("addr_", (X[:, 0], X[0])),
+    ("addmm_", (X[:, :3], X[:3], {"beta": 0.5, "alpha": 2.0})),
+])
+def test_an_inplace_form_writes_torchs_values_and_gradients(chunking, name, args):
+    kwargs = args[-1] if args and isinstance(args[-1], dict) else {}
+    args = args[:-1] if kwargs else args
+    x = dg.from_array(X, chunks=CHUNKINGS[chunking], requires_grad=True)
+    t = torch.tensor(X, requires_grad=True)
+    y, u = x * 1.5, t * 1.5
+    v = y._version
+    assert getattr(y, name)(*_dg_args(args), **kwargs) is y
+    getattr(u, name)(*_torch_args(args), **kwargs)
+    assert y._version == v + 1 and y.chunks == x.chunks
+    np.testing.assert_allclose(y.detach().numpy(), u.detach().numpy(), rtol=1e-12, equal_nan=True)
+    w = np.arange(48.0).reshape(6, 8) / 10
+    (y * y * w).sum().backward(), (u * u * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10)
+
+
+def test_baddbmm_addbmm_and_addmv_in_place_match_torchs():
+    for name, shape, b1, b2 in (("baddbmm_", (3, 4, 5), RNG.random((3, 4, 2)), RNG.random((3, 2, 5))),
+                                ("addbmm_", (4, 5), RNG.random((3, 4, 2)), RNG.random((3, 2, 5))),
+                                ("addmv_", (4,), RNG.random((4, 3)), RNG.random(3))):
+        s = RNG.random(shape)
+        x = dg.from_array(s, chunks=2, requires_grad=True)
+        t = torch.tensor(s, requires_grad=True)
+        y, u = x * 2, t * 2
+        getattr(y, name)(dg.from_array(b1, chunks=2), dg.from_array(b2, chunks=2), beta=0.5, alpha=3)
+        getattr(u, name)(torch.tensor(b1), torch.tensor(b2), beta=0.5, alpha=3)
+        np.testing.assert_allclose(y.detach().numpy(), u.detach().numpy(), rtol=1e-12)
+        (y * y).sum().backward(), (u * u).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_"])
+def test_inverse_hyperbolic_in_place_forms_write_torchs_values_and_refuse_backward_as_torchs(name):
+    s = X + (1.0 if "cosh" in name else 0.0)
+    x = dg.from_array(s, chunks=((4, 2), (3, 5)), requires_grad=True)
+    t = torch.tensor(s, requires_grad=True)
+    y, u = x * 1.0, t * 1.0
+    getattr(y, name)(), getattr(u, name)()
+    np.testing.assert_allclose(y.detach().numpy(), u.detach().numpy(), rtol=1e-12)
+    assert y.grad_fn.name() == u.grad_fn.name() and y._version == u._version == 1
+    same_error(lambda: y.sum().backward(), lambda: u.sum().backward())
+    same_error(lambda: getattr(x, name)(), lambda: getattr(t, name)())
+    plain = dg.from_array(s, chunks=3)
+    assert getattr(plain, name)() is plain and plain.grad_fn is None
+
+
+@pytest.mark.parametrize("name, args", [("cumsum_", (0,)), ("logit_", ()), ("addmm_", (X, X.T)),
+                                        ("xlogy_", (X,)), ("copysign_", (X,))])
+def test_an_inplace_form_on_a_leaf_that_requires_grad_raises_torchs_error(name, args):
+    same_error(lambda: getattr(dg.from_array(X, requires_grad=True), name)(*_dg_args(args)),
+               lambda: getattr(torch.tensor(X, requires_grad=True), name)(*_torch_args(args)))
