@@ -13,6 +13,7 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 """
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 import warnings
@@ -33,7 +34,7 @@ from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log,
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
-from .numpy_extra import take, take_along_axis, values_at
+from .numpy_extra import diag_embed, take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
@@ -1790,6 +1791,175 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
     return Tensor._make(out if a.ndim == 2 else out[0])
 
 
+# ------------------------------------------------------------------ more of torch's methods
+def _is_nonzero(self):
+    """torch's ``is_nonzero``: whether the one value of this tensor is not zero."""
+    if self.numel() == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if self.numel() > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self)
+
+
+def _is_same_size(self, other):
+    """torch's ``is_same_size``: whether ``other`` has this tensor's shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def _is_neg(self):
+    """torch's ``is_neg``: whether this is a lazily negated view (never, here: negation is computed)."""
+    return False
+
+
+def _ndimension(self):
+    """torch's ``ndimension``: ``dim()``, the number of dimensions."""
+    return self.ndim
+
+
+def _split_with_sizes(self, split_sizes, dim=0):
+    """torch's ``split_with_sizes``: pieces of the given sizes along ``dim``, views (as ``split`` with a list)."""
+    d = norm_axis(dim, self.ndim)
+    sizes = [int(s) for s in split_sizes]
+    if builtins.sum(sizes) != self.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {self.shape[d]} (input tensor's "
+                           f"size at dimension {dim}), but got split_sizes={sizes}")
+    return self.split(sizes, dim)
+
+
+def _sum_to_size(self, *size):
+    """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
+    reduction that undoes a broadcast."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    lead = self.ndim - len(size)
+    if lead < 0 or any(s != 1 and s != n for s, n in zip(size, self.shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(self.shape)}}}.")
+    out = sum(self, tuple(range(lead))) if lead else self
+    ones_at = tuple(i for i, s in enumerate(size) if s == 1 and out.shape[i] != 1)
+    return sum(out, ones_at, True) if ones_at else out
+
+
+def _narrow_copy(self, dim, start, length):
+    """torch's ``narrow_copy``: ``narrow`` copied (not a view)."""
+    return clone(_narrow(self, dim, start, length))
+
+
+def _diag_embed(self, offset=0, dim1=-2, dim2=-1):
+    """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``."""
+    return diag_embed(self, offset, dim1, dim2)
+
+
+def _diagflat(self, offset=0):
+    """torch's ``diagflat``: the tensor flattened, put on the ``offset`` diagonal of a square matrix."""
+    return diag_embed(ravel(self), offset, 0, 1)
+
+
+def _integer_pair(name):
+    kernel = da.ufunc.ufunc(getattr(np, name))  # (NumPy's ufunc over the chunks; dask.array names none)
+
+    def method(self, other):
+        other = as_tensor(other)
+        dtype = _data.result_type(self, other)
+        if dtype.kind not in "iu":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_data.TORCH_TYPE_NAMES[dtype.name]}'")
+        check_broadcast(self.shape, other.shape)
+        return Tensor._make(kernel(self.detach().array.astype(dtype), other.detach().array.astype(dtype)))
+    what = "greatest common divisor" if name == "gcd" else "least common multiple"
+    method.__doc__ = f"torch's ``{name}``: the {what} of integer tensors, elementwise (broadcast; no gradient)."
+    return method
+
+
+def _mvlgamma(self, p):
+    """torch's ``mvlgamma(p)``: the multivariate log-gamma of dimension ``p``,
+    ``sum_i lgamma(x - i/2) + p (p - 1) / 4 log(pi)``; in the default floating type for an integer tensor."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    x = self if self.dtype.kind in "fc" else astype(self, _data.DEFAULT_FLOAT)
+    out = _lgamma(x)
+    for i in range(1, p):
+        out = out + _lgamma(x - i / 2)
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """torch's ``fill_diagonal_``: ``fill_value`` written on the main diagonal (of a matrix, or of a tensor
+    whose dimensions are all equal); ``wrap``: a tall matrix's diagonal starts again after a row gap, as
+    torch's (and NumPy's ``fill_diagonal``)."""
+    if self.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) > 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(self.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    cond = Tensor._make(da.from_array(mask, chunks=self.chunks))
+    value = _data.checked_scalar(fill_value, self.dtype)
+    return self._inplace(lambda x: where(cond, constant_like(value, x), x), one_value=True)
+
+
+def _scatter_into(self, src, write):
+    """``self`` copied, its part ``write(copy)`` (a view) overwritten with ``src``: torch's ``*_scatter``
+    ops, whose gradient reaches ``self`` outside the part and ``src`` inside it."""
+    out = clone(self)
+    part = write(out)
+    src = as_tensor(src)
+    if tuple(src.shape) != tuple(part.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(part.shape)}")
+    part.copy_(src)
+    return out
+
+
+def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``."""
+    return _scatter_into(self, src, lambda out: out.diagonal(offset, dim1, dim2))
+
+
+def _select_scatter(self, src, dim, index):
+    """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``."""
+    return _scatter_into(self, src, lambda out: _select(out, dim, index))
+
+
+def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``."""
+    d = norm_axis(dim, self.ndim)
+    return _scatter_into(self, src, lambda out: out[(slice(None),) * d + (slice(start, end, step),)])
+
+
+_REMOVED = {
+    "symeig": "This function was deprecated since version 1.9 and is now removed. The default behavior has changed "
+              "from using the upper triangular portion of the matrix by default to using the lower triangular "
+              "portion.\n\nL, _ = torch.symeig(A, upper=upper) should be replaced with:\nL = torch.linalg.eigvalsh(A, "
+              "UPLO='U' if upper else 'L')\n\nand\n\nL, V = torch.symeig(A, eigenvectors=True) should be replaced "
+              "with:\nL, V = torch.linalg.eigh(A, UPLO='U' if upper else 'L')",
+    "eig": "This function was deprecated since version 1.9 and is now removed. `torch.linalg.eig` returns complex "
+           "tensors of dtype `cfloat` or `cdouble` rather than real tensors mimicking complex tensors.\n\nL, _ = "
+           "torch.eig(A) should be replaced with:\nL_complex = torch.linalg.eigvals(A)\n\nand\n\nL, V = torch.eig(A, "
+           "eigenvectors=True) should be replaced with:\nL_complex, V_complex = torch.linalg.eig(A)",
+    "lstsq": "This function was deprecated since version 1.9 and is now removed. `torch.lstsq` is deprecated in favor "
+             "of `torch.linalg.lstsq`.\n`torch.linalg.lstsq` has reversed arguments and does not return the QR "
+             "decomposition in the returned tuple (although it returns other information about the problem).\n\nTo "
+             "get the QR decomposition consider using `torch.linalg.qr`.\n\nThe returned solution in `torch.lstsq` "
+             "stored the residuals of the solution in the last m - n columns of the returned value whenever m > n. "
+             "In torch.linalg.lstsq, the residuals are in the field 'residuals' of the returned named tuple.\n\nThe "
+             "unpacking of the solution, as in\nX, _ = torch.lstsq(B, A).solution[:A.size(1)]\nshould be replaced "
+             "with:\nX = torch.linalg.lstsq(A, B).solution",
+    "solve": "This function was deprecated since version 1.9 and is now removed. `torch.solve` is deprecated in favor "
+             "of `torch.linalg.solve`. `torch.linalg.solve` has its arguments reversed and does not return the LU "
+             "factorization.\n\nTo get the LU factorization see `torch.lu`, which can be used with `torch.lu_solve` "
+             "or `torch.lu_unpack`.\nX = torch.solve(B, A).solution should be replaced with:\nX = "
+             "torch.linalg.solve(A, B)",
+}
+
+
+def _removed(name, arguments):
+    def method(self, *args, **kwargs):
+        if len(args) + len(kwargs) < len(arguments):  # (torch's binding: a missing argument first)
+            missing = arguments[len(args):]
+            raise TypeError(f"Tensor.{name}() missing 1 required positional argument: '{missing[0]}'")
+        raise RuntimeError(_REMOVED[name])
+    method.__doc__ = f"torch's ``{name}``, removed from torch: raises torch's error, naming what replaces it."
+    return method
+
+
 # ------------------------------------------------ indices checked in range (gather, index_writes)
 def _checked_index_block(idx, *, n, low, error, text):
     bad = (idx < low) | (idx >= n)
@@ -1896,12 +2066,20 @@ METHODS = {
     "uniform_": _uniform_, "normal_": _normal_, "exponential_": _exponential_, "cauchy_": _cauchy_,
     "log_normal_": _log_normal_, "geometric_": _geometric_, "random_": _random_, "bernoulli_": _bernoulli_,
     "bernoulli": _bernoulli, "multinomial": _multinomial,
+    "is_nonzero": _is_nonzero, "is_same_size": _is_same_size, "is_neg": _is_neg, "ndimension": _ndimension,
+    "split_with_sizes": _split_with_sizes, "sum_to_size": _sum_to_size, "narrow_copy": _narrow_copy,
+    "diag_embed": _diag_embed, "diagflat": _diagflat, "gcd": _integer_pair("gcd"), "lcm": _integer_pair("lcm"),
+    "mvlgamma": _mvlgamma, "fill_diagonal_": _fill_diagonal_, "diagonal_scatter": _diagonal_scatter,
+    "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
+    "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
+    "solve": _removed("solve", ("other",)),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
+METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
 # (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
@@ -1934,4 +2112,5 @@ def install(methods, module):
 
 install(METHODS, __name__)
 Tensor.mH = property(_mH, doc="torch's ``mH``: the last two dims swapped and conjugated.")
+Tensor.itemsize = property(_element_size, doc="torch's ``itemsize``: the bytes of one element.")
 Tensor.H = property(_H, doc="torch's ``H``: a matrix transposed and conjugated.")
