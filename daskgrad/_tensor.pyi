@@ -811,6 +811,16 @@ class Tensor:
     def char(self, memory_format=None):
         """``to(int8)``, differentiable where that dtype is.
         """
+    def cholesky(self, upper=False):
+        """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
+        ``linalg.cholesky``, whose warning it gives.
+        """
+    def cholesky_inverse(self, upper=False):
+        """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A`` from its Cholesky factor (this tensor).
+        """
+    def cholesky_solve(self, input2, upper=False):
+        """torch's ``cholesky_solve(L, upper=False)``: ``X`` with ``A X = self``, ``A`` given by its Cholesky factor.
+        """
     def chunk(self, chunks, dim=0):
         """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
         empty ones of an empty axis).
@@ -971,9 +981,18 @@ class Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
         """
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+        """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``.
+        """
+    def diagflat(self, offset=0):
+        """torch's ``diagflat``: the tensor flattened, put on the ``offset`` diagonal of a square matrix.
+        """
     def diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
         ``dim2``), as a new last axis.
+        """
+    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+        """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``.
         """
     def diff(self, n=1, axis=-1, prepend=None, append=None):
         """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
@@ -1022,6 +1041,9 @@ class Tensor:
         """
     @property
     def dtype(self) -> np.dtype: ...
+    def eig(self, *args, **kwargs):
+        """torch's ``eig``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def element_size(self):
         """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
         """
@@ -1090,6 +1112,11 @@ class Tensor:
     def fill_(self, value):
         """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
         ``Tensor.fill_``.
+        """
+    def fill_diagonal_(self, fill_value, wrap=False):
+        """torch's ``fill_diagonal_``: ``fill_value`` written on the main diagonal (of a matrix, or of a tensor
+        whose dimensions are all equal); ``wrap``: a tall matrix's diagonal starts again after a row gap, as
+        torch's (and NumPy's ``fill_diagonal``).
         """
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
@@ -1162,6 +1189,12 @@ class Tensor:
         lazy index's from its tasks).  ``sparse_grad=True`` (a sparse gradient for ``self``) is refused: no
         sparse tensors here.
         """
+    def gcd(self, other):
+        """torch's ``gcd``: the greatest common divisor of integer tensors, elementwise (broadcast; no gradient).
+        """
+    def gcd_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.gcd`: the result is written into this tensor, which is returned (torch's ``gcd_``).
+        """
     def ge(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
@@ -1206,6 +1239,9 @@ class Tensor:
         """
     def half(self, memory_format=None):
         """``to(float16)``, differentiable where that dtype is.
+        """
+    def hardshrink(self, lambd=0.5):
+        """torch's ``Tensor.hardshrink(lambd=0.5)``: :func:`daskgrad.nn.functional.hardshrink` of this tensor.
         """
     def heaviside(self, values):
         """torch's ``heaviside``: 0 where ``self < 0``, ``values`` where it is 0, 1 where it is greater (a NaN
@@ -1314,6 +1350,15 @@ class Tensor:
         """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
         made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
         """
+    def is_neg(self):
+        """torch's ``is_neg``: whether this is a lazily negated view (never, here: negation is computed).
+        """
+    def is_nonzero(self):
+        """torch's ``is_nonzero``: whether the one value of this tensor is not zero.
+        """
+    def is_same_size(self, other):
+        """torch's ``is_same_size``: whether ``other`` has this tensor's shape.
+        """
     def is_signed(self):
         """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
         """
@@ -1343,11 +1388,21 @@ class Tensor:
         """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
         after ``backward()`` a loss's value is already in memory, so nothing runs).
         """
+    @property
+    def itemsize(self):
+        """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
+        """
     def kron(self, other) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
     def kthvalue(self, k, dim=-1, keepdim=False):
         """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
+        """
+    def lcm(self, other):
+        """torch's ``lcm``: the least common multiple of integer tensors, elementwise (broadcast; no gradient).
+        """
+    def lcm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.lcm`: the result is written into this tensor, which is returned (torch's ``lcm_``).
         """
     def ldexp(self, other) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
@@ -1467,11 +1522,21 @@ class Tensor:
     def long(self, memory_format=None):
         """``to(int64)``, differentiable where that dtype is.
         """
+    def lstsq(self, *args, **kwargs):
+        """torch's ``lstsq``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def lt(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
         """
     def lt_(self, other):
         """In-place version of :meth:`Tensor.lt`: the result is written into this tensor, which is returned (torch's ``lt_``).
+        """
+    def lu(self, pivot=True, get_infos=False):
+        """torch's ``lu(pivot=True, get_infos=False)``: the tuple ``(LU, pivots)``, with ``infos`` when asked;
+        deprecated in torch for ``linalg.lu_factor``, whose warning it gives.
+        """
+    def lu_solve(self, LU_data, LU_pivots):
+        """torch's ``lu_solve(LU_data, LU_pivots)``: ``X`` with ``A X = self``, ``A`` given by its LU factors.
         """
     @property
     def mH(self): ...
@@ -1576,6 +1641,13 @@ class Tensor:
     def mv(self, vec):
         """torch's ``mv``: a matrix times a vector.
         """
+    def mvlgamma(self, p):
+        """torch's ``mvlgamma(p)``: the multivariate log-gamma of dimension ``p``,
+        ``sum_i lgamma(x - i/2) + p (p - 1) / 4 log(pi)``; in the default floating type for an integer tensor.
+        """
+    def mvlgamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.mvlgamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
         gradient passes where the value was finite, as torch's.
@@ -1607,12 +1679,18 @@ class Tensor:
     def narrow(self, dim, start, length):
         """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view.
         """
+    def narrow_copy(self, dim, start, length):
+        """torch's ``narrow_copy``: ``narrow`` copied (not a view).
+        """
     @property
     def nbytes(self) -> int:
         """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``.
         """
     @property
     def ndim(self) -> int: ...
+    def ndimension(self):
+        """torch's ``ndimension``: ``dim()``, the number of dimensions.
+        """
     def ne(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
@@ -1718,9 +1796,16 @@ class Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
         """
+    def prelu(self, weight):
+        """torch's ``Tensor.prelu(weight)``: :func:`daskgrad.nn.functional.prelu` of this tensor.
+        """
     def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
+        """
+    def qr(self, some=True):
+        """torch's ``qr(some=True)``: the named tuple ``(Q, R)``, reduced (``some``) or complete; deprecated in
+        torch for ``linalg.qr``, whose warning it gives.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
@@ -1884,6 +1969,9 @@ class Tensor:
         """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
         choice by conditions).
         """
+    def select_scatter(self, src, dim, index):
+        """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``.
+        """
     def sgn(self):
         """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
         """
@@ -1934,6 +2022,9 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
+    def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+        """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``.
+        """
     def slogdet(self):
         """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
         """
@@ -1944,6 +2035,9 @@ class Tensor:
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
         """
+    def solve(self, *args, **kwargs):
+        """torch's ``solve``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def sort(self, dim=-1, descending=False, stable=False):
         """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
         first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
@@ -1951,6 +2045,9 @@ class Tensor:
     def split(self, split_size, dim=0):
         """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
         given sizes, views that may not be written in place.
+        """
+    def split_with_sizes(self, split_sizes, dim=0):
+        """torch's ``split_with_sizes``: pieces of the given sizes along ``dim``, views (as ``split`` with a list).
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -1995,11 +2092,22 @@ class Tensor:
     def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
         """
+    def sum_to_size(self, *size):
+        """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
+        reduction that undoes a broadcast.
+        """
+    def svd(self, some=True, compute_uv=True):
+        """torch's ``svd(some=True, compute_uv=True)``: the named tuple ``(U, S, V)`` with ``V``, not ``Vh``
+        (``some``: the reduced factors); without ``compute_uv``, ``U`` and ``V`` are zero matrices, as torch's.
+        """
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
     def swapdims(self, dim0, dim1):
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def symeig(self, *args, **kwargs):
+        """torch's ``symeig``, removed from torch: raises torch's error, naming what replaces it.
         """
     def t(self):
         """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
@@ -2077,6 +2185,11 @@ class Tensor:
         """
     def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
+        """
+    def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+        """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
+        ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with
+        ``transpose``), ``A`` triangular; deprecated in torch for ``linalg.solve_triangular``, whose warning it gives.
         """
     def tril(self, diagonal=0, *, k=None) -> Tensor:
         """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).

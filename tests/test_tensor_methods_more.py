@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import daskgrad as dg
+from daskgrad.ops import methods
 
 torch = pytest.importorskip("torch")
 
@@ -235,3 +236,135 @@ def test_inverse_hyperbolic_in_place_forms_write_torchs_values_and_refuse_backwa
 def test_an_inplace_form_on_a_leaf_that_requires_grad_raises_torchs_error(name, args):
     same_error(lambda: getattr(dg.from_array(X, requires_grad=True), name)(*_dg_args(args)),
                lambda: getattr(torch.tensor(X, requires_grad=True), name)(*_torch_args(args)))
+
+
+# ------------------------------------------------------------------ more methods
+def _pair(values, chunks):
+    return dg.from_array(values, chunks=chunks, requires_grad=True), torch.tensor(values, requires_grad=True)
+
+
+def _same_values_and_grads(fn, *values, chunks, rtol=1e-10):
+    ours_in = [dg.from_array(v, chunks=(chunks(v.shape) if callable(chunks) else chunks) if v.ndim == 2 else 2,
+                             requires_grad=True) for v in values]
+    theirs_in = [torch.tensor(v, requires_grad=True) for v in values]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = fn(*ours_in), fn(*theirs_in)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+    assert len(ours) == len(theirs)
+    total_o, total_t = 0, 0
+    for o, t in zip(ours, theirs):
+        assert tuple(o.shape) == tuple(t.shape) and o.dtype == np.dtype(str(t.dtype).split(".")[1])
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=rtol, atol=1e-12)
+        if t.requires_grad:
+            w = np.arange(1.0, 1.0 + t.numel()).reshape(tuple(t.shape)) / 10
+            total_o, total_t = total_o + (o * w).sum(), total_t + (t * torch.tensor(w)).sum()
+    if not isinstance(total_t, int):
+        total_o.backward(), total_t.backward()
+        for a, b in zip(ours_in, theirs_in):
+            if b.grad is not None:
+                np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=rtol, atol=1e-12)
+
+
+Y = RNG.random((6, 8)) - 0.5
+SPD = (lambda a: a @ a.T + 6 * np.eye(6))(RNG.random((6, 6)))
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("case", [
+    lambda x: x.sum_to_size(8), lambda x: x.sum_to_size(6, 1), lambda x: x.sum_to_size((1, 8)),
+    lambda x: x.narrow_copy(1, 2, 5), lambda x: x.diagflat(),
+    lambda x: x[0].diagflat(-2), lambda x: x.diag_embed(), lambda x: x.diag_embed(1, 0, 2),
+    lambda x: x.split_with_sizes([1, 5]), lambda x: x.split_with_sizes([3, 0, 5], 1),
+    lambda x: (x + 2).mvlgamma(3), lambda x: (x + 2).mvlgamma(p=1), lambda x: (x + 2).mvlgamma_(2),
+    lambda x: x.hardshrink(), lambda x: x.hardshrink(0.3),
+    lambda x: (x * 1.0).fill_diagonal_(2.5), lambda x: (x.T * 1.0).fill_diagonal_(-1, wrap=True),
+    lambda x: (x * 1.0).fill_diagonal_(3, wrap=True),
+    lambda x: x.diagonal_scatter(x[:, :6].diagonal() * 3), lambda x: x.diagonal_scatter(x[0, 1:7], 1),
+    lambda x: x.diagonal_scatter(x[:6, 0], -1, 1, 0), lambda x: x.select_scatter(x[2] * 2, 0, -1),
+    lambda x: x.select_scatter(x[:, 0] * 2, 1, 3), lambda x: x.slice_scatter(x[1:4] ** 2, 0, 1, 4),
+    lambda x: x.slice_scatter(x[:, :4] * 2, 1, 0, 8, 2), lambda x: x.slice_scatter(x[:, 5:] - 1, 1, start=5),
+], ids=lambda c: None)
+def test_a_method_gives_torchs_values_and_gradients(chunking, case):
+    _same_values_and_grads(case, Y, chunks=CHUNKINGS[chunking])
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_prelu_as_a_method_is_torchs(chunking):
+    _same_values_and_grads(lambda x, w: x.prelu(w), Y, np.array([0.1, -0.2, 0.3, 0.4, 0.5, 2.0, 0.7, 0.8]),
+                           chunks=CHUNKINGS[chunking])
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("case", [
+    lambda a, b: a.cholesky(), lambda a, b: a.cholesky(upper=True), lambda a, b: b.cholesky_solve(a.cholesky()),
+    lambda a, b: b.cholesky_solve(a.cholesky(upper=True), upper=True), lambda a, b: a.cholesky().cholesky_inverse(),
+    lambda a, b: a.lu(), lambda a, b: a.lu(get_infos=True), lambda a, b: b.lu_solve(*a.lu()),
+    lambda a, b: b.triangular_solve(a.triu()), lambda a, b: b.triangular_solve(a, upper=False),
+    lambda a, b: b.triangular_solve(a, transpose=True, unitriangular=True),
+    lambda a, b: a.svd()[1], lambda a, b: a.svd(compute_uv=False),
+    lambda a, b: (lambda r: (r.U @ r.S.diag_embed() @ r.V.mT, r.U.abs().sum(0), r.V.abs().sum(0)))(b.svd()),
+    lambda a, b: (lambda r: (r[0] @ r[1], r[1].abs()))(b.qr()),
+    lambda a, b: (lambda r: (r.Q @ r.R, r.R.abs(), r.Q.shape[1] + a.sum() * 0))(b.qr(some=False)),
+], ids=lambda c: None)
+def test_torchs_older_linear_algebra_methods_give_torchs_values_and_gradients(chunking, case):
+    rows = {"one": (6,), "even": (3, 3), "uneven": (4, 2)}[chunking]
+    cols = {"one": lambda n: (n,), "even": lambda n: (n // 2, n // 2), "uneven": lambda n: (1, n - 1)}[chunking]
+    _same_values_and_grads(case, SPD, Y, chunks=lambda shape: (rows, cols(shape[1])), rtol=1e-8)
+
+
+def test_the_linear_algebra_methods_give_torchs_named_results_and_warnings():
+    a = dg.from_array(SPD)
+    t = torch.tensor(SPD)
+    for name, args in (("qr", ()), ("cholesky", ()), ("lu", ()), ("triangular_solve", (a,))):
+        with warnings.catch_warnings(record=True) as ours:
+            warnings.simplefilter("always")
+            out = getattr(a, name)(*args)
+        with warnings.catch_warnings():  # (torch warns once a process: its texts are methods._DEPRECATED's)
+            warnings.simplefilter("ignore")
+            expected = getattr(t, name)(*[t for _ in args])
+        assert [str(w.message) for w in ours] == [methods._DEPRECATED[name]]
+        if hasattr(expected, "_fields") or type(expected).__module__ == "torch.return_types":
+            assert type(out).__name__ == type(expected).__name__
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert a.svd()._fields == ("U", "S", "V") and a.qr()._fields == ("Q", "R")
+        assert a.triangular_solve(a)._fields == ("solution", "cloned_coefficient")
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 5])
+def test_gcd_and_lcm_are_torchs_and_their_in_place_forms_write(chunks):
+    a, b = np.array([12, 18, -4, 0, 7]), np.array([8, 27, 6, 5, 0])
+    x, y = dg.from_array(a, chunks=chunks), dg.from_array(b, chunks=chunks)
+    np.testing.assert_array_equal(x.gcd(y).numpy(), torch.tensor(a).gcd(torch.tensor(b)).numpy())
+    np.testing.assert_array_equal(x.lcm(y).numpy(), torch.tensor(a).lcm(torch.tensor(b)).numpy())
+    np.testing.assert_array_equal(x.gcd(dg.from_array(np.array([6]))).numpy(), np.gcd(a, 6))
+    z = dg.from_array(a, chunks=chunks)
+    assert z.lcm_(y) is z and z._version == 1
+    np.testing.assert_array_equal(z.numpy(), np.lcm(a, b))
+    same_error(lambda: dg.from_array(Y).gcd(dg.from_array(Y)), lambda: torch.tensor(Y).gcd(torch.tensor(Y)))
+
+
+def test_the_predicates_and_sizes_are_torchs():
+    x, t = dg.from_array(Y, chunks=(4, 3)), torch.tensor(Y)
+    assert x.itemsize == t.itemsize == 8 and dg.from_array(np.zeros(2, np.int16)).itemsize == 2
+    assert x.ndimension() == t.ndimension() == 2
+    assert x.is_neg() is t.is_neg() is False
+    assert x.is_same_size(dg.from_array(Y * 2)) and not x.is_same_size(x.T)
+    assert dg.from_array(np.array([0.0])).is_nonzero() is False and dg.from_array(np.array(3)).is_nonzero() is True
+    same_error(lambda: x.is_nonzero(), lambda: t.is_nonzero())
+    same_error(lambda: x[:0].is_nonzero(), lambda: t[:0].is_nonzero())
+
+
+@pytest.mark.parametrize("call", [
+    "x.sum_to_size(3)", "x.sum_to_size(5, 6, 8)", "x.split_with_sizes([1, 2])", "x.split_with_sizes([1, 2], 1)",
+    "x.fill_diagonal_(1) if False else cube.fill_diagonal_(1)", "x[0].fill_diagonal_(1)", "x.eig()", "x.symeig()",
+    "x.lstsq(x)", "x.lstsq()", "x.solve(x)", "x.solve()", "x.diagonal_scatter(x[0])",
+])
+def test_the_methods_raise_torchs_errors(call):
+    def run(make):
+        names = {"x": make(Y), "cube": make(np.zeros((3, 4, 5)))}
+        out = eval(call, {}, names)
+        return out
+    same_error(lambda: run(lambda a: dg.from_array(a, chunks=2)), lambda: run(torch.tensor))

@@ -954,3 +954,19 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         n1.clamp_min_(eps)
         n2.clamp_min_(eps)
     return ops.sum((x1 / n1) * (x2 / n2), axis=axis)
+
+
+def _tensor_hardshrink(self, lambd=0.5):
+    """torch's ``Tensor.hardshrink(lambd=0.5)``: :func:`daskgrad.nn.functional.hardshrink` of this tensor."""
+    return hardshrink(self, lambd)
+
+
+def _tensor_prelu(self, weight):
+    """torch's ``Tensor.prelu(weight)``: :func:`daskgrad.nn.functional.prelu` of this tensor."""
+    return prelu(self, weight)
+
+
+# (installed here, not with the other methods: nn.functional sits on a floor above the ops)
+_tensor_hardshrink.__name__, _tensor_hardshrink.__qualname__ = "hardshrink", "Tensor.hardshrink"
+_tensor_prelu.__name__, _tensor_prelu.__qualname__ = "prelu", "Tensor.prelu"
+Tensor.hardshrink, Tensor.prelu = _tensor_hardshrink, _tensor_prelu

@@ -1893,8 +1893,8 @@ def _fill_diagonal_(self, fill_value, wrap=False):
     mask = np.zeros(self.shape, dtype=bool)
     np.fill_diagonal(mask, True, wrap=wrap)
     cond = Tensor._make(da.from_array(mask, chunks=self.chunks))
-    value = _data.checked_scalar(fill_value, self.dtype)
-    return self._inplace(lambda x: where(cond, constant_like(value, x), x), one_value=True)
+    value = np.array(_data.checked_scalar(fill_value, self.dtype)).astype(self.dtype).item()  # (2.5 in ints: 2)
+    return self._inplace(lambda x: where(cond, value, x), one_value=True)
 
 
 def _scatter_into(self, src, write):
