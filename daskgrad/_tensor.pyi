@@ -815,12 +815,6 @@ class Tensor:
         """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
         ``linalg.cholesky``, whose warning it gives.
         """
-    def cholesky_inverse(self, upper=False):
-        """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A`` from its Cholesky factor (this tensor).
-        """
-    def cholesky_solve(self, input2, upper=False):
-        """torch's ``cholesky_solve(L, upper=False)``: ``X`` with ``A X = self``, ``A`` given by its Cholesky factor.
-        """
     def chunk(self, chunks, dim=0):
         """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
         empty ones of an empty axis).
@@ -1531,13 +1525,6 @@ class Tensor:
     def lt_(self, other):
         """In-place version of :meth:`Tensor.lt`: the result is written into this tensor, which is returned (torch's ``lt_``).
         """
-    def lu(self, pivot=True, get_infos=False):
-        """torch's ``lu(pivot=True, get_infos=False)``: the tuple ``(LU, pivots)``, with ``infos`` when asked;
-        deprecated in torch for ``linalg.lu_factor``, whose warning it gives.
-        """
-    def lu_solve(self, LU_data, LU_pivots):
-        """torch's ``lu_solve(LU_data, LU_pivots)``: ``X`` with ``A X = self``, ``A`` given by its LU factors.
-        """
     @property
     def mH(self): ...
     @property
@@ -1802,10 +1789,6 @@ class Tensor:
     def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
-        """
-    def qr(self, some=True):
-        """torch's ``qr(some=True)``: the named tuple ``(Q, R)``, reduced (``some``) or complete; deprecated in
-        torch for ``linalg.qr``, whose warning it gives.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
@@ -2096,10 +2079,6 @@ class Tensor:
         """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
         reduction that undoes a broadcast.
         """
-    def svd(self, some=True, compute_uv=True):
-        """torch's ``svd(some=True, compute_uv=True)``: the named tuple ``(U, S, V)`` with ``V``, not ``Vh``
-        (``some``: the reduced factors); without ``compute_uv``, ``U`` and ``V`` are zero matrices, as torch's.
-        """
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
@@ -2185,11 +2164,6 @@ class Tensor:
         """
     def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
-        """
-    def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
-        """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
-        ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with
-        ``transpose``), ``A`` triangular; deprecated in torch for ``linalg.solve_triangular``, whose warning it gives.
         """
     def tril(self, diagonal=0, *, k=None) -> Tensor:
         """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).

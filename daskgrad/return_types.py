@@ -24,10 +24,6 @@ max, min, median, nanmedian, sort, topk, kthvalue = (
 cummax, cummin, mode = (_result(name, ["values", "indices"]) for name in ("cummax", "cummin", "mode"))
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
-qr = _result("qr", ["Q", "R"])
-svd = _result("svd", ["U", "S", "V"])
-triangular_solve = _result("triangular_solve", ["solution", "cloned_coefficient"])
-histogram = _result("histogram", ["hist", "bin_edges"])
 
-__all__ = ["aminmax", "cummax", "cummin", "frexp", "histogram", "kthvalue", "max", "median", "min", "mode", "nanmedian",
-           "qr", "sort", "svd", "topk", "triangular_solve"]
+__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "mode", "nanmedian", "sort",
+           "topk"]

@@ -296,41 +296,15 @@ def test_prelu_as_a_method_is_torchs(chunking):
                            chunks=CHUNKINGS[chunking])
 
 
-@pytest.mark.parametrize("chunking", list(CHUNKINGS))
-@pytest.mark.parametrize("case", [
-    lambda a, b: a.cholesky(), lambda a, b: a.cholesky(upper=True), lambda a, b: b.cholesky_solve(a.cholesky()),
-    lambda a, b: b.cholesky_solve(a.cholesky(upper=True), upper=True), lambda a, b: a.cholesky().cholesky_inverse(),
-    lambda a, b: a.lu(), lambda a, b: a.lu(get_infos=True), lambda a, b: b.lu_solve(*a.lu()),
-    lambda a, b: b.triangular_solve(a.triu()), lambda a, b: b.triangular_solve(a, upper=False),
-    lambda a, b: b.triangular_solve(a, transpose=True, unitriangular=True),
-    lambda a, b: a.svd()[1], lambda a, b: a.svd(compute_uv=False),
-    lambda a, b: (lambda r: (r.U @ r.S.diag_embed() @ r.V.mT, r.U.abs().sum(0), r.V.abs().sum(0)))(b.svd()),
-    lambda a, b: (lambda r: (r[0] @ r[1], r[1].abs()))(b.qr()),
-    lambda a, b: (lambda r: (r.Q @ r.R, r.R.abs(), r.Q.shape[1] + a.sum() * 0))(b.qr(some=False)),
-], ids=lambda c: None)
-def test_torchs_older_linear_algebra_methods_give_torchs_values_and_gradients(chunking, case):
-    rows = {"one": (6,), "even": (3, 3), "uneven": (4, 2)}[chunking]
-    cols = {"one": lambda n: (n,), "even": lambda n: (n // 2, n // 2), "uneven": lambda n: (1, n - 1)}[chunking]
-    _same_values_and_grads(case, SPD, Y, chunks=lambda shape: (rows, cols(shape[1])), rtol=1e-8)
-
-
-def test_the_linear_algebra_methods_give_torchs_named_results_and_warnings():
-    a = dg.from_array(SPD)
-    t = torch.tensor(SPD)
-    for name, args in (("qr", ()), ("cholesky", ()), ("lu", ()), ("triangular_solve", (a,))):
-        with warnings.catch_warnings(record=True) as ours:
-            warnings.simplefilter("always")
-            out = getattr(a, name)(*args)
-        with warnings.catch_warnings():  # (torch warns once a process: its texts are methods._DEPRECATED's)
-            warnings.simplefilter("ignore")
-            expected = getattr(t, name)(*[t for _ in args])
-        assert [str(w.message) for w in ours] == [methods._DEPRECATED[name]]
-        if hasattr(expected, "_fields") or type(expected).__module__ == "torch.return_types":
-            assert type(out).__name__ == type(expected).__name__
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert a.svd()._fields == ("U", "S", "V") and a.qr()._fields == ("Q", "R")
-        assert a.triangular_solve(a)._fields == ("solution", "cloned_coefficient")
+@pytest.mark.parametrize("chunking", ["one", "even", "uneven"])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_as_a_method_is_torchs_with_its_deprecation_warning(chunking, upper):
+    chunks = {"one": 6, "even": 3, "uneven": ((4, 2), (1, 5))}[chunking]
+    _same_values_and_grads(lambda a: a.cholesky(upper=upper), SPD, chunks=chunks, rtol=1e-8)
+    with warnings.catch_warnings(record=True) as ours:  # (torch warns once a process: its text is copied here)
+        warnings.simplefilter("always")
+        dg.from_array(SPD).cholesky()
+    assert [str(w.message) for w in ours] == [methods._DEPRECATED["cholesky"]]
 
 
 @pytest.mark.parametrize("chunks", [1, 2, 5])

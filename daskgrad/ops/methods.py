@@ -33,15 +33,13 @@ from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log,
                           sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
-from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, qr as linalg_qr, slogdet, \
-    svd as linalg_svd, svdvals, vector_norm
+from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import diag_embed, take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
-from .triangular import cholesky_solve, lu_factor, lu_factor_ex, lu_solve, solve_triangular
 
 
 def _dim(dim, axis, name="dim"):
@@ -1964,44 +1962,11 @@ def _removed(name, arguments):
 
 # ------------------------------------------------------------------ torch's older linear algebra methods
 _DEPRECATED = {
-    "qr": "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch release.\nThe "
-          "boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = torch.qr(A, some)\n"
-          "should be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')",
     "cholesky": "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
                 "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
                 "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
                 "This transform will produce equivalent results for all valid (symmetric positive definite) inputs.",
-    "lu": "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be removed "
-          "in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\nLU, "
-          "pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, compute_pivots, "
-          "get_infos=True)\nshould be replaced with\nLU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)",
-    "triangular_solve": "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be "
-                        "removed in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments "
-                        "reversed and does not return a copy of one of the inputs.\nX = torch.triangular_solve(B, "
-                        "A).solution\nshould be replaced with\nX = torch.linalg.solve_triangular(A, B).",
-    "lu_solve": "torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
-                "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = torch.lu_solve(B, "
-                "LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
 }
-
-
-def _qr(self, some=True):
-    """torch's ``qr(some=True)``: the named tuple ``(Q, R)``, reduced (``some``) or complete; deprecated in
-    torch for ``linalg.qr``, whose warning it gives."""
-    warnings.warn(_DEPRECATED["qr"], UserWarning, stacklevel=2)
-    return return_types.qr(*linalg_qr(self, "reduced" if some else "complete"))
-
-
-def _svd(self, some=True, compute_uv=True):
-    """torch's ``svd(some=True, compute_uv=True)``: the named tuple ``(U, S, V)`` with ``V``, not ``Vh``
-    (``some``: the reduced factors); without ``compute_uv``, ``U`` and ``V`` are zero matrices, as torch's."""
-    if not compute_uv:
-        m, n = self.shape[-2:]
-        S = svdvals(self)
-        return return_types.svd(zeros(*self.shape[:-2], m, m, dtype=self.dtype),
-                                S, zeros(*self.shape[:-2], n, n, dtype=self.dtype))
-    U, S, Vh = linalg_svd(self, full_matrices=not some)
-    return return_types.svd(U, S, _mH(Vh))
 
 
 def _cholesky(self, upper=False):
@@ -2009,46 +1974,6 @@ def _cholesky(self, upper=False):
     ``linalg.cholesky``, whose warning it gives."""
     warnings.warn(_DEPRECATED["cholesky"], UserWarning, stacklevel=2)
     return linalg_cholesky(self, upper=upper)
-
-
-def _cholesky_solve(self, input2, upper=False):
-    """torch's ``cholesky_solve(L, upper=False)``: ``X`` with ``A X = self``, ``A`` given by its Cholesky factor."""
-    return cholesky_solve(self, input2, upper=upper)
-
-
-def _cholesky_inverse(self, upper=False):
-    """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A`` from its Cholesky factor (this tensor)."""
-    n = self.shape[-1]
-    eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
-    return cholesky_solve(eye, self, upper=upper)
-
-
-def _lu(self, pivot=True, get_infos=False):
-    """torch's ``lu(pivot=True, get_infos=False)``: the tuple ``(LU, pivots)``, with ``infos`` when asked;
-    deprecated in torch for ``linalg.lu_factor``, whose warning it gives."""
-    warnings.warn(_DEPRECATED["lu"], UserWarning, stacklevel=2)
-    if get_infos:
-        return tuple(lu_factor_ex(self, pivot=pivot))
-    return tuple(lu_factor(self, pivot=pivot))
-
-
-def _lu_solve(self, LU_data, LU_pivots):
-    """torch's ``lu_solve(LU_data, LU_pivots)``: ``X`` with ``A X = self``, ``A`` given by its LU factors."""
-    warnings.warn(_DEPRECATED["lu_solve"], UserWarning, stacklevel=2)
-    return lu_solve(LU_data, LU_pivots, self)
-
-
-def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
-    """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
-    ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with
-    ``transpose``), ``A`` triangular; deprecated in torch for ``linalg.solve_triangular``, whose warning it gives."""
-    warnings.warn(_DEPRECATED["triangular_solve"], UserWarning, stacklevel=2)
-    A = as_tensor(A)
-    T = triu(A) if upper else tril(A)
-    if transpose:
-        T, upper = swapaxes(T, -1, -2), not upper
-    return return_types.triangular_solve(solve_triangular(T, self, upper=upper, unitriangular=unitriangular),
-                                         clone(A))
 
 
 # ------------------------------------------------ indices checked in range (gather, index_writes)
@@ -2164,8 +2089,7 @@ METHODS = {
     "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
-    "qr": _qr, "svd": _svd, "cholesky": _cholesky, "cholesky_solve": _cholesky_solve,
-    "cholesky_inverse": _cholesky_inverse, "lu": _lu, "lu_solve": _lu_solve, "triangular_solve": _triangular_solve,
+    "cholesky": _cholesky,
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
