@@ -1305,6 +1305,14 @@ class Tensor:
     def index_put_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.index_put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
+    def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+        """torch's ``index_reduce(dim, index, source, reduce, include_self=True)``: the slices of ``source`` along
+        ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into this tensor's slices ``index`` names (torch's
+        ``scatter_reduce`` with the index spread over the slices, whose gradient it has).
+        """
+    def index_reduce_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_reduce`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def index_select(self, dim, index):
         """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
         """
@@ -1789,6 +1797,13 @@ class Tensor:
     def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
+        """
+    def put(self, index, source, accumulate=False):
+        """torch's ``put(index, source, accumulate=False)``: this tensor, read as if flattened, with ``source``
+        written (or added, ``accumulate``) at ``index``; negative indices count from the end.
+        """
+    def put_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as

@@ -342,3 +342,47 @@ def test_the_methods_raise_torchs_errors(call):
         out = eval(call, {}, names)
         return out
     same_error(lambda: run(lambda a: dg.from_array(a, chunks=2)), lambda: run(torch.tensor))
+
+
+IDX = np.array([0, 47, -1, 13, 5])
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("case", [
+    lambda x, s: x.put(torch.tensor(IDX) if isinstance(x, torch.Tensor) else dg.from_array(IDX, chunks=2), s),
+    lambda x, s: x.T.put(torch.tensor(IDX) if isinstance(x, torch.Tensor) else dg.from_array(IDX, chunks=2), s * 2),
+    lambda x, s: x.put(torch.tensor([3, 3, 4, 3, 9]) if isinstance(x, torch.Tensor) else
+                       dg.from_array(np.array([3, 3, 4, 3, 9])), s, accumulate=True),
+    lambda x, s: (x * 1.0).put_(torch.tensor(IDX) if isinstance(x, torch.Tensor) else dg.from_array(IDX), s),
+], ids=lambda c: None)
+def test_put_writes_at_flat_indices_as_torchs(chunking, case):
+    _same_values_and_grads(case, Y, RNG.random(5), chunks=CHUNKINGS[chunking])
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_is_torchs(chunking, reduce, include_self):
+    rows, cols = np.array([0, 2, 2, 5, 0, 1, 2]), np.array([7, 0, 0, 3])
+    src_rows, src_cols = RNG.random((7, 8)) - 0.5, RNG.random((6, 4)) - 0.5
+
+    def case(x, a, b):
+        lib_idx = (lambda v: torch.tensor(v)) if isinstance(x, torch.Tensor) else (lambda v: dg.from_array(v, chunks=3))
+        return (x.index_reduce(0, lib_idx(rows), a, reduce, include_self=include_self),
+                (x * 1.0).index_reduce_(1, lib_idx(cols), b, reduce, include_self=include_self))
+    _same_values_and_grads(case, Y, src_rows, src_cols,
+                           chunks=lambda shape: CHUNKINGS[chunking] if shape == (6, 8) else (3, 2))
+
+
+@pytest.mark.parametrize("call", [
+    "x.put(i.double(), x[0])", "x.put(i, x[0, :2])", "x.index_reduce(0, i, x, 'sum')",
+    "x.index_reduce(0, i.double(), x, 'prod')", "x.index_reduce(0, i[None], x[:5], 'prod')",
+    "x.index_reduce(0, i, x, 'prod')", "x.index_reduce(0, i, x[:5, :3], 'prod')",
+])
+def test_put_and_index_reduce_raise_torchs_errors(call):
+    def run(make, index):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return eval(call, {}, {"x": make(Y), "i": index(np.array([0, 1, 2, 3, 4]))})
+    same_error(lambda: run(lambda a: dg.from_array(a, chunks=2), dg.from_array),
+               lambda: run(torch.tensor, torch.tensor))

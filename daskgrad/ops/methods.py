@@ -1999,6 +1999,57 @@ def _in_range(idx, host, n, error, text, low=0):
     params = (("n", n), ("low", low), ("error", error), ("text", text))
     return Tensor._make(door.defer(_checked_index_array, (value(idx),), params))
 
+# ------------------------------------------------------------------ writes at flat indices, reductions at indices
+def _put(self, index, source, accumulate=False):
+    """torch's ``put(index, source, accumulate=False)``: this tensor, read as if flattened, with ``source``
+    written (or added, ``accumulate``) at ``index``; negative indices count from the end."""
+    index, source = as_tensor(index), as_tensor(source)
+    if index.dtype != np.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got "
+                           f"{_data.TORCH_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    # (the index as it is, a view: torch's node saves it, and a write to it before backward is refused;
+    # index_put checks its range)
+    out = reshape(self, (-1,)).index_put((reshape(index, (-1,)),), reshape(source, (-1,)).to(self.dtype), accumulate)
+    return guard(reshape(out, self.shape), source)  # (torch's PutBackward0 saves source: a write to it is refused)
+
+
+_INDEX_REDUCE_WARNED = []
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """torch's ``index_reduce(dim, index, source, reduce, include_self=True)``: the slices of ``source`` along
+    ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into this tensor's slices ``index`` names (torch's
+    ``scatter_reduce`` with the index spread over the slices, whose gradient it has)."""
+    if not _INDEX_REDUCE_WARNED:  # (torch warns once a process)
+        _INDEX_REDUCE_WARNED.append(True)
+        warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    index, source = as_tensor(index), as_tensor(source)
+    if index.dtype not in (np.int32, np.int64):
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{_data.TORCH_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    if index.ndim > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{_data.TORCH_TYPE_NAMES[index.dtype.name]} and size: {list(index.shape)}")
+    d = norm_axis(dim, builtins.max(self.ndim, 1))
+    if self.ndim and source.ndim and index.numel() != source.shape[d]:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim): ({source.shape[d]}), for dim: {dim}")
+    if self.ndim != source.ndim or any(a != b for i, (a, b) in enumerate(zip(self.shape, source.shape)) if i != d):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}")
+    if not self.ndim:
+        return _index_reduce(self.reshape(1), 0, index.reshape(1), source.reshape(1), reduce,
+                             include_self=include_self).reshape(())
+    index = _in_range(index.to(np.int64), None, self.shape[d], IndexError, "index out of range in self")
+    spread = broadcast_to(reshape(index, tuple(-1 if i == d else 1 for i in range(source.ndim))), source.shape)
+    return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
+
+
 
 def _in_place(fn, name, copy=False):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
@@ -2089,7 +2140,7 @@ METHODS = {
     "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
-    "cholesky": _cholesky,
+    "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce,
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
@@ -2097,6 +2148,7 @@ METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
 METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
+METHODS.update({"put_": _in_place(_put, "put_"), "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True)})
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
 # (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
