@@ -2064,6 +2064,9 @@ class Tensor:
         torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there); a new view even where nothing is
         removed, its node named by the form, as torch's.
         """
+    def squeeze_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.squeeze`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
         """
@@ -2097,14 +2100,23 @@ class Tensor:
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
+    def swapaxes_(self, axis0, axis1):
+        """In-place version of :meth:`Tensor.swapaxes`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def swapdims(self, dim0, dim1):
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def swapdims_(self, dim0, dim1):
+        """In-place version of :meth:`Tensor.swapdims`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def symeig(self, *args, **kwargs):
         """torch's ``symeig``, removed from torch: raises torch's error, naming what replaces it.
         """
     def t(self):
         """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
+        """
+    def t_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.t`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def take(self, index, axis=None) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
@@ -2180,6 +2192,9 @@ class Tensor:
     def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
+    def transpose_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.transpose`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def tril(self, diagonal=0, *, k=None) -> Tensor:
         """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).
         """
@@ -2230,6 +2245,9 @@ class Tensor:
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
+        """
+    def unsqueeze_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.unsqueeze`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``var``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.var`` is NumPy's, ddof=0.

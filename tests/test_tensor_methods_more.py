@@ -386,3 +386,60 @@ def test_put_and_index_reduce_raise_torchs_errors(call):
             return eval(call, {}, {"x": make(Y), "i": index(np.array([0, 1, 2, 3, 4]))})
     same_error(lambda: run(lambda a: dg.from_array(a, chunks=2), dg.from_array),
                lambda: run(torch.tensor, torch.tensor))
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("name, args", [("t_", ()), ("transpose_", (0, 1)), ("swapaxes_", (1, 0)),
+                                        ("swapdims_", (0, -1)), ("unsqueeze_", (1,)), ("unsqueeze_", (-1,)),
+                                        ("squeeze_", ()), ("squeeze_", (0,)), ("squeeze_", (1,))])
+def test_a_shape_changed_in_place_is_torchs_and_keeps_sharing_its_storage(chunking, name, args):
+    x = dg.from_array(Y, chunks=CHUNKINGS[chunking], requires_grad=True)
+    t = torch.tensor(Y, requires_grad=True)
+    y, u = (x[None] * 2, t[None] * 2) if name == "squeeze_" else (x * 2, t * 2)
+    alias, torch_alias = y.detach(), u.detach()
+    assert getattr(y, name)(*args) is y
+    getattr(u, name)(*args)
+    assert tuple(y.shape) == tuple(u.shape) and y._version == u._version == 1 and y._base is None
+    np.testing.assert_array_equal(y.detach().numpy(), u.detach().numpy())
+    with dg.no_grad():  # (a write through either name reaches the other, as torch's shared storage)
+        y.mul_(3)
+        alias.add_(1)
+    with torch.no_grad():
+        u.mul_(3)
+        torch_alias.add_(1)
+    np.testing.assert_array_equal(y.detach().numpy(), u.detach().numpy())
+    np.testing.assert_array_equal(alias.numpy(), torch_alias.numpy())
+    assert y._version == u._version and alias._version == torch_alias._version
+    w = np.arange(y.numel(), dtype=float).reshape(tuple(y.shape))
+    (y * y * w).sum().backward(), (u * u * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+
+
+def test_a_view_changed_in_place_stays_a_view_of_its_base():
+    x, t = _pair(Y, (4, 3))
+    y, u = x * 2, t * 2
+    v, w = y[1:2], u[1:2]
+    v.squeeze_(0), w.squeeze_(0)
+    assert v._base is y and w._base is u and tuple(v.shape) == tuple(w.shape)
+    with dg.no_grad():
+        v.mul_(10)
+    with torch.no_grad():
+        w.mul_(10)
+    np.testing.assert_array_equal(y.detach().numpy(), u.detach().numpy())
+    (y * y).sum().backward(), (u * u).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+
+
+def test_a_shape_change_in_place_refuses_a_leaf_that_requires_grad_and_a_tensor_with_views():
+    same_error(lambda: dg.from_array(Y, requires_grad=True).t_(), lambda: torch.tensor(Y, requires_grad=True).t_())
+    x = dg.from_array(Y, requires_grad=True)
+    with dg.no_grad():
+        x.unsqueeze_(0)
+    assert x.shape == (1, 6, 8) and x.is_leaf and x.requires_grad and x._version == 1
+    (x * 2).sum().backward()
+    assert x.grad.shape == (1, 6, 8)
+    y = dg.from_array(Y) * 2
+    view = y[0]
+    with pytest.raises(NotImplementedError, match="has views"):
+        y.t_()
+    assert view.shape == (8,)

@@ -2086,6 +2086,37 @@ def _no_inplace_derivative(op):
                       f"returned; as torch's, its gradient is not implemented (backward through it raises).")
     return method
 
+
+def _shape_in_place(name, view):
+    """torch's ``name``: this tensor becomes ``view(self, *args)`` (a transpose, a squeeze ...), its shape changed
+    in place, sharing its storage and version counter as before (a detached alias of its storage, as torch's
+    result is no view of a base it did not have).  A tensor that others view (``_base`` of a live view) refuses:
+    their recipes read its old shape."""
+    def method(self, *args, **kwargs):
+        self._check_inplace()
+        st = self._storage
+        root = st.root if type(st) is _ViewStorage else st
+        if any(v._base is self for v in (root.views or ())):
+            raise NotImplementedError(f"{name}() of a tensor that has views is not supported: their layouts "
+                                      "would change under them")
+        out = view(self, *args, **kwargs)
+        if type(out._storage) is not _ViewStorage:  # (no view was made: nothing shares the result's storage)
+            raise NotImplementedError(f"{name}() did not make a view here")
+        self._storage = out._storage
+        if out._base is self:  # (this tensor was no view: it becomes an alias of its old storage, as torch's)
+            self._base = self._view = None
+        else:
+            self._base, self._view = out._base, out._view
+        if out.grad_fn is not None:
+            self._retain_moved(self.grad_fn, out.grad_fn)
+            self.grad_fn = out.grad_fn
+        root.version += 1  # (a view before is one still, among its base's live views already)
+        return self
+    method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: this tensor's shape changes and it is "
+                      "returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the "
+                      "version counter goes up.")
+    return method
+
 METHODS = {
     "sum": _sum, "mean": _mean, "nansum": _nansum, "nanmean": _nanmean, "amax": _amax, "amin": _amin,
     "count_nonzero": _count_nonzero, "var": _variance(var), "std": _variance(std),
@@ -2148,6 +2179,10 @@ METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
 METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
+METHODS.update({name: _shape_in_place(name, view) for name, view in (
+    ("t_", _t), ("squeeze_", _squeeze), ("unsqueeze_", lambda x, dim: x.unsqueeze(dim)),
+    ("transpose_", lambda x, dim0, dim1: swapaxes(x, dim0, dim1)), ("swapaxes_", lambda x, a, b: swapaxes(x, a, b)),
+    ("swapdims_", lambda x, a, b: swapaxes(x, a, b)))})
 METHODS.update({"put_": _in_place(_put, "put_"), "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True)})
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
