@@ -2242,6 +2242,16 @@ class Tensor:
         """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
         ``[from, to)``.
         """
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """torch's ``unique``: the distinct values (slices along ``dim``), sorted, with the inverse indices and
+        the counts when asked; the whole tensor is read in one task, and the result's length is known once
+        computed (as a boolean mask's).
+        """
+    def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+        """torch's ``unique_consecutive``: the first value (slice along ``dim``) of each run of equal ones, with the
+        run of each element and the runs' lengths when asked; read whole in one task, its length known once
+        computed.
+        """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).

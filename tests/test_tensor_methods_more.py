@@ -443,3 +443,33 @@ def test_a_shape_change_in_place_refuses_a_leaf_that_requires_grad_and_a_tensor_
     with pytest.raises(NotImplementedError, match="has views"):
         y.t_()
     assert view.shape == (8,)
+
+
+U = np.random.default_rng(5).integers(0, 3, (4, 5)).astype(float)
+U[2] = U[1]
+
+
+@pytest.mark.parametrize("chunks", [(4, 5), (2, 3), (3, 2)])
+@pytest.mark.parametrize("name", ["unique", "unique_consecutive"])
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+@pytest.mark.parametrize("extras", [{}, {"return_inverse": True}, {"return_counts": True},
+                                    {"return_inverse": True, "return_counts": True}])
+def test_unique_and_unique_consecutive_are_torchs(chunks, name, dim, extras):
+    ours = getattr(dg.from_array(U, chunks=chunks), name)(dim=dim, **extras)
+    theirs = getattr(torch.tensor(U), name)(dim=dim, **extras)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+    assert len(ours) == len(theirs)
+    for o, t in zip(ours, theirs):
+        o = o.numpy()
+        assert o.shape == tuple(t.shape) and o.dtype == t.numpy().dtype
+        np.testing.assert_array_equal(o, t.numpy())
+
+
+def test_unique_of_a_scalar_and_of_a_vector_is_torchs():
+    for v in (np.array(3.0), np.array([2.0, 1.0, 2.0, 2.0])):
+        ours = dg.from_array(v).unique(return_inverse=True, return_counts=True)
+        theirs = torch.tensor(v).unique(return_inverse=True, return_counts=True)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_array_equal(o.numpy(), t.numpy())
+            assert o.numpy().shape == tuple(t.shape)

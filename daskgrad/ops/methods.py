@@ -2050,6 +2050,72 @@ def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
 
 
+# ------------------------------------------------------------------ unique values (lengths known when computed)
+def _consecutive_unique(a, axis):
+    """NumPy's ``unique`` for runs: the first of each run of equal values (of equal slices along ``axis``), the
+    run each element falls in, and the runs' lengths."""
+    if axis is None:
+        a = a.reshape(-1)
+        axis = 0
+    moved = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+    starts = np.ones(moved.shape[0], dtype=bool)
+    starts[1:] = (moved[1:] != moved[:-1]).any(axis=1)
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, moved.shape[0]))
+    return np.take(a, first, axis=axis), np.cumsum(starts) - 1, counts
+
+
+def _unique_part(block, *, axis, consecutive, part, shape):
+    """One of ``unique``'s results (``part``: 0 the values, 1 the inverse, 2 the counts) of the whole array."""
+    if consecutive:
+        out = _consecutive_unique(block, axis)
+    else:
+        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True)
+    if part == 1:
+        return out[1].reshape(shape).astype(np.int64)
+    return out[part].astype(np.int64) if part == 2 else out[0]
+
+
+def _unique_of(self, consecutive, return_inverse, return_counts, dim):
+    x = self.detach()
+    a = x.array
+    if dim is not None:
+        d = norm_axis(dim, builtins.max(x.ndim, 1))
+        whole = a.rechunk(-1)
+        value_chunks = tuple((np.nan,) if i == d else (n,) for i, n in enumerate(a.shape))
+        inverse_shape = (a.shape[d],)
+    else:
+        d, whole = None, a.rechunk(-1)
+        value_chunks, inverse_shape = ((np.nan,),), tuple(a.shape)
+    kw = {"axis": d, "consecutive": consecutive, "shape": inverse_shape}
+    out = [Tensor._make(da.map_blocks(_unique_part, whole, part=0, chunks=value_chunks, dtype=a.dtype,
+                                      drop_axis=list(range(1, a.ndim)) if d is None and a.ndim > 1 else [], **kw))]
+    if return_inverse:
+        out.append(Tensor._make(whole.map_blocks(_unique_part, part=1, dtype=np.int64,
+                                                 chunks=tuple((n,) for n in inverse_shape),
+                                                 drop_axis=list(range(len(inverse_shape), a.ndim)),
+                                                 new_axis=list(range(a.ndim, len(inverse_shape))), **kw)))
+    if return_counts:
+        out.append(Tensor._make(whole.map_blocks(_unique_part, part=2, dtype=np.int64, chunks=((np.nan,),),
+                                                 drop_axis=list(range(1, a.ndim)), new_axis=[] if a.ndim else [0],
+                                                 **kw)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch's ``unique``: the distinct values (slices along ``dim``), sorted, with the inverse indices and
+    the counts when asked; the whole tensor is read in one task, and the result's length is known once
+    computed (as a boolean mask's)."""
+    return _unique_of(self, False, return_inverse, return_counts, dim)
+
+
+def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    """torch's ``unique_consecutive``: the first value (slice along ``dim``) of each run of equal ones, with the
+    run of each element and the runs' lengths when asked; read whole in one task, its length known once
+    computed."""
+    return _unique_of(self, True, return_inverse, return_counts, dim)
+
+
 
 def _in_place(fn, name, copy=False):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
@@ -2171,7 +2237,8 @@ METHODS = {
     "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
-    "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce,
+    "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce, "unique": _unique,
+    "unique_consecutive": _unique_consecutive,
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
