@@ -1251,6 +1251,11 @@ class Tensor:
         floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
         never requires grad).  Cost: one count per chunk, summed.
         """
+    def histogram(self, bins, *, range=None, weight=None, density=False):
+        """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+        bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
+        a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed.
+        """
     def hsplit(self, indices_or_sections):
         """torch's ``hsplit``: NumPy's, as a tuple.
         """

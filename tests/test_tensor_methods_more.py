@@ -473,3 +473,39 @@ def test_unique_of_a_scalar_and_of_a_vector_is_torchs():
         for o, t in zip(ours, theirs):
             np.testing.assert_array_equal(o.numpy(), t.numpy())
             assert o.numpy().shape == tuple(t.shape)
+
+
+H = np.random.default_rng(6).standard_normal((7, 5))
+HW = np.random.default_rng(7).random((7, 5))
+EDGES = np.array([-2.0, -0.5, 0.0, 2.0])
+
+
+@pytest.mark.parametrize("chunks", [(7, 5), (3, 2)])
+@pytest.mark.parametrize("args, kwargs", [
+    ((4,), {}), ((5,), {"range": (-1.0, 1.0)}), ((3,), {"density": True}), ((6,), {"weight": HW}),
+    ((6,), {"weight": HW, "density": True}), ((EDGES,), {}), ((EDGES,), {"density": True, "weight": HW}),
+])
+def test_histogram_is_torchs(chunks, args, kwargs):
+    def ours_of(v):
+        return dg.from_array(v, chunks=chunks if v.ndim == 2 else -1) if isinstance(v, np.ndarray) else v
+
+    def theirs_of(v):
+        return torch.tensor(v) if isinstance(v, np.ndarray) else v
+    ours = dg.from_array(H, chunks=chunks).histogram(*map(ours_of, args), **{k: ours_of(v) for k, v in kwargs.items()})
+    theirs = torch.tensor(H).histogram(*map(theirs_of, args), **{k: theirs_of(v) for k, v in kwargs.items()})
+    assert type(ours).__name__ == "histogram" and ours._fields == ("hist", "bin_edges")
+    for o, t in zip(ours, theirs):
+        assert o.dtype == np.float64 and o.shape == tuple(t.shape)
+        np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12)
+
+
+def test_histogram_of_one_value_and_its_errors_are_torchs():
+    ours, theirs = dg.from_array(np.full(4, 2.0)).histogram(3), torch.full((4,), 2.0, dtype=torch.float64).histogram(3)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.numpy(), t.numpy())
+    x, t = dg.from_array(H), torch.tensor(H)
+    same_error(lambda: x.histogram(0), lambda: t.histogram(0))
+    same_error(lambda: x.histogram(3, range=(1.0, 0.0)), lambda: t.histogram(3, range=(1.0, 0.0)))
+    same_error(lambda: dg.from_array(np.arange(3)).histogram(2), lambda: torch.arange(3).histogram(2))
+    same_error(lambda: x.histogram(dg.from_array(EDGES.astype(np.float32))),
+               lambda: t.histogram(torch.tensor(EDGES, dtype=torch.float32)))

@@ -2116,6 +2116,70 @@ def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=Non
     return _unique_of(self, True, return_inverse, return_counts, dim)
 
 
+def _histogram_block(x, lo, hi, *weight, bins, edges_given):
+    """One chunk's counts (1, bins) over the whole tensor's edges (NumPy's rule, torch's too: the last bin
+    closed), in the input's dtype; ``lo``, ``hi``: the data range (a flat one widened by 0.5 each way)."""
+    x = x.reshape(-1)
+    if edges_given:
+        edges = np.asarray(bins)
+    else:
+        lo, hi = float(lo), float(hi)
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = np.linspace(lo, hi, bins + 1).astype(x.dtype)
+    counts, _ = np.histogram(x, bins=edges, weights=weight[0].reshape(-1) if weight else None)
+    return counts[None].astype(x.dtype)
+
+
+def _histogram_edges(lo, hi, *, bins, out_dtype):
+    lo, hi = float(lo), float(hi)
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, bins + 1).astype(out_dtype)
+
+
+def _histogram(self, bins, *, range=None, weight=None, density=False):
+    """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+    bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
+    a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed."""
+    x = as_tensor(self).detach()
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{_type_name(x.dtype)}'")
+    a = x.array.reshape(-1)
+    edges_given = isinstance(bins, Tensor)
+    extra = ()
+    if weight is not None:
+        w = as_tensor(weight).detach().array
+        extra = (w.reshape(-1).rechunk(a.chunks),)
+    if edges_given:
+        if bins.dtype != x.dtype:
+            names = {"float64": "double", "float32": "float", "float16": "c10::Half"}
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
+                               f"got input with dtype {names.get(x.dtype.name, x.dtype.name)} and bins for dimension "
+                               f"0 with dtype {names.get(bins.dtype.name, bins.dtype.name)}")
+        edge_values = bins.detach().array.rechunk(-1)
+        lo = hi = 0.0
+        n = edge_values.shape[0] - 1
+        kw = {"bins": edge_values}
+    else:
+        n = int(bins)
+        if n <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {n} for dimension 0")
+        lo, hi = (range if range is not None else (a.min(), a.max()))
+        if range is not None and not lo <= hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+                               "for dimension 0")
+        edge_values = da.map_blocks(_histogram_edges, da.asarray(lo), da.asarray(hi), bins=n, out_dtype=x.dtype,
+                                    dtype=x.dtype,
+                                    chunks=((n + 1,),), new_axis=[0])
+        kw = {"bins": n}
+    counts = da.map_blocks(_histogram_block, a, lo, hi, *extra, **kw, edges_given=edges_given, new_axis=1,
+                           dtype=x.dtype, chunks=((1,) * a.numblocks[0], (n,)), meta=a._meta).sum(axis=0)
+    if density:
+        counts = counts / counts.sum() / da.diff(edge_values)
+    return return_types.histogram(Tensor._make(counts), Tensor._make(edge_values))
+
+
 
 def _in_place(fn, name, copy=False):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
@@ -2238,7 +2302,7 @@ METHODS = {
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
     "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce, "unique": _unique,
-    "unique_consecutive": _unique_consecutive,
+    "unique_consecutive": _unique_consecutive, "histogram": _histogram,
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
