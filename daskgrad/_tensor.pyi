@@ -1272,6 +1272,18 @@ class Tensor:
     def i0_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.i0`: the result is written into this tensor, which is returned (torch's ``i0_``).
         """
+    def igamma(self, other):
+        """torch's ``igamma(other)``: the regularized lower incomplete gamma function P(self, other), elementwise; differentiable in ``other`` only, as torch's (the gradient of ``self`` raises).
+        """
+    def igamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.igamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def igammac(self, other):
+        """torch's ``igammac(other)``: the regularized upper incomplete gamma function Q(self, other), elementwise; differentiable in ``other`` only, as torch's (the gradient of ``self`` raises).
+        """
+    def igammac_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.igammac`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part: for a complex tensor a view of its imaginary parts (torch's and NumPy's); zeros
         for a real tensor, as NumPy's.

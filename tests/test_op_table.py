@@ -80,6 +80,8 @@ EXTRA = (
     OpSpec("zero_", _zeroed, [M], -2, 2),
     OpSpec("copy_", _copied, [M, M], -2, 2),
     OpSpec("random_fills", _random_filled, [M], -2, 2),
+    OpSpec("igamma", lambda x: dg.from_array(np.full(M, 1.5)).igamma(x) * dg.from_array(np.full(M, 2.5)).igammac(x),
+           [M], 0.5, 2),
     OpSpec("write_through_view", _written_through_view, [M, M], -2, 2),
     OpSpec("alias", lambda a: a[...] * a, [M], -2, 2),
     OpSpec("getitem_none", lambda a: a[:, None] * 2.0, [M], -2, 2),

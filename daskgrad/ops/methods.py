@@ -2180,6 +2180,92 @@ def _histogram(self, bins, *, range=None, weight=None, density=False):
     return return_types.histogram(Tensor._make(counts), Tensor._make(edge_values))
 
 
+# ------------------------------------------------------------------ regularized incomplete gamma
+def _igamma_fallback(a, x, upper):
+    """P(a, x) (Q with ``upper``) without SciPy: the series where ``x < a + 1``, Lentz's continued fraction
+    elsewhere (Numerical Recipes' ``gser``/``gcf``), each to convergence in double precision."""
+    a, x = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(x, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        log_front = a * np.log(x) - x - np.vectorize(math.lgamma, otypes=[np.float64])(np.where(a > 0, a, 1.0))
+        term = 1.0 / a
+        total = term.copy()
+        for n in range(1, 500):
+            term = term * x / (a + n)
+            total = total + term
+        series = total * np.exp(log_front)
+        b = x + 1.0 - a
+        c, d = np.full_like(b, 1e300), 1.0 / b
+        h = d.copy()
+        for i in range(1, 500):
+            an = -i * (i - a)
+            b = b + 2.0
+            d = an * d + b
+            d = np.where(np.abs(d) < 1e-300, 1e-300, d)
+            c = b + an / c
+            c = np.where(np.abs(c) < 1e-300, 1e-300, c)
+            d = 1.0 / d
+            h = h * d * c
+        fraction = np.exp(log_front) * h
+        lower = np.where(x < a + 1, series, 1.0 - fraction)
+        lower = np.where(x == 0, 0.0, lower)
+        lower = np.where((a <= 0) | (x < 0) | np.isnan(a) | np.isnan(x), np.nan, lower)
+        lower = np.where(np.isinf(x) & (x > 0) & (a > 0), 1.0, lower)
+    return 1.0 - lower if upper else lower
+
+
+def _igamma_block(a, x, *, upper):
+    dtype = np.result_type(a, x)
+    if type(a) is np.ndarray and type(x) is np.ndarray:
+        try:
+            import scipy.special as special
+            return (special.gammaincc if upper else special.gammainc)(a, x).astype(dtype, copy=False)
+        except ImportError:
+            pass
+    return _igamma_fallback(a, x, upper).astype(dtype, copy=False)
+
+
+def _igamma_lower_block(a, x):
+    return _igamma_block(a, x, upper=False)
+
+
+def _igamma_upper_block(a, x):
+    return _igamma_block(a, x, upper=True)
+
+
+def _igamma_array(a, x, *, upper):
+    return da.core.elemwise(_igamma_upper_block if upper else _igamma_lower_block, a, x)  # (broadcast, as a ufunc)
+
+
+_igamma_p = primitive("igamma", torch=("IgammaBackward0", "IgammacBackward0"), impl=_igamma_array, args=("a", "x"),
+                      save=("a", "x"), promote="common")
+
+
+@_igamma_p.vjp
+def _igamma_rule(g, s, *, upper):
+    if s.needs[0]:
+        raise NotImplementedError(f"the derivative for '{'igammac' if upper else 'igamma'}: input' is not implemented.")
+    a, x = s.a, s.x
+    density = exp(-x + (a - 1) * log(x) - _lgamma(a))  # (d/dx of P(a, x); Q's is its negative)
+    return None, (-g if upper else g) * density
+
+
+def _igammas(upper):
+    name = "igammac" if upper else "igamma"
+
+    def method(self, other):
+        other = as_tensor(other)
+        dtype = _data.result_type(self, other)
+        if dtype.kind != "f":
+            raise NotImplementedError(f"\"igamma{'c' if upper else ''}_cpu\" not implemented for "
+                                      f"'{_data.TORCH_TYPE_NAMES[dtype.name]}'")
+        check_broadcast(self.shape, other.shape)
+        return _igamma_p.bind(self, other, node="IgammacBackward0" if upper else "IgammaBackward0", upper=upper)
+    method.__doc__ = (f"torch's ``{name}(other)``: the regularized {'upper' if upper else 'lower'} incomplete gamma "
+                      f"function {'Q' if upper else 'P'}(self, other), elementwise; differentiable in ``other`` only, "
+                      "as torch's (the gradient of ``self`` raises).")
+    return method
+
+
 
 def _in_place(fn, name, copy=False):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
@@ -2302,7 +2388,8 @@ METHODS = {
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
     "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce, "unique": _unique,
-    "unique_consecutive": _unique_consecutive, "histogram": _histogram,
+    "unique_consecutive": _unique_consecutive, "histogram": _histogram, "igamma": _igammas(False),
+    "igammac": _igammas(True),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
@@ -2310,6 +2397,8 @@ METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
 METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
+METHODS.update({"igamma_": _in_place(METHODS["igamma"], "igamma_", copy=True),
+                "igammac_": _in_place(METHODS["igammac"], "igammac_", copy=True)})
 METHODS.update({name: _shape_in_place(name, view) for name, view in (
     ("t_", _t), ("squeeze_", _squeeze), ("unsqueeze_", lambda x, dim: x.unsqueeze(dim)),
     ("transpose_", lambda x, dim0, dim1: swapaxes(x, dim0, dim1)), ("swapaxes_", lambda x, a, b: swapaxes(x, a, b)),
