@@ -815,6 +815,15 @@ class Tensor:
         """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
         ``linalg.cholesky``, whose warning it gives.
         """
+    def cholesky_inverse(self, upper=False):
+        """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
+        tensor; upper: ``U^H U``).
+        """
+    def cholesky_solve(self, input2, upper=False):
+        """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
+        Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
+        to either before the backward is refused, as there.
+        """
     def chunk(self, chunks, dim=0):
         """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
         empty ones of an empty axis).

@@ -545,3 +545,25 @@ def test_the_incomplete_gamma_without_scipy_agrees_with_torch(upper):
 def test_igamma_of_integers_raises_torchs_error():
     same_error(lambda: dg.from_array(np.arange(3)).igamma(dg.from_array(np.arange(3))),
                lambda: torch.arange(3).igamma(torch.arange(3)))
+
+
+CHOL = np.linalg.cholesky(SPD)
+RHS = np.random.default_rng(10).random((6, 3))
+
+
+@pytest.mark.parametrize("chunks", [6, 3, ((4, 2), (1, 5))])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_cholesky_inverse_give_torchs_values_and_gradients(chunks, upper):
+    factor = CHOL.T.copy() if upper else CHOL
+    rhs_chunks = chunks if not isinstance(chunks, tuple) else (chunks[0], (1, 2))
+    L, B = dg.from_array(factor, chunks=chunks, requires_grad=True), dg.from_array(RHS, chunks=rhs_chunks,
+                                                                                   requires_grad=True)
+    Lt, Bt = torch.tensor(factor, requires_grad=True), torch.tensor(RHS, requires_grad=True)
+    ours = (B.cholesky_solve(L, upper=upper), L.cholesky_inverse(upper=upper))
+    theirs = (Bt.cholesky_solve(Lt, upper=upper), Lt.cholesky_inverse(upper=upper))
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-10)
+    sum((o * o).sum() for o in ours).backward()
+    sum((t * t).sum() for t in theirs).backward()
+    np.testing.assert_allclose(L.grad.numpy(), Lt.grad.numpy(), rtol=1e-8)
+    np.testing.assert_allclose(B.grad.numpy(), Bt.grad.numpy(), rtol=1e-8)

@@ -40,6 +40,7 @@ from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
+from .triangular import cholesky_solve
 
 
 def _dim(dim, axis, name="dim"):
@@ -1969,6 +1970,21 @@ _DEPRECATED = {
 }
 
 
+def _cholesky_solve(self, input2, upper=False):
+    """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
+    Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
+    to either before the backward is refused, as there."""
+    return guard(cholesky_solve(self, input2, upper=upper), self, input2)
+
+
+def _cholesky_inverse(self, upper=False):
+    """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
+    tensor; upper: ``U^H U``)."""
+    n = self.shape[-1]
+    eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
+    return guard(cholesky_solve(eye, self, upper=upper), self)
+
+
 def _cholesky(self, upper=False):
     """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
     ``linalg.cholesky``, whose warning it gives."""
@@ -2387,7 +2403,8 @@ METHODS = {
     "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
-    "cholesky": _cholesky, "put": _put, "index_reduce": _index_reduce, "unique": _unique,
+    "cholesky": _cholesky, "cholesky_solve": _cholesky_solve, "cholesky_inverse": _cholesky_inverse, "put": _put,
+    "index_reduce": _index_reduce, "unique": _unique,
     "unique_consecutive": _unique_consecutive, "histogram": _histogram, "igamma": _igammas(False),
     "igammac": _igammas(True),
 }
