@@ -2221,6 +2221,12 @@ class Tensor:
     def transpose_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.transpose`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
+    def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+        """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
+        ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)
+        for ``A`` triangular (the other triangle unread); deprecated in torch for ``linalg.solve_triangular``, whose
+        warning it gives.  torch's node saves both operands and the solution: a write to either is refused.
+        """
     def tril(self, diagonal=0, *, k=None) -> Tensor:
         """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).
         """

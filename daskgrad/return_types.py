@@ -25,6 +25,7 @@ cummax, cummin, mode = (_result(name, ["values", "indices"]) for name in ("cumma
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 histogram = _result("histogram", ["hist", "bin_edges"])
+triangular_solve = _result("triangular_solve", ["solution", "cloned_coefficient"])
 
 __all__ = ["aminmax", "cummax", "cummin", "frexp", "histogram", "kthvalue", "max", "median", "min", "mode", "nanmedian",
-           "sort", "topk"]
+           "sort", "topk", "triangular_solve"]

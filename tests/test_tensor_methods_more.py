@@ -567,3 +567,28 @@ def test_cholesky_solve_and_cholesky_inverse_give_torchs_values_and_gradients(ch
     sum((t * t).sum() for t in theirs).backward()
     np.testing.assert_allclose(L.grad.numpy(), Lt.grad.numpy(), rtol=1e-8)
     np.testing.assert_allclose(B.grad.numpy(), Bt.grad.numpy(), rtol=1e-8)
+
+
+@pytest.mark.parametrize("chunks", [6, 3, ((4, 2), (1, 5))])
+@pytest.mark.parametrize("kwargs", [{}, {"upper": False}, {"transpose": True}, {"upper": False, "transpose": True},
+                                    {"unitriangular": True}, {"upper": False, "unitriangular": True}])
+def test_triangular_solve_is_torchs(chunks, kwargs):
+    coefficient = SPD / 6 + np.eye(6)
+    rhs_chunks = chunks if not isinstance(chunks, tuple) else (chunks[0], (1, 2))
+    A, B = dg.from_array(coefficient, chunks=chunks, requires_grad=True), dg.from_array(RHS, chunks=rhs_chunks,
+                                                                                        requires_grad=True)
+    At, Bt = torch.tensor(coefficient, requires_grad=True), torch.tensor(RHS, requires_grad=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ours = B.triangular_solve(A, **kwargs)
+    assert [str(w.message) for w in seen] == [methods._DEPRECATED["triangular_solve"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = Bt.triangular_solve(At, **kwargs)
+    assert type(ours).__name__ == "triangular_solve" and ours._fields == ("solution", "cloned_coefficient")
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-10)
+    ((ours.solution ** 2).sum() + ours.cloned_coefficient.sum()).backward()
+    ((theirs.solution ** 2).sum() + theirs.cloned_coefficient.sum()).backward()
+    np.testing.assert_allclose(A.grad.numpy(), At.grad.numpy(), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(B.grad.numpy(), Bt.grad.numpy(), rtol=1e-8)

@@ -40,7 +40,7 @@ from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
-from .triangular import cholesky_solve
+from .triangular import cholesky_solve, solve_triangular
 
 
 def _dim(dim, axis, name="dim"):
@@ -1967,6 +1967,10 @@ _DEPRECATED = {
                 "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
                 "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
                 "This transform will produce equivalent results for all valid (symmetric positive definite) inputs.",
+    "triangular_solve": "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be "
+                        "removed in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments "
+                        "reversed and does not return a copy of one of the inputs.\nX = torch.triangular_solve(B, "
+                        "A).solution\nshould be replaced with\nX = torch.linalg.solve_triangular(A, B).",
 }
 
 
@@ -1983,6 +1987,24 @@ def _cholesky_inverse(self, upper=False):
     n = self.shape[-1]
     eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
     return guard(cholesky_solve(eye, self, upper=upper), self)
+
+
+def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
+    ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)
+    for ``A`` triangular (the other triangle unread); deprecated in torch for ``linalg.solve_triangular``, whose
+    warning it gives.  torch's node saves both operands and the solution: a write to either is refused."""
+    warnings.warn(_DEPRECATED["triangular_solve"], UserWarning, stacklevel=2)
+    A = as_tensor(A)
+    T = triu(A) if upper else tril(A)
+    if transpose:
+        T, upper = swapaxes(T, -1, -2), not upper
+    batch = np.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
+    if 0 in batch:  # (no matrix to solve: linalg.solve_triangular refuses an empty batch, torch gives it)
+        solution = broadcast_to(self, batch + tuple(self.shape[-2:])) * 0
+    else:
+        solution = solve_triangular(T, self, upper=upper, unitriangular=unitriangular)
+    return return_types.triangular_solve(guard(solution, self, A), clone(A))
 
 
 def _cholesky(self, upper=False):
@@ -2404,6 +2426,7 @@ METHODS = {
     "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
     "solve": _removed("solve", ("other",)),
     "cholesky": _cholesky, "cholesky_solve": _cholesky_solve, "cholesky_inverse": _cholesky_inverse, "put": _put,
+    "triangular_solve": _triangular_solve,
     "index_reduce": _index_reduce, "unique": _unique,
     "unique_consecutive": _unique_consecutive, "histogram": _histogram, "igamma": _igammas(False),
     "igammac": _igammas(True),
