@@ -505,6 +505,9 @@ class Tensor:
     def acosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
+    def acosh_(self):
+        """In-place version of :meth:`Tensor.acosh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def add(self, other, *, alpha=1) -> Tensor:
         """``a + alpha * b`` with broadcasting (NumPy's ``add``, torch's ``add``); a Python number stays weakly
         typed, as in torch.
@@ -515,6 +518,9 @@ class Tensor:
         """
     def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
         """torch's ``addbmm``: ``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``.
+        """
+    def addbmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addbmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addcdiv(self, tensor1, tensor2, *, value=1):
         """torch's ``addcdiv``: ``self + value * tensor1 / tensor2`` (half in float32, as torch's).
@@ -532,11 +538,20 @@ class Tensor:
     def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         """torch's ``addmm``: ``beta * self + alpha * (mat1 @ mat2)``.
         """
+    def addmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def addmv(self, mat, vec, *, beta=1, alpha=1):
         """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
         """
+    def addmv_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addmv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def addr(self, vec1, vec2, *, beta=1, alpha=1):
         """torch's ``addr``: ``beta * self + alpha * outer(vec1, vec2)``.
+        """
+    def addr_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.addr`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def adjoint(self):
         """torch's ``adjoint``: the last two dims swapped and conjugated, a view.
@@ -573,6 +588,9 @@ class Tensor:
     def arccosh(self) -> Tensor:
         """Elementwise ``arccosh``; gradient node ``AcoshBackward0``.
         """
+    def arccosh_(self):
+        """In-place version of :meth:`Tensor.acosh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def arcsin(self) -> Tensor:
         """Elementwise ``arcsin``; gradient node ``AsinBackward0``.
         """
@@ -581,6 +599,9 @@ class Tensor:
         """
     def arcsinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
+        """
+    def arcsinh_(self):
+        """In-place version of :meth:`Tensor.asinh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def arctan(self) -> Tensor:
         """Elementwise ``arctan``; gradient node ``AtanBackward0``.
@@ -597,6 +618,9 @@ class Tensor:
         """
     def arctanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+        """
+    def arctanh_(self):
+        """In-place version of :meth:`Tensor.atanh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def argmax(self, axis=None, keepdims=False) -> Tensor:
         """Index of the largest value (an integer tensor: never differentiable); of the flattened tensor
@@ -627,6 +651,9 @@ class Tensor:
     def asinh(self) -> Tensor:
         """Elementwise ``arcsinh``; gradient node ``AsinhBackward0``.
         """
+    def asinh_(self):
+        """In-place version of :meth:`Tensor.asinh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
+        """
     def astype(self, dtype, copy=True) -> Tensor:
         """``x`` cast to ``dtype`` (NumPy's ``astype``, torch's ``x.to(dtype)``; ``double()``/``float()`` too),
         differentiable; ``x`` itself when it has that dtype already (NumPy's ``copy=`` is taken: a lazy value
@@ -647,6 +674,9 @@ class Tensor:
         """
     def atanh(self) -> Tensor:
         """Elementwise ``arctanh``; gradient node ``AtanhBackward0``.
+        """
+    def atanh_(self):
+        """In-place version of :meth:`Tensor.atanh`: the result is written into this tensor, which is returned; as torch's, its gradient is not implemented (backward through it raises).
         """
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor with respect to the graph's leaves, as torch's ``Tensor.backward``.
@@ -690,6 +720,17 @@ class Tensor:
         """
     def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
         """torch's ``baddbmm``: ``beta * self + alpha * (batch1 @ batch2)``.
+        """
+    def baddbmm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.baddbmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def bernoulli(self, p=None, *, generator=None):
+        """torch's ``bernoulli()``: a new tensor, 1 at each place with this tensor's value there as probability,
+        else 0 (``bernoulli(p)``: with probability ``p`` everywhere); its gradient is zero.
+        """
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """torch's ``bernoulli_(p=0.5)``: fill with 1 with probability ``p`` (a number, or a tensor of
+        probabilities broadcast to this tensor's shape), else 0.
         """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
@@ -752,6 +793,9 @@ class Tensor:
     def byte(self, memory_format=None):
         """``to(uint8)``, differentiable where that dtype is.
         """
+    def cauchy_(self, median=0, sigma=1, *, generator=None):
+        """torch's ``cauchy_(median=0, sigma=1)``: fill with draws from the Cauchy distribution.
+        """
     def cdouble(self, memory_format=None):
         """``to(complex128)``, differentiable where that dtype is.
         """
@@ -766,6 +810,19 @@ class Tensor:
         """
     def char(self, memory_format=None):
         """``to(int8)``, differentiable where that dtype is.
+        """
+    def cholesky(self, upper=False):
+        """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
+        ``linalg.cholesky``, whose warning it gives.
+        """
+    def cholesky_inverse(self, upper=False):
+        """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
+        tensor; upper: ``U^H U``).
+        """
+    def cholesky_solve(self, input2, upper=False):
+        """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
+        Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
+        to either before the backward is refused, as there.
         """
     def chunk(self, chunks, dim=0):
         """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
@@ -821,6 +878,9 @@ class Tensor:
     def conj_physical(self):
         """Complex conjugate (differentiable); real tensors and numbers come back unchanged, no node.
         """
+    def conj_physical_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.conj_physical`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def contiguous(self, memory_format=None):
         """torch's ``contiguous()``: itself when contiguous, else a contiguous copy (``clone``).
         """
@@ -831,6 +891,9 @@ class Tensor:
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
         floating result type of the two.
+        """
+    def copysign_(self, other):
+        """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def corrcoef(self, rowvar=True):
         """Pearson correlation coefficients of the rows of ``x`` (its columns when ``rowvar=False``), from
@@ -875,9 +938,15 @@ class Tensor:
         """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
         the input holds zeros, as torch's.
         """
+    def cumprod_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.cumprod`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def cumsum(self, dim=None, *, dtype=None, axis=None) -> Tensor:
         """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
         None, where torch requires ``dim``).
+        """
+    def cumsum_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.cumsum`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     @property
     def dask(self):
@@ -915,9 +984,18 @@ class Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
         its ``k`` diagonal.
         """
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+        """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``.
+        """
+    def diagflat(self, offset=0):
+        """torch's ``diagflat``: the tensor flattened, put on the ``offset`` diagonal of a square matrix.
+        """
     def diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
         """NumPy's ``diagonal``: the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (torch's ``dim1``,
         ``dim2``), as a new last axis.
+        """
+    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+        """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``.
         """
     def diff(self, n=1, axis=-1, prepend=None, append=None):
         """NumPy's ``diff``: the ``n``-th differences along ``axis``, after joining ``prepend``/``append``
@@ -966,6 +1044,9 @@ class Tensor:
         """
     @property
     def dtype(self) -> np.dtype: ...
+    def eig(self, *args, **kwargs):
+        """torch's ``eig``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def element_size(self):
         """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
         """
@@ -1028,9 +1109,17 @@ class Tensor:
     def expm1_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.expm1`: the result is written into this tensor, which is returned (torch's ``expm1_``).
         """
+    def exponential_(self, lambd=1, *, generator=None):
+        """torch's ``exponential_(lambd=1)``: fill with draws of density ``lambd * exp(-lambd * x)``.
+        """
     def fill_(self, value):
         """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
         ``Tensor.fill_``.
+        """
+    def fill_diagonal_(self, fill_value, wrap=False):
+        """torch's ``fill_diagonal_``: ``fill_value`` written on the main diagonal (of a matrix, or of a tensor
+        whose dimensions are all equal); ``wrap``: a tall matrix's diagonal starts again after a row gap, as
+        torch's (and NumPy's ``fill_diagonal``).
         """
     def fix(self) -> Tensor:
         """Elementwise ``trunc``; gradient node ``TruncBackward0``.
@@ -1103,11 +1192,20 @@ class Tensor:
         lazy index's from its tasks).  ``sparse_grad=True`` (a sparse gradient for ``self``) is refused: no
         sparse tensors here.
         """
+    def gcd(self, other):
+        """torch's ``gcd``: the greatest common divisor of integer tensors, elementwise (broadcast; no gradient).
+        """
+    def gcd_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.gcd`: the result is written into this tensor, which is returned (torch's ``gcd_``).
+        """
     def ge(self, other):
         """``a >= b`` elementwise with broadcasting (torch's ``ge``): a boolean tensor, never differentiable.
         """
     def ge_(self, other):
         """In-place version of :meth:`Tensor.ge`: the result is written into this tensor, which is returned (torch's ``ge_``).
+        """
+    def geometric_(self, p, *, generator=None):
+        """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success.
         """
     def ger(self, vec2):
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
@@ -1145,6 +1243,9 @@ class Tensor:
     def half(self, memory_format=None):
         """``to(float16)``, differentiable where that dtype is.
         """
+    def hardshrink(self, lambd=0.5):
+        """torch's ``Tensor.hardshrink(lambd=0.5)``: :func:`daskgrad.nn.functional.hardshrink` of this tensor.
+        """
     def heaviside(self, values):
         """torch's ``heaviside``: 0 where ``self < 0``, ``values`` where it is 0, 1 where it is greater (a NaN
         gives 0, as torch's); one dtype, broadcast.  As torch's, not differentiable: the result of inputs
@@ -1158,6 +1259,11 @@ class Tensor:
         equal: the data's own range, a lazy reduction; one value: widened by 1 each way), in ``self``'s
         floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
         never requires grad).  Cost: one count per chunk, summed.
+        """
+    def histogram(self, bins, *, range=None, weight=None, density=False):
+        """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+        bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
+        a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed.
         """
     def hsplit(self, indices_or_sections):
         """torch's ``hsplit``: NumPy's, as a tuple.
@@ -1174,6 +1280,18 @@ class Tensor:
         """
     def i0_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.i0`: the result is written into this tensor, which is returned (torch's ``i0_``).
+        """
+    def igamma(self, other):
+        """torch's ``igamma(other)``: the regularized lower incomplete gamma function P(self, other), elementwise; differentiable in ``other`` only, as torch's (the gradient of ``self`` raises).
+        """
+    def igamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.igamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def igammac(self, other):
+        """torch's ``igammac(other)``: the regularized upper incomplete gamma function Q(self, other), elementwise; differentiable in ``other`` only, as torch's (the gradient of ``self`` raises).
+        """
+    def igammac_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.igammac`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def imag(self, *args, **kwargs) -> Tensor:
         """The imaginary part: for a complex tensor a view of its imaginary parts (torch's and NumPy's); zeros
@@ -1212,6 +1330,14 @@ class Tensor:
         """
     def index_put_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.index_put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+        """torch's ``index_reduce(dim, index, source, reduce, include_self=True)``: the slices of ``source`` along
+        ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into this tensor's slices ``index`` names (torch's
+        ``scatter_reduce`` with the index spread over the slices, whose gradient it has).
+        """
+    def index_reduce_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.index_reduce`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def index_select(self, dim, index):
         """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``.
@@ -1252,6 +1378,15 @@ class Tensor:
         """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
         made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
         """
+    def is_neg(self):
+        """torch's ``is_neg``: whether this is a lazily negated view (never, here: negation is computed).
+        """
+    def is_nonzero(self):
+        """torch's ``is_nonzero``: whether the one value of this tensor is not zero.
+        """
+    def is_same_size(self, other):
+        """torch's ``is_same_size``: whether ``other`` has this tensor's shape.
+        """
     def is_signed(self):
         """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
         """
@@ -1281,11 +1416,21 @@ class Tensor:
         """The value of a one-element tensor as a Python number, as torch's ``Tensor.item()`` (computes it;
         after ``backward()`` a loss's value is already in memory, so nothing runs).
         """
+    @property
+    def itemsize(self):
+        """torch's ``element_size``: the bytes of one element (8 for float64 and complex64).
+        """
     def kron(self, other) -> Tensor:
         """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s.
         """
     def kthvalue(self, k, dim=-1, keepdim=False):
         """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
+        """
+    def lcm(self, other):
+        """torch's ``lcm``: the least common multiple of integer tensors, elementwise (broadcast; no gradient).
+        """
+    def lcm_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.lcm`: the result is written into this tensor, which is returned (torch's ``lcm_``).
         """
     def ldexp(self, other) -> Tensor:
         """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.
@@ -1347,6 +1492,9 @@ class Tensor:
     def log_(self) -> Tensor:
         """Elementwise ``log``; gradient node ``LogBackward0``.
         """
+    def log_normal_(self, mean=1, std=2, *, generator=None):
+        """torch's ``log_normal_(mean=1, std=2)``: fill with ``exp`` of draws from N(mean, std**2).
+        """
     def log_softmax(self, axis=-1, dtype=None) -> Tensor:
         """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
         ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``).
@@ -1392,12 +1540,18 @@ class Tensor:
     def logit(self, eps=None):
         """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
         """
+    def logit_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
     def logsumexp(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """``log(sum(exp(x)))``, shifted by the max so large values stay finite; of integers, in the default
         float (torch's).
         """
     def long(self, memory_format=None):
         """``to(int64)``, differentiable where that dtype is.
+        """
+    def lstsq(self, *args, **kwargs):
+        """torch's ``lstsq``, removed from torch: raises torch's error, naming what replaces it.
         """
     def lt(self, other):
         """``a < b`` elementwise with broadcasting (torch's ``lt``): a boolean tensor, never differentiable.
@@ -1494,6 +1648,11 @@ class Tensor:
     def mul_(self, other) -> Tensor:
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        """torch's ``multinomial(num_samples, replacement=False)``: for each row of category weights (this
+        tensor, 1-d or 2-d), ``num_samples`` category indices (int64) drawn in proportion to the weights.
+        A row is read whole (its chunks along the categories joined); its rows' chunks stay.
+        """
     def multiply(self, other):
         """``a * b`` with broadcasting (NumPy's ``multiply``, torch's ``mul``).
         """
@@ -1502,6 +1661,13 @@ class Tensor:
         """
     def mv(self, vec):
         """torch's ``mv``: a matrix times a vector.
+        """
+    def mvlgamma(self, p):
+        """torch's ``mvlgamma(p)``: the multivariate log-gamma of dimension ``p``,
+        ``sum_i lgamma(x - i/2) + p (p - 1) / 4 log(pi)``; in the default floating type for an integer tensor.
+        """
+    def mvlgamma_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.mvlgamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
         """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
@@ -1534,12 +1700,18 @@ class Tensor:
     def narrow(self, dim, start, length):
         """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view.
         """
+    def narrow_copy(self, dim, start, length):
+        """torch's ``narrow_copy``: ``narrow`` copied (not a view).
+        """
     @property
     def nbytes(self) -> int:
         """The number of bytes of the values (elements times itemsize), as dask.array's ``nbytes``.
         """
     @property
     def ndim(self) -> int: ...
+    def ndimension(self):
+        """torch's ``ndimension``: ``dim()``, the number of dimensions.
+        """
     def ne(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
@@ -1594,6 +1766,9 @@ class Tensor:
         matrix norms (see :func:`vector_norm`, :func:`matrix_norm`).  Gradients are torch's
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
+    def normal_(self, mean=0, std=1, *, generator=None):
+        """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2).
+        """
     def not_equal(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
         """
@@ -1642,9 +1817,19 @@ class Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
         complex inputs that require grad are refused (no rule yet).
         """
+    def prelu(self, weight):
+        """torch's ``Tensor.prelu(weight)``: :func:`daskgrad.nn.functional.prelu` of this tensor.
+        """
     def prod(self, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
         """The product over ``axis``, all elements when None (NumPy's ``prod``, optionally in ``dtype``; torch's
         ``prod`` takes one ``dim``).
+        """
+    def put(self, index, source, accumulate=False):
+        """torch's ``put(index, source, accumulate=False)``: this tensor, read as if flattened, with ``source``
+        written (or added, ``accumulate``) at ``index``; negative indices count from the end.
+        """
+    def put_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
@@ -1657,6 +1842,11 @@ class Tensor:
         """
     def rad2deg_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.rad2deg`: the result is written into this tensor, which is returned (torch's ``rad2deg_``).
+        """
+    def random_(self, *args, generator=None, **kwargs):
+        """torch's ``random_(from=0, to=None)``: fill with draws from the discrete uniform distribution on
+        ``[from, to - 1]``; ``random_(to)`` is ``[0, to - 1]``, and without ``to`` the top is the dtype's
+        largest integer (``2**mantissa`` for a floating type).
         """
     def ravel(self) -> Tensor:
         """The elements in C order, as a 1-D tensor.
@@ -1803,6 +1993,9 @@ class Tensor:
         """torch's ``select``: the slice at ``index`` along ``dim``, a view (``daskgrad.select`` is NumPy's
         choice by conditions).
         """
+    def select_scatter(self, src, dim, index):
+        """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``.
+        """
     def sgn(self):
         """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one.
         """
@@ -1853,6 +2046,9 @@ class Tensor:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
         int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
         """
+    def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+        """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``.
+        """
     def slogdet(self):
         """torch's ``linalg.slogdet``: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
         """
@@ -1863,6 +2059,9 @@ class Tensor:
     def softplus(self) -> Tensor:
         """Elementwise ``softplus``; gradient node ``SoftplusBackward0``.
         """
+    def solve(self, *args, **kwargs):
+        """torch's ``solve``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def sort(self, dim=-1, descending=False, stable=False):
         """torch's ``sort``: the named tuple ``(values, indices)``, stable, NaN largest (``descending=True``:
         first); the gradient goes back where each value came from.  ``daskgrad.sort`` is NumPy's, values only.
@@ -1870,6 +2069,9 @@ class Tensor:
     def split(self, split_size, dim=0):
         """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
         given sizes, views that may not be written in place.
+        """
+    def split_with_sizes(self, split_sizes, dim=0):
+        """torch's ``split_with_sizes``: pieces of the given sizes along ``dim``, views (as ``split`` with a list).
         """
     def sqrt(self) -> Tensor:
         """Elementwise ``sqrt``; gradient node ``SqrtBackward0``.
@@ -1887,6 +2089,9 @@ class Tensor:
         """torch's ``squeeze``: the length-1 axes of ``dim`` (an int or a tuple) removed, any other left, as
         torch leaves it (``daskgrad.squeeze`` is NumPy's, which raises there); a new view even where nothing is
         removed, its node named by the form, as torch's.
+        """
+    def squeeze_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.squeeze`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``std``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.std`` is NumPy's, ddof=0.
@@ -1914,14 +2119,30 @@ class Tensor:
     def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given.
         """
+    def sum_to_size(self, *size):
+        """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
+        reduction that undoes a broadcast.
+        """
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
+        """
+    def swapaxes_(self, axis0, axis1):
+        """In-place version of :meth:`Tensor.swapaxes`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def swapdims(self, dim0, dim1):
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
+    def swapdims_(self, dim0, dim1):
+        """In-place version of :meth:`Tensor.swapdims`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def symeig(self, *args, **kwargs):
+        """torch's ``symeig``, removed from torch: raises torch's error, naming what replaces it.
+        """
     def t(self):
         """torch's ``t``: a matrix transposed; a 0-d or 1-d tensor as it is (a view, TBackward0).
+        """
+    def t_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.t`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def take(self, index, axis=None) -> Tensor:
         """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
@@ -1997,6 +2218,15 @@ class Tensor:
     def transpose(self, axes=None) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
+    def transpose_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.transpose`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+        """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
+        ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)
+        for ``A`` triangular (the other triangle unread); deprecated in torch for ``linalg.solve_triangular``, whose
+        warning it gives.  torch's node saves both operands and the solution: a write to either is refused.
+        """
     def tril(self, diagonal=0, *, k=None) -> Tensor:
         """torch's ``tril(diagonal=0)``: the lower triangle of the last two dims (NumPy's ``k=`` taken too).
         """
@@ -2040,9 +2270,26 @@ class Tensor:
         through it reach ``self``; where windows overlap (``step < size``) only ``fill_``/``zero_`` may write
         (torch's other in-place ops there give what its kernel's order of visits gives: refused here).
         """
+    def uniform_(self, *args, generator=None, **kwargs):
+        """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
+        ``[from, to)``.
+        """
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """torch's ``unique``: the distinct values (slices along ``dim``), sorted, with the inverse indices and
+        the counts when asked; the whole tensor is read in one task, and the result's length is known once
+        computed (as a boolean mask's).
+        """
+    def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+        """torch's ``unique_consecutive``: the first value (slice along ``dim``) of each run of equal ones, with the
+        run of each element and the runs' lengths when asked; read whole in one task, its length known once
+        computed.
+        """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's
         ``unsqueeze``).
+        """
+    def unsqueeze_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.unsqueeze`: this tensor's shape changes and it is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None):
         """torch's ``var``: with ``correction=1`` (Bessel's) by default, ``unbiased=`` (``correction`` 1 or 0); ``daskgrad.var`` is NumPy's, ddof=0.
@@ -2074,6 +2321,9 @@ class Tensor:
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
         result type of the two (a number ``other`` weak, as in torch).
+        """
+    def xlogy_(self, *args, **kwargs):
+        """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def zero_(self):
         """Fill this tensor with zeros in place and return it, as torch's ``Tensor.zero_()``.

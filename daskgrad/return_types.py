@@ -24,6 +24,8 @@ max, min, median, nanmedian, sort, topk, kthvalue = (
 cummax, cummin, mode = (_result(name, ["values", "indices"]) for name in ("cummax", "cummin", "mode"))
 aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
+histogram = _result("histogram", ["hist", "bin_edges"])
+triangular_solve = _result("triangular_solve", ["solution", "cloned_coefficient"])
 
-__all__ = ["aminmax", "cummax", "cummin", "frexp", "kthvalue", "max", "median", "min", "mode", "nanmedian", "sort",
-           "topk"]
+__all__ = ["aminmax", "cummax", "cummin", "frexp", "histogram", "kthvalue", "max", "median", "min", "mode", "nanmedian",
+           "sort", "topk", "triangular_solve"]

@@ -1371,3 +1371,19 @@ def _bags(input, weight, offsets, per_sample_weights, include_last_offset, paddi
     at_top = ops.logical_and(mask, ops.eq(candidates, top))
     first = ops.logical_and(at_top, ops.eq(ops.cumsum(ops.astype(at_top, np.int64), axis=1), 1))
     return guard(ops.sum(ops.where(first, ops.unsqueeze(picked, 0), 0.0), axis=1), weight)
+
+
+def _tensor_hardshrink(self, lambd=0.5):
+    """torch's ``Tensor.hardshrink(lambd=0.5)``: :func:`daskgrad.nn.functional.hardshrink` of this tensor."""
+    return hardshrink(self, lambd)
+
+
+def _tensor_prelu(self, weight):
+    """torch's ``Tensor.prelu(weight)``: :func:`daskgrad.nn.functional.prelu` of this tensor."""
+    return prelu(self, weight)
+
+
+# (installed here, not with the other methods: nn.functional sits on a floor above the ops)
+_tensor_hardshrink.__name__, _tensor_hardshrink.__qualname__ = "hardshrink", "Tensor.hardshrink"
+_tensor_prelu.__name__, _tensor_prelu.__qualname__ = "prelu", "Tensor.prelu"
+Tensor.hardshrink, Tensor.prelu = _tensor_hardshrink, _tensor_prelu

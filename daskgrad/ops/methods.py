@@ -13,6 +13,7 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 """
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 import warnings
@@ -20,8 +21,9 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _data, chunk, return_types
+from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, primitive, promoted
+from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
@@ -31,13 +33,14 @@ from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log,
                           sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
-from .linalg import det, inv, matrix_power, pinv, slogdet, vector_norm
-from .numpy_extra import take, take_along_axis, values_at
+from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, slogdet, vector_norm
+from .numpy_extra import diag_embed, take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
+from .triangular import cholesky_solve, solve_triangular
 
 
 def _dim(dim, axis, name="dim"):
@@ -1491,6 +1494,526 @@ def _running_extreme(name, largest):
     return method
 
 
+# ------------------------------------------------------------------ random fills
+# torch's in-place draws (``x.uniform_()``, ``x.normal_()`` ...): each chunk draws from its own generator, seeded by
+# a draw from daskgrad's (:func:`daskgrad.manual_seed`) and the block id, so the values do not depend on the
+# scheduler; the chunks, dtype and device stay, and the old value gets a zero gradient through torch's node.
+_RANDOM_NODES = ("UniformBackward0", "NormalBackward0", "ExponentialBackward0", "CauchyBackward0",
+                 "LogNormalBackward0", "GeometricBackward0", "RandomBackward0", "RandomBackward1", "RandomBackward2",
+                 "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2")
+_random_p = primitive("random_fill", torch=_RANDOM_NODES)
+_random_p.vjp(lambda g, s, *, kind: (zeros_like(g),))
+_FLOAT_RANDOM_BITS = {"float16": 11, "float32": 24, "float64": 53}
+
+
+def _block_rng(block, seed, block_id):
+    """The generator of one chunk: cupy's for a cupy chunk (drawn on the device), else NumPy's."""
+    if type(block).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0]))
+    return np.random.default_rng([seed, *block_id])
+
+
+def _random_block(block, *probs, seed, kind, params, block_id=None):
+    """One chunk of a draw of ``kind`` (its parameters ``params``; ``probs``: bernoulli's chunk of
+    probabilities), shaped and typed as ``block``."""
+    rng, shape = _block_rng(block, seed, block_id), np.shape(block)
+    if kind in ("random", "geometric_int"):
+        low, high = params
+        return rng.integers(low, high, size=shape, dtype=np.int64, endpoint=True).astype(block.dtype)
+    if kind == "normal":
+        mean, std = params
+        return (rng.standard_normal(shape) * std + mean).astype(block.dtype)
+    if kind == "log_normal":
+        mean, std = params
+        return np.exp(rng.standard_normal(shape) * std + mean).astype(block.dtype)
+    u = rng.random(shape)
+    if kind == "uniform":
+        low, high = params
+        out = u * (high - low) + low
+    elif kind == "exponential":
+        out = -np.log1p(-u) / params[0]
+    elif kind == "cauchy":
+        median, sigma = params
+        out = median + sigma * np.tan(np.pi * (u - 0.5))
+    elif kind == "geometric":  # (the number of trials to the first success: 1, 2, ...)
+        out = np.maximum(np.ceil(np.log1p(-u) / np.log1p(-params[0])), 1)
+    else:  # bernoulli: with probability ``params[0]``, or each place's own
+        p = probs[0] if probs else params[0]
+        if probs and ((p < 0) | (p > 1) | (p != p)).any():
+            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+                               "message be improved?  If so, please report an enhancement request to PyTorch.)")
+        out = u < p
+    return out.astype(block.dtype)
+
+
+def _drawn(self, kind, node, params=(), probs=None):
+    """``self``'s shape, chunks and dtype drawn from ``kind``, recorded as torch's ``node`` on ``self``
+    (whose gradient is zero)."""
+    a = self.array
+    extra = ()
+    if probs is not None:
+        p = probs.array
+        extra = (p if p.shape == a.shape and p.chunks == a.chunks else
+                 da.broadcast_to(p, a.shape).rechunk(a.chunks),)
+    seed = int(_tensor_module._rng.integers(2**63))
+    out = da.map_blocks(_random_block, a, *extra, seed=seed, kind=kind, params=tuple(params), dtype=a.dtype,
+                        meta=a._meta)
+    return _random_p.record(out, self, node=node, kind=kind)
+
+
+def _fill_random(self, kind, node, params=(), probs=None):
+    return self._inplace(lambda x: _drawn(x, kind, node, params, probs))
+
+
+def _check_generator(generator):
+    if generator is not None:
+        raise TypeError("generator= is not supported: daskgrad draws from its own generator; seed it with "
+                        "daskgrad.manual_seed")
+
+
+def _floating_draw(self, kernel):
+    if self.dtype.kind != "f":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
+
+
+def _continuous(self, name, c_name=False):
+    if self.dtype.kind != "f":
+        kind = _data.C_TYPE_NAMES.get(self.dtype.name, self.dtype.name) if c_name else \
+            _data.TORCH_TYPE_NAMES[self.dtype.name]
+        kind = {"int64_t": "long int", "int": "int", "int16_t": "short int", "int8_t": "signed char",
+                "uint8_t": "unsigned char"}.get(kind, kind)
+        raise RuntimeError(f"{name} distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {kind}")
+
+
+def _number(v):
+    """A number as torch prints it in its errors (``1`` for 1.0, as ``%g``)."""
+    return f"{float(v):g}"
+
+
+def _uniform_(self, *args, generator=None, **kwargs):
+    """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
+    ``[from, to)``."""
+    _check_generator(generator)
+    low, high = _from_to("uniform_", args, kwargs, 0, 1)
+    _floating_draw(self, "check_uniform_bounds")
+    top = float(np.finfo(self.dtype).max)
+    for name, v in (("from", low), ("to", high)):
+        if not -top <= v <= top:
+            raise RuntimeError(f"{name} is out of bounds for {_data.C_TYPE_NAMES[self.dtype.name]}")
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={_number(low)} > "
+                           f"to={_number(high)}")
+    if high - low > top:
+        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{_data.C_TYPE_NAMES[self.dtype.name]}>"
+                           f"::max(), but found to={_number(high)} and from={_number(low)} which result in "
+                           f"to-from to exceed the limit")
+    return _fill_random(self, "uniform", "UniformBackward0", (float(low), float(high)))
+
+
+def _from_to(name, args, kwargs, low, high):
+    """torch's ``(from, to)`` (``from`` is a Python keyword: given by position or ``**{"from": ...}``)."""
+    if len(args) > 2:
+        raise TypeError(f"{name}() takes from 0 to 2 positional arguments but {len(args)} were given")
+    bad = set(kwargs) - {"from", "to"}
+    if bad:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{sorted(bad)[0]}'")
+    values = [*args, *([low, high][len(args):])]
+    values[0] = kwargs.get("from", values[0])
+    values[1] = kwargs.get("to", values[1])
+    return values
+
+
+def _normal_(self, mean=0, std=1, *, generator=None):
+    """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2)."""
+    _check_generator(generator)
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_number(std)}")
+    _floating_draw(self, "normal_kernel_cpu")
+    return _fill_random(self, "normal", "NormalBackward0", (float(mean), float(std)))
+
+
+def _exponential_(self, lambd=1, *, generator=None):
+    """torch's ``exponential_(lambd=1)``: fill with draws of density ``lambd * exp(-lambd * x)``."""
+    _check_generator(generator)
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_number(lambd)}")
+    _continuous(self, "Exponential")
+    return _fill_random(self, "exponential", "ExponentialBackward0", (float(lambd),))
+
+
+def _cauchy_(self, median=0, sigma=1, *, generator=None):
+    """torch's ``cauchy_(median=0, sigma=1)``: fill with draws from the Cauchy distribution."""
+    _check_generator(generator)
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_number(sigma)}")
+    _continuous(self, "Cauchy", c_name=True)
+    return _fill_random(self, "cauchy", "CauchyBackward0", (float(median), float(sigma)))
+
+
+def _log_normal_(self, mean=1, std=2, *, generator=None):
+    """torch's ``log_normal_(mean=1, std=2)``: fill with ``exp`` of draws from N(mean, std**2)."""
+    _check_generator(generator)
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_number(std)}")
+    _floating_draw(self, "log_normal_cpu")
+    return _fill_random(self, "log_normal", "LogNormalBackward0", (float(mean), float(std)))
+
+
+def _geometric_(self, p, *, generator=None):
+    """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success."""
+    _check_generator(generator)
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_number(p)}")
+    return _fill_random(self, "geometric", "GeometricBackward0", (float(p),))
+
+
+def _random_bounds(dtype, low, high):
+    """torch's checks of ``random_``'s ``[from, to)`` for ``dtype``; returns the inclusive ``(low, high)``."""
+    c_name = _data.C_TYPE_NAMES.get(dtype.name, dtype.name)
+    c_name = {"int8_t": "signed char", "uint8_t": "unsigned char", "int16_t": "short", "int64_t": "long",
+              "c10::Half": "c10::Half"}.get(c_name, c_name)
+    if dtype.kind == "b":
+        lo, hi = 0, 1
+    elif dtype.kind in "iu":
+        lo, hi = _data.int_range(dtype)
+    else:
+        lo, hi = -(1 << _FLOAT_RANDOM_BITS[dtype.name]), 1 << _FLOAT_RANDOM_BITS[dtype.name]
+    if not lo <= low <= hi and dtype.kind in "iub":
+        raise RuntimeError(f"from is out of bounds for {c_name}")
+    if high is None:
+        if dtype.kind == "f" and low == 0:
+            return 0, hi
+        return low, hi
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if not lo <= high - 1 <= hi and dtype.kind in "iub":
+        raise RuntimeError(f"to - 1 is out of bounds for {c_name}")
+    if dtype.kind == "f" and not (lo <= low and high - 1 <= hi):
+        warnings.warn(f"{'from' if low < lo else 'to - 1'} is out of bounds [-(2^{_FLOAT_RANDOM_BITS[dtype.name]}), "
+                      f"2^{_FLOAT_RANDOM_BITS[dtype.name]}]. Due to precision limitations {c_name} can support "
+                      "discrete uniform distribution only within this range. This warning will become an error in "
+                      "version 1.7 release, please fix the code in advance", UserWarning, stacklevel=3)
+    return low, high - 1
+
+
+def _random_(self, *args, generator=None, **kwargs):
+    """torch's ``random_(from=0, to=None)``: fill with draws from the discrete uniform distribution on
+    ``[from, to - 1]``; ``random_(to)`` is ``[0, to - 1]``, and without ``to`` the top is the dtype's
+    largest integer (``2**mantissa`` for a floating type)."""
+    _check_generator(generator)
+    if len(args) == 1 and "to" not in kwargs and "from" not in kwargs:
+        low, high, node = 0, args[0], "RandomBackward1"
+        if high is None:
+            node = "RandomBackward2"
+    else:
+        low, high = _from_to("random_", args, kwargs, 0, None)
+        node = "RandomBackward2" if high is None and not args and "from" not in kwargs else "RandomBackward0"
+    if self.dtype.kind not in "fiub":
+        raise NotImplementedError(f"\"random_from_to\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}'")
+    low, high = _random_bounds(self.dtype, int(low), None if high is None else int(high))
+    if self.dtype.kind == "u" and high > (1 << 63) - 1:
+        high = (1 << 63) - 1  # (NumPy draws int64: a uint64's top half is not reached)
+    return _fill_random(self, "random", node, (low, high))
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    """torch's ``bernoulli_(p=0.5)``: fill with 1 with probability ``p`` (a number, or a tensor of
+    probabilities broadcast to this tensor's shape), else 0."""
+    _check_generator(generator)
+    if isinstance(p, Tensor):
+        check_broadcast(self.shape, p.shape)
+        wide = np.broadcast_shapes(self.shape, p.shape)
+        if tuple(wide) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(wide)}")
+        return _fill_random(self, "bernoulli", "BernoulliBackward1", probs=p.detach())
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+    return _fill_random(self, "bernoulli", "BernoulliBackward2", (float(p),))
+
+
+def _bernoulli(self, p=None, *, generator=None):
+    """torch's ``bernoulli()``: a new tensor, 1 at each place with this tensor's value there as probability,
+    else 0 (``bernoulli(p)``: with probability ``p`` everywhere); its gradient is zero."""
+    _check_generator(generator)
+    if p is not None:
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+        return _no_derivative(_drawn(self.detach(), "bernoulli", None, (float(p),)), "bernoulli.p", self)
+    if self.dtype.kind != "f":
+        raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
+    return _drawn(self, "bernoulli", "BernoulliBackward0", probs=self.detach())
+
+
+def _multinomial_block(w, seed, num_samples, replacement, block_id=None):
+    """Rows of category weights -> ``num_samples`` category indices each, as torch draws them: with
+    replacement by the cumulative weights, without it the ``num_samples`` largest of ``w / E`` (E
+    exponential draws), torch's own method."""
+    if ((w < 0) | ~np.isfinite(w)).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    total = w.sum(axis=-1, keepdims=True)
+    if (total <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    rng = _block_rng(w, seed, block_id)
+    if not replacement:
+        keys = w / -np.log1p(-rng.random(w.shape))
+        return np.argsort(-keys, axis=-1, kind="stable")[:, :num_samples].astype(np.int64)
+    cdf = np.cumsum(w / total, axis=-1)
+    u = rng.random((w.shape[0], num_samples))
+    out = np.stack([np.searchsorted(cdf[i], u[i], side="right") for i in range(w.shape[0])]) if w.shape[0] else \
+        np.zeros((0, num_samples), dtype=np.int64)
+    return np.minimum(out, w.shape[1] - 1).astype(np.int64)
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator=None):
+    """torch's ``multinomial(num_samples, replacement=False)``: for each row of category weights (this
+    tensor, 1-d or 2-d), ``num_samples`` category indices (int64) drawn in proportion to the weights.
+    A row is read whole (its chunks along the categories joined); its rows' chunks stay."""
+    _check_generator(generator)
+    if self.dtype.kind != "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{_data.TORCH_TYPE_NAMES[self.dtype.name]}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if self.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not replacement and num_samples > self.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    a = self.detach().array
+    rows = a if a.ndim == 2 else a[None]
+    rows = rows.rechunk({1: -1})
+    seed = int(_tensor_module._rng.integers(2**63))
+    out = da.map_blocks(_multinomial_block, rows, seed=seed, num_samples=int(num_samples),
+                        replacement=bool(replacement), dtype=np.int64, chunks=(rows.chunks[0], (int(num_samples),)),
+                        meta=np.empty((0, 0), dtype=np.int64) if type(a._meta) is np.ndarray else None)
+    return Tensor._make(out if a.ndim == 2 else out[0])
+
+
+# ------------------------------------------------------------------ more of torch's methods
+def _is_nonzero(self):
+    """torch's ``is_nonzero``: whether the one value of this tensor is not zero."""
+    if self.numel() == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if self.numel() > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self)
+
+
+def _is_same_size(self, other):
+    """torch's ``is_same_size``: whether ``other`` has this tensor's shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def _is_neg(self):
+    """torch's ``is_neg``: whether this is a lazily negated view (never, here: negation is computed)."""
+    return False
+
+
+def _ndimension(self):
+    """torch's ``ndimension``: ``dim()``, the number of dimensions."""
+    return self.ndim
+
+
+def _split_with_sizes(self, split_sizes, dim=0):
+    """torch's ``split_with_sizes``: pieces of the given sizes along ``dim``, views (as ``split`` with a list)."""
+    d = norm_axis(dim, self.ndim)
+    sizes = [int(s) for s in split_sizes]
+    if builtins.sum(sizes) != self.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {self.shape[d]} (input tensor's "
+                           f"size at dimension {dim}), but got split_sizes={sizes}")
+    return self.split(sizes, dim)
+
+
+def _sum_to_size(self, *size):
+    """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
+    reduction that undoes a broadcast."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    lead = self.ndim - len(size)
+    if lead < 0 or any(s != 1 and s != n for s, n in zip(size, self.shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(self.shape)}}}.")
+    out = sum(self, tuple(range(lead))) if lead else self
+    ones_at = tuple(i for i, s in enumerate(size) if s == 1 and out.shape[i] != 1)
+    return sum(out, ones_at, True) if ones_at else out
+
+
+def _narrow_copy(self, dim, start, length):
+    """torch's ``narrow_copy``: ``narrow`` copied (not a view)."""
+    return clone(_narrow(self, dim, start, length))
+
+
+def _diag_embed(self, offset=0, dim1=-2, dim2=-1):
+    """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``."""
+    return diag_embed(self, offset, dim1, dim2)
+
+
+def _diagflat(self, offset=0):
+    """torch's ``diagflat``: the tensor flattened, put on the ``offset`` diagonal of a square matrix."""
+    return diag_embed(ravel(self), offset, 0, 1)
+
+
+def _integer_pair(name):
+    kernel = da.ufunc.ufunc(getattr(np, name))  # (NumPy's ufunc over the chunks; dask.array names none)
+
+    def method(self, other):
+        other = as_tensor(other)
+        dtype = _data.result_type(self, other)
+        if dtype.kind not in "iu":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_data.TORCH_TYPE_NAMES[dtype.name]}'")
+        check_broadcast(self.shape, other.shape)
+        return Tensor._make(kernel(self.detach().array.astype(dtype), other.detach().array.astype(dtype)))
+    what = "greatest common divisor" if name == "gcd" else "least common multiple"
+    method.__doc__ = f"torch's ``{name}``: the {what} of integer tensors, elementwise (broadcast; no gradient)."
+    return method
+
+
+def _mvlgamma(self, p):
+    """torch's ``mvlgamma(p)``: the multivariate log-gamma of dimension ``p``,
+    ``sum_i lgamma(x - i/2) + p (p - 1) / 4 log(pi)``; in the default floating type for an integer tensor."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    x = self if self.dtype.kind in "fc" else astype(self, _data.DEFAULT_FLOAT)
+    out = _lgamma(x)
+    for i in range(1, p):
+        out = out + _lgamma(x - i / 2)
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """torch's ``fill_diagonal_``: ``fill_value`` written on the main diagonal (of a matrix, or of a tensor
+    whose dimensions are all equal); ``wrap``: a tall matrix's diagonal starts again after a row gap, as
+    torch's (and NumPy's ``fill_diagonal``)."""
+    if self.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) > 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    mask = np.zeros(self.shape, dtype=bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    cond = Tensor._make(da.from_array(mask, chunks=self.chunks))
+    value = np.array(_data.checked_scalar(fill_value, self.dtype)).astype(self.dtype).item()  # (2.5 in ints: 2)
+    return self._inplace(lambda x: where(cond, value, x), one_value=True)
+
+
+def _scatter_into(self, src, write):
+    """``self`` copied, its part ``write(copy)`` (a view) overwritten with ``src``: torch's ``*_scatter``
+    ops, whose gradient reaches ``self`` outside the part and ``src`` inside it."""
+    out = clone(self)
+    part = write(out)
+    src = as_tensor(src)
+    if tuple(src.shape) != tuple(part.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(part.shape)}")
+    part.copy_(src)
+    return out
+
+
+def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``."""
+    return _scatter_into(self, src, lambda out: out.diagonal(offset, dim1, dim2))
+
+
+def _select_scatter(self, src, dim, index):
+    """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``."""
+    return _scatter_into(self, src, lambda out: _select(out, dim, index))
+
+
+def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+    """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``."""
+    d = norm_axis(dim, self.ndim)
+    return _scatter_into(self, src, lambda out: out[(slice(None),) * d + (slice(start, end, step),)])
+
+
+_REMOVED = {
+    "symeig": "This function was deprecated since version 1.9 and is now removed. The default behavior has changed "
+              "from using the upper triangular portion of the matrix by default to using the lower triangular "
+              "portion.\n\nL, _ = torch.symeig(A, upper=upper) should be replaced with:\nL = torch.linalg.eigvalsh(A, "
+              "UPLO='U' if upper else 'L')\n\nand\n\nL, V = torch.symeig(A, eigenvectors=True) should be replaced "
+              "with:\nL, V = torch.linalg.eigh(A, UPLO='U' if upper else 'L')",
+    "eig": "This function was deprecated since version 1.9 and is now removed. `torch.linalg.eig` returns complex "
+           "tensors of dtype `cfloat` or `cdouble` rather than real tensors mimicking complex tensors.\n\nL, _ = "
+           "torch.eig(A) should be replaced with:\nL_complex = torch.linalg.eigvals(A)\n\nand\n\nL, V = torch.eig(A, "
+           "eigenvectors=True) should be replaced with:\nL_complex, V_complex = torch.linalg.eig(A)",
+    "lstsq": "This function was deprecated since version 1.9 and is now removed. `torch.lstsq` is deprecated in favor "
+             "of `torch.linalg.lstsq`.\n`torch.linalg.lstsq` has reversed arguments and does not return the QR "
+             "decomposition in the returned tuple (although it returns other information about the problem).\n\nTo "
+             "get the QR decomposition consider using `torch.linalg.qr`.\n\nThe returned solution in `torch.lstsq` "
+             "stored the residuals of the solution in the last m - n columns of the returned value whenever m > n. "
+             "In torch.linalg.lstsq, the residuals are in the field 'residuals' of the returned named tuple.\n\nThe "
+             "unpacking of the solution, as in\nX, _ = torch.lstsq(B, A).solution[:A.size(1)]\nshould be replaced "
+             "with:\nX = torch.linalg.lstsq(A, B).solution",
+    "solve": "This function was deprecated since version 1.9 and is now removed. `torch.solve` is deprecated in favor "
+             "of `torch.linalg.solve`. `torch.linalg.solve` has its arguments reversed and does not return the LU "
+             "factorization.\n\nTo get the LU factorization see `torch.lu`, which can be used with `torch.lu_solve` "
+             "or `torch.lu_unpack`.\nX = torch.solve(B, A).solution should be replaced with:\nX = "
+             "torch.linalg.solve(A, B)",
+}
+
+
+def _removed(name, arguments):
+    def method(self, *args, **kwargs):
+        if len(args) + len(kwargs) < len(arguments):  # (torch's binding: a missing argument first)
+            missing = arguments[len(args):]
+            raise TypeError(f"Tensor.{name}() missing 1 required positional argument: '{missing[0]}'")
+        raise RuntimeError(_REMOVED[name])
+    method.__doc__ = f"torch's ``{name}``, removed from torch: raises torch's error, naming what replaces it."
+    return method
+
+
+# ------------------------------------------------------------------ torch's older linear algebra methods
+_DEPRECATED = {
+    "cholesky": "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+                "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
+                "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
+                "This transform will produce equivalent results for all valid (symmetric positive definite) inputs.",
+    "triangular_solve": "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be "
+                        "removed in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments "
+                        "reversed and does not return a copy of one of the inputs.\nX = torch.triangular_solve(B, "
+                        "A).solution\nshould be replaced with\nX = torch.linalg.solve_triangular(A, B).",
+}
+
+
+def _cholesky_solve(self, input2, upper=False):
+    """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
+    Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
+    to either before the backward is refused, as there."""
+    return guard(cholesky_solve(self, input2, upper=upper), self, input2)
+
+
+def _cholesky_inverse(self, upper=False):
+    """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
+    tensor; upper: ``U^H U``)."""
+    n = self.shape[-1]
+    eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
+    return guard(cholesky_solve(eye, self, upper=upper), self)
+
+
+def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
+    ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)
+    for ``A`` triangular (the other triangle unread); deprecated in torch for ``linalg.solve_triangular``, whose
+    warning it gives.  torch's node saves both operands and the solution: a write to either is refused."""
+    warnings.warn(_DEPRECATED["triangular_solve"], UserWarning, stacklevel=2)
+    A = as_tensor(A)
+    T = triu(A) if upper else tril(A)
+    if transpose:
+        T, upper = swapaxes(T, -1, -2), not upper
+    batch = np.broadcast_shapes(tuple(self.shape[:-2]), tuple(A.shape[:-2]))
+    if 0 in batch:  # (no matrix to solve: linalg.solve_triangular refuses an empty batch, torch gives it)
+        solution = broadcast_to(self, batch + tuple(self.shape[-2:])) * 0
+    else:
+        solution = solve_triangular(T, self, upper=upper, unitriangular=unitriangular)
+    return return_types.triangular_solve(guard(solution, self, A), clone(A))
+
+
+def _cholesky(self, upper=False):
+    """torch's ``cholesky(upper=False)``: the Cholesky factor, lower (or upper); deprecated in torch for
+    ``linalg.cholesky``, whose warning it gives."""
+    warnings.warn(_DEPRECATED["cholesky"], UserWarning, stacklevel=2)
+    return linalg_cholesky(self, upper=upper)
+
+
 # ------------------------------------------------ indices checked in range (gather, index_writes)
 def _checked_index_block(idx, *, n, low, error, text):
     bad = (idx < low) | (idx >= n)
@@ -1514,6 +2037,273 @@ def _in_range(idx, host, n, error, text, low=0):
     params = (("n", n), ("low", low), ("error", error), ("text", text))
     return Tensor._make(door.defer(_checked_index_array, (value(idx),), params))
 
+# ------------------------------------------------------------------ writes at flat indices, reductions at indices
+def _put(self, index, source, accumulate=False):
+    """torch's ``put(index, source, accumulate=False)``: this tensor, read as if flattened, with ``source``
+    written (or added, ``accumulate``) at ``index``; negative indices count from the end."""
+    index, source = as_tensor(index), as_tensor(source)
+    if index.dtype != np.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got "
+                           f"{_data.TORCH_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    # (the index as it is, a view: torch's node saves it, and a write to it before backward is refused;
+    # index_put checks its range)
+    out = reshape(self, (-1,)).index_put((reshape(index, (-1,)),), reshape(source, (-1,)).to(self.dtype), accumulate)
+    return guard(reshape(out, self.shape), source)  # (torch's PutBackward0 saves source: a write to it is refused)
+
+
+_INDEX_REDUCE_WARNED = []
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """torch's ``index_reduce(dim, index, source, reduce, include_self=True)``: the slices of ``source`` along
+    ``dim`` reduced (``prod``, ``mean``, ``amax``, ``amin``) into this tensor's slices ``index`` names (torch's
+    ``scatter_reduce`` with the index spread over the slices, whose gradient it has)."""
+    if not _INDEX_REDUCE_WARNED:  # (torch warns once a process)
+        _INDEX_REDUCE_WARNED.append(True)
+        warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=2)
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    index, source = as_tensor(index), as_tensor(source)
+    if index.dtype not in (np.int32, np.int64):
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{_data.TORCH_TYPE_NAMES.get(index.dtype.name, index.dtype.name)}")
+    if index.ndim > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{_data.TORCH_TYPE_NAMES[index.dtype.name]} and size: {list(index.shape)}")
+    d = norm_axis(dim, builtins.max(self.ndim, 1))
+    if self.ndim and source.ndim and index.numel() != source.shape[d]:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim): ({source.shape[d]}), for dim: {dim}")
+    if self.ndim != source.ndim or any(a != b for i, (a, b) in enumerate(zip(self.shape, source.shape)) if i != d):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(self.shape)} source.shape = {list(source.shape)}")
+    if not self.ndim:
+        return _index_reduce(self.reshape(1), 0, index.reshape(1), source.reshape(1), reduce,
+                             include_self=include_self).reshape(())
+    index = _in_range(index.to(np.int64), None, self.shape[d], IndexError, "index out of range in self")
+    spread = broadcast_to(reshape(index, tuple(-1 if i == d else 1 for i in range(source.ndim))), source.shape)
+    return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
+
+
+# ------------------------------------------------------------------ unique values (lengths known when computed)
+def _consecutive_unique(a, axis):
+    """NumPy's ``unique`` for runs: the first of each run of equal values (of equal slices along ``axis``), the
+    run each element falls in, and the runs' lengths."""
+    if axis is None:
+        a = a.reshape(-1)
+        axis = 0
+    moved = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+    starts = np.ones(moved.shape[0], dtype=bool)
+    starts[1:] = (moved[1:] != moved[:-1]).any(axis=1)
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, moved.shape[0]))
+    return np.take(a, first, axis=axis), np.cumsum(starts) - 1, counts
+
+
+def _unique_part(block, *, axis, consecutive, part, shape):
+    """One of ``unique``'s results (``part``: 0 the values, 1 the inverse, 2 the counts) of the whole array."""
+    if consecutive:
+        out = _consecutive_unique(block, axis)
+    else:
+        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True)
+    if part == 1:
+        return out[1].reshape(shape).astype(np.int64)
+    return out[part].astype(np.int64) if part == 2 else out[0]
+
+
+def _unique_of(self, consecutive, return_inverse, return_counts, dim):
+    x = self.detach()
+    a = x.array
+    if dim is not None:
+        d = norm_axis(dim, builtins.max(x.ndim, 1))
+        whole = a.rechunk(-1)
+        value_chunks = tuple((np.nan,) if i == d else (n,) for i, n in enumerate(a.shape))
+        inverse_shape = (a.shape[d],)
+    else:
+        d, whole = None, a.rechunk(-1)
+        value_chunks, inverse_shape = ((np.nan,),), tuple(a.shape)
+    kw = {"axis": d, "consecutive": consecutive, "shape": inverse_shape}
+    out = [Tensor._make(da.map_blocks(_unique_part, whole, part=0, chunks=value_chunks, dtype=a.dtype,
+                                      drop_axis=list(range(1, a.ndim)) if d is None and a.ndim > 1 else [], **kw))]
+    if return_inverse:
+        out.append(Tensor._make(whole.map_blocks(_unique_part, part=1, dtype=np.int64,
+                                                 chunks=tuple((n,) for n in inverse_shape),
+                                                 drop_axis=list(range(len(inverse_shape), a.ndim)),
+                                                 new_axis=list(range(a.ndim, len(inverse_shape))), **kw)))
+    if return_counts:
+        out.append(Tensor._make(whole.map_blocks(_unique_part, part=2, dtype=np.int64, chunks=((np.nan,),),
+                                                 drop_axis=list(range(1, a.ndim)), new_axis=[] if a.ndim else [0],
+                                                 **kw)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch's ``unique``: the distinct values (slices along ``dim``), sorted, with the inverse indices and
+    the counts when asked; the whole tensor is read in one task, and the result's length is known once
+    computed (as a boolean mask's)."""
+    return _unique_of(self, False, return_inverse, return_counts, dim)
+
+
+def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    """torch's ``unique_consecutive``: the first value (slice along ``dim``) of each run of equal ones, with the
+    run of each element and the runs' lengths when asked; read whole in one task, its length known once
+    computed."""
+    return _unique_of(self, True, return_inverse, return_counts, dim)
+
+
+def _histogram_block(x, lo, hi, *weight, bins, edges_given):
+    """One chunk's counts (1, bins) over the whole tensor's edges (NumPy's rule, torch's too: the last bin
+    closed), in the input's dtype; ``lo``, ``hi``: the data range (a flat one widened by 0.5 each way)."""
+    x = x.reshape(-1)
+    if edges_given:
+        edges = np.asarray(bins)
+    else:
+        lo, hi = float(lo), float(hi)
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = np.linspace(lo, hi, bins + 1).astype(x.dtype)
+    counts, _ = np.histogram(x, bins=edges, weights=weight[0].reshape(-1) if weight else None)
+    return counts[None].astype(x.dtype)
+
+
+def _histogram_edges(lo, hi, *, bins, out_dtype):
+    lo, hi = float(lo), float(hi)
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, bins + 1).astype(out_dtype)
+
+
+def _histogram(self, bins, *, range=None, weight=None, density=False):
+    """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+    bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
+    a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed."""
+    x = as_tensor(self).detach()
+    if x.dtype.kind != "f":
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{_type_name(x.dtype)}'")
+    a = x.array.reshape(-1)
+    edges_given = isinstance(bins, Tensor)
+    extra = ()
+    if weight is not None:
+        w = as_tensor(weight).detach().array
+        extra = (w.reshape(-1).rechunk(a.chunks),)
+    if edges_given:
+        if bins.dtype != x.dtype:
+            names = {"float64": "double", "float32": "float", "float16": "c10::Half"}
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
+                               f"got input with dtype {names.get(x.dtype.name, x.dtype.name)} and bins for dimension "
+                               f"0 with dtype {names.get(bins.dtype.name, bins.dtype.name)}")
+        edge_values = bins.detach().array.rechunk(-1)
+        lo = hi = 0.0
+        n = edge_values.shape[0] - 1
+        kw = {"bins": edge_values}
+    else:
+        n = int(bins)
+        if n <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {n} for dimension 0")
+        lo, hi = (range if range is not None else (a.min(), a.max()))
+        if range is not None and not lo <= hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+                               "for dimension 0")
+        edge_values = da.map_blocks(_histogram_edges, da.asarray(lo), da.asarray(hi), bins=n, out_dtype=x.dtype,
+                                    dtype=x.dtype,
+                                    chunks=((n + 1,),), new_axis=[0])
+        kw = {"bins": n}
+    counts = da.map_blocks(_histogram_block, a, lo, hi, *extra, **kw, edges_given=edges_given, new_axis=1,
+                           dtype=x.dtype, chunks=((1,) * a.numblocks[0], (n,)), meta=a._meta).sum(axis=0)
+    if density:
+        counts = counts / counts.sum() / da.diff(edge_values)
+    return return_types.histogram(Tensor._make(counts), Tensor._make(edge_values))
+
+
+# ------------------------------------------------------------------ regularized incomplete gamma
+def _igamma_fallback(a, x, upper):
+    """P(a, x) (Q with ``upper``) without SciPy: the series where ``x < a + 1``, Lentz's continued fraction
+    elsewhere (Numerical Recipes' ``gser``/``gcf``), each to convergence in double precision."""
+    a, x = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(x, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        log_front = a * np.log(x) - x - np.vectorize(math.lgamma, otypes=[np.float64])(np.where(a > 0, a, 1.0))
+        term = 1.0 / a
+        total = term.copy()
+        for n in range(1, 500):
+            term = term * x / (a + n)
+            total = total + term
+        series = total * np.exp(log_front)
+        b = x + 1.0 - a
+        c, d = np.full_like(b, 1e300), 1.0 / b
+        h = d.copy()
+        for i in range(1, 500):
+            an = -i * (i - a)
+            b = b + 2.0
+            d = an * d + b
+            d = np.where(np.abs(d) < 1e-300, 1e-300, d)
+            c = b + an / c
+            c = np.where(np.abs(c) < 1e-300, 1e-300, c)
+            d = 1.0 / d
+            h = h * d * c
+        fraction = np.exp(log_front) * h
+        lower = np.where(x < a + 1, series, 1.0 - fraction)
+        lower = np.where(x == 0, 0.0, lower)
+        lower = np.where((a <= 0) | (x < 0) | np.isnan(a) | np.isnan(x), np.nan, lower)
+        lower = np.where(np.isinf(x) & (x > 0) & (a > 0), 1.0, lower)
+    return 1.0 - lower if upper else lower
+
+
+def _igamma_block(a, x, *, upper):
+    dtype = np.result_type(a, x)
+    if type(a) is np.ndarray and type(x) is np.ndarray:
+        try:
+            import scipy.special as special
+            return (special.gammaincc if upper else special.gammainc)(a, x).astype(dtype, copy=False)
+        except ImportError:
+            pass
+    return _igamma_fallback(a, x, upper).astype(dtype, copy=False)
+
+
+def _igamma_lower_block(a, x):
+    return _igamma_block(a, x, upper=False)
+
+
+def _igamma_upper_block(a, x):
+    return _igamma_block(a, x, upper=True)
+
+
+def _igamma_array(a, x, *, upper):
+    return da.core.elemwise(_igamma_upper_block if upper else _igamma_lower_block, a, x)  # (broadcast, as a ufunc)
+
+
+_igamma_p = primitive("igamma", torch=("IgammaBackward0", "IgammacBackward0"), impl=_igamma_array, args=("a", "x"),
+                      save=("a", "x"), promote="common")
+
+
+@_igamma_p.vjp
+def _igamma_rule(g, s, *, upper):
+    if s.needs[0]:
+        raise NotImplementedError(f"the derivative for '{'igammac' if upper else 'igamma'}: input' is not implemented.")
+    a, x = s.a, s.x
+    density = exp(-x + (a - 1) * log(x) - _lgamma(a))  # (d/dx of P(a, x); Q's is its negative)
+    return None, (-g if upper else g) * density
+
+
+def _igammas(upper):
+    name = "igammac" if upper else "igamma"
+
+    def method(self, other):
+        other = as_tensor(other)
+        dtype = _data.result_type(self, other)
+        if dtype.kind != "f":
+            raise NotImplementedError(f"\"igamma{'c' if upper else ''}_cpu\" not implemented for "
+                                      f"'{_data.TORCH_TYPE_NAMES[dtype.name]}'")
+        check_broadcast(self.shape, other.shape)
+        return _igamma_p.bind(self, other, node="IgammacBackward0" if upper else "IgammaBackward0", upper=upper)
+    method.__doc__ = (f"torch's ``{name}(other)``: the regularized {'upper' if upper else 'lower'} incomplete gamma "
+                      f"function {'Q' if upper else 'P'}(self, other), elementwise; differentiable in ``other`` only, "
+                      "as torch's (the gradient of ``self`` raises).")
+    return method
+
+
 
 def _in_place(fn, name, copy=False):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
@@ -1526,6 +2316,60 @@ def _in_place(fn, name, copy=False):
                       "the version counter goes up.")
     return method
 
+
+
+def _raise_inplace_derivative(g, s, *, op):
+    raise NotImplementedError(f"the derivative for 'inplace version of {op}' is not implemented.")
+
+
+# torch's in-place acosh_/asinh_/atanh_ record a node (``AcoshBackward1``) whose backward raises: named as it binds
+_no_inplace_derivative_p = primitive("no_inplace_derivative")
+_no_inplace_derivative_p.vjp(_raise_inplace_derivative)
+
+
+def _no_inplace_derivative(op):
+    """torch's ``{op}_``: the values written in place, and a node that refuses to be differentiated."""
+    def method(self):
+        def write(x):
+            out = getattr(x.detach(), op)()
+            if not (x.requires_grad and is_grad_enabled()):
+                return out
+            return _no_inplace_derivative_p.record(out.array, x, node=f"{op.capitalize()}Backward1", op=op)
+        return self._inplace(write)
+    method.__doc__ = (f"In-place version of :meth:`Tensor.{op}`: the result is written into this tensor, which is "
+                      f"returned; as torch's, its gradient is not implemented (backward through it raises).")
+    return method
+
+
+def _shape_in_place(name, view):
+    """torch's ``name``: this tensor becomes ``view(self, *args)`` (a transpose, a squeeze ...), its shape changed
+    in place, sharing its storage and version counter as before (a detached alias of its storage, as torch's
+    result is no view of a base it did not have).  A tensor that others view (``_base`` of a live view) refuses:
+    their recipes read its old shape."""
+    def method(self, *args, **kwargs):
+        self._check_inplace()
+        st = self._storage
+        root = st.root if type(st) is _ViewStorage else st
+        if any(v._base is self for v in (root.views or ())):
+            raise NotImplementedError(f"{name}() of a tensor that has views is not supported: their layouts "
+                                      "would change under them")
+        out = view(self, *args, **kwargs)
+        if type(out._storage) is not _ViewStorage:  # (no view was made: nothing shares the result's storage)
+            raise NotImplementedError(f"{name}() did not make a view here")
+        self._storage = out._storage
+        if out._base is self:  # (this tensor was no view: it becomes an alias of its old storage, as torch's)
+            self._base = self._view = None
+        else:
+            self._base, self._view = out._base, out._view
+        if out.grad_fn is not None:
+            self._retain_moved(self.grad_fn, out.grad_fn)
+            self.grad_fn = out.grad_fn
+        root.version += 1  # (a view before is one still, among its base's live views already)
+        return self
+    method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: this tensor's shape changes and it is "
+                      "returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the "
+                      "version counter goes up.")
+    return method
 
 METHODS = {
     "sum": _sum, "mean": _mean, "nansum": _nansum, "nanmean": _nanmean, "amax": _amax, "amin": _amin,
@@ -1571,12 +2415,44 @@ METHODS = {
     "cummax": _running_extreme("cummax", True), "cummin": _running_extreme("cummin", False),
     "__lshift__": _shift(True), "__rshift__": _shift(False), "__rlshift__": _shift(True, swap=True),
     "__rrshift__": _shift(False, swap=True), "bitwise_left_shift": _shift(True), "bitwise_right_shift": _shift(False),
+    "uniform_": _uniform_, "normal_": _normal_, "exponential_": _exponential_, "cauchy_": _cauchy_,
+    "log_normal_": _log_normal_, "geometric_": _geometric_, "random_": _random_, "bernoulli_": _bernoulli_,
+    "bernoulli": _bernoulli, "multinomial": _multinomial,
+    "is_nonzero": _is_nonzero, "is_same_size": _is_same_size, "is_neg": _is_neg, "ndimension": _ndimension,
+    "split_with_sizes": _split_with_sizes, "sum_to_size": _sum_to_size, "narrow_copy": _narrow_copy,
+    "diag_embed": _diag_embed, "diagflat": _diagflat, "gcd": _integer_pair("gcd"), "lcm": _integer_pair("lcm"),
+    "mvlgamma": _mvlgamma, "fill_diagonal_": _fill_diagonal_, "diagonal_scatter": _diagonal_scatter,
+    "select_scatter": _select_scatter, "slice_scatter": _slice_scatter,
+    "symeig": _removed("symeig", ()), "eig": _removed("eig", ()), "lstsq": _removed("lstsq", ("other",)),
+    "solve": _removed("solve", ("other",)),
+    "cholesky": _cholesky, "cholesky_solve": _cholesky_solve, "cholesky_inverse": _cholesky_inverse, "put": _put,
+    "triangular_solve": _triangular_solve,
+    "index_reduce": _index_reduce, "unique": _unique,
+    "unique_consecutive": _unique_consecutive, "histogram": _histogram, "igamma": _igammas(False),
+    "igammac": _igammas(True),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
 METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
+METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
+METHODS.update({"igamma_": _in_place(METHODS["igamma"], "igamma_", copy=True),
+                "igammac_": _in_place(METHODS["igammac"], "igammac_", copy=True)})
+METHODS.update({name: _shape_in_place(name, view) for name, view in (
+    ("t_", _t), ("squeeze_", _squeeze), ("unsqueeze_", lambda x, dim: x.unsqueeze(dim)),
+    ("transpose_", lambda x, dim0, dim1: swapaxes(x, dim0, dim1)), ("swapaxes_", lambda x, a, b: swapaxes(x, a, b)),
+    ("swapdims_", lambda x, a, b: swapaxes(x, a, b)))})
+METHODS.update({"put_": _in_place(_put, "put_"), "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True)})
+METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
+    "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
+# (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
+METHODS.update({f"{name}_": _in_place(fn, f"{name}_", copy=True) for name, fn in (
+    ("logit", _logit), ("xlogy", _xlogy), ("copysign", Tensor.copysign), ("cumprod", Tensor.cumprod),
+    ("cumsum", Tensor.cumsum))})
+METHODS.update({name: _no_inplace_derivative(op) for name, op in (
+    ("acosh_", "acosh"), ("arccosh_", "acosh"), ("asinh_", "asinh"), ("arcsinh_", "asinh"), ("atanh_", "atanh"),
+    ("arctanh_", "atanh"))})
 METHODS.update({"__ilshift__": _in_place(_shift(True, inplace=True), "__lshift___"),
                 "__irshift__": _in_place(_shift(False, inplace=True), "__rshift___"),
                 "bitwise_left_shift_": _in_place(_shift(True, inplace=True), "bitwise_left_shift_"),
@@ -1600,4 +2476,5 @@ def install(methods, module):
 
 install(METHODS, __name__)
 Tensor.mH = property(_mH, doc="torch's ``mH``: the last two dims swapped and conjugated.")
+Tensor.itemsize = property(_element_size, doc="torch's ``itemsize``: the bytes of one element.")
 Tensor.H = property(_H, doc="torch's ``H``: a matrix transposed and conjugated.")
