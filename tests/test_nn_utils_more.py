@@ -146,3 +146,22 @@ def test_stateless_functional_call_warns_and_calls():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dg.func.functional_call(d, {"weight": dg.tensor(W)}, (dg.tensor(x),))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_unpad_sequence_undoes_pad_sequence_and_transposes_its_input_in_place_as_torch_s(batch_first):
+    lengths = (3, 1, 4)
+    seqs = [np.arange(n * 2.0).reshape(n, 2) + 10 * i for i, n in enumerate(lengths)]
+    results = []
+    for m in (torch, dg):
+        leaves = [m.tensor(s, requires_grad=True) for s in seqs]
+        padded = m.nn.utils.rnn.pad_sequence(leaves, batch_first)
+        out = m.nn.utils.rnn.unpad_sequence(padded, m.tensor(lengths), batch_first)
+        assert tuple(padded.shape) == (3, 4, 2)  # (torch's transposes it in place without batch_first)
+        sum(((o * o).sum() for o in out), m.tensor(0.0, dtype=m.float64)).backward()
+        results.append(([_np(o) for o in out], [_np(leaf.grad) for leaf in leaves]))
+        with pytest.raises(ValueError, match="zip\\(\\) argument 2 is shorter than argument 1"):
+            m.nn.utils.rnn.unpad_sequence(m.nn.utils.rnn.pad_sequence(leaves, True), m.tensor([3]), True)
+    for ours, theirs in zip(*results[::-1]):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a, b)

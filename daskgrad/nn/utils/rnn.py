@@ -1,4 +1,5 @@
-"""``torch.nn.utils.rnn.pad_sequence``: sequences of different lengths as one padded batch."""
+"""``torch.nn.utils.rnn.pad_sequence`` and ``unpad_sequence``: sequences of different lengths as one padded batch,
+and back."""
 from __future__ import annotations
 
 import collections.abc
@@ -34,3 +35,15 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         before, after = (short, 0) if padding_side == "left" else (0, short)
         rows.append(pad(s, ((before, after),) + ((0, 0),) * len(trailing), constant_values=value) if short else s)
     return stack(rows, axis=0 if batch_first else 1)
+
+
+def unpad_sequence(padded_sequences, lengths, batch_first=False):
+    """The sequences of a padded batch, each cut to its length.  As torch's, without ``batch_first`` it
+    transposes ``padded_sequences`` in place first (the caller's tensor is left ``(batch, max_len, *)``)."""
+    if not batch_first:
+        padded_sequences.transpose_(0, 1)
+    lengths = [int(n) for n in (lengths.tolist() if hasattr(lengths, "tolist") else lengths)]
+    if len(lengths) != padded_sequences.shape[0]:
+        raise ValueError(f"zip() argument 2 is {'shorter' if len(lengths) < padded_sequences.shape[0] else 'longer'}"
+                         " than argument 1")
+    return [padded_sequences[i, :n] for i, n in enumerate(lengths)]
