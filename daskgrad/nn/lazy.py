@@ -119,6 +119,16 @@ class LazyLinear(_LazyReal, Linear):
     def _infer_size(self, input):
         return input.shape[-1]
 
+    def initialize_parameters(self, input, *args, **kwargs):
+        """As the other lazy modules; and, as torch's, ``in_features`` is read from the input also after
+        ``load_state_dict`` materialized the weight (checked against it)."""
+        super().initialize_parameters(input)
+        if self.in_features == 0:
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(f"The in_features inferred from input: {input.shape[-1]} is not equal to "
+                                     f"in_features from self.weight: {self.weight.shape[-1]}")
+            self.in_features = input.shape[-1]
+
 
 class _LazyConvMixin(_LazyReal):
     _size_attr = "in_channels"
