@@ -85,6 +85,13 @@ def _check(name, info, sample, training):
     args, kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
     theirs = info.module_cls(*args, **kwargs).double().train(training)
     ours = getattr(dg.nn, name)(*_to_dg(args), **_to_dg(kwargs)).double().train(training)
+    if any(torch.nn.parameter.is_lazy(t) for t in [*theirs.parameters(), *theirs.buffers()]):
+        # a lazy module (LazyConv*): a dry run on the sample's inputs materializes both, which become the real class
+        with torch.no_grad():
+            theirs(*sample.forward_input.args, **sample.forward_input.kwargs)
+        with dg.no_grad():
+            ours(*_to_dg(sample.forward_input.args), **_to_dg(sample.forward_input.kwargs))
+        assert type(ours).__name__ == type(theirs).__name__, f"became {type(ours).__name__}"
     state = {k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()}
     if state:
         ours.load_state_dict(state)

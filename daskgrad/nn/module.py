@@ -20,7 +20,7 @@ import numpy as np
 from .._modes import no_grad
 from ..graph import type_repr
 from ..ops import zeros_like
-from .._tensor import Tensor, _check_requires_grad, _Storage
+from .._tensor import Tensor, _check_requires_grad, _Storage, zeros
 
 def _typename(obj):
     """``torch.typename``: a tensor's type name, else the qualified name of the object or of its class."""
@@ -153,6 +153,87 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+_UNINIT_SHAPE = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
+                 "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
+                 "`forward` to initialize the parameters before accessing their attributes.")
+
+
+class UninitializedTensorMixin:
+    """What torch's ``UninitializedParameter`` and ``UninitializedBuffer`` share: no data yet (an empty
+    one-chunk array keeps the dtype and device ``materialize`` will use), no shape, and no use in an op."""
+
+    __slots__ = ()
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Give the tensor ``shape`` (zeros; torch's are uninitialised memory) on ``device`` with ``dtype``
+        (by default its own), and make it a :class:`Parameter` (a plain Tensor for a buffer), in place."""
+        value = self._storage.value
+        new = zeros(*shape, dtype=value.dtype if dtype is None else _as_dtype(dtype), chunks=-1,
+                    device=self.device if device is None else _as_device(device))
+        Tensor.data.fset(self, new)
+        object.__setattr__(self, "__class__", self.cls_to_become)
+
+    @property
+    def shape(self):
+        raise RuntimeError(_UNINIT_SHAPE)
+
+    def share_memory_(self):
+        raise RuntimeError("Can't share memory on an uninitialized parameter or buffer. Call `forward` to initialize "
+                           "the parameters before calling `module.share_memory()`.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, dtype=self.dtype)
+        return memo[id(self)]
+
+    def __reduce_ex__(self, proto):
+        return (type(self), (self.requires_grad,))
+
+
+def _empty_storage(device, dtype):
+    return _Storage(zeros(0, dtype=None if dtype is None else _as_dtype(dtype), chunks=-1, device=device).array)
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A :class:`Parameter` whose shape is not known yet (torch's ``nn.parameter.UninitializedParameter``):
+    a lazy module's, until its first forward calls :meth:`materialize`."""
+
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        t = Tensor.__new__(cls)
+        t._init(_empty_storage(device, dtype), requires_grad=bool(requires_grad))
+        return t
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass  # everything happens in __new__
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer whose shape is not known yet (torch's ``nn.parameter.UninitializedBuffer``); it becomes a
+    plain Tensor when materialized."""
+
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None):
+        t = Tensor.__new__(cls)
+        t._init(_empty_storage(device, dtype), requires_grad=bool(requires_grad))
+        return t
+
+    def __init__(self, requires_grad=False, device=None, dtype=None):
+        pass  # everything happens in __new__
+
+
+def is_lazy(param):
+    """Whether ``param`` is an :class:`UninitializedParameter` or an :class:`UninitializedBuffer`."""
+    return isinstance(param, UninitializedTensorMixin)
+
+
 def _host(value):
     """A state_dict value as something ``copy_`` takes: daskgrad Tensors, NumPy/cupy arrays as they
     are; a torch tensor through NumPy (it is on the host already)."""
@@ -167,6 +248,10 @@ def _on_device_of(value, param):
     value = _host(value)
     t = value if isinstance(value, Tensor) else Tensor._make(da.from_array(value, chunks=-1, asarray=False))
     return t if t.device == param.device else t.to(param.device)
+
+
+class _LazyLoad:
+    """Marks a lazy module for ``load_state_dict`` (``nn.modules.lazy.LazyModuleMixin`` subclasses it)."""
 
 
 class Module:
@@ -447,12 +532,14 @@ class Module:
                 if p is None:
                     continue
                 new = fn(p.detach())
-                if new.array is not p.array:  # an unchanged value is not rewritten (nor recomputed)
+                if new.array is not p._storage.value:  # an unchanged value is not rewritten (nor recomputed)
                     p.data = new
                 if p.grad is not None:
                     p.grad = fn(p.grad.detach())
             for name, b in self._buffers.items():
-                if b is not None:
+                if is_lazy(b):  # converted in place: it stays uninitialized, as torch's
+                    b.data = fn(b.detach())
+                elif b is not None:
                     self._buffers[name] = fn(b)
         return self
 
@@ -488,7 +575,7 @@ class Module:
         tied parameter or a shared module is listed under each of its names."""
         out = OrderedDict() if destination is None else destination
         for name, p in self._own_state().items():
-            out[prefix + name] = p if keep_vars else p.detach()
+            out[prefix + name] = p if keep_vars or is_lazy(p) else p.detach()
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
@@ -500,6 +587,9 @@ class Module:
         then raises).  Copying in place keeps tied parameters tied."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        for name, m in self.named_modules():
+            if isinstance(m, _LazyLoad):  # a lazy module takes the checkpoint's shapes first, as torch's hook
+                m._lazy_load_hook(state_dict, name + "." if name else "")
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = self._unexpected_keys(list(state_dict))
@@ -508,6 +598,8 @@ class Module:
             if key not in state_dict:
                 continue
             value = _host(state_dict[key])
+            if is_lazy(p) and is_lazy(value):  # nothing to copy, as torch's (it copies no data)
+                continue
             if not (isinstance(value, Tensor) or hasattr(value, "__array_function__")):
                 errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
                               f"object from checkpoint but received {type(state_dict[key])}")
