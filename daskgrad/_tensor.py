@@ -198,12 +198,20 @@ def _touched(t, what):
         trace.touched(t, what)
 
 
+UNINITIALIZED = set()  # the lazy modules' tensor types with no value yet (nn.parameter adds them): no op reads them
+
+
 def recorded(x):
     """What an op records for operand ``x``: a tensor's value (as a compiled function's trace reads
     it: an argument or a value read from outside through the alias rebound at each call), anything
     else as it is."""
     if not isinstance(x, Tensor):
         return x
+    if type(x) in UNINITIALIZED:  # (its placeholder is empty: `p + 1` gave an empty tensor where torch raises)
+        raise ValueError(f"Attempted to use an uninitialized parameter in an op. This error happens when you are "
+                         f"using a `LazyModule` or explicitly manipulating `torch.nn.parameter.{type(x).__name__}` "
+                         "objects. When using LazyModules Call `forward` with a dummy batch to initialize the "
+                         "parameters before calling torch functions")
     trace = _modes_state.trace
     return x._storage.value if trace is None else trace.value(x._storage)
 

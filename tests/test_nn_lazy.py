@@ -207,3 +207,15 @@ def test_errors_are_torchs():
     torch_lazy = type("Lazy", (torch.nn.modules.lazy.LazyModuleMixin, torch.nn.Module), {})
     our_lazy = type("Lazy", (nn.lazy.LazyModuleMixin, nn.Module), {})
     both(torch_lazy, our_lazy, lambda m: m(torch.ones(2)), lambda m: m(dg.ones(2)))
+
+
+def test_an_op_on_an_uninitialized_parameter_raises_torch_s_value_error():
+    """torch refuses every function on an UninitializedParameter or UninitializedBuffer (ValueError); daskgrad's
+    ops on their empty placeholder would have given an empty tensor."""
+    for cls in ("UninitializedParameter", "UninitializedBuffer"):
+        for m in (torch, dg):
+            p = getattr(m.nn.parameter, cls)()
+            for op in (lambda: p + 1, lambda: p.exp(), lambda: m.sin(p), lambda: m.nn.functional.relu(p)):
+                with pytest.raises(ValueError, match=f"Attempted to use an uninitialized parameter in .*"
+                                                     f"`torch.nn.parameter.{cls}` objects"):
+                    op()

@@ -20,7 +20,7 @@ import numpy as np
 from .._modes import no_grad
 from ..graph import type_repr
 from ..ops import zeros_like
-from .._tensor import Tensor, _check_requires_grad, _Storage, zeros
+from .._tensor import UNINITIALIZED, Tensor, _check_requires_grad, _Storage, zeros
 
 def _typename(obj):
     """``torch.typename``: a tensor's type name, else the qualified name of the object or of its class."""
@@ -227,6 +227,9 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
 
     def __init__(self, requires_grad=False, device=None, dtype=None):
         pass  # everything happens in __new__
+
+
+UNINITIALIZED.update((UninitializedParameter, UninitializedBuffer))  # (an op on one raises, as torch's)
 
 
 def is_lazy(param):
