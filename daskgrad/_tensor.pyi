@@ -88,6 +88,8 @@ def _touched(t, what):
     would not repeat.
     """
 
+UNINITIALIZED: Any
+
 
 def recorded(x):
     """What an op records for operand ``x``: a tensor's value (as a compiled function's trace reads
