@@ -206,15 +206,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         _check_outputs("jvp", output)
         outputs = _leaves(output)
         outer = _reaches_outside(outputs, fresh)
-        # the backward is linear in the cotangent: its value does not matter, only that it is finite
-        dummies = [zeros_like(o.detach()).requires_grad_() for o in outputs]
-        wanted = [(o, d) for o, d in zip(outputs, dummies) if o.requires_grad]
-        back = (_autograd_grad([o for o, _ in wanted], diff, [d for _, d in wanted], create_graph=True,
-                               allow_unused=True, materialize_grads=True) if wanted else ())
-        pairs = [(b, t) for b, t in zip(back, _leaves(tangents)) if b.requires_grad]
-        res = (_autograd_grad([b for b, _ in pairs], dummies, [t for _, t in pairs], allow_unused=True,
-                              materialize_grads=True, create_graph=outer) if pairs else
-               [zeros_like(o.detach()) for o in outputs])
+        dummies, back = _vjp_of_vjp(outputs, diff)
+        res = _pushed(outputs, dummies, back, _leaves(tangents), create_graph=outer)
     res = iter(res)
     jvp_out = _map(output, lambda _: next(res))
     if not outer:
@@ -230,10 +223,7 @@ def linearize(func, *primals):
         output = func(*args)
         _check_outputs("linearize", output)
         outputs = _leaves(output)
-        dummies = [zeros_like(o.detach()).requires_grad_() for o in outputs]
-        wanted = [(o, d) for o, d in zip(outputs, dummies) if o.requires_grad]
-        back = (_autograd_grad([o for o, _ in wanted], diff, [d for _, d in wanted], create_graph=True,
-                               allow_unused=True, materialize_grads=True) if wanted else ())
+        dummies, back = _vjp_of_vjp(outputs, diff)
 
     def jvp_fn(*tangents):
         flat = _leaves(tangents)
@@ -244,13 +234,33 @@ def linearize(func, *primals):
             if tuple(t.shape) != tuple(x.shape):
                 raise RuntimeError(f"tangent:{i} with shape {size_repr(t.shape)} in flattened pytree doesn't match "
                                    f"the shape {size_repr(x.shape)} of the corresponding primal.")
-        pairs = [(b, t) for b, t in zip(back, flat) if b.requires_grad]
-        res = iter(_autograd_grad([b for b, _ in pairs], dummies, [t for _, t in pairs], retain_graph=True,
-                                  allow_unused=True, materialize_grads=True) if pairs else
-                   [zeros_like(o.detach()) for o in outputs])
+        res = iter(_pushed(outputs, dummies, back, flat, retain_graph=True))
         return _map(output, lambda _: next(res).detach())
 
     return _map(output, lambda x: x.detach()), jvp_fn
+
+
+def _vjp_of_vjp(outputs, diff):
+    """Forward mode by reverse mode twice: ``(dummies, back)``, ``back`` the vjp of ``outputs`` at
+    cotangents ``dummies`` (zeros that require grad), recorded with its graph, with respect to the
+    differentiated inputs ``diff``.  ``back`` is linear in the dummies, so its vjp with respect to
+    them at a tangent is the Jacobian-vector product (:func:`_pushed`); the dummies' value does not
+    matter, only that it is finite."""
+    dummies = [zeros_like(o.detach()).requires_grad_() for o in outputs]
+    wanted = [(o, d) for o, d in zip(outputs, dummies) if o.requires_grad]
+    back = (_autograd_grad([o for o, _ in wanted], diff, [d for _, d in wanted], create_graph=True,
+                           allow_unused=True, materialize_grads=True) if wanted else ())
+    return dummies, back
+
+
+def _pushed(outputs, dummies, back, tangents, **kwargs):
+    """The Jacobian-vector product of each of ``outputs`` at ``tangents`` (one per differentiated input),
+    from :func:`_vjp_of_vjp`'s ``dummies`` and ``back``: zeros where no output depends on an input."""
+    pairs = [(b, t) for b, t in zip(back, tangents) if b.requires_grad]
+    if not pairs:
+        return [zeros_like(o.detach()) for o in outputs]
+    return _autograd_grad([b for b, _ in pairs], dummies, [t for _, t in pairs], allow_unused=True,
+                          materialize_grads=True, **kwargs)
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
