@@ -30,12 +30,41 @@ from .shape import broadcast_to, permute, rechunk, reshape
 
 
 def _meta(x):
-    return (x.shape, x.dtype, x.chunks, x._storage.value._meta)
+    """What an index's VJP needs to make zeros like ``x``: its shape, dtype, chunks and chunk type."""
+    return (x.shape, x.dtype, x.chunks, _ChunkType.of(x._storage.value._meta))
+
+
+class _ChunkType:
+    """A chunk type (an empty meta array) in an op's params, equal by its type and dtype: the array
+    itself, changeable in place as any NumPy array param, would be frozen again at every indexing op
+    and every submission reading it (a third of ``x[0]``'s recording)."""
+
+    __slots__ = ("meta", "_key")
+
+    def __init__(self, meta):
+        self.meta, self._key = meta, (type(meta), meta.dtype)
+
+    @classmethod
+    def of(cls, meta):
+        key = (type(meta), meta.dtype, meta.ndim)
+        hit = _chunk_types.get(key)
+        if hit is None:
+            hit = _chunk_types[key] = cls(meta)
+        return hit
+
+    def __eq__(self, other):
+        return type(other) is _ChunkType and other._key == self._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+
+_chunk_types = {}  # (meta type, dtype, ndim) -> its _ChunkType (a few per process: one per chunk type and dtype)
 
 
 def _zeros(meta):
-    shape, dtype, chunks, m = meta
-    return da.zeros(shape, dtype=dtype, chunks=chunks, meta=m)
+    shape, dtype, chunks, kind = meta
+    return da.zeros(shape, dtype=dtype, chunks=chunks, meta=kind.meta)
 
 
 def _expand_index(index, ndim):
