@@ -22,6 +22,7 @@ Elsewhere, each beside the code that needs it:
 * ``engine._claimed``/``_grad_locks``: nodes a running backward will free, and per-leaf locks, so
   threads backpropagating at once behave as torch's;
 * ``_tensor._rng``: ``manual_seed``'s generator; ``_tensor._cuda_ok``: a GPU was found once;
+  ``ops.indexing._chunk_metas``: an empty meta array per chunk type, dtype and ndim seen (getitem's VJP);
 * ``_dask.submit._tokens``/``_installed``/``_rooms``: per-client stored-name tokens, schedulers that
   have the Keeper, the room for a task's output on the tightest worker (asked every few seconds);
   ``_dask.deterministic._blas``/``_installed``/``_registered``: the BLAS thread limiter, whether this

@@ -30,41 +30,23 @@ from .shape import broadcast_to, permute, rechunk, reshape
 
 
 def _meta(x):
-    """What an index's VJP needs to make zeros like ``x``: its shape, dtype, chunks and chunk type."""
-    return (x.shape, x.dtype, x.chunks, _ChunkType.of(x._storage.value._meta))
+    """What an index's VJP needs to make zeros like ``x``: its shape, dtype, chunks and chunk type, the
+    last as ``(type, dtype, ndim)`` of its meta array (:data:`_chunk_metas`): the array itself, an
+    ndarray param (changeable in place), would be frozen again at every indexing op and submission,
+    and keep a backward that reads it from being made again (:class:`daskgrad._dask.Piece`)."""
+    m = x._storage.value._meta
+    kind = (type(m), m.dtype, m.ndim)
+    if kind not in _chunk_metas:
+        _chunk_metas[kind] = m
+    return (x.shape, x.dtype, x.chunks, kind)
 
 
-class _ChunkType:
-    """A chunk type (an empty meta array) in an op's params, equal by its type and dtype: the array
-    itself, changeable in place as any NumPy array param, would be frozen again at every indexing op
-    and every submission reading it (a third of ``x[0]``'s recording)."""
-
-    __slots__ = ("meta", "_key")
-
-    def __init__(self, meta):
-        self.meta, self._key = meta, (type(meta), meta.dtype)
-
-    @classmethod
-    def of(cls, meta):
-        key = (type(meta), meta.dtype, meta.ndim)
-        hit = _chunk_types.get(key)
-        if hit is None:
-            hit = _chunk_types[key] = cls(meta)
-        return hit
-
-    def __eq__(self, other):
-        return type(other) is _ChunkType and other._key == self._key
-
-    def __hash__(self):
-        return hash(self._key)
-
-
-_chunk_types = {}  # (meta type, dtype, ndim) -> its _ChunkType (a few per process: one per chunk type and dtype)
+_chunk_metas = {}  # (meta type, dtype, ndim) -> an empty meta array of that chunk type (one per kind seen)
 
 
 def _zeros(meta):
     shape, dtype, chunks, kind = meta
-    return da.zeros(shape, dtype=dtype, chunks=chunks, meta=kind.meta)
+    return da.zeros(shape, dtype=dtype, chunks=chunks, meta=_chunk_metas[kind])
 
 
 def _expand_index(index, ndim):
