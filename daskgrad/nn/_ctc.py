@@ -191,35 +191,38 @@ def ctc_backward_block(g, lp, nll, targets, starts, il, tl, index, *, blank, wid
 
 
 # ------------------------------------------------------------------ the primitives (dask arrays)
-def _aligned(lp, targets, starts, il, tl, padded):
-    """The operands of the blockwise kernels: ``lp`` one chunk on time and classes, its batch chunks kept, and
-    the targets, offsets, lengths and global sample index aligned on them (a 1-d concatenation whole)."""
+def _aligned(lp, targets, il, tl, padded):
+    """The operands of the blockwise kernels, each with its index: ``lp`` one chunk on time and classes, its batch
+    chunks kept, and aligned on them the targets (a 1-d concatenation whole, with each sample's offset in it),
+    the lengths and each sample's position in the batch."""
     lp = lp.rechunk({0: -1, 2: -1})
     rows = lp.chunks[1]
     il, tl = il.reshape(-1).rechunk((rows,)), tl.reshape(-1).rechunk((rows,))
     index = da.arange(lp.shape[1], chunks=(rows,))
     if padded:
-        return lp, (targets.rechunk((rows, -1)), "nk"), (da.zeros(lp.shape[1], chunks=(rows,), dtype=np.int64), "n"), \
-            il, tl, index
-    starts = (da.cumsum(tl.astype(np.int64)) - tl.astype(np.int64)).rechunk((rows,))
-    return lp, (targets.rechunk(-1), "k"), (starts, "n"), il, tl, index
+        targets, starts = (targets.rechunk((rows, -1)), "nk"), (da.zeros(lp.shape[1], np.int64, chunks=(rows,)), "n")
+    else:
+        offsets = da.cumsum(tl.astype(np.int64)) - tl.astype(np.int64)
+        targets, starts = (targets.rechunk(-1), "k"), (offsets.rechunk((rows,)), "n")
+    return (lp, "tnc"), targets, starts, (il, "n"), (tl, "n"), (index, "n")
 
 
 def _ctc_array(lp, targets, il, tl, *, blank, width, padded, zero_infinity):
-    lp, (tg, tg_ind), (starts, _), il, tl, index = _aligned(lp, targets, None, il, tl, padded)
-    return da.blockwise(ctc_forward_block, "n", lp, "tnc", tg, tg_ind, starts, "n", il, "n", tl, "n", index, "n",
-                        blank=blank, width=width, padded=padded, n=lp.shape[1], concatenate=True, dtype=lp.dtype,
+    operands = _aligned(lp, targets, il, tl, padded)
+    lp = operands[0][0]
+    return da.blockwise(ctc_forward_block, "n", *[v for pair in operands for v in pair], blank=blank, width=width,
+                        padded=padded, n=lp.shape[1], concatenate=True, dtype=lp.dtype,
                         meta=meta_from_array(lp._meta, ndim=1))
 
 
 def _ctc_backward_array(g, lp, nll, targets, il, tl, *, blank, width, padded, zero_infinity):
     given = lp.chunks
-    lp, (tg, tg_ind), (starts, _), il, tl, index = _aligned(lp, targets, None, il, tl, padded)
+    operands = _aligned(lp, targets, il, tl, padded)
+    lp = operands[0][0]
     rows = lp.chunks[1]
     out = da.blockwise(ctc_backward_block, "tnc", g.rechunk((rows,)), "n", lp, "tnc", nll.rechunk((rows,)), "n",
-                       tg, tg_ind, starts, "n", il, "n", tl, "n", index, "n", blank=blank, width=width,
-                       padded=padded, n=lp.shape[1], zero_infinity=zero_infinity, concatenate=True, dtype=lp.dtype,
-                       meta=lp._meta)
+                       *[v for pair in operands[1:] for v in pair], blank=blank, width=width, padded=padded,
+                       n=lp.shape[1], zero_infinity=zero_infinity, concatenate=True, dtype=lp.dtype, meta=lp._meta)
     return out.rechunk(given)
 
 
