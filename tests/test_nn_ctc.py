@@ -245,6 +245,21 @@ def test_lazy_lengths_out_of_range_raise_torchs_error_from_the_submission(case):
         out.numpy()
 
 
+@pytest.mark.parametrize("label", [-1, C])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_label_out_of_range_is_refused_where_torch_reads_past_its_row(label, lazy):
+    # (torch's CPU kernel does not check: its loss is whatever memory holds; NumPy's indexing would wrap -1)
+    targets = PADDED.copy()
+    targets[1, 2] = label
+    padding = PADDED.copy()
+    padding[3, 3] = label  # (past sample 3's length: never read)
+    np.testing.assert_allclose(F.ctc_loss(_dg(LOG_PROBS), padding, IL, TL, reduction="none").numpy(),
+                               TF.ctc_loss(LP, torch.tensor(padding), IL, TL, reduction="none").numpy(), rtol=1e-10)
+    tg = dg.from_array(targets) + 0 if lazy else targets
+    with pytest.raises(IndexError, match=f"^Target {label} is out of bounds.$"):
+        F.ctc_loss(_dg(LOG_PROBS, "even"), tg, IL, TL).item()
+
+
 def test_ctc_loss_runs_on_device_like_chunks_without_host_conversion():
     from strict_array import StrictArray, to_strict
 

@@ -48,7 +48,11 @@ def _padded_targets(lp, targets, starts, tl, width, blank):
     else:
         at = np.where(inside, starts[:, None] + pos[None, :], 0)
         labels = np.take(targets, np.minimum(at, targets.shape[0] - 1))
-    return np.where(inside, labels.astype(np.int64), blank)
+    labels = labels.astype(np.int64)
+    outside = inside & ((labels < 0) | (labels >= lp.shape[2]))
+    if outside.any():
+        raise IndexError(f"Target {int(labels[outside][0])} is out of bounds.")
+    return np.where(inside, labels, blank)
 
 
 def _extended(lp, labels, tl, blank):
@@ -296,6 +300,19 @@ def _check_host(T, N, padded, targets, il, tl):
             raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value {v}" + _CHECKED)
 
 
+def _check_labels(targets, tl, padded, C):
+    """A label outside ``[0, C)`` refused on the client where the targets and their lengths are in memory (torch's
+    kernel reads past the row: its loss is whatever memory holds; the tasks check lazy targets)."""
+    values = in_memory_values(targets.array)
+    if values is None or tl is None:
+        return
+    used = values[np.arange(values.shape[1])[None, :] < tl[:, None]] if padded else values
+    used = used.astype(np.int64)
+    bad = used[(used < 0) | (used >= C)]
+    if bad.size:
+        raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+
+
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """The connectionist temporal classification loss (torch's ``nn.functional.ctc_loss``): the negative
     log-likelihood of each target under all alignments of ``log_probs`` (T, N, C), or (T, C) unbatched.
@@ -353,6 +370,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError("target_lengths must be of size batch_size")
     padded = targets.ndim == 2
     _check_host(T, N, padded, targets, il, tl)
+    _check_labels(targets, tl, padded, C)
     if padded:
         width = targets.shape[1]
     else:
