@@ -202,6 +202,8 @@ BAD = {
     "float target lengths": lambda lp, tg, t: (lp, tg, t(np.array(IL)), t(np.array(TL, dtype=np.float32))),
     "a tensor and a tuple": lambda lp, tg, t: (lp, tg, t(np.array(IL)), TL),
     "an int length": lambda lp, tg, t: (lp, tg, 9, TL),
+    "NumPy array lengths": lambda lp, tg, t: (lp, tg, np.array(IL), np.array(TL)),
+    "nested list lengths": lambda lp, tg, t: (lp, tg, [[v] for v in IL], [[v] for v in TL]),
     "half log_probs": lambda lp, tg, t: (lp.half() if hasattr(lp, "half") else lp.astype(np.float16), tg, IL, TL),
 }
 

@@ -249,7 +249,11 @@ ctc_backward_p.vjp(_no_double_backward)
 
 # ------------------------------------------------------------------ the public function
 def _kind(x):
-    return "Tensor" if isinstance(x, Tensor) else type(x).__name__
+    """An argument's type as torch's parser names it (``Tensor``, ``list``, ``numpy.ndarray``)."""
+    if isinstance(x, Tensor):
+        return "Tensor"
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
 
 
 def _lengths(input_lengths, target_lengths, args):
@@ -257,8 +261,9 @@ def _lengths(input_lengths, target_lengths, args):
     ints or both as integer tensors (a tensor's values are read where they are in memory here, else checked by
     the tasks that read them)."""
     tensors = [isinstance(x, Tensor) for x in (input_lengths, target_lengths)]
-    sequences = [isinstance(x, (tuple, list, np.ndarray)) and not isinstance(x, Tensor)
-                 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in np.ravel(x).tolist())
+    # (flat tuples or lists of ints only: torch's parser refuses a NumPy array and a nested list)
+    sequences = [isinstance(x, (tuple, list)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                      for v in x)
                  for x in (input_lengths, target_lengths)]
     if not (all(tensors) or all(sequences)):
         got = ", ".join(_kind(a) for a in args)
