@@ -9,6 +9,7 @@ import pytest
 
 import daskgrad as dg
 from daskgrad import graph, ops
+from daskgrad.nn import functional as F
 from daskgrad.ops.elementwise import conj, real_part
 
 from conftest import CHUNKINGS_2D, leaf
@@ -91,6 +92,9 @@ EXTRA = (
     OpSpec("function", Cube.apply, [M], -2, 2),
     OpSpec("function_many_outputs", lambda a: (lambda s, d: s * d)(*SquareAndDouble.apply(a)), [M], -2, 2),
     OpSpec("map_blocks", lambda a: dg.map_blocks(cube_block, a, vjp=cube_block_vjp), [M], -2, 2),
+    # (a log_softmax first: torch's CTC gradient is the derivative where the log-probabilities are normalised)
+    OpSpec("ctc_loss", lambda a: F.ctc_loss(F.log_softmax(a, 2), np.array([[1, 2], [3, 3], [4, 0]]), (4, 3, 4),
+                                            (2, 2, 1), reduction="sum"), [(4, 3, 5)], -2, 2),
 )
 CASES = SPECS + EXTRA
 GPU_ONLY = {"to_device"}  # moves chunks to cupy and back: gradchecked in tests/test_gpu.py where a GPU is

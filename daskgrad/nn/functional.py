@@ -22,6 +22,7 @@ from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.products import _CPP_NAMES
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
+from ._ctc import ctc_loss  # noqa: F401
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,  # noqa: F401
                     avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
                     conv_transpose3d, fold, max_pool1d, max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,

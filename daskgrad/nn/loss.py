@@ -141,6 +141,20 @@ class GaussianNLLLoss(_Loss):
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
 
 
+class CTCLoss(_Loss):
+    """torch's ``nn.CTCLoss``: the connectionist temporal classification loss of log-probabilities ``(T, N, C)``
+    (or ``(T, C)``) against padded ``(N, S)`` or concatenated targets (see :func:`daskgrad.nn.functional.ctc_loss`).
+    """
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)
+
+
 class MarginRankingLoss(_Loss):
     """torch's ``nn.MarginRankingLoss``: ``max(0, -target (input1 - input2) + margin)``."""
 
