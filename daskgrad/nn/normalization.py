@@ -1,5 +1,5 @@
-"""Normalisation layers: ``BatchNorm1d/2d/3d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
-``LocalResponseNorm``, ``RMSNorm``.
+"""Normalisation layers: ``BatchNorm1d/2d/3d``, ``SyncBatchNorm``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``,
+``LocalResponseNorm``, ``CrossMapLRN2d``, ``RMSNorm``.
 
 BatchNorm's batch statistics reduce over every chunk of the batch (and spatial) axes; its buffers
 ``running_mean``, ``running_var`` and ``num_batches_tracked`` are updated in place, lazily, in
@@ -90,6 +90,59 @@ class BatchNorm2d(_BatchNorm):
 class BatchNorm3d(_BatchNorm):
     """Over ``(N, C, D, H, W)``."""
     _dims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """torch's ``SyncBatchNorm``: batch normalisation over ``(N, C, +)`` (any input of 2 or more dimensions) with
+    statistics over the whole batch.
+
+    torch's synchronises the statistics of the batch's pieces across the processes of ``process_group``; in
+    daskgrad a batch is one chunked tensor across every worker, so :class:`BatchNorm2d`'s statistics already
+    reduce over the whole (global) batch, and this module's forward is BatchNorm's.  ``process_group`` is kept
+    as an attribute and used for nothing.  torch raises (``SyncBatchNorm expected input tensor to be on GPU ...``)
+    only in training under an initialised ``torch.distributed`` with a CPU input, because its collective needs a
+    GPU; that reason does not apply here, so daskgrad computes, on CPU or GPU chunks.  Without a process group
+    torch computes BatchNorm's forward too, as here.
+
+    >>> sync = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3)))
+    >>> sync[1]
+    SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every ``BatchNorm*d`` (any batch norm, not an instance norm) in it replaced by a
+        ``SyncBatchNorm`` that shares its parameters and buffers and has its training flag (and ``qconfig``);
+        a batch norm given itself comes back as a new module, anything else as itself, changed in place."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
+            out = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                                module.track_running_stats, process_group, bias=module.bias is not None)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
 
 
 class _InstanceNorm(_BatchNorm):
