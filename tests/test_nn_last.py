@@ -281,3 +281,33 @@ def test_a_target_outside_the_classes_raises_torchs_error_when_computed(target):
             read()
         assert str(got.value) == str(want.value)
     assert ours.head.weight.grad is None
+
+
+# ------------------------------------------------------------------------------------------------ CrossMapLRN2d
+LRN_CASES = [(2, {}), (3, {"alpha": 0.5, "beta": 0.75, "k": 1.5}), (5, {"alpha": 2.0, "beta": 0.5, "k": 2}),
+             (9, {"alpha": 1.0})]
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("size,kwargs", LRN_CASES, ids=[f"size{s}" for s, _ in LRN_CASES])
+def test_cross_map_lrn2d_gives_torchs_values_and_its_own_backwards_gradients(size, kwargs, chunking):
+    # torch's legacy backward is not its forward's derivative (offset windows; channel 0 never leaves the
+    # forward's running sum): these are its numbers, not LocalResponseNorm's
+    theirs, ours = torch.nn.CrossMapLRN2d(size, **kwargs), nn.CrossMapLRN2d(size, **kwargs)
+    assert repr(ours) == repr(theirs) and ours.state_dict() == {}
+    _forward_backward(ours, theirs, np.random.default_rng(0).standard_normal((6, 7, 3, 2)), chunking)
+
+
+def test_cross_map_lrn2d_with_size_one_computes_but_its_backward_raises_torchs_error():
+    x = np.random.default_rng(0).standard_normal((6, 3, 2, 2))
+    t_out, d_out = torch.nn.CrossMapLRN2d(1)(torch.from_numpy(x).requires_grad_(True)), \
+        nn.CrossMapLRN2d(1)(_from(x, "uneven", requires_grad=True))
+    _close(d_out.detach().numpy(), t_out)
+    _raises_as_torch(lambda: d_out.sum().backward(), lambda: t_out.sum().backward())
+
+
+@pytest.mark.parametrize("shape,size", [((2, 3, 4), 3), ((1, 2, 3, 4, 5), 3), ((2, 3, 2, 2), 0)],
+                         ids=["3d", "5d", "size0"])
+def test_cross_map_lrn2d_refuses_what_torchs_refuses_with_its_error(shape, size):
+    _raises_as_torch(lambda: nn.CrossMapLRN2d(size)(dg.ones(*shape)),
+                     lambda: torch.nn.CrossMapLRN2d(size)(torch.ones(shape)))

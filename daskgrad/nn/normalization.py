@@ -13,9 +13,14 @@ from __future__ import annotations
 import numbers
 import warnings
 
+import numpy as np
+
+from .. import ops
 from .._modes import no_grad
 from .._tensor import ones, zeros
+from ..function import Function
 from . import _norm, _spatial
+from .functional import _tensor_of
 from .layers import _affine, _check_size
 from .module import Module, Parameter
 
@@ -197,6 +202,81 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):
         return _spatial.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _lrn_windows(channels, size):
+    """torch's legacy ``CrossMapLRN2d`` windows as ``(channels, channels)`` 0/1 matrices, read off its loops:
+    row ``c`` of the first says which channels' squares its forward sums into channel ``c``'s scale (a running
+    sum that never drops channel 0, as torch's), row ``c`` of the second which channels' ratios its backward
+    sums into channel ``c``'s gradient (a window ``size`` wide, offset as torch's)."""
+    pre_pad = int((size - 1) / 2 + 1)
+    forward = np.zeros((channels, channels))
+    forward[0, :min(pre_pad, channels)] = 1
+    for c in range(1, channels):
+        forward[c] = forward[c - 1]
+        if c < channels - pre_pad + 1:
+            forward[c, c + pre_pad - 1] += 1
+        if c > pre_pad:
+            forward[c, c - pre_pad] -= 1
+    start = int(size - (size - 1) / 2)  # where channel 0's ratio sits in torch's padded buffer
+    padded = np.arange(channels) + start
+    backward = ((padded[None, :] >= np.arange(channels)[:, None])
+                & (padded[None, :] <= np.arange(channels)[:, None] + size - 1)).astype(float)
+    return forward, backward, start
+
+
+def _over_channels(x, window):
+    """``sum_j window[c, j] x[:, j]`` for each channel ``c`` of an ``(N, C, H, W)`` tensor."""
+    return ops.einsum("dc,nchw->ndhw", _tensor_of(window).to(dtype=x.dtype, device=x.device), x)
+
+
+class _CrossMapLRN2dFn(Function):
+    """torch's ``_cross_map_lrn2d``: its forward, and its own backward (which is not its forward's derivative:
+    its window is offset from the forward's, and the forward's never drops channel 0), so that gradients are
+    torch's numbers."""
+
+    @staticmethod
+    def forward(ctx, input, size, alpha, beta, k):
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        forward, ctx.window, ctx.start = _lrn_windows(input.shape[1], size)
+        scale = _over_channels(input * input, forward) * (alpha / size) + k
+        output = scale ** -beta * input
+        ctx.size, ctx.beta, ctx.ratio = size, beta, 2 * alpha * beta / size
+        ctx.save_for_backward(input, output, scale)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, output, scale = ctx.saved_tensors
+        channels = input.shape[1]
+        if ctx.start + channels > channels + ctx.size - 1:  # torch's narrow of its padded buffer fails
+            raise RuntimeError(f"start ({ctx.start}) + length ({channels}) exceeds dimension size "
+                               f"({channels + ctx.size - 1}).")
+        accum = _over_channels(grad_output * output / scale, ctx.window)
+        return scale ** -ctx.beta * grad_output - ctx.ratio * (input * accum), None, None, None, None
+
+
+class CrossMapLRN2d(Module):
+    """torch's legacy ``CrossMapLRN2d(size, alpha=1e-4, beta=0.75, k=1)`` on ``(N, C, H, W)``: each channel times
+    ``(k + alpha / size * sum of squares over a window of channels) ** -beta``, with torch's own windows and
+    backward, so values and gradients are torch's.  These are not :class:`LocalResponseNorm`'s: torch's running
+    window sum never drops channel 0, and its backward (not the forward's derivative) sums over a window offset
+    from the forward's; with ``size=1`` the backward raises torch's error.
+
+    >>> nn.CrossMapLRN2d(3)(images).shape
+    (8, 8, 5, 5)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return _CrossMapLRN2dFn.apply(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
