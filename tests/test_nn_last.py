@@ -7,6 +7,7 @@ import pytest
 
 import daskgrad as dg
 import daskgrad.nn as nn
+import daskgrad.nn.functional as F
 
 torch = pytest.importorskip("torch")
 
@@ -311,3 +312,143 @@ def test_cross_map_lrn2d_with_size_one_computes_but_its_backward_raises_torchs_e
 def test_cross_map_lrn2d_refuses_what_torchs_refuses_with_its_error(shape, size):
     _raises_as_torch(lambda: nn.CrossMapLRN2d(size)(dg.ones(*shape)),
                      lambda: torch.nn.CrossMapLRN2d(size)(torch.ones(shape)))
+
+
+# ------------------------------------------------------------------------------------------ fractional max pool
+FMP_CASES = [(2, (6, 3, 7, 6), 2, {"output_size": (4, 3)}), (2, (6, 3, 9, 11), (2, 3), {"output_ratio": (0.5, 0.5)}),
+             (2, (6, 2, 9, 11), 2, {"output_size": (1, 10)}), (3, (6, 2, 5, 6, 7), 2, {"output_size": (3, 4, 2)}),
+             (3, (6, 2, 5, 6, 7), (2, 1, 3), {"output_ratio": 0.5})]
+FMP_IDS = ["2d-size", "2d-ratio", "2d-one-and-dense", "3d-size", "3d-ratio"]
+
+
+def _fmp_data(nsp, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.standard_normal(shape), 1)  # (rounded: equal largest values in some windows)
+    x[0, 0].flat[::5] = np.nan  # a plane with NaNs: torch's picks the last NaN of a window
+    x[1, 0] = -np.inf  # windows of -inf only: their first cell
+    return x, rng.random((shape[0], shape[1], nsp))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce")  # (the test's loss: -inf times signs)
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("nsp,shape,kernel,kwargs", FMP_CASES, ids=FMP_IDS)
+def test_fractional_max_pool_with_given_samples_gives_torchs_values_indices_and_gradients(nsp, shape, kernel, kwargs,
+                                                                                          chunking):
+    x, samples = _fmp_data(nsp, shape)
+    f, g = getattr(torch.nn.functional, f"fractional_max_pool{nsp}d"), getattr(F, f"fractional_max_pool{nsp}d")
+    tx, dx = torch.from_numpy(x).requires_grad_(True), _from(x, chunking, requires_grad=True)
+    t_out, t_idx = f(tx, kernel, return_indices=True, _random_samples=torch.from_numpy(samples), **kwargs)
+    d_out, d_idx = g(dx, kernel, return_indices=True, _random_samples=_from(samples, chunking), **kwargs)
+    w = np.random.default_rng(1).standard_normal(tuple(t_out.shape))
+    (t_out * torch.from_numpy(w)).sum().backward()
+    (d_out * dg.from_array(w)).sum().backward()
+    np.testing.assert_array_equal(d_out.detach().numpy(), t_out.detach().numpy())  # (NaNs in the same places)
+    assert d_idx.dtype == np.int64
+    np.testing.assert_array_equal(d_idx.numpy(), t_idx.numpy())
+    _close(dx.grad.numpy(), tx.grad)
+
+
+@pytest.mark.parametrize("nsp,shape,kernel,kwargs", FMP_CASES[:1] + FMP_CASES[3:4], ids=["2d", "3d"])
+def test_fractional_max_pool_modules_are_torchs_with_their_samples_buffer_batched_or_not(nsp, shape, kernel, kwargs):
+    x, samples = _fmp_data(nsp, shape)
+    name = f"FractionalMaxPool{nsp}d"
+    theirs = getattr(torch.nn, name)(kernel, return_indices=True, _random_samples=torch.from_numpy(samples), **kwargs)
+    ours = getattr(nn, name)(kernel, return_indices=True, _random_samples=dg.from_array(samples), **kwargs)
+    assert repr(ours) == repr(theirs) == f"{name}()"
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["_random_samples"]
+    assert ours.kernel_size == theirs.kernel_size and ours.output_size == theirs.output_size
+    assert list(getattr(nn, name)(kernel, output_ratio=0.5).state_dict()) == []
+    tx, dx = torch.from_numpy(x).requires_grad_(True), _from(x, "uneven", requires_grad=True)
+    t_out, d_out = theirs(tx)[0], ours(dx)[0]
+    t_out.sum().backward()
+    d_out.sum().backward()
+    np.testing.assert_array_equal(d_out.detach().numpy(), t_out.detach().numpy())
+    _close(dx.grad.numpy(), tx.grad)
+    for one in (x[2], x[0]):  # unbatched: the first plane samples
+        t_out, t_idx = theirs(torch.from_numpy(one))
+        d_out, d_idx = ours(dg.from_array(one))
+        np.testing.assert_array_equal(d_out.numpy(), t_out.numpy())
+        np.testing.assert_array_equal(d_idx.numpy(), t_idx.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fractional_max_pool_computes_its_windows_in_the_inputs_dtype_as_torch(dtype):
+    # alpha = (n - k) / (o - 1) and (i + u) * alpha in float32 for a float32 input: other windows than float64's
+    x, samples = _fmp_data(2, (6, 3, 31, 29), seed=3)
+    x, samples = x.astype(dtype), samples.astype(dtype)
+    t_out, t_idx = torch.nn.functional.fractional_max_pool2d(
+        torch.from_numpy(x), 3, output_size=(13, 11), return_indices=True, _random_samples=torch.from_numpy(samples))
+    d_out, d_idx = F.fractional_max_pool2d(_from(x, "even"), 3, output_size=(13, 11), return_indices=True,
+                                           _random_samples=_from(samples, "even"))
+    assert d_out.dtype == dtype
+    np.testing.assert_array_equal(d_out.numpy(), t_out.numpy())
+    np.testing.assert_array_equal(d_idx.numpy(), t_idx.numpy())
+
+
+def test_fractional_max_pool_without_samples_draws_them_from_daskgrads_generator():
+    x, _ = _fmp_data(2, (6, 3, 9, 11))
+    dg.manual_seed(7)
+    samples = dg.rand(6, 3, 2, dtype="float64")
+    dg.manual_seed(7)
+    d_out, d_idx = F.fractional_max_pool2d(_from(x, "uneven"), 2, output_ratio=(0.5, 0.5), return_indices=True)
+    # the same draw as those samples: torch's windows for them
+    t_out, t_idx = torch.nn.functional.fractional_max_pool2d(torch.from_numpy(x), 2, output_ratio=(0.5, 0.5),
+                                                             return_indices=True,
+                                                             _random_samples=torch.from_numpy(samples.numpy()))
+    np.testing.assert_array_equal(d_out.numpy(), t_out.numpy())
+    np.testing.assert_array_equal(d_idx.numpy(), t_idx.numpy())
+    again = nn.FractionalMaxPool2d(2, output_ratio=0.5)
+    dg.manual_seed(7)
+    np.testing.assert_array_equal(again(_from(x, "one")).numpy(), d_out.numpy())
+
+
+X4, S4 = np.ones((2, 3, 7, 6)), np.full((2, 3, 2), 0.5)
+X5, S5 = np.ones((2, 3, 5, 6, 7)), np.full((2, 3, 3), 0.5)
+FMP_ERRORS = {
+    "samples-dtype": (2, X4, 2, {"output_size": 3, "_random_samples": S4.astype(np.float32)}),
+    "samples-last-size": (2, X4, 2, {"output_size": 3, "_random_samples": np.full((2, 3, 3), 0.5)}),
+    "samples-batch": (2, X4, 2, {"output_size": 3, "_random_samples": S4[:1]}),
+    "samples-channels": (2, X4, 2, {"output_size": 3, "_random_samples": np.full((2, 4, 2), 0.5)}),
+    "samples-2d": (2, X4, 2, {"output_size": 3, "_random_samples": S4[0]}),
+    "pool-height": (2, X4, 2, {"output_size": (7, 3), "_random_samples": S4}),
+    "pool-width": (2, X4, 2, {"output_size": (3, 6), "_random_samples": S4}),
+    "kernel-length": (2, X4, (2, 2, 2), {"output_size": 3, "_random_samples": S4}),
+    "output-length": (2, X4, 2, {"output_size": (3, 3, 3), "_random_samples": S4}),
+    "2d-input": (2, X4[0, 0], 2, {"output_size": 3, "_random_samples": S4}),
+    "empty-plane": (2, X4[:, :, :0], 2, {"output_size": 3, "_random_samples": S4}),
+    "no-size": (2, X4, 2, {}),
+    "ratio-length": (2, X4, 2, {"output_ratio": (0.5, 0.5, 0.5)}),
+    "ratio-number": (2, X4, 2, {"output_ratio": 0.5}),
+    "3d-samples-last-size": (3, X5, 2, {"output_size": 3, "_random_samples": S5[..., :2]}),
+    "3d-pool-time": (3, X5, 2, {"output_size": (5, 3, 3), "_random_samples": S5}),
+    "3d-pool-width": (3, X5, 2, {"output_size": (3, 3, 7), "_random_samples": S5}),
+    "3d-input": (3, X5[0, 0], 2, {"output_size": 3, "_random_samples": S5}),
+    "3d-kernel-length": (3, X5, (2, 2), {"output_size": 3, "_random_samples": S5}),
+    "3d-no-size": (3, X5, 2, {}),
+}
+
+
+@pytest.mark.parametrize("nsp,x,kernel,kwargs", FMP_ERRORS.values(), ids=list(FMP_ERRORS))
+def test_fractional_max_pool_refuses_bad_arguments_with_torchs_error(nsp, x, kernel, kwargs):
+    f, g = getattr(torch.nn.functional, f"fractional_max_pool{nsp}d"), getattr(F, f"fractional_max_pool{nsp}d")
+    samples = kwargs.get("_random_samples")
+    t_kw = dict(kwargs, _random_samples=None if samples is None else torch.from_numpy(samples))
+    d_kw = dict(kwargs, _random_samples=None if samples is None else dg.from_array(samples))
+    _raises_as_torch(lambda: g(dg.from_array(x), kernel, **d_kw), lambda: f(torch.from_numpy(x), kernel, **t_kw))
+
+
+@pytest.mark.parametrize("args,kwargs", [((2,), {}), ((2, 3, 0.5), {}), ((2,), {"output_ratio": 1.0}),
+                                         ((2,), {"output_ratio": (0.5, 0)})],
+                         ids=["neither", "both", "ratio-1", "ratio-0"])
+@pytest.mark.parametrize("nsp", [2, 3])
+def test_fractional_max_pool_modules_refuse_bad_arguments_with_torchs_error(nsp, args, kwargs):
+    name = f"FractionalMaxPool{nsp}d"
+    _raises_as_torch(lambda: getattr(nn, name)(*args, **kwargs), lambda: getattr(torch.nn, name)(*args, **kwargs))
+
+
+def test_fractional_max_pool3d_refuses_a_kernel_of_no_cells_as_torchs_module_and_so_does_2d():
+    _raises_as_torch(lambda: nn.FractionalMaxPool3d(0, output_ratio=0.5),
+                     lambda: torch.nn.FractionalMaxPool3d(0, output_ratio=0.5))
+    # torch's 2-d one reads outside the input (its windows start at n - 0): refused here, with the 3-d text
+    with pytest.raises(ValueError, match=r"kernel_size must be greater than 0, but got \(0, 0\)"):
+        F.fractional_max_pool2d(dg.from_array(X4), 0, output_size=3, _random_samples=dg.from_array(S4))
