@@ -452,3 +452,18 @@ def test_fractional_max_pool3d_refuses_a_kernel_of_no_cells_as_torchs_module_and
     # torch's 2-d one reads outside the input (its windows start at n - 0): refused here, with the 3-d text
     with pytest.raises(ValueError, match=r"kernel_size must be greater than 0, but got \(0, 0\)"):
         F.fractional_max_pool2d(dg.from_array(X4), 0, output_size=3, _random_samples=dg.from_array(S4))
+
+
+# ------------------------------------------------------------------------------------------------ device chunks
+def test_cross_map_lrn2d_and_fractional_max_pool_keep_chunks_that_refuse_host_arrays_as_cupys_do():
+    from strict_array import StrictArray, register, to_strict
+
+    register()
+    x = to_strict(_from(np.random.default_rng(0).standard_normal((6, 3, 7, 6)), "uneven")).requires_grad_(True)
+    samples = to_strict(_from(np.random.default_rng(1).random((6, 3, 2)), "uneven"))
+    outs = [nn.CrossMapLRN2d(3)(x), *F.fractional_max_pool2d(x, 2, output_size=3, return_indices=True,
+                                                               _random_samples=samples),
+            F.fractional_max_pool2d(x, 2, output_ratio=(0.5, 0.5))]  # (samples drawn, moved to the chunk type)
+    (outs[0].sum() + outs[1].sum()).backward()
+    for t in outs + [x.grad]:
+        assert isinstance(t.array.blocks[0].compute(), StrictArray)

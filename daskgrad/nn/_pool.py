@@ -11,11 +11,12 @@ import numbers
 from collections.abc import Iterable
 
 import numpy as np
+from dask.array.utils import meta_from_array
 
-from .. import ops
-from .._tensor import rand as _rand, zeros
+from .. import chunk, ops
+from .._tensor import Tensor, rand as _rand, zeros
 from ..graph import guard
-from ..ops._util import TORCH_TYPE_NAMES, as_tensor
+from ..ops._util import TORCH_TYPE_NAMES, as_tensor, constant_like
 from ._spatial import _fresh
 from ._conv import _check_adaptive_input, _first_max, _flat_positions, _tuple, avg_pool, max_pool
 
@@ -292,13 +293,13 @@ def _fractional_starts(sample, n, o, k):
     ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (n - k) / (o - 1)`` computed in the input's dtype
     (``u`` the plane's sample), the last window ending at the input's end."""
     dtype = np.dtype(sample.dtype)
-    last = np.arange(o) == o - 1
     if o == 1:
         return ops.astype(ops.zeros_like(sample), np.int64) + (n - k)
     alpha = float(dtype.type(n - k) / dtype.type(o - 1))  # (torch's scalar_t arithmetic, also in float32)
-    i = np.arange(o).astype(dtype)
-    seq = ops.astype((sample + i) * alpha, np.int64) - ops.astype(sample * alpha, np.int64)
-    return ops.where(last, n - k, seq)
+    like = sample.array._meta  # (constants on the samples' chunk type: they meet device chunks)
+    seq = ops.astype((sample + constant_like(np.arange(o).astype(dtype), like)) * alpha, np.int64) - \
+        ops.astype(sample * alpha, np.int64)
+    return ops.where(constant_like(np.arange(o) == o - 1, like), n - k, seq)
 
 
 def fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, nsp):
@@ -317,7 +318,10 @@ def fractional_max_pool(input, kernel_size, output_size, output_ratio, return_in
             raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for "
                                       f"'{TORCH_TYPE_NAMES.get(input.dtype.name)}'")
         n = input.shape[0] if batched else 1
-        _random_samples = _rand(n, input.shape[-nsp - 1], nsp, dtype=input.dtype, device=input.device)
+        drawn = _rand(n, input.shape[-nsp - 1], nsp, dtype=input.dtype, device=input.device).array
+        meta = input.array._meta  # (the draw's chunks on the input's chunk type, as its other constants)
+        _random_samples = Tensor._make(drawn.map_blocks(chunk.like, meta, dtype=drawn.dtype,
+                                                        meta=meta_from_array(meta, 3, drawn.dtype)))
     samples = as_tensor(_random_samples)
     _fractional_checks(name, input, samples, kernel, sizes, nsp)
     x = input if batched else ops.expand_dims(input, 0)
@@ -333,7 +337,7 @@ def fractional_max_pool(input, kernel_size, output_size, output_ratio, return_in
                                     spatial[d], sizes[d], kernel[d])
         offsets = np.indices(kernel)[d].reshape(-1)
         shape = (n, c, 1) + tuple(sizes[e] if e == d else 1 for e in range(nsp))
-        cells = ops.reshape(starts, shape) + offsets.reshape((1, 1, -1) + (1,) * nsp)
+        cells = ops.reshape(starts, shape) + constant_like(offsets.reshape((1, 1, -1) + (1,) * nsp), x.array._meta)
         flat = flat * spatial[d] + cells
     flat = ops.broadcast_to(flat, (n, c, math.prod(kernel)) + sizes)
     planes = ops.reshape(x, (n, c, -1))

@@ -19,8 +19,8 @@ from .. import ops
 from .._modes import no_grad
 from .._tensor import ones, zeros
 from ..function import Function
+from ..ops._util import constant_like
 from . import _norm, _spatial
-from .functional import _tensor_of
 from .layers import _affine, _check_size
 from .module import Module, Parameter
 
@@ -230,7 +230,7 @@ def _lrn_windows(channels, size):
 
 def _over_channels(x, window):
     """``sum_j window[c, j] x[:, j]`` for each channel ``c`` of an ``(N, C, H, W)`` tensor."""
-    return ops.einsum("dc,nchw->ndhw", _tensor_of(window).to(dtype=x.dtype, device=x.device), x)
+    return ops.einsum("dc,nchw->ndhw", constant_like(window.astype(x.dtype), x.array._meta), x)
 
 
 class _CrossMapLRN2dFn(Function):
