@@ -467,3 +467,11 @@ def test_cross_map_lrn2d_and_fractional_max_pool_keep_chunks_that_refuse_host_ar
     (outs[0].sum() + outs[1].sum()).backward()
     for t in outs + [x.grad]:
         assert isinstance(t.array.blocks[0].compute(), StrictArray)
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+@pytest.mark.parametrize("method", ["log_prob", "predict"])
+def test_adaptive_log_softmax_log_prob_and_predict_refuse_one_row_with_torchs_error(method):
+    ours, theirs = _asm_pair(*ASM_CASES[0])
+    _raises_as_torch(lambda: getattr(ours, method)(dg.ones(8, dtype="float64")),
+                     lambda: getattr(theirs, method)(torch.ones(8, dtype=torch.float64)))
