@@ -2,11 +2,12 @@
 classes and one entry per cluster of the rare ones, each cluster a low-rank tail), with torch's parameters,
 outputs, gradients and errors.
 
-torch's forward runs each cluster's tail on the rows whose target falls in that cluster only.  Which rows those
-are depends on the targets' values, which in daskgrad are lazy (chunks on workers), so the rows cannot be split
-without computing them: here each tail runs on every row and each row's log-probability is picked from the
-full distribution at its target.  The values and gradients are torch's (the rows a tail did not need get zero
-gradient), at the cost of the tails' work on every row.
+torch's forward runs each cluster's tail on the rows whose target falls in that cluster only, and reads the
+targets' values to find them.  Here each tail a target falls in runs on every row and each row's
+log-probability is picked from the full distribution at its target: the same values and gradients (the rows
+a tail did not need give it zero cotangent).  Which clusters hold a target is read as torch reads it (one
+submission of a few numbers, not the targets), so a tail no target falls in is left out of the graph and its
+parameters get no gradient (``None``, as torch's: an optimizer leaves them alone).
 
 >>> asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=[4, 7])
 >>> out = asm(dg.randn(5, 8), dg.tensor([0, 3, 5, 9, 1]))
@@ -18,11 +19,9 @@ from __future__ import annotations
 import itertools
 from collections import namedtuple
 
-import dask.array as da
 import numpy as np
 
 from .. import ops
-from .._tensor import Tensor
 from ..graph import size_repr
 from . import functional as F
 from .layers import Linear, ModuleList, Sequential
@@ -31,24 +30,6 @@ from .module import Module
 __all__ = ["AdaptiveLogSoftmaxWithLoss"]
 
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
-
-
-def _range_block(block, low, high, n_classes):
-    """Chunk kernel: torch's error for a target outside ``[0, n_classes)``, naming the range of all the targets
-    (``low``, ``high``: the whole batch's minimum and maximum, reduced from every chunk)."""
-    if ((block < 0) | (block >= n_classes)).any():
-        raise RuntimeError(f"Target values should be in [0, {n_classes - 1}], but values in range "
-                           f"[{int(low)}, {int(high)}] were found. ")
-    return block
-
-
-def _checked_targets(target, n_classes):
-    """``target``, whose tasks raise torch's error when a value is not a class: torch reads the values eagerly,
-    daskgrad when they are computed (the output, the loss or a backward fails before any ``.grad`` is
-    written)."""
-    a = target.array
-    return Tensor._make(da.map_blocks(_range_block, a, a.min(), a.max(), n_classes=n_classes, dtype=a.dtype,
-                                      meta=a._meta))
 
 
 class AdaptiveLogSoftmaxWithLoss(Module):
@@ -105,20 +86,41 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             raise RuntimeError("gather(): Expected dtype int32/int64 for index")
         batched = targ_dim > 0
         input = input_ if batched else ops.reshape(input_, (1, -1))
-        target = _checked_targets(target_ if batched else ops.reshape(target_, (1,)), self.n_classes)
+        target = target_ if batched else ops.reshape(target_, (1,))
+        used = self._clusters_with_targets(target)
         # torch adds the head's log-probability of the row's cluster to the tail's; here they are added before
         # the pick, the same sum
-        full = self._get_full_log_prob(input, self.head(input))
+        full = self._get_full_log_prob(input, self.head(input), used)
         output = ops.reshape(full.gather(1, ops.reshape(target, (-1, 1))), (-1,))
         loss = ops.mean(-output)
         return _ASMoutput(output if batched else ops.reshape(output, ()), loss)
 
-    def _get_full_log_prob(self, input, head_output):
+    def _clusters_with_targets(self, target):
+        """Whether each cluster holds a target, and torch's error for a target outside the classes: torch's
+        forward reads both from the targets' values; here the targets' minimum, maximum and one flag a
+        cluster, in one submission (no chunk of the targets is read whole)."""
+        if target.numel() == 0:
+            return [False] * self.n_clusters
+        t = target.detach()
+        stats = [ops.min(t), ops.max(t)] + [ops.astype(ops.any((t >= low) & (t < high)), t.dtype)
+                                           for low, high in itertools.pairwise(self.cutoffs)]
+        low, high, *used = (int(v) for v in ops.stack(stats).numpy())
+        if low < 0 or high >= self.n_classes:
+            raise RuntimeError(f"Target values should be in [0, {self.n_classes - 1}], but values in range "
+                               f"[{low}, {high}] were found. ")
+        return [bool(u) for u in used]
+
+    def _get_full_log_prob(self, input, head_output, used=None):
         """The log-probabilities of all the classes: the head's over the shortlist, then each cluster's tail's
-        plus the head's entry for that cluster."""
+        plus the head's entry for that cluster (``used``: which clusters to compute; the others are zeros
+        that no tail's parameters reach, for a forward whose targets none of them hold)."""
         head_logprob = F.log_softmax(head_output, dim=1)
         parts = [head_logprob[:, :self.shortlist_size]]
-        for i, _ in enumerate(itertools.pairwise(self.cutoffs)):
+        for i, (low, high) in enumerate(itertools.pairwise(self.cutoffs)):
+            if used is not None and not used[i]:
+                parts.append(ops.broadcast_to(ops.zeros_like(head_logprob.detach()[:, :1]),
+                                              (head_logprob.shape[0], high - low)))
+                continue
             cluster_logprob = F.log_softmax(self.tail[i](input), dim=1)
             parts.append(cluster_logprob + head_logprob[:, self.shortlist_size + i:self.shortlist_size + i + 1])
         return ops.concatenate(parts, axis=1)
