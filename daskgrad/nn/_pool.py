@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 
 import numpy as np
+from dask.array.utils import meta_from_array
 
-from .. import ops
-from .._tensor import zeros
+from .. import chunk, ops
+from .._tensor import Tensor, rand as _rand, zeros
 from ..graph import guard
-from ..ops._util import TORCH_TYPE_NAMES, as_tensor
+from ..ops._util import TORCH_TYPE_NAMES, as_tensor, constant_like
 from ._spatial import _fresh
 from ._conv import _check_adaptive_input, _first_max, _flat_positions, _tuple, avg_pool, max_pool
 
@@ -229,3 +231,150 @@ def channel_shuffle(input, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
     x = ops.reshape(input, (n, groups, c // groups, *rest))
     return _fresh(ops.reshape(ops.swapaxes(x, 1, 2), (n, c, *rest)), input)
+
+
+# ------------------------------------------------------------------ fractional max pooling
+_FRACTIONAL_AXES = {2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def _ntuple(value, n):
+    """torch's ``_pair`` / ``_triple``: an iterable as a tuple, as it is; anything else ``n`` times."""
+    return tuple(value) if isinstance(value, Iterable) else (value,) * n
+
+
+def _fractional_sizes(name, input, kernel_size, output_size, output_ratio, nsp):
+    """torch's Python checks and ``output_size`` (from ``output_ratio``: ``int(n * ratio)`` per axis)."""
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    if output_size is None:
+        if nsp == 2 and len(output_ratio) > 2:
+            raise ValueError(f"{name} requires output_ratio to either be a single Int or tuple of Ints.")
+        ratio = _ntuple(output_ratio, nsp)
+        output_size = [int(input.shape[-nsp + d] * ratio[d]) for d in range(nsp)]
+    kernel, sizes = _ntuple(kernel_size, nsp), _ntuple(output_size, nsp)
+    of = "Int or tuple of Ints" if nsp == 2 else "Int or tuple of three Ints"
+    if len(kernel) != nsp:
+        raise RuntimeError(f"{name}: kernel_size must either be a single {of}")
+    if len(sizes) != nsp:
+        raise RuntimeError(f"{name}: output_size must either be a single {of}")
+    return tuple(int(k) for k in kernel), tuple(int(s) for s in sizes)
+
+
+def _fractional_checks(name, input, samples, kernel, sizes, nsp):
+    """torch's kernel's checks (its texts: ``fractional_max_pool3d_out()`` for the 3-d ones), before anything is
+    computed; a kernel of no cells, where torch reads outside the input, is refused."""
+    where = name if nsp == 2 else "fractional_max_pool3d_out"
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{where}(): Expected {nsp + 1}D or {nsp + 2}D tensor, but got: {list(input.shape)}")
+    for d in range(1, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"{where}(): Expected input to have non-zero size for non-batch dimensions, but "
+                               f"got{list(input.shape)} with dimension {d} being empty.")
+    if min(kernel) <= 0:
+        raise ValueError(f"kernel_size must be greater than 0, but got {kernel}")
+    for axis, k, o, n in zip(_FRACTIONAL_AXES[nsp], kernel, sizes, input.shape[-nsp:]):
+        if o + k - 1 > n:
+            raise RuntimeError(f"{where}(): pool {axis} {k} too large relative to input {axis} {n}")
+    if samples.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.ndim != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {samples.ndim}")
+    batch = input.shape[0] if input.ndim == nsp + 2 else 1
+    if samples.shape[2] != nsp:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {nsp}; got {samples.shape[2]}.")
+    if samples.shape[0] < batch:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != input.shape[-nsp - 1]:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+
+
+def _fractional_starts(sample, n, o, k):
+    """``(N, C, o)`` int64, each plane's windows' first cells along one axis: torch's ``generate_intervals``,
+    ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (n - k) / (o - 1)`` computed in the input's dtype
+    (``u`` the plane's sample), the last window ending at the input's end."""
+    dtype = np.dtype(sample.dtype)
+    if o == 1:
+        return ops.astype(ops.zeros_like(sample), np.int64) + (n - k)
+    alpha = float(dtype.type(n - k) / dtype.type(o - 1))  # (torch's scalar_t arithmetic, also in float32)
+    like = sample.array._meta  # (constants on the samples' chunk type: they meet device chunks)
+    seq = ops.astype((sample + constant_like(np.arange(o).astype(dtype), like)) * alpha, np.int64) - \
+        ops.astype(sample * alpha, np.int64)
+    return ops.where(constant_like(np.arange(o) == o - 1, like), n - k, seq)
+
+
+def fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, nsp):
+    """The largest cell of each of torch's pseudo-random windows: along each axis ``o`` windows of ``k`` cells
+    starting at ``generate_intervals``' positions, drawn from a sample in ``[0, 1)`` per plane and axis
+    (``_random_samples``, ``(N, C, nsp)``; torch's order of axes: width then height for 2-d, time, height,
+    width for 3-d).  Given the samples, values, indices and gradients are torch's; without them they are drawn
+    from daskgrad's generator (:func:`daskgrad.manual_seed`), not torch's, so the windows differ from a torch
+    run's.  The windows' cells are gathered and the first largest (the last NaN) picked, as torch's kernel."""
+    name = f"fractional_max_pool{nsp}d"
+    given = input = as_tensor(input)
+    kernel, sizes = _fractional_sizes(name, input, kernel_size, output_size, output_ratio, nsp)
+    batched = input.ndim == nsp + 2
+    if _random_samples is None:
+        if input.dtype.kind != "f":
+            raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for "
+                                      f"'{TORCH_TYPE_NAMES.get(input.dtype.name)}'")
+        n = input.shape[0] if batched else 1
+        drawn = _rand(n, input.shape[-nsp - 1], nsp, dtype=input.dtype, device=input.device).array
+        meta = input.array._meta  # (the draw's chunks on the input's chunk type, as its other constants)
+        _random_samples = Tensor._make(drawn.map_blocks(chunk.like, meta, dtype=drawn.dtype,
+                                                        meta=meta_from_array(meta, 3, drawn.dtype)))
+    samples = as_tensor(_random_samples)
+    _fractional_checks(name, input, samples, kernel, sizes, nsp)
+    x = input if batched else ops.expand_dims(input, 0)
+    n, c, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    if 0 in sizes or n == 0:  # (torch's empty output)
+        return _empty_pooled(x, sizes, batched, return_indices)
+    samples = ops.getitem(samples.detach(), (slice(0, n),))
+    order = (1, 0) if nsp == 2 else (0, 1, 2)  # the sample of each spatial axis
+    # each tap's flat position in its plane: (N, C, K, *sizes), K the kernel's cells in row-major order
+    flat = 0
+    for d in range(nsp):
+        starts = _fractional_starts(ops.getitem(samples, (Ellipsis, slice(order[d], order[d] + 1))),
+                                    spatial[d], sizes[d], kernel[d])
+        offsets = np.indices(kernel)[d].reshape(-1)
+        shape = (n, c, 1) + tuple(sizes[e] if e == d else 1 for e in range(nsp))
+        cells = ops.reshape(starts, shape) + constant_like(offsets.reshape((1, 1, -1) + (1,) * nsp), x.array._meta)
+        flat = flat * spatial[d] + cells
+    flat = ops.broadcast_to(flat, (n, c, math.prod(kernel)) + sizes)
+    planes = ops.reshape(x, (n, c, -1))
+    taps = ops.reshape(planes.gather(2, ops.reshape(flat, (n, c, -1))), flat.shape)
+    if len(taps.chunks[2]) > 1:
+        taps = ops.rechunk(taps, {2: -1})
+    first = _first_max(taps)
+    out = guard(ops.sum(ops.where(first, taps, 0.0), axis=2), given)  # (torch's saves the input)
+    if not return_indices:
+        return out if batched else ops.squeeze(out, 0)
+    indices = ops.sum(ops.where(first, flat, 0), axis=2)
+    return (out, indices) if batched else (ops.squeeze(out, 0), ops.squeeze(indices, 0))
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    """torch's ``fractional_max_pool2d_with_indices``: ``(values, indices)``; see :func:`fractional_max_pool2d`."""
+    return fractional_max_pool(input, kernel_size, output_size, output_ratio, True, _random_samples, 2)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    """torch's ``fractional_max_pool3d_with_indices``: ``(values, indices)``; see :func:`fractional_max_pool3d`."""
+    return fractional_max_pool(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """torch's ``fractional_max_pool2d`` over ``(N, C, H, W)`` or ``(C, H, W)``: the largest cell of each of
+    ``output_size`` (or ``int(size * output_ratio)``) pseudo-random ``kernel_size`` windows; ``_random_samples``
+    ``(N, C, 2)`` in ``[0, 1)`` places them (torch's values then), else they are drawn from daskgrad's generator
+    (not torch's: the windows differ from a torch run's)."""
+    return fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """torch's ``fractional_max_pool3d`` over ``(N, C, T, H, W)`` or ``(C, T, H, W)``, as
+    :func:`fractional_max_pool2d` with ``(N, C, 3)`` samples."""
+    return fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)

@@ -1,5 +1,6 @@
 """Convolution and pooling layers: ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d``, ``MaxPool1d/2d/3d``,
-``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``, ``AdaptiveMaxPool1d/2d/3d``, ``MaxUnpool1d/2d/3d``,
+``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``, ``AdaptiveMaxPool1d/2d/3d``, ``FractionalMaxPool2d/3d``,
+``MaxUnpool1d/2d/3d``,
 ``LPPool1d/2d/3d``, ``Unfold``, ``Fold``, on batches chunked along the batch and the spatial axes.
 
 Weights get torch's default initialisation (``kaiming_uniform_(a=sqrt(5))``: U(-b, b) with
@@ -305,6 +306,50 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """Max over torch's adaptive windows of the last three axes (``None`` in ``output_size`` keeps a size)."""
+    _nsp = 3
+
+
+class _FractionalMaxPoolNd(Module):
+    _nsp = 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        n, name = self._nsp, type(self).__name__
+        if n == 3 and ((isinstance(kernel_size, int) and kernel_size <= 0) or
+                       (isinstance(kernel_size, (tuple, list)) and not all(k > 0 for k in kernel_size))):
+            raise ValueError(f"kernel_size must be greater than 0, but got {kernel_size}")
+        self.kernel_size = _pool._ntuple(kernel_size, n)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _pool._ntuple(output_size, n) if output_size is not None else None
+        self.output_ratio = _pool._ntuple(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return _pool.fractional_max_pool(input, self.kernel_size, self.output_size, self.output_ratio,
+                                         self.return_indices, self._random_samples, self._nsp)
+
+    def extra_repr(self):
+        return ""
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Max over pseudo-random ``kernel_size`` windows of the last two axes, ``output_size`` of them (or
+    ``output_ratio`` of the input's size); the buffer ``_random_samples`` ``(N, C, 2)``, when given, places them
+    as in torch (its values, indices and gradients then), else each forward draws them from daskgrad's generator
+    (not torch's, so the windows differ from a torch run's).
+    See :func:`~daskgrad.nn.functional.fractional_max_pool2d`."""
+    _nsp = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Max over pseudo-random ``kernel_size`` windows of the last three axes, as :class:`FractionalMaxPool2d` with
+    ``(N, C, 3)`` samples."""
     _nsp = 3
 
 

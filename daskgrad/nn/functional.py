@@ -28,6 +28,8 @@ from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3
                     conv_transpose3d, fold, max_pool1d, max_pool1d_with_indices, max_pool2d, max_pool2d_with_indices,
                     max_pool3d, max_pool3d_with_indices, unfold)
 from ._pool import (adaptive_max_pool1d, adaptive_max_pool1d_with_indices, adaptive_max_pool2d,  # noqa: F401
+                    fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
+                    fractional_max_pool3d_with_indices,
                     adaptive_max_pool2d_with_indices, adaptive_max_pool3d, adaptive_max_pool3d_with_indices,
                     channel_shuffle, lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
 from ._norm import batch_norm, group_norm, instance_norm, rms_norm, _trailing_axes  # noqa: F401
