@@ -66,6 +66,57 @@ def test_plain_loop_instantiates_its_step_and_computes_the_same_numbers_as_witho
     assert losses == losses_ref
 
 
+def _train_with_dropout(steps):
+    dg.manual_seed(0)
+    X = dg.from_array(np.random.default_rng(1).standard_normal((40, 6)), chunks=(15, 6))  # (uneven chunks)
+    model = dg.nn.Sequential(dg.nn.Linear(6, 8), dg.nn.ReLU(), dg.nn.Dropout(0.5), dg.nn.Linear(8, 1)).double()
+    opt = dg.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(X).pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model[0].weight.detach().numpy()
+
+
+def test_a_training_loop_with_dropout_instantiates_its_step_and_equals_the_uncached_run():
+    # each step draws a new mask from a seed the program reads as a value (as a param, the seed made every
+    # step a new program, lowered anew: a model with dropout never hit the cache)
+    before = dg.step_cache_info()["hits"]
+    losses, w = _train_with_dropout(8)
+    assert dg.step_cache_info()["hits"] - before >= 5
+    losses_ref, w_ref = _uncached(_train_with_dropout, 8)
+    assert losses == losses_ref
+    np.testing.assert_array_equal(w, w_ref)
+
+
+def _train_with_noise(steps):
+    dg.manual_seed(0)
+    X = dg.from_array(np.random.default_rng(1).standard_normal((40, 6)), chunks=(15, 6))
+    w = dg.from_array(np.random.default_rng(2).standard_normal((6, 3)) * 0.1, chunks=-1, requires_grad=True)
+    losses = []
+    for _ in range(steps):  # a variational autoencoder's reparameterization: new noise every step
+        h = X @ w
+        loss = ((h + dg.randn_like(h) * 0.1) ** 2).mean()
+        loss.backward()
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+        losses.append(loss.item())
+    return losses, w.detach().numpy()
+
+
+def test_a_loop_drawing_randn_like_every_step_instantiates_its_step_and_equals_the_uncached_run():
+    before = dg.step_cache_info()["hits"]
+    losses, w = _train_with_noise(8)
+    assert dg.step_cache_info()["hits"] - before >= 5
+    losses_ref, w_ref = _uncached(_train_with_noise, 8)
+    assert losses == losses_ref
+    np.testing.assert_array_equal(w, w_ref)
+
+
 def test_an_instance_of_the_step_matches_numpy_gradient_descent():
     X, y = _data(n=40, d=3, chunks=7)  # uneven chunks
     w, _ = _train(X, y, 8, lr=0.5)

@@ -94,13 +94,13 @@ def test_integer_tensors_take_the_discrete_fills():
     "x.random_(5, 2)", "x.random_(-1)", "x.random_(0)", "b.random_(-1, 3)", "c.random_(0, 200)",
     "x.bernoulli_(2)", "x.bernoulli_(-0.1)", "i.bernoulli()", "x.multinomial(2)", "o.multinomial(4)",
     "o.multinomial(0)", "cube.multinomial(1)", "i.multinomial(1)", "neg.multinomial(1)",
-    "x.uniform_(from_=0)",
+    "x.uniform_(from_=0)", "lib.rand_like(i)", "lib.randn_like(i)", "lib.randn_like(b)",
 ])
 def test_random_fills_raise_torchs_errors(call):
     def run(lib, make):
         names = {"x": make(np.zeros(3)), "i": make(np.zeros(3, dtype=np.int64)), "o": make(np.ones(3)),
                  "b": make(np.zeros(3, dtype=np.uint8)), "c": make(np.zeros(3, dtype=np.int8)),
-                 "cube": make(np.ones((2, 2, 2))), "neg": make(np.array([1.0, -1.0]))}
+                 "cube": make(np.ones((2, 2, 2))), "neg": make(np.array([1.0, -1.0])), "lib": lib}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             eval(call, {}, names).numpy()

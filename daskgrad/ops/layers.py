@@ -16,10 +16,10 @@ import math
 import dask.array as da
 import numpy as np
 
-from .. import _tensor
+from .. import _dask as door, _tensor
 from ..graph import primitive
 from .._tensor import Tensor
-from ._util import as_tensor, check_same_device, public, tensor_operand
+from ._util import as_tensor, check_same_device, public, tensor_operand, value
 from .elementwise import exp, float_result
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
@@ -161,6 +161,7 @@ def embedding_backward(grad, indices, rows):
 
 # -------------------------------------------------------------------- dropout
 def _mask_block(block, seed, keep, scale=None, block_id=None):
+    seed = int(seed)  # (a 0-d chunk: the run seed is a value the program reads, not part of it)
     shape = np.shape(block)
     if type(block).__module__.split(".")[0] == "cupy":  # draw on the device, no host round trip
         import cupy
@@ -171,11 +172,17 @@ def _mask_block(block, seed, keep, scale=None, block_id=None):
     return ((u < keep) / keep if scale is None else (u < keep) * scale).astype(block.dtype)
 
 
+def _mask_array(a, seed, *, keep, scale):
+    """``dropout_mask``'s forward on dask arrays, ``seed`` a 0-d array."""
+    return da.map_blocks(_mask_block, a, seed, keep=keep, scale=scale, dtype=a.dtype, meta=a._meta)
+
+
 def dropout_mask(x, p, scale=None):
     """A constant tensor shaped and chunked like ``x``: 0 with probability ``p``, else ``scale`` (by default
     ``1 / (1 - p)``).  Each chunk draws from its own seed (the run seed from :func:`daskgrad.manual_seed` and the
-    block id), so the mask does not depend on the scheduler."""
-    seed = int(_tensor._rng.integers(2**63))
-    a = x.array
-    return Tensor._make(da.map_blocks(_mask_block, a, seed=seed, keep=1.0 - p, scale=scale, dtype=a.dtype,
-                                      meta=a._meta))
+    block id), so the mask does not depend on the scheduler.  The run seed is a 0-d value the program reads
+    (``door.Constant``), not a param: a training step with dropout draws a new mask every step from the same
+    program, cached and instantiated as any other step (as a param, every step was a new program, lowered
+    anew)."""
+    seed = door.Constant(np.int64(_tensor._rng.integers(2**63)))
+    return Tensor._make(door.defer(_mask_array, (value(x), seed), (("keep", 1.0 - p), ("scale", scale))))

@@ -1514,10 +1514,11 @@ def _block_rng(block, seed, block_id):
     return np.random.default_rng([seed, *block_id])
 
 
-def _random_block(block, *probs, seed, kind, params, block_id=None):
-    """One chunk of a draw of ``kind`` (its parameters ``params``; ``probs``: bernoulli's chunk of
-    probabilities), shaped and typed as ``block``."""
-    rng, shape = _block_rng(block, seed, block_id), np.shape(block)
+def _random_block(block, *rest, kind, params, block_id=None):
+    """One chunk of a draw of ``kind`` (its parameters ``params``; ``rest``: bernoulli's chunk of
+    probabilities if any, then the run seed, a 0-d chunk), shaped and typed as ``block``."""
+    *probs, seed = rest
+    rng, shape = _block_rng(block, int(seed), block_id), np.shape(block)
     if kind in ("random", "geometric_int"):
         low, high = params
         return rng.integers(low, high, size=shape, dtype=np.int64, endpoint=True).astype(block.dtype)
@@ -1547,18 +1548,22 @@ def _random_block(block, *probs, seed, kind, params, block_id=None):
     return out.astype(block.dtype)
 
 
+def _drawn_array(a, *rest, kind, params):
+    """``_random_block`` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the seed)."""
+    *probs, seed = rest
+    extra = tuple(p if p.shape == a.shape and p.chunks == a.chunks else da.broadcast_to(p, a.shape).rechunk(a.chunks)
+                  for p in probs)
+    return da.map_blocks(_random_block, a, *extra, seed, kind=kind, params=params, dtype=a.dtype, meta=a._meta)
+
+
 def _drawn(self, kind, node, params=(), probs=None):
     """``self``'s shape, chunks and dtype drawn from ``kind``, recorded as torch's ``node`` on ``self``
-    (whose gradient is zero)."""
-    a = self.array
-    extra = ()
-    if probs is not None:
-        p = probs.array
-        extra = (p if p.shape == a.shape and p.chunks == a.chunks else
-                 da.broadcast_to(p, a.shape).rechunk(a.chunks),)
-    seed = int(_tensor_module._rng.integers(2**63))
-    out = da.map_blocks(_random_block, a, *extra, seed=seed, kind=kind, params=tuple(params), dtype=a.dtype,
-                        meta=a._meta)
+    (whose gradient is zero).  The run seed is a 0-d value the program reads (``door.Constant``), not
+    a param: a loop that draws every step (``eps = torch.randn_like(std)``) is one program, cached and
+    instantiated, not a new one lowered every step."""
+    seed = door.Constant(np.int64(_tensor_module._rng.integers(2**63)))
+    srcs = (value(self),) + (() if probs is None else (value(probs),)) + (seed,)
+    out = door.defer(_drawn_array, srcs, (("kind", kind), ("params", tuple(params))))
     return _random_p.record(out, self, node=node, kind=kind)
 
 

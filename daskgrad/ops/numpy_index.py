@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _dask as door, _tensor
 from ..graph import primitive, promoted, rounded_to_half
-from .._tensor import Tensor, arange, full, ones, rand, randn, zeros
+from .._tensor import Tensor, arange, full, ones, zeros
 from ._util import (as_tensor, norm_axis, numpy_bool_as_float, public, raw, refuse_dtype_kinds, tensor_or_scalar,
                     value)
 from .elementwise import bitwise_not, checked_divisor, mod, zeros_like
@@ -304,16 +304,19 @@ def empty_like(x, dtype=None, requires_grad=False):
 
 @public()
 def rand_like(x, dtype=None, requires_grad=False):
-    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device."""
-    x = as_tensor(x)
-    return rand(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device (``uniform_`` of zeros like
+    ``x``: each chunk drawn from the run seed and its block id, the seed a value the program reads, so a loop
+    that draws every step is one program)."""
+    out = zeros_like(as_tensor(x), dtype=dtype).uniform_()
+    return out.requires_grad_(True) if requires_grad else out
 
 
 @public()
 def randn_like(x, dtype=None, requires_grad=False):
-    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device."""
-    x = as_tensor(x)
-    return randn(*x.shape, dtype=dtype or x.dtype, chunks=x.chunks, requires_grad=requires_grad, device=x.device)
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device (``normal_`` of zeros like
+    ``x``: see :func:`rand_like`)."""
+    out = zeros_like(as_tensor(x), dtype=dtype).normal_()
+    return out.requires_grad_(True) if requires_grad else out
 
 
 @public()
