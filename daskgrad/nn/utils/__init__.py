@@ -1,12 +1,12 @@
 """``torch.nn.utils``: gradient clipping (:mod:`.clip_grad`), parameters as one vector
-(:mod:`.convert_parameters`), batch-norm folding (:mod:`.fusion`), ``rnn.pad_sequence`` and
-``stateless.functional_call``."""
-from . import clip_grad, convert_parameters, fusion, rnn, stateless
+(:mod:`.convert_parameters`), batch-norm folding (:mod:`.fusion`), ``rnn.pad_sequence``,
+``stateless.functional_call`` and parametrizations (:mod:`.parametrize`)."""
+from . import clip_grad, convert_parameters, fusion, parametrize, rnn, stateless
 from .clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
 
-__all__ = ["clip_grad", "convert_parameters", "fusion", "rnn", "stateless", "clip_grad_norm", "clip_grad_norm_",
-           "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "parameters_to_vector",
+__all__ = ["clip_grad", "convert_parameters", "fusion", "parametrize", "rnn", "stateless", "clip_grad_norm",
+           "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm", "parameters_to_vector",
            "vector_to_parameters", "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval",
            "fuse_linear_bn_weights"]
