@@ -1,9 +1,11 @@
-"""torch.nn.utils.parametrize against torch 2.13 in float64: classes, reprs, state_dict keys, values and gradients
-over one, even and uneven chunkings of the input batch, and errors.  Cases follow torch's
+"""torch.nn.utils.parametrize, parametrizations.weight_norm / spectral_norm and the hook-based weight_norm /
+spectral_norm against torch 2.13 in float64: classes, reprs, state_dict keys, values and gradients over one, even
+and uneven chunkings of the input batch, power-iteration buffers step for step, and errors.  Cases follow torch's
 test/nn/test_parametrization.py."""
 import copy
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -318,3 +320,141 @@ def test_parametrize_errors_are_torchs():
     for value in (lambda m, X: 3, lambda m, X: (X, 3), lambda m, X: X.to(m.float32)):
         both(nothing, lambda m, lin, kinds, value=value: m.nn.utils.parametrize.register_parametrization(
             lin, "weight", BadInverse(m, value).mod()))
+
+
+# ------------------------------------------------------------------------------------------------ weight norm
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("dim", [0, 1, None, -2])
+def test_weight_norm_parametrization_equals_torchs(dim, chunking):
+    mods = [m.nn.utils.parametrizations.weight_norm(m.nn.Linear(4, 4, dtype=m.float64), dim=dim) for m in (torch, dg)]
+    t, d = mods
+    _copy_state(t, d)
+    assert repr(d) == repr(t) and type(d).__name__ == "ParametrizedLinear"
+    assert list(d.state_dict()) == list(t.state_dict()) == \
+        ["bias", "parametrizations.weight.original0", "parametrizations.weight.original1"]
+    assert d.parametrizations.weight.original0.shape == tuple(t.parametrizations.weight.original0.shape)
+    _forward_backward(t, d, chunking)
+
+
+def test_weight_norm_parametrization_of_a_convolution_and_its_removal():
+    t, d = (m.nn.utils.parametrizations.weight_norm(m.nn.Conv2d(2, 3, 2, dtype=m.float64), dim=1)
+            for m in (torch, dg))
+    _copy_state(t, d)
+    x = np.sin(np.arange(4 * 2 * 4 * 4.0)).reshape(4, 2, 4, 4)
+    yt, yd = t(torch.tensor(x)), d(dg.from_array(x, chunks=(3, 2, 4, 4)))
+    np.testing.assert_allclose(_np(yd), _np(yt), rtol=1e-10)
+    yt.sum().backward()
+    yd.sum().backward()
+    for i in range(2):
+        np.testing.assert_allclose(_np(getattr(d.parametrizations.weight, f"original{i}").grad),
+                                   _np(getattr(t.parametrizations.weight, f"original{i}").grad), rtol=1e-10)
+    for m, conv in ((torch, t), (dg, d)):
+        m.nn.utils.parametrize.remove_parametrizations(conv, "weight")
+    assert type(d) is dg.nn.Conv2d and list(d.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(_np(d.weight), _np(t.weight), rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("dim", [0, None])
+def test_hook_based_weight_norm_equals_torchs_with_its_warning(dim, chunking):
+    mods = []
+    for m in (torch, dg):
+        with pytest.warns(FutureWarning, match=re.escape("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                                                         "`torch.nn.utils.parametrizations.weight_norm`.")):
+            mods.append(m.nn.utils.weight_norm(m.nn.Linear(4, 4, dtype=m.float64), dim=dim))
+    t, d = mods
+    _copy_state(t, d)
+    assert list(d.state_dict()) == list(t.state_dict()) == ["bias", "weight_g", "weight_v"]
+    assert type(d) is dg.nn.Linear
+    _forward_backward(t, d, chunking)
+    np.testing.assert_allclose(_np(d.weight), _np(t.weight), rtol=1e-12)
+    for m, lin in ((torch, t), (dg, d)):
+        m.nn.utils.remove_weight_norm(lin)
+    assert list(d.state_dict()) == list(t.state_dict()) == ["bias", "weight"]
+    assert isinstance(d.weight, dg.nn.Parameter) and d.weight.grad_fn is None
+    np.testing.assert_allclose(_np(d.weight), _np(t.weight), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated")
+def test_hook_based_weight_norm_errors_are_torchs():
+    t, d = (m.nn.utils.weight_norm(m.nn.Linear(3, 3)) for m in (torch, dg))
+    _same_error(lambda: torch.nn.utils.weight_norm(t), lambda: dg.nn.utils.weight_norm(d))
+    _same_error(lambda: torch.nn.utils.remove_weight_norm(t, "bias"), lambda: dg.nn.utils.remove_weight_norm(d, "bias"))
+    _same_error(lambda: torch.nn.utils.weight_norm(torch.nn.LazyLinear(3)),
+                lambda: dg.nn.utils.weight_norm(dg.nn.LazyLinear(3)))
+
+
+# ---------------------------------------------------------------------------------------------- spectral norm
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("n_power_iterations", [1, 3])
+def test_spectral_norm_parametrization_equals_torchs_step_for_step(n_power_iterations, chunking):
+    torch.manual_seed(0)
+    t, d = (m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(4, 5, dtype=m.float64),
+                                                      n_power_iterations=n_power_iterations) for m in (torch, dg))
+    assert repr(d) == repr(t)
+    assert list(d.state_dict()) == list(t.state_dict()) == \
+        ["bias", "parametrizations.weight.original", "parametrizations.weight.0._u", "parametrizations.weight.0._v"]
+    _copy_state(t, d)
+    u = d.parametrizations.weight[0]._u
+    for step in range(2):  # training: u and v move at each forward
+        _forward_backward(t, d, chunking)
+        assert d.parametrizations.weight[0]._u is u
+        for k, v in t.state_dict().items():
+            np.testing.assert_allclose(_np(d.state_dict()[k]), _np(v), rtol=1e-10, err_msg=f"{k} after {step}")
+        for m in (t, d):
+            m.zero_grad()
+    for m in (t, d):
+        m.eval()
+    before = _np(u)
+    _forward_backward(t, d, chunking)
+    np.testing.assert_array_equal(_np(u), before)  # eval: no power iteration
+
+
+def test_spectral_norm_of_a_transposed_convolution_normalizes_dim_1_and_a_vector_exactly():
+    torch.manual_seed(0)
+    t, d = (m.nn.utils.parametrizations.spectral_norm(m.nn.ConvTranspose1d(3, 2, 2, dtype=m.float64))
+            for m in (torch, dg))
+    assert d.parametrizations.weight[0].dim == t.parametrizations.weight[0].dim == 1
+    assert d.parametrizations.weight[0]._u.shape == tuple(t.parametrizations.weight[0]._u.shape) == (2,)
+    _copy_state(t, d)
+    x = np.cos(np.arange(4 * 3 * 5.0)).reshape(4, 3, 5)
+    np.testing.assert_allclose(_np(d(dg.from_array(x, chunks=(3, 3, 5)))), _np(t(torch.tensor(x))), rtol=1e-10)
+    t, d = (m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3, dtype=m.float64), "bias")
+            for m in (torch, dg))
+    _copy_state(t, d)
+    assert list(d.state_dict()) == list(t.state_dict())
+    np.testing.assert_allclose(_np(d.bias), _np(t.bias), rtol=1e-14)
+
+
+def test_spectral_norm_errors_are_torchs():
+    for make in (lambda m: m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), "nope"),
+                 lambda m: m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), dim=2),
+                 lambda m: m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), dim=-3),
+                 lambda m: m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(3, 3), n_power_iterations=0),
+                 lambda m: m.nn.utils.spectral_norm(m.nn.Linear(3, 3), n_power_iterations=0),
+                 lambda m: m.nn.utils.spectral_norm(m.nn.Linear(3, 3, bias=False), "bias"),
+                 lambda m: m.nn.utils.spectral_norm(m.nn.utils.spectral_norm(m.nn.Linear(3, 3))),
+                 lambda m: m.nn.utils.remove_spectral_norm(m.nn.Linear(3, 3)),
+                 lambda m: m.nn.utils.spectral_norm(m.nn.LazyLinear(3))):
+        _same_error(lambda: make(torch), lambda: make(dg))
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_hook_based_spectral_norm_equals_torchs_step_for_step(chunking):
+    torch.manual_seed(0)
+    t, d = (m.nn.utils.spectral_norm(m.nn.Linear(4, 5, dtype=m.float64)) for m in (torch, dg))
+    assert list(d.state_dict()) == list(t.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    _copy_state(t, d)
+    for _ in range(2):
+        _forward_backward(t, d, chunking)
+        for k, v in t.state_dict().items():
+            np.testing.assert_allclose(_np(d.state_dict()[k]), _np(v), rtol=1e-10, err_msg=k)
+        for m in (t, d):
+            m.zero_grad()
+    for m, lin in ((torch, t), (dg, d)):
+        m.nn.utils.remove_spectral_norm(lin)
+    assert list(d.state_dict()) == list(t.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(_np(d.weight), _np(t.weight), rtol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(d.weight, dg.nn.Parameter)
