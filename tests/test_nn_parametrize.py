@@ -458,3 +458,18 @@ def test_hook_based_spectral_norm_equals_torchs_step_for_step(chunking):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert isinstance(d.weight, dg.nn.Parameter)
+
+
+def test_spectral_norm_trains_with_sgd_and_two_forwards_before_one_backward_as_torchs():
+    torch.manual_seed(0)
+    t, d = (m.nn.utils.parametrizations.spectral_norm(m.nn.Linear(4, 5, dtype=m.float64)) for m in (torch, dg))
+    _copy_state(t, d)
+    ot, od = torch.optim.SGD(t.parameters(), lr=0.1), dg.optim.SGD(d.parameters(), lr=0.1)
+    for _ in range(2):  # each forward moves u and v; its backward reads the values it used (torch's clones)
+        for m, opt, a, b in ((t, ot, torch.tensor(X), torch.tensor(X[::-1].copy())),
+                             (d, od, dg.from_array(X, chunks=(4, 4)), dg.from_array(X[::-1].copy(), chunks=(3, 4)))):
+            opt.zero_grad()
+            ((m(a) ** 2).sum() - m(b).sum()).backward()
+            opt.step()
+    for k, v in t.state_dict().items():
+        np.testing.assert_allclose(_np(d.state_dict()[k]), _np(v), rtol=1e-10, atol=1e-15, err_msg=k)
