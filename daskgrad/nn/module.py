@@ -353,6 +353,8 @@ class Module:
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
             self._remove_name(name, d, buffers, modules, self._non_persistent_buffers_set)
+            if name not in params and hasattr(type(self), name):  # a class attribute (a parametrization's
+                raise KeyError(f"attribute '{name}' already exists")  # property) would hide it, as torch's
             params[name] = value
         elif params is not None and name in params:
             if value is not None:
