@@ -1,11 +1,12 @@
 """torch.nn.utils.rnn's packing (PackedSequence, pack_padded_sequence, pad_packed_sequence, pack_sequence,
-unpack_sequence), against torch (installed): float64 values and the
+unpack_sequence) and RNN, LSTM and GRU over packed input, against torch (installed): float64 values and the
 gradients of the input, the initial states and every parameter equal torch's at rtol 1e-10, with the batch axis
 in one chunk, even and uneven chunks, sorted and unsorted lengths, batch_first, and torch's errors."""
 import numpy as np
 import pytest
 
 import daskgrad as dg
+from daskgrad import nn
 from daskgrad.nn.utils import rnn
 
 torch = pytest.importorskip("torch")
@@ -123,4 +124,76 @@ def _errors(call):
         "unsorted-sequences", "mismatched-features", "no-batch-sizes"])
 def test_packing_errors_are_torch_s(call):
     theirs, ours = _errors(call)
+    assert ours == theirs
+
+
+# ---------------------------------------------------------------------------------------- packed RNNs
+def _pair(name, **kwargs):
+    """torch's module and ours (float64, input_size 3, hidden_size 4), with torch's parameters copied in."""
+    theirs = getattr(torch.nn, name)(3, 4, **kwargs).double()
+    ours = getattr(nn, name)(3, 4, **kwargs).double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    return ours, theirs
+
+
+def _states(name, kwargs, chunking):
+    """Initial state leaves (ours, torch's), one or LSTM's two, the batch axis chunked as named."""
+    count = (2 if kwargs.get("bidirectional") else 1) * kwargs.get("num_layers", 1)
+    sizes = [kwargs.get("proj_size") or 4] + ([4] if name == "LSTM" else [])
+    leaves = []
+    for size in sizes:
+        a = RNG.standard_normal((count, 4, size))
+        leaves.append((dg.from_array(a, chunks=(-1, CHUNKINGS[chunking], -1), requires_grad=True),
+                       torch.tensor(a, requires_grad=True)))
+    return leaves
+
+
+# each module once or twice, so that every chunking of the batch axis, sorted and unsorted lengths and
+# batch_first (the uneven cases) meet every feature
+CASES = [("RNN", {}, "one", True), ("RNN", {}, "uneven", False),
+         ("RNN", {"nonlinearity": "relu", "bias": False}, "even", False),
+         ("GRU", {}, "even", True), ("GRU", {}, "uneven", False), ("LSTM", {}, "one", False),
+         ("RNN", {"bidirectional": True, "num_layers": 2}, "uneven", True),
+         ("GRU", {"bidirectional": True}, "even", False),
+         ("LSTM", {"bidirectional": True, "num_layers": 2}, "uneven", False),
+         ("LSTM", {"proj_size": 2, "bidirectional": True}, "even", False)]
+
+
+@pytest.mark.parametrize("name,kwargs,chunking,enforce_sorted", CASES, ids=[
+    "-".join([name] + [f"{k}={w}" for k, w in kwargs.items()] + [chunking, "sorted" if s else "unsorted"])
+    for name, kwargs, chunking, s in CASES])
+def test_a_packed_batch_gives_torch_s_outputs_final_states_and_gradients(name, kwargs, chunking, enforce_sorted):
+    batch_first = chunking == "uneven"
+    ours_module, theirs_module = _pair(name, batch_first=batch_first, **kwargs)
+    ours, theirs = _padded(batch_first, chunking)
+    lengths = LENGTHS[enforce_sorted]
+    states = _states(name, kwargs, chunking) if chunking != "one" else []
+    d_in = rnn.pack_padded_sequence(ours, lengths, batch_first, enforce_sorted)
+    t_in = trnn.pack_padded_sequence(theirs, lengths, batch_first, enforce_sorted)
+    d_hx = None if not states else states[0][0] if name != "LSTM" else tuple(d for d, _ in states)
+    t_hx = None if not states else states[0][1] if name != "LSTM" else tuple(t for _, t in states)
+    d_out, d_hidden = ours_module(d_in, d_hx)
+    t_out, t_hidden = theirs_module(t_in, t_hx)
+    assert isinstance(d_out, rnn.PackedSequence)
+    _same_packed(d_out, t_out)
+    d_pad, _ = rnn.pad_packed_sequence(d_out, batch_first)
+    t_pad, _ = trnn.pad_packed_sequence(t_out, batch_first)
+    d_hidden = list(d_hidden) if name == "LSTM" else [d_hidden]
+    t_hidden = list(t_hidden) if name == "LSTM" else [t_hidden]
+    params = [(p, q) for (_, p), (_, q) in zip(ours_module.named_parameters(), theirs_module.named_parameters())]
+    _compare([d_pad] + d_hidden, [t_pad] + t_hidden, [(ours, theirs)] + states + params)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, new: m.nn.GRU(3, 4).double()(m.nn.utils.rnn.pack_sequence([new(np.ones((2, 5)))])),
+    lambda m, new: m.nn.RNN(3, 4).double()(m.nn.utils.rnn.pack_sequence([new(np.ones((2, 3)))]),
+                                           new(np.ones((1, 2, 4)))),
+    lambda m, new: m.nn.RNN(3, 4)(m.nn.utils.rnn.pack_sequence([new(np.ones((2, 3)))])),
+], ids=["input-size", "hidden-batch", "dtype"])
+def test_packed_rnn_errors_are_torch_s(call):
+    theirs, ours = [], []
+    for m, new, out in ((torch, torch.tensor, theirs), (dg, dg.tensor, ours)):
+        with pytest.raises(Exception) as info:
+            call(m, new)
+        out.append((type(info.value), str(info.value).replace("torch.", "")))
     assert ours == theirs
