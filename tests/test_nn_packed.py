@@ -189,7 +189,10 @@ def test_a_packed_batch_gives_torch_s_outputs_final_states_and_gradients(name, k
     lambda m, new: m.nn.RNN(3, 4).double()(m.nn.utils.rnn.pack_sequence([new(np.ones((2, 3)))]),
                                            new(np.ones((1, 2, 4)))),
     lambda m, new: m.nn.RNN(3, 4)(m.nn.utils.rnn.pack_sequence([new(np.ones((2, 3)))])),
-], ids=["input-size", "hidden-batch", "dtype"])
+    lambda m, new: m.nn.LSTM(3, 4).double()(m.nn.utils.rnn.pack_sequence(
+        [new(np.ones((2, 3))), new(np.ones((3, 3))), new(np.ones((1, 3)))], enforce_sorted=False),
+        (new(np.ones((1, 2, 4))), new(np.ones((1, 2, 4))))),
+], ids=["input-size", "hidden-batch", "dtype", "unsorted-hidden-batch"])
 def test_packed_rnn_errors_are_torch_s(call):
     theirs, ours = [], []
     for m, new, out in ((torch, torch.tensor, theirs), (dg, dg.tensor, ours)):

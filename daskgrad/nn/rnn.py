@@ -222,6 +222,17 @@ def _batch(module, input, batch_sizes):
     return input.shape[0] if module.batch_first else input.shape[1]
 
 
+def _permute(hx, indices):
+    """``hx`` (a state, or LSTM's pair) in the order of ``indices`` along the batch axis, as torch's
+    ``permute_hidden``; an index past the batch raises torch's error before anything is submitted."""
+    order = indices.tolist()
+    for h in hx if isinstance(hx, tuple) else (hx,):
+        bad = [i for i in order if i >= h.shape[1]]
+        if bad:
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id={bad[0]} axis_dim={h.shape[1]}")
+    return tuple(h.index_select(1, indices) for h in hx) if isinstance(hx, tuple) else hx.index_select(1, indices)
+
+
 def _rows(state, start, stop):
     return tuple(s[start:stop] for s in state) if isinstance(state, tuple) else state[start:stop]
 
@@ -399,8 +410,7 @@ class RNNBase(Module):
             h = self._zeros(data, self.proj_size or self.hidden_size, sizes[0])
             hx = h if self.mode != "LSTM" else (h, self._zeros(data, self.hidden_size, sizes[0]))
         elif sorted_indices is not None:
-            hx = tuple(h.index_select(1, sorted_indices) for h in hx) if self.mode == "LSTM" else \
-                hx.index_select(1, sorted_indices)
+            hx = _permute(hx, sorted_indices)
         self.check_forward_args(data, hx, batch_sizes)
         count = (hx[0] if self.mode == "LSTM" else hx).shape[0]
         states = [(hx[0][k], hx[1][k]) if self.mode == "LSTM" else hx[k] for k in range(count)]
@@ -410,8 +420,7 @@ class RNNBase(Module):
         else:
             hidden = ops.stack(finals, 0)
         if unsorted_indices is not None:
-            hidden = tuple(h.index_select(1, unsorted_indices) for h in hidden) if self.mode == "LSTM" else \
-                hidden.index_select(1, unsorted_indices)
+            hidden = _permute(hidden, unsorted_indices)
         return PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices), hidden
 
     def _run(self, input, states):
