@@ -5,7 +5,8 @@ sequence, stacked layers, either direction), torch's parameters (names, shapes, 
 Each step is composed of daskgrad ops as torch's CPU kernels compose theirs (aten's ``RNN.cpp``): the
 input's projection ``x @ weight_ih.T + bias_ih`` for the whole sequence at once, then for each step in a
 Python loop ``h @ weight_hh.T + bias_hh`` and the gates.  The time axis may be chunked (each step reads
-its row).
+its row).  A ``PackedSequence`` input runs as aten's packed layers: each step on the sequences still
+running (longest first), the final states each sequence's own.
 
 >>> lstm = nn.LSTM(4, 8, num_layers=2)
 >>> output, (h_n, c_n) = lstm(x)       # x: (seq_len, batch, 4)
@@ -22,6 +23,7 @@ from . import functional as F
 from . import init
 from .layers import _check_size, _uniform
 from .module import Module
+from .utils.rnn import PackedSequence
 
 # ---------------------------------------------------------------------------------------------- steps
 # ``gi``: the step's input projection ``x @ w_ih.T + b_ih``; ``h``: the state; torch's ``linear_hh(h) + gi``
@@ -213,6 +215,59 @@ def _direction(step, gi, state, weights, reverse):
     return ops.stack(outs, 0), state
 
 
+def _batch(module, input, batch_sizes):
+    """The batch size: the first packed step's (read), or the input's batch axis."""
+    if batch_sizes is not None:
+        return int(batch_sizes.tolist()[0])
+    return input.shape[0] if module.batch_first else input.shape[1]
+
+
+def _permute(hx, indices):
+    """``hx`` (a state, or LSTM's pair) in the order of ``indices`` along the batch axis, as torch's
+    ``permute_hidden``; an index past the batch raises torch's error before anything is submitted."""
+    order = indices.tolist()
+    for h in hx if isinstance(hx, tuple) else (hx,):
+        bad = [i for i in order if i >= h.shape[1]]
+        if bad:
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id={bad[0]} axis_dim={h.shape[1]}")
+    return tuple(h.index_select(1, indices) for h in hx) if isinstance(hx, tuple) else hx.index_select(1, indices)
+
+
+def _rows(state, start, stop):
+    return tuple(s[start:stop] for s in state) if isinstance(state, tuple) else state[start:stop]
+
+
+def _join(states):
+    if isinstance(states[0], tuple):
+        return tuple(ops.concatenate(parts, 0) for parts in zip(*states))
+    return ops.concatenate(states, 0)
+
+
+def _packed_direction(step, gi, state, weights, sizes, reverse):
+    """One layer in one direction over packed steps, as aten's packed layers: step ``t`` runs the first
+    ``sizes[t]`` rows of the state (the sequences still running, longest first); forward, a sequence's
+    final state is its state when it stops; in reverse, a sequence starts from its initial state at its own
+    last step.  The packed outputs and the final states (full batch)."""
+    offsets = [0]
+    for n in sizes:
+        offsets.append(offsets[-1] + n)
+    outs, first, stopped = [None] * len(sizes), state, []
+    if reverse:
+        state = _rows(first, 0, sizes[-1]) if sizes[-1] < sizes[0] else first
+    for t in (reversed(range(len(sizes))) if reverse else range(len(sizes))):
+        rows = (state[0] if isinstance(state, tuple) else state).shape[0]
+        if sizes[t] > rows:
+            state = _join([state, _rows(first, rows, sizes[t])])
+        elif sizes[t] < rows:
+            stopped.append(_rows(state, sizes[t], rows))
+            state = _rows(state, 0, sizes[t])
+        state = step(gi[offsets[t]:offsets[t + 1]], state, *weights)
+        outs[t] = state[0] if isinstance(state, tuple) else state
+    if stopped:
+        state = _join([state] + stopped[::-1])
+    return ops.concatenate(outs, 0), state
+
+
 class RNNBase(Module):
     """What RNN, LSTM and GRU share: per layer and direction ``weight_ih_l{k}{_reverse}``,
     ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}`` (and LSTM's ``weight_hr_l{k}``), torch's names,
@@ -283,20 +338,21 @@ class RNNBase(Module):
 
     # ------------------------------------------------------------------ torch's checks
     def check_input(self, input, batch_sizes=None):
-        """torch's: the weights' dtype, three dimensions, ``input_size`` features."""
+        """torch's: the weights' dtype, three dimensions (two for packed ``data``), ``input_size`` features."""
         w = self._flat_weights[0].dtype
         if input.dtype != w:
             raise ValueError(f"RNN input dtype (torch.{input.dtype}) does not match weight dtype (torch.{w}). "
                              f"Convert input: input.to(torch.{w}), or convert model: model.to(torch.{input.dtype})")
-        if input.ndim != 3:
-            raise RuntimeError(f"input must have 3 dimensions, got {input.ndim}")
+        want = 2 if batch_sizes is not None else 3
+        if input.ndim != want:
+            raise RuntimeError(f"input must have {want} dimensions, got {input.ndim}")
         if self.input_size != input.shape[-1]:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {input.shape[-1]}")
 
     def get_expected_hidden_size(self, input, batch_sizes=None):
         """(num_layers * directions, batch, proj_size or hidden_size)."""
-        batch = input.shape[0] if self.batch_first else input.shape[1]
+        batch = _batch(self, input, batch_sizes)
         return (self.num_layers * (2 if self.bidirectional else 1), batch, self.proj_size or self.hidden_size)
 
     def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
@@ -318,14 +374,15 @@ class RNNBase(Module):
         batched = input.ndim == 3
         return batched, input if batched else input.unsqueeze(0 if self.batch_first else 1)
 
-    def _zeros(self, input, size):
-        batch = input.shape[0] if self.batch_first else input.shape[1]
+    def _zeros(self, input, size, batch=None):
+        batch = (input.shape[0] if self.batch_first else input.shape[1]) if batch is None else batch
         return zeros(self.num_layers * (2 if self.bidirectional else 1), batch, size, dtype=input.dtype, chunks=-1,
                      device=input.device)
 
-    def _layers(self, input, states):
-        """The stacked layers over time-major ``input``, from ``states`` (one per layer and direction): the
-        last layer's output and the final states."""
+    def _layers(self, input, states, sizes=None):
+        """The stacked layers over time-major ``input`` (packed ``data`` when ``sizes``, the packed batch
+        sizes, are given), from ``states`` (one per layer and direction): the last layer's output and the
+        final states."""
         step, finals = _STEPS[self.mode], []
         directions = 2 if self.bidirectional else 1
         for layer in range(self.num_layers):
@@ -334,14 +391,37 @@ class RNNBase(Module):
                 w = self.all_weights[layer * directions + d]
                 b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
                 weights = (w[1], b_hh) + ((w[-1],) if self.proj_size > 0 else ())
-                out, state = _direction(step, F.linear(input, w[0], b_ih), states[layer * directions + d], weights,
-                                        d == 1)
+                gi, hx = F.linear(input, w[0], b_ih), states[layer * directions + d]
+                out, state = (_direction(step, gi, hx, weights, d == 1) if sizes is None else
+                              _packed_direction(step, gi, hx, weights, sizes, d == 1))
                 outs.append(out)
                 finals.append(state)
             input = outs[0] if directions == 1 else ops.concatenate(outs, -1)
             if layer < self.num_layers - 1:
                 input = F.dropout(input, self.dropout, self.training)
         return input, finals
+
+    def _packed(self, input, hx):
+        """Packed input: ``hx`` (zeros when None, else permuted into packed order) checked and run as
+        torch's; the packed output and the final states in the caller's batch order."""
+        data, batch_sizes, sorted_indices, unsorted_indices = input
+        sizes = [int(n) for n in batch_sizes.tolist()]
+        if hx is None:
+            h = self._zeros(data, self.proj_size or self.hidden_size, sizes[0])
+            hx = h if self.mode != "LSTM" else (h, self._zeros(data, self.hidden_size, sizes[0]))
+        elif sorted_indices is not None:
+            hx = _permute(hx, sorted_indices)
+        self.check_forward_args(data, hx, batch_sizes)
+        count = (hx[0] if self.mode == "LSTM" else hx).shape[0]
+        states = [(hx[0][k], hx[1][k]) if self.mode == "LSTM" else hx[k] for k in range(count)]
+        output, finals = self._layers(data, states, sizes)
+        if self.mode == "LSTM":
+            hidden = (ops.stack([h for h, _ in finals], 0), ops.stack([c for _, c in finals], 0))
+        else:
+            hidden = ops.stack(finals, 0)
+        if unsorted_indices is not None:
+            hidden = _permute(hidden, unsorted_indices)
+        return PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices), hidden
 
     def _run(self, input, states):
         if self.batch_first:
@@ -354,6 +434,8 @@ class _SingleState(RNNBase):
     """RNN and GRU: one state tensor."""
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._packed(input, hx)
         name = "RNN" if self.mode.startswith("RNN") else "GRU"
         batched, input = self._batched(input, hx, name)
         if hx is not None and not batched:
@@ -410,7 +492,7 @@ class LSTM(RNNBase):
 
     def get_expected_cell_size(self, input, batch_sizes=None):
         """(num_layers * directions, batch, hidden_size)."""
-        batch = input.shape[0] if self.batch_first else input.shape[1]
+        batch = _batch(self, input, batch_sizes)
         return (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
 
     def check_forward_args(self, input, hidden, batch_sizes=None):
@@ -422,6 +504,8 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._packed(input, None if hx is None else tuple(hx))
         batched, input = self._batched(input, hx, "LSTM")
         if hx is None:
             hx = (self._zeros(input, self.proj_size or self.hidden_size), self._zeros(input, self.hidden_size))
