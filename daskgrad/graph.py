@@ -251,6 +251,21 @@ def node_class(name: str) -> type:
 _made = itertools.count()  # nodes made so far: a node's _seq tells what was made after a point (checkpoint)
 
 
+def mark() -> int:
+    """A point in the recording: the nodes made after it have a larger ``_seq`` (see :func:`relabel`)."""
+    return next(_made)
+
+
+def relabel(t, name, since):
+    """Give ``t``'s node torch's name ``name`` if it was made after ``since`` (:func:`mark`): the last node of
+    a composition that stands for one of torch's ops (``x.xlogy_(y)`` records ``XlogyBackward0``, not the
+    ``WhereBackward0`` it ends with).  A node made before, an input's handed back as it is, keeps its name."""
+    node = t.grad_fn
+    if node is not None and node._seq > since:
+        node.__class__ = node_class(name)
+    return t
+
+
 def _new_node(name):
     cls = _node_classes.get(name) or node_class(name)
     node = cls.__new__(cls)

@@ -5,10 +5,10 @@ Each is built on :func:`daskgrad.ops.conv.unfold` (the window taps of every outp
 gathered with a halo across chunk boundaries): a convolution contracts them with the weight, max
 pooling takes their ``amax`` and average pooling their mean, so every gradient (input, weight,
 bias, and the second order) is the rule of an existing op, exact across chunks.  The output's
-spatial chunks follow the input's.  torch's argument checks and error texts; options that would
-change torch's numbers and are not built (``ceil_mode``, padding modes other than zeros) are refused, not
-ignored.  Max pooling's ``return_indices`` gives torch's flat index of each window's largest cell in its
-``(n, c)`` plane.
+spatial chunks follow the input's.  torch's argument checks and error texts; padding modes other than zeros
+are refused, not ignored.  Pooling's ``ceil_mode=True`` windows past the input's end read more padding on the
+right (``-inf`` for max pooling).  Max pooling's ``return_indices`` gives torch's flat index of each window's
+largest cell in its ``(n, c)`` plane.
 """
 from __future__ import annotations
 
@@ -318,8 +318,18 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 
 # ----------------------------------------------------------------------------- pooling
-def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effective):
-    """Normalised ``(kernel, stride, padding, dilation)`` after torch's checks of a pooling call."""
+def _pooled_size(n, k, s, p, d, ceil_mode):
+    """torch's ``pooling_output_shape``: with ``ceil_mode`` a last, partial window, kept only if it starts inside
+    the input or its left padding."""
+    out = (n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effective, ceil_mode):
+    """Normalised ``(kernel, stride, pads, dilation)`` after torch's checks of a pooling call; ``pads`` is
+    ``(lo, hi)`` per spatial axis, ``hi`` past ``padding`` where a ``ceil_mode`` window reaches further."""
     kernel = _tuple(kernel_size, nsp)
     stride = kernel if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
         else _tuple(stride, nsp)
@@ -342,7 +352,7 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effecti
     if name == "avg_pool3d" and any(n < k for n, k in zip(input.shape[2:], kernel)):
         raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size (kT: {} kH: {} kW: {})".format(
             *input.shape[2:], *kernel))
-    sizes = [(n + 2 * p - d * (k - 1) - 1) // s + 1
+    sizes = [_pooled_size(n, k, s, p, d, ceil_mode)
              for n, k, s, p, d in zip(input.shape[2:], kernel, stride, padding, dilation)]
     if any(n <= 0 for n in sizes):
         if name == "max_pool1d":
@@ -351,12 +361,10 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, effecti
         given = "x".join(map(str, (input.shape[1],) + lead + tuple(input.shape[2:])))
         got = "x".join(map(str, (input.shape[1],) + lead + tuple(sizes)))
         raise RuntimeError(f"Given input size: ({given}). Calculated output size: ({got}). Output size is too small")
-    return kernel, stride, padding, dilation
-
-
-def _refuse(name, option, value):
-    if value:
-        raise NotImplementedError(f"{name}: {option}=True is not supported by daskgrad; leave {option}=False")
+    # the right padding that makes the last window whole (never less than torch's own: the windows are the same)
+    pads = tuple((p, max(p, (o - 1) * s + d * (k - 1) + 1 - p - n))
+                 for n, k, s, p, d, o in zip(input.shape[2:], kernel, stride, padding, dilation, sizes))
+    return kernel, stride, pads, dilation
 
 
 def _pool3d_input(input, name):
@@ -380,19 +388,20 @@ def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_in
     ``return_indices=True`` gives ``(values, indices)``, the indices those cells' flat positions in their
     ``(n, c)`` planes (int64, as torch's)."""
     name = f"max_pool{nsp}d"
-    _refuse(name, "ceil_mode", ceil_mode)
+    given = input
     input, batched = _pool_input(input, nsp, name, "max_pool3d_with_indices_out_cpu_template")
-    kernel, stride, padding, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True)
-    pads = tuple((p, p) for p in padding)
+    kernel, stride, pads, dilation = _pool_args(name, input, kernel_size, stride, padding, dilation, nsp, True,
+                                                ceil_mode)
     taps = _taps(input, kernel, stride, dilation, pads, fill=-math.inf)
     first = _first_max(taps)
     out = ops.sum(ops.where(first, taps, 0.0), axis=2)  # the max; its gradient to one tap
+    out = guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
     if not return_indices:
-        return out if batched else ops.squeeze(out, 0)
+        return out
     # the same windows over the cells' flat positions pick the positions of the largest taps
     cell_taps = _taps(_flat_positions(input), kernel, stride, dilation, pads)
     indices = ops.astype(ops.sum(ops.where(first, cell_taps, 0.0), axis=2), np.int64)
-    return (out, indices) if batched else (ops.squeeze(out, 0), ops.squeeze(indices, 0))
+    return out, (indices if batched else ops.squeeze(indices, 0))
 
 
 def _flat_positions(input):
@@ -422,22 +431,39 @@ def _first_max_block(block):
 
 def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp):
     """The mean of each window; padding counts as zeros unless ``count_include_pad=False``;
-    ``divisor_override`` replaces the divisor, as torch's."""
+    ``divisor_override`` replaces the divisor, as torch's.  A ``ceil_mode`` window past the input's right
+    padding is divided by its cells up to that padding's end (torch's ``pool_size``)."""
     name = f"avg_pool{nsp}d"
-    _refuse(name, "ceil_mode", ceil_mode)
     given = input
     input, batched = _pool_input(input, nsp, name, name)
-    kernel, stride, padding, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False)
-    pads, ones = tuple((p, p) for p in padding), (1,) * nsp
+    kernel, stride, pads, _ = _pool_args(name, input, kernel_size, stride, padding, 1, nsp, False, ceil_mode)
+    ones = (1,) * nsp
     total = ops.sum(_taps(input, kernel, stride, ones, pads), axis=2)
+    clipped = any(hi > lo for lo, hi in pads)  # a ceil_mode window past the right padding
     if divisor_override:
         out = total / divisor_override
-    elif count_include_pad or not any(padding):
+    elif count_include_pad and not clipped:
+        out = total / math.prod(kernel)
+    elif count_include_pad:
+        out = total / _padded_window_sizes(total, input.shape[2:], kernel, stride, pads)
+    elif not any(hi for _, hi in pads):
         out = total / math.prod(kernel)
     else:  # the cells of each window inside the input: the same windows over a constant one
         cells = ops.ones_like(ops.getitem(input.detach(), (slice(0, 1), slice(0, 1))))
         out = total / ops.sum(_taps(cells, kernel, stride, ones, pads), axis=2)
     return guard(out if batched else ops.squeeze(out, 0), given)  # (torch's saves the input)
+
+
+def _padded_window_sizes(total, sizes, kernel, stride, pads):
+    """``(1, 1, *out)``, a constant chunked as ``total``'s spatial axes: each window's cells inside the input and
+    its padding ``padding`` on each side (torch's ``pool_size``: a ``ceil_mode`` window is clipped there)."""
+    a, nsp = total.array, len(kernel)
+    div = None
+    for i, (n, k, s, (lo, _), chunks) in enumerate(zip(sizes, kernel, stride, pads, total.chunks[2:])):
+        starts = da.arange(sum(chunks), dtype=np.int64, like=a._meta).rechunk((chunks,)) * s
+        axis = da.minimum(k, n + 2 * lo - starts).reshape((1, 1) + (1,) * i + (-1,) + (1,) * (nsp - 1 - i))
+        div = axis if div is None else div * axis  # (integers: their product is exact, as torch's)
+    return Tensor._make(div.astype(total.dtype))
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

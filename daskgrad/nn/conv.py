@@ -171,7 +171,6 @@ class _MaxPoolNd(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
 
@@ -207,7 +206,6 @@ class AvgPool1d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        _conv._refuse("AvgPool1d", "ceil_mode", ceil_mode)
         self.kernel_size = _conv._tuple(kernel_size, 1)
         self.stride = _conv._tuple(stride if stride is not None else kernel_size, 1)
         self.padding, self.ceil_mode, self.count_include_pad = _conv._tuple(padding, 1), ceil_mode, count_include_pad
@@ -226,7 +224,6 @@ class _AvgPoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
@@ -390,7 +387,6 @@ class _LPPoolNd(Module):
 
     def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
         super().__init__()
-        _conv._refuse(type(self).__name__, "ceil_mode", ceil_mode)
         self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
 
     def forward(self, input):

@@ -22,7 +22,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
-from ..graph import View, guard, primitive, promoted
+from ..graph import View, guard, mark, primitive, promoted, relabel
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
@@ -2310,12 +2310,20 @@ def _igammas(upper):
 
 
 
-def _in_place(fn, name, copy=False):
+def _in_place(fn, name, copy=False, node=None):
     """``name``, torch's in-place ``fn``; ``copy``: ``fn`` is a composition whose inner nodes save ``self``,
-    so it reads a copy of it (torch saves the original ``self`` of an in-place op, which the write leaves)."""
+    so it reads a copy of it (torch saves the original ``self`` of an in-place op, which the write leaves).
+    ``node``: torch's node name of the write (or a function of the call's arguments giving it), where ``fn``'s
+    last node is named otherwise (a composition's, or the out-of-place op's overload)."""
+    def write(x, *args, **kwargs):
+        since = mark()
+        out = fn(clone(x) if copy else x, *args, **kwargs)
+        if node is None:
+            return out
+        return relabel(out, node(*args, **kwargs) if callable(node) else node, since)
+
     def method(self, *args, **kwargs):
-        return self._inplace(lambda x, *a, **k: fn(clone(x), *a, **k), *args, **kwargs) if copy else \
-            self._inplace(fn, *args, **kwargs)
+        return self._inplace(write, *args, **kwargs)
     method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: the result is written into this tensor, "
                       "which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and "
                       "the version counter goes up.")
@@ -2346,11 +2354,12 @@ def _no_inplace_derivative(op):
     return method
 
 
-def _shape_in_place(name, view):
+def _shape_in_place(name, view, node):
     """torch's ``name``: this tensor becomes ``view(self, *args)`` (a transpose, a squeeze ...), its shape changed
     in place, sharing its storage and version counter as before (a detached alias of its storage, as torch's
-    result is no view of a base it did not have).  A tensor that others view (``_base`` of a live view) refuses:
-    their recipes read its old shape."""
+    result is no view of a base it did not have), recorded as torch's node ``node`` (a name, or a function of the
+    arguments giving it).  A tensor that others view (``_base`` of a live view) refuses: their recipes read its
+    old shape."""
     def method(self, *args, **kwargs):
         self._check_inplace()
         st = self._storage
@@ -2358,7 +2367,9 @@ def _shape_in_place(name, view):
         if any(v._base is self for v in (root.views or ())):
             raise NotImplementedError(f"{name}() of a tensor that has views is not supported: their layouts "
                                       "would change under them")
+        since = mark()
         out = view(self, *args, **kwargs)
+        relabel(out, node(*args, **kwargs) if callable(node) else node, since)
         if type(out._storage) is not _ViewStorage:  # (no view was made: nothing shares the result's storage)
             raise NotImplementedError(f"{name}() did not make a view here")
         self._storage = out._storage
@@ -2437,22 +2448,50 @@ METHODS = {
     "igammac": _igammas(True),
 }
 # torch's in-place forms of the methods above: the method's result written into the tensor
-METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
+
+
+def _overload(name, tensor, number):
+    """torch's node name of an in-place op whose last argument is a tensor (``tensor``) or a number (``number``)."""
+    return lambda *args, **kwargs: f"{name}Backward{tensor if isinstance(args[-1], Tensor) else number}"
+
+
+# torch's node names of in-place writes where the method's last node is named otherwise
+_INPLACE_NODES = {"masked_fill": _overload("MaskedFill", 1, 0), "clamp_min": _overload("ClampMin", 1, 0),
+                  "clamp_max": _overload("ClampMax", 1, 0), "polygamma": "PolygammaBackward1",
+                  "addmm": "AddmmBackward0", "addmv": "AddmvBackward0", "addr": "AddrBackward0",
+                  "baddbmm": "BaddbmmBackward0", "addbmm": "AddbmmBackward0", "conj_physical": "ConjPhysicalBackward1",
+                  "logit": "LogitBackward0", "xlogy": _overload("Xlogy", 0, 2), "copysign": _overload("Copysign", 0, 1),
+                  "cumprod": "CumprodBackward0", "cumsum": "CumsumBackward0", "renorm": "RenormBackward0",
+                  "mvlgamma": "MvlgammaBackward0", "put": "PutBackward0", "index_reduce": "IndexReduceBackward0"}
+METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_", node=_INPLACE_NODES.get(name)) for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
-METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True)
-METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True)
+METHODS["renorm_"] = _in_place(_renorm, "renorm_", copy=True, node=_INPLACE_NODES["renorm"])
+METHODS["mvlgamma_"] = _in_place(_mvlgamma, "mvlgamma_", copy=True, node=_INPLACE_NODES["mvlgamma"])
 METHODS.update({"igamma_": _in_place(METHODS["igamma"], "igamma_", copy=True),
                 "igammac_": _in_place(METHODS["igammac"], "igammac_", copy=True)})
-METHODS.update({name: _shape_in_place(name, view) for name, view in (
-    ("t_", _t), ("squeeze_", _squeeze), ("unsqueeze_", lambda x, dim: x.unsqueeze(dim)),
-    ("transpose_", lambda x, dim0, dim1: swapaxes(x, dim0, dim1)), ("swapaxes_", lambda x, a, b: swapaxes(x, a, b)),
-    ("swapdims_", lambda x, a, b: swapaxes(x, a, b)))})
-METHODS.update({"put_": _in_place(_put, "put_"), "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True)})
-METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in (
+
+
+def _squeeze_node(*args, **kwargs):
+    """torch's node of ``squeeze_()`` (all), ``squeeze_(dim)``, ``squeeze_((dims))``."""
+    dim = args[0] if args else kwargs.get("dim")
+    return "SqueezeBackward3" if dim is None else "SqueezeBackward5" if isinstance(dim, (tuple, list)) \
+        else "SqueezeBackward4"
+
+
+METHODS.update({name: _shape_in_place(name, view, node) for name, view, node in (
+    ("t_", _t, "TBackward1"), ("squeeze_", _squeeze, _squeeze_node),
+    ("unsqueeze_", lambda x, dim: x.unsqueeze(dim), "UnsqueezeBackward1"),
+    ("transpose_", lambda x, dim0, dim1: swapaxes(x, dim0, dim1), "TransposeBackward1"),
+    ("swapaxes_", lambda x, a, b: swapaxes(x, a, b), "TransposeBackward1"),
+    ("swapdims_", lambda x, a, b: swapaxes(x, a, b), "TransposeBackward1"))})
+METHODS.update({"put_": _in_place(_put, "put_", node=_INPLACE_NODES["put"]),
+                "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True,
+                                           node=_INPLACE_NODES["index_reduce"])})
+METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_", node=_INPLACE_NODES[name]) for name in (
     "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
 # (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
-METHODS.update({f"{name}_": _in_place(fn, f"{name}_", copy=True) for name, fn in (
+METHODS.update({f"{name}_": _in_place(fn, f"{name}_", copy=True, node=_INPLACE_NODES[name]) for name, fn in (
     ("logit", _logit), ("xlogy", _xlogy), ("copysign", Tensor.copysign), ("cumprod", Tensor.cumprod),
     ("cumsum", Tensor.cumsum))})
 METHODS.update({name: _no_inplace_derivative(op) for name, op in (
