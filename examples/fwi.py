@@ -174,7 +174,7 @@ class Modelling:
         return u[:, sv.rec_x, sv.rec_z[0]:sv.rec_z[1]]
 
     def zeros(self):
-        return self.tensor(np.zeros((self.sv.nshots,) + self.sv.shape), self.chunks)
+        return dg.zeros((self.sv.nshots,) + self.sv.shape, dtype="float64", chunks=self.chunks, device=self.device)
 
     def shot_records(self, m):
         """The receivers' data, (steps, nshots, nrec), without gradient (the observed data); ``m`` the

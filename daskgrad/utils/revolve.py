@@ -26,6 +26,7 @@ where both halves use their full repetition count, which gives ``t(l, c)`` exact
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from math import comb
 from typing import NamedTuple
 
@@ -79,6 +80,13 @@ def _split(length, c):
 def schedule(steps, snapshots):
     """The Revolve actions reversing ``steps`` steps with ``snapshots`` snapshots (see the module
     docstring).  Snapshots beyond ``steps`` would never be used and are not."""
+    return list(_schedule(steps, snapshots))
+
+
+@lru_cache(maxsize=64)
+def _schedule(steps, snapshots):
+    # (a pure function of its two numbers, made once for each: an inversion's every gradient asks for the same,
+    # a few thousand actions a time loop's recording would otherwise work out again)
     c = min(snapshots, max(steps, 1))
     actions = [Takeshot(0)] if steps else []
     todo = [(0, steps, c)]  # (a, b, slots): reverse steps a .. b-1, state a stored, adjoint of b known
@@ -101,4 +109,4 @@ def schedule(steps, snapshots):
             m = a + _split(b - a, c)
             actions += [Advance(a, m), Takeshot(m)]
             todo += [(a, m, c), (m, b, c - 1)]  # the right part first (a stack)
-    return actions
+    return tuple(actions)
