@@ -226,7 +226,8 @@ def weight_norm(module, name="weight", dim=0):
     Returns
     -------
     Module
-        ``module``, with ``parametrizations.<name>.original0`` (``g``) and ``original1`` (``v``).
+        ``module``, with ``parametrizations.<name>.original0`` (``g``) and ``original1`` (``v``); a state dict
+        of the hook-based :func:`~daskgrad.nn.utils.weight_norm` (``<name>_g``, ``<name>_v``) loads into it.
 
     Examples
     --------
@@ -235,6 +236,17 @@ def weight_norm(module, name="weight", dim=0):
     ((3, 1), (3, 4))
     """
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def _weight_norm_compat_hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                 error_msgs):
+        """A checkpoint of the hook-based ``weight_norm`` (``<name>_g``, ``<name>_v``) loads, as torch's."""
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            original0, original1 = state_dict.pop(g_key), state_dict.pop(v_key)
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = original0
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = original1
+
+    module._register_load_state_dict_pre_hook(_weight_norm_compat_hook)
     return module
 
 
