@@ -25,7 +25,7 @@ def _is_orthogonal(Q):
     """torch's test: ``Q^H Q`` within ``10 n eps`` of the identity (computed: the answer picks a branch)."""
     n, k = Q.shape[-2:]
     eps = 10.0 * n * float(np.finfo(Q.dtype).eps)
-    return allclose(Q.mH @ Q, eye(k, dtype=Q.dtype, device=Q.device), atol=eps)
+    return bool(allclose(Q.mH @ Q, eye(k, dtype=Q.dtype, device=Q.device), atol=eps))
 
 
 def _make_orthogonal(A):
@@ -159,7 +159,7 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     Examples
     --------
     >>> m = nn.utils.parametrizations.orthogonal(nn.Linear(3, 5).double())
-    >>> dg.allclose(m.weight.T @ m.weight, dg.eye(3, dtype="float64"))
+    >>> bool(dg.allclose(m.weight.T @ m.weight, dg.eye(3, dtype="float64")))
     True
     """
     weight = getattr(module, name, None)
