@@ -9,9 +9,9 @@ their docstrings say which matrices are decomposed chunk by chunk (TSQR) and whi
 chunk."""
 from .chunk import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError: a singular matrix met in a task)
 from .ops import _torch_keywords
-from .ops.linalg import (cholesky, cond, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_norm,
-                         matrix_power, matrix_rank, norm, pinv, qr, slogdet, solve, svd, svd_compressed, svdvals,
-                         tensorinv, tensorsolve, vector_norm)
+from .ops.linalg import (cholesky, cond, det, diagonal, eigh, eigvalsh, householder_product, inv, lstsq, matmul,
+                         matrix_norm, matrix_power, matrix_rank, norm, pinv, qr, slogdet, solve, svd, svd_compressed,
+                         svdvals, tensorinv, tensorsolve, vector_norm)
 from .ops.linalg import (EighResult, LstsqResult, QRResult, SlogdetResult, SVDResult)  # noqa: F401  (result types)
 from .ops.linalg import compression_level, compression_matrix, sfqr, tsqr
 from .ops.products import cross, multi_dot, vecdot
@@ -20,7 +20,8 @@ from .ops.triangular import LUResult, LUFactorResult, LUFactorExResult  # noqa: 
 from .ops.triangular import cholesky_solve, lu, lu_factor, lu_factor_ex, lu_solve, solve_triangular
 
 __all__ = ["cholesky", "cholesky_solve", "compression_level", "compression_matrix", "cond", "cross", "det",
-           "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "lu", "lu_factor", "lu_factor_ex",
+           "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "householder_product", "inv", "lstsq", "lu", "lu_factor",
+           "lu_factor_ex",
            "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
            "pinv", "qr", "sfqr", "slogdet", "solve", "solve_triangular", "svd", "svd_compressed", "svdvals",
            "tensorinv", "tensorsolve", "tsqr", "vecdot", "vector_norm"]

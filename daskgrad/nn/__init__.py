@@ -5,7 +5,7 @@
 >>> loss = nn.CrossEntropyLoss()(model(x), y)
 """
 from . import functional, init, utils
-from .layers import (CELU, ELU, GELU, GLU, SELU, AlphaDropout, Bilinear, ChannelShuffle, Dropout, Dropout1d,
+from .layers import (CELU, ELU, GELU, GLU, SELU, AlphaDropout, Bilinear, ChannelShuffle, Container, Dropout, Dropout1d,
                      Dropout2d, Dropout3d, Embedding, EmbeddingBag, FeatureAlphaDropout, Flatten, Hardshrink,
                      Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax,
                      Mish, ModuleDict, ModuleList, ParameterDict, ParameterList, PReLU, ReLU, ReLU6, RReLU,
@@ -22,7 +22,8 @@ from .spatial import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ReplicationPad2d, ReplicationPad3d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
                       ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .loss import (BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss,
-                   GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
+                   GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, LinearCrossEntropyLoss,
+                   MSELoss, MarginRankingLoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, NLLLoss2d,
                    TripletMarginWithDistanceLoss)
@@ -42,7 +43,8 @@ __all__ = ["AdaptiveAvgPool1d", "AdaptiveLogSoftmaxWithLoss", "AdaptiveAvgPool2d
            "AvgPool3d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Bilinear", "CELU",
            "CTCLoss", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
            "ConstantPad2d",
-           "ConstantPad3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+           "ConstantPad3d", "Container", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d",
            "CosineEmbeddingLoss", "CosineSimilarity", "CrossEntropyLoss", "CrossMapLRN2d", "DataParallel", "Dropout",
            "Dropout1d", "Dropout2d", "Dropout3d", "ELU", "Embedding", "EmbeddingBag", "FeatureAlphaDropout", "Flatten",
            "Fold", "FractionalMaxPool2d", "FractionalMaxPool3d", "GELU", "GLU", "GRU", "GRUCell", "GaussianNLLLoss",
@@ -51,7 +53,8 @@ __all__ = ["AdaptiveAvgPool1d", "AdaptiveLogSoftmaxWithLoss", "AdaptiveAvgPool2d
            "LPPool2d", "LPPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d",
            "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU",
-           "Linear", "LocalResponseNorm", "LogSigmoid", "LogSoftmax", "MSELoss", "MarginRankingLoss", "MaxPool1d",
+           "Linear", "LinearCrossEntropyLoss", "LocalResponseNorm", "LogSigmoid", "LogSoftmax", "MSELoss",
+           "MarginRankingLoss", "MaxPool1d",
            "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish", "Module", "ModuleDict",
            "ModuleList", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiheadAttention",
            "NLLLoss", "NLLLoss2d", "PReLU", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList",

@@ -614,6 +614,82 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                     reduction)
 
 
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """torch's ``F.linear_cross_entropy``: :func:`cross_entropy` of ``linear(input, linear_weight, linear_bias)``,
+    the logits reshaped to ``(*batch, C, d_1, ..., d_K)`` for a ``(C, d_1, ..., d_K, in_features)`` weight.
+
+    daskgrad computes torch's reference path (``options=None``): the logits of a chunk of the batch are made
+    and reduced chunk by chunk, which bounds memory as torch's chunked ``options`` do; ``options`` is refused.
+
+    Parameters
+    ----------
+    input : Tensor
+        ``(in_features,)`` or ``(N, in_features)``.
+    linear_weight : Tensor
+        ``(C, in_features)`` or ``(C, d_1, ..., d_K, in_features)`` (then ``input`` must be batched).
+    target : Tensor
+        Class indices, ``()``, ``(N,)`` or ``(N, d_1, ..., d_K)``; or class probabilities, of the logits' shape.
+    linear_bias : Tensor, optional
+        ``(C, d_1, ..., d_K)``.
+    weight : Tensor, optional
+        Per-class weights, ``(C,)``.
+    reduction : str, default "mean"
+        ``'none'``, ``'mean'`` or ``'sum'``.
+    ignore_index : int, optional
+        A class index whose targets are skipped (-100 when None); not with class probabilities.
+    label_smoothing : float, default 0.0
+        Mixes the targets with the uniform distribution.
+    options : None
+        torch's chunking options: only None.
+
+    Returns
+    -------
+    Tensor
+        The loss.
+
+    Examples
+    --------
+    >>> w = dg.randn(3, 4, requires_grad=True)
+    >>> F.linear_cross_entropy(x, w, y).shape
+    ()
+    """
+    if options is not None:
+        raise NotImplementedError("daskgrad's linear_cross_entropy computes the reference path (options=None); "
+                                  "its logits are already made and reduced chunk by chunk of the batch")
+    input, linear_weight, target = _tensor_of(input), _tensor_of(linear_weight), _tensor_of(target)
+    if input.ndim < 1 or input.ndim > 2:
+        raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.ndim}")
+    if linear_weight.ndim < 2:
+        raise RuntimeError(f"expected linear_weight with dimensionality at least 2, got {linear_weight.ndim}")
+    num_batches, in_features = input.shape[:-1], input.shape[-1]
+    if in_features != linear_weight.shape[-1]:
+        raise RuntimeError("expected equal input and linear_weight last dimensions (in_features), "
+                           f"got {input.shape[-1]} and {linear_weight.shape[-1]}, respectively")
+    num_classes, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None:
+        linear_bias = _tensor_of(linear_bias)
+        if tuple(linear_bias.shape) != (num_classes, *out_features):
+            raise RuntimeError(f"expected linear_bias shape {(num_classes, *out_features)}, got "
+                               f"{tuple(linear_bias.shape)}")
+    if out_features and not num_batches:
+        raise RuntimeError(f"K-dimensional loss defined by linear_weight shape {tuple(linear_weight.shape)} requires "
+                           f"batched input, (N, {in_features}), got unbatched input with shape {tuple(input.shape)}")
+    logits_shape = (*num_batches, num_classes, *out_features)
+    # (cross_entropy reads class probabilities from a target of the logits' shape)
+    if tuple(target.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError("ignore_index cannot be specified when target contains probabilities")
+    ignore_index = -100 if ignore_index is None else ignore_index
+    if out_features:
+        classes = math.prod(out_features, start=num_classes)
+        linear_weight = linear_weight.reshape(classes, in_features)
+        if linear_bias is not None:
+            linear_bias = linear_bias.reshape(classes)
+    logits = linear(input, linear_weight, linear_bias).reshape(logits_shape)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction, ignore_index=ignore_index,
+                         label_smoothing=label_smoothing)
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log likelihood of class indices under log-probabilities (N, C), (C,) or (N, C, d1, ..., dk),
     with torch's options."""

@@ -4,10 +4,12 @@
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 from . import functional as F
 from .functional import _tensor_of
+from .layers import Linear
 from .module import Module
 
 
@@ -71,6 +73,72 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """torch's ``nn.LinearCrossEntropyLoss``: the cross entropy of ``input`` mapped to logits by the module's own
+    :class:`Linear` (``self.linear``, weight ``(C * prod(out_features), in_features)``, no bias by default)
+    against ``target`` (:func:`~daskgrad.nn.functional.linear_cross_entropy`).
+
+    Parameters
+    ----------
+    in_features : int
+        The size of each input sample.
+    num_classes : int
+        The number of classes ``C``.
+    out_features : tuple of int, default ()
+        ``(d_1, ..., d_K)`` for a K-dimensional loss.
+    bias : bool, default False
+        Whether the linear map adds a bias.
+    device, dtype : optional
+        The linear weight's.
+    reduction : str, default "mean"
+        ``'none'``, ``'mean'`` or ``'sum'``.
+    weight : Tensor, optional
+        Per-class weights, ``(C,)`` (a buffer, as torch's).
+    ignore_index : int, optional
+        A class index whose targets are skipped (-100 when None).
+    label_smoothing : float, default 0.0
+        In ``[0, 1]``.
+    options : None
+        torch's chunking options: only None (daskgrad reduces chunk by chunk of the batch anyway).
+
+    Examples
+    --------
+    >>> loss = nn.LinearCrossEntropyLoss(4, 3)
+    >>> loss(x, y).shape
+    ()
+    """
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
+                 reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got {label_smoothing}")
+        if options is not None:
+            raise NotImplementedError("daskgrad's LinearCrossEntropyLoss computes the reference path (options=None); "
+                                      "its logits are already made and reduced chunk by chunk of the batch")
+        super().__init__(weight=weight, reduction=reduction)
+        self.num_classes, self.out_features = num_classes, out_features
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+        # a 2-D weight (Linear's), reshaped for each forward, as torch's
+        self.linear = Linear(in_features, math.prod(out_features, start=num_classes), bias=bias, device=device,
+                             dtype=dtype)
+        self.options = options
+
+    def forward(self, input, target):
+        linear_weight = self.linear.weight.reshape(self.num_classes, *self.out_features, self.linear.in_features)
+        linear_bias = None if self.linear.bias is None else \
+            self.linear.bias.reshape(self.num_classes, *self.out_features)
+        return F.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, reduction={self.reduction}, "
+                f"ignore_index={self.ignore_index}, label_smoothing={self.label_smoothing}, options={self.options}")
 
 
 class NLLLoss(_WeightedLoss):

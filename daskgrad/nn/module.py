@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import contextvars
+import functools
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
@@ -253,6 +255,45 @@ def _on_device_of(value, param):
     return t if t.device == param.device else t.to(param.device)
 
 
+class _WrappedHook:
+    """A load_state_dict pre-hook, given its module first when registered ``with_module`` (held weakly, as
+    torch's, so that the hook does not keep the module alive)."""
+
+    def __init__(self, hook, module=None):
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = module is not None
+        self.module = weakref.ref(module) if module is not None else None
+
+    def __call__(self, *args, **kwargs):
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self):
+        return {"hook": self.hook, "with_module": self.with_module,
+                "module": self.module() if self.with_module else None}
+
+    def __setstate__(self, state):
+        self.hook, self.with_module = state["hook"], state["with_module"]
+        self.module = weakref.ref(state["module"]) if self.with_module else None
+
+
+# copies that load_state_dict has checked but not made yet: made together once nothing failed
+_PENDING_COPIES = contextvars.ContextVar("daskgrad_pending_copies", default=None)
+
+
+def _copy_pending(copies):
+    """Make the copies load_state_dict checked (and forget them)."""
+    with no_grad():
+        for p, value in copies:
+            p.copy_(value)
+    copies.clear()
+
+
 class _LazyLoad:
     """Marks a lazy module for ``load_state_dict`` (``nn.modules.lazy.LazyModuleMixin`` subclasses it)."""
 
@@ -261,13 +302,16 @@ class Module:
     """Base class of layers and models: attributes that are Parameters or Modules get registered."""
 
     training: bool
+    _version = 1  # (torch's: recorded in a state_dict's ``_metadata``, read by load_state_dict hooks)
 
     def __init__(self):
         for name, value in (("training", True), ("_parameters", OrderedDict()), ("_buffers", OrderedDict()),
                             ("_non_persistent_buffers_set", set()), ("_modules", OrderedDict()),
                             ("_forward_pre_hooks", OrderedDict()), ("_forward_pre_hooks_with_kwargs", OrderedDict()),
                             ("_forward_hooks", OrderedDict()), ("_forward_hooks_with_kwargs", OrderedDict()),
-                            ("_forward_hooks_always_called", OrderedDict())):
+                            ("_forward_hooks_always_called", OrderedDict()), ("_state_dict_hooks", OrderedDict()),
+                            ("_state_dict_pre_hooks", OrderedDict()), ("_load_state_dict_pre_hooks", OrderedDict()),
+                            ("_load_state_dict_post_hooks", OrderedDict())):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
@@ -343,6 +387,56 @@ class Module:
             self._forward_hooks_always_called[handle.id] = True
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def _hooks(self, table):
+        """One of the hook tables (a module unpickled from before it existed has none yet)."""
+        if table not in self.__dict__:
+            object.__setattr__(self, table, OrderedDict())
+        return self.__dict__[table]
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` before :meth:`state_dict` collects this module's state."""
+        table = self._hooks("_state_dict_pre_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` after :meth:`state_dict` collected this module's
+        state and its children's; it edits ``state_dict`` in place (returning anything else than None raises)."""
+        hook._from_public_api = True
+        return self._register_state_dict_hook(hook)
+
+    def _register_state_dict_hook(self, hook):
+        """torch's private form of :meth:`register_state_dict_post_hook`: what the hook returns (not None)
+        replaces the state dict."""
+        table = self._hooks("_state_dict_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        return handle
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)`` (the
+        module first with ``with_module``) before :meth:`load_state_dict` reads this module's keys; it may edit
+        ``state_dict`` (the load's own copy) and the lists."""
+        table = self._hooks("_load_state_dict_pre_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = _WrappedHook(hook, self if with_module else None)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)``
+        before :meth:`load_state_dict` reads this module's keys."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` after :meth:`load_state_dict` loaded this module and its children;
+        it may edit ``incompatible_keys.missing_keys`` / ``unexpected_keys`` in place (which decides whether a
+        strict load raises) and must return None."""
+        table = self._hooks("_load_state_dict_post_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
         return handle
 
     # ------------------------------------------------------------ registration
@@ -577,48 +671,49 @@ class Module:
     # -------------------------------------------------------------- state dict
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """Name -> parameter, detached (sharing storage, as torch's) unless ``keep_vars``.  As in torch, a
-        tied parameter or a shared module is listed under each of its names."""
-        out = OrderedDict() if destination is None else destination
+        tied parameter or a shared module is listed under each of its names, the dict's ``_metadata`` holds
+        each module's version, and the state_dict hooks run around each module's part."""
+        out = destination
+        if out is None:
+            out = OrderedDict()
+            out._metadata = OrderedDict()
+        local_metadata = {"version": self._version}
+        if hasattr(out, "_metadata"):
+            out._metadata[prefix[:-1]] = local_metadata
+        for hook in self._hooks("_state_dict_pre_hooks").values():
+            hook(self, prefix, keep_vars)
         for name, p in self._own_state().items():
             out[prefix + name] = p if keep_vars or is_lazy(p) else p.detach()
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in self._hooks("_state_dict_hooks").values():
+            result = hook(self, out, prefix, local_metadata)
+            if not getattr(hook, "_from_public_api", False):
+                out = out if result is None else result
+            elif result is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily.
-        All or nothing: every value is checked before the first copy (torch copies the ones that fit,
-        then raises).  Copying in place keeps tied parameters tied."""
+        """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily, as
+        torch's: module by module, each one's load_state_dict pre-hooks first, its post-hooks after its children.
+        All or nothing where torch is not: every value is checked before the first copy (torch copies the ones
+        that fit, then raises), except that the values checked so far are copied before a post-hook runs (it
+        may read them) when nothing failed yet.  Copying in place keeps tied parameters tied."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        for name, m in self.named_modules():
-            if isinstance(m, _LazyLoad):  # a lazy module takes the checkpoint's shapes first, as torch's hook
-                m._lazy_load_hook(state_dict, name + "." if name else "")
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = self._unexpected_keys(list(state_dict))
-        errors, copies = [], []
-        for key, p in own.items():
-            if key not in state_dict:
-                continue
-            value = _host(state_dict[key])
-            if is_lazy(p) and is_lazy(value):  # nothing to copy, as torch's (it copies no data)
-                continue
-            if not (isinstance(value, Tensor) or hasattr(value, "__array_function__")):
-                errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
-                              f"object from checkpoint but received {type(state_dict[key])}")
-            elif tuple(np.shape(value)) != p.shape:
-                errors.append(f"size mismatch for {key}: copying a param with shape "
-                              f"torch.Size({list(np.shape(value))}) from checkpoint, the shape in current model "
-                              f"is torch.Size({list(p.shape)}).")
-            else:
-                try:
-                    copies.append((p, _on_device_of(value, p)))
-                except Exception as ex:
-                    errors.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
-                                  f"torch.Size({list(p.shape)}) and whose dimensions in the checkpoint are "
-                                  f"torch.Size({list(np.shape(value))}), an exception occurred : {ex.args}.")
+        missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)  # the hooks edit the load's copy, never the caller's dict
+        if metadata is not None:
+            state_dict._metadata = metadata
+        pending = []
+        token = _PENDING_COPIES.set(pending)
+        try:
+            self._load_tree(state_dict, "", metadata, assign, (missing, unexpected, errors), pending)
+        finally:
+            _PENDING_COPIES.reset(token)
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
@@ -628,10 +723,79 @@ class Module:
         if errors:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
                                                                                       "\n\t".join(errors)))
-        with no_grad():
-            for p, value in copies:
-                p.copy_(value)
+        _copy_pending(pending)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _load_tree(self, local_state_dict, prefix, metadata, assign, lists, pending):
+        """torch's ``load``: this module's keys, then each child's (a dict of the keys under its name), then
+        this module's post-hooks."""
+        local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+        if assign:
+            local_metadata["assign_to_params_buffers"] = assign
+        self._load_from_state_dict(local_state_dict, prefix, local_metadata, True, *lists)
+        for name, child in self._modules.items():
+            if child is not None:
+                child_prefix = prefix + name + "."
+                child_state_dict = {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)}
+                child._load_tree(child_state_dict, child_prefix, metadata, assign, lists, pending)
+        post_hooks = self._hooks("_load_state_dict_post_hooks")
+        if post_hooks and not lists[2]:
+            _copy_pending(pending)
+        incompatible_keys = _IncompatibleKeys(lists[0], lists[1])
+        for hook in post_hooks.values():
+            if hook(self, incompatible_keys) is not None:
+                raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not expected "
+                                     "to return new values, if incompatible_keys need to be modified, it should be "
+                                     "done inplace.")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """torch's: this module's own parameters and persistent buffers (not its children's) from
+        ``state_dict``, after its load_state_dict pre-hooks; missing and unexpected keys and errors are added
+        to the lists.  Within :meth:`load_state_dict` the copies wait until every value is checked."""
+        if isinstance(self, _LazyLoad):  # a lazy module takes the checkpoint's shapes first (torch's first hook)
+            self._lazy_load_hook(state_dict, prefix)
+        for hook in self._hooks("_load_state_dict_pre_hooks").values():
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+        own = self._own_state()
+        copies = []
+        for name, p in own.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            value = _host(state_dict[key])
+            if is_lazy(p) and is_lazy(value):  # nothing to copy, as torch's (it copies no data)
+                continue
+            if not (isinstance(value, Tensor) or hasattr(value, "__array_function__")):
+                error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
+                                  f"Tensor-like object from checkpoint but received {type(state_dict[key])}")
+                continue
+            if not is_lazy(p) and p.ndim == 0 and tuple(np.shape(value)) == (1,):
+                value = value[0]  # torch's compatibility: a 0.3 checkpoint's scalars are one-element vectors
+            if tuple(np.shape(value)) != p.shape:
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"torch.Size({list(np.shape(value))}) from checkpoint, the shape in current model "
+                                  f"is torch.Size({list(p.shape)}).")
+                continue
+            try:
+                copies.append((p, _on_device_of(value, p)))
+            except Exception as ex:
+                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
+                                  f"torch.Size({list(p.shape)}) and whose dimensions in the checkpoint are "
+                                  f"torch.Size({list(np.shape(value))}), an exception occurred : {ex.args}.")
+        pending = _PENDING_COPIES.get()
+        if pending is None:  # called on its own: copied now, as torch's
+            _copy_pending(copies)
+        else:
+            pending += copies
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix):
+                    name, dot, _ = key[len(prefix):].partition(".")
+                    if (name not in self._modules) if dot else name not in own:
+                        unexpected_keys.append(key)
 
     def _own_state(self):
         """This module's parameters and persistent buffers that are not None, by name (torch's local state)."""
@@ -639,20 +803,6 @@ class Module:
         own.update((k, b) for k, b in self._buffers.items()
                    if b is not None and k not in self._non_persistent_buffers_set)
         return own
-
-    def _unexpected_keys(self, keys, prefix=""):
-        """The keys no parameter takes, in torch's order: this module's own, then each child's.  As in
-        torch, a key under a child set to None is not reported."""
-        out, own = [], self._own_state()
-        for key in keys:
-            name, dot, _ = key[len(prefix):].partition(".")
-            if (name not in self._modules) if dot else name not in own:
-                out.append(key)
-        for name, m in self._modules.items():
-            if m is not None:
-                sub = prefix + name + "."
-                out += m._unexpected_keys([k for k in keys if k.startswith(sub)], sub)
-        return out
 
     # ------------------------------------------------------------------- repr
     def extra_repr(self):

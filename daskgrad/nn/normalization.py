@@ -27,6 +27,7 @@ from .module import Module, Parameter
 
 class _BatchNorm(Module):
     _dims = ()
+    _version = 2  # (torch's _NormBase: the version its state_dict metadata records)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None, *, bias=True):

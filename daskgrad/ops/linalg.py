@@ -26,6 +26,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
+from .._data import TORCH_TYPE_NAMES
 from ..graph import RESULT, primitive
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
@@ -677,6 +678,91 @@ def qr(A, mode="reduced"):
     if mode == "r":
         Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A._storage.value._meta))
     return QRResult(Q, R)
+
+
+# ------------------------------------------------------------ householder_product
+def _hh_check(A, tau):
+    """torch's checks of ``linalg.householder_product``'s arguments, in its order."""
+    name = "torch.linalg.householder_product"
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    if A.shape[-2] < A.shape[-1]:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    if A.shape[-1] < (tau.shape[-1] if tau.ndim else 1):
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if A.ndim - tau.ndim != 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but got tau.ndim equal to "
+                           f"{tau.ndim} and input.ndim is equal to {A.ndim}")
+    if A.ndim > 2 and tau.shape[:-1] != A.shape[:-2]:
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                           f"{list(tau.shape[:-1])}")
+    if tau.dtype != A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {TORCH_TYPE_NAMES.get(str(tau.dtype), tau.dtype)} does not match "
+                           f"input dtype {TORCH_TYPE_NAMES.get(str(A.dtype), A.dtype)}")
+
+
+def householder_product(A, tau):
+    """torch's ``linalg.householder_product`` (LAPACK's ``orgqr``/``ungqr``): the first ``n`` columns of
+    ``H_1 H_2 ... H_k``, ``H_i = I - tau_i v_i v_i^H``, where ``v_i`` is column ``i`` of ``A`` below the
+    diagonal with a 1 on it (``k = tau.shape[-1]``); ``A`` is ``(..., m, n)`` with ``m >= n``.
+
+    Composed of differentiable ops (one rank-one update per reflector), so its gradient is the
+    composition's, torch's ``householder_product_backward`` value: zero for ``A``'s diagonal and upper
+    triangle.  Each matrix is one chunk; meant for parameter-sized matrices.
+
+    Parameters
+    ----------
+    A : Tensor
+        The reflectors below the diagonals, ``(..., m, n)``.
+    tau : Tensor
+        Their scale factors, ``(..., k)`` with ``k <= n``.
+
+    Returns
+    -------
+    Tensor
+        ``(..., m, n)``.
+
+    Examples
+    --------
+    >>> A = dg.tensor([[1.0, 0.0], [0.5, 1.0], [0.5, 2.0]])
+    >>> dg.linalg.householder_product(A, dg.tensor([1.0, 0.0])).numpy()
+    array([[ 0.  , -0.5 ],
+           [-0.5 ,  0.75],
+           [-0.5 , -0.25]], dtype=float32)
+    """
+    A, tau = as_tensor(A), as_tensor(tau)
+    _hh_check(A, tau)
+    _check_float(A, "householder_product")
+    m, n = A.shape[-2:]
+    batch = [(0, 0)] * (A.ndim - 2)
+    ones = ones_like(diagonal(A, 0, -2, -1))
+    eye_n = diag_embed(ones, 0, (ones.chunks[-1],) * 2)
+    eye_mn = pad(eye_n, batch + [(0, m - n), (0, 0)]) if m > n else eye_n
+    V = tril(A, -1) + eye_mn  # column i: v_i
+    Q = eye_mn
+    for i in reversed(range(tau.shape[-1])):
+        v = V[..., :, i]
+        w = sum(expand_dims(conj(v), -1) * Q, axis=-2)  # v^H Q
+        Q = Q - expand_dims(expand_dims(tau[..., i], -1) * v, -1) * expand_dims(w, -2)
+    if tau.shape[-1] == 0:  # no reflector: still a result of ``A`` (torch's has a node; A's gradient is zero)
+        Q = where(zeros_like(Q, dtype=bool), A, Q)
+    return Q
+
+
+def _geqrf_kernel(a):
+    h, t = np.linalg.qr(a, mode="raw")  # LAPACK's geqrf; h is its result transposed
+    return np.swapaxes(h, -1, -2), t
+
+
+def _geqrf(A):
+    """``torch.geqrf`` (not differentiable, as torch's): LAPACK's compact QR, ``(a, tau)``: ``R`` on and above
+    ``a``'s diagonals, the Householder vectors below, their factors in ``tau``."""
+    A = _matrix(A, "geqrf")
+    a = _whole(A.array)
+    m, n = A.shape[-2:]
+    out, tau = _gufunc(_geqrf_kernel, "(m,n)->(m,n),(k)", (a,), [(a.ndim, a.dtype), (a.ndim - 1, a.dtype)],
+                       sizes={"k": min(m, n)})
+    return Tensor._make(out), Tensor._make(tau)
 
 
 # ------------------------------------------------------------------------- eigh

@@ -148,6 +148,15 @@ class PackedSequence(_PackedSequence):
         """``data`` as uint8."""
         return self.to(np.dtype("uint8"))
 
+    def pin_memory(self):
+        """torch's ``pin_memory``: a new packed sequence of the same tensors.  daskgrad pins no memory (dask
+        moves the chunks; cupy's are on the device already), so :meth:`is_pinned` stays False."""
+        return type(self)(self.data, self.batch_sizes, self.sorted_indices, self.unsorted_indices)
+
+    def is_pinned(self):
+        """Whether ``data`` is in pinned host memory: never in daskgrad."""
+        return False
+
     @property
     def is_cuda(self):
         """Whether ``data`` is on a GPU."""

@@ -101,9 +101,15 @@ def remove_weight_norm(module: Module, name="weight"):
     Module
         ``module``.
     """
+    return _remove_hook(module, WeightNorm, name, "weight_norm")
+
+
+def _remove_hook(module, hook_type, name, kind):
+    """Undo the hook-based ``kind`` (``"weight_norm"``, ``"spectral_norm"``) of ``module.<name>``: its forward
+    pre-hook of ``hook_type`` restores the parameter and is unregistered (torch's error when there is none)."""
     for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, hook_type) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[k]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{kind} of '{name}' not found in {module}")
