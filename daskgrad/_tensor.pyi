@@ -443,7 +443,8 @@ class Tensor:
         in a way torch's check cannot tell (:func:`_order_matters`; ``copies``: the write copies the operand).
         """
     def _fill(self, name, value):
-        """Overwrite with a constant; what the old value came from gets a zero gradient.
+        """Overwrite with a constant; what the old value came from gets a zero gradient.  A 0-d tensor ``value``
+        is copied, and gets the whole gradient, recorded as torch's ``fill_`` of a tensor (``FillBackward3``).
         """
     _grad: Any
     _hooks: Any
@@ -984,7 +985,7 @@ class Tensor:
         """
     def diag(self, diagonal=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
-        its ``k`` diagonal.
+        its ``k`` diagonal, a copy (torch's: NumPy's is a read-only view; a view here would write through).
         """
     def diag_embed(self, offset=0, dim1=-2, dim2=-1):
         """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``.
