@@ -1926,16 +1926,19 @@ def _scatter_into(self, src, write):
     return out
 
 
+@named("DiagonalScatterBackward0")
 def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``."""
     return _scatter_into(self, src, lambda out: out.diagonal(offset, dim1, dim2))
 
 
+@named("SelectScatterBackward0")
 def _select_scatter(self, src, dim, index):
     """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``."""
     return _scatter_into(self, src, lambda out: _select(out, dim, index))
 
 
+@named("SliceScatterBackward0")
 def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``."""
     d = norm_axis(dim, self.ndim)
@@ -1991,6 +1994,7 @@ _DEPRECATED = {
 }
 
 
+@named("CholeskySolveBackward0")
 def _cholesky_solve(self, input2, upper=False):
     """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
     Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
@@ -1998,6 +2002,7 @@ def _cholesky_solve(self, input2, upper=False):
     return guard(cholesky_solve(self, input2, upper=upper), self, input2)
 
 
+@named("CholeskyInverseBackward0")
 def _cholesky_inverse(self, upper=False):
     """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
     tensor; upper: ``U^H U``)."""
@@ -2006,6 +2011,7 @@ def _cholesky_inverse(self, upper=False):
     return guard(cholesky_solve(eye, self, upper=upper), self)
 
 
+@named("TriangularSolveBackward0")
 def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
     ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)

@@ -569,6 +569,7 @@ def ldexp(x1, x2):
 
 
 @public("frexp")
+@named("FrexpBackward0")
 def frexp(x):
     """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
     ``g / 2**exponent``, as torch's, the exponent an integer tensor."""
