@@ -124,6 +124,13 @@ def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
     in it), a lazy index checked in range inside its tasks."""
     if src is None and value is None:
         raise TypeError("scatter() missing 1 required positional argument: 'src' or 'value'")
+    if src is not None and value is not None:  # (x.scatter(0, i, src, "add"): torch's reduce is a keyword only)
+        got = ", ".join("Tensor" if isinstance(a, Tensor) else type(a).__name__ for a in (dim, index, src, value))
+        raise TypeError(f"scatter() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+                        " * (int dim, Tensor index, Tensor src)\n"
+                        " * (int dim, Tensor index, Tensor src, *, str reduce)\n"
+                        " * (int dim, Tensor index, Number value)\n"
+                        " * (int dim, Tensor index, Number value, *, str reduce)\n")
     third = src if src is not None else value
     src, value = (third, None) if isinstance(third, Tensor) else (None, third)
     if reduce is not None:
