@@ -545,7 +545,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.addmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addmv(self, mat, vec, *, beta=1, alpha=1):
-        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
+        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``; ``self`` a vector or a number (torch's check: a
+        matrix would broadcast).
         """
     def addmv_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.addmv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.

@@ -601,8 +601,12 @@ def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
 
 
 def _addmv(self, mat, vec, *, beta=1, alpha=1):
-    """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``."""
-    return _scaled_sum(self, _mv(as_tensor(mat), vec), beta, alpha)
+    """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``; ``self`` a vector or a number (torch's check: a
+    matrix would broadcast)."""
+    mat, vec = as_tensor(mat), as_tensor(vec)
+    if as_tensor(self).ndim > 1 or mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {as_tensor(self).ndim}, {mat.ndim}, {vec.ndim}")
+    return _scaled_sum(self, _mv(mat, vec), beta, alpha)
 
 
 def _addr(self, vec1, vec2, *, beta=1, alpha=1):
