@@ -1024,12 +1024,10 @@ class Tensor:
     def fill_(self, value):
         """Fill this tensor with ``value`` (a number or a 0-d tensor) in place and return it, as torch's
         ``Tensor.fill_``."""
-        if isinstance(value, Tensor):  # a 0-d tensor: it gets the whole gradient, as in copy_
-            if value.ndim:
-                raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
-                                   f"{value.ndim} dimensions.")
-            return self.copy_(value)
-        return self._fill("FillBackward0", value)
+        if isinstance(value, Tensor) and value.ndim:  # (a 0-d tensor gets the whole gradient: see _fill)
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value.ndim} dimensions.")
+        return self._fill("FillBackward2", value)
 
 def _cast(a, dtype):
     return a.astype(dtype)

@@ -443,7 +443,8 @@ class Tensor:
         in a way torch's check cannot tell (:func:`_order_matters`; ``copies``: the write copies the operand).
         """
     def _fill(self, name, value):
-        """Overwrite with a constant; what the old value came from gets a zero gradient.
+        """Overwrite with a constant; what the old value came from gets a zero gradient.  A 0-d tensor ``value``
+        is copied, and gets the whole gradient, recorded as torch's ``fill_`` of a tensor (``FillBackward3``).
         """
     _grad: Any
     _hooks: Any
@@ -544,7 +545,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.addmm`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def addmv(self, mat, vec, *, beta=1, alpha=1):
-        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``.
+        """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``; ``self`` a vector or a number (torch's check: a
+        matrix would broadcast).
         """
     def addmv_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.addmv`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -984,7 +986,7 @@ class Tensor:
         """
     def diag(self, diagonal=0) -> Tensor:
         """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
-        its ``k`` diagonal.
+        its ``k`` diagonal, a copy (torch's: NumPy's is a read-only view; a view here would write through).
         """
     def diag_embed(self, offset=0, dim1=-2, dim2=-1):
         """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``.

@@ -11,6 +11,7 @@ is retained), so building this graph never computes anything.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import numbers
 import os
@@ -262,8 +263,41 @@ def relabel(t, name, since):
     ``WhereBackward0`` it ends with).  A node made before, an input's handed back as it is, keeps its name."""
     node = t.grad_fn
     if node is not None and node._seq > since:
-        node.__class__ = node_class(name)
+        node.__class__ = _relabeled(name, getattr(type(node), "composes", type(node).__name__))
     return t
+
+
+_relabeled_classes: dict[tuple, type] = {}
+
+
+def _relabeled(name, composes):
+    """The class of a node named ``name`` that its op's node ``composes`` (``WhereBackward0``) stands for: its
+    ``composes`` tells the op table's coverage test which of the primitive's own names it reached."""
+    cls = _relabeled_classes.get((name, composes))
+    if cls is None:
+        cls = _relabeled_classes[name, composes] = type(name, (Node,), {"__slots__": (), "composes": composes})
+    return cls
+
+
+def named(node):
+    """Decorator: the op's result records torch's node ``node`` (a name, or a function of the call's arguments
+    giving it, or None to keep the node's own) where the op is a composition whose last node is named otherwise
+    (``rsqrt`` ends with a ``reciprocal``, torch records ``RsqrtBackward0``).  Only the name changes: the node's
+    rule, saved values and edges are the composition's; a result the op did not record (an input handed back)
+    keeps its node.  Each tensor of a tuple result is named so (torch's one node of ``aminmax``, ``cummax``)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def op(*args, **kwargs):
+            since = mark()
+            out = fn(*args, **kwargs)
+            name = node(*args, **kwargs) if callable(node) else node
+            if name is not None:  # (None: an overload torch names otherwise)
+                for t in out if isinstance(out, tuple) else (out,):
+                    if isinstance(t, Tensor):
+                        relabel(t, name, since)
+            return out
+        return op
+    return wrap
 
 
 def _new_node(name):

@@ -251,6 +251,19 @@ def test_diagonals_and_triangles_give_numpys_values_and_torchs_gradients(fn, arg
     check_against_torch(lambda x: getattr(dg, fn)(x, *args), torch_fn, [a], [((2, 3), (1, 3)) if a.ndim == 2 else 2])
 
 
+def test_the_diagonal_diag_gives_is_a_copy_as_torchs():
+    a = r(3, 3)
+    for x in (dg.tensor(a), dg.tensor(a, requires_grad=True).clone()):  # (a plain one, and one with history)
+        d, t = x.diag(), torch.tensor(a).diag()
+        d.mul_(0), t.mul_(0)  # (torch's diag copies: the matrix keeps its diagonal; a view would write through)
+        np.testing.assert_allclose(x.detach().numpy(), a)
+        assert d._base is None and d._version == t._version == 1
+    x = dg.tensor(a, requires_grad=True)
+    d = dg.diag(x * 1)
+    d.mul_(2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.eye(3))
+
+
 def test_batched_diagonal_trace_and_triangles_act_on_numpys_axes():
     a = r(2, 5, 4)
     np.testing.assert_allclose(dg.diagonal(dg.tensor(a), 1, 1, 2).numpy(), np.diagonal(a, 1, 1, 2))

@@ -216,6 +216,16 @@ def test_baddbmm_addbmm_and_addmv_in_place_match_torchs():
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10)
 
 
+def test_addmv_of_a_matrix_input_raises_torchs_error():
+    # (it broadcast the matrix with mat @ vec: a result where torch refuses)
+    m, v = RNG.random((3, 3)), RNG.random(3)
+    for inp, mat, vec in ((m, m, v), (m[:1], m, v), (v, m, m)):
+        for name in ("addmv", "addmv_"):
+            x = dg.from_array(inp.copy()) if name == "addmv" else dg.from_array(inp.copy()).clone()
+            same_error(lambda: getattr(x, name)(dg.from_array(mat), dg.from_array(vec)),
+                       lambda: getattr(torch.tensor(inp), name)(torch.tensor(mat), torch.tensor(vec)))
+
+
 @pytest.mark.parametrize("name", ["acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_"])
 def test_inverse_hyperbolic_in_place_forms_write_torchs_values_and_refuse_backward_as_torchs(name):
     s = X + (1.0 if "cosh" in name else 0.0)

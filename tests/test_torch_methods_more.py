@@ -370,6 +370,18 @@ def test_scatter_reduce_add_has_no_derivative_as_torch_s():
         x.scatter(0, dg.tensor(SCATTER_IDX), s, reduce="mean")
 
 
+def test_scatter_refuses_a_fourth_positional_argument_as_torchs():
+    # (x.scatter(0, i, src, "add") took "add" as the value, unread beside the src: a plain scatter, silently)
+    for extra in ("add", "the src again"):
+        texts = []
+        for lib in ("dg", "torch"):
+            x, s = (dg.tensor(A), dg.tensor(B[:2])) if lib == "dg" else (torch.tensor(A), torch.tensor(B[:2]))
+            with pytest.raises(TypeError) as caught:
+                x.scatter(0, idx_of(lib, SCATTER_IDX), s, extra if extra == "add" else s)
+            texts.append(str(caught.value))
+        assert texts[0] == texts[1]
+
+
 def test_scatter_raises_torch_s_errors():
     cases = [
         (lambda x, s, i: x.scatter(0, i, s), A, B[:2], SCATTER_IDX.astype(np.int16), "Expected dtype int32/int64"),

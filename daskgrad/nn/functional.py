@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import ops
-from ..graph import guard, size_repr, type_repr
+from ..graph import guard, named, size_repr, type_repr
 from .._modes import no_grad
 from .._tensor import Tensor, rand as _rand, zeros as _zeros
 from ..function import Function
@@ -52,6 +52,7 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
+@named("GeluBackward0")
 def gelu(input, approximate="none"):
     """``x * Phi(x)``, or torch's tanh approximation with ``approximate="tanh"``."""
     if approximate == "none":
@@ -245,6 +246,7 @@ def _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse):
                                       f"and weights are not renormalised in the forward); leave {name}={default}")
 
 
+@named("NativeLayerNormBackward0")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` axes (biased variance, as torch)."""
     axes = _trailing_axes(input, normalized_shape, "*, ")
@@ -283,12 +285,14 @@ def _refuse_inplace(name, inplace):
                                   "inplace=False gives the same numbers")
 
 
+@named("SiluBackward0")
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
     _refuse_inplace("silu", inplace)
     return input * sigmoid(input)
 
 
+@named(lambda input, negative_slope=0.01, inplace=False: f"LeakyReluBackward{int(bool(inplace))}")
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (the slope's side at 0, as torch's gradient).
     ``inplace``: written into ``input``, whose backward then refuses a negative slope, as torch's."""
@@ -305,6 +309,7 @@ def _maybe_inplace(input, out, inplace):
     return input.copy_(out) if inplace else guard(out, input)
 
 
+@named(lambda input, alpha=1.0, inplace=False: f"EluBackward{int(bool(inplace))}")
 def elu(input, alpha=1.0, inplace=False):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)`` (torch's gradient: ``alpha * exp(x)`` at 0).
     The unchosen side is computed at 0 where ``x > 0``: its gradient (``exp(1000)``) would be ``inf *
@@ -315,6 +320,7 @@ def elu(input, alpha=1.0, inplace=False):
     return _maybe_inplace(input, _elu(input, alpha, 1.0), False)
 
 
+@named(lambda input, alpha=1.0, inplace=False: f"CeluBackward{int(bool(inplace))}")
 def celu(input, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; ``inplace``: :func:`celu_`."""
     if alpha == 0:
@@ -335,6 +341,7 @@ def _elu(x, alpha, input_scale):
     return ops.where(positive, x, alpha * (ops.expm1(scaled.detach()) + (e - e.detach())))
 
 
+@named("HardtanhBackward0")
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``x`` clamped to ``[min_val, max_val]``, with torch's gradient: 1 strictly inside (and at NaN), 0
     elsewhere (``clamp``'s is 1 at the bounds too)."""
@@ -353,6 +360,7 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+@named(lambda input, threshold, value, inplace=False: f"ThresholdBackward{int(bool(inplace))}")
 def threshold(input, threshold, value, inplace=False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as torch's)."""
     refuse_dtype_kinds("threshold", "b", input)
@@ -362,12 +370,14 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@named(lambda input, inplace=False: f"EluBackward{int(bool(inplace))}")
 def selu(input, inplace=False):
     """``scale * elu(x, alpha)`` with torch's constants (its gradient at 0: the negative side's)."""
     refuse_dtype_kinds("elu", "biu", input)
     return _maybe_inplace(input, _SELU_SCALE * _elu(input, _SELU_ALPHA, 1.0), inplace)
 
 
+@named("SoftplusBackward0")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (gradient 1 there,
     as torch's; at the threshold the formula's).  The unchosen side is computed at 0."""
@@ -378,6 +388,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     return guard(ops.where(linear, input, soft if beta == 1 else soft / beta), input)  # (torch's saves input)
 
 
+@named("MishBackward0")
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))`` (``inplace``: of a copy, as the product saves its operands for the gradient)."""
     refuse_dtype_kinds("mish", "biu", input)
@@ -385,6 +396,7 @@ def mish(input, inplace=False):
     return _maybe_inplace(input, x * tanh(ops.softplus(x)), inplace)
 
 
+@named("HardswishBackward0")
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6``, with torch's gradient: ``x / 3 + 1 / 2`` strictly inside (-3, 3), 0 at and
     below -3, 1 at and above 3 (and at NaN).  The quadratic is computed at 0 outside, where its gradient
@@ -399,6 +411,7 @@ def hardswish(input, inplace=False):
 _ONE_SIXTH_F32 = float(np.float32(1 / 6))  # torch's hardsigmoid gradient: its kernel's ``1.0f / 6.0f``, any dtype
 
 
+@named("HardsigmoidBackward0")
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``, with torch's gradient: its float32 ``1/6`` (0.16666667163..., in float64 too)
     strictly inside (-3, 3), else 0 (also at NaN).  The values are ``clip(x + 3, 0, 6) / 6`` of the detached
@@ -410,6 +423,7 @@ def hardsigmoid(input, inplace=False):
     return _maybe_inplace(input, ops.where(inside, value + _ONE_SIXTH_F32 * (input - detached), value), inplace)
 
 
+@named("LogSigmoidBackward0")
 def logsigmoid(input):
     """``log(sigmoid(x)) = -softplus(-x)``, stably."""
     refuse_dtype_kinds("log_sigmoid", "biu", input)
@@ -432,6 +446,7 @@ def _shrink_inside(input, kernel, lambd):
     return ops.logical_and(ops.ge(input, -lambd), ops.le(input, lambd))
 
 
+@named("SoftshrinkBackward0")
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0 (gradient 0 on ``[-lambd, lambd]``,
     as torch's; ``lambd`` in ``[0, the dtype's max]``, torch's check and text)."""
@@ -443,6 +458,7 @@ def softshrink(input, lambd=0.5):
     return guard(ops.where(inside, 0.0, ops.where(ops.gt(input, lambd), input - lambd, input + lambd)), input)
 
 
+@named("HardshrinkBackward0")
 def hardshrink(input, lambd=0.5):
     """``x`` outside ``[-lambd, lambd]``, else 0 (gradient 0 on the closed interval, as torch's)."""
     return guard(ops.where(_shrink_inside(input, "hardshrink_cpu", lambd), 0.0, input), input)
@@ -793,6 +809,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _pointwise_loss(lambda d: d, input, target, reduction, weight, expand=True)
 
 
+@named(lambda input, target, size_average=None, reduce=None, reduction="mean", beta=1.0:
+       None if beta == 0 else "SmoothL1LossBackward0")  # (beta 0: torch's l1_loss, its reduction's node)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d² / beta`` where ``d = |input - target| < beta``, else ``d - 0.5 beta`` (torch's
     ``nn.functional.smooth_l1_loss``; ``beta=0`` is the L1 loss)."""
@@ -805,6 +823,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
                                  reduction, None, expand=True), input, target)
 
 
+@named(lambda input, target, reduction="mean", delta=1.0, weight=None: "HuberLossBackward0" if weight is None else None)
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d²`` where ``d = |input - target| < delta``, else ``delta (d - 0.5 delta)`` (torch's
     ``nn.functional.huber_loss``)."""
@@ -1084,12 +1103,14 @@ def relu_(input):
     return input.relu_()
 
 
+@named("EluBackward1")
 def elu_(input, alpha=1.0):
     """``elu`` written into ``input`` (torch's ``F.elu_``; with a negative ``alpha`` its backward raises)."""
     refuse_dtype_kinds("elu", "biu", input)
     return input.copy_(_negative_inplace(_elu(input, alpha, 1.0), alpha < 0, _ELU_NEGATIVE))
 
 
+@named("CeluBackward1")
 def celu_(input, alpha=1.0):
     """``celu`` written into ``input`` (torch's ``F.celu_``; with a negative ``alpha`` its backward raises)."""
     if alpha == 0:
@@ -1115,12 +1136,15 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
     return hardtanh(input, min(min_val, max_val), max_val, inplace=True)
 
 
+@named("ThresholdBackward1")
 def threshold_(input, threshold, value):
     """``threshold`` written into ``input`` (torch's ``F.threshold_``)."""
     refuse_dtype_kinds("threshold", "b", input)
     return input.copy_(ops.where(ops.le(input, threshold), value, input).to(input.dtype))
 
 
+@named(lambda input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False:
+       f"RreluWithNoiseBackward{int(bool(inplace))}")
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """torch's randomized leaky ReLU: training, each element ``x <= 0`` is multiplied by its own draw from
     U(``lower``, ``upper``) (its gradient that draw; NaN passes, gradient 1); otherwise ``leaky_relu`` with the

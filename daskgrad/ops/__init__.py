@@ -14,6 +14,7 @@ import inspect
 import numpy as np
 
 from .. import _data, _modes
+from ..graph import mark as _mark, relabel as _relabel  # (private: not ops' own names)
 from .._tensor import Tensor, recorded
 from . import _util
 from ._util import OPS
@@ -130,14 +131,23 @@ INPLACE_FORMS = {"__ipow__": "pow", "__imod__": "remainder", "__iand__": "bitwis
 _COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne", "less", "less_equal", "greater", "greater_equal", "not_equal"}
 
 
-def _zero_gradient(compare):
+# torch's node of an in-place comparison: ``x.lt_(0.5)`` records ``LtBackward0``, ``x.lt_(y)`` ``LtBackward1``
+_COMPARISON_NODES = {"lt": "Lt", "less": "Lt", "le": "Le", "less_equal": "Le", "gt": "Gt", "greater": "Gt",
+                     "ge": "Ge", "greater_equal": "Ge", "eq": "Eq", "ne": "Ne", "not_equal": "Ne"}
+
+
+def _zero_gradient(compare, plain):
     """A comparison written into a tensor that requires grad: torch records a node whose gradient is zero
-    (``LtBackward0``); here ``sign``'s, whose rule gives zeros (no node, the old history would carry on)."""
+    (``LtBackward0``); here ``sign``'s, whose rule gives zeros (no node, the old history would carry on),
+    named as torch's (``Backward1`` where the other operand is a tensor)."""
     def op(self, *args, **kwargs):
         out = compare(self, *args, **kwargs)
         if not (self.requires_grad and _modes.is_grad_enabled()):
             return out
-        return elementwise.sign.primitive.record(recorded(out.to(self.dtype)), self)
+        since = _mark()
+        out = elementwise.sign.primitive.record(recorded(out.to(self.dtype)), self)
+        other = args[0] if args else kwargs.get("other")
+        return _relabel(out, f"{_COMPARISON_NODES[plain]}Backward{int(isinstance(other, Tensor))}", since)
     return op
 
 
@@ -161,7 +171,7 @@ def _inplace_form(name, plain):
             if not _data.can_cast(dtype, self.dtype):
                 raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)} can't be cast "
                                    f"to the desired output type {_data.TORCH_TYPE_NAMES.get(self.dtype.name)}")
-        return self._inplace(_zero_gradient(op) if plain in _COMPARISONS else op, *args, **kwargs)
+        return self._inplace(_zero_gradient(op, plain) if plain in _COMPARISONS else op, *args, **kwargs)
     return _named(method, name, f"In-place version of :meth:`Tensor.{plain}`: the result is written into this "
                                 f"tensor, which is returned (torch's ``{name}``).")
 

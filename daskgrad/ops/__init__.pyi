@@ -800,7 +800,7 @@ def diagonal(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None) -> Tensor:
     """
 def diag(x, k=0) -> Tensor:
     """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
-    its ``k`` diagonal.
+    its ``k`` diagonal, a copy (torch's: NumPy's is a read-only view; a view here would write through).
     """
 def trace(x, offset=0, axis1=0, axis2=1) -> Tensor:
     """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes.

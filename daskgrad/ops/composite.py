@@ -13,7 +13,7 @@ import dask.array as da
 import numpy as np
 
 from .._data import result_type
-from ..graph import guard
+from ..graph import guard, named
 from .._tensor import Tensor, check_size
 from ._util import OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array, refuse_complex
 from . import elementwise as ew
@@ -148,6 +148,8 @@ def dsplit(x, indices_or_sections):
 
 
 @public("repeat_interleave")
+@named(lambda x, repeats, axis=None, *, output_size=None:
+       "IndexSelectBackward0" if isinstance(repeats, Tensor) or np.ndim(repeats) else "ViewBackward0")
 def repeat(x, repeats, axis=None, *, output_size=None):
     """NumPy's ``repeat`` (torch's ``repeat_interleave``): each element ``repeats`` times along
     ``axis`` (the raveled tensor when None); ``repeats`` an int or one count per element (host numbers, or
@@ -167,6 +169,7 @@ def repeat(x, repeats, axis=None, *, output_size=None):
 
 
 @public()
+@named("RepeatBackward0")
 def tile(x, reps):
     """NumPy's ``tile``: ``reps`` copies along each axis (the shorter of the two padded with ones)."""
     x = as_tensor(x)
@@ -203,6 +206,7 @@ def fliplr(x):
 
 
 @public("rot90")
+@named("Rot90Backward0")
 def rot90(x, k=1, axes=(0, 1)):
     """NumPy's ``rot90``: ``k`` quarter turns from the first of ``axes`` towards the second."""
     x = as_tensor(x)
@@ -294,6 +298,7 @@ public(name="conjugate")(conj)
 
 
 @public("angle")
+@named("AngleBackward0")
 def angle(x, deg=False):
     """The argument of a complex number (``pi`` or 0 for a real one, whose gradient is 0, as torch's)."""
     x = as_tensor(x)
@@ -402,12 +407,14 @@ def float_power(a, b):
 
 
 @public("deg2rad")
+@named("Deg2RadBackward0")
 def deg2rad(x):
     """Degrees to radians, ``x * pi / 180`` (NumPy's ``deg2rad``/``radians``, torch's ``deg2rad``)."""
     return x * (math.pi / 180)
 
 
 @public("rad2deg")
+@named("Rad2DegBackward0")
 def rad2deg(x):
     """Radians to degrees, ``x * 180 / pi`` (NumPy's ``rad2deg``/``degrees``, torch's ``rad2deg``)."""
     return x * (180 / math.pi)
@@ -418,6 +425,7 @@ public(name="degrees")(rad2deg)
 
 
 @public("copysign")
+@named(lambda a, b: f"CopysignBackward{0 if isinstance(b, Tensor) else 1}")
 def copysign(a, b):
     """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
     floating result type of the two."""
@@ -435,6 +443,7 @@ def copysign(a, b):
 
 
 @public("sinc")
+@named("SincBackward0")
 def sinc(x):
     """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
     (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0)."""
@@ -447,6 +456,7 @@ def sinc(x):
 
 
 @public("nan_to_num")
+@named("NanToNumBackward0")
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the
     gradient passes where the value was finite, as torch's."""
@@ -504,6 +514,7 @@ for _name, _fn in (("max", "max"), ("min", "min"), ("amax", "max"), ("amin", "mi
 
 # ---------------------------------------------------- NaN-ignoring and other reductions
 @public()
+@named("NansumBackward0")
 def nansum(x, axis=None, keepdims=False):
     """The sum over ``axis`` with NaN counted as zero (NumPy's and torch's ``nansum``); NaN entries get
     a zero gradient."""

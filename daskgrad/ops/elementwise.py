@@ -663,14 +663,14 @@ def _full(a, value, dtype=None):
     return da.full(a.shape, value, dtype=dtype, chunks=a.chunks, meta=door.prototype(a), name=name)
 
 
-fill_p = primitive("fill", torch=("FillBackward0", "ZeroBackward0"), impl=lambda a, *, value: _full(a, value))
+fill_p = primitive("fill", torch=("FillBackward2", "ZeroBackward0"), impl=lambda a, *, value: _full(a, value))
 fill_p.vjp(lambda g, s, *, value: (zeros_like(g),))
 copy_p = primitive("copy", torch="CopyBackwards", args=("x", "src"),
                    impl=lambda a, src: da.broadcast_to(src, a.shape).astype(a.dtype))
 copy_p.vjp(lambda g, s: (zeros_like(g), g))
 
 
-def fill(x, value, node="FillBackward0"):
+def fill(x, value, node="FillBackward2"):
     """``x.fill_(value)``'s out-of-place result: what ``x`` came from gets a zero gradient."""
     return fill_p.bind(x, value=checked_scalar(value, x.dtype), node=node)
 

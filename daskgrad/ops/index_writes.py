@@ -14,12 +14,12 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door
-from ..graph import guard, primitive
+from ..graph import guard, named, primitive
 from .._tensor import Tensor, full, tensor, zeros
 from ._util import as_tensor, check_broadcast, norm_axis, value
 from .elementwise import astype, clone, ones_like, where, zeros_like
 from .indexing import getitem
-from .methods import _gather, _in_place, _in_range, _tensor_arg, _type_name, install
+from .methods import _gather, _in_place, _in_range, _overload, _tensor_arg, _type_name, install
 from .numpy_extra import gather_p, scatter_add_p, take_along_axis
 from .numpy_index import _no_derivative
 from .shape import broadcast_to, pad, rechunk, reshape
@@ -124,6 +124,13 @@ def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
     in it), a lazy index checked in range inside its tasks."""
     if src is None and value is None:
         raise TypeError("scatter() missing 1 required positional argument: 'src' or 'value'")
+    if src is not None and value is not None:  # (x.scatter(0, i, src, "add"): torch's reduce is a keyword only)
+        got = ", ".join("Tensor" if isinstance(a, Tensor) else type(a).__name__ for a in (dim, index, src, value))
+        raise TypeError(f"scatter() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+                        " * (int dim, Tensor index, Tensor src)\n"
+                        " * (int dim, Tensor index, Tensor src, *, str reduce)\n"
+                        " * (int dim, Tensor index, Number value)\n"
+                        " * (int dim, Tensor index, Number value, *, str reduce)\n")
     third = src if src is not None else value
     src, value = (third, None) if isinstance(third, Tensor) else (None, third)
     if reduce is not None:
@@ -577,6 +584,21 @@ METHODS = {
     "index_fill": _index_fill, "masked_scatter": _masked_scatter, "index_put": _index_put,
     "scatter_reduce": _scatter_reduce,
 }
+
+
+def _scatter_node(self, dim, index, src=None, value=None, *, reduce=None):
+    """torch's node of ``scatter``: ``ScatterBackward0`` of a tensor ``src``, ``1`` of a number; with ``reduce``
+    none of these (torch's NotImplemented, as here)."""
+    if reduce is not None:
+        return None
+    return "ScatterBackward0" if isinstance(src if src is not None else value, Tensor) else "ScatterBackward1"
+
+
+# torch's nodes of these compositions (a ``where``'s, an ``add``'s ...), out of place and in place alike
+_NODES = {"scatter": _scatter_node, "scatter_add": "ScatterAddBackward0", "index_add": "IndexAddBackward0",
+          "index_copy": "IndexCopyBackward0", "index_fill": _overload("IndexFill", 1, 0),
+          "masked_scatter": "MaskedScatterBackward0", "index_put": "IndexPutBackward0"}
+METHODS.update({name: named(node)(METHODS[name]) for name, node in _NODES.items()})
 # torch's in-place forms: the method's result written into the tensor
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_") for name in list(METHODS)})
 install(METHODS, __name__)

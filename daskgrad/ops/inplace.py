@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _state
 from .._data import can_cast
+from ..graph import mark, relabel
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage
 from ._util import TORCH_TYPE_NAMES, check_broadcast
@@ -40,7 +41,11 @@ def _setitem(self, index, value):
     self._assign(setitem(self, index, value))
 
 def _fill(self, name, value):
-    """Overwrite with a constant; what the old value came from gets a zero gradient."""
+    """Overwrite with a constant; what the old value came from gets a zero gradient.  A 0-d tensor ``value``
+    is copied, and gets the whole gradient, recorded as torch's ``fill_`` of a tensor (``FillBackward3``)."""
+    if isinstance(value, Tensor):
+        since = mark()
+        return relabel(self.copy_(value), "FillBackward3", since)
     self._check_inplace()
     return self._assign(fill(self, value, name))
 

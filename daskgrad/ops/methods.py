@@ -22,7 +22,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
-from ..graph import View, guard, mark, primitive, promoted, relabel
+from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
@@ -407,6 +407,7 @@ def _masked_fill(self, mask, value):
     return out if out.dtype == self.dtype else astype(out, self.dtype)
 
 
+@named("MaskedSelectBackward0")
 def _masked_select(self, mask):
     """torch's ``masked_select``: the elements where the broadcast ``mask`` is True, as one 1-d tensor."""
     mask = as_tensor(mask)
@@ -444,6 +445,7 @@ def _gather(self, dim, index, *, sparse_grad=False):
     return guard(out if out.shape == index.shape else reshape(out, index.shape), self, index)
 
 
+@named("IndexSelectBackward0")
 def _index_select(self, dim, index):
     """torch's ``index_select``: the slices at the 1-d (or 0-d) integer ``index`` along ``dim``."""
     index = as_tensor(index)
@@ -485,6 +487,7 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     return return_types.kthvalue(values, idx if keepdim else squeeze(idx, dim))
 
 
+@named("AminmaxBackward0")
 def _aminmax(self, *, dim=None, keepdim=False):
     """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None); torch's own
     errors for an empty input or reduction dim."""
@@ -512,6 +515,7 @@ def _np_split(fn, name):
     return method
 
 
+@named("RepeatBackward0")
 def _tile(self, *dims):
     """torch's ``tile``: NumPy's, the repetitions as several ints (``x.tile(2, 1)``) or one sequence."""
     return tile(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], numbers.Integral) else dims)
@@ -530,6 +534,7 @@ def _clone(self, *, memory_format=None):
     return clone(self)
 
 
+@named("RepeatBackward0")
 def _repeat(self, *sizes):
     """torch's ``repeat``: the tensor tiled ``sizes`` times (NumPy's ``tile``; ``daskgrad.repeat`` is NumPy's
     element-wise repeat, torch's ``repeat_interleave``)."""
@@ -596,8 +601,12 @@ def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
 
 
 def _addmv(self, mat, vec, *, beta=1, alpha=1):
-    """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``."""
-    return _scaled_sum(self, _mv(as_tensor(mat), vec), beta, alpha)
+    """torch's ``addmv``: ``beta * self + alpha * (mat @ vec)``; ``self`` a vector or a number (torch's check: a
+    matrix would broadcast)."""
+    mat, vec = as_tensor(mat), as_tensor(vec)
+    if as_tensor(self).ndim > 1 or mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {as_tensor(self).ndim}, {mat.ndim}, {vec.ndim}")
+    return _scaled_sum(self, _mv(mat, vec), beta, alpha)
 
 
 def _addr(self, vec1, vec2, *, beta=1, alpha=1):
@@ -675,11 +684,13 @@ def _addcdiv(self, tensor1, tensor2, *, value=1):
                                                                           else dtype))
 
 
+@named("RsqrtBackward0")
 def _rsqrt(self):
     """torch's ``rsqrt``: ``1 / sqrt(x)``."""
     return reciprocal(sqrt(self))
 
 
+@named("FracBackward0")
 def _frac(self):
     """torch's ``frac``: ``x - trunc(x)``, the sign of ``x``; the gradient passes."""
     return self - trunc(self)
@@ -826,6 +837,7 @@ def _pinverse(self, rcond=1e-15):
     return pinv(self, rcond=rcond)
 
 
+@named("DistBackward0")
 def _dist(self, other, p=2):
     """torch's ``dist``: the ``p``-norm of ``self - other``."""
     return guard(vector_norm(self - other, p), self, other)
@@ -849,6 +861,7 @@ def _nonzero(self, *, as_tuple=False):
     return _argwhere(self)
 
 
+@named("SgnBackward0")
 def _sgn(self):
     """torch's ``sgn``: ``sign`` of a real tensor, ``z / |z|`` (0 at 0) of a complex one."""
     if self.dtype.kind != "c":
@@ -1127,6 +1140,7 @@ def _erfinv(self):
     return _erfinv_p.bind(_real(self, "erfinv_vml_cpu"))
 
 
+@named("LinalgCrossBackward0")
 def _cross(self, other, dim=None):
     """torch's ``cross``: the cross product of the 3-vectors along ``dim`` (None: the first dim of
     ``self`` of length 3, with torch's deprecation warning), the other dims broadcast."""
@@ -1491,7 +1505,7 @@ def _running_extreme(name, largest):
                       f"equal values; NaN propagates, at its own place, as torch's); the gradient goes to those "
                       f"places.  The indices are two running scans, chunk by chunk; the values a gather along "
                       f"``dim`` (that dim in one chunk).")
-    return method
+    return named(f"{name.capitalize()}Backward0")(method)
 
 
 # ------------------------------------------------------------------ random fills
@@ -1854,6 +1868,7 @@ def _diag_embed(self, offset=0, dim1=-2, dim2=-1):
     return diag_embed(self, offset, dim1, dim2)
 
 
+@named("DiagEmbedBackward0")
 def _diagflat(self, offset=0):
     """torch's ``diagflat``: the tensor flattened, put on the ``offset`` diagonal of a square matrix."""
     return diag_embed(ravel(self), offset, 0, 1)
@@ -1898,7 +1913,8 @@ def _fill_diagonal_(self, fill_value, wrap=False):
     np.fill_diagonal(mask, True, wrap=wrap)
     cond = Tensor._make(da.from_array(mask, chunks=self.chunks))
     value = np.array(_data.checked_scalar(fill_value, self.dtype)).astype(self.dtype).item()  # (2.5 in ints: 2)
-    return self._inplace(lambda x: where(cond, value, x), one_value=True)
+    # (torch writes through a view of the diagonal: its node is CopySlices)
+    return self._inplace(named("CopySlices")(lambda x: where(cond, value, x)), one_value=True)
 
 
 def _scatter_into(self, src, write):
@@ -1914,16 +1930,19 @@ def _scatter_into(self, src, write):
     return out
 
 
+@named("DiagonalScatterBackward0")
 def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     """torch's ``diagonal_scatter``: this tensor with the diagonal ``(offset, dim1, dim2)`` replaced by ``src``."""
     return _scatter_into(self, src, lambda out: out.diagonal(offset, dim1, dim2))
 
 
+@named("SelectScatterBackward0")
 def _select_scatter(self, src, dim, index):
     """torch's ``select_scatter``: this tensor with ``select(dim, index)`` replaced by ``src``."""
     return _scatter_into(self, src, lambda out: _select(out, dim, index))
 
 
+@named("SliceScatterBackward0")
 def _slice_scatter(self, src, dim=0, start=None, end=None, step=1):
     """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``."""
     d = norm_axis(dim, self.ndim)
@@ -1979,6 +1998,7 @@ _DEPRECATED = {
 }
 
 
+@named("CholeskySolveBackward0")
 def _cholesky_solve(self, input2, upper=False):
     """torch's ``cholesky_solve(input2, upper=False)``: ``X`` with ``A X = self``, ``A = L L^H`` given by its
     Cholesky factor ``input2`` (upper: ``U^H U``).  torch's node saves both operands and the result: a write
@@ -1986,6 +2006,7 @@ def _cholesky_solve(self, input2, upper=False):
     return guard(cholesky_solve(self, input2, upper=upper), self, input2)
 
 
+@named("CholeskyInverseBackward0")
 def _cholesky_inverse(self, upper=False):
     """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
     tensor; upper: ``U^H U``)."""
@@ -1994,6 +2015,7 @@ def _cholesky_inverse(self, upper=False):
     return guard(cholesky_solve(eye, self, upper=upper), self)
 
 
+@named("TriangularSolveBackward0")
 def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     """torch's ``triangular_solve(A, upper=True, transpose=False, unitriangular=False)``: the named tuple
     ``(solution, cloned_coefficient)``, ``solution`` solving ``A X = self`` (``A^T X = self`` with ``transpose``)
@@ -2451,11 +2473,17 @@ METHODS = {
 
 
 def _overload(name, tensor, number):
-    """torch's node name of an in-place op whose last argument is a tensor (``tensor``) or a number (``number``)."""
-    return lambda *args, **kwargs: f"{name}Backward{tensor if isinstance(args[-1], Tensor) else number}"
+    """torch's node name of an op whose last argument (the last keyword one, if any) is a tensor (``tensor``) or a
+    number (``number``)."""
+    def node(*args, **kwargs):
+        last = list(kwargs.values())[-1] if kwargs else args[-1]
+        return f"{name}Backward{tensor if isinstance(last, Tensor) else number}"
+    return node
 
 
-# torch's node names of in-place writes where the method's last node is named otherwise
+# torch's node names of in-place writes where the method's last node is named otherwise; the out-of-place
+# methods of the same names record the same, but for polygamma (PolygammaBackward0) and conj_physical (of a real
+# tensor: none, the tensor itself)
 _INPLACE_NODES = {"masked_fill": _overload("MaskedFill", 1, 0), "clamp_min": _overload("ClampMin", 1, 0),
                   "clamp_max": _overload("ClampMax", 1, 0), "polygamma": "PolygammaBackward1",
                   "addmm": "AddmmBackward0", "addmv": "AddmvBackward0", "addr": "AddrBackward0",
@@ -2463,6 +2491,9 @@ _INPLACE_NODES = {"masked_fill": _overload("MaskedFill", 1, 0), "clamp_min": _ov
                   "logit": "LogitBackward0", "xlogy": _overload("Xlogy", 0, 2), "copysign": _overload("Copysign", 0, 1),
                   "cumprod": "CumprodBackward0", "cumsum": "CumsumBackward0", "renorm": "RenormBackward0",
                   "mvlgamma": "MvlgammaBackward0", "put": "PutBackward0", "index_reduce": "IndexReduceBackward0"}
+METHODS.update({name: named(_INPLACE_NODES[name])(METHODS[name]) for name in (
+    "masked_fill", "clamp_min", "clamp_max", "addmm", "addmv", "addr", "baddbmm", "addbmm", "logit", "xlogy",
+    "renorm", "mvlgamma", "put", "index_reduce")})
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_", node=_INPLACE_NODES.get(name)) for name in (
     "masked_fill", "addcmul", "addcdiv", "lerp", "triu", "tril", "clamp_min", "clamp_max", "heaviside", "erfc",
     "digamma", "polygamma", "lgamma", "erfinv")})
@@ -2489,7 +2520,10 @@ METHODS.update({"put_": _in_place(_put, "put_", node=_INPLACE_NODES["put"]),
                 "index_reduce_": _in_place(_index_reduce, "index_reduce_", copy=True,
                                            node=_INPLACE_NODES["index_reduce"])})
 METHODS.update({f"{name}_": _in_place(METHODS[name], f"{name}_", node=_INPLACE_NODES[name]) for name in (
-    "addmm", "addmv", "addr", "baddbmm", "addbmm", "conj_physical")})
+    "addmm", "addmv", "addr", "baddbmm", "addbmm")})
+# (of a real tensor torch still records its node, the gradient passing as it is: a clone's, renamed)
+METHODS["conj_physical_"] = _in_place(lambda x: conj(x) if x.dtype.kind == "c" else clone(x), "conj_physical_",
+                                      node=_INPLACE_NODES["conj_physical"])
 # (these rules read the input: the composition reads a copy of it, which the write leaves, as torch's saved input)
 METHODS.update({f"{name}_": _in_place(fn, f"{name}_", copy=True, node=_INPLACE_NODES[name]) for name, fn in (
     ("logit", _logit), ("xlogy", _xlogy), ("copysign", Tensor.copysign), ("cumprod", Tensor.cumprod),
@@ -2513,8 +2547,9 @@ def install(methods, module):
     """Put ``methods`` (torch's name -> function) on :class:`~daskgrad.Tensor`; those defined in ``module``
     or here (helpers named as the method they are: ``help(t.std)`` shows ``std``) renamed as the method."""
     for name, fn in methods.items():
-        if fn.__module__ in (module, __name__):
-            fn.__name__, fn.__qualname__ = name, f"Tensor.{name}"
+        for f in (fn, getattr(fn, "__wrapped__", None)):  # (and a graph.named op's own: Python's errors name it)
+            if f is not None and f.__module__ in (module, __name__):
+                f.__name__, f.__qualname__ = name, f"Tensor.{name}"
         setattr(Tensor, name, fn)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk, return_types
-from ..graph import guard, primitive
+from ..graph import guard, named, primitive
 from .._data import result_type
 from .._tensor import Tensor
 from ._util import (accumulates_in, as_tensor, binary_operands, norm_axes, norm_axis, public, raw, tensor_operand,
@@ -216,6 +216,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 
 # ------------------------------------------------------- take, take_along_axis
 @public("take")
+@named(lambda a, indices, axis=None: "TakeBackward0" if axis is None else None)
 def take(a, indices, axis=None):
     """NumPy's ``take`` (``torch.take`` when ``axis`` is None): the elements at ``indices`` along
     ``axis`` (of the raveled tensor when None), shaped ``a.shape[:axis] + indices.shape +
@@ -340,6 +341,7 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 
 
 @public()
+@named("DiagEmbedBackward0")
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """torch's ``diag_embed``: the last axis of ``input`` as the ``offset`` diagonal of new planes over
     the output's axes ``dim1`` and ``dim2`` (zeros elsewhere); its gradient is that diagonal of the
@@ -472,6 +474,7 @@ def _nan_ignoring(a, b, cmp):
 
 
 @public("fmax")
+@named("FmaxBackward0")
 def fmax(a, b):
     """The larger of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
     ``a``, as torch's."""
@@ -479,6 +482,7 @@ def fmax(a, b):
 
 
 @public("fmin")
+@named("FminBackward0")
 def fmin(a, b):
     """The smaller of two values, ignoring a NaN (NaN only where both are); a tie's gradient goes to
     ``a``, as torch's."""
@@ -565,6 +569,7 @@ def ldexp(x1, x2):
 
 
 @public("frexp")
+@named("FrexpBackward0")
 def frexp(x):
     """``(mantissa, exponent)`` (torch's named result) with ``x = mantissa * 2**exponent``; the mantissa's gradient is
     ``g / 2**exponent``, as torch's, the exponent an integer tensor."""

@@ -25,9 +25,9 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk
-from ..graph import View, primitive
+from ..graph import View, named, primitive
 from ._util import TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public
-from .elementwise import conj
+from .elementwise import clone, conj
 from .reductions import sum
 from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, stack, swapaxes, transpose
 
@@ -269,6 +269,7 @@ def vdot(a, b):
 
 
 @public("kron")
+@named("UnsafeViewBackward0")
 def kron(a, b):
     """Kronecker product, NumPy's shape rule: the operand with fewer axes gets leading 1s."""
     a, b = _operands(a, b)
@@ -571,9 +572,10 @@ diag_embed_p.vjp(lambda g, s, *, offset, chunks: (diagonal(g, offset, -2, -1),))
 
 
 @public("diag")
+@named(lambda x, k=0: "DiagEmbedBackward0" if np.ndim(x) == 1 else "DiagonalBackward0_copy")
 def diag(x, k=0):
     """NumPy's ``diag``: a vector becomes a square matrix with it on the ``k`` diagonal, a matrix gives
-    its ``k`` diagonal."""
+    its ``k`` diagonal, a copy (torch's: NumPy's is a read-only view; a view here would write through)."""
     x = as_tensor(x)
     k = _int_arg(k, "k")
     if x.ndim == 1:
@@ -582,10 +584,11 @@ def diag(x, k=0):
         return diag_embed(x, k, (c + (n - x.shape[0],) if n > x.shape[0] else c,) * 2)
     if x.ndim != 2:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    return diagonal(x, k)
+    return clone(diagonal(x, k))
 
 
 @public("trace")
+@named("TraceBackward0")
 def trace(x, offset=0, axis1=0, axis2=1):
     """NumPy's ``trace``: sums of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes."""
     x = as_tensor(x)
@@ -672,6 +675,7 @@ def vecdot(x, y, *, axis=-1):
     return sum(conj(x) * y, axis=axis)
 
 
+@named("LinalgCrossBackward0")
 def cross(x, y, *, axis=-1):
     """torch's ``linalg.cross`` (NumPy's ``linalg.cross``): the cross product of 3-vectors along
     ``axis``, the operands broadcast."""
