@@ -348,8 +348,8 @@ class Tensor:
         """``a | b`` elementwise (NumPy's and torch's ``bitwise_or``): bitwise on integers, logical on booleans, never differentiable.
         """
     def __pos__(self) -> Tensor:
-        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
-        torch's error.
+        """NumPy's ``positive``: a new tensor, recorded as ``x * 1``; of a bool tensor torch's error.  (The method
+        ``x.positive()`` and ``+x`` are torch's: ``x`` itself.)
         """
     def __pow__(self, b) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,
@@ -1810,8 +1810,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.polygamma`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def positive(self) -> Tensor:
-        """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
-        torch's error.
+        """NumPy's ``positive``: a new tensor, recorded as ``x * 1``; of a bool tensor torch's error.  (The method
+        ``x.positive()`` and ``+x`` are torch's: ``x`` itself.)
         """
     def pow(self, exponent) -> Tensor:
         """``a ** b`` with broadcasting (NumPy's ``power``, torch's ``pow``); with a tensor or complex exponent,

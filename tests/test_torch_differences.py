@@ -239,3 +239,18 @@ def test_add_and_sub_scale_a_number_by_alpha():
     for lib in (dg, torch):
         x = lib.tensor([1.0, 2.0])
         assert x.add(2, alpha=2).tolist() == [5.0, 6.0] and x.sub(1, alpha=3).tolist() == [-2.0, -1.0]
+
+
+def test_positive_as_a_method_or_unary_plus_is_the_tensor_itself_as_torch_s():
+    a = np.array([1.0, -2.0])
+    xd, xt = dg.from_array(a, chunks=1, requires_grad=True).clone(), torch.tensor(a, requires_grad=True).clone()
+    for yd, yt in ((+xd, +xt), (xd.positive(), xt.positive())):
+        assert (yd is xd) == (yt is xt) is True
+    (+xd).mul_(3.0)  # a write into the result is a write into x
+    (+xt).mul_(3.0)
+    np.testing.assert_array_equal(xd.detach().numpy(), xt.detach().numpy())
+    assert type(xd.grad_fn).__name__ == type(xt.grad_fn).__name__ == "MulBackward0"
+    fd = dg.positive(xd)  # the module-level function is NumPy's: a new tensor
+    assert fd is not xd and np.array_equal(fd.detach().numpy(), xd.detach().numpy())
+    with pytest.raises(RuntimeError, match="The `\\+` operator, on a bool tensor is not supported."):
+        +dg.tensor([True])

@@ -1020,8 +1020,8 @@ def subtract(a, b, *, alpha=1) -> Tensor:
     ``-`` operator refuse it; two bools raise NumPy's TypeError.
     """
 def positive(x) -> Tensor:
-    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
-    torch's error.
+    """NumPy's ``positive``: a new tensor, recorded as ``x * 1``; of a bool tensor torch's error.  (The method
+    ``x.positive()`` and ``+x`` are torch's: ``x`` itself.)
     """
 def float_power(a, b) -> Tensor:
     """``a ** b`` computed in float64 (complex128 for complex operands), as NumPy's.

@@ -386,10 +386,19 @@ def subtract(a, b, *, alpha=1):
     return ew.sub(a, b, alpha=alpha)
 
 
-@public("positive", "__pos__")
+def _itself(op):
+    """torch's ``x.positive()`` and ``+x``: ``x`` itself (a write into the result is a write into ``x``), no node."""
+    def positive(self):
+        if self.dtype == bool:
+            raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+        return self
+    return positive
+
+
+@public(("positive", _itself), ("__pos__", _itself))
 def positive(x):
-    """``+x``, a new tensor (NumPy's and torch's ``positive``), recorded as ``x * 1``; of a bool tensor
-    torch's error."""
+    """NumPy's ``positive``: a new tensor, recorded as ``x * 1``; of a bool tensor torch's error.  (The method
+    ``x.positive()`` and ``+x`` are torch's: ``x`` itself.)"""
     x = as_tensor(x)
     if x.dtype == bool:
         raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
