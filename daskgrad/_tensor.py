@@ -1085,13 +1085,16 @@ def run_seed() -> door.Constant:
     return door.Constant(np.int64(_rng.integers(2**63)))
 
 
-def drawn_array(a, *rest, kind, params):
+def drawn_array(a, *rest, kind, params, producer=False):
     """:func:`.chunk.random_block` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the
-    run seed, a 0-d array): ``a``'s shape, chunks, dtype and chunk type, with values drawn from ``kind``."""
+    run seed, a 0-d array): ``a``'s shape, chunks, dtype and chunk type, with values drawn from ``kind``.
+    ``producer``: the chunks are new data (``rand``), as dask marks ``from_array``'s: a distributed scheduler
+    spreads them over the workers (as root tasks) rather than running them all where the seed is."""
     *probs, seed = rest
     extra = tuple(p if p.shape == a.shape and p.chunks == a.chunks else da.broadcast_to(p, a.shape).rechunk(a.chunks)
                   for p in probs)
-    return da.map_blocks(chunk.random_block, a, *extra, seed, kind=kind, params=params, dtype=a.dtype, meta=a._meta)
+    return da.map_blocks(chunk.random_block, a, *extra, seed, kind=kind, params=params, dtype=a.dtype, meta=a._meta,
+                         _data_producer=producer)
 
 
 def _check_requires_grad(dtype, requires_grad):
@@ -1409,7 +1412,7 @@ def _random(kind, shape, dtype, chunks, requires_grad, device):
 def _random_array(seed, *, shape, dtype, chunks, backend, kind, params):
     with dask.config.set({"array.backend": backend}):
         a = da.zeros(shape, dtype=dtype, chunks=chunks)
-    return drawn_array(a, seed, kind=kind, params=params)
+    return drawn_array(a, seed, kind=kind, params=params, producer=True)
 
 
 def rand(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:

@@ -2370,9 +2370,11 @@ def run_seed():
     """
 
 
-def drawn_array(a, *rest, kind, params):
+def drawn_array(a, *rest, kind, params, producer=False):
     """:func:`.chunk.random_block` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the
     run seed, a 0-d array): ``a``'s shape, chunks, dtype and chunk type, with values drawn from ``kind``.
+    ``producer``: the chunks are new data (``rand``), as dask marks ``from_array``'s: a distributed scheduler
+    spreads them over the workers (as root tasks) rather than running them all where the seed is.
     """
 
 
