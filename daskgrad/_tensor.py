@@ -1395,15 +1395,21 @@ def _arange(bounds, dtype, chunks):
     return da.arange(*bounds, dtype=dtype, chunks=chunks)
 
 
+def check_draw_dtype(kind, dtype):
+    """torch's refusal of ``rand``/``randn`` (``kind``: "uniform"/"normal") and their ``_like`` forms of a
+    dtype they do not draw (integers, bool)."""
+    if dtype.kind not in "fc":
+        kernel = "check_uniform_bounds" if kind == "uniform" else "normal_kernel_cpu"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")
+
+
 def _random(kind, shape, dtype, chunks, requires_grad, device):
     """A leaf drawn as ``zeros(...).uniform_()`` / ``.normal_()`` draws (each chunk from the run seed and its
     block id), the run seed a value the program reads (:func:`run_seed`)."""
-    name, kernel = ("rand", "check_uniform_bounds") if kind == "uniform" else ("randn", "normal_kernel_cpu")
     shape, dtype = _shape(shape), np.dtype(dtype or _DEFAULT_FLOAT)
-    check_size(name, shape, dtype, chunks)
-    if dtype.kind not in "fc":
-        raise NotImplementedError(f"\"{kernel}\" not implemented for "
-                                  f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")
+    check_size("rand" if kind == "uniform" else "randn", shape, dtype, chunks)
+    check_draw_dtype(kind, dtype)
     params = (("shape", shape), ("dtype", dtype), ("chunks", chunks), ("backend", _backend(device)), ("kind", kind),
               ("params", (0.0, 1.0)))
     return _leaf(door.defer(_random_array, (run_seed(),), params), requires_grad)

@@ -2521,6 +2521,12 @@ def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=Fa
 def _arange(bounds, dtype, chunks): ...
 
 
+def check_draw_dtype(kind, dtype):
+    """torch's refusal of ``rand``/``randn`` (``kind``: "uniform"/"normal") and their ``_like`` forms of a
+    dtype they do not draw (integers, bool).
+    """
+
+
 def _random(kind, shape, dtype, chunks, requires_grad, device):
     """A leaf drawn as ``zeros(...).uniform_()`` / ``.normal_()`` draws (each chunk from the run seed and its
     block id), the run seed a value the program reads (:func:`run_seed`).

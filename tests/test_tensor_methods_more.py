@@ -658,3 +658,18 @@ def test_triangular_solve_is_torchs(chunks, kwargs):
     ((theirs.solution ** 2).sum() + theirs.cloned_coefficient.sum()).backward()
     np.testing.assert_allclose(A.grad.numpy(), At.grad.numpy(), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(B.grad.numpy(), Bt.grad.numpy(), rtol=1e-8)
+
+
+# ------------------------------------------------------------------ on a cluster (last: its client stays up)
+def test_rand_and_rand_like_chunks_are_made_on_every_worker_not_only_where_the_seed_is(client):
+    # (each chunk reads the run seed, one small key on one worker: marked as data producers, as dask's
+    # from_array, the scheduler spreads them as root tasks rather than running all where the seed is)
+    from dask.core import flatten
+    from distributed import wait
+
+    x = dg.from_array(np.ones((400, 10)), chunks=(100, 10))
+    for make in (lambda: dg.randn(400, 10, chunks=(100, 10), dtype=dg.float64), lambda: dg.rand_like(x)):
+        a = client.persist(make().array)
+        wait(a)
+        where = client.who_has(a)
+        assert {w for k in flatten(a.__dask_keys__()) for w in where[k]} == set(client.scheduler_info()["workers"])
