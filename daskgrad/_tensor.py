@@ -22,7 +22,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import _dask as door, _data, _repr, _state
+from . import _dask as door, _data, _repr, _state, chunk
 from ._modes import _state as _modes_state, is_grad_enabled, is_inference_mode_enabled
 
 _NONLEAF_GRAD_WARNING = (
@@ -1070,9 +1070,29 @@ _DEFAULT_FLOAT = _data.DEFAULT_FLOAT
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the generator behind ``rand``/``randn`` (each call draws a fresh dask seed from it)."""
+    """Seed the generator behind every draw (``rand``, ``randn``, ``x.normal_()``, dropout ...): each draws
+    its run seed from it."""
     global _rng
     _rng = np.random.default_rng(seed)
+
+
+def run_seed() -> door.Constant:
+    """The seed of one draw, from daskgrad's generator (:func:`manual_seed`): a 0-d value the program reads
+    (``door.Constant``), not a param, so a loop that draws every step (``eps = torch.randn(n)``, a dropout
+    mask) is one program, cached and instantiated, not a new one lowered every step."""
+    return door.Constant(np.int64(_rng.integers(2**63)))
+
+
+def drawn_array(a, *rest, kind, params, producer=False):
+    """:func:`.chunk.random_block` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the
+    run seed, a 0-d array): ``a``'s shape, chunks, dtype and chunk type, with values drawn from ``kind``.
+    ``producer``: the chunks are new data (``rand``), as dask marks ``from_array``'s: a distributed scheduler
+    spreads them over the workers (as root tasks) rather than running them all where the seed is."""
+    *probs, seed = rest
+    extra = tuple(p if p.shape == a.shape and p.chunks == a.chunks else da.broadcast_to(p, a.shape).rechunk(a.chunks)
+                  for p in probs)
+    return da.map_blocks(chunk.random_block, a, *extra, seed, kind=kind, params=params, dtype=a.dtype, meta=a._meta,
+                         _data_producer=producer)
 
 
 def _check_requires_grad(dtype, requires_grad):
@@ -1373,23 +1393,40 @@ def _arange(bounds, dtype, chunks):
     return da.arange(*bounds, dtype=dtype, chunks=chunks)
 
 
-def _random(method, shape, dtype, chunks, requires_grad, device):
-    check_size("rand" if method == "random" else "randn", _shape(shape), np.dtype(dtype or _DEFAULT_FLOAT), chunks)
-    seed = int(_rng.integers(2**63))
-    backend = _backend(device)
+def check_draw_dtype(kind, dtype):
+    """torch's refusal of ``rand``/``randn`` (``kind``: "uniform"/"normal") and their ``_like`` forms of a
+    dtype they do not draw (integers, bool)."""
+    if dtype.kind not in "fc":
+        kernel = "check_uniform_bounds" if kind == "uniform" else "normal_kernel_cpu"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)}'")
+
+
+def _random(kind, shape, dtype, chunks, requires_grad, device):
+    """A leaf drawn as ``zeros(...).uniform_()`` / ``.normal_()`` draws (each chunk from the run seed and its
+    block id), the run seed a value the program reads (:func:`run_seed`)."""
+    shape, dtype = _shape(shape), np.dtype(dtype or _DEFAULT_FLOAT)
+    check_size("rand" if kind == "uniform" else "randn", shape, dtype, chunks)
+    check_draw_dtype(kind, dtype)
+    params = (("shape", shape), ("dtype", dtype), ("chunks", chunks), ("backend", _backend(device)), ("kind", kind),
+              ("params", (0.0, 1.0)))
+    return _leaf(door.defer(_random_array, (run_seed(),), params), requires_grad)
+
+
+def _random_array(seed, *, shape, dtype, chunks, backend, kind, params):
     with dask.config.set({"array.backend": backend}):
-        gen = da.random.default_rng(seed)
-        arr = getattr(gen, method)(_shape(shape), chunks=chunks, dtype=np.dtype(dtype or _DEFAULT_FLOAT))
-    if backend != "numpy" and type(arr._meta) is np.ndarray:  # a backend without its own generator
-        arr = arr.to_backend(backend)
-    return _leaf(arr, requires_grad)
+        a = da.zeros(shape, dtype=dtype, chunks=chunks)
+    return drawn_array(a, seed, kind=kind, params=params, producer=True)
 
 
 def rand(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
-    """Uniform on [0, 1); lazy, and reproducible after :func:`manual_seed`."""
-    return _random("random", shape, dtype, chunks, requires_grad, device)
+    """Uniform on [0, 1) (torch's ``rand``: float32 by default; a complex dtype draws each part), lazy, and
+    reproducible after :func:`manual_seed`: each chunk drawn from the call's run seed and its block id, as
+    ``rand_like``; the run seed a value the program reads, so a loop that draws every step is one program."""
+    return _random("uniform", shape, dtype, chunks, requires_grad, device)
 
 
 def randn(*shape, dtype=None, chunks="auto", requires_grad=False, device=None) -> Tensor:
-    """Standard normal; lazy, and reproducible after :func:`manual_seed`."""
-    return _random("standard_normal", shape, dtype, chunks, requires_grad, device)
+    """Standard normal (torch's ``randn``: float32 by default; a complex dtype draws each part with variance
+    1/2), lazy, and reproducible after :func:`manual_seed`, drawn as :func:`rand`."""
+    return _random("normal", shape, dtype, chunks, requires_grad, device)

@@ -1771,7 +1771,8 @@ class Tensor:
         (``linalg.vector_norm`` and ``linalg.matrix_norm``).
         """
     def normal_(self, mean=0, std=1, *, generator=None):
-        """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2).
+        """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2) (a complex tensor: each part
+        from N(mean, std**2 / 2), as torch's).
         """
     def not_equal(self, other):
         """``a != b`` elementwise with broadcasting (torch's ``ne``): a boolean tensor, never differentiable.
@@ -2276,7 +2277,7 @@ class Tensor:
         """
     def uniform_(self, *args, generator=None, **kwargs):
         """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
-        ``[from, to)``.
+        ``[from, to)`` (a complex tensor: each part).
         """
     def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
         """torch's ``unique``: the distinct values (slices along ``dim``), sorted, with the inverse indices and
@@ -2359,7 +2360,23 @@ _DEFAULT_FLOAT: np.dtype
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the generator behind ``rand``/``randn`` (each call draws a fresh dask seed from it).
+    """Seed the generator behind every draw (``rand``, ``randn``, ``x.normal_()``, dropout ...): each draws
+    its run seed from it.
+    """
+
+
+def run_seed():
+    """The seed of one draw, from daskgrad's generator (:func:`manual_seed`): a 0-d value the program reads
+    (``door.Constant``), not a param, so a loop that draws every step (``eps = torch.randn(n)``, a dropout
+    mask) is one program, cached and instantiated, not a new one lowered every step.
+    """
+
+
+def drawn_array(a, *rest, kind, params, producer=False):
+    """:func:`.chunk.random_block` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the
+    run seed, a 0-d array): ``a``'s shape, chunks, dtype and chunk type, with values drawn from ``kind``.
+    ``producer``: the chunks are new data (``rand``), as dask marks ``from_array``'s: a distributed scheduler
+    spreads them over the workers (as root tasks) rather than running them all where the seed is.
     """
 
 
@@ -2506,14 +2523,29 @@ def arange(start, stop=None, step=1, dtype=None, chunks='auto', requires_grad=Fa
 def _arange(bounds, dtype, chunks): ...
 
 
-def _random(method, shape, dtype, chunks, requires_grad, device): ...
+def check_draw_dtype(kind, dtype):
+    """torch's refusal of ``rand``/``randn`` (``kind``: "uniform"/"normal") and their ``_like`` forms of a
+    dtype they do not draw (integers, bool).
+    """
+
+
+def _random(kind, shape, dtype, chunks, requires_grad, device):
+    """A leaf drawn as ``zeros(...).uniform_()`` / ``.normal_()`` draws (each chunk from the run seed and its
+    block id), the run seed a value the program reads (:func:`run_seed`).
+    """
+
+
+def _random_array(seed, *, shape, dtype, chunks, backend, kind, params): ...
 
 
 def rand(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
-    """Uniform on [0, 1); lazy, and reproducible after :func:`manual_seed`.
+    """Uniform on [0, 1) (torch's ``rand``: float32 by default; a complex dtype draws each part), lazy, and
+    reproducible after :func:`manual_seed`: each chunk drawn from the call's run seed and its block id, as
+    ``rand_like``; the run seed a value the program reads, so a loop that draws every step is one program.
     """
 
 
 def randn(*shape, dtype=None, chunks='auto', requires_grad=False, device=None) -> Tensor:
-    """Standard normal; lazy, and reproducible after :func:`manual_seed`.
+    """Standard normal (torch's ``randn``: float32 by default; a complex dtype draws each part with variance
+    1/2), lazy, and reproducible after :func:`manual_seed`, drawn as :func:`rand`.
     """

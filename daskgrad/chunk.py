@@ -440,3 +440,65 @@ def pow(a, b):  # noqa: A001  (torch's name: the op the dashboard shows)
         return a ** b if special is None else special(a)
     return int_power(a, b) if dtype.kind in "iu" else a ** b
 
+
+
+# ----------------------------------------------- random draws, one chunk at a time
+# torch's draws (``rand``, ``x.normal_()``, dropout's mask ...): each chunk draws from its own generator, seeded by
+# the draw's run seed and the block id, so the values do not depend on the scheduler or the order chunks run in.
+_UNIFORM_BITS = {"float16": 11, "float32": 24}  # torch's uniform of a narrow float: a multiple of 2**-bits below 1
+
+
+def block_rng(block, seed, block_id):
+    """The generator of one chunk of a draw: cupy's for a cupy chunk (drawn on the device), else NumPy's."""
+    if type(block).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0]))
+    return np.random.default_rng([seed, *block_id])
+
+
+def random_block(block, *rest, kind, params, block_id=None):
+    """One chunk of a draw of ``kind`` (``params`` its parameters; ``rest``: bernoulli's chunk of probabilities
+    if any, then the run seed, a 0-d chunk), shaped and typed as ``block`` and of its array type: cupy's
+    generator draws a cupy chunk on the device; any other chunk type (a test double) gets NumPy's draws copied
+    next to it.  ``bernoulli`` with a second parameter is dropout's mask: that scale where drawn, else 0.  A
+    complex chunk is drawn as torch draws one, as its real view: each part uniform, or normal with the
+    standard deviation over sqrt(2)."""
+    *probs, seed = rest
+    rng, shape, dtype = block_rng(block, int(seed), block_id), np.shape(block), block.dtype
+    put = (lambda v: v) if type(block).__module__.split(".")[0] in ("numpy", "cupy") else (lambda v: like(v, block))
+    if dtype.kind == "c":
+        real = np.finfo(dtype).dtype
+        params = (params[0], params[1] / np.sqrt(2)) if kind == "normal" else params
+        pairs = _drawn(rng, shape + (2,), real, put, kind, params, probs)
+        return (pairs[..., 0] + 1j * pairs[..., 1]).astype(dtype)
+    return _drawn(rng, shape, dtype, put, kind, params, probs).astype(dtype)
+
+
+def _drawn(rng, shape, dtype, put, kind, params, probs):
+    """:func:`random_block`'s values in float64 (int64 for the integer draws), before the cast to ``dtype``."""
+    if kind in ("random", "geometric_int"):
+        low, high = params
+        return put(rng.integers(low, high, size=shape, dtype=np.int64, endpoint=True))
+    if kind in ("normal", "log_normal"):
+        mean, std = params
+        out = put(rng.standard_normal(shape)) * std + mean
+        return np.exp(out) if kind == "log_normal" else out
+    bits = _UNIFORM_BITS.get(np.dtype(dtype).name) if kind == "uniform" else None
+    # (a narrow float's uniform from its own bits: NumPy's 53-bit draw can round up to 1 in float32)
+    u = put(rng.random(shape) if bits is None else rng.integers(0, 1 << bits, size=shape, dtype=np.int64) * 2.0**-bits)
+    if kind == "uniform":
+        low, high = params
+        return u * (high - low) + low
+    if kind == "exponential":
+        return -np.log1p(-u) / params[0]
+    if kind == "cauchy":
+        median, sigma = params
+        return median + sigma * np.tan(np.pi * (u - 0.5))
+    if kind == "geometric":  # (the number of trials to the first success: 1, 2, ...)
+        return np.maximum(np.ceil(np.log1p(-u) / np.log1p(-params[0])), 1)
+    # bernoulli: with probability ``params[0]``, or each place's own; dropout's mask scales it
+    p = probs[0] if probs else params[0]
+    if probs and ((p < 0) | (p > 1) | (p != p)).any():
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
+                           "message be improved?  If so, please report an enhancement request to PyTorch.)")
+    return u < p if len(params) < 2 else (u < p) * params[1]

@@ -117,6 +117,42 @@ def test_a_loop_drawing_randn_like_every_step_instantiates_its_step_and_equals_t
     np.testing.assert_array_equal(w, w_ref)
 
 
+_DRAWS = {  # a new (40, 3) float64 tensor every step, drawn by a module function or a method
+    "randn": lambda: dg.randn(40, 3, chunks=(15, 3), dtype=dg.float64),
+    "rand": lambda: dg.rand((40, 3), chunks=(15, 3), dtype=dg.float64),
+    "multinomial": lambda: dg.from_array(np.linspace(1, 2, 30), chunks=20).multinomial(120, replacement=True)
+                           .reshape(40, 3).double() / 30,
+}
+
+
+def _train_with_fresh_noise(steps, draw):
+    dg.manual_seed(0)
+    X = dg.from_array(np.random.default_rng(1).standard_normal((40, 6)), chunks=(15, 6))
+    w = dg.from_array(np.random.default_rng(2).standard_normal((6, 3)) * 0.1, chunks=-1, requires_grad=True)
+    losses = []
+    for _ in range(steps):  # noise injection
+        loss = ((X @ w + _DRAWS[draw]() * 0.1) ** 2).mean()
+        loss.backward()
+        with dg.no_grad():
+            w -= 0.1 * w.grad
+        w.grad = None
+        losses.append(loss.item())
+    return losses, w.detach().numpy()
+
+
+@pytest.mark.parametrize("draw", list(_DRAWS))
+def test_a_loop_drawing_randn_every_step_instantiates_its_step_and_equals_the_uncached_run(draw):
+    # the run seed is a value the program reads, as randn_like's (dask's generator named its graph by the seed,
+    # multinomial's kernel took it as a param: every step was a new program, lowered anew)
+    before = dg.step_cache_info()["hits"]
+    losses, w = _train_with_fresh_noise(8, draw)
+    assert dg.step_cache_info()["hits"] - before >= 5
+    losses_ref, w_ref = _uncached(_train_with_fresh_noise, 8, draw)
+    assert losses == losses_ref
+    np.testing.assert_array_equal(w, w_ref)
+    assert len(set(losses)) == len(losses)  # (a new draw every step)
+
+
 def test_an_instance_of_the_step_matches_numpy_gradient_descent():
     X, y = _data(n=40, d=3, chunks=7)  # uneven chunks
     w, _ = _train(X, y, 8, lr=0.5)

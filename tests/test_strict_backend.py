@@ -47,6 +47,36 @@ def test_factories_create_chunks_of_the_requested_backend():
         assert isinstance(t.array.blocks[0].compute(), StrictArray)
 
 
+def _backend_of(x):
+    return "strict" if isinstance(x.array._meta, StrictArray) else None
+
+
+DRAWS = {  # each on a (7, 5) float64 tensor in chunks (3, 2): a draw from daskgrad's generator
+    "rand": lambda x: dg.rand(7, 5, chunks=(3, 2), dtype=dg.float64, device=_backend_of(x)),
+    "randn": lambda x: dg.randn(7, 5, chunks=(3, 2), dtype=dg.float64, device=_backend_of(x)),
+    "rand_like": dg.rand_like, "randn_like": dg.randn_like,
+    "normal_": lambda x: (x * 1).normal_(2, 3), "random_": lambda x: (x * 1).random_(0, 9),
+    "bernoulli_p": lambda x: (x * 0).bernoulli_(x / 2), "bernoulli": lambda x: (x / 2).bernoulli(),
+    "dropout": lambda x: dg.nn.functional.dropout(x, 0.4), "complex": lambda x: (x * 1j).normal_(),
+}
+
+
+@pytest.mark.parametrize("draw", list(DRAWS))
+def test_draws_make_chunks_of_the_tensor_s_type_with_the_values_of_numpy_chunks(draw):
+    """The draws come from NumPy's generator for a chunk type without its own (cupy's draws on the device),
+    copied next to the chunk: strict chunks, and the values the same seed draws for NumPy chunks."""
+    register()
+    base = dg.from_array(np.random.default_rng(0).uniform(0, 1, (7, 5)), chunks=(3, 2))
+    strict = to_strict(base)
+    dg.manual_seed(4)
+    want = DRAWS[draw](base).numpy()
+    dg.manual_seed(4)
+    out = DRAWS[draw](strict)
+    assert isinstance(out.array._meta, StrictArray) and out.chunks == base.chunks
+    assert isinstance(out.array.blocks[1, 2].compute(), StrictArray)
+    np.testing.assert_array_equal(out.array.compute().get(), want)
+
+
 def _api_flows(make):
     """The autograd API beyond single ops, on tensors from ``make(values, chunks)``; returns checks."""
     from daskgrad import functional as F

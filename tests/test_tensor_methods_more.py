@@ -166,6 +166,72 @@ def test_multinomial_draws_category_indices_as_torchs():
     assert sorted(dg.from_array(np.array([1.0, 0, 0])).multinomial(3).numpy()) == [0, 1, 2]  # (zeros last)
 
 
+# ------------------------------------------------------------------ rand, randn: the fills' draws, as leaves
+@pytest.mark.parametrize("factory, fill", [("rand", "uniform_"), ("randn", "normal_")])
+def test_rand_and_randn_draw_as_zeros_filled_in_place_reproducibly_keeping_dtype_chunks_and_grad(factory, fill):
+    make = getattr(dg, factory)
+    dg.manual_seed(5)
+    a = make(7, 5, chunks=(3, 2), dtype=dg.float64, requires_grad=True)
+    b = make((7, 5), chunks=(3, 2), dtype=dg.float64)
+    assert a.is_leaf and a.requires_grad and a.grad_fn is None and not b.requires_grad
+    assert a.dtype == np.float64 and a.chunks == ((3, 3, 1), (2, 2, 1))
+    dg.manual_seed(5)
+    same = getattr(dg.zeros(7, 5, chunks=(3, 2), dtype=dg.float64), fill)()
+    np.testing.assert_array_equal(a.detach().numpy(), same.numpy())  # (the same per-chunk draw, bit for bit)
+    assert not np.array_equal(a.detach().numpy(), b.numpy())  # (each call draws its own seed)
+    dg.manual_seed(5)
+    np.testing.assert_array_equal(make(7, 5, chunks=(3, 2), dtype=dg.float64).numpy(), a.detach().numpy())
+    assert make(4).dtype == np.float32 and make(4, dtype=dg.float16).dtype == np.float16
+    (a * 3).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), 3.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64, np.complex128])
+def test_rand_and_randn_follow_torchs_distributions_in_every_floating_dtype(dtype):
+    dg.manual_seed(0)
+    u = dg.rand(N, dtype=dtype, chunks=7000).numpy()
+    z = dg.randn(N, dtype=dtype, chunks=7000).numpy()
+    assert u.dtype == z.dtype == dtype
+    parts = (u.real, u.imag) if u.dtype.kind == "c" else (u,)
+    for part in parts:  # each part of a complex draw uniform on [0, 1), as torch's
+        part = part.astype(np.float64)
+        assert part.min() >= 0 and part.max() < 1 and abs(part.mean() - 0.5) < 6 * np.sqrt(1 / 12 / N)
+        if dtype in (np.float16, np.complex64, np.float32):  # (from the narrow type's own bits: never rounded to 1)
+            bits = 11 if dtype == np.float16 else 24
+            assert np.all(part * 2**bits == np.round(part * 2**bits))
+    var = 0.5 if z.dtype.kind == "c" else 1.0  # (a complex standard normal: each part of variance 1/2, as torch's)
+    for part in ((z.real, z.imag) if z.dtype.kind == "c" else (z,)):
+        part = part.astype(np.float64)
+        assert abs(part.mean()) < 6 * np.sqrt(var / N) and abs(part.var() - var) < 6 * var * np.sqrt(2 / N)
+
+
+def test_complex_fills_draw_each_part_as_torchs():
+    dg.manual_seed(0)
+    x = dg.zeros(N, dtype=dg.complex128, chunks=7000).normal_(3, 2).numpy()
+    for part in (x.real, x.imag):  # mean on each part, std / sqrt(2) each: torch's normal_ of the real view
+        assert abs(part.mean() - 3) < 6 * np.sqrt(2 / N) and abs(part.var() - 2) < 6 * 2 * np.sqrt(2 / N)
+    u = dg.zeros(N, dtype=dg.complex64, chunks=7000).uniform_(1, 3).numpy()
+    for part in (u.real, u.imag):
+        assert part.min() >= 1 and part.max() < 3 and abs(part.mean() - 2) < 6 * np.sqrt(4 / 12 / N)
+    assert dg.randn_like(dg.zeros(3, dtype=dg.complex64)).dtype == np.complex64
+
+
+@pytest.mark.parametrize("call", [
+    "lib.rand(3, dtype=lib.int64)", "lib.randn(2, 2, dtype=lib.bool)", "lib.randn(3, dtype=lib.uint8)",
+    "lib.rand(3, dtype=lib.int32, requires_grad=True)", "lib.rand(-1, dtype=lib.int64)",
+    "lib.randn(2, -3, dtype=lib.bool)", "lib.zeros(3).uniform_(-3e38, 3e38)",
+    "lib.zeros(3, dtype=lib.float16).uniform_(-6e4, 6e4)", "z.uniform_(0, 3.5e38)", "z.uniform_(0, float('inf'))",
+    "z.log_normal_()", "z.exponential_()", "z.cauchy_()", "z.bernoulli_()", "z.bernoulli_(0.3)", "z.bernoulli_(2)",
+    "z.bernoulli_(lib.full((3,), 0.5))", "lib.zeros(3).bernoulli_(z)", "z.bernoulli()", "z.bernoulli(0.5)",
+    "z.geometric_(0.5)", "z.geometric_(1.5)", "z.random_()", "z.random_(5)", "z.random_(1, 5)", "z.random_(1, None)",
+])
+def test_rand_randn_and_complex_fills_raise_torchs_errors(call):
+    def run(lib):
+        out = eval(call, {}, {"lib": lib, "z": lib.zeros(3, dtype=lib.complex64)})
+        return out.numpy() if lib is dg else out
+    same_error(lambda: run(dg), lambda: run(torch))
+
+
 # ------------------------------------------------------------------ in-place forms
 def _torch_args(args):
     return [torch.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
@@ -602,3 +668,18 @@ def test_triangular_solve_is_torchs(chunks, kwargs):
     ((theirs.solution ** 2).sum() + theirs.cloned_coefficient.sum()).backward()
     np.testing.assert_allclose(A.grad.numpy(), At.grad.numpy(), rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(B.grad.numpy(), Bt.grad.numpy(), rtol=1e-8)
+
+
+# ------------------------------------------------------------------ on a cluster (last: its client stays up)
+def test_rand_and_rand_like_chunks_are_made_on_every_worker_not_only_where_the_seed_is(client):
+    # (each chunk reads the run seed, one small key on one worker: marked as data producers, as dask's
+    # from_array, the scheduler spreads them as root tasks rather than running all where the seed is)
+    from dask.core import flatten
+    from distributed import wait
+
+    x = dg.from_array(np.ones((400, 10)), chunks=(100, 10))
+    for make in (lambda: dg.randn(400, 10, chunks=(100, 10), dtype=dg.float64), lambda: dg.rand_like(x)):
+        a = client.persist(make().array)
+        wait(a)
+        where = client.who_has(a)
+        assert {w for k in flatten(a.__dask_keys__()) for w in where[k]} == set(client.scheduler_info()["workers"])

@@ -1334,13 +1334,12 @@ def empty_like(x, dtype=None, requires_grad=False) -> Tensor:
     """As ``zeros_like`` (nothing lazy is left unwritten); ``requires_grad`` makes it a leaf that does.
     """
 def rand_like(x, dtype=None, requires_grad=False) -> Tensor:
-    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device (``uniform_`` of zeros like
-    ``x``: each chunk drawn from the run seed and its block id, the seed a value the program reads, so a loop
-    that draws every step is one program).
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device, drawn as
+    :func:`daskgrad.rand` (each chunk from the run seed and its block id, the seed a value the program reads,
+    so a loop that draws every step is one program; a distributed scheduler spreads the chunks).
     """
 def randn_like(x, dtype=None, requires_grad=False) -> Tensor:
-    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device (``normal_`` of zeros like
-    ``x``: see :func:`rand_like`).
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device (see :func:`rand_like`).
     """
 def indices(dimensions, dtype=..., chunks='auto', sparse=False) -> Tensor:
     """A grid of indices, one tensor per axis stacked first (an integer tensor, as dask's).

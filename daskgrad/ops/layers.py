@@ -160,29 +160,14 @@ def embedding_backward(grad, indices, rows):
 
 
 # -------------------------------------------------------------------- dropout
-def _mask_block(block, seed, keep, scale=None, block_id=None):
-    seed = int(seed)  # (a 0-d chunk: the run seed is a value the program reads, not part of it)
-    shape = np.shape(block)
-    if type(block).__module__.split(".")[0] == "cupy":  # draw on the device, no host round trip
-        import cupy
-        u = cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0])).random(shape)
-    else:
-        u = np.asarray(np.random.default_rng([seed, *block_id]).random(shape))
-        u = u if type(block) is np.ndarray else np.array(u, like=block)
-    return ((u < keep) / keep if scale is None else (u < keep) * scale).astype(block.dtype)
-
-
-def _mask_array(a, seed, *, keep, scale):
-    """``dropout_mask``'s forward on dask arrays, ``seed`` a 0-d array."""
-    return da.map_blocks(_mask_block, a, seed, keep=keep, scale=scale, dtype=a.dtype, meta=a._meta)
-
-
 def dropout_mask(x, p, scale=None):
     """A constant tensor shaped and chunked like ``x``: 0 with probability ``p``, else ``scale`` (by default
     ``1 / (1 - p)``).  Each chunk draws from its own seed (the run seed from :func:`daskgrad.manual_seed` and the
     block id), so the mask does not depend on the scheduler.  The run seed is a 0-d value the program reads
     (``door.Constant``), not a param: a training step with dropout draws a new mask every step from the same
     program, cached and instantiated as any other step (as a param, every step was a new program, lowered
-    anew)."""
-    seed = door.Constant(np.int64(_tensor._rng.integers(2**63)))
-    return Tensor._make(door.defer(_mask_array, (value(x), seed), (("keep", 1.0 - p), ("scale", scale))))
+    anew).  The draw is ``bernoulli(1 - p)``'s, times the scale (torch's ``bernoulli_(1 - p).div_(1 - p)``)."""
+    keep = 1.0 - p
+    params = (keep, (1 / keep if keep else 0.0) if scale is None else scale)  # (p = 1: callers multiply by 0)
+    return Tensor._make(door.defer(_tensor.drawn_array, (value(x), _tensor.run_seed()),
+                                   (("kind", "bernoulli"), ("params", params))))

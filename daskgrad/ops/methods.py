@@ -1510,8 +1510,9 @@ def _running_extreme(name, largest):
 
 # ------------------------------------------------------------------ random fills
 # torch's in-place draws (``x.uniform_()``, ``x.normal_()`` ...): each chunk draws from its own generator, seeded by
-# a draw from daskgrad's (:func:`daskgrad.manual_seed`) and the block id, so the values do not depend on the
-# scheduler; the chunks, dtype and device stay, and the old value gets a zero gradient through torch's node.
+# a draw from daskgrad's (:func:`daskgrad.manual_seed`) and the block id (:func:`daskgrad.chunk.random_block`, shared
+# with ``rand``/``randn`` and dropout), so the values do not depend on the scheduler; the chunks, dtype and device
+# stay, and the old value gets a zero gradient through torch's node.
 _RANDOM_NODES = ("UniformBackward0", "NormalBackward0", "ExponentialBackward0", "CauchyBackward0",
                  "LogNormalBackward0", "GeometricBackward0", "RandomBackward0", "RandomBackward1", "RandomBackward2",
                  "BernoulliBackward0", "BernoulliBackward1", "BernoulliBackward2")
@@ -1520,64 +1521,13 @@ _random_p.vjp(lambda g, s, *, kind: (zeros_like(g),))
 _FLOAT_RANDOM_BITS = {"float16": 11, "float32": 24, "float64": 53}
 
 
-def _block_rng(block, seed, block_id):
-    """The generator of one chunk: cupy's for a cupy chunk (drawn on the device), else NumPy's."""
-    if type(block).__module__.split(".")[0] == "cupy":
-        import cupy
-        return cupy.random.default_rng(int(np.random.SeedSequence([seed, *block_id]).generate_state(1)[0]))
-    return np.random.default_rng([seed, *block_id])
-
-
-def _random_block(block, *rest, kind, params, block_id=None):
-    """One chunk of a draw of ``kind`` (its parameters ``params``; ``rest``: bernoulli's chunk of
-    probabilities if any, then the run seed, a 0-d chunk), shaped and typed as ``block``."""
-    *probs, seed = rest
-    rng, shape = _block_rng(block, int(seed), block_id), np.shape(block)
-    if kind in ("random", "geometric_int"):
-        low, high = params
-        return rng.integers(low, high, size=shape, dtype=np.int64, endpoint=True).astype(block.dtype)
-    if kind == "normal":
-        mean, std = params
-        return (rng.standard_normal(shape) * std + mean).astype(block.dtype)
-    if kind == "log_normal":
-        mean, std = params
-        return np.exp(rng.standard_normal(shape) * std + mean).astype(block.dtype)
-    u = rng.random(shape)
-    if kind == "uniform":
-        low, high = params
-        out = u * (high - low) + low
-    elif kind == "exponential":
-        out = -np.log1p(-u) / params[0]
-    elif kind == "cauchy":
-        median, sigma = params
-        out = median + sigma * np.tan(np.pi * (u - 0.5))
-    elif kind == "geometric":  # (the number of trials to the first success: 1, 2, ...)
-        out = np.maximum(np.ceil(np.log1p(-u) / np.log1p(-params[0])), 1)
-    else:  # bernoulli: with probability ``params[0]``, or each place's own
-        p = probs[0] if probs else params[0]
-        if probs and ((p < 0) | (p > 1) | (p != p)).any():
-            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
-                               "message be improved?  If so, please report an enhancement request to PyTorch.)")
-        out = u < p
-    return out.astype(block.dtype)
-
-
-def _drawn_array(a, *rest, kind, params):
-    """``_random_block`` over ``a``'s chunks (``rest``: bernoulli's probabilities if any, then the seed)."""
-    *probs, seed = rest
-    extra = tuple(p if p.shape == a.shape and p.chunks == a.chunks else da.broadcast_to(p, a.shape).rechunk(a.chunks)
-                  for p in probs)
-    return da.map_blocks(_random_block, a, *extra, seed, kind=kind, params=params, dtype=a.dtype, meta=a._meta)
-
-
 def _drawn(self, kind, node, params=(), probs=None):
     """``self``'s shape, chunks and dtype drawn from ``kind``, recorded as torch's ``node`` on ``self``
     (whose gradient is zero).  The run seed is a 0-d value the program reads (``door.Constant``), not
     a param: a loop that draws every step (``eps = torch.randn_like(std)``) is one program, cached and
     instantiated, not a new one lowered every step."""
-    seed = door.Constant(np.int64(_tensor_module._rng.integers(2**63)))
-    srcs = (value(self),) + (() if probs is None else (value(probs),)) + (seed,)
-    out = door.defer(_drawn_array, srcs, (("kind", kind), ("params", tuple(params))))
+    srcs = (value(self),) + (() if probs is None else (value(probs),)) + (_tensor_module.run_seed(),)
+    out = door.defer(_tensor_module.drawn_array, srcs, (("kind", kind), ("params", tuple(params))))
     return _random_p.record(out, self, node=node, kind=kind)
 
 
@@ -1591,9 +1541,16 @@ def _check_generator(generator):
                         "daskgrad.manual_seed")
 
 
-def _floating_draw(self, kernel):
-    if self.dtype.kind != "f":
+def _floating_draw(self, kernel, complex_ok=False):
+    if self.dtype.kind not in ("fc" if complex_ok else "f"):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
+
+
+def _no_complex_draw(t, kernel):
+    """torch's refusal of a draw its ``kernel`` makes for real dtypes only (the complex ones draw each part of
+    the real view only in ``uniform_`` and ``normal_``)."""
+    if t.dtype.kind == "c":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_data.TORCH_TYPE_NAMES[t.dtype.name]}'")
 
 
 def _continuous(self, name, c_name=False):
@@ -1613,19 +1570,20 @@ def _number(v):
 
 def _uniform_(self, *args, generator=None, **kwargs):
     """torch's ``uniform_(from=0, to=1)``: fill with draws from the continuous uniform distribution on
-    ``[from, to)``."""
+    ``[from, to)`` (a complex tensor: each part)."""
     _check_generator(generator)
     low, high = _from_to("uniform_", args, kwargs, 0, 1)
-    _floating_draw(self, "check_uniform_bounds")
-    top = float(np.finfo(self.dtype).max)
+    _floating_draw(self, "check_uniform_bounds", complex_ok=True)
+    real = np.finfo(self.dtype).dtype  # (a complex tensor: torch draws and checks its real view)
+    top, c_name = float(np.finfo(real).max), _data.C_TYPE_NAMES[real.name]
     for name, v in (("from", low), ("to", high)):
         if not -top <= v <= top:
-            raise RuntimeError(f"{name} is out of bounds for {_data.C_TYPE_NAMES[self.dtype.name]}")
+            raise RuntimeError(f"{name} is out of bounds for {c_name}")
     if low > high:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={_number(low)} > "
                            f"to={_number(high)}")
     if high - low > top:
-        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{_data.C_TYPE_NAMES[self.dtype.name]}>"
+        raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{_data.TORCH_TYPE_NAMES[real.name]}>"
                            f"::max(), but found to={_number(high)} and from={_number(low)} which result in "
                            f"to-from to exceed the limit")
     return _fill_random(self, "uniform", "UniformBackward0", (float(low), float(high)))
@@ -1645,11 +1603,12 @@ def _from_to(name, args, kwargs, low, high):
 
 
 def _normal_(self, mean=0, std=1, *, generator=None):
-    """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2)."""
+    """torch's ``normal_(mean=0, std=1)``: fill with draws from N(mean, std**2) (a complex tensor: each part
+    from N(mean, std**2 / 2), as torch's)."""
     _check_generator(generator)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_number(std)}")
-    _floating_draw(self, "normal_kernel_cpu")
+    _floating_draw(self, "normal_kernel_cpu", complex_ok=True)
     return _fill_random(self, "normal", "NormalBackward0", (float(mean), float(std)))
 
 
@@ -1685,6 +1644,7 @@ def _geometric_(self, p, *, generator=None):
     _check_generator(generator)
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_number(p)}")
+    _no_complex_draw(self, "geometric_cpu")
     return _fill_random(self, "geometric", "GeometricBackward0", (float(p),))
 
 
@@ -1729,9 +1689,12 @@ def _random_(self, *args, generator=None, **kwargs):
     else:
         low, high = _from_to("random_", args, kwargs, 0, None)
         node = "RandomBackward2" if high is None and not args and "from" not in kwargs else "RandomBackward0"
-    if self.dtype.kind not in "fiub":
-        raise NotImplementedError(f"\"random_from_to\" not implemented for "
-                                  f"'{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}'")
+    if self.dtype.kind not in "fiub":  # (complex: torch's words of the overload called)
+        if node == "RandomBackward2" and high is None and not args:
+            raise NotImplementedError(f"\"random_kernel_cpu\" not implemented for "
+                                      f"'{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}'")
+        check = "check_random_bounds" if high is not None else "random_from_to_impl"
+        raise RuntimeError(f"{check} handles only integral, floating-point and boolean types")
     low, high = _random_bounds(self.dtype, int(low), None if high is None else int(high))
     if self.dtype.kind == "u" and high > (1 << 63) - 1:
         high = (1 << 63) - 1  # (NumPy draws int64: a uint64's top half is not reached)
@@ -1747,9 +1710,12 @@ def _bernoulli_(self, p=0.5, *, generator=None):
         wide = np.broadcast_shapes(self.shape, p.shape)
         if tuple(wide) != tuple(self.shape):
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(wide)}")
+        _no_complex_draw(self, "bernoulli_tensor_cpu_self_")
+        _no_complex_draw(p, "bernoulli_tensor_cpu_p_")
         return _fill_random(self, "bernoulli", "BernoulliBackward1", probs=p.detach())
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+    _no_complex_draw(self, "bernoulli_scalar_cpu_")
     return _fill_random(self, "bernoulli", "BernoulliBackward2", (float(p),))
 
 
@@ -1760,7 +1726,9 @@ def _bernoulli(self, p=None, *, generator=None):
     if p is not None:
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_number(p)}")
+        _no_complex_draw(self, "bernoulli_scalar_cpu_")
         return _no_derivative(_drawn(self.detach(), "bernoulli", None, (float(p),)), "bernoulli.p", self)
+    _no_complex_draw(self, "bernoulli_tensor_cpu_self_")  # (the result, of this dtype, is checked first)
     if self.dtype.kind != "f":
         raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
                                   f"'{_data.TORCH_TYPE_NAMES[self.dtype.name]}'")
@@ -1776,7 +1744,7 @@ def _multinomial_block(w, seed, num_samples, replacement, block_id=None):
     total = w.sum(axis=-1, keepdims=True)
     if (total <= 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    rng = _block_rng(w, seed, block_id)
+    rng = chunk.block_rng(w, int(seed), block_id)
     if not replacement:
         keys = w / -np.log1p(-rng.random(w.shape))
         return np.argsort(-keys, axis=-1, kind="stable")[:, :num_samples].astype(np.int64)
@@ -1801,14 +1769,17 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not replacement and num_samples > self.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    a = self.detach().array
-    rows = a if a.ndim == 2 else a[None]
-    rows = rows.rechunk({1: -1})
-    seed = int(_tensor_module._rng.integers(2**63))
-    out = da.map_blocks(_multinomial_block, rows, seed=seed, num_samples=int(num_samples),
-                        replacement=bool(replacement), dtype=np.int64, chunks=(rows.chunks[0], (int(num_samples),)),
+    # (the run seed a value the program reads, as the fills': a loop that samples every step is one program)
+    return Tensor._make(door.defer(_multinomial_array, (value(self.detach()), _tensor_module.run_seed()),
+                                   (("num_samples", int(num_samples)), ("replacement", bool(replacement)))))
+
+
+def _multinomial_array(a, seed, *, num_samples, replacement):
+    rows = (a if a.ndim == 2 else a[None]).rechunk({1: -1})
+    out = da.map_blocks(_multinomial_block, rows, seed, num_samples=num_samples, replacement=replacement,
+                        dtype=np.int64, chunks=(rows.chunks[0], (num_samples,)),
                         meta=np.empty((0, 0), dtype=np.int64) if type(a._meta) is np.ndarray else None)
-    return Tensor._make(out if a.ndim == 2 else out[0])
+    return out if a.ndim == 2 else out[0]
 
 
 # ------------------------------------------------------------------ more of torch's methods

@@ -304,18 +304,23 @@ def empty_like(x, dtype=None, requires_grad=False):
 
 @public()
 def rand_like(x, dtype=None, requires_grad=False):
-    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device (``uniform_`` of zeros like
-    ``x``: each chunk drawn from the run seed and its block id, the seed a value the program reads, so a loop
-    that draws every step is one program)."""
-    out = zeros_like(as_tensor(x), dtype=dtype).uniform_()
-    return out.requires_grad_(True) if requires_grad else out
+    """torch's ``rand_like``: uniform on [0, 1) with ``x``'s shape, chunks and device, drawn as
+    :func:`daskgrad.rand` (each chunk from the run seed and its block id, the seed a value the program reads,
+    so a loop that draws every step is one program; a distributed scheduler spreads the chunks)."""
+    return _drawn_like(x, "uniform", dtype, requires_grad)
 
 
 @public()
 def randn_like(x, dtype=None, requires_grad=False):
-    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device (``normal_`` of zeros like
-    ``x``: see :func:`rand_like`)."""
-    out = zeros_like(as_tensor(x), dtype=dtype).normal_()
+    """torch's ``randn_like``: standard normal with ``x``'s shape, chunks and device (see :func:`rand_like`)."""
+    return _drawn_like(x, "normal", dtype, requires_grad)
+
+
+def _drawn_like(x, kind, dtype, requires_grad):
+    base = zeros_like(as_tensor(x), dtype=dtype)
+    _tensor.check_draw_dtype(kind, base.dtype)
+    out = Tensor._make(door.defer(_tensor.drawn_array, (value(base), _tensor.run_seed()),
+                                  (("kind", kind), ("params", (0.0, 1.0)), ("producer", True))))
     return out.requires_grad_(True) if requires_grad else out
 
 

@@ -11,7 +11,7 @@ few per submission; the two-loop recursion is one lazy graph whose scalars are c
 >>> def closure():
 ...     opt.zero_grad(); loss = f(w); loss.backward(); return loss
 >>> opt.step(closure)                  # the first evaluation's loss, as torch's
-tensor(23.6015, grad_fn=<SumBackward0>)
+tensor(14.0775, grad_fn=<SumBackward0>)
 """
 from __future__ import annotations
 
