@@ -1540,7 +1540,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.logical_xor`: the result is written into this tensor, which is returned (torch's ``logical_xor_``).
         """
     def logit(self, eps=None):
-        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given (a negative
+        ``eps`` is none); torch's gradient, NaN outside ``[0, 1]`` without ``eps``.
         """
     def logit_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.

@@ -475,11 +475,11 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     if x.ndim == 0:
         norm_axis(dim, 0)
         if k != 1:
-            raise IndexError("kthvalue(): selected number k out of range for dimension 0")
+            raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
     if not 1 <= k <= x.shape[dim]:
-        raise IndexError(f"kthvalue(): selected number k out of range for dimension {dim}")
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     idx = getitem(argsort(x, dim), (slice(None),) * dim + (slice(k - 1, k),))
     values = values_at(x, idx, dim, keepdim, "KthvalueBackward0")
     return return_types.kthvalue(values, idx if keepdim else squeeze(idx, dim))
@@ -499,6 +499,8 @@ def _aminmax(self, *, dim=None, keepdim=False):
 
 def _tensor_split(self, indices_or_sections, dim=0):
     """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple."""
+    if self.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     if isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.detach().numpy().tolist()
     return tuple(array_split(self, indices_or_sections, norm_axis(dim, self.ndim)))
@@ -724,11 +726,30 @@ def _lerp(self, end, weight):
     return _lerp_p.bind(self, end, weight, node="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
 
 
+def _logit_array(a, *, eps):
+    a = a if eps is None else da.clip(a, eps, 1 - eps)
+    return da.log(a / (1 - a))
+
+
+def _logit_rule(g, s, *, eps):
+    # torch's LogitBackward0: g / (x (1 - x)), g * inf at 0 and 1, and outside [0, 1] NaN (no eps) or 0
+    # (outside [eps, 1 - eps]); the chain rule through log(x / (1 - x)) gave numbers where torch's are NaN
+    x = s.x
+    at = where((x == 0) | (x == 1), g * math.inf, g / (x * (1 - x)))
+    if eps is None:
+        return (where((x < 0) | (x > 1), math.nan, at),)
+    return (where((x < eps) | (x > 1 - eps), 0, at),)
+
+
+_logit_p = primitive("logit", torch="LogitBackward0", impl=_logit_array, save=("x",), prepare=tensor_operand)
+_logit_p.vjp(_logit_rule)
+
+
 def _logit(self, eps=None):
-    """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given."""
+    """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given (a negative
+    ``eps`` is none); torch's gradient, NaN outside ``[0, 1]`` without ``eps``."""
     x = self if self.dtype.kind in "fc" else self.astype(_data.DEFAULT_FLOAT)  # (1 - x of uint8 would wrap)
-    x = x if eps is None else clip(x, eps, 1 - eps)
-    return log(x / (1 - x))
+    return _logit_p.bind(x, eps=None if eps is None or eps < 0 else float(eps))
 
 
 def _xlogy(self, other):
@@ -1064,6 +1085,25 @@ def _erfinv_ufuncs(y):
     return x.astype(y.dtype, copy=False)
 
 
+@_quiet
+def _trigamma_ufuncs(x):
+    """torch's trigamma (its own formula, not SciPy's: they differ by up to about 1e-9 relatively, and at
+    the poles): the reflection below 1/2, six recurrence steps, then the asymptotic series; a half input
+    in float32, as torch's opmath."""
+    dtype = x.dtype
+    x = x.astype(np.float32) if dtype == np.float16 else x
+    t = x.dtype.type
+    flip = x < t(0.5)
+    sin = np.sin(t(math.pi) * x)
+    result = np.where(flip, -(t(math.pi) * t(math.pi)) / (sin * sin), t(0))
+    z = np.where(flip, t(1) - x, x)
+    for _ in range(6):
+        result, z = result + t(1) / (z * z), z + t(1)
+    ixx = t(1) / (z * z)
+    result = result + (t(1) + t(1) / (t(2) * z) + ixx * (t(1 / 6) - ixx * (t(1 / 30) - ixx * t(1 / 42)))) / z
+    return np.where(flip, -result, result).astype(dtype, copy=False)
+
+
 def _matching_torch(out, x, n):
     """SciPy's polygamma where torch's differs: NaN at -inf for n = 1, and at inf for n >= 2."""
     if n == 1:
@@ -1072,8 +1112,8 @@ def _matching_torch(out, x, n):
 
 
 def _polygamma_array(a, *, n):
-    out = (special_layer("psi", _polygamma_ufuncs) if n == 0 else
-           special_layer("polygamma", _polygamma_ufuncs, args=(n,)))(a)
+    out = (special_layer("psi", _polygamma_ufuncs) if n == 0 else special_layer("trigamma", _trigamma_ufuncs, own=True)
+           if n == 1 else special_layer("polygamma", _polygamma_ufuncs, args=(n,)))(a)
     return _matching_torch(out, a, n)
 
 

@@ -191,12 +191,16 @@ def _outputs(x, pieces, axis, node, op):
 def _unbind(self, dim=0):
     """torch's ``unbind``: the slices along ``dim``, views that may not be written in place."""
     dim = norm_axis(dim, self.ndim)
+    if self.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return _outputs(self, range(self.shape[dim]), dim, "UnbindBackward0", "Unbind")
 
 
 def _split(self, split_size_or_sections, dim=0):
     """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
     given sizes, views that may not be written in place."""
+    if self.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     dim = norm_axis(dim, self.ndim)
     n = self.shape[dim]
     if isinstance(split_size_or_sections, numbers.Integral):  # (a NumPy int too)
@@ -220,6 +224,8 @@ def _split(self, split_size_or_sections, dim=0):
 def _chunk(self, chunks, dim=0):
     """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
     empty ones of an empty axis)."""
+    if self.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     dim = norm_axis(dim, self.ndim)
