@@ -348,3 +348,18 @@ def test_cumprod_s_gradient_with_zeros_leaves_out_the_zero_products_as_torch(val
         getattr(xd.cumprod(1), after)().sum().backward()
         getattr(xt.cumprod(1), after)().sum().backward()
         np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("values", [1.5, np.inf, np.nan, [1.0, np.inf], [1.0, 2.0, np.nan],
+                                    [[1.0, 3.0], [np.inf, 2.0]]])
+@pytest.mark.parametrize("correction", [1, 2, 3])
+def test_a_variance_whose_correction_reaches_its_count_compares_x_with_its_mean_as_torch(values, correction):
+    """torch's rule is ``g * where(x == mean, nan, inf)``: an infinite x (x - mean NaN) is NaN, a NaN x inf; the
+    rule read ``x - mean == 0`` and gave inf and NaN there."""
+    a = np.array(values, dtype=float)
+    with np.errstate(all="ignore"):
+        for cotangent in (1.0, -2.0):
+            xd, xt = _pair(a, 1)
+            xd.var(correction=correction).backward(dg.tensor(cotangent))
+            xt.var(correction=correction).backward(torch.tensor(cotangent, dtype=torch.float64))
+            np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())

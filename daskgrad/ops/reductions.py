@@ -197,8 +197,8 @@ def _var_rule(gx, x, axes, n, ddof, whole):
     dof = n - ddof
     # torch's branch without dim (or of a 0-d input) at ddof >= n: inf, nan where x is its mean; with a dim,
     # even one naming every dim, its formula below (2 / dof: a negative dof flips the sign)
-    if dof <= 0 and whole:
-        return where(centered == 0, math.nan, gx * math.inf)
+    if dof <= 0 and whole:  # (x == its mean, not x - mean == 0: an infinite x is NaN there, a NaN x inf, as torch's)
+        return gx * where(x == mean(x, axis=axes, keepdims=True), math.nan, math.inf)
     return gx * centered * (2 / dof if dof else math.inf)  # (along some axes torch's formula: 2 / 0 is inf)
 
 
