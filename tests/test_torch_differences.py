@@ -363,3 +363,18 @@ def test_a_variance_whose_correction_reaches_its_count_compares_x_with_its_mean_
             xd.var(correction=correction).backward(dg.tensor(cotangent))
             xt.var(correction=correction).backward(torch.tensor(cotangent, dtype=torch.float64))
             np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("values", [[-np.inf, 1.0], [-np.inf, -np.inf, 2.0], [np.nan, 1.0], [1.0, 2.0, -np.inf],
+                                    [1.0, np.inf], [0.5, -1.0, 3.0]])
+@pytest.mark.parametrize("after", ["exp", "rsqrt", "sin"])
+def test_logcumsumexp_s_gradient_at_minus_inf_and_nan_is_torch_s(values, after):
+    """torch's rule holds the lowest float in the other sign's places before ``- r``: at an x of -inf (r -inf
+    too) its gradient is NaN, and a NaN x's is NaN along the scan; the rule put -inf after ``- r`` and gave 0."""
+    a = np.array(values)
+    with np.errstate(all="ignore"):
+        xd, xt = _pair(a, 2)
+        for x in (xd, xt):
+            y = x.logcumsumexp(0)
+            (y.exp().sum() if after == "exp" else y.sum().rsqrt() if after == "rsqrt" else y.sin().sum()).backward()
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)

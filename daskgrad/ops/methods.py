@@ -1473,14 +1473,16 @@ _logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=
 @_logcumsumexp_p.vjp
 def _logcumsumexp_rule(g, s, *, axis):
     """torch's (TensorFlow's) stable rule: the cotangent's positive and negative parts in log space,
-    each through a reversed logcumsumexp, so no ``exp`` overflows (-inf for the other part's places,
-    where torch's has the lowest float, whose sums would overflow)."""
-    log_over_r = log(where(g == 0, 1, abs(g))) - s.r
+    each through a reversed logcumsumexp, so no ``exp`` overflows; the other part's places hold the lowest
+    float before ``- r``, as torch's (so an x of -inf, where r is -inf too, is NaN there as in torch: -inf
+    in their place after ``- r`` gave 0)."""
+    log_g = log(where(g == 0, 1, abs(g)))
+    lowest = float(np.finfo(g.dtype).min)
 
     def reversed_scan(t):
         return flip(_logcumsumexp_p.bind(flip(t, axis), axis=axis), axis)
-    positive = reversed_scan(where(g > 0, log_over_r, -np.inf)) + s.x
-    negative = reversed_scan(where(g < 0, log_over_r, -np.inf)) + s.x
+    positive = reversed_scan(where(g > 0, log_g, lowest) - s.r) + s.x
+    negative = reversed_scan(where(g < 0, log_g, lowest) - s.r) + s.x
     return (exp(positive) - exp(negative),)
 
 
