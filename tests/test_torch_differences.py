@@ -378,3 +378,12 @@ def test_logcumsumexp_s_gradient_at_minus_inf_and_nan_is_torch_s(values, after):
             y = x.logcumsumexp(0)
             (y.exp().sum() if after == "exp" else y.sum().rsqrt() if after == "rsqrt" else y.sin().sum()).backward()
         np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cotangent", [np.nan, 2.0, -np.inf])
+def test_logcumsumexp_of_a_zero_dimensional_tensor_passes_its_cotangent_on_as_torch(cotangent):
+    xd, xt = _pair(np.array(1.5), 1)
+    with np.errstate(all="ignore"):
+        xd.logcumsumexp(0).backward(dg.tensor(cotangent))
+        xt.logcumsumexp(0).backward(torch.tensor(cotangent, dtype=torch.float64))
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())

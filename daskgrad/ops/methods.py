@@ -1462,7 +1462,7 @@ def _logaddexp_quiet(a, b):
         return np.logaddexp(a, b)
 
 
-def _logcumsumexp_array(a, *, axis):
+def _logcumsumexp_array(a, *, axis, scalar=False):
     return da.reductions.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
 
 
@@ -1471,11 +1471,13 @@ _logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=
 
 
 @_logcumsumexp_p.vjp
-def _logcumsumexp_rule(g, s, *, axis):
+def _logcumsumexp_rule(g, s, *, axis, scalar=False):
     """torch's (TensorFlow's) stable rule: the cotangent's positive and negative parts in log space,
     each through a reversed logcumsumexp, so no ``exp`` overflows; the other part's places hold the lowest
     float before ``- r``, as torch's (so an x of -inf, where r is -inf too, is NaN there as in torch: -inf
     in their place after ``- r`` gave 0)."""
+    if scalar:  # (a 0-d input: torch's rule passes the cotangent through, a NaN one too)
+        return (g,)
     log_g = log(where(g == 0, 1, abs(g)))
     lowest = float(np.finfo(g.dtype).min)
 
@@ -1495,7 +1497,7 @@ def _logcumsumexp(self, dim):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{_type_name(x.dtype)}'")
     axis = norm_axis(dim, x.ndim)
     if x.ndim == 0:
-        return reshape(_logcumsumexp_p.bind(reshape(x, (1,)), axis=0), ())
+        return reshape(_logcumsumexp_p.bind(reshape(x, (1,)), axis=0, scalar=True), ())
     return _logcumsumexp_p.bind(x, axis=axis)
 
 
