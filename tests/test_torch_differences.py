@@ -387,3 +387,21 @@ def test_logcumsumexp_of_a_zero_dimensional_tensor_passes_its_cotangent_on_as_to
         xd.logcumsumexp(0).backward(dg.tensor(cotangent))
         xt.logcumsumexp(0).backward(torch.tensor(cotangent, dtype=torch.float64))
     np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("make", ["view", "slice", "transpose"])
+def test_an_in_place_op_on_a_detached_alias_of_a_view_records_its_history_as_torch(make):
+    """``v.detach()`` of a view shares the view's storage; an in-place op with an operand that requires grad made
+    the alias's value right but left it a leaf that does not require grad (the gradient through it was lost)."""
+    def run(lib, t):
+        b = t * 1
+        v = {"view": lambda: b.view(2, 2), "slice": lambda: b[:], "transpose": lambda: b.T}[make]()
+        y = v.detach()
+        y.mul_(2).add_(t * 3)
+        assert y.requires_grad and not y.is_leaf and y.grad_fn.name() == "AddBackward0"
+        (y * lib.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=t.dtype)).sum().backward()
+        return b.detach().numpy(), y.detach().numpy(), t.grad.numpy()
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    for got, want in zip(run(dg, dg.from_array(a, chunks=1, requires_grad=True)),
+                         run(torch, torch.tensor(a, requires_grad=True))):
+        np.testing.assert_array_equal(got, want)

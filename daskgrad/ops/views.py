@@ -23,7 +23,7 @@ import numbers
 from .. import _dask as door, _state
 from ..graph import primitive, rebase
 from .._tensor import (INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _cast, _multi_output_message, _rechunked,
-                       _resave, _root, _ViewStorage, put_steps, recorded)
+                       _differentiable, _resave, _root, _ViewStorage, put_steps, recorded)
 from ._util import norm_axis
 from .elementwise import clone
 from .indexing import _meta, getitem_p
@@ -116,6 +116,9 @@ def _write_view(self, out, bump=True):
     if base is None or _root(base._storage) is not root:  # a detached alias (or its base's .data was set)
         st.write(arr)
         owner = self
+        if out.grad_fn is not None and _differentiable(self.dtype):  # (its own history now: add_ of a tensor
+            self._retain_moved(old, out.grad_fn)  # that requires grad makes it require grad, as torch's)
+            self.grad_fn, self._requires_grad = out.grad_fn, True
     else:
         overlap = any(s == 0 and n > 1 for n, s in zip(self.shape, st.strides))  # (fill_ of an expanded view)
         new = view_scatter_p.bind(base, out, steps=self._view.steps, overlap=overlap)  # (a node if grad is needed)
