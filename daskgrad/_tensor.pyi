@@ -2032,8 +2032,8 @@ class Tensor:
         """Elementwise ``sin``; gradient node ``SinBackward0``.
         """
     def sinc(self) -> Tensor:
-        """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
-        (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
+        """``sin(pi x) / (pi x)``, 1 at 0, torch's gradient (0 at 0); integers and bools in float32, half in float32
+        and rounded back, as torch's (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
         """
     def sinc_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.sinc`: the result is written into this tensor, which is returned (torch's ``sinc_``).

@@ -405,3 +405,20 @@ def test_an_in_place_op_on_a_detached_alias_of_a_view_records_its_history_as_tor
     for got, want in zip(run(dg, dg.from_array(a, chunks=1, requires_grad=True)),
                          run(torch, torch.tensor(a, requires_grad=True))):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_sinc_s_gradient_near_zero_is_torch_s_formula(dtype):
+    """The chain rule through ``sin(pi x) / (pi x)`` cancelled badly near 0: at 1e-12 it said 2e-4 (torch's and
+    the true derivative are about -3e-12), at 1e-8 it was 10% off; torch's formula, and its node."""
+    a = np.array([1e-17, 3.9e-17, 1e-12, 1e-8, 1e-5, 1e-3, 0.3, 0.0, -0.0, 1e-170, 2.0, -1.5]).astype(dtype)
+    if dtype == "complex128":
+        a = a + 1j * np.linspace(-1, 1, a.size)
+    xd, xt = _pair(a, 5)
+    yd, yt = xd.sinc(), xt.sinc()
+    assert yd.grad_fn.name() == yt.grad_fn.name() == "SincBackward0"
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-14)
+    g = np.linspace(-2, 3, a.size).astype(dtype)
+    yd.backward(dg.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-13, atol=1e-300)
