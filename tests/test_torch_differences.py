@@ -422,3 +422,17 @@ def test_sinc_s_gradient_near_zero_is_torch_s_formula(dtype):
     yd.backward(dg.tensor(g))
     yt.backward(torch.tensor(g))
     np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-13, atol=1e-300)
+
+
+def test_a_quotient_s_gradient_to_its_divisor_is_torch_s_at_extreme_magnitudes():
+    """torch's is ``-g (a / b) / b``; ``a / (b * b)`` overflowed or underflowed where ``b * b`` does: at
+    ``1e-300 / 1e-300`` it said inf (torch 1e300), at ``0 / 1e-300`` NaN (torch 0)."""
+    a = np.array([1e-300, 0.0, -0.0, 1e300, 3.0, 1e-200, 2.5])
+    b = np.array([1e-300, 1e-300, 1e-300, 1e300, 1e-160, 1e-160, 0.7])
+    ad, at = _pair(a, 3)
+    bd, bt = _pair(b, 4)
+    w = np.linspace(-1.5, 2.0, a.size)
+    (ad / bd * dg.tensor(w)).sum().backward()
+    (at / bt * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(bd.grad.numpy(), bt.grad.numpy())
+    np.testing.assert_array_equal(ad.grad.numpy(), at.grad.numpy())
