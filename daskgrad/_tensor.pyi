@@ -1542,7 +1542,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.logical_xor`: the result is written into this tensor, which is returned (torch's ``logical_xor_``).
         """
     def logit(self, eps=None):
-        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given.
+        """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given (a negative
+        ``eps`` is none); torch's gradient, NaN outside ``[0, 1]`` without ``eps``.
         """
     def logit_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.logit`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -2034,8 +2035,8 @@ class Tensor:
         """Elementwise ``sin``; gradient node ``SinBackward0``.
         """
     def sinc(self) -> Tensor:
-        """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
-        (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
+        """``sin(pi x) / (pi x)``, 1 at 0, torch's gradient (0 at 0); integers and bools in float32, half in float32
+        and rounded back, as torch's (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
         """
     def sinc_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.sinc`: the result is written into this tensor, which is returned (torch's ``sinc_``).

@@ -277,6 +277,7 @@ SPECS = (
     OpSpec("addcdiv", lambda a, b, c: a.addcdiv(b, c, value=0.3) * a.addcdiv(c[0], b), [M, M, M], 0.5, 2),
     OpSpec("digamma_lgamma", lambda a: a.digamma() * a.lgamma() + a.polygamma(2), [M], 0.5, 3),
     OpSpec("erfinv", lambda a: a.erfinv(), [M], -0.9, 0.9),
+    OpSpec("logit", lambda a: a.logit() + a.logit(0.2) * a, [M], 0.05, 0.95),
     OpSpec("unfold", lambda a: a.unfold(0, 3, 2).sum(-1) * a.unfold(1, 2, 1)[:2, :, 1].sum(-1, keepdim=True), [M],
            -2, 2),
     # (a permutation of each row: scatter's written places are distinct, so its value is defined)

@@ -254,3 +254,200 @@ def test_positive_as_a_method_or_unary_plus_is_the_tensor_itself_as_torch_s():
     assert fd is not xd and np.array_equal(fd.detach().numpy(), xd.detach().numpy())
     with pytest.raises(RuntimeError, match="The `\\+` operator, on a bool tensor is not supported."):
         +dg.tensor([True])
+
+
+# found by the differential fuzz of s61 (random chains of methods, several chunkings, against torch)
+@pytest.mark.parametrize("values", [[0.0, 0.0, 2.0], [-0.0, 0.0, 2.0, 1.0], [0.0, -0.5, 3.0], [[0.0, 1.0], [2.0, 0.0]]])
+@pytest.mark.parametrize("after", ["sqrt", "reciprocal", "mul_inf"])
+def test_a_product_of_all_elements_with_two_zeros_gives_torch_s_zero_gradient_whatever_the_cotangent(values, after):
+    """torch's ProdBackward0 over all elements returns zeros where two elements or more are 0 (unless
+    create_graph), so an infinite cotangent (``sqrt`` at 0) does not make them NaN; along a dim its
+    formula, NaN, as here."""
+    a = np.array(values)
+    for chunks in (1, 2):
+        xd, xt = _pair(a, chunks)
+        for x, lib in ((xd, dg), (xt, torch)):
+            p = x.prod()
+            (p * float("inf") if after == "mul_inf" else getattr(p, after)()).backward()
+        np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+    xd, xt = _pair(a, 1)
+    gd, = dg.autograd.grad(xd.prod().sqrt(), xd, create_graph=True)
+    gt, = torch.autograd.grad(xt.prod().sqrt(), xt, create_graph=True)
+    np.testing.assert_array_equal(gd.detach().numpy(), gt.detach().numpy())
+
+
+@pytest.mark.parametrize("eps", [None, 0.1, 0.0, -1.0])
+@pytest.mark.parametrize("cotangent", [1.0, np.inf, 0.0])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_logit_s_gradient_is_torch_s_outside_zero_one_and_at_its_ends(eps, cotangent, dtype):
+    """The chain rule through ``log(x / (1 - x))`` gave numbers outside [0, 1], where torch's gradient is NaN
+    (0 outside ``[eps, 1 - eps]``), and NaN at 0 and 1, where torch's is ``g * inf``; the node is torch's."""
+    a = np.array([-0.5, 0.0, 0.05, 0.1, 0.3, 0.9, 1.0, 1.5, np.nan, -0.0], dtype=dtype)
+    xd, xt = _pair(a, 3)
+    yd, yt = xd.logit(eps), xt.logit(eps)
+    _same(yd, yt)
+    assert yd.grad_fn.name() == yt.grad_fn.name() == "LogitBackward0"
+    yd.backward(dg.full_like(yd, cotangent))
+    yt.backward(torch.full_like(yt, cotangent))
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+    assert xd.grad.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_trigamma_is_torch_s_formula_for_polygamma_one_and_digamma_s_gradient(dtype):
+    """torch's trigamma differs from SciPy's (more exact) polygamma(1, x) by up to 1e-9 relatively and at the
+    poles (7e32 at -2, not inf): digamma's gradient was not torch's to 1e-12."""
+    a = np.concatenate([np.random.default_rng(0).standard_normal(200) * 5,
+                        [0.0, -0.0, -1.0, -2.0, 1.0, 0.5, np.inf, -np.inf, np.nan, 1e30, -3.5]]).astype(dtype)
+    rtol = {"float64": 1e-14, "float32": 1e-5, "float16": 1e-3}[dtype]
+    np.testing.assert_allclose(dg.from_array(a, chunks=64).polygamma(1).numpy(),
+                               torch.polygamma(1, torch.tensor(a)).numpy(), rtol=rtol)
+    if dtype == "float64":
+        xd, xt = _pair(a[:200], 64)
+        xd.digamma().sum().backward()
+        xt.digamma().sum().backward()
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("equation, n", [("ij->", 1), ("ij->i", 1), ("ii->", 1), ("ij->ji", 1), ("ii->i", 1),
+                                         ("i,j->ij", 2), ("ij,j->i", 2), ("i,i->", 2)])
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "float32"])
+def test_einsum_of_bools_and_small_integers_sums_as_torch_s(equation, n, dtype):
+    """NumPy's einsum of bools is a logical or: ``einsum("ij->", bools)`` said 1 as int64 where torch counts (it
+    sums one operand, int64 for integer types) and raises for a contraction of several bool operands."""
+    a = np.array([[True, False], [True, True]]).astype(dtype)
+    v = np.array([True, True]).astype(dtype)
+    ops = [a] if n == 1 else ([v, v] if equation.startswith("i,") else [a, v])
+    try:
+        want = torch.einsum(equation, *[torch.tensor(o) for o in ops])
+    except NotImplementedError as e:
+        with pytest.raises(NotImplementedError, match=str(e).replace('"', '.')):
+            dg.einsum(equation, *[dg.from_array(o, chunks=1) for o in ops])
+        return
+    got = dg.einsum(equation, *[dg.from_array(o, chunks=1) for o in ops])
+    assert str(got.dtype) == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("call", ["lib.cat([x, x])", "lib.cat([x.reshape(1), x], 0)", "x.split(1)", "x.split([1])",
+                                  "x.chunk(1)", "x.tensor_split(1)", "x.unbind()", "x.unbind(1)", "x.kthvalue(2)",
+                                  "x.kthvalue(0)", "x.reshape(1).kthvalue(3)"])
+def test_zero_dimensional_joins_and_splits_and_a_k_out_of_range_raise_torch_s_errors(call):
+    """These raised IndexError ``tuple index out of range`` (kthvalue: IndexError with torch's words) where
+    torch raises RuntimeError."""
+    with pytest.raises(Exception) as theirs:
+        eval(call, {"x": torch.tensor(1.5), "lib": torch})
+    with pytest.raises(Exception) as ours:
+        eval(call, {"x": dg.tensor(1.5), "lib": dg})
+    assert type(ours.value) is type(theirs.value)
+    assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_erf_of_a_computed_zero_dimensional_nan_is_nan(dtype):
+    """A 0-d result's chunk is a NumPy scalar, so erf ran its ufunc fallback, which said 1.0 for NaN."""
+    for lib in (dg, torch):
+        x = lib.tensor(np.array([1.0, np.nan], dtype=dtype))
+        got = [x[:1].std(0).erf().item(), x[1].erf().item(), x.sum().erf().item()]
+        assert np.isnan(got).all(), (lib.__name__, got)
+
+
+@pytest.mark.parametrize("values", [[2.0, 0.0, 3.0], [2.0, 0.0, 0.0, 3.0], [1.5, 0.0, -1.0, 2.0, 0.0], [0.0, 2.0, 3.0]])
+@pytest.mark.parametrize("after", ["log", "sqrt", "reciprocal"])
+def test_cumprod_s_gradient_with_zeros_leaves_out_the_zero_products_as_torch(values, after):
+    """An infinite cotangent where the running product is 0 (``log`` of it) made the gradient before the first
+    zero, and at it, NaN (0 * inf); torch's sums run over the products that are not 0 only."""
+    a = np.array([values])
+    for chunks in ((1, 2), (1, len(values))):
+        xd, xt = _pair(a, chunks)
+        getattr(xd.cumprod(1), after)().sum().backward()
+        getattr(xt.cumprod(1), after)().sum().backward()
+        np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("values", [1.5, np.inf, np.nan, [1.0, np.inf], [1.0, 2.0, np.nan],
+                                    [[1.0, 3.0], [np.inf, 2.0]]])
+@pytest.mark.parametrize("correction", [1, 2, 3])
+def test_a_variance_whose_correction_reaches_its_count_compares_x_with_its_mean_as_torch(values, correction):
+    """torch's rule is ``g * where(x == mean, nan, inf)``: an infinite x (x - mean NaN) is NaN, a NaN x inf; the
+    rule read ``x - mean == 0`` and gave inf and NaN there."""
+    a = np.array(values, dtype=float)
+    with np.errstate(all="ignore"):
+        for cotangent in (1.0, -2.0):
+            xd, xt = _pair(a, 1)
+            xd.var(correction=correction).backward(dg.tensor(cotangent))
+            xt.var(correction=correction).backward(torch.tensor(cotangent, dtype=torch.float64))
+            np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("values", [[-np.inf, 1.0], [-np.inf, -np.inf, 2.0], [np.nan, 1.0], [1.0, 2.0, -np.inf],
+                                    [1.0, np.inf], [0.5, -1.0, 3.0]])
+@pytest.mark.parametrize("after", ["exp", "rsqrt", "sin"])
+def test_logcumsumexp_s_gradient_at_minus_inf_and_nan_is_torch_s(values, after):
+    """torch's rule holds the lowest float in the other sign's places before ``- r``: at an x of -inf (r -inf
+    too) its gradient is NaN, and a NaN x's is NaN along the scan; the rule put -inf after ``- r`` and gave 0."""
+    a = np.array(values)
+    with np.errstate(all="ignore"):
+        xd, xt = _pair(a, 2)
+        for x in (xd, xt):
+            y = x.logcumsumexp(0)
+            (y.exp().sum() if after == "exp" else y.sum().rsqrt() if after == "rsqrt" else y.sin().sum()).backward()
+        np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("cotangent", [np.nan, 2.0, -np.inf])
+def test_logcumsumexp_of_a_zero_dimensional_tensor_passes_its_cotangent_on_as_torch(cotangent):
+    xd, xt = _pair(np.array(1.5), 1)
+    with np.errstate(all="ignore"):
+        xd.logcumsumexp(0).backward(dg.tensor(cotangent))
+        xt.logcumsumexp(0).backward(torch.tensor(cotangent, dtype=torch.float64))
+    np.testing.assert_array_equal(xd.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("make", ["view", "slice", "transpose"])
+def test_an_in_place_op_on_a_detached_alias_of_a_view_records_its_history_as_torch(make):
+    """``v.detach()`` of a view shares the view's storage; an in-place op with an operand that requires grad made
+    the alias's value right but left it a leaf that does not require grad (the gradient through it was lost)."""
+    def run(lib, t):
+        b = t * 1
+        v = {"view": lambda: b.view(2, 2), "slice": lambda: b[:], "transpose": lambda: b.T}[make]()
+        y = v.detach()
+        y.mul_(2).add_(t * 3)
+        assert y.requires_grad and not y.is_leaf and y.grad_fn.name() == "AddBackward0"
+        (y * lib.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=t.dtype)).sum().backward()
+        return b.detach().numpy(), y.detach().numpy(), t.grad.numpy()
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    for got, want in zip(run(dg, dg.from_array(a, chunks=1, requires_grad=True)),
+                         run(torch, torch.tensor(a, requires_grad=True))):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_sinc_s_gradient_near_zero_is_torch_s_formula(dtype):
+    """The chain rule through ``sin(pi x) / (pi x)`` cancelled badly near 0: at 1e-12 it said 2e-4 (torch's and
+    the true derivative are about -3e-12), at 1e-8 it was 10% off; torch's formula, and its node."""
+    a = np.array([1e-17, 3.9e-17, 1e-12, 1e-8, 1e-5, 1e-3, 0.3, 0.0, -0.0, 1e-170, 2.0, -1.5]).astype(dtype)
+    if dtype == "complex128":
+        a = a + 1j * np.linspace(-1, 1, a.size)
+    xd, xt = _pair(a, 5)
+    yd, yt = xd.sinc(), xt.sinc()
+    assert yd.grad_fn.name() == yt.grad_fn.name() == "SincBackward0"
+    np.testing.assert_allclose(yd.detach().numpy(), yt.detach().numpy(), rtol=1e-14)
+    g = np.linspace(-2, 3, a.size).astype(dtype)
+    yd.backward(dg.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(xd.grad.numpy(), xt.grad.numpy(), rtol=1e-13, atol=1e-300)
+
+
+def test_a_quotient_s_gradient_to_its_divisor_is_torch_s_at_extreme_magnitudes():
+    """torch's is ``-g (a / b) / b``; ``a / (b * b)`` overflowed or underflowed where ``b * b`` does: at
+    ``1e-300 / 1e-300`` it said inf (torch 1e300), at ``0 / 1e-300`` NaN (torch 0)."""
+    a = np.array([1e-300, 0.0, -0.0, 1e300, 3.0, 1e-200, 2.5])
+    b = np.array([1e-300, 1e-300, 1e-300, 1e300, 1e-160, 1e-160, 0.7])
+    ad, at = _pair(a, 3)
+    bd, bt = _pair(b, 4)
+    w = np.linspace(-1.5, 2.0, a.size)
+    (ad / bd * dg.tensor(w)).sum().backward()
+    (at / bt * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(bd.grad.numpy(), bt.grad.numpy())
+    np.testing.assert_array_equal(ad.grad.numpy(), at.grad.numpy())

@@ -1043,8 +1043,8 @@ def copysign(a, b) -> Tensor:
     floating result type of the two.
     """
 def sinc(x) -> Tensor:
-    """``sin(pi x) / (pi x)``, 1 at 0 (its gradient there 0, as torch's); half in float32, as torch's
-    (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
+    """``sin(pi x) / (pi x)``, 1 at 0, torch's gradient (0 at 0); integers and bools in float32, half in float32
+    and rounded back, as torch's (``pi x`` in half is 0.1% off: sinc(1) was 3e-4, not 0).
     """
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None) -> Tensor:
     """NaN to ``nan``, infinities to the dtype's largest finite values (or those given); the

@@ -290,7 +290,9 @@ def _mul_rule(g, s):
 @truediv_p.vjp
 def _truediv_rule(g, s):
     a, b = s.a, s.b
-    return (g / conj(b) if s.needs[0] else None), (-g * conj(a / (b * b)) if s.needs[1] else None)
+    # (a / b) / b, as torch's: a / (b * b) overflowed or underflowed to inf or NaN where b * b does (|b| > 1e154
+    # or < 1e-154), and rounds otherwise
+    return (g / conj(b) if s.needs[0] else None), (-g * conj((a / b) / b) if s.needs[1] else None)
 
 
 def _rmul(mul):

@@ -40,17 +40,20 @@ def _erf_ufuncs(x):
     for k in range(60, 0, -1):  # erfc x = e^{-x^2}/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
         frac = big + (k / 2) / frac
     tail = 1 - np.exp(-big * big) / (math.sqrt(math.pi) * frac)
-    out = np.where(a < 3.0, series, np.where(a < 6.0, tail, 1.0))
+    out = np.where(a < 3.0, series, np.where(a < 6.0, tail, np.where(a == a, 1.0, a)))  # (NaN stays NaN)
     return np.where(x < 0, -out, out).astype(x.dtype, copy=False)
 
 
-def special_layer(name, fallback, args=()):
+def special_layer(name, fallback, args=(), own=False):
     """The layer of SciPy's special function ``name`` on each chunk: SciPy's kernel on NumPy chunks,
     cupyx's on cupy ones, ``fallback`` (ufuncs alone) where neither is installed or for another chunk
     type; integer and half blocks computed in ``float_result``'s dtype (the kernels compute half in a
     wider type).  ``args``: leading arguments of the kernel (``polygamma(n, x)``), trailing ones of
-    ``fallback``.  ``erf`` here, ``erfc``, ``erfinv`` and the gamma family in :mod:`.methods`."""
+    ``fallback``; ``own``: ``fallback`` always (torch's own formula).  ``erf`` here, ``erfc``, ``erfinv`` and
+    the gamma family in :mod:`.methods`."""
     def kernel(x):
+        if own:
+            return fallback(x, *args)
         mod = type(x).__module__.split(".")[0]
         try:
             if mod == "cupy":

@@ -477,11 +477,11 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     if x.ndim == 0:
         norm_axis(dim, 0)
         if k != 1:
-            raise IndexError("kthvalue(): selected number k out of range for dimension 0")
+            raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
     if not 1 <= k <= x.shape[dim]:
-        raise IndexError(f"kthvalue(): selected number k out of range for dimension {dim}")
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     idx = getitem(argsort(x, dim), (slice(None),) * dim + (slice(k - 1, k),))
     values = values_at(x, idx, dim, keepdim, "KthvalueBackward0")
     return return_types.kthvalue(values, idx if keepdim else squeeze(idx, dim))
@@ -502,6 +502,8 @@ def _aminmax(self, *, dim=None, keepdim=False):
 
 def _tensor_split(self, indices_or_sections, dim=0):
     """torch's ``tensor_split`` (NumPy's ``array_split``), a tuple."""
+    if self.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     if isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.detach().numpy().tolist()
     return tuple(array_split(self, indices_or_sections, norm_axis(dim, self.ndim)))
@@ -735,11 +737,30 @@ def _lerp(self, end, weight):
     return _lerp_p.bind(self, end, weight, node="LerpBackward1" if isinstance(weight, Tensor) else "LerpBackward0")
 
 
+def _logit_array(a, *, eps):
+    a = a if eps is None else da.clip(a, eps, 1 - eps)
+    return da.log(a / (1 - a))
+
+
+def _logit_rule(g, s, *, eps):
+    # torch's LogitBackward0: g / (x (1 - x)), g * inf at 0 and 1, and outside [0, 1] NaN (no eps) or 0
+    # (outside [eps, 1 - eps]); the chain rule through log(x / (1 - x)) gave numbers where torch's are NaN
+    x = s.x
+    at = where((x == 0) | (x == 1), g * math.inf, g / (x * (1 - x)))
+    if eps is None:
+        return (where((x < 0) | (x > 1), math.nan, at),)
+    return (where((x < eps) | (x > 1 - eps), 0, at),)
+
+
+_logit_p = primitive("logit", torch="LogitBackward0", impl=_logit_array, save=("x",), prepare=tensor_operand)
+_logit_p.vjp(_logit_rule)
+
+
 def _logit(self, eps=None):
-    """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given."""
+    """torch's ``logit``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]`` when given (a negative
+    ``eps`` is none); torch's gradient, NaN outside ``[0, 1]`` without ``eps``."""
     x = self if self.dtype.kind in "fc" else self.astype(_data.DEFAULT_FLOAT)  # (1 - x of uint8 would wrap)
-    x = x if eps is None else clip(x, eps, 1 - eps)
-    return log(x / (1 - x))
+    return _logit_p.bind(x, eps=None if eps is None or eps < 0 else float(eps))
 
 
 def _xlogy(self, other):
@@ -1077,6 +1098,25 @@ def _erfinv_ufuncs(y):
     return x.astype(y.dtype, copy=False)
 
 
+@_quiet
+def _trigamma_ufuncs(x):
+    """torch's trigamma (its own formula, not SciPy's: they differ by up to about 1e-9 relatively, and at
+    the poles): the reflection below 1/2, six recurrence steps, then the asymptotic series; a half input
+    in float32, as torch's opmath."""
+    dtype = x.dtype
+    x = x.astype(np.float32) if dtype == np.float16 else x
+    t = x.dtype.type
+    flip = x < t(0.5)
+    sin = np.sin(t(math.pi) * x)
+    result = np.where(flip, -(t(math.pi) * t(math.pi)) / (sin * sin), t(0))
+    z = np.where(flip, t(1) - x, x)
+    for _ in range(6):
+        result, z = result + t(1) / (z * z), z + t(1)
+    ixx = t(1) / (z * z)
+    result = result + (t(1) + t(1) / (t(2) * z) + ixx * (t(1 / 6) - ixx * (t(1 / 30) - ixx * t(1 / 42)))) / z
+    return np.where(flip, -result, result).astype(dtype, copy=False)
+
+
 def _matching_torch(out, x, n):
     """SciPy's polygamma where torch's differs: NaN at -inf for n = 1, and at inf for n >= 2."""
     if n == 1:
@@ -1085,8 +1125,8 @@ def _matching_torch(out, x, n):
 
 
 def _polygamma_array(a, *, n):
-    out = (special_layer("psi", _polygamma_ufuncs) if n == 0 else
-           special_layer("polygamma", _polygamma_ufuncs, args=(n,)))(a)
+    out = (special_layer("psi", _polygamma_ufuncs) if n == 0 else special_layer("trigamma", _trigamma_ufuncs, own=True)
+           if n == 1 else special_layer("polygamma", _polygamma_ufuncs, args=(n,)))(a)
     return _matching_torch(out, a, n)
 
 
@@ -1436,7 +1476,7 @@ def _logaddexp_quiet(a, b):
         return np.logaddexp(a, b)
 
 
-def _logcumsumexp_array(a, *, axis):
+def _logcumsumexp_array(a, *, axis, scalar=False):
     return da.reductions.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
 
 
@@ -1445,16 +1485,20 @@ _logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=
 
 
 @_logcumsumexp_p.vjp
-def _logcumsumexp_rule(g, s, *, axis):
+def _logcumsumexp_rule(g, s, *, axis, scalar=False):
     """torch's (TensorFlow's) stable rule: the cotangent's positive and negative parts in log space,
-    each through a reversed logcumsumexp, so no ``exp`` overflows (-inf for the other part's places,
-    where torch's has the lowest float, whose sums would overflow)."""
-    log_over_r = log(where(g == 0, 1, abs(g))) - s.r
+    each through a reversed logcumsumexp, so no ``exp`` overflows; the other part's places hold the lowest
+    float before ``- r``, as torch's (so an x of -inf, where r is -inf too, is NaN there as in torch: -inf
+    in their place after ``- r`` gave 0)."""
+    if scalar:  # (a 0-d input: torch's rule passes the cotangent through, a NaN one too)
+        return (g,)
+    log_g = log(where(g == 0, 1, abs(g)))
+    lowest = float(np.finfo(g.dtype).min)
 
     def reversed_scan(t):
         return flip(_logcumsumexp_p.bind(flip(t, axis), axis=axis), axis)
-    positive = reversed_scan(where(g > 0, log_over_r, -np.inf)) + s.x
-    negative = reversed_scan(where(g < 0, log_over_r, -np.inf)) + s.x
+    positive = reversed_scan(where(g > 0, log_g, lowest) - s.r) + s.x
+    negative = reversed_scan(where(g < 0, log_g, lowest) - s.r) + s.x
     return (exp(positive) - exp(negative),)
 
 
@@ -1467,7 +1511,7 @@ def _logcumsumexp(self, dim):
         raise NotImplementedError(f"\"logcumsumexp_out_cpu\" not implemented for '{_type_name(x.dtype)}'")
     axis = norm_axis(dim, x.ndim)
     if x.ndim == 0:
-        return reshape(_logcumsumexp_p.bind(reshape(x, (1,)), axis=0), ())
+        return reshape(_logcumsumexp_p.bind(reshape(x, (1,)), axis=0, scalar=True), ())
     return _logcumsumexp_p.bind(x, axis=axis)
 
 

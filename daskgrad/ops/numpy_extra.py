@@ -16,6 +16,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk, return_types
 from ..graph import guard, named, primitive
 from .._data import result_type
+from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (accumulates_in, as_tensor, binary_operands, norm_axes, norm_axis, public, raw, tensor_operand,
                     tensor_or_scalar)
@@ -42,8 +43,13 @@ def _cumprod_rule(g, s, *, axis):
     zero = x == 0
     seen = cumsum(zero, axis)
     before, first = seen == 0, zero & (seen == 1)
-    at_before = _reverse_cumsum(g * conj(r), axis) / conj(where(before, x, 1))
-    at_first = _reverse_cumsum(g * conj(cumprod(where(first, 1, x), axis)), axis)
+    terms, first_terms = g * conj(r), g * conj(cumprod(where(first, 1, x), axis))
+    if not is_grad_enabled():  # torch's first-order branch: each sum over the products that are not 0 only (an
+        # infinite g_j where the product is 0 is left out, not 0 * inf); with create_graph they stay, as the
+        # zero products' own derivatives are not 0
+        terms, first_terms = where(before, terms, 0), where(seen == 1, first_terms, 0)
+    at_before = _reverse_cumsum(terms, axis) / conj(where(before, x, 1))
+    at_first = _reverse_cumsum(first_terms, axis)
     return (where(before, at_before, where(first, at_first, 0)),)
 
 

@@ -27,7 +27,7 @@ from dask.array.utils import meta_from_array
 from .. import chunk
 from ..graph import View, named, primitive
 from ._util import TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public
-from .elementwise import clone, conj
+from .elementwise import astype, clone, conj
 from .reductions import sum
 from .shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, stack, swapaxes, transpose
 
@@ -448,9 +448,19 @@ def einsum(*args, optimize=False):
         drop = tuple(i for i, c in enumerate(sub) if t.shape[i] == 1 and seen[c] != 1)
         if drop:
             ts[k], ins[k] = squeeze(t, drop), "".join(c for i, c in enumerate(sub) if i not in drop)
+    if set("".join(ins)) - set(out) and any(t.dtype.kind in "biu" for t in ts):
+        # torch sums one operand (int64 for integers and bools: NumPy's einsum of bools is a logical or)
+        # and contracts several with bmm, which has no bool kernel
+        if len(ts) > 1 and any(t.dtype == bool for t in ts):
+            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+        if len(ts) == 1 and ts[0].dtype != np.int64:
+            ts = [astype(ts[0], np.int64)]
     expr = ",".join(ins) + "->" + out
+    arr = da.einsum(expr, *[t.array for t in ts])
+    if len(ts) > 1 and all(t.dtype.kind in "iu" for t in ts):  # (bmm's dtype: dask's says int64 or uint64)
+        arr = arr.astype(np.result_type(*[t.dtype for t in ts]))
     # on record, not impl: a variable number of operands, each saved under its own name
-    return einsum_p.record(da.einsum(expr, *[t.array for t in ts]), *ts,
+    return einsum_p.record(arr, *ts,
                            save={f"t{j}": t for j, t in enumerate(ts)}, ins=tuple(ins), out=out)
 
 

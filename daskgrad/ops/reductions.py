@@ -19,6 +19,7 @@ from dask.array.utils import meta_from_array
 from .. import _dask as door, chunk
 from ..graph import RESULT, primitive
 from .._data import DEFAULT_FLOAT
+from .._modes import is_grad_enabled
 from .._tensor import Tensor
 from ._util import (accumulates_in, as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every,
                     tensor_operand, value)
@@ -172,7 +173,10 @@ def _prod_local(gx, x, r, axes, whole=True):
     s = sum(where(zero, x, 0), axis=axes, keepdims=True)
     at_zero = where(z == 1, p, where(z == 2, (s - x) * p, 0))
     elsewhere = where(z == 0, p, where(z == 1, s * p, 0)) / safe
-    return gx * conj(where(zero, at_zero, elsewhere))
+    out = gx * conj(where(zero, at_zero, elsewhere))
+    if whole and not is_grad_enabled():  # torch's shortcut: two zeros or more, zeros (an inf cotangent too)
+        out = where(z >= 2, 0, out)
+    return out
 
 
 def _centered(x, axes):
@@ -193,8 +197,8 @@ def _var_rule(gx, x, axes, n, ddof, whole):
     dof = n - ddof
     # torch's branch without dim (or of a 0-d input) at ddof >= n: inf, nan where x is its mean; with a dim,
     # even one naming every dim, its formula below (2 / dof: a negative dof flips the sign)
-    if dof <= 0 and whole:
-        return where(centered == 0, math.nan, gx * math.inf)
+    if dof <= 0 and whole:  # (x == its mean, not x - mean == 0: an infinite x is NaN there, a NaN x inf, as torch's)
+        return gx * where(x == mean(x, axis=axes, keepdims=True), math.nan, math.inf)
     return gx * centered * (2 / dof if dof else math.inf)  # (along some axes torch's formula: 2 / 0 is inf)
 
 

@@ -666,6 +666,9 @@ def concatenate(tensors, axis=0):
     """Tensors joined along an existing ``axis`` (NumPy's ``concatenate``, torch's ``cat``); their shapes
     must agree off that axis."""
     ts = [as_tensor(t) for t in tensors]
+    for k, t in enumerate(ts):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be concatenated")
     axis = norm_axis(axis, ts[0].ndim)
     for k, t in enumerate(ts[1:], 1):
         for d in range(ts[0].ndim):

@@ -23,7 +23,7 @@ import numbers
 from .. import _dask as door, _state
 from ..graph import primitive, rebase
 from .._tensor import (INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _cast, _multi_output_message, _rechunked,
-                       _resave, _root, _ViewStorage, put_steps, recorded)
+                       _differentiable, _resave, _root, _ViewStorage, put_steps, recorded)
 from ._util import norm_axis
 from .elementwise import clone
 from .indexing import _meta, getitem_p
@@ -116,6 +116,9 @@ def _write_view(self, out, bump=True):
     if base is None or _root(base._storage) is not root:  # a detached alias (or its base's .data was set)
         st.write(arr)
         owner = self
+        if out.grad_fn is not None and _differentiable(self.dtype):  # (its own history now: add_ of a tensor
+            self._retain_moved(old, out.grad_fn)  # that requires grad makes it require grad, as torch's)
+            self.grad_fn, self._requires_grad = out.grad_fn, True
     else:
         overlap = any(s == 0 and n > 1 for n, s in zip(self.shape, st.strides))  # (fill_ of an expanded view)
         new = view_scatter_p.bind(base, out, steps=self._view.steps, overlap=overlap)  # (a node if grad is needed)
@@ -191,12 +194,16 @@ def _outputs(x, pieces, axis, node, op):
 def _unbind(self, dim=0):
     """torch's ``unbind``: the slices along ``dim``, views that may not be written in place."""
     dim = norm_axis(dim, self.ndim)
+    if self.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return _outputs(self, range(self.shape[dim]), dim, "UnbindBackward0", "Unbind")
 
 
 def _split(self, split_size_or_sections, dim=0):
     """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter), or of the
     given sizes, views that may not be written in place."""
+    if self.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     dim = norm_axis(dim, self.ndim)
     n = self.shape[dim]
     if isinstance(split_size_or_sections, numbers.Integral):  # (a NumPy int too)
@@ -220,6 +227,8 @@ def _split(self, split_size_or_sections, dim=0):
 def _chunk(self, chunks, dim=0):
     """torch's ``chunk``: at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``dim`` (``chunks``
     empty ones of an empty axis)."""
+    if self.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     dim = norm_axis(dim, self.ndim)
