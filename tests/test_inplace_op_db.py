@@ -26,6 +26,7 @@ INPLACE_ERROR = "modified by an inplace operation"
 # daskgrad raises where torch computes: its composition saves a value torch's op does not
 EXTRA_RAISES = {
     "kron": "documented in docs/user-guide/torch.md: torch's _unsafe_view shares no version counter",
+    "linear_cross_entropy": "documented in docs/user-guide/torch.md: torch's chunked path (options) saves no input",
 }
 
 

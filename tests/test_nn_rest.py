@@ -101,8 +101,14 @@ def test_linear_cross_entropy_errors_are_torchs():
                                                         linear_bias=m.ones(4)))
     both(lambda m: m.nn.LinearCrossEntropyLoss(4, 5, weight=m.ones(4)))
     both(lambda m: m.nn.LinearCrossEntropyLoss(4, 5, label_smoothing=1.5))
-    with pytest.raises(NotImplementedError, match="options=None"):
-        nn.LinearCrossEntropyLoss(4, 5, options=object())
+    # torch's chunking options change its memory, not the loss: daskgrad keeps them and computes the same loss
+    x, w, y = np.random.default_rng(0).standard_normal((6, 4)), np.ones((5, 4)), np.array([0, 1, 2, 3, 4, 0])
+    chunked = nn.LinearCrossEntropyLoss(4, 5, dtype="float64", options=object())
+    assert chunked.options is not None
+    chunked.load_state_dict({"linear.weight": w})
+    np.testing.assert_allclose(chunked(dg.from_array(x, chunks=(3, 4)), dg.from_array(y)).item(),
+                               torch.nn.functional.cross_entropy(torch.tensor(x) @ torch.tensor(w).T,
+                                                                 torch.tensor(y)).item(), rtol=1e-12)
 
 
 def test_container_warns_as_torch_and_registers_its_children():

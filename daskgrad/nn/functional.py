@@ -656,8 +656,9 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
         A class index whose targets are skipped (-100 when None); not with class probabilities.
     label_smoothing : float, default 0.0
         Mixes the targets with the uniform distribution.
-    options : None
-        torch's chunking options: only None.
+    options : object, optional
+        torch's chunking options (its memory-saving path, the same loss): not read; daskgrad's logits are made and
+        reduced chunk by chunk of the batch anyway.
 
     Returns
     -------
@@ -670,9 +671,6 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     >>> F.linear_cross_entropy(x, w, y).shape
     ()
     """
-    if options is not None:
-        raise NotImplementedError("daskgrad's linear_cross_entropy computes the reference path (options=None); "
-                                  "its logits are already made and reduced chunk by chunk of the batch")
     input, linear_weight, target = _tensor_of(input), _tensor_of(linear_weight), _tensor_of(target)
     if input.ndim < 1 or input.ndim > 2:
         raise RuntimeError(f"expected input with dimensionality 1 or 2, got {input.ndim}")

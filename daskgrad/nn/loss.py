@@ -100,8 +100,9 @@ class LinearCrossEntropyLoss(_WeightedLoss):
         A class index whose targets are skipped (-100 when None).
     label_smoothing : float, default 0.0
         In ``[0, 1]``.
-    options : None
-        torch's chunking options: only None (daskgrad reduces chunk by chunk of the batch anyway).
+    options : object, optional
+        torch's chunking options (its memory-saving path, the same loss): kept, not read; daskgrad's logits are
+        made and reduced chunk by chunk of the batch anyway.
 
     Examples
     --------
@@ -116,9 +117,6 @@ class LinearCrossEntropyLoss(_WeightedLoss):
             raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
         if label_smoothing < 0 or label_smoothing > 1.0:
             raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got {label_smoothing}")
-        if options is not None:
-            raise NotImplementedError("daskgrad's LinearCrossEntropyLoss computes the reference path (options=None); "
-                                      "its logits are already made and reduced chunk by chunk of the batch")
         super().__init__(weight=weight, reduction=reduction)
         self.num_classes, self.out_features = num_classes, out_features
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing

@@ -746,7 +746,10 @@ def _logit_rule(g, s, *, eps):
     # torch's LogitBackward0: g / (x (1 - x)), g * inf at 0 and 1, and outside [0, 1] NaN (no eps) or 0
     # (outside [eps, 1 - eps]); the chain rule through log(x / (1 - x)) gave numbers where torch's are NaN
     x = s.x
-    at = where((x == 0) | (x == 1), g * math.inf, g / (x * (1 - x)))
+    ends = (x == 0) | (x == 1)
+    # (g masked before the product with inf: a double backward sends the zero cotangent of the branch not taken
+    # through it, and 0 * inf there would be NaN everywhere)
+    at = where(ends, where(ends, g, 0) * math.inf, g / (x * (1 - x)))
     if eps is None:
         return (where((x < 0) | (x > 1), math.nan, at),)
     return (where((x < eps) | (x > 1 - eps), 0, at),)
