@@ -253,4 +253,4 @@ def reduce_array(a, fn, axes, keepdims=False):
     chunks = tuple((1,) if i in axes else a.chunks[i] for i in out_ind)
     if meta is None:
         meta = meta_from_array(a._meta, ndim=len(out_ind), dtype=dtype)
-    return door.within_chunks(chunk.reduce, a, out_ind, chunks, meta, fn=fn, axis=axes, keepdims=keep)
+    return door.within_chunks(chunk.reduce, a, out_ind, chunks, meta, prefix=fn, fn=fn, axis=axes, keepdims=keep)
