@@ -1,7 +1,8 @@
 """The FWI misfit gradient of examples/fwi.py against the same scheme written in PyTorch (the test
 suite's oracle, tests/test_fwi.py): the tutorial's grid (101 x 101 + a 40-cell layer, 5 shots), 200
 time steps, float64, one chunk per shot; daskgrad plain and checkpointed (``snapshots`` about
-sqrt(steps), examples/fwi.py's default: 14) on NumPy chunks (threads) and, where cupy and a GPU are
+sqrt(steps), examples/fwi.py's default: 14; and with ``unroll=10``, about sqrt(steps / 10) snapshots of
+blocks of 10 steps) on NumPy chunks (threads) and, where cupy and a GPU are
 there, on cupy chunks; PyTorch on the CPU and, where there is one, on CUDA.  Medians of interleaved
 rounds after a warm-up, each round the whole gradient (recording the forward, ``backward()``,
 reading the gradient).  ``first_seconds``: each daskgrad variant's first two gradients, before its
@@ -72,6 +73,9 @@ def _gpu():
         return False
 
 
+UNROLL = 10  # the unrolled variant's steps a body (checkpoint_steps' unroll)
+
+
 def run(steps=200, snapshots=None, rounds=5, n=101, nbl=40, nshots=5, rec_offset=None, cluster=False,
         checkpointed=True, start_velocity=None):
     """``cluster``: also the checkpointed gradient on a LocalCluster of 2 worker processes
@@ -90,7 +94,7 @@ def run(steps=200, snapshots=None, rounds=5, n=101, nbl=40, nshots=5, rec_offset
     start = np.full(vp_true.shape, start_velocity or fwi.BACKGROUND)
     variants, grads, recording, tasks, first = {}, {}, {}, {}, {}
 
-    def daskgrad_variant(name, device, snaps, client=None):
+    def daskgrad_variant(name, device, snaps, client=None, unroll=1):
         fwd = fwi.Modelling(sv, device=device)
         d_obs = fwd.shot_records(fwd.slowness(vp_true))
 
@@ -103,7 +107,7 @@ def run(steps=200, snapshots=None, rounds=5, n=101, nbl=40, nshots=5, rec_offset
         def local_run():
             t0 = time.perf_counter()
             m = fwd.slowness(start, requires_grad=True)
-            loss = fwd.misfit(m, d_obs, snaps)
+            loss = fwd.misfit(m, d_obs, snaps, unroll)
             recording.setdefault(name, []).append(time.perf_counter() - t0)
             with dg.testing.submissions(graphs=True) as seen:
                 loss.backward()
@@ -121,6 +125,9 @@ def run(steps=200, snapshots=None, rounds=5, n=101, nbl=40, nshots=5, rec_offset
     variants["daskgrad_cpu"], d_obs_np = daskgrad_variant("daskgrad_cpu", "cpu", None)
     if checkpointed:
         variants["daskgrad_cpu_checkpointed"] = daskgrad_variant("daskgrad_cpu_checkpointed", "cpu", snapshots)[0]
+        if steps >= 2 * UNROLL:  # blocks of UNROLL steps, about sqrt(blocks) snapshots
+            name = f"daskgrad_cpu_checkpointed_unroll{UNROLL}"
+            variants[name] = daskgrad_variant(name, "cpu", fwi.default_snapshots(steps // UNROLL), unroll=UNROLL)[0]
     if _gpu():
         variants["daskgrad_cuda"] = daskgrad_variant("daskgrad_cuda", "cuda", None)[0]
         variants["daskgrad_cuda_checkpointed"] = daskgrad_variant("daskgrad_cuda_checkpointed", "cuda",

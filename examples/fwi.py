@@ -187,8 +187,9 @@ class Modelling:
                 traces.append(self.receivers(u))
             return dg.stack(traces).cpu().numpy()
 
-    def misfit(self, m, d_obs, snapshots=None):
-        """0.5 ||d - d_obs||^2 summed over shots, steps and receivers; ``snapshots=None``: no checkpoints.
+    def misfit(self, m, d_obs, snapshots=None, unroll=1):
+        """0.5 ||d - d_obs||^2 summed over shots, steps and receivers; ``snapshots=None``: no checkpoints;
+        ``unroll``: steps a body of ``checkpoint_steps`` (each chunk a shot: ``unroll`` steps a task).
 
         The layer is put round ``m`` inside ``step`` (a checkpointed step reads leaves, not values made
         outside it; recorded once, it is computed once for all steps).  Each step's own data, the
@@ -210,7 +211,7 @@ class Modelling:
             for i in range(sv.steps):
                 state = step(state, (wavelet[i], obs[i]))
         else:
-            state = checkpoint_steps(step, state, sv.steps, snapshots=snapshots, xs=(wavelet, obs))
+            state = checkpoint_steps(step, state, sv.steps, snapshots=snapshots, xs=(wavelet, obs), unroll=unroll)
         return dg.sum(state[2])
 
 

@@ -29,7 +29,7 @@ from .._tensor import Tensor, recorded
 from ..compiler import recording as door_recording
 from ..engine import grad
 from ..function import Function
-from ..ops import rechunk, zeros_like
+from ..ops import concatenate, rechunk, stack, zeros_like
 from . import revolve
 
 __all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "checkpoint_steps", "scan"]
@@ -334,7 +334,7 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
 
 
 # ------------------------------------------------------------------ checkpointed time stepping
-def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
+def checkpoint_steps(step, state, steps, *, snapshots, xs=None, unroll=1):
     """``steps`` time steps ``state = step(state, i)`` for ``i = 0 .. steps - 1`` (or, with ``xs``,
     ``state = step(state, xs[i])``: each step's own data, a row of ``xs``, as ``jax.lax.scan``'s)
     whose backward holds at most ``snapshots`` states (the initial one included) and recomputes
@@ -365,24 +365,38 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None):
     state, so dask cannot run them early and hold them; what a step makes from leaves and
     constants alone (``c ** 2``) is computed once for all steps.  Forward and backward are one
     submission.  A double backward through it is not supported.
+
+    ``unroll=K`` (as ``jax.lax.scan``'s): ``K`` steps make one body, recorded once and run as one time
+    step of the loop, so a chunk whose step reads no other chunk (a shot's whole grid) advances ``K``
+    steps in one task, and a step's handing on of its state between tasks is paid once per ``K`` steps
+    (the tutorial FWI gradient: 111 tasks a step at ``K = 1``, 35 at ``K = 10``).  Revolve's schedule is
+    then over blocks of ``K`` steps: ``snapshots`` counts states at block boundaries, and a block's
+    reversal holds its ``K`` steps' values, recomputed from its first state.  The steps past the last
+    whole block run as a loop of their own.  The gradients are the unrolled loop's (summed in
+    another order: equal to rounding).
     """
     states = _check_steps(step, state, steps, snapshots)
+    _check_unroll(unroll)
     single = isinstance(state, Tensor)
     if xs is not None:
         xs = _check_xs(xs, steps)
     if steps == 0:
         return state
+    if unroll > 1:
+        return _in_blocks(checkpoint_steps, step, state, steps, xs, unroll, snapshots=snapshots)
     out = _run(step, states, steps, snapshots, xs, single, ys=False)
     return out[0] if single else out
 
 
-def scan(f, init, xs=None, length=None, *, snapshots=None):
+def scan(f, init, xs=None, length=None, *, snapshots=None, unroll=1):
     """JAX's ``lax.scan``: ``carry, y = f(carry, x)`` for each row ``x`` of ``xs`` (or ``length``
     times with ``x`` None), returning the final carry and the ``y`` of every step stacked along a new
     first axis (``None`` where ``f`` returns ``None``; a tuple of tensors for a tuple).  ``carry`` is a
     tensor or a tuple of tensors, as :func:`checkpoint_steps`'s state.  ``f`` is recorded once and
     instantiated for every step (:mod:`daskgrad._dask.scan`); its backward saves every step's
     carry, or, with ``snapshots``, at most that many, recomputing the rest (Revolve's schedule).
+    ``unroll=K``: ``K`` steps a body, as :func:`checkpoint_steps`'s (``snapshots`` then counts block
+    boundaries).
 
     >>> import daskgrad as dg
     >>> from daskgrad.utils.checkpoint import scan
@@ -398,11 +412,16 @@ def scan(f, init, xs=None, length=None, *, snapshots=None):
     if first is not None and length is not None and steps != length:
         raise ValueError(f"scan got an xs of {steps} steps and length={length}")
     states = _check_steps(f, init, steps, snapshots or max(steps, 1))
+    _check_unroll(unroll)
     single = isinstance(init, Tensor)
     if xs is not None:
         xs = _check_xs(xs, steps)
     if steps == 0:
         raise ValueError("scan of zero steps has no per-step outputs to stack")
+    if unroll > 1:
+        return _in_blocks(scan, f, init, steps, xs, unroll, snapshots=snapshots)
+    if xs is None:  # (jax's: x is None at every step, not the step's index as checkpoint_steps' step gets)
+        f = _without_index(f)
     out = _run(f, states, steps, snapshots or steps, xs, single, ys=True)
     n = len(states)
     carry = out[0] if single else tuple(out[:n])
@@ -448,6 +467,97 @@ def _check_steps(step, state, steps, snapshots):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {k} in argument 'state', but got {type(t).__name__}")
     return state
+
+
+def _check_unroll(unroll):
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"unroll should be a positive integer value, but got unroll={unroll}")
+
+
+def _in_blocks(loop, step, state, steps, xs, unroll, **options):
+    """``loop`` (:func:`checkpoint_steps` or :func:`scan`) of ``steps`` steps as a loop of ``steps // unroll``
+    blocks of ``unroll`` steps (each block one body: ``step`` applied ``unroll`` times, its own data
+    the block's ``unroll`` rows of ``xs``), then a loop of the steps left over.  A scan's per-step
+    outputs are stacked in each block and the blocks' joined back into one row a step."""
+    blocks, left = divmod(steps, unroll)
+    scanning = loop is scan
+    if blocks == 0:
+        return loop(step, state, xs, steps, **options) if scanning else loop(step, state, steps, xs=xs, **options)
+    parts = None if xs is None else xs if isinstance(xs, tuple) else (xs,)
+
+    def rows(x):  # each step's own data in a block: its rows of xs, its index i, or None (a scan's)
+        if parts is not None:
+            return [tuple(p[j] for p in x) if isinstance(xs, tuple) else x[j] for j in range(unroll)]
+        return [None] * unroll if scanning else [x * unroll + j for j in range(unroll)]
+
+    def block(carry, x):
+        ys = []
+        for row in rows(x):
+            carry = step(carry, row)
+            if scanning:
+                carry, y = carry
+                ys.append(y)
+        return (carry, _stacked(ys)) if scanning else carry
+
+    if parts is None:
+        block_xs = None
+    else:
+        block_xs = tuple(p[:blocks * unroll].reshape((blocks, unroll) + tuple(p.shape[1:])) for p in parts)
+        block_xs = block_xs if isinstance(xs, tuple) else block_xs[0]
+    if scanning:
+        length = None if block_xs is not None else blocks
+        carry, ys = loop(block, state, block_xs, length, **options)
+        ys = _unblocked(ys)
+    else:
+        carry = loop(block, state, blocks, xs=block_xs, **options)
+    if left:
+        done = blocks * unroll
+        tail, tail_xs = step, None
+        if parts is not None:
+            tail_xs = tuple(p[done:] for p in parts) if isinstance(xs, tuple) else xs[done:]
+        elif not scanning:
+            def tail(c, i):
+                return step(c, done + i)
+        if scanning:
+            carry, more = loop(tail, carry, tail_xs, None if tail_xs is not None else left, **options)
+            ys = _joined(ys, more)
+        else:
+            carry = loop(tail, carry, left, xs=tail_xs, **options)
+    return (carry, ys) if scanning else carry
+
+
+def _without_index(f):
+    @functools.wraps(f)
+    def step(carry, i):
+        return f(carry, None)
+    return step
+
+
+def _stacked(ys):
+    """A block's per-step outputs (each None, a tensor or a tuple of tensors) stacked along a new first axis."""
+    first = ys[0]
+    if first is None:
+        return None
+    if isinstance(first, tuple):
+        return tuple(stack([y[k] for y in ys]) for k in range(len(first)))
+    return stack(ys)
+
+
+def _unblocked(ys):
+    """A scan of blocks' stacked outputs, ``(blocks, unroll, ...)``, as one row a step."""
+    if ys is None:
+        return None
+    if isinstance(ys, tuple):
+        return tuple(_unblocked(y) for y in ys)
+    return ys.reshape((ys.shape[0] * ys.shape[1],) + tuple(ys.shape[2:]))
+
+
+def _joined(ys, more):
+    if ys is None:
+        return None
+    if isinstance(ys, tuple):
+        return tuple(concatenate([a, b]) for a, b in zip(ys, more))
+    return concatenate([ys, more])
 
 
 def _check_xs(xs, steps):
