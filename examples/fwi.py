@@ -222,7 +222,7 @@ def default_snapshots(steps):
 
 # --------------------------------------------------------------------------- inversion
 def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, bounds=(1.4, 4.0), log=print,
-           misfits=True, device="cpu"):
+           misfits=True, device="cpu", unroll=1):
     """Bounded L-BFGS on the squared slowness from ``vp_start`` (physical domain, km/s), minimising the
     misfit relative to the observed data's energy; returns (final vp, misfit per iteration, model error per
     iteration), both lists starting with the starting model's (the misfit unscaled).  The model
@@ -230,7 +230,7 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
     ``m``: ``1 / vmax^2 .. 1 / vmin^2``).  ``snapshots=0``: no checkpoints; ``misfits=False``: the
     misfit is not reported (the list is empty).  The misfit reported at an iteration is the one
     L-BFGS-B's evaluation at that model computed: no forward run is added.  ``device="cuda"``: the
-    wavefields and the model as cupy chunks."""
+    wavefields and the model as cupy chunks; ``unroll``: checkpoint_steps' steps a body."""
     import scipy.optimize as so
 
     from daskgrad import optimize
@@ -249,7 +249,7 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
     scale = 0.5 * float(np.sum(d_obs ** 2)) or 1.0
 
     def fun(m):
-        loss = fwd.misfit(m, d_obs, snapshots) / scale
+        loss = fwd.misfit(m, d_obs, snapshots, unroll) / scale
         if track:
             evaluated[m.detach().cpu().numpy().tobytes()] = loss
         return loss
@@ -260,7 +260,7 @@ def invert(sv, vp_true, vp_start, iterations=5, chunk=None, snapshots=None, boun
             loss = evaluated.get(m.tobytes())
             if loss is None:
                 with dg.no_grad():
-                    loss = fwd.misfit(fwd.tensor(m, fwd.model_chunks), d_obs, snapshots) / scale
+                    loss = fwd.misfit(fwd.tensor(m, fwd.model_chunks), d_obs, snapshots, unroll) / scale
             misfits.append(float(loss.item()) * scale)
         tail = f"  misfit {misfits[-1]:.6g}" if track else ""
         log(f"iteration {len(errors) - 1}  model error {errors[-1]:.6g}{tail}")
@@ -335,6 +335,8 @@ def main(argv=None):
     p.add_argument("--chunk", type=int, default=None, help="space chunk side (default: one chunk per shot)")
     p.add_argument("--snapshots", type=int, default=None,
                    help="checkpoint_steps snapshots (default ~sqrt(steps); 0: no checkpoints)")
+    p.add_argument("--unroll", type=int, default=1,
+                   help="steps a checkpoint_steps body (one task a shot runs them; snapshots then count blocks)")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--device", default="cpu", help='"cuda": the wavefields and the model on the GPU (cupy chunks)')
     p.add_argument("--out", default=None, help="folder for the PNGs (default: a new temporary folder)")
@@ -348,7 +350,7 @@ def main(argv=None):
           f"of {sv.dt} ms")
     t0 = time.perf_counter()
     vp_final, misfits, errors = invert(sv, vp_true, vp_start, args.iterations, args.chunk, args.snapshots,
-                                       device=args.device)
+                                       device=args.device, unroll=args.unroll)
     print(f"{time.perf_counter() - t0:.1f} s")
     out = args.out or tempfile.mkdtemp(prefix="fwi-")
     for path in save_figures(out, sv, vp_true, vp_start, vp_final, misfits):

@@ -44,8 +44,8 @@ def _small(steps=7, nshots=2):
     return sv, fwi.camembert(13, radius=3)
 
 
-@pytest.mark.parametrize("chunk,snapshots", [(None, None), (8, None), (8, 3)])
-def test_fwi_misfit_and_gradient_equal_pytorch_chunked_with_and_without_checkpoints(chunk, snapshots):
+@pytest.mark.parametrize("chunk,snapshots,unroll", [(None, None, 1), (8, None, 1), (8, 3, 1), (None, 2, 3), (8, 2, 2)])
+def test_fwi_misfit_and_gradient_equal_pytorch_chunked_with_and_without_checkpoints(chunk, snapshots, unroll):
     sv, vp_true = _small()
     fwd = fwi.Modelling(sv, chunk)
     d_obs = fwd.shot_records(fwd.slowness(vp_true))
@@ -56,7 +56,7 @@ def test_fwi_misfit_and_gradient_equal_pytorch_chunked_with_and_without_checkpoi
     loss_t.backward()
 
     m = fwd.slowness(start, requires_grad=True)
-    loss = fwd.misfit(m, d_obs, snapshots)
+    loss = fwd.misfit(m, d_obs, snapshots, unroll)  # (unroll: blocks of steps, 7 steps = 2 blocks of 3 and 1)
     loss.backward()
     assert loss_t.item() > 0
     np.testing.assert_allclose(loss.item(), loss_t.item(), rtol=1e-10)
