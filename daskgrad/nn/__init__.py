@@ -23,6 +23,7 @@ from .spatial import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .loss import (BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss,
                    GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, LinearCrossEntropyLoss,
+                   LinearCrossEntropyOptions,
                    MSELoss, MarginRankingLoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, NLLLoss2d,
@@ -53,7 +54,8 @@ __all__ = ["AdaptiveAvgPool1d", "AdaptiveLogSoftmaxWithLoss", "AdaptiveAvgPool2d
            "LPPool2d", "LPPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d",
            "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU",
-           "Linear", "LinearCrossEntropyLoss", "LocalResponseNorm", "LogSigmoid", "LogSoftmax", "MSELoss",
+           "Linear", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions", "LocalResponseNorm", "LogSigmoid",
+           "LogSoftmax", "MSELoss",
            "MarginRankingLoss", "MaxPool1d",
            "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish", "Module", "ModuleDict",
            "ModuleList", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiheadAttention",
