@@ -26,8 +26,7 @@ test_linear_cross_entropy.py passes ``chunking_strategy=``/``vocab_chunk_size=``
 which torch 2.13 (the oracle) replaced by ``options=nn.LinearCrossEntropyOptions(...)``: the port uses the
 installed API and the installed torch's outcome (``label_smoothing=-0.1`` computes there, so it does here;
 gradcheck's repeated backward needs torch's ``allow_retain_graph=True`` with options);
-``torch.nn.modules.utils.consume_prefix_in_state_dict_if_present`` (daskgrad has no ``nn.modules``) is torch's
-own helper on both libraries' dicts, a pure edit of their keys and ``_metadata``; test_householder_product runs
+test_householder_product runs
 float64 only (upstream: every float and complex dtype) and compares with torch's QR on both libraries, since
 daskgrad's QR of a matrix chunked by rows is dask's TSQR, whose columns may have the other sign (documented in
 docs/user-guide/torch.md).
@@ -605,8 +604,7 @@ def test_load_state_dict(L):
         "module.block.conv1.bias": L.m.arange(1, 4, dtype=conv1_bias_dtype),
         "module.bn.running_mean": randn(2),
     })
-    # (torch's helper, a pure edit of the dict's keys and ``_metadata``: daskgrad has no ``nn.modules.utils``)
-    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(ddp_state_dict, "module.")
+    L.nn.modules.utils.consume_prefix_in_state_dict_if_present(ddp_state_dict, "module.")
     for sd in [state_dict, ddp_state_dict]:
         incompatible_keys = net.load_state_dict(sd)
         assert len(incompatible_keys.missing_keys) == 0
