@@ -17,7 +17,8 @@ Ported (upstream file: tests):
 * test/nn/test_load_state_dict.py: test_load_state_dict_type, test_load_state_dict, test_load_state_dict_BC,
   test_load_state_dict_child, test_load_state_dict_custom.
 * test/test_linalg.py: test_householder_product (float64; its reflectors from NumPy's raw QR as upstream),
-  test_householder_product_errors_and_warnings (the shape and dtype errors).
+  test_householder_product_errors_and_warnings (the shape and dtype errors); test/test_ops.py's value and
+  gradient comparisons on the ``linalg.householder_product`` OpInfo's own samples (float64, complex128).
 * test/nn/test_linear_cross_entropy.py: test_all_targets_ignored, test_parameter_validation, test_gradcheck.
 
 Rewritten to an equivalent both libraries have: ``torch.save``/``torch.load`` of a module -> a pickle round trip
@@ -786,6 +787,35 @@ def test_householder_product_errors_and_warnings():
     raises_as_torch(lambda L: L.m.linalg.householder_product(L.x(ones((3, 3))), L.x(ones(3, dtype=np.int32))))
     # batch dimensions must be the same
     raises_as_torch(lambda L: L.m.linalg.householder_product(L.x(ones((2, 3, 3))), L.x(ones((3, 3)))))
+
+
+def _householder_samples():
+    """torch's own op_db samples of ``linalg.householder_product`` (its OpInfo), in float64 and complex128."""
+    pytest.importorskip("expecttest")  # torch.testing._internal imports it
+    from torch.testing._internal.common_methods_invocations import op_db
+    (info,) = [o for o in op_db if o.name == "linalg.householder_product"]
+    return [(s.input.detach().numpy(), s.args[0].detach().numpy()) for dtype in (torch.float64, torch.complex128)
+            for s in info.sample_inputs("cpu", dtype)]
+
+
+def test_householder_product_op_db_samples():
+    """test/test_ops.py's comparisons (values, and the gradients of a weighted sum) on the OpInfo's samples, each
+    input chunked in 2 along its first dimension for daskgrad."""
+    rng = np.random.default_rng(0)
+    for A, tau in _householder_samples():
+        ta, tt = (torch.tensor(v, requires_grad=True) for v in (A, tau))
+        chunk = lambda v: dg.from_array(v, chunks=(max(1, -(-v.shape[0] // 2)),) + (-1,) * (v.ndim - 1))  # noqa
+        da, dt = (chunk(v).requires_grad_(True) for v in (A, tau))
+        qt, qd = torch.linalg.householder_product(ta, tt), dg.linalg.householder_product(da, dt)
+        _equal(qd, qt, atol=1e-12, rtol=1e-10)
+        cot = rng.standard_normal(A.shape) + (1j * rng.standard_normal(A.shape) if np.iscomplexobj(A) else 0)
+        (qt * torch.tensor(cot)).real.sum().backward()
+        (qd * dg.tensor(cot)).real.sum().backward()
+        for ours, theirs in ((da, ta), (dt, tt)):
+            if theirs.grad is None:  # no reflector: torch leaves them None, daskgrad zero (docs/user-guide/torch.md)
+                assert not np.any(_np(ours.grad))
+            else:
+                _equal(ours.grad, theirs.grad, atol=1e-12, rtol=1e-10)
 
 
 # ------------------------------------------------------------------------------ test/nn/test_linear_cross_entropy.py
