@@ -3,7 +3,7 @@ chunked tensors.
 
 >>> dg.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": step}, "ckpt")
 >>> ck = dg.load("ckpt"); model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
-IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+<All keys matched successfully>
 
 Layout: ``save`` always writes a directory (whatever its name ends with, ``.pt`` included) that is a
 Zarr (format 3) group:

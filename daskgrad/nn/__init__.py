@@ -23,6 +23,7 @@ from .spatial import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d
                       ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .loss import (BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss,
                    GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, LinearCrossEntropyLoss,
+                   LinearCrossEntropyOptions,
                    MSELoss, MarginRankingLoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, NLLLoss2d,
@@ -31,7 +32,7 @@ from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBas
 from .transformer import (MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
 from .module import Module, Parameter, RemovableHandle
-from . import parallel, parameter
+from . import modules, parallel, parameter
 from .parallel import DataParallel
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
@@ -53,7 +54,8 @@ __all__ = ["AdaptiveAvgPool1d", "AdaptiveLogSoftmaxWithLoss", "AdaptiveAvgPool2d
            "LPPool2d", "LPPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d",
            "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU",
-           "Linear", "LinearCrossEntropyLoss", "LocalResponseNorm", "LogSigmoid", "LogSoftmax", "MSELoss",
+           "Linear", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions", "LocalResponseNorm", "LogSigmoid",
+           "LogSoftmax", "MSELoss",
            "MarginRankingLoss", "MaxPool1d",
            "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Mish", "Module", "ModuleDict",
            "ModuleList", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiheadAttention",
@@ -65,5 +67,6 @@ __all__ = ["AdaptiveAvgPool1d", "AdaptiveLogSoftmaxWithLoss", "AdaptiveAvgPool2d
            "SyncBatchNorm", "Tanh", "Tanhshrink", "Threshold", "Transformer", "TransformerDecoder",
            "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "Unflatten", "Unfold", "Upsample", "UpsamplingBilinear2d",
-           "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "functional", "init", "parallel", "parameter",
+           "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "functional", "init", "modules", "parallel",
+           "parameter",
            "utils"]

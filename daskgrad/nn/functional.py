@@ -656,7 +656,7 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
         A class index whose targets are skipped (-100 when None); not with class probabilities.
     label_smoothing : float, default 0.0
         Mixes the targets with the uniform distribution.
-    options : object, optional
+    options : nn.LinearCrossEntropyOptions, optional
         torch's chunking options (its memory-saving path, the same loss): not read; daskgrad's logits are made and
         reduced chunk by chunk of the batch anyway.
 

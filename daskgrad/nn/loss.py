@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -75,6 +76,57 @@ class CrossEntropyLoss(_WeightedLoss):
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
+class LinearCrossEntropyOptions:
+    """torch's ``nn.LinearCrossEntropyOptions``: the settings of torch's chunked (memory-saving) path of
+    :func:`~daskgrad.nn.functional.linear_cross_entropy`, checked as torch checks them when made.  daskgrad
+    accepts them and computes the same loss without reading them: its logits are made and reduced chunk by
+    chunk of the batch anyway.
+
+    Parameters
+    ----------
+    allow_retain_graph : bool, default False
+        torch's: whether its chunked backward may run twice.
+    batch_chunk_size : int, optional
+        torch's rows per chunk (a positive int or None).
+    chunking_method : str, optional
+        ``'auto'`` (default), ``'aspect_ratio'``, ``'aspect_ratio:N'`` (N >= 1) or None.
+    acc_policy : str, default "auto"
+        ``'auto'``, ``'accurate'``, ``'balanced'`` or ``'compact'``.
+    acc_dtype : dtype, optional
+        float16, bfloat16, float32, float64 or None.
+
+    Examples
+    --------
+    >>> nn.LinearCrossEntropyOptions(batch_chunk_size=64).batch_chunk_size
+    64
+    """
+
+    allow_retain_graph: bool = False
+    batch_chunk_size: int | None = None
+    chunking_method: str | None = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: object = None
+
+    def __post_init__(self):
+        if self.acc_policy not in {"auto", "accurate", "balanced", "compact"}:
+            raise ValueError(f"invalid acc_policy: {self.acc_policy!r}")
+        if self.chunking_method is not None and self.chunking_method != "auto":
+            name, sep, factor = self.chunking_method.partition(":")
+            if not sep:
+                factor = "1"
+            if not (name == "aspect_ratio" and factor.isdigit() and int(factor) > 0):
+                raise ValueError(f"invalid chunking_method: {self.chunking_method!r}")
+        if not (self.batch_chunk_size is None
+                or (isinstance(self.batch_chunk_size, int) and self.batch_chunk_size > 0)):
+            raise ValueError(f"batch_chunk_size must be positive int or None, got {self.batch_chunk_size!r}")
+        if self.acc_dtype is not None and str(self.acc_dtype).removeprefix("torch.") not in {
+                "float16", "bfloat16", "float32", "float64"}:
+            raise ValueError(f"acc_dtype must be one of {{None, torch.float16, torch.bfloat16, torch.float32, "
+                             f"torch.float64}}, got {self.acc_dtype!r}. Pass acc_dtype=None to let the op pick "
+                             "automatically.")
+
+
 class LinearCrossEntropyLoss(_WeightedLoss):
     """torch's ``nn.LinearCrossEntropyLoss``: the cross entropy of ``input`` mapped to logits by the module's own
     :class:`Linear` (``self.linear``, weight ``(C * prod(out_features), in_features)``, no bias by default)
@@ -100,7 +152,7 @@ class LinearCrossEntropyLoss(_WeightedLoss):
         A class index whose targets are skipped (-100 when None).
     label_smoothing : float, default 0.0
         In ``[0, 1]``.
-    options : object, optional
+    options : LinearCrossEntropyOptions, optional
         torch's chunking options (its memory-saving path, the same loss): kept, not read; daskgrad's logits are
         made and reduced chunk by chunk of the batch anyway.
 

@@ -124,7 +124,17 @@ def _parse_to(*args, device=None, dtype=None, non_blocking=False, **kwargs):
     return device, dtype
 
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """torch's load_state_dict result: its repr (and str) says when every key matched."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 class Parameter(Tensor):
@@ -406,11 +416,18 @@ class Module:
         """``hook(module, state_dict, prefix, local_metadata)`` after :meth:`state_dict` collected this module's
         state and its children's; it edits ``state_dict`` in place (returning anything else than None raises)."""
         hook._from_public_api = True
-        return self._register_state_dict_hook(hook)
+        return self._add_state_dict_hook(hook)
 
     def _register_state_dict_hook(self, hook):
         """torch's private form of :meth:`register_state_dict_post_hook`: what the hook returns (not None)
-        replaces the state dict."""
+        replaces the state dict (the root module's).  A function registered through the public form raises, as
+        torch's."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError("Cannot register the same function as the state dict post hook that was "
+                               "previously registered via register_state_dict_post_hook")
+        return self._add_state_dict_hook(hook)
+
+    def _add_state_dict_hook(self, hook):
         table = self._hooks("_state_dict_hooks")
         handle = RemovableHandle(table)
         table[handle.id] = hook
@@ -682,8 +699,7 @@ class Module:
             out._metadata[prefix[:-1]] = local_metadata
         for hook in self._hooks("_state_dict_pre_hooks").values():
             hook(self, prefix, keep_vars)
-        for name, p in self._own_state().items():
-            out[prefix + name] = p if keep_vars or is_lazy(p) else p.detach()
+        self._save_to_state_dict(out, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=out, prefix=prefix + name + ".", keep_vars=keep_vars)
@@ -694,6 +710,13 @@ class Module:
             elif result is not None:
                 raise RuntimeError("state_dict post-hook must return None")
         return out
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """torch's: this module's own parameters and persistent buffers (not its children's) into
+        ``destination`` under ``prefix``; :meth:`state_dict` calls it on each module, and a subclass may
+        override it (with :meth:`_load_from_state_dict`) to store its state in another form."""
+        for name, p in self._own_state().items():
+            destination[prefix + name] = p if keep_vars or is_lazy(p) else p.detach()
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values (daskgrad Tensors, NumPy/cupy arrays or torch tensors) into the parameters, lazily, as

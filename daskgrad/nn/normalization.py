@@ -59,6 +59,18 @@ class _BatchNorm(Module):
                 if self.bias is not None:
                     self.bias.zero_()
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """torch's: a checkpoint older than version 2 (or unversioned) has no ``num_batches_tracked``; the
+        module keeps its own count (0 for a new one)."""
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            state_dict[key] = (self.num_batches_tracked.clone() if self.num_batches_tracked is not None
+                               else zeros((), dtype="int64"))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def _check_input_dim(self, input):
         if input.ndim not in self._dims:
             want = " or ".join(f"{d}D" for d in self._dims)

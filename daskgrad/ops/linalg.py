@@ -737,7 +737,10 @@ def householder_product(A, tau):
     batch = [(0, 0)] * (A.ndim - 2)
     ones = ones_like(diagonal(A, 0, -2, -1))
     eye_n = diag_embed(ones, 0, (ones.chunks[-1],) * 2)
-    eye_mn = pad(eye_n, batch + [(0, m - n), (0, 0)]) if m > n else eye_n
+    if m > n:  # (dask cannot pad an empty array: no column, no identity to pad)
+        eye_mn = pad(eye_n, batch + [(0, m - n), (0, 0)]) if n else zeros_like(A)
+    else:
+        eye_mn = eye_n
     V = tril(A, -1) + eye_mn  # column i: v_i
     Q = eye_mn
     for i in reversed(range(tau.shape[-1])):
