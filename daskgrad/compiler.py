@@ -727,9 +727,51 @@ def _random_states():
     """daskgrad's and NumPy's global generators' states and the draws from Python's made on this
     thread while it records (:func:`_python_draws`): a trace that draws from one would replay the
     same numbers."""
-    legacy = np.random.get_state()  # (a copy of its 624 words: taken once)
-    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), legacy[1][:4].tobytes(), legacy[2],
+    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), *_legacy_state(),
             _draws.get(threading.get_ident()))
+
+
+def _legacy_state():
+    """``(the first 4 words of its key as bytes, its position)`` of NumPy's global (legacy) generator:
+    read in place (:func:`_legacy_view`) where its memory was checked to be laid out so, else from
+    ``np.random.get_state()``, which copies all 624 words (~35 us: a time loop's step is recorded with
+    two such reads, a fifth of its recording)."""
+    view = _legacy_view()
+    if view is not None:
+        key, pos = view
+        return bytes(key), pos.value
+    legacy = np.random.get_state()
+    return legacy[1][:4].tobytes(), legacy[2]
+
+
+_legacy = [None, None]  # [the bit generator viewed, (key's first 4 words, position) in its memory] or None
+
+
+def _legacy_view():
+    """The first 4 words of the key and the position of NumPy's global MT19937, as ctypes objects over
+    its state (``bit_generator.ctypes.state_address``: MT19937's ``{uint32 key[624]; int pos}``), made
+    once per generator and used only where they read what ``get_state()`` gives (checked when made);
+    None where that is not so (another NumPy: ``get_state()`` is read instead)."""
+    try:
+        bg = np.random.mtrand._rand._bit_generator
+    except AttributeError:
+        return None
+    if _legacy[0] is bg:
+        return _legacy[1]
+    view = None
+    try:
+        import ctypes
+
+        address = bg.ctypes.state_address
+        key = (ctypes.c_uint32 * 4).from_address(address)
+        pos = ctypes.c_int.from_address(address + 624 * 4)
+        legacy = np.random.get_state()
+        if legacy[0] == "MT19937" and bytes(key) == legacy[1][:4].tobytes() and pos.value == legacy[2]:
+            view = (key, pos)
+    except Exception:  # (no ctypes interface: read get_state())
+        view = None
+    _legacy[:] = [bg, view]
+    return view
 
 
 # Python's ``random`` is drawn from by other threads of the process too (tornado's periodic callbacks

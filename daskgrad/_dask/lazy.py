@@ -898,7 +898,7 @@ class Fused:
     order, a ref ``(0, j)`` input block ``j``, ``(1, k)`` step ``k``'s result, ``(2, v)`` the number
     ``v``; each result dropped after its last reader (``drops``)."""
 
-    __slots__ = ("steps", "drops", "_kernel")
+    __slots__ = ("steps", "drops", "_kernel", "_run")
     row_rule = "elementwise"  # (a chain of elementwise ops is one: :mod:`.rows` may run it over row blocks)
 
     def __init__(self, steps):
@@ -910,6 +910,7 @@ class Fused:
                     last[v] = i
         self.drops = tuple(tuple(k for k, i2 in last.items() if i2 == i) for i in range(len(self.steps)))
         self._kernel = False  # not looked for yet (None: there is none, see kernels.Kernel.of)
+        self._run = None  # the steps as one generated function (made on the first call)
 
     def __call__(self, *blocks):
         if self._kernel is False:
@@ -918,6 +919,13 @@ class Fused:
             out = self._kernel(blocks)
             if out is not None:
                 return out
+        run = self._run
+        if run is None:
+            run = self._run = _chain_function(self.steps, self.drops) if self.steps else self.run_steps
+        return run(blocks)
+
+    def run_steps(self, blocks):
+        """The steps run one by one, as the generated function runs them."""
         results = [None] * len(self.steps)
         for i, (fn, refs) in enumerate(self.steps):
             results[i] = fn(*[blocks[v] if kind == 0 else results[v] if kind == 1 else v for kind, v in refs])
@@ -931,6 +939,36 @@ class Fused:
 
     def __reduce__(self):
         return Fused, (self.steps,)
+
+
+def _chain_function(steps, drops):
+    """``steps`` (:class:`Fused`'s) as one Python function of the blocks: each step called on local
+    variables, each result deleted after its last reader, the same calls in the same order as
+    :meth:`Fused.run_steps` (on a small chunk, looking the operands up step by step cost as much as the
+    arithmetic: a time loop's step runs a chain on every chunk)."""
+    env, lines = {}, []
+
+    def const(value):
+        name = f"c{len(env)}"
+        env[name] = value
+        return name
+
+    for i, (fn, refs) in enumerate(steps):
+        args = [f"blocks[{v}]" if kind == 0 else f"r{v}" if kind == 1 else const(v) for kind, v in refs]
+        lines.append(f"r{i} = {const(fn)}({', '.join(args)})")
+        if drops[i]:
+            lines.append(f"del {', '.join(f'r{k}' for k in drops[i])}")
+    source = "def run(blocks):\n" + "".join(f"    {line}\n" for line in lines) + f"    return r{len(steps) - 1}\n"
+    code = _chain_code.get(source)
+    if code is None:
+        if len(_chain_code) >= 1024:
+            _chain_code.clear()
+        code = _chain_code[source] = compile(source, "<daskgrad elementwise chain>", "exec")
+    exec(code, env)
+    return env["run"]
+
+
+_chain_code = {}  # a chain function's source -> its code (every chain of the same shape: one source)
 
 
 def _fused_layer(root, chain, names, slots, slot_name):

@@ -578,7 +578,32 @@ def _plan(graph, calls=True, looped=False):
     else:
         priority = order(filled)
         keys = tuple(sorted(filled, key=priority.__getitem__))
-    return _Plan((keys, dict(reads), {k: fast(graph[k]) for k in keys if graph[k] is not None} if calls else {}))
+    return _Plan((keys, dict(reads), {k: _direct(graph[k]) for k in keys if graph[k] is not None} if calls else {}))
+
+
+def _direct(task):
+    """``task`` as a direct call (:func:`.calls.fast`); a time loop's step task (a :class:`_Run` of
+    references) as :class:`_RunCall`."""
+    if type(task) is Task and type(task.func) in _RUNS and not task.kwargs and all(type(a) is TaskRef
+                                                                                   for a in task.args):
+        return _RunCall(task)
+    return fast(task)
+
+
+class _RunCall:
+    """A time loop's task ``_Run(*refs)`` as a direct call: the values it reads handed to the step's
+    template task under its own keys, without a call of ``_Run`` on them in between (an inline run
+    of a 1,000-step loop runs ~100,000 such tasks)."""
+
+    __slots__ = ("key", "dependencies", "direct", "pairs")
+
+    def __init__(self, task):
+        self.key, self.dependencies, self.direct = task.key, task.dependencies, task.func.direct
+        # (zip: a trailing gate's value is not the template task's)
+        self.pairs = tuple(zip(task.func.deps, (a.key for a in task.args)))
+
+    def __call__(self, values):
+        return self.direct({d: values[k] for d, k in self.pairs})
 
 
 class _Plan(tuple):
@@ -938,13 +963,46 @@ class _Run:
         self.task, self.deps, self._call = task, tuple(sorted(task.dependencies, key=repr)), None
 
     def __call__(self, *values):
+        return self.direct(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
+
+    def direct(self, values):
+        """The task on ``values`` (its dependencies' values by the template's keys)."""
         call = self._call
         if call is None:  # the task as a direct call (calls.fast), made once in each process it runs in:
             call = self._call = fast(self.task)  # a chunk-fused step as one generated function
-        return call(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
+        return call(values)
 
     def __reduce__(self):
         return _Run, (self.task,)
+
+
+class _Chain:
+    """Template tasks run as one task of a time loop's step, as :class:`_Run` runs one: ``runs`` in an
+    order that runs each after what it reads, the last one's value the task's; each of the others has
+    one reader, among the later ones (:func:`.scan._chained`: a halo's one-cell strip of a small chunk
+    is not a task of its own, handed from task to task).  ``deps``: what they read from outside."""
+
+    __slots__ = ("runs", "deps")
+
+    def __init__(self, runs):
+        self.runs = tuple(runs)
+        made = {r.task.key for r in self.runs}
+        self.deps = tuple(sorted({d for r in self.runs for d in r.task.dependencies if d not in made}, key=repr))
+
+    def __call__(self, *values):
+        return self.direct(dict(zip(self.deps, values)))  # (a trailing gate's value is not the task's)
+
+    def direct(self, values):
+        runs = self.runs
+        for r in runs[:-1]:
+            values[r.task.key] = r.direct(values)
+        return runs[-1].direct(values)
+
+    def __reduce__(self):
+        return _Chain, (self.runs,)
+
+
+_RUNS = (_Run, _Chain)
 
 
 def _run_graph(arrays):
@@ -967,7 +1025,7 @@ def _run_graph(arrays):
         t = graph[k]
         if collect and i & 1023 == 1023:  # (see gc_paused)
             gc.collect(0)
-        if type(t) is Task and type(t.func) is _Run:  # a time loop's task: its inputs' values in order
+        if type(t) is Task and type(t.func) in _RUNS:  # a time loop's task: its inputs' values in order
             values[k] = t.func(*[values[a.key] for a in t.args])
         else:
             values[k] = values[t.target] if type(t) is Alias else fast(t)(values) if type(t) is Task else t(values)

@@ -31,7 +31,7 @@ from .fuse import inputs_first
 from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array, flatten
 from .lazy import rebind
 from .optimize import ScanLayer
-from .program import Program, _Run, key_token, lowered, make_template
+from .program import Program, _Chain, _Run, key_token, lowered, make_template
 
 CARRY, X, FIXED = "carry", "x", "fixed"
 
@@ -173,11 +173,13 @@ class _BodyTemplate:
                 kind[k] = max((kind.get(d, 0) for d in t.dependencies), default=0)
         self.kind = kind
         self.order = [k for k in order if graph[k] is not None]
+        self.out_keys = [_out_keys(template, name) for name in template.outputs]
         self.runs = {k: _Run(graph[k]) for k in self.order}
+        if template.small:  # (each task's scheduling costs more than a small chunk's work)
+            self.order, self.runs = _chained(graph, self.order, self.runs, kind, self.out_keys)
         self.token = key_token(template.name)
         self.n_slots = n_inputs
         self.waits = any(kind[k] == 1 for k in self.order)  # x-only tasks: each step's wait for its carry
-        self.out_keys = [_out_keys(template, name) for name in template.outputs]
 
     def instance(self, tasks, inputs, token, fixed_token, gate=None, hoist=True):
         """Add the tasks of one step to ``tasks``: ``inputs`` the keys of each input slot (a list of
@@ -214,6 +216,36 @@ class _BodyTemplate:
                 refs.append(TaskRef(gate))
             tasks[new] = Task(new, run, *refs)
         return [[subs[k] for k in keys] for keys in self.out_keys]
+
+
+def _chained(graph, order, runs, kind, out_keys):
+    """A small body's tasks as fewer: each task that one task of the step reads, and nothing else (not an
+    output of the body, nor a task made once for the loop: ``kind`` 0), runs inside its reader's task
+    (:class:`.program._Chain`), as a chunk-fused task runs its parts: a halo's one-cell strips, a
+    fused VJP's ``getitem`` s.  Each step then runs a task per chunk of its outputs, about (a 1-D
+    stencil's step on 4 chunks: 4 tasks, not 12; its reversal 16, not 42).  (Folding a task into its
+    only reader makes no cycle: no other path joins them.)  Returns the order of the tasks left and
+    their runs."""
+    outs = {k for keys in out_keys for k in keys}
+    readers = {}
+    for k in order:
+        for d in graph[k].dependencies:
+            readers.setdefault(d, []).append(k)
+    into = {}
+    for k in order:
+        r = readers.get(k, ())
+        if k not in outs and len(r) == 1 and kind[k] and kind[r[0]] == kind[k]:
+            into[k] = r[0]
+    if not into:
+        return order, runs
+    members = {}
+    for k in order:  # (a topological order: each chain's members in it run after what they read)
+        root = k
+        while root in into:
+            root = into[root]
+        members.setdefault(root, []).append(k)
+    left = [k for k in order if k not in into]
+    return left, {k: runs[k] if len(members[k]) == 1 else _Chain([runs[m] for m in members[k]]) for k in left}
 
 
 def _out_keys(template, name):

@@ -120,14 +120,11 @@ def _correlate_block(block, taps, depth):
     The taps of one weight are summed before their multiply, into a buffer this function owns (a
     symmetric stencil's: a 4th-order Laplacian's 9 taps are 3 weights), so a chunk costs a pass per
     tap and one per weight instead of two per tap, and no temporary per tap."""
-    size = tuple(n - 2 * d for n, d in zip(block.shape, depth))
+    groups, zero = _tap_groups(taps, depth, block.shape)
 
-    def shifted(offset):
-        return block[tuple(slice(d + o, d + o + n) for d, o, n in zip(depth, offset, size))]
+    def shifted(index):
+        return block[index]
 
-    groups = {}  # weight -> its taps' offsets, in the kernel's order
-    for offset, weight in taps:
-        groups.setdefault(weight, []).append(offset)
     out = kernels.weighted_sum([[shifted(o) for o in offsets] for offsets in groups.values()], list(groups)) \
         if groups and block.size >= kernels.MIN_ELEMENTS else None
     if out is not None:  # one pass, numexpr's (the same bits as below)
@@ -146,8 +143,33 @@ def _correlate_block(block, taps, depth):
         else:
             out += part
     if out is None:  # an all-zero kernel
-        out = np.zeros_like(shifted((0,) * block.ndim))
+        out = np.zeros_like(shifted(zero))
     return out
+
+
+def _tap_groups(taps, depth, shape):
+    """``(weight -> the indices of its taps' shifted slices of a halo'd block of ``shape``, in the
+    kernel's order; the index of the unshifted one)``: worked out once per kernel and block shape (a
+    time loop's step runs it on every chunk, where on small chunks it cost as much as the sums)."""
+    key = (taps, depth, shape)
+    hit = _groups.get(key)
+    if hit is None:
+        size = tuple(n - 2 * d for n, d in zip(shape, depth))
+
+        def index(offset):
+            return tuple(slice(d + o, d + o + n) for d, o, n in zip(depth, offset, size))
+
+        groups = {}
+        for offset, weight in taps:
+            groups.setdefault(weight, []).append(index(offset))
+        hit = groups, index((0,) * len(shape))
+        if len(_groups) >= 256:
+            _groups.clear()
+        _groups[key] = hit
+    return hit
+
+
+_groups = {}  # (taps, depth, block shape) -> _tap_groups's (never changed once made)
 
 
 # ------------------------------------------------------------------------- backward

@@ -26,7 +26,7 @@ from dask.base import tokenize
 from .. import _dask as door, _tensor, graph
 from .._modes import enable_grad, is_grad_enabled, no_grad
 from .._tensor import Tensor, recorded
-from ..compiler import recording as door_recording
+from ..compiler import _python_draws as door_python_draws, recording as door_recording
 from ..engine import grad
 from ..function import Function
 from ..ops import concatenate, rechunk, stack, zeros_like
@@ -600,18 +600,10 @@ class _Loop:
         self.state_values = tuple(recorded(t) for t in states)
         self.xs_values = tuple(recorded(x) for x in self.xs)
         self.x_grad = bool(want_grad and any(x.requires_grad for x in self.xs))
-        first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad, ys=ys)
-        records = [first]
-        if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
-            for i in range(1, steps):
-                r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False,
-                              ys=ys, like=first)
-                if (r.fwd != first.fwd or r.fixed_ids != first.fixed_ids or r.grads_by != first.grads_by
-                        or (want_grad and r.grads_by is None)):
-                    r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
-                else:  # step 0's forward and autograd graph: its reversal too (one recorded forward only has none)
-                    r.rev = first.rev
-                records.append(r)
+        # (the draws from Python's random counted once around all the recordings, not patched in and out per step)
+        with door_python_draws():
+            records = self._record(step, states, steps, xs, single, want_grad, ys)
+        first = records[0]
         self.n_ys, self.ys_structure = first.n_ys, first.ys_structure
         self.reaches = tuple(r.reaches for r in records)  # (one per step, or step 0's for all)
         self.leaves, self.error = first.leaves, None
@@ -637,6 +629,23 @@ class _Loop:
         self.differentiable = want_grad and (any(t.requires_grad for t in states) or bool(self.leaves)
                                              or self.x_grad)
         return self
+
+    def _record(self, step, states, steps, xs, single, want_grad, ys):
+        """Each step recorded: step 0 with its reversal; without ``xs``, every other step forward only
+        (step reads ``i``), with its own reversal only where it does not do what step 0 does."""
+        first = _Recorded(step, states, 0, xs, single, want_grad, self.x_grad, ys=ys)
+        records = [first]
+        if xs is None:  # each step recorded (forward only) to see whether it does what step 0 does
+            for i in range(1, steps):
+                r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, reverse=False,
+                              ys=ys, like=first)
+                if (r.fwd != first.fwd or r.fixed_ids != first.fixed_ids or r.grads_by != first.grads_by
+                        or (want_grad and r.grads_by is None)):
+                    r = _Recorded(step, states, i, xs, single, want_grad, self.x_grad, first.leaves, ys=ys)
+                else:  # step 0's forward and autograd graph: its reversal too (one recorded forward only has none)
+                    r.rev = first.rev
+                records.append(r)
+        return records
 
     def srcs(self):
         """The values the scan reads: the initial state, the per-step data, the fixed values."""
@@ -705,8 +714,8 @@ class _Recorded:
             own = {id(t) for t in carry} | {id(t) for t in x}
             self.read_leaves = _leaves_read(out, own, start, *_STEP_READS, returned=True) if want_grad else []
             self.leaves = self.read_leaves if leaves is None else leaves
-            adj = tuple(Tensor._make(door.alias(recorded(o))) for o in out)
             want_grad = want_grad and reverse
+            adj = tuple(Tensor._make(door.alias(recorded(o))) for o in out) if want_grad else ()
             if want_grad:
                 wanted = list(carry) + list(self.leaves) + (list(x) if x_grad else [])
                 pairs = [(o, g) for o, g in zip(out, adj) if o.requires_grad]
