@@ -858,6 +858,10 @@ def mod(a, b):
     """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
     an integer one by zero raises torch's error."""
     node = "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and b.requires_grad:  # (torch's remainder.Scalar_Tensor
+        # has no derivative: its node is NotImplemented, and a backward through it raises)
+        from .numpy_index import _no_derivative
+        return _no_derivative(mod_p.bind(a, checked_divisor(a, b.detach())), "remainder", b)
     return mod_p.bind(a, checked_divisor(a, b), node=node)
 
 
