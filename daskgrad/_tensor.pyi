@@ -15,10 +15,6 @@ _NONLEAF_GRAD_WARNING: str
 
 _GRAD_DTYPE_NAMES: dict
 
-NO_GRAD_VIEW: str
-
-INFERENCE_VIEW: str
-
 OVERLAP_SELF: str
 
 OVERLAP_INPUT: str
@@ -54,9 +50,14 @@ def _order_matters(dest, src, sizes, copies):
     Taken as mattering where a layout has more than four million places and the spans meet.
     """
 
+_VIEW_SUFFIX: dict
 
-def _multi_output_message(t, creation, what):
-    """torch's refusal to write into (or through) an output of an op that returns several views.
+
+def _view_write_message(t, creation, indirect=False):
+    """torch's refusal (``handle_view_on_rebase``) to write into view ``t`` made in no_grad or inference mode, or
+    as an output of an op that returns several views (``creation``), or (``indirect``) to use it after a write
+    into its base: a view with a node names it (``Output 0 of Slice ...``), one without (its base did not
+    require grad, or it was made in no_grad mode) says only how it was made.
     """
 
 
@@ -183,8 +184,9 @@ def layout(t):
 
 
 class _ViewInfo:
-    def __init__(self, steps, creation): ...
+    def __init__(self, steps, creation, node=None): ...
     creation: Any
+    node: Any
     steps: Any
 
 
@@ -433,7 +435,11 @@ class Tensor:
         through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`).
         """
     _base: Any
-    def _check_inplace(self): ...
+    def _check_inplace(self, others=..., copies=False):
+        """torch's refusals of an in-place write into this tensor, with operands ``others``: torch checks how a
+        view was made when the result requires grad (its base does, or an operand does; a copy into integers or
+        bools, ``copies``, takes no gradient).
+        """
     def _check_overlap(self, others=..., shape=None, strides=None, offset=None, one_value=False, copies=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
