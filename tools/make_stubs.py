@@ -172,6 +172,7 @@ def _tensor_member(name, value, sources):
     import daskgrad.ops as ops
 
     ind = "    "
+    value = getattr(value, "__required__", value)  # (daskgrad/ops/keywords.py's check for missing arguments)
     if name in sources:
         op, how = sources[name]
         fn = ops._PUBLIC[op]
