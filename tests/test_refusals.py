@@ -97,9 +97,9 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
     for lib in (torch, dg):
         t = torch.from_numpy(values.copy()) if lib is torch else dg.from_array(values.copy(), chunks=1)
         args = (t,) if name in _BINARY or name in {"__floordiv__", "floor_divide", "__mod__", "__pow__", "pow",
-                                                   "matmul", "mm", "inner", "logaddexp", "logaddexp2", "nextafter",
-                                                   "dist", "__matmul__", "__rmatmul__", "dot", "vdot", "mv", "bmm"
-                                                   } else _INTEGRAL_ARGS.get(name, ())
+                                                   "__rpow__", "matmul", "mm", "inner", "logaddexp", "logaddexp2",
+                                                   "nextafter", "dist", "__matmul__", "__rmatmul__", "dot", "vdot",
+                                                   "mv", "bmm"} else _INTEGRAL_ARGS.get(name, ())
         try:
             out = getattr(t, name)(*args)
             if lib is dg:  # (an integer division by zero raises torch's error when computed)

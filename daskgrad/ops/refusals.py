@@ -69,7 +69,7 @@ for _names, _error, _words in [  # complex operands
         REFUSED.setdefault(_name, []).append(("c", _error, _words))
 # integers and bools: "b" bool, "iu" integers, "biu" both (torch's words name the dtype: Bool, Long ...)
 for _names, _kinds, _error, _words in [
-        ('abs', 'b', NotImplementedError, '"abs_cpu" not implemented for \'{}\''),
+        ('abs abs_ absolute absolute_', 'b', NotImplementedError, '"abs_cpu" not implemented for \'{}\''),
         ('fix trunc', 'b', NotImplementedError, '"trunc_vml_cpu" not implemented for \'{}\''),
         ('floor', 'b', NotImplementedError, '"floor_vml_cpu" not implemented for \'{}\''),
         ('ceil', 'b', NotImplementedError, '"ceil_vml_cpu" not implemented for \'{}\''),
@@ -84,7 +84,7 @@ for _names, _kinds, _error, _words in [
         ('__floordiv__ floor_divide', 'b', NotImplementedError, '"div_floor_cpu" not implemented for \'{}\''),
         ('__mod__ remainder', 'b', NotImplementedError, '"remainder_cpu" not implemented for \'{}\''),
         ('fmod', 'b', NotImplementedError, '"fmod_cpu" not implemented for \'{}\''),
-        ('__pow__ pow', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
+        ('__pow__ __rpow__ pow', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
         ('matmul mm inner __matmul__ __rmatmul__ dot vdot mv bmm', 'b', NotImplementedError,
          '"addmm_impl_cpu_" not implemented for \'{}\''),  # (the kernel by the operands' dims: _product_kernel)
         ('hypot', 'biu', NotImplementedError, '"hypot_cpu" not implemented for \'{}\''),
@@ -100,7 +100,7 @@ for _names, _kinds, _error, _words in [
     for _name in _names.split():
         REFUSED.setdefault(_name, []).append((_kinds, _error, _words))
 # (their other operand takes part in the result's dtype: bool // 2 is int64, which torch computes)
-_OPERAND = set("__floordiv__ floor_divide __mod__ remainder fmod __pow__ pow matmul mm inner hypot logaddexp "
+_OPERAND = set("__floordiv__ floor_divide __mod__ remainder fmod __pow__ __rpow__ pow matmul mm inner hypot logaddexp "
                "logaddexp2 nextafter dist __matmul__ __rmatmul__ dot vdot mv bmm".split())
 _PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "inner", "dot", "vdot", "mv", "bmm"}
 
