@@ -574,6 +574,9 @@ class Tensor:
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
+        if self.shape[0] != self.shape[0]:
+            raise TypeError("len() of a tensor whose length is not known until it is computed (after a boolean "
+                            "mask: dask's unknown chunk sizes)")
         return self.shape[0]
 
     def __iter__(self):

@@ -467,7 +467,9 @@ def where(condition, x, y):
         y = full_like(cond, y, dtype=result_type(x, y))
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
-    check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
+    shapes = (getattr(x, "shape", ()), getattr(y, "shape", ()))
+    if all(n == n for shape in shapes for n in shape):  # (an unknown length, after a boolean mask: dask checks)
+        check_broadcast(cond.shape, np.broadcast_shapes(*shapes))
     out = door.defer(_where_array, (value(cond), *promoted([value(x), value(y)])[0]))
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 

@@ -30,7 +30,7 @@ from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_a
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
 from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
-                          sqrt, to_device, trunc, where, zeros_like)
+                          ones_like, sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, slogdet, vector_norm
@@ -171,10 +171,14 @@ def _median_at(x, dim, keepdim, ignore_nan, result, node):
     sorts last: ``median`` gives the slice's first NaN, ``nanmedian`` the median of the other values."""
     n = x.shape[dim]
     order = argsort(x, dim)
+    if n != n:  # (an unknown length, after a boolean mask: counted lazily, per slice)
+        n = sum(ones_like(x, dtype=np.int64), dim, keepdims=True)
     if x.dtype.kind in "fc":
         nans = sum(isnan(x), dim, keepdims=True)
         pos = where(nans < n, (n - 1 - nans) // 2, 0) if ignore_nan else where(nans > 0, n - nans, (n - 1) // 2)
         pos = astype(pos, np.int64)
+    elif isinstance(n, Tensor):
+        pos = (n - 1) // 2
     else:
         pos = np.full(x.shape[:dim] + (1,) + x.shape[dim + 1:], (n - 1) // 2)
     idx = take_along_axis(order, pos, dim)
