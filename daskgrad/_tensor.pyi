@@ -1218,7 +1218,7 @@ class Tensor:
         """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success.
         """
     def ger(self, vec2):
-        """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
+        """torch's ``ger``: ``outer`` (its checks and words).
         """
     @property
     def grad(self) -> Tensor | None:

@@ -209,3 +209,51 @@ def test_a_reshape_after_a_boolean_mask_that_regroups_across_blocks_raises_a_cle
         m.median()
     c = dg.tensor(m.numpy())  # (computed: its length known)
     assert c.reshape(-1, 3).shape == (3, 3) and len(c) == 9 and c.median().item() == 7.0
+
+
+# found by the s62 differential fuzz (unary and binary methods over bool/int64/float32/float64, 0-d and empty)
+@pytest.mark.parametrize("call", ["x.cross(x)", "e.kthvalue(1)", "m[:, :0].kthvalue(1)", "v.outer(x0)", "m.outer(v)",
+                                  "v.ger(x0)", "m.ger(v)", "x0.diff()", "v.fliplr()", "x0.flipud()", "v.rot90()",
+                                  "x0.rot90(1, [0, 0])", "m.rot90(1, [0, 1, 2])", "m.rot90(1, [0, -2])",
+                                  "m.rot90(1, [0, 2])", "m.rot90(1, (1, 1))", "True % x", "True // x",
+                                  "x.__rmod__(True)", "x.__rfloordiv__(x)", "x.pow_(x)", "v @ 2", "2 @ v", "v @ 2.5",
+                                  "x @ b23", "b23 @ b23", "x.cross(v.long())", "m.cross(m.long(), dim=0)",
+                                  "v.inner(v.double())", "m.inner(v.double())", "v.ldexp(x)", "x0.mv(v)",
+                                  "x0.count_nonzero(1)", "x0.count_nonzero((0, 1))"])
+def test_more_methods_raise_torch_s_errors(call):
+    """``cross`` of bools, ``kthvalue`` of an empty dim, ``outer``/``ger`` of tensors other than vectors (NumPy's
+    flattens), ``diff`` of a 0-d tensor, ``fliplr``/``flipud``/``rot90`` with too few dims or bad dims: NumPy's
+    errors (or a result) where torch raises its own."""
+    def run(lib):
+        names = {"x": lib.tensor([True, False, True]), "e": lib.zeros(0), "m": lib.ones(2, 3), "v": lib.ones(3),
+                 "x0": lib.tensor(1.5), "b23": lib.ones(2, 3, dtype=lib.bool)}
+        return eval(call, names)
+    _same_error(run)
+
+
+def test_the_checked_methods_still_compute_as_torch():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    xd, xt = dg.from_array(a, chunks=2), torch.tensor(a)
+    for call in ["x.diff()", "x.diff(dim=1)", "x.diff(1, 0)", "x.fliplr()", "x.flipud()", "x.rot90()",
+                 "x.rot90(1, dims=[1, 2])", "x.rot90(-1, [2, 0])", "x[0, 0].outer(x[1, 1])", "x[0, 0].ger(x[1, 1])",
+                 "x[0].kthvalue(2, 0).values"]:
+        np.testing.assert_array_equal(eval(call, {"x": xd}).numpy(), eval(call, {"x": xt}).numpy())
+    assert dg.outer(dg.ones(2, 2), dg.ones(3)).shape == (4, 3)  # (the module function: NumPy's, flattening)
+
+
+def test_more_methods_compute_as_torch():
+    """An empty integer tensor divided by zero (torch divides nothing, and raises nothing), a 0-d
+    ``count_nonzero(0)``, ``unique``'s NaNs (each distinct in torch's), ``ldexp`` of an integer or bool base by
+    bools, a bool's power of a number."""
+    for call in ["lib.tensor([], dtype=lib.int64) % 0", "lib.tensor([], dtype=lib.int64) // lib.tensor(0)",
+                 "lib.zeros(0, 2, dtype=lib.int64).fmod(lib.zeros(2, dtype=lib.int64))",
+                 "lib.tensor(2.0).count_nonzero(0)", "lib.tensor(0.0).count_nonzero(-1)",
+                 "lib.tensor([7.0, nan, nan, 1.0, nan]).unique()",
+                 "lib.tensor([7.0, nan, nan, 1.0, nan]).unique(return_counts=True)[1]",
+                 "lib.tensor([7.0, nan, nan]).unique(return_inverse=True)[1]", "lib.tensor(3).ldexp(lib.tensor(True))",
+                 "lib.tensor([True]).ldexp(lib.tensor([True]))", "lib.tensor([True]).pow_(True)"]:
+        want = eval(call, {"lib": torch, "nan": np.nan})
+        got = eval(call, {"lib": dg, "nan": np.nan})
+        assert str(got.dtype) == str(want.dtype).split(".")[-1], call
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert dg.unique(dg.tensor([1.0, np.nan, np.nan])).numpy().shape == (2,)  # (the module function: NumPy's)

@@ -109,6 +109,8 @@ from . import methods  # noqa: E402  (installs the methods that speak torch wher
 from . import index_writes  # noqa: E402,F401  (and torch's writes at indices: scatter, index_add ...)
 for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
     setattr(Tensor, _name, _PUBLIC[_op])
+for _name, _check in methods.CHECKED.items():  # (torch's checks first: a 0-d diff, a 1-d rot90 ...)
+    setattr(Tensor, _name, methods._checked(getattr(Tensor, _name), _check))
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
 
 # torch's in-place forms of methods that are here out of place: ``x.lt_(y)``, ``x.clip_(0, 1)``, and Python's

@@ -330,6 +330,8 @@ def checked_divisor(a, b):
     dtype = result_type(a, b)
     if dtype.kind not in "iu":
         return b
+    if any(n == 0 for n in (*getattr(a, "shape", ()), *getattr(b, "shape", ()))):  # (an empty result: torch divides
+        return b  # nothing, and raises nothing)
     if not isinstance(b, Tensor):
         if wrapped_int(b, dtype) == 0:  # (a number wraps into the dtype first: uint8 // 256 divides by 0)
             raise RuntimeError("ZeroDivisionError")
@@ -862,9 +864,17 @@ def mod(a, b):
     node = "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
     if isinstance(b, Tensor) and not isinstance(a, Tensor) and b.requires_grad:  # (torch's remainder.Scalar_Tensor
         # has no derivative: its node is NotImplemented, and a backward through it raises)
-        from .numpy_index import _no_derivative
-        return _no_derivative(mod_p.bind(a, checked_divisor(a, b.detach())), "remainder", b)
+        out = mod_p.bind(a, checked_divisor(a, b.detach()))
+        return _number_mod_p.record(out.array, b, node="NotImplemented") if is_grad_enabled() else out
     return mod_p.bind(a, checked_divisor(a, b), node=node)
+
+
+def _no_remainder_derivative(g, s):
+    raise RuntimeError("derivative for aten::remainder is not implemented")
+
+
+_number_mod_p = primitive("not_implemented_remainder")  # (torch's NotImplemented node: named when it binds)
+_number_mod_p.vjp(_no_remainder_derivative)
 
 
 for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),

@@ -14,6 +14,7 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import numbers
 import warnings
@@ -101,7 +102,12 @@ def _amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 def _count_nonzero(self, dim=None, *, axis=None):
     """torch's ``count_nonzero``: how many elements are not zero, over ``dim`` (None or ``()``: every dim)."""
-    return count_nonzero(self, _all_if_empty(_dim(dim, axis)))
+    dim = _all_if_empty(_dim(dim, axis))
+    if self.ndim == 0 and dim is not None:  # (a 0-d tensor's dim 0 or -1, as torch's: its one element)
+        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            norm_axis(d, 0)
+        dim = None
+    return count_nonzero(self, dim)
 
 
 def _variance(fn):
@@ -475,6 +481,11 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     return return_types.topk(values_at(x, idx, dim, True, "TopkBackward0"), idx)
 
 
+def _ger(self, vec2):
+    """torch's ``ger``: ``outer`` (its checks and words)."""
+    return Tensor.outer(self, vec2)
+
+
 def _kthvalue(self, k, dim=-1, keepdim=False):
     """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``."""
     x = as_tensor(self)
@@ -484,6 +495,8 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
             raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
+    if not x.shape[dim]:
+        raise IndexError(f"kthvalue(): Expected reduction dim {dim} to have non-zero size.")
     if not 1 <= k <= x.shape[dim]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     idx = getitem(argsort(x, dim), (slice(None),) * dim + (slice(k - 1, k),))
@@ -568,6 +581,8 @@ def _check_ndim(x, n, what):
 
 def _mv(self, vec):
     """torch's ``mv``: a matrix times a vector."""
+    if self.ndim == 0:  # (torch reads the matrix's length first)
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     if self.ndim != 2 or as_tensor(vec).ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.ndim}, {as_tensor(vec).ndim}")
     return matmul(*same_dtype(self, vec))
@@ -1201,13 +1216,15 @@ def _cross(self, other, dim=None):
                       "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
     if self.ndim != other.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
-    if self.dtype != other.dtype:
-        raise RuntimeError(f"expected scalar type {_type_name(self.dtype)} but found {_type_name(other.dtype)}")
     dim = norm_axis(dim, self.ndim)
     if self.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.shape[dim]} and "
                            f"{other.shape[dim]}")
     check_broadcast(self.shape, other.shape)
+    if self.dtype == np.bool_:  # (after the shapes, before the dtypes, as torch's kernel)
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {_type_name(self.dtype)} but found {_type_name(other.dtype)}")
     return cross(self, other, axis=dim)
 
 
@@ -2157,7 +2174,8 @@ def _unique_part(block, *, axis, consecutive, part, shape):
     if consecutive:
         out = _consecutive_unique(block, axis)
     else:
-        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True)
+        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True,
+                        **({} if axis is not None else {"equal_nan": False}))  # (torch's NaNs are each distinct)
     if part == 1:
         return out[1].reshape(shape).astype(np.int64)
     return out[part].astype(np.int64) if part == 2 else out[0]
@@ -2458,7 +2476,7 @@ METHODS = {
     "dsplit": _np_split(dsplit, "dsplit"), "repeat": _repeat, "tile": _tile, "isclose": _isclose, "clone": _clone,
     "where": _where,
     "mv": _mv, "bmm": _bmm, "addmm": _addmm, "addmv": _addmv, "addr": _addr, "baddbmm": _baddbmm,
-    "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": outer, "rsqrt": _rsqrt, "frac": _frac,
+    "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": _ger, "rsqrt": _rsqrt, "frac": _frac,
     "lerp": _lerp, "logit": _logit, "xlogy": _xlogy, "cov": _cov, "corrcoef": corrcoef, "msort": _msort,
     "adjoint": _adjoint, "resolve_conj": _resolve_conj, "conj": _conj, "is_conj": _is_conj,
     "resolve_neg": _itself("resolve_neg"),
@@ -2563,6 +2581,60 @@ ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": 
            "not_equal": "ne", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "diff": "diff",
            "fliplr": "fliplr", "flipud": "flipud", "float_power": "float_power", "nextafter": "nextafter",
            "swapdims": "swapaxes", "logical_not": "logical_not"}
+
+
+def _checked(op, check):
+    """The op as a method that first raises torch's error where ``check`` finds one (NumPy's module function, the
+    op itself, raises its own, or computes)."""
+    @functools.wraps(op)
+    def method(self, *args, **kwargs):
+        check(self, *args, **kwargs)
+        return op(self, *args, **kwargs)
+    method.__required__ = op  # (tools/make_stubs.py shows the op's signature)
+    return method
+
+
+def _at_least(n, words):
+    def check(self, *args, **kwargs):
+        if self.ndim < n:
+            raise RuntimeError(words)
+    return check
+
+
+def _rot90_check(self, k=1, axes=(0, 1)):
+    axes = list(axes)
+    if len(axes) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(axes)}")
+    if self.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {self.ndim}")
+    if norm_axis(axes[0], self.ndim) == norm_axis(axes[1], self.ndim):
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {axes[0]} and dim1 = {axes[1]}")
+
+
+def _operand(args, kwargs):
+    """The method's second operand, given by position or by keyword (torch's name or the op's)."""
+    return args[0] if args else next(iter(kwargs.values()), None)
+
+
+def _ldexp_check(self, *args, **kwargs):
+    other = _operand(args, kwargs)
+    if isinstance(other, Tensor) and other.dtype == np.bool_ and self.dtype.kind == "f":  # (torch's kernel of
+        # a floating base and bool exponents; of an integer or bool base it computes)
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+
+
+def _inner_check(self, *args, **kwargs):
+    other = _operand(args, kwargs)
+    if isinstance(other, Tensor) and self.ndim and other.ndim and self.shape[-1] == other.shape[-1] and (
+            self.dtype != other.dtype):
+        raise RuntimeError("both inputs should have same dtype")
+
+
+# torch's checks before the op of the method (daskgrad/ops/__init__.py wraps the methods with them)
+CHECKED = {"ldexp": _ldexp_check, "inner": _inner_check,
+           "diff": _at_least(1, "diff expects input to be at least one-dimensional"),
+           "fliplr": _at_least(2, "Input must be >= 2-d."), "flipud": _at_least(1, "Input must be >= 1-d."),
+           "rot90": _rot90_check}
 
 
 def install(methods, module):

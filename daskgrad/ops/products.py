@@ -126,15 +126,18 @@ def same_dtype(a, b):
     raise RuntimeError(f"expected scalar type {na} but found {nb}")
 
 
-def _checked(matmul, swap=False):
+def _checked(matmul, swap=False, operator=False):
     def method(self, other):
         """torch's ``matmul`` (``@``): both operands of one dtype."""
+        if operator and type(other) in (int, float, bool, complex):  # (Python's TypeError, as torch's: ``t @ 2``)
+            return NotImplemented
         a, b = (other, self) if swap else (self, other)
         return matmul(*same_dtype(a, b))
     return method
 
 
-@public(("__matmul__", _checked), ("__rmatmul__", functools.partial(_checked, swap=True)), ("matmul", _checked))
+@public(("__matmul__", functools.partial(_checked, operator=True)),
+        ("__rmatmul__", functools.partial(_checked, swap=True, operator=True)), ("matmul", _checked))
 def matmul(a, b):
     """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
     axes broadcast as batches."""
@@ -254,7 +257,18 @@ def inner(a, b):
     return tensordot(a, b, axes=([-1], [-1]))
 
 
-@public("outer")
+def _outer_method(outer):
+    def method(self, vec2):
+        """torch's ``outer``/``ger``: the outer product of two 1-d tensors (NumPy's flattens others; torch
+        refuses them)."""
+        for name, t in (("self", self), ("vec2", vec2)):
+            if getattr(t, "ndim", 1) != 1:
+                raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
+        return outer(self, vec2)
+    return method
+
+
+@public(("outer", _outer_method))
 def outer(a, b):
     """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only)."""
     a, b = _operands(a, b)
