@@ -564,7 +564,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.addr`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def adjoint(self):
-        """torch's ``adjoint``: the last two dims swapped and conjugated, a view.
+        """torch's ``adjoint``: the last two dims swapped and conjugated, a view (of a 0-d tensor, its conjugate:
+        a real one itself, as torch's).
         """
     def all(self, *args, **kwargs) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
@@ -1270,8 +1271,8 @@ class Tensor:
         floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
         never requires grad).  Cost: one count per chunk, summed.
         """
-    def histogram(self, bins, *, range=None, weight=None, density=False):
-        """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+    def histogram(self, bins=100, *, range=None, weight=None, density=False):
+        """torch's ``histogram(bins=100, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
         bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
         a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed.
         """

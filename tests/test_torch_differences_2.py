@@ -257,3 +257,25 @@ def test_more_methods_compute_as_torch():
         assert str(got.dtype) == str(want.dtype).split(".")[-1], call
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert dg.unique(dg.tensor([1.0, np.nan, np.nan])).numpy().shape == (2,)  # (the module function: NumPy's)
+
+
+@pytest.mark.parametrize("call", ["x0.diagonal()", "v.diagonal()", "v.diagonal(0, 0, -1)", "x0.diagonal(0, -1, -2)",
+                                  "m.diagonal(0, 0, 2)", "x0.diag_embed()", "x0.diag_embed(0, 0, 1)",
+                                  "x0.diag_embed(0, -1, 0)", "x0.cholesky_inverse()", "v.cholesky_inverse()",
+                                  "m.cholesky_inverse()", "v.mT", "v.mH", "v.adjoint()", "v.H"])
+def test_dims_of_too_few_dims_raise_torch_s_errors(call):
+    def run(lib):
+        return eval(call, {"x0": lib.tensor(1.5), "v": lib.ones(3), "m": lib.ones(2, 3)})
+    _same_error(run)
+
+
+def test_a_zero_dimensional_tensor_s_transposes_are_itself_and_histogram_s_default_bins_as_torch():
+    for lib in (torch, dg):
+        x = lib.tensor(1.5, requires_grad=True) * 1
+        assert x.mT is x and x.mH is x and x.adjoint() is x and x.H is x
+        z = lib.tensor(1 + 2j)
+        assert z.mH.item() == z.adjoint().item() == z.H.item() == 1 - 2j
+    a = np.array([1.0, 2.0, 3.0, 4.0, 2.5], dtype=np.float32)
+    ht, hd = torch.tensor(a).histogram(), dg.tensor(a).histogram()
+    np.testing.assert_array_equal(hd.hist.numpy(), ht.hist.numpy())
+    np.testing.assert_allclose(hd.bin_edges.numpy(), ht.bin_edges.numpy(), rtol=1e-6)

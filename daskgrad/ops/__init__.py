@@ -100,9 +100,9 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self), doc="The tensor with its axes reversed (torch's ``Tensor.T``; "
                                                           "for a matrix, its transpose).")
-Tensor.mT = property(lambda self: swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
+Tensor.mT = property(lambda self: self if self.ndim == 0 else swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
                      doc="The tensor with its last two axes swapped: a batch of matrices transposed (torch's "
-                         "``Tensor.mT``).")
+                         "``Tensor.mT``; a 0-d tensor is itself, as torch's).")
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_; write_out)
 from . import methods  # noqa: E402  (installs the methods that speak torch where the ops speak NumPy)

@@ -846,18 +846,19 @@ def _resolve_conj(self):
 
 
 def _adjoint(self):
-    """torch's ``adjoint``: the last two dims swapped and conjugated, a view."""
-    return _conj(swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
+    """torch's ``adjoint``: the last two dims swapped and conjugated, a view (of a 0-d tensor, its conjugate:
+    a real one itself, as torch's)."""
+    return _conj(self if self.ndim == 0 else swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
 
 
 def _mH(self):
-    return _conj(swapaxes(matrices(self, "tensor.mH"), -2, -1))
+    return _conj(self if self.ndim == 0 else swapaxes(matrices(self, "tensor.mH"), -2, -1))
 
 
 def _H(self):
     if self.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
-    return conj(swapaxes(self, 0, -1)) if self.ndim else self
+    return conj(swapaxes(self, 0, -1)) if self.ndim else _conj(self)  # (0-d: its conjugate, as torch's)
 
 
 def _itself(name):
@@ -1904,6 +1905,9 @@ def _narrow_copy(self, dim, start, length):
 
 def _diag_embed(self, offset=0, dim1=-2, dim2=-1):
     """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``."""
+    if self.ndim == 0:  # (torch reads the dims of a 1-d result: out of range, or one dim twice)
+        norm_axis(dim1, 1), norm_axis(dim2, 1)
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     return diag_embed(self, offset, dim1, dim2)
 
 
@@ -2049,6 +2053,11 @@ def _cholesky_solve(self, input2, upper=False):
 def _cholesky_inverse(self, upper=False):
     """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
     tensor; upper: ``U^H U``)."""
+    if self.ndim < 2:
+        raise RuntimeError("cholesky_inverse: The input tensor A must have at least 2 dimensions.")
+    if self.shape[-1] != self.shape[-2]:
+        raise RuntimeError(f"cholesky_inverse: A must be batches of square matrices, but they are {self.shape[-2]} by "
+                           f"{self.shape[-1]} matrices")
     n = self.shape[-1]
     eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
     return guard(cholesky_solve(eye, self, upper=upper), self)
@@ -2243,8 +2252,8 @@ def _histogram_edges(lo, hi, *, bins, out_dtype):
     return np.linspace(lo, hi, bins + 1).astype(out_dtype)
 
 
-def _histogram(self, bins, *, range=None, weight=None, density=False):
-    """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+def _histogram(self, bins=100, *, range=None, weight=None, density=False):
+    """torch's ``histogram(bins=100, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
     bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
     a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed."""
     x = as_tensor(self).detach()

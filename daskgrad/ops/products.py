@@ -545,10 +545,8 @@ def diagonal(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
     axis1, axis2 = (axis1 if dim1 is None else dim1), (axis2 if dim2 is None else dim2)
     x = as_tensor(x)
     offset = _int_arg(offset, "offset")
-    if x.ndim < 2:
-        raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, but got {x.ndim}")
-    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
-    if a1 == a2:
+    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)  # (fewer than 2 dims: torch's IndexError, or
+    if a1 == a2:  # this error, as torch's)
         raise RuntimeError(f"diagonal dimensions cannot be identical {axis1}, {axis2}")
     return diagonal_p.bind(x, offset=offset, axis1=a1, axis2=a2, chunks=(x.chunks[a1], x.chunks[a2]))
 

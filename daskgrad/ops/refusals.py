@@ -137,7 +137,8 @@ def _product_kernel(name, self, other):
 TENSOR_ONLY = {
     **dict.fromkeys("arctan2 arctan2_ atan2 atan2_ dist fmax fmin hypot hypot_ inner isclose kron ldexp ldexp_ "
                     "logaddexp logaddexp2 logical_and logical_and_ logical_or logical_or_ logical_xor logical_xor_ "
-                    "maximum minimum nextafter nextafter_".split(), "other"),
+                    "maximum minimum nextafter nextafter_ expand_as view_as reshape_as type_as is_same_size igamma "
+                    "igammac".split(), "other"),
     **dict.fromkeys("ger outer".split(), "vec2"), "masked_select": "mask", "dot": "tensor", "matmul": "other",
     "vdot": "other",
 }
