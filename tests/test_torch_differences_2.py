@@ -219,14 +219,15 @@ def test_a_reshape_after_a_boolean_mask_that_regroups_across_blocks_raises_a_cle
                                   "x.__rmod__(True)", "x.__rfloordiv__(x)", "x.pow_(x)", "v @ 2", "2 @ v", "v @ 2.5",
                                   "x @ b23", "b23 @ b23", "x.cross(v.long())", "m.cross(m.long(), dim=0)",
                                   "v.inner(v.double())", "m.inner(v.double())", "v.ldexp(x)", "x0.mv(v)",
-                                  "x0.count_nonzero(1)", "x0.count_nonzero((0, 1))"])
+                                  "x0.count_nonzero(1)", "x0.count_nonzero((0, 1))", "v @ np.float32(1.5)",
+                                  "np.int64(2) @ v", "lib.ones(2, 1, 3).trace()", "v.trace()"])
 def test_more_methods_raise_torch_s_errors(call):
     """``cross`` of bools, ``kthvalue`` of an empty dim, ``outer``/``ger`` of tensors other than vectors (NumPy's
     flattens), ``diff`` of a 0-d tensor, ``fliplr``/``flipud``/``rot90`` with too few dims or bad dims: NumPy's
     errors (or a result) where torch raises its own."""
     def run(lib):
         names = {"x": lib.tensor([True, False, True]), "e": lib.zeros(0), "m": lib.ones(2, 3), "v": lib.ones(3),
-                 "x0": lib.tensor(1.5), "b23": lib.ones(2, 3, dtype=lib.bool)}
+                 "x0": lib.tensor(1.5), "b23": lib.ones(2, 3, dtype=lib.bool), "np": np, "lib": lib}
         return eval(call, names)
     _same_error(run)
 

@@ -2639,8 +2639,15 @@ def _inner_check(self, *args, **kwargs):
         raise RuntimeError("both inputs should have same dtype")
 
 
+def _trace_check(self, *args, **kwargs):
+    if args:
+        raise TypeError(f"Tensor.trace() takes no arguments ({len(args)} given)")
+    if self.ndim != 2:  # (NumPy's, the module function's, takes the first two axes of more)
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.ndim}")
+
+
 # torch's checks before the op of the method (daskgrad/ops/__init__.py wraps the methods with them)
-CHECKED = {"ldexp": _ldexp_check, "inner": _inner_check,
+CHECKED = {"ldexp": _ldexp_check, "inner": _inner_check, "trace": _trace_check,
            "diff": _at_least(1, "diff expects input to be at least one-dimensional"),
            "fliplr": _at_least(2, "Input must be >= 2-d."), "flipud": _at_least(1, "Input must be >= 1-d."),
            "rot90": _rot90_check}

@@ -129,8 +129,8 @@ def same_dtype(a, b):
 def _checked(matmul, swap=False, operator=False):
     def method(self, other):
         """torch's ``matmul`` (``@``): both operands of one dtype."""
-        if operator and type(other) in (int, float, bool, complex):  # (Python's TypeError, as torch's: ``t @ 2``)
-            return NotImplemented
+        if operator and (type(other) in (int, float, bool, complex) or isinstance(other, np.generic)):  # (Python's
+            return NotImplemented  # TypeError, as torch's: ``t @ 2``)
         a, b = (other, self) if swap else (self, other)
         return matmul(*same_dtype(a, b))
     return method
