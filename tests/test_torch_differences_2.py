@@ -178,6 +178,8 @@ _MASKED = {
     "norm": lambda m, x, lib: m.norm(),
     "repeat": lambda m, x, lib: m.repeat(2),
     "mean": lambda m, x, lib: m.mean(),
+    "mse_loss": lambda m, x, lib: lib.nn.functional.mse_loss(m, (x * 0.5 + 1.0)[x > 0]),
+    "mse_loss sum": lambda m, x, lib: lib.nn.functional.mse_loss(m, (x.detach() * 0.5)[x > 0], reduction="sum"),
 }
 
 
