@@ -35,16 +35,6 @@ _GRAD_DTYPE_NAMES = {"float64": ("double", "Double"), "float32": ("float", "Floa
                      "float16": ("half", "Half"), "int64": ("long", "Long"), "int32": ("int", "Int")}
 
 
-NO_GRAD_VIEW = (
-    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that this use "
-    "case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the "
-    "inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if "
-    "you want the inplace to be tracked).")
-INFERENCE_VIEW = (
-    "A view was created in inference mode and is being modified inplace in normal mode. Given that this use case is "
-    "ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace "
-    "either both inside the inference_mode block (if you don't want the inplace to be tracked) or both outside (if "
-    "you want the inplace to be tracked).")
 OVERLAP_SELF = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
                 "location. Please clone() the tensor before performing the operation.")
 OVERLAP_INPUT = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
@@ -136,14 +126,37 @@ def _order_matters(dest, src, sizes, copies):
     return bool(clash.any())
 
 
-def _multi_output_message(t, creation, what):
-    """torch's refusal to write into (or through) an output of an op that returns several views."""
-    k, op = creation
-    if op is None:  # a view of such an output: torch names the view's own op
-        op = re.sub(r"Backward\d*$", "", t.grad_fn.name()) if t.grad_fn is not None else "a view op"
-    return (f"Output {k} of {op} is a view and {what}. This view is the output of a function that returns multiple "
-            "views. Such functions do not allow the output views to be modified inplace. You should replace the "
-            "inplace operation by an out-of-place one.")
+_VIEW_SUFFIX = {
+    "no_grad": " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+               "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+               "inplace to be tracked) or both outside (if you want the inplace to be tracked).",
+    "inference": " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code "
+                 "by moving both the view and the inplace either both inside the inference_mode block (if you don't "
+                 "want the inplace to be tracked) or both outside (if you want the inplace to be tracked).",
+    "multi": " This view is the output of a function that returns multiple views. Such functions do not allow the "
+             "output views to be modified inplace. You should replace the inplace operation by an out-of-place one."}
+
+
+def _view_write_message(t, creation, indirect=False):
+    """torch's refusal (``handle_view_on_rebase``) to write into view ``t`` made in no_grad or inference mode, or
+    as an output of an op that returns several views (``creation``), or (``indirect``) to use it after a write
+    into its base: a view with a node names it (``Output 0 of Slice ...``), one without (its base did not
+    require grad, or it was made in no_grad mode) says only how it was made."""
+    what = "its base or another view of its base has been" if indirect else "is being"
+    node = t.grad_fn.name() if t.grad_fn is not None else t._view.node
+    k, op = creation if type(creation) is tuple else (0, None)
+    if op is None and node is not None:  # (a view of such an output: torch names the view's own op)
+        op = re.sub(r"Backward\d*$", "", node)
+    if creation in ("no_grad", "inference") or node is None:
+        prefix = f"Output {k} of {op} is a view of a view which was created in" if node is not None else \
+            "A view was created in"
+        mode = ("inference mode", "normal mode") if creation == "inference" else ("no_grad mode",
+                                                                                   "grad mode enabled")
+        message = f"{prefix} {mode[0]} and {what} modified inplace {'in' if creation == 'inference' else 'with'} " \
+            f"{mode[1]}."
+    else:
+        message = f"Output {k} of {op} is a view and {what} modified inplace."
+    return message + _VIEW_SUFFIX[creation if creation in _VIEW_SUFFIX else "multi"]
 
 
 def _root(storage):
@@ -386,12 +399,14 @@ class _ViewInfo:
     """What a view knows of how it was made: ``steps`` from its ``_base`` (the autograd history a
     write through it rewrites), and torch's creation mode: ``None`` (grad mode), ``"no_grad"``,
     ``"inference"``, or
-    ``(output number, op)`` for an output of an op that returns several views (``unbind``)."""
+    ``(output number, op)`` for an output of an op that returns several views (``unbind``); ``node``: the name of
+    torch's node for it, where torch's view has one (made in grad mode of a tensor that requires grad, or a view
+    of a base that does: torch's view made in no_grad mode of such a base requires grad)."""
 
-    __slots__ = ("steps", "creation")
+    __slots__ = ("steps", "creation", "node")
 
-    def __init__(self, steps, creation):
-        self.steps, self.creation = steps, creation
+    def __init__(self, steps, creation, node=None):
+        self.steps, self.creation, self.node = steps, creation, node
 
 
 def as_view(out, x, prim, node, params):
@@ -419,7 +434,8 @@ def as_view(out, x, prim, node, params):
             creation = (0, None)
     if creation is None and not is_grad_enabled():
         creation = "inference" if is_inference_mode_enabled() else "no_grad"
-    out._view = _ViewInfo(chain, creation)
+    named = is_grad_enabled() and (x.requires_grad or out._base.requires_grad)
+    out._view = _ViewInfo(chain, creation, node if named and isinstance(node, str) else None)
     if root.views is None:
         root.views = weakref.WeakSet()
     root.views.add(out)
@@ -558,6 +574,9 @@ class Tensor:
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
+        if self.shape[0] != self.shape[0]:
+            raise TypeError("len() of a tensor whose length is not known until it is computed (after a boolean "
+                            "mask: dask's unknown chunk sizes)")
         return self.shape[0]
 
     def __iter__(self):
@@ -916,7 +935,10 @@ class Tensor:
     __hash__ = object.__hash__
 
     # --------------------------------------------------------------- in place
-    def _check_inplace(self):
+    def _check_inplace(self, others=(), copies=False):
+        """torch's refusals of an in-place write into this tensor, with operands ``others``: torch checks how a
+        view was made when the result requires grad (its base does, or an operand does; a copy into integers or
+        bools, ``copies``, takes no gradient)."""
         if self._storage.inference and not is_inference_mode_enabled():
             raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make "
                                "a clone to get a normal tensor before doing inplace update.See "
@@ -924,15 +946,13 @@ class Tensor:
         if not is_grad_enabled():
             return
         base = self._base
-        if base is not None and base.requires_grad:  # torch checks how a view was made before the leaf
+        operand = (any(isinstance(o, Tensor) and o.requires_grad for o in others)
+                   and (not copies or _differentiable(self.dtype)))
+        if base is not None and (base.requires_grad or operand):  # torch checks how a view was made before the leaf
             creation = self._view.creation
-            if creation == "no_grad":
-                raise RuntimeError(NO_GRAD_VIEW)
-            if creation == "inference":
-                raise RuntimeError(INFERENCE_VIEW)
             if creation is not None:
-                raise RuntimeError(_multi_output_message(self, creation, "is being modified inplace"))
-            if base.grad_fn is None:
+                raise RuntimeError(_view_write_message(self, creation))
+            if base.requires_grad and base.grad_fn is None:
                 raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                    "operation.")
         if self.grad_fn is None and self.requires_grad:
@@ -1006,7 +1026,7 @@ class Tensor:
             _resave(node, st, out._storage)
 
     def _inplace(self, op, *args, one_value=False, copies=False, **kwargs):
-        self._check_inplace()
+        self._check_inplace(args, copies)
         self._check_overlap(args, one_value=one_value, copies=copies)  # (one_value: one value everywhere)
         out = op(self, *args, **kwargs)
         node = out.grad_fn

@@ -15,10 +15,6 @@ _NONLEAF_GRAD_WARNING: str
 
 _GRAD_DTYPE_NAMES: dict
 
-NO_GRAD_VIEW: str
-
-INFERENCE_VIEW: str
-
 OVERLAP_SELF: str
 
 OVERLAP_INPUT: str
@@ -54,9 +50,14 @@ def _order_matters(dest, src, sizes, copies):
     Taken as mattering where a layout has more than four million places and the spans meet.
     """
 
+_VIEW_SUFFIX: dict
 
-def _multi_output_message(t, creation, what):
-    """torch's refusal to write into (or through) an output of an op that returns several views.
+
+def _view_write_message(t, creation, indirect=False):
+    """torch's refusal (``handle_view_on_rebase``) to write into view ``t`` made in no_grad or inference mode, or
+    as an output of an op that returns several views (``creation``), or (``indirect``) to use it after a write
+    into its base: a view with a node names it (``Output 0 of Slice ...``), one without (its base did not
+    require grad, or it was made in no_grad mode) says only how it was made.
     """
 
 
@@ -183,8 +184,9 @@ def layout(t):
 
 
 class _ViewInfo:
-    def __init__(self, steps, creation): ...
+    def __init__(self, steps, creation, node=None): ...
     creation: Any
+    node: Any
     steps: Any
 
 
@@ -433,7 +435,11 @@ class Tensor:
         through to its base (``_write_view``, installed by :mod:`daskgrad.ops.views`).
         """
     _base: Any
-    def _check_inplace(self): ...
+    def _check_inplace(self, others=..., copies=False):
+        """torch's refusals of an in-place write into this tensor, with operands ``others``: torch checks how a
+        view was made when the result requires grad (its base does, or an operand does; a copy into integers or
+        bools, ``copies``, takes no gradient).
+        """
     def _check_overlap(self, others=..., shape=None, strides=None, offset=None, one_value=False, copies=False):
         """torch's refusals to write where one memory location is read or written twice: this tensor
         (or the part of it given by ``shape``/``strides``/``offset``) overlaps itself (an
@@ -558,7 +564,8 @@ class Tensor:
         """In-place version of :meth:`Tensor.addr`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
         """
     def adjoint(self):
-        """torch's ``adjoint``: the last two dims swapped and conjugated, a view.
+        """torch's ``adjoint``: the last two dims swapped and conjugated, a view (of a 0-d tensor, its conjugate:
+        a real one itself, as torch's).
         """
     def all(self, *args, **kwargs) -> Tensor:
         """NumPy's ``all`` (a boolean tensor).
@@ -1212,7 +1219,7 @@ class Tensor:
         """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success.
         """
     def ger(self, vec2):
-        """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
+        """torch's ``ger``: ``outer`` (its checks and words).
         """
     @property
     def grad(self) -> Tensor | None:
@@ -1264,8 +1271,8 @@ class Tensor:
         floating dtype; elements outside are not counted.  As torch's, not differentiable (the result
         never requires grad).  Cost: one count per chunk, summed.
         """
-    def histogram(self, bins, *, range=None, weight=None, density=False):
-        """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+    def histogram(self, bins=100, *, range=None, weight=None, density=False):
+        """torch's ``histogram(bins=100, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
         bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
         a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed.
         """

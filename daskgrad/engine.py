@@ -594,7 +594,10 @@ def _conform(g, meta, name, index):
     shape, dtype, chunks = meta
     if not isinstance(g, Tensor):
         raise TypeError(f"function {name} returned a gradient of type {type(g).__name__}, not a Tensor")
-    if any(n != n for n in shape):  # unknown chunk sizes (after a boolean mask) cannot be checked
+    if any(n != n for n in (*shape, *g.shape)):  # unknown chunk sizes (after a boolean mask) cannot be checked;
+        # the broadcast axes are summed (known ones, or an unknown length broadcast from 1)
+        if g.ndim != len(shape) or any(a != b and not (a != a and b != b) for a, b in zip(g.shape, shape)):
+            g = sum_to(g, shape)
         return g if g.dtype == dtype else g.astype(dtype)
     if g.shape != shape:
         if not _broadcastable(shape, g.shape):

@@ -93,17 +93,20 @@ EXTRA = (
     OpSpec("function_many_outputs", lambda a: (lambda s, d: s * d)(*SquareAndDouble.apply(a)), [M], -2, 2),
     OpSpec("map_blocks", lambda a: dg.map_blocks(cube_block, a, vjp=cube_block_vjp), [M], -2, 2),
     # (a log_softmax first: torch's CTC gradient is the derivative where the log-probabilities are normalised)
+    # (no reflector: the op's node gives no gradient, as torch's; + a keeps the case differentiable)
+    OpSpec("householder_product_empty", lambda a: dg.linalg.householder_product(a, a[0, :0]) + a, [(4, 3)], -2, 2),
     OpSpec("ctc_loss", lambda a: F.ctc_loss(F.log_softmax(a, 2), np.array([[1, 2], [3, 3], [4, 0]]), (4, 3, 4),
                                             (2, 2, 1), reduction="sum"), [(4, 3, 5)], -2, 2),
 )
 CASES = SPECS + EXTRA
 GPU_ONLY = {"to_device"}  # moves chunks to cupy and back: gradchecked in tests/test_gpu.py where a GPU is
-# torch's NotImplemented node (bincount with weights, floor_divide): its backward raises, as torch's
+# torch's NotImplemented node (bincount with weights, floor_divide, a number's remainder by a tensor): its
+# backward raises, as torch's
 # (tests/test_numpy_extra.py), so no gradient can be checked
 # and the history of a view torch refuses to differentiate once its base was written (tests/test_views.py)
 # and torch's in-place acosh_/asinh_/atanh_, whose derivative torch does not implement
 # (tests/test_tensor_methods_more.py)
-RAISES = {"not_implemented", "refused_view", "no_inplace_derivative"}
+RAISES = {"not_implemented", "not_implemented_remainder", "refused_view", "no_inplace_derivative"}
 
 
 @pytest.mark.parametrize("chunking", list(CHUNKINGS_2D))

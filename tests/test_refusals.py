@@ -89,6 +89,11 @@ def test_a_number_where_torchs_method_takes_a_tensor_raises_torchs_type_error(na
 _INTEGRAL_ARGS = {"quantile": (0.5,), "nanquantile": (0.5,), "topk": (1,), "kthvalue": (1,)}
 
 
+_WITH_OPERAND = {"__floordiv__", "floor_divide", "__mod__", "__pow__", "pow", "pow_", "__rpow__", "__rmod__",
+                 "__rfloordiv__", "matmul", "mm", "inner", "logaddexp", "logaddexp2", "nextafter", "dist", "__matmul__",
+                 "__rmatmul__", "dot", "vdot", "mv", "bmm"}
+
+
 @pytest.mark.parametrize("dtype", ["bool", "int64", "int32", "uint8"])
 @pytest.mark.parametrize("name", sorted(n for n, rules in REFUSED.items() if any(k != "c" for k, _, _ in rules)))
 def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(name, dtype):
@@ -96,10 +101,7 @@ def test_a_method_torch_refuses_for_integers_or_bools_refuses_with_torchs_words(
     results = []
     for lib in (torch, dg):
         t = torch.from_numpy(values.copy()) if lib is torch else dg.from_array(values.copy(), chunks=1)
-        args = (t,) if name in _BINARY or name in {"__floordiv__", "floor_divide", "__mod__", "__pow__", "pow",
-                                                   "matmul", "mm", "inner", "logaddexp", "logaddexp2", "nextafter",
-                                                   "dist", "__matmul__", "__rmatmul__", "dot", "vdot", "mv", "bmm"
-                                                   } else _INTEGRAL_ARGS.get(name, ())
+        args = (t,) if name in _BINARY or name in _WITH_OPERAND else _INTEGRAL_ARGS.get(name, ())
         try:
             out = getattr(t, name)(*args)
             if lib is dg:  # (an integer division by zero raises torch's error when computed)

@@ -100,15 +100,17 @@ for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.T = property(lambda self: transpose(self), doc="The tensor with its axes reversed (torch's ``Tensor.T``; "
                                                           "for a matrix, its transpose).")
-Tensor.mT = property(lambda self: swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
+Tensor.mT = property(lambda self: self if self.ndim == 0 else swapaxes(methods.matrices(self, "tensor.mT"), -1, -2),
                      doc="The tensor with its last two axes swapped: a batch of matrices transposed (torch's "
-                         "``Tensor.mT``).")
+                         "``Tensor.mT``; a 0-d tensor is itself, as torch's).")
 
 from . import inplace  # noqa: E402,F401  (installs Tensor.__setitem__, fill_, copy_; write_out)
 from . import methods  # noqa: E402  (installs the methods that speak torch where the ops speak NumPy)
 from . import index_writes  # noqa: E402,F401  (and torch's writes at indices: scatter, index_add ...)
 for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op as it is
     setattr(Tensor, _name, _PUBLIC[_op])
+for _name, _check in methods.CHECKED.items():  # (torch's checks first: a 0-d diff, a 1-d rot90 ...)
+    setattr(Tensor, _name, methods._checked(getattr(Tensor, _name), _check))
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
 
 # torch's in-place forms of methods that are here out of place: ``x.lt_(y)``, ``x.clip_(0, 1)``, and Python's

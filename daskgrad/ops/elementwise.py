@@ -330,6 +330,8 @@ def checked_divisor(a, b):
     dtype = result_type(a, b)
     if dtype.kind not in "iu":
         return b
+    if any(n == 0 for n in (*getattr(a, "shape", ()), *getattr(b, "shape", ()))):  # (an empty result: torch divides
+        return b  # nothing, and raises nothing)
     if not isinstance(b, Tensor):
         if wrapped_int(b, dtype) == 0:  # (a number wraps into the dtype first: uint8 // 256 divides by 0)
             raise RuntimeError("ZeroDivisionError")
@@ -467,7 +469,9 @@ def where(condition, x, y):
         y = full_like(cond, y, dtype=result_type(x, y))
     check_same_device(cond, x, y)
     check_broadcast(getattr(x, "shape", ()), getattr(y, "shape", ()))
-    check_broadcast(cond.shape, np.broadcast_shapes(getattr(x, "shape", ()), getattr(y, "shape", ())))
+    shapes = (getattr(x, "shape", ()), getattr(y, "shape", ()))
+    if all(n == n for shape in shapes for n in shape):  # (an unknown length, after a boolean mask: dask checks)
+        check_broadcast(cond.shape, np.broadcast_shapes(*shapes))
     out = door.defer(_where_array, (value(cond), *promoted([value(x), value(y)])[0]))
     return where_p.record(out, only_tensor(x), only_tensor(y), save={"c": cond})
 
@@ -858,7 +862,19 @@ def mod(a, b):
     """Python's remainder (the sign of ``b``; of floats, a zero result keeps ``a``'s sign), as ``torch.remainder``;
     an integer one by zero raises torch's error."""
     node = "RemainderBackward1" if isinstance(b, Tensor) else "RemainderBackward0"
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and b.requires_grad:  # (torch's remainder.Scalar_Tensor
+        # has no derivative: its node is NotImplemented, and a backward through it raises)
+        out = mod_p.bind(a, checked_divisor(a, b.detach()))
+        return _number_mod_p.record(out.array, b, node="NotImplemented") if is_grad_enabled() else out
     return mod_p.bind(a, checked_divisor(a, b), node=node)
+
+
+def _no_remainder_derivative(g, s):
+    raise RuntimeError("derivative for aten::remainder is not implemented")
+
+
+_number_mod_p = primitive("not_implemented_remainder")  # (torch's NotImplemented node: named when it binds)
+_number_mod_p.vjp(_no_remainder_derivative)
 
 
 for _alias, _op in (("asin", arcsin), ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),

@@ -28,15 +28,17 @@ def _one_value(value):
 
 def _setitem(self, index, value):
     part = region(self, index)  # (what torch writes to: self[index], or all of self)
+    advanced = any(isinstance(i, (Tensor, list, np.ndarray)) for i in (index if isinstance(index, tuple) else (index,)))
+    checked = ((value,), not advanced)  # (torch's index_put_ takes a gradient into integers too: it checks)
     if part is not None and type(self._storage) is _ViewStorage:  # torch's self[index].copy_(value): only
         target = getitem(self, index)  # that part goes through to the base (of an expanded view, one copy)
-        target._check_inplace()
+        target._check_inplace(*checked)
         target._check_overlap((value,), one_value=_one_value(value), copies=True)
         target._assign(copy_to(target, value))
         return
     if is_grad_enabled() and self.grad_fn is None and self.requires_grad:  # torch writes through a view
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    self._check_inplace()
+    self._check_inplace(*checked)
     self._check_overlap((value,), *(part or ()), one_value=_one_value(value), copies=True)
     self._assign(setitem(self, index, value))
 
@@ -44,6 +46,7 @@ def _fill(self, name, value):
     """Overwrite with a constant; what the old value came from gets a zero gradient.  A 0-d tensor ``value``
     is copied, and gets the whole gradient, recorded as torch's ``fill_`` of a tensor (``FillBackward3``)."""
     if isinstance(value, Tensor):
+        self._check_inplace((value,))  # (torch's fill_ takes a gradient into integers too: it checks)
         since = mark()
         return relabel(self.copy_(value), "FillBackward3", since)
     self._check_inplace()

@@ -41,6 +41,44 @@ POSITIONAL = {
 }
 
 
+_ONE_OF = " received an invalid combination of arguments - got (), but expected one of:\n"
+# torch's errors for a method called with none of the arguments it needs (``x.permute()``), and the keywords that
+# give one; daskgrad's ops read no argument as their NumPy default (``transpose(x)`` reverses the axes)
+REQUIRED = {
+    **{name: (("dim", "axis"), f'{name}() missing 1 required positional arguments: "dim"')
+       for name in ("cumprod", "cumprod_", "cumsum", "cumsum_", "log_softmax", "logsumexp", "softmax", "unsqueeze")},
+    **{name: (("size",), f'{name}() missing 1 required positional arguments: "size"')
+       for name in ("expand", "new_empty", "new_ones", "new_zeros", "sum_to_size")},
+    "new_full": (("size",), 'new_full() missing 2 required positional argument: "size", "fill_value"'),
+    "flip": (("dims", "axis"), 'flip() missing 1 required positional arguments: "dims"'),
+    "tile": (("dims", "reps"), 'tile() missing 1 required positional arguments: "dims"'),
+    "permute": (("dims",), 'permute() missing 1 required positional arguments: "dims"'),
+    "repeat": (("repeats",), 'repeat() missing 1 required positional arguments: "repeats"'),
+    "reshape": (("shape",), 'reshape() missing 1 required positional arguments: "shape"'),
+    "roll": (("shifts", "shift"), 'roll() missing 1 required positional arguments: "shifts"'),
+    **{name: (("dim0", "axis1"), f'{name}() missing 2 required positional argument: "dim0", "dim1"')
+       for name in ("transpose", "transpose_", "swapdims", "swapdims_")},
+    **{name: (("axis0", "axis1"), f'{name}() missing 2 required positional argument: "axis0", "axis1"')
+       for name in ("swapaxes", "swapaxes_")},
+    "view": (("size", "dtype"), f"view(){_ONE_OF} * (torch.dtype dtype)\n * (tuple of ints size)\n"),
+    **{name: (("source",), f"{name}(){_ONE_OF} * (int source, int destination)\n * (tuple of ints source, tuple of "
+                           "ints destination)\n") for name in ("movedim", "moveaxis")},
+    "narrow": (("dim",), f"narrow(){_ONE_OF} * (int dim, Tensor start, int length)\n * (int dim, int start, int "
+                         "length)\n"),
+}
+
+
+def _required(method, keys, message):
+    """``method`` raising torch's TypeError ``message`` when called with no argument (none of ``keys`` either)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if not args and not any(key in kwargs for key in keys):
+            raise TypeError(message)
+        return method(self, *args, **kwargs)
+    call.__required__ = method  # (tools/make_stubs.py shows the method's own signature)
+    return call
+
+
 def _renamed_signature(method, renames):
     """``method``'s signature with torch's names (``self`` first), or None where it has none to rename."""
     try:
@@ -107,3 +145,7 @@ def install():
             if method_name != name and hasattr(Tensor.__dict__[name], "__signature__"):
                 call.__signature__ = Tensor.__dict__[name].__signature__  # (the in-place form's is *args, **kwargs)
             setattr(Tensor, method_name, call)
+    for name, (keys, message) in REQUIRED.items():
+        method = Tensor.__dict__.get(name)
+        if method is not None:
+            setattr(Tensor, name, _required(method, keys, message))

@@ -747,9 +747,14 @@ def householder_product(A, tau):
         v = V[..., :, i]
         w = sum(expand_dims(conj(v), -1) * Q, axis=-2)  # v^H Q
         Q = Q - expand_dims(expand_dims(tau[..., i], -1) * v, -1) * expand_dims(w, -2)
-    if tau.shape[-1] == 0:  # no reflector: still a result of ``A`` (torch's has a node; A's gradient is zero)
-        Q = where(zeros_like(Q, dtype=bool), A, Q)
+    if tau.shape[-1] == 0 and (A.requires_grad or tau.requires_grad) and is_grad_enabled():  # no reflector: torch's
+        # node, whose backward gives neither input a gradient (None, not zeros)
+        return _no_reflector_p.record(Q.array, A if A.requires_grad else None, tau if tau.requires_grad else None)
     return Q
+
+
+_no_reflector_p = primitive("householder_product_empty", torch="LinalgHouseholderProductBackward0")
+_no_reflector_p.vjp(lambda g, s: (None, None))
 
 
 def _geqrf_kernel(a):

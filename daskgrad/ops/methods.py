@@ -14,6 +14,7 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import numbers
 import warnings
@@ -30,7 +31,7 @@ from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_a
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
 from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
-                          sqrt, to_device, trunc, where, zeros_like)
+                          ones_like, sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
 from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, slogdet, vector_norm
@@ -101,7 +102,12 @@ def _amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 def _count_nonzero(self, dim=None, *, axis=None):
     """torch's ``count_nonzero``: how many elements are not zero, over ``dim`` (None or ``()``: every dim)."""
-    return count_nonzero(self, _all_if_empty(_dim(dim, axis)))
+    dim = _all_if_empty(_dim(dim, axis))
+    if self.ndim == 0 and dim is not None:  # (a 0-d tensor's dim 0 or -1, as torch's: its one element)
+        for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+            norm_axis(d, 0)
+        dim = None
+    return count_nonzero(self, dim)
 
 
 def _variance(fn):
@@ -171,10 +177,14 @@ def _median_at(x, dim, keepdim, ignore_nan, result, node):
     sorts last: ``median`` gives the slice's first NaN, ``nanmedian`` the median of the other values."""
     n = x.shape[dim]
     order = argsort(x, dim)
+    if n != n:  # (an unknown length, after a boolean mask: counted lazily, per slice)
+        n = sum(ones_like(x, dtype=np.int64), dim, keepdims=True)
     if x.dtype.kind in "fc":
         nans = sum(isnan(x), dim, keepdims=True)
         pos = where(nans < n, (n - 1 - nans) // 2, 0) if ignore_nan else where(nans > 0, n - nans, (n - 1) // 2)
         pos = astype(pos, np.int64)
+    elif isinstance(n, Tensor):
+        pos = (n - 1) // 2
     else:
         pos = np.full(x.shape[:dim] + (1,) + x.shape[dim + 1:], (n - 1) // 2)
     idx = take_along_axis(order, pos, dim)
@@ -471,6 +481,11 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     return return_types.topk(values_at(x, idx, dim, True, "TopkBackward0"), idx)
 
 
+def _ger(self, vec2):
+    """torch's ``ger``: ``outer`` (its checks and words)."""
+    return Tensor.outer(self, vec2)
+
+
 def _kthvalue(self, k, dim=-1, keepdim=False):
     """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``."""
     x = as_tensor(self)
@@ -480,6 +495,8 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
             raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
+    if not x.shape[dim]:
+        raise IndexError(f"kthvalue(): Expected reduction dim {dim} to have non-zero size.")
     if not 1 <= k <= x.shape[dim]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     idx = getitem(argsort(x, dim), (slice(None),) * dim + (slice(k - 1, k),))
@@ -564,6 +581,8 @@ def _check_ndim(x, n, what):
 
 def _mv(self, vec):
     """torch's ``mv``: a matrix times a vector."""
+    if self.ndim == 0:  # (torch reads the matrix's length first)
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     if self.ndim != 2 or as_tensor(vec).ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {self.ndim}, {as_tensor(vec).ndim}")
     return matmul(*same_dtype(self, vec))
@@ -827,18 +846,19 @@ def _resolve_conj(self):
 
 
 def _adjoint(self):
-    """torch's ``adjoint``: the last two dims swapped and conjugated, a view."""
-    return _conj(swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
+    """torch's ``adjoint``: the last two dims swapped and conjugated, a view (of a 0-d tensor, its conjugate:
+    a real one itself, as torch's)."""
+    return _conj(self if self.ndim == 0 else swapaxes(matrices(self, "tensor.adjoint()"), -2, -1))
 
 
 def _mH(self):
-    return _conj(swapaxes(matrices(self, "tensor.mH"), -2, -1))
+    return _conj(self if self.ndim == 0 else swapaxes(matrices(self, "tensor.mH"), -2, -1))
 
 
 def _H(self):
     if self.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
-    return conj(swapaxes(self, 0, -1)) if self.ndim else self
+    return conj(swapaxes(self, 0, -1)) if self.ndim else _conj(self)  # (0-d: its conjugate, as torch's)
 
 
 def _itself(name):
@@ -1197,13 +1217,15 @@ def _cross(self, other, dim=None):
                       "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
     if self.ndim != other.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
-    if self.dtype != other.dtype:
-        raise RuntimeError(f"expected scalar type {_type_name(self.dtype)} but found {_type_name(other.dtype)}")
     dim = norm_axis(dim, self.ndim)
     if self.shape[dim] != 3 or other.shape[dim] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {self.shape[dim]} and "
                            f"{other.shape[dim]}")
     check_broadcast(self.shape, other.shape)
+    if self.dtype == np.bool_:  # (after the shapes, before the dtypes, as torch's kernel)
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"expected scalar type {_type_name(self.dtype)} but found {_type_name(other.dtype)}")
     return cross(self, other, axis=dim)
 
 
@@ -1883,6 +1905,9 @@ def _narrow_copy(self, dim, start, length):
 
 def _diag_embed(self, offset=0, dim1=-2, dim2=-1):
     """torch's ``diag_embed``: the last dimension put on the diagonal of the planes ``(dim1, dim2)``."""
+    if self.ndim == 0:  # (torch reads the dims of a 1-d result: out of range, or one dim twice)
+        norm_axis(dim1, 1), norm_axis(dim2, 1)
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     return diag_embed(self, offset, dim1, dim2)
 
 
@@ -2028,6 +2053,11 @@ def _cholesky_solve(self, input2, upper=False):
 def _cholesky_inverse(self, upper=False):
     """torch's ``cholesky_inverse(upper=False)``: the inverse of ``A = L L^H`` from its Cholesky factor (this
     tensor; upper: ``U^H U``)."""
+    if self.ndim < 2:
+        raise RuntimeError("cholesky_inverse: The input tensor A must have at least 2 dimensions.")
+    if self.shape[-1] != self.shape[-2]:
+        raise RuntimeError(f"cholesky_inverse: A must be batches of square matrices, but they are {self.shape[-2]} by "
+                           f"{self.shape[-1]} matrices")
     n = self.shape[-1]
     eye = broadcast_to(Tensor._make(da.eye(n, dtype=self.dtype, chunks=-1)), self.shape)
     return guard(cholesky_solve(eye, self, upper=upper), self)
@@ -2153,7 +2183,8 @@ def _unique_part(block, *, axis, consecutive, part, shape):
     if consecutive:
         out = _consecutive_unique(block, axis)
     else:
-        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True)
+        out = np.unique(block, axis=axis, return_inverse=True, return_counts=True,
+                        **({} if axis is not None else {"equal_nan": False}))  # (torch's NaNs are each distinct)
     if part == 1:
         return out[1].reshape(shape).astype(np.int64)
     return out[part].astype(np.int64) if part == 2 else out[0]
@@ -2221,8 +2252,8 @@ def _histogram_edges(lo, hi, *, bins, out_dtype):
     return np.linspace(lo, hi, bins + 1).astype(out_dtype)
 
 
-def _histogram(self, bins, *, range=None, weight=None, density=False):
-    """torch's ``histogram(bins, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
+def _histogram(self, bins=100, *, range=None, weight=None, density=False):
+    """torch's ``histogram(bins=100, *, range=None, weight=None, density=False)``: the named tuple ``(hist,
     bin_edges)`` in this tensor's dtype; ``bins`` a count of equal bins over ``range`` (by default the data's,
     a lazy reduction) or a 1-d tensor of edges.  Not differentiable.  Cost: one count per chunk, summed."""
     x = as_tensor(self).detach()
@@ -2454,7 +2485,7 @@ METHODS = {
     "dsplit": _np_split(dsplit, "dsplit"), "repeat": _repeat, "tile": _tile, "isclose": _isclose, "clone": _clone,
     "where": _where,
     "mv": _mv, "bmm": _bmm, "addmm": _addmm, "addmv": _addmv, "addr": _addr, "baddbmm": _baddbmm,
-    "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": outer, "rsqrt": _rsqrt, "frac": _frac,
+    "addbmm": _addbmm, "addcmul": _addcmul, "addcdiv": _addcdiv, "ger": _ger, "rsqrt": _rsqrt, "frac": _frac,
     "lerp": _lerp, "logit": _logit, "xlogy": _xlogy, "cov": _cov, "corrcoef": corrcoef, "msort": _msort,
     "adjoint": _adjoint, "resolve_conj": _resolve_conj, "conj": _conj, "is_conj": _is_conj,
     "resolve_neg": _itself("resolve_neg"),
@@ -2559,6 +2590,67 @@ ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": 
            "not_equal": "ne", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "diff": "diff",
            "fliplr": "fliplr", "flipud": "flipud", "float_power": "float_power", "nextafter": "nextafter",
            "swapdims": "swapaxes", "logical_not": "logical_not"}
+
+
+def _checked(op, check):
+    """The op as a method that first raises torch's error where ``check`` finds one (NumPy's module function, the
+    op itself, raises its own, or computes)."""
+    @functools.wraps(op)
+    def method(self, *args, **kwargs):
+        check(self, *args, **kwargs)
+        return op(self, *args, **kwargs)
+    method.__required__ = op  # (tools/make_stubs.py shows the op's signature)
+    return method
+
+
+def _at_least(n, words):
+    def check(self, *args, **kwargs):
+        if self.ndim < n:
+            raise RuntimeError(words)
+    return check
+
+
+def _rot90_check(self, k=1, axes=(0, 1)):
+    axes = list(axes)
+    if len(axes) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(axes)}")
+    if self.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {self.ndim}")
+    if norm_axis(axes[0], self.ndim) == norm_axis(axes[1], self.ndim):
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {axes[0]} and dim1 = {axes[1]}")
+
+
+def _operand(args, kwargs):
+    """The method's second operand, given by position or by keyword (torch's name or the op's)."""
+    return args[0] if args else next(iter(kwargs.values()), None)
+
+
+def _ldexp_check(self, *args, **kwargs):
+    other = _operand(args, kwargs)
+    if isinstance(other, Tensor) and other.dtype == np.bool_ and self.dtype.kind == "f":  # (torch's kernel of
+        # a floating base and bool exponents; of an integer or bool base it computes)
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+
+
+def _inner_check(self, *args, **kwargs):
+    other = _operand(args, kwargs)
+    if isinstance(other, Tensor) and self.ndim and other.ndim and self.shape[-1] == other.shape[-1] and (
+            self.dtype != other.dtype):
+        raise RuntimeError("both inputs should have same dtype")
+
+
+def _trace_check(self, *args, **kwargs):
+    if args:
+        raise TypeError(f"Tensor.trace() takes no arguments ({len(args)} given)")
+    if self.ndim != 2:  # (NumPy's, the module function's, takes the first two axes of more)
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {self.ndim}")
+
+
+# torch's checks before the op of the method (daskgrad/ops/__init__.py wraps the methods with them)
+CHECKED = {"ldexp": _ldexp_check, "inner": _inner_check, "trace": _trace_check,
+           "diff": _at_least(1, "diff expects input to be at least one-dimensional"),
+           "fliplr": _at_least(2, "Input must be >= 2-d."), "flipud": _at_least(1, "Input must be >= 1-d."),
+           "rot90": _rot90_check}
 
 
 def install(methods, module):

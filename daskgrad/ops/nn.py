@@ -17,7 +17,7 @@ from .._tensor import Tensor
 from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array,
                     refuse_complex, tensor_or_scalar, value)
 from .elementwise import astype, exp, log, maximum, sigmoid, where
-from .reductions import sum
+from .reductions import mean, sum
 from .shape import broadcast_to
 
 
@@ -168,6 +168,13 @@ def mse_loss(input, target, reduction="mean"):
     check_same_device(input, target)
     refuse_complex("mse_loss", input, target)
     check_broadcast(input.shape, getattr(target, "shape", ()))
+    if any(n != n for n in (*input.shape, *getattr(target, "shape", ()))):  # (a length not known until computed,
+        # after a boolean mask: the same loss lazily, its count too; NaN lengths are taken as equal, as dask's)
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        diff = input - target
+        loss = diff * diff
+        return loss if reduction == "none" else sum(loss) if reduction == "sum" else mean(loss)
     if isinstance(target, Tensor) and target.shape != input.shape:
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "

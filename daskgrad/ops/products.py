@@ -126,15 +126,18 @@ def same_dtype(a, b):
     raise RuntimeError(f"expected scalar type {na} but found {nb}")
 
 
-def _checked(matmul, swap=False):
+def _checked(matmul, swap=False, operator=False):
     def method(self, other):
         """torch's ``matmul`` (``@``): both operands of one dtype."""
+        if operator and (type(other) in (int, float, bool, complex) or isinstance(other, np.generic)):  # (Python's
+            return NotImplemented  # TypeError, as torch's: ``t @ 2``)
         a, b = (other, self) if swap else (self, other)
         return matmul(*same_dtype(a, b))
     return method
 
 
-@public(("__matmul__", _checked), ("__rmatmul__", functools.partial(_checked, swap=True)), ("matmul", _checked))
+@public(("__matmul__", functools.partial(_checked, operator=True)),
+        ("__rmatmul__", functools.partial(_checked, swap=True, operator=True)), ("matmul", _checked))
 def matmul(a, b):
     """The matrix product ``a @ b`` (NumPy's and torch's ``matmul``): 1-d operands are vectors, leading
     axes broadcast as batches."""
@@ -254,7 +257,18 @@ def inner(a, b):
     return tensordot(a, b, axes=([-1], [-1]))
 
 
-@public("outer")
+def _outer_method(outer):
+    def method(self, vec2):
+        """torch's ``outer``/``ger``: the outer product of two 1-d tensors (NumPy's flattens others; torch
+        refuses them)."""
+        for name, t in (("self", self), ("vec2", vec2)):
+            if getattr(t, "ndim", 1) != 1:
+                raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
+        return outer(self, vec2)
+    return method
+
+
+@public(("outer", _outer_method))
 def outer(a, b):
     """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only)."""
     a, b = _operands(a, b)
@@ -531,10 +545,8 @@ def diagonal(x, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
     axis1, axis2 = (axis1 if dim1 is None else dim1), (axis2 if dim2 is None else dim2)
     x = as_tensor(x)
     offset = _int_arg(offset, "offset")
-    if x.ndim < 2:
-        raise RuntimeError(f"diagonal(): expected a tensor with at least 2 dimensions, but got {x.ndim}")
-    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)
-    if a1 == a2:
+    a1, a2 = norm_axis(axis1, x.ndim), norm_axis(axis2, x.ndim)  # (fewer than 2 dims: torch's IndexError, or
+    if a1 == a2:  # this error, as torch's)
         raise RuntimeError(f"diagonal dimensions cannot be identical {axis1}, {axis2}")
     return diagonal_p.bind(x, offset=offset, axis1=a1, axis2=a2, chunks=(x.chunks[a1], x.chunks[a2]))
 

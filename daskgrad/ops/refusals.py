@@ -69,7 +69,7 @@ for _names, _error, _words in [  # complex operands
         REFUSED.setdefault(_name, []).append(("c", _error, _words))
 # integers and bools: "b" bool, "iu" integers, "biu" both (torch's words name the dtype: Bool, Long ...)
 for _names, _kinds, _error, _words in [
-        ('abs', 'b', NotImplementedError, '"abs_cpu" not implemented for \'{}\''),
+        ('abs abs_ absolute absolute_', 'b', NotImplementedError, '"abs_cpu" not implemented for \'{}\''),
         ('fix trunc', 'b', NotImplementedError, '"trunc_vml_cpu" not implemented for \'{}\''),
         ('floor', 'b', NotImplementedError, '"floor_vml_cpu" not implemented for \'{}\''),
         ('ceil', 'b', NotImplementedError, '"ceil_vml_cpu" not implemented for \'{}\''),
@@ -81,10 +81,11 @@ for _names, _kinds, _error, _words in [
         ('trace', 'b', NotImplementedError, '"trace" not implemented for \'{}\''),
         ('topk', 'b', RuntimeError, 'topk does not support bool dtypes on CPU'),
         ('kthvalue', 'b', NotImplementedError, '"kthvalue_cpu" not implemented for \'{}\''),
-        ('__floordiv__ floor_divide', 'b', NotImplementedError, '"div_floor_cpu" not implemented for \'{}\''),
-        ('__mod__ remainder', 'b', NotImplementedError, '"remainder_cpu" not implemented for \'{}\''),
+        ('__floordiv__ __rfloordiv__ floor_divide', 'b', NotImplementedError,
+         '"div_floor_cpu" not implemented for \'{}\''),
+        ('__mod__ __rmod__ remainder', 'b', NotImplementedError, '"remainder_cpu" not implemented for \'{}\''),
         ('fmod', 'b', NotImplementedError, '"fmod_cpu" not implemented for \'{}\''),
-        ('__pow__ pow', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
+        ('__pow__ __rpow__ pow pow_', 'b', NotImplementedError, '"pow" not implemented for \'{}\''),
         ('matmul mm inner __matmul__ __rmatmul__ dot vdot mv bmm', 'b', NotImplementedError,
          '"addmm_impl_cpu_" not implemented for \'{}\''),  # (the kernel by the operands' dims: _product_kernel)
         ('hypot', 'biu', NotImplementedError, '"hypot_cpu" not implemented for \'{}\''),
@@ -100,8 +101,9 @@ for _names, _kinds, _error, _words in [
     for _name in _names.split():
         REFUSED.setdefault(_name, []).append((_kinds, _error, _words))
 # (their other operand takes part in the result's dtype: bool // 2 is int64, which torch computes)
-_OPERAND = set("__floordiv__ floor_divide __mod__ remainder fmod __pow__ pow matmul mm inner hypot logaddexp "
-               "logaddexp2 nextafter dist __matmul__ __rmatmul__ dot vdot mv bmm".split())
+_OPERAND = set("__floordiv__ __rfloordiv__ floor_divide __mod__ __rmod__ remainder fmod __pow__ __rpow__ pow pow_ "
+               "matmul mm inner hypot logaddexp logaddexp2 nextafter dist __matmul__ __rmatmul__ dot vdot mv "
+               "bmm".split())
 _PRODUCTS = {"matmul", "__matmul__", "__rmatmul__", "mm", "inner", "dot", "vdot", "mv", "bmm"}
 
 
@@ -110,6 +112,11 @@ def _product_kernel(name, self, other):
     error comes first (the method raises it)."""
     a, b = self.ndim, getattr(other, "ndim", 0)
     a, b = (b, a) if name == "__rmatmul__" else (a, b)
+    sa, sb = (getattr(other, "shape", ()), self.shape) if name == "__rmatmul__" else (self.shape, getattr(
+        other, "shape", ()))
+    if a and b and name in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv") and sa[-1] != sb[-2 if b > 1
+                                                                                                        else 0]:
+        return None  # (the shapes do not meet: torch's shape error first)
     if name in ("dot", "vdot", "inner") and (a, b) == (1, 1):
         return "dot"
     if name == "inner":
@@ -130,7 +137,8 @@ def _product_kernel(name, self, other):
 TENSOR_ONLY = {
     **dict.fromkeys("arctan2 arctan2_ atan2 atan2_ dist fmax fmin hypot hypot_ inner isclose kron ldexp ldexp_ "
                     "logaddexp logaddexp2 logical_and logical_and_ logical_or logical_or_ logical_xor logical_xor_ "
-                    "maximum minimum nextafter nextafter_".split(), "other"),
+                    "maximum minimum nextafter nextafter_ expand_as view_as reshape_as type_as is_same_size igamma "
+                    "igammac".split(), "other"),
     **dict.fromkeys("ger outer".split(), "vec2"), "masked_select": "mask", "dot": "tensor", "matmul": "other",
     "vdot": "other",
 }
@@ -157,7 +165,7 @@ def _tensor_only(method, name, param):
 def _refusing(method, name, rules):
     kinds = "".join(k for k, _, _ in rules)
     operand = name in _OPERAND
-    pow_ = name in ("pow", "__pow__")  # (of bools by a number torch computes: only a tensor exponent is refused)
+    pow_ = name in ("pow", "__pow__", "pow_")  # (of bools by a number torch computes: a tensor exponent is refused)
 
     def suspect(a):
         return type(a) is complex or isinstance(a, Tensor) and a.dtype.kind in kinds

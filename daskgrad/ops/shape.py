@@ -315,7 +315,57 @@ def _check_reshape(shape, old):
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {size}")
 
 
+def _unknown_reshape(a, shape):
+    """``a`` (one axis of unknown length, after a boolean mask) reshaped to ``shape`` block by block, lazily:
+    where the axes before the unknown one keep their product and those after it are split or merged into it by
+    a factor (``m.reshape(-1, 1)``, ``m.view(-1)``, ``rows.flatten()``), each block is a run of whole slices
+    along it, reshaped alone; ``shape`` gives the unknown length as -1 (or NaN, as a shape read from a tensor).
+    Any other reshape needs the lengths, which only computing tells: refused (nothing is computed behind the
+    caller's back)."""
+    old = a.shape
+    u = [i for i, n in enumerate(old) if n != n]
+    p = [i for i, n in enumerate(shape) if n == -1 or n != n]
+
+    def prod(ns):
+        return int(np.prod(ns, dtype=np.int64))
+    if len(u) != 1 or len(p) != 1 or any(n == 0 for n in old if n == n):
+        raise NotImplementedError(
+            f"reshape of a tensor of shape {tuple(old)} to {tuple(shape)}: its lengths are not known until it is "
+            "computed (after a boolean mask: dask's unknown chunk sizes), and this reshape cannot be done block by "
+            "block without them")
+    u, p = u[0], p[0]
+    inner, new_inner = prod(old[u + 1:]), prod(shape[p + 1:])
+    if prod(old[:u]) != prod(shape[:p]) or not (inner % new_inner == 0 or shape[p] != shape[p]
+                                                  and new_inner % inner == 0):
+        raise NotImplementedError(
+            f"reshape of a tensor of shape {tuple(old)} to {tuple(shape)}: the length of axis {u} is not known "
+            "until it is computed (after a boolean mask: dask's unknown chunk sizes), and this reshape would regroup "
+            "elements across its blocks, whose lengths it needs")
+    a = a.rechunk({i: -1 for i in range(a.ndim) if i != u})  # (the known axes whole: each block whole slices)
+    nan = ((np.nan,) * a.numblocks[u],)
+    meta = a._meta.reshape(-1) if hasattr(a._meta, "reshape") else a._meta
+    flat = a.map_blocks(_ravel_block, drop_axis=[i for i in range(a.ndim) if i != u], chunks=nan, dtype=a.dtype,
+                        meta=meta) if a.ndim > 1 else a
+    block = tuple(int(n) for n in shape[:p]) + (-1,) + tuple(int(n) for n in shape[p + 1:])
+    if len(block) == 1:
+        return flat
+    chunks = tuple((n,) for n in block[:p]) + nan + tuple((n,) for n in block[p + 1:])
+    return flat.map_blocks(_reshape_block, new_axis=[i for i in range(len(block)) if i != p], chunks=chunks,
+                           dtype=a.dtype, meta=meta.reshape((0,) * len(block)) if hasattr(meta, "reshape") else meta,
+                           block=block)
+
+
+def _ravel_block(b):
+    return b.reshape(-1)
+
+
+def _reshape_block(b, block):
+    return b.reshape(block)
+
+
 def _reshape_array(a, shape):
+    if any(n != n for n in a.shape):
+        return _unknown_reshape(a, shape)
     if not a.size and a.npartitions > 1:  # (dask's reshape of an empty array of several chunks fails)
         a = a.rechunk(-1)
     try:
@@ -562,13 +612,23 @@ def _squeeze_layout(x_shape, x_strides, x_offset, out_shape, *, axes):
     return tuple(s for i, s in enumerate(x_strides) if i not in axes), x_offset
 
 
-expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0", impl=lambda a, *, axes: da.expand_dims(a, axes),
+def _expand_dims_array(a, axes):
+    if any(n != n for n in a.shape):  # (an unknown length, after a boolean mask: dask's reshapes need it)
+        shape = list(a.shape)
+        for ax in sorted(axes):
+            shape.insert(ax, 1)
+        return _unknown_reshape(a, tuple(shape))
+    return da.expand_dims(a, axes)
+
+
+expand_dims_p = primitive("expand_dims", torch="UnsqueezeBackward0",
+                          impl=lambda a, *, axes: _expand_dims_array(a, axes),
                           view=View(_unsqueeze_layout, lambda a, new, *, axes: da.squeeze(new, axis=axes)))
 expand_dims_p.vjp(lambda g, s, *, axes: (squeeze(g, axes),))
 # torch names its node by the form: squeeze() SqueezeBackward0, squeeze(dim) 1, squeeze(dims) 2
 squeeze_p = primitive("squeeze", torch=("SqueezeBackward1", "SqueezeBackward0", "SqueezeBackward2"),
                       impl=lambda a, *, axes: da.squeeze(a, axis=axes),
-                      view=View(_squeeze_layout, lambda a, new, *, axes: da.expand_dims(new, axes)))
+                      view=View(_squeeze_layout, lambda a, new, *, axes: _expand_dims_array(new, axes)))
 squeeze_p.vjp(lambda g, s, *, axes: (expand_dims(g, axes),))
 
 
@@ -654,8 +714,18 @@ def _getitem(x, index):
 
 concatenate_p = primitive("concatenate", torch="CatBackward0", promote="common",  # (torch's dtype: cat's)
                           impl=lambda *arrays, axis, bounds: da.concatenate(list(arrays), axis=axis))
-concatenate_p.vjp(lambda g, s, *, axis, bounds: tuple(_getitem(g, (slice(None),) * axis + (slice(lo, hi),))
-                                                      for lo, hi in zip(bounds[:-1], bounds[1:])))
+
+
+@concatenate_p.vjp
+def _concatenate_rule(g, s, *, axis, bounds):
+    if bounds[0] != "blocks":
+        return tuple(_getitem(g, (slice(None),) * axis + (slice(lo, hi),)) for lo, hi in zip(bounds[:-1], bounds[1:]))
+    if g.requires_grad:
+        raise NotImplementedError("a second derivative through cat of tensors whose lengths are not known until "
+                                  "computed (after a boolean mask: dask's unknown chunk sizes) is not supported")
+    bounds = bounds[1:]  # (the blocks of each input along axis: its lengths are unknown, its blocks are not)
+    return tuple(Tensor._make(g.array.blocks[(slice(None),) * axis + (slice(lo, hi),)])
+                 for lo, hi in zip(bounds[:-1], bounds[1:]))
 stack_p = primitive("stack", torch="StackBackward0", impl=lambda *arrays, axis, n: da.stack(list(arrays), axis=axis),
                     promote="common")
 stack_p.vjp(lambda g, s, *, axis, n: tuple(_getitem(g, (slice(None),) * axis + (i,)) for i in range(n)))
@@ -677,6 +747,10 @@ def concatenate(tensors, axis=0):
                     raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
                                    f"{ts[0].shape[d]} but got size {t.shape[d]} for tensor number {k} in the list.")
+    if any(t.shape[axis] != t.shape[axis] for t in ts):  # (an unknown length, after a boolean mask: each input's
+        # part of the gradient is its own blocks of it)
+        bounds = tuple(int(b) for b in np.cumsum([0] + [t.array.numblocks[axis] for t in ts]))
+        return concatenate_p.bind(*ts, axis=axis, bounds=("blocks",) + bounds)
     bounds = tuple(int(b) for b in np.cumsum([0] + [t.shape[axis] for t in ts]))
     return concatenate_p.bind(*ts, axis=axis, bounds=bounds)
 

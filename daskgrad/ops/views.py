@@ -22,7 +22,8 @@ import numbers
 
 from .. import _dask as door, _state
 from ..graph import primitive, rebase
-from .._tensor import (INFERENCE_VIEW, NO_GRAD_VIEW, OVERLAP_SELF, Tensor, _cast, _multi_output_message, _rechunked,
+from .._modes import is_grad_enabled
+from .._tensor import (OVERLAP_SELF, Tensor, _cast, _view_write_message, _rechunked,
                        _differentiable, _resave, _root, _ViewStorage, put_steps, recorded)
 from ._util import norm_axis
 from .elementwise import clone
@@ -152,17 +153,11 @@ def _rebase_views(root):
         if info.creation is None:
             node = rebase(v, "AsStridedBackward0", (base,), view_of_p, {"steps": info.steps}, st.meta)
         else:
-            message = (_REBASED[info.creation] if info.creation in _REBASED else _multi_output_message(
-                v, info.creation, "its base or another view of its base has been modified inplace"))
+            message = _view_write_message(v, info.creation, indirect=True)
             node = rebase(v, "AsStridedBackward0", (base,), refused_p, {"steps": info.steps, "message": message},
                           st.meta)
         v._retain_moved(old, node)
 
-
-_REBASED = {"no_grad": NO_GRAD_VIEW.replace("is being modified inplace", "its base or another view of its base has "
-                                                                         "been modified inplace"),
-            "inference": INFERENCE_VIEW.replace("is being modified inplace", "its base or another view of its base "
-                                                                             "has been modified inplace")}
 
 Tensor._write_view, Tensor._rebase_views = _write_view, staticmethod(_rebase_views)
 
@@ -185,8 +180,8 @@ def _outputs(x, pieces, axis, node, op):
     outs = []
     for k, piece in enumerate(pieces):
         out = getitem_p.bind(x, node=node, index=pre + (piece,) + rest, meta=_meta(x))
-        if out._view is not None and out._view.creation is None:
-            out._view.creation = (k, op)
+        if out._view is not None and is_grad_enabled() and out._view.creation != "inference":  # (torch's own
+            out._view.creation = (k, op)  # creation mode overrides one it inherits from a no_grad view)
         outs.append(out)
     return tuple(outs)
 
