@@ -264,7 +264,7 @@ class Compiled:
 
     def _check(self, trace, out, rng, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
-        if _random_states() != rng:
+        if _random_states(rng) != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
         for i, (storage, version) in trace.reads.items():
             if storage.version != version:
@@ -345,7 +345,7 @@ def recording():
             yield trace
         finally:
             set_trace(before)
-            if _random_states() != rng:
+            if _random_states(rng) != rng:
                 trace.broke("it draws random numbers")
             _state.forget_pending(trace.fresh)
 
@@ -723,25 +723,33 @@ def _stale(entry):
     return False
 
 
-def _random_states():
+def _random_states(before=None):
     """daskgrad's and NumPy's global generators' states and the draws from Python's made on this
     thread while it records (:func:`_python_draws`): a trace that draws from one would replay the
-    same numbers."""
-    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), *_legacy_state(),
+    same numbers.  ``before``: the states read before the trace, which the cheaper read after it
+    may lean on (:func:`_legacy_state`)."""
+    return (_tensor._rng, repr(_tensor._rng.bit_generator.state), *_legacy_state(before and before[2:6]),
             _draws.get(threading.get_ident()))
 
 
-def _legacy_state():
-    """``(the first 4 words of its key as bytes, its position)`` of NumPy's global (legacy) generator:
-    read in place (:func:`_legacy_view`) where its memory was checked to be laid out so, else from
-    ``np.random.get_state()``, which copies all 624 words (~35 us: a time loop's step is recorded with
-    two such reads, a fifth of its recording)."""
-    view = _legacy_view()
-    if view is not None:
-        key, pos = view
-        return bytes(key), pos.value
-    legacy = np.random.get_state()
-    return legacy[1][:4].tobytes(), legacy[2]
+def _legacy_state(before=None):
+    """``(the first 4 words of its key as bytes, its position, whether a second normal is cached, that
+    normal)`` of NumPy's global (legacy) generator, whose ``randn`` answers every other draw from that
+    cache without moving its position.  Read from ``np.random.get_state()`` (a copy of all 624 words,
+    ~35 us) except after a trace (``before``: the state read before it) that began with no normal
+    cached: then a draw of any kind moved the position (or regenerated the key), so the key's first
+    words and the position, read in place (:func:`_legacy_view`, where its memory was checked to be
+    laid out so), tell whether it drew."""
+    if before is not None and not before[2]:
+        view = _legacy_view()
+        if view is not None:
+            key, pos = view
+            key, pos = bytes(key), pos.value
+            return (key, pos) + tuple(before[2:]) if (key, pos) == tuple(before[:2]) else (key, pos, None, None)
+    legacy = np.random.get_state(legacy=False)
+    if legacy["bit_generator"] != "MT19937":  # (another bit generator set as the global one: its whole state)
+        return repr(legacy), None, None, None
+    return legacy["state"]["key"][:4].tobytes(), legacy["state"]["pos"], legacy["has_gauss"], legacy["gauss"]
 
 
 _legacy = [None, None]  # [the bit generator viewed, (key's first 4 words, position) in its memory] or None
@@ -762,12 +770,13 @@ def _legacy_view():
     try:
         import ctypes
 
-        address = bg.ctypes.state_address
-        key = (ctypes.c_uint32 * 4).from_address(address)
-        pos = ctypes.c_int.from_address(address + 624 * 4)
-        legacy = np.random.get_state()
-        if legacy[0] == "MT19937" and bytes(key) == legacy[1][:4].tobytes() and pos.value == legacy[2]:
-            view = (key, pos)
+        if type(bg).__name__ == "MT19937":
+            address = bg.ctypes.state_address
+            key = (ctypes.c_uint32 * 4).from_address(address)
+            pos = ctypes.c_int.from_address(address + 624 * 4)
+            legacy = np.random.get_state(legacy=False)["state"]
+            if bytes(key) == legacy["key"][:4].tobytes() and pos.value == legacy["pos"]:
+                view = (key, pos)
     except Exception:  # (no ctypes interface: read get_state())
         view = None
     _legacy[:] = [bg, view]

@@ -144,3 +144,25 @@ def test_a_bad_unroll_is_refused_before_anything_is_submitted(unroll):
         with pytest.raises(ValueError, match="unroll should be a positive integer value"):
             scan(lambda c, x: (c, None), dg.ones(2), length=3, unroll=unroll)
     assert sum(subs.values()) == 0
+
+
+@pytest.mark.parametrize("unroll,steps", [(1, 4), (2, 4), (2, 5), (4, 4)])
+def test_a_write_to_xs_before_the_backward_raises_as_the_unrolled_loop_s_does(unroll, steps):
+    # each step saves its row of xs (c * x), as torch's unrolled loop saves xs[i]: a write to xs after the loop
+    # raises torch's in-place error at the backward, also where the row is a row of a block's data
+    a = dg.from_array(np.arange(1.0, steps + 1), chunks=2)
+    h0 = dg.ones(3, dtype="float64", requires_grad=True)
+    c = checkpoint_steps(lambda c, x: c * x, h0, steps, snapshots=2, xs=a, unroll=unroll)
+    with dg.no_grad():
+        a.mul_(0.0)
+    with pytest.raises(RuntimeError, match="one of the variables needed for gradient computation has been modified "
+                                           "by an inplace operation"):
+        dg.autograd.grad(c.sum(), [h0])
+
+
+def test_a_step_returning_a_one_tuple_for_a_tensor_state_runs_in_blocks_as_in_one():
+    want = checkpoint_steps(lambda u, i: (u * 0.9 + 1,), dg.zeros(2, dtype="float64"), 5, snapshots=2)
+    got = checkpoint_steps(lambda u, i: (u * 0.9 + 1,), dg.zeros(2, dtype="float64"), 5, snapshots=2, unroll=2)
+    assert got.tolist() == want.tolist()
+    c, ys = scan(lambda c, x: ((c * 2.0,), c), dg.ones(2, dtype="float64"), length=5, unroll=2)
+    assert c.tolist() == [32.0, 32.0] and ys[:, 0].tolist() == [1.0, 2.0, 4.0, 8.0, 16.0]

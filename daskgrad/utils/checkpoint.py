@@ -372,7 +372,7 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None, unroll=1):
     (the tutorial FWI gradient: 111 tasks a step at ``K = 1``, 35 at ``K = 10``).  Revolve's schedule is
     then over blocks of ``K`` steps: ``snapshots`` counts states at block boundaries, and a block's
     reversal holds its ``K`` steps' values, recomputed from its first state.  The steps past the last
-    whole block run as a loop of their own.  The gradients are the unrolled loop's (summed in
+    whole block run as a loop of their own, with at most as many snapshots (held beside the blocks').  The gradients are the unrolled loop's (summed in
     another order: equal to rounding).
     """
     states = _check_steps(step, state, steps, snapshots)
@@ -490,13 +490,20 @@ def _in_blocks(loop, step, state, steps, xs, unroll, **options):
             return [tuple(p[j] for p in x) if isinstance(xs, tuple) else x[j] for j in range(unroll)]
         return [None] * unroll if scanning else [x * unroll + j for j in range(unroll)]
 
+    single = isinstance(state, Tensor)
+    n = 1 if single else len(state)
+
     def block(carry, x):
         ys = []
-        for row in rows(x):
+        for j, row in enumerate(rows(x)):
             carry = step(carry, row)
             if scanning:
                 carry, y = carry
                 ys.append(y)
+            # (each step's state as the loop takes it: a 1-tuple for a tensor state is the tensor; a block's
+            # step i is its index in the loop where the block knows it, else in the block)
+            carry = _as_state(carry, single, n, x * unroll + j if parts is None and not scanning else j)
+            carry = carry[0] if single else carry
         return (carry, _stacked(ys)) if scanning else carry
 
     if parts is None:
@@ -745,8 +752,9 @@ def _saved_from_outside(saved, trace, states, carry, xs, x):
     alias = {id(a): t for a, t in zip(carry, states)} | {id(a): t for a, t in zip(x, xs)}
     own, out = {id(a) for a in carry + x}, {}
     for t in saved:
-        if id(t) in alias:
-            out[id(alias[id(t)])] = alias[id(t)]
+        base = t._base if t._base is not None and id(t._base) in alias else t  # (a row of a block's x: x[j])
+        if id(base) in alias:
+            out[id(alias[id(base)])] = alias[id(base)]
         elif id(t) not in own and id(t._storage) not in trace.fresh:
             out[id(t)] = t
     return tuple(out.values())
