@@ -369,11 +369,11 @@ def checkpoint_steps(step, state, steps, *, snapshots, xs=None, unroll=1):
     ``unroll=K`` (as ``jax.lax.scan``'s): ``K`` steps make one body, recorded once and run as one time
     step of the loop, so a chunk whose step reads no other chunk (a shot's whole grid) advances ``K``
     steps in one task, and a step's handing on of its state between tasks is paid once per ``K`` steps
-    (the tutorial FWI gradient: 111 tasks a step at ``K = 1``, 35 at ``K = 10``).  Revolve's schedule is
+    (the tutorial FWI gradient: 85 tasks a step at ``K = 1``, 16 at ``K = 10``).  Revolve's schedule is
     then over blocks of ``K`` steps: ``snapshots`` counts states at block boundaries, and a block's
     reversal holds its ``K`` steps' values, recomputed from its first state.  The steps past the last
-    whole block run as a loop of their own, with at most as many snapshots (held beside the blocks').  The gradients are the unrolled loop's (summed in
-    another order: equal to rounding).
+    whole block run as a loop of their own, with at most as many snapshots (held beside the blocks').
+    The gradients are the unrolled loop's (summed in another order: equal to rounding).
     """
     states = _check_steps(step, state, steps, snapshots)
     _check_unroll(unroll)
