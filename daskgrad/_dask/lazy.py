@@ -39,6 +39,7 @@ from . import kernels
 from .internals import (DataNode, GraphNode, elemwise, HighLevelGraph, MaterializedLayer, TaskRef, array, blockwise,
                         chunk_getitem, clientless, concatenate_lookup, local_scheduler_asked)
 from .labels import made_by
+from .rows import generated
 from .layers import elementwise_aval, elementwise_layer, exact, relabel
 
 # held while a submission makes its program (from Program.of to its instance): a Lazy value that another
@@ -959,16 +960,8 @@ def _chain_function(steps, drops):
         if drops[i]:
             lines.append(f"del {', '.join(f'r{k}' for k in drops[i])}")
     source = "def run(blocks):\n" + "".join(f"    {line}\n" for line in lines) + f"    return r{len(steps) - 1}\n"
-    code = _chain_code.get(source)
-    if code is None:
-        if len(_chain_code) >= 1024:
-            _chain_code.clear()
-        code = _chain_code[source] = compile(source, "<daskgrad elementwise chain>", "exec")
-    exec(code, env)
+    generated(source, "<daskgrad elementwise chain>", env)
     return env["run"]
-
-
-_chain_code = {}  # a chain function's source -> its code (every chain of the same shape: one source)
 
 
 def _fused_layer(root, chain, names, slots, slot_name):

@@ -197,13 +197,20 @@ def _block_function(loop, totals):
         lines.append(f"{var[part.key]} = {call}")
     source = ("def block(env):\n" + "".join(f"    {line}\n" for line in lines)
               + f"    return ({''.join(var[k] + ', ' for k in totals)})\n")
+    generated(source, "<daskgrad row block>", consts)
+    return consts["block"]
+
+
+def generated(source, filename, env):
+    """Define the generated function ``source`` in ``env``, its code compiled once per source (a row
+    block's, a fused elementwise chain's: every chunk of a layer generates the same source, with
+    other constants in ``env``)."""
     code = _compiled.get(source)
     if code is None:
         if len(_compiled) >= 1024:
             _compiled.clear()
-        code = _compiled[source] = compile(source, "<daskgrad row block>", "exec")
-    exec(code, consts)
-    return consts["block"]
+        code = _compiled[source] = compile(source, filename, "exec")
+    exec(code, env)
 
 
 def _arg(a, env, constant=...):
