@@ -346,7 +346,7 @@ def _run_here(plan):
     gradients of ``plan.inputs`` by ``id``."""
     with _claim(plan), door.gc_paused():
         if plan.batch is None:
-            out = _reverse_pass_kept(plan)
+            out = _reverse_pass_cached(plan)
         else:  # one reverse pass per cotangent, stacked, still one submission
             out = _stacked([_reverse_pass(plan, _make_grads(plan.roots, gs)) for gs in plan.batch])
         return _submit(plan, out)
@@ -382,7 +382,7 @@ def _reverse_pass(plan, seeds):
 
 # ------------------------------------------------------------------ a reverse pass taken before
 class _Walk(NamedTuple):
-    """A reverse pass kept (:func:`daskgrad._dask.piece`): its cotangents as a recorded ``piece``,
+    """A reverse pass cached (:func:`daskgrad._dask.cached_piece`): its cotangents as a recorded ``piece``,
     made again on another graph of the same structure; ``arrived``, the position in ``plan.order`` of
     the node each cotangent arrived at; ``executed``, the positions of the nodes whose rule ran."""
 
@@ -391,7 +391,7 @@ class _Walk(NamedTuple):
     executed: tuple
 
 
-def _reverse_pass_kept(plan):
+def _reverse_pass_cached(plan):
     """:func:`_reverse_pass`, or the one a graph of the same structure took, made again on this
     graph's values: a training loop's backward runs its VJP rules (and ``_conform``) the second time
     only, like a program's template its lowering.  The rules are pure functions of what the key
@@ -400,12 +400,12 @@ def _reverse_pass_kept(plan):
     key, values, where = _structure(plan)
     if key is None:
         return _reverse_pass(plan, plan.grads)
-    kept, seen = door.piece(key)
-    if kept:
-        return _walked_again(plan, kept, values)
+    cached, seen = door.cached_piece(key)
+    if cached:
+        return _walked_again(plan, cached, values)
     out = _reverse_pass(plan, plan.grads)
-    if seen and kept is None:
-        door.keep_piece(key, _walk_of(plan, out, where))
+    if seen and cached is None:
+        door.cache_piece(key, _walk_of(plan, out, where))
     return out
 
 
@@ -474,7 +474,7 @@ def _structure(plan):
 
 def _walk_of(plan, out, where):
     """The :class:`_Walk` of a pass just taken, or False where a rule read something else (a value
-    in memory, an array built now): then it is never kept."""
+    in memory, an array built now): then it is never cached."""
     if any(g.requires_grad or _delivers(plan, n) and id(recorded(g)) in where for n, g in out.arrived):
         return False  # (a cotangent given, handed on as it is: the caller's tensor, which a recipe cannot give)
     at = {n: i for i, n in enumerate(plan.order)}

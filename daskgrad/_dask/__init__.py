@@ -33,7 +33,7 @@ from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, 
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
 from .lazy import frozen_held
-from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate, is_data, keep_piece, piece,
+from .program import (NoKey, Program, frozen, gc_paused, in_memory, instantiate, is_data, cache_piece, cached_piece,
                       step_cache_clear, step_cache_info)
 from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, recording, simulate
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, held_keys, keep,
@@ -47,8 +47,8 @@ __all__ = ["Constant",
            "Folded", "flat_layers", "fold",
            "halo", "rolled", "FUSE_DEPTH", "cull", "holds_data", "local_values", "materialized", "optimize",
            "toposort_layers", "NoKey", "Program", "frozen", "frozen_held", "gc_paused", "in_memory", "instantiate",
-           "is_data",
-           "keep_piece", "piece", "step_cache_clear", "step_cache_info", "MemoryEstimate", "PeakTracker", "chunk_bytes",
+           "is_data", "cache_piece", "cached_piece", "step_cache_clear", "step_cache_info", "MemoryEstimate",
+           "PeakTracker", "chunk_bytes",
            "largest_chunk", "recording", "simulate", "cancelled", "client_of", "current_client", "data_futures",
            "flat_keys", "gather", "held_keys", "keep", "lost_keys", "memory_total", "reads_any", "store", "submit",
            "task_room"]

@@ -233,7 +233,7 @@ class _Template:
     small: bool             # its chunks are small: run inline, in order, in the calling thread
     annotated: tuple        # (annotations, keys) of each layer that carries annotations (a span's left out)
     name: str               # its own, for an instance's token
-    plan: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
+    run_order: tuple | None = None  # (keys in dask.order's order, key -> how many tasks read it, key -> its task as
     #                           a direct call: calls.fast), made the first time it runs locally (_local_instance)
     rules: dict | None = None  # layer name -> the VJP rule that made it (the dashboard's names, labels.made_by)
     chunk_bytes: int = 0    # the largest chunk a task makes or reads whole
@@ -354,7 +354,7 @@ def step_cache_info() -> dict:
     """The program cache's counts, as ``functools.lru_cache``'s ``cache_info``: ``hits`` (instances
     of a cached template), ``misses`` (programs lowered), ``uncached`` (programs with no key),
     ``entries`` and ``tasks`` held; ``pieces``, ``piece_hits``: recorded pieces held (reverse
-    passes, see :func:`piece`) and made again."""
+    passes, see :func:`cached_piece`) and made again."""
     with _lock:
         return dict(_stats, entries=len(_templates), tasks=sum(len(t.graph) for t in _templates.values()),
                     pieces=sum(bool(p) for p in _pieces.values()))
@@ -369,14 +369,14 @@ def step_cache_clear() -> None:
         _stats.update(hits=0, misses=0, uncached=0, piece_hits=0)
 
 
-# ------------------------------------------------------------------ pieces: code that records a program, kept
+# ------------------------------------------------------------------ pieces: code that records a program, cached
 _pieces = collections.OrderedDict()  # key -> Piece, or None where seen once; least recently used first
 
 
-def piece(key):
-    """``(the Piece kept under key, False where its code records none, or None; whether key was seen
+def cached_piece(key):
+    """``(the Piece cached under key, False where its code records none, or None; whether key was seen
     before)``; notes ``key`` as seen.
-    What records a program (a reverse pass) is kept, like a template, the second time its key is
+    What records a program (a reverse pass) is cached, like a template, the second time its key is
     seen, in the same cache: ``daskgrad.step-cache.entries`` pieces at most (16 by default), and
     none when ``daskgrad.step-cache.enabled`` is False."""
     if not dask.config.get("daskgrad.step-cache.enabled", True):
@@ -394,8 +394,8 @@ def piece(key):
         return None, False
 
 
-def keep_piece(key, p):
-    """Keep ``p`` (a :class:`~.lazy.Piece`, or False: none can be recorded) under ``key``, dropping the
+def cache_piece(key, p):
+    """Cache ``p`` (a :class:`~.lazy.Piece`, or False: none can be recorded) under ``key``, dropping the
     least recently used past the bound."""
     with _lock:
         _pieces[key] = p
@@ -559,15 +559,15 @@ def _local_instance(template, arrays, olds, input_layers, inputs, token):
                 aliases[k] = renamed[was]
             else:
                 renamed[was] = k
-    if template.plan is None:  # worked out once, by the submission that made the template (its first run)
+    if template.run_order is None:  # worked out once, by the submission that made the template (its first run)
         # (only small chunks run inline: run_inline)
-        template.plan = _plan(template.graph, calls=template.small, looped=template.looped)
+        template.run_order = _run_order(template.graph, calls=template.small, looped=template.looped)
     name = f"instance-{token}"
     hlg = HighLevelGraph({name: Instance(template, values, renamed, aliases)}, {name: set()})
     return [array(hlg, a.name, a.chunks, a._meta) for a in arrays]
 
 
-def _plan(graph, calls=True, looped=False):
+def _run_order(graph, calls=True, looped=False):
     """How an inline run goes through a template's ``graph``: its keys in ``dask.order``'s order (in
     :func:`_made_order`'s where it holds a time loop: ``looped``), how many tasks read each key, and
     (``calls``) each task as a direct call (:func:`.calls.fast`)."""
@@ -578,7 +578,7 @@ def _plan(graph, calls=True, looped=False):
     else:
         priority = order(filled)
         keys = tuple(sorted(filled, key=priority.__getitem__))
-    return _Plan((keys, dict(reads), {k: _direct(graph[k]) for k in keys if graph[k] is not None} if calls else {}))
+    return _RunOrder((keys, dict(reads), {k: _direct(graph[k]) for k in keys if graph[k] is not None} if calls else {}))
 
 
 def _direct(task):
@@ -606,11 +606,11 @@ class _RunCall:
         return self.direct({d: values[k] for d, k in self.pairs})
 
 
-class _Plan(tuple):
-    """``(keys, reads, calls)`` of :func:`_plan`, and the runs worked out from them (:meth:`run`)."""
+class _RunOrder(tuple):
+    """``(keys, reads, calls)`` of :func:`_run_order`, and the runs worked out from them (:meth:`run`)."""
 
     def run(self, wanted):
-        """The plan's tasks in order as ``(key, call, keys to drop after it)``, each value dropped after
+        """The tasks in order as ``(key, call, keys to drop after it)``, each value dropped after
         its last reader unless ``wanted`` (a frozenset): worked out once per set wanted, not counted
         down on every run (a template of 200 tiny chunks runs 200 such tasks a step)."""
         runs = self.__dict__.setdefault("runs", {})
@@ -650,7 +650,7 @@ def gc_paused():
     the collector's oldest generation, whose full collections -- of every object the process holds,
     cached templates included -- then came every run or two (0.4 s each in a 200-step FWI
     gradient).  User code keeps a collector: an inline run collects its youngest generation every
-    1,024 tasks (:func:`_run_plan`, the cycles its tasks dropped), and the collector runs as usual while
+    1,024 tasks (:func:`_run_in_order`, the cycles its tasks dropped), and the collector runs as usual while
     dask's scheduler or a cluster runs the tasks (:func:`gc_running`).  A collector switched off
     by the user stays off; one switched off by another thread meanwhile is switched on again."""
     if not gc.isenabled():
@@ -679,11 +679,11 @@ def gc_running():
         gc.disable()
 
 
-def _run_plan(plan, values, wanted):
-    """``values`` (the slots') completed by running ``plan`` in order, each value dropped after its
-    last reader unless ``wanted``."""
+def _run_in_order(order, values, wanted):
+    """``values`` (the slots') completed by running the tasks of ``order`` (a :class:`_RunOrder`), each
+    value dropped after its last reader unless ``wanted``."""
     collect = _gc.paused
-    for i, (k, task, drops) in enumerate(plan.run(wanted)):
+    for i, (k, task, drops) in enumerate(order.run(wanted)):
         if collect and i & 1023 == 1023:  # (the cycles its tasks dropped; the youngest generation: see gc_paused)
             gc.collect(0)
         values[k] = task(values)
@@ -711,7 +711,7 @@ def _fits_one_task(template, olds, room=None):
         graph = template.graph
         names = set(olds)
         results = {k for k in graph if (k[0] if isinstance(k, tuple) else k) in names}
-        keys, reads, _ = _plan(graph, calls=False, looped=template.looped)
+        keys, reads, _ = _run_order(graph, calls=False, looped=template.looped)
         left = dict(reads)
         live = held = sum(t is None for t in graph.values())  # the slots: held throughout (the task's inputs)
         for k in keys:
@@ -730,8 +730,8 @@ def _fits_one_task(template, olds, room=None):
 
 class _Shipped:
     """A template's graph as a worker receives it: pickled once on the client, and travelling as
-    those bytes (the scheduler passes them on as they are); planned, its tasks made direct calls,
-    once in each worker process that runs it (:meth:`plan`)."""
+    those bytes (the scheduler passes them on as they are); its run order worked out, its tasks made direct calls,
+    once in each worker process that runs it (:meth:`run_order`)."""
 
     __slots__ = ("name", "blob", "looped")
 
@@ -745,25 +745,25 @@ class _Shipped:
     def __reduce__(self):
         return _Shipped, (self.name, self.blob, self.looped)
 
-    def plan(self):
+    def run_order(self):
         with _lock:
-            plan = _worker_plans.get(self.name)
-            if plan is not None:
-                _worker_plans.move_to_end(self.name)
-                return plan
-        plan = _plan(cloudpickle.loads(self.blob), looped=self.looped)
+            order = _worker_run_orders.get(self.name)
+            if order is not None:
+                _worker_run_orders.move_to_end(self.name)
+                return order
+        order = _run_order(cloudpickle.loads(self.blob), looped=self.looped)
         with _lock:
-            _worker_plans[self.name] = plan
-            while len(_worker_plans) > dask.config.get("daskgrad.step-cache.entries", 16):
-                _worker_plans.popitem(last=False)
-        return plan
+            _worker_run_orders[self.name] = order
+            while len(_worker_run_orders) > dask.config.get("daskgrad.step-cache.entries", 16):
+                _worker_run_orders.popitem(last=False)
+        return order
 
 
-_worker_plans = collections.OrderedDict()  # template name -> its plan, in a process that ran it as one task
+_worker_run_orders = collections.OrderedDict()  # template name -> its run order, in a process that ran it as one task
 
 
 def _run_one_task(shipped, slot_keys, wanted, *values):
-    values = _run_plan(shipped.plan(), dict(zip(slot_keys, values)), frozenset(wanted))
+    values = _run_in_order(shipped.run_order(), dict(zip(slot_keys, values)), frozenset(wanted))
     return _Outputs(values[k] for k in wanted)
 
 
@@ -940,7 +940,7 @@ def _run_instance(arrays, layer):
         return back.get(k, k)
 
     wanted = frozenset(key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__()))
-    values = _run_plan(template.plan, dict(layer.inputs), wanted)
+    values = _run_in_order(template.run_order, dict(layer.inputs), wanted)
     return [a if is_data(a) else _holding(a, {k: values[key(k)] for k in flatten(a.__dask_keys__())})
             for a in arrays]  # (an output that is a slot's value is that value: see _instance)
 

@@ -23,7 +23,7 @@ from ..graph import guard
 from .._tensor import Tensor
 from ..ops._util import as_tensor
 from ..ops._util import norm_axis
-from ..ops.conv import axis_plan, fold_p, unfold as _taps
+from ..ops.conv import axis_windows, fold_p, unfold as _taps
 
 
 def _tuple(value, n):
@@ -123,7 +123,7 @@ def _expand(name, value, nsp):
 
 
 def _transpose_chunks(chunks, n, stride, lo, reach):
-    """The chunks of a conv's input of length ``n`` whose plan (:func:`~daskgrad.ops.conv.axis_plan`) gives its
+    """The chunks of a conv's input of length ``n`` whose layout (:func:`~daskgrad.ops.conv.axis_windows`) gives its
     output the ``chunks`` given: a boundary before output ``b`` is at the input cell that holds the middle of
     ``b``'s window (boundaries that fall together merge)."""
     bounds = np.cumsum((0,) + tuple(chunks))[1:-1] * stride - lo + reach // 2
@@ -187,7 +187,7 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
     pads = tuple((p, p - op) for p, op in zip(padding, output_padding))
     chunks = tuple(_transpose_chunks(c, n, s, lo, r)
                    for c, n, s, (lo, _), r in zip(input.chunks[2:], sizes, stride, pads, reach))
-    plans = tuple(axis_plan(n, c, k, s, d, lo, hi)
+    layouts = tuple(axis_windows(n, c, k, s, d, lo, hi)
                   for n, c, k, s, d, (lo, hi) in zip(sizes, chunks, kernel, stride, dilation, pads))
     n, k, spatial = input.shape[0], math.prod(kernel), tuple(input.shape[2:])
     w = ops.rechunk(weight, -1) if any(len(c) > 1 for c in weight.chunks) else weight
@@ -198,10 +198,10 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
     y = ops.moveaxis(ops.reshape(input, (n, groups, in_ch // groups) + spatial), 2, -1)
     cols = ops.reshape(ops.matmul(y, w), (n, groups) + spatial + (per_group, k))
     cols = ops.reshape(ops.moveaxis(cols, (-2, -1), (2, 3)), (n, out_ch, k) + spatial)
-    # the spatial chunks the plan's (where boundaries merged; the gradient goes back in the input's)
-    want = (input.chunks[0], (out_ch,), (k,)) + tuple(plan[1] for plan in plans)
+    # the spatial chunks the layout's (where boundaries merged; the gradient goes back in the input's)
+    want = (input.chunks[0], (out_ch,), (k,)) + tuple(layout[1] for layout in layouts)
     cols = cols if cols.chunks == want else ops.rechunk(cols, want)
-    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, out_ch, *sizes),
+    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), layouts=layouts, shape=(n, out_ch, *sizes),
                       chunks=cols.chunks[:2] + chunks)
     if bias is not None:
         out = out + ops.reshape(as_tensor(bias), (out_ch,) + (1,) * nsp)
@@ -308,11 +308,11 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     cols = ops.reshape(x, (n, c, k, *blocks))
     chunks = tuple(_transpose_chunks(ch, o, s, p, r)
                    for ch, o, s, p, r in zip(cols.chunks[3:], output_size, stride, padding, reach))
-    plans = tuple(axis_plan(o, ch, kk, s, d, p, p)
+    layouts = tuple(axis_windows(o, ch, kk, s, d, p, p)
                   for o, ch, kk, s, d, p in zip(output_size, chunks, kernel, stride, dilation, padding))
-    want = (x.chunks[0], (c,), (k,)) + tuple(plan[1] for plan in plans)
+    want = (x.chunks[0], (c,), (k,)) + tuple(layout[1] for layout in layouts)
     cols = cols if cols.chunks == want else ops.rechunk(cols, want)
-    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), plans=plans, shape=(n, c, *output_size),
+    out = fold_p.bind(cols, taps=tuple(zip(kernel, stride, dilation)), layouts=layouts, shape=(n, c, *output_size),
                       chunks=want[:2] + chunks)
     return out if batched else ops.squeeze(out, 0)
 

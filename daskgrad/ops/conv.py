@@ -31,8 +31,8 @@ from ..graph import primitive
 from ._util import as_tensor
 
 
-# ----------------------------------------------------------------------------- plan
-def axis_plan(n, chunks, kernel, stride, dilation, lo, hi):
+# ----------------------------------------------------------------------------- layout
+def axis_windows(n, chunks, kernel, stride, dilation, lo, hi):
     """Host metadata for one spatial axis of length ``n`` (no chunk is read): the output length,
     the output's chunks and each output chunk's window ``[start, stop)`` in input coordinates
     (negative or past ``n`` where it reaches into the padding)."""
@@ -130,36 +130,36 @@ def _untaps_block(g, taps):
 
 
 # ------------------------------------------------------------------------ primitives
-def _unfold_array(a, *, taps, plans, fill, shape, chunks):
+def _unfold_array(a, *, taps, layouts, fill, shape, chunks):
     nsp = len(taps)
     lead = a.ndim - nsp
-    for i, (_, _, windows) in enumerate(plans):
+    for i, (_, _, windows) in enumerate(layouts):
         a = _window_axis(a, lead + i, windows, fill)
     k = int(np.prod([t[0] for t in taps]))
-    chunks = a.chunks[:lead] + ((k,),) + tuple(out_chunks for _, out_chunks, _ in plans)
+    chunks = a.chunks[:lead] + ((k,),) + tuple(out_chunks for _, out_chunks, _ in layouts)
     return da.map_blocks(_taps_block, a, taps=taps, new_axis=lead, chunks=chunks, dtype=a.dtype,
                          meta=meta_from_array(a._meta, ndim=a.ndim + 1))
 
 
-def _fold_array(g, *, taps, plans, shape, chunks):
+def _fold_array(g, *, taps, layouts, shape, chunks):
     nsp = len(taps)
     lead = g.ndim - nsp - 1
-    windows = tuple(tuple(hi - lo for lo, hi in plan[2]) for plan in plans)
-    g = g.rechunk({lead: -1, **{lead + 1 + i: plan[1] for i, plan in enumerate(plans)}})
+    windows = tuple(tuple(hi - lo for lo, hi in layout[2]) for layout in layouts)
+    g = g.rechunk({lead: -1, **{lead + 1 + i: layout[1] for i, layout in enumerate(layouts)}})
     w = da.map_blocks(_untaps_block, g, taps=taps, drop_axis=lead,
                       chunks=g.chunks[:lead] + windows, dtype=g.dtype, meta=meta_from_array(g._meta, ndim=g.ndim - 1))
     for i in reversed(range(nsp)):
-        w = _unwindow_axis(w, lead + i, plans[i][2], shape[lead + i], chunks[lead + i])
+        w = _unwindow_axis(w, lead + i, layouts[i][2], shape[lead + i], chunks[lead + i])
     return w
 
 
-# taps: ((kernel, stride, dilation), ...) per spatial axis; plans: axis_plan's per spatial axis
+# taps: ((kernel, stride, dilation), ...) per spatial axis; layouts: axis_windows's per spatial axis
 unfold_p = primitive("unfold", torch="Im2ColBackward0", impl=_unfold_array)
-unfold_p.vjp(lambda g, s, *, taps, plans, fill, shape, chunks: (
-    fold_p.bind(g, taps=taps, plans=plans, shape=shape, chunks=chunks),))
+unfold_p.vjp(lambda g, s, *, taps, layouts, fill, shape, chunks: (
+    fold_p.bind(g, taps=taps, layouts=layouts, shape=shape, chunks=chunks),))
 fold_p = primitive("fold", torch="Col2ImBackward0", impl=_fold_array)
-fold_p.vjp(lambda g, s, *, taps, plans, shape, chunks: (
-    unfold_p.bind(g, taps=taps, plans=plans, fill=0.0, shape=shape, chunks=chunks),))
+fold_p.vjp(lambda g, s, *, taps, layouts, shape, chunks: (
+    unfold_p.bind(g, taps=taps, layouts=layouts, fill=0.0, shape=shape, chunks=chunks),))
 
 
 def unfold(x, kernel, stride, dilation, padding, fill=0.0):
@@ -171,6 +171,6 @@ def unfold(x, kernel, stride, dilation, padding, fill=0.0):
     nsp = len(kernel)
     lead = x.ndim - nsp
     taps = tuple(zip(kernel, stride, dilation))
-    plans = tuple(axis_plan(x.shape[lead + i], x.chunks[lead + i], k, s, d, lo, hi)
+    layouts = tuple(axis_windows(x.shape[lead + i], x.chunks[lead + i], k, s, d, lo, hi)
                   for i, ((k, s, d), (lo, hi)) in enumerate(zip(taps, padding)))
-    return unfold_p.bind(x, taps=taps, plans=plans, fill=float(fill), shape=x.shape, chunks=x.chunks)
+    return unfold_p.bind(x, taps=taps, layouts=layouts, fill=float(fill), shape=x.shape, chunks=x.chunks)

@@ -440,12 +440,12 @@ def _run(step, states, steps, snapshots, xs, single, ys):
     if not is_grad_enabled() or not loop.differentiable:
         out = _Outs(loop.forward_tensors())
     else:
-        plan = _Plan(loop, revolve.schedule(steps, snapshots))
+        schedule = _Schedule(loop, revolve.schedule(steps, snapshots))
         inputs = (*states, *loop.leaves) + (loop.xs if loop.x_grad else ())
-        token = graph.guard(_Scan.apply(plan, *inputs), *loop.guarded)
+        token = graph.guard(_Scan.apply(schedule, *inputs), *loop.guarded)
         loop.guarded = ()  # (the guard holds versions, not the tensors)
-        out = _Outs(_Component.apply(plan, k, token) if k >= plan.n or loop.last_requires_grad[k]
-                    else _Component.apply(plan, k, token).detach() for k in range(plan.n + loop.n_ys))
+        out = _Outs(_Component.apply(schedule, k, token) if k >= schedule.n or loop.last_requires_grad[k]
+                    else _Component.apply(schedule, k, token).detach() for k in range(schedule.n + loop.n_ys))
     out.ys_structure = loop.ys_structure
     return out
 
@@ -871,8 +871,8 @@ def _row(xs):
     return door.row_placeholder(v)
 
 
-class _Plan:
-    """What ``_Scan`` runs: the recorded loop and Revolve's actions."""
+class _Schedule:
+    """What ``_Scan`` runs: the recorded loop and Revolve's schedule of it (its actions)."""
 
     def __init__(self, loop, actions):
         self.loop, self.actions = loop, tuple(actions)
@@ -883,40 +883,40 @@ class _Plan:
 class _Scan(Function):
     """The time loop as one node.  Its output is a token, a 0-d zero no user sees: each output (the final
     state's components, the stacked per-step outputs) comes through a ``_Component`` of it, whose
-    backward hands the gradient over in the plan, so only the outputs the loss reads send one (a node
-    with several outputs would pack them into one flat array, copying a whole state).  Inputs: the plan,
+    backward hands the gradient over in the schedule, so only the outputs the loss reads send one (a node
+    with several outputs would pack them into one flat array, copying a whole state).  Inputs: the schedule,
     the initial state, the leaves step reads, ``xs`` if it requires grad."""
 
     @staticmethod
-    def forward(ctx, plan, *inputs):
-        ctx.plan = plan
-        plan.last = plan.loop.forward_tensors()
-        plan.grads = {}
-        return _tensor.zeros((), dtype=plan.last[0].dtype, device=plan.last[0].device)
+    def forward(ctx, schedule, *inputs):
+        ctx.schedule = schedule
+        schedule.last = schedule.loop.forward_tensors()
+        schedule.grads = {}
+        return _tensor.zeros((), dtype=schedule.last[0].dtype, device=schedule.last[0].device)
 
     @staticmethod
     def backward(ctx, _token):
         if is_grad_enabled():
             raise RuntimeError("checkpoint_steps: a double backward (create_graph=True) through it is not supported")
-        plan, loop = ctx.plan, ctx.plan.loop
+        schedule, loop = ctx.schedule, ctx.schedule.loop
         if loop.error is not None:
             raise RuntimeError(loop.error)
-        adjoint = [plan.grads.pop(k, None) for k in range(plan.n + loop.n_ys)]
+        adjoint = [schedule.grads.pop(k, None) for k in range(schedule.n + loop.n_ys)]
         if all(g is None for g in adjoint):
             return (None,) * len(ctx.needs_input_grad)
-        last = plan.last
+        last = schedule.last
         adj = [recorded(g) if g is not None else recorded(zeros_like(t)) for g, t in zip(adjoint, last)]
         rev = loop.revs
-        avals = rev[0].out_avals[:plan.n + len(loop.leaves)]
+        avals = rev[0].out_avals[:schedule.n + len(loop.leaves)]
         if loop.x_grad:
             avals = avals + tuple((v.dtype, v._meta, v.chunks) for v in loop.xs_values)
-        params = (("fwd", loop.fwds), ("rev", rev), ("actions", plan.actions), ("steps", loop.steps),
-                  ("n_carry", plan.n), ("n_leaves", len(loop.leaves)),
+        params = (("fwd", loop.fwds), ("rev", rev), ("actions", schedule.actions), ("steps", loop.steps),
+                  ("n_carry", schedule.n), ("n_leaves", len(loop.leaves)),
                   ("xs_at", loop.xs_at()), ("x_grad", loop.x_grad),
                   ("fixed_at", loop.fixed_at), ("n_ys", loop.n_ys))
         outs = [Tensor._make(v) for v in door.defer_many(door.scan_revolve, loop.srcs() + tuple(adj), params, avals)]
         states, leaves, xs = _reached(loop, adjoint)
-        reached = ([j in states for j in range(plan.n)] + [id(v) in leaves for v in loop.leaves]
+        reached = ([j in states for j in range(schedule.n)] + [id(v) in leaves for v in loop.leaves]
                    + [j in xs for j in range(len(loop.xs))] * loop.x_grad)
         needs = ctx.needs_input_grad
         return (None, *(g if needs[1 + k] and reached[k] else None for k, g in enumerate(outs)))
@@ -924,14 +924,14 @@ class _Scan(Function):
 
 class _Component(Function):
     """Output ``k`` of the loop out of ``_Scan``'s token: its backward hands the gradient to ``_Scan``'s
-    through the plan, and a zero to the token, so that ``_Scan``'s backward runs after it."""
+    through the schedule, and a zero to the token, so that ``_Scan``'s backward runs after it."""
 
     @staticmethod
-    def forward(ctx, plan, k, token):
-        ctx.plan, ctx.k, ctx.zero = plan, k, zeros_like(token)  # zeros read no values: no dependency
-        return plan.last[k].detach()
+    def forward(ctx, schedule, k, token):
+        ctx.schedule, ctx.k, ctx.zero = schedule, k, zeros_like(token)  # zeros read no values: no dependency
+        return schedule.last[k].detach()
 
     @staticmethod
     def backward(ctx, g):
-        ctx.plan.grads[ctx.k] = g
+        ctx.schedule.grads[ctx.k] = g
         return None, None, ctx.zero

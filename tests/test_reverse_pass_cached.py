@@ -1,5 +1,5 @@
 """A reverse pass taken before is made again: a loop's backward runs its VJP rules the second time its
-graph's structure is seen, and never after (engine._reverse_pass_kept); every later backward makes the
+graph's structure is seen, and never after (engine._reverse_pass_cached); every later backward makes the
 same cotangents again on its own values (a :class:`daskgrad._dask.Piece`).  Each test compares
 with the same loop with the cache off (every rule run), bit for bit, and counts the rule calls."""
 import gc
