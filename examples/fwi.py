@@ -324,6 +324,11 @@ def misfit_figure(misfits):
     return fig
 
 
+def _unroll(text):
+    """``--unroll``'s value: a number of steps, or ``"auto"``."""
+    return text if text == "auto" else int(text)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=101, help="physical cells per side")
@@ -335,8 +340,9 @@ def main(argv=None):
     p.add_argument("--chunk", type=int, default=None, help="space chunk side (default: one chunk per shot)")
     p.add_argument("--snapshots", type=int, default=None,
                    help="checkpoint_steps snapshots (default ~sqrt(steps); 0: no checkpoints)")
-    p.add_argument("--unroll", type=int, default=1,
-                   help="steps a checkpoint_steps body (one task a shot runs them; snapshots then count blocks)")
+    p.add_argument("--unroll", type=_unroll, default=1,
+                   help="steps a checkpoint_steps body (one task a shot runs them; snapshots then count blocks); "
+                        "'auto': chosen from the state's chunks")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--device", default="cpu", help='"cuda": the wavefields and the model on the GPU (cupy chunks)')
     p.add_argument("--out", default=None, help="folder for the PNGs (default: a new temporary folder)")

@@ -3,12 +3,14 @@ loop's values and gradients for any K (a whole number of blocks, steps left over
 ``step`` called once a step of one block when its data enters as ``xs``, a chunk that reads only
 itself advancing K steps in one task (fewer tasks a step), Revolve's count over blocks, and a bad K
 refused before anything is submitted."""
+import re
+
 import numpy as np
 import pytest
 
 import daskgrad as dg
 from daskgrad.utils import revolve
-from daskgrad.utils.checkpoint import checkpoint_steps, scan
+from daskgrad.utils.checkpoint import MAX_UNROLL, UNROLL_BYTES, auto_unroll, checkpoint_steps, scan
 
 from test_checkpoint_steps import LAP1, _rnn, assert_close, counting, wave_1d
 
@@ -135,11 +137,12 @@ def test_scan_without_xs_and_with_unroll_runs_length_steps_with_x_none():
     assert ys is None and c.tolist() == [128.0] * 3 and set(seen) == {None}
 
 
-@pytest.mark.parametrize("unroll", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize("unroll", [0, -1, 1.5, True, "2", "AUTO"])
 def test_a_bad_unroll_is_refused_before_anything_is_submitted(unroll):
     step, state, _ = wave_1d(6)
     with dg.testing.submissions() as subs:
-        with pytest.raises(ValueError, match=f"unroll should be a positive integer value, but got unroll={unroll}"):
+        with pytest.raises(ValueError, match=re.escape(f"unroll should be a positive integer value or 'auto', but got "
+                                                       f"unroll={unroll!r}")):
             checkpoint_steps(step, state(), 4, snapshots=2, unroll=unroll)
         with pytest.raises(ValueError, match="unroll should be a positive integer value"):
             scan(lambda c, x: (c, None), dg.ones(2), length=3, unroll=unroll)
@@ -166,3 +169,42 @@ def test_a_step_returning_a_one_tuple_for_a_tensor_state_runs_in_blocks_as_in_on
     assert got.tolist() == want.tolist()
     c, ys = scan(lambda c, x: ((c * 2.0,), c), dg.ones(2, dtype="float64"), length=5, unroll=2)
     assert c.tolist() == [32.0, 32.0] and ys[:, 0].tolist() == [1.0, 2.0, 4.0, 8.0, 16.0]
+
+
+# ------------------------------------------------------------------ unroll="auto"
+def test_auto_unroll_holds_a_block_s_states_of_a_chunk_within_its_bytes_and_prefers_a_k_dividing_the_steps():
+    shot = dg.zeros((5, 261, 261), dtype="float64", chunks=(1, 261, 261))  # the tutorial FWI's state: 1.1 MB a chunk
+    acc = dg.zeros(5, dtype="float64", chunks=1)
+    assert auto_unroll((shot, shot, acc), 200) == 10  # 15 fit; 10 divides 200
+    assert auto_unroll((shot, shot, acc), 7) == 7  # no more than the steps
+    assert auto_unroll((shot, shot, acc), 199) == 15  # no K from 8 to 15 divides 199: the most that fit
+    tiny = dg.zeros(10, dtype="float64")
+    assert auto_unroll(tiny, 1000) == 25 and auto_unroll(tiny, 997) == MAX_UNROLL
+    big = dg.zeros(UNROLL_BYTES // 8 + 1, dtype="float64")  # one chunk's state past the bytes: one step a body
+    assert auto_unroll(big, 100) == 1
+    half = dg.zeros((2, UNROLL_BYTES // 16), dtype="float32", chunks=(1, -1))  # a chunk of 1/4 of them: 4
+    assert auto_unroll(half, 100) == 4 and auto_unroll(half.to(dtype="float64"), 100) == 2
+
+
+@pytest.mark.parametrize("with_xs", [False, True])
+@pytest.mark.parametrize("steps", [12, 40, 37])
+def test_auto_unroll_gives_the_unrolled_loop_s_gradients_with_its_k(steps, with_xs):
+    want, plain_calls = _wave_grads((6, 6, 5), steps, with_xs=with_xs)
+    got, calls = _wave_grads((6, 6, 5), steps, 3, "auto", with_xs)
+    assert_close(got, want)
+    k = auto_unroll(dg.zeros(17, dtype="float64", chunks=(6, 6, 5)), steps)
+    assert k == {12: 12, 40: 20, 37: 32}[steps]
+    if with_xs:  # one block's steps recorded, and the left-over loop's step
+        assert len(calls) == k + (steps % k > 0)  # (the left-over loop records its step once)
+    else:
+        assert sorted(set(calls)) == plain_calls
+
+
+def test_scan_with_auto_unroll_stacks_the_same_outputs_and_gradients():
+    def run(unroll):
+        c = dg.tensor(0.9, dtype="float64", requires_grad=True)
+        xs = dg.from_array(np.arange(1.0, 10.0).reshape(9, 1), chunks=(2, 1)).requires_grad_()
+        carry, ys = scan(lambda h, x: (h * c + x, h * 2.0), dg.zeros(1, dtype="float64"), xs, unroll=unroll)
+        (carry.sum() * ys.sum()).backward()
+        return carry.detach().numpy(), ys.detach().numpy(), c.grad.numpy(), xs.grad.numpy()
+    assert_close(run("auto"), run(1))
