@@ -28,7 +28,8 @@ from .lost import LostTensorError
 from ._dask import step_cache_clear, step_cache_info
 from ._tensor import (Tensor, arange, as_tensor, from_array, from_numpy, from_torch, full, manual_seed, ones, rand,
                       randn, tensor, zeros)
-from ._data import channels_last, channels_last_3d, contiguous_format, device, memory_format, preserve_format
+from ._data import (channels_last, channels_last_3d, contiguous_format, device, layout, memory_format,
+                    preserve_format, strided)
 
 
 def compute(*tensors, **kwargs):

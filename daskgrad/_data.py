@@ -277,4 +277,21 @@ class memory_format:
 
 
 contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format("preserve_format")
+
+
+class layout:
+    """torch's ``torch.layout``: how a tensor's elements are held.  Every daskgrad tensor is dense chunks:
+    ``t.layout`` is ``daskgrad.strided``, torch's default (and its sparse layouts have no counterpart)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"daskgrad.{self.name}"
+
+    def __reduce__(self):
+        return self.name  # (the module's instance: unpickled as itself, ``is`` comparisons hold)
+
+
+strided = layout("strided")
 channels_last, channels_last_3d = memory_format("channels_last"), memory_format("channels_last_3d")

@@ -593,6 +593,21 @@ class Tensor:
         """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``)."""
         return self.device == "cuda"
 
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the chunks are host arrays (torch's ``Tensor.is_cpu``)."""
+        return self.device == "cpu"
+
+    def get_device(self) -> int:
+        """torch's ``Tensor.get_device()``: -1 for chunks on the host, the GPU's index for cupy chunks (0:
+        daskgrad's ``cuda`` device has no index of its own; each worker's chunks are on its GPU)."""
+        return -1 if self.device == "cpu" else (self.device.index or 0)
+
+    @property
+    def layout(self) -> _data.layout:
+        """torch's ``Tensor.layout``: ``daskgrad.strided`` (dense chunks), torch's default."""
+        return _data.strided
+
     def __repr__(self):
         """torch's text, with the values when they are few and already in memory (never computed for
         a repr), else dask's summary of the array: see :mod:`daskgrad._repr`."""

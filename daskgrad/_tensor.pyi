@@ -1221,6 +1221,10 @@ class Tensor:
     def ger(self, vec2):
         """torch's ``ger``: ``outer`` (its checks and words).
         """
+    def get_device(self) -> int:
+        """torch's ``Tensor.get_device()``: -1 for chunks on the host, the GPU's index for cupy chunks (0:
+        daskgrad's ``cuda`` device has no index of its own; each worker's chunks are on its GPU).
+        """
     @property
     def grad(self) -> Tensor | None:
         """The gradient backward accumulated into this leaf: ``None`` until a backward reaches it, then
@@ -1375,6 +1379,10 @@ class Tensor:
         memory (``x.T``, ``x[:, :2]``, ``x.expand(...)``); an op's result is contiguous here.
         """
     @property
+    def is_cpu(self) -> bool:
+        """Whether the chunks are host arrays (torch's ``Tensor.is_cpu``).
+        """
+    @property
     def is_cuda(self) -> bool:
         """Whether the chunks are cupy arrays on a GPU (torch's ``Tensor.is_cuda``).
         """
@@ -1385,22 +1393,48 @@ class Tensor:
         """Whether this tensor was made under :class:`daskgrad.inference_mode`.
         """
     @property
+    def is_ipu(self): ...
+    @property
     def is_leaf(self) -> bool:
         """Whether this tensor is a leaf of the graph (it has no ``grad_fn``): every tensor the user
         made, and every tensor that does not require grad (torch's ``Tensor.is_leaf``).
         """
+    @property
+    def is_maia(self): ...
+    @property
+    def is_meta(self): ...
+    @property
+    def is_mkldnn(self): ...
+    @property
+    def is_mps(self): ...
+    @property
+    def is_mtia(self): ...
     def is_neg(self):
         """torch's ``is_neg``: whether this is a lazily negated view (never, here: negation is computed).
         """
+    @property
+    def is_nested(self): ...
     def is_nonzero(self):
         """torch's ``is_nonzero``: whether the one value of this tensor is not zero.
         """
+    @property
+    def is_quantized(self): ...
     def is_same_size(self, other):
         """torch's ``is_same_size``: whether ``other`` has this tensor's shape.
         """
     def is_signed(self):
         """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
         """
+    @property
+    def is_sparse(self): ...
+    @property
+    def is_sparse_csr(self): ...
+    @property
+    def is_vulkan(self): ...
+    @property
+    def is_xla(self): ...
+    @property
+    def is_xpu(self): ...
     def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         """torch's ``isclose``: ``|self - other| <= atol + rtol * |other|`` element-wise (NaNs equal with
         ``equal_nan``); one dtype, as torch requires.
@@ -1436,6 +1470,10 @@ class Tensor:
         """
     def kthvalue(self, k, dim=-1, keepdim=False):
         """torch's ``kthvalue``: the named ``(values, indices)`` of the ``k``-th smallest along ``dim``.
+        """
+    @property
+    def layout(self):
+        """torch's ``Tensor.layout``: ``daskgrad.strided`` (dense chunks), torch's default.
         """
     def lcm(self, other):
         """torch's ``lcm``: the least common multiple of integer tensors, elementwise (broadcast; no gradient).

@@ -2667,3 +2667,8 @@ install(METHODS, __name__)
 Tensor.mH = property(_mH, doc="torch's ``mH``: the last two dims swapped and conjugated.")
 Tensor.itemsize = property(_element_size, doc="torch's ``itemsize``: the bytes of one element.")
 Tensor.H = property(_H, doc="torch's ``H``: a matrix transposed and conjugated.")
+# torch's flags of layouts and devices daskgrad has none of: False, as torch's on a dense CPU tensor
+for _flag in ("is_sparse", "is_sparse_csr", "is_quantized", "is_meta", "is_nested", "is_mkldnn", "is_xpu", "is_mps",
+              "is_ipu", "is_xla", "is_vulkan", "is_maia", "is_mtia"):
+    setattr(Tensor, _flag, property(lambda self: False, doc=f"torch's ``{_flag}``: False (dense chunks on a host or "
+                                                            "a CUDA GPU)."))
