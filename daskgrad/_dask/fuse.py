@@ -12,11 +12,13 @@ grouping, so an instance run inline or a memory estimate reads fused tasks witho
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import operator
 
 import numpy as np
 
+from dask.array import chunk as da_chunk
 from dask.base import tokenize
 from dask.utils import key_split
 
@@ -142,12 +144,13 @@ _VIEWS = frozenset({np.transpose})
 
 
 def _inline_views(nodes, deps, layer_of, annotated, requested):
-    """Each view task (a weight's transpose, ``W.T``) read by several tasks, written into those tasks
-    (a nested task: each makes the view itself, for nothing) instead of a task of its own that the
-    scheduler handles and every reader waits for: 3 tasks a step in ``make demo``, ``W.T`` of each weight
-    in the forward and ``(W.T).T`` in the backward.  Not a requested key, nor where a reader is not a task
-    or its annotations differ.  ``nodes`` and ``deps`` are rewritten in place; returned: the view keys
-    removed and the tasks rewritten.  A view of a view goes in whole."""
+    """Each view of a one-chunk value (a weight's transpose, ``W.T``) read by tasks of several chunks,
+    written into those tasks (a nested task: each makes the view itself, for nothing) instead of a task
+    of its own that the scheduler handles and every reader waits for: 3 tasks a step in ``make demo``,
+    ``W.T`` of each weight in the forward and ``(W.T).T`` in the backward.  Not a requested key, nor a
+    view of a chunk of rows (``X.T``: its readers are that chunk's), nor where a reader is not a task or
+    its annotations differ.  ``nodes`` and ``deps`` are rewritten in place; returned: the view keys removed
+    and the tasks rewritten.  A view of a view goes in whole."""
     views = {k for k, n in nodes.items() if type(n) is Task and n.func in _VIEWS and k not in requested}
     if not views:
         return set()
@@ -158,22 +161,51 @@ def _inline_views(nodes, deps, layer_of, annotated, requested):
                 readers.setdefault(d, []).append(k)
 
     def note(k):
-        return annotated.get(layer_of.get(k) or (k[0] if isinstance(k, tuple) else k))
+        return annotated.get(layer(k))
 
+    def layer(k):
+        return layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
+
+    size = collections.Counter(map(layer, nodes))
     done = set()
     for v in inputs_first(sorted(views, key=repr), {v: deps[v] & views for v in views}):
         rs = readers.get(v, ())
-        if len(rs) < 2 or any(type(nodes.get(r)) is not Task or note(r) != note(v) for r in rs):
+        if (size[layer(v)] > 1 or len({_block(r) for r in rs}) < 2
+                or any(type(nodes.get(r)) is not Task or note(r) != note(v) for r in rs)):
             continue
-        node = nodes.pop(v)
-        inner = Task(None, node.func, *node.args, **node.kwargs)
+        inner = Task(None, nodes[v].func, *nodes[v].args, **nodes[v].kwargs)
+        new = {r: nodes[r].substitute({v: inner}) for r in rs}
+        if not all(_runs_alike(nodes[r], new[r]) for r in rs):
+            continue
         for r in rs:
-            nodes[r] = nodes[r].substitute({v: inner})
+            nodes[r] = new[r]
             deps[r] = nodes[r].dependencies
-        del deps[v]
+        del nodes[v], deps[v]
         done.add(v)
         done.update(rs)
     return done
+
+
+def _runs_alike(old, new):
+    """Whether task ``new`` (``old`` with a view inside) runs as directly as ``old``: called as a
+    :class:`.calls._Call` or ordered once as a :class:`.calls._Subgraph` (a view in a list of its
+    arguments is neither: it would run as dask's task, and never over row blocks)."""
+    if _Subgraph.applies(old):
+        return _Subgraph.applies(new)
+    return type(_Call.of(old)) is not _Call or type(_Call.of(new)) is _Call
+
+
+# elementwise ops cheaper to compute again in a task than to hand on from another (:meth:`_Groups._again`)
+_CHEAP = frozenset({operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge, operator.invert,
+                    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal, np.logical_not,
+                    da_chunk.astype})
+
+
+def _cheap(node):
+    """Whether task ``node`` is a cheap elementwise op (:data:`_CHEAP`) of references and constants."""
+    return (type(node) is Task and node.func in _CHEAP
+            and all(isinstance(a, (TaskRef, DataNode)) or not isinstance(a, (GraphNode, list, tuple, dict))
+                    for a in (*node.args, *node.kwargs.values())))
 
 
 def _unreachable(*_):  # pragma: no cover - a stand-in (_Tasks.through) is never built
@@ -217,6 +249,7 @@ class _Groups:
             cycles = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
             self._split_by_level([g for comp in cycles for g in comp if len(self.members[g] or ()) > 1])
             self._absorb()
+            self._again()
 
     def _peel(self, g, comp):
         """Split from group ``g`` (on a cycle with the other groups of ``comp``) the members that
@@ -289,6 +322,62 @@ class _Groups:
         note = self.tasks.annotated.get(self.tasks.layer(k))
         return (k in self.results_read or k in self.tasks.stand_ins or self.tasks.nodes[k].block_fusion
                 or note is not None and any(callable(v) for v in note.values()))
+
+    def _again(self):
+        """Where a group hands on values to reductions and to one group of its chunk, and what that group
+        reads of it is cheap elementwise ops (:data:`_CHEAP`) of what the group reads: copies of those in
+        the reader, so the group hands on only what is reduced.  CrossEntropyLoss's rows kept (``target !=
+        ignore_index`` as floats) feed the count of valid targets (peeled off the chunk's task) and the
+        chunk's loss and VJP: handed on from the count's task as well, its partial count was a ``getitem``
+        task of its own per chunk (4 a step in ``make demo``) and the chunk's task waited for the count's."""
+        tasks = self.tasks
+        for g, members in enumerate(self.members):
+            if members is None or any(map(self._alone, members)):
+                continue
+            inside, reduced, handed, readers = set(members), False, [], set()
+            for m in members:
+                outside = [r for r in tasks.readers.get(m, ()) if r not in inside]
+                if not outside:
+                    continue
+                if m in tasks.shared or all(tasks.layer(m) in self.gathers.get(r, ()) for r in outside):
+                    reduced = True
+                    continue
+                handed.append(m)
+                readers.update(r for r in outside if tasks.layer(m) not in self.gathers.get(r, ()))
+            groups = {self.find(self.group[r]) for r in readers}
+            if not reduced or len(groups) != 1 or len({_block(m) for m in members} | set(map(_block, readers))) != 1:
+                continue
+            (h,) = groups
+            if any(map(self._alone, self.members[h])) or not self._fits(h, self.notes[g]):
+                continue
+            copy, stack = set(), list(handed)
+            while stack:
+                m = stack.pop()
+                if m not in copy:
+                    copy.add(m)
+                    stack.extend(d for d in tasks.deps[m] if d in inside)
+            if not all(_cheap(tasks.nodes[m]) for m in copy):
+                continue
+            names = {m: (f"{m[0]}-again",) + m[1:] if isinstance(m, tuple) else f"{m}-again" for m in copy}
+            for m in sorted(copy, key=self.position.__getitem__):
+                c = names[m]
+                node = tasks.nodes[m].substitute({d: names[d] for d in tasks.deps[m] if d in names}, key=c)
+                tasks.nodes[c] = tasks.raw[c] = node
+                tasks.deps[c] = node.dependencies
+                if m in tasks.layer_of:
+                    tasks.layer_of[c] = tasks.layer_of[m]
+                for d in node.dependencies:
+                    tasks.readers.setdefault(d, []).append(c)
+                self.group[c] = h
+                self.members[h].append(c)
+                self.position[c] = self.position[m]  # (before its readers: a group's parts run in this order)
+            for m in copy:
+                moved = [r for r in tasks.readers.get(m, ()) if r in readers]
+                for r in moved:
+                    tasks.nodes[r] = tasks.nodes[r].substitute({m: names[m]})
+                    tasks.deps[r] = tasks.nodes[r].dependencies
+                tasks.readers[m] = [r for r in tasks.readers[m] if r not in readers]
+                tasks.readers.setdefault(names[m], []).extend(moved)
 
     def _split_by_level(self, cyclic):
         """Split each group of ``cyclic`` (groups on a cycle of the graph of groups) into parts by
