@@ -329,7 +329,7 @@ class _Kernel:
                 once[node.key] = value
                 var[node.key] = const(value)
             elif type(node) is _Subgraph:
-                inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var) if type(a) is List
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var, call) if type(a) is List
                          else call(a, var) if type(a) in (_Call, Task) else const(a.value)
                          for k, a in node.inputs}
                 made = set()
@@ -445,9 +445,11 @@ def _itself(x):
     return x
 
 
-def _listed(seq, var):
-    """The source of a (nested) list of references, each read from its variable in ``var``."""
-    return f"[{', '.join(var[e.key] if type(e) is TaskRef else _listed(e, var) for e in seq.args)}]"
+def _listed(seq, var, call):
+    """The source of a (nested) list of references, each read from its variable in ``var``, or of
+    direct calls of those (a weight's transpose among a contraction's blocks: ``call(part, var)``)."""
+    return "[" + ", ".join(var[e.key] if type(e) is TaskRef else call(_Call.of(e), var) if type(e) is Task
+                           else _listed(e, var, call) for e in seq.args) + "]"
 
 
 def _input(a, cache):
@@ -472,7 +474,10 @@ def _loose(node):
 
 
 def _refs_only(seq):
-    return all(isinstance(e, TaskRef) or (type(e) is List and _refs_only(e)) for e in seq.args)
+    """Whether a (nested) list holds references, or direct calls of references (a view of a weight that
+    chunk fusion wrote in: :func:`.fuse._inline_views`)."""
+    return all(isinstance(e, TaskRef) or (type(e) is List and _refs_only(e))
+               or (type(e) is Task and type(_Call.of(e)) is _Call) for e in seq.args)
 
 
 def _holds_node(obj):
@@ -640,7 +645,16 @@ def _row_parts(order, names):
                 local[k] = (node.key, k)
         if any(type(e) is List for k, a in node.inputs if type(a) is List for e in a.args):
             raise rows.Refused  # (a list of lists: a reduction's aggregate over several axes)
-        local.update((k, ("s", list, tuple((True, e.key) for e in a.args))) for k, a in node.inputs if type(a) is List)
+        for k, a in node.inputs:  # (a call in a list, a weight's transpose among a product's blocks: a part too)
+            if type(a) is List:
+                items = []
+                for j, e in enumerate(a.args):
+                    if type(e) is Task:
+                        parts.append(_row_part(_Call.of(e), (node.key, k, j), name, {}, {}, parts))
+                        items.append((True, (node.key, k, j)))
+                    else:
+                        items.append((True, e.key))
+                local[k] = ("s", list, tuple(items))
         constants = {k: a.value for k, a in node.inputs if not isinstance(a, TaskRef) and type(a) is not List}
         for t, inner_name in zip(node.tasks, node.names):
             key = node.key if t.key == node.outkey else (node.key, t.key)
