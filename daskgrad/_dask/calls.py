@@ -329,7 +329,7 @@ class _Kernel:
                 once[node.key] = value
                 var[node.key] = const(value)
             elif type(node) is _Subgraph:
-                inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var) if type(a) is List
+                inner = {k: var[a.key] if isinstance(a, TaskRef) else _listed(a, var, call) if type(a) is List
                          else call(a, var) if type(a) in (_Call, Task) else const(a.value)
                          for k, a in node.inputs}
                 made = set()
@@ -445,9 +445,11 @@ def _itself(x):
     return x
 
 
-def _listed(seq, var):
-    """The source of a (nested) list of references, each read from its variable in ``var``."""
-    return f"[{', '.join(var[e.key] if type(e) is TaskRef else _listed(e, var) for e in seq.args)}]"
+def _listed(seq, var, call):
+    """The source of a (nested) list of references, each read from its variable in ``var``, or of
+    direct calls of those (a weight's transpose among a contraction's blocks: ``call(part, var)``)."""
+    return "[" + ", ".join(var[e.key] if type(e) is TaskRef else call(_Call.of(e), var) if type(e) is Task
+                           else _listed(e, var, call) for e in seq.args) + "]"
 
 
 def _input(a, cache):
@@ -472,7 +474,10 @@ def _loose(node):
 
 
 def _refs_only(seq):
-    return all(isinstance(e, TaskRef) or (type(e) is List and _refs_only(e)) for e in seq.args)
+    """Whether a (nested) list holds references, or direct calls of references (a view of a weight that
+    chunk fusion wrote in: :func:`.fuse._inline_views`)."""
+    return all(isinstance(e, TaskRef) or (type(e) is List and _refs_only(e))
+               or (type(e) is Task and type(_Call.of(e)) is _Call) for e in seq.args)
 
 
 def _holds_node(obj):
@@ -629,31 +634,46 @@ def _row_parts(order, names):
     parts = []
     for node, name in zip(order, names):
         if type(node) is not _Subgraph:
-            parts.append(_row_part(node, node.key, name, {}, {}))
+            parts.append(_row_part(node, node.key, name, {}, {}, parts))
             continue
-        if any(type(a) in (_Call, Task) for _, a in node.inputs):
-            raise rows.Refused  # (an input computed by a task inside it)
+        if any(type(a) is Task for _, a in node.inputs):
+            raise rows.Refused  # (an input computed by a task inside it that is not a direct call)
         local = {k: a.key for k, a in node.inputs if isinstance(a, TaskRef)}
+        for k, a in node.inputs:  # (a call inside it, a weight's transpose: a part of its own before it)
+            if type(a) is _Call:
+                parts.append(_row_part(a, (node.key, k), name, {}, {}, parts))
+                local[k] = (node.key, k)
         if any(type(e) is List for k, a in node.inputs if type(a) is List for e in a.args):
             raise rows.Refused  # (a list of lists: a reduction's aggregate over several axes)
-        local.update((k, ("s", list, tuple((True, e.key) for e in a.args))) for k, a in node.inputs if type(a) is List)
+        for k, a in node.inputs:  # (a call in a list, a weight's transpose among a product's blocks: a part too)
+            if type(a) is List:
+                items = []
+                for j, e in enumerate(a.args):
+                    if type(e) is Task:
+                        parts.append(_row_part(_Call.of(e), (node.key, k, j), name, {}, {}, parts))
+                        items.append((True, (node.key, k, j)))
+                    else:
+                        items.append((True, e.key))
+                local[k] = ("s", list, tuple(items))
         constants = {k: a.value for k, a in node.inputs if not isinstance(a, TaskRef) and type(a) is not List}
         for t, inner_name in zip(node.tasks, node.names):
             key = node.key if t.key == node.outkey else (node.key, t.key)
-            parts.append(_row_part(t, key, inner_name, local, constants))
+            parts.append(_row_part(t, key, inner_name, local, constants, parts))
             local[t.key] = key
     return parts
 
 
-def _row_part(t, key, name, local, constants):
+def _row_part(t, key, name, local, constants, parts):
+    """``t`` as a :class:`.rows.Part` under ``key``; a call in its arguments (a view of a weight inside
+    a chunk's task) a part of its own, added to ``parts`` first."""
     def arg(k):  # what t reads under the name k: a value of the task, a list of them, or a constant
         if k in constants:
             return ("c", constants[k])
         found = local.get(k, k)
         return found if type(found) is tuple and found and found[0] == "s" else ("r", found)
 
-    if type(t) is _Call and (t.calls or any(kind == 2 for _, _, items in t.seqs for kind, _ in items)):
-        raise rows.Refused  # (tasks inside its arguments)
+    if type(t) is _Call and any(kind == 2 for _, _, items in t.seqs for kind, _ in items):
+        raise rows.Refused  # (tasks inside its lists)
     if type(t) is not _Call:
         if any(arg(d)[0] == "s" for d in t.dependencies):
             raise rows.Refused  # (called on a dict: its lists would need building)
@@ -663,6 +683,9 @@ def _row_part(t, key, name, local, constants):
     args = [("c", a) for a in t.args]
     for i, k in t.refs:
         args[i] = arg(k)
+    for i, call in t.calls:
+        parts.append(_row_part(call, (key, i), name, local, constants, parts))
+        args[i] = ("r", (key, i))
     for i, make, items in t.seqs:
         found = [arg(e) if kind else ("c", e) for kind, e in items]
         if any(a[0] == "s" for a in found):

@@ -12,11 +12,13 @@ grouping, so an instance run inline or a memory estimate reads fused tasks witho
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import operator
 
 import numpy as np
 
+from dask.array import chunk as da_chunk
 from dask.base import tokenize
 from dask.utils import key_split
 
@@ -51,14 +53,14 @@ def fuse_chunks(hlg, keys, name, loops=None):
     ``loops``: the time loops (name -> :class:`.optimize.ScanLayer`) left out of ``hlg``, their keys read
     as data; a path through one is still a path (:meth:`_Tasks.through`).
     """
-    tasks = _Tasks(hlg)
+    requested = set(keys)
+    tasks = _Tasks(hlg, requested)
     tasks.through(loops or {})
     if not tasks.nodes:
         return hlg
-    requested = set(keys)
     groups = _Groups(tasks, requested)
     fused = groups.fused()
-    if not fused and not any(_Subgraph.applies(n) for n in tasks.nodes.values()):
+    if not fused and not tasks.inlined and not any(_Subgraph.applies(n) for n in tasks.nodes.values()):
         return hlg
     return _build_fused(hlg, tasks, fused, requested, groups.gathers, name)
 
@@ -66,9 +68,11 @@ def fuse_chunks(hlg, keys, name, loops=None):
 class _Tasks:
     """``hlg``'s tasks as fusion reads them: each task's node (legacy tuples converted once), its
     inputs and readers (in graph order, whatever the order of a task's inputs: the same groups every
-    run), its layer and that layer's annotations, and the values too widely read to join a group."""
+    run), its layer and that layer's annotations, and the values too widely read to join a group.
+    Views of one value read by several tasks go into their readers (:func:`_inline_views`): ``inlined``,
+    the tasks rewritten so."""
 
-    def __init__(self, hlg):
+    def __init__(self, hlg, requested=()):
         self.raw, self.layer_of, self.annotated = {}, {}, {}
         for name, layer in hlg.layers.items():
             if layer.annotations:
@@ -82,6 +86,10 @@ class _Tasks:
             if isinstance(node, Task) or isinstance(node, Alias) and node.target != k:
                 self.nodes[k] = node
                 self.deps[k] = node.dependencies
+        self.inlined = _inline_views(self.nodes, self.deps, self.layer_of, self.annotated, requested)
+        for k in self.inlined:
+            if k not in self.nodes:
+                del self.raw[k]
         for k, ds in self.deps.items():
             for d in ds:
                 self.readers.setdefault(d, []).append(k)
@@ -131,6 +139,75 @@ def _reach_in(loop, reads, wanted):
     return {k: [r for r in reads if sets[k] & bit[r]] for k in wanted}
 
 
+# what a view task runs: nothing but a view of its input (NumPy's and CuPy's alike, by dispatch)
+_VIEWS = frozenset({np.transpose})
+
+
+def _inline_views(nodes, deps, layer_of, annotated, requested):
+    """Each view of a one-chunk value (a weight's transpose, ``W.T``) read by tasks of several chunks,
+    written into those tasks (a nested task: each makes the view itself, for nothing) instead of a task
+    of its own that the scheduler handles and every reader waits for: 3 tasks a step in ``make demo``,
+    ``W.T`` of each weight in the forward and ``(W.T).T`` in the backward.  Not a requested key, nor a
+    view of a chunk of rows (``X.T``: its readers are that chunk's), nor where a reader is not a task or
+    its annotations differ.  ``nodes`` and ``deps`` are rewritten in place; returned: the view keys removed
+    and the tasks rewritten.  A view of a view goes in whole."""
+    views = {k for k, n in nodes.items() if type(n) is Task and n.func in _VIEWS and k not in requested}
+    if not views:
+        return set()
+    readers = {}
+    for k, ds in deps.items():
+        for d in ds:
+            if d in views:
+                readers.setdefault(d, []).append(k)
+
+    def note(k):
+        return annotated.get(layer(k))
+
+    def layer(k):
+        return layer_of.get(k) or (k[0] if isinstance(k, tuple) else k)
+
+    size = collections.Counter(map(layer, nodes))
+    done = set()
+    for v in inputs_first(sorted(views, key=repr), {v: deps[v] & views for v in views}):
+        rs = readers.get(v, ())
+        if (size[layer(v)] > 1 or len({_block(r) for r in rs}) < 2
+                or any(type(nodes.get(r)) is not Task or note(r) != note(v) for r in rs)):
+            continue
+        inner = Task(None, nodes[v].func, *nodes[v].args, **nodes[v].kwargs)
+        new = {r: nodes[r].substitute({v: inner}) for r in rs}
+        if not all(_runs_alike(nodes[r], new[r]) for r in rs):
+            continue
+        for r in rs:
+            nodes[r] = new[r]
+            deps[r] = nodes[r].dependencies
+        del nodes[v], deps[v]
+        done.add(v)
+        done.update(rs)
+    return done
+
+
+def _runs_alike(old, new):
+    """Whether task ``new`` (``old`` with a view inside) runs as directly as ``old``: called as a
+    :class:`.calls._Call` or ordered once as a :class:`.calls._Subgraph` (a view in a list of its
+    arguments is neither: it would run as dask's task, and never over row blocks)."""
+    if _Subgraph.applies(old):
+        return _Subgraph.applies(new)
+    return type(_Call.of(old)) is not _Call or type(_Call.of(new)) is _Call
+
+
+# elementwise ops cheaper to compute again in a task than to hand on from another (:meth:`_Groups._again`)
+_CHEAP = frozenset({operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge, operator.invert,
+                    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal, np.logical_not,
+                    da_chunk.astype})
+
+
+def _cheap(node):
+    """Whether task ``node`` is a cheap elementwise op (:data:`_CHEAP`) of references and constants."""
+    return (type(node) is Task and node.func in _CHEAP
+            and all(isinstance(a, (TaskRef, DataNode)) or not isinstance(a, (GraphNode, list, tuple, dict))
+                    for a in (*node.args, *node.kwargs.values())))
+
+
 def _unreachable(*_):  # pragma: no cover - a stand-in (_Tasks.through) is never built
     raise AssertionError("a time loop's stand-in ran")
 
@@ -171,6 +248,8 @@ class _Groups:
                     self._peel(g, set(comp))
             cycles = _groups_on_cycles(tasks.deps, self.group, self.find, self.members)
             self._split_by_level([g for comp in cycles for g in comp if len(self.members[g] or ()) > 1])
+            self._absorb()
+            self._again()
 
     def _peel(self, g, comp):
         """Split from group ``g`` (on a cycle with the other groups of ``comp``) the members that
@@ -204,6 +283,101 @@ class _Groups:
         for m in before:
             self.group[m] = h
         self.members[g] = [m for m in members if m not in before]
+
+    def _absorb(self):
+        """Merge each group whose values only one other group reads, a chunk's, into that group, after
+        the cycles were cut.  Cutting leaves a chunk's part that waited for a reduction of all chunks (the
+        seed of CrossEntropyLoss's VJP, ``g / count``) a task of its own, read by the rest of that chunk
+        only: 4 tasks a step in ``make demo``.  A group with one successor cannot come back to itself
+        through another group, so no merge makes a cycle.  Never where a task stays alone (a result read
+        by others, a time loop's stand-in, a task blocking fusion), into a reduction of the group's values,
+        across chunks, or across annotations that do not fuse."""
+        tasks = self.tasks
+        for k in sorted(self.position, key=self.position.__getitem__, reverse=True):
+            g = self.find(self.group[k])
+            members = self.members[g]
+            if members is None or k != members[0] or any(map(self._alone, members)):
+                continue
+            block = {_block(m) for m in members}
+            succ, reads = set(), []
+            for m in members:
+                for r in tasks.readers.get(m, ()):
+                    h = self.find(self.group[r])
+                    if h != g:
+                        succ.add(h)
+                        reads.append((m, r))
+            if len(succ) != 1 or len(block) != 1 or None in block:
+                continue
+            (h,) = succ
+            if (any(map(self._alone, self.members[h])) or not self._fits(h, self.notes[g])
+                    or any(_block(r) not in block or tasks.layer(m) in self.gathers.get(r, ()) for m, r in reads)):
+                continue
+            self.parent[g] = h
+            self.members[h] += members
+            self.notes[h] = _merge_annotations(self.notes[h], self.notes[g])
+            self.members[g] = None
+
+    def _alone(self, k):
+        """Whether task ``k`` stays a task of its own (:meth:`_place`'s first test)."""
+        note = self.tasks.annotated.get(self.tasks.layer(k))
+        return (k in self.results_read or k in self.tasks.stand_ins or self.tasks.nodes[k].block_fusion
+                or note is not None and any(callable(v) for v in note.values()))
+
+    def _again(self):
+        """Where a group hands on values to reductions and to one group of its chunk, and what that group
+        reads of it is cheap elementwise ops (:data:`_CHEAP`) of what the group reads: copies of those in
+        the reader, so the group hands on only what is reduced.  CrossEntropyLoss's rows kept (``target !=
+        ignore_index`` as floats) feed the count of valid targets (peeled off the chunk's task) and the
+        chunk's loss and VJP: handed on from the count's task as well, its partial count was a ``getitem``
+        task of its own per chunk (4 a step in ``make demo``) and the chunk's task waited for the count's."""
+        tasks = self.tasks
+        for g, members in enumerate(self.members):
+            if members is None or any(map(self._alone, members)):
+                continue
+            inside, reduced, handed, readers = set(members), False, [], set()
+            for m in members:
+                outside = [r for r in tasks.readers.get(m, ()) if r not in inside]
+                if not outside:
+                    continue
+                if m in tasks.shared or all(tasks.layer(m) in self.gathers.get(r, ()) for r in outside):
+                    reduced = True
+                    continue
+                handed.append(m)
+                readers.update(r for r in outside if tasks.layer(m) not in self.gathers.get(r, ()))
+            groups = {self.find(self.group[r]) for r in readers}
+            if not reduced or len(groups) != 1 or len({_block(m) for m in members} | set(map(_block, readers))) != 1:
+                continue
+            (h,) = groups
+            if any(map(self._alone, self.members[h])) or not self._fits(h, self.notes[g]):
+                continue
+            copy, stack = set(), list(handed)
+            while stack:
+                m = stack.pop()
+                if m not in copy:
+                    copy.add(m)
+                    stack.extend(d for d in tasks.deps[m] if d in inside)
+            if not all(_cheap(tasks.nodes[m]) for m in copy):
+                continue
+            names = {m: (f"{m[0]}-again",) + m[1:] if isinstance(m, tuple) else f"{m}-again" for m in copy}
+            for m in sorted(copy, key=self.position.__getitem__):
+                c = names[m]
+                node = tasks.nodes[m].substitute({d: names[d] for d in tasks.deps[m] if d in names}, key=c)
+                tasks.nodes[c] = tasks.raw[c] = node
+                tasks.deps[c] = node.dependencies
+                if m in tasks.layer_of:
+                    tasks.layer_of[c] = tasks.layer_of[m]
+                for d in node.dependencies:
+                    tasks.readers.setdefault(d, []).append(c)
+                self.group[c] = h
+                self.members[h].append(c)
+                self.position[c] = self.position[m]  # (before its readers: a group's parts run in this order)
+            for m in copy:
+                moved = [r for r in tasks.readers.get(m, ()) if r in readers]
+                for r in moved:
+                    tasks.nodes[r] = tasks.nodes[r].substitute({m: names[m]})
+                    tasks.deps[r] = tasks.nodes[r].dependencies
+                tasks.readers[m] = [r for r in tasks.readers[m] if r not in readers]
+                tasks.readers.setdefault(names[m], []).extend(moved)
 
     def _split_by_level(self, cyclic):
         """Split each group of ``cyclic`` (groups on a cycle of the graph of groups) into parts by
@@ -272,8 +446,7 @@ class _Groups:
     def _place(self, k):
         """The group task ``k`` joins, or a new one."""
         note = self.tasks.annotated.get(self.tasks.layer(k))
-        if (k in self.results_read or k in self.tasks.stand_ins or self.tasks.nodes[k].block_fusion
-                or note is not None and any(callable(v) for v in note.values())):
+        if self._alone(k):
             return self._new(k, note, can_join=False)
         cand, external, sources, reduction = self._inputs(k, note)
         target = None
@@ -482,6 +655,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
         elif fkey in note_of:
             del note_of[fkey]
     fused = {m for ms, _ in groups for m in ms}
+    made.update(k for k in tasks.inlined if k in out and k not in fused)  # (a view went in: computed anew, a new key)
     for r, subs in substitutions.items():
         nodes[r] = nodes[r].substitute(subs)
         if r not in fused:

@@ -122,8 +122,11 @@ def _check_class_target(input, target):
 
 def _onehot(target, like, *, classes):
     target = da.map_blocks(_check_targets, target, classes, dtype=target.dtype, meta=target._meta)
-    cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)
-    return (target.rechunk((like.chunks[0],))[:, None] == cols[None, :]).astype(like.dtype)
+    if type(like._meta) is np.ndarray:  # the class indices as data, not a task of every step's graph
+        cols = da.from_array(np.arange(classes)[None, :], chunks=((1,), like.chunks[1]))
+    else:  # (made where the chunks are: a GPU's array)
+        cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)[None, :]
+    return (target.rechunk((like.chunks[0],))[:, None] == cols).astype(like.dtype)
 
 
 @public()
