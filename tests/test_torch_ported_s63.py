@@ -20,6 +20,7 @@ import contextlib
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 import daskgrad as dg
@@ -117,3 +118,97 @@ def _differs(sample, name, expected):
     except Exception as e:  # noqa: BLE001
         return type(e) is not type(expected) or str(e) != str(expected)
     return True
+
+
+# ------------------------------------------------------------------ optim_db's error inputs
+def _optim_db():
+    from torch.testing._internal.common_optimizers import optim_db
+
+    return [info for info in optim_db if hasattr(dg.optim, info.optim_cls.__name__)]
+
+
+def _optim_error_cases():
+    cases = []
+    for info in _optim_db():
+        name = info.optim_cls.__name__
+        for i, error_input in enumerate(info.optim_error_inputs_func(device="cpu", dtype=torch.float32)):
+            cases.append(pytest.param(name, error_input, id=f"{name}:{i}:{error_input.optimizer_error_input.desc}"))
+    return cases
+
+
+def _to_dg(x, memo):
+    """torch's sample values as a daskgrad user passes them: each tensor once (a parameter given twice stays
+    one), chunked in two along its first dimension, with its gradient."""
+    if isinstance(x, torch.Tensor):
+        if id(x) not in memo:
+            a = x.detach().numpy()
+            t = dg.from_array(a, chunks=((max(1, (a.shape[0] + 1) // 2),) + a.shape[1:]) if a.ndim else ())
+            t = t.requires_grad_(x.requires_grad)
+            if x.grad is not None:
+                t.grad = dg.from_array(x.grad.numpy(), chunks=t.chunks)
+            memo[id(x)] = t
+        return memo[id(x)]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_dg(v, memo) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_dg(v, memo) for k, v in x.items()}
+    return x
+
+
+def _optimizer_outcome(make, params, kwargs, at_step):
+    """(the exception or None, the warnings' (category, text)) of building the optimizer (and a step)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            opt = make(params, **kwargs)
+            if at_step:
+                opt.step()
+        except Exception as e:  # noqa: BLE001  (compared with torch's)
+            error = e
+        else:
+            error = None
+    return error, [(w.category, str(w.message)) for w in caught]
+
+
+@pytest.mark.parametrize("name,error_input", _optim_error_cases())
+def test_optimizer_errors(name, error_input):
+    """test/optim/test_optim.py ``TestOptimRenewed.test_errors``: each of optim_db's error inputs of the optimizer
+    raises (or warns) torch's exception type with torch's words from daskgrad's optimizer."""
+    from torch.testing._internal.common_optimizers import OptimizerErrorEnum
+
+    sample = error_input.optimizer_error_input
+    at_step = error_input.error_on == OptimizerErrorEnum.STEP_ERROR
+    info = {i.optim_cls.__name__: i for i in _optim_db()}[name]
+    expected, t_warnings = _optimizer_outcome(info.optim_cls, sample.params, sample.kwargs, at_step)
+    memo = {}
+    error, d_warnings = _optimizer_outcome(getattr(dg.optim, name), _to_dg(sample.params, memo),
+                                           _to_dg(sample.kwargs, memo), at_step)
+    assert (type(error), str(error)) == (type(expected), str(expected))
+    assert d_warnings == t_warnings
+    assert expected is not None or t_warnings, "torch's sample neither raises nor warns"
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop"])
+def test_optimizer_named_parameters_as_torch(name):
+    """test/optim/test_optim.py's named-parameter tests (``test_step_is_noop_when_params_have_no_grad`` and
+    friends pass ``model.named_parameters()``): (name, tensor) pairs are the group's parameters, their names its
+    ``param_names`` in the state dict; the steps are torch's."""
+    rng = np.random.default_rng(0)
+    w, b, x = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((5, 3))
+    theirs = torch.nn.Linear(3, 2).double()
+    theirs.load_state_dict({"weight": torch.tensor(w), "bias": torch.tensor(b)})
+    ours = dg.nn.Linear(3, 2).double()
+    ours.load_state_dict({"weight": w, "bias": b})
+    t_opt = getattr(torch.optim, name)(theirs.named_parameters(), lr=0.1)
+    d_opt = getattr(dg.optim, name)(ours.named_parameters(), lr=0.1)
+    for _ in range(2):
+        t_opt.zero_grad()
+        d_opt.zero_grad()
+        theirs(torch.tensor(x)).square().sum().backward()
+        ours(dg.from_array(x, chunks=3)).square().sum().backward()
+        t_opt.step()
+        d_opt.step()
+    np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(), rtol=1e-12)
+    t_groups, d_groups = t_opt.state_dict()["param_groups"], d_opt.state_dict()["param_groups"]
+    assert [g["param_names"] for g in d_groups] == [g["param_names"] for g in t_groups] == [["weight", "bias"]]
+    assert list(d_groups[0]) == list(t_groups[0])
