@@ -271,3 +271,38 @@ def test_module_errors(info, error_input):
     assert expected is not None, "torch's sample raises nothing"
     error = _module_outcome(dg, info, sample, at_forward)
     assert (type(error), str(error)) == (type(expected), str(expected))
+
+
+# ------------------------------------------------------------------ op_db's reference inputs
+# OpInfos whose reference_inputs (the samples past sample_inputs: special values, large and empty tensors) found a
+# difference, run whole (a sweep of every OpInfo's, six each, takes 7 minutes: 1577 gave torch's result, and the
+# rest were torch's errors matched, bfloat16/float16 samples NumPy cannot hold, ``imag`` (a deliberate difference),
+# ``half`` of a float64 (torch rounds through float32, NumPy once: 1 ulp apart) and ``narrow_copy`` with a negative
+# start, whose backward torch itself fails)
+REFERENCE_OPS = ("igamma", "igammac")
+
+
+def _reference_cases():
+    cases = []
+    with _no_test_fn_lookup():
+        for op in _op_db.op_db:
+            if op.name not in REFERENCE_OPS:
+                continue
+            torch.manual_seed(0)
+            grad = op.supports_autograd and torch.float64 in op.supported_dtypes("cpu")
+            plain = len(list(op.sample_inputs("cpu", torch.float64, requires_grad=grad)))
+            refs = list(op.reference_inputs("cpu", torch.float64, requires_grad=grad))[plain:]
+            # every 8th (there are 120 an op) and each with a value that is not finite
+            picks = [(i, s) for i, s in enumerate(refs) if i % 8 == 0 or not all(
+                bool(torch.isfinite(t).all()) for t in (s.input, *s.args) if isinstance(t, torch.Tensor))]
+            cases += [pytest.param(op, name, i, s, id=f"{_op_db._op_id(op)}:{name}:ref{i}")
+                      for name in _op_db._methods(op) for i, s in picks]
+    return cases
+
+
+@pytest.mark.parametrize("op,name,index,sample", _reference_cases())
+def test_reference_inputs(op, name, index, sample):
+    """test/test_ops.py ``TestCommon.test_numpy_ref``'s samples (``reference_inputs``) on the method: torch's
+    values, dtypes and gradients (``igamma(inf, nan)`` is 0 and ``igamma(nan, inf)`` 1 in torch)."""
+    outcome = _op_db.run_call(op, name, 1000 + index, sample)
+    assert outcome.category in ("same", "torch-error"), outcome.reason

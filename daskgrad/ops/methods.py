@@ -2416,15 +2416,27 @@ def _igamma_fallback(a, x, upper):
     return 1.0 - lower if upper else lower
 
 
+def _igamma_special(a, x, out, upper):
+    """torch's special cases of ``calc_igamma``/``calc_igammac``, in its order (a NaN fails each comparison:
+    ``igamma(inf, nan)`` is 0, ``igamma(nan, inf)`` 1, as torch's)."""
+    with np.errstate(all="ignore"):
+        a, x = np.broadcast_arrays(a, x)
+        one, zero = (0.0, 1.0) if upper else (1.0, 0.0)
+        return np.select([(x < 0) | (a < 0), a == 0, x == 0, np.isinf(a), np.isinf(x)],
+                         [np.nan, np.where(x > 0, one, np.nan), zero, np.where(np.isinf(x), np.nan, zero), one],
+                         default=out)
+
+
 def _igamma_block(a, x, *, upper):
     dtype = np.result_type(a, x)
     if type(a) is np.ndarray and type(x) is np.ndarray:
         try:
             import scipy.special as special
-            return (special.gammaincc if upper else special.gammainc)(a, x).astype(dtype, copy=False)
+            out = (special.gammaincc if upper else special.gammainc)(a, x)
+            return _igamma_special(a, x, out, upper).astype(dtype, copy=False)
         except ImportError:
             pass
-    return _igamma_fallback(a, x, upper).astype(dtype, copy=False)
+    return _igamma_special(a, x, _igamma_fallback(a, x, upper), upper).astype(dtype, copy=False)
 
 
 def _igamma_lower_block(a, x):
