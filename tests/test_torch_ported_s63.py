@@ -6,7 +6,9 @@ has.  Upstream (test/test_ops.py, test/optim/test_optim.py and test/test_modules
 the error type and a regex; here each sample runs on torch (the oracle) and on daskgrad (inputs chunked in two along
 their first dimension) and daskgrad must raise torch's exception type with torch's exact words (and an optimizer
 warn torch's warnings).  Also: optimizers given ``named_parameters()`` (test/optim/test_optim.py's named-parameter
-cases) step as torch's and keep the names as torch's state dict does.
+cases) step as torch's and keep the names as torch's state dict does; and op_db's ``reference_inputs`` (the
+samples past ``sample_inputs``: special values, large and empty tensors) of the OpInfos where a sweep of all of
+them found a difference (REFERENCE_OPS).
 
 Rewritten to an equivalent both libraries have: upstream calls the OpInfo's function (``torch.narrow(x, ...)``);
 daskgrad's module-level functions are NumPy's, so each sample calls the METHOD (``x.narrow(...)``) on both.
