@@ -927,7 +927,8 @@ class Tensor:
         """
     def cov(self, *, correction=1, fweights=None, aweights=None):
         """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
-        frequency and observation weights as NumPy's ``cov``.
+        frequency and observation weights as NumPy's ``cov``; torch's checks of the input and the weights (a lazy
+        weight's sign is checked in the tasks that read it).
         """
     def cpu(self, memory_format=None) -> Tensor:
         """Move chunks between host (``"cpu"``, NumPy) and GPU (``"cuda"``, cupy); differentiable.
@@ -1760,7 +1761,7 @@ class Tensor:
         """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view.
         """
     def narrow_copy(self, dim, start, length):
-        """torch's ``narrow_copy``: ``narrow`` copied (not a view).
+        """torch's ``narrow_copy``: ``narrow`` copied (not a view), with its own kernel's checks (and words).
         """
     @property
     def nbytes(self) -> int:

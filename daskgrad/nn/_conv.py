@@ -379,6 +379,8 @@ def _pool3d_input(input, name):
 
 
 def _pool_input(input, nsp, name, texts_of):
+    if nsp == 2 and name.startswith("max_pool") and as_tensor(input).ndim not in (3, 4):
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")  # (torch's max_pool2d's)
     return _pool3d_input(input, texts_of) if nsp == 3 else _batched(input, nsp, name)
 
 

@@ -47,6 +47,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{size_repr(input.shape)}")
+        if eps <= 0.0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
         batch_mean = mean(input, axis=axes, keepdims=True)
         centred = input - batch_mean
         var = mean(centred * centred, axis=axes, keepdims=True)
@@ -57,6 +59,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             _update_running(running_var, var * (n / (n - 1)), momentum)
         out = centred * (1 / sqrt(var + eps))
     else:
+        if eps < 0.0:
+            raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
         out = (input - ops.reshape(running_mean, shape)) * (1 / sqrt(ops.reshape(running_var, shape) + eps))

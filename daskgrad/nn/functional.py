@@ -10,7 +10,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
-from .. import ops
+from .. import _data, ops
 from ..graph import guard, named, size_repr, type_repr
 from .._modes import no_grad
 from .._tensor import Tensor, rand as _rand, zeros as _zeros
@@ -583,6 +583,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, label_smoo
     nowhere (nor in the mean's denominator), ``weight`` weighs each row by its class, and ``label_smoothing``
     mixes in the uniform distribution's loss, normalised as torch's."""
     safe, keep = _kept_rows(input, target, ignore_index)
+    _same_weight_dtype(input, weight)
     nll = ops.cross_entropy(input, safe, reduction="none")  # checks dtype, rank, batch, bounds (as torch)
     w_row = _row_weights(safe, keep, weight, input.dtype)
     loss = nll * w_row
@@ -624,6 +625,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
     if target.shape == input.shape and target.dtype.kind not in "iu":
+        if target.dtype.kind in "fc" and ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
         return _as_rows(lambda i, t, r: _class_probability_loss(i, t, weight, r, label_smoothing), input, target,
                         reduction)
     return _as_rows(lambda i, t, r: _class_index_loss(i, t, weight, ignore_index, r, label_smoothing), input, target,
@@ -718,13 +721,24 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 def _nll_rows(input, target, weight, ignore_index, reduction):
     safe, keep = _kept_rows(input, target, ignore_index)
+    _same_weight_dtype(input, weight)
     w_row = _row_weights(safe, keep, weight, input.dtype)
     return _reduce_rows(ops.nll_loss(input, safe, reduction="none") * w_row, w_row, reduction)
+
+
+def _same_weight_dtype(input, weight):
+    """torch's class-index kernels take class weights of the input's dtype only."""
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_data.TORCH_TYPE_NAMES.get(input.dtype.name, input.dtype.name)} "
+                           f"but found {_data.TORCH_TYPE_NAMES.get(weight.dtype.name, weight.dtype.name)}")
 
 
 def _kept_rows(input, target, ignore_index):
     """(targets, where kept) of class-index targets: rows whose target is ``ignore_index`` read class 0
     (their loss is multiplied by 0)."""
+    if target.ndim >= 1 and input.ndim == 2 and target.shape[0] != input.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}).")
     target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
     keep = ops.ne(target, ignore_index)
     return ops.where(keep, target, 0), keep

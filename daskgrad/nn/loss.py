@@ -54,6 +54,8 @@ class SmoothL1Loss(_Loss):
 class HuberLoss(_Loss):
     """torch's ``nn.HuberLoss``: squared below ``delta``, ``delta`` times absolute above."""
     def __init__(self, reduction="mean", delta=1.0):
+        if not isinstance(delta, (float, int)):
+            raise TypeError(f"delta must be a float or int, got: {type(delta)}")
         super().__init__(reduction=reduction)
         self.delta = delta
 

@@ -173,7 +173,8 @@ def _inplace_form(name, plain):
             if not _data.can_cast(dtype, self.dtype):
                 raise RuntimeError(f"result type {_data.TORCH_TYPE_NAMES.get(dtype.name, dtype.name)} can't be cast "
                                    f"to the desired output type {_data.TORCH_TYPE_NAMES.get(self.dtype.name)}")
-        return self._inplace(_zero_gradient(op, plain) if plain in _COMPARISONS else op, *args, **kwargs)
+        with methods.named_errors(plain, name):
+            return self._inplace(_zero_gradient(op, plain) if plain in _COMPARISONS else op, *args, **kwargs)
     return _named(method, name, f"In-place version of :meth:`Tensor.{plain}`: the result is written into this "
                                 f"tensor, which is returned (torch's ``{name}``).")
 

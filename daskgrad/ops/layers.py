@@ -16,7 +16,7 @@ import math
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _tensor
+from .. import _dask as door, _data, _tensor
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_same_device, public, tensor_operand, value
@@ -117,8 +117,9 @@ def _scatter_block(idx, g, rows):
 
 def _check_indices(idx):
     if idx.dtype.kind not in "iu":
+        kind = _data.TORCH_TYPE_NAMES.get(idx.dtype.name, idx.dtype.name)
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got {idx.dtype} instead (while checking arguments for embedding)")
+                           f"Long, Int; but got torch.{kind}Tensor instead (while checking arguments for embedding)")
 
 
 @public()

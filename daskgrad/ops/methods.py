@@ -14,6 +14,7 @@ lists them, and tests/test_torch_op_db.py checks every one against torch's ``op_
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import math
 import numbers
@@ -25,6 +26,7 @@ import numpy as np
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
+from .._repr import in_memory_values
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
 from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
                     value)
@@ -65,12 +67,21 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
     return sum(self, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims, dtype=dtype)
 
 
+def _float_dtype_given(name, dtype):
+    """torch's refusal of a mean in an integer or bool ``dtype``."""
+    if dtype is not None and _data.np_dtype(dtype).kind not in "fc":
+        d = _data.np_dtype(dtype).name
+        raise RuntimeError(f"{name}(): could not infer output dtype. Optional dtype must be either a floating point or "
+                           f"complex dtype. Got: {_data.TORCH_TYPE_NAMES.get(d, d)}")
+
+
 def _mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """torch's ``mean``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given;
     of integers or bools it raises, as torch's (NumPy's ``daskgrad.mean`` gives float64)."""
     if dtype is None and self.dtype.kind in "biu":
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
                            f"complex dtype. Got: {_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}")
+    _float_dtype_given("mean", dtype)
     x = self if dtype is None else astype(self, _data.np_dtype(dtype))
     return mean(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
 
@@ -87,6 +98,7 @@ def _nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=N
     if dtype is None and self.dtype.kind in "biu":
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
                            f"{_data.TORCH_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}")
+    _float_dtype_given("nanmean", dtype)
     x = self if dtype is None else astype(self, _data.np_dtype(dtype))
     return nanmean(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
 
@@ -269,6 +281,8 @@ def _flip(self, *dims, **kwargs):
 
 def _narrow(self, dim, start, length):
     """torch's ``narrow``: ``length`` entries from ``start`` along ``dim``, a view."""
+    if isinstance(start, Tensor) and (start.ndim != 0 or start.dtype.kind not in "iu"):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
     if self.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = norm_axis(dim, self.ndim)
@@ -412,6 +426,9 @@ def _masked_fill(self, mask, value):
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
     if isinstance(value, Tensor) and value.dtype != self.dtype:
+        host = in_memory_values(value.array)
+        if host is not None:  # (torch reads the value, item(): one out of self's dtype's range raises)
+            _data.checked_scalar(host.item(), self.dtype)
         value = astype(value, self.dtype)
     value = _data.checked_scalar(value, self.dtype)
     out = where(mask, value, self)  # (a number of a higher category: written in self's dtype, as torch's)
@@ -528,8 +545,30 @@ def _tensor_split(self, indices_or_sections, dim=0):
 
 
 def _np_split(fn, name):
+    need = {"hsplit": 1, "vsplit": 2, "dsplit": 3}[name]
+
     def method(self, indices_or_sections):
-        return tuple(fn(self, indices_or_sections))
+        # torch's checks: the dimensions, the argument's type, then sections that divide the dimension evenly
+        if self.ndim < need:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {need} dimension, but got a tensor with "
+                               f"{self.ndim} dimensions!")
+        arg = indices_or_sections
+        if isinstance(arg, Tensor) and arg.ndim == 0 and arg.dtype.kind in "iu":
+            arg = int(arg.item())
+        if not isinstance(arg, (numbers.Integral, Tensor, list, tuple)) or isinstance(arg, bool):
+            got = type(arg).__name__
+            raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), but expected one "
+                            f"of:\n * (int sections)\n      didn't match because some of the arguments have invalid "
+                            f"types: (!{got}!)\n * (tuple of ints indices)\n      didn't match because some of the "
+                            f"arguments have invalid types: (!{got}!)\n")
+        if isinstance(arg, numbers.Integral):
+            if arg < 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {arg}")
+            dim = 0 if name == "vsplit" or (name == "hsplit" and self.ndim == 1) else 1 if name == "hsplit" else 2
+            if arg == 0 or self.shape[dim] % arg:
+                raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the "
+                                   f"dimension {self.shape[dim]} is not divisible by the split_size {arg}!")
+        return tuple(fn(self, arg))
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"torch's ``{name}``: NumPy's, as a tuple."
     return method
@@ -546,6 +585,9 @@ def _isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     ``equal_nan``); one dtype, as torch requires."""
     if isinstance(other, Tensor) and self.dtype != other.dtype:
         raise RuntimeError(f"{_type_name(self.dtype)} did not match {_type_name(other.dtype)}")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if tol < 0:
+            raise RuntimeError(f"{name} must be greater than or equal to zero, but got {_number(tol)}")
     return isclose(self, other, rtol, atol, equal_nan)
 
 
@@ -803,7 +845,33 @@ def _xlogy(self, other):
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):
     """torch's ``cov``: the variables in the rows, ``correction=1`` (NumPy's ``cov(x, ddof=1)``), with
-    frequency and observation weights as NumPy's ``cov``."""
+    frequency and observation weights as NumPy's ``cov``; torch's checks of the input and the weights (a lazy
+    weight's sign is checked in the tasks that read it)."""
+    if self.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with {self.ndim} "
+                           "dimensions")
+    if self.dtype == np.bool_:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
+    observations = self.shape[-1] if self.ndim else 1
+    checked = {}
+    for name, w, kinds, what in (("fweights", fweights, "iu", "integral"), ("aweights", aweights, "f",
+                                                                            "floating point")):
+        if w is None:
+            continue
+        w = as_tensor(w)
+        if w.ndim > 1:
+            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with "
+                               f"{w.ndim} dimensions")
+        if w.dtype.kind not in kinds:
+            raise RuntimeError(f"cov(): expected {name} to have {what} dtype but got {name} with "
+                               f"{_data.TORCH_TYPE_NAMES.get(w.dtype.name, w.dtype.name)} dtype")
+        if w.numel() != observations:
+            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the "
+                               f"input but got {w.numel()} != {observations}")
+        if observations and not w.requires_grad:
+            w = _in_range(w, in_memory_values(w.array), math.inf, RuntimeError, f"cov(): {name} cannot be negative")
+        checked[name] = w
+    fweights, aweights = checked.get("fweights"), checked.get("aweights")
     if fweights is None and aweights is None:
         return cov(self, ddof=correction)
     w = fweights if aweights is None else aweights if fweights is None else fweights * aweights
@@ -1809,6 +1877,14 @@ def _multinomial_block(w, seed, num_samples, replacement, block_id=None):
     """Rows of category weights -> ``num_samples`` category indices each, as torch draws them: with
     replacement by the cumulative weights, without it the ``num_samples`` largest of ``w / E`` (E
     exponential draws), torch's own method."""
+    if replacement:  # (torch's kernel reads row by row, entry by entry: a NaN fails its ``>= 0``)
+        for row in w:
+            bad = np.flatnonzero(~(row >= 0) | ~np.isfinite(row))
+            if bad.size:
+                raise RuntimeError("invalid multinomial distribution (encountering probability entry "
+                                   f"{'< 0' if not row[bad[0]] >= 0 else '= infinity or NaN'})")
+            if not row.sum() > 0:
+                raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     if ((w < 0) | ~np.isfinite(w)).any():
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     total = w.sum(axis=-1, keepdims=True)
@@ -1839,6 +1915,8 @@ def _multinomial(self, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not replacement and num_samples > self.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if self.shape[-1] > 1 << 24:  # (torch's indices are floats: 2^24 the largest consecutive integer)
+        raise RuntimeError("number of categories cannot exceed 2^24")
     # (the run seed a value the program reads, as the fills': a loop that samples every step is one program)
     return Tensor._make(door.defer(_multinomial_array, (value(self.detach()), _tensor_module.run_seed()),
                                    (("num_samples", int(num_samples)), ("replacement", bool(replacement)))))
@@ -1900,7 +1978,18 @@ def _sum_to_size(self, *size):
 
 
 def _narrow_copy(self, dim, start, length):
-    """torch's ``narrow_copy``: ``narrow`` copied (not a view)."""
+    """torch's ``narrow_copy``: ``narrow`` copied (not a view), with its own kernel's checks (and words)."""
+    if self.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if dim >= 0 and dim >= self.ndim:
+        raise RuntimeError("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false.  (Could "
+                           "this error message be improved?  If so, please report an enhancement request to PyTorch.)")
+    n, start, length = self.shape[norm_axis(dim, self.ndim)], int(start), int(length)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    start = start + n if start < 0 else start
+    if length < 0 or start > n - length:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return clone(_narrow(self, dim, start, length))
 
 
@@ -1922,7 +2011,7 @@ def _integer_pair(name):
     kernel = da.ufunc.ufunc(getattr(np, name))  # (NumPy's ufunc over the chunks; dask.array names none)
 
     def method(self, other):
-        other = as_tensor(other)
+        other = _tensor_arg(other, name, "other", 1)
         dtype = _data.result_type(self, other)
         if dtype.kind not in "iu":
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_data.TORCH_TYPE_NAMES[dtype.name]}'")
@@ -2328,15 +2417,27 @@ def _igamma_fallback(a, x, upper):
     return 1.0 - lower if upper else lower
 
 
+def _igamma_special(a, x, out, upper):
+    """torch's special cases of ``calc_igamma``/``calc_igammac``, in its order (a NaN fails each comparison:
+    ``igamma(inf, nan)`` is 0, ``igamma(nan, inf)`` 1, as torch's)."""
+    with np.errstate(all="ignore"):
+        a, x = np.broadcast_arrays(a, x)
+        one, zero = (0.0, 1.0) if upper else (1.0, 0.0)
+        return np.select([(x < 0) | (a < 0), a == 0, x == 0, np.isinf(a), np.isinf(x)],
+                         [np.nan, np.where(x > 0, one, np.nan), zero, np.where(np.isinf(x), np.nan, zero), one],
+                         default=out)
+
+
 def _igamma_block(a, x, *, upper):
     dtype = np.result_type(a, x)
     if type(a) is np.ndarray and type(x) is np.ndarray:
         try:
             import scipy.special as special
-            return (special.gammaincc if upper else special.gammainc)(a, x).astype(dtype, copy=False)
+            out = (special.gammaincc if upper else special.gammainc)(a, x)
+            return _igamma_special(a, x, out, upper).astype(dtype, copy=False)
         except ImportError:
             pass
-    return _igamma_fallback(a, x, upper).astype(dtype, copy=False)
+    return _igamma_special(a, x, _igamma_fallback(a, x, upper), upper).astype(dtype, copy=False)
 
 
 def _igamma_lower_block(a, x):
@@ -2368,7 +2469,7 @@ def _igammas(upper):
     name = "igammac" if upper else "igamma"
 
     def method(self, other):
-        other = as_tensor(other)
+        other = _tensor_arg(other, name, "other", 1)
         dtype = _data.result_type(self, other)
         if dtype.kind != "f":
             raise NotImplementedError(f"\"igamma{'c' if upper else ''}_cpu\" not implemented for "
@@ -2380,6 +2481,19 @@ def _igammas(upper):
                       "as torch's (the gradient of ``self`` raises).")
     return method
 
+
+
+@contextlib.contextmanager
+def named_errors(plain, name, kinds=(TypeError,)):
+    """torch's errors of ``name`` (an in-place ``heaviside_``) where the out-of-place ``plain`` it runs raises
+    one naming itself (``heaviside(): argument 'values' ...``): torch's argument parser names the variant called."""
+    try:
+        yield
+    except kinds as e:
+        text = str(e)
+        if type(e) in kinds and e.args == (text,) and text.startswith(f"{plain}("):
+            raise type(e)(name + text[len(plain):]) from None
+        raise
 
 
 def _in_place(fn, name, copy=False, node=None):
@@ -2395,7 +2509,8 @@ def _in_place(fn, name, copy=False, node=None):
         return relabel(out, node(*args, **kwargs) if callable(node) else node, since)
 
     def method(self, *args, **kwargs):
-        return self._inplace(write, *args, **kwargs)
+        with named_errors(name[:-1], name):
+            return self._inplace(write, *args, **kwargs)
     method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: the result is written into this tensor, "
                       "which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and "
                       "the version counter goes up.")
@@ -2440,7 +2555,8 @@ def _shape_in_place(name, view, node):
             raise NotImplementedError(f"{name}() of a tensor that has views is not supported: their layouts "
                                       "would change under them")
         since = mark()
-        out = view(self, *args, **kwargs)
+        with named_errors(name[:-1], name, (TypeError, RuntimeError)):
+            out = view(self, *args, **kwargs)
         relabel(out, node(*args, **kwargs) if callable(node) else node, since)
         if type(out._storage) is not _ViewStorage:  # (no view was made: nothing shares the result's storage)
             raise NotImplementedError(f"{name}() did not make a view here")
@@ -2684,6 +2800,28 @@ def _at_least(n, words):
     return check
 
 
+def _diff_check(self, n=1, *args, **kwargs):
+    n = kwargs.get("n", n)
+    if self.ndim < 1:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+
+
+def _roll_check(self, shift=None, axis=None, **kwargs):
+    """torch's checks of ``roll(shifts, dims)``: shifts given, one per dim (or one with no dims), a dim of a
+    tensor that has one."""
+    shift, axis = kwargs.get("shifts", shift), kwargs.get("dims", axis)
+    shifts = tuple(shift) if isinstance(shift, (tuple, list)) else () if shift is None else (shift,)
+    dims = () if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not (not dims and len(shifts) == 1) and len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if self.ndim == 0 and dims:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+
+
 def _rot90_check(self, k=1, axes=(0, 1)):
     axes = list(axes)
     if len(axes) != 2:
@@ -2722,7 +2860,7 @@ def _trace_check(self, *args, **kwargs):
 
 # torch's checks before the op of the method (daskgrad/ops/__init__.py wraps the methods with them)
 CHECKED = {"ldexp": _ldexp_check, "inner": _inner_check, "trace": _trace_check,
-           "diff": _at_least(1, "diff expects input to be at least one-dimensional"),
+           "diff": _diff_check, "roll": _roll_check,
            "fliplr": _at_least(2, "Input must be >= 2-d."), "flipud": _at_least(1, "Input must be >= 1-d."),
            "rot90": _rot90_check}
 

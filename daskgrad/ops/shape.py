@@ -311,6 +311,9 @@ def _check_reshape(shape, old):
             raise RuntimeError(f"invalid shape dimension {n} at index {i} of shape {list(shape)}")
     size = int(np.prod(old, dtype=np.int64))
     known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    if -1 in shape and known == 0 and size == 0:
+        raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because the unspecified "
+                           "dimension size -1 can be any value and is ambiguous")
     if (size != known if -1 not in shape else (known == 0 or size % known)):
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {size}")
 

@@ -10,10 +10,12 @@ and ``zero_grad()`` compute and submit nothing; the next submission (a
 """
 from __future__ import annotations
 
+import warnings
 from copy import deepcopy
 
 import numpy as np
 
+from .. import _data
 from .._modes import enable_grad, no_grad
 from ..ops import zeros_like
 from .._tensor import Tensor
@@ -84,7 +86,7 @@ class Optimizer:
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            f"but got {type(params).__name__}")
+                            f"but got {_typename(params)}")
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -98,9 +100,16 @@ class Optimizer:
             raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
                             "of tensors in sets will change between runs. Please use a list instead.")
         group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        # torch's named parameters: (name, tensor) pairs, the names kept as the group's "param_names"
+        names = [p[0] for p in group["params"] if isinstance(p, tuple)]
+        group["params"] = [p[1] if isinstance(p, tuple) else p for p in group["params"]]
+        if names:
+            if len(names) != len(group["params"]):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            group["param_names"] = names
         for p in group["params"]:
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {_typename(p)}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
@@ -111,6 +120,13 @@ class Optimizer:
             # torch records the step for autograd (meta-learning); daskgrad's steps run under no_grad
             raise NotImplementedError("differentiable=True is not supported by daskgrad: optimizer steps are not "
                                       "recorded by autograd; leave differentiable=False")
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will cause "
+                          "an error; see github.com/pytorch/pytorch/issues/40967 for more information", stacklevel=3)
+        for g in self.param_groups:
+            if ("param_names" in group) != ("param_names" in g):
+                raise ValueError("all optimizer param groups should be with/without names. cannot add param group "
+                                 f"{'with' if 'param_names' in group else 'without'} names to the optimizer")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -198,8 +214,29 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
+def _typename(x):
+    """``torch.typename``: a tensor's type as torch names it (``torch.FloatTensor``), else the qualified name."""
+    if isinstance(x, Tensor):
+        return f"torch.{_data.TORCH_TYPE_NAMES.get(x.dtype.name, x.dtype.name)}Tensor"
+    module, name = getattr(x, "__module__", "") or "", getattr(x, "__qualname__", getattr(x, "__name__", ""))
+    if not name:
+        module, name = type(x).__module__ or "", type(x).__qualname__
+    return name if module in ("", "builtins") else f"{module}.{name}"
+
+
+def check_tensor_lr(lr, foreach=None, capturable=False):
+    """torch's checks of a tensor ``lr``: not with ``foreach`` (unless ``capturable``), one element."""
+    if isinstance(lr, Tensor):
+        if foreach and not capturable:
+            raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+        if lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+
+
 def check_lr(lr, **nonnegative):
     """torch's checks of an optimizer's arguments: ``lr`` not negative, then each named value at least 0."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
     if lr is not _required and lr < 0.0:
         raise ValueError(f"Invalid learning rate: {lr}")
     for name, value in nonnegative.items():
