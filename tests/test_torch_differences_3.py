@@ -211,3 +211,20 @@ def test_a_method_given_arguments_it_does_not_take_raises_torch_s_type_error(nam
         assert ours[0] is TypeError  # (Python's words for an unexpected keyword: the op's own)
     else:
         assert ours == theirs
+
+
+@pytest.mark.parametrize("keepdim", [1.5, 1, np.True_, "a", None, True])
+@pytest.mark.parametrize("by", ["position", "keyword"])
+@pytest.mark.parametrize("name", _torch_methods(arguments.KEEPDIM))
+def test_keepdim_is_a_python_bool_as_torch_s(name, by, keepdim):
+    """``x.argmax(0, 1.5)`` computed here; torch's parser refuses all but a bool, with its words."""
+    def call(lib):
+        x = torch.arange(6.0).reshape(2, 3) if lib is torch else dg.from_array(np.arange(6.0, dtype=np.float32).reshape(
+            2, 3), chunks=1)
+        try:
+            out = getattr(x, name)(0, keepdim) if by == "position" else getattr(x, name)(0, keepdim=keepdim)
+        except Exception as e:  # noqa: BLE001 - compared
+            return type(e), str(e).split("\n")[0]
+        out = out[0] if isinstance(out, tuple) else out
+        return np.asarray(out.detach().numpy()).tolist()
+    assert call(dg) == call(torch)

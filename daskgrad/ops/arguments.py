@@ -5,9 +5,10 @@ torch's methods that take no argument at all are C methods: ``x.abs(1)`` raises 
 NumPy's optional arguments (``abs(x, out=None)``) or none (``angle(x, deg=False)`` took a number silently), raised
 Python's words for another signature or computed.  Those methods, and torch's methods that take keywords only
 (``x.float(memory_format=...)``: ``float() takes 0 positional arguments but 1 was given``), check here first, with
-torch's words.  The tables are generated from torch 2.13 (every method of ``torch.Tensor`` that daskgrad's Tensor
-also has, called with one argument, whose error has either form), as :mod:`.refusals`' are; installed last, over
-the methods the other modules put on :class:`~daskgrad.Tensor`.
+torch's words; so do the reductions' ``keepdim``, which torch takes as a Python bool only.  The tables are
+generated from torch 2.13 (every method of ``torch.Tensor`` that daskgrad's Tensor also has, called with one
+argument, whose error has either form), as :mod:`.refusals`' are; installed last, over the methods the other
+modules put on :class:`~daskgrad.Tensor`.
 """
 from __future__ import annotations
 
@@ -32,6 +33,28 @@ NO_ARGUMENTS = frozenset("""
 _LABELS = {"__abs__": "abs", "__neg__": "neg", "__pos__": "positive"}
 KEYWORDS_ONLY = frozenset("aminmax bool byte cdouble cfloat char clone contiguous cov double float half int "
                           "is_contiguous long short".split())
+
+
+# the methods whose ``keepdim`` (their second argument) torch's parser takes as a Python bool only (an int, a NumPy
+# bool refused: ``x.argmax(0, 1.5)`` computed here); generated from torch 2.13 as the tables above
+KEEPDIM = frozenset("amax amin argmax argmin logsumexp max mean median min mode nanmean nanmedian nansum prod "
+                    "sum".split())
+
+
+def _type_name(v):
+    kind = type(v)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
+def _bool_keepdim(method, name):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if len(args) > 1 and type(args[1]) is not bool:
+            raise TypeError(f"{name}(): argument 'keepdim' (position 2) must be bool, not {_type_name(args[1])}")
+        if "keepdim" in kwargs and type(kwargs["keepdim"]) is not bool:
+            raise TypeError(f"{name}(): argument 'keepdim' must be bool, not {_type_name(kwargs['keepdim'])}")
+        return method(self, *args, **kwargs)
+    return call
 
 
 def _no_arguments(method, name):
@@ -64,3 +87,6 @@ def install():
     for name in KEYWORDS_ONLY:
         if name in vars(Tensor):
             setattr(Tensor, name, _keywords_only(vars(Tensor)[name], name))
+    for name in KEEPDIM:
+        if name in vars(Tensor):
+            setattr(Tensor, name, _bool_keepdim(vars(Tensor)[name], name))
