@@ -54,6 +54,7 @@ def _bool_keepdim(method, name):
         if "keepdim" in kwargs and type(kwargs["keepdim"]) is not bool:
             raise TypeError(f"{name}(): argument 'keepdim' must be bool, not {_type_name(kwargs['keepdim'])}")
         return method(self, *args, **kwargs)
+    call.__required__ = getattr(method, "__required__", method)  # (tools/make_stubs.py shows the method's own)
     return call
 
 
@@ -67,6 +68,7 @@ def _no_arguments(method, name):
         if args:
             raise TypeError(f"{label} takes no arguments ({len(args)} given)")
         return method(self)
+    call.__required__ = getattr(method, "__required__", method)
     return call
 
 
@@ -77,6 +79,7 @@ def _keywords_only(method, name):
             raise TypeError(f"{name}() takes 0 positional arguments but {len(args)} "
                             f"{'was' if len(args) == 1 else 'were'} given")
         return method(self, **kwargs)
+    call.__required__ = getattr(method, "__required__", method)
     return call
 
 
