@@ -33,6 +33,7 @@ floor below the ops.
 """
 from __future__ import annotations
 
+import dis
 import inspect
 import numbers
 import sys
@@ -89,9 +90,39 @@ def _known(x):
             or type(x).__module__.startswith("cupy"))
 
 
+# A NumPy scalar's operator with a Tensor on its right (``np.float64(2) - t``, ``np.int32(1) < t``) calls the ufunc
+# (NumPy's scalar defers only to an ``__array_ufunc__`` of None); torch's Tensor has none and a higher
+# ``__array_priority__``, so NumPy defers and Python calls the Tensor's reflected operator: torch's rules (a
+# NumPy bool read as a float, bool subtraction and complex comparisons refused ...), not NumPy's.  The ufunc ->
+# the Tensor's method that Python would have called.
+_REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__", "divide": "__rtruediv__",
+              "true_divide": "__rtruediv__", "floor_divide": "__rfloordiv__", "remainder": "__rmod__",
+              "power": "__rpow__", "matmul": "__rmatmul__", "bitwise_and": "__rand__", "bitwise_or": "__ror__",
+              "bitwise_xor": "__rxor__", "left_shift": "__rlshift__", "right_shift": "__rrshift__",
+              "divmod": "__rdivmod__", "less": "__gt__", "less_equal": "__ge__", "greater": "__lt__",
+              "greater_equal": "__le__", "equal": "__eq__", "not_equal": "__ne__"}
+# the bytecodes of Python's binary operators and comparisons (3.11+: BINARY_OP; 3.10: BINARY_ADD, INPLACE_ADD ...)
+_OPERATOR_CODES = frozenset(code for name, code in dis.opmap.items()
+                            if name == "COMPARE_OP" or name.startswith(("BINARY_", "INPLACE_"))
+                            and name not in ("BINARY_SUBSCR", "BINARY_SLICE"))
+
+
+def _called_by_an_operator(depth):
+    """Whether the Python frame ``depth`` levels up is running an operator (``s - t``), not a call
+    (``np.subtract(s, t)``, which keeps NumPy's rules)."""
+    try:
+        frame = sys._getframe(depth + 1)
+        return frame.f_code.co_code[frame.f_lasti] in _OPERATOR_CODES
+    except (ValueError, IndexError, AttributeError):  # (no such frame, or an interpreter without them)
+        return False
+
+
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if not all(_known(x) for x in inputs + tuple(kwargs.get("out") or ())):
         return NotImplemented  # another operand type may know this call (NEP 13)
+    if (method == "__call__" and not kwargs and len(inputs) == 2 and isinstance(inputs[0], np.generic)
+            and inputs[1] is self and ufunc.__name__ in _REFLECTED and _called_by_an_operator(1)):
+        return getattr(self, _REFLECTED[ufunc.__name__])(inputs[0])
     what = f"numpy.{ufunc.__name__}"
     if method != "__call__":
         raise _missing(f"{what}.{method}", f"{ufunc.__name__}.{method}")

@@ -184,5 +184,13 @@ for _name, _plain in INPLACE_FORMS.items():
         setattr(Tensor, _name, _inplace_form(_name, _plain))
 from . import refusals  # noqa: E402  (torch's errors for operands its methods refuse: complex ones, numbers)
 refusals.install()
+# the methods taking a torch ``Scalar`` whose op reads a NumPy scalar as NumPy does (a NumPy bool as a bool)
+for _name in ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_", "where",
+              "add", "add_", "sub", "sub_", "subtract", "subtract_", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
+              "masked_fill", "masked_fill_", "lerp", "lerp_", "__iadd__", "__isub__"):
+    if _name in vars(Tensor):
+        setattr(Tensor, _name, _util.torch_scalars(vars(Tensor)[_name]))
 from . import keywords  # noqa: E402  (last: torch's keyword names over the methods above, x.add(other=y))
 keywords.install()
+from . import arguments  # noqa: E402  (after it: torch's TypeErrors for arguments a method does not take)
+arguments.install()

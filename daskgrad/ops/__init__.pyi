@@ -5,6 +5,7 @@ from typing import Any
 
 
 from daskgrad._tensor import Tensor as Tensor
+from . import arguments as arguments
 from . import composite as composite
 from . import conv as conv
 from daskgrad.ops.layers import dropout_mask as dropout_mask

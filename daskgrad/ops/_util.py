@@ -1,6 +1,7 @@
 """Shared helpers for the op modules: coercing operands and normalising axes."""
 from __future__ import annotations
 
+import functools
 import numbers
 
 import dask.array as da
@@ -54,6 +55,28 @@ def tensor_operand(x, refuse=None):
     if refuse:
         refuse_complex(refuse, x)
     return (x,)
+
+
+def torch_scalar(x):
+    """A NumPy scalar as torch's ``Scalar`` argument reads it: a NumPy bool is the float 1.0 or 0.0, any other
+    NumPy number its Python value (``np.float32(2.5)`` a float: ``alpha=`` of integers refuses it); anything
+    else as it is."""
+    if isinstance(x, np.generic):
+        return float(x) if isinstance(x, np.bool_) else x.item()
+    return x
+
+
+def torch_scalars(method):
+    """``method`` (a Tensor method) reading its NumPy scalar arguments as torch's ``Scalar`` does
+    (:func:`torch_scalar`):
+    ``t.clamp(min=np.True_)`` of integers is float32, as torch's, where NumPy's ``clip`` keeps them integers."""
+    def call(self, *args, **kwargs):
+        if any(isinstance(v, np.generic) for v in (*args, *kwargs.values())):
+            args = tuple(torch_scalar(v) for v in args)
+            kwargs = {k: torch_scalar(v) for k, v in kwargs.items()}
+        return method(self, *args, **kwargs)
+    functools.update_wrapper(call, method)
+    return call
 
 
 def numpy_bool_as_float(x):

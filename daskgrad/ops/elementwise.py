@@ -30,7 +30,7 @@ import numpy as np
 from .. import _dask as door, chunk
 from ..graph import View, guard, primitive, promoted
 from ._util import (as_tensor, binary_operands, check_broadcast, check_same_device, only_tensor, public, raw,
-                    numpy_bool_as_float, refuse_complex, refuse_dtype_kinds, SCALARS, tensor_operand,
+                    numpy_bool_as_float, refuse_complex, torch_scalar, refuse_dtype_kinds, SCALARS, tensor_operand,
                     tensor_or_scalar, value)
 from .._data import DEFAULT_FLOAT, checked_scalar, result_type, wrapped_int
 from .._modes import is_grad_enabled
@@ -351,9 +351,11 @@ def _rounded_div(a, b, mode):
 
 def _rtruediv(truediv):
     def __rtruediv__(self, other):
-        """torch's ``number / t``: ``t.reciprocal() * number`` for a floating ``t`` -- its value, bit for
-        bit, and its gradient reads the reciprocal, not ``t`` (which a later write may change)."""
-        if isinstance(other, numbers.Number) and not isinstance(other, bool) and self.dtype.kind in "fc":
+        """torch's ``number / t``: ``t.reciprocal() * number`` -- its value, bit for bit (of an integer ``t``
+        too: ``2.5 / int_t`` rounds twice, as torch's), and its gradient reads the reciprocal, not ``t`` (which
+        a later write may change); a NumPy number is read as torch's ``Scalar`` (a NumPy bool: a float)."""
+        other = torch_scalar(other)
+        if isinstance(other, (int, float)) and (not isinstance(other, bool) or self.dtype.kind != "c"):
             return mul(reciprocal(self), other)
         return truediv(other, self)
     return __rtruediv__

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _state
 from .._data import can_cast
-from ..graph import mark, relabel
+from ..graph import mark, relabel, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage
 from ._util import TORCH_TYPE_NAMES, check_broadcast
@@ -27,6 +27,10 @@ def _one_value(value):
 
 
 def _setitem(self, index, value):
+    if isinstance(value, np.generic) and (isinstance(value, np.bool_) or not isinstance(value, (float, complex,
+                                                                                                np.integer))):
+        # (torch's: a NumPy scalar that is not a Python number, nor an integer it reads through __index__)
+        raise TypeError(f"can't assign a numpy.{type(value).__name__} to a {type_repr(self.dtype)}")
     part = region(self, index)  # (what torch writes to: self[index], or all of self)
     advanced = any(isinstance(i, (Tensor, list, np.ndarray)) for i in (index if isinstance(index, tuple) else (index,)))
     checked = ((value,), not advanced)  # (torch's index_put_ takes a gradient into integers too: it checks)

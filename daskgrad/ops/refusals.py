@@ -167,14 +167,15 @@ def _refusing(method, name, rules):
     operand = name in _OPERAND
     pow_ = name in ("pow", "__pow__", "pow_")  # (of bools by a number torch computes: a tensor exponent is refused)
 
-    def suspect(a):
-        return type(a) is complex or isinstance(a, Tensor) and a.dtype.kind in kinds
+    def suspect(a):  # (a NumPy complex too: np.complex128(1j) < t refuses, as torch's)
+        return isinstance(a, (complex, np.complexfloating)) or isinstance(a, Tensor) and a.dtype.kind in kinds
 
     @functools.wraps(method)
     def refusing(self, *args, **kwargs):  # (on every call of hot methods: matmul, pow, comparisons: kept lean)
         if self.dtype.kind in kinds or args and suspect(args[0]) or kwargs and any(map(suspect, kwargs.values())):
             values = (*args, *kwargs.values())
-            operands = [self, *(a for a in values if isinstance(a, (Tensor, complex)))]
+            operands = [self, *(a.item() if isinstance(a, np.generic) else a for a in values
+                                if isinstance(a, (Tensor, complex, np.complexfloating)))]  # (a NumPy number: weak)
             if operand and args and not isinstance(args[0], (Tensor, bool)) and isinstance(
                     args[0], (numbers.Number, np.generic, np.ndarray)):  # (the other operand: bool // 2 is int64)
                 operands.append(float(args[0]) if isinstance(args[0], np.bool_) else  # (torch's: a float)
@@ -194,6 +195,8 @@ def _refusing(method, name, rules):
 
 
 def _words(name, words, self, args, kwargs):
+    if name in ("median", "nanmedian") and (args or kwargs.get("dim", kwargs.get("axis")) is not None):
+        return words.replace("median_cpu", "median_out")  # (torch's kernel of a reduction along a dim)
     if name in ("softmax", "log_softmax"):  # (torch names the kernel of the last dim or of another)
         dim = args[0] if args else kwargs.get("dim", kwargs.get("axis", -1))
         if dim is not None and dim % max(self.ndim, 1) != self.ndim - 1:
@@ -201,10 +204,36 @@ def _words(name, words, self, args, kwargs):
     return words
 
 
+_EMPTY_FIRST = {"softmax", "log_softmax", "quantile", "nanquantile", "median", "nanmedian", "kthvalue"}
+
+
+def _empty_first(method, name):
+    """torch's answers for an empty integer or bool tensor, before its dtype refusal: ``softmax`` and
+    ``log_softmax`` return it (empty, its dtype), ``quantile`` says it is empty, ``median``/``kthvalue`` of bools
+    check the reduced dim's length (``median()`` of no bools is True: torch's NaN as a bool); the checks of the
+    dims and arguments are the float method's (called on the empty tensor as floats), so their order is torch's."""
+    kinds = "b" if name in ("median", "nanmedian", "kthvalue") else "biu"
+
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        if self.dtype.kind not in kinds or self.numel() != 0 or kwargs.get("dtype") is not None:
+            return method(self, *args, **kwargs)
+        floats = self.to(np.float32)
+        if name in ("softmax", "log_softmax"):
+            return method(floats, *args, **kwargs).to(self.dtype)
+        if name in ("median", "nanmedian") and not args and kwargs.get("dim", kwargs.get("axis")) is None:
+            return self.new_ones(())  # (torch's: its NaN read as a bool)
+        method(floats, *args, **kwargs)  # (an empty reduced dim, or an empty input of quantile: torch's error)
+        return method(self, *args, **kwargs)  # (else the dtype's refusal)
+    return checked
+
+
 def install():
     for name, rules in REFUSED.items():
         if hasattr(Tensor, name):
             setattr(Tensor, name, _refusing(getattr(Tensor, name), name, rules))
+    for name in _EMPTY_FIRST:
+        setattr(Tensor, name, _empty_first(getattr(Tensor, name), name))
     for name, param in TENSOR_ONLY.items():
         if hasattr(Tensor, name):
             setattr(Tensor, name, _tensor_only(getattr(Tensor, name), name, param))
