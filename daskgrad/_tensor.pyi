@@ -1610,15 +1610,6 @@ class Tensor:
     def lt_(self, other):
         """In-place version of :meth:`Tensor.lt`: the result is written into this tensor, which is returned (torch's ``lt_``).
         """
-    def lu(self, pivot=True, get_infos=False):
-        """torch's ``Tensor.lu`` (deprecated there, and warned of once): ``(LU, pivots)`` of
-        :func:`daskgrad.linalg.lu_factor`, and ``infos`` (:func:`~daskgrad.linalg.lu_factor_ex`'s) with
-        ``get_infos=True``; a plain tuple, as torch's.
-        """
-    def lu_solve(self, LU_data, LU_pivots):
-        """torch's ``Tensor.lu_solve`` (deprecated there, and warned of once): ``X`` with ``A X = self``, ``A`` given
-        by :meth:`lu`'s ``(LU_data, LU_pivots)`` (:func:`daskgrad.linalg.lu_solve`, arguments reversed).
-        """
     @property
     def mH(self): ...
     @property
@@ -1847,9 +1838,6 @@ class Tensor:
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
         refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first.
         """
-    def orgqr(self, input2):
-        """torch's ``Tensor.orgqr``: :func:`daskgrad.linalg.householder_product` of this tensor and ``input2``.
-        """
     def outer(self, vec2) -> Tensor:
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
@@ -1894,10 +1882,6 @@ class Tensor:
         """
     def put_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
-        """
-    def qr(self, some=True):
-        """torch's ``Tensor.qr`` (deprecated there, and warned of once): ``(Q, R)`` of :func:`daskgrad.linalg.qr` in
-        ``'reduced'`` mode, ``'complete'`` with ``some=False``.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
@@ -2191,11 +2175,6 @@ class Tensor:
         """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
         reduction that undoes a broadcast.
         """
-    def svd(self, some=True, compute_uv=True):
-        """torch's ``Tensor.svd``: ``(U, S, V)`` with ``self = U diag(S) V^H`` (``V``, not ``linalg.svd``'s
-        ``Vh``); ``some=False`` the full ``U`` and ``V``; ``compute_uv=False`` ``S`` with zero ``U`` and ``V``
-        of shapes ``(m, m)`` and ``(n, n)``, as torch's.
-        """
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
@@ -2261,9 +2240,6 @@ class Tensor:
     def to_delayed(self, optimize_graph=True):
         """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
         ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded).
-        """
-    def to_dense(self, dtype=None, *, masked_grad=None):
-        """torch's ``Tensor.to_dense``: a daskgrad tensor is dense already: itself (cast to ``dtype`` if given).
         """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,

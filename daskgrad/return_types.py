@@ -26,8 +26,6 @@ aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 histogram = _result("histogram", ["hist", "bin_edges"])
 triangular_solve = _result("triangular_solve", ["solution", "cloned_coefficient"])
-qr = _result("qr", ["Q", "R"])
-svd = _result("svd", ["U", "S", "V"])
 
 __all__ = ["aminmax", "cummax", "cummin", "frexp", "histogram", "kthvalue", "max", "median", "min", "mode", "nanmedian",
-           "qr", "sort", "svd", "topk", "triangular_solve"]
+           "sort", "topk", "triangular_solve"]

@@ -36,15 +36,14 @@ from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log,
                           ones_like, sqrt, to_device, trunc, where, zeros_like)
 from .indexing import _meta, argsort, getitem, getitem_p
 from .layers import _TWO_OVER_SQRT_PI, _erf_ufuncs, special_layer
-from .linalg import (cholesky as linalg_cholesky, det, householder_product, inv, matrix_power, pinv,
-                     qr as linalg_qr, slogdet, svd as linalg_svd, vector_norm)
+from .linalg import cholesky as linalg_cholesky, det, inv, matrix_power, pinv, slogdet, vector_norm
 from .numpy_extra import diag_embed, take, take_along_axis, values_at
 from .numpy_index import _no_derivative, argwhere, count_nonzero, isclose, nonzero
 from .products import matmul, mm, outer, same_dtype, tril, triu
 from .reductions import _max_local, _refuse_complex_extreme, amax, amin, argmax, argmin, max, mean, min, std, sum, var
 from .shape import broadcast_to, flip, movedim, pad, permuted, reshape, squeeze, squeeze_p, swapaxes
 from .spectral import matrix_exp
-from .triangular import cholesky_solve, lu_factor, lu_factor_ex, lu_solve, solve_triangular
+from .triangular import cholesky_solve, solve_triangular
 
 
 def _dim(dim, axis, name="dim"):
@@ -2701,79 +2700,6 @@ METHODS.update({"__ilshift__": _in_place(_shift(True, inplace=True), "__lshift__
                 "__irshift__": _in_place(_shift(False, inplace=True), "__rshift___"),
                 "bitwise_left_shift_": _in_place(_shift(True, inplace=True), "bitwise_left_shift_"),
                 "bitwise_right_shift_": _in_place(_shift(False, inplace=True), "bitwise_right_shift_")})
-# ---- torch's deprecated linear algebra methods (torch.qr, torch.svd, torch.lu, torch.lu_solve), as torch runs them
-_DEPRECATED = {
-    "qr": "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch release.\nThe "
-          "boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = torch.qr(A, some)\n"
-          "should be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')",
-    "lu": "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be removed "
-          "in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\nLU, "
-          "pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, compute_pivots, "
-          "get_infos=True)\nshould be replaced with\nLU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)",
-    "lu_solve": "torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future PyTorch "
-                "release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = torch.lu_solve(B, LU, "
-                "pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)"}
-_warned_once = set()  # the deprecated methods warned of in this process (torch's TORCH_WARN_ONCE: once a process)
-
-
-def _deprecated(name):
-    if name not in _warned_once:
-        _warned_once.add(name)
-        warnings.warn(_DEPRECATED[name], UserWarning, stacklevel=3)
-
-
-def _qr(self, some=True):
-    """torch's ``Tensor.qr`` (deprecated there, and warned of once): ``(Q, R)`` of :func:`daskgrad.linalg.qr` in
-    ``'reduced'`` mode, ``'complete'`` with ``some=False``."""
-    _deprecated("qr")
-    return return_types.qr(*linalg_qr(self, "reduced" if some else "complete"))
-
-
-def _svd(self, some=True, compute_uv=True):
-    """torch's ``Tensor.svd``: ``(U, S, V)`` with ``self = U diag(S) V^H`` (``V``, not ``linalg.svd``'s
-    ``Vh``); ``some=False`` the full ``U`` and ``V``; ``compute_uv=False`` ``S`` with zero ``U`` and ``V``
-    of shapes ``(m, m)`` and ``(n, n)``, as torch's."""
-    if not compute_uv:
-        m, n = self.shape[-2:]
-        s = linalg_svd(self, compute_uv=False)
-        return return_types.svd(zeros(self.shape[:-2] + (m, m), dtype=s.dtype if self.dtype.kind != "c" else
-                                      self.dtype, device=self.device), s,
-                                zeros(self.shape[:-2] + (n, n), dtype=s.dtype if self.dtype.kind != "c" else
-                                      self.dtype, device=self.device))
-    u, s, vh = linalg_svd(self, full_matrices=not some)
-    return return_types.svd(u, s, vh.mH)
-
-
-def _lu(self, pivot=True, get_infos=False):
-    """torch's ``Tensor.lu`` (deprecated there, and warned of once): ``(LU, pivots)`` of
-    :func:`daskgrad.linalg.lu_factor`, and ``infos`` (:func:`~daskgrad.linalg.lu_factor_ex`'s) with
-    ``get_infos=True``; a plain tuple, as torch's."""
-    _deprecated("lu")
-    if not pivot:
-        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
-    if get_infos:
-        return tuple(lu_factor_ex(self, pivot=pivot))
-    return tuple(lu_factor(self, pivot=pivot))
-
-
-def _lu_solve(self, LU_data, LU_pivots):
-    """torch's ``Tensor.lu_solve`` (deprecated there, and warned of once): ``X`` with ``A X = self``, ``A`` given
-    by :meth:`lu`'s ``(LU_data, LU_pivots)`` (:func:`daskgrad.linalg.lu_solve`, arguments reversed)."""
-    _deprecated("lu_solve")
-    return lu_solve(LU_data, LU_pivots, self)
-
-
-def _orgqr(self, input2):
-    """torch's ``Tensor.orgqr``: :func:`daskgrad.linalg.householder_product` of this tensor and ``input2``."""
-    return householder_product(self, input2)
-
-
-def _to_dense(self, dtype=None, *, masked_grad=None):
-    """torch's ``Tensor.to_dense``: a daskgrad tensor is dense already: itself (cast to ``dtype`` if given)."""
-    return self if dtype is None or np.dtype(dtype) == self.dtype else self.to(dtype)
-
-
-METHODS.update({"qr": _qr, "svd": _svd, "lu": _lu, "lu_solve": _lu_solve, "orgqr": _orgqr, "to_dense": _to_dense})
 # torch's methods that are an op as it is (torch's name -> the op's)
 ALIASES = {"absolute": "abs", "negative": "neg", "multiply": "mul", "subtract": "sub", "divide": "truediv",
            "true_divide": "truediv", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
