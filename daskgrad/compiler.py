@@ -74,13 +74,15 @@ _names = itertools.count()
 class _Trace:
     """What a traced call made, read and did that a replay would not repeat."""
 
-    __slots__ = ("first_node", "fresh", "tensors", "reads", "inputs", "args", "allowed", "breaks", "fullgraph")
+    __slots__ = ("first_node", "fresh", "tensors", "reads", "inputs", "versions", "args", "allowed", "breaks",
+                 "fullgraph")
 
     def __init__(self, fullgraph, args, allowed):
         self.first_node = next(graph._made)  # nodes made from here on are the function's
         self.fresh, self.tensors, self.reads, self.breaks, self.fullgraph = set(), set(), {}, [], fullgraph
         self.args, self.allowed = args, allowed  # id(storage) -> argument index; -> a tensor named from outside
         self.inputs = {}  # id(storage) -> (alias, source: an argument's index or a weak reference to the storage)
+        self.versions = {}  # id(storage) -> (the storage, its version when its alias was made)
 
     def made(self, storage):
         self.fresh.add(id(storage))
@@ -95,6 +97,11 @@ class _Trace:
         if i in self.fresh:
             return storage.value
         hit = self.inputs.get(i)
+        if hit is not None and storage.version != self.versions[i][1]:
+            # written in place since its alias was made (the function runs as usual): its value now, which
+            # reads the alias of the old one; the alias would give the value before the write
+            self.wrote(storage)
+            return storage.value
         if hit is None:
             if i in self.args:
                 source = self.args[i]
@@ -104,6 +111,7 @@ class _Trace:
                 self.read(storage)
                 return storage.value
             hit = self.inputs[i] = (door.alias(storage.value), source)
+            self.versions[i] = (storage, storage.version)
         return hit[0]
 
     def read(self, storage):
@@ -117,6 +125,7 @@ class _Trace:
     def wrote(self, storage):
         if id(storage) not in self.fresh:
             self.broke("it writes a tensor in place")
+            self.fresh.add(id(storage))  # (its value is the function's now: later ops read it, not its alias)
 
     def touched(self, t, what):
         if id(t) not in self.tensors:
@@ -266,6 +275,8 @@ class Compiled:
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
         if _random_states(rng) != rng:
             trace.broke("it draws random numbers (each call must draw new ones)")
+        if any(storage.version != version for storage, version in trace.versions.values()):
+            trace.broke("it writes a tensor in place")  # (one read from outside, through any path)
         for i, (storage, version) in trace.reads.items():
             if storage.version != version:
                 trace.broke("it writes a tensor in place")
