@@ -627,10 +627,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if target.shape == input.shape and target.dtype.kind not in "iu":
         if target.dtype.kind in "fc" and ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
-        return _as_rows(lambda i, t, r: _class_probability_loss(i, t, weight, r, label_smoothing), input, target,
-                        reduction)
-    return _as_rows(lambda i, t, r: _class_index_loss(i, t, weight, ignore_index, r, label_smoothing), input, target,
-                    reduction)
+        # (torch's probability path keeps no version of the target: a write to it computes)
+        return guard(_as_rows(lambda i, t, r: _class_probability_loss(i, t, weight, r, label_smoothing), input,
+                              target, reduction), weight)
+    # (torch's nll_loss saves the target and the weight: a write to one before the backward raises; its
+    # log_softmax saves its result, so a write to the input does not)
+    return guard(_as_rows(lambda i, t, r: _class_index_loss(i, t, weight, ignore_index, r, label_smoothing), input,
+                          target, reduction), target, weight)
 
 
 def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
