@@ -567,9 +567,15 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
-        """The number of elements, as torch's ``Tensor.numel()``."""
+        """The number of elements, as torch's ``Tensor.numel()``.  A length not known until computed (rows
+        after a boolean mask: dask's NaN) is counted where the tensor lives: a submission of a one-number sum,
+        no chunk comes to the client."""
         n = math.prod(self.shape)
-        return n if type(n) is int else int(np.prod(self.shape, dtype=np.int64))  # (NaN: a length not known)
+        if n == n:
+            return int(n)
+        from .ops.elementwise import ones_like  # (ops import this module)
+
+        return int(ones_like(self, dtype=np.int64).sum().item())  # (a constant: no gradient, no history)
 
     def __len__(self):
         if self.ndim == 0:

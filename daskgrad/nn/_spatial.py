@@ -178,7 +178,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.ndim} "
                          f"dimensions)")
-    if input.numel() == 0:
+    if 0 in input.shape:
         return input
     sq = ops.pad(input * input, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (input.ndim - 2))
     c = input.shape[1]

@@ -99,7 +99,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         """Whether each cluster holds a target, and torch's error for a target outside the classes: torch's
         forward reads both from the targets' values; here the targets' minimum, maximum and one flag a
         cluster, in one submission (no chunk of the targets is read whole)."""
-        if target.numel() == 0:
+        if 0 in target.shape:
             return [False] * self.n_clusters
         t = target.detach()
         stats = [ops.min(t), ops.max(t)] + [ops.astype(ops.any((t >= low) & (t < high)), t.dtype)

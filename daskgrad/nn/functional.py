@@ -88,7 +88,7 @@ def _dropout_impl(input, p, training, inplace, feature, alpha, batched=True):
     NaN); otherwise a Bernoulli(1 - p) ``noise``, one per element or (``feature``) one per (sample, channel),
     scaled by ``1 / (1 - p)``, or for ``alpha``: ``input * noise * a + b`` that keeps SELU's mean 0 and variance 1.
     ``batched=False``: ``input`` is the one sample of a feature dropout (its first axis the channels)."""
-    if p == 0 or not training or input.numel() == 0:
+    if p == 0 or not training or 0 in input.shape:
         return input
     if p == 1:
         return input.mul_(0.0) if inplace else input * 0.0
@@ -192,7 +192,7 @@ def one_hot(tensor, num_classes=-1):
     if tensor.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
-        if tensor.numel() == 0:
+        if 0 in tensor.shape:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(ops.amax(tensor).item()) + 1
     a = tensor.array

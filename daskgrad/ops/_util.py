@@ -238,6 +238,12 @@ def norm_axes(axis, ndim):
     return tuple(sorted(axes)) if ndim else ()
 
 
+def is_empty(x) -> bool:
+    """Whether ``x`` is known to hold no element (a length after a boolean mask, dask's NaN, is not known to be
+    0: ``x.numel()`` would compute it, a submission, where an op only asks whether to take its empty path)."""
+    return 0 in x.shape
+
+
 def numel(shape, axes) -> int:
     n = 1
     for a in axes:

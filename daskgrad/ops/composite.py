@@ -15,7 +15,7 @@ import numpy as np
 from .._data import DEFAULT_FLOAT, result_type
 from ..graph import guard, named, primitive
 from .._tensor import Tensor, check_size
-from ._util import (OPS, as_tensor, constant_like, norm_axes, norm_axis, public, reduce_array, refuse_complex,
+from ._util import (OPS, as_tensor, constant_like, is_empty, norm_axes, norm_axis, public, reduce_array, refuse_complex,
                     tensor_operand)
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
@@ -629,7 +629,7 @@ def quantile_args(x, q, axis):
     qs = np.atleast_1d(np.asarray(q.detach() if isinstance(q, Tensor) else q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
         raise ValueError("Quantiles must be in the range [0, 1]")
-    if x.numel() == 0:
+    if is_empty(x):
         raise RuntimeError("quantile() input tensor must be non-empty")
     if x.ndim == 0 and axis is not None:
         norm_axes(axis, 1)  # (0 or -1: a 0-d tensor's one element, as flattened)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _dask as door
 from ..graph import guard, named, primitive
 from .._tensor import Tensor, full, tensor, zeros
-from ._util import as_tensor, check_broadcast, norm_axis, value
+from ._util import as_tensor, check_broadcast, is_empty, norm_axis, value
 from .elementwise import astype, clone, ones_like, where, zeros_like
 from .indexing import getitem
 from .methods import _gather, _in_place, _in_range, _overload, _tensor_arg, _type_name, install
@@ -89,7 +89,7 @@ def _scatter_operands(self, dim, index, src):
     if src is not None and src.dtype != self.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     dim = norm_axis(dim, self.ndim)
-    if not idx.numel():
+    if is_empty(idx):
         return self, None, src, dim
     if idx.ndim != self.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")

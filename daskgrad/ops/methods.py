@@ -28,8 +28,8 @@ from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
 from .._repr import in_memory_values
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
-from ._util import (as_tensor, check_broadcast, constant_like, norm_axes, norm_axis, tensor_operand, tensor_or_scalar,
-                    value)
+from ._util import (as_tensor, check_broadcast, constant_like, is_empty, norm_axes, norm_axis, tensor_operand,
+                    tensor_or_scalar, value)
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
 from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
@@ -216,7 +216,7 @@ def _median(name, ignore_nan, result):
         dim, keepdim = _dim(dim, axis), keepdim if keepdims is None else keepdims
         x = as_tensor(self)
         if dim is None:  # the value only
-            if not x.numel():
+            if is_empty(x):
                 return full((), np.nan, dtype=x.dtype, device=x.device)
             value = _median_at(ravel(x.detach()), 0, False, ignore_nan, result, f"{name.capitalize()}Backward1").values
             return _median_all_p.bind(x, value, node=f"{name.capitalize()}Backward0")
@@ -526,7 +526,7 @@ def _aminmax(self, *, dim=None, keepdim=False):
     """torch's ``aminmax``: the named ``(min, max)`` over ``dim`` (every element when None); torch's own
     errors for an empty input or reduction dim."""
     x = as_tensor(self)
-    if dim is None and not x.numel():
+    if dim is None and is_empty(x):
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
                            "identity.")
     if dim is not None and x.ndim and not x.shape[norm_axis(dim, x.ndim)]:
@@ -960,7 +960,7 @@ def _argwhere(self):
     computed); a 0-d tensor has rows of no index."""
     if self.ndim == 0:
         return getitem(argwhere(reshape(self, (1,))), (slice(None), slice(0, 0)))
-    if not self.numel():  # (dask's argwhere of no elements fails)
+    if is_empty(self):  # (dask's argwhere of no elements fails)
         return zeros(0, self.ndim, dtype=np.int64, device=self.device)
     return argwhere(self)
 
@@ -1537,7 +1537,7 @@ def _histc(self, bins=100, min=0, max=0):
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
     lo, hi = float(min), float(max)
-    if lo == hi and x.numel():
+    if lo == hi and not is_empty(x):
         lo = hi = None
     else:  # (torch's order of checks: the range's finiteness first)
         lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
@@ -1546,7 +1546,7 @@ def _histc(self, bins=100, min=0, max=0):
         if lo > hi:
             raise RuntimeError("torch.histc: max must be larger than min")
         lo, hi = (_data.checked_scalar(v, x.dtype) for v in (lo, hi))
-        if not x.numel():
+        if is_empty(x):
             return zeros(bins, dtype=x.dtype, device=x.device)
     return Tensor._make(door.defer(_histc_array, (value(x),), (("bins", int(bins)), ("lo", lo), ("hi", hi))))
 

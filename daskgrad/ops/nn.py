@@ -14,8 +14,8 @@ from .. import _dask as door, chunk
 from ..graph import primitive, size_repr, type_repr
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, norm_axis, public, reduce_array,
-                    refuse_complex, tensor_or_scalar, value)
+from ._util import (TORCH_TYPE_NAMES, as_tensor, check_broadcast, check_same_device, is_empty, norm_axis, public,
+                    reduce_array, refuse_complex, tensor_or_scalar, value)
 from .elementwise import astype, exp, log, maximum, sigmoid, where
 from .reductions import mean, sum
 from .shape import broadcast_to
@@ -55,7 +55,7 @@ def softmax(x, axis=-1, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``axis`` (torch's ``softmax``, cast to ``dtype`` first when given; here
     ``axis`` defaults to the last one, where ``nn.functional.softmax`` asks for ``dim``)."""
     x, axis = _softmax_operand("softmax", x, axis, dtype)
-    if not x.numel():  # nothing to normalize (dask's max of no elements would raise)
+    if is_empty(x):  # nothing to normalize (dask's max of no elements would raise)
         return x * 1
     return softmax_p.bind(x, axis=axis)
 
@@ -65,7 +65,7 @@ def log_softmax(x, axis=-1, dtype=None):
     """``x - logsumexp(x)`` along ``axis`` (torch's ``log_softmax``, cast to ``dtype`` first when given; here
     ``axis`` defaults to the last one, where ``nn.functional.log_softmax`` asks for ``dim``)."""
     x, axis = _softmax_operand("log_softmax", x, axis, dtype)
-    if not x.numel():
+    if is_empty(x):
         return x * 1
     return log_softmax_p.bind(x, axis=axis)
 

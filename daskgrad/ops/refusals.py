@@ -216,7 +216,7 @@ def _empty_first(method, name):
 
     @functools.wraps(method)
     def checked(self, *args, **kwargs):
-        if self.dtype.kind not in kinds or self.numel() != 0 or kwargs.get("dtype") is not None:
+        if self.dtype.kind not in kinds or 0 not in self.shape or kwargs.get("dtype") is not None:
             return method(self, *args, **kwargs)
         floats = self.to(np.float32)
         if name in ("softmax", "log_softmax"):
