@@ -569,7 +569,11 @@ class Tensor:
     def numel(self) -> int:
         """The number of elements, as torch's ``Tensor.numel()``."""
         n = math.prod(self.shape)
-        return n if type(n) is int else int(np.prod(self.shape, dtype=np.int64))  # (NaN: a length not known)
+        if type(n) is int:
+            return n
+        # NaN: a length not known (after a boolean mask): int64's least value, not empty unless another length is
+        # 0 (the product of NumPy's cast wrapped round: (nan, 4) gave 0, and softmax of masked rows returned them)
+        return 0 if 0 in self.shape else int(np.iinfo(np.int64).min)
 
     def __len__(self):
         if self.ndim == 0:
