@@ -180,3 +180,20 @@ def test_masked_rows_that_do_not_line_up_are_refused():
     other = dg.tensor(y, chunks=((12, 11),))[dg.tensor(m, chunks=((12, 11),))]  # other row blocks: refused here
     with pytest.raises(NotImplementedError, match="as many row blocks"):
         F.cross_entropy(X[dg.tensor(m, chunks=(CHUNKS,))], other)
+
+
+@pytest.mark.parametrize("kw", [{}, {"reduction": "none"}, {"reduction": "sum", "label_smoothing": 0.2},
+                                {"ignore_index": 0, "weight": dg.tensor([1.0, 0.5, 2.0], dtype=dg.float64)}])
+def test_k_dimensional_losses_of_masked_rows_are_torch_s(kw):
+    rng = np.random.default_rng(8)
+    x, y, m = rng.standard_normal((12, 3, 5)), rng.integers(0, 3, (12, 5)), rng.random(12) < 0.6
+    X = dg.tensor(x, chunks=((4, 8), 3, 5), requires_grad=True)
+    M = dg.tensor(m, chunks=((4, 8),))
+    got = F.cross_entropy(X[M], dg.tensor(y, chunks=((4, 8), 5))[M], **kw)
+    tX = torch.tensor(x, requires_grad=True)
+    tkw = {k: torch.tensor(v.numpy()) if isinstance(v, dg.Tensor) else v for k, v in kw.items()}
+    want = torch.nn.functional.cross_entropy(tX[torch.tensor(m)], torch.tensor(y)[torch.tensor(m)], **tkw)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-14)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(X.grad.numpy(), tX.grad.numpy(), rtol=1e-12, atol=1e-14)

@@ -568,7 +568,7 @@ def _as_rows(loss, input, target, reduction, *args):
             raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
     else:
         out_shape = (input.shape[0],) + tuple(input.shape[2:])
-        if not probabilities and tuple(target.shape) != out_shape:
+        if not probabilities and not _same_shape(tuple(target.shape), out_shape):
             raise RuntimeError(f"Expected target size {list(out_shape)}, got {list(target.shape)}")
 
     def rows(t):  # (N, C, d1, ..., dk) -> (N d1 ... dk, C); (C,) -> (1, C)
