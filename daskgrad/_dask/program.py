@@ -1010,6 +1010,8 @@ def _run_graph(arrays):
     schedule's), each value dropped after its last reader."""
     graph = dict(arrays[0].__dask_graph__())
     wanted = {k for a in arrays for k in flatten(a.__dask_keys__())}
+    for k in [k for k, t in graph.items() if type(t) is tuple]:  # dask's legacy tasks and aliases (a reduction's
+        graph[k] = convert_legacy_task(k, graph[k], graph)  # aggregate, left where chunks are not fused): tasks
     values, left = {}, {}
     for k, t in graph.items():
         if not isinstance(t, GraphNode):

@@ -28,7 +28,8 @@ import dask.array as da
 from dask.base import tokenize
 
 from .fuse import inputs_first
-from .internals import Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array, flatten
+from .internals import (Alias, GraphNode, HighLevelGraph, MaterializedLayer, Task, TaskRef, array, convert_legacy_task,
+                        flatten)
 from .lazy import rebind
 from .optimize import ScanLayer
 from .program import Program, _Chain, _Run, key_token, lowered, make_template
@@ -131,10 +132,14 @@ class Body:
         optimized = lowered(self._prog, lambda a: a.name, None)
         canonical = set(self._names)
         # values the body made itself (a constant's chunks): slots whose values every step reads as they are
+        # (not dask's legacy tasks and aliases, tuples where chunks are not fused: a reduction's aggregate is
+        # a task of every step, which make_template converts; as a value, each step read the tuple itself)
         data = {}
-        for k, v in dict(optimized[0].__dask_graph__()).items():
+        graph = dict(optimized[0].__dask_graph__())
+        for k, v in graph.items():
             name = k[0] if isinstance(k, tuple) else k
-            if name not in canonical and not isinstance(v, GraphNode):
+            if name not in canonical and not isinstance(v, GraphNode) and not (
+                    type(v) is tuple and isinstance(convert_legacy_task(k, v, graph), GraphNode)):
                 data.setdefault(name, {})[k] = v
         tmpl = make_template(optimized, self._names + list(data))
         if tmpl is None:

@@ -21,6 +21,7 @@ from ..ops.layers import dropout_mask, embedding as _embedding, erf
 from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.products import _CPP_NAMES
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
+from ..ops.nn import rows_checked as _rows_checked, same_shape as _same_shape, unknown_rows as _unknown_rows
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ._ctc import ctc_loss  # noqa: F401
 from ._conv import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d,  # noqa: F401
@@ -560,14 +561,14 @@ def _as_rows(loss, input, target, reduction, *args):
     per-row result (``reduction='none'``) is shaped back to ``(N, d1, ..., dk)``."""
     if 1 < input.ndim <= 2 or input.ndim == 0:
         return loss(input, target, *args, reduction)
-    probabilities = target.shape == input.shape and target.dtype.kind not in "iu"
+    probabilities = _same_shape(target.shape, input.shape) and target.dtype.kind not in "iu"
     if input.ndim == 1:
         out_shape = ()
         if not probabilities and target.ndim == 1 and target.shape[0] != 1:
             raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
     else:
         out_shape = (input.shape[0],) + tuple(input.shape[2:])
-        if not probabilities and tuple(target.shape) != out_shape:
+        if not probabilities and not _same_shape(tuple(target.shape), out_shape):
             raise RuntimeError(f"Expected target size {list(out_shape)}, got {list(target.shape)}")
 
     def rows(t):  # (N, C, d1, ..., dk) -> (N d1 ... dk, C); (C,) -> (1, C)
@@ -605,11 +606,15 @@ def _class_probability_loss(input, target, weight, reduction, label_smoothing):
     classes = input.shape[1]
     if label_smoothing > 0:
         target = target * (1 - label_smoothing) + label_smoothing / classes
+    unknown = _unknown_rows(input, target)
+    if unknown:  # (rows after a boolean mask: their counts checked where computed, the mean's counted there)
+        target = _rows_checked(input, target)
     terms = ops.log_softmax(input, axis=1) * target
     if weight is not None:
         terms = terms * ops.astype(weight, input.dtype)
-    if reduction == "none":
-        return -ops.sum(terms, axis=1)
+    if reduction == "none" or (unknown and reduction == "mean"):
+        rows = -ops.sum(terms, axis=1)
+        return rows if reduction == "none" else ops.mean(rows)
     total = -ops.sum(terms)
     return total if reduction == "sum" else total / (input.numel() // classes)
 
@@ -624,7 +629,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if label_smoothing > 1.0:  # torch takes a negative one as no smoothing
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     weight = _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
-    if target.shape == input.shape and target.dtype.kind not in "iu":
+    if _same_shape(target.shape, input.shape) and target.dtype.kind not in "iu":
         if target.dtype.kind in "fc" and ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         # (torch's probability path keeps no version of the target: a write to it computes)
@@ -739,10 +744,13 @@ def _same_weight_dtype(input, weight):
 def _kept_rows(input, target, ignore_index):
     """(targets, where kept) of class-index targets: rows whose target is ``ignore_index`` read class 0
     (their loss is multiplied by 0)."""
-    if target.ndim >= 1 and input.ndim == 2 and target.shape[0] != input.shape[0]:
+    if target.ndim >= 1 and input.ndim == 2 and _unknown_rows(input, target):  # (after a boolean mask: their
+        target = _rows_checked(input, target)  # counts are checked where computed, as torch's check on the client)
+    elif target.ndim >= 1 and input.ndim == 2 and target.shape[0] != input.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
-    target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
+    else:
+        target = ops.rechunk(target, (input.chunks[0],)) if target.ndim == 1 else target
     keep = ops.ne(target, ignore_index)
     return ops.where(keep, target, 0), keep
 

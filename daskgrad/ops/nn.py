@@ -108,7 +108,8 @@ def _dtype_name(dtype):
 
 
 def _check_class_target(input, target):
-    """torch's client-side checks of class-index targets: dtype, rank and batch size."""
+    """torch's client-side checks of class-index targets: dtype, rank and batch size (rows of unknown count,
+    after a boolean mask: checked where they are computed, :func:`rows_checked`)."""
     if target.dtype.kind not in "iu":
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_dtype_name(target.dtype)}")
     if target.ndim > 1:
@@ -116,8 +117,59 @@ def _check_class_target(input, target):
     if input.ndim != 2:
         raise NotImplementedError("class-index losses take (N, C) input here")
     batch = target.shape[0] if target.ndim else 0
-    if batch != input.shape[0]:
+    if batch != input.shape[0] and not unknown_rows(input, target):
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
+
+
+def same_shape(a, b):
+    """Whether shapes ``a`` and ``b`` are equal, unknown lengths (NaN, after a boolean mask) taken as equal."""
+    return len(a) == len(b) and all(m == n or (m != m and n != n) for m, n in zip(a, b))
+
+
+def unknown_rows(input, target):
+    """Whether the batch size of ``input`` or ``target`` is unknown (rows selected by a boolean mask)."""
+    return any(t.ndim and t.shape[0] != t.shape[0] for t in (input, target))
+
+
+def _block_rows(block):
+    return np.array([block.shape[0]], dtype=np.int64)
+
+
+def _row_counts(a):
+    """The row count of each row block of ``a`` (computed with it), as one chunk."""
+    a = a[(slice(None),) + (0,) * (a.ndim - 1)] if a.ndim > 1 else a  # (its first column: one block per row block)
+    counts = da.map_blocks(_block_rows, a, chunks=((1,) * len(a.chunks[0]),), dtype=np.int64,
+                           meta=np.empty((0,), np.int64))
+    return counts.rechunk(-1)
+
+
+def _same_rows(input_counts, target_counts, *, zero_dtype):
+    """Chunk kernel: torch's batch-size error where the totals differ, else a zero of ``zero_dtype``."""
+    n, m = int(input_counts.sum()), int(target_counts.sum())
+    if n != m:
+        raise ValueError(f"Expected input batch_size ({n}) to match target batch_size ({m}).")
+    if (input_counts != target_counts).any():
+        raise NotImplementedError("a loss of rows of unknown count (after a boolean mask) whose input and target "
+                                  "blocks hold other counts of rows (select both with one mask, chunked alike)")
+    return np.zeros((), zero_dtype)
+
+
+def _rows_zero(input, target):
+    return da.blockwise(_same_rows, (), _row_counts(input), (0,), _row_counts(target), (0,), concatenate=True,
+                        zero_dtype=target.dtype, dtype=target.dtype, meta=np.empty((), target.dtype))
+
+
+def rows_checked(input, target):
+    """``target`` (rows of unknown count, after a boolean mask, as the input's) with torch's batch-size check
+    of ``input`` and ``target``, run where their rows are computed (their counts are not known before): the
+    target plus a zero computed by the check, so each of its blocks waits for it (and its gradient, a
+    probability target's, flows as it is).  Their row blocks must be as many, each holding as many rows
+    (``x[mask]``, ``y[mask]``): refused otherwise (NotImplementedError), as dask cannot realign them lazily."""
+    if input.ndim < 1 or target.ndim < 1 or len(input.chunks[0]) != len(target.chunks[0]):
+        raise NotImplementedError("a loss of rows of unknown count (after a boolean mask) needs its input and target "
+                                  "in as many row blocks (x[mask], y[mask], with x and y chunked alike)")
+    zero = Tensor._make(door.defer(_rows_zero, (value(input), value(target))))
+    return target + zero
 
 
 def _onehot(target, like, *, classes):
@@ -126,7 +178,9 @@ def _onehot(target, like, *, classes):
         cols = da.from_array(np.arange(classes)[None, :], chunks=((1,), like.chunks[1]))
     else:  # (made where the chunks are: a GPU's array)
         cols = da.arange(classes, chunks=(like.chunks[1],), like=like._meta)[None, :]
-    return (target.rechunk((like.chunks[0],))[:, None] == cols).astype(like.dtype)
+    if target.chunks[0] != like.chunks[0] and not any(n != n for n in like.chunks[0]):  # (unknown: lined up)
+        target = target.rechunk((like.chunks[0],))
+    return (target[:, None] == cols).astype(like.dtype)
 
 
 @public()
@@ -136,8 +190,17 @@ def nll_loss(log_probs, target, reduction="mean"):
     refuse_complex("nll_loss", log_probs)
     _check_class_target(log_probs, target)
     # the target enters as its one-hot rows, a constant: its slot gets no edge
-    onehot = Tensor._make(door.defer(_onehot, (value(target), value(log_probs)), (("classes", log_probs.shape[1]),)))
+    if unknown_rows(log_probs, target):  # (after a boolean mask: checked, and the mean's count counted, lazily)
+        onehot = _onehot_of(log_probs, rows_checked(log_probs, target))
+        if reduction == "mean":
+            return mean(nll_loss_p.bind(log_probs, onehot, reduction="none", n=log_probs.shape[0]))
+    else:
+        onehot = _onehot_of(log_probs, target)
     return nll_loss_p.bind(log_probs, onehot, reduction=reduction, n=log_probs.shape[0])
+
+
+def _onehot_of(log_probs, target):
+    return Tensor._make(door.defer(_onehot, (value(target), value(log_probs)), (("classes", log_probs.shape[1]),)))
 
 
 # the target's entries picked, not a product with the one-hot rows: -inf at another class (a masked logit) times
@@ -154,12 +217,15 @@ def cross_entropy(input, target, reduction="mean"):
     """Softmax cross entropy of logits (N, C) against class indices (N,) or probabilities (N, C)."""
     input, target = as_tensor(input), as_tensor(target)
     lsm = log_softmax(input, axis=1)
-    if target.shape == input.shape:  # class probabilities (torch decides by shape, then checks the dtype)
+    if same_shape(target.shape, input.shape):  # class probabilities (torch decides by shape, then its dtype)
         if target.dtype.kind not in "fc":
             raise RuntimeError("Expected floating point type for target with class probabilities, got "
                                f"{_dtype_name(target.dtype)}")
+        if unknown_rows(input, target):  # (after a boolean mask: checked, and the mean's count counted, lazily)
+            target = rows_checked(input, target)
         loss = -sum(target * lsm, axis=1)
-        return {"mean": lambda v: sum(v) / input.shape[0], "sum": sum, "none": lambda v: v}[reduction](loss)
+        mean_of = mean if unknown_rows(input, target) else lambda v: sum(v) / input.shape[0]
+        return {"mean": mean_of, "sum": sum, "none": lambda v: v}[reduction](loss)
     return nll_loss(lsm, target, reduction)
 
 
