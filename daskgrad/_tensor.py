@@ -712,8 +712,13 @@ class Tensor:
                     "dtype). You can set the tensor's grad_dtype attribute with a specific dtype, or None "
                     "to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
                     "its gradient may break downstream systems that assume they match.")
-            if value.chunks != self.chunks:
-                value = Tensor._make(door.defer(_rechunked, (value._storage.value,), (("chunks", self.chunks),)))
+            st = value._storage
+            if value.chunks != self.chunks and type(st) is _Storage and not st.views and value.grad_fn is None:
+                # .grad is the tensor assigned (torch's: backward adds into it in place), in this tensor's
+                # chunks: its storage holds the same values rechunked (computed by the next submission).
+                # A view, or a tensor with views or a history, keeps its own chunks.
+                st.value = door.defer(_rechunked, (st.value,), (("chunks", self.chunks),))
+                _state.mark_pending(st)
         self._grad = value
 
     @grad.deleter

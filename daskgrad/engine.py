@@ -637,7 +637,7 @@ def _submit(plan, out):
     post-accumulate hooks run and the graph released; returns the gradients by input ``id``."""
     with _grads_locked(w.tensor for w in out.writes.values()):
         with set_grad_enabled(plan.create_graph):
-            out = replace(out, writes={k: _summed(w) for k, w in out.writes.items()})
+            out = replace(out, writes={k: _summed(plan, w) for k, w in out.writes.items()})
         if not plan.lazy:
             out = _persist(plan, out)
         for w in out.writes.values():
@@ -675,10 +675,28 @@ def _grads_locked(tensors):
         yield
 
 
-def _summed(w):
-    """The write of the sum with what ``.grad`` holds: backward accumulates."""
-    old = w.tensor._grad
-    return w if old is None else GradWrite(w.tensor, old + w.grad)
+def _summed(plan, w):
+    """The write of the sum with what ``.grad`` holds: backward accumulates.  A leaf's ``.grad`` that
+    is a view (``x.grad = G[1]``) takes the sum in place now, lazily: the write through it to its base
+    is pending, so the backward's one submission computes it."""
+    t, old = w.tensor, w.tensor._grad
+    if old is None:
+        return w
+    if _in_place(plan, t, old) and type(old._storage) is _ViewStorage:
+        old.add_(w.grad)
+        return GradWrite(t, old)
+    total = old + w.grad
+    if total.chunks != old.chunks and _in_place(plan, t, old):  # (a .grad assigned in chunks of its own keeps them)
+        total = rechunk(total, old.chunks)
+    return GradWrite(t, total)
+
+
+def _in_place(plan, t, old):
+    """Whether backward adds into ``old``, the ``.grad`` leaf ``t`` holds, in place: torch's AccumulateGrad
+    does (``variable_grad += new_grad``: a reference to the old ``.grad``, or the tensor assigned to it, sees
+    the sum) unless grad mode is on (``create_graph``: ``grad = grad + new_grad``, a new tensor).  A retained
+    non-leaf's ``.grad`` (``retain_grad()``, ``backward(inputs=[non_leaf])``) is always summed out of place."""
+    return t.grad_fn is None and not plan.create_graph and not plan.lazy
 
 
 def _persist(plan, out):
@@ -732,11 +750,13 @@ def _write_grad(plan, w):
     if t.grad_fn is not None:
         t.retain_grad()  # backward(inputs=[non_leaf]) fills its .grad, as torch does
     old = t._grad
-    if (old is not None and not plan.create_graph and not old.requires_grad and not plan.lazy
-            and old._base is None and type(old._storage) is not _ViewStorage):
-        # torch accumulates in place: a reference to the old .grad sees the sum
-        old._storage.array, old._storage.version = g.array, old._storage.version + 1
-        _state.hold(old._storage)
+    if old is not None and _in_place(plan, t, old):  # torch accumulates in place: a reference to the old .grad,
+        st = old._storage                              # or the tensor assigned to it, sees the sum
+        if type(st) is _ViewStorage:  # written through already (_summed): the sum its base now holds, computed
+            st.holds(g.array)
+        else:
+            st.array, st.version = g.array, st.version + 1
+            _state.hold(st)
     else:
         if type(g._storage) is _ViewStorage:  # a rule's view of another cotangent: .grad aliases nothing
             g = Tensor._make(g.array, g.grad_fn, g.requires_grad)

@@ -21,7 +21,6 @@ import numpy as np
 
 from .._modes import no_grad
 from ..graph import type_repr
-from ..ops import zeros_like
 from .._tensor import UNINITIALIZED, Tensor, _check_requires_grad, _Storage, zeros
 
 def _typename(obj):
@@ -306,6 +305,15 @@ def _copy_pending(copies):
 
 class _LazyLoad:
     """Marks a lazy module for ``load_state_dict`` (``nn.modules.lazy.LazyModuleMixin`` subclasses it)."""
+
+
+def _zero_in_place(g):
+    """torch's ``zero_grad(set_to_none=False)`` of one ``.grad``: out of any graph, then zeroed in place (lazily)."""
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    g.zero_()
 
 
 class Module:
@@ -633,10 +641,14 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        """Forget gradients; lazy (``set_to_none=False`` gives lazy zeros)."""
+        """Forget gradients; lazy.  ``set_to_none=False`` zeroes each ``.grad`` in place, as torch's: a
+        reference to it sees the zeros, then what the next backward adds."""
         for p in self.parameters():
             if p.grad is not None:
-                p.grad = None if set_to_none else zeros_like(p.grad.detach())
+                if set_to_none:
+                    p.grad = None
+                else:
+                    _zero_in_place(p.grad)
 
     def _apply(self, fn):
         """``fn`` on every parameter (in place: optimizers keep their references, as with torch's default),

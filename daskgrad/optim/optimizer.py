@@ -19,7 +19,7 @@ from .. import _data
 from .._modes import enable_grad, no_grad
 from ..ops import zeros_like
 from .._tensor import Tensor
-from ..nn.module import _host, _on_device_of
+from ..nn.module import _host, _on_device_of, _zero_in_place
 
 _required = object()
 
@@ -133,11 +133,15 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
-        """Forget gradients (``set_to_none=False``: lazy zeros); submits nothing."""
+        """Forget gradients; submits nothing.  ``set_to_none=False`` zeroes each ``.grad`` in place (lazily),
+        as torch's: a reference to it sees the zeros, then what the next backward adds."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    p.grad = None if set_to_none else zeros_like(p.grad.detach())
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        _zero_in_place(p.grad)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; lazy.  ``closure`` re-evaluates the loss."""
