@@ -166,11 +166,54 @@ def step_reads_accumulated(M):
     return [val(x), val(g0)]
 
 
+def backward_under_no_grad(M):
+    x = arange(M)
+    loss = (x * x).sum()
+    g0 = full(M, (3,), 1.0)
+    x.grad = g0
+    with M.no_grad():
+        loss.backward()
+    return [val(g0), x.grad is g0]
+
+
+def detached_view_assigned(M):
+    x, G = arange(M), full(M, (2, 3), 1.0)
+    v = G[0]
+    x.grad = G[0].detach()
+    (x * x).sum().backward()
+    return [val(G), val(v)]
+
+
+def base_with_a_view_assigned(M):
+    x, b = arange(M), full(M, (3,), 0.0)
+    v = b[1:]
+    x.grad = b
+    (x * x).sum().backward()
+    return [val(v), val(b), x.grad is b]
+
+
+def backward_inputs_leaf_twice(M):
+    x, g0 = arange(M), full(M, (3,), 1.0)
+    x.grad = g0
+    loss = (x * x).sum()
+    loss.backward(inputs=[x], retain_graph=True)
+    loss.backward(inputs=[x])
+    return [val(g0), x.grad is g0]
+
+
+def autograd_backward_with_grad_tensors(M):
+    x, g0 = arange(M), full(M, (3,), 1.0)
+    x.grad = g0
+    M.autograd.backward([x * 2], [full(M, (3,), 1.0)])
+    return [val(g0), x.grad is g0]
+
+
 PROGRAMS = [assigned_view, assigned_tensor, assigned_in_own_chunks, held_after_first_backward,
             create_graph_out_of_place, create_graph_then_plain, assigned_requires_grad, retained_out_of_place,
             inputs_non_leaf_out_of_place, not_the_given_gradient, post_accumulate_hook_sees_it,
             optimizer_zero_grad_in_place, optimizer_zero_grad_detaches, module_zero_grad_in_place,
-            step_reads_accumulated]
+            step_reads_accumulated, backward_under_no_grad, detached_view_assigned, base_with_a_view_assigned,
+            backward_inputs_leaf_twice, autograd_backward_with_grad_tensors]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
