@@ -417,11 +417,31 @@ def pow(a, b):
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
     if isinstance(a, Tensor) and node == "PowBackward0":  # (an exponent beyond the result's range: torch's error)
-        if isinstance(b, numbers.Integral) and b < 0 and result_type(a, b).kind in "biu":
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
-        checked_scalar(b, result_type(a, b))
+        if not _fits_float_tensor(a, b):  # (the common case, t ** 2 of floats, has nothing to check)
+            if isinstance(b, numbers.Integral) and b < 0 and result_type(a, b).kind in "biu":
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+            checked_scalar(b, result_type(a, b))
     out = pow_p.bind(a, b, node=node)
     return astype(out, bool) if out.dtype == np.int8 and result_type(a, b).kind == "b" else out  # (NumPy's bool power)
+
+
+def _fits_float_tensor(a, b):
+    """Whether ``b``, a Python int or float, is an exponent that a floating tensor ``a`` takes as it is: the
+    result type is ``a``'s and the number is in its range (what :func:`checked_scalar` would find)."""
+    tb = type(b)
+    if tb is not int and tb is not float:
+        return False
+    dtype = a.dtype
+    if dtype.kind != "f":
+        return False
+    high = _FLOAT_MAX.get(dtype)
+    if high is None:
+        high = _FLOAT_MAX[dtype] = float(np.finfo(dtype).max)
+    # (no abs() here: this module's abs is the op)
+    return (tb is float or -(1 << 63) <= b < 1 << 63) and (b != b or -high <= b <= high or b in (math.inf, -math.inf))
+
+
+_FLOAT_MAX = {}  # a floating dtype -> its largest value, as a Python float
 
 
 def _tie(g, s, strict):
