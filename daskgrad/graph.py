@@ -66,19 +66,19 @@ class SavedTensor:
     __slots__ = ("_data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
                  "persisted", "consumer", "orig", "lazy")
 
-    def __init__(self, t, is_output=False):
+    def __init__(self, t, is_output=False, consumer=None):
         self.storage = storage = t._storage
         self._data = value = storage.value  # (a result not built yet stays so: see _Storage)
         self.lazy = None
         self.version = storage.version
+        grad_fn, self.requires_grad = t.grad_fn, t._requires_grad
         # an op's own output points back at its node: keep that link weak (no reference cycle)
-        self.grad_fn = weakref.ref(t.grad_fn) if is_output else t.grad_fn
-        self.requires_grad = t.requires_grad
+        self.grad_fn = weakref.ref(grad_fn) if is_output else grad_fn
         # a leaf that requires grad must come back as itself so double backward reaches it
-        self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
+        self.leaf = t if (grad_fn is None and t._requires_grad) else None
         self.dtype, self.shape = value.dtype, value.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
-        self.consumer = None  # weakref to the node that saved it (set by record)
+        self.consumer = consumer  # weakref to the node that saved it (given by save_tensors)
         # a saved input unpacks as the tensor itself while it lives unchanged, as torch's (not an output:
         # that would be a cycle)
         self.orig = None if is_output else weakref.ref(t)
@@ -395,11 +395,17 @@ class Primitive:
         # (every recorded op passes here: a loop's small ops cost what this costs, so it reads each thing once)
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        if _modes.trace is None:  # (a plain tensor's value as recorded() reads it, without the call)
-            values = [x._storage.value if type(x) is Tensor else x if type(x) in _PLAIN else recorded(x)
-                      for x in inputs]
-        else:
-            values = [recorded(x) for x in inputs]
+        plain = _modes.trace is None  # (then a plain tensor's value is what recorded() reads, without the call)
+        values, tensors, needs = [], [], []  # (one pass: each operand's value, tensor or None, and wish for grad)
+        for x in inputs:
+            if isinstance(x, Tensor):
+                values.append(x._storage.value if plain and type(x) is Tensor else recorded(x))
+                tensors.append(x)
+                needs.append(x._requires_grad)
+            else:
+                values.append(x)
+                tensors.append(None)
+                needs.append(False)
         half, consts = False, self.consts
         if self.promote is not None:  # (the operands, not the constants: an index, a scale)
             if consts:
@@ -417,7 +423,6 @@ class Primitive:
             out = rounded_to_half(out)
         save = {}
         if self.save:
-            needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
             plan = self._plan
             if plan is None:
                 plan = [(n, -1 if n == "r" else self.args.index(n), w) for n, w in
@@ -425,12 +430,13 @@ class Primitive:
             for name, i, when in plan:
                 save[name] = (RESULT if i < 0 else inputs[i]) if when is None or needs[when] else None
         if consts:
-            inputs = inputs[:len(inputs) - len(consts)]
+            k = len(inputs) - len(consts)
+            inputs, tensors, needs = inputs[:k], tensors[:k], needs[:k]
         if node is None:
             node = self.torch[0]
         elif self.torch and node not in self.torch:
             raise ValueError(f"{node} is not a node name of {self!r}")
-        out = record(node, out, [x if isinstance(x, Tensor) else None for x in inputs], self, save, params)
+        out = _record(node, out, tensors, needs, self, save, params)
         if items and out.grad_fn is not None and type(value) is door.Lazy and value.params is items:
             out.grad_fn._fparams = value.frozen_params  # (frozen once: the kept reverse pass's key reads them)
         if self.view is not None:  # torch's view op: the result shares the input's storage
@@ -547,10 +553,15 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
     :meth:`Primitive.record`, the one caller)."""
 
-    out = Tensor._make(out_array)
     # one pass over the inputs (a deep chain records hundreds of thousands of ops: see test_deep_graphs)
-    wanting = [isinstance(t, Tensor) and t._requires_grad for t in inputs]
-    if not any(wanting) or not _modes.grad:
+    return _record(name, out_array, inputs, [isinstance(t, Tensor) and t._requires_grad for t in inputs], prim,
+                   save, params)
+
+
+def _record(name, out_array, inputs, wanting, prim, save, params):
+    """:func:`record` where ``wanting`` (which of ``inputs`` require grad) is known."""
+    out = Tensor._make(out_array)
+    if not _modes.grad or not any(wanting):
         return out
     v = out._storage.value
     _attach(out, name, inputs, wanting, prim, save, params, (v.shape, v.dtype, v.chunks))
@@ -620,10 +631,9 @@ def save_tensors(node, save, out=None):
             if v._storage.inference:
                 raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         consumer = weakref.ref(node)
-        for k, v in saved.items():
+        for k, v in save.items():  # (the same keys, in the same order, as saved's)
             if isinstance(v, Tensor):
-                saved[k] = packed = SavedTensor(v, is_output=v is out)
-                packed.consumer = consumer
+                saved[k] = SavedTensor(v, v is out, consumer)
     node._saved, node._had_saved = saved, True
     for seen in _watching.lists:
         seen.extend(tensors)

@@ -245,6 +245,9 @@ def _slice_in_memory(src, params):
     if type(src) is Lazy and src.fn is _alias:
         return None  # (an argument of a compiled function or a time loop's step: rebound at every call)
     index = dict(params)["index"]
+    for i in index:
+        if type(i) is not slice:  # (x[0]: no such slice, as _span finds; known before the graph is read)
+            return None
     a = src.computed if type(src) is Lazy else src
     if not isinstance(a, da.Array) or len(index) != a.ndim or any(n != n for n in a.shape) or not materialized(a):
         return None
@@ -537,19 +540,8 @@ def frozen(v, objects=True):
             _freezing.changeable += 1
         for o in v:
             if type(o) is not int:
-                break
-        else:
-            return (_INTS, t, tuple(v))  # (shapes, chunks: the common case, exact as it is)
-        out = [t]  # (an op's params: names, ints, None, classes as frozen() gives them, without a call each)
-        for o in v:
-            to = type(o)
-            if to is str or to is int or to is bool or o is None:
-                out.append((to, o))
-            elif to is type:
-                out.append(o)
-            else:
-                out.append(frozen(o, objects))
-        return tuple(out)
+                return _frozen_items(t, v, objects)
+        return (_INTS, t, tuple(v))  # (shapes, chunks: the common case, exact as it is)
     if t is type:  # (a class is itself: the chunk type in an op's meta; early, as dtypes, for a loop's many ops)
         return v
     if isinstance(v, np.dtype):
@@ -559,11 +551,8 @@ def frozen(v, objects=True):
     if t is dict:
         _freezing.changeable += 1
         return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
-    if t is slice:
-        start, stop, step = v.start, v.stop, v.step
-        return (slice, (int, start) if type(start) is int else frozen(start, objects),
-                (int, stop) if type(stop) is int else frozen(stop, objects),
-                (int, step) if type(step) is int else frozen(step, objects))
+    if t is slice:  # (its ints inline)
+        return (slice,) + tuple([(int, x) if type(x) is int else frozen(x, objects) for x in (v.start, v.stop, v.step)])
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
             raise NoKey(t)
@@ -600,6 +589,30 @@ def frozen(v, objects=True):
     except TypeError:
         raise NoKey(t) from None
     return v
+
+
+def _frozen_items(t, v, objects):
+    """:func:`frozen` of a tuple or list ``v`` (of type ``t``) that holds more than ints: an op's params, whose
+    names, ints, None, classes, shapes and dtypes are frozen here as frozen() freezes them, without a call each."""
+    out = [t]
+    for o in v:
+        to = type(o)
+        if to is str or to is int or to is bool or o is None:
+            out.append((to, o))
+        elif to is type:
+            out.append(o)
+        elif to is tuple:
+            for p in o:
+                if type(p) is not int:
+                    out.append(frozen(o, objects))
+                    break
+            else:
+                out.append((_INTS, tuple, o))
+        elif isinstance(o, np.dtype):
+            out.append(_dtype(o))
+        else:
+            out.append(frozen(o, objects))
+    return tuple(out)
 
 
 class _Same:

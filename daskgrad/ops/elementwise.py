@@ -243,7 +243,26 @@ scaled_add_p.vjp(lambda g, s: (g, g * (s.alpha.conjugate() if isinstance(s.alpha
 
 
 def _complex(a, b):
-    return any(isinstance(v, complex) or getattr(v, "dtype", None) is not None and v.dtype.kind == "c" for v in (a, b))
+    for v in (a, b):
+        t = type(v)
+        if t is float or t is int or t is bool:  # (the common operands first: a loop's add and sub pass here)
+            continue
+        if t is Tensor:
+            if v._storage.value.dtype.kind == "c":
+                return True
+        elif isinstance(v, complex) or getattr(v, "dtype", None) is not None and v.dtype.kind == "c":
+            return True
+    return False
+
+
+def _is_bool(v):
+    """A bool or an array of bools (sub's operands that torch refuses)."""
+    t = type(v)
+    if t is float or t is int:
+        return False
+    if t is Tensor:
+        return v._storage.value.dtype == np.bool_
+    return isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
@@ -263,7 +282,7 @@ def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
     node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
     a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
-    bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
+    bools = [_is_bool(a), _is_bool(b)]
     if any(bools):  # (torch's refusals; NumPy refuses two bools too)
         if all(bools):
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
