@@ -245,7 +245,7 @@ class _Storage:
         lazy = type(array) is door.Lazy
         self.value, self.version = array if lazy else door.fold(array), 0
         self.views = None  # the live views of this storage (a WeakSet), whose history a write rewrites
-        self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
+        self.inference = _modes_state.inference  # made under inference_mode (is_inference_mode_enabled())
         if not lazy:  # (a result not built yet is no kept value)
             _state.share(self)
 
@@ -415,15 +415,17 @@ def as_view(out, x, prim, node, params):
     if not isinstance(x, Tensor):
         return out
     st = x._storage
+    shape = st.value.shape  # (x.shape, read once)
     if type(st) is _ViewStorage:
         root, steps, strides, offset = st.root, st.steps, st.strides, st.offset
     else:
-        root, steps, strides, offset = st, (), contiguous_strides(x.shape), 0
-    lay = prim.view.layout(x.shape, strides, offset, out.shape, **params)
+        root, steps, strides, offset = st, (), contiguous_strides(shape), 0
+    lay = prim.view.layout(shape, strides, offset, out._storage.value.shape, **params)
     if lay is None:
         return out
     step = (prim, node, params)
-    if root.inference and not is_inference_mode_enabled():  # torch records no view of an inference tensor
+    inference, grad = _modes_state.inference, _modes_state.grad  # (is_inference_mode_enabled(), is_grad_enabled())
+    if root.inference and not inference:  # torch records no view of an inference tensor
         out.grad_fn, out._requires_grad = None, False
     out._storage = _ViewStorage(root, steps + (step,), lay[0], lay[1], out._storage.value)
     if x._base is None:
@@ -432,9 +434,9 @@ def as_view(out, x, prim, node, params):
         out._base, chain, creation = x._base, x._view.steps + (step,), x._view.creation
         if type(creation) is tuple:  # a view of an output of unbind: torch names the view's own op
             creation = (0, None)
-    if creation is None and not is_grad_enabled():
-        creation = "inference" if is_inference_mode_enabled() else "no_grad"
-    named = is_grad_enabled() and (x.requires_grad or out._base.requires_grad)
+    if creation is None and not grad:
+        creation = "inference" if inference else "no_grad"
+    named = grad and (x._requires_grad or out._base._requires_grad)
     out._view = _ViewInfo(chain, creation, node if named and isinstance(node, str) else None)
     if root.views is None:
         root.views = weakref.WeakSet()
