@@ -901,7 +901,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             raise RuntimeError("kl_div: Integral inputs not supported.")
     loss = ops.exp(target) * (target - input) if log_target else target.xlogy(target) - target * input
     loss = _reduced(loss, enum)
-    return loss / input.shape[0] if reduction == "batchmean" and input.ndim != 0 else loss
+    if reduction != "batchmean" or input.ndim == 0:
+        return loss
+    rows = input.shape[0]
+    return loss / (rows if rows == rows else ops.reductions.length(input[(slice(None),) + (0,) * (input.ndim - 1)], 0))
 
 
 def _broadcast_shapes(shape, other):

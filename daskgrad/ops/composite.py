@@ -20,7 +20,7 @@ from ._util import (OPS, as_tensor, constant_like, is_empty, norm_axes, norm_axi
 from . import elementwise as ew
 from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
-from .reductions import amax, amin, mean, sum
+from .reductions import amax, amin, length, mean, sum
 from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
                     view_as_complex, view_as_real)
 
@@ -710,7 +710,7 @@ def cov(m, rowvar=True, bias=False, ddof=None):
     m = atleast_2d(m)
     if not rowvar and m.shape[0] != 1:
         m = transpose(m)
-    n = m.shape[1]
+    n = m.shape[1] if m.shape[1] == m.shape[1] else length(m[:1], 1)  # (after a boolean mask: a lazy count)
     ddof = ddof if ddof is not None else (0 if bias else 1)
     centered = m - mean(m, axis=1, keepdims=True)
     c = (centered @ conj(transpose(centered))) / (n - ddof)

@@ -128,6 +128,12 @@ def _count(x, axes, keepdims):
     return n, (n if keepdims or not axes else squeeze(n, axes))
 
 
+def length(x, axes, keepdims=False):
+    """The product of ``x``'s lengths along ``axes``, as a divisor: an int, or where one is not known (rows after a
+    boolean mask: NaN) a lazy count shaped as a reduction over ``axes`` gives (dividing by NaN was silently NaN)."""
+    return _count(x, norm_axes(axes, x.ndim), keepdims)[1]
+
+
 def _keep(r, axes, keepdims):
     return r if keepdims or not axes else expand_dims(r, axes)
 
