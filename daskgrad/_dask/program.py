@@ -75,6 +75,7 @@ class Program:
     outputs: tuple
     key: object
     graphs: frozenset = frozenset()  # the names of the slots that are lazy dask graphs (not values in memory)
+    hashes: tuple | None = None  # the hashes of the key's three parts (see instantiate: worked out once)
 
     @classmethod
     def of(cls, outputs):
@@ -86,12 +87,15 @@ class Program:
         def ref(s):
             nonlocal keyed
             s = through(s)
-            if type(s) is Lazy:
+            t = type(s)
+            if t is Lazy:
                 if s.computed is None:
                     return index[id(s)]
                 s = s.computed
-            elif type(s) is Constant:  # a number read as a value in memory: a slot, not part of the key
+            elif t is Constant:  # a number read as a value in memory: a slot, not part of the key
                 s = s.array
+            elif t in _PLAIN:  # (a Python number: frozen's key, which "held" does not change)
+                return frozen(s)
             if isinstance(s, da.Array):
                 j = slots.get(s.name)
                 if j is None:
@@ -110,8 +114,8 @@ class Program:
         slot_arrays, graphs = [], set()
         for node in _order(outputs):
             # (an alias is what it stands for; a value of this program, the common case, is its position)
-            srcs = tuple(index[id(s)] if type(s) is Lazy and s.computed is None and s.fn is not _alias else ref(s)
-                         for s in node.srcs)
+            srcs = tuple([index[id(s)] if type(s) is Lazy and s.computed is None and s.fn is not _alias else ref(s)
+                          for s in node.srcs])
             try:
                 params = node.frozen_params
                 if params is None:  # (kept: a value read again, by the next step's program, is not frozen again,
@@ -130,13 +134,14 @@ class Program:
             desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise, node.many,
                          node.label))
         outs = tuple(ref(o) for o in outputs)
-        key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
-        if key is not None:
+        key = hashes = None
+        if keyed:
+            key = (tuple(desc), tuple(slot_desc), outs)
             try:
-                hash(key)
+                hashes = tuple(map(hash, key))
             except TypeError:
                 key = None
-        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key, frozenset(graphs))
+        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key, frozenset(graphs), hashes)
 
     def asking_also(self, values):
         """This program asking for ``values`` as well (its Lazy values and slots): the same equations,
@@ -144,8 +149,11 @@ class Program:
         at = {id(n): ("e", j) for j, n in enumerate(self.eqns)}
         at.update((id(a), ("s", j)) for j, a in enumerate(self.slots.values()))
         extra = tuple(at[id(v)] for v in values)
-        key = None if self.key is None else self.key[:2] + (self.key[2] + extra,)
-        return Program(self.eqns, self.slots, self.outputs + tuple(values), key, self.graphs)
+        if self.key is None:
+            return Program(self.eqns, self.slots, self.outputs + tuple(values), None, self.graphs)
+        outs = self.key[2] + extra
+        return Program(self.eqns, self.slots, self.outputs + tuple(values), self.key[:2] + (outs,), self.graphs,
+                       self.hashes[:2] + (hash(outs),))
 
     def computed_again(self):
         """The values of this program that an earlier submission computed too and that a value new
@@ -155,15 +163,23 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
-        if not any(node.seen for node in self.eqns):
+        eqns = self.eqns
+        for node in eqns:
+            if node.seen:
+                break
+        else:
             return [], []  # (a program all new: nothing in it was computed before)
         # made: id(node) -> 1 made from values in memory alone, 2 reading a lazy graph too, 0 else
         made, read_by_new, graphs = {}, set(), self.graphs
-        for node in self.eqns:
+        for node in eqns:  # (the hot loop of a small step's submission: plain loops, no generators)
             how = 1
-            for s in node.srcs:
-                s = through(s)
-                if type(s) is Lazy:
+            srcs = node.srcs
+            for s in srcs:
+                t = type(s)
+                if t is Lazy and s.fn is _alias:
+                    s = through(s)
+                    t = type(s)
+                if t is Lazy:
                     h = 1 if s.computed is not None else made.get(id(s), 0)
                 elif isinstance(s, da.Array):
                     h = 2 if s.name in graphs else 1
@@ -176,19 +192,66 @@ class Program:
                     how = 2
             made[id(node)] = how
             if not node.seen:
-                read_by_new.update(id(through(s)) for s in node.srcs if type(through(s)) is Lazy)
+                for s in srcs:
+                    if type(s) is Lazy:
+                        s = through(s)
+                        if type(s) is Lazy:
+                            read_by_new.add(id(s))
         again = [n for n in self.eqns if n.seen and made[id(n)] and id(n) in read_by_new and not n.many
                  and n.fn is not _component_fn]
         return [n for n in again if made[id(n)] == 1], [n for n in again if made[id(n)] == 2]
 
 
+_PLAIN = frozenset({int, float, bool, complex, str, type(None)})  # (Program.of: a number's key, made directly)
+
+
+class CacheKey:
+    """A key of the caches here (templates, pieces) whose hash is worked out once: a program's key
+    holds a description of every op of the step (hashing it costs a small step ~5 us, and a look-up
+    in an ordered dict hashes it up to three times).  Equal when the keys are, compared in full: a
+    hit is never a collision of hashes."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key, hash_=None):
+        self.key = key
+        self.hash = hash(key) if hash_ is None else hash_  # (given: a function of the key's value alone)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self is other or (type(other) is CacheKey and self.hash == other.hash and self.key == other.key)
+
+    def __repr__(self):
+        return f"CacheKey({self.key!r})"
+
+
+def _lookup(cache, key):
+    """``cache[key]`` (None where absent) made the most recently used, comparing the keys once
+    (``get`` then ``move_to_end`` compares them twice).  Under ``_lock``."""
+    hit = cache.pop(key, None)
+    if hit is not None:
+        cache[key] = hit
+    return hit
+
+
 def _slot_desc(a):
     """A slot by what the program depends on: a value in memory by its chunks, dtype and chunk
-    type; a lazy dask graph (whose tasks are part of what runs) by its name."""
+    type; a lazy dask graph (whose tasks are part of what runs) by its name.  Remembered on the
+    array (a parameter, a batch of data: read by every step's program) as long as its graph and
+    name are the ones it was made of (dask's ``__setitem__`` changes both in place)."""
+    graph, name = a.dask, a._name
+    memo = a.__dict__.get("_daskgrad_slot")
+    if memo is not None and memo[0] is graph and memo[1] == name:
+        return memo[2]
     meta = type(a._meta)
     if is_data(a):
-        return ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
-    return ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+        desc = ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+    else:
+        desc = ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+    a.__dict__["_daskgrad_slot"] = (graph, name, desc)
+    return desc
 
 
 def is_data(a):
@@ -202,23 +265,26 @@ def _order(outputs):
     order: depth first from the outputs, each node's operands in their order."""
     out, done = [], set()
     stack = [(o, False) for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
+    pop, push, add, append = stack.pop, stack.append, done.add, out.append  # (a small step's hot loop)
     while stack:
-        node, expanded = stack.pop()
-        if id(node) in done:
+        node, expanded = pop()
+        i = id(node)
+        if i in done:
             continue
         if expanded:  # (what it reads is done: everything pushed after it was)
-            done.add(id(node))
-            out.append(node)
+            add(i)
+            append(node)
             continue
-        stack.append((node, True))
-        for s in reversed(node.srcs):
+        push((node, True))
+        srcs = node.srcs
+        for s in (reversed(srcs) if len(srcs) > 1 else srcs):
             if type(s) is Lazy:
                 if s.fn is _alias:
                     s = through(s)
                     if type(s) is not Lazy:
                         continue
                 if s.computed is None and id(s) not in done:
-                    stack.append((s, False))
+                    push((s, False))
     return out
 
 
@@ -259,13 +325,13 @@ def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
     known: :func:`.submit.task_room`)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
-    key = None if prog.key is None or not enabled else (prog.key, fuse, local)
+    key = None
+    if prog.key is not None and enabled:  # (its hash from the parts' hashes, which Program.of worked out)
+        key = CacheKey((prog.key, fuse, local), hash((prog.hashes, fuse, local)))
     template = None
     if key is not None:
         with _lock:
-            template = _templates.get(key)
-            if template is not None:
-                _templates.move_to_end(key)
+            template = _lookup(_templates, key)
     if template is not None:
         _stats["hits"] += 1
         return _instance(template, prog, local, room)
@@ -370,7 +436,8 @@ def step_cache_clear() -> None:
 
 
 # ------------------------------------------------------------------ pieces: code that records a program, cached
-_pieces = collections.OrderedDict()  # key -> Piece, or None where seen once; least recently used first
+_pieces = collections.OrderedDict()  # CacheKey -> Piece, or None where seen once; least recently used first
+_ABSENT = object()
 
 
 def cached_piece(key):
@@ -381,10 +448,12 @@ def cached_piece(key):
     none when ``daskgrad.step-cache.enabled`` is False."""
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return None, False
+    if type(key) is not CacheKey:
+        key = CacheKey(key)
     with _lock:
-        if key in _pieces:
-            _pieces.move_to_end(key)
-            p = _pieces[key]
+        p = _pieces.pop(key, _ABSENT)  # (then put back last: the most recently used, keys compared once)
+        if p is not _ABSENT:
+            _pieces[key] = p
             if p:
                 _stats["piece_hits"] += 1
             return p, True
@@ -397,6 +466,8 @@ def cached_piece(key):
 def cache_piece(key, p):
     """Cache ``p`` (a :class:`~.lazy.Piece`, or False: none can be recorded) under ``key``, dropping the
     least recently used past the bound."""
+    if type(key) is not CacheKey:
+        key = CacheKey(key)
     with _lock:
         _pieces[key] = p
         _pieces.move_to_end(key)
