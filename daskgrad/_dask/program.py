@@ -163,43 +163,67 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
-        eqns = self.eqns
-        for node in eqns:
+        # the values computed before (seen) that a value new to this program reads: most steps have
+        # one or two, and only they need to know what they are made from (a walk down from each)
+        read_by_new = set()
+        for node in self.eqns:  # (the hot loop of a small step's submission: plain loops, no generators)
             if node.seen:
-                break
-        else:
-            return [], []  # (a program all new: nothing in it was computed before)
-        # made: id(node) -> 1 made from values in memory alone, 2 reading a lazy graph too, 0 else
-        made, read_by_new, graphs = {}, set(), self.graphs
-        for node in eqns:  # (the hot loop of a small step's submission: plain loops, no generators)
-            how = 1
-            srcs = node.srcs
-            for s in srcs:
-                t = type(s)
-                if t is Lazy and s.fn is _alias:
+                continue
+            for s in node.srcs:
+                if type(s) is Lazy:
                     s = through(s)
-                    t = type(s)
-                if t is Lazy:
-                    h = 1 if s.computed is not None else made.get(id(s), 0)
-                elif isinstance(s, da.Array):
-                    h = 2 if s.name in graphs else 1
-                else:  # (a number, a parameter)
-                    continue
-                if not h:
-                    how = 0
-                    break
-                if h == 2:
-                    how = 2
-            made[id(node)] = how
-            if not node.seen:
-                for s in srcs:
-                    if type(s) is Lazy:
-                        s = through(s)
-                        if type(s) is Lazy:
-                            read_by_new.add(id(s))
-        again = [n for n in self.eqns if n.seen and made[id(n)] and id(n) in read_by_new and not n.many
-                 and n.fn is not _component_fn]
+                    if type(s) is Lazy and s.seen:
+                        read_by_new.add(id(s))
+        if not read_by_new:
+            return [], []
+        candidates = [n for n in self.eqns if n.seen and id(n) in read_by_new and not n.many
+                      and n.fn is not _component_fn]
+        if not candidates:
+            return [], []
+        made, in_program = {}, {id(n) for n in self.eqns}
+        for n in candidates:
+            _made_from(n, made, in_program, self.graphs)
+        again = [n for n in candidates if made[id(n)]]
         return [n for n in again if made[id(n)] == 1], [n for n in again if made[id(n)] == 2]
+
+
+def _made_from(node, made, in_program, graphs):
+    """What ``node`` (a value of a program) is made from, into ``made`` (id -> 1: from values in
+    memory alone; 2: reading a lazy dask graph too; 0: from neither, a value not computed that the
+    program does not compute), with what it reads, as far down as that takes (a walk, not recursion:
+    a long chain must not exhaust the stack)."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in made:
+            stack.pop()
+            continue
+        how, waiting = 1, False
+        for s in n.srcs:
+            s = through(s)
+            if type(s) is Lazy:
+                if s.computed is not None:
+                    h = 1
+                elif id(s) not in in_program:
+                    h = 0
+                else:
+                    h = made.get(id(s))
+                    if h is None:  # (worked out first, then n again)
+                        stack.append(s)
+                        waiting = True
+                        continue
+            elif isinstance(s, da.Array):
+                h = 2 if s.name in graphs else 1
+            else:  # (a number, a parameter)
+                continue
+            if not h:
+                how = 0
+                break
+            if h == 2:
+                how = 2
+        if how and waiting:
+            continue
+        made[id(n)] = how  # (popped at the top of the loop: what it pushed before a 0 may lie above it)
 
 
 _PLAIN = frozenset({int, float, bool, complex, str, type(None)})  # (Program.of: a number's key, made directly)
@@ -221,7 +245,18 @@ class CacheKey:
         return self.hash
 
     def __eq__(self, other):
-        return self is other or (type(other) is CacheKey and self.hash == other.hash and self.key == other.key)
+        if self is other:
+            return True
+        if type(other) is not CacheKey or self.hash != other.hash:
+            return False
+        if self.key is other.key:
+            return True
+        if self.key != other.key:
+            return False
+        # equal: both hold one of the two from now on, so the next comparison (a look-up in an ordered
+        # dict compares twice) is one of identities
+        self.key = other.key
+        return True
 
     def __repr__(self):
         return f"CacheKey({self.key!r})"
@@ -239,18 +274,19 @@ def _lookup(cache, key):
 def _slot_desc(a):
     """A slot by what the program depends on: a value in memory by its chunks, dtype and chunk
     type; a lazy dask graph (whose tasks are part of what runs) by its name.  Remembered on the
-    array (a parameter, a batch of data: read by every step's program) as long as its graph and
-    name are the ones it was made of (dask's ``__setitem__`` changes both in place)."""
-    graph, name = a.dask, a._name
+    array (a parameter, a batch of data: read by every step's program) as long as its graph, name,
+    chunks and meta are the objects it was made of (dask's ``__setitem__`` replaces them in place,
+    ``compute_chunk_sizes`` the chunks)."""
+    parts = (a.dask, a._name, a._chunks, a._meta)
     memo = a.__dict__.get("_daskgrad_slot")
-    if memo is not None and memo[0] is graph and memo[1] == name:
-        return memo[2]
+    if memo is not None and all(map(operator.is_, memo[0], parts)):
+        return memo[1]
     meta = type(a._meta)
     if is_data(a):
         desc = ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
     else:
         desc = ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
-    a.__dict__["_daskgrad_slot"] = (graph, name, desc)
+    a.__dict__["_daskgrad_slot"] = (parts, desc)
     return desc
 
 
@@ -307,6 +343,7 @@ class _Template:
     looped: bool = False    # it holds a time loop (a ScanLayer): run in the order the loop made its tasks
     shipped: object = None  # the graph pickled once, for a worker that runs it as one task (_one_task)
     for_workers: dict | None = None  # the graph with its chunk-fused tasks' parts pickled once (_renamed)
+    slot_at: dict | None = None  # a slot's name -> its position in ``slots``, made once (_instance)
 
 
 _lock = threading.Lock()
@@ -585,11 +622,14 @@ def _instance(template, prog, local, room=None):
     the submission that made the template)."""
     if template.rules:
         labels.remember(template.rules)
-    data = [a for a in prog.slots.values() if is_data(a)]
-    inputs = [a.name for a in data]
+    graphs = prog.graphs  # (the slots Program.of found not is_data: each step's, not asked again)
+    inputs = [name for name in prog.slots if name not in graphs]
+    data = [prog.slots[name] for name in inputs]
     token = _token(template.name, inputs)
-    slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
-               for j, keys in enumerate(template.slots) if keys}
+    slot_at = template.slot_at
+    if slot_at is None:
+        slot_at = template.slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
+                                      for j, keys in enumerate(template.slots) if keys}
     arrays, olds, outputs = [], [], []
     for o, name in zip(map(through, prog.outputs), template.outputs):
         if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
@@ -990,11 +1030,12 @@ def run_inline(arrays):
     made (Revolve's: the order that holds the fewest states)."""
     if not arrays or Callback.active or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS:
         return None
-    made = [a for a in arrays if not is_data(a)]
+    data = [is_data(a) for a in arrays]  # (asked once: _run_instance reads them too)
+    made = [a for a, d in zip(arrays, data) if not d]
     layers = made[0].dask.layers if made else {}
     layer = next(iter(layers.values())) if len(layers) == 1 else None
     if type(layer) is Instance:
-        return _run_instance(arrays, layer) if layer.template.small else None
+        return _run_instance(arrays, layer, data) if layer.template.small else None
     loops = [v for v in layers.values() if isinstance(v, ScanLayer)]
     if not loops or not all(v.small for v in loops) or any(_chunk_elements(a) * a.dtype.itemsize > SMALL_CHUNK
                                                             for a in arrays):
@@ -1002,18 +1043,22 @@ def run_inline(arrays):
     return _run_graph(arrays)
 
 
-def _run_instance(arrays, layer):
+def _run_instance(arrays, layer, data):
+    """The results of ``arrays``, of the Instance ``layer`` (``data``: whether each is a slot's value,
+    which is its own result: see _instance), run inline."""
     template, aliases = layer.template, layer.aliases
     back = {new: old for old, new in layer.renamed.items()}  # a result's key -> the template's
-
-    def key(k):
-        k = aliases.get(k, k)
-        return back.get(k, k)
-
-    wanted = frozenset(key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__()))
+    keys = []  # per array: (its keys, the template's), None for a slot's value
+    for a, d in zip(arrays, data):
+        if d:
+            keys.append(None)
+            continue
+        ks = list(flatten(a.__dask_keys__()))
+        keys.append((ks, [back.get(k, k) for k in map(aliases.get, ks, ks)]))  # (aliases.get(k, k) first)
+    wanted = frozenset([k for pair in keys if pair is not None for k in pair[1]])
     values = _run_in_order(template.run_order, dict(layer.inputs), wanted)
-    return [a if is_data(a) else _holding(a, {k: values[key(k)] for k in flatten(a.__dask_keys__())})
-            for a in arrays]  # (an output that is a slot's value is that value: see _instance)
+    return [a if pair is None else _holding(a, dict(zip(pair[0], map(values.__getitem__, pair[1]))))
+            for a, pair in zip(arrays, keys)]
 
 
 def _holding(a, chunks):
