@@ -264,11 +264,14 @@ def _route(nodes, inputs, allow_unused):
             raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
                                "the graph. Set allow_unused=True if this is the desired behavior.")
     needed = set(targets)  # nodes from which a wanted node can be reached
-    for n in reversed(order):
-        if any(c in needed for c, _ in n.next_functions):
-            needed.add(n)
-    order = [n for n in order if n in needed]
-    return Route(order, {n for n in order if any(c in needed for c, _ in n.next_functions)}, targets)
+    runs = set()  # those reaching one through what they read: their rules run
+    for n in reversed(order):  # (each after all it reads: whether they are needed is known)
+        for c, _ in n.next_functions:
+            if c in needed:
+                needed.add(n)
+                runs.add(n)
+                break
+    return Route([n for n in order if n in needed], runs, targets)
 
 
 _claim_lock = threading.Lock()
@@ -463,7 +466,7 @@ def _structure(plan):
             if fparams is None:
                 fparams = door.frozen(tuple(node._params.items()))
             desc.append((type(node), node._prim, fparams,
-                         tuple(-1 if p is None else at.get(p, -2) for p, _ in node.next_functions),
+                         tuple([-1 if p is None else at.get(p, -2) for p, _ in node.next_functions]),
                          node._input_meta, node._output_meta, node in runs, tuple(saved),
                          len(targets.get(node, ())), node._retained is not None))
         key = CacheKey(tuple(desc))  # (hashed once here, where an unhashable part raises TypeError)
