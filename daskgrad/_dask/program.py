@@ -254,7 +254,7 @@ class CacheKey:
         if self.key != other.key:
             return False
         # equal: both hold one of the two from now on, so the next comparison (a look-up in an ordered
-        # dict compares twice) is one of identities
+        # dict compares twice: _lookup) is one of identities
         self.key = other.key
         return True
 
@@ -262,12 +262,13 @@ class CacheKey:
         return f"CacheKey({self.key!r})"
 
 
-def _lookup(cache, key):
-    """``cache[key]`` (None where absent) made the most recently used, comparing the keys once
-    (``get`` then ``move_to_end`` compares them twice).  Under ``_lock``."""
-    hit = cache.pop(key, None)
-    if hit is not None:
-        cache[key] = hit
+def _lookup(cache, key, default=None):
+    """``cache[key]`` (``default`` where absent) made the most recently used.  Under ``_lock``.  (An
+    ordered dict compares the keys twice here, three times to pop and put back; after the first,
+    equal CacheKeys share their tuple: the second is a comparison of identities.)"""
+    hit = cache.get(key, default)
+    if hit is not default:
+        cache.move_to_end(key)
     return hit
 
 
@@ -488,9 +489,8 @@ def cached_piece(key):
     if type(key) is not CacheKey:
         key = CacheKey(key)
     with _lock:
-        p = _pieces.pop(key, _ABSENT)  # (then put back last: the most recently used, keys compared once)
+        p = _lookup(_pieces, key, _ABSENT)
         if p is not _ABSENT:
-            _pieces[key] = p
             if p:
                 _stats["piece_hits"] += 1
             return p, True
