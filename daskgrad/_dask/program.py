@@ -134,14 +134,10 @@ class Program:
             desc.append((node.fn, params, srcs, node.chunks, node.dtype, type(node._meta), node.elementwise, node.many,
                          node.label))
         outs = tuple(ref(o) for o in outputs)
-        key = hashes = None
-        if keyed:
-            key = (tuple(desc), tuple(slot_desc), outs)
-            try:
-                hashes = tuple(map(hash, key))
-            except TypeError:
-                key = None
-        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key, frozenset(graphs), hashes)
+        key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
+        hashes = None if key is None else _hashes(key)
+        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key if hashes else None, frozenset(graphs),
+                   hashes)
 
     def asking_also(self, values):
         """This program asking for ``values`` as well (its Lazy values and slots): the same equations,
@@ -224,6 +220,15 @@ def _made_from(node, made, in_program, graphs):
         if how and waiting:
             continue
         made[id(n)] = how  # (popped at the top of the loop: what it pushed before a 0 may lie above it)
+
+
+def _hashes(key):
+    """The hashes of a program key's three parts (see instantiate), or None where one is unhashable
+    (then the program has no key)."""
+    try:
+        return tuple(map(hash, key))
+    except TypeError:
+        return None
 
 
 _PLAIN = frozenset({int, float, bool, complex, str, type(None)})  # (Program.of: a number's key, made directly)
