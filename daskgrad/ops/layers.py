@@ -93,6 +93,64 @@ def erf(x):
     return erf_p.bind(x)
 
 
+# ------------------------------------------------------------------ silu, gelu: one node each, torch's backward
+# Their forwards are the compositions ``nn.functional`` used (the same numbers); their rules are torch's
+# backward kernels' formulas (``silu_backward``, ``GeluBackward``), whose one product with the cotangent
+# gives an infinite cotangent an infinite gradient where the composition's sum of two products (inf - inf)
+# gave NaN.  Written in daskgrad ops, so ``create_graph=True`` differentiates them again.
+_SQRT1_2 = 1 / math.sqrt(2)
+_GELU_ALPHA = _TWO_OVER_SQRT_PI * _SQRT1_2 * 0.5  # torch's kAlpha, 1 / sqrt(2 pi)
+_GELU_BETA = math.sqrt(2) * _TWO_OVER_SQRT_PI * 0.5  # torch's kBeta, sqrt(2 / pi)
+_GELU_KAPPA = 0.044715
+_erf_layer = special_layer("erf", _erf_ufuncs)
+
+
+def _silu_impl(a):
+    from .. import chunk
+    return a * da.map_blocks(chunk.sigmoid, a, dtype=a.dtype, meta=a._meta)
+
+
+def _gelu_impl(a):
+    return a * 0.5 * (1 + _erf_layer(a * _SQRT1_2))
+
+
+def _gelu_tanh_impl(a):
+    inner = math.sqrt(2 / math.pi) * (a + 0.044715 * a * a * a)
+    return 0.5 * a * (1 + da.tanh(inner))
+
+
+silu_p = primitive("silu", torch="SiluBackward0", impl=_silu_impl, save=("x",), prepare=tensor_operand)
+gelu_p = primitive("gelu", torch="GeluBackward0", impl=_gelu_impl, save=("x",), prepare=tensor_operand)
+gelu_tanh_p = primitive("gelu_tanh", torch="GeluBackward0", impl=_gelu_tanh_impl, save=("x",),
+                        prepare=tensor_operand)
+
+
+@silu_p.vjp
+def _silu_rule(g, s):
+    from .elementwise import sigmoid
+    sig = sigmoid(s.x)
+    return (g * (sig * (1 + s.x * (1 - sig))),)
+
+
+@gelu_p.vjp
+def _gelu_rule(g, s):
+    x = s.x
+    cdf = 0.5 * (1 + erf(x * _SQRT1_2))
+    pdf = _GELU_ALPHA * exp(-0.5 * x * x)
+    return (g * (cdf + x * pdf),)
+
+
+@gelu_tanh_p.vjp
+def _gelu_tanh_rule(g, s):
+    from .elementwise import tanh
+    x = s.x
+    x_sq = x * x
+    tanh_inner = tanh(_GELU_BETA * (x + _GELU_KAPPA * (x_sq * x)))
+    left, right = 0.5 * x, 1 + tanh_inner
+    inner_derivative = _GELU_BETA * (1 + (3 * _GELU_KAPPA) * x_sq)
+    return (g * (0.5 * right + left * (1 - tanh_inner * tanh_inner) * inner_derivative),)
+
+
 # ------------------------------------------------------------------ embedding
 def _check_rows(idx, rows):
     """torch's IndexError for a row outside ``[0, rows)``; -1 too, which NumPy would wrap to the last row.
