@@ -779,8 +779,10 @@ def _lerp_operands(a, b, w):
     return a, b, w
 
 
-_LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
-                "complex128": "complex double"}  # (torch's words in lerp's dtype error)
+_LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                "complex64": "c10::complex<float>", "complex128": "c10::complex<double>", "bool": "bool",
+                "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+                "int64": "long int"}  # (torch's words in lerp's dtype error: the C++ type names)
 _lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=chunk.lerp, args=("a", "b", "w"),
                     save=(("a", 2), ("b", 2), "w"), prepare=_lerp_operands, elementwise=True)  # (as torch saves)
 
