@@ -16,11 +16,11 @@ import math
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _data, _tensor
+from .. import _dask as door, _data, _tensor, chunk
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_same_device, public, tensor_operand, value
-from .elementwise import exp, float_result
+from .elementwise import exp, float_result, sigmoid, tanh
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
@@ -106,7 +106,6 @@ _erf_layer = special_layer("erf", _erf_ufuncs)
 
 
 def _silu_impl(a):
-    from .. import chunk
     return a * da.map_blocks(chunk.sigmoid, a, dtype=a.dtype, meta=a._meta)
 
 
@@ -127,7 +126,6 @@ gelu_tanh_p = primitive("gelu_tanh", torch="GeluBackward0", impl=_gelu_tanh_impl
 
 @silu_p.vjp
 def _silu_rule(g, s):
-    from .elementwise import sigmoid
     sig = sigmoid(s.x)
     return (g * (sig * (1 + s.x * (1 - sig))),)
 
@@ -142,7 +140,6 @@ def _gelu_rule(g, s):
 
 @gelu_tanh_p.vjp
 def _gelu_tanh_rule(g, s):
-    from .elementwise import tanh
     x = s.x
     x_sq = x * x
     tanh_inner = tanh(_GELU_BETA * (x + _GELU_KAPPA * (x_sq * x)))

@@ -24,7 +24,7 @@ from .._tensor import Tensor
 from ._util import (accumulates_in, as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every,
                     tensor_operand, value)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
-from .shape import expand_dims, flip, reshape, squeeze
+from .shape import concatenate, expand_dims, flip, reshape, squeeze
 
 
 def _reduction(name, torch, local, save=(), refuse=None):
@@ -185,15 +185,13 @@ def _prod_local(gx, x, r, axes, whole=True):
 def _prod_safe_zeros(g, x, axis):
     """torch's ``prod_safe_zeros_backward``: ``g`` times the product of the others along ``axis``, the
     exclusive cumulative product from the front times that from the back (exact with zeros)."""
-    from .numpy_extra import cumprod
-    from .shape import concatenate
     n = x.shape[axis]
     if x.size == 0 or n == 1:
         return g
     head = tuple(slice(None) for _ in range(axis))
     ones = ones_like(x[head + (slice(0, 1),)])
-    front = cumprod(concatenate([ones, x[head + (slice(0, n - 1),)]], axis=axis), axis)
-    back = flip(cumprod(concatenate([ones, flip(x[head + (slice(1, n),)], axis)], axis=axis), axis), axis)
+    front = concatenate([ones, x[head + (slice(0, n - 1),)]], axis=axis).cumprod(axis)  # (the method: torch's node)
+    back = flip(concatenate([ones, flip(x[head + (slice(1, n),)], axis)], axis=axis).cumprod(axis), axis)
     return g * conj(front * back)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _data
 from .._tensor import Tensor
+from ._util import norm_axis
 
 # (generated from torch 2.13; tests/test_refusals.py checks every entry against torch)
 REFUSED = {}
@@ -242,7 +243,6 @@ def _quantile_q(method):
                     raise RuntimeError("quantile() input tensor must be non-empty")
                 dim = args[0] if args else kwargs.get("dim")
                 if dim is not None:
-                    from ._util import norm_axis
                     norm_axis(dim, max(self.ndim, 1))
                 raise RuntimeError("quantile() q values must be in the range [0, 1]")
         return method(self, q, *args, **kwargs)
