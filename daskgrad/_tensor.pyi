@@ -901,7 +901,7 @@ class Tensor:
         """
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
-        floating result type of the two.
+        floating result type of the two; torch's gradient.
         """
     def copysign_(self, other):
         """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -2372,7 +2372,7 @@ class Tensor:
         """
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
-        result type of the two (a number ``other`` weak, as in torch).
+        result type of the two (a number ``other`` weak, as in torch); torch's gradients.
         """
     def xlogy_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.

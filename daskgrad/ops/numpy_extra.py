@@ -498,8 +498,9 @@ def fmin(a, b):
 # ------------------------------------------------- NaN-ignoring order statistics
 def _nan_at(s, c, p, axis, method):
     """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values: the
-    values at the positions ``method`` reads, by a gather at indices that differ per slice."""
-    pos = (c - 1) * float(p)
+    values at the positions ``method`` reads, by a gather at indices that differ per slice.  An all-NaN slice reads
+    its first sorted value (a NaN), as torch's ranks clamped at 0 do: its gradient goes there."""
+    pos = ew.clip((c - 1) * float(p), 0, None)
     lo = ew.floor(pos)
     n = s.shape[axis]
     if method == "higher":
@@ -513,7 +514,7 @@ def _nan_at(s, c, p, axis, method):
     v = take_along_axis(s, astype(ew.clip(lo, 0, n - 1), np.int64), axis)
     if frac is not None:
         v = v + (take_along_axis(s, astype(ew.clip(hi, 0, n - 1), np.int64), axis) - v) * frac
-    return where(c == 0, math.nan, v)  # an all-NaN slice
+    return v  # (NaN for an all-NaN slice: its first sorted value)
 
 
 @public("nanquantile")
