@@ -36,8 +36,8 @@ runs as usual.
   hook), calling a hook, drawing random numbers (daskgrad's, NumPy's and Python's global generators,
   and a NumPy ``Generator``/``RandomState``/bit generator, a ``random.Random``, an iterator or a
   generator that the guards reach: an argument, a name it reads, their attributes -- their state is
-  compared after the trace; one made inside without a seed, or held where the guards do not look, a
-  library's module, is not seen), differentiating through ops recorded before the call, returning a
+  compared after the trace, a file's by its position; one made inside without a seed, one held where
+  the guards do not look (a library's module), an iterator whose state cannot be read, is not seen), differentiating through ops recorded before the call, returning a
   tensor that requires grad (a replay gives values, not graphs: differentiate inside, e.g. with
   :func:`daskgrad.func.grad_and_value`), returning a view of an argument or of a tensor read from
   outside (a replay would return a copy that the caller's writes do not write through);
@@ -866,8 +866,9 @@ def _iterator(obj):
 
 
 def _state_of(obj, depth=4):
-    """What a draw or a ``next()`` changes of ``obj`` (a value compared with ``==``), or, for an iterator
-    whose state cannot be read, something that differs from anything (the trace breaks)."""
+    """What a draw or a ``next()`` changes of ``obj`` (a value compared with ``==``); None for an iterator
+    whose state cannot be read (a closed file, an object ``__reduce__`` refuses): not watched."""
+    import io
     import pickle
 
     try:
@@ -883,11 +884,13 @@ def _state_of(obj, depth=4):
             frame = obj.gi_frame
             return None if frame is None else ("generator", frame.f_lasti,
                                                 tuple((k, id(v)) for k, v in frame.f_locals.items()))
+        if isinstance(obj, io.IOBase):  # (a file read line by line: its position)
+            return ("file", obj.tell())
         with warnings.catch_warnings():  # (an iterator of the standard library's: its state from __reduce__)
             warnings.simplefilter("ignore", DeprecationWarning)
             return tuple(_shallow(v, depth) for v in obj.__reduce__())
     except Exception:
-        return _Unknown()
+        return None
 
 
 def _shallow(v, depth):
@@ -900,15 +903,6 @@ def _shallow(v, depth):
     if depth > 0 and _iterator(v):
         return ("iterator", id(v), _state_of(v, depth - 1))
     return ("id", id(v))
-
-
-class _Unknown:
-    """A state that could not be read: unequal to any other."""
-
-    def __eq__(self, other):
-        return False
-
-    __hash__ = object.__hash__
 
 
 # Python's ``random`` is drawn from by other threads of the process too (tornado's periodic callbacks

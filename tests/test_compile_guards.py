@@ -247,6 +247,20 @@ def test_a_generator_the_function_reaches_but_does_not_draw_from_lets_it_replay(
     assert cf.cache_info() == {"replays": 2, "traces": 1, "eager": 0, "entries": 1}
 
 
+def test_a_file_read_line_by_line_runs_as_usual_and_one_reached_but_not_read_replays(tmp_path):
+    path = tmp_path / "numbers.txt"
+    path.write_text("".join(f"{i}\n" for i in range(10)))
+    X = dg.zeros(3, chunks=3, dtype="float64")
+    with open(path) as lines, open(path) as unread:
+        cf = dg.compile(lambda x: x + float(next(lines)))
+        with pytest.warns(UserWarning, match="advances an iterator"):
+            assert [float(cf(X).numpy()[0]) for _ in range(3)] == [0.0, 1.0, 2.0]
+        cg = dg.compile(lambda x, f=unread: x * 2)
+        for _ in range(3):
+            np.testing.assert_array_equal(cg(X).numpy(), 0.0)
+        assert cg.cache_info()["replays"] == 2
+
+
 def test_a_draw_raises_where_the_trace_ends_with_fullgraph():
     rng = random.Random(0)
     cf = dg.compile(lambda x: x + rng.random(), fullgraph=True)
