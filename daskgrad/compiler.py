@@ -36,13 +36,16 @@ runs as usual.
   hook), calling a hook, drawing random numbers (daskgrad's, NumPy's and Python's global generators,
   and a NumPy ``Generator``/``RandomState``/bit generator, a ``random.Random``, an iterator or a
   generator that the guards reach: an argument, a name it reads, their attributes -- their state is
-  compared after the trace, a file's by its position; one made inside without a seed, one held where
-  the guards do not look (a library's module), an iterator whose state cannot be read, is not seen), differentiating through ops recorded before the call, returning a
-  tensor that requires grad (a replay gives values, not graphs: differentiate inside, e.g. with
-  :func:`daskgrad.func.grad_and_value`), returning a view of an argument or of a tensor read from
-  outside (a replay would return a copy that the caller's writes do not write through);
-* results that share memory (``y, y[1:], y.T``; ``y, y``; a view of a tensor made inside) are views
-  of each other on every call, with torch's strides, as eagerly;
+  compared after the trace, a file's by its position; one made inside without a seed, one held
+  where the guards do not look (a library's module), an iterator whose state cannot be read, is
+  not seen), differentiating through ops recorded before the call, returning a tensor that
+  requires grad (a replay gives values, not graphs: differentiate inside, e.g. with
+  :func:`daskgrad.func.grad_and_value`), returning a view of a tensor read from outside or of an
+  argument that is a view itself (a replay would return a copy that the caller's writes do not
+  write through);
+* results that share memory (``y, y[1:], y.T``; ``y, y``; a view of a tensor made inside; ``x[1:]``
+  of an argument ``x``) are views of each other (of ``x``) on every call, with torch's strides, as
+  eagerly;
 * inside a trace ``daskgrad.autograd.grad`` joins the function's one submission (lazy); anomaly
   mode runs the function as usual.
 
@@ -289,7 +292,7 @@ class Compiled:
         # what the function wrote in place on its own tensors is part of its results, not an update
         # for the next submission to store (that would set the recorded values' ``computed``)
         _state.forget_pending(trace.fresh)
-        aliases = _aliases(results)
+        aliases = _aliases(results, trace.args)
         outputs = tuple(t._storage.value for t in results) if aliases is None else aliases[1]
         done = runtime.persist(outputs, keep=slice(0, len(outputs)))
         inputs = tuple(trace.inputs.values())
@@ -299,7 +302,7 @@ class Compiled:
         entry = _Entry(outputs=outputs, inputs=inputs, structure=structure, retraces=retraces,
                        reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads),
                        aliases=None if aliases is None else aliases[0])
-        return self._cache(key, entry, pins, _unflatten(structure, iter(_rebuild(entry.aliases, _wrap(done)))))
+        return self._cache(key, entry, pins, _unflatten(structure, iter(_rebuild(entry.aliases, _wrap(done), tensors))))
 
     def _check(self, trace, out, rng, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
@@ -328,10 +331,12 @@ class Compiled:
                                 "or differentiate inside, e.g. with daskgrad.func.grad_and_value")
             elif id(t._storage) not in trace.fresh or door.in_memory(t._storage.value) is not None:
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
-            elif type(t._storage) is _ViewStorage and (id(t._storage.root) not in trace.fresh
-                                                       or door.in_memory(t._storage.root.value) is not None):
-                trace.broke("it returns a view of an argument or of a tensor read from outside (a replay would "
-                            "return a copy, which the caller's writes would not write through)")
+            elif type(t._storage) is _ViewStorage and (
+                    id(t._storage.root) not in trace.fresh and id(t._storage.root) not in trace.args
+                    or id(t._storage.root) in trace.fresh and door.in_memory(t._storage.root.value) is not None):
+                trace.broke("it returns a view of a tensor read from outside or of an argument that is a view "
+                            "itself (a replay would return a copy, which the caller's writes would not write "
+                            "through)")
         return structure, results
 
     def _cache(self, key, entry, pins, returned):
@@ -364,7 +369,7 @@ class Compiled:
                 for alias, _ in entry.inputs:
                     door.rebind(alias, None)
         self._stats["replays"] += 1
-        return _unflatten(entry.structure, iter(_rebuild(entry.aliases, _wrap(done))))
+        return _unflatten(entry.structure, iter(_rebuild(entry.aliases, _wrap(done), tensors)))
 
 
 _OFFSETS = object()  # (a kind of call guarded by its view arguments' storage offsets too)
@@ -995,13 +1000,14 @@ def _unflatten(structure, values):
     return kind(_unflatten(s, values) for s in inner)
 
 
-def _aliases(results):
+def _aliases(results, args):
     """How results that share memory (``y, y[1:], y.T``; ``y, y``; a view ``y.T`` of a tensor made
-    inside) come back as they do from the function: ``(plan, values)``, the values to compute (each
-    storage's once: a view's, and its root's) and, per result, ``("same", i)`` (result ``i`` again),
-    ``("plain", k)`` (a tensor over value ``k``'s storage, shared by the results over it) or
-    ``("view", root k, value k, its layout ...)``; None where no result is a view and none shares a
-    storage (results made as before)."""
+    inside, ``x[1:]`` of an argument) come back as they do from the function: ``(plan, values)``, the
+    values to compute (each storage's once: a view's, and its root's) and, per result, ``("same", i)``
+    (result ``i`` again), ``("plain", k)`` (a tensor over value ``k``'s storage, shared by the results
+    over it) or ``("view", root, value k, its layout ...)``: ``root`` a value's index, or ``("arg", i)``
+    for argument ``i`` (``args``: an argument's storage's id -> its index; one that is no view, whose
+    layout the guards fix); None where no result is a view and none shares a storage (as before)."""
     storages = [t._storage for t in results]
     if len({id(st) for st in storages}) == len(storages) and not any(type(st) is _ViewStorage for st in storages):
         return None
@@ -1022,21 +1028,24 @@ def _aliases(results):
         st = t._storage
         if type(st) is _ViewStorage:
             view = t._view
-            plan.append(("view", slot(st.root), slot(st), st.steps, st.strides, st.offset, t._base is not None,
+            root = ("arg", args[id(st.root)]) if id(st.root) in args else slot(st.root)
+            plan.append(("view", root, slot(st), st.steps, st.strides, st.offset, t._base is not None,
                          None if view is None else (view.steps, view.creation)))
         else:
             plan.append(("plain", slot(st)))
     return tuple(plan), tuple(values)
 
 
-def _rebuild(plan, tensors):
-    """The results from the tensors holding their computed values, made views of each other as
-    ``plan`` (:func:`_aliases`) says."""
+def _rebuild(plan, tensors, arguments):
+    """The results from the tensors holding their computed values, made views of each other (or of
+    the call's tensor ``arguments``) as ``plan`` (:func:`_aliases`) says."""
     if plan is None:
         return tensors
     bases, given, out = {}, set(), []
 
     def base(k):
+        if type(k) is tuple:
+            return arguments[k[1]]
         if k not in bases:
             bases[k] = tensors[k]
         return bases[k]
