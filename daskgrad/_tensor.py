@@ -386,11 +386,15 @@ def _contiguous(shape, strides):
     return True
 
 
-def layout(t):
+def layout(t, offset=True):
     """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
-    tensor C-contiguous (daskgrad gives every op result a new contiguous layout)."""
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).  ``offset=False``:
+    only the strides are read (a compiled function's trace guards the offset where it is read)."""
     st = t._storage
     if type(st) is _ViewStorage:
+        trace = _modes_state.trace
+        if trace is not None and offset:  # daskgrad.compile: the offset of a view of a tensor from outside
+            trace.laid_out(st)
         return st.strides, st.offset
     return contiguous_strides(t.shape), 0
 
@@ -507,7 +511,7 @@ class Tensor:
         """torch's strides in elements (of ``dim``, or all as a tuple): a view's over its base's memory, as
         torch lays it out; an op's result is C-contiguous here (where torch's keeps an input's layout,
         ``(x.T * 2).stride()``, the numbers differ, as ``is_contiguous`` does)."""
-        strides = layout(self)[0]
+        strides = layout(self, offset=False)[0]
         if dim is None:
             return tuple(strides)
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
