@@ -245,7 +245,7 @@ class _Storage:
         lazy = type(array) is door.Lazy
         self.value, self.version = array if lazy else door.fold(array), 0
         self.views = None  # the live views of this storage (a WeakSet), whose history a write rewrites
-        self.inference = is_inference_mode_enabled()  # made under inference_mode: an inference tensor
+        self.inference = _modes_state.inference  # made under inference_mode (is_inference_mode_enabled())
         if not lazy:  # (a result not built yet is no kept value)
             _state.share(self)
 
@@ -386,11 +386,15 @@ def _contiguous(shape, strides):
     return True
 
 
-def layout(t):
+def layout(t, offset=True):
     """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
-    tensor C-contiguous (daskgrad gives every op result a new contiguous layout)."""
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).  ``offset=False``:
+    only the strides are read (a compiled function's trace guards the offset where it is read)."""
     st = t._storage
     if type(st) is _ViewStorage:
+        trace = _modes_state.trace
+        if trace is not None and offset:  # daskgrad.compile: the offset of a view of a tensor from outside
+            trace.laid_out(st)
         return st.strides, st.offset
     return contiguous_strides(t.shape), 0
 
@@ -415,15 +419,17 @@ def as_view(out, x, prim, node, params):
     if not isinstance(x, Tensor):
         return out
     st = x._storage
+    shape = st.value.shape  # (x.shape, read once)
     if type(st) is _ViewStorage:
         root, steps, strides, offset = st.root, st.steps, st.strides, st.offset
     else:
-        root, steps, strides, offset = st, (), contiguous_strides(x.shape), 0
-    lay = prim.view.layout(x.shape, strides, offset, out.shape, **params)
+        root, steps, strides, offset = st, (), contiguous_strides(shape), 0
+    lay = prim.view.layout(shape, strides, offset, out._storage.value.shape, **params)
     if lay is None:
         return out
     step = (prim, node, params)
-    if root.inference and not is_inference_mode_enabled():  # torch records no view of an inference tensor
+    inference, grad = _modes_state.inference, _modes_state.grad  # (is_inference_mode_enabled(), is_grad_enabled())
+    if root.inference and not inference:  # torch records no view of an inference tensor
         out.grad_fn, out._requires_grad = None, False
     out._storage = _ViewStorage(root, steps + (step,), lay[0], lay[1], out._storage.value)
     if x._base is None:
@@ -432,9 +438,9 @@ def as_view(out, x, prim, node, params):
         out._base, chain, creation = x._base, x._view.steps + (step,), x._view.creation
         if type(creation) is tuple:  # a view of an output of unbind: torch names the view's own op
             creation = (0, None)
-    if creation is None and not is_grad_enabled():
-        creation = "inference" if is_inference_mode_enabled() else "no_grad"
-    named = is_grad_enabled() and (x.requires_grad or out._base.requires_grad)
+    if creation is None and not grad:
+        creation = "inference" if inference else "no_grad"
+    named = grad and (x._requires_grad or out._base._requires_grad)
     out._view = _ViewInfo(chain, creation, node if named and isinstance(node, str) else None)
     if root.views is None:
         root.views = weakref.WeakSet()
@@ -505,7 +511,7 @@ class Tensor:
         """torch's strides in elements (of ``dim``, or all as a tuple): a view's over its base's memory, as
         torch lays it out; an op's result is C-contiguous here (where torch's keeps an input's layout,
         ``(x.T * 2).stride()``, the numbers differ, as ``is_contiguous`` does)."""
-        strides = layout(self)[0]
+        strides = layout(self, offset=False)[0]
         if dim is None:
             return tuple(strides)
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
@@ -573,9 +579,7 @@ class Tensor:
         n = math.prod(self.shape)
         if n == n:
             return int(n)
-        from .ops.elementwise import ones_like  # (ops import this module)
-
-        return int(ones_like(self, dtype=np.int64).sum().item())  # (a constant: no gradient, no history)
+        return Tensor._make(door.defer(_element_count, (self._storage.value,))).item()
 
     def __len__(self):
         if self.ndim == 0:
@@ -1077,6 +1081,17 @@ class Tensor:
 
 def _cast(a, dtype):
     return a.astype(dtype)
+
+
+def _block_size(b):
+    return np.full((1,) * b.ndim, b.size, dtype=np.int64)
+
+
+def _element_count(a):
+    """The number of elements of ``a`` (a dask array of unknown chunk lengths), summed from its blocks' sizes."""
+    sizes = a.map_blocks(_block_size, chunks=tuple((1,) * len(c) for c in a.chunks), dtype=np.int64,
+                         meta=np.empty((0,) * a.ndim, np.int64))
+    return sizes.sum()
 
 
 def _rechunked(a, chunks):

@@ -177,9 +177,10 @@ def _contiguous(shape, strides):
     """
 
 
-def layout(t):
+def layout(t, offset=True):
     """(strides, storage offset) of ``t``, as torch's: a view's over its root storage, any other
-    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).
+    tensor C-contiguous (daskgrad gives every op result a new contiguous layout).  ``offset=False``:
+    only the strides are read (a compiled function's trace guards the offset where it is read).
     """
 
 
@@ -901,7 +902,7 @@ class Tensor:
         """
     def copysign(self, other) -> Tensor:
         """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
-        floating result type of the two.
+        floating result type of the two; torch's gradient.
         """
     def copysign_(self, other):
         """In-place version of :meth:`Tensor.copysign`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -1832,7 +1833,9 @@ class Tensor:
         """The number of chunks along each axis, as dask.array's ``numblocks``.
         """
     def numel(self) -> int:
-        """The number of elements, as torch's ``Tensor.numel()``.
+        """The number of elements, as torch's ``Tensor.numel()``.  A length not known until computed (rows
+        after a boolean mask: dask's NaN) is counted where the tensor lives: a submission of a one-number sum,
+        no chunk comes to the client.
         """
     def numpy(self, *, force=False):
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
@@ -2372,7 +2375,7 @@ class Tensor:
         """
     def xlogy(self, other):
         """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
-        result type of the two (a number ``other`` weak, as in torch).
+        result type of the two (a number ``other`` weak, as in torch); torch's gradients.
         """
     def xlogy_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.xlogy`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
@@ -2383,6 +2386,14 @@ class Tensor:
 
 
 def _cast(a, dtype): ...
+
+
+def _block_size(b): ...
+
+
+def _element_count(a):
+    """The number of elements of ``a`` (a dask array of unknown chunk lengths), summed from its blocks' sizes.
+    """
 
 
 def _rechunked(a, chunks): ...

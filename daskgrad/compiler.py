@@ -10,7 +10,10 @@ updated since) and submits the same program, without running ``fn``, as ``jax.ji
 ``torch.compile`` do.  The caller's tensors are never written while tracing.
 
 **A kind of call** (the guards): each tensor argument's shape, chunks, dtype, chunk type,
-``requires_grad``, leafness, inference flag and which arguments share a value; other arguments by
+``requires_grad``, leafness, inference flag, which arguments share a value, and a view's strides
+(``is_contiguous()``, ``stride()``, ``view(-1)``) and, where the trace read one (``storage_offset()``,
+``view(dtype)``), the arguments' storage offsets (a minibatch view ``X[i:i + b]`` otherwise replays
+for every ``i``); other arguments by
 value (containers and NumPy arrays by content, other objects by identity and their attributes'
 values, as torch.compile guards ``self.scale``; a module by its parameters, buffers, ``training``
 and plain attributes, submodules' too); the modes, the client and the dask settings a graph
@@ -30,9 +33,19 @@ runs as usual.
 * what a replay would not do again makes the function run as usual, with one warning
   (``fullgraph=True``: an error where it happens): computing a value inside (``.item()``, printing,
   ``backward()``), changing a tensor it did not make (in place, ``.grad``, ``requires_grad``, a
-  hook), calling a hook, drawing random numbers, differentiating through ops recorded before the
-  call, returning a tensor that requires grad (a replay gives values, not graphs: differentiate
-  inside, e.g. with :func:`daskgrad.func.grad_and_value`);
+  hook), calling a hook, drawing random numbers (daskgrad's, NumPy's and Python's global generators,
+  and a NumPy ``Generator``/``RandomState``/bit generator, a ``random.Random``, an iterator or a
+  generator that the guards reach: an argument, a name it reads, their attributes -- their state is
+  compared after the trace, a file's by its position; one made inside without a seed, one held
+  where the guards do not look (a library's module), an iterator whose state cannot be read, is
+  not seen), differentiating through ops recorded before the call, returning a tensor that
+  requires grad (a replay gives values, not graphs: differentiate inside, e.g. with
+  :func:`daskgrad.func.grad_and_value`), returning a view of a tensor read from outside or of an
+  argument that is a view itself (a replay would return a copy that the caller's writes do not
+  write through);
+* results that share memory (``y, y[1:], y.T``; ``y, y``; a view of a tensor made inside; ``x[1:]``
+  of an argument ``x``) are views of each other (of ``x``) on every call, with torch's strides, as
+  eagerly;
 * inside a trace ``daskgrad.autograd.grad`` joins the function's one submission (lazy); anomaly
   mode runs the function as usual.
 
@@ -63,7 +76,7 @@ import numpy as np
 
 from . import _dask as door, _state, _tensor, graph, runtime
 from ._modes import (current_trace, is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, set_trace)
-from ._tensor import Tensor
+from ._tensor import Tensor, _ViewInfo, _ViewStorage
 
 _CACHE_SIZE = 8  # torch._dynamo's recompile limit
 _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")  # torch's
@@ -75,7 +88,7 @@ class _Trace:
     """What a traced call made, read and did that a replay would not repeat."""
 
     __slots__ = ("first_node", "fresh", "tensors", "reads", "inputs", "versions", "args", "allowed", "breaks",
-                 "fullgraph")
+                 "fullgraph", "offsets")
 
     def __init__(self, fullgraph, args, allowed):
         self.first_node = next(graph._made)  # nodes made from here on are the function's
@@ -83,6 +96,7 @@ class _Trace:
         self.args, self.allowed = args, allowed  # id(storage) -> argument index; -> a tensor named from outside
         self.inputs = {}  # id(storage) -> (alias, source: an argument's index or a weak reference to the storage)
         self.versions = {}  # id(storage) -> (the storage, its version when its alias was made)
+        self.offsets = False  # whether it read the layout of a view of a tensor from outside (its offset)
 
     def made(self, storage):
         self.fresh.add(id(storage))
@@ -113,6 +127,12 @@ class _Trace:
             hit = self.inputs[i] = (door.alias(storage.value), source)
             self.versions[i] = (storage, storage.version)
         return hit[0]
+
+    def laid_out(self, storage):
+        """A view's strides and storage offset read (:func:`daskgrad._tensor.layout`): a view of a tensor
+        from outside (an argument's) has its argument's offset in it, which the kind of call guards then."""
+        if id(storage.root) not in self.fresh:
+            self.offsets = True
 
     def read(self, storage):
         """A tensor's values read as a dask array, outside the recorded ops: guarded by value."""
@@ -150,6 +170,7 @@ class _Entry:
     reads: tuple = ()         # (storage, its value at the trace), both weakly: read by value, guarded
     retraces: int = 0         # traces of this kind because a value read by value changed
     pins: tuple = ()          # objects guarded by identity that cannot be referenced weakly: held
+    aliases: tuple = None     # how results that are views of each other are made again (:func:`_aliases`)
 
 
 class Compiled:
@@ -162,6 +183,7 @@ class Compiled:
         self._fn, self._fullgraph = fn, fullgraph
         self._guarded = tuple(guarded) or (fn,)
         self._entries = {}
+        self._by_offset = set()  # kinds of call whose trace read a view argument's storage offset
         self._lock = threading.RLock()
         self._warned = set()
         self._stats = {"replays": 0, "traces": 0, "eager": 0}
@@ -189,6 +211,8 @@ class Compiled:
         except _Unguardable as e:
             return self._eager(args, kwargs, str(e))
         with self._lock:
+            if self._by_offset and key in self._by_offset:  # (the offsets too: this kind's trace read one)
+                key = (_OFFSETS, key, _offsets(tensors))
             entry = self._entries.get(key)
             if entry is not None and entry.reason is None and _stale(entry):
                 retraces = entry.retraces + 1
@@ -248,6 +272,7 @@ class Compiled:
         for i, t in enumerate(tensors):
             first.setdefault(id(t._storage), i)
         trace = _Trace(self._fullgraph, first, allowed)
+        stateful = _stateful(pins)
         with _python_draws():
             rng = _random_states()
             before = set_trace(trace)
@@ -255,21 +280,29 @@ class Compiled:
                 out = self._fn(*args, **kwargs)
             finally:
                 set_trace(before)
+            if any(_state_of(obj) != state for obj, state in stateful):
+                trace.broke("it draws from a random generator or advances an iterator it reaches (each call must "
+                            "draw anew)")
             structure, results = self._check(trace, out, rng, (args, kwargs))
+        if trace.offsets and not (key and key[0] is _OFFSETS):  # its arguments' offsets are guarded too
+            self._by_offset.add(key)
+            key = (_OFFSETS, key, _offsets(tensors))
         if trace.breaks:
             return self._cache(key, _Entry(reason="; ".join(trace.breaks)), pins, out)
         # what the function wrote in place on its own tensors is part of its results, not an update
         # for the next submission to store (that would set the recorded values' ``computed``)
         _state.forget_pending(trace.fresh)
-        outputs = tuple(t._storage.value for t in results)
+        aliases = _aliases(results, trace.args)
+        outputs = tuple(t._storage.value for t in results) if aliases is None else aliases[1]
         done = runtime.persist(outputs, keep=slice(0, len(outputs)))
         inputs = tuple(trace.inputs.values())
         for alias, _ in inputs:  # (an alias holds no value between calls)
             door.rebind(alias, None)
         reads = [st for st, _ in trace.reads.values()]
         entry = _Entry(outputs=outputs, inputs=inputs, structure=structure, retraces=retraces,
-                       reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads))
-        return self._cache(key, entry, pins, _unflatten(structure, iter(_wrap(done))))
+                       reads=tuple((weakref.ref(st), weakref.ref(st.value)) for st in reads),
+                       aliases=None if aliases is None else aliases[0])
+        return self._cache(key, entry, pins, _unflatten(structure, iter(_rebuild(entry.aliases, _wrap(done), tensors))))
 
     def _check(self, trace, out, rng, call=((), {})):
         """The trace's last checks; returns how the results go back into ``out``, and the results."""
@@ -298,6 +331,12 @@ class Compiled:
                                 "or differentiate inside, e.g. with daskgrad.func.grad_and_value")
             elif id(t._storage) not in trace.fresh or door.in_memory(t._storage.value) is not None:
                 trace.broke("it returns a tensor held in memory already (an argument, a value read from outside)")
+            elif type(t._storage) is _ViewStorage and (
+                    id(t._storage.root) not in trace.fresh and id(t._storage.root) not in trace.args
+                    or id(t._storage.root) in trace.fresh and door.in_memory(t._storage.root.value) is not None):
+                trace.broke("it returns a view of a tensor read from outside or of an argument that is a view "
+                            "itself (a replay would return a copy, which the caller's writes would not write "
+                            "through)")
         return structure, results
 
     def _cache(self, key, entry, pins, returned):
@@ -330,7 +369,15 @@ class Compiled:
                 for alias, _ in entry.inputs:
                     door.rebind(alias, None)
         self._stats["replays"] += 1
-        return _unflatten(entry.structure, iter(_wrap(done)))
+        return _unflatten(entry.structure, iter(_rebuild(entry.aliases, _wrap(done), tensors)))
+
+
+_OFFSETS = object()  # (a kind of call guarded by its view arguments' storage offsets too)
+
+
+def _offsets(tensors):
+    """The tensor arguments' storage offsets (torch's ``storage_offset()``; 0 but for a view)."""
+    return tuple(t._storage.offset if type(t._storage) is _ViewStorage else 0 for t in tensors)
 
 
 def _alias_built():
@@ -591,9 +638,11 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     if isinstance(obj, Tensor):
         tensors.append(obj)
         allowed[id(obj._storage)] = obj
-        v = obj._storage.value
+        st = obj._storage
+        v = st.value
         return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
-                obj._storage.inference, seen.setdefault(id(obj._storage), len(tensors) - 1))
+                st.inference, seen.setdefault(id(st), len(tensors) - 1),
+                st.strides if type(st) is _ViewStorage else None)  # (a view's layout: torch's strides)
     if isinstance(obj, (tuple, list, dict, set, frozenset, collections.deque)) and not hasattr(obj, "_fields"):
         return _container(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, operator.attrgetter):  # (reads attributes by names it holds: any of a module's)
@@ -794,6 +843,73 @@ def _legacy_view():
     return view
 
 
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator, random.Random)
+
+
+def _stateful(objects):
+    """The objects among those guarded by identity (what the function reaches: its arguments, the names
+    it reads, their attributes ...) whose state a call may advance: a NumPy ``Generator``,
+    ``RandomState`` or bit generator, a ``random.Random``, an iterator or a generator; with their state
+    now (:func:`_state_of`), which a trace compares after the call: one that drew makes the function
+    run as usual."""
+    out, seen = [], set()
+    for obj in objects:
+        if id(obj) not in seen and (isinstance(obj, _GENERATORS) or _iterator(obj)):
+            seen.add(id(obj))
+            state = _state_of(obj)
+            if state is not None:
+                out.append((obj, state))
+    return out
+
+
+def _iterator(obj):
+    """An iterator whose state is not in attributes the guards describe: one of C's (``itertools.count``,
+    a list's iterator) or a generator (a class of the user's keeps its state in its attributes)."""
+    t = type(obj)
+    step = getattr(t, "__next__", None)
+    return step is not None and not isinstance(step, types.FunctionType) and not isinstance(obj, type)
+
+
+def _state_of(obj, depth=4):
+    """What a draw or a ``next()`` changes of ``obj`` (a value compared with ``==``); None for an iterator
+    whose state cannot be read (a closed file, an object ``__reduce__`` refuses): not watched."""
+    import io
+    import pickle
+
+    try:
+        if isinstance(obj, np.random.Generator):
+            return pickle.dumps(obj.bit_generator.state)
+        if isinstance(obj, np.random.RandomState):
+            return pickle.dumps(obj.get_state(legacy=False))
+        if isinstance(obj, np.random.BitGenerator):
+            return pickle.dumps(obj.state)
+        if isinstance(obj, random.Random):
+            return obj.getstate()
+        if isinstance(obj, types.GeneratorType):  # (where it stopped and what its locals hold, by identity)
+            frame = obj.gi_frame
+            return None if frame is None else ("generator", frame.f_lasti,
+                                                tuple((k, id(v)) for k, v in frame.f_locals.items()))
+        if isinstance(obj, io.IOBase):  # (a file read line by line: its position)
+            return ("file", obj.tell())
+        with warnings.catch_warnings():  # (an iterator of the standard library's: its state from __reduce__)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return tuple(_shallow(v, depth) for v in obj.__reduce__())
+    except Exception:
+        return None
+
+
+def _shallow(v, depth):
+    """``v`` compared by value where it is a number or a string (a tuple's items so), by its state where it is
+    an iterator (``zip``'s, ``map``'s: ``depth`` levels down), else by identity."""
+    if isinstance(v, tuple):
+        return tuple(_shallow(o, depth) for o in v)
+    if isinstance(v, (int, float, str, bytes, type(None))):
+        return v
+    if depth > 0 and _iterator(v):
+        return ("iterator", id(v), _state_of(v, depth - 1))
+    return ("id", id(v))
+
+
 # Python's ``random`` is drawn from by other threads of the process too (tornado's periodic callbacks
 # with jitter, the scheduler of a LocalCluster): its global state changing while a trace ran does not
 # say the traced function drew.  While a trace records, the module's functions count the draws made
@@ -882,6 +998,85 @@ def _unflatten(structure, values):
     if kind is dict:
         return {k: _unflatten(v, values) for k, v in inner.items()}
     return kind(_unflatten(s, values) for s in inner)
+
+
+def _aliases(results, args):
+    """How results that share memory (``y, y[1:], y.T``; ``y, y``; a view ``y.T`` of a tensor made
+    inside, ``x[1:]`` of an argument) come back as they do from the function: ``(plan, values)``, the
+    values to compute (each storage's once: a view's, and its root's) and, per result, ``("same", i)``
+    (result ``i`` again), ``("plain", k)`` (a tensor over value ``k``'s storage, shared by the results
+    over it) or ``("view", root, value k, its layout ...)``: ``root`` a value's index, or ``("arg", i)``
+    for argument ``i`` (``args``: an argument's storage's id -> its index; one that is no view, whose
+    layout the guards fix); None where no result is a view and none shares a storage (as before)."""
+    storages = [t._storage for t in results]
+    if len({id(st) for st in storages}) == len(storages) and not any(type(st) is _ViewStorage for st in storages):
+        return None
+    values, slots, plan, first = [], {}, [], {}
+
+    def slot(st):
+        k = slots.get(id(st))
+        if k is None:
+            k = slots[id(st)] = len(values)
+            values.append(st.value)
+        return k
+
+    for t in results:
+        if id(t) in first:
+            plan.append(("same", first[id(t)]))
+            continue
+        first[id(t)] = len(plan)
+        st = t._storage
+        if type(st) is _ViewStorage:
+            view = t._view
+            root = ("arg", args[id(st.root)]) if id(st.root) in args else slot(st.root)
+            plan.append(("view", root, slot(st), st.steps, st.strides, st.offset, t._base is not None,
+                         None if view is None else (view.steps, view.creation)))
+        else:
+            plan.append(("plain", slot(st)))
+    return tuple(plan), tuple(values)
+
+
+def _rebuild(plan, tensors, arguments):
+    """The results from the tensors holding their computed values, made views of each other (or of
+    the call's tensor ``arguments``) as ``plan`` (:func:`_aliases`) says."""
+    if plan is None:
+        return tensors
+    bases, given, out = {}, set(), []
+
+    def base(k):
+        if type(k) is tuple:
+            return arguments[k[1]]
+        if k not in bases:
+            bases[k] = tensors[k]
+        return bases[k]
+
+    for item in plan:
+        kind = item[0]
+        if kind == "same":
+            out.append(out[item[1]])
+        elif kind == "plain":
+            b = base(item[1])
+            if id(b) in given:  # (another tensor over the same storage: y and y.detach())
+                b = Tensor.__new__(Tensor)
+                b._init(bases[item[1]]._storage)
+            given.add(id(b))
+            out.append(b)
+        else:
+            _, root, k, steps, strides, offset, has_base, view = item
+            b, t = base(root), tensors[k]
+            a = t._storage.value
+            st = _ViewStorage(b._storage, steps, strides, offset, a)
+            t._storage = st
+            _state.hold(st, door.held_keys(a))
+            if has_base:
+                t._base = b
+                if view is not None:
+                    t._view = _ViewInfo(*view)
+            if b._storage.views is None:
+                b._storage.views = weakref.WeakSet()
+            b._storage.views.add(t)
+            out.append(t)
+    return out
 
 
 def _wrap(arrays):

@@ -20,7 +20,7 @@ import sys
 import threading
 import warnings
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import dask
@@ -28,6 +28,7 @@ import dask
 from . import _dask as door, _state, chunk, graph, runtime
 from .anomaly import nan_flags, raise_for_nan
 from .graph import AccumulateGrad, FREED_MESSAGE, size_repr
+from ._dask.program import CacheKey
 from ._modes import carried, current_trace, is_anomaly_enabled, is_grad_enabled, set_grad_enabled
 from ._tensor import Tensor, _ViewStorage, recorded
 from .ops import ones_like, rechunk, stack, sum_to, zeros_like
@@ -263,11 +264,14 @@ def _route(nodes, inputs, allow_unused):
             raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
                                "the graph. Set allow_unused=True if this is the desired behavior.")
     needed = set(targets)  # nodes from which a wanted node can be reached
-    for n in reversed(order):
-        if any(c in needed for c, _ in n.next_functions):
-            needed.add(n)
-    order = [n for n in order if n in needed]
-    return Route(order, {n for n in order if any(c in needed for c, _ in n.next_functions)}, targets)
+    runs = set()  # those reaching one through what they read: their rules run
+    for n in reversed(order):  # (each after all it reads: whether they are needed is known)
+        for c, _ in n.next_functions:
+            if c in needed:
+                needed.add(n)
+                runs.add(n)
+                break
+    return Route([n for n in order if n in needed], runs, targets)
 
 
 _claim_lock = threading.Lock()
@@ -462,11 +466,10 @@ def _structure(plan):
             if fparams is None:
                 fparams = door.frozen(tuple(node._params.items()))
             desc.append((type(node), node._prim, fparams,
-                         tuple(-1 if p is None else at.get(p, -2) for p, _ in node.next_functions),
+                         tuple([-1 if p is None else at.get(p, -2) for p, _ in node.next_functions]),
                          node._input_meta, node._output_meta, node in runs, tuple(saved),
                          len(targets.get(node, ())), node._retained is not None))
-        key = tuple(desc)
-        hash(key)
+        key = CacheKey(tuple(desc))  # (hashed once here, where an unhashable part raises TypeError)
     except (door.NoKey, TypeError):
         return _NO_KEY
     return key, values, where
@@ -636,19 +639,30 @@ def _submit(plan, out):
     """One persist for every gradient (and retained saved value), then ``.grad`` written, the
     post-accumulate hooks run and the graph released; returns the gradients by input ``id``."""
     with _grads_locked(w.tensor for w in out.writes.values()):
-        with set_grad_enabled(plan.create_graph):
-            out = replace(out, writes={k: _summed(plan, w) for k, w in out.writes.items()})
+        if any(w.tensor._grad is not None for w in out.writes.values()):  # (else no sum to record: the
+            with set_grad_enabled(plan.create_graph):                        # mode's switch costs a step's few us)
+                out.writes = {k: _summed(plan, w) for k, w in out.writes.items()}
         if not plan.lazy:
             out = _persist(plan, out)
         for w in out.writes.values():
             _write_grad(plan, w)
-    with set_grad_enabled(plan.create_graph):  # as the engine runs AccumulateGrad
-        for w in out.writes.values():
-            _post_accumulate(w.tensor)
+    tensors = [w.tensor for w in out.writes.values()]
+    if any(map(_post_hooked, tensors)):  # (no hook: no mode to switch)
+        with set_grad_enabled(plan.create_graph):  # as the engine runs AccumulateGrad
+            for t in tensors:
+                _post_accumulate(t)
     if not plan.retain_graph:
         for n in out.executed:
             n.release()
     return out.found
+
+
+def _post_hooked(t):
+    """Whether ``t`` has hooks :func:`_post_accumulate` runs."""
+    if t._post_hooks:
+        return True
+    node = t._accumulate_node() if t.grad_fn is None and t._accumulate_node is not None else None
+    return node is not None and bool(node._hooks)
 
 
 def _post_accumulate(t):
@@ -714,9 +728,10 @@ def _persist(plan, out):
                            keep=slice(0, len(arrays)))  # all the user holds
     grads_out, found_out, saved_out, flags_out = _split(done, writes, returned, saved, flags)
     raise_for_nan(out.nan_checks, flags_out)
-    out = replace(out, writes={k: GradWrite(w.tensor, _computed(w.grad, a)) for (k, w), a in zip(writes, grads_out)})
+    # (the Delivery is this call's own: set in place, not copied)
+    out.writes = {k: GradWrite(w.tensor, _computed(w.grad, a)) for (k, w), a in zip(writes, grads_out)}
     if not plan.accumulate:
-        out = replace(out, found={k: _computed(g, a) for (k, g), a in zip(returned, found_out)})
+        out.found = {k: _computed(g, a) for (k, g), a in zip(returned, found_out)}
     for g in [w.grad for w in out.writes.values()] + ([] if plan.accumulate else list(out.found.values())):
         _state.hold(g._storage, door.held_keys(g.array))  # kept on two workers while held
     for s, a in zip(saved, saved_out):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 from .engine import grad as _autograd_grad
-from .graph import AccumulateGrad, size_repr, toposort
+from .graph import AccumulateGrad, size_repr
 from ._modes import enable_grad
 from .ops import clone, eye, stack, zeros_like
 from ._tensor import Tensor
@@ -59,8 +59,7 @@ def _grad_and_value(func, argnums, args, kwargs, has_aux):
                                f"{output.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
         # the gradients stay differentiable where the output reaches a tensor requiring grad from
         # outside (an outer transform's input, a weight the function closes over): torch's levels
-        outer = output.grad_fn is not None and any(
-            isinstance(n, AccumulateGrad) and id(n.variable) not in fresh for n in toposort([output.grad_fn]))
+        outer = _reaches_outside([output], fresh)
         if output.requires_grad:
             grads = iter(_autograd_grad(output, diff, allow_unused=True, materialize_grads=True, create_graph=outer))
         else:  # a constant output: zeros, as torch gives
@@ -126,9 +125,20 @@ def _differentiated(primals, positions):
 
 def _reaches_outside(outputs, fresh):
     """Whether a graph of ``outputs`` reaches a tensor requiring grad from outside the transform (an
-    outer transform's input, a weight the function closes over): the results then stay differentiable."""
-    roots = [o.grad_fn for o in outputs if o.grad_fn is not None]
-    return any(isinstance(n, AccumulateGrad) and id(n.variable) not in fresh for n in toposort(roots))
+    outer transform's input, a weight the function closes over): the results then stay differentiable.
+    A walk that stops at the first such leaf, not a toposort (a small step's ``grad_and_value`` walks
+    its graph once more in the backward)."""
+    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, AccumulateGrad) and id(n.variable) not in fresh:
+            return True
+        for child, _ in n.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return False
 
 
 def _leaves(tree):

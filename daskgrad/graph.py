@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _dask as door
 from ._data import int_range, result_type, wrapped_int
-from ._modes import is_anomaly_enabled, is_grad_enabled
+from ._modes import _state as _modes, is_anomaly_enabled
 from ._tensor import Tensor, _Handle, _ViewStorage, as_view, recorded
 
 # ------------------------------------------------------------------------ errors
@@ -66,19 +66,19 @@ class SavedTensor:
     __slots__ = ("_data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
                  "persisted", "consumer", "orig", "lazy")
 
-    def __init__(self, t, is_output=False):
+    def __init__(self, t, is_output=False, consumer=None):
         self.storage = storage = t._storage
         self._data = value = storage.value  # (a result not built yet stays so: see _Storage)
         self.lazy = None
         self.version = storage.version
+        grad_fn, self.requires_grad = t.grad_fn, t._requires_grad
         # an op's own output points back at its node: keep that link weak (no reference cycle)
-        self.grad_fn = weakref.ref(t.grad_fn) if is_output else t.grad_fn
-        self.requires_grad = t.requires_grad
+        self.grad_fn = weakref.ref(grad_fn) if is_output else grad_fn
         # a leaf that requires grad must come back as itself so double backward reaches it
-        self.leaf = t if (t.grad_fn is None and t.requires_grad) else None
+        self.leaf = t if (grad_fn is None and t._requires_grad) else None
         self.dtype, self.shape = value.dtype, value.shape
         self.persisted = False  # True once its chunks are pinned in (cluster) memory
-        self.consumer = None  # weakref to the node that saved it (set by record)
+        self.consumer = consumer  # weakref to the node that saved it (given by save_tensors)
         # a saved input unpacks as the tensor itself while it lives unchanged, as torch's (not an output:
         # that would be a cycle)
         self.orig = None if is_output else weakref.ref(t)
@@ -362,7 +362,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "torch", "rule", "impl", "args", "save", "consts", "prepare", "elementwise",
-                 "view", "promote", "opmath")
+                 "view", "promote", "opmath", "_plan")
 
     def __init__(self, name, torch=None, *, impl=None, args=("x",), save=(), consts=(),
                  prepare=None, elementwise=False, view=None, promote=None, opmath=False):
@@ -374,6 +374,11 @@ class Primitive:
         self.impl, self.args, self.save, self.prepare = impl, tuple(args), tuple(save), prepare
         self.consts, self.elementwise, self.view = tuple(consts), elementwise, view
         self.promote, self.opmath = promote, opmath
+        try:  # what bind saves, by name: (name, the operand's place or -1 for the result, when), read once here
+            self._plan = tuple((n, -1 if n == "r" else self.args.index(n), w) for n, w in
+                               (e if isinstance(e, tuple) else (e, None) for e in self.save))
+        except ValueError:
+            self._plan = None  # (a name that is no operand: bind raises as it did, on its first call)
         PRIMITIVES[name] = self
 
     def __repr__(self):
@@ -387,33 +392,55 @@ class Primitive:
         """Apply the op: coerce and check ``inputs``, record ``impl`` on their values (not built yet:
         :func:`daskgrad._dask.defer`), save what the rule reads, record.  ``node`` picks one of the
         declared torch names."""
+        # (every recorded op passes here: a loop's small ops cost what this costs, so it reads each thing once)
         if self.prepare is not None:
             inputs = self.prepare(*inputs)
-        values = [recorded(x) for x in inputs]
-        half, k = False, len(values) - len(self.consts)
+        plain = _modes.trace is None  # (then a plain tensor's value is what recorded() reads, without the call)
+        values, tensors, needs = [], [], []  # (one pass: each operand's value, tensor or None, and wish for grad)
+        for x in inputs:
+            if isinstance(x, Tensor):
+                values.append(x._storage.value if plain and type(x) is Tensor else recorded(x))
+                tensors.append(x)
+                needs.append(x._requires_grad)
+            else:
+                values.append(x)
+                tensors.append(None)
+                needs.append(False)
+        half, consts = False, self.consts
         if self.promote is not None:  # (the operands, not the constants: an index, a scale)
-            values[:k], half = promoted(values[:k], floating=self.promote == "floating", opmath=self.opmath)
-        if self.consts:  # (a real number read as a value in memory: a step size changing every step keeps the key)
+            if consts:
+                k = len(values) - len(consts)
+                values[:k], half = promoted(values[:k], floating=self.promote == "floating", opmath=self.opmath)
+            else:
+                values, half = promoted(values, floating=self.promote == "floating", opmath=self.opmath)
+        if consts:  # (a real number read as a value in memory: a step size changing every step keeps the key)
+            k = len(values) - len(consts)
             values[k:] = [door.Constant(np.float64(v) if isinstance(v, float) else np.int64(v))
                           if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values[k:]]
         items = tuple(params.items())
         value = out = door.defer(self.impl, values, items, elementwise=self.elementwise)
         if half:
             out = rounded_to_half(out)
-        needs = [isinstance(x, Tensor) and x._requires_grad for x in inputs]
         save = {}
-        for entry in self.save:
-            name, when = entry if isinstance(entry, tuple) else (entry, None)
-            v = RESULT if name == "r" else inputs[self.args.index(name)]
-            save[name] = v if when is None or needs[when] else None
-        if self.consts:
-            inputs = inputs[:len(inputs) - len(self.consts)]
-        out = self.record(out, *[x if isinstance(x, Tensor) else None for x in inputs], save=save, node=node,
-                          **params)
+        if self.save:
+            plan = self._plan
+            if plan is None:
+                plan = [(n, -1 if n == "r" else self.args.index(n), w) for n, w in
+                        (e if isinstance(e, tuple) else (e, None) for e in self.save)]
+            for name, i, when in plan:
+                save[name] = (RESULT if i < 0 else inputs[i]) if when is None or needs[when] else None
+        if consts:
+            k = len(inputs) - len(consts)
+            inputs, tensors, needs = inputs[:k], tensors[:k], needs[:k]
+        if node is None:
+            node = self.torch[0]
+        elif self.torch and node not in self.torch:
+            raise ValueError(f"{node} is not a node name of {self!r}")
+        out = _record(node, out, tensors, needs, self, save, params)
         if items and out.grad_fn is not None and type(value) is door.Lazy and value.params is items:
             out.grad_fn._fparams = value.frozen_params  # (frozen once: the kept reverse pass's key reads them)
         if self.view is not None:  # torch's view op: the result shares the input's storage
-            as_view(out, inputs[0], self, node or self.torch[0], params)
+            as_view(out, inputs[0], self, node, params)
         return out
 
     def record(self, out_array, *inputs, save=None, node=None, **params):
@@ -464,13 +491,26 @@ def promoted(values, floating=False, opmath=False):
     node reads its operands as they are, and the engine gives each cotangent its operand's dtype, as
     torch's nodes do (torch records no cast node either).  Returns the values and whether the result,
     computed in float32, is to be rounded to half (``opmath``: a float16 result, see :class:`Primitive`)."""
-    dtypes = {v.dtype for v in values if hasattr(v, "dtype")}
-    if len(dtypes) == 1:  # (the common case, one dtype and weak numbers: nothing to cast, no promotion to run)
-        dtype = next(iter(dtypes))
-        weak = _WEAK.get(dtype.kind, ()) if not floating or dtype.kind in "fc" else None
-        if weak is not None and all(type(v) in weak for v in values if v is not None and not hasattr(v, "dtype")) \
-                and not (opmath and dtype == _HALF) and (dtype.kind not in "iu" or _ints_fit(values, dtype)):
-            return values, False
+    # (the common case, one dtype and weak numbers: nothing to cast, no promotion to run; one pass)
+    dtype, widest = None, 0  # widest: the widest kind of number among the operands (_RANK), 4 for anything else
+    for v in values:
+        rank = _RANK.get(type(v))
+        if rank is not None:
+            if rank > widest:
+                widest = rank
+        elif hasattr(v, "dtype"):
+            if dtype is None:
+                dtype = v.dtype
+            elif v.dtype != dtype:
+                break
+        else:
+            widest = 4
+    else:
+        if dtype is not None:
+            kind = dtype.kind
+            if (not floating or kind in "fc") and widest <= _WEAK_RANK.get(kind, 0) \
+                    and not (opmath and dtype == _HALF) and (kind not in "iu" or _ints_fit(values, dtype)):
+                return values, False
     dtype = result_type(*values, floating=floating)
     if dtype.kind in "iu":  # (a Python int beyond the dtype's range wraps into it, as torch's)
         values = [wrapped_int(v, dtype) if type(v) is int else v for v in values]
@@ -483,6 +523,7 @@ def promoted(values, floating=False, opmath=False):
 
 
 _HALF, _FLOAT = np.dtype(np.float16), np.dtype(np.float32)
+_PLAIN = frozenset({float, int, bool, type(None)})  # (operands recorded as they are)
 
 
 def _ints_fit(values, dtype):
@@ -499,6 +540,8 @@ def rounded_to_half(value):
 
 
 _WEAK = {"f": (bool, int, float), "c": (bool, int, float, complex), "i": (bool, int), "u": (bool, int)}
+_RANK = {type(None): 0, bool: 1, int: 1, float: 2, complex: 3}  # (a number's place in _WEAK's rows)
+_WEAK_RANK = {"f": 2, "c": 3, "i": 1, "u": 1}  # (the widest number weak beside an array of that kind)
 
 
 def _cast(a, *, dtype):
@@ -510,12 +553,18 @@ def record(name, out_array, inputs, prim, save=None, params=None):
     """Wrap ``out_array`` as a Tensor and, if anything needs grad, attach a node (see
     :meth:`Primitive.record`, the one caller)."""
 
-    out = Tensor._make(out_array)
     # one pass over the inputs (a deep chain records hundreds of thousands of ops: see test_deep_graphs)
-    wanting = [isinstance(t, Tensor) and t._requires_grad for t in inputs]
-    if not any(wanting) or not is_grad_enabled():
+    return _record(name, out_array, inputs, [isinstance(t, Tensor) and t._requires_grad for t in inputs], prim,
+                   save, params)
+
+
+def _record(name, out_array, inputs, wanting, prim, save, params):
+    """:func:`record` where ``wanting`` (which of ``inputs`` require grad) is known."""
+    out = Tensor._make(out_array)
+    if not _modes.grad or not any(wanting):
         return out
-    _attach(out, name, inputs, wanting, prim, save, params, _meta(out._storage.value))
+    v = out._storage.value
+    _attach(out, name, inputs, wanting, prim, save, params, (v.shape, v.dtype, v.chunks))
     return out
 
 
@@ -547,7 +596,7 @@ def _attach(out, name, inputs, wanting, prim, save, params, out_meta):
         save_tensors(node, {k: out if v is RESULT else v for k, v in save.items()}, out)
     else:
         node._saved = {}
-    if is_anomaly_enabled():
+    if _modes.anomaly:
         frames = traceback.extract_stack()
         while frames and frames[-1].filename == __file__:  # record and bind
             frames.pop()
@@ -570,7 +619,7 @@ def save_tensors(node, save, out=None):
     for k, v in save.items():
         if isinstance(v, Tensor):
             tensors.append(v)
-        elif v is not None and type(v) is not float and not isinstance(v, numbers.Number):
+        elif v is not None and type(v) not in _PLAIN and not isinstance(v, numbers.Number):
             raise TypeError(f"{node.name()} saves {k!r} of type {type(v).__name__}: only tensors are saved, "
                             "plain values are params")
         saved[k] = v
@@ -578,13 +627,13 @@ def save_tensors(node, save, out=None):
         node._saved = {}
         return
     if tensors:
-        if any(v._storage.inference for v in tensors):
-            raise RuntimeError(INFERENCE_SAVE_MESSAGE)
+        for v in tensors:
+            if v._storage.inference:
+                raise RuntimeError(INFERENCE_SAVE_MESSAGE)
         consumer = weakref.ref(node)
-        for k, v in saved.items():
+        for k, v in save.items():  # (the same keys, in the same order, as saved's)
             if isinstance(v, Tensor):
-                saved[k] = packed = SavedTensor(v, is_output=v is out)
-                packed.consumer = consumer
+                saved[k] = SavedTensor(v, v is out, consumer)
     node._saved, node._had_saved = saved, True
     for seen in _watching.lists:
         seen.extend(tensors)

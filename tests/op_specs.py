@@ -286,6 +286,7 @@ SPECS = (
     OpSpec("scatter_reduce", lambda a, s: _scatter_reduces(a, s), [M, M], 0.5, 2),
     OpSpec("gelu", lambda a: dg.nn.functional.gelu(a), [M], -3, 3),
     OpSpec("gelu_tanh", lambda a: dg.nn.functional.gelu(a, approximate="tanh"), [M], -3, 3),
+    OpSpec("silu", lambda a: dg.nn.functional.silu(a), [M], -6, 6),
     OpSpec("layer_norm", lambda a, w: dg.nn.functional.layer_norm(a, 4, w[0], w[1]), [M, M], -2, 2),
     OpSpec("embedding",
            lambda w: dg.embedding(same_device(dg.tensor(np.array([[0, 5, 5], [3, 0, 2]]), chunks=(1, 2)), w), w),

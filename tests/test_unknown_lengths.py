@@ -80,3 +80,27 @@ def test_dropout_on_unknown_rows_drops():
     kept = y != 0
     assert (~kept).any()  # (it dropped nothing: numel() read the unknown rows' count as 0)
     np.testing.assert_allclose(y[kept], (A[M] + 10)[kept] * 10, rtol=1e-12)
+
+
+DIVIDED = {  # (each divided by the unknown count: NaN before)
+    "kl_div(batchmean)": lambda t, F, M: F.kl_div(-t.abs(), t.abs(), reduction="batchmean"),
+    "soft_margin_loss": lambda t, F, M: F.soft_margin_loss(t, t.sign()),
+    "T.cov()": lambda t, F, M: t.T.cov(),
+    "T.corrcoef()": lambda t, F, M: t.T.corrcoef(),
+    "cross_entropy(probabilities)": lambda t, F, M: F.cross_entropy(t, t.softmax(1)),
+}
+
+
+@pytest.mark.parametrize("name", list(DIVIDED))
+def test_ops_dividing_by_an_unknown_count_give_torchs_numbers(name):
+    f = DIVIDED[name]
+    ref = f(torch.tensor(A)[torch.tensor(M)], torch.nn.functional, torch).numpy()
+    np.testing.assert_allclose(f(_masked(), dg.nn.functional, dg).detach().numpy(), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2, 3])
+def test_moment_of_unknown_rows_is_numpys(order):
+    from scipy import stats
+
+    got = dg.moment(_masked(), order, axis=0).numpy()
+    np.testing.assert_allclose(got, stats.moment(A[M], order, axis=0), rtol=1e-12, atol=1e-15)

@@ -25,23 +25,41 @@ def _is_array(a):
 def elementwise_aval(op, srcs):
     """The abstract value dask's ``elemwise`` would give ``op(*srcs)`` where the operands broadcast
     block by block; None otherwise (then the forward on stand-ins decides)."""
-    if not _ufunc_like(op):
+    try:  # (every elementwise op recorded passes here: what is known of ``op`` is looked up once)
+        fn = _ufunc_likes[op]
+    except KeyError:
+        fn = getattr(op, "_ufunc", op) if _ufunc_like(op) else None
+        if fn is not None and len(_ufunc_likes) < _INFERRED_MAX:  # (as _inferred: ufuncs, operators, kernels)
+            _ufunc_likes[op] = fn
+    except TypeError:  # (an unhashable op)
+        fn = getattr(op, "_ufunc", op) if _ufunc_like(op) else None
+    if fn is None:
         return None
-    arrays = []
+    arrays, kinds = [], []  # (each operand's kind as _infer keys it, in the same pass)
     for a in srcs:
-        if _is_array(a):
+        t = type(a)
+        if t in _NUMBERS:  # (never an array)
+            kinds.append((t, _by_value(a)))
+        elif t in _ARRAYS or _is_array(a):
             arrays.append(a)
-        elif type(a) not in _NUMBERS:
+            kinds.append((a.dtype, type(a._meta), a.ndim))
+        else:
             return None
     if not arrays:
         return None
-    chunks = broadcast_chunks(arrays)
+    first = arrays[0].chunks
+    chunks = first if len(arrays) == 1 or (len(arrays) == 2 and arrays[1].chunks == first) else \
+        broadcast_chunks(arrays)
     if chunks is None:
         return None
-    inferred = _infer(getattr(op, "_ufunc", op), srcs)
+    inferred = _infer(fn, srcs, tuple(kinds))
     if inferred is None:
         return None
     return inferred + (chunks,)
+
+
+_ufunc_likes = {}  # ufunc-like op -> the function _infer runs for it (a dask ufunc's NumPy ufunc)
+_ARRAYS = {da.Array}  # types that are arrays (and daskgrad's Lazy values: see daskgrad._dask.lazy)
 
 
 def _ufunc_like(op):
@@ -89,13 +107,15 @@ def _by_value(x):
     return None
 
 
-def _infer(fn, args):
+def _infer(fn, args, kinds=None):
     """The result's dtype as dask infers it (on one-element samples) and its meta (``fn`` on the
     operands' metas), remembered per function and operand kinds: an integer operand by its value
     (NumPy refuses ``uint8 + 300`` and integer powers below zero), other numbers by their type
-    (by their value too before NumPy 2: :data:`_VALUE_PROMOTION`)."""
-    kinds = tuple((a.dtype, type(a._meta), a.ndim) if _is_array(a) else (type(a), _by_value(a))
-                  for a in args)
+    (by their value too before NumPy 2: :data:`_VALUE_PROMOTION`).  ``kinds``: those kinds, where
+    the caller has them."""
+    if kinds is None:
+        kinds = tuple((a.dtype, type(a._meta), a.ndim) if _is_array(a) else (type(a), _by_value(a))
+                      for a in args)
     key = (fn, kinds)
     try:
         return _inferred[key]

@@ -40,7 +40,7 @@ from .internals import (DataNode, GraphNode, elemwise, HighLevelGraph, Materiali
                         chunk_getitem, clientless, concatenate_lookup, local_scheduler_asked)
 from .labels import made_by
 from .rows import generated
-from .layers import elementwise_aval, elementwise_layer, exact, relabel
+from .layers import _ARRAYS, elementwise_aval, elementwise_layer, exact, relabel
 
 # held while a submission makes its program (from Program.of to its instance): a Lazy value that another
 # thread's submission computed meanwhile would otherwise change under it (Lazy.becomes), and the program
@@ -65,7 +65,7 @@ class Lazy:
         self.ndim = len(chunks)
         # dask.annotate's annotations where it was recorded (GPU placement of a rule's tasks), which its
         # layers carry when built, outside that context
-        self.annotations = dask.get_annotations() or None
+        self.annotations = _annotations.get() or None
         self.rule = _making.rule  # the VJP rule that recorded it (the dashboard's name for it)
         self.label = None  # a rule's output: its array ends in a layer named ``<label>-<token>`` (see labelled)
         self.many = 0  # a group: fn returns this many arrays, each read through a component (defer_many)
@@ -114,6 +114,17 @@ class Lazy:
         if self._built is None:
             build([self])
         return self._built if self.computed is None else self.computed
+
+
+_ARRAYS.add(Lazy)  # (an array operand to elementwise_aval)
+
+
+class _AnnotationsCall:  # (a dask without the context variable: its call)
+    get = staticmethod(dask.get_annotations)
+
+
+# dask.annotate's annotations now (dask.get_annotations() without its call: every recorded value reads them)
+_annotations = getattr(dask.base, "_annotations", _AnnotationsCall)
 
 
 class _Making(threading.local):
@@ -182,12 +193,16 @@ def defer(fn, srcs, params=(), elementwise=False):
             return view
     if elementwise:
         aval = elementwise_aval(fn, srcs) if not params else None
-        if aval is not None:
-            chunks = aval[2]
-            shape = next((s.shape for s in srcs if isinstance(s, (Lazy, da.Array)) and s.chunks is chunks), None)
-            if fn in _LIFTED and len(srcs) == 2:
-                srcs = _lifted(srcs, aval[0])
-            return Lazy(fn, srcs, (), *aval, elementwise=True, shape=shape)
+        if aval is not None:  # (the common case of a loop's small ops: kept lean)
+            dtype, meta, chunks = aval
+            shape = None  # (an operand's, where the chunks are its: not summed again)
+            for s in srcs:
+                if (type(s) is Lazy or isinstance(s, da.Array)) and s.chunks is chunks:
+                    shape = s.shape
+                    break
+            if len(srcs) == 2 and (type(srcs[0]) is float or type(srcs[1]) is float) and fn in _LIFTED:
+                srcs = _lifted(srcs, dtype)
+            return Lazy(fn, srcs, (), dtype, meta, chunks, True, shape)
         if getattr(fn, "elementwise_kernel", False) and not params:  # (chunks that do not line up: dask's
             fn, params = unified, (("op", fn),)                         # elemwise rechunks; the kernel reads blocks)
     fparams = _frozen_once(params)
@@ -230,6 +245,9 @@ def _slice_in_memory(src, params):
     if type(src) is Lazy and src.fn is _alias:
         return None  # (an argument of a compiled function or a time loop's step: rebound at every call)
     index = dict(params)["index"]
+    for i in index:
+        if type(i) is not slice:  # (x[0]: no such slice, as _span finds; known before the graph is read)
+            return None
     a = src.computed if type(src) is Lazy else src
     if not isinstance(a, da.Array) or len(index) != a.ndim or any(n != n for n in a.shape) or not materialized(a):
         return None
@@ -522,15 +540,19 @@ def frozen(v, objects=True):
             _freezing.changeable += 1
         for o in v:
             if type(o) is not int:
-                return (t,) + tuple([frozen(o, objects) for o in v])
+                return _frozen_items(t, v, objects)
         return (_INTS, t, tuple(v))  # (shapes, chunks: the common case, exact as it is)
+    if t is type:  # (a class is itself: the chunk type in an op's meta; early, as dtypes, for a loop's many ops)
+        return v
+    if isinstance(v, np.dtype):
+        return _dtype(v)
     if t is complex:
         return (t, frozen(v.real), frozen(v.imag))
     if t is dict:
         _freezing.changeable += 1
         return (dict,) + tuple(sorted(((frozen(k), frozen(o, objects)) for k, o in v.items()), key=repr))
-    if t is slice:
-        return (slice, frozen(v.start, objects), frozen(v.stop, objects), frozen(v.step, objects))
+    if t is slice:  # (its ints inline)
+        return (slice,) + tuple([(int, x) if type(x) is int else frozen(x, objects) for x in (v.start, v.stop, v.step)])
     if isinstance(v, np.ndarray):
         if v.dtype.hasobject:
             raise NoKey(t)
@@ -545,8 +567,6 @@ def frozen(v, objects=True):
         if t is np.void:  # (a structured scalar may be a view of an array's record)
             _freezing.changeable += 1
         return (t, _dtype(v.dtype), v.tobytes())
-    if isinstance(v, np.dtype):
-        return _dtype(v)
     if t is functools.partial:
         return (t, frozen(v.func, objects), frozen(v.args, objects), frozen(v.keywords, objects))
     if t is types.FunctionType and (v.__closure__ or v.__defaults__ or v.__kwdefaults__):
@@ -569,6 +589,30 @@ def frozen(v, objects=True):
     except TypeError:
         raise NoKey(t) from None
     return v
+
+
+def _frozen_items(t, v, objects):
+    """:func:`frozen` of a tuple or list ``v`` (of type ``t``) that holds more than ints: an op's params, whose
+    names, ints, None, classes, shapes and dtypes are frozen here as frozen() freezes them, without a call each."""
+    out = [t]
+    for o in v:
+        to = type(o)
+        if to is str or to is int or to is bool or o is None:
+            out.append((to, o))
+        elif to is type:
+            out.append(o)
+        elif to is tuple:
+            for p in o:
+                if type(p) is not int:
+                    out.append(frozen(o, objects))
+                    break
+            else:
+                out.append((_INTS, tuple, o))
+        elif isinstance(o, np.dtype):
+            out.append(_dtype(o))
+        else:
+            out.append(frozen(o, objects))
+    return tuple(out)
 
 
 class _Same:

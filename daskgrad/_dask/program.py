@@ -75,6 +75,7 @@ class Program:
     outputs: tuple
     key: object
     graphs: frozenset = frozenset()  # the names of the slots that are lazy dask graphs (not values in memory)
+    hashes: tuple | None = None  # the hashes of the key's three parts (see instantiate: worked out once)
 
     @classmethod
     def of(cls, outputs):
@@ -86,12 +87,15 @@ class Program:
         def ref(s):
             nonlocal keyed
             s = through(s)
-            if type(s) is Lazy:
+            t = type(s)
+            if t is Lazy:
                 if s.computed is None:
                     return index[id(s)]
                 s = s.computed
-            elif type(s) is Constant:  # a number read as a value in memory: a slot, not part of the key
+            elif t is Constant:  # a number read as a value in memory: a slot, not part of the key
                 s = s.array
+            elif t in _PLAIN:  # (a Python number: frozen's key, which "held" does not change)
+                return frozen(s)
             if isinstance(s, da.Array):
                 j = slots.get(s.name)
                 if j is None:
@@ -110,8 +114,8 @@ class Program:
         slot_arrays, graphs = [], set()
         for node in _order(outputs):
             # (an alias is what it stands for; a value of this program, the common case, is its position)
-            srcs = tuple(index[id(s)] if type(s) is Lazy and s.computed is None and s.fn is not _alias else ref(s)
-                         for s in node.srcs)
+            srcs = tuple([index[id(s)] if type(s) is Lazy and s.computed is None and s.fn is not _alias else ref(s)
+                          for s in node.srcs])
             try:
                 params = node.frozen_params
                 if params is None:  # (kept: a value read again, by the next step's program, is not frozen again,
@@ -131,12 +135,9 @@ class Program:
                          node.label))
         outs = tuple(ref(o) for o in outputs)
         key = (tuple(desc), tuple(slot_desc), outs) if keyed else None
-        if key is not None:
-            try:
-                hash(key)
-            except TypeError:
-                key = None
-        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key, frozenset(graphs))
+        hashes = None if key is None else _hashes(key)
+        return cls(tuple(eqns), dict(zip(slots, slot_arrays)), outputs, key if hashes else None, frozenset(graphs),
+                   hashes)
 
     def asking_also(self, values):
         """This program asking for ``values`` as well (its Lazy values and slots): the same equations,
@@ -144,8 +145,11 @@ class Program:
         at = {id(n): ("e", j) for j, n in enumerate(self.eqns)}
         at.update((id(a), ("s", j)) for j, a in enumerate(self.slots.values()))
         extra = tuple(at[id(v)] for v in values)
-        key = None if self.key is None else self.key[:2] + (self.key[2] + extra,)
-        return Program(self.eqns, self.slots, self.outputs + tuple(values), key, self.graphs)
+        if self.key is None:
+            return Program(self.eqns, self.slots, self.outputs + tuple(values), None, self.graphs)
+        outs = self.key[2] + extra
+        return Program(self.eqns, self.slots, self.outputs + tuple(values), self.key[:2] + (outs,), self.graphs,
+                       self.hashes[:2] + (hash(outs),))
 
     def computed_again(self):
         """The values of this program that an earlier submission computed too and that a value new
@@ -155,40 +159,141 @@ class Program:
         ``x = x - lr * g``, read again by the next step, is computed once and the program stays the
         size of one step; the second are held so only as long as they fit (``runtime``: they may
         not fit in memory, and are then streamed again at each step)."""
-        if not any(node.seen for node in self.eqns):
-            return [], []  # (a program all new: nothing in it was computed before)
-        # made: id(node) -> 1 made from values in memory alone, 2 reading a lazy graph too, 0 else
-        made, read_by_new, graphs = {}, set(), self.graphs
-        for node in self.eqns:
-            how = 1
+        # the values computed before (seen) that a value new to this program reads: most steps have
+        # one or two, and only they need to know what they are made from (a walk down from each)
+        read_by_new = set()
+        for node in self.eqns:  # (the hot loop of a small step's submission: plain loops, no generators)
+            if node.seen:
+                continue
             for s in node.srcs:
-                s = through(s)
                 if type(s) is Lazy:
-                    h = 1 if s.computed is not None else made.get(id(s), 0)
-                elif isinstance(s, da.Array):
-                    h = 2 if s.name in graphs else 1
-                else:  # (a number, a parameter)
-                    continue
-                if not h:
-                    how = 0
-                    break
-                if h == 2:
-                    how = 2
-            made[id(node)] = how
-            if not node.seen:
-                read_by_new.update(id(through(s)) for s in node.srcs if type(through(s)) is Lazy)
-        again = [n for n in self.eqns if n.seen and made[id(n)] and id(n) in read_by_new and not n.many
-                 and n.fn is not _component_fn]
+                    s = through(s)
+                    if type(s) is Lazy and s.seen:
+                        read_by_new.add(id(s))
+        if not read_by_new:
+            return [], []
+        candidates = [n for n in self.eqns if n.seen and id(n) in read_by_new and not n.many
+                      and n.fn is not _component_fn]
+        if not candidates:
+            return [], []
+        made, in_program = {}, {id(n) for n in self.eqns}
+        for n in candidates:
+            _made_from(n, made, in_program, self.graphs)
+        again = [n for n in candidates if made[id(n)]]
         return [n for n in again if made[id(n)] == 1], [n for n in again if made[id(n)] == 2]
+
+
+def _made_from(node, made, in_program, graphs):
+    """What ``node`` (a value of a program) is made from, into ``made`` (id -> 1: from values in
+    memory alone; 2: reading a lazy dask graph too; 0: from neither, a value not computed that the
+    program does not compute), with what it reads, as far down as that takes (a walk, not recursion:
+    a long chain must not exhaust the stack)."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in made:
+            stack.pop()
+            continue
+        how, waiting = 1, False
+        for s in n.srcs:
+            s = through(s)
+            if type(s) is Lazy:
+                if s.computed is not None:
+                    h = 1
+                elif id(s) not in in_program:
+                    h = 0
+                else:
+                    h = made.get(id(s))
+                    if h is None:  # (worked out first, then n again)
+                        stack.append(s)
+                        waiting = True
+                        continue
+            elif isinstance(s, da.Array):
+                h = 2 if s.name in graphs else 1
+            else:  # (a number, a parameter)
+                continue
+            if not h:
+                how = 0
+                break
+            if h == 2:
+                how = 2
+        if how and waiting:
+            continue
+        made[id(n)] = how  # (popped at the top of the loop: what it pushed before a 0 may lie above it)
+
+
+def _hashes(key):
+    """The hashes of a program key's three parts (see instantiate), or None where one is unhashable
+    (then the program has no key)."""
+    try:
+        return tuple(map(hash, key))
+    except TypeError:
+        return None
+
+
+_PLAIN = frozenset({int, float, bool, complex, str, type(None)})  # (Program.of: a number's key, made directly)
+
+
+class CacheKey:
+    """A key of the caches here (templates, pieces) whose hash is worked out once: a program's key
+    holds a description of every op of the step (hashing it costs a small step ~5 us, and a look-up
+    in an ordered dict hashes it up to three times).  Equal when the keys are, compared in full: a
+    hit is never a collision of hashes."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key, hash_=None):
+        self.key = key
+        self.hash = hash(key) if hash_ is None else hash_  # (given: a function of the key's value alone)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not CacheKey or self.hash != other.hash:
+            return False
+        if self.key is other.key:
+            return True
+        if self.key != other.key:
+            return False
+        # equal: both hold one of the two from now on, so the next comparison (a look-up in an ordered
+        # dict compares twice: _lookup) is one of identities
+        self.key = other.key
+        return True
+
+    def __repr__(self):
+        return f"CacheKey({self.key!r})"
+
+
+def _lookup(cache, key, default=None):
+    """``cache[key]`` (``default`` where absent) made the most recently used.  Under ``_lock``.  (An
+    ordered dict compares the keys twice here, three times to pop and put back; after the first,
+    equal CacheKeys share their tuple: the second is a comparison of identities.)"""
+    hit = cache.get(key, default)
+    if hit is not default:
+        cache.move_to_end(key)
+    return hit
 
 
 def _slot_desc(a):
     """A slot by what the program depends on: a value in memory by its chunks, dtype and chunk
-    type; a lazy dask graph (whose tasks are part of what runs) by its name."""
+    type; a lazy dask graph (whose tasks are part of what runs) by its name.  Remembered on the
+    array (a parameter, a batch of data: read by every step's program) as long as its graph, name,
+    chunks and meta are the objects it was made of (dask's ``__setitem__`` replaces them in place,
+    ``compute_chunk_sizes`` the chunks)."""
+    parts = (a.dask, a._name, a._chunks, a._meta)
+    memo = a.__dict__.get("_daskgrad_slot")
+    if memo is not None and all(map(operator.is_, memo[0], parts)):
+        return memo[1]
     meta = type(a._meta)
     if is_data(a):
-        return ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
-    return ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+        desc = ("data", a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+    else:
+        desc = ("graph", a.name, a.chunks, a.dtype.str, meta.__module__, meta.__name__)
+    a.__dict__["_daskgrad_slot"] = (parts, desc)
+    return desc
 
 
 def is_data(a):
@@ -202,23 +307,26 @@ def _order(outputs):
     order: depth first from the outputs, each node's operands in their order."""
     out, done = [], set()
     stack = [(o, False) for o in map(through, reversed(outputs)) if type(o) is Lazy and o.computed is None]
+    pop, push, add, append = stack.pop, stack.append, done.add, out.append  # (a small step's hot loop)
     while stack:
-        node, expanded = stack.pop()
-        if id(node) in done:
+        node, expanded = pop()
+        i = id(node)
+        if i in done:
             continue
         if expanded:  # (what it reads is done: everything pushed after it was)
-            done.add(id(node))
-            out.append(node)
+            add(i)
+            append(node)
             continue
-        stack.append((node, True))
-        for s in reversed(node.srcs):
+        push((node, True))
+        srcs = node.srcs
+        for s in (reversed(srcs) if len(srcs) > 1 else srcs):
             if type(s) is Lazy:
                 if s.fn is _alias:
                     s = through(s)
                     if type(s) is not Lazy:
                         continue
                 if s.computed is None and id(s) not in done:
-                    stack.append((s, False))
+                    push((s, False))
     return out
 
 
@@ -241,6 +349,7 @@ class _Template:
     looped: bool = False    # it holds a time loop (a ScanLayer): run in the order the loop made its tasks
     shipped: object = None  # the graph pickled once, for a worker that runs it as one task (_one_task)
     for_workers: dict | None = None  # the graph with its chunk-fused tasks' parts pickled once (_renamed)
+    slot_at: dict | None = None  # a slot's name -> its position in ``slots``, made once (_instance)
 
 
 _lock = threading.Lock()
@@ -259,13 +368,13 @@ def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
     known: :func:`.submit.task_room`)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
-    key = None if prog.key is None or not enabled else (prog.key, fuse, local)
+    key = None
+    if prog.key is not None and enabled:  # (its hash from the parts' hashes, which Program.of worked out)
+        key = CacheKey((prog.key, fuse, local), hash((prog.hashes, fuse, local)))
     template = None
     if key is not None:
         with _lock:
-            template = _templates.get(key)
-            if template is not None:
-                _templates.move_to_end(key)
+            template = _lookup(_templates, key)
     if template is not None:
         _stats["hits"] += 1
         return _instance(template, prog, local, room)
@@ -370,7 +479,8 @@ def step_cache_clear() -> None:
 
 
 # ------------------------------------------------------------------ pieces: code that records a program, cached
-_pieces = collections.OrderedDict()  # key -> Piece, or None where seen once; least recently used first
+_pieces = collections.OrderedDict()  # CacheKey -> Piece, or None where seen once; least recently used first
+_ABSENT = object()
 
 
 def cached_piece(key):
@@ -381,10 +491,11 @@ def cached_piece(key):
     none when ``daskgrad.step-cache.enabled`` is False."""
     if not dask.config.get("daskgrad.step-cache.enabled", True):
         return None, False
+    if type(key) is not CacheKey:
+        key = CacheKey(key)
     with _lock:
-        if key in _pieces:
-            _pieces.move_to_end(key)
-            p = _pieces[key]
+        p = _lookup(_pieces, key, _ABSENT)
+        if p is not _ABSENT:
             if p:
                 _stats["piece_hits"] += 1
             return p, True
@@ -397,6 +508,8 @@ def cached_piece(key):
 def cache_piece(key, p):
     """Cache ``p`` (a :class:`~.lazy.Piece`, or False: none can be recorded) under ``key``, dropping the
     least recently used past the bound."""
+    if type(key) is not CacheKey:
+        key = CacheKey(key)
     with _lock:
         _pieces[key] = p
         _pieces.move_to_end(key)
@@ -514,11 +627,14 @@ def _instance(template, prog, local, room=None):
     the submission that made the template)."""
     if template.rules:
         labels.remember(template.rules)
-    data = [a for a in prog.slots.values() if is_data(a)]
-    inputs = [a.name for a in data]
+    graphs = prog.graphs  # (the slots Program.of found not is_data: each step's, not asked again)
+    inputs = [name for name in prog.slots if name not in graphs]
+    data = [prog.slots[name] for name in inputs]
     token = _token(template.name, inputs)
-    slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
-               for j, keys in enumerate(template.slots) if keys}
+    slot_at = template.slot_at
+    if slot_at is None:
+        slot_at = template.slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
+                                      for j, keys in enumerate(template.slots) if keys}
     arrays, olds, outputs = [], [], []
     for o, name in zip(map(through, prog.outputs), template.outputs):
         if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
@@ -919,11 +1035,12 @@ def run_inline(arrays):
     made (Revolve's: the order that holds the fewest states)."""
     if not arrays or Callback.active or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS:
         return None
-    made = [a for a in arrays if not is_data(a)]
+    data = [is_data(a) for a in arrays]  # (asked once: _run_instance reads them too)
+    made = [a for a, d in zip(arrays, data) if not d]
     layers = made[0].dask.layers if made else {}
     layer = next(iter(layers.values())) if len(layers) == 1 else None
     if type(layer) is Instance:
-        return _run_instance(arrays, layer) if layer.template.small else None
+        return _run_instance(arrays, layer, data) if layer.template.small else None
     loops = [v for v in layers.values() if isinstance(v, ScanLayer)]
     if not loops or not all(v.small for v in loops) or any(_chunk_elements(a) * a.dtype.itemsize > SMALL_CHUNK
                                                             for a in arrays):
@@ -931,18 +1048,22 @@ def run_inline(arrays):
     return _run_graph(arrays)
 
 
-def _run_instance(arrays, layer):
+def _run_instance(arrays, layer, data):
+    """The results of ``arrays``, of the Instance ``layer`` (``data``: whether each is a slot's value,
+    which is its own result: see _instance), run inline."""
     template, aliases = layer.template, layer.aliases
     back = {new: old for old, new in layer.renamed.items()}  # a result's key -> the template's
-
-    def key(k):
-        k = aliases.get(k, k)
-        return back.get(k, k)
-
-    wanted = frozenset(key(k) for a in arrays if not is_data(a) for k in flatten(a.__dask_keys__()))
+    keys = []  # per array: (its keys, the template's), None for a slot's value
+    for a, d in zip(arrays, data):
+        if d:
+            keys.append(None)
+            continue
+        ks = list(flatten(a.__dask_keys__()))
+        keys.append((ks, [back.get(k, k) for k in map(aliases.get, ks, ks)]))  # (aliases.get(k, k) first)
+    wanted = frozenset([k for pair in keys if pair is not None for k in pair[1]])
     values = _run_in_order(template.run_order, dict(layer.inputs), wanted)
-    return [a if is_data(a) else _holding(a, {k: values[key(k)] for k in flatten(a.__dask_keys__())})
-            for a in arrays]  # (an output that is a slot's value is that value: see _instance)
+    return [a if pair is None else _holding(a, dict(zip(pair[0], map(values.__getitem__, pair[1]))))
+            for a, pair in zip(arrays, keys)]
 
 
 def _holding(a, chunks):

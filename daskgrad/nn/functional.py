@@ -17,7 +17,8 @@ from .._tensor import Tensor, rand as _rand, zeros as _zeros
 from ..function import Function
 from ..ops import mean, mse_loss, sigmoid, sqrt, tanh  # noqa: F401
 from ..ops._util import TORCH_TYPE_NAMES, norm_axis, refuse_dtype_kinds
-from ..ops.layers import dropout_mask, embedding as _embedding, erf
+from ..ops.layers import (dropout_mask, embedding as _embedding, erf, gelu_p as _gelu_p, gelu_tanh_p as _gelu_tanh_p,
+                          silu_p as _silu_p)
 from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.products import _CPP_NAMES
 from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
@@ -56,9 +57,14 @@ def linear(input, weight, bias=None):
 @named("GeluBackward0")
 def gelu(input, approximate="none"):
     """``x * Phi(x)``, or torch's tanh approximation with ``approximate="tanh"``."""
+    own = isinstance(input, Tensor) and input.dtype in (np.float32, np.float64)  # (torch's backward: ops.layers)
     if approximate == "none":
+        if own:
+            return _gelu_p.bind(input)
         return guard(input * 0.5 * (1 + erf(input * (1 / math.sqrt(2)))), input)
     if approximate == "tanh":
+        if own:
+            return _gelu_tanh_p.bind(input)
         inner = math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)
         return guard(0.5 * input * (1 + tanh(inner)), input)
     raise RuntimeError("approximate argument must be either none or tanh.")
@@ -290,6 +296,8 @@ def _refuse_inplace(name, inplace):
 def silu(input, inplace=False):
     """``x * sigmoid(x)``."""
     _refuse_inplace("silu", inplace)
+    if isinstance(input, Tensor) and input.dtype in (np.float32, np.float64):  # (torch's backward: ops.layers)
+        return _silu_p.bind(input)
     return input * sigmoid(input)
 
 
@@ -901,7 +909,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             raise RuntimeError("kl_div: Integral inputs not supported.")
     loss = ops.exp(target) * (target - input) if log_target else target.xlogy(target) - target * input
     loss = _reduced(loss, enum)
-    return loss / input.shape[0] if reduction == "batchmean" and input.ndim != 0 else loss
+    if reduction != "batchmean" or input.ndim == 0:
+        return loss
+    rows = input.shape[0]
+    return loss / (rows if rows == rows else ops.reductions.length(input[(slice(None),) + (0,) * (input.ndim - 1)], 0))
 
 
 def _broadcast_shapes(shape, other):

@@ -43,6 +43,8 @@ def _torch_keywords(fn):
 
     @functools.wraps(fn)
     def op(*args, **kwargs):
+        if not kwargs:  # (the common case: an operator, a method called with its operands alone)
+            return fn(*args)
         for torch_name, numpy_name in renames.items():
             if torch_name in kwargs:
                 if numpy_name in kwargs:

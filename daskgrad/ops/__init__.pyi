@@ -1041,7 +1041,7 @@ def degrees(x) -> Tensor:
     """
 def copysign(a, b) -> Tensor:
     """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
-    floating result type of the two.
+    floating result type of the two; torch's gradient.
     """
 def sinc(x) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0, torch's gradient (0 at 0); integers and bools in float32, half in float32

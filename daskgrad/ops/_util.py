@@ -87,6 +87,18 @@ def numpy_bool_as_float(x):
 def binary_operands(a, b, refuse=None):
     """Two operands that broadcast, on one device; a Python number stays a number (a NumPy bool is a float,
     as torch's Scalar reads it: ``int_t + np.True_`` is float32)."""
+    ta, tb = type(a), type(b)
+    if ta in _PLAIN_OPERANDS and tb in _PLAIN_OPERANDS and not refuse:  # (the common case: each stays as it is)
+        if (ta is int and not _INT_LOW <= a < _INT_HIGH) or (tb is int and not _INT_LOW <= b < _INT_HIGH):
+            v = a if ta is int and not _INT_LOW <= a < _INT_HIGH else b
+            raise OverflowError("int too big to convert" if v > 0 else "can't convert negative int to unsigned")
+        if ta is Tensor and tb is Tensor:
+            va, vb = a._storage.value, b._storage.value
+            if type(va._meta) is not type(vb._meta):  # (one chunk type is one device)
+                check_same_device(a, b)
+            if va.shape != vb.shape:
+                check_broadcast(va.shape, vb.shape)
+        return a, b
     a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
     if refuse:
         refuse_complex(refuse, a, b)
@@ -99,6 +111,10 @@ def binary_operands(a, b, refuse=None):
         if a.shape != b.shape:
             check_broadcast(a.shape, b.shape)
     return a, b
+
+
+_PLAIN_OPERANDS = frozenset({Tensor, float, int, bool})  # (binary_operands passes them as they are)
+_INT_LOW, _INT_HIGH = -(1 << 63), 1 << 64  # (torch's Scalar holds int64 or uint64)
 
 
 def as_tensor(x) -> Tensor:

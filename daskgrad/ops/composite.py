@@ -15,12 +15,12 @@ import numpy as np
 from .._data import DEFAULT_FLOAT, result_type
 from ..graph import guard, named, primitive
 from .._tensor import Tensor, check_size
-from ._util import (OPS, as_tensor, constant_like, is_empty, norm_axes, norm_axis, public, reduce_array, refuse_complex,
-                    tensor_operand)
+from ._util import (OPS, as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes, norm_axis,
+                    public, reduce_array, refuse_complex, tensor_operand)
 from . import elementwise as ew
-from .elementwise import abs, arctan2, conj, sign, sin, sqrt, where
+from .elementwise import arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
-from .reductions import amax, amin, mean, sum
+from .reductions import amax, amin, length, mean, sum
 from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
                     view_as_complex, view_as_real)
 
@@ -434,22 +434,43 @@ public(name="radians")(deg2rad)
 public(name="degrees")(rad2deg)
 
 
+def _copysign_array(a, b):
+    return da.where(da.signbit(b), -da.fabs(a), da.fabs(a))
+
+
+def _copysign_number_array(a, *, negative):
+    return -da.fabs(a) if negative else da.fabs(a)
+
+
+def _copysign_ratio(g, s):
+    # torch's copysign_tensor_self_backward: g * (result / self), the ratio 0 where self is 0 (so NaN at an
+    # infinite or NaN self, as inf / inf; the abs/where composition gave +-g there)
+    return g * where(s.a == 0, 0, s.r / s.a)
+
+
+_copysign_p = primitive("copysign", torch="CopysignBackward0", impl=_copysign_array, args=("a", "b"),
+                        save=("a", "r"))
+# torch's gradient to the sign's tensor is zeros, not none (an optimizer steps on it), 0 for any cotangent
+_copysign_p.vjp(lambda g, s: (_copysign_ratio(g, s), ew.zeros_like(g)))
+_copysign_number_p = primitive("copysign_number", torch="CopysignBackward1", impl=_copysign_number_array,
+                               args=("a",), save=("a", "r"))
+_copysign_number_p.vjp(lambda g, s, *, negative: (_copysign_ratio(g, s),))
+
+
 @public("copysign")
 @named(lambda a, b: f"CopysignBackward{0 if isinstance(b, Tensor) else 1}")
 def copysign(a, b):
     """``|a|`` with the sign of ``b`` (``b``'s sign bit: -0.0 counts as negative, as NumPy's), in torch's
-    floating result type of the two."""
+    floating result type of the two; torch's gradient."""
     b = as_tensor(b) if not isinstance(b, numbers.Number) else b
     a = as_tensor(a)
     if (dtype := result_type(a, b, floating=True)) != a.dtype:
         a = ew.astype(a, dtype)
-    negative = signbit(b) if isinstance(b, Tensor) else math.copysign(1.0, b) < 0
     if not isinstance(b, Tensor):
-        return -abs(a) if negative else abs(a)
-    out = where(negative, -abs(a), abs(a))
-    if b.requires_grad:  # torch's gradient to the sign's tensor is zeros, not none (an optimizer steps on it)
-        out = where(ew.zeros_like(out, dtype=np.bool_), b, out)
-    return out
+        return _copysign_number_p.bind(a, negative=math.copysign(1.0, b) < 0)
+    check_same_device(a, b)
+    check_broadcast(a.shape, b.shape)
+    return _copysign_p.bind(a, b)
 
 
 def _sinc_array(a):
@@ -710,7 +731,7 @@ def cov(m, rowvar=True, bias=False, ddof=None):
     m = atleast_2d(m)
     if not rowvar and m.shape[0] != 1:
         m = transpose(m)
-    n = m.shape[1]
+    n = m.shape[1] if m.shape[1] == m.shape[1] else length(m[:1], 1)  # (after a boolean mask: a lazy count)
     ddof = ddof if ddof is not None else (0 if bias else 1)
     centered = m - mean(m, axis=1, keepdims=True)
     c = (centered @ conj(transpose(centered))) / (n - ddof)

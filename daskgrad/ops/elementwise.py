@@ -243,7 +243,26 @@ scaled_add_p.vjp(lambda g, s: (g, g * (s.alpha.conjugate() if isinstance(s.alpha
 
 
 def _complex(a, b):
-    return any(isinstance(v, complex) or getattr(v, "dtype", None) is not None and v.dtype.kind == "c" for v in (a, b))
+    for v in (a, b):
+        t = type(v)
+        if t is float or t is int or t is bool:  # (the common operands first: a loop's add and sub pass here)
+            continue
+        if t is Tensor:
+            if v._storage.value.dtype.kind == "c":
+                return True
+        elif isinstance(v, complex) or getattr(v, "dtype", None) is not None and v.dtype.kind == "c":
+            return True
+    return False
+
+
+def _is_bool(v):
+    """A bool or an array of bools (sub's operands that torch refuses)."""
+    t = type(v)
+    if t is float or t is int:
+        return False
+    if t is Tensor:
+        return v._storage.value.dtype == np.bool_
+    return isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_
 
 
 @public("__add__", "__radd__", "__iadd__", "add_", "add")
@@ -263,7 +282,7 @@ def sub(a, b, *, alpha=1):
     """``a - alpha * b`` with broadcasting (NumPy's ``subtract``, torch's ``sub``)."""
     node = "SubBackward0" if isinstance(a, Tensor) else "RsubBackward1"
     a, b = numpy_bool_as_float(a), numpy_bool_as_float(b)
-    bools = [isinstance(v, bool) or getattr(v, "dtype", None) == np.bool_ for v in (a, b)]
+    bools = [_is_bool(a), _is_bool(b)]
     if any(bools):  # (torch's refusals; NumPy refuses two bools too)
         if all(bools):
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
@@ -417,11 +436,31 @@ def pow(a, b):
     node = ("PowBackward0" if not isinstance(b, Tensor) else
             "PowBackward1" if isinstance(a, Tensor) else "PowBackward2")
     if isinstance(a, Tensor) and node == "PowBackward0":  # (an exponent beyond the result's range: torch's error)
-        if isinstance(b, numbers.Integral) and b < 0 and result_type(a, b).kind in "biu":
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
-        checked_scalar(b, result_type(a, b))
+        if not _fits_float_tensor(a, b):  # (the common case, t ** 2 of floats, has nothing to check)
+            if isinstance(b, numbers.Integral) and b < 0 and result_type(a, b).kind in "biu":
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+            checked_scalar(b, result_type(a, b))
     out = pow_p.bind(a, b, node=node)
     return astype(out, bool) if out.dtype == np.int8 and result_type(a, b).kind == "b" else out  # (NumPy's bool power)
+
+
+def _fits_float_tensor(a, b):
+    """Whether ``b``, a Python int or float, is an exponent that a floating tensor ``a`` takes as it is: the
+    result type is ``a``'s and the number is in its range (what :func:`checked_scalar` would find)."""
+    tb = type(b)
+    if tb is not int and tb is not float:
+        return False
+    dtype = a.dtype
+    if dtype.kind != "f":
+        return False
+    high = _FLOAT_MAX.get(dtype)
+    if high is None:
+        high = _FLOAT_MAX[dtype] = float(np.finfo(dtype).max)
+    # (no abs() here: this module's abs is the op)
+    return (tb is float or -(1 << 63) <= b < 1 << 63) and (b != b or -high <= b <= high or b in (math.inf, -math.inf))
+
+
+_FLOAT_MAX = {}  # a floating dtype -> its largest value, as a Python float
 
 
 def _tie(g, s, strict):

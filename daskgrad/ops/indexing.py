@@ -34,11 +34,12 @@ def _meta(x):
     last as ``(type, dtype, ndim)`` of its meta array (:data:`_chunk_metas`): the array itself, an
     ndarray param (changeable in place), would be frozen again at every indexing op and submission,
     and keep a backward that reads it from being made again (:class:`daskgrad._dask.Piece`)."""
-    m = x._storage.value._meta
+    v = x._storage.value  # (what x.shape, x.dtype and x.chunks read, without the properties)
+    m = v._meta
     kind = (type(m), m.dtype, m.ndim)
     if kind not in _chunk_metas:
         _chunk_metas[kind] = m
-    return (x.shape, x.dtype, x.chunks, kind)
+    return (v.shape, v.dtype, v.chunks, kind)
 
 
 _chunk_metas = {}  # (meta type, dtype, ndim) -> an empty meta array of that chunk type (one per kind seen)
@@ -338,6 +339,9 @@ def getitem(x, index):
     """torch's indexing: ints, slices (positive steps, as torch's), None, Ellipsis, Python bools, integer
     arrays (repeated indices accumulate in backward) and boolean masks, in any mix: the basic part a view,
     then one gather over the advanced indices (a copy)."""
+    basic = _one_basic(x, index)
+    if basic is not None:  # (the common case, x[i] or x[a:b] in range: what _parse gives, without its pass)
+        return _basic(x, basic, type(index) is slice)
     x = as_tensor(x)
     one_slice = isinstance(index, slice)  # (torch slices x[:], where x[:, :] is an alias of x)
     basic, adv = _parse(x.shape, tuple(_item(i) for i in _as_tuple(index)))
@@ -345,6 +349,30 @@ def getitem(x, index):
         return _basic(x, basic, one_slice)
     r = x if all(i == slice(None) for i in basic) else _basic(x, basic)
     return _advanced(r, adv)
+
+
+def _one_basic(x, index):
+    """The basic index ``_parse`` makes of ``index`` for tensor ``x`` where ``index`` is one int in range of
+    a known first axis or one slice of ints and positive step; else None (``_parse`` reads it)."""
+    t = type(index)
+    if (t is not int and t is not slice) or not isinstance(x, Tensor):
+        return None
+    shape = x._storage.value.shape
+    if not shape:
+        return None
+    if t is int:
+        n = shape[0]
+        if n != n or not -n <= index < n:
+            return None
+    else:
+        start, stop, step = index.start, index.stop, index.step
+        if not ((start is None or type(start) is int) and (stop is None or type(stop) is int)
+                and (step is None or (type(step) is int and step > 0))):
+            return None
+    return (index,) + _FULL[len(shape) - 1] if len(shape) <= len(_FULL) else None
+
+
+_FULL = [(slice(None),) * k for k in range(32)]  # (the rest of the axes, whole)
 
 
 def _index_node(index, shape):

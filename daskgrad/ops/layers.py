@@ -16,11 +16,11 @@ import math
 import dask.array as da
 import numpy as np
 
-from .. import _dask as door, _data, _tensor
+from .. import _dask as door, _data, _tensor, chunk
 from ..graph import primitive
 from .._tensor import Tensor
 from ._util import as_tensor, check_same_device, public, tensor_operand, value
-from .elementwise import exp, float_result
+from .elementwise import exp, float_result, sigmoid, tanh
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
@@ -91,6 +91,61 @@ erf_p.vjp(lambda g, s: (g * (_TWO_OVER_SQRT_PI * exp(-(s.x * s.x))),))
 def erf(x):
     """Elementwise error function; gradient ``2/sqrt(pi) exp(-x^2)``, node ``ErfBackward0``."""
     return erf_p.bind(x)
+
+
+# ------------------------------------------------------------------ silu, gelu: one node each, torch's backward
+# Their forwards are the compositions ``nn.functional`` used (the same numbers); their rules are torch's
+# backward kernels' formulas (``silu_backward``, ``GeluBackward``), whose one product with the cotangent
+# gives an infinite cotangent an infinite gradient where the composition's sum of two products (inf - inf)
+# gave NaN.  Written in daskgrad ops, so ``create_graph=True`` differentiates them again.
+_SQRT1_2 = 1 / math.sqrt(2)
+_GELU_ALPHA = _TWO_OVER_SQRT_PI * _SQRT1_2 * 0.5  # torch's kAlpha, 1 / sqrt(2 pi)
+_GELU_BETA = math.sqrt(2) * _TWO_OVER_SQRT_PI * 0.5  # torch's kBeta, sqrt(2 / pi)
+_GELU_KAPPA = 0.044715
+_erf_layer = special_layer("erf", _erf_ufuncs)
+
+
+def _silu_impl(a):
+    return a * da.map_blocks(chunk.sigmoid, a, dtype=a.dtype, meta=a._meta)
+
+
+def _gelu_impl(a):
+    return a * 0.5 * (1 + _erf_layer(a * _SQRT1_2))
+
+
+def _gelu_tanh_impl(a):
+    inner = math.sqrt(2 / math.pi) * (a + 0.044715 * a * a * a)
+    return 0.5 * a * (1 + da.tanh(inner))
+
+
+silu_p = primitive("silu", torch="SiluBackward0", impl=_silu_impl, save=("x",), prepare=tensor_operand)
+gelu_p = primitive("gelu", torch="GeluBackward0", impl=_gelu_impl, save=("x",), prepare=tensor_operand)
+gelu_tanh_p = primitive("gelu_tanh", torch="GeluBackward0", impl=_gelu_tanh_impl, save=("x",),
+                        prepare=tensor_operand)
+
+
+@silu_p.vjp
+def _silu_rule(g, s):
+    sig = sigmoid(s.x)
+    return (g * (sig * (1 + s.x * (1 - sig))),)
+
+
+@gelu_p.vjp
+def _gelu_rule(g, s):
+    x = s.x
+    cdf = 0.5 * (1 + erf(x * _SQRT1_2))
+    pdf = _GELU_ALPHA * exp(-0.5 * x * x)
+    return (g * (cdf + x * pdf),)
+
+
+@gelu_tanh_p.vjp
+def _gelu_tanh_rule(g, s):
+    x = s.x
+    x_sq = x * x
+    tanh_inner = tanh(_GELU_BETA * (x + _GELU_KAPPA * (x_sq * x)))
+    left, right = 0.5 * x, 1 + tanh_inner
+    inner_derivative = _GELU_BETA * (1 + (3 * _GELU_KAPPA) * x_sq)
+    return (g * (0.5 * right + left * (1 - tanh_inner * tanh_inner) * inner_derivative),)
 
 
 # ------------------------------------------------------------------ embedding

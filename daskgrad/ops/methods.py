@@ -28,8 +28,8 @@ from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
 from .._repr import in_memory_values
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
-from ._util import (as_tensor, check_broadcast, constant_like, is_empty, norm_axes, norm_axis, tensor_operand,
-                    tensor_or_scalar, value)
+from ._util import (as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes, norm_axis,
+                    tensor_operand, tensor_or_scalar, value)
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
 from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
@@ -779,8 +779,10 @@ def _lerp_operands(a, b, w):
     return a, b, w
 
 
-_LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "half", "complex64": "complex float",
-                "complex128": "complex double"}  # (torch's words in lerp's dtype error)
+_LOWER_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                "complex64": "c10::complex<float>", "complex128": "c10::complex<double>", "bool": "bool",
+                "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+                "int64": "long int"}  # (torch's words in lerp's dtype error: the C++ type names)
 _lerp_p = primitive("lerp", torch=("LerpBackward0", "LerpBackward1"), impl=chunk.lerp, args=("a", "b", "w"),
                     save=(("a", 2), ("b", 2), "w"), prepare=_lerp_operands, elementwise=True)  # (as torch saves)
 
@@ -827,19 +829,37 @@ def _logit(self, eps=None):
     return _logit_p.bind(x, eps=None if eps is None or eps < 0 else float(eps))
 
 
+def _xlogy_array(x, y):
+    return da.where((x == 0) & (y == y), 0, x * da.log(y)).astype(x.dtype, copy=False)
+
+
+def _xlogy_of(a, y):
+    """torch's ``xlogy(a, y)`` in daskgrad ops: ``a * log(y)``, 0 where ``a`` is 0 and ``y`` no NaN."""
+    return where((a == 0) & ~isnan(y), 0, a * log(y))
+
+
+def _xlogy_rule(g, s):
+    # torch's XlogyBackward0: self gets xlogy(g, y) masked to 0 where self is 0 and y <= 0 (a zero cotangent
+    # gives 0 even where log(y) is infinite, an infinite one at self = 0 gives 0 there), other gets g * x / y
+    x, y = s.x, s.y
+    return where((x == 0) & (y <= 0), 0, _xlogy_of(g, y)), g * x / y
+
+
+_xlogy_p = primitive("xlogy", torch="XlogyBackward0", impl=_xlogy_array, args=("x", "y"), save=("x", "y"))
+_xlogy_p.vjp(_xlogy_rule)
+
+
 def _xlogy(self, other):
     """torch's ``xlogy``: ``x * log(other)``, 0 where ``x`` is 0 (unless ``other`` is NaN), in torch's floating
-    result type of the two (a number ``other`` weak, as in torch)."""
+    result type of the two (a number ``other`` weak, as in torch); torch's gradients."""
     other = tensor_or_scalar(other)
     dtype = _data.result_type(self, other, floating=True)
     x = self if self.dtype == dtype else astype(self, dtype)
     y = (constant_like(np.array(other, dtype), value(x)._meta) if not isinstance(other, Tensor) else
          other if other.dtype == dtype else astype(other, dtype))
-    zero = (x == 0) & ~isnan(y)
-    # where x is 0 the value is 0 and the gradient to x torch's log(y), 0 where y <= 0 (a where of a plain 0
-    # sent none, and one of x * log(y) made 0 * log(0) NaN); inf left out (0 * inf), there torch's is inf
-    at_zero = x * log(where(zero & (y > 0) & (y < math.inf), y, 1)) + 0.0  # (+ 0.0: -0.0 * ... is 0, as torch's)
-    return guard(where(zero, at_zero, x * where(zero, 0, log(y))), self, other)
+    check_same_device(self, other)
+    check_broadcast(x.shape, y.shape)
+    return _xlogy_p.bind(x, y)
 
 
 def _cov(self, *, correction=1, fweights=None, aweights=None):

@@ -18,13 +18,13 @@ from ..graph import guard, named, primitive
 from .._data import result_type
 from .._modes import is_grad_enabled
 from .._tensor import Tensor
-from ._util import (accumulates_in, as_tensor, binary_operands, norm_axes, norm_axis, public, raw, tensor_operand,
+from ._util import (accumulates_in, as_tensor, binary_operands, norm_axis, public, raw, tensor_operand,
                     tensor_or_scalar)
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
 from .indexing import _gather_array, gather_p, getitem, scatter_add_p, sort  # (gather_p, scatter_add_p: take's rule)
-from .reductions import cumsum, mean, prod, sum
+from .reductions import cumsum, length, mean, prod, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
 
@@ -135,7 +135,7 @@ def moment(x, order, axis=None, dtype=None, keepdims=False, ddof=0):
     x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
     if order < 0 or int(order) != order:
         raise ValueError("Order must be an integer >= 0")
-    n = math.prod(x.shape[a] for a in norm_axes(axis, x.ndim))
+    n = length(x, axis, keepdims)  # (a lazy count after a boolean mask)
     if order < 2:  # 1 and 0 by definition, as dask's (no gradient)
         return sum(ew.full_like(x, float(order == 0)), axis=axis, keepdims=keepdims) / n
     c = x - mean(x, axis=axis, keepdims=True)
@@ -498,8 +498,9 @@ def fmin(a, b):
 # ------------------------------------------------- NaN-ignoring order statistics
 def _nan_at(s, c, p, axis, method):
     """The ``p``-quantile of each slice of sorted ``s`` (NaNs last) holding ``c`` non-NaN values: the
-    values at the positions ``method`` reads, by a gather at indices that differ per slice."""
-    pos = (c - 1) * float(p)
+    values at the positions ``method`` reads, by a gather at indices that differ per slice.  An all-NaN slice reads
+    its first sorted value (a NaN), as torch's ranks clamped at 0 do: its gradient goes there."""
+    pos = ew.clip((c - 1) * float(p), 0, None)
     lo = ew.floor(pos)
     n = s.shape[axis]
     if method == "higher":
@@ -513,7 +514,7 @@ def _nan_at(s, c, p, axis, method):
     v = take_along_axis(s, astype(ew.clip(lo, 0, n - 1), np.int64), axis)
     if frac is not None:
         v = v + (take_along_axis(s, astype(ew.clip(hi, 0, n - 1), np.int64), axis) - v) * frac
-    return where(c == 0, math.nan, v)  # an all-NaN slice
+    return v  # (NaN for an all-NaN slice: its first sorted value)
 
 
 @public("nanquantile")

@@ -24,7 +24,7 @@ from .._tensor import Tensor
 from ._util import (accumulates_in, as_tensor, norm_axes, norm_axis, numel, public, reduce_array, split_every,
                     tensor_operand, value)
 from .elementwise import astype, conj, exp, ones_like, where, zeros_like
-from .shape import expand_dims, flip, reshape, squeeze
+from .shape import concatenate, expand_dims, flip, reshape, squeeze
 
 
 def _reduction(name, torch, local, save=(), refuse=None):
@@ -128,6 +128,12 @@ def _count(x, axes, keepdims):
     return n, (n if keepdims or not axes else squeeze(n, axes))
 
 
+def length(x, axes, keepdims=False):
+    """The product of ``x``'s lengths along ``axes``, as a divisor: an int, or where one is not known (rows after a
+    boolean mask: NaN) a lazy count shaped as a reduction over ``axes`` gives (dividing by NaN was silently NaN)."""
+    return _count(x, norm_axes(axes, x.ndim), keepdims)[1]
+
+
 def _keep(r, axes, keepdims):
     return r if keepdims or not axes else expand_dims(r, axes)
 
@@ -159,12 +165,48 @@ amin_p = _reduction("amin", "AminBackward0", _amax_local, save=("x", "r"), refus
 
 
 def _prod_local(gx, x, r, axes, whole=True):
-    """The product of the others, exact with zeros and differentiable again, as torch's: P the product
+    """torch's ``prod_backward``: its formula chosen by whether the whole input holds a zero (a lazy choice
+    here, both computed): without one ``g * result / x`` (NaN at an infinite or NaN ``x``), with one (in any
+    slice) the product of the others as the exclusive products from both ends (:func:`_prod_safe_zeros`; over a
+    dim of length one the cotangent itself).  Over several axes (NumPy's, torch has none) or unknown chunk
+    sizes, :func:`_prod_others`."""
+    if x.ndim == 0:
+        return gx
+    if len(axes) != 1 and not whole or _unknown(x.shape):
+        return _prod_others(gx, x, r, axes, whole)
+    zeros = sum(x == 0)  # (in the whole input, for a dim too: torch's total_zeros)
+    # each formula reads x only where it is chosen, 1 elsewhere: a double backward sends the zero cotangent of the
+    # branch not taken through it, whose 0 * inf (r / x at a zero, cumprod's rule at an inf) would be NaN
+    some = zeros > 0
+    xs = where(some, x, 1)
+    if whole:  # (torch's flattens the input: one dim)
+        safe = reshape(_prod_safe_zeros(reshape(gx, (-1,)), reshape(xs, (-1,)), 0), x.shape)
+        if not is_grad_enabled():  # torch's shortcut: two zeros or more, zeros (an inf cotangent too)
+            safe = where(zeros >= 2, 0, safe)
+    else:
+        safe = _prod_safe_zeros(gx, xs, axes[0])
+    return where(some, safe, gx * conj(r / where(some, 1, x)))
+
+
+def _prod_safe_zeros(g, x, axis):
+    """torch's ``prod_safe_zeros_backward``: ``g`` times the product of the others along ``axis``, the
+    exclusive cumulative product from the front times that from the back (exact with zeros)."""
+    n = x.shape[axis]
+    if x.size == 0 or n == 1:
+        return g
+    head = tuple(slice(None) for _ in range(axis))
+    ones = ones_like(x[head + (slice(0, 1),)])
+    front = concatenate([ones, x[head + (slice(0, n - 1),)]], axis=axis).cumprod(axis)  # (the method: torch's node)
+    back = flip(concatenate([ones, flip(x[head + (slice(1, n),)], axis)], axis=axis).cumprod(axis), axis)
+    return g * conj(front * back)
+
+
+def _prod_others(gx, x, r, axes, whole=True):
+    """The product of the others, exact with zeros and differentiable again: P the product
     of the non-zeros, Z the count of zeros, S their sum (value 0, slope 1), so each entry keeps the
     zero factors it is a function of (with one zero the others' entries are S P / x, with two each
-    zero's is (S - x) P).  Over a dim of length one (or of a 0-d input) the cotangent itself, as torch's
-    (not g * x / x: a second derivative where torch's has none)."""
-    if x.ndim == 0 or (not whole and builtins.all(x.shape[a] == 1 for a in axes)):
+    zero's is (S - x) P).  Over a dim of length one the cotangent itself."""
+    if not whole and builtins.all(x.shape[a] == 1 for a in axes):
         return gx
     zero = x == 0
     safe = where(zero, 1, x)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _data
 from .._tensor import Tensor
+from ._util import norm_axis
 
 # (generated from torch 2.13; tests/test_refusals.py checks every entry against torch)
 REFUSED = {}
@@ -228,7 +229,29 @@ def _empty_first(method, name):
     return checked
 
 
+def _quantile_q(method):
+    """torch's checks of ``quantile``'s ``q`` (NumPy's ValueError is the module-level function's): a number
+    outside ``[0, 1]`` (or NaN) first, in its words; a tensor's values after the input's emptiness and ``dim``."""
+    @functools.wraps(method)
+    def checked(self, q, *args, **kwargs):
+        if isinstance(q, numbers.Real) and not isinstance(q, Tensor) and not 0 <= q <= 1:
+            raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {float(q):g}")
+        if isinstance(q, Tensor) and q.dtype.kind == "f":
+            qs = np.asarray(q.detach().numpy())
+            if not ((qs >= 0) & (qs <= 1)).all():
+                if self.numel() == 0:
+                    raise RuntimeError("quantile() input tensor must be non-empty")
+                dim = args[0] if args else kwargs.get("dim")
+                if dim is not None:
+                    norm_axis(dim, max(self.ndim, 1))
+                raise RuntimeError("quantile() q values must be in the range [0, 1]")
+        return method(self, q, *args, **kwargs)
+    return checked
+
+
 def install():
+    for name in ("quantile", "nanquantile"):
+        setattr(Tensor, name, _quantile_q(getattr(Tensor, name)))
     for name, rules in REFUSED.items():
         if hasattr(Tensor, name):
             setattr(Tensor, name, _refusing(getattr(Tensor, name), name, rules))

@@ -295,7 +295,7 @@ def reshape(x, shape):
         new = tuple(int(np.prod(old, dtype=np.int64)) // known if n == -1 else n for n in shape)
     else:
         new = shape
-    strides = layout(x)[0]
+    strides = layout(x, offset=False)[0]
     node = "ViewBackward0" if _view_strides(old, strides, new) is not None else "UnsafeViewBackward0"
     return reshape_p.bind(x, node=node, shape=shape, old=old)
 
