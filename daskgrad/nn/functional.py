@@ -21,7 +21,8 @@ from ..ops.layers import (dropout_mask, embedding as _embedding, erf, gelu_p as 
                           silu_p as _silu_p)
 from ..ops.linalg import vector_norm as _vector_norm
 from ..ops.products import _CPP_NAMES
-from ..ops.nn import bce_p as _bce_p, soft_margin_p as _soft_margin_p, zeros_if_nonnegative as _zeros_if_nonnegative
+from ..ops.nn import bce_p as _bce_p, bind_loss as _bind_loss, soft_margin_p as _soft_margin_p
+from ..ops.nn import zeros_if_nonnegative as _zeros_if_nonnegative
 from ..ops.nn import rows_checked as _rows_checked, same_shape as _same_shape, unknown_rows as _unknown_rows
 from ._attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ._ctc import ctc_loss  # noqa: F401
@@ -937,7 +938,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                          f"({size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
     if weight is None:
-        return _bce_p.bind(input, target, reduction=reduction, n=input.numel())
+        return _bind_loss(_bce_p, input, target, reduction=reduction)
     weight = _tensor_of(weight)
     _refuse_grad("binary_cross_entropy", "weight", weight)
     weight = ops.broadcast_to(weight, _broadcast_shapes(target.shape, weight.shape))
@@ -1014,7 +1015,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     reduction = _checked_reduction(size_average, reduce, reduction)
     input, target = _tensor_of(input), _tensor_of(target)
     _refuse_grad("soft_margin_loss", "target", target)
-    return _soft_margin_p.bind(input, target, reduction=reduction, n=input.numel())
+    return _bind_loss(_soft_margin_p, input, target, reduction=reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):

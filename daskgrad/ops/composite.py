@@ -95,7 +95,7 @@ def column_stack(tensors):
     """1-d tensors as the columns of a 2-d one (a 0-d one as a 1 x 1), 2-d ones as they are, joined along
     axis 1 (NumPy's and torch's ``column_stack``)."""
     ts = [as_tensor(t) for t in tensors]
-    return concatenate([reshape(t, (t.numel(), 1)) if t.ndim < 2 else t for t in ts], axis=1)
+    return concatenate([reshape(t, (-1, 1)) if t.ndim < 2 else t for t in ts], axis=1)
 
 
 @public()

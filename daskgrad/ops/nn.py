@@ -84,6 +84,16 @@ def _scale(g, reduction, n):
     return g / n if reduction == "mean" else g
 
 
+def bind_loss(p, *operands, reduction):
+    """Loss ``p`` bound, its mean divided by the input's number of elements; where that is not known until computed
+    (after a boolean mask) the mean of the per-element losses, counted lazily: ``numel()`` would submit while the
+    loss is being built."""
+    x = operands[0]
+    if reduction == "mean" and any(n != n for n in x.shape):
+        return mean(p.bind(*operands, reduction="none", n=1))
+    return p.bind(*operands, reduction=reduction, n=x.numel())
+
+
 def _loss(name, torch, pointwise, args, save, promote=None):
     """A loss's table entry: ``pointwise(*operands)`` reduced as ``reduction`` says (a mean divides by
     ``n``); a Python number target reaches the rule as itself."""
@@ -280,7 +290,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     refuse_complex("binary_cross_entropy_with_logits", z, y)
     if isinstance(y, Tensor) and y.shape != z.shape:
         raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
-    return bce_with_logits_p.bind(z, y, reduction=reduction, n=z.numel())
+    return bind_loss(bce_with_logits_p, z, y, reduction=reduction)
 
 
 bce_with_logits_p = _loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
