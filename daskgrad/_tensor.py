@@ -1236,7 +1236,7 @@ def tensor(data, requires_grad=False, dtype=None, chunks="auto", device=None) ->
         host = np.array(data, dtype=dtype or inferred)
         if host.shape != shape:  # (NumPy reads what torch's shape walk accepted the same way)
             raise ValueError(f"expected a tensor of shape {list(shape)}, got {list(host.shape)}")
-    return _finish(da.from_array(host, chunks=chunks, asarray=False), requires_grad, dtype, device)
+    return _finish(door.from_memory(host, chunks), requires_grad, dtype, device)
 
 
 def _holds_tensor(data):
@@ -1268,11 +1268,13 @@ def from_array(x, chunks="auto", requires_grad=False, dtype=None, device=None) -
     if isinstance(x, Tensor):
         return tensor(x, requires_grad=requires_grad, dtype=dtype, chunks=chunks, device=device)
     if _data.is_torch(x):
-        arr = da.from_array(_torch_array(x), chunks=chunks, asarray=False)
+        arr = door.from_memory(_torch_array(x), chunks)
     elif isinstance(x, da.Array):
         arr = x if chunks == "auto" else x.rechunk(chunks)
     elif _data.package(x) == "xarray":
         arr = _xarray_array(x, chunks)
+    elif _data.is_array(x):
+        arr = door.from_memory(x, chunks)
     else:
         arr = da.from_array(x, chunks=chunks, asarray=False)
     _data.check_supported(arr.dtype)

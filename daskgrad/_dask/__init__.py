@@ -29,6 +29,7 @@ from .lazy import (Constant, Lazy, Piece, alias, basic_index, build, building, d
                    on_alias_built, rebind, rule, through, value_of)
 from .fold import LINEAGE_LAYERS, Folded, flat_layers, fold
 from .halo import halo, rolled
+from .internals import from_memory
 from .optimize import FUSE_DEPTH, cull, holds_data, local_values, materialized, optimize, toposort_layers
 from .scan import Body, ScanLayer, row_placeholder
 from .scan import forward as scan_forward, revolve as scan_revolve
@@ -39,7 +40,7 @@ from .peaks import MemoryEstimate, PeakTracker, chunk_bytes, largest_chunk, reco
 from .submit import (cancelled, client_of, current_client, data_futures, flat_keys, gather, held_keys, keep,
                      lost_keys, memory_total, reads_any, store, submit, task_room)
 
-__all__ = ["Constant",
+__all__ = ["Constant", "from_memory",
            "Body", "ScanLayer", "row_placeholder", "scan_forward", "scan_revolve", "elemwise", "exact", "one_chunk",
            "prototype",
            "relabel", "within_chunks", "Lazy", "Piece", "alias", "basic_index", "build", "building", "defer",

@@ -12,15 +12,19 @@ were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, 
 release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
 "Upgrading dask").
 """
+import itertools
+import uuid
 from concurrent.futures import Executor
 
 import dask
 import dask.array as da
+import numpy as np
 from dask._task_spec import (  # noqa: F401  (re-exported)
     Alias, DataNode, GraphNode, List, Task, TaskRef, Tuple, _execute_subgraph, convert_legacy_graph,
     convert_legacy_task)
 from dask.array.chunk import getitem as chunk_getitem  # noqa: F401  (a part of a chunk, as dask's task makes it)
 from dask.array.core import _enforce_dtype as enforce_dtype  # noqa: F401
+from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.array.core import elemwise  # noqa: F401  (an elementwise function on arrays whose chunks differ)
 from dask.array.dispatch import concatenate_lookup  # noqa: F401
 from dask.array.optimization import fuse_roots  # noqa: F401
@@ -96,3 +100,42 @@ def array(graph, name, chunks, meta):
 
 
 _typenames = {}  # chunk type -> dask's typename of it (each array notes it)
+
+
+def from_memory(x, chunks):
+    """``dask.array.from_array`` of an array in memory (NumPy, cupy): a copy, under a name of its own.
+    dask's default name hashes every value, and its constructor checks what is made here: ~75% of
+    the cost of a small batch made into a tensor at every step.  The chunks are copies, so the name
+    need not say what they hold.  (A lazy array -- Zarr, h5py -- keeps dask's name: it says where
+    the values are read from.)"""
+    if type(x) is not np.ndarray:
+        return da.from_array(x, chunks=chunks, asarray=False, name=False)
+    chunks = _normalized_chunks(chunks, x.shape, x.dtype)
+    x = x.copy()  # (one copy, which the chunks view: as dask's)
+    name = f"array-{uuid.uuid4().hex}"
+    if all(len(c) == 1 for c in chunks):
+        layer = {(name,) + (0,) * x.ndim: x}
+    else:
+        layer = dict(zip(itertools.product([name], *(range(len(c)) for c in chunks)),
+                         [x[s] for s in slices_from_chunks(chunks)]))
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=())
+    return array(graph, name, chunks, np.empty((0,) * x.ndim, dtype=x.dtype))
+
+
+def _normalized_chunks(chunks, shape, dtype):
+    """dask's ``normalize_chunks``, remembered for the chunks, shape, dtype and chunk-size setting it
+    read (a loop making a batch of one shape into a tensor at every step asks the same each time)."""
+    try:
+        key = (chunks, shape, dtype, dask.config.get("array.chunk-size"))
+        hash(key)
+    except TypeError:  # (a list)
+        return normalize_chunks(chunks, shape, dtype=dtype)
+    got = _chunkings.get(key)
+    if got is None:
+        if len(_chunkings) >= 256:
+            _chunkings.clear()  # (one call: another thread may be adding)
+        got = _chunkings[key] = normalize_chunks(chunks, shape, dtype=dtype)
+    return got
+
+
+_chunkings = {}  # (chunks, shape, dtype, chunk-size setting) -> normalized chunks (see _normalized_chunks)
