@@ -45,7 +45,7 @@ def tensor_or_scalar(x):
     if isinstance(x, da.Array):
         return Tensor._make(x)
     if hasattr(x, "__array_function__"):
-        return Tensor._make(da.from_array(x, chunks=-1, asarray=False))
+        return Tensor._make(door.from_memory(x, -1))
     raise TypeError(f"unsupported operand type: {type(x).__name__}")
 
 
@@ -125,7 +125,7 @@ def as_tensor(x) -> Tensor:
     x = tensor_or_scalar(x)
     if isinstance(x, Tensor):
         return x
-    return Tensor._make(da.from_array(np.array(x), chunks=()))
+    return Tensor._make(door.from_memory(np.array(x), ()))
 
 
 def _holds_tensor(seq):
@@ -137,7 +137,7 @@ def from_sequence(seq) -> Tensor:
     tensors, a constant; holding tensors, their stack (the ``stack`` op, so it stays lazy and
     differentiable), numbers among them becoming constants on the tensors' chunk type."""
     if not _holds_tensor(seq):
-        return Tensor._make(da.from_array(np.array(seq), chunks=-1))
+        return Tensor._make(door.from_memory(np.array(seq), -1))
     like = next(v for v in _leaves(seq) if isinstance(v, Tensor)).array._meta
     items = [from_sequence(v) if isinstance(v, (list, tuple)) else v if isinstance(v, Tensor) else
              constant_like(v, like) for v in seq]
@@ -152,7 +152,7 @@ def constant_like(value, like):
     """A host number or array as a one-chunk constant of NumPy's dtype for it, on the chunk type of the
     ``_meta`` array ``like`` (so it can meet device chunks)."""
     a = np.array(value)
-    return Tensor._make(da.from_array(a, chunks=-1).map_blocks(chunk.like, like, dtype=a.dtype,
+    return Tensor._make(door.from_memory(a, -1).map_blocks(chunk.like, like, dtype=a.dtype,
                                                                 meta=meta_from_array(like, a.ndim, a.dtype)))
 
 
