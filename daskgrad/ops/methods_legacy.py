@@ -21,9 +21,9 @@ import dask.array as da
 import numpy as np
 
 from .. import _data, return_types
-from ..graph import mark, named, primitive, relabel
+from ..graph import guard, mark, named, primitive, relabel
 from .._modes import is_grad_enabled
-from .._tensor import Tensor, _ViewStorage, tensor, zeros
+from .._tensor import Tensor, _ViewStorage, require_cuda, tensor, zeros
 from .elementwise import clone
 from .linalg import _geqrf, householder_product, qr as linalg_qr, svd as linalg_svd
 from .products import matmul
@@ -252,9 +252,10 @@ def _pin_memory(self, device=None):
     of cupy chunks torch's refusal."""
     if device is not None:
         warnings.warn(_DEVICE_ARG.format("pin_memory"), DeprecationWarning, stacklevel=2)
-    from .. import cuda
-    if not cuda.is_available():
-        raise RuntimeError("Cannot access accelerator device when none is available.")
+    try:
+        require_cuda()
+    except (AssertionError, RuntimeError):  # (no cupy, or no GPU it sees: daskgrad.cuda.is_available() False)
+        raise RuntimeError("Cannot access accelerator device when none is available.") from None
     if self.is_cuda:
         raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
     return clone(self.detach()).requires_grad_(False) if not self.requires_grad else clone(self)
@@ -442,11 +443,13 @@ _DEPRECATED = {
 
 
 def _whole_matrices(x):
-    """``x`` with each matrix in one chunk: LAPACK's factorization of it, whose signs are torch's (dask's TSQR
-    of a matrix in several row chunks gives other, equally valid, signs)."""
+    """A copy of ``x`` with each matrix in one chunk: LAPACK's factorization of it, whose signs are torch's
+    (dask's TSQR of a matrix in several row chunks gives other, equally valid, signs).  A copy, as torch's
+    nodes of these methods save their results, not the input: a write into ``x`` before the backward is
+    allowed, as torch's (daskgrad's decompositions save the matrix they factor)."""
     if x.ndim >= 2 and (len(x.chunks[-1]) > 1 or len(x.chunks[-2]) > 1):
         return rechunk(x, {x.ndim - 2: -1, x.ndim - 1: -1})
-    return x
+    return clone(x)
 
 
 def _qr(self, some=True):
@@ -481,7 +484,7 @@ def _svd(self, some=True, compute_uv=True):
 
 @named("LinalgLuFactorExBackward0")
 def _lu_factors(self, pivot):
-    return lu_factor_ex(self, pivot=pivot)
+    return lu_factor_ex(clone(self), pivot=pivot)  # (torch's node saves the factors: the input may be written)
 
 
 def _lu(self, pivot=True, get_infos=False):
@@ -530,7 +533,7 @@ def _geqrf_method(self):
 def _orgqr(self, input2):
     """torch's ``orgqr(input2)``: ``linalg.householder_product(self, input2)``, the first ``n`` columns of
     the product of the Householder reflectors that :meth:`geqrf` gives (``Q``), differentiable."""
-    return householder_product(self, input2)
+    return guard(householder_product(self, input2), self, input2)  # (torch's node saves both)
 
 
 @named("OrmqrBackward0")
@@ -540,7 +543,7 @@ def _ormqr(self, input2, input3, left=True, transpose=False):
     input3`` (``Q^H input3`` with ``transpose``; ``input3 Q`` or ``input3 Q^H`` when not ``left``).
     Composed of :func:`daskgrad.linalg.householder_product` on the reflectors padded to a square, so
     differentiable in all three; each matrix is one chunk."""
-    mn, k = self.shape[-2:]
+    inputs, (mn, k) = (self, input2, input3), self.shape[-2:]
     if 0 in (*self.shape, *input2.shape, *input3.shape):  # (nothing to reflect or multiply: zeros, as torch's)
         return input3 * 0 + sum(self) * 0 + sum(input2) * 0
     if k > mn:  # (the first min(mn, k) reflectors, as tau has)
@@ -550,7 +553,7 @@ def _ormqr(self, input2, input3, left=True, transpose=False):
     q = householder_product(self, input2)
     if transpose:
         q = q.mH
-    return matmul(q, input3) if left else matmul(input3, q)
+    return guard(matmul(q, input3) if left else matmul(input3, q), *inputs)  # (torch's node saves all three)
 
 
 # ------------------------------------------------------------------ nonzero_static
