@@ -357,3 +357,19 @@ def test_pinned_and_shared_memory_answers():
         same_error(x.pin_memory, t.pin_memory)
     with pytest.warns(DeprecationWarning, match="is_pinned"):
         assert x.is_pinned("cpu") is False
+
+
+@pytest.mark.skipif(not dg.cuda.is_available(), reason="needs cupy and a GPU")
+def test_cupy_chunks_are_torch_s_cuda_tensors_here():
+    x = dg.ones(2, 3, device="cuda")
+    assert x.type() == "torch.cuda.FloatTensor" and x.double().type() == "torch.cuda.DoubleTensor"
+    assert x.type("torch.cuda.FloatTensor") is x
+    moved = x.type("torch.DoubleTensor")
+    assert not moved.is_cuda and moved.dtype == np.float64
+    assert x.is_shared() and not x.is_pinned()
+    with pytest.raises(TypeError, match="apply_ is only implemented on CPU tensors"):
+        x.apply_(lambda v: v)
+    with pytest.raises(RuntimeError, match="cannot pin 'torch.cuda.FloatTensor'"):
+        x.pin_memory()
+    pinned = dg.ones(2).pin_memory()
+    assert not pinned.is_cuda and pinned.numpy().tolist() == [1.0, 1.0]

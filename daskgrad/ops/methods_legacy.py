@@ -258,7 +258,7 @@ def _pin_memory(self, device=None):
         raise RuntimeError("Cannot access accelerator device when none is available.") from None
     if self.is_cuda:
         raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
-    return clone(self.detach()).requires_grad_(False) if not self.requires_grad else clone(self)
+    return clone(self)
 
 
 # ------------------------------------------------------------------ in-place Python callables
