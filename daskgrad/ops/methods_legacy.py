@@ -20,7 +20,7 @@ import weakref
 import dask.array as da
 import numpy as np
 
-from .. import _data, return_types
+from .. import _data, _state, return_types
 from ..graph import guard, mark, named, primitive, relabel
 from .._modes import is_grad_enabled
 from .._tensor import Tensor, _ViewStorage, require_cuda, tensor, zeros
@@ -378,6 +378,8 @@ def _resize_to(self, sizes, memory_format):
         flat = pad(flat, (0, n - have))
     new = reshape(flat, sizes) if sizes else reshape(flat, ())
     st.value, st.version = new._storage.value, st.version + 1
+    if self.grad_fn is None:  # (a leaf: its new value is due at the next submission, as any in-place write's)
+        _state.mark_pending(st)
     return self
 
 
