@@ -591,6 +591,13 @@ class Tensor:
     def any(self, *args, **kwargs) -> Tensor:
         """NumPy's ``any`` (a boolean tensor).
         """
+    def apply_(self, callable):
+        """torch's ``apply_(callable)``: each element replaced by ``callable(element)`` (a Python number in,
+        converted to this dtype as torch converts it), in place; host chunks only, and not on a tensor that
+        requires grad (torch's errors).  Unlike torch, the callable runs lazily, in each chunk's task (it must
+        pickle, as dask's tasks do; its errors come when the tensor is computed), and the version counter goes
+        up (torch's ``apply_`` leaves it; daskgrad's views read it to see the write).
+        """
     def arccos(self) -> Tensor:
         """Elementwise ``arccos``; gradient node ``AcosBackward0``.
         """
@@ -744,6 +751,9 @@ class Tensor:
         """torch's ``bernoulli_(p=0.5)``: fill with 1 with probability ``p`` (a number, or a tensor of
         probabilities broadcast to this tensor's shape), else 0.
         """
+    def bfloat16(self, memory_format=None):
+        """torch's cast to ``bfloat16``: NumPy has no such dtype, so it raises NumPy's TypeError (``data type 'bfloat16' not understood``), as every daskgrad call given ``torch.bfloat16`` does.
+        """
     def bincount(self, weights=None, minlength=0) -> Tensor:
         """How often each non-negative integer occurs (summing ``weights`` instead of ones when given);
         with weights that require grad the result does too, and backward raises, as torch's.
@@ -819,6 +829,9 @@ class Tensor:
         """
     def cfloat(self, memory_format=None):
         """``to(complex64)``, differentiable where that dtype is.
+        """
+    def chalf(self, memory_format=None):
+        """torch's cast to ``complex32``: NumPy has no such dtype, so it raises NumPy's TypeError (``data type 'complex32' not understood``), as every daskgrad call given ``torch.complex32`` does.
         """
     def char(self, memory_format=None):
         """``to(int8)``, differentiable where that dtype is.
@@ -1024,6 +1037,12 @@ class Tensor:
     def dim(self) -> int:
         """The number of axes, as torch's ``Tensor.dim()`` (``ndim``).
         """
+    def dim_order(self, *, ambiguity_check=False):
+        """torch's ``dim_order(ambiguity_check=False)``: the dims from outermost to innermost in memory, read from
+        torch's strides (:meth:`stride`: a view's over its base; an op's result is C-contiguous here).
+        ``ambiguity_check`` True (or a list of memory formats) raises torch's RuntimeError where the order is not
+        unique (a size-1 dim, equal strides) and the layout is not exactly one of the formats.
+        """
     def dist(self, other, p=2):
         """torch's ``dist``: the ``p``-norm of ``self - other``.
         """
@@ -1219,6 +1238,11 @@ class Tensor:
         """
     def geometric_(self, p, *, generator=None):
         """torch's ``geometric_(p)``: fill with the number of Bernoulli(p) trials up to the first success.
+        """
+    def geqrf(self):
+        """torch's ``geqrf()``: LAPACK's compact QR, the named tuple ``(a, tau)`` (``R`` on and above ``a``'s
+        diagonal, the Householder vectors below, their factors in ``tau``).  As torch's, not differentiable: of a
+        tensor that requires grad both require grad, and backward through them raises NotImplementedError.
         """
     def ger(self, vec2):
         """torch's ``ger``: ``outer`` (its checks and words).
@@ -1419,10 +1443,17 @@ class Tensor:
     def is_nonzero(self):
         """torch's ``is_nonzero``: whether the one value of this tensor is not zero.
         """
+    def is_pinned(self, device=None):
+        """torch's ``is_pinned()``: False (daskgrad never pins host memory); ``device`` warns, as torch's.
+        """
     @property
     def is_quantized(self): ...
     def is_same_size(self, other):
         """torch's ``is_same_size``: whether ``other`` has this tensor's shape.
+        """
+    def is_shared(self):
+        """torch's ``is_shared()``: True for cupy chunks (torch's CUDA tensors) and after :meth:`share_memory_`,
+        else False.
         """
     def is_signed(self):
         """torch's ``is_signed``: whether the dtype holds negative values (not bool, not unsigned integers).
@@ -1611,10 +1642,29 @@ class Tensor:
     def lt_(self, other):
         """In-place version of :meth:`Tensor.lt`: the result is written into this tensor, which is returned (torch's ``lt_``).
         """
+    def lu(self, pivot=True, get_infos=False):
+        """torch's ``lu(pivot=True, get_infos=False)``: the plain tuple ``(LU, pivots)`` (and ``infos`` with
+        ``get_infos``) of ``linalg.lu_factor_ex``, pivots 1-based int32, ``LU`` with torch's gradient; deprecated
+        in torch, whose warning it gives.  A singular matrix is factored as LAPACK factors it (torch raises
+        without ``get_infos``).
+        """
+    def lu_solve(self, LU_data, LU_pivots):
+        """torch's ``lu_solve(LU_data, LU_pivots)``: ``X`` with ``A X = self`` for ``A`` factored by :meth:`lu`,
+        with torch's gradients for ``self`` and ``LU_data``; deprecated in torch, whose warning it gives.
+        """
     @property
     def mH(self): ...
     @property
     def mT(self) -> Tensor: ...
+    def map2_(self, x, y, callable):
+        """torch's ``map2_(x, y, callable)``: each element replaced by ``callable(element, x's, y's)``, as
+        :meth:`map_` with two tensors.
+        """
+    def map_(self, tensor, callable):
+        """torch's ``map_(tensor, callable)``: each element replaced by ``callable(element, other)`` with
+        ``tensor``'s element at the same place (``tensor`` of the same dtype, broadcast to this shape), in place,
+        as :meth:`apply_` (lazy, in the chunks' tasks; the version counter goes up).
+        """
     def map_blocks(self, func, *args, vjp=None, dtype=None, name=None, **kwargs):
         """``t.map_blocks(func, *others, vjp=None, dtype=None, name=None, **kwargs)``: dask.array's method,
         differentiable: :func:`daskgrad.map_blocks` with this tensor as the first input.  ``func`` runs on
@@ -1785,6 +1835,14 @@ class Tensor:
     def nelement(self):
         """torch's ``nelement``: ``numel()``, the number of elements.
         """
+    def new(self, *args, device=None, **kwargs):
+        """torch's legacy constructor ``new(*sizes)``, ``new(data)``, ``new(other)``, ``new()``, of this tensor's
+        dtype (and device unless ``device`` is given): sizes give a new tensor of zeros (torch's is uninitialized
+        memory, whose values no program may read), ``data`` (a list, an array, a number in a sequence) a copy of
+        it in this dtype, another tensor of the same dtype an alias of it (a view sharing its storage, as
+        torch's), nothing an empty tensor.  Other keywords (``dtype=``, ``requires_grad=``) raise torch's
+        TypeError: use ``new_zeros``/``new_tensor``.
+        """
     def new_empty(self, *args, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
         """torch's ``new_empty``: a new leaf of ``self``'s dtype and device unless ``dtype``/``device`` are given.
         """
@@ -1811,6 +1869,11 @@ class Tensor:
     def nonzero(self, *, as_tuple=False):
         """torch's ``nonzero``: :func:`_argwhere`'s rows, or (``as_tuple``, NumPy's) one index tensor per dim
         (a 0-d tensor read as 1-d).
+        """
+    def nonzero_static(self, *args, size=None, fill_value=-1):
+        """torch's ``nonzero_static(*, size, fill_value=-1)``: the ``(size, ndim)`` indices of the nonzero elements,
+        in C order, the first ``size`` of them, rows past their count filled with ``fill_value``: a known shape,
+        computed in one task that reads the whole tensor (as ``unique``).
         """
     def norm(self, ord=None, axis=None, keepdims=False) -> Tensor:
         """``numpy.linalg.norm``: with ``axis`` None, the 2-norm of all entries when ``ord`` is None, else the
@@ -1841,14 +1904,32 @@ class Tensor:
         """The values as a new NumPy array (computed).  As in torch, a tensor that requires grad
         refuses (outside ``no_grad``) and a cuda one too; ``force=True`` is ``detach().cpu()`` first.
         """
+    def orgqr(self, input2):
+        """torch's ``orgqr(input2)``: ``linalg.householder_product(self, input2)``, the first ``n`` columns of
+        the product of the Householder reflectors that :meth:`geqrf` gives (``Q``), differentiable.
+        """
+    def ormqr(self, input2, input3, left=True, transpose=False):
+        """torch's ``ormqr(input2, input3, left=True, transpose=False)``: ``input3`` multiplied by the full
+        ``Q`` of the Householder reflectors in ``self`` (factors ``input2``, as :meth:`geqrf` gives them): ``Q
+        input3`` (``Q^H input3`` with ``transpose``; ``input3 Q`` or ``input3 Q^H`` when not ``left``).
+        Composed of :func:`daskgrad.linalg.householder_product` on the reflectors padded to a square, so
+        differentiable in all three; each matrix is one chunk.
+        """
     def outer(self, vec2) -> Tensor:
         """``a.ravel()[:, None] * b.ravel()[None, :]`` (NumPy flattens; torch takes vectors only).
         """
+    @property
+    def output_nr(self): ...
     def permute(self, *shape) -> Tensor:
         """Permute axes (all reversed by default, as in NumPy).
         """
     def persist(self):
         """Keep this tensor's chunks in (cluster) memory; returns ``self``.
+        """
+    def pin_memory(self, device=None):
+        """torch's ``pin_memory()``: without a GPU torch's RuntimeError (``Cannot access accelerator device when
+        none is available.``); with one, a copy of host chunks (not page-locked: dask's chunks are NumPy's);
+        of cupy chunks torch's refusal.
         """
     def pinverse(self, rcond=1e-15):
         """torch's ``pinverse``: the pseudo-inverse, singular values below ``rcond`` times the largest cut.
@@ -1885,6 +1966,12 @@ class Tensor:
         """
     def put_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.put`: the result is written into this tensor, which is returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the version counter goes up.
+        """
+    def qr(self, some=True):
+        """torch's ``qr(some=True)``: the named tuple ``(Q, R)`` of ``linalg.qr(self, 'reduced' if some else
+        'complete')``, with its gradients, each matrix factored in one chunk (LAPACK's, torch's signs;
+        ``daskgrad.linalg.qr`` runs dask's TSQR on a tall matrix in several row chunks); deprecated in torch,
+        whose warning it gives.
         """
     def quantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """NumPy's ``quantile`` (linear interpolation between the two nearest sorted values by default, as
@@ -1982,6 +2069,15 @@ class Tensor:
     def reshape_as(self, other):
         """torch's ``reshape_as``: ``reshape(other.shape)``, a view where the elements allow it, else a copy.
         """
+    def resize_(self, *sizes, memory_format=None):
+        """torch's ``resize_(*sizes)``: this tensor takes the shape ``sizes``, in place, its elements in C order
+        kept (those past the old count are zeros here, uninitialized memory in torch's); the same shape leaves it
+        as it is.  torch's RuntimeError for a tensor that requires grad; a view, or a tensor others view, raises
+        NotImplementedError (their recipes read its shape).
+        """
+    def resize_as_(self, tensor, memory_format=None):
+        """torch's ``resize_as_(tensor)``: :meth:`resize_` to ``tensor``'s shape.
+        """
     def resolve_conj(self):
         """torch's ``resolve_conj``: a conjugated view's values as a new tensor (``is_conj()`` False); any
         other tensor itself.
@@ -2059,6 +2155,10 @@ class Tensor:
         """
     @property
     def shape(self) -> tuple[int, ...]: ...
+    def share_memory_(self):
+        """torch's ``share_memory_()``: marks the storage shared (``is_shared()`` is then True) and returns this
+        tensor; nothing moves, as dask's workers already pass chunks between processes.
+        """
     def short(self, memory_format=None):
         """``to(int16)``, differentiable where that dtype is.
         """
@@ -2178,6 +2278,12 @@ class Tensor:
         """torch's ``sum_to_size``: summed down to ``size`` (which must broadcast to this tensor's shape), the
         reduction that undoes a broadcast.
         """
+    def svd(self, some=True, compute_uv=True):
+        """torch's ``svd(some=True, compute_uv=True)``: the named tuple ``(U, S, V)``, ``self = U diag(S) V^H``
+        (``V``, not ``linalg.svd``'s ``Vh``), reduced unless ``some`` is False; without ``compute_uv`` ``U`` and
+        ``V`` are zeros (m x m, n x n) and only ``S`` has a gradient, as torch's.  Each matrix is factored in one
+        chunk (LAPACK's, torch's signs; ``daskgrad.linalg.svd`` runs dask's TSQR on a tall matrix in row chunks).
+        """
     def swapaxes(self, axis0, axis1) -> Tensor:
         """``x`` with axes ``axis1`` and ``axis2`` exchanged (NumPy's and torch's ``swapaxes``).
         """
@@ -2244,6 +2350,9 @@ class Tensor:
         """The chunks as an array of ``dask.delayed`` objects, one per block, as dask.array's
         ``to_delayed``; like :meth:`to_dask`, it leaves autograd (nothing done with them is recorded).
         """
+    def to_dense(self, dtype=None, *, masked_grad=True):
+        """torch's ``to_dense(dtype=None)`` of a dense tensor: itself (cast to ``dtype`` when given, as ``to``).
+        """
     def to_torch(self):
         """The values as a torch tensor (``torch.from_dlpack``): computed, on the GPU for cupy chunks,
         sharing memory with a new array (never with the chunks daskgrad keeps).  Like every torch
@@ -2308,6 +2417,13 @@ class Tensor:
     def trunc_(self, *args, **kwargs):
         """In-place version of :meth:`Tensor.trunc`: the result is written into this tensor, which is returned (torch's ``trunc_``).
         """
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """torch's ``type(dtype=None, non_blocking=False)``: without ``dtype`` torch's name of this tensor's type
+        (``'torch.FloatTensor'``; ``'torch.cuda.FloatTensor'`` for cupy chunks); with a dtype, or a type's name
+        (``'torch.IntTensor'``, ``'torch.cuda.DoubleTensor'``, or torch's class ``torch.IntTensor``), the tensor
+        cast to it (and moved, for a name of the other device): itself when nothing changes, differentiable
+        as ``to()``.  ``bfloat16`` and ``complex32`` types raise NumPy's TypeError (NumPy has no such dtypes).
+        """
     def type_as(self, other):
         """``to(other.dtype)``.
         """
@@ -2338,6 +2454,15 @@ class Tensor:
         """torch's ``unique_consecutive``: the first value (slice along ``dim``) of each run of equal ones, with the
         run of each element and the runs' lengths when asked; read whole in one task, its length known once
         computed.
+        """
+    def unsafe_chunk(self, *args, **kwargs):
+        """torch's ``unsafe_chunk(chunks, dim=0)``: :meth:`chunk`'s pieces, not views (torch does not track them: a write into one is allowed).
+        """
+    def unsafe_split(self, *args, **kwargs):
+        """torch's ``unsafe_split(split_size, dim=0)``: :meth:`split`'s pieces of ``split_size``, not views (torch does not track them: a write into one is allowed).
+        """
+    def unsafe_split_with_sizes(self, *args, **kwargs):
+        """torch's ``unsafe_split_with_sizes(split_sizes, dim=0)``: :meth:`split_with_sizes`'s pieces, not views.
         """
     def unsqueeze(self, axis, *, dim=...) -> Tensor:
         """``x`` with length-1 axes inserted at ``axis`` (an int or a tuple; NumPy's ``expand_dims``, torch's

@@ -26,6 +26,9 @@ aminmax = _result("aminmax", ["min", "max"])
 frexp = _result("frexp", ["mantissa", "exponent"])
 histogram = _result("histogram", ["hist", "bin_edges"])
 triangular_solve = _result("triangular_solve", ["solution", "cloned_coefficient"])
+qr = _result("qr", ["Q", "R"])
+svd = _result("svd", ["U", "S", "V"])
+geqrf = _result("geqrf", ["a", "tau"])
 
-__all__ = ["aminmax", "cummax", "cummin", "frexp", "histogram", "kthvalue", "max", "median", "min", "mode", "nanmedian",
-           "sort", "topk", "triangular_solve"]
+__all__ = ["aminmax", "cummax", "cummin", "frexp", "geqrf", "histogram", "kthvalue", "max", "median", "min", "mode",
+           "nanmedian", "qr", "sort", "svd", "topk", "triangular_solve"]

@@ -114,6 +114,8 @@ for _name, _op in methods.ALIASES.items():  # and torch's methods that are an op
 for _name, _check in methods.CHECKED.items():  # (torch's checks first: a 0-d diff, a 1-d rot90 ...)
     setattr(Tensor, _name, methods._checked(getattr(Tensor, _name), _check))
 from . import views  # noqa: E402,F401  (installs the writes through views, contiguous, unbind, chunk, split)
+from . import methods_legacy  # noqa: E402  (torch's older and rarer methods: type, new, qr, svd, lu, apply_ ...)
+methods_legacy.install()
 
 # torch's in-place forms of methods that are here out of place: ``x.lt_(y)``, ``x.clip_(0, 1)``, and Python's
 # ``x **= 2``, ``x %= 3``, ``m &= k``, which without ``__ipow__`` ... rebind ``x`` to a new tensor, silently

@@ -18,6 +18,7 @@ from . import keywords as keywords
 from . import layers as layers
 from . import linalg as linalg
 from . import methods as methods
+from . import methods_legacy as methods_legacy
 from . import nn as nn
 from . import numpy_extra as numpy_extra
 from . import numpy_index as numpy_index
