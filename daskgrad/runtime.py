@@ -146,7 +146,8 @@ def _submit(values, phase, optimized=False):
             slots = list(prog.slots.values())
             raise_if_lost(todo, slots=slots)  # before submitting: dask would name internal keys, later
             client = current_client()
-            arrays = door.instantiate(prog, local=client is None,
+            watched = _observers or _progress["enabled"] or are_deterministic_algorithms_enabled()
+            arrays = door.instantiate(prog, local=client is None, run=client is None and not watched,
                                       room=None if client is None else door.task_room(client))
     for observer in list(_observers):
         observer(phase, arrays)

@@ -35,6 +35,7 @@ import contextlib
 import functools
 import gc
 import hashlib
+import itertools
 import operator
 import threading
 import uuid
@@ -358,14 +359,16 @@ _seen = collections.OrderedDict()  # keys of recent programs without a template 
 _stats = {"hits": 0, "misses": 0, "uncached": 0, "piece_hits": 0}
 
 
-def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
+def instantiate(prog, *, local=True, fuse_chunks=None, room=None, run=False):
     """The optimized dask arrays of the outputs of ``prog`` (a :class:`Program` whose outputs are
     not in memory), ready to submit: an instance of the template of the program (made the second
     time its key is seen, the first where the program is long), or the program lowered and
     optimized with its own names.
     ``local``: for dask's local schedulers (else every key of an instance is its own, for a
     distributed scheduler, whose worker with the least room has ``room`` bytes for a task, where
-    known: :func:`.submit.task_room`)."""
+    known: :func:`.submit.task_room`).  ``run``: nothing watches the submission (no observer,
+    progress bar or deterministic mode): an instance that :func:`run_inline` would run is run here
+    already, its outputs arrays holding their values (:func:`_ran`)."""
     enabled = dask.config.get("daskgrad.step-cache.enabled", True)
     fuse = dask.config.get("daskgrad.fuse-chunks", True) if fuse_chunks is None else fuse_chunks
     key = None
@@ -377,6 +380,8 @@ def instantiate(prog, *, local=True, fuse_chunks=None, room=None):
             template = _lookup(_templates, key)
     if template is not None:
         _stats["hits"] += 1
+        if run and local and template.small and template.run_order is not None and _inline_now():
+            return _ran(template, prog)
         return _instance(template, prog, local, room)
     _stats["uncached" if key is None and enabled else "misses"] += 1
     if key is None or (len(prog.eqns) < LONG_PROGRAM and not _seen_twice(key)):
@@ -648,6 +653,60 @@ def _instance(template, prog, local, room=None):
     make = _local_instance if local else _one_task if _fits_one_task(template, olds, room) else _renamed
     made = iter(make(template, arrays, olds, input_layers, inputs, token) if arrays else ())
     return [next(made) if a is None else a for a in outputs]
+
+
+def _ran(template, prog):
+    """:func:`_instance` and :func:`run_inline`'s run of it in one (on dask's local schedulers): the
+    template's tasks run in the calling thread on ``prog``'s slot values, each output an array
+    holding its chunks under the name an instance would give it.  A small step's submission makes
+    no instance graph to take apart again (a few dozen arrays and mappings each step)."""
+    if template.rules:
+        labels.remember(template.rules)
+    graphs = prog.graphs
+    inputs = [name for name in prog.slots if name not in graphs]
+    data = [prog.slots[name] for name in inputs]
+    values = {}
+    for keys, a, name in zip(template.slots, data, inputs):
+        layer = a.dask.layers[a.name]
+        for k in keys:
+            v = layer[(name,) + k[1:] if isinstance(k, tuple) else name]
+            values[k] = v.value if isinstance(v, DataNode) else v
+    token = _token(template.name, inputs)
+    slot_at = template.slot_at
+    if slot_at is None:
+        slot_at = template.slot_at = {(keys[0][0] if isinstance(keys[0], tuple) else keys[0]): j
+                                      for j, keys in enumerate(template.slots) if keys}
+    outputs, wanted = [], set()
+    for o, name in zip(map(through, prog.outputs), template.outputs):
+        if name in slot_at:  # an output that lowers to a slot (a rechunk to its own chunks): the value itself
+            outputs.append((None, data[slot_at[name]]))
+            continue
+        v = o.computed if type(o) is Lazy and o.computed is not None else o
+        olds = _block_keys(name, v.chunks)
+        wanted.update(olds)
+        outputs.append((olds, array(_NO_GRAPH, f"{name}-{token}", v.chunks, v._meta)))
+    got = _run_in_order(template.run_order, values, frozenset(wanted))
+    out = []
+    for olds, a in outputs:
+        if olds is None:
+            out.append(a)
+            continue
+        new = a.name
+        out.append(_holding(a, {(new,) + k[1:] if isinstance(k, tuple) else new: got[k] for k in olds}))
+    return out
+
+
+def _block_keys(name, chunks):
+    """The keys of an array named ``name`` with ``chunks``, in ``__dask_keys__``'s order, flat."""
+    if not chunks:
+        return [(name,)]
+    return [(name,) + idx for idx in itertools.product(*(range(len(c)) for c in chunks))]
+
+
+def _inline_now():
+    """Whether :func:`run_inline` may run a submission in this thread now: dask's local scheduler
+    (or none asked) and no dask diagnostic listening."""
+    return not Callback.active and dask.config.get("scheduler", None) in _INLINE_SCHEDULERS
 
 
 def _token(name, inputs):
@@ -1033,10 +1092,12 @@ def run_inline(arrays):
     (~0.1 ms a task) and handing each task to a thread, where NumPy holds the GIL anyway.  An
     instance runs in the order ``dask.order`` gave its template; a time loop in the order it was
     made (Revolve's: the order that holds the fewest states)."""
-    if not arrays or Callback.active or dask.config.get("scheduler", None) not in _INLINE_SCHEDULERS:
+    if not arrays or not _inline_now():
         return None
     data = [is_data(a) for a in arrays]  # (asked once: _run_instance reads them too)
     made = [a for a, d in zip(arrays, data) if not d]
+    if not made:  # (run already: _ran)
+        return list(arrays)
     layers = made[0].dask.layers if made else {}
     layer = next(iter(layers.values())) if len(layers) == 1 else None
     if type(layer) is Instance:
