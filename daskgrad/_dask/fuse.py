@@ -49,6 +49,8 @@ def fuse_chunks(hlg, keys, name, loops=None):
     always as tasks.  Groups never form a cycle (a task joins a group only if none of its other
     inputs depends on that group), carry the annotations of their parts (GPU ``resources``), and
     are named by a token of their parts, so the same graph fuses to the same keys every time.
+    Returned: the graph, and the new name of each requested array whose tasks fusion changed
+    (:func:`_own_keys`: a key names one computation).
 
     ``loops``: the time loops (name -> :class:`.optimize.ScanLayer`) left out of ``hlg``, their keys read
     as data; a path through one is still a path (:meth:`_Tasks.through`).
@@ -57,12 +59,13 @@ def fuse_chunks(hlg, keys, name, loops=None):
     tasks = _Tasks(hlg, requested)
     tasks.through(loops or {})
     if not tasks.nodes:
-        return hlg
+        return hlg, {}
     groups = _Groups(tasks, requested)
     fused = groups.fused()
     if not fused and not tasks.inlined and not any(_Subgraph.applies(n) for n in tasks.nodes.values()):
-        return hlg
-    return _build_fused(hlg, tasks, fused, requested, groups.gathers, name)
+        return hlg, {}
+    fixed = {d for loop in (loops or {}).values() for d in loop.reads}
+    return _build_fused(hlg, tasks, fused, requested, groups.gathers, name, fixed)
 
 
 class _Tasks:
@@ -621,9 +624,10 @@ def _toposort_keys(deps, nodes, readers):
                 ready.append(r)
 
 
-def _build_fused(hlg, tasks, groups, requested, gathers, name):
+def _build_fused(hlg, tasks, groups, requested, gathers, name, fixed=frozenset()):
     """The graph with each group as one task (:func:`.calls._run_fused`) and the values the rest of the
-    graph reads of it handed on, re-layered by annotations (:func:`_by_annotations`)."""
+    graph reads of it handed on, re-layered by annotations (:func:`_by_annotations`), and the new names
+    of the requested arrays renamed (:func:`_own_keys`; ``fixed``: keys that keep theirs)."""
     nodes, readers = tasks.nodes, tasks.readers
     out = {k: nodes.get(k, v) for k, v in tasks.raw.items()}  # converted once here, not again downstream
     notes = {k: layer.annotations for k, layer in hlg.layers.items() if layer.annotations}
@@ -661,7 +665,7 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
         if r not in fused:
             out[r] = nodes[r]
             made.add(r)
-    renamed = _own_keys(out, built, nodes, made, requested)
+    renamed = _own_keys(out, built, nodes, made, requested, fixed)
     for fkey, ms, exports in built:
         out[fkey] = _fused_task(renamed.get(fkey, fkey), [nodes[m] for m in ms], exports)
     # a Blockwise-fused task left alone runs its inner tasks in an order found once, here: as
@@ -671,7 +675,9 @@ def _build_fused(hlg, tasks, groups, requested, gathers, name):
             out[k] = _fused_task(renamed.get(k, k), [node], [k])
     out = {renamed.get(k, k): t if renamed.get(k, k) == k or t.key != k else t.substitute({}, key=renamed[k])
            for k, t in out.items()}
-    return _by_annotations(out, {renamed.get(k, k): v for k, v in note_of.items()}, name)
+    names = {k[0] if isinstance(k, tuple) else k: v[0] if isinstance(v, tuple) else v
+             for k, v in renamed.items() if k in requested}
+    return _by_annotations(out, {renamed.get(k, k): v for k, v in note_of.items()}, name), names
 
 
 def _inlined(exports, inside, requested, tasks, gathers):
@@ -712,14 +718,19 @@ def _block(k):
     return index
 
 
-def _own_keys(out, built, nodes, made, requested):
+def _own_keys(out, built, nodes, made, requested, fixed=frozenset()):
     """New keys for every task fusion made or rewrote (``made``: the groups of ``built``, the values
-    they hand on, the tasks an inlined value went into), and every task reading one, but the
-    submission's results; ``out``'s tasks and the groups' parts rewritten to read them.  One key,
-    one computation: a key kept with another computation fails on a cluster.  (The same data fused
-    with one step's parameters and then with the next step's is two groups under one key, and a
-    worker that still knew the key from the first step waited for that step's group, which nobody
-    computes again.)"""
+    they hand on, the tasks an inlined value went into), and every task reading one; ``out``'s tasks
+    and the groups' parts rewritten to read them.  One key, one computation: a key kept with another
+    computation fails on a cluster.  (The same data fused with one step's parameters and then with
+    the next step's is two groups under one key, and a worker that still knew the key from the first
+    step waited for that step's group, which nobody computes again.)
+
+    A result of the submission is such a task too: a saved value a retained graph keeps, computed
+    from one grouping, and the same value asked for by a later submission that groups otherwise (the
+    scheduler logged "Detected different `run_spec`").  Its whole array takes one new name, as results
+    of one array share a name, and what reads it takes one of its own (:func:`_new_names`).  Keys
+    ``fixed`` (read by a time loop left out of the pass), and the arrays holding one, keep theirs."""
     reads = {k: getattr(t, "dependencies", ()) for k, t in out.items()}
     for fkey, ms, _ in built:
         inside = set(ms)
@@ -729,17 +740,25 @@ def _own_keys(out, built, nodes, made, requested):
     for k, ds in reads.items():
         for d in ds:
             readers.setdefault(d, []).append(k)
+    arrays = {}  # a result's array name -> its results
+    for k in requested:
+        arrays.setdefault(_name(k), []).append(k)
+    kept = {n for n, ks in arrays.items() if any(k in fixed or k not in reads for k in ks)}
     to_rename, stack = set(), list(made)
     while stack:
         k = stack.pop()
-        if k in to_rename or k in requested:  # (a result keeps its key: what reads it reads the same)
+        if k in to_rename:
+            continue
+        if k in requested:
+            if _name(k) in kept:  # (what reads it reads the same)
+                continue
+            for r in arrays[_name(k)]:  # (the whole array: its chunks share a name)
+                to_rename.add(r)
+                stack += readers.get(r, ())
             continue
         to_rename.add(k)
         stack += readers.get(k, ())
-    renamed = {}
-    for k in inputs_first(to_rename, reads):  # each named by what it is and the new names it reads
-        token = hashlib.md5(repr((k, sorted(repr(renamed.get(d, d)) for d in reads[k]))).encode()).hexdigest()[:12]
-        renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+    renamed = _new_names(to_rename, to_rename & requested, reads)
     for k, t in out.items():
         if isinstance(t, GraphNode) and not renamed.keys().isdisjoint(reads[k]):
             out[k] = t.substitute(renamed)
@@ -750,6 +769,59 @@ def _own_keys(out, built, nodes, made, requested):
                 nodes[m] = nodes[m].substitute({d: renamed[d] for d in nodes[m].dependencies
                                                 if d in renamed and d not in inside})
     return renamed
+
+
+def _new_names(keys, results, reads):
+    """A new key for each of ``keys``: its name with a token of what it is and the new names of what
+    it reads, each key after those it reads; the ``results`` (keys of requested arrays) an array at a
+    time, one token of all its chunks (what a chunk reads of its own array by the old names).  A key or
+    array on a cycle through an array (a fused group reading one chunk of it, read by another), and
+    all that reads one, take one token of them all (what they read of each other by the old names)."""
+    unit = {k: (_name(k), _ARRAY) if k in results else k for k in keys} if results else dict(zip(keys, keys))
+    members, deps = {}, {}
+    for k in keys:
+        u = unit[k]
+        members.setdefault(u, []).append(k)
+        deps.setdefault(u, set()).update(unit[d] for d in reads[k] if d in unit)
+    readers = {}
+    for u, ds in deps.items():
+        ds.discard(u)
+        for d in ds:
+            readers.setdefault(d, []).append(u)
+    waiting = {u: len(ds) for u, ds in deps.items()}
+    ready = [u for u, n in waiting.items() if not n]
+    renamed = {}
+    while ready:
+        u = ready.pop()
+        ks = members[u]
+        if len(ks) == 1 and ks[0] is u:
+            k = u
+            _rename(renamed, ks, repr((k, sorted(repr(renamed.get(d, d)) for d in reads[k]))))
+        else:
+            _rename(renamed, ks, repr(sorted((repr(k), sorted(repr(renamed.get(d, d)) for d in reads[k])) for k in ks)))
+        for r in readers.get(u, ()):
+            waiting[r] -= 1
+            if not waiting[r]:
+                ready.append(r)
+    left = [k for k in keys if k not in renamed]
+    if left:
+        _rename(renamed, left, repr(sorted((repr(k), sorted(repr(renamed.get(d, d)) for d in reads[k])) for k in left)))
+    return renamed
+
+
+_ARRAY = object()  # (a unit of _new_names: an array's chunks)
+
+
+def _rename(renamed, keys, what):
+    """``keys`` under new keys, their names with a token of ``what``, into ``renamed``."""
+    token = hashlib.md5(what.encode()).hexdigest()[:12]
+    for k in keys:
+        renamed[k] = (f"{k[0]}-{token}",) + k[1:] if isinstance(k, tuple) else f"{k}-{token}"
+
+
+def _name(k):
+    """A key's array name."""
+    return k[0] if isinstance(k, tuple) else k
 
 
 def inputs_first(keys, reads):

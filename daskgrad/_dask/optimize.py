@@ -86,9 +86,11 @@ def optimize_layers(arrays, layers, deps, fuse_chunks=None):
                               {n: d - loops.keys() for n, d in hlg.dependencies.items() if n not in loops})
         # (a time loop's tasks are fused step by step; what they read from the rest must stay a key)
         read = {d for layer in loops.values() for d in layer.reads}
-        fused = fuse.fuse_chunks(rest, keys + [k for k in read if k not in keys], arrays[0].name, loops)
+        # (an array whose tasks fusion changed comes back under a name of its own: fuse._own_keys)
+        fused, names = fuse.fuse_chunks(rest, keys + [k for k in read if k not in keys], arrays[0].name, loops)
         hlg = HighLevelGraph({**fused.layers, **loops}, {**fused.dependencies,
                                                           **{n: hlg.dependencies[n] for n in loops}})
+        return [da.Array(hlg, names.get(a.name, a.name), a.chunks, meta=a._meta) for a in arrays]
     return [da.Array(hlg, a.name, a.chunks, meta=a._meta) for a in arrays]
 
 
