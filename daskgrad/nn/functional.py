@@ -522,7 +522,10 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     if input.dtype.kind not in "fc":
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{TORCH_TYPE_NAMES.get(str(input.dtype), input.dtype)}")
-    return input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps)
+    if any(n != n for n in input.shape):  # (rows after a boolean mask: the division broadcasts block by block, where
+        return input / denom  # expand_as would need the rows' count)
+    return input / denom.expand_as(input)
 
 
 # ---------------------------------------------------------------------- losses
@@ -785,7 +788,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is None and pos_weight is None:
         return ops.binary_cross_entropy_with_logits(input, target, reduction=reduction)  # one fused node
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         raise ValueError(f"Target size ({size_repr(target.shape)}) must be the same as input size "
                          f"({size_repr(input.shape)})")
     neg_log_sigmoid = ops.softplus(-input)  # -log sigmoid(x), stable
@@ -821,13 +824,13 @@ def _pointwise_loss(loss_of, input, target, reduction, weight, expand=False):
     do (so a 0-d float64 target gives a float64 loss)."""
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=3)
         if expand:
             input, target = ops.broadcast_arrays(input, target)
-    if weight is not None and tuple(_tensor_of(weight).shape) != tuple(input.shape):
+    if weight is not None and not _same_shape(_tensor_of(weight).shape, input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = loss_of(ops.abs(input - target))
     if weight is not None:
@@ -934,7 +937,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     input's ``(x - t) / max(x (1 - x), 1e-12)``); an input outside [0, 1] raises torch's error when computed."""
     reduction = _checked_reduction(size_average, reduce, reduction)
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         raise ValueError(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                          f"({size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
     if weight is None:
@@ -974,7 +977,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     else:
         var = _tensor_of(var)
         var = var + _zeros_if_nonnegative(var, "var has negative entry/entries")
-    if tuple(var.shape) != tuple(input.shape):
+    if not _same_shape(var.shape, input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = ops.expand_dims(var, -1)
         elif not (input.ndim == var.ndim and sum(y for x, y in zip(input.shape, var.shape) if x != y) == 1):
@@ -1309,7 +1312,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("weight must be one-dimensional")
     input, target = _tensor_of(input), _tensor_of(target)
     rows, classes = _margin_shapes(input, target)
-    if target.ndim > 1 or target.numel() != rows:
+    if target.ndim > 1 or (not _unknown_rows(input, target) and target.numel() != rows):
         raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
                            f"samples (batch size). Expected target size [{rows}], but got {list(target.shape)}. "
                            f"Input has shape {list(input.shape)}.")

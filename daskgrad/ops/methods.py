@@ -23,6 +23,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from .._dask import unknown as _unknown
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
@@ -1590,7 +1591,7 @@ def _logaddexp_quiet(a, b):
 
 
 def _logcumsumexp_array(a, *, axis, scalar=False):
-    return da.reductions.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
+    return _unknown.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
 
 
 _logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=_logcumsumexp_array,
@@ -1635,12 +1636,13 @@ def _running_index_array(a, *, axis, largest):
     kind = a.dtype.kind
     ident = (not largest) if kind == "b" else (np.iinfo(a.dtype).min if largest else np.iinfo(a.dtype).max) \
         if kind in "iu" else (-np.inf if largest else np.inf)
-    running = da.reductions.cumreduction(ufunc.accumulate, ufunc, ident, a, axis, dtype=a.dtype)
+    running = _unknown.cumreduction(ufunc.accumulate, ufunc, ident, a, axis, dtype=a.dtype)
     taken = (a == running) | (a != a)
     shape = tuple(n if k == axis else 1 for k, n in enumerate(a.shape))
-    place = da.arange(a.shape[axis], chunks=(a.chunks[axis],), dtype=np.int64, like=a._meta).reshape(shape)
-    return da.reductions.cumreduction(np.maximum.accumulate, np.maximum, 0, da.where(taken, place, 0), axis,
-                                      dtype=np.int64)
+    place = (_unknown.positions(a, axis) if _unknown.unknown(a, axis) else
+             da.arange(a.shape[axis], chunks=(a.chunks[axis],), dtype=np.int64, like=a._meta).reshape(shape))
+    return _unknown.cumreduction(np.maximum.accumulate, np.maximum, 0, da.where(taken, place, 0), axis,
+                                 dtype=np.int64)
 
 
 def _running_extreme(name, largest):

@@ -14,6 +14,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import chunk, return_types
+from .._dask import unknown as _unknown
 from ..graph import guard, named, primitive
 from .._data import result_type
 from .._modes import is_grad_enabled
@@ -53,7 +54,13 @@ def _cumprod_rule(g, s, *, axis):
     return (where(before, at_before, where(first, at_first, 0)),)
 
 
-cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=lambda a, *, axis: da.cumprod(a, axis=axis),
+def _cumprod_array(a, *, axis):
+    if _unknown.unknown(a, axis):  # (rows after a boolean mask: dask's scan fails on a block holding none)
+        return _unknown.cumreduction(np.cumprod, np.multiply, 1, a, axis)
+    return da.cumprod(a, axis=axis)
+
+
+cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=_cumprod_array,
                       save=("x", "r"), prepare=tensor_operand)
 cumprod_p.vjp(_cumprod_rule)
 
@@ -281,7 +288,7 @@ def _gather_operands(x, idx, axis, lazy):
         x = rechunk(x, {axis: -1})
     chunks = tuple((shape[axis],) if k == axis else c for k, c in enumerate(x.chunks))
     if lazy:
-        idx = da.broadcast_to(idx, shape).rechunk(chunks)
+        idx = _unknown.rechunk(_unknown.broadcast_to(idx, shape), chunks)
     else:
         meta = x._storage.value._meta
         idx = da.from_array(np.broadcast_to(idx, shape), chunks=chunks).map_blocks(

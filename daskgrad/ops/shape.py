@@ -11,6 +11,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door
+from .._dask import unknown as _unknown
 from ..graph import View, primitive, type_repr
 from .. import _data
 from .._tensor import Tensor, _ViewStorage, contiguous_strides, layout, recorded
@@ -555,8 +556,8 @@ def _expand_gather(a, new, written, *, shape, chunks, old):
 
 
 broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
-                           impl=lambda a, *, shape, chunks, old: da.broadcast_to(_kept(a, shape, chunks), shape,
-                                                                                 chunks=chunks),
+                           impl=lambda a, *, shape, chunks, old: _unknown.broadcast_to(_kept(a, shape, chunks), shape,
+                                                                                       chunks=chunks),
                            view=View(_expand_layout, _expand_put, _expand_gather))
 broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
@@ -664,14 +665,25 @@ def squeeze(x, axis=None):
     return squeeze_p.bind(x, axes=axes)
 
 
-rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chunks, old: a.rechunk(chunks))
+rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chunks, old: _unknown.rechunk(a, chunks))
 rechunk_p.vjp(lambda g, s, *, chunks, old: (rechunk(g, old),))
-flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: da.flip(a, axes))
+flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: _unknown.flip(a, axes))
 flip_p.vjp(lambda g, s, *, axes: (flip(g, axes),))
 def _roll_array(a, *, shift, axis):
-    if axis is None or any(c != c for cs in a.chunks for c in cs):  # (flattened, or unknown lengths: dask's)
+    if axis is None:  # (flattened: dask's)
         return da.roll(a, shift, axis)
-    return door.rolled(a, shift, axis)  # the chunks kept
+    total = {}
+    for s, ax in np.broadcast(shift, axis):  # (NumPy's: shifts on one axis add up)
+        total[int(ax)] = total.get(int(ax), 0) + int(s)
+    for ax, s in list(total.items()):  # an axis of unknown lengths (rows after a boolean mask): its blocks joined,
+        if _unknown.unknown(a, ax):  # rolled and cut back into them; the others as chunks of known lengths
+            a = _unknown.along_one_block(_roll_block, a, ax, shift=s, axis=ax)
+            del total[ax]
+    return door.rolled(a, tuple(total.values()), tuple(total)) if total else a  # the chunks kept
+
+
+def _roll_block(b, shift, axis):
+    return np.roll(b, shift, axis)
 
 
 roll_p = primitive("roll", torch="RollBackward0", impl=_roll_array)
