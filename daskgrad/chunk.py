@@ -124,8 +124,8 @@ def take(block, idx, axis):
 
 
 @_rows("elementwise")
-def full_like(block, value):
-    return np.full_like(block, value)
+def full_like(block, value, dtype=None):
+    return np.full_like(block, value, dtype=dtype)
 
 
 @_rows("reduce")

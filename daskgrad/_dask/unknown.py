@@ -238,3 +238,59 @@ def broadcast_to(a, shape, chunks=None):
         a = a.reshape((1,) * lead + a.shape) if not unknown(a) else a[(None,) * lead]
     out = a.map_blocks(_broadcast_block, shape=tuple(spec), chunks=tuple(out_chunks), dtype=a.dtype, meta=a._meta)
     return out.rechunk(new) if new else out
+
+
+def _block_arg(b, axis, largest):
+    if not b.shape[axis]:
+        return np.zeros_like(b, dtype=np.int64, shape=tuple(1 if k == axis else n for k, n in enumerate(b.shape)))
+    return (np.argmax if largest else np.argmin)(b, axis=axis, keepdims=True)
+
+
+def _block_value(b, axis, largest):
+    if not b.shape[axis]:
+        return np.zeros_like(b, shape=tuple(1 if k == axis else n for k, n in enumerate(b.shape)))
+    return np.take_along_axis(b, _block_arg(b, axis, largest), axis)
+
+
+def _block_length(b, axis):
+    return np.full_like(b, b.shape[axis], dtype=np.int64, shape=tuple(1 if k == axis else n
+                                                                       for k, n in enumerate(b.shape)))
+
+
+def _pick(values, where, lengths, axis, largest):
+    """The index (``where``) of the first extreme of ``values`` (a block's each) along ``axis``, blocks without
+    elements (``lengths`` 0) passed over; a NaN is the extreme, as torch's and NumPy's."""
+    valid = lengths > 0
+    nan = valid & (values != values)
+    best = np.where(valid, values, _lowest(values, largest))
+    best = best.max(axis, keepdims=True) if largest else best.min(axis, keepdims=True)
+    hit = np.where(nan.any(axis, keepdims=True), nan, valid & (values == best))
+    return np.take_along_axis(where, np.argmax(hit, axis=axis, keepdims=True), axis)
+
+
+def _lowest(values, largest):
+    kind = values.dtype.kind
+    if kind == "b":
+        return not largest
+    if kind in "iu":
+        info = np.iinfo(values.dtype)
+        return info.min if largest else info.max
+    return -np.inf if largest else np.inf
+
+
+def arg_reduction(a, fn, axis, keepdims=False):
+    """dask's ``argmax``/``argmin`` along ``axis`` of unknown lengths: each block's extreme and local index, its
+    offset the running sum of the blocks' lengths (counted from the blocks when computed), the first extreme
+    among the blocks' (dask's needs the offsets on the client)."""
+    largest = fn == "argmax"
+    small = tuple((1,) * a.numblocks[axis] if k == axis else c for k, c in enumerate(a.chunks))
+    imeta = a._meta.astype(np.int64)
+    local = a.map_blocks(_block_arg, axis=axis, largest=largest, chunks=small, dtype=np.int64, meta=imeta)
+    values = a.map_blocks(_block_value, axis=axis, largest=largest, chunks=small, dtype=a.dtype, meta=a._meta)
+    lengths = a.map_blocks(_block_length, axis=axis, chunks=small, dtype=np.int64, meta=imeta)
+    where = local + (da.cumsum(lengths, axis=axis) - lengths)
+    values, where, lengths = (v.rechunk({axis: -1}) for v in (values, where, lengths))
+    out_chunks = tuple((1,) if k == axis else c for k, c in enumerate(values.chunks))
+    out = da.map_blocks(_pick, values, where, lengths, axis=axis, largest=largest, chunks=out_chunks,
+                        dtype=np.int64, meta=imeta)
+    return out if keepdims else out.squeeze(axis)

@@ -21,7 +21,7 @@ from . import elementwise as ew
 from .elementwise import arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
 from .reductions import amax, amin, length, mean, sum
-from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
+from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, squeeze, stack, transpose,
                     view_as_complex, view_as_real)
 
 
@@ -699,6 +699,8 @@ def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=
     method = quantile_method(method, interpolation)
     x, qs, axis, ndim, reduced = quantile_args(x, q, axis)
     n, pick = x.shape[axis], (slice(None),) * axis
+    if n != n:
+        return quantile_result(_unknown_length_quantiles(x, qs, axis, method), q, keepdims, ndim, reduced)
     s = sort(x, axis=axis)
     last = getitem(s, pick + (n - 1,))  # NaN sorts last: the slice holds one iff this is NaN
     out = []
@@ -709,6 +711,42 @@ def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=
             v = v + (getitem(s, pick + (hi,)) - v) * w
         out.append(where(last != last, last, v) if x.dtype.kind in "fc" and lo != n - 1 else v)
     return quantile_result(out, q, keepdims, ndim, reduced)
+
+
+def _unknown_length_quantiles(x, qs, axis, method):
+    """:func:`quantile` along an axis whose length is not known until computed (rows after a boolean mask): the
+    sorted positions read, and the weights, computed lazily from the slice's count; each value read where it
+    sits in ``x`` (its place in the sorted order, ``argsort``), so the gradient reaches ``x``'s own blocks."""
+    from .indexing import argsort
+    from .numpy_extra import take_along_axis, values_at
+    order = argsort(x, axis)
+    last = ew.astype(length(x, (axis,), keepdims=True) - 1, np.float64)  # (the last place, per slice)
+
+    def at(k):
+        return values_at(x, take_along_axis(order, k, axis), axis, True, "QuantileBackward0")
+    top = at(ew.astype(last, np.int64))
+    out = []
+    for p in qs:
+        pos = float(p) * last
+        lo = ew.floor(pos)
+        if method == "lower":
+            hi, w = lo, None
+        elif method == "higher":
+            lo = hi = ew.ceil(pos)
+            w = None
+        elif method == "nearest":  # half to even, as torch's round and NumPy's
+            lo = hi = ew.round(pos)
+            w = None
+        else:
+            hi = ew.minimum(ew.ceil(pos), last)
+            w = where(hi != lo, 0.5 if method == "midpoint" else pos - lo, 0.0)
+        v = at(ew.astype(lo, np.int64))
+        if w is not None:
+            w = ew.astype(w, x.dtype) if x.dtype.kind == "f" else w
+            v = where(w != 0, v + (at(ew.astype(hi, np.int64)) - v) * w, v)
+        v = where(top != top, top, v) if x.dtype.kind in "fc" else v
+        out.append(squeeze(v, axis))
+    return out
 
 
 @public()

@@ -558,7 +558,9 @@ def _gather_block(block, idx, axis):
 
 
 def _scatter_add_block(g, idx, axis, n):
-    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
+    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate).
+    ``n`` NaN (a length not known until computed, after a boolean mask): a permutation's, the index's own."""
+    n = idx.shape[axis] if n != n else n
     shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
     grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
     grid[axis] = idx % n

@@ -483,6 +483,16 @@ def _index_select(self, dim, index):
         if self.ndim else reshape(take(reshape(self, (1,)), reshape(index, (-1,)), 0), ())
 
 
+def _known_length(op, x, dim):
+    """Refuses (before anything is submitted) an op whose result's shape or check needs the length of ``dim``,
+    where that is not known until computed (rows after a boolean mask)."""
+    if x.shape[dim] != x.shape[dim]:
+        raise NotImplementedError(
+            f"{op}() along dim {dim}, whose length is not known until computed (rows after a boolean mask: dask's "
+            f"unknown chunk sizes): k is checked against it and the result's shape is read from it; select the rows "
+            f"with a known count first, or take {op} along another dim")
+
+
 def _topk(self, k, dim=-1, largest=True, sorted=True):
     """torch's ``topk``: the named ``(values, indices)`` of the ``k`` largest (``largest=False``:
     smallest) along ``dim``, in order (NaN largest); the gradient goes to their indices."""
@@ -493,6 +503,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
             raise RuntimeError("selected index k out of range")
         return _scalar_result(x, return_types.topk)
     dim = norm_axis(dim, x.ndim)
+    _known_length("topk", x, dim)
     if not 0 <= k <= x.shape[dim]:
         raise RuntimeError("selected index k out of range")
     idx = getitem(argsort(x, dim, descending=largest), (slice(None),) * dim + (slice(0, k),))
@@ -513,6 +524,7 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
             raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
+    _known_length("kthvalue", x, dim)
     if not x.shape[dim]:
         raise IndexError(f"kthvalue(): Expected reduction dim {dim} to have non-zero size.")
     if not 1 <= k <= x.shape[dim]:

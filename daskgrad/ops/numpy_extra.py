@@ -13,12 +13,12 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from .. import chunk, return_types
+from .. import _dask as door, chunk, return_types
 from .._dask import unknown as _unknown
 from ..graph import guard, named, primitive
 from .._data import result_type
 from .._modes import is_grad_enabled
-from .._tensor import Tensor
+from .._tensor import Tensor, recorded
 from ._util import (accumulates_in, as_tensor, binary_operands, norm_axis, public, raw, tensor_operand,
                     tensor_or_scalar)
 from . import elementwise as ew
@@ -311,7 +311,15 @@ values_at_p.vjp(lambda g, s, *, axis, n, keepdims: (scatter_add_p.bind(g if keep
 
 def values_at(x, indices, axis, keepdims, node):
     """The values of ``x`` at integer tensor ``indices`` (shaped as ``x`` but 1 along ``axis``, or the whole
-    axis for a sort) along ``axis``, recorded as torch's ``node``; the gradient goes to those places."""
+    axis for a sort) along ``axis``, recorded as torch's ``node``; the gradient goes to those places.  Along an
+    axis of unknown lengths (rows after a boolean mask), one index a slice: the sum of ``x`` where each element's
+    place (counted block by block) is the index, so the gradient reaches ``x``'s own blocks, lengths unknown."""
+    x = as_tensor(x)
+    if x.ndim and x.shape[axis] != x.shape[axis] and raw(indices).shape[axis] == 1:
+        place = Tensor._make(door.defer(_unknown.positions, (recorded(x),), (("axis", axis),)))
+        out = sum(where(place == Tensor._make(raw(indices)), x, ew.zeros_like(x)), axis=axis, keepdims=True)
+        out = out if out.dtype == x.dtype else astype(out, x.dtype)
+        return out if keepdims else squeeze(out, axis)
     x, idx, axis, n = _gather_operands(as_tensor(x), raw(indices), axis, True)
     return values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node)
 

@@ -477,6 +477,8 @@ def _arg_extreme_array(a, *, fn, axis, keepdims):
         flat = a.reshape(-1) if any(len(c) > 1 for c in a.chunks[1:]) else a  # NumPy at the first in row order)
         out = getattr(da, fn)(flat)
         return out.reshape((1,) * a.ndim) if keepdims else out
+    if _unk.unknown(a, axis):  # (rows after a boolean mask: dask's needs each block's offset on the client)
+        return _unk.arg_reduction(a, fn, axis, keepdims)
     return getattr(da, fn)(a, axis=axis, keepdims=keepdims)
 
 

@@ -691,11 +691,46 @@ roll_p.vjp(lambda g, s, *, shift, axis: (roll(g, tuple(-n for n in shift) if isi
                                               axis),))
 
 
+# an axis of unknown lengths (rows after a boolean mask) joined into one block, and cut back into a tensor's blocks
+join_p = primitive("join_blocks", torch="RechunkBackward0", impl=lambda a, *, axis: _unknown.one_block(a, axis),
+                   save=("x",))
+split_like_p = primitive("split_like", torch="RechunkBackward0",
+                         impl=lambda g, like, *, axis: _unknown.split_like(g, like, axis), args=("g", "like"),
+                         consts=("like",))
+join_p.vjp(lambda g, s, *, axis: (split_like_p.bind(g, s.x, axis=axis),))
+split_like_p.vjp(lambda g, s, *, axis: (join_p.bind(g, axis=axis),))
+
+
+def _join_unknown(x, chunks):
+    """``x`` with its axes of unknown lengths that ``chunks`` asks to be one chunk (-1) joined block by block, and
+    ``chunks`` for the rest; None when no such axis."""
+    if isinstance(chunks, dict):
+        spec = {k % x.ndim: v for k, v in chunks.items()}
+    elif isinstance(chunks, (tuple, list)) and len(chunks) == x.ndim:
+        spec = dict(enumerate(chunks))
+    else:
+        return None
+    axes = [k for k, v in spec.items() if x.shape[k] != x.shape[k] and len(x.chunks[k]) > 1
+            and ((isinstance(v, int) and v == -1) or (isinstance(v, tuple) and len(v) == 1))]
+    if not axes:
+        return None
+    for k in axes:
+        x = join_p.bind(x, axis=k)
+        del spec[k]
+    return x, {k: v for k, v in spec.items() if v != x.chunks[k]}
+
+
 @public("rechunk")
 def rechunk(x, chunks):
     """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
-    in the old chunks."""
+    in the old chunks.  An axis of unknown lengths (rows after a boolean mask) asked to be one chunk (-1) has
+    its blocks joined (and the gradient cut back into them), without their lengths."""
     x = as_tensor(x)
+    joined = _join_unknown(x, chunks) if any(n != n for n in x.shape) else None
+    if joined is not None:
+        x, chunks = joined
+        if not chunks:
+            return x
     return rechunk_p.bind(x, chunks=chunks, old=x.chunks)
 
 
