@@ -104,8 +104,11 @@ def _dropout_impl(input, p, training, inplace, feature, alpha, batched=True):
         if input.ndim < 2 - (not batched):
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         k = 2 if batched else 1
-        base = _zeros(*input.shape[:k], *(1,) * (input.ndim - k), dtype=input.dtype,
-                      chunks=input.chunks[:k] + ((1,),) * (input.ndim - k), device=input.device)
+        if any(n != n for n in input.shape[:k]):  # (rows after a boolean mask: a draw per block of them, as they are)
+            base = ops.zeros_like(input[(slice(None),) * k + (slice(0, 1),) * (input.ndim - k)].detach())
+        else:
+            base = _zeros(*input.shape[:k], *(1,) * (input.ndim - k), dtype=input.dtype,
+                          chunks=input.chunks[:k] + ((1,),) * (input.ndim - k), device=input.device)
     else:
         base = input
     if not alpha:
