@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _data, ops
-from ..graph import guard, named, size_repr, type_repr
+from ..graph import guard, named, primitive, size_repr, type_repr
 from .._modes import no_grad
 from .._tensor import Tensor, rand as _rand, zeros as _zeros
 from ..function import Function
@@ -1242,8 +1242,11 @@ def pdist(input, p=2):
         raise RuntimeError("pdist only supports floating-point dtypes")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
-    i, j = np.triu_indices(input.shape[0], 1)
-    diff = input[i] - input[j]
+    if input.shape[0] != input.shape[0]:  # rows of unknown count (after a boolean mask): joined into one block, the
+        diff = _pair_diff_p.bind(ops.rechunk(input, {0: -1, 1: -1}))  # pairs' differences taken there
+    else:
+        i, j = np.triu_indices(input.shape[0], 1)
+        diff = input[i] - input[j]
     if p == 0:  # (the count of differing coordinates; torch's gradient is 0, and its result requires grad)
         out = _vector_norm(diff.detach(), 0, axis=1) + ops.sum(ops.where(_tensor_of(False), diff, 0.0), axis=1)
     elif p != math.inf:
@@ -1254,6 +1257,36 @@ def pdist(input, p=2):
         ties = ops.sum(ops.where(ops.eq(d.detach(), top), d, 0.0), axis=1)  # (the gradient: each tie's sign)
         out = ops.reshape(top, (-1,)) + (ties - ties.detach())
     return guard(out, input)  # (torch's saves its input)
+
+
+def _pair_diff_block(block):
+    i, j = np.triu_indices(block.shape[0], 1)
+    return block[i] - block[j]
+
+
+def _pair_diff_array(a):
+    return a.map_blocks(_pair_diff_block, chunks=((np.nan,), a.chunks[1]), dtype=a.dtype, meta=a._meta)
+
+
+def _pair_sum_block(g, like):
+    i, j = np.triu_indices(like.shape[0], 1)
+    out = np.zeros_like(g, shape=like.shape)
+    np.add.at(out, i, g)
+    np.subtract.at(out, j, g)
+    return out
+
+
+def _pair_sum_array(g, like):
+    return da.map_blocks(_pair_sum_block, g, like, chunks=like.chunks, dtype=g.dtype, meta=g._meta)
+
+
+# pdist's pairs of rows of unknown count, in one block: ``x[i] - x[j]`` for each ``i < j`` (triu's order), and its
+# adjoint, each row's cotangents added (as ``i``) and subtracted (as ``j``)
+_pair_diff_p = primitive("pair_diff", torch="IndexBackward0", impl=_pair_diff_array, save=("x",))
+_pair_sum_p = primitive("pair_diff_adjoint", torch="IndexPutBackward0", impl=_pair_sum_array, args=("g", "like"),
+                        consts=("like",))
+_pair_diff_p.vjp(lambda g, s: (_pair_sum_p.bind(g, s.x),))
+_pair_sum_p.vjp(lambda g, s: (_pair_diff_p.bind(g),))
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):

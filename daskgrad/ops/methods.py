@@ -2318,13 +2318,13 @@ def _unique_of(self, consecutive, return_inverse, return_counts, dim):
     a = x.array
     if dim is not None:
         d = norm_axis(dim, builtins.max(x.ndim, 1))
-        whole = a.rechunk(-1)
+        whole = _unknown.rechunk(a, -1)  # (rows of unknown count, after a boolean mask: their blocks joined)
         value_chunks = tuple((np.nan,) if i == d else (n,) for i, n in enumerate(a.shape))
         inverse_shape = (a.shape[d],)
     else:
-        d, whole = None, a.rechunk(-1)
+        d, whole = None, _unknown.rechunk(a, -1)
         value_chunks, inverse_shape = ((np.nan,),), tuple(a.shape)
-    kw = {"axis": d, "consecutive": consecutive, "shape": inverse_shape}
+    kw = {"axis": d, "consecutive": consecutive, "shape": tuple(-1 if n != n else n for n in inverse_shape)}
     out = [Tensor._make(da.map_blocks(_unique_part, whole, part=0, chunks=value_chunks, dtype=a.dtype,
                                       drop_axis=list(range(1, a.ndim)) if d is None and a.ndim > 1 else [], **kw))]
     if return_inverse:
