@@ -62,6 +62,13 @@ CASES = {
     "unique(dim=0, counts)": lambda t, F, k: (t > 0).long().unique(dim=0, return_counts=True)[1],
     "unique(inverse)": lambda t, F, k: (t > 0).long().unique(return_inverse=True)[1],
     "dropout1d(p=0)": lambda t, F, k: F.dropout1d(t, 0.0),
+    "cummax(0)": lambda t, F, k: t.cummax(0).values,
+    "cummin(0).indices": lambda t, F, k: t.cummin(0).indices,
+    "mode(0)": lambda t, F, k: (t * 2).round().mode(0).values,
+    "instance_norm": lambda t, F, k: F.instance_norm(t.T.unsqueeze(0)),
+    "cosine_similarity(dim=0)": lambda t, F, k: F.cosine_similarity(t, t.flip(1), dim=0),
+    "layer_norm": lambda t, F, k: F.layer_norm(t, (4,)),
+    "gaussian_nll_loss": lambda t, F, k: F.gaussian_nll_loss(t, t.detach() * 2, t.detach().abs() + 1),
 }
 
 

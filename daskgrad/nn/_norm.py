@@ -151,15 +151,17 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
         return batch_norm(input, running_mean, running_var, None if weight is None else ops.clone(weight), bias, False,
                           momentum, eps)  # (torch's batch norm reads a repeat of the weight: see below)
-    n = int(np.prod(input.shape[2:]))
-    if n == 1:
+    axes = tuple(range(2, input.ndim))
+    unknown = any(input.shape[a] != input.shape[a] for a in axes)  # (after a boolean mask: counted lazily)
+    n = length(input, axes, keepdims=True) if unknown else int(np.prod(input.shape[2:]))
+    if not unknown and n == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{size_repr(input.shape)}")
-    axes = tuple(range(2, input.ndim))
     inst_mean = mean(input, axis=axes, keepdims=True)
     centred = input - inst_mean
     var = mean(centred * centred, axis=axes, keepdims=True)
-    for running, batch in ((running_mean, inst_mean), (running_var, var * (n / max(n - 1, 1)))):
+    unbias = n / ops.maximum(n - 1, 1) if unknown else n / max(n - 1, 1)
+    for running, batch in ((running_mean, inst_mean), (running_var, var * unbias)):
         if running is not None and input.shape[0]:
             _update_running(running, mean(ops.reshape(batch, input.shape[:2]), axis=0), momentum)
     out = centred * (1 / sqrt(var + eps))

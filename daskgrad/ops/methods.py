@@ -1493,7 +1493,7 @@ def _mode_block(a, *, axis):
 
 
 def _mode_index_array(a, *, axis):
-    a = a.rechunk({axis: -1})
+    a = _unknown.rechunk(a, {axis: -1})  # (rows of unknown count, after a boolean mask: their blocks joined)
     chunks = tuple((1,) if k == axis else c for k, c in enumerate(a.chunks))
     return da.map_blocks(_mode_block, a, axis=axis, chunks=chunks, dtype=np.int64, meta=a._meta.astype(np.int64))
 
