@@ -12,9 +12,11 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from .. import _dask as door, chunk
+from .._dask import unknown as _unknown
 from .._data import DEFAULT_FLOAT, result_type
 from ..graph import guard, named, primitive
-from .._tensor import Tensor, check_size
+from .._tensor import Tensor, check_size, recorded
 from ._util import (OPS, as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes, norm_axis,
                     public, reduce_array, refuse_complex, tensor_operand)
 from . import elementwise as ew
@@ -713,18 +715,29 @@ def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=
     return quantile_result(out, q, keepdims, ndim, reduced)
 
 
+def _rank_block(block, axis):
+    return np.argsort(chunk.argsort(block, axis), axis=axis, kind="stable")
+
+
+def _ranks_array(a, *, axis):
+    """Each element's place in the stable sorted order along ``axis`` (NaN last), in ``a``'s own blocks: the blocks
+    joined along ``axis`` for the sort, the ranks cut back into them (lengths unknown, after a boolean mask)."""
+    ranks = _unknown.one_block(a, axis).map_blocks(_rank_block, axis=axis, dtype=np.int64,
+                                                    meta=a._meta.astype(np.int64))
+    return _unknown.split_like(ranks, a, axis)
+
+
 def _unknown_length_quantiles(x, qs, axis, method):
     """:func:`quantile` along an axis whose length is not known until computed (rows after a boolean mask): the
     sorted positions read, and the weights, computed lazily from the slice's count; each value read where it
-    sits in ``x`` (its place in the sorted order, ``argsort``), so the gradient reaches ``x``'s own blocks."""
-    from .indexing import argsort
-    from .numpy_extra import take_along_axis, values_at
-    order = argsort(x, axis)
+    sits in ``x`` (the element whose rank in the sorted order is the position), so the gradient reaches ``x``'s
+    own blocks."""
+    rank = Tensor._make(door.defer(_ranks_array, (recorded(x),), (("axis", axis),)))
     last = ew.astype(length(x, (axis,), keepdims=True) - 1, np.float64)  # (the last place, per slice)
 
     def at(k):
-        return values_at(x, take_along_axis(order, k, axis), axis, True, "QuantileBackward0")
-    top = at(ew.astype(last, np.int64))
+        return sum(where(rank == k, x, ew.zeros_like(x)), axis=axis, keepdims=True)
+    top = at(last)
     out = []
     for p in qs:
         pos = float(p) * last
@@ -740,10 +753,10 @@ def _unknown_length_quantiles(x, qs, axis, method):
         else:
             hi = ew.minimum(ew.ceil(pos), last)
             w = where(hi != lo, 0.5 if method == "midpoint" else pos - lo, 0.0)
-        v = at(ew.astype(lo, np.int64))
+        v = at(lo)
         if w is not None:
             w = ew.astype(w, x.dtype) if x.dtype.kind == "f" else w
-            v = where(w != 0, v + (at(ew.astype(hi, np.int64)) - v) * w, v)
+            v = where(w != 0, v + (at(hi) - v) * w, v)
         v = where(top != top, top, v) if x.dtype.kind in "fc" else v
         out.append(squeeze(v, axis))
     return out
