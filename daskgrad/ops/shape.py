@@ -763,7 +763,14 @@ def _getitem(x, index):
 
 
 concatenate_p = primitive("concatenate", torch="CatBackward0", promote="common",  # (torch's dtype: cat's)
-                          impl=lambda *arrays, axis, bounds: da.concatenate(list(arrays), axis=axis))
+                          impl=lambda *arrays, axis, bounds: _concatenate_array(arrays, axis))
+
+
+def _concatenate_array(arrays, axis):
+    """dask's ``concatenate``; where another axis has unknown lengths (rows after a boolean mask, the same rows in
+    each: ``column_stack`` of two masked columns), block by block along it (dask's refuses unless told)."""
+    unknown_off_axis = any(_unknown.unknown(a, [k for k in range(a.ndim) if k != axis]) for a in arrays)
+    return da.concatenate(list(arrays), axis=axis, allow_unknown_chunksizes=unknown_off_axis)
 
 
 @concatenate_p.vjp
@@ -792,7 +799,8 @@ def concatenate(tensors, axis=0):
     axis = norm_axis(axis, ts[0].ndim)
     for k, t in enumerate(ts[1:], 1):
         for d in range(ts[0].ndim):
-            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]):
+            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]
+                              and not (t.shape[d] != t.shape[d] and ts[0].shape[d] != ts[0].shape[d])):
                 if t.ndim != ts[0].ndim:
                     raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
