@@ -69,6 +69,10 @@ CASES = {
     "cosine_similarity(dim=0)": lambda t, F, k: F.cosine_similarity(t, t.flip(1), dim=0),
     "layer_norm": lambda t, F, k: F.layer_norm(t, (4,)),
     "gaussian_nll_loss": lambda t, F, k: F.gaussian_nll_loss(t, t.detach() * 2, t.detach().abs() + 1),
+    "column_stack": lambda t, F, k: k["M"].column_stack([t[:, 0], t[:, 1]]),
+    "cat(dim=1)": lambda t, F, k: k["M"].cat([t, t[:, :2] * 2], 1),
+    "t[:, None, 1:3] * t[:, 2:, None]": lambda t, F, k: t[:, None, 1:3] * t[:, 2:, None],
+    "t[..., 0] * t[:, -1]": lambda t, F, k: t[..., 0] * t[:, -1],
 }
 
 
@@ -79,7 +83,7 @@ def _run(M, F, f, chunks):
     else:
         x, m = dg.from_array(A, chunks=chunks, requires_grad=True), dg.from_array(M_, chunks=chunks[0])
         target = dg.from_array(TARGET, chunks=chunks[0])[m]
-    y = f(x[m], F, {"x": x, "m": m, "target": target})
+    y = f(x[m], F, {"x": x, "m": m, "target": target, "M": M})
     v = y.detach().numpy()
     if not np.issubdtype(v.dtype, np.floating):
         return v, None

@@ -545,7 +545,50 @@ def _set_mask(x, mask, value, counted):
 
 def _scatter_array(g, *, index, meta):
     """Zeros of the primal's shape with ``g`` written at ``index`` (the VJP of basic indexing)."""
+    shape = meta[0]
+    if any(n != n for n in shape):
+        return _scatter_unknown(g, index, meta)
     return _put_index(_zeros(meta), g, index)
+
+
+def _scatter_block(block, index, shape, g_of, out_dtype):
+    full = tuple(block.shape[g_of[k]] if n != n else n for k, n in enumerate(shape))
+    return _put_index(np.zeros_like(block, dtype=out_dtype, shape=full), block, index)
+
+
+def _scatter_unknown(g, index, meta):
+    """:func:`_scatter_array` where the primal has axes of unknown lengths (rows after a boolean mask), each taken
+    whole by ``index`` (``t[:, 0]``, ``t[:, :2]``, ``t[:, None]``): block by block along them, each of ``g``'s
+    blocks written into zeros of its own length there and of the primal's whole length along the others."""
+    shape, dtype, chunks, kind = meta
+    kept = [i for i in index if i is not None]
+    full = tuple(index) + (slice(None),) * (len(shape) - len(kept))
+    g_ind, g_of, k, extra = [], {}, 0, len(shape)
+    for i in full:
+        if i is None:  # (an axis of g only: one chunk of 1, squeezed by _put_index)
+            g_ind.append(extra)
+            extra += 1
+        elif isinstance(i, slice):
+            if shape[k] != shape[k] and i != slice(None):
+                raise NotImplementedError(
+                    f"the gradient of indexing {tuple(index)} a tensor of shape {tuple(shape)}: the length of axis "
+                    f"{k} is not known until computed (after a boolean mask), and this index takes part of it")
+            g_of[k] = len(g_ind)
+            g_ind.append(k)
+            k += 1
+        else:
+            if shape[k] != shape[k]:
+                raise NotImplementedError(
+                    f"the gradient of indexing {tuple(index)} a tensor of shape {tuple(shape)}: the length of axis "
+                    f"{k} is not known until computed (after a boolean mask), and this index picks one of it")
+            k += 1
+    known = [a for a in range(g.ndim) if not (g_ind[a] < len(shape) and shape[g_ind[a]] != shape[g_ind[a]])]
+    g = g.rechunk({a: -1 for a in known}) if known else g
+    out = da.blockwise(_scatter_block, tuple(range(len(shape))), g, tuple(g_ind), index=full, shape=shape, g_of=g_of,
+                       out_dtype=dtype, new_axes={k: shape[k] for k in range(len(shape)) if k not in g_ind},
+                       adjust_chunks={k: shape[k] for k in g_of if shape[k] == shape[k]}, concatenate=True,
+                       dtype=dtype, meta=_chunk_metas[kind])
+    return out.rechunk({k: c for k, c in enumerate(chunks) if shape[k] == shape[k]})
 
 
 scatter_p = primitive("scatter", torch="SliceBackwardBackward0", impl=_scatter_array)
