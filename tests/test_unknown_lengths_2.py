@@ -73,6 +73,12 @@ CASES = {
     "cat(dim=1)": lambda t, F, k: k["M"].cat([t, t[:, :2] * 2], 1),
     "t[:, None, 1:3] * t[:, 2:, None]": lambda t, F, k: t[:, None, 1:3] * t[:, 2:, None],
     "t[..., 0] * t[:, -1]": lambda t, F, k: t[..., 0] * t[:, -1],
+    # (combined with the rows as they are: each result holds as many rows per block as its input, so the blocks line
+    # up; a flip as blocks reversed, or a sort in one joined block, met them misaligned, or broadcast a block of one)
+    "t * t.flip(0)": lambda t, F, k: (t * t.flip(0)).cumsum(0),
+    "t * t.sort(0).values": lambda t, F, k: t * t.sort(0).values,
+    "t * t.argsort(0)": lambda t, F, k: t * t.argsort(0),
+    "t * t.roll(2, 0)": lambda t, F, k: t * t.roll(2, 0),
 }
 
 

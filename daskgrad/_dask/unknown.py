@@ -76,12 +76,18 @@ def rechunk(a, chunks):
 
 
 def flip(a, axes):
-    """``a`` reversed along ``axes`` (``np.flip``), as the blocks in reversed order along them, each flipped:
-    dask's ``flip`` slices by position, which needs the lengths."""
+    """``a`` reversed along ``axes`` (``np.flip``): dask's slices by position, which needs the lengths.  Along an
+    axis of unknown lengths its blocks are joined, flipped and cut back into ``a``'s blocks (:func:`along_one_block`):
+    the result's blocks hold as many elements as ``a``'s, so it lines up with ``a`` block by block (the blocks in
+    reversed order, each flipped, would not, and a block of one row would broadcast against another's)."""
     if not unknown(a, axes):
         return da.flip(a, axes)
-    index = tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(a.ndim))
-    return a.blocks[index].map_blocks(np.flip, axis=tuple(axes), dtype=a.dtype, meta=a._meta)
+    known = [ax for ax in axes if not unknown(a, ax)]
+    out = da.flip(a, known) if known else a
+    for ax in axes:
+        if unknown(a, ax):
+            out = along_one_block(np.flip, out, ax, axis=ax)
+    return out
 
 
 def _carry(binop, axis, carried, block):

@@ -867,10 +867,23 @@ def sort(x, axis=-1, kind=None):
     """NumPy's ``sort`` (values, ascending, NaN last; the flattened tensor when ``axis`` is None),
     differentiable as torch's: each value's gradient goes back to where it came from.  The sorted
     axis is rechunked into one chunk (the other axes stay chunked)."""
+    original = as_tensor(x)
     x, axis = _along_one_chunk(x, axis)
     # the key: x's value now, in a storage of its own (torch's SortBackward0 keeps the indices, not x: a write to x
     # after the sort leaves its backward as it is; x.detach() shared x's version counter, and the backward raised)
-    return permute_along_p.bind(x, Tensor._make(recorded(x)), axis=axis, inverse=False)
+    out = permute_along_p.bind(x, Tensor._make(recorded(x)), axis=axis, inverse=False)
+    return _blocks_of(out, original, axis)
+
+
+def _blocks_of(out, like, axis):
+    """``out`` (along ``axis`` one block: rows of unknown count, after a boolean mask, joined for a sort) cut back
+    into ``like``'s blocks, so it lines up with ``like`` block by block (a joined block would broadcast against
+    each of ``like``'s, and silently so against one holding one row)."""
+    if (like.ndim != out.ndim or len(like.chunks[axis]) == len(out.chunks[axis])
+            or like.shape[axis] == like.shape[axis]):
+        return out
+    from .shape import split_like_p
+    return split_like_p.bind(out, like, axis=axis)
 
 
 @public()
@@ -881,8 +894,9 @@ def argsort(x, axis=-1, kind=None, *, descending=False, stable=None):
     if x.ndim == 0 and axis is not None:  # torch: the one index of a 0-d tensor
         _util.norm_axis(axis, 0)
         return Tensor._make(da.zeros((), dtype=np.int64, chunks=(), meta=meta_from_array(x.array, 0, np.int64)))
+    original = x
     x, axis = _along_one_chunk(x, axis)
     a = x.array
     meta = meta_from_array(a, dtype=np.int64)
-    return Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, descending=descending, dtype=np.int64,
-                                      meta=meta))
+    return _blocks_of(Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, descending=descending, dtype=np.int64,
+                                                 meta=meta)), original, axis)

@@ -24,7 +24,8 @@ from ._util import (accumulates_in, as_tensor, binary_operands, norm_axis, publi
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
-from .indexing import _gather_array, gather_p, getitem, scatter_add_p, sort  # (gather_p, scatter_add_p: take's rule)
+from .indexing import _blocks_of, _gather_array, getitem, sort
+from .indexing import gather_p, scatter_add_p  # (take's rule)
 from .reductions import cumsum, length, mean, prod, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
@@ -320,8 +321,9 @@ def values_at(x, indices, axis, keepdims, node):
         out = sum(where(place == Tensor._make(raw(indices)), x, ew.zeros_like(x)), axis=axis, keepdims=True)
         out = out if out.dtype == x.dtype else astype(out, x.dtype)
         return out if keepdims else squeeze(out, axis)
+    original = x
     x, idx, axis, n = _gather_operands(as_tensor(x), raw(indices), axis, True)
-    return values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node)
+    return _blocks_of(values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node), original, axis)
 
 
 @public("take_along_dim")
