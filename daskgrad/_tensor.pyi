@@ -1999,7 +1999,8 @@ class Tensor:
         """
     def rechunk(self, chunks) -> Tensor:
         """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
-        in the old chunks.
+        in the old chunks.  An axis of unknown lengths (rows after a boolean mask) asked to be one chunk (-1) has
+        its blocks joined (and the gradient cut back into them), without their lengths.
         """
     def reciprocal(self) -> Tensor:
         """Elementwise ``reciprocal``; gradient node ``ReciprocalBackward0``.

@@ -124,8 +124,8 @@ def take(block, idx, axis):
 
 
 @_rows("elementwise")
-def full_like(block, value):
-    return np.full_like(block, value)
+def full_like(block, value, dtype=None):
+    return np.full_like(block, value, dtype=dtype)
 
 
 @_rows("reduce")
@@ -139,7 +139,10 @@ def reduce(block, fn, axis, keepdims):
 
 def spread(block, axes, block_info=None):
     """Broadcast a reduced block back over the reduced ``axes`` to this output chunk's shape."""
-    return np.broadcast_to(np.expand_dims(block, axes), block_info[None]["chunk-shape"])
+    block, shape = np.expand_dims(block, axes), block_info[None]["chunk-shape"]
+    if any(n != n for n in shape):  # (a length not known until computed, after a boolean mask: the block's own)
+        shape = tuple(m if n != n else n for n, m in zip(shape, block.shape))
+    return np.broadcast_to(block, shape)
 
 
 def mask_select(block, mask):

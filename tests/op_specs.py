@@ -254,6 +254,13 @@ SPECS = (
     OpSpec("getitem_bool_scalar_list_mask", lambda a: a[True, [0, 3], 1:] * a[1:3, np.array([True, False, True, True])],
            [M], -2, 2),
     OpSpec("getitem_lazy_mask_axis1", lambda a: a[2:, a[0] > 0].sum() + 0 * a.sum(), [M], -2, 2),
+    # rows of unknown count (a lazy mask): sorted along them in their blocks joined (join_blocks, its gradient
+    # split_like), and F.pdist of them (pair_diff and its adjoint)
+    # (each weighted by place through a running sum, so the order counts, and summed to a known shape)
+    OpSpec("unknown_rows_sort", lambda a: dg.cumsum(dg.sort(a[_unknown_rows()], axis=0) ** 2, axis=0).sum(0),
+           [M], -2, 2),
+    OpSpec("unknown_rows_pdist", lambda a: dg.cumsum(F.pdist(a[_unknown_rows()] * a[_unknown_rows()]), 0).sum(),
+           [M], -2, 2),
     OpSpec("setitem_mixed", lambda a, b: _mixed_setitem(a, b), [M, (1, 2)], -2, 2),
     OpSpec("softmax", lambda a: dg.softmax(a, axis=1), [M], -2, 2),
     OpSpec("log_softmax", lambda a: dg.log_softmax(a, axis=1), [M], -2, 2),
@@ -475,6 +482,11 @@ def same_device(t, like):
     from strict_array import StrictArray, to_strict
 
     return to_strict(t) if isinstance(like.array._meta, StrictArray) else t.to(like.device)
+
+
+def _unknown_rows():
+    """A lazy row mask of M: the rows it selects are not counted until computed (dask's NaN chunk sizes)."""
+    return dg.from_array(np.array([True, False, True, True, False, True]))
 
 
 def _setitem(a, b):

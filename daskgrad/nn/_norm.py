@@ -13,7 +13,8 @@ from .. import ops
 from .._modes import no_grad
 from ..graph import guard, size_repr
 from ..ops import mean, sqrt
-from ..ops._util import as_tensor
+from ..ops._util import TORCH_TYPE_NAMES, as_tensor
+from ..ops.reductions import length
 
 
 def _channel_shape(input):
@@ -33,18 +34,42 @@ def _check_running(name, running, channels):
         raise RuntimeError(f"{name} should contain {channels} elements not {running.shape[0]}")
 
 
+def _check_dtypes(input, *params):
+    """torch's CPU checks of batch_norm's dtypes: parameters (weight, bias, running mean and variance, those given)
+    whose first is not of the input's dtype are a "mixed" call, which takes float32 parameters of a half input
+    only; otherwise each is of the input's dtype."""
+    params = [p for p in params if p is not None]
+    if not params:
+        return
+    if params[0].dtype != input.dtype:
+        if any(p.dtype != np.float32 for p in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        if input.dtype != np.float16:
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        return
+    for p in params:
+        if p.dtype != input.dtype:
+            raise RuntimeError(f"expected scalar type {TORCH_TYPE_NAMES.get(input.dtype.name, input.dtype.name)} but "
+                               f"found {TORCH_TYPE_NAMES.get(p.dtype.name, p.dtype.name)}")
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Normalise each channel (axis 1) over the batch and spatial axes: with the batch's statistics
     when ``training`` (updating ``running_mean``/``running_var`` in place when given), else with the
-    running ones."""
+    running ones.  Rows of unknown count (after a boolean mask): the count of each channel's values is taken
+    lazily (torch's refusal of one value per channel is then not checked)."""
     input = as_tensor(input)
     channels, shape = input.shape[1], _channel_shape(input)
     _check_running("running_mean", running_mean, channels)
     _check_running("running_var", running_var, channels)
+    _check_dtypes(input, *(None if p is None else as_tensor(p) for p in (weight, bias, running_mean, running_var)))
     axes = (0,) + tuple(range(2, input.ndim))
-    if training:
+    if training and any(input.shape[a] != input.shape[a] for a in axes):
+        n = length(input, axes, keepdims=True)  # (a lazy count: its update of the running variance is unbiased by it)
+    elif training:
         n = int(np.prod([input.shape[a] for a in axes]))
-        if n == 1:
+    if training:
+        if isinstance(n, int) and n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{size_repr(input.shape)}")
         if eps <= 0.0:
@@ -53,9 +78,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         centred = input - batch_mean
         var = mean(centred * centred, axis=axes, keepdims=True)
         # an empty batch leaves the running statistics as they are, as torch's (its mean would be NaN)
-        if running_mean is not None and n:
+        if running_mean is not None and (not isinstance(n, int) or n):
             _update_running(running_mean, batch_mean, momentum)
-        if running_var is not None and n:
+        if running_var is not None and (not isinstance(n, int) or n):
             _update_running(running_var, var * (n / (n - 1)), momentum)
         out = centred * (1 / sqrt(var + eps))
     else:
@@ -126,15 +151,17 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
         return batch_norm(input, running_mean, running_var, None if weight is None else ops.clone(weight), bias, False,
                           momentum, eps)  # (torch's batch norm reads a repeat of the weight: see below)
-    n = int(np.prod(input.shape[2:]))
-    if n == 1:
+    axes = tuple(range(2, input.ndim))
+    unknown = any(input.shape[a] != input.shape[a] for a in axes)  # (after a boolean mask: counted lazily)
+    n = length(input, axes, keepdims=True) if unknown else int(np.prod(input.shape[2:]))
+    if not unknown and n == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{size_repr(input.shape)}")
-    axes = tuple(range(2, input.ndim))
     inst_mean = mean(input, axis=axes, keepdims=True)
     centred = input - inst_mean
     var = mean(centred * centred, axis=axes, keepdims=True)
-    for running, batch in ((running_mean, inst_mean), (running_var, var * (n / max(n - 1, 1)))):
+    unbias = n / ops.maximum(n - 1, 1) if unknown else n / max(n - 1, 1)
+    for running, batch in ((running_mean, inst_mean), (running_var, var * unbias)):
         if running is not None and input.shape[0]:
             _update_running(running, mean(ops.reshape(batch, input.shape[:2]), axis=0), momentum)
     out = centred * (1 / sqrt(var + eps))

@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _data, ops
-from ..graph import guard, named, size_repr, type_repr
+from ..graph import guard, named, primitive, size_repr, type_repr
 from .._modes import no_grad
 from .._tensor import Tensor, rand as _rand, zeros as _zeros
 from ..function import Function
@@ -104,8 +104,11 @@ def _dropout_impl(input, p, training, inplace, feature, alpha, batched=True):
         if input.ndim < 2 - (not batched):
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         k = 2 if batched else 1
-        base = _zeros(*input.shape[:k], *(1,) * (input.ndim - k), dtype=input.dtype,
-                      chunks=input.chunks[:k] + ((1,),) * (input.ndim - k), device=input.device)
+        if any(n != n for n in input.shape[:k]):  # (rows after a boolean mask: a draw per block of them, as they are)
+            base = ops.zeros_like(input[(slice(None),) * k + (slice(0, 1),) * (input.ndim - k)].detach())
+        else:
+            base = _zeros(*input.shape[:k], *(1,) * (input.ndim - k), dtype=input.dtype,
+                          chunks=input.chunks[:k] + ((1,),) * (input.ndim - k), device=input.device)
     else:
         base = input
     if not alpha:
@@ -522,7 +525,10 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     if input.dtype.kind not in "fc":
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{TORCH_TYPE_NAMES.get(str(input.dtype), input.dtype)}")
-    return input / input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps)
+    if any(n != n for n in input.shape):  # (rows after a boolean mask: the division broadcasts block by block, where
+        return input / denom  # expand_as would need the rows' count)
+    return input / denom.expand_as(input)
 
 
 # ---------------------------------------------------------------------- losses
@@ -785,7 +791,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is None and pos_weight is None:
         return ops.binary_cross_entropy_with_logits(input, target, reduction=reduction)  # one fused node
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         raise ValueError(f"Target size ({size_repr(target.shape)}) must be the same as input size "
                          f"({size_repr(input.shape)})")
     neg_log_sigmoid = ops.softplus(-input)  # -log sigmoid(x), stable
@@ -821,13 +827,13 @@ def _pointwise_loss(loss_of, input, target, reduction, weight, expand=False):
     do (so a 0-d float64 target gives a float64 loss)."""
     _check_reduction(reduction)
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=3)
         if expand:
             input, target = ops.broadcast_arrays(input, target)
-    if weight is not None and tuple(_tensor_of(weight).shape) != tuple(input.shape):
+    if weight is not None and not _same_shape(_tensor_of(weight).shape, input.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = loss_of(ops.abs(input - target))
     if weight is not None:
@@ -934,7 +940,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     input's ``(x - t) / max(x (1 - x), 1e-12)``); an input outside [0, 1] raises torch's error when computed."""
     reduction = _checked_reduction(size_average, reduce, reduction)
     input, target = _tensor_of(input), _tensor_of(target)
-    if target.shape != input.shape:
+    if not _same_shape(target.shape, input.shape):
         raise ValueError(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                          f"({size_repr(input.shape)}) is deprecated. Please ensure they have the same size.")
     if weight is None:
@@ -974,7 +980,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     else:
         var = _tensor_of(var)
         var = var + _zeros_if_nonnegative(var, "var has negative entry/entries")
-    if tuple(var.shape) != tuple(input.shape):
+    if not _same_shape(var.shape, input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = ops.expand_dims(var, -1)
         elif not (input.ndim == var.ndim and sum(y for x, y in zip(input.shape, var.shape) if x != y) == 1):
@@ -1236,8 +1242,11 @@ def pdist(input, p=2):
         raise RuntimeError("pdist only supports floating-point dtypes")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
-    i, j = np.triu_indices(input.shape[0], 1)
-    diff = input[i] - input[j]
+    if input.shape[0] != input.shape[0]:  # rows of unknown count (after a boolean mask): joined into one block, the
+        diff = _pair_diff_p.bind(ops.rechunk(input, {0: -1, 1: -1}))  # pairs' differences taken there
+    else:
+        i, j = np.triu_indices(input.shape[0], 1)
+        diff = input[i] - input[j]
     if p == 0:  # (the count of differing coordinates; torch's gradient is 0, and its result requires grad)
         out = _vector_norm(diff.detach(), 0, axis=1) + ops.sum(ops.where(_tensor_of(False), diff, 0.0), axis=1)
     elif p != math.inf:
@@ -1248,6 +1257,36 @@ def pdist(input, p=2):
         ties = ops.sum(ops.where(ops.eq(d.detach(), top), d, 0.0), axis=1)  # (the gradient: each tie's sign)
         out = ops.reshape(top, (-1,)) + (ties - ties.detach())
     return guard(out, input)  # (torch's saves its input)
+
+
+def _pair_diff_block(block):
+    i, j = np.triu_indices(block.shape[0], 1)
+    return block[i] - block[j]
+
+
+def _pair_diff_array(a):
+    return a.map_blocks(_pair_diff_block, chunks=((np.nan,), a.chunks[1]), dtype=a.dtype, meta=a._meta)
+
+
+def _pair_sum_block(g, like):
+    i, j = np.triu_indices(like.shape[0], 1)
+    out = np.zeros_like(g, shape=like.shape)
+    np.add.at(out, i, g)
+    np.subtract.at(out, j, g)
+    return out
+
+
+def _pair_sum_array(g, like):
+    return da.map_blocks(_pair_sum_block, g, like, chunks=like.chunks, dtype=g.dtype, meta=g._meta)
+
+
+# pdist's pairs of rows of unknown count, in one block: ``x[i] - x[j]`` for each ``i < j`` (triu's order), and its
+# adjoint, each row's cotangents added (as ``i``) and subtracted (as ``j``)
+_pair_diff_p = primitive("pair_diff", torch="IndexBackward0", impl=_pair_diff_array, save=("x",))
+_pair_sum_p = primitive("pair_diff_adjoint", torch="IndexPutBackward0", impl=_pair_sum_array, args=("g", "like"),
+                        consts=("like",))
+_pair_diff_p.vjp(lambda g, s: (_pair_sum_p.bind(g, s.x),))
+_pair_sum_p.vjp(lambda g, s: (_pair_diff_p.bind(g),))
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
@@ -1309,7 +1348,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("weight must be one-dimensional")
     input, target = _tensor_of(input), _tensor_of(target)
     rows, classes = _margin_shapes(input, target)
-    if target.ndim > 1 or target.numel() != rows:
+    if target.ndim > 1 or (not _unknown_rows(input, target) and target.numel() != rows):
         raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
                            f"samples (batch size). Expected target size [{rows}], but got {list(target.shape)}. "
                            f"Input has shape {list(input.shape)}.")

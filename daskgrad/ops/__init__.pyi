@@ -665,7 +665,8 @@ def squeeze(x, axis=None, *, dim=...) -> Tensor:
     """
 def rechunk(x, chunks) -> Tensor:
     """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
-    in the old chunks.
+    in the old chunks.  An axis of unknown lengths (rows after a boolean mask) asked to be one chunk (-1) has
+    its blocks joined (and the gradient cut back into them), without their lengths.
     """
 def flip(x, axis=None, *, dim=...) -> Tensor:
     """``x`` reversed along ``axis``, every axis when None (NumPy's ``flip``; torch's ``flip`` requires

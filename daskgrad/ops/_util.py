@@ -9,6 +9,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
+from .._dask import unknown as _unknown
 from ..graph import PRIMITIVES
 from .._tensor import Tensor, recorded
 from .._data import TORCH_TYPE_NAMES
@@ -288,6 +289,8 @@ def reduce_array(a, fn, axes, keepdims=False):
     a row norm, a 0-d tensor's ``sum()``), one fusable blockwise task per chunk instead of a
     reduction tree."""
     axes = norm_axes(axes, a.ndim)
+    if fn in ("max", "min") and _unknown.unknown(a, axes):  # (dask's max of an empty block fails to combine)
+        a = _unknown.no_empty_blocks(a, axes, _unknown.identity_of(fn, a.dtype))
     if (not axes and a.ndim) or any(len(a.chunks[ax]) != 1 for ax in axes):
         return getattr(da, fn)(a, axis=axes, keepdims=keepdims, split_every=split_every(a, axes))
     ind = tuple(range(a.ndim))

@@ -12,16 +12,18 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from .. import _dask as door, chunk
+from .._dask import unknown as _unknown
 from .._data import DEFAULT_FLOAT, result_type
 from ..graph import guard, named, primitive
-from .._tensor import Tensor, check_size
+from .._tensor import Tensor, check_size, recorded
 from ._util import (OPS, as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes, norm_axis,
                     public, reduce_array, refuse_complex, tensor_operand)
 from . import elementwise as ew
 from .elementwise import arctan2, conj, sign, sin, sqrt, where
 from .indexing import getitem, sort
 from .reductions import amax, amin, length, mean, sum
-from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, transpose,
+from .shape import (broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, squeeze, stack, transpose,
                     view_as_complex, view_as_real)
 
 
@@ -699,6 +701,8 @@ def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=
     method = quantile_method(method, interpolation)
     x, qs, axis, ndim, reduced = quantile_args(x, q, axis)
     n, pick = x.shape[axis], (slice(None),) * axis
+    if n != n:
+        return quantile_result(_unknown_length_quantiles(x, qs, axis, method), q, keepdims, ndim, reduced)
     s = sort(x, axis=axis)
     last = getitem(s, pick + (n - 1,))  # NaN sorts last: the slice holds one iff this is NaN
     out = []
@@ -709,6 +713,53 @@ def quantile(x, q, axis=None, keepdims=False, *, method="linear", interpolation=
             v = v + (getitem(s, pick + (hi,)) - v) * w
         out.append(where(last != last, last, v) if x.dtype.kind in "fc" and lo != n - 1 else v)
     return quantile_result(out, q, keepdims, ndim, reduced)
+
+
+def _rank_block(block, axis):
+    return np.argsort(chunk.argsort(block, axis), axis=axis, kind="stable")
+
+
+def _ranks_array(a, *, axis):
+    """Each element's place in the stable sorted order along ``axis`` (NaN last), in ``a``'s own blocks: the blocks
+    joined along ``axis`` for the sort, the ranks cut back into them (lengths unknown, after a boolean mask)."""
+    ranks = _unknown.one_block(a, axis).map_blocks(_rank_block, axis=axis, dtype=np.int64,
+                                                    meta=a._meta.astype(np.int64))
+    return _unknown.split_like(ranks, a, axis)
+
+
+def _unknown_length_quantiles(x, qs, axis, method):
+    """:func:`quantile` along an axis whose length is not known until computed (rows after a boolean mask): the
+    sorted positions read, and the weights, computed lazily from the slice's count; each value read where it
+    sits in ``x`` (the element whose rank in the sorted order is the position), so the gradient reaches ``x``'s
+    own blocks."""
+    rank = Tensor._make(door.defer(_ranks_array, (recorded(x),), (("axis", axis),)))
+    last = ew.astype(length(x, (axis,), keepdims=True) - 1, np.float64)  # (the last place, per slice)
+
+    def at(k):
+        return sum(where(rank == k, x, ew.zeros_like(x)), axis=axis, keepdims=True)
+    top = at(last)
+    out = []
+    for p in qs:
+        pos = float(p) * last
+        lo = ew.floor(pos)
+        if method == "lower":
+            hi, w = lo, None
+        elif method == "higher":
+            lo = hi = ew.ceil(pos)
+            w = None
+        elif method == "nearest":  # half to even, as torch's round and NumPy's
+            lo = hi = ew.round(pos)
+            w = None
+        else:
+            hi = ew.minimum(ew.ceil(pos), last)
+            w = where(hi != lo, 0.5 if method == "midpoint" else pos - lo, 0.0)
+        v = at(lo)
+        if w is not None:
+            w = ew.astype(w, x.dtype) if x.dtype.kind == "f" else w
+            v = where(w != 0, v + (at(hi) - v) * w, v)
+        v = where(top != top, top, v) if x.dtype.kind in "fc" else v
+        out.append(squeeze(v, axis))
+    return out
 
 
 @public()

@@ -735,7 +735,9 @@ def full_like(x, fill_value, dtype=None, requires_grad=False):
     fill_value = checked_scalar(fill_value, dtype or a.dtype)  # (torch's error for a number beyond the dtype's range)
     if any(n != n for n in a.shape):  # unknown chunk sizes (after a boolean mask): derive from the blocks
         a = raw(x)
-        out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype=dtype or a.dtype, meta=a._meta))
+        dtype = np.dtype(dtype or a.dtype)  # (each block of that dtype: the float zeros of an int64 count were float)
+        out = Tensor._make(da.map_blocks(chunk.full_like, a, fill_value, dtype, dtype=dtype,
+                                         meta=a._meta.astype(dtype)))
     else:
         out = Tensor._make(door.defer(_full, (a, fill_value), (("dtype", dtype),)))
     return out.requires_grad_(True) if requires_grad else out

@@ -545,7 +545,50 @@ def _set_mask(x, mask, value, counted):
 
 def _scatter_array(g, *, index, meta):
     """Zeros of the primal's shape with ``g`` written at ``index`` (the VJP of basic indexing)."""
+    shape = meta[0]
+    if any(n != n for n in shape):
+        return _scatter_unknown(g, index, meta)
     return _put_index(_zeros(meta), g, index)
+
+
+def _scatter_block(block, index, shape, g_of, out_dtype):
+    full = tuple(block.shape[g_of[k]] if n != n else n for k, n in enumerate(shape))
+    return _put_index(np.zeros_like(block, dtype=out_dtype, shape=full), block, index)
+
+
+def _scatter_unknown(g, index, meta):
+    """:func:`_scatter_array` where the primal has axes of unknown lengths (rows after a boolean mask), each taken
+    whole by ``index`` (``t[:, 0]``, ``t[:, :2]``, ``t[:, None]``): block by block along them, each of ``g``'s
+    blocks written into zeros of its own length there and of the primal's whole length along the others."""
+    shape, dtype, chunks, kind = meta
+    kept = [i for i in index if i is not None]
+    full = tuple(index) + (slice(None),) * (len(shape) - len(kept))
+    g_ind, g_of, k, extra = [], {}, 0, len(shape)
+    for i in full:
+        if i is None:  # (an axis of g only: one chunk of 1, squeezed by _put_index)
+            g_ind.append(extra)
+            extra += 1
+        elif isinstance(i, slice):
+            if shape[k] != shape[k] and i != slice(None):
+                raise NotImplementedError(
+                    f"the gradient of indexing {tuple(index)} a tensor of shape {tuple(shape)}: the length of axis "
+                    f"{k} is not known until computed (after a boolean mask), and this index takes part of it")
+            g_of[k] = len(g_ind)
+            g_ind.append(k)
+            k += 1
+        else:
+            if shape[k] != shape[k]:
+                raise NotImplementedError(
+                    f"the gradient of indexing {tuple(index)} a tensor of shape {tuple(shape)}: the length of axis "
+                    f"{k} is not known until computed (after a boolean mask), and this index picks one of it")
+            k += 1
+    known = [a for a in range(g.ndim) if not (g_ind[a] < len(shape) and shape[g_ind[a]] != shape[g_ind[a]])]
+    g = g.rechunk({a: -1 for a in known}) if known else g
+    out = da.blockwise(_scatter_block, tuple(range(len(shape))), g, tuple(g_ind), index=full, shape=shape, g_of=g_of,
+                       out_dtype=dtype, new_axes={k: shape[k] for k in range(len(shape)) if k not in g_ind},
+                       adjust_chunks={k: shape[k] for k in g_of if shape[k] == shape[k]}, concatenate=True,
+                       dtype=dtype, meta=_chunk_metas[kind])
+    return out.rechunk({k: c for k, c in enumerate(chunks) if shape[k] == shape[k]})
 
 
 scatter_p = primitive("scatter", torch="SliceBackwardBackward0", impl=_scatter_array)
@@ -558,7 +601,9 @@ def _gather_block(block, idx, axis):
 
 
 def _scatter_add_block(g, idx, axis, n):
-    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate)."""
+    """The adjoint of :func:`_gather_block`: ``g`` added into zeros at ``idx`` along ``axis`` (repeats accumulate).
+    ``n`` NaN (a length not known until computed, after a boolean mask): a permutation's, the index's own."""
+    n = idx.shape[axis] if n != n else n
     shape = g.shape[:axis] + (n,) + g.shape[axis + 1:]
     grid = [np.arange(s, like=g).reshape((1,) * d + (s,) + (1,) * (idx.ndim - d - 1)) for d, s in enumerate(idx.shape)]
     grid[axis] = idx % n
@@ -822,10 +867,23 @@ def sort(x, axis=-1, kind=None):
     """NumPy's ``sort`` (values, ascending, NaN last; the flattened tensor when ``axis`` is None),
     differentiable as torch's: each value's gradient goes back to where it came from.  The sorted
     axis is rechunked into one chunk (the other axes stay chunked)."""
+    original = as_tensor(x)
     x, axis = _along_one_chunk(x, axis)
     # the key: x's value now, in a storage of its own (torch's SortBackward0 keeps the indices, not x: a write to x
     # after the sort leaves its backward as it is; x.detach() shared x's version counter, and the backward raised)
-    return permute_along_p.bind(x, Tensor._make(recorded(x)), axis=axis, inverse=False)
+    out = permute_along_p.bind(x, Tensor._make(recorded(x)), axis=axis, inverse=False)
+    return _blocks_of(out, original, axis)
+
+
+def _blocks_of(out, like, axis):
+    """``out`` (along ``axis`` one block: rows of unknown count, after a boolean mask, joined for a sort) cut back
+    into ``like``'s blocks, so it lines up with ``like`` block by block (a joined block would broadcast against
+    each of ``like``'s, and silently so against one holding one row)."""
+    if (like.ndim != out.ndim or len(like.chunks[axis]) == len(out.chunks[axis])
+            or like.shape[axis] == like.shape[axis]):
+        return out
+    from .shape import split_like_p
+    return split_like_p.bind(out, like, axis=axis)
 
 
 @public()
@@ -836,8 +894,9 @@ def argsort(x, axis=-1, kind=None, *, descending=False, stable=None):
     if x.ndim == 0 and axis is not None:  # torch: the one index of a 0-d tensor
         _util.norm_axis(axis, 0)
         return Tensor._make(da.zeros((), dtype=np.int64, chunks=(), meta=meta_from_array(x.array, 0, np.int64)))
+    original = x
     x, axis = _along_one_chunk(x, axis)
     a = x.array
     meta = meta_from_array(a, dtype=np.int64)
-    return Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, descending=descending, dtype=np.int64,
-                                      meta=meta))
+    return _blocks_of(Tensor._make(da.map_blocks(chunk.argsort, a, axis=axis, descending=descending, dtype=np.int64,
+                                                 meta=meta)), original, axis)

@@ -23,6 +23,7 @@ import warnings
 import dask.array as da
 import numpy as np
 
+from .._dask import unknown as _unknown
 from .. import _dask as door, _data, _tensor as _tensor_module, chunk, return_types
 from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
@@ -482,6 +483,16 @@ def _index_select(self, dim, index):
         if self.ndim else reshape(take(reshape(self, (1,)), reshape(index, (-1,)), 0), ())
 
 
+def _known_length(op, x, dim):
+    """Refuses (before anything is submitted) an op whose result's shape or check needs the length of ``dim``,
+    where that is not known until computed (rows after a boolean mask)."""
+    if x.shape[dim] != x.shape[dim]:
+        raise NotImplementedError(
+            f"{op}() along dim {dim}, whose length is not known until computed (rows after a boolean mask: dask's "
+            f"unknown chunk sizes): k is checked against it and the result's shape is read from it; select the rows "
+            f"with a known count first, or take {op} along another dim")
+
+
 def _topk(self, k, dim=-1, largest=True, sorted=True):
     """torch's ``topk``: the named ``(values, indices)`` of the ``k`` largest (``largest=False``:
     smallest) along ``dim``, in order (NaN largest); the gradient goes to their indices."""
@@ -492,6 +503,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
             raise RuntimeError("selected index k out of range")
         return _scalar_result(x, return_types.topk)
     dim = norm_axis(dim, x.ndim)
+    _known_length("topk", x, dim)
     if not 0 <= k <= x.shape[dim]:
         raise RuntimeError("selected index k out of range")
     idx = getitem(argsort(x, dim, descending=largest), (slice(None),) * dim + (slice(0, k),))
@@ -512,6 +524,7 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
             raise RuntimeError("kthvalue(): selected number k out of range for dimension 0")
         return _scalar_result(x, return_types.kthvalue)
     dim = norm_axis(dim, x.ndim)
+    _known_length("kthvalue", x, dim)
     if not x.shape[dim]:
         raise IndexError(f"kthvalue(): Expected reduction dim {dim} to have non-zero size.")
     if not 1 <= k <= x.shape[dim]:
@@ -1480,7 +1493,7 @@ def _mode_block(a, *, axis):
 
 
 def _mode_index_array(a, *, axis):
-    a = a.rechunk({axis: -1})
+    a = _unknown.rechunk(a, {axis: -1})  # (rows of unknown count, after a boolean mask: their blocks joined)
     chunks = tuple((1,) if k == axis else c for k, c in enumerate(a.chunks))
     return da.map_blocks(_mode_block, a, axis=axis, chunks=chunks, dtype=np.int64, meta=a._meta.astype(np.int64))
 
@@ -1590,7 +1603,7 @@ def _logaddexp_quiet(a, b):
 
 
 def _logcumsumexp_array(a, *, axis, scalar=False):
-    return da.reductions.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
+    return _unknown.cumreduction(_logaddexp_accumulate, _logaddexp_quiet, -np.inf, a, axis, dtype=a.dtype)
 
 
 _logcumsumexp_p = primitive("logcumsumexp", torch="LogcumsumexpBackward0", impl=_logcumsumexp_array,
@@ -1635,12 +1648,13 @@ def _running_index_array(a, *, axis, largest):
     kind = a.dtype.kind
     ident = (not largest) if kind == "b" else (np.iinfo(a.dtype).min if largest else np.iinfo(a.dtype).max) \
         if kind in "iu" else (-np.inf if largest else np.inf)
-    running = da.reductions.cumreduction(ufunc.accumulate, ufunc, ident, a, axis, dtype=a.dtype)
+    running = _unknown.cumreduction(ufunc.accumulate, ufunc, ident, a, axis, dtype=a.dtype)
     taken = (a == running) | (a != a)
     shape = tuple(n if k == axis else 1 for k, n in enumerate(a.shape))
-    place = da.arange(a.shape[axis], chunks=(a.chunks[axis],), dtype=np.int64, like=a._meta).reshape(shape)
-    return da.reductions.cumreduction(np.maximum.accumulate, np.maximum, 0, da.where(taken, place, 0), axis,
-                                      dtype=np.int64)
+    place = (_unknown.positions(a, axis) if _unknown.unknown(a, axis) else
+             da.arange(a.shape[axis], chunks=(a.chunks[axis],), dtype=np.int64, like=a._meta).reshape(shape))
+    return _unknown.cumreduction(np.maximum.accumulate, np.maximum, 0, da.where(taken, place, 0), axis,
+                                 dtype=np.int64)
 
 
 def _running_extreme(name, largest):
@@ -2304,13 +2318,13 @@ def _unique_of(self, consecutive, return_inverse, return_counts, dim):
     a = x.array
     if dim is not None:
         d = norm_axis(dim, builtins.max(x.ndim, 1))
-        whole = a.rechunk(-1)
+        whole = _unknown.rechunk(a, -1)  # (rows of unknown count, after a boolean mask: their blocks joined)
         value_chunks = tuple((np.nan,) if i == d else (n,) for i, n in enumerate(a.shape))
         inverse_shape = (a.shape[d],)
     else:
-        d, whole = None, a.rechunk(-1)
+        d, whole = None, _unknown.rechunk(a, -1)
         value_chunks, inverse_shape = ((np.nan,),), tuple(a.shape)
-    kw = {"axis": d, "consecutive": consecutive, "shape": inverse_shape}
+    kw = {"axis": d, "consecutive": consecutive, "shape": tuple(-1 if n != n else n for n in inverse_shape)}
     out = [Tensor._make(da.map_blocks(_unique_part, whole, part=0, chunks=value_chunks, dtype=a.dtype,
                                       drop_axis=list(range(1, a.ndim)) if d is None and a.ndim > 1 else [], **kw))]
     if return_inverse:

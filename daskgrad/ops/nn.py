@@ -254,7 +254,7 @@ def mse_loss(input, target, reduction="mean"):
         diff = input - target
         loss = diff * diff
         return loss if reduction == "none" else sum(loss) if reduction == "sum" else mean(loss)
-    if isinstance(target, Tensor) and target.shape != input.shape:
+    if isinstance(target, Tensor) and not same_shape(target.shape, input.shape):
         warnings.warn(f"Using a target size ({size_repr(target.shape)}) that is different to the input size "
                       f"({size_repr(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=2)
@@ -288,7 +288,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean", pos_weight
     z, y = as_tensor(input), tensor_or_scalar(target)
     check_same_device(z, y)
     refuse_complex("binary_cross_entropy_with_logits", z, y)
-    if isinstance(y, Tensor) and y.shape != z.shape:
+    if isinstance(y, Tensor) and not same_shape(y.shape, z.shape):
         raise ValueError(f"Target size ({size_repr(y.shape)}) must be the same as input size ({size_repr(z.shape)})")
     return bind_loss(bce_with_logits_p, z, y, reduction=reduction)
 

@@ -13,17 +13,19 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from .. import chunk, return_types
+from .. import _dask as door, chunk, return_types
+from .._dask import unknown as _unknown
 from ..graph import guard, named, primitive
 from .._data import result_type
 from .._modes import is_grad_enabled
-from .._tensor import Tensor
+from .._tensor import Tensor, recorded
 from ._util import (accumulates_in, as_tensor, binary_operands, norm_axis, public, raw, tensor_operand,
                     tensor_or_scalar)
 from . import elementwise as ew
 from .composite import along_axis, isnan, quantile_args, quantile_method, quantile_result, ravel
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
-from .indexing import _gather_array, gather_p, getitem, scatter_add_p, sort  # (gather_p, scatter_add_p: take's rule)
+from .indexing import _blocks_of, _gather_array, getitem, sort
+from .indexing import gather_p, scatter_add_p  # (take's rule)
 from .reductions import cumsum, length, mean, prod, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
@@ -53,7 +55,13 @@ def _cumprod_rule(g, s, *, axis):
     return (where(before, at_before, where(first, at_first, 0)),)
 
 
-cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=lambda a, *, axis: da.cumprod(a, axis=axis),
+def _cumprod_array(a, *, axis):
+    if _unknown.unknown(a, axis):  # (rows after a boolean mask: dask's scan fails on a block holding none)
+        return _unknown.cumreduction(np.cumprod, np.multiply, 1, a, axis)
+    return da.cumprod(a, axis=axis)
+
+
+cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=_cumprod_array,
                       save=("x", "r"), prepare=tensor_operand)
 cumprod_p.vjp(_cumprod_rule)
 
@@ -281,7 +289,7 @@ def _gather_operands(x, idx, axis, lazy):
         x = rechunk(x, {axis: -1})
     chunks = tuple((shape[axis],) if k == axis else c for k, c in enumerate(x.chunks))
     if lazy:
-        idx = da.broadcast_to(idx, shape).rechunk(chunks)
+        idx = _unknown.rechunk(_unknown.broadcast_to(idx, shape), chunks)
     else:
         meta = x._storage.value._meta
         idx = da.from_array(np.broadcast_to(idx, shape), chunks=chunks).map_blocks(
@@ -304,9 +312,18 @@ values_at_p.vjp(lambda g, s, *, axis, n, keepdims: (scatter_add_p.bind(g if keep
 
 def values_at(x, indices, axis, keepdims, node):
     """The values of ``x`` at integer tensor ``indices`` (shaped as ``x`` but 1 along ``axis``, or the whole
-    axis for a sort) along ``axis``, recorded as torch's ``node``; the gradient goes to those places."""
+    axis for a sort) along ``axis``, recorded as torch's ``node``; the gradient goes to those places.  Along an
+    axis of unknown lengths (rows after a boolean mask), one index a slice: the sum of ``x`` where each element's
+    place (counted block by block) is the index, so the gradient reaches ``x``'s own blocks, lengths unknown."""
+    x = as_tensor(x)
+    if x.ndim and x.shape[axis] != x.shape[axis] and raw(indices).shape[axis] == 1:
+        place = Tensor._make(door.defer(_unknown.positions, (recorded(x),), (("axis", axis),)))
+        out = sum(where(place == Tensor._make(raw(indices)), x, ew.zeros_like(x)), axis=axis, keepdims=True)
+        out = out if out.dtype == x.dtype else astype(out, x.dtype)
+        return out if keepdims else squeeze(out, axis)
+    original = x
     x, idx, axis, n = _gather_operands(as_tensor(x), raw(indices), axis, True)
-    return values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node)
+    return _blocks_of(values_at_p.bind(x, idx, axis=axis, n=n, keepdims=keepdims, node=node), original, axis)
 
 
 @public("take_along_dim")

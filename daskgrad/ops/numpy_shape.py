@@ -20,8 +20,28 @@ from .shape import broadcast_to, concatenate, flip, moveaxis, reshape, stack, tr
 def broadcast_arrays(*args):
     """The tensors broadcast to one shape (a list), each differentiable."""
     ts = [as_tensor(t) for t in args]
-    shape = np.broadcast_shapes(*(t.shape for t in ts))
-    return [t if t.shape == shape else broadcast_to(t, shape) for t in ts]
+    shape = _broadcast_shape(*(t.shape for t in ts))
+    return [t if _same(t.shape, shape) else broadcast_to(t, shape) for t in ts]
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(m == n or (m != m and n != n) for m, n in zip(a, b))
+
+
+def _broadcast_shape(*shapes):
+    """NumPy's ``broadcast_shapes``, where a length not known until computed (NaN, rows after a boolean mask) meets
+    itself or 1 (it stays NaN)."""
+    if all(n == n for s in shapes for n in s):
+        return np.broadcast_shapes(*shapes)
+    nd = max(len(s) for s in shapes)
+    out = []
+    for i in range(nd):
+        sizes = [s[i - nd + len(s)] for s in shapes if i - nd + len(s) >= 0]
+        known = {n for n in sizes if n == n and n != 1}
+        if len(known) > 1:
+            return np.broadcast_shapes(*(tuple(1 if n != n else n for n in s) for s in shapes))  # (NumPy's error)
+        out.append(next(iter(known)) if known else next((n for n in sizes if n != n), 1))
+    return tuple(out)
 
 
 public(name="broadcast_tensors")(broadcast_arrays)  # torch's name

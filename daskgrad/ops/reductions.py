@@ -17,6 +17,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door, chunk
+from .._dask import unknown as _unk
 from ..graph import RESULT, primitive
 from .._data import DEFAULT_FLOAT
 from .._modes import is_grad_enabled
@@ -426,7 +427,7 @@ def logsumexp(x, axis=None, keepdims=False):
 def _cumsum_array(a, *, axis):
     if a.dtype == np.float16:  # (torch's running sum of float16 is float32, rounded once)
         return _cumsum_array(a.astype(np.float32), axis=axis).astype(np.float16)
-    out = da.cumsum(a, axis=axis)
+    out = _unk.cumreduction(np.cumsum, np.add, 0, a, axis) if _unk.unknown(a, axis) else da.cumsum(a, axis=axis)
     return out + 0 if a.dtype.kind == "f" else out  # torch's running sum starts at +0.0: a leading -0.0 gives 0.0
 
 
@@ -476,6 +477,8 @@ def _arg_extreme_array(a, *, fn, axis, keepdims):
         flat = a.reshape(-1) if any(len(c) > 1 for c in a.chunks[1:]) else a  # NumPy at the first in row order)
         out = getattr(da, fn)(flat)
         return out.reshape((1,) * a.ndim) if keepdims else out
+    if _unk.unknown(a, axis):  # (rows after a boolean mask: dask's needs each block's offset on the client)
+        return _unk.arg_reduction(a, fn, axis, keepdims)
     return getattr(da, fn)(a, axis=axis, keepdims=keepdims)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from .. import _dask as door
+from .._dask import unknown as _unknown
 from ..graph import View, primitive, type_repr
 from .. import _data
 from .._tensor import Tensor, _ViewStorage, contiguous_strides, layout, recorded
@@ -555,8 +556,8 @@ def _expand_gather(a, new, written, *, shape, chunks, old):
 
 
 broadcast_to_p = primitive("broadcast_to", torch="ExpandBackward0",
-                           impl=lambda a, *, shape, chunks, old: da.broadcast_to(_kept(a, shape, chunks), shape,
-                                                                                 chunks=chunks),
+                           impl=lambda a, *, shape, chunks, old: _unknown.broadcast_to(_kept(a, shape, chunks), shape,
+                                                                                       chunks=chunks),
                            view=View(_expand_layout, _expand_put, _expand_gather))
 broadcast_to_p.vjp(lambda g, s, *, shape, chunks, old: (_sum_to(g, old),))
 
@@ -664,14 +665,25 @@ def squeeze(x, axis=None):
     return squeeze_p.bind(x, axes=axes)
 
 
-rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chunks, old: a.rechunk(chunks))
+rechunk_p = primitive("rechunk", torch="RechunkBackward0", impl=lambda a, *, chunks, old: _unknown.rechunk(a, chunks))
 rechunk_p.vjp(lambda g, s, *, chunks, old: (rechunk(g, old),))
-flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: da.flip(a, axes))
+flip_p = primitive("flip", torch="FlipBackward0", impl=lambda a, *, axes: _unknown.flip(a, axes))
 flip_p.vjp(lambda g, s, *, axes: (flip(g, axes),))
 def _roll_array(a, *, shift, axis):
-    if axis is None or any(c != c for cs in a.chunks for c in cs):  # (flattened, or unknown lengths: dask's)
+    if axis is None:  # (flattened: dask's)
         return da.roll(a, shift, axis)
-    return door.rolled(a, shift, axis)  # the chunks kept
+    total = {}
+    for s, ax in np.broadcast(shift, axis):  # (NumPy's: shifts on one axis add up)
+        total[int(ax)] = total.get(int(ax), 0) + int(s)
+    for ax, s in list(total.items()):  # an axis of unknown lengths (rows after a boolean mask): its blocks joined,
+        if _unknown.unknown(a, ax):  # rolled and cut back into them; the others as chunks of known lengths
+            a = _unknown.along_one_block(_roll_block, a, ax, shift=s, axis=ax)
+            del total[ax]
+    return door.rolled(a, tuple(total.values()), tuple(total)) if total else a  # the chunks kept
+
+
+def _roll_block(b, shift, axis):
+    return np.roll(b, shift, axis)
 
 
 roll_p = primitive("roll", torch="RollBackward0", impl=_roll_array)
@@ -679,11 +691,46 @@ roll_p.vjp(lambda g, s, *, shift, axis: (roll(g, tuple(-n for n in shift) if isi
                                               axis),))
 
 
+# an axis of unknown lengths (rows after a boolean mask) joined into one block, and cut back into a tensor's blocks
+join_p = primitive("join_blocks", torch="RechunkBackward0", impl=lambda a, *, axis: _unknown.one_block(a, axis),
+                   save=("x",))
+split_like_p = primitive("split_like", torch="RechunkBackward0",
+                         impl=lambda g, like, *, axis: _unknown.split_like(g, like, axis), args=("g", "like"),
+                         consts=("like",))
+join_p.vjp(lambda g, s, *, axis: (split_like_p.bind(g, s.x, axis=axis),))
+split_like_p.vjp(lambda g, s, *, axis: (join_p.bind(g, axis=axis),))
+
+
+def _join_unknown(x, chunks):
+    """``x`` with its axes of unknown lengths that ``chunks`` asks to be one chunk (-1) joined block by block, and
+    ``chunks`` for the rest; None when no such axis."""
+    if isinstance(chunks, dict):
+        spec = {k % x.ndim: v for k, v in chunks.items()}
+    elif isinstance(chunks, (tuple, list)) and len(chunks) == x.ndim:
+        spec = dict(enumerate(chunks))
+    else:
+        return None
+    axes = [k for k, v in spec.items() if x.shape[k] != x.shape[k] and len(x.chunks[k]) > 1
+            and ((isinstance(v, int) and v == -1) or (isinstance(v, tuple) and len(v) == 1))]
+    if not axes:
+        return None
+    for k in axes:
+        x = join_p.bind(x, axis=k)
+        del spec[k]
+    return x, {k: v for k, v in spec.items() if v != x.chunks[k]}
+
+
 @public("rechunk")
 def rechunk(x, chunks):
     """The same values in other chunks (dask's ``rechunk``; torch has no chunks); the gradient goes back
-    in the old chunks."""
+    in the old chunks.  An axis of unknown lengths (rows after a boolean mask) asked to be one chunk (-1) has
+    its blocks joined (and the gradient cut back into them), without their lengths."""
     x = as_tensor(x)
+    joined = _join_unknown(x, chunks) if any(n != n for n in x.shape) else None
+    if joined is not None:
+        x, chunks = joined
+        if not chunks:
+            return x
     return rechunk_p.bind(x, chunks=chunks, old=x.chunks)
 
 
@@ -716,7 +763,14 @@ def _getitem(x, index):
 
 
 concatenate_p = primitive("concatenate", torch="CatBackward0", promote="common",  # (torch's dtype: cat's)
-                          impl=lambda *arrays, axis, bounds: da.concatenate(list(arrays), axis=axis))
+                          impl=lambda *arrays, axis, bounds: _concatenate_array(arrays, axis))
+
+
+def _concatenate_array(arrays, axis):
+    """dask's ``concatenate``; where another axis has unknown lengths (rows after a boolean mask, the same rows in
+    each: ``column_stack`` of two masked columns), block by block along it (dask's refuses unless told)."""
+    unknown_off_axis = any(_unknown.unknown(a, [k for k in range(a.ndim) if k != axis]) for a in arrays)
+    return da.concatenate(list(arrays), axis=axis, allow_unknown_chunksizes=unknown_off_axis)
 
 
 @concatenate_p.vjp
@@ -745,7 +799,8 @@ def concatenate(tensors, axis=0):
     axis = norm_axis(axis, ts[0].ndim)
     for k, t in enumerate(ts[1:], 1):
         for d in range(ts[0].ndim):
-            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]):
+            if d != axis and (t.ndim != ts[0].ndim or t.shape[d] != ts[0].shape[d]
+                              and not (t.shape[d] != t.shape[d] and ts[0].shape[d] != ts[0].shape[d])):
                 if t.ndim != ts[0].ndim:
                     raise RuntimeError(f"Tensors must have same number of dimensions: got {ts[0].ndim} and {t.ndim}")
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {axis}. Expected size "
