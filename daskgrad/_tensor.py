@@ -565,8 +565,13 @@ class Tensor:
     @property
     def size(self):
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
-        int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's."""
-        return _Size(self.shape)
+        int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.  Lengths not known until
+        computed (rows after a boolean mask: ``shape`` holds dask's NaN) are counted where the tensor lives, as
+        :meth:`numel` counts: a submission of one number a dim, no chunk comes to the client."""
+        shape = self.shape
+        if any(n != n for n in shape):
+            shape = tuple(Tensor._make(door.defer(_lengths, (self._storage.value,))).tolist())
+        return _Size(shape)
 
     def dim(self) -> int:
         """The number of axes, as torch's ``Tensor.dim()`` (``ndim``)."""
@@ -584,10 +589,8 @@ class Tensor:
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        if self.shape[0] != self.shape[0]:
-            raise TypeError("len() of a tensor whose length is not known until it is computed (after a boolean "
-                            "mask: dask's unknown chunk sizes)")
-        return self.shape[0]
+        n = self.shape[0]
+        return n if n == n else self.size(0)  # (a length not known until computed: counted, as size() does)
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -1092,6 +1095,18 @@ def _element_count(a):
     sizes = a.map_blocks(_block_size, chunks=tuple((1,) * len(c) for c in a.chunks), dtype=np.int64,
                          meta=np.empty((0,) * a.ndim, np.int64))
     return sizes.sum()
+
+
+def _block_shape(b):
+    return np.array(b.shape, dtype=np.int64).reshape((1,) * b.ndim + (b.ndim,))
+
+
+def _lengths(a):
+    """The length of each dim of ``a`` (a dask array of unknown chunk lengths), summed from its blocks' shapes."""
+    shapes = a.map_blocks(_block_shape, chunks=tuple((1,) * len(c) for c in a.chunks) + ((a.ndim,),),
+                          new_axis=a.ndim, dtype=np.int64, meta=np.empty((0,) * (a.ndim + 1), np.int64))
+    first = (0,) * a.ndim
+    return da.stack([shapes[first[:d] + (slice(None),) + first[d + 1:] + (d,)].sum() for d in range(a.ndim)])
 
 
 def _rechunked(a, chunks):

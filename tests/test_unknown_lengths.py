@@ -104,3 +104,18 @@ def test_moment_of_unknown_rows_is_numpys(order):
 
     got = dg.moment(_masked(), order, axis=0).numpy()
     np.testing.assert_allclose(got, stats.moment(A[M], order, axis=0), rtol=1e-12, atol=1e-15)
+
+
+def test_size_and_len_count_lengths_not_known_until_computed():
+    """torch knows its lengths: ``size()``, ``size(d)``, the ``size`` attribute and ``len()`` of masked rows
+    are the counts (a submission of one number a dim), never dask's NaN."""
+    import torch
+
+    x = np.arange(24.0).reshape(8, 3)
+    m = x[:, 0] % 2 == 0
+    for chunks in ((8, 3), (3, 2), (1, 1)):
+        t = dg.tensor(x, chunks=chunks)[dg.tensor(m, chunks=chunks[0])]
+        ref = torch.tensor(x)[torch.tensor(m)]
+        assert tuple(t.size()) == tuple(ref.size())
+        assert [t.size(d) for d in (0, 1, -2, -1)] == [ref.size(d) for d in (0, 1, -2, -1)]
+        assert t.size == ref.numel() and len(t) == len(ref)
