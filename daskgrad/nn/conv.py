@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from . import _conv, _pool
+from . import _conv, _pool, _spatial
 from ..graph import size_repr
 from .layers import _check_size, _uniform
 from .module import Module
@@ -52,9 +52,15 @@ class _ConvNd(Module):
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
                              f"padding_mode='{padding_mode}'")
-        if padding_mode != "zeros":  # torch pads by reflection, replication or wrap-around: not built here
-            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported by daskgrad (only 'zeros')")
-        self.in_channels, self.out_channels, self.groups, self.padding_mode = in_channels, out_channels, groups, "zeros"
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.padding_mode = padding_mode
+        # F.pad's widths (last axis first) for the other modes, as torch's: 'same' pads the extra cell at the end
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            widths = [(t // 2, t - t // 2) for t in totals]
+        else:
+            widths = [(0, 0)] * n if self.padding == "valid" else [(p, p) for p in self.padding]
+        self._reversed_padding_repeated_twice = [w for pair in reversed(widths) for w in pair]
         self.output_padding, self.transposed = (0,) * n, False
         _check_size(out_channels, in_channels // groups, *self.kernel_size)
         fan_in = in_channels // groups * math.prod(self.kernel_size)
@@ -66,6 +72,10 @@ class _ConvNd(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input):
+        if self.padding_mode != "zeros":  # torch's: padded by F.pad in that mode, then convolved unpadded
+            input = _spatial.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return _conv.conv(input, self.weight, self.bias, self.stride, (0,) * self._nsp, self.dilation, self.groups,
+                              self._nsp)
         return _conv.conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
                           self._nsp)
 
@@ -79,7 +89,8 @@ class _ConvNd(Module):
             s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
-        return s + (", bias=False" if self.bias is None else "")
+        s += ", bias=False" if self.bias is None else ""
+        return s + (f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else "")
 
 
 class Conv1d(_ConvNd):
