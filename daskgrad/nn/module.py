@@ -163,6 +163,13 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __deepcopy__(self, memo):
+        """torch's: a new parameter of the same values and ``requires_grad``; its ``.grad`` and the user's
+        attributes are not copied (``copy.deepcopy(model)`` has no gradients)."""
+        if id(self) not in memo:
+            memo[id(self)] = type(self)._make(self.array, requires_grad=self.requires_grad)
+        return memo[id(self)]
+
 
 _UNINIT_SHAPE = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
                  "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
