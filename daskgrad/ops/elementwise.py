@@ -138,8 +138,15 @@ cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * conj(sin(s.x)),),
 tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * conj(s.r * s.r + 1),), ("r",), methods=("tan",))
 tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * conj(1 - s.r * s.r),), ("r",),
               methods=("tanh_", "tanh"))
-sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), ("r",),
-                 complex_ok=False, methods=("sigmoid_", "sigmoid"))
+def _sigmoid_rule(g, s):
+    r = s.r
+    if r.dtype.kind == "c":  # torch's sigmoid_backward of complex: g * conj((1 - r) * r)
+        return (g * conj((1 - r) * r),)
+    return (g * r * (1 - r),)
+
+
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), _sigmoid_rule, ("r",),
+                 methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
 def _relu_rule(g, s):
