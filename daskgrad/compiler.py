@@ -631,23 +631,8 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     if follow.left < 0:
         raise _Unguardable(f"it reaches more than {_VALUES_MAX} values (a container of objects, a deep object): "
                            "too many to guard; pass what it reads as arguments")
-    if isinstance(obj, Tensor) and tensors is None:
-        pins.append(obj)
-        allowed[id(obj._storage)] = obj
-        if obj.__dict__:  # (the user's attributes, x.scale, as an object's)
-            return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
-        return ("id", id(obj))
     if isinstance(obj, Tensor):
-        tensors.append(obj)
-        allowed[id(obj._storage)] = obj
-        st = obj._storage
-        v = st.value
-        out = ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
-               st.inference, seen.setdefault(id(st), len(tensors) - 1),
-               st.strides if type(st) is _ViewStorage else None)  # (a view's layout: torch's strides)
-        if obj.__dict__:
-            out += (_attributes(obj, pins, allowed, follow, depth - 1),)
-        return out
+        return _describe_tensor(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, (tuple, list, dict, set, frozenset, collections.deque)) and not hasattr(obj, "_fields"):
         return _container(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, operator.attrgetter):  # (reads attributes by names it holds: any of a module's)
@@ -688,6 +673,22 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
             return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
         finally:
             follow.active.discard(id(obj))
+
+
+def _describe_tensor(obj, tensors, pins, allowed, seen, follow, depth):
+    """:func:`_describe` of a tensor: an argument by its kind, a name's value by its identity; either with the
+    user's attributes (``x.scale``), as an object's."""
+    allowed[id(obj._storage)] = obj
+    attributes = (_attributes(obj, pins, allowed, follow, depth - 1),) if obj.__dict__ else ()
+    if tensors is None:
+        pins.append(obj)
+        return ("id", id(obj), *attributes)
+    tensors.append(obj)
+    st = obj._storage
+    v = st.value
+    return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
+            st.inference, seen.setdefault(id(st), len(tensors) - 1),
+            st.strides if type(st) is _ViewStorage else None, *attributes)  # (a view's layout: torch's strides)
 
 
 def _container(obj, tensors, pins, allowed, seen, follow, depth):
