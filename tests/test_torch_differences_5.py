@@ -722,3 +722,23 @@ def test_a_result_written_through_a_view_then_modified_names_torchs_node(keep):
     ours, theirs = _view_written(dg, keep), _view_written(torch, keep)
     assert ours == theirs.replace("torch.", "daskgrad.")
     assert ("AsStrided" if keep else "Sigmoid") in ours
+
+
+def _complex_hooked(lib):
+    class Twice(lib.nn.Module):
+        def forward(self, z):
+            return z * 2
+
+    seen = []
+    module = Twice()
+    module.register_full_backward_hook(lambda m, gi, go: seen.append((_np(gi[0]), _np(go[0]))))
+    z = _leaf(lib, np.array([1 + 2j, 3 - 1j]))
+    module(z).abs().sum().backward()
+    return seen, _np(z.grad)
+
+
+def test_backward_hooks_of_a_module_of_a_complex_tensor_see_torchs_gradients():
+    ours, theirs = _complex_hooked(dg), _complex_hooked(torch)
+    _same(ours[1], theirs[1])
+    assert len(ours[0]) == len(theirs[0]) == 1
+    _same(ours[0][0], theirs[0][0])

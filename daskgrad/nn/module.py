@@ -339,6 +339,22 @@ class BackwardHookFunction(Function):
         return args
 
 
+class _BackwardHookFunctionOne(Function):
+    """:class:`BackwardHookFunction` of one tensor: a node of its own, of any floating or complex dtype (a Function
+    with several outputs packs real ones only)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+_BackwardHookFunctionOne.__name__ = "BackwardHookFunction"  # (torch's node name, BackwardHookFunctionBackward)
+
+
 class _BackwardHook:
     """torch's ``torch.utils.hooks.BackwardHook``, for one call of a module: the full backward hooks run
     when the gradients of the module's (positional) inputs are computed, with those of its outputs,
@@ -380,9 +396,18 @@ class _BackwardHook:
         tensors = [args[i] for i in tensors_idx]
         if not (any(t.requires_grad for t in tensors) and is_grad_enabled()):
             return args, None
-        new = BackwardHookFunction.apply(*tensors)
-        nodes = [t.grad_fn for t in new if t.grad_fn is not None and t.grad_fn.name() == "BackwardHookFunctionBackward"]
-        fn(nodes[0].next_functions[0][0])  # (the Function's one node, which its outputs' nodes slice)
+        if len(tensors) == 1:
+            new = (_BackwardHookFunctionOne.apply(tensors[0]),)
+            fn(new[0].grad_fn)
+        else:
+            new = BackwardHookFunction.apply(*tensors)
+            nodes = [t.grad_fn for t in new if t.grad_fn is not None
+                     and t.grad_fn.name() == "BackwardHookFunctionBackward"]
+            if not nodes:
+                raise NotImplementedError("backward hooks of a module whose several tensors that require grad are "
+                                          "complex are not supported (a Function with several outputs packs real "
+                                          "ones only)")
+            fn(nodes[0].next_functions[0][0])  # (the Function's one node, which its outputs' nodes slice)
         arg_list = list(args)
         for idx, val in zip(tensors_idx, new):
             arg_list[idx] = val
