@@ -13,6 +13,7 @@ a DLPack producer (``torch.from_dlpack(t)``, ``to_torch()``).
 """
 from __future__ import annotations
 
+import copy
 import math
 import re
 import warnings
@@ -232,18 +233,20 @@ def recorded(x):
 class _Storage:
     """A tensor's value and torch's in-place version counter, shared by ``detach()``.
 
-    ``value`` is an op's result not built yet (a :class:`~daskgrad._dask.Lazy`, which knows its
+    ``version`` counts every write; ``hidden`` those made through ``.data`` (torch's ``.data`` is a tensor
+    with a version counter of its own over the same memory: autograd does not see its writes, and reads
+    the values they wrote).  ``value`` is an op's result not built yet (a :class:`~daskgrad._dask.Lazy`, which knows its
     shape, dtype, chunks and meta) or a dask array: recording ops builds no dask graph; reading
     ``array`` builds it (a submission lowers the whole program it asks for at once instead)."""
 
-    __slots__ = ("value", "version", "inference", "views", "__weakref__")
+    __slots__ = ("value", "version", "hidden", "inference", "views", "__weakref__")
 
     def __init__(self, array):
         trace = _modes_state.trace
         if trace is not None:  # daskgrad.compile: made by the function it traces, not read from outside
             trace.made(self)
         lazy = type(array) is door.Lazy
-        self.value, self.version = array if lazy else door.fold(array), 0
+        self.value, self.version, self.hidden = array if lazy else door.fold(array), 0, 0
         self.views = None  # the live views of this storage (a WeakSet), whose history a write rewrites
         self.inference = _modes_state.inference  # made under inference_mode (is_inference_mode_enabled())
         if not lazy:  # (a result not built yet is no kept value)
@@ -309,24 +312,29 @@ class _ViewStorage(_Storage):
         self._cache, self._of = array, self.root.version
 
     version = property(lambda self: self.root.version, lambda self, v: setattr(self.root, "version", v))
+    hidden = property(lambda self: self.root.hidden, lambda self, v: setattr(self.root, "hidden", v))
     inference = property(lambda self: self.root.inference)
 
 
-def _resave(node, st, result):
+def _resave(node, st, result, view=None):
     """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
     is torch's copy of the original self, which no later write changes (a dask array never changes:
     it only leaves the storage's version counter); its saved result (``result``'s storage) is what
-    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version."""
+    ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
+    ``view``: the view written (torch's saved result of an in-place op on a view names, in its error,
+    the view's node while the view lives)."""
     first = node._prim.args[0] if node._prim is not None and node._prim.args else None
     for name, v in (node._saved or {}).items():
         if not hasattr(v, "storage"):
             continue
         if v.storage is result:
-            v.storage, v.version = st, st.version
+            v.storage, v.version, v.hidden = st, st.version, st.hidden
+            if view is not None:
+                v.view = weakref.ref(view)
         elif v.storage is st and name == first:
             copy = _Storage.__new__(_Storage)
-            copy.value, copy.version, copy.inference, copy.views = v._data, 0, st.inference, None
-            v.storage, v.version = copy, 0
+            copy.value, copy.version, copy.hidden, copy.inference, copy.views = v._data, 0, 0, st.inference, None
+            v.storage, v.version, v.hidden = copy, 0, 0
 
 
 def _put_steps(a, new, *, steps):
@@ -432,6 +440,7 @@ def as_view(out, x, prim, node, params):
     if root.inference and not inference:  # torch records no view of an inference tensor
         out.grad_fn, out._requires_grad = None, False
     out._storage = _ViewStorage(root, steps + (step,), lay[0], lay[1], out._storage.value)
+    out._hidden_from = x._hidden_from
     if x._base is None:
         out._base, chain, creation = x, (step,), None
     else:
@@ -462,7 +471,8 @@ class Tensor:
     """A chunked, lazy array that records operations for reverse-mode autodiff."""
 
     __slots__ = ("_storage", "_requires_grad", "_grad", "grad_fn", "_retains_grad", "_hooks",
-                 "_post_hooks", "_accumulate_node", "_base", "_view", "_origin", "_labels", "__weakref__")
+                 "_post_hooks", "_accumulate_node", "_base", "_view", "_origin", "_labels", "_hidden_from",
+                 "__weakref__", "__dict__")  # (__dict__: torch's tensors take the user's attributes, x.scale = 2.0)
     # NumPy's dispatch (np.exp(t), ndarray + t) runs the ops: daskgrad.interop installs __array_ufunc__ and
     # __array_function__ from above; until then numpy defers to the reflected operators
     __array_ufunc__ = None
@@ -484,6 +494,9 @@ class Tensor:
         self._origin = ()  # for a comparison: the recorded tensors it was computed from
         self._labels = None  # an xarray DataArray's dims, coords, name, attrs (from_array of one)
         self._retains_grad, self._hooks, self._post_hooks = False, {}, {}
+        # of ``.data`` (or a view of it): the storage's count of hidden writes when it was made, torch's .data's
+        # own version counter starting there (its writes are hidden from the tensor's counter, and autograd)
+        self._hidden_from = None
 
     @classmethod
     def _make(cls, array, grad_fn=None, requires_grad=False):
@@ -529,8 +542,11 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        """A detached alias sharing storage; unlike torch, writes through it bump the version."""
-        return self.detach()
+        """A detached alias sharing storage, as torch's: with a version counter of its own, so that autograd does
+        not see a write through it (``x.data.mul_(2)``), and a backward reads the values it wrote."""
+        t = self.detach()
+        t._hidden_from = self._storage.hidden
+        return t
 
     @data.setter
     def data(self, value):
@@ -545,7 +561,8 @@ class Tensor:
             return
         if st.views:  # torch's views keep the old storage: theirs now holds the old value
             old = _Storage.__new__(_Storage)
-            old.value, old.version, old.inference, old.views = st.value, st.version, st.inference, st.views
+            old.value, old.version, old.hidden = st.value, st.version, st.hidden
+            old.inference, old.views = st.inference, st.views
             for v in st.views:
                 v._storage.root = old
             st.views = None
@@ -560,7 +577,8 @@ class Tensor:
     chunks = property(lambda self: self._storage.value.chunks,
                       doc="The chunk lengths along each axis, as dask.array's ``chunks``: "
                           "``((2, 2), (3,))`` for a (4, 3) tensor in two row chunks.")
-    _version = property(lambda self: self._storage.version)
+    _version = property(lambda self: self._storage.version - self._storage.hidden if self._hidden_from is None
+                        else self._storage.hidden - self._hidden_from)
 
     @property
     def size(self):
@@ -765,6 +783,7 @@ class Tensor:
         an in-place write to either is seen by both (and bumps the shared version counter)."""
         t = Tensor.__new__(Tensor)
         t._init(self._storage)
+        t._hidden_from = self._hidden_from  # (of ``.data``: its version counter, as torch's)
         return t
 
     def detach_(self) -> "Tensor":
@@ -791,6 +810,8 @@ class Tensor:
                 "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
         t = memo[id(self)] = type(self)._make(self.array, requires_grad=self.requires_grad)
         t._grad = None if self._grad is None else self._grad.__deepcopy__(memo)
+        if self.__dict__:  # (the user's attributes, as torch's)
+            t.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return t
 
     def numpy(self, *, force=False):
@@ -1036,6 +1057,8 @@ class Tensor:
             value = door.defer(_rechunked, (value,), (("chunks", self.chunks),))
         st = self._storage
         st.value, st.version = value, st.version + 1
+        if self._hidden_from is not None:
+            st.hidden += 1
         self._took(out, st)
         if self.grad_fn is None:  # a leaf (a parameter, optimizer state): its next value is due
             _state.mark_pending(st)

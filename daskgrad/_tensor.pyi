@@ -108,6 +108,7 @@ class _Storage:
         """
     @array.setter
     def array(self, value) -> None: ...
+    hidden: Any
     inference: Any
     value: Any
     version: Any
@@ -118,6 +119,10 @@ class _ViewStorage(_Storage):
     def __init__(self, root, steps, strides, offset, array): ...
     _cache: Any
     _of: Any
+    @property
+    def hidden(self): ...
+    @hidden.setter
+    def hidden(self, value) -> None: ...
     def holds(self, array):
         """``array`` is this view's value at the root's current version.
         """
@@ -142,11 +147,13 @@ class _ViewStorage(_Storage):
         """
 
 
-def _resave(node, st, result):
+def _resave(node, st, result, view=None):
     """After an in-place op wrote storage ``st``: what its ``node`` saved of ``self`` before the write
     is torch's copy of the original self, which no later write changes (a dask array never changes:
     it only leaves the storage's version counter); its saved result (``result``'s storage) is what
     ``st`` now holds.  Another operand that is ``self`` stays as saved: torch checks its version.
+    ``view``: the view written (torch's saved result of an in-place op on a view names, in its error,
+    the view's node while the view lives).
     """
 
 
@@ -368,7 +375,7 @@ class Tensor:
     def __reduce_ex__(self, protocol):
         """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
         loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
-        keeps ``requires_grad``, and ``.grad`` is not pickled.
+        keeps ``requires_grad``, and ``.grad`` is not pickled; the user's attributes are (``x.scale``).
         """
     def __repr__(self):
         """torch's text, with the values when they are few and already in memory (never computed for
@@ -454,6 +461,7 @@ class Tensor:
         is copied, and gets the whole gradient, recorded as torch's ``fill_`` of a tensor (``FillBackward3``).
         """
     _grad: Any
+    _hidden_from: Any
     _hooks: Any
     def _init(self, storage, grad_fn=None, requires_grad=False): ...
     def _inplace(self, op, *args, one_value=False, copies=False, **kwargs): ...
@@ -980,7 +988,8 @@ class Tensor:
         """
     @property
     def data(self) -> Tensor:
-        """A detached alias sharing storage; unlike torch, writes through it bump the version.
+        """A detached alias sharing storage, as torch's: with a version counter of its own, so that autograd does
+        not see a write through it (``x.data.mul_(2)``), and a backward reads the values it wrote.
         """
     @data.setter
     def data(self, value) -> None: ...
@@ -2200,7 +2209,9 @@ class Tensor:
     @property
     def size(self) -> _Size:
         """NumPy's attribute and torch's method at once: ``x.size`` is the number of elements (an
-        int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.
+        int), ``x.size()`` the shape and ``x.size(dim)`` one length, as torch's.  Lengths not known until
+        computed (rows after a boolean mask: ``shape`` holds dask's NaN) are counted where the tensor lives, as
+        :meth:`numel` counts: a submission of one number a dim, no chunk comes to the client.
         """
     def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
         """torch's ``slice_scatter``: this tensor with ``start:end:step`` along ``dim`` replaced by ``src``.
@@ -2519,6 +2530,14 @@ def _block_size(b): ...
 
 def _element_count(a):
     """The number of elements of ``a`` (a dask array of unknown chunk lengths), summed from its blocks' sizes.
+    """
+
+
+def _block_shape(b): ...
+
+
+def _lengths(a):
+    """The length of each dim of ``a`` (a dask array of unknown chunk lengths), summed from its blocks' shapes.
     """
 
 

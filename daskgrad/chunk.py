@@ -53,8 +53,9 @@ def matmul_partial(a, b):
 def sigmoid(x):
     """torch's formula, ``1 / (1 + exp(-x))``: where ``exp`` overflows (x below about -88 in
     float32) the result is 0, as in torch, so the overflow is expected and not warned about.
-    Four passes over the chunk; a branch-free stable form with ``where`` took seven times longer."""
-    with np.errstate(over="ignore"):
+    Four passes over the chunk; a branch-free stable form with ``where`` took seven times longer.  (Of complex
+    values past the range, NaN, as torch's, unwarned.)"""
+    with np.errstate(over="ignore", invalid="ignore"):
         return 1 / (1 + np.exp(-x))
 
 

@@ -631,18 +631,8 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
     if follow.left < 0:
         raise _Unguardable(f"it reaches more than {_VALUES_MAX} values (a container of objects, a deep object): "
                            "too many to guard; pass what it reads as arguments")
-    if isinstance(obj, Tensor) and tensors is None:
-        pins.append(obj)
-        allowed[id(obj._storage)] = obj
-        return ("id", id(obj))
     if isinstance(obj, Tensor):
-        tensors.append(obj)
-        allowed[id(obj._storage)] = obj
-        st = obj._storage
-        v = st.value
-        return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
-                st.inference, seen.setdefault(id(st), len(tensors) - 1),
-                st.strides if type(st) is _ViewStorage else None)  # (a view's layout: torch's strides)
+        return _describe_tensor(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, (tuple, list, dict, set, frozenset, collections.deque)) and not hasattr(obj, "_fields"):
         return _container(obj, tensors, pins, allowed, seen, follow, depth)
     if isinstance(obj, operator.attrgetter):  # (reads attributes by names it holds: any of a module's)
@@ -683,6 +673,22 @@ def _describe(obj, tensors, pins, allowed, seen, follow, depth=_DEPTH):
             return ("id", id(obj), _attributes(obj, pins, allowed, follow, depth - 1))
         finally:
             follow.active.discard(id(obj))
+
+
+def _describe_tensor(obj, tensors, pins, allowed, seen, follow, depth):
+    """:func:`_describe` of a tensor: an argument by its kind, a name's value by its identity; either with the
+    user's attributes (``x.scale``), as an object's."""
+    allowed[id(obj._storage)] = obj
+    attributes = (_attributes(obj, pins, allowed, follow, depth - 1),) if obj.__dict__ else ()
+    if tensors is None:
+        pins.append(obj)
+        return ("id", id(obj), *attributes)
+    tensors.append(obj)
+    st = obj._storage
+    v = st.value
+    return ("tensor", v.chunks, v.dtype, type(v._meta), obj._requires_grad, obj.grad_fn is None,
+            st.inference, seen.setdefault(id(st), len(tensors) - 1),
+            st.strides if type(st) is _ViewStorage else None, *attributes)  # (a view's layout: torch's strides)
 
 
 def _container(obj, tensors, pins, allowed, seen, follow, depth):
@@ -732,6 +738,8 @@ def _attributes(obj, pins, allowed, follow, depth):
         return ()
     d = getattr(obj, "__dict__", None)
     items = list(d.items()) if type(d) is dict else []
+    if isinstance(obj, Tensor):  # (a tensor's own fields are guarded as its kind: the user's attributes only)
+        return _described_items(items, pins, allowed, follow, depth)
     for cls in type(obj).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:  # (a tuple, a list, a dict's keys ...)
@@ -743,6 +751,10 @@ def _attributes(obj, pins, allowed, follow, depth):
                 items.append((name, getattr(obj, name)))
             except AttributeError:  # (not set)
                 pass
+    return _described_items(items, pins, allowed, follow, depth)
+
+
+def _described_items(items, pins, allowed, follow, depth):
     out = []
     for name, v in items:
         if name in _MODULE_TABLES:

@@ -579,8 +579,26 @@ def _call_rule(node, g, cot):
     if node._hooks and current_trace() is not None:
         current_trace().broke("it runs a hook in its backward (a replay would not call it)")
     for hook in list(node._hooks.values()):
-        hook(cts, (g,))
+        r = hook(cts, (g,))
+        if r is not None:  # (torch's: the hook's gradients replace the node's)
+            cts = tuple(None if ct is None or m is None else _conform(ct, m, node.name(), i)
+                        for i, (ct, m) in enumerate(zip(_hooked_gradients(hook, r, node._input_meta),
+                                                        node._input_meta)))
     return cts
+
+
+def _hooked_gradients(hook, r, metas):
+    """What a node's post hook returned, checked as torch checks it (``metas``: the inputs' shapes ...)."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not isinstance(r, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != len(metas):
+        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got {len(r)}, but expected "
+                           f"{len(metas)})")
+    for new, m in zip(r, metas):
+        if new is not None and m is not None and tuple(new.shape) != tuple(m[0]):
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
+    return r
 
 
 def _placement(g):

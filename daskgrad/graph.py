@@ -64,13 +64,13 @@ class SavedTensor:
     """
 
     __slots__ = ("_data", "version", "storage", "grad_fn", "leaf", "requires_grad", "dtype", "shape",
-                 "persisted", "consumer", "orig", "lazy")
+                 "persisted", "consumer", "orig", "lazy", "view", "hidden", "alias")
 
     def __init__(self, t, is_output=False, consumer=None):
         self.storage = storage = t._storage
         self._data = value = storage.value  # (a result not built yet stays so: see _Storage)
         self.lazy = None
-        self.version = storage.version
+        self.version, self.hidden, self.alias = storage.version, storage.hidden, t._hidden_from is not None
         grad_fn, self.requires_grad = t.grad_fn, t._requires_grad
         # an op's own output points back at its node: keep that link weak (no reference cycle)
         self.grad_fn = weakref.ref(grad_fn) if is_output else grad_fn
@@ -82,40 +82,69 @@ class SavedTensor:
         # a saved input unpacks as the tensor itself while it lives unchanged, as torch's (not an output:
         # that would be a cycle)
         self.orig = None if is_output else weakref.ref(t)
+        self.view = None  # (a result written in place through a view: that view, see _resave)
 
     @classmethod
     def version_of(cls, t, consumer):
         """A record of ``t``'s version only, holding no value (:func:`guard`)."""
         self = cls.__new__(cls)
         self.storage, self.version, self._data, self.lazy = t._storage, t._storage.version, None, None
+        self.hidden, self.alias = t._storage.hidden, t._hidden_from is not None
         self.grad_fn, self.requires_grad, self.leaf, self.persisted = t.grad_fn, t.requires_grad, None, False
         self.dtype, self.shape, self.consumer, self.orig = t.dtype, t.shape, weakref.ref(consumer), weakref.ref(t)
+        self.view = None
         return self
 
+    def _versions(self):
+        """(the version torch's counter of the saved tensor reads now, the one saved): writes through ``.data``
+        (``hidden``) are counted apart from the others, as torch's two counters count them."""
+        st = self.storage
+        if self.alias:
+            return st.hidden, self.hidden
+        return st.version - st.hidden, self.version - self.hidden
+
     def check_version(self) -> None:
-        if self.storage.version != self.version:
-            consumer = self.consumer() if self.consumer is not None else None
-            if is_anomaly_enabled() and consumer is not None:  # torch names the node that failed
-                warnings.warn(f"Error detected in {consumer.name()}. Traceback of forward call that caused "
-                              f"the error:\n{''.join(consumer._stack or [])}", UserWarning, stacklevel=2)
-            node = self._node()
-            orig = self.orig() if self.orig is not None else None
-            if orig is not None and orig._storage is self.storage:  # torch names what the input holds now
-                node = orig.grad_fn
-            op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
-            if node is not None and orig is None and type(self.storage) is _ViewStorage:
-                op = "AsStrided"  # (a view's history, rewritten since: its base was written)
-            op = "daskgrad::autograd::CopySlices" if op == "CopySlices" else op  # (torch's C++ name)
-            producer = f", which is output 0 of {op}," if node else ""
-            hint = ("Hint: the backtrace further above shows the operation that failed to compute "
-                    "its gradient. The variable in question was changed in there or anywhere later. "
-                    "Good luck!") if is_anomaly_enabled() else (
-                    "Hint: enable anomaly detection to find the operation that failed to compute its "
-                    "gradient, with daskgrad.autograd.set_detect_anomaly(True, check_nan=False).")
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
-                f"version {self.storage.version}; expected version {self.version} instead. {hint}")
+        """torch's error where the saved tensor was written in place since it was saved; where only a write its
+        counter does not see was (through ``.data``, or a tensor saved from ``.data`` written otherwise), the values
+        saved are what the storage holds now, as torch's saved tensor reads its memory."""
+        st = self.storage
+        if st.version == self.version:
+            return
+        now, saved = self._versions()
+        if now == saved:
+            if self._data is not None:  # (a record of the version only holds no value)
+                if self.persisted:
+                    self.unpin()
+                self._data, self.persisted, self.lazy = st.value, False, None
+            self.version, self.hidden = st.version, st.hidden
+            return
+        consumer = self.consumer() if self.consumer is not None else None
+        if is_anomaly_enabled() and consumer is not None:  # torch names the node that failed
+            warnings.warn(f"Error detected in {consumer.name()}. Traceback of forward call that caused "
+                          f"the error:\n{''.join(consumer._stack or [])}", UserWarning, stacklevel=2)
+        node = self._node()
+        orig = self.orig() if self.orig is not None else None
+        if orig is not None and orig._storage is self.storage:  # torch names what the input holds now
+            node = orig.grad_fn
+        op = re.sub(r"Backward\d*$", "", node.name()) if node else ""
+        if node is not None and orig is None and type(self.storage) is _ViewStorage:
+            # (a view's history, rewritten since its base was written: torch holds a saved input and
+            # names its view node; of a result written in place through a view, torch keeps that view's
+            # node weakly: while the view lives, else the node that saved it)
+            view = self.view() if self.view is not None else None
+            if self.orig is not None or view is not None and view._storage is self.storage:
+                op = "AsStrided"
+        op = "daskgrad::autograd::CopySlices" if op == "CopySlices" else op  # (torch's C++ name)
+        producer = f", which is output 0 of {op}," if node else ""
+        hint = ("Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient. The variable in question was changed in there or anywhere later. "
+                "Good luck!") if is_anomaly_enabled() else (
+                "Hint: enable anomaly detection to find the operation that failed to compute its "
+                "gradient, with daskgrad.autograd.set_detect_anomaly(True, check_nan=False).")
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{type_repr(self.dtype)} {list(self.shape)}]{producer} is at "
+            f"version {now}; expected version {saved} instead. {hint}")
 
     @property
     def value(self):
@@ -143,6 +172,8 @@ class SavedTensor:
     def unpack(self):
         if self.leaf is not None:
             return self.leaf
+        if self.storage.version != self.version and self._versions()[0] == self._versions()[1]:
+            self.check_version()  # (written through .data since: the values now held)
         orig = self.orig() if self.orig is not None else None
         if (orig is not None and orig._storage is self.storage and self.storage.value is self._data
                 and orig.grad_fn is self._node() and orig.requires_grad == self.requires_grad):

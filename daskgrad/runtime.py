@@ -422,14 +422,19 @@ def _persist_tensor(self):
 def _reduce_ex(self, protocol):
     """Pickle the values (numpy or cupy), as torch does, not references to cluster data: the pickle
     loads in a process without that cluster.  Like torch, a non-leaf comes back as a leaf that
-    keeps ``requires_grad``, and ``.grad`` is not pickled."""
+    keeps ``requires_grad``, and ``.grad`` is not pickled; the user's attributes are (``x.scale``)."""
     value = force(self.detach())
+    if self.__dict__:
+        return _rebuild, (type(self), value, self.chunks, self.requires_grad, self.__dict__)
     return _rebuild, (type(self), value, self.chunks, self.requires_grad)
 
 
-def _rebuild(cls, value, chunks, requires_grad):
+def _rebuild(cls, value, chunks, requires_grad, attributes=None):
     """Unpickle a tensor: its values in the chunks it had, of the array type they were pickled as."""
-    return cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
+    t = cls._make(da.from_array(value, chunks=chunks, asarray=False), requires_grad=requires_grad)
+    if attributes:
+        t.__dict__.update(attributes)
+    return t
 
 
 _compute.__name__, _compute.__qualname__ = "compute", "Tensor.compute"  # help(Tensor.compute) shows it so

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 import dask.array as da
 import numpy as np
 
-from .._modes import no_grad
+from .._modes import is_grad_enabled, no_grad
+from ..function import Function
 from ..graph import type_repr
 from .._tensor import UNINITIALIZED, Tensor, _check_requires_grad, _Storage, zeros
 
@@ -162,6 +163,13 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        """torch's: a new parameter of the same values and ``requires_grad``; its ``.grad`` and the user's
+        attributes are not copied (``copy.deepcopy(model)`` has no gradients)."""
+        if id(self) not in memo:
+            memo[id(self)] = type(self)._make(self.array, requires_grad=self.requires_grad)
+        return memo[id(self)]
 
 
 _UNINIT_SHAPE = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
@@ -316,6 +324,141 @@ def _zero_in_place(g):
     g.zero_()
 
 
+class BackwardHookFunction(Function):
+    """torch's ``nn.modules._functions.BackwardHookFunction``: the identity on a module's tensors (its
+    inputs, or its outputs), one node whose hooks see all their gradients at once."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        ctx.mark_non_differentiable(*[a for a in args if not a.requires_grad])
+        ctx.set_materialize_grads(False)  # (an output that gets no gradient: None, as torch's node sees it)
+        return args
+
+    @staticmethod
+    def backward(ctx, *args):
+        return args
+
+
+class _BackwardHookFunctionOne(Function):
+    """:class:`BackwardHookFunction` of one tensor: a node of its own, of any floating or complex dtype (a Function
+    with several outputs packs real ones only)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+_BackwardHookFunctionOne.__name__ = "BackwardHookFunction"  # (torch's node name, BackwardHookFunctionBackward)
+
+
+class _BackwardHook:
+    """torch's ``torch.utils.hooks.BackwardHook``, for one call of a module: the full backward hooks run
+    when the gradients of the module's (positional) inputs are computed, with those of its outputs,
+    which the backward pre-hooks saw (and could replace) first; a hook's non-None result replaces the
+    gradients.  Non-tensor arguments are ``None`` in what the hooks see."""
+
+    def __init__(self, module, user_hooks, user_pre_hooks):
+        self.user_hooks, self.user_pre_hooks, self.module = user_hooks, user_pre_hooks, module
+        self.grad_outputs, self.n_outputs, self.output_tensors_index = None, -1, None
+        self.n_inputs, self.input_tensors_index = -1, None
+
+    @staticmethod
+    def _pack_with_none(indices, values, size):
+        res = [None] * size
+        for idx, val in zip(indices, values):
+            res[idx] = val
+        return tuple(res)
+
+    def _set_user_hook(self, node):
+        def hook(grad_input, _):
+            if self.grad_outputs is None:  # (the gradient reached the inputs without passing the outputs:
+                return None                # a double backward)
+            res = self._pack_with_none(self.input_tensors_index, grad_input, self.n_inputs)
+            for user_hook in self.user_hooks:
+                out = user_hook(self.module, res, self.grad_outputs)
+                if out is None:
+                    continue
+                if len(out) != len(res):
+                    raise RuntimeError("Backward hook returned an invalid number of grad_input, "
+                                       f"got {len(out)}, but expected {len(res)}")
+                res = out
+            self.grad_outputs = None
+            return tuple(res[i] for i in self.input_tensors_index)
+
+        node.register_hook(hook)
+
+    def _apply_on_tensors(self, fn, args):
+        tensors_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        tensors = [args[i] for i in tensors_idx]
+        if not (any(t.requires_grad for t in tensors) and is_grad_enabled()):
+            return args, None
+        if len(tensors) == 1:
+            new = (_BackwardHookFunctionOne.apply(tensors[0]),)
+            fn(new[0].grad_fn)
+        else:
+            new = BackwardHookFunction.apply(*tensors)
+            nodes = [t.grad_fn for t in new if t.grad_fn is not None
+                     and t.grad_fn.name() == "BackwardHookFunctionBackward"]
+            if not nodes:
+                raise NotImplementedError("backward hooks of a module whose several tensors that require grad are "
+                                          "complex are not supported (a Function with several outputs packs real "
+                                          "ones only)")
+            fn(nodes[0].next_functions[0][0])  # (the Function's one node, which its outputs' nodes slice)
+        arg_list = list(args)
+        for idx, val in zip(tensors_idx, new):
+            arg_list[idx] = val
+        return (tuple(arg_list) if type(args) is tuple else type(args)(*arg_list)), tensors_idx
+
+    def setup_input_hook(self, args):
+        res, self.input_tensors_index = self._apply_on_tensors(self._set_user_hook, args)
+        self.n_inputs = len(args)
+        return res
+
+    def setup_output_hook(self, args):
+        def fn(node):
+            def hook(grad_output, _):  # (the identity's gradients: those of the module's outputs)
+                self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_output, self.n_outputs)
+                if self.user_pre_hooks:
+                    expected_len = len(self.grad_outputs)
+                    for user_pre_hook in self.user_pre_hooks:
+                        hook_grad_outputs = user_pre_hook(self.module, self.grad_outputs)
+                        if hook_grad_outputs is None:
+                            continue
+                        actual_len = len(hook_grad_outputs)
+                        if actual_len != expected_len:
+                            raise RuntimeError("Backward pre hook returned an invalid number of grad_output, "
+                                               f"got {actual_len}, but expected {expected_len}")
+                        self.grad_outputs = hook_grad_outputs
+                local_grad_outputs = self.grad_outputs
+                if self.input_tensors_index is None:  # no input requires grad: the hooks run here
+                    warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
+                                  "outputs since no inputs require gradients. See https://docs.pytorch.org/docs/"
+                                  "main/generated/torch.nn.Module.html#torch.nn.Module.register_full_backward_hook "
+                                  "for more details.", stacklevel=5)
+                    grad_inputs = self._pack_with_none([], [], self.n_inputs)
+                    for user_hook in self.user_hooks:
+                        res = user_hook(self.module, grad_inputs, self.grad_outputs)
+                        if res is not None and not (isinstance(res, tuple) and all(el is None for el in res)):
+                            raise RuntimeError("Backward hook for Modules where no input requires gradient should "
+                                               "always return None or None for all gradients.")
+                    self.grad_outputs = None
+                if local_grad_outputs is not None:
+                    return tuple(local_grad_outputs[i] for i in self.output_tensors_index)
+                return None
+
+            node.register_hook(hook)
+
+        is_tuple = isinstance(args, tuple)
+        args = args if is_tuple else (args,)
+        res, self.output_tensors_index = self._apply_on_tensors(fn, args)
+        self.n_outputs = len(args)
+        return res if is_tuple else res[0]
+
+
 class Module:
     """Base class of layers and models: attributes that are Parameters or Modules get registered."""
 
@@ -329,7 +472,8 @@ class Module:
                             ("_forward_hooks", OrderedDict()), ("_forward_hooks_with_kwargs", OrderedDict()),
                             ("_forward_hooks_always_called", OrderedDict()), ("_state_dict_hooks", OrderedDict()),
                             ("_state_dict_pre_hooks", OrderedDict()), ("_load_state_dict_pre_hooks", OrderedDict()),
-                            ("_load_state_dict_post_hooks", OrderedDict())):
+                            ("_load_state_dict_post_hooks", OrderedDict()), ("_backward_pre_hooks", OrderedDict()),
+                            ("_backward_hooks", OrderedDict()), ("_is_full_backward_hook", None)):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
@@ -337,22 +481,129 @@ class Module:
 
     # ------------------------------------------------------------------- hooks
     def __call__(self, *args, **kwargs):
-        """``forward`` between the forward pre-hooks and the forward hooks, as torch's ``_call_impl``."""
-        if not (self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks")):
+        """``forward`` between the forward pre-hooks and the forward hooks, as torch's ``_call_impl``; with
+        backward hooks, the inputs and the result pass through :class:`BackwardHookFunction`."""
+        d = self.__dict__
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks")):
             return self.forward(*args, **kwargs)
         called, result = set(), None
         try:
+            full, non_full = self._get_backward_hooks()
+            pre = list(d["_backward_pre_hooks"].values()) if d.get("_backward_pre_hooks") else []
             args, kwargs = self._run_pre_hooks(args, kwargs)
+            bw_hook = None
+            if full or pre:
+                bw_hook = _BackwardHook(self, full, pre)
+                args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
             for hook_id, hook in self._forward_hooks.items():
                 called.add(hook_id)
                 out = hook(self, args, kwargs, result) if hook_id in self._forward_hooks_with_kwargs else \
                     hook(self, args, result)
                 result = result if out is None else out
+            if bw_hook:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                                  f"Tensors but received {type(result)}", stacklevel=2)
+                result = bw_hook.setup_output_hook(result)
+            if non_full:
+                var = result
+                while not isinstance(var, Tensor):
+                    var = next(v for v in var.values() if isinstance(v, Tensor)) if isinstance(var, dict) else var[0]
+                if var.grad_fn is not None:
+                    for hook in non_full:
+                        var.grad_fn.register_hook(_WrappedHook(hook, self))
+                    self._maybe_warn_non_full_backward_hook(args, result, var.grad_fn)
             return result
         except Exception:
             self._run_always_called(called, args, kwargs, result)
             raise
+
+    def _get_backward_hooks(self):
+        """(full backward hooks, the deprecated others): the module's, of the kind it registered."""
+        d = self.__dict__
+        hooks = list(d["_backward_hooks"].values()) if d.get("_backward_hooks") else []
+        full = d.get("_is_full_backward_hook")
+        return (hooks if full is True else []), (hooks if full is False else [])
+
+    def _maybe_warn_non_full_backward_hook(self, inputs, result, grad_fn):
+        """torch's FutureWarnings where a deprecated backward hook would miss gradients."""
+        if not isinstance(result, Tensor):
+            if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+                warnings.warn("Using non-full backward hooks on a Module that does not return a single Tensor or a "
+                              "tuple of Tensors is deprecated and will be removed in future versions. This hook will "
+                              "be missing some of the grad_output. Please use register_full_backward_hook to get the "
+                              "documented behavior.", FutureWarning, stacklevel=3)
+                return
+        else:
+            result = (result,)
+        if not isinstance(inputs, Tensor):
+            if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
+                warnings.warn("Using non-full backward hooks on a Module that does not take as input a single Tensor "
+                              "or a tuple of Tensors is deprecated and will be removed in future versions. This hook "
+                              "will be missing some of the grad_input. Please use register_full_backward_hook to get "
+                              "the documented behavior.", FutureWarning, stacklevel=3)
+                return
+        else:
+            inputs = (inputs,)
+        out_grad_fn = {r.grad_fn for r in result if r.grad_fn is not None}
+        if len(out_grad_fn) == 0 or (len(out_grad_fn) == 1 and grad_fn not in out_grad_fn):
+            warnings.warn("Using a non-full backward hook when outputs are nested in python data structure is "
+                          "deprecated and will be removed in future versions. This hook will be missing some "
+                          "grad_output.", FutureWarning, stacklevel=3)
+        elif len(out_grad_fn) > 1:
+            warnings.warn("Using a non-full backward hook when outputs are generated by different autograd Nodes is "
+                          "deprecated and will be removed in future versions. This hook will be missing some "
+                          "grad_output. Please use register_full_backward_hook to get the documented behavior.",
+                          FutureWarning, stacklevel=3)
+        else:
+            inputs_grad_fn = {i.grad_fn for i in inputs if i.grad_fn is not None}
+            next_functions = {n[0] for n in grad_fn.next_functions}
+            if inputs_grad_fn != next_functions:
+                warnings.warn("Using a non-full backward hook when the forward contains multiple autograd Nodes is "
+                              "deprecated and will be removed in future versions. This hook will be missing some "
+                              "grad_input. Please use register_full_backward_hook to get the documented behavior.",
+                              FutureWarning, stacklevel=3)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output) -> tuple of Tensors or None`` when the gradients of the module's outputs
+        are computed; what it returns (not None) replaces ``grad_output`` (torch's
+        ``Module.register_full_backward_pre_hook``; ``None`` for outputs that are not tensors)."""
+        table = self._hooks("_backward_pre_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        """The deprecated form of :meth:`register_full_backward_hook`, as torch's: ``hook(module, grad_input,
+        grad_output)`` on the node of the module's (first) output, whose inputs' gradients it sees."""
+        if self.__dict__.get("_is_full_backward_hook") is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", False)
+        table = self._hooks("_backward_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output) -> tuple of Tensors or None`` when the gradients of the
+        module's positional inputs are computed (or of its outputs, where no input requires grad); what it returns
+        (not None) replaces ``grad_input`` (torch's ``Module.register_full_backward_hook``; ``None`` for arguments
+        that are not tensors)."""
+        if self.__dict__.get("_is_full_backward_hook") is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", True)
+        table = self._hooks("_backward_hooks")
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
 
     def _run_pre_hooks(self, args, kwargs):
         for hook_id, hook in self._forward_pre_hooks.items():

@@ -425,9 +425,10 @@ def minimum(a, b) -> Tensor:
     """The smaller of ``a`` and ``b`` elementwise (NumPy's and torch's ``minimum``); at a tie each input gets
     half the gradient, as in torch.
     """
-def where(condition, x, y) -> Tensor:
+def where(condition, x=..., y=...) -> Tensor:
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
-    torch's node has two edges, so this op records its own forward).
+    torch's node has two edges, so this op records its own forward).  With ``condition`` only, NumPy's
+    ``nonzero(condition)``: one index tensor per axis (lengths not known until computed).
     """
 def clip(x, a_min=None, a_max=None, *, min=None, max=None) -> Tensor:
     """Clamp to ``[a_min, a_max]`` (torch's ``min=``/``max=`` too; either bound may be None: one-sided); on

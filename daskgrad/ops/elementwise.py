@@ -138,8 +138,15 @@ cos = _unary("cos", "CosBackward0", da.cos, lambda g, s: (-g * conj(sin(s.x)),),
 tan = _unary("tan", "TanBackward0", da.tan, lambda g, s: (g * conj(s.r * s.r + 1),), ("r",), methods=("tan",))
 tanh = _unary("tanh", "TanhBackward0", da.tanh, lambda g, s: (g * conj(1 - s.r * s.r),), ("r",),
               methods=("tanh_", "tanh"))
-sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), lambda g, s: (g * s.r * (1 - s.r),), ("r",),
-                 complex_ok=False, methods=("sigmoid_", "sigmoid"))
+def _sigmoid_rule(g, s):
+    r = s.r
+    if r.dtype.kind == "c":  # torch's sigmoid_backward of complex: g * conj((1 - r) * r)
+        return (g * conj((1 - r) * r),)
+    return (g * r * (1 - r),)
+
+
+sigmoid = _unary("sigmoid", "SigmoidBackward0", _kernel(chunk.sigmoid), _sigmoid_rule, ("r",),
+                 methods=("sigmoid_", "sigmoid"))
 softplus = _unary("softplus", "SoftplusBackward0", _kernel(chunk.softplus),
                   lambda g, s: (g * sigmoid(s.x),), ("x",), complex_ok=False, methods=("softplus",))
 def _relu_rule(g, s):
@@ -501,10 +508,29 @@ def _where_array(c, x, y):
     return door.elemwise(chunk.where, c, x, y)
 
 
+class _NotGiven:
+    """``where``'s default for ``x`` and ``y``: NumPy tells one argument given from two by their count."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+_NOT_GIVEN = _NotGiven()
+
+
 @public()
-def where(condition, x, y):
+def where(condition, x=_NOT_GIVEN, y=_NOT_GIVEN):
     """``x`` where ``condition`` else ``y``; the condition gets no gradient (it is saved, not an input:
-    torch's node has two edges, so this op records its own forward)."""
+    torch's node has two edges, so this op records its own forward).  With ``condition`` only, NumPy's
+    ``nonzero(condition)``: one index tensor per axis (lengths not known until computed)."""
+    if x is _NOT_GIVEN or y is _NOT_GIVEN:
+        if x is not _NOT_GIVEN or y is not _NOT_GIVEN:
+            raise ValueError("either both or neither of x and y should be given")
+        cond = as_tensor(condition)
+        if not cond.ndim:
+            raise ValueError("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() "
+                             "instead.")
+        return tuple(Tensor._make(i) for i in da.nonzero(cond.array))
     cond, x, y = as_tensor(condition), tensor_or_scalar(x), tensor_or_scalar(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: torch's dtype for them (1.0: float32)
         y = full_like(cond, y, dtype=result_type(x, y))

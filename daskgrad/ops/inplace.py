@@ -103,6 +103,8 @@ def write_out(name, out, result, inputs=()):
                       UserWarning, stacklevel=3)
     # resized: the result's shape, in out's dtype
     st.array, st.version = result.array.astype(out.dtype), st.version + 1
+    if out._hidden_from is not None:
+        st.hidden += 1
     if out.grad_fn is None:
         _state.mark_pending(st)
     return out

@@ -2602,6 +2602,8 @@ def _shape_in_place(name, view, node):
             self._retain_moved(self.grad_fn, out.grad_fn)
             self.grad_fn = out.grad_fn
         root.version += 1  # (a view before is one still, among its base's live views already)
+        if self._hidden_from is not None:
+            root.hidden += 1
         return self
     method.__doc__ = (f"In-place version of :meth:`Tensor.{name[:-1]}`: this tensor's shape changes and it is "
                       "returned; as torch's, a leaf that requires grad refuses it outside ``no_grad`` and the "

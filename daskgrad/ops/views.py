@@ -132,9 +132,11 @@ def _write_view(self, out, bump=True):
             base._took(new, bst)
         owner = base
     root.version += bump
+    if self._hidden_from is not None:  # (through .data: torch's .data counts it apart, autograd does not see it)
+        root.hidden += bump
     st.holds(arr)  # (what this view reads now: no layer to take it out of the new base again)
     if out.grad_fn is not None:
-        _resave(out.grad_fn, st, out._storage)
+        _resave(out.grad_fn, st, out._storage, self)
     if owner.grad_fn is None:  # a leaf's storage (a buffer, a parameter under no_grad): its next value is due
         _state.mark_pending(root)
     _rebase_views(root)
