@@ -1,6 +1,6 @@
-"""A NumPy array made into a tensor (``dg.tensor``, ``dg.from_array``) is copied into chunks under a
-name of its own, without dask's hashing of every value: the chunks, values and copy semantics are
-dask's ``from_array``'s."""
+"""A NumPy array made into a tensor (``dg.tensor``, ``dg.from_array``) is copied into chunks named by a
+hash of its values, dtype and chunks, without dask's general hashing and constructor: the chunks, values,
+copy semantics and key names' determinism are dask's ``from_array``'s."""
 import dask
 import dask.array as da
 import numpy as np
@@ -23,13 +23,16 @@ def test_chunks_and_values_are_dasks(make, shape, chunks):
         np.testing.assert_array_equal(block.compute(), ref_block.compute())
 
 
-def test_a_copy_with_a_name_of_its_own():
+def test_a_copy_named_by_its_values():
     x = np.zeros((4, 3))
     a, b = dg.tensor(x, chunks=2), dg.from_array(x, chunks=2)
     x[0] = 5  # a later write to the source is not seen (torch.tensor copies too)
     assert a.numpy().sum() == 0 and b.numpy().sum() == 0
-    assert a.array.name != b.array.name
     assert not np.shares_memory(a.numpy(), x)
+    assert a.array.name == b.array.name  # the same values and chunks: the same keys, as dask's
+    others = [dg.tensor(x, chunks=2), dg.tensor(np.zeros((4, 3)), chunks=3), dg.tensor(np.zeros((4, 3), "f4"), chunks=2),
+              dg.tensor(np.zeros((3, 4)).T, chunks=2)]
+    assert len({a.array.name} | {t.array.name for t in others}) == 4  # (the transposed zeros: the same bytes)
 
 
 def test_a_strided_source_and_other_dtypes():

@@ -12,6 +12,7 @@ were checked against; ``tests/test_dask_versions.py`` fails, saying what to do, 
 release lies outside that range or the pin in pyproject.toml does not cover it (CONTRIBUTING.md,
 "Upgrading dask").
 """
+import hashlib
 import itertools
 import uuid
 from concurrent.futures import Executor
@@ -103,16 +104,20 @@ _typenames = {}  # chunk type -> dask's typename of it (each array notes it)
 
 
 def from_memory(x, chunks):
-    """``dask.array.from_array`` of an array in memory (NumPy, cupy): a copy, under a name of its own.
-    dask's default name hashes every value, and its constructor checks what is made here: ~75% of
-    the cost of a small batch made into a tensor at every step.  The chunks are copies, so the name
-    need not say what they hold.  (A lazy array -- Zarr, h5py -- keeps dask's name: it says where
-    the values are read from.)"""
+    """``dask.array.from_array`` of a NumPy array: a copy, named by a hash of its values, dtype and chunks
+    (the same values make the same keys, as dask's), without dask's general hashing and constructor's
+    checks, ~75% of the cost of a small batch made into a tensor at every step.  Other arrays (cupy)
+    go to dask's, under a name of their own."""
     if type(x) is not np.ndarray:
         return da.from_array(x, chunks=chunks, asarray=False, name=False)
     chunks = _normalized_chunks(chunks, x.shape, x.dtype)
-    x = x.copy()  # (one copy, which the chunks view: as dask's)
-    name = f"array-{uuid.uuid4().hex}"
+    x = x.copy()  # (one copy, C-contiguous, which the chunks view: as dask's)
+    if x.dtype.hasobject:  # (no buffer to hash)
+        name = f"array-{uuid.uuid4().hex}"
+    else:
+        h = hashlib.blake2b(repr((x.dtype.str, chunks)).encode(), digest_size=16)
+        h.update(memoryview(x.reshape(-1)).cast("B"))
+        name = f"array-{h.hexdigest()}"
     if all(len(c) == 1 for c in chunks):
         layer = {(name,) + (0,) * x.ndim: x}
     else:
