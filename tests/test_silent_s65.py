@@ -192,3 +192,40 @@ def test_tensordot_int8_wraps_as_numpy():
     for ch in ((3, 40), ((2, 1), (20, 20)), ((3,), (25, 15))):
         _same(dg.tensordot(dg.from_array(a, chunks=ch), dg.from_array(b, chunks=(ch[1], (2,))), 1),
               np.tensordot(a, b, 1))
+
+
+# ------------------------------------------------------- 5. dg.save / dg.load keep tensors sharing a storage
+def _shared(lib):
+    base = lib.arange(24.0).reshape(4, 6) if lib is torch else dg.arange(24.0, dtype=dg.float32).reshape(4, 6)
+    own = lib.ones(3)
+    return {"wT": base.T, "w": base, "row": base[1], "sl": base[1:3, ::2], "diag": base.diagonal(),
+            "exp": base[0].unsqueeze(0).expand(2, 6), "own": own, "alias": own.detach(), "flat": base.reshape(-1)[5:],
+            "list": [base.T, base[2]]}
+
+
+def test_save_load_keeps_views_sharing_storage(tmp_path):
+    torch.save(_shared(torch), tmp_path / "t.pt")
+    dg.save(_shared(dg), tmp_path / "d")
+    t, d = torch.load(tmp_path / "t.pt"), dg.load(tmp_path / "d")
+    for ck in (t, d):
+        ck["w"].add_(100)
+        ck["own"].mul_(7)
+        ck["sl"].mul_(-1)  # a write through a view shows in its base and the other views
+    flat = {k: v for k, v in t.items() if k != "list"} | {"list0": t["list"][0], "list1": t["list"][1]}
+    for k, tv in flat.items():
+        dv = d[k] if not k.startswith("list") else d["list"][int(k[-1])]
+        assert dv.stride() == tv.stride() and dv.storage_offset() == tv.storage_offset(), k
+        _same(dv, tv)
+    assert d["list"][0] is not d["wT"]  # (two views are two tensors, as torch's)
+
+
+def test_save_load_parameter_and_its_state_dict(tmp_path):
+    m = dg.nn.Linear(3, 2)
+    dg.save({"sd": m.state_dict(), "p": m.weight, "pT": m.weight.T}, tmp_path / "d")
+    ck = dg.load(tmp_path / "d")
+    assert isinstance(ck["p"], dg.nn.Parameter) and ck["p"].requires_grad and ck["pT"].requires_grad
+    assert not ck["sd"]["weight"].requires_grad and ck["pT"].grad_fn is None
+    with dg.no_grad():
+        ck["p"].mul_(2)
+    _same(ck["sd"]["weight"], ck["p"].detach().numpy())
+    _same(ck["pT"], ck["p"].detach().numpy().T)
