@@ -229,3 +229,23 @@ def test_save_load_parameter_and_its_state_dict(tmp_path):
         ck["p"].mul_(2)
     _same(ck["sd"]["weight"], ck["p"].detach().numpy())
     _same(ck["pT"], ck["p"].detach().numpy().T)
+
+
+# ------------------------------------------- 6. embedding_bag(include_last_offset=True), offsets[-1] != len(input)
+@pytest.mark.parametrize("offsets", [[0, 3, 3, 7], [0, 3, 3], [0, 3, 3, 7, 10], [0, 10]])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_embedding_bag_last_bag_runs_to_the_end(offsets, mode, dtype):
+    import torch.nn.functional as TF
+
+    W = (np.arange(40, dtype=np.float64).reshape(10, 4) % 7).astype(dtype)
+    flat = np.array([1, 2, 0, 9, 4, 3, 0, 1, 2, 5])
+    tw, dw = torch.tensor(W, requires_grad=True), dg.tensor(W, requires_grad=True)
+    t = TF.embedding_bag(torch.tensor(flat), tw, torch.tensor(offsets), mode=mode, include_last_offset=True)
+    d = dg.nn.functional.embedding_bag(dg.tensor(flat), dw, dg.tensor(offsets), mode=mode, include_last_offset=True)
+    np.testing.assert_allclose(d.detach().numpy(), t.detach().numpy(), rtol=1e-6)
+    if dtype != np.float64:  # (torch's float32 backward where offsets[-1] < len(input) reads memory it did not set)
+        return
+    g = np.arange(t.numel(), dtype=np.float64).reshape(t.shape)
+    t.backward(torch.tensor(g)), d.backward(dg.tensor(g))
+    np.testing.assert_allclose(dw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
