@@ -21,7 +21,10 @@ Zarr (format 3) group:
 * ``structure.pkl``, a 1-d uint8 Zarr array (so the directory stays a clean Zarr hierarchy): the
   bytes of a pickle of everything else (dicts, lists, numbers, strings, the step count, even a whole
   Module) in which each tensor is a pickle *persistent id*, its array's name -- the mechanism
-  torch.save uses for its storages.
+  torch.save uses for its storages.  Tensors sharing a storage stay sharing it, as torch.save's: one
+  array holds the storage (its tensor's, or ``tensor-N`` when only views of it are saved), and a view
+  is the id ``("view", n, array, view ops, requires_grad, parameter)``, its view ops done again on
+  load (a write to one then shows in the others; strides and offsets as saved);
 
 **Atomic**: ``save`` writes the whole checkpoint into a new directory next to ``path``
 (``.NAME.saving-HOST-PID-N``) and swaps it in by one rename (an exchange, where the file system has

@@ -249,3 +249,13 @@ def test_embedding_bag_last_bag_runs_to_the_end(offsets, mode, dtype):
     g = np.arange(t.numel(), dtype=np.float64).reshape(t.shape)
     t.backward(torch.tensor(g)), d.backward(dg.tensor(g))
     np.testing.assert_allclose(dw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+# --------------------------------------------------------------------- qr(mode='r'): Q an empty tensor
+def test_qr_mode_r_gives_an_empty_q():
+    a = np.random.default_rng(0).standard_normal((5, 3))
+    tq, tr = torch.linalg.qr(torch.tensor(a), mode="r")
+    for chunks in (-1, (2, 3)):
+        q, r = dg.linalg.qr(dg.from_array(a, chunks=chunks), mode="r")
+        _same(q, tq)
+        np.testing.assert_allclose(np.abs(r.numpy()), np.abs(tr.numpy()), rtol=1e-12)
