@@ -24,7 +24,7 @@ Zarr (format 3) group:
   torch.save uses for its storages.  Tensors sharing a storage stay sharing it, as torch.save's: one
   array holds the storage (its tensor's, or ``tensor-N`` when only views of it are saved), and a view
   is the id ``("view", n, array, view ops, requires_grad, parameter)``, its view ops done again on
-  load (a write to one then shows in the others; strides and offsets as saved);
+  load (a write to one then shows in the others; strides and offsets as saved).
 
 **Atomic**: ``save`` writes the whole checkpoint into a new directory next to ``path``
 (``.NAME.saving-HOST-PID-N``) and swaps it in by one rename (an exchange, where the file system has
