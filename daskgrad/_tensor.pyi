@@ -968,7 +968,7 @@ class Tensor:
     def cummin(self, dim):
         """torch's ``cummin(dim)``: the named tuple ``(values, indices)`` of the running minimum along ``dim`` and where it sits (the last place of equal values; NaN propagates, at its own place, as torch's); the gradient goes to those places.  The indices are two running scans, chunk by chunk; the values a gather along ``dim`` (that dim in one chunk).
         """
-    def cumprod(self, axis=None, dtype=None, *, dim=...) -> Tensor:
+    def cumprod(self, dim=None, dtype=None, *, axis=None) -> Tensor:
         """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
         the input holds zeros, as torch's.
         """
@@ -1789,7 +1789,7 @@ class Tensor:
         """
     def nanmax(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
-        where NumPy warns and gives NaN.
+        where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's.
         """
     def nanmean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
         """torch's ``nanmean``: the mean of the values that are not NaN, over ``dim`` (None or ``()``: every dim).
@@ -1799,7 +1799,7 @@ class Tensor:
         """
     def nanmin(self, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
         """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
-        where NumPy warns and gives NaN.
+        where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's.
         """
     def nanquantile(self, q, axis=None, keepdims=False, *, method='linear', interpolation=None) -> Tensor:
         """``quantile`` of the non-NaN values (NaN for an all-NaN slice), differentiable as torch's

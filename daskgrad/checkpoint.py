@@ -21,7 +21,10 @@ Zarr (format 3) group:
 * ``structure.pkl``, a 1-d uint8 Zarr array (so the directory stays a clean Zarr hierarchy): the
   bytes of a pickle of everything else (dicts, lists, numbers, strings, the step count, even a whole
   Module) in which each tensor is a pickle *persistent id*, its array's name -- the mechanism
-  torch.save uses for its storages.
+  torch.save uses for its storages.  Tensors sharing a storage stay sharing it, as torch.save's: one
+  array holds the storage (its tensor's, or ``tensor-N`` when only views of it are saved), and a view
+  is the id ``("view", n, array, view ops, requires_grad, parameter)``, its view ops done again on
+  load (a write to one then shows in the others; strides and offsets as saved).
 
 **Atomic**: ``save`` writes the whole checkpoint into a new directory next to ``path``
 (``.NAME.saving-HOST-PID-N``) and swaps it in by one rename (an exchange, where the file system has
@@ -64,7 +67,9 @@ import dask.array as da
 import numpy as np
 
 from . import _dask as door, runtime
-from ._tensor import Tensor
+from .graph import PRIMITIVES
+from ._modes import no_grad
+from ._tensor import Tensor, _ViewStorage
 from .nn.module import Parameter
 from .serialization import WeightsUnpickler
 
@@ -211,21 +216,124 @@ def _exchange(a, b):
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles the structure; each tensor becomes a persistent id, the name of its Zarr array."""
+    """Pickles the structure; each tensor becomes a persistent id, the name of its Zarr array.  Tensors that share
+    a storage, as torch.save keeps them: the storage's tensor (or, if none is saved, its value under a name of its
+    own) is the array; a view of it, or another tensor over it (``detach()``), is the id ``("view", n, root, steps,
+    requires_grad, parameter)``: the view ops from the root's value (:func:`_plain_steps`), done again on load, so
+    that the loaded tensors share one storage again (a write to one shows in the others; strides and offsets as
+    saved)."""
 
     def __init__(self, file, names, tensors):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.names, self.tensors, self.by_id = names, tensors, {}
+        self.roots, self.stand_ins = {}, set()  # id(storage) -> its array's name; names of values with no tensor
 
     def persistent_id(self, obj):
         if not isinstance(obj, Tensor):
             return None
-        name = self.by_id.get(id(obj))
-        if name is None:  # a tensor saved twice is written once and loads as one tensor
-            name = self.names.get(id(obj)) or _free_name(self.names.values(), self.tensors)
-            self.by_id[id(obj)] = name
-            self.tensors[name] = obj
+        pid = self.by_id.get(id(obj))
+        if pid is None:  # a tensor saved twice is written once and loads as one tensor
+            st = obj._storage
+            steps = _plain_steps(st.steps) if type(st) is _ViewStorage else ()
+            if steps:  # a view: the ops from its root's value
+                root = st.root
+                pid = ("view", len(self.by_id), self._root(root, None, self.roots.get(id(root))), steps,
+                       bool(obj.requires_grad), isinstance(obj, Parameter))
+            else:  # a tensor over a storage of its own (or a view whose ops are not plain: a copy, as before)
+                name = self.roots.get(id(st))
+                if name is None or name in self.stand_ins:
+                    pid = self._root(st, obj, name)
+                else:  # another tensor over the same storage (``detach()``)
+                    pid = ("view", len(self.by_id), name, (), bool(obj.requires_grad), isinstance(obj, Parameter))
+            self.by_id[id(obj)] = pid
+        return pid
+
+    def _root(self, st, owner, name):
+        """The array name of storage ``st``'s value: ``owner``'s (the tensor over it, not a view), or a stand-in's
+        until its owner comes."""
+        if name is None:
+            name = (owner is not None and self.names.get(id(owner))) or _free_name(self.names.values(), self.tensors)
+            self.roots[id(st)] = name
+            if owner is None:
+                self.stand_ins.add(name)
+                owner = Tensor._make(st.array)
+            self.tensors[name] = owner
+        elif owner is not None and name in self.stand_ins:  # the storage's own tensor, after a view of it
+            self.stand_ins.discard(name)
+            self.tensors[name] = owner
         return name
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(v):
+    """A view op's parameter as plain tagged tuples (no class for the unpickler to build); raises _NotPlain."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return ("v", v)
+    if isinstance(v, np.generic):
+        return ("v", v.item())
+    if isinstance(v, (tuple, list)):
+        return ("t" if isinstance(v, tuple) else "l", tuple(map(_plain, v)))
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        return ("m", tuple((k, _plain(x)) for k, x in v.items()))
+    if isinstance(v, slice):
+        return ("s", _plain(v.start), _plain(v.stop), _plain(v.step))
+    if v is Ellipsis:
+        return ("e",)
+    if isinstance(v, np.dtype) and v.kind in "biufc":
+        return ("d", v.str)
+    if isinstance(v, type) and v.__name__ == "ndarray":  # a chunk type (a meta's): the loaded root's, on load
+        return ("c",)
+    raise _NotPlain
+
+
+def _plain_steps(steps):
+    """A view's ops from its root, as plain tuples, or None where a parameter is not plain (the view is then
+    saved as a tensor of its own, as before)."""
+    try:
+        return tuple((prim.name, node if isinstance(node, str) else None, _plain(params))
+                     for prim, node, params in steps)
+    except _NotPlain:
+        return None
+
+
+def _unplain(v, chunk_type):
+    tag = v[0]
+    if tag == "v":
+        return v[1]
+    if tag in "tl":
+        items = [_unplain(x, chunk_type) for x in v[1]]
+        return tuple(items) if tag == "t" else items
+    if tag == "m":
+        return {k: _unplain(x, chunk_type) for k, x in v[1]}
+    if tag == "s":
+        return slice(*(_unplain(x, chunk_type) for x in v[1:]))
+    if tag == "e":
+        return Ellipsis
+    if tag == "d":
+        return np.dtype(v[1])
+    if tag == "c":
+        return chunk_type
+    raise pickle.UnpicklingError(f"unsupported view parameter in a checkpoint: {v!r}")
+
+
+def _view_of(root, steps, requires_grad, parameter):
+    """The tensor ``steps`` (:func:`_plain_steps`) make of ``root``, sharing its storage (a fresh tensor over it
+    for no steps, a Parameter where one was saved), as saved: its ``requires_grad`` set, no history."""
+    chunk_type = type(root.array._meta)
+    if not steps:
+        t = (Parameter if parameter else Tensor).__new__(Parameter if parameter else Tensor)
+        t._init(root._storage, None, bool(requires_grad))
+        return t
+    with no_grad():
+        t = root.detach()
+        for name, node, params in steps:
+            t = PRIMITIVES[name].bind(t, node=node, **_unplain(params, chunk_type))
+    if requires_grad and not t.requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def _dumps(obj, names, tensors):
@@ -327,6 +435,7 @@ class _Unpickler(WeightsUnpickler):
     def __init__(self, file, read, names, weights_only):
         super().__init__(file)
         self.read, self.names, self.loaded, self.weights_only = read, names, {}, weights_only
+        self.views = {}
 
     def find_class(self, module, name):
         if self.weights_only:
@@ -334,6 +443,10 @@ class _Unpickler(WeightsUnpickler):
         return pickle.Unpickler.find_class(self, module, name)
 
     def persistent_load(self, name):
+        if type(name) is tuple and len(name) == 6 and name[0] == "view":  # (see _Pickler)
+            if name not in self.views:
+                self.views[name] = _view_of(self.persistent_load(name[2]), *name[3:])
+            return self.views[name]
         if not isinstance(name, str) or name not in self.names:
             raise pickle.UnpicklingError(f"unsupported persistent id encountered: {name!r} is not a tensor of "
                                          "this checkpoint")

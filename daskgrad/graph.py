@@ -549,6 +549,10 @@ def promoted(values, floating=False, opmath=False):
     if half:  # (each operand cast straight to float32: a float32 or float64 0-d one is not rounded to half first;
         # as torch's, only a second operand: a number or 0-d tensor first is rounded to half, ``1e5 // t`` is NaN)
         dtype = _FLOAT
+        # (an integer or bool operand with dimensions is cast to half first, as torch's TensorIterator casts it to
+        # the common dtype: ``h * i`` of a large int32 ``i`` is inf; a 0-d one is read as float32, a CPU scalar)
+        values = [door.defer(_cast, (v,), (("dtype", _HALF),)) if getattr(v, "ndim", 0) and v.dtype.kind in "biu"
+                  else v for v in values]
     return [door.defer(_cast, (v,), (("dtype", dtype),)) if hasattr(v, "dtype") and v.dtype != dtype else v
             for v in values], half
 

@@ -1475,11 +1475,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     """torch's ``F.embedding_bag``: the sum, mean or max of the ``weight`` rows of each bag of indices (the bags of a
     1-d ``input`` start at ``offsets``; those of a 2-d one are its rows), ``per_sample_weights`` scaling each row
     (``'sum'``), entries equal to ``padding_idx`` left out (not counted in the mean), an empty bag zeros.  With
-    ``include_last_offset`` the last offset ends the last bag, as torch documents it (its CPU kernels disagree
-    where it is not the input's length: float64 ones end that bag with the input), and ``'max'`` takes each
-    coordinate from the first row of the bag holding its maximum (its gradient goes there).  Built from a (bags,
-    indices) mask: its size is the bag count times the index count (times the embedding size for ``'max'``).
-    ``max_norm``, ``scale_grad_by_freq`` and ``sparse`` are refused."""
+    ``include_last_offset`` the last offset is not a bag's start: torch documents it as the input's length; where
+    it is not, the last bag ends with the input, as torch's CPU kernels (but the sums of float32 and half ones stop
+    at the last offset: a mean still divides by the count to the end; the gradient is this forward's).
+    ``'max'`` takes each coordinate from the first row of the bag holding its maximum (its gradient goes there).
+    Built from a (bags, indices) mask: its size is the bag count times the index count (times the embedding size
+    for ``'max'``).  ``max_norm``, ``scale_grad_by_freq`` and ``sparse`` are refused."""
     input, weight = _tensor_of(input), _tensor_of(weight)
     if weight.dtype == np.int64 and input.dtype.kind == "f":  # (torch's old argument order, still taken)
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, input, "
@@ -1527,17 +1528,22 @@ def _bags(input, weight, offsets, per_sample_weights, include_last_offset, paddi
     input = _checked_indices(input, 0, weight.shape[0], "embedding_bag: Expected idx >= 0 && idx < num_embeddings "
                              "but found idx to be {bad}")
     starts = offsets[:bags]
-    ends = offsets[1:] if include_last_offset else ops.concatenate(
-        [offsets[1:], _tensor_of(np.array([length], dtype=offsets.dtype))])
+    # (the last bag runs to the end of the input, with include_last_offset too, where offsets[-1] is not the input's
+    # length, which torch's docs ask for: torch's kernels' forward, but for the sums of its float32 and half ones,
+    # which stop at offsets[-1] (a mean still divides by the count to the end))
+    ends = ops.concatenate([offsets[1:bags], _tensor_of(np.array([length], dtype=offsets.dtype))])
     k = _tensor_of(np.arange(length))
     in_bag = ops.logical_and(ops.le(ops.unsqueeze(starts, 1), k), ops.lt(k, ops.unsqueeze(ends, 1)))
     if padding_idx is not None:
         in_bag = ops.logical_and(in_bag, ops.ne(input, padding_idx))
+    summed = in_bag
+    if include_last_offset and mode != "max" and weight.dtype != np.float64:
+        summed = ops.logical_and(in_bag, ops.lt(k, ops.unsqueeze(offsets[1:], 1)))
     picked = _embedding(input, weight)  # (indices, D)
     if per_sample_weights is not None:
         picked = picked * ops.unsqueeze(per_sample_weights, 1)
     if mode != "max":
-        out = ops.astype(in_bag, weight.dtype) @ picked
+        out = ops.astype(summed, weight.dtype) @ picked
         if mode == "mean":
             count = ops.unsqueeze(ops.sum(ops.astype(in_bag, weight.dtype), axis=1), 1)
             out = out / ops.where(count == 0, 1.0, count)  # (an empty bag's sum, 0, stays 0)

@@ -721,7 +721,7 @@ def embedding(indices, weight) -> Tensor:
     """
 def sum(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
-    ``dim=``/``keepdim=`` are accepted too).
+    ``dim=``/``keepdim=`` are accepted too); of unsigned integers, NumPy's uint64 (``Tensor.sum``: torch's int64).
     """
 def mean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The arithmetic mean over ``axis``, all elements when None (NumPy's and torch's ``mean``).
@@ -1059,15 +1059,16 @@ def nansum(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     a zero gradient.
     """
 def nanmean(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
-    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``).
+    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``); of integers or bools,
+    in float64 (NumPy's).
     """
 def nanmax(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
-    where NumPy warns and gives NaN.
+    where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's.
     """
 def nanmin(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
-    where NumPy warns and gives NaN.
+    where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's.
     """
 def ptp(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """Peak to peak: ``max - min``.
@@ -1084,7 +1085,7 @@ def quantile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=
     """
 def median(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
-    lower one), differentiable through the values it reads.
+    lower one), differentiable through the values it reads; of integers or bools, float64 (NumPy's).
     """
 def percentile(x, q, axis=None, keepdims=False, *, method='linear', interpolation=None, dim=..., keepdim=...) -> Tensor:
     """``quantile(x, q / 100)``: NumPy's ``percentile``, ``q`` in [0, 100].
@@ -1119,7 +1120,7 @@ def nanprod(x, axis=None, keepdims=False, dtype=None, *, dim=..., keepdim=...) -
     """
 def nanvar(x, axis=None, ddof=0, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """``var`` of the non-NaN values (NaN where fewer than ``ddof + 1`` remain); NaN positions get a
-    zero gradient.
+    zero gradient; of integers or bools, in float64 (NumPy's).
     """
 def nanstd(x, axis=None, ddof=0, keepdims=False, dtype=None, *, dim=..., keepdim=...) -> Tensor:
     """``std`` of the non-NaN values, ``sqrt(nanvar)``; NaN positions get a zero gradient.
@@ -1214,7 +1215,7 @@ def nanpercentile(x, q, axis=None, keepdims=False, *, method='linear', interpola
     """
 def nanmedian(x, axis=None, keepdims=False, *, dim=..., keepdim=...) -> Tensor:
     """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
-    torch's ``nanmedian`` returns the lower one).
+    torch's ``nanmedian`` returns the lower one); of integers or bools, float64 (NumPy's).
     """
 def ldexp(x1, x2) -> Tensor:
     """``x1 * 2**x2``, differentiable as torch's, in torch's floating result type of the two.

@@ -576,10 +576,16 @@ def nansum(x, axis=None, keepdims=False):
     return guard(sum(where(isnan(x), 0.0, x), axis=axis, keepdims=keepdims), x)
 
 
+def _float64_if_int(x):
+    """``x`` as NumPy's statistics read integers and bools: float64 (not float32, which drops digits past 2**24)."""
+    return ew.astype(x, np.float64) if x.dtype.kind in "biu" else x
+
+
 @public()
 def nanmean(x, axis=None, keepdims=False):
-    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``)."""
-    x = as_tensor(x)
+    """The mean over ``axis`` of the entries that are not NaN (NumPy's and torch's ``nanmean``); of integers or bools,
+    in float64 (NumPy's)."""
+    x = _float64_if_int(as_tensor(x))
     kept = where(isnan(x), 0.0, ew.ones_like(x))
     return nansum(x, axis=axis, keepdims=keepdims) / sum(kept, axis=axis, keepdims=keepdims)
 
@@ -587,16 +593,20 @@ def nanmean(x, axis=None, keepdims=False):
 @public("nanmax")
 def nanmax(x, axis=None, keepdims=False):
     """The largest value over ``axis``, NaN ignored (NumPy's ``nanmax``); an all-NaN slice gives ``-inf``,
-    where NumPy warns and gives NaN."""
+    where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's."""
     x = as_tensor(x)
+    if x.dtype.kind in "biu":  # (no NaN to skip; where(..., inf, x) would make them float32)
+        return amax(x, axis=axis, keepdims=keepdims)
     return amax(where(isnan(x), -math.inf, x), axis=axis, keepdims=keepdims)
 
 
 @public("nanmin")
 def nanmin(x, axis=None, keepdims=False):
     """The smallest value over ``axis``, NaN ignored (NumPy's ``nanmin``); an all-NaN slice gives ``inf``,
-    where NumPy warns and gives NaN."""
+    where NumPy warns and gives NaN.  Integers and bools keep their dtype, as NumPy's."""
     x = as_tensor(x)
+    if x.dtype.kind in "biu":
+        return amin(x, axis=axis, keepdims=keepdims)
     return amin(where(isnan(x), math.inf, x), axis=axis, keepdims=keepdims)
 
 
@@ -647,8 +657,13 @@ def quantile_method(method, interpolation):
 def quantile_args(x, q, axis):
     """What the quantile family shares: ``x`` as a tensor with the axes to reduce merged into its last
     one (flattened when ``axis`` is None), the quantiles as a host array of floats (checked), the axis to
-    reduce, ``x``'s rank, and the axes reduced (None: all)."""
+    reduce, ``x``'s rank, and the axes reduced (None: all).  Integers are read as float64, NumPy's (bools are
+    refused as NumPy's quantile refuses them; ``Tensor.quantile`` refuses both first, as torch's)."""
     x = as_tensor(x)
+    if x.dtype == bool:
+        raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the `^` "
+                        "operator, or the logical_xor function instead.")
+    x = _float64_if_int(x)
     qs = np.atleast_1d(np.asarray(q.detach() if isinstance(q, Tensor) else q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
         raise ValueError("Quantiles must be in the range [0, 1]")
@@ -765,8 +780,8 @@ def _unknown_length_quantiles(x, qs, axis, method):
 @public()
 def median(x, axis=None, keepdims=False):
     """NumPy's ``median`` (the mean of the two middle values for an even count; torch's returns the
-    lower one), differentiable through the values it reads."""
-    return quantile(x, 0.5, axis=axis, keepdims=keepdims)
+    lower one), differentiable through the values it reads; of integers or bools, float64 (NumPy's)."""
+    return quantile(_float64_if_int(as_tensor(x)), 0.5, axis=axis, keepdims=keepdims)
 
 
 @public()

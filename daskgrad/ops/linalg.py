@@ -676,7 +676,8 @@ def qr(A, mode="reduced"):
     Q = qr_q_p.record(q, A, save={"a": A, "r": RESULT}, m=m, n=n, mode=mode)
     R = qr_r_p.record(r, A, save={"q": Q if mode != "r" else None, "r": RESULT}, m=m, n=n, mode=mode)
     if mode == "r":
-        Q = Tensor._make(da.zeros((0,), dtype=A.dtype, like=A._storage.value._meta))
+        empty = meta_from_array(A._storage.value._meta, ndim=1, dtype=A.dtype)  # (shape (0,), on A's device)
+        Q = Tensor._make(da.from_array(empty, chunks=-1, asarray=False))
     return QRResult(Q, R)
 
 

@@ -29,8 +29,8 @@ from ..graph import View, guard, mark, named, primitive, promoted, relabel
 from .._modes import is_grad_enabled
 from .._repr import in_memory_values
 from .._tensor import Tensor, _ViewStorage, _backend, _current_backend, full, ones, tensor, zeros
-from ._util import (as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes, norm_axis,
-                    tensor_operand, tensor_or_scalar, value)
+from ._util import (accumulates_in, as_tensor, check_broadcast, check_same_device, constant_like, is_empty, norm_axes,
+                    norm_axis, tensor_operand, tensor_or_scalar, value)
 from .composite import (array_split, corrcoef, cov, cross, dsplit, hsplit, isnan, nanmean, nansum, ravel, tile,
                         vsplit)
 from .elementwise import (abs, astype, clip, clone, conj, conj_view_p, exp, log, maximum, minimum, reciprocal, sign,
@@ -64,7 +64,8 @@ def _all_if_empty(dim):
 # ------------------------------------------------------------------ reductions
 def _sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """torch's ``sum``: over ``dim`` (an int or a tuple; None or ``()``: every dim), in ``dtype`` when given."""
-    return sum(self, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims, dtype=dtype)
+    return sum(self, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims,
+               dtype=accumulates_in(self, dtype))  # (torch's int64 of unsigned integers; NumPy's is uint64)
 
 
 def _float_dtype_given(name, dtype):
@@ -88,7 +89,8 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
 
 def _nansum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """torch's ``nansum``: the sum with NaN read as 0, over ``dim`` (None or ``()``: every dim)."""
-    x = self if dtype is None else astype(self, _data.np_dtype(dtype))
+    dtype = accumulates_in(self, None if dtype is None else _data.np_dtype(dtype))  # (torch's int64 of unsigned)
+    x = self if dtype is None else astype(self, dtype)
     out = nansum(x, _all_if_empty(_dim(dim, axis)), keepdim if keepdims is None else keepdims)
     return out if dtype is None or out.dtype == x.dtype else astype(out, x.dtype)  # (NumPy's int64 of small ints)
 

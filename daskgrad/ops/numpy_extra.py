@@ -26,59 +26,69 @@ from .composite import along_axis, isnan, quantile_args, quantile_method, quanti
 from .elementwise import astype, conj, exp2, ge, le, trunc, where
 from .indexing import _blocks_of, _gather_array, getitem, sort
 from .indexing import gather_p, scatter_add_p  # (take's rule)
-from .reductions import cumsum, length, mean, prod, sum
+from .reductions import cumsum, length, mean, prod, running, running_sum, sum
 from .shape import broadcast_to, concatenate, expand_dims, flip, pad, rechunk, reshape, squeeze, transpose
 
 
 # ---------------------------------------------------------------------- cumprod
-def _reverse_cumsum(t, axis):
-    return flip(cumsum(flip(t, axis), axis), axis)
+def _reverse_cumsum(t, axis, wide=False):
+    return flip(running_sum(flip(t, axis), axis, None, wide), axis)
 
 
-def _cumprod_rule(g, s, *, axis):
+def _cumprod_rule(g, s, *, axis, wide=False):
     """torch's exact gradient with zeros: before the first zero of a slice, ``sum_{j>=i} g_j r_j / x_i``;
     at the first zero, the products with that zero left out (``cumprod`` of ``x`` with it set to 1);
-    after it, 0 (each product there holds the first zero)."""
+    after it, 0 (each product there holds the first zero).  ``wide``: the running sums and products
+    accumulated as torch's (the Tensor method's)."""
     x, r = s.x, s.r
     if x.shape[axis] == 1:  # torch's: the gradient itself, not g * x / x (a last bit off; a second derivative)
         return (g,)
     zero = x == 0
     seen = cumsum(zero, axis)
     before, first = seen == 0, zero & (seen == 1)
-    terms, first_terms = g * conj(r), g * conj(cumprod(where(first, 1, x), axis))
+    terms, first_terms = g * conj(r), g * conj(running_product(where(first, 1, x), axis, None, wide))
     if not is_grad_enabled():  # torch's first-order branch: each sum over the products that are not 0 only (an
         # infinite g_j where the product is 0 is left out, not 0 * inf); with create_graph they stay, as the
         # zero products' own derivatives are not 0
         terms, first_terms = where(before, terms, 0), where(seen == 1, first_terms, 0)
-    at_before = _reverse_cumsum(terms, axis) / conj(where(before, x, 1))
-    at_first = _reverse_cumsum(first_terms, axis)
+    at_before = _reverse_cumsum(terms, axis, wide) / conj(where(before, x, 1))
+    at_first = _reverse_cumsum(first_terms, axis, wide)
     return (where(before, at_before, where(first, at_first, 0)),)
 
 
-def _cumprod_array(a, *, axis):
-    if _unknown.unknown(a, axis):  # (rows after a boolean mask: dask's scan fails on a block holding none)
-        return _unknown.cumreduction(np.cumprod, np.multiply, 1, a, axis)
-    return da.cumprod(a, axis=axis)
-
-
-cumprod_p = primitive("cumprod", torch="CumprodBackward0", impl=_cumprod_array,
+cumprod_p = primitive("cumprod", torch="CumprodBackward0",
+                      impl=lambda a, *, axis, wide=False: running(da.cumprod, a, axis, wide),
                       save=("x", "r"), prepare=tensor_operand)
 cumprod_p.vjp(_cumprod_rule)
 
 
-@public("cumprod")
+def _cumprod_method(cumprod):
+    def method(self, dim=None, dtype=None, *, axis=None):
+        """torch's ``cumprod(dim, dtype=None)``: float32 and half accumulate in double and float, as torch's CPU
+        kernel (and its gradient)."""
+        return running_product(self, dim if axis is None else axis, dtype, True)
+    method.__name__ = "cumprod"
+    return method
+
+
+def running_product(x, axis, dtype, wide):
+    """``cumprod``; ``wide``: accumulated as torch's (:func:`~daskgrad.ops.reductions.running`)."""
+    x = as_tensor(x)
+    x = x if (dtype := accumulates_in(x, dtype) if wide else dtype) is None else astype(x, dtype)  # (NumPy's uint64)
+    if axis is None:
+        return running_product(ravel(x), 0, None, wide)
+    axis = norm_axis(axis, x.ndim)
+    if x.ndim == 0:
+        return reshape(running_product(reshape(x, (1,)), 0, dtype, wide), ())
+    out = cumprod_p.bind(x, axis=axis, **({"wide": True} if wide else {}))
+    return out if dtype is None or out.dtype == dtype else astype(out, dtype)  # (NumPy's int64 of small ints)
+
+
+@public(("cumprod", _cumprod_method))
 def cumprod(x, axis=None, dtype=None):
     """The cumulative product along ``axis`` (the raveled tensor when None); its gradient is exact where
     the input holds zeros, as torch's."""
-    x = as_tensor(x)
-    x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
-    if axis is None:
-        return cumprod(ravel(x), 0)
-    axis = norm_axis(axis, x.ndim)
-    if x.ndim == 0:
-        return reshape(cumprod(reshape(x, (1,)), 0, dtype=dtype), ())
-    out = cumprod_p.bind(x, axis=axis)
-    return out if dtype is None or out.dtype == dtype else astype(out, dtype)  # (NumPy's int64 of small ints)
+    return running_product(x, axis, dtype, False)
 
 
 public(name="cumulative_prod")(cumprod)  # NumPy 2's name
@@ -110,8 +120,9 @@ def nanprod(x, axis=None, keepdims=False, dtype=None):
 @public()
 def nanvar(x, axis=None, ddof=0, keepdims=False, dtype=None):
     """``var`` of the non-NaN values (NaN where fewer than ``ddof + 1`` remain); NaN positions get a
-    zero gradient."""
-    x = as_tensor(x) if dtype is None else astype(as_tensor(x), dtype)
+    zero gradient; of integers or bools, in float64 (NumPy's)."""
+    x = as_tensor(x)
+    x = astype(x, dtype) if dtype is not None else astype(x, np.float64) if x.dtype.kind in "biu" else x
     nan = isnan(x)
     kept = where(nan, 0.0, ew.ones_like(x))
     n = sum(kept, axis=axis, keepdims=True)
@@ -556,8 +567,9 @@ def nanpercentile(x, q, axis=None, keepdims=False, *, method="linear", interpola
 @public()
 def nanmedian(x, axis=None, keepdims=False):
     """The median of the non-NaN values (NumPy's: the mean of the two middle ones for an even count;
-    torch's ``nanmedian`` returns the lower one)."""
-    return nanquantile(x, 0.5, axis=axis, keepdims=keepdims)
+    torch's ``nanmedian`` returns the lower one); of integers or bools, float64 (NumPy's)."""
+    x = as_tensor(x)
+    return nanquantile(astype(x, np.float64) if x.dtype.kind in "biu" else x, 0.5, axis=axis, keepdims=keepdims)
 
 
 def _ldexp_chunk(a, b):

@@ -323,9 +323,20 @@ def _norm_tensordot_axes(axes, a, b):
 
 # torch's tensordot and einsum end in a reshape, so their nodes are ViewBackward0 too; the table
 # names them apart (the dashboard's tensordot-vjp, einsum-vjp)
+def _tensordot_array(a, b, *, xa, xb, na, nb):
+    dtype = np.result_type(a.dtype, b.dtype)
+    if dtype.kind not in "biu":
+        return da.tensordot(a, b, axes=(list(xa), list(xb)))
+    # integers and bools: in int64, cast to NumPy's dtype after (each chunk's product in a narrow dtype, summed across
+    # the contraction chunks in int64, would wrap or not by the chunking; the wrap of the int64 sum is the same);
+    # NumPy's product of bools is a logical or of ands
+    wide = np.uint64 if dtype == np.uint64 else np.int64
+    out = da.tensordot(a.astype(wide), b.astype(wide), axes=(list(xa), list(xb)))
+    return out != 0 if dtype.kind == "b" else out.astype(dtype)
+
+
 tensordot_p = primitive("tensordot", torch="ViewBackward0", args=("a", "b"), save=(("a", 1), ("b", 0)),
-                        impl=lambda a, b, *, xa, xb, na, nb: da.tensordot(a, b, axes=(list(xa), list(xb))),
-                        prepare=_operands)
+                        impl=_tensordot_array, prepare=_operands)
 
 
 @public()

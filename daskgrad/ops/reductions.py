@@ -264,8 +264,7 @@ _ACCUMULATING = frozenset({sum_p, mean_p, var_p, std_p, logsumexp_p})  # (not pr
 @public()
 def sum(x, axis=None, keepdims=False, dtype=None):
     """The sum over ``axis``, all elements when None (NumPy's ``sum``, optionally in ``dtype``; torch's
-    ``dim=``/``keepdim=`` are accepted too)."""
-    dtype = accumulates_in(x, dtype)
+    ``dim=``/``keepdim=`` are accepted too); of unsigned integers, NumPy's uint64 (``Tensor.sum``: torch's int64)."""
     if dtype is None:
         return _reduce(sum_p, x, axis, keepdims, _reduce_fwd, (("fn", "sum"),))
     return _reduce(sum_p, x, axis, keepdims, _sum_fwd, (("dtype", dtype),))
@@ -424,39 +423,64 @@ def logsumexp(x, axis=None, keepdims=False):
     return _reduce(logsumexp_p, x, axis, keepdims, _logsumexp_array)
 
 
-def _cumsum_array(a, *, axis):
-    if a.dtype == np.float16:  # (torch's running sum of float16 is float32, rounded once)
-        return _cumsum_array(a.astype(np.float32), axis=axis).astype(np.float16)
-    out = _unk.cumreduction(np.cumsum, np.add, 0, a, axis) if _unk.unknown(a, axis) else da.cumsum(a, axis=axis)
+# torch's CPU running sums and products (Tensor.cumsum/cumprod) accumulate in its acc_type, the value rounded to the
+# input's dtype at each step: float32 in double, half in float, complex64 in complex128 (NumPy's, in the dtype)
+_TORCH_ACC = {np.dtype(np.float32): np.dtype(np.float64), np.dtype(np.float16): np.dtype(np.float32),
+              np.dtype(np.complex64): np.dtype(np.complex128)}
+
+
+def running(fn, a, axis, wide):
+    """``fn`` (dask's cumsum or cumprod) of ``a`` along ``axis``; ``wide``: in torch's accumulating dtype (the carry
+    between chunks too), rounded back to ``a``'s.  Along rows not known until computed (after a boolean mask),
+    a scan that carries its running value past blocks holding none (dask's fails on such a block)."""
+    acc = _TORCH_ACC.get(a.dtype) if wide else None
+    b = a if acc is None else a.astype(acc)
+    if _unk.unknown(b, axis):
+        out = _unk.cumreduction(*_UNKNOWN_SCANS[fn], b, axis)
+    else:
+        out = fn(b, axis=axis)
+    return out if acc is None else out.astype(a.dtype)
+
+
+_UNKNOWN_SCANS = {da.cumsum: (np.cumsum, np.add, 0), da.cumprod: (np.cumprod, np.multiply, 1)}
+
+
+def _cumsum_array(a, *, axis, wide=False):
+    out = running(da.cumsum, a, axis, wide)
     return out + 0 if a.dtype.kind == "f" else out  # torch's running sum starts at +0.0: a leading -0.0 gives 0.0
 
 
 cumsum_p = primitive("cumsum", torch="CumsumBackward0", impl=_cumsum_array)
-cumsum_p.vjp(lambda g, s, *, axis: (flip(cumsum(flip(g, axis), axis), axis),))
+cumsum_p.vjp(lambda g, s, *, axis, wide=False: (flip(running_sum(flip(g, axis), axis, None, wide), axis),))
 
 
 def _cumsum_method(cumsum):
     def method(self, dim=None, *, dtype=None, axis=None):
         """torch's ``cumsum(dim, dtype=None)``: ``dim`` is required (``daskgrad.cumsum`` flattens without it, as
-        NumPy's)."""
+        NumPy's); float32 and half accumulate in double and float, as torch's CPU kernel (and its gradient)."""
         if dim is None and axis is None:
             raise TypeError('cumsum() missing 1 required positional arguments: "dim"')
-        return cumsum(self, dim if axis is None else axis, dtype=dtype)
+        return running_sum(self, dim if axis is None else axis, dtype, True)
     return method
+
+
+def running_sum(x, axis, dtype, wide):
+    """``cumsum``; ``wide``: accumulated as torch's (:func:`running`)."""
+    x = as_tensor(x)
+    x = x if (dtype := accumulates_in(x, dtype) if wide else dtype) is None else astype(x, dtype)  # (NumPy's uint64)
+    if axis is None:
+        return running_sum(reshape(x, (-1,)), 0, None, wide)
+    axis = norm_axis(axis, x.ndim)
+    if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
+        return reshape(running_sum(reshape(x, (1,)), 0, dtype, wide), ())
+    return _in(dtype, cumsum_p.bind(x, axis=axis, **({"wide": True} if wide else {})))
 
 
 @public(("cumsum", _cumsum_method))
 def cumsum(x, axis=None, dtype=None):
     """The cumulative sum along ``axis`` (NumPy's ``cumsum``: of the flattened tensor when ``axis`` is
     None, where torch requires ``dim``)."""
-    x = as_tensor(x)
-    x = x if (dtype := accumulates_in(x, dtype)) is None else astype(x, dtype)
-    if axis is None:
-        return cumsum(reshape(x, (-1,)), 0)
-    axis = norm_axis(axis, x.ndim)
-    if x.ndim == 0:  # torch: the cumulative sum of a 0-d tensor is itself
-        return reshape(cumsum(reshape(x, (1,)), 0, dtype=dtype), ())
-    return _in(dtype, cumsum_p.bind(x, axis=axis))
+    return running_sum(x, axis, dtype, False)
 
 
 def _arg_extreme(x, axis, keepdims, fn):

@@ -891,4 +891,4 @@ def _edge(v, x, axis):
     if isinstance(v, Tensor) or np.ndim(v):
         v = as_tensor(v)
         return v if v.ndim == x.ndim else broadcast_to(v, one.shape)
-    return full_like(one, v, dtype=np.result_type(x.dtype, v))
+    return full_like(one, v, dtype=np.result_type(x.dtype, np.asarray(v)))  # (NumPy: 1 joins as an int64 array)
