@@ -152,8 +152,9 @@ def mask_select(block, mask):
 
 
 def mask_scatter(mask, values):
-    """Zeros shaped ``mask.shape + values.shape[1:]`` with ``values`` written where ``mask`` is True (its VJP)."""
-    out = np.zeros_like(mask, dtype=values.dtype, shape=mask.shape + values.shape[1:])
+    """Zeros shaped ``mask.shape + values.shape[1:]`` with ``values`` written where ``mask`` is True (its VJP),
+    made like ``values`` (a host mask over device chunks: the zeros on the device)."""
+    out = np.zeros_like(values, shape=mask.shape + values.shape[1:])
     out[mask] = values
     return out
 

@@ -1269,11 +1269,11 @@ def _pair_diff_array(a):
 
 
 def _pair_sum_block(g, like):
-    i, j = np.triu_indices(like.shape[0], 1)
-    out = np.zeros_like(g, shape=like.shape)
-    np.add.at(out, i, g)
-    np.subtract.at(out, j, g)
-    return out
+    n = like.shape[0]
+    i, j = np.triu_indices(n, 1)
+    pairs = np.zeros_like(g, shape=(n, n) + g.shape[1:])  # (on g's device: an index assignment, no ufunc.at,
+    pairs[i, j] = g                                        # which a device array takes host indices in)
+    return pairs.sum(axis=1) - pairs.sum(axis=0)
 
 
 def _pair_sum_array(g, like):

@@ -545,6 +545,14 @@ def _ormqr(self, input2, input3, left=True, transpose=False):
     input3`` (``Q^H input3`` with ``transpose``; ``input3 Q`` or ``input3 Q^H`` when not ``left``).
     Composed of :func:`daskgrad.linalg.householder_product` on the reflectors padded to a square, so
     differentiable in all three; each matrix is one chunk."""
+    for t, what in ((self, "input"), (input3, "other")):
+        if t.ndim < 2:
+            raise RuntimeError(f"torch.ormqr: {what} must have at least 2 dimensions.")
+    side = -2 if left else -1
+    if input2.ndim and left and input2.shape[-1] != min(input3.shape[-2], self.shape[-1]):
+        raise RuntimeError("torch.ormqr: tau.shape[-1] must be equal to min(other.shape[-2], input.shape[-1])")
+    if input3.shape[side] != self.shape[-2]:
+        raise RuntimeError(f"torch.ormqr: other.shape[{side}] must be equal to input.shape[-2]")
     inputs, (mn, k) = (self, input2, input3), self.shape[-2:]
     if 0 in (*self.shape, *input2.shape, *input3.shape):  # (nothing to reflect or multiply: zeros, as torch's)
         return input3 * 0 + sum(self) * 0 + sum(input2) * 0
