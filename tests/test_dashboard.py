@@ -276,9 +276,9 @@ def test_headless_chromium_shows_an_mlp_step_s_largest_bars_as_vjp_rules_and_for
                 "Bokeh.documents[0].get_model_by_name('daskgrad-rules') : null; "
                 "return d ? {rule: Array.from(d.data.rule), seconds: Array.from(d.data.seconds), "
                 "kind: Array.from(d.data.kind)} : null; })()")
-        # (the page polls the server: wait until it draws every rule the server already named)
-        browser.wait_for(f"(() => {{ const b = {bars}; return b && b.rule.includes('matmul-vjp') "
-                         f"&& b.rule.includes('relu-vjp'); }})()", timeout=60)
+        # (the page polls the server: wait until it draws the rules; relu's takes about a millisecond, so on a
+        # quiet machine it may be folded into the rows of ~0 s: drawn, or folded, not a timing to wait for)
+        browser.wait_for(f"(() => {{ const b = {bars}; return b && b.rule.includes('matmul-vjp'); }})()", timeout=60)
         browser.wait_for(f"(() => {{ const s = {PAGE_STATE_JS}; return s.text.includes({json.dumps(shown_key)}); }})()",
                          timeout=60)
         drawn = browser.evaluate(bars)
@@ -293,7 +293,8 @@ def test_headless_chromium_shows_an_mlp_step_s_largest_bars_as_vjp_rules_and_for
     # the machine's timings)
     assert _is_rule_or_op(largest[0][1]), largest
     assert sum(s for s, name, _ in largest if _is_rule_or_op(name)) > 0.5 * sum(s for s, _, _ in largest), largest
-    assert {"matmul-vjp", "relu-vjp"} <= set(drawn["rule"]) and not set(drawn["rule"]) & RULE_INTERNALS
+    assert "matmul-vjp" in drawn["rule"] and not set(drawn["rule"]) & RULE_INTERNALS  # (relu-vjp: the server's
+    # rules hold it (_attributed_mlp above); the page draws it unless it ran for about no time, then folds it)
     assert all(kind == ("VJP rule" if name.endswith("-vjp") else "forward op") for _, name, kind in largest)
     assert "more kinds of task ran for about no time" in state["text"]  # the rows of ~0 s, folded
     assert shown_key in state["text"]  # the keys column: prefix and block, not a cut-off token
