@@ -30,8 +30,8 @@ def test_a_copy_named_by_its_values():
     assert a.numpy().sum() == 0 and b.numpy().sum() == 0
     assert not np.shares_memory(a.numpy(), x)
     assert a.array.name == b.array.name  # the same values and chunks: the same keys, as dask's
-    others = [dg.tensor(x, chunks=2), dg.tensor(np.zeros((4, 3)), chunks=3), dg.tensor(np.zeros((4, 3), "f4"), chunks=2),
-              dg.tensor(np.zeros((3, 4)).T, chunks=2)]
+    others = [dg.tensor(x, chunks=2), dg.tensor(np.zeros((4, 3)), chunks=3),
+              dg.tensor(np.zeros((4, 3), "f4"), chunks=2), dg.tensor(np.zeros((3, 4)).T, chunks=2)]
     assert len({a.array.name} | {t.array.name for t in others}) == 4  # (the transposed zeros: the same bytes)
 
 
